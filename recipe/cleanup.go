@@ -1,0 +1,221 @@
+package recipe
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+)
+
+// cleanupItem names a znode of ours that must go: either by path (czxid 0 =
+// unknown) or, when a create's reply was lost, by the GUID in its name under
+// dir. owner is the ZooKeeper session that created (or may have created) it;
+// a node with another owner is never touched.
+type cleanupItem struct {
+	path  string // absolute
+	czxid int64
+	owner int64
+	dir   string // absolute; with guid, for nodes whose name we never learned
+	guid  string
+}
+
+func (c cleanupItem) String() string {
+	if c.path != "" {
+		return c.path
+	}
+	return c.dir + "/*" + c.guid + "*"
+}
+
+// deleteOwned deletes a znode of ours, whatever the caller's context has
+// become: it runs on its own context (the caller's values, not its
+// cancellation) bounded by the cleanup timeout, retries on connection loss,
+// and deletes only a node whose ephemeral owner is the item's session (and
+// whose czxid matches, when known). With wait false and the connection down
+// it does not wait for a reconnection. Whatever it cannot finish goes to the
+// Session's cleaner, which retries on every reconnection of that session.
+// It returns nil when the node is gone or was never ours.
+func (s *Session) deleteOwned(ctx context.Context, it cleanupItem, wait bool) error {
+	var err error
+	if wait || s.State().IsConnected() {
+		timeout := s.cfg.cleanupTimeout
+		if timeout == 0 {
+			timeout = s.SessionTimeout()
+		}
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
+		defer cancel()
+		if wait {
+			stop := context.AfterFunc(ctx, cancel) // the caller may stop waiting...
+			defer stop()
+		}
+		err = s.retry(cctx, func() error { return s.deleteOnce(it) }) // ...but the first attempt is sent
+		if err == nil || errors.Is(err, ErrSessionClosed) {
+			return nil // a closed session's ephemerals are gone with it
+		}
+	} else {
+		err = fmt.Errorf("%w: not connected", zk.ErrConnectionClosed)
+	}
+	s.mu.Lock()
+	if !s.closed {
+		s.cleanup = append(s.cleanup, it)
+		s.kick(s.kickJanitor)
+	}
+	s.mu.Unlock()
+	s.log.Warn("cleanup delete deferred to the session cleaner", "node", it.String(), "err", err)
+	return err
+}
+
+// deleteOnce makes one attempt. It returns a connection error to be retried,
+// nil when done.
+func (s *Session) deleteOnce(it cleanupItem) error {
+	s.mu.Lock()
+	var cur int64
+	if s.epoch != nil {
+		cur = s.epoch.id
+	}
+	s.mu.Unlock()
+	if cur != it.owner {
+		return nil // that session is gone, and its ephemerals with it
+	}
+	if it.path == "" {
+		children, _, err := s.conn.Children(it.dir)
+		if errors.Is(err, zk.ErrNoNode) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		for _, c := range children {
+			if strings.HasPrefix(c, protectedPrefix+it.guid+"-") {
+				if err := s.deleteOnce(cleanupItem{path: it.dir + "/" + c, owner: it.owner}); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}
+	for {
+		ok, st, err := s.conn.Exists(it.path)
+		if err != nil {
+			return err
+		}
+		if !ok || st.EphemeralOwner != it.owner || (it.czxid != 0 && st.Czxid != it.czxid) {
+			return nil // gone, or not ours: never delete another session's node
+		}
+		// The delete follows the identity check in this session's FIFO order;
+		// the version makes it fail if the node was replaced in between.
+		err = s.conn.Delete(it.path, st.Version)
+		switch {
+		case err == nil, errors.Is(err, zk.ErrNoNode):
+			return nil
+		case errors.Is(err, zk.ErrBadVersion):
+			continue
+		default:
+			return err
+		}
+	}
+}
+
+// janitor retries deferred cleanup deletes whenever the connection is up.
+func (s *Session) janitor() {
+	defer s.wg.Done()
+	var retry <-chan time.Time
+	for {
+		select {
+		case <-s.quit:
+			return
+		case <-s.kickJanitor:
+		case <-retry:
+		}
+		retry = nil
+		if !s.rewatchLeases() {
+			retry = time.After(time.Second)
+		}
+		s.mu.Lock()
+		items := s.cleanup
+		s.cleanup = nil
+		connected := s.state.IsConnected()
+		s.mu.Unlock()
+		if len(items) == 0 {
+			continue
+		}
+		var failed []cleanupItem
+		for i, it := range items {
+			if !connected {
+				failed = append(failed, items[i:]...)
+				break
+			}
+			if err := s.deleteOnce(it); err != nil {
+				if isClosing(err) {
+					return
+				}
+				if !isConnErr(err) {
+					s.log.Error("session cleaner: delete failed", "node", it.String(), "err", err)
+					continue
+				}
+				failed = append(failed, it)
+				connected = false
+				continue
+			}
+			s.log.Debug("session cleaner: deleted", "node", it.String())
+		}
+		if len(failed) > 0 {
+			s.mu.Lock()
+			if !s.closed {
+				s.cleanup = append(failed, s.cleanup...)
+			}
+			s.mu.Unlock()
+			retry = time.After(time.Second)
+		}
+	}
+}
+
+// PendingCleanup returns how many deletes of this Session's own znodes are
+// waiting for a reconnection (normally 0). Exposed for tests and metrics.
+func (s *Session) PendingCleanup() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.cleanup)
+}
+
+func opErr(op, path string, err error) error {
+	if err == nil {
+		return nil
+	}
+	if isClosing(err) {
+		err = fmt.Errorf("%w (%v)", ErrSessionClosed, err)
+	}
+	return &OpError{Op: op, Path: path, Err: err}
+}
+
+// rewatchLeases sets a new data watch on the own node of every live lease
+// whose watch was consumed by a data change, so a later deletion still ends
+// the lease. It reports false if some must be retried.
+func (s *Session) rewatchLeases() bool {
+	s.mu.Lock()
+	todo := s.rewatch
+	s.rewatch = nil
+	s.mu.Unlock()
+	ok := true
+	for _, l := range todo {
+		if l.ctx.Err() != nil {
+			continue
+		}
+		_, st, _, err := s.conn.GetW(l.path)
+		s.mu.Lock()
+		switch {
+		case l.ctx.Err() != nil:
+		case errors.Is(err, zk.ErrNoNode):
+			s.revokeLeaseLocked(l, ErrNodeDeleted, false)
+		case err != nil:
+			s.rewatch = append(s.rewatch, l)
+			ok = false
+		case st.Czxid != l.czxid || st.EphemeralOwner != l.owner:
+			s.revokeLeaseLocked(l, ErrNodeDeleted, false)
+		}
+		s.mu.Unlock()
+	}
+	return ok
+}

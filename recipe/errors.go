@@ -1,0 +1,116 @@
+package recipe
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"syscall"
+
+	"github.com/go-zookeeper/zk"
+)
+
+// Sentinel errors. Every error returned by this module's recipes matches one
+// of these (or a go-zookeeper sentinel such as zk.ErrNoAuth) with errors.Is.
+var (
+	// ErrLocked is returned by TryAcquire when another participant holds the
+	// lock (or all permits). No znode of the caller is left behind.
+	ErrLocked = errors.New("recipe: held by another participant")
+
+	// ErrLeaseLost is returned by Lease.Release after ownership was lost
+	// (session lost, connection suspended past the policy, own znode deleted).
+	// Release then deletes nothing itself; context.Cause of the lease context
+	// tells why ownership ended.
+	ErrLeaseLost = errors.New("recipe: lease lost")
+
+	// ErrSessionLost means the ZooKeeper session that owned a znode is
+	// expired, or is presumed expired because no server replied within the
+	// session timeout. Everything granted under that session is lost.
+	ErrSessionLost = errors.New("recipe: session lost")
+
+	// ErrSessionClosed is returned by operations on a closed Session, and is
+	// the cause of every lease context still live when Close ran.
+	ErrSessionClosed = errors.New("recipe: session closed")
+
+	// ErrSuspended is the cause of a lease context ended because the
+	// connection to ZooKeeper was suspended (Curator's SUSPENDED) under the
+	// session's suspension policy.
+	ErrSuspended = errors.New("recipe: connection suspended")
+
+	// ErrNodeDeleted means the caller's own znode vanished while its session
+	// lived (deleted by an operator or another client). It is the cause of a
+	// lease context ended that way and is returned by Acquire when a waiter's
+	// node disappears.
+	ErrNodeDeleted = errors.New("recipe: own znode deleted")
+
+	// ErrReleased is the cause of a lease context ended by Lease.Release.
+	ErrReleased = errors.New("recipe: lease released")
+
+	// ErrInvalidPath is matched by every *PathError.
+	ErrInvalidPath = errors.New("recipe: invalid path")
+
+	// ErrUnreachable is returned by Connect when no server of the ensemble
+	// established a session before the connect timeout or ctx ended.
+	ErrUnreachable = errors.New("recipe: ZooKeeper ensemble unreachable")
+
+	// ErrNoPermission is matched (together with zk.ErrNoAuth or
+	// zk.ErrInvalidACL) when ZooKeeper refused an operation because of ACLs.
+	ErrNoPermission = errors.New("recipe: refused by ZooKeeper ACL")
+
+	// ErrBadOption is matched by errors for invalid option values.
+	ErrBadOption = errors.New("recipe: invalid option")
+)
+
+// PathError reports an invalid znode path. It matches ErrInvalidPath.
+type PathError struct {
+	Path   string // the path as given
+	Reason string // what is wrong with it
+}
+
+// Error implements error.
+func (e *PathError) Error() string {
+	return fmt.Sprintf("recipe: invalid path %q: %s", e.Path, e.Reason)
+}
+
+// Is makes a *PathError match ErrInvalidPath.
+func (e *PathError) Is(target error) bool { return target == ErrInvalidPath }
+
+// OpError describes a failed ZooKeeper operation: which operation, on which
+// path (relative to the session's chroot), and the underlying error, which
+// stays reachable with errors.Is / errors.As (e.g. zk.ErrNoAuth).
+type OpError struct {
+	Op   string // "create", "children", "get", "delete", "exists", "sync"
+	Path string
+	Err  error
+}
+
+// Error implements error.
+func (e *OpError) Error() string { return fmt.Sprintf("recipe: %s %s: %v", e.Op, e.Path, e.Err) }
+
+// Unwrap returns the underlying error.
+func (e *OpError) Unwrap() error { return e.Err }
+
+// Is makes ACL refusals match ErrNoPermission as well.
+func (e *OpError) Is(target error) bool {
+	return target == ErrNoPermission && (errors.Is(e.Err, zk.ErrNoAuth) || errors.Is(e.Err, zk.ErrInvalidACL))
+}
+
+// isConnErr reports whether err is a transient connection-level failure after
+// which a request may or may not have been applied by the server.
+//
+// Besides go-zookeeper's sentinels this includes raw network errors:
+// go-zookeeper hands a failed socket write to the waiting request as is.
+func isConnErr(err error) bool {
+	if err == nil {
+		return false
+	}
+	var ne *net.OpError
+	return errors.Is(err, zk.ErrConnectionClosed) || errors.Is(err, zk.ErrNoServer) ||
+		errors.Is(err, zk.ErrSessionExpired) || errors.Is(err, zk.ErrSessionMoved) ||
+		errors.As(err, &ne) || errors.Is(err, net.ErrClosed) || errors.Is(err, io.EOF) ||
+		errors.Is(err, io.ErrClosedPipe) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNRESET)
+}
+
+// isClosing reports whether err means the client was closed.
+func isClosing(err error) bool { return errors.Is(err, zk.ErrClosing) }

@@ -1,0 +1,68 @@
+package recipe
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"github.com/zkrecipes/zkrecipes/fence"
+)
+
+// lease is a grant made by a Queue: the znode at path, created by session
+// owner with czxid as its fencing token.
+type lease struct {
+	s      *Session
+	gen    *generation
+	path   string // absolute
+	czxid  int64
+	owner  int64
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+
+	mu       sync.Mutex
+	released bool // the delete has completed
+}
+
+var _ Lease = (*lease)(nil)
+
+// Token returns the czxid of the lease's znode.
+func (l *lease) Token() fence.Token { return fence.Token(l.czxid) }
+
+// Context is done when ownership ends; see Lease.
+func (l *lease) Context() context.Context { return l.ctx }
+
+// Path returns the lease znode's path relative to the chroot.
+func (l *lease) Path() string { return l.path[len(l.s.chroot):] }
+
+// Release gives the lease up: it ends the lease context (cause ErrReleased)
+// first, then deletes the znode after checking it is still the one granted
+// (ephemeral owner and czxid), ignoring ctx's cancellation for the delete
+// itself (the first attempt is always sent) and retrying on connection loss
+// until the cleanup timeout; ctx's end only stops the retries early. A delete
+// that could not complete is also handed to the Session's cleaner, so the
+// lock is freed on reconnection even if Release is never called again.
+//
+// Errors: ErrLeaseLost (wrapping the cause) if ownership ended before
+// Release; a connection error if the delete could not be confirmed (call
+// Release again: it returns nil once the node is gone).
+func (l *lease) Release(ctx context.Context) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.released {
+		return nil
+	}
+	l.s.mu.Lock()
+	if l.ctx.Err() == nil {
+		l.s.revokeLeaseLocked(l, ErrReleased, false)
+	}
+	l.s.mu.Unlock()
+	if cause := context.Cause(l.ctx); cause != ErrReleased {
+		return fmt.Errorf("%w: %w", ErrLeaseLost, cause)
+	}
+	err := l.s.deleteOwned(ctx, cleanupItem{path: l.path, czxid: l.czxid, owner: l.owner}, true)
+	if err != nil {
+		return fmt.Errorf("recipe: release %s: %w", l.Path(), err)
+	}
+	l.released = true
+	return nil
+}

@@ -1,0 +1,45 @@
+package recipe
+
+import (
+	"context"
+
+	"github.com/zkrecipes/zkrecipes/fence"
+)
+
+// Lock is a backend-neutral distributed lock (or one side of a read-write
+// lock, or a semaphore). Nothing in it names ZooKeeper: another backend can
+// implement it and be checked by the same tests.
+//
+// Each Acquire call is an independent contender (not reentrant): calling
+// Acquire twice from one goroutine without releasing deadlocks, as with
+// sync.Mutex.
+type Lock interface {
+	// Acquire blocks until the caller holds the lock, ctx ends (the error
+	// matches ctx's cause; nothing is left behind), or ownership can't be
+	// obtained (e.g. ErrSessionLost, ErrSessionClosed).
+	Acquire(ctx context.Context) (Lease, error)
+	// TryAcquire returns a Lease if the lock is free right now, or an error
+	// matching ErrLocked if another holder has it; it never waits for a
+	// holder, and a "not acquired" answer leaves nothing behind.
+	TryAcquire(ctx context.Context) (Lease, error)
+}
+
+// Lease is one grant of a Lock. It is a lease, not a mutex: ownership can end
+// at any moment without the holder doing anything (session loss, suspension,
+// an operator deleting the lock node), and a holder that pauses (GC, swap, a
+// frozen VM) can resume after it ended. Guard every effect with Token at the
+// resource (package fence), and stop work when Context is done.
+type Lease interface {
+	// Token is the fencing token of this grant: larger than the token of
+	// every earlier grant of the same lock.
+	Token() fence.Token
+	// Context is done as soon as ownership is released or in doubt; it is not
+	// derived from Acquire's context (it keeps its values only).
+	// context.Cause tells why: ErrReleased, ErrSuspended, ErrSessionLost,
+	// ErrSessionClosed or ErrNodeDeleted.
+	Context() context.Context
+	// Release gives the lock up. It is idempotent and can be retried after an
+	// error. After ownership was lost it returns an error matching
+	// ErrLeaseLost and deletes nothing itself.
+	Release(ctx context.Context) error
+}

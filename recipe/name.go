@@ -1,0 +1,142 @@
+package recipe
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// Node-name grammar of every queue znode this module creates:
+//
+//	_c_<guid>-<kind><sequence>
+//
+// <guid> is 32 lowercase hex digits, fresh for every Acquire call (Curator's
+// "protected" names, so a create whose reply was lost can be found again).
+// <kind> is the recipe's node kind ("lock-", "read-", "write-", ...) and may
+// itself contain digits and dashes. <sequence> is the suffix ZooKeeper appends
+// to a sequential znode: the parent's counter formatted as %010d, a signed
+// 32-bit number that wraps from 2147483647 to -2147483648 (then
+// "-2147483648"). A name parses only if the suffix is exactly the canonical
+// %010d form of an int32, so a kind that ends in digits is never confused
+// with the sequence.
+const (
+	protectedPrefix = "_c_"
+	guidLen         = 32
+)
+
+// NodeName is a parsed queue znode name.
+type NodeName struct {
+	Name string // the full child name
+	GUID string // 32 hex digits
+	Kind string // one of the queue's kinds
+	Seq  int32  // the sequence number ZooKeeper assigned
+}
+
+// newGUID returns 32 random lowercase hex digits.
+func newGUID() string {
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic(fmt.Sprintf("recipe: crypto/rand failed: %v", err)) // never happens on Linux
+	}
+	return hex.EncodeToString(b[:])
+}
+
+// nodePrefix is the name given to Create for an ephemeral sequential znode;
+// ZooKeeper appends the sequence.
+func nodePrefix(guid, kind string) string {
+	return protectedPrefix + guid + "-" + kind
+}
+
+// ParseNodeName parses a child name against the grammar above, accepting only
+// the given kinds. It reports false for anything else (foreign children are
+// ignored by every recipe, never fatal).
+func ParseNodeName(name string, kinds []string) (NodeName, bool) {
+	if len(name) < len(protectedPrefix)+guidLen+1 || !strings.HasPrefix(name, protectedPrefix) {
+		return NodeName{}, false
+	}
+	guid := name[len(protectedPrefix) : len(protectedPrefix)+guidLen]
+	for i := 0; i < len(guid); i++ {
+		c := guid[i]
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return NodeName{}, false
+		}
+	}
+	rest := name[len(protectedPrefix)+guidLen:]
+	if rest[0] != '-' {
+		return NodeName{}, false
+	}
+	rest = rest[1:]
+	for _, kind := range kinds {
+		if !strings.HasPrefix(rest, kind) {
+			continue
+		}
+		if seq, ok := parseSeq(rest[len(kind):]); ok {
+			return NodeName{Name: name, GUID: guid, Kind: kind, Seq: seq}, true
+		}
+	}
+	return NodeName{}, false
+}
+
+// parseSeq accepts exactly the canonical %010d form of an int32.
+func parseSeq(s string) (int32, bool) {
+	if len(s) != 10 && len(s) != 11 {
+		return 0, false
+	}
+	v, err := strconv.ParseInt(s, 10, 32)
+	if err != nil || formatSeq(int32(v)) != s {
+		return 0, false
+	}
+	return int32(v), true
+}
+
+// formatSeq formats a sequence the way ZooKeeper does (Java's %010d).
+func formatSeq(v int32) string {
+	if v < 0 {
+		d := strconv.FormatInt(-int64(v), 10)
+		if len(d) < 9 {
+			d = strings.Repeat("0", 9-len(d)) + d
+		}
+		return "-" + d
+	}
+	d := strconv.FormatInt(int64(v), 10)
+	if len(d) < 10 {
+		d = strings.Repeat("0", 10-len(d)) + d
+	}
+	return d
+}
+
+// SeqLess reports whether sequence a was assigned before b, with serial-number
+// arithmetic so that the order survives the counter wrapping past
+// 2147483647 to negative values: a < b iff b-a, computed modulo 2^32, is a
+// positive int32. It is a total order on any set of live sequences that spans
+// less than 2^31 (ZooKeeper can't hold that many children under one parent).
+func SeqLess(a, b int32) bool { return int32(uint32(b)-uint32(a)) > 0 }
+
+// SortNodes orders nodes by sequence (wrap-aware), then by name.
+func SortNodes(nodes []NodeName) {
+	slices.SortFunc(nodes, func(x, y NodeName) int {
+		switch {
+		case x.Seq == y.Seq:
+			return strings.Compare(x.Name, y.Name)
+		case SeqLess(x.Seq, y.Seq):
+			return -1
+		default:
+			return 1
+		}
+	})
+}
+
+// ParseChildren parses and orders a children listing, dropping foreign names.
+func ParseChildren(children []string, kinds []string) []NodeName {
+	nodes := make([]NodeName, 0, len(children))
+	for _, c := range children {
+		if n, ok := ParseNodeName(c, kinds); ok {
+			nodes = append(nodes, n)
+		}
+	}
+	SortNodes(nodes)
+	return nodes
+}

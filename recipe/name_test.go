@@ -1,0 +1,109 @@
+package recipe
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+)
+
+const g = "0123456789abcdef0123456789abcdef"
+
+// TestC1_NodeNameGrammar covers case C1: signed, wrapped sequences behind GUID
+// prefixes and kinds that contain digits and dashes.
+func TestC1_NodeNameGrammar(t *testing.T) {
+	kinds := []string{"lock-", "my-lock-2-", "read-", "w2"}
+	cases := []struct {
+		name string
+		ok   bool
+		kind string
+		seq  int32
+	}{
+		{"_c_" + g + "-lock-0000000001", true, "lock-", 1},
+		{"_c_" + g + "-lock-2147483647", true, "lock-", 2147483647},
+		{"_c_" + g + "-lock--2147483648", true, "lock-", -2147483648},
+		{"_c_" + g + "-lock--2147483647", true, "lock-", -2147483647},
+		{"_c_" + g + "-lock--000000001", true, "lock-", -1},
+		{"_c_" + g + "-my-lock-2-0000000042", true, "my-lock-2-", 42},
+		{"_c_" + g + "-my-lock-2--000000042", true, "my-lock-2-", -42},
+		{"_c_" + g + "-w20000000007", true, "w2", 7},
+		{"_c_" + g + "-read-0000000000", true, "read-", 0},
+		// Not ours: foreign names, bad GUIDs, non-canonical sequences.
+		{"lock-0000000001", false, "", 0},
+		{"_c_" + g + "-lock-1", false, "", 0},
+		{"_c_" + g + "-lock-00000000001", false, "", 0},
+		{"_c_" + g + "-lock-2147483648", false, "", 0},
+		{"_c_" + g + "-lock--1", false, "", 0},
+		{"_c_" + g + "-lock-+000000001", false, "", 0},
+		{"_c_" + g + "-lock-000000000a", false, "", 0},
+		{"_c_" + g + "-other-0000000001", false, "", 0},
+		{"_c_0123456789ABCDEF0123456789abcdef-lock-0000000001", false, "", 0},
+		{"_c_0123-lock-0000000001", false, "", 0},
+		{"_c_" + g + "lock-0000000001", false, "", 0},
+		{"_c_" + g + "-", false, "", 0},
+		{"", false, "", 0},
+		{"zookeeper", false, "", 0},
+	}
+	for _, c := range cases {
+		n, ok := ParseNodeName(c.name, kinds)
+		if ok != c.ok || (ok && (n.Kind != c.kind || n.Seq != c.seq || n.GUID != g)) {
+			t.Errorf("ParseNodeName(%q) = %+v, %v; want kind %q seq %d ok %v", c.name, n, ok, c.kind, c.seq, c.ok)
+		}
+	}
+}
+
+func TestFormatSeqMatchesZooKeeper(t *testing.T) {
+	for v, want := range map[int32]string{
+		0: "0000000000", 5: "0000000005", 2147483647: "2147483647",
+		-1: "-000000001", -2147483648: "-2147483648", -2147483647: "-2147483647", -123456789: "-123456789",
+	} {
+		if got := formatSeq(v); got != want {
+			t.Errorf("formatSeq(%d) = %q, want %q", v, got, want)
+		}
+		if back, ok := parseSeq(want); !ok || back != v {
+			t.Errorf("parseSeq(%q) = %d, %v", want, back, ok)
+		}
+	}
+}
+
+// TestC1_WrapAwareOrder: the counter wraps past 2147483647 to negative values;
+// order must follow assignment, not numeric value.
+func TestC1_WrapAwareOrder(t *testing.T) {
+	seqs := []int32{2147483646, 2147483647, -2147483648, -2147483647, -2147483646}
+	var names []string
+	for i := len(seqs) - 1; i >= 0; i-- { // listed in reverse
+		names = append(names, fmt.Sprintf("_c_%s-lock-%s", g, formatSeq(seqs[i])))
+	}
+	names = append(names, "foreign", "_c_"+g+"-lock-x")
+	nodes := ParseChildren(names, []string{"lock-"})
+	var got []int32
+	for _, n := range nodes {
+		got = append(got, n.Seq)
+	}
+	if !slices.Equal(got, seqs) {
+		t.Fatalf("order = %v, want %v", got, seqs)
+	}
+	if !SeqLess(2147483647, -2147483648) || SeqLess(-2147483648, 2147483647) || !SeqLess(1, 2) || SeqLess(3, 3) {
+		t.Fatal("SeqLess is not wrap-aware")
+	}
+}
+
+func TestFirstHolds(t *testing.T) {
+	if h, w := FirstHolds(nil, 0); !h || w != -1 {
+		t.Fatal("index 0 must hold")
+	}
+	if h, w := FirstHolds(nil, 3); h || w != 2 {
+		t.Fatal("index 3 must watch 2")
+	}
+}
+
+func FuzzParseNodeName(f *testing.F) {
+	for _, s := range []string{"_c_" + g + "-lock-0000000001", "_c_" + g + "-lock--2147483648", "lock-1", ""} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, name string) {
+		n, ok := ParseNodeName(name, []string{"lock-", "my-lock-2-"})
+		if ok && nodePrefix(n.GUID, n.Kind)+formatSeq(n.Seq) != name {
+			t.Fatalf("parse of %q does not round-trip: %+v", name, n)
+		}
+	})
+}

@@ -1,0 +1,173 @@
+package recipe
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+	"github.com/go-zookeeper/zk"
+)
+
+// Defaults for Connect's options.
+const (
+	// DefaultSessionTimeout is the session timeout requested from the server.
+	// The server may negotiate it into its [minSessionTimeout,
+	// maxSessionTimeout] range; the Session always works with the negotiated
+	// value.
+	DefaultSessionTimeout = 10 * time.Second
+	// DefaultConnectTimeout bounds how long Connect waits for the first
+	// session when ctx has no earlier deadline.
+	DefaultConnectTimeout = 15 * time.Second
+	// DefaultSuspendFraction is the fraction f of the negotiated session
+	// timeout used by TolerateSuspension when given 0.
+	DefaultSuspendFraction = 0.5
+)
+
+// SuspendPolicy says how long ownership survives a suspended connection.
+// Build one with RevokeOnSuspend or TolerateSuspension.
+type SuspendPolicy struct {
+	tolerate bool
+	fraction float64
+}
+
+// RevokeOnSuspend is the default policy (Curator's standard one): every lease
+// ends the moment the connection is SUSPENDED, i.e. when the client notices
+// the disconnect, and at the latest 2/3 of the negotiated session timeout
+// after the last byte received from a server (the point at which the client
+// itself declares the connection dead).
+func RevokeOnSuspend() SuspendPolicy { return SuspendPolicy{} }
+
+// TolerateSuspension keeps leases alive while the connection is SUSPENDED,
+// but only until lastServerReply + f × negotiated session timeout, counted
+// from the last byte received from any server, never from when the client
+// noticed the disconnect (case C9). A reconnection to the same session before
+// then keeps every lease. f must be in [0.4, 0.9]: below 0.4 a healthy
+// connection (pinged every 1/3 of the timeout) would lose leases, at 1 or
+// above the server may already have expired the session and granted the lock
+// to someone else. f == 0 means DefaultSuspendFraction.
+func TolerateSuspension(f float64) SuspendPolicy {
+	if f == 0 {
+		f = DefaultSuspendFraction
+	}
+	return SuspendPolicy{tolerate: true, fraction: f}
+}
+
+// String describes the policy.
+func (p SuspendPolicy) String() string {
+	if !p.tolerate {
+		return "revoke-on-suspend"
+	}
+	return fmt.Sprintf("tolerate-suspension(f=%.2f)", p.fraction)
+}
+
+// revokeAfter is how long after the last server reply ownership ends.
+func (p SuspendPolicy) revokeAfter(timeout time.Duration) time.Duration {
+	if !p.tolerate {
+		return timeout * 2 / 3
+	}
+	return time.Duration(float64(timeout) * p.fraction)
+}
+
+type config struct {
+	sessionTimeout time.Duration
+	connectTimeout time.Duration
+	cleanupTimeout time.Duration
+	logger         *slog.Logger
+	acl            []zk.ACL
+	auth           []authInfo
+	newBackOff     func() backoff.BackOff
+	policy         SuspendPolicy
+	dialer         zk.Dialer
+}
+
+type authInfo struct {
+	scheme string
+	auth   []byte
+}
+
+// Option configures Connect.
+type Option func(*config)
+
+// WithSessionTimeout sets the requested session timeout (default
+// DefaultSessionTimeout). The server negotiates it into its configured range.
+func WithSessionTimeout(d time.Duration) Option { return func(c *config) { c.sessionTimeout = d } }
+
+// WithConnectTimeout bounds how long Connect waits for the first session
+// (default DefaultConnectTimeout); ctx's deadline applies too.
+func WithConnectTimeout(d time.Duration) Option { return func(c *config) { c.connectTimeout = d } }
+
+// WithCleanupTimeout bounds how long a cleanup delete (of a waiter's znode
+// after cancellation, of a released lease's znode) keeps retrying on
+// connection loss before it is handed to the Session's background cleaner,
+// which retries on every reconnection of the same session. Default: the
+// negotiated session timeout.
+func WithCleanupTimeout(d time.Duration) Option { return func(c *config) { c.cleanupTimeout = d } }
+
+// WithLogger sets the logger for session state changes and cleanup (default:
+// discard). go-zookeeper's own log lines go to it at debug level.
+func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l } }
+
+// WithACL sets the ACL of every znode the recipes create (default
+// zk.WorldACL(zk.PermAll)).
+func WithACL(acl []zk.ACL) Option { return func(c *config) { c.acl = acl } }
+
+// WithAuth adds authentication (e.g. scheme "digest", auth "user:password"),
+// sent right after the session is established and again on every reconnect.
+func WithAuth(scheme string, auth []byte) Option {
+	return func(c *config) { c.auth = append(c.auth, authInfo{scheme, auth}) }
+}
+
+// WithRetryPolicy sets the backoff between retries of an operation that
+// failed with a connection-level error (default: exponential, 20 ms to 1 s,
+// no total limit: ctx, the session's loss or Close end the retries). A
+// policy that stops makes the operation return the last error.
+func WithRetryPolicy(newBackOff func() backoff.BackOff) Option {
+	return func(c *config) { c.newBackOff = newBackOff }
+}
+
+// WithSuspendPolicy sets the suspension policy (default RevokeOnSuspend()).
+func WithSuspendPolicy(p SuspendPolicy) Option { return func(c *config) { c.policy = p } }
+
+// WithDialer sets the function used to open TCP connections to servers
+// (go-zookeeper's zk.Dialer); zktest's fault proxy plugs in here.
+func WithDialer(d zk.Dialer) Option { return func(c *config) { c.dialer = d } }
+
+func defaultBackOff() backoff.BackOff {
+	b := backoff.NewExponentialBackOff()
+	b.InitialInterval = 20 * time.Millisecond
+	b.MaxInterval = time.Second
+	b.MaxElapsedTime = 0
+	return b
+}
+
+func buildConfig(opts []Option) (config, error) {
+	c := config{
+		sessionTimeout: DefaultSessionTimeout,
+		connectTimeout: DefaultConnectTimeout,
+		acl:            zk.WorldACL(zk.PermAll),
+		newBackOff:     defaultBackOff,
+	}
+	for _, o := range opts {
+		o(&c)
+	}
+	if c.logger == nil {
+		c.logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	switch {
+	case c.sessionTimeout <= 0:
+		return c, fmt.Errorf("%w: session timeout %v must be positive", ErrBadOption, c.sessionTimeout)
+	case c.connectTimeout <= 0:
+		return c, fmt.Errorf("%w: connect timeout %v must be positive", ErrBadOption, c.connectTimeout)
+	case c.cleanupTimeout < 0:
+		return c, fmt.Errorf("%w: cleanup timeout %v must not be negative", ErrBadOption, c.cleanupTimeout)
+	case c.policy.tolerate && (c.policy.fraction < 0.4 || c.policy.fraction > 0.9):
+		return c, fmt.Errorf("%w: suspension fraction %v must be in [0.4, 0.9]", ErrBadOption, c.policy.fraction)
+	case len(c.acl) == 0:
+		return c, fmt.Errorf("%w: empty ACL", ErrBadOption)
+	case c.newBackOff == nil:
+		return c, fmt.Errorf("%w: nil retry policy", ErrBadOption)
+	}
+	return c, nil
+}

@@ -1,0 +1,439 @@
+package recipe
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+)
+
+// Rule is a recipe's whole policy on top of the queue engine: given the
+// ordered, parsed listing of a queue directory and the index of the caller's
+// own node in it, it says whether that node holds a grant and, if not, the
+// index of the one node whose deletion could change the answer (the node to
+// watch). A mutex holds at index 0 and watches self-1; a read lock watches the
+// nearest write node before it; an N-permit semaphore holds below index N and
+// watches self-N. Rules are pure functions of the listing.
+type Rule func(nodes []NodeName, self int) (holds bool, watch int)
+
+// FirstHolds is the Rule of an exclusive lock: the lowest node holds; every
+// other node watches its immediate predecessor.
+func FirstHolds(_ []NodeName, self int) (bool, int) {
+	if self == 0 {
+		return true, -1
+	}
+	return false, self - 1
+}
+
+// Queue is the ephemeral-sequential queue engine that every recipe of this
+// module drives; it follows the ZooKeeper recipes page ("Locks") and has the
+// shape of Curator's LockInternals: the recipe supplies a Rule, the engine
+// does the creating, waiting, watching, retrying and cleaning up.
+//
+// What the engine guarantees, whatever the Rule:
+//   - Every Acquire creates at most one ephemeral sequential znode, named
+//     with a fresh GUID ("protected" names). After a create whose reply was
+//     lost, the node is looked up by GUID (after a sync, so a lagging server
+//     can't hide it) and adopted only if its ephemeral owner is the current
+//     session; otherwise the create is retried.
+//   - Missing parents are created as container znodes (which the server
+//     removes once empty), and re-created when a directory is deleted
+//     between the ensure and the create.
+//   - A waiter watches exactly one node (the Rule's choice) with a data
+//     watch, which is certain to fire because the watched node is ephemeral,
+//     and re-lists the directory on every wakeup: nothing is concluded from
+//     an event's type.
+//   - Children that don't match the node-name grammar are ignored.
+//   - An error return never leaves a node behind: the caller's node is
+//     deleted on a context of its own (ignoring the caller's cancellation),
+//     with retries on connection loss and an identity check; a delete that
+//     can't be completed now is finished by the Session's cleaner on
+//     reconnection.
+//   - A grant is made only after reading the node's Stat: its ephemeral owner
+//     must be the current session, and its czxid becomes the fencing token.
+//     The lease holds a data watch on its own node, so a deletion by anyone
+//     else ends the lease at once.
+type Queue struct {
+	s     *Session
+	dir   string // as given, relative to the chroot
+	adir  string // absolute (chroot prepended)
+	kinds []string
+	rule  Rule
+}
+
+// NewQueue returns a queue engine over directory dir (validated with
+// ValidatePath) whose nodes are of the given kinds (e.g. "lock-"; non-empty,
+// no "/"), deciding grants with rule. It performs no ZooKeeper operation.
+// Errors: ErrInvalidPath, ErrBadOption.
+func NewQueue(s *Session, dir string, kinds []string, rule Rule) (*Queue, error) {
+	if s == nil {
+		return nil, fmt.Errorf("%w: nil session", ErrBadOption)
+	}
+	if err := ValidatePath(dir); err != nil {
+		return nil, err
+	}
+	if len(kinds) == 0 || rule == nil {
+		return nil, fmt.Errorf("%w: a queue needs node kinds and a rule", ErrBadOption)
+	}
+	for _, k := range kinds {
+		if k == "" || strings.ContainsAny(k, "/\x00") {
+			return nil, fmt.Errorf("%w: node kind %q", ErrBadOption, k)
+		}
+	}
+	return &Queue{s: s, dir: dir, adir: s.abs(dir), kinds: slices.Clone(kinds), rule: rule}, nil
+}
+
+// Dir returns the queue directory, relative to the session's chroot.
+func (q *Queue) Dir() string { return q.dir }
+
+// Session returns the session the queue runs on.
+func (q *Queue) Session() *Session { return q.s }
+
+// Acquire joins the queue with a node of the given kind carrying data, and
+// blocks until the Rule grants it, ctx ends, or the grant becomes impossible.
+//
+// ZooKeeper operations: create (ephemeral sequential; plus container creates
+// when the directory is missing), then per wakeup getChildren and a getData
+// watch on the one node the Rule names, and at the grant a getData watch on
+// the own node (Stat: owner check and czxid). On a connection loss it also
+// performs sync and getChildren to find a create whose reply was lost.
+// A connection SUSPENDED while waiting is waited out (the node keeps its
+// place); a grant is never made while SUSPENDED.
+//
+// Errors: ctx's cause when ctx ends; ErrSessionLost when the session that
+// owns the node is lost; ErrNodeDeleted when the node is deleted by someone
+// else while waiting; ErrSessionClosed; an *OpError for refusals (matching
+// ErrNoPermission for ACLs); ErrBadOption for an unknown kind. In every error
+// case the caller's node is deleted (or its deletion is queued with the
+// Session's cleaner until reconnection).
+func (q *Queue) Acquire(ctx context.Context, kind string, data []byte) (Lease, error) {
+	return q.acquire(ctx, kind, data, true)
+}
+
+// TryAcquire is Acquire without waiting: if the Rule does not grant the new
+// node on the first listing, the node is deleted and the error matches
+// ErrLocked. A "not acquired" answer leaves no node, also across a
+// connection blip (the delete is retried, then handed to the cleaner).
+func (q *Queue) TryAcquire(ctx context.Context, kind string, data []byte) (Lease, error) {
+	return q.acquire(ctx, kind, data, false)
+}
+
+func (q *Queue) acquire(ctx context.Context, kind string, data []byte, wait bool) (_ Lease, err error) {
+	if !slices.Contains(q.kinds, kind) {
+		return nil, fmt.Errorf("%w: node kind %q is not one of %q", ErrBadOption, kind, q.kinds)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, context.Cause(ctx)
+	}
+	ep, _, err := q.s.current()
+	if err != nil {
+		return nil, err
+	}
+	guid := newGUID()
+	name, err := q.create(ctx, guid, kind, data)
+	if err != nil {
+		// The create may have been applied: remove whatever carries our GUID.
+		q.s.deleteOwned(ctx, cleanupItem{dir: q.adir, guid: guid, owner: q.s.ID()}, false)
+		return nil, err
+	}
+	nodePath := q.adir + "/" + name
+	// Which session owns the node? The create was sent after ep was current;
+	// if ep is still current and not lost, ep's session created it (a new
+	// session is reported before any request is sent on its connection).
+	if cur, _, cerr := q.s.current(); cerr != nil {
+		return nil, cerr // closed: the node went with the session
+	} else if cur != ep || ep.cause != nil {
+		ep = cur
+		ok, st, err := q.s.conn.Exists(nodePath)
+		if err == nil && (!ok || st.EphemeralOwner != cur.id) {
+			err = fmt.Errorf("%w: node created under a session that is gone", ErrSessionLost)
+		}
+		if err != nil {
+			q.abandon(ctx, name, cur.id)
+			return nil, q.wrap("create", err)
+		}
+	}
+	defer func() {
+		if err != nil {
+			q.abandon(ctx, name, ep.id)
+		}
+	}()
+	// From here on, every wait also ends when the node's session is lost.
+	wctx, wcancel := context.WithCancelCause(ctx)
+	defer wcancel(nil)
+	defer context.AfterFunc(ep.ctx, func() { wcancel(context.Cause(ep.ctx)) })()
+
+	for {
+		if wctx.Err() != nil {
+			return nil, context.Cause(wctx)
+		}
+		var children []string
+		err := q.s.retry(wctx, func() (err error) {
+			children, _, err = q.s.conn.Children(q.adir)
+			return err
+		})
+		if errors.Is(err, zk.ErrNoNode) {
+			children, err = nil, nil // directory deleted: so was our node
+		}
+		if err != nil {
+			return nil, q.wrap("children", err)
+		}
+		nodes := ParseChildren(children, q.kinds)
+		self := slices.IndexFunc(nodes, func(n NodeName) bool { return n.Name == name })
+		if self < 0 {
+			return nil, q.vanished(ep)
+		}
+		holds, watch := q.rule(nodes, self)
+		if holds {
+			l, err := q.grant(wctx, ep, nodePath)
+			if err != nil {
+				return nil, err
+			}
+			if l != nil {
+				return l, nil
+			}
+			// Suspended between the listing and the grant: wait for the
+			// connection (our node keeps its place), then decide again.
+			if err := q.s.awaitConnected(wctx); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		if !wait {
+			return nil, fmt.Errorf("%w: %s (holder %s)", ErrLocked, q.dir, nodes[0].Name)
+		}
+		if watch < 0 || watch >= len(nodes) || watch == self {
+			return nil, fmt.Errorf("recipe: rule for %s named no node to watch", q.dir)
+		}
+		var ch <-chan zk.Event
+		err = q.s.retry(wctx, func() (err error) {
+			_, _, ch, err = q.s.conn.GetW(q.adir + "/" + nodes[watch].Name)
+			return err
+		})
+		if errors.Is(err, zk.ErrNoNode) {
+			continue // already gone: re-list
+		}
+		if err != nil {
+			return nil, q.wrap("get", err)
+		}
+		select {
+		case <-ch: // deleted, changed, or no longer watched: re-list
+		case <-wctx.Done():
+			return nil, context.Cause(wctx)
+		case <-q.s.quit:
+			return nil, ErrSessionClosed
+		}
+	}
+}
+
+// grant reads the own node's Stat with a data watch and turns it into a
+// lease. It returns (nil, nil) when the connection was suspended meanwhile.
+func (q *Queue) grant(ctx context.Context, ep *epoch, nodePath string) (*lease, error) {
+	s := q.s
+	l, gen := s.prepareLease(ctx, nodePath, ep.id)
+	var st *zk.Stat
+	err := s.retry(ctx, func() (err error) {
+		_, st, _, err = s.conn.GetW(nodePath)
+		return err
+	})
+	if err == nil && st.EphemeralOwner != ep.id {
+		err = fmt.Errorf("%w: own node belongs to session 0x%x, not 0x%x", ErrSessionLost, st.EphemeralOwner, ep.id)
+	}
+	if errors.Is(err, zk.ErrNoNode) {
+		err = q.vanished(ep)
+	}
+	if err != nil {
+		s.dropLease(l)
+		return nil, q.wrap("get", err)
+	}
+	l.czxid = st.Czxid
+	if cause := s.activateLease(l, ep, gen); cause != nil {
+		if errors.Is(cause, ErrNodeDeleted) {
+			return nil, q.vanished(ep)
+		}
+		if ep.cause != nil {
+			return nil, ep.cause
+		}
+		return nil, nil
+	}
+	return l, nil
+}
+
+// vanished explains why the own node is no longer listed.
+func (q *Queue) vanished(ep *epoch) error {
+	select {
+	case <-ep.done:
+		return ep.cause
+	default:
+	}
+	return fmt.Errorf("%w: %s", ErrNodeDeleted, q.dir)
+}
+
+// abandon deletes the caller's node, ignoring the caller's cancellation.
+func (q *Queue) abandon(ctx context.Context, name string, owner int64) {
+	q.s.deleteOwned(ctx, cleanupItem{path: q.adir + "/" + name, owner: owner}, false)
+}
+
+func (q *Queue) wrap(op string, err error) error {
+	var oe *OpError
+	if err == nil || errors.As(err, &oe) || errors.Is(err, ErrSessionLost) || errors.Is(err, ErrNodeDeleted) ||
+		errors.Is(err, ErrSessionClosed) || errors.Is(err, ErrSuspended) || errors.Is(err, context.Canceled) ||
+		errors.Is(err, context.DeadlineExceeded) || errors.Is(err, ErrLocked) {
+		return err
+	}
+	return opErr(op, q.dir, err)
+}
+
+// create sends the protected ephemeral sequential create and returns the
+// child name.
+func (q *Queue) create(ctx context.Context, guid, kind string, data []byte) (string, error) {
+	s := q.s
+	prefix := q.adir + "/" + nodePrefix(guid, kind)
+	unknown := false // an earlier attempt may have been applied
+	var name string
+	err := s.retry(ctx, func() error {
+		if unknown {
+			n, err := q.findByGUID(guid)
+			if err != nil || n != "" {
+				name = n
+				return err
+			}
+		}
+		for attempt := 0; ; attempt++ {
+			p, err := s.conn.Create(prefix, data, zk.FlagEphemeral|zk.FlagSequence, s.cfg.acl)
+			if err == nil {
+				name = path.Base(p)
+				return nil
+			}
+			if errors.Is(err, zk.ErrNoNode) && attempt < 10 {
+				// The directory is missing, or was deleted between our ensure
+				// and this create (case C18): create it and try again.
+				if err := q.ensureDir(); err != nil {
+					return err
+				}
+				continue
+			}
+			if isConnErr(err) && !errors.Is(err, zk.ErrNoServer) {
+				unknown = true
+			}
+			return err
+		}
+	})
+	if err != nil {
+		return "", q.wrap("create", err)
+	}
+	return name, nil
+}
+
+// findByGUID looks for a node of ours carrying guid, after a sync so that the
+// server answering has seen every write the leader committed. Only a node
+// whose ephemeral owner is the current session is adopted (case C3); extra
+// copies, if any, are deleted.
+func (q *Queue) findByGUID(guid string) (string, error) {
+	s := q.s
+	if _, err := s.conn.Sync(q.adir); err != nil {
+		if errors.Is(err, zk.ErrNoNode) {
+			return "", nil
+		}
+		return "", err
+	}
+	children, _, err := s.conn.Children(q.adir)
+	if errors.Is(err, zk.ErrNoNode) {
+		return "", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	cur := s.ID()
+	var mine []NodeName
+	for _, c := range children {
+		if !strings.HasPrefix(c, protectedPrefix+guid+"-") {
+			continue
+		}
+		ok, st, err := s.conn.Exists(q.adir + "/" + c)
+		if err != nil {
+			return "", err
+		}
+		if ok && st.EphemeralOwner == cur {
+			if n, ok := ParseNodeName(c, q.kinds); ok {
+				mine = append(mine, n)
+			}
+		}
+	}
+	if len(mine) == 0 {
+		return "", nil
+	}
+	SortNodes(mine)
+	for _, extra := range mine[1:] {
+		s.deleteOwned(context.Background(), cleanupItem{path: q.adir + "/" + extra.Name, owner: cur}, false)
+	}
+	return mine[0].Name, nil
+}
+
+// ensureDir creates the queue directory and any missing ancestor as
+// container znodes. NodeExists is success.
+func (q *Queue) ensureDir() error {
+	parts := strings.Split(strings.TrimPrefix(q.adir, "/"), "/")
+	p := ""
+	for _, part := range parts {
+		p += "/" + part
+		_, err := q.s.conn.CreateContainer(p, nil, zk.FlagContainer, q.s.cfg.acl)
+		if err != nil && !errors.Is(err, zk.ErrNodeExists) {
+			return err
+		}
+	}
+	return nil
+}
+
+// Participant is one node of a queue, as listed by Participants.
+type Participant struct {
+	Name      string    // child name
+	Kind      string    // node kind
+	Seq       int32     // ZooKeeper sequence number
+	Token     int64     // czxid: the fencing token it holds or will hold
+	SessionID int64     // ephemeral owner
+	Created   time.Time // ctime
+	Data      []byte    // the data given at Acquire
+}
+
+// Participants lists the queue's nodes in queue order (for an exclusive lock
+// the first is the holder). Foreign children are left out. ZooKeeper
+// operations: getChildren, then getData per node (nodes that vanish meanwhile
+// are skipped). Errors: *OpError, ErrSessionClosed, ctx's cause. A missing
+// directory gives an empty list.
+func (q *Queue) Participants(ctx context.Context) ([]Participant, error) {
+	var children []string
+	err := q.s.retry(ctx, func() (err error) {
+		children, _, err = q.s.conn.Children(q.adir)
+		return err
+	})
+	if errors.Is(err, zk.ErrNoNode) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, q.wrap("children", err)
+	}
+	var out []Participant
+	for _, n := range ParseChildren(children, q.kinds) {
+		var data []byte
+		var st *zk.Stat
+		err := q.s.retry(ctx, func() (err error) {
+			data, st, err = q.s.conn.Get(q.adir + "/" + n.Name)
+			return err
+		})
+		if errors.Is(err, zk.ErrNoNode) {
+			continue
+		}
+		if err != nil {
+			return nil, q.wrap("get", err)
+		}
+		out = append(out, Participant{Name: n.Name, Kind: n.Kind, Seq: n.Seq, Token: st.Czxid,
+			SessionID: st.EphemeralOwner, Created: time.UnixMilli(st.Ctime), Data: data})
+	}
+	return out, nil
+}

@@ -1,0 +1,720 @@
+package recipe
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"log/slog"
+	"net"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+	"github.com/go-zookeeper/zk"
+)
+
+// Session owns one go-zookeeper connection (*zk.Conn) and turns its events
+// into Curator's connection states (CONNECTED, SUSPENDED, RECONNECTED, LOST),
+// and into the ownership signal every lease depends on.
+//
+// A Session outlives the ZooKeeper sessions it carries: when the server
+// expires a session, go-zookeeper silently opens a new one; the Session then
+// reports LOST for everything granted under the old session ID and
+// RECONNECTED with the new ID. It never misses a transition: it reads
+// go-zookeeper's event callback, not its small, lossy event channel, and
+// measures server silence itself from the bytes read off the wire, so a
+// client that notices a disconnect late (a paused process, case C9) still
+// gives up ownership on time.
+//
+// A chroot suffix in the server list ("host:port/app") is applied to every
+// path the recipes use, including the look-up of a create whose reply was
+// lost. The raw connection returned by Conn does not know the chroot.
+//
+// The Session also runs a cleaner: a delete of one of its own znodes that
+// could not be completed (connection loss during a release or a cancelled
+// acquisition) is retried on every reconnection of the same ZooKeeper
+// session, with an identity check (ephemeral owner and czxid) before each
+// delete. Close ends the ZooKeeper session, which deletes all of its
+// ephemeral znodes at once.
+//
+// All methods are safe for concurrent use.
+type Session struct {
+	cfg    config
+	log    *slog.Logger
+	conn   *zk.Conn
+	chroot string
+
+	// Measured off the wire by trackedConn.
+	lastRecv     atomic.Int64 // unix nanos of the last byte read from a server
+	sniffID      atomic.Int64 // session id in the last connect response
+	sniffTimeout atomic.Int64 // negotiated timeout in the last connect response (ns)
+
+	mu        sync.Mutex
+	state     ConnState
+	started   bool // first session seen
+	closed    bool
+	epoch     *epoch
+	gen       *generation
+	changed   chan struct{} // closed and replaced on every transition
+	listeners map[*listener]struct{}
+	byPath    map[string]*lease // live leases by absolute znode path
+	cleanup   []cleanupItem
+	rewatch   []*lease // live leases whose own-node watch was consumed
+	// watchdogSuspended is set when the watchdog (not go-zookeeper) declared
+	// SUSPENDED because no server byte arrived in time.
+	watchdogSuspended bool
+
+	kickJanitor  chan struct{}
+	kickWatchdog chan struct{}
+	quit         chan struct{}
+	wg           sync.WaitGroup
+}
+
+// epoch is one ZooKeeper session as seen by this Session.
+type epoch struct {
+	id     int64
+	done   <-chan struct{} // closed when LOST
+	cause  error           // set (under Session.mu) before done is closed
+	ctx    context.Context // done with cause when LOST
+	cancel context.CancelCauseFunc
+}
+
+func newEpoch(id int64) *epoch {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	return &epoch{id: id, done: ctx.Done(), ctx: ctx, cancel: cancel}
+}
+
+// generation is a period of uninterrupted ownership: it ends (revoked) at
+// SUSPENDED under the policy, at LOST, and at Close. Leases belong to the
+// generation in which they were granted.
+type generation struct {
+	revoked bool
+	leases  map[*lease]struct{}
+}
+
+// StateChange is one connection-state transition.
+type StateChange struct {
+	State     ConnState
+	SessionID int64     // the ZooKeeper session ID the transition concerns
+	At        time.Time // when the Session observed it
+	Cause     error     // for SUSPENDED and LOST: why
+}
+
+// Connect opens a Session to the given servers ("host:port" each; a
+// comma-separated connect string is accepted too, and a chroot suffix such as
+// "host:port/app" applies to every path) and waits until the first ZooKeeper
+// session is established.
+//
+// It returns an error matching ErrBadOption for invalid options, ErrInvalidPath
+// for a malformed chroot, and ErrUnreachable when no server established a
+// session within the connect timeout (WithConnectTimeout, default 15 s) or
+// before ctx ended. The chroot znode itself is not created here; recipes
+// create missing parents (as container znodes) when they first need them.
+func Connect(ctx context.Context, servers []string, opts ...Option) (*Session, error) {
+	cfg, err := buildConfig(opts)
+	if err != nil {
+		return nil, err
+	}
+	hosts, chroot, err := splitServers(servers)
+	if err != nil {
+		return nil, err
+	}
+	if len(hosts) == 0 {
+		return nil, fmt.Errorf("%w: empty server list", ErrBadOption)
+	}
+	s := &Session{
+		cfg:          cfg,
+		log:          cfg.logger.With("component", "zkrecipes"),
+		chroot:       chroot,
+		changed:      make(chan struct{}),
+		listeners:    make(map[*listener]struct{}),
+		byPath:       make(map[string]*lease),
+		kickJanitor:  make(chan struct{}, 1),
+		kickWatchdog: make(chan struct{}, 1),
+		quit:         make(chan struct{}),
+	}
+	dial := cfg.dialer
+	if dial == nil {
+		dial = net.DialTimeout
+	}
+	conn, _, err := zk.Connect(hosts, cfg.sessionTimeout,
+		zk.WithDialer(func(network, addr string, timeout time.Duration) (net.Conn, error) {
+			c, err := dial(network, addr, timeout)
+			if err != nil {
+				return nil, err
+			}
+			return &trackedConn{Conn: c, s: s}, nil
+		}),
+		zk.WithEventCallback(s.onEvent),
+		zk.WithLogger(zkLogger{s.log}),
+		zk.WithLogInfo(false),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrBadOption, err)
+	}
+	s.conn = conn
+
+	cctx, cancel := context.WithTimeout(ctx, cfg.connectTimeout)
+	defer cancel()
+	if err := s.awaitConnected(cctx); err != nil {
+		conn.Close()
+		s.shutdown()
+		return nil, fmt.Errorf("%w: no session with %s within %v: %v", ErrUnreachable, strings.Join(hosts, ","), cfg.connectTimeout, err)
+	}
+	for _, a := range cfg.auth {
+		if err := conn.AddAuth(a.scheme, a.auth); err != nil {
+			s.Close()
+			return nil, fmt.Errorf("recipe: add auth %q: %w", a.scheme, err)
+		}
+	}
+	s.wg.Add(2)
+	go s.watchdog()
+	go s.janitor()
+	s.log.Info("session connected", "session", fmt.Sprintf("0x%x", s.ID()), "timeout", s.SessionTimeout(), "chroot", chroot, "policy", cfg.policy.String())
+	return s, nil
+}
+
+// Conn returns the underlying go-zookeeper connection, for operations the
+// recipes don't cover. Paths given to it are not adjusted for the chroot.
+// Don't Close it: close the Session.
+func (s *Session) Conn() *zk.Conn { return s.conn }
+
+// ID returns the current ZooKeeper session ID (0 before the first session).
+func (s *Session) ID() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.epoch == nil {
+		return 0
+	}
+	return s.epoch.id
+}
+
+// State returns the current connection state. After Close it is StateLost.
+func (s *Session) State() ConnState {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.state
+}
+
+// Done returns a channel closed when the ZooKeeper session that is current at
+// the time of the call is LOST (expired, presumed expired, or closed). After a
+// new session is established, Done returns a new channel.
+func (s *Session) Done() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.epoch.done
+}
+
+// Chroot returns the chroot parsed from the server list ("" if none).
+func (s *Session) Chroot() string { return s.chroot }
+
+// SessionTimeout returns the session timeout negotiated with the server (the
+// requested one until a server has answered).
+func (s *Session) SessionTimeout() time.Duration {
+	if t := s.sniffTimeout.Load(); t > 0 {
+		return time.Duration(t)
+	}
+	return s.cfg.sessionTimeout
+}
+
+// LastServerReply returns when the last byte from any server was received
+// (pings included). Ownership under TolerateSuspension is counted from it.
+func (s *Session) LastServerReply() time.Time { return time.Unix(0, s.lastRecv.Load()) }
+
+// Close ends the ZooKeeper session (the server deletes all its ephemeral
+// znodes at once), ends every live lease with cause ErrSessionClosed, stops
+// the Session's goroutines and waits for them. It is idempotent and returns
+// nil; operations after Close return ErrSessionClosed.
+func (s *Session) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	s.loseEpochLocked(ErrSessionClosed)
+	s.cleanup = nil
+	s.mu.Unlock()
+	s.conn.Close()
+	s.shutdown()
+	s.log.Info("session closed")
+	return nil
+}
+
+func (s *Session) shutdown() {
+	s.mu.Lock()
+	s.closed = true
+	select {
+	case <-s.quit:
+	default:
+		close(s.quit)
+	}
+	if s.epoch != nil {
+		s.loseEpochLocked(ErrSessionClosed)
+	}
+	s.mu.Unlock()
+	s.wg.Wait()
+}
+
+// abs turns a recipe path into the server path (chroot prepended).
+func (s *Session) abs(p string) string { return s.chroot + p }
+
+// ---- state machine (runs inside go-zookeeper's event callback: never blocks) ----
+
+func (s *Session) onEvent(ev zk.Event) {
+	if ev.Type != zk.EventSession {
+		s.mu.Lock()
+		if l := s.byPath[ev.Path]; l != nil {
+			switch ev.Type {
+			case zk.EventNodeDeleted:
+				s.revokeLeaseLocked(l, ErrNodeDeleted, false)
+			case zk.EventNodeDataChanged:
+				// Someone wrote to our lock node, consuming its watch: the
+				// cleaner sets a new one (not here: this must not block).
+				s.rewatch = append(s.rewatch, l)
+				s.kick(s.kickJanitor)
+			}
+		}
+		s.mu.Unlock()
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return
+	}
+	switch ev.State {
+	case zk.StateHasSession:
+		s.onSessionLocked(s.sniffID.Load())
+	case zk.StateDisconnected:
+		if s.state.IsConnected() {
+			s.suspendLocked(fmt.Errorf("%w: disconnected from %s", ErrSuspended, ev.Server), false)
+		}
+	case zk.StateExpired:
+		if s.epoch != nil {
+			s.loseEpochLocked(fmt.Errorf("%w: expired by the server", ErrSessionLost))
+		}
+	}
+}
+
+func (s *Session) onSessionLocked(id int64) {
+	switch {
+	case !s.started:
+		s.started = true
+		s.epoch = newEpoch(id)
+		s.gen = &generation{leases: make(map[*lease]struct{})}
+		s.setStateLocked(StateConnected, nil)
+	case id == s.epoch.id && s.epoch.cause == nil:
+		s.watchdogSuspended = false
+		if s.state == StateSuspended {
+			if s.gen.revoked {
+				s.gen = &generation{leases: make(map[*lease]struct{})}
+			}
+			s.setStateLocked(StateReconnected, nil)
+		}
+	default:
+		if s.epoch.cause == nil {
+			s.loseEpochLocked(fmt.Errorf("%w: server gave a new session 0x%x", ErrSessionLost, id))
+		}
+		s.watchdogSuspended = false
+		s.epoch = newEpoch(id)
+		s.gen = &generation{leases: make(map[*lease]struct{})}
+		// Cleanup entries of other sessions are moot: their ephemerals died.
+		kept := s.cleanup[:0]
+		for _, c := range s.cleanup {
+			if c.owner == id {
+				kept = append(kept, c)
+			}
+		}
+		s.cleanup = kept
+		s.setStateLocked(StateReconnected, nil)
+	}
+	s.kick(s.kickJanitor)
+	s.kick(s.kickWatchdog)
+}
+
+func (s *Session) suspendLocked(cause error, byWatchdog bool) {
+	if s.state.IsConnected() {
+		s.watchdogSuspended = byWatchdog
+		s.setStateLocked(StateSuspended, cause)
+	}
+	if !s.cfg.policy.tolerate {
+		s.revokeGenLocked(cause)
+	}
+	s.kick(s.kickWatchdog)
+}
+
+// loseEpochLocked ends the current ZooKeeper session's ownership for good.
+func (s *Session) loseEpochLocked(cause error) {
+	if s.epoch == nil || s.epoch.cause != nil {
+		return
+	}
+	s.epoch.cause = cause
+	s.epoch.cancel(cause)
+	s.revokeGenLocked(cause)
+	s.setStateLocked(StateLost, cause)
+}
+
+func (s *Session) revokeGenLocked(cause error) {
+	if s.gen == nil || s.gen.revoked {
+		return
+	}
+	s.gen.revoked = true
+	for l := range s.gen.leases {
+		s.revokeLeaseLocked(l, cause, true)
+	}
+}
+
+// revokeLeaseLocked ends one lease. If its znode may still exist (suspension,
+// presumed expiry) it is queued for deletion on reconnection of the same
+// ZooKeeper session, so that a lock nobody holds any more is freed.
+func (s *Session) revokeLeaseLocked(l *lease, cause error, queueDelete bool) {
+	if s.byPath[l.path] == l {
+		delete(s.byPath, l.path)
+	}
+	delete(l.gen.leases, l)
+	l.cancel(cause)
+	if queueDelete && !s.closed {
+		s.cleanup = append(s.cleanup, cleanupItem{path: l.path, czxid: l.czxid, owner: l.owner})
+		s.kick(s.kickJanitor)
+	}
+}
+
+func (s *Session) setStateLocked(st ConnState, cause error) {
+	if s.state == st {
+		return
+	}
+	s.state = st
+	close(s.changed)
+	s.changed = make(chan struct{})
+	var id int64
+	if s.epoch != nil {
+		id = s.epoch.id
+	}
+	ch := StateChange{State: st, SessionID: id, At: time.Now(), Cause: cause}
+	for l := range s.listeners {
+		l.push(ch)
+	}
+	lvl := slog.LevelInfo
+	if (st == StateSuspended || st == StateLost) && !s.closed {
+		lvl = slog.LevelWarn
+	}
+	s.log.Log(context.Background(), lvl, "connection state", "state", st.String(), "session", fmt.Sprintf("0x%x", id), "cause", cause)
+}
+
+func (s *Session) kick(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
+}
+
+// ---- watchdog: ownership deadlines counted from the last server reply ----
+
+func (s *Session) watchdog() {
+	defer s.wg.Done()
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		next := s.checkDeadlines(time.Now())
+		timer.Reset(next)
+		select {
+		case <-s.quit:
+			return
+		case <-timer.C:
+		case <-s.kickWatchdog:
+			if !timer.Stop() {
+				select {
+				case <-timer.C:
+				default:
+				}
+			}
+		}
+	}
+}
+
+// checkDeadlines applies the suspension policy and the client-side expiry,
+// and returns how long to sleep before the next check.
+func (s *Session) checkDeadlines(now time.Time) time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed || s.epoch == nil {
+		return time.Hour
+	}
+	timeout := s.SessionTimeout()
+	revokeAfter := s.cfg.policy.revokeAfter(timeout)
+	last := time.Unix(0, s.lastRecv.Load())
+	silent := now.Sub(last)
+
+	// Recovery from a watchdog-declared suspension without any disconnect
+	// seen by go-zookeeper: bytes flow again on the same session.
+	if s.state == StateSuspended && s.watchdogSuspended && silent < revokeAfter &&
+		s.conn != nil && s.conn.State() == zk.StateHasSession && s.sniffID.Load() == s.epoch.id && s.epoch.cause == nil {
+		s.onSessionLocked(s.epoch.id)
+	}
+	if s.epoch.cause == nil && silent >= revokeAfter {
+		cause := fmt.Errorf("%w: no server reply for %v (policy %s, session timeout %v)", ErrSuspended, silent.Round(time.Millisecond), s.cfg.policy, timeout)
+		if s.state.IsConnected() {
+			s.suspendLocked(cause, true)
+		}
+		s.revokeGenLocked(cause)
+	}
+	if s.epoch.cause == nil && silent >= timeout {
+		s.loseEpochLocked(fmt.Errorf("%w: no server reply within the session timeout %v; presumed expired", ErrSessionLost, timeout))
+	}
+	switch {
+	case s.epoch.cause != nil:
+		return time.Hour // a new session will kick us
+	case silent < revokeAfter:
+		return revokeAfter - silent
+	case silent < timeout:
+		return timeout - silent
+	}
+	return time.Hour
+}
+
+// ---- waiting for the connection ----
+
+// awaitConnected blocks until the state is CONNECTED or RECONNECTED.
+func (s *Session) awaitConnected(ctx context.Context) error {
+	for {
+		s.mu.Lock()
+		st, ch, closed := s.state, s.changed, s.closed
+		s.mu.Unlock()
+		if closed {
+			return ErrSessionClosed
+		}
+		if st.IsConnected() {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		case <-s.quit:
+			return ErrSessionClosed
+		}
+	}
+}
+
+// current returns the live epoch and generation.
+func (s *Session) current() (*epoch, *generation, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, nil, ErrSessionClosed
+	}
+	return s.epoch, s.gen, nil
+}
+
+// retry runs op until it succeeds, fails with a non-connection error, ctx
+// ends, or the session is closed. Between attempts it waits for the
+// connection and backs off per the retry policy.
+func (s *Session) retry(ctx context.Context, op func() error) error {
+	var b backoff.BackOff
+	for first := true; ; first = false {
+		// The first attempt is made even on a done ctx: cleanup deletes rely
+		// on it being sent.
+		if err := ctx.Err(); err != nil && !first {
+			return context.Cause(ctx)
+		}
+		err := op()
+		if err == nil || !isConnErr(err) {
+			if isClosing(err) {
+				return ErrSessionClosed
+			}
+			return err
+		}
+		if b == nil {
+			b = s.cfg.newBackOff()
+		}
+		d := b.NextBackOff()
+		if d == backoff.Stop {
+			return err
+		}
+		if werr := s.awaitConnected(ctx); werr != nil {
+			return werr
+		}
+		t := time.NewTimer(d)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return context.Cause(ctx)
+		case <-s.quit:
+			t.Stop()
+			return ErrSessionClosed
+		}
+	}
+}
+
+// ---- listeners ----
+
+// Listen returns a channel that receives every connection-state transition
+// from now on, in order, until ctx ends or the Session is closed (then the
+// channel is closed). Delivery never blocks go-zookeeper's event dispatch: a
+// slow reader only delays its own channel (transitions queue up for it).
+func (s *Session) Listen(ctx context.Context) <-chan StateChange {
+	l := &listener{out: make(chan StateChange), wake: make(chan struct{}, 1)}
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		close(l.out)
+		return l.out
+	}
+	s.listeners[l] = struct{}{}
+	s.wg.Add(1)
+	s.mu.Unlock()
+	go func() {
+		defer s.wg.Done()
+		defer close(l.out)
+		defer func() {
+			s.mu.Lock()
+			delete(s.listeners, l)
+			s.mu.Unlock()
+		}()
+		for {
+			for {
+				ch, ok := l.pop()
+				if !ok {
+					break
+				}
+				select {
+				case l.out <- ch:
+				case <-ctx.Done():
+					return
+				case <-s.quit:
+					return
+				}
+			}
+			select {
+			case <-l.wake:
+			case <-ctx.Done():
+				return
+			case <-s.quit:
+				return
+			}
+		}
+	}()
+	return l.out
+}
+
+type listener struct {
+	mu    sync.Mutex
+	queue []StateChange
+	out   chan StateChange
+	wake  chan struct{}
+}
+
+func (l *listener) push(c StateChange) {
+	l.mu.Lock()
+	l.queue = append(l.queue, c)
+	l.mu.Unlock()
+	select {
+	case l.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (l *listener) pop() (StateChange, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.queue) == 0 {
+		return StateChange{}, false
+	}
+	c := l.queue[0]
+	l.queue = l.queue[1:]
+	return c, true
+}
+
+// ---- wire tracking ----
+
+// trackedConn records when bytes arrive from a server, and reads the
+// negotiated timeout and session ID off each connection's first reply (the
+// connect response: length, protocol version, timeout ms, session id).
+type trackedConn struct {
+	net.Conn
+	s     *Session
+	head  [20]byte
+	nhead int
+}
+
+func (c *trackedConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	if n > 0 {
+		c.s.lastRecv.Store(time.Now().UnixNano())
+		if c.nhead < len(c.head) {
+			k := copy(c.head[c.nhead:], p[:n])
+			c.nhead += k
+			if c.nhead == len(c.head) {
+				timeoutMs := int32(binary.BigEndian.Uint32(c.head[8:12]))
+				id := int64(binary.BigEndian.Uint64(c.head[12:20]))
+				c.s.sniffID.Store(id)
+				if id != 0 && timeoutMs > 0 {
+					c.s.sniffTimeout.Store(int64(time.Duration(timeoutMs) * time.Millisecond))
+				}
+			}
+		}
+	}
+	return n, err
+}
+
+type zkLogger struct{ l *slog.Logger }
+
+func (z zkLogger) Printf(format string, args ...any) {
+	z.l.Debug(fmt.Sprintf(format, args...), "source", "go-zookeeper")
+}
+
+// ---- lease registry ----
+
+// prepareLease registers a lease for nodePath before its node is read, so a
+// deletion event that arrives between the read and the activation is not
+// missed. It returns the generation current now.
+func (s *Session) prepareLease(ctx context.Context, nodePath string, owner int64) (*lease, *generation) {
+	lctx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
+	l := &lease{s: s, path: nodePath, owner: owner, ctx: lctx, cancel: cancel}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	l.gen = s.gen
+	s.byPath[nodePath] = l
+	return l, s.gen
+}
+
+// activateLease makes a prepared lease live if nothing ended ownership since
+// prepareLease; otherwise it drops it and returns the reason.
+func (s *Session) activateLease(l *lease, ep *epoch, gen *generation) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var cause error
+	switch {
+	case l.ctx.Err() != nil:
+		cause = context.Cause(l.ctx)
+	case s.closed:
+		cause = ErrSessionClosed
+	case ep.cause != nil:
+		cause = ep.cause
+	case s.epoch != ep || s.gen != gen || gen.revoked || !s.state.IsConnected():
+		cause = ErrSuspended
+	}
+	if cause != nil {
+		if s.byPath[l.path] == l {
+			delete(s.byPath, l.path)
+		}
+		l.cancel(cause)
+		return cause
+	}
+	gen.leases[l] = struct{}{}
+	return nil
+}
+
+// dropLease forgets a prepared lease that was never activated.
+func (s *Session) dropLease(l *lease) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.byPath[l.path] == l {
+		delete(s.byPath, l.path)
+	}
+	l.cancel(ErrReleased)
+}

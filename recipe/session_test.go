@@ -1,0 +1,243 @@
+package recipe
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+	"github.com/zkrecipes/zkrecipes/zktest"
+)
+
+func TestMain(m *testing.M) { zktest.Main(m) }
+
+func connect(t testing.TB, servers []string, opts ...Option) *Session {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	s, err := Connect(ctx, servers, opts...)
+	if err != nil {
+		t.Fatalf("connect: %v", err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// next reads the next state change or fails.
+func next(t *testing.T, ch <-chan StateChange, d time.Duration) StateChange {
+	t.Helper()
+	select {
+	case c, ok := <-ch:
+		if !ok {
+			t.Fatal("listener closed")
+		}
+		return c
+	case <-time.After(d):
+		t.Fatalf("no state change within %v", d)
+	}
+	return StateChange{}
+}
+
+// TestSuspendedThenReconnected: a cut gives SUSPENDED, the reconnection to
+// the same session RECONNECTED with the same ID; Done stays open.
+func TestSuspendedThenReconnected(t *testing.T) {
+	cl := zktest.Shared(t)
+	p := zktest.NewFaultProxy()
+	defer p.Close()
+	s := connect(t, cl.Servers(), WithDialer(p.Dial), WithSessionTimeout(4*time.Second))
+	if s.State() != StateConnected || s.ID() == 0 {
+		t.Fatalf("state %v id %x", s.State(), s.ID())
+	}
+	if s.SessionTimeout() != 4*time.Second {
+		t.Fatalf("negotiated timeout %v", s.SessionTimeout())
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ch := s.Listen(ctx)
+	id, done := s.ID(), s.Done()
+	p.Cut()
+	if c := next(t, ch, 5*time.Second); c.State != StateSuspended || c.SessionID != id || !errors.Is(c.Cause, ErrSuspended) {
+		t.Fatalf("got %+v, want SUSPENDED", c)
+	}
+	p.Resume()
+	if c := next(t, ch, 10*time.Second); c.State != StateReconnected || c.SessionID != id {
+		t.Fatalf("got %+v, want RECONNECTED same session", c)
+	}
+	select {
+	case <-done:
+		t.Fatal("Done closed although the session survived")
+	default:
+	}
+}
+
+// TestExpiryGivesLostThenNewSession: a partition past the session timeout
+// gives LOST (Done closed), then RECONNECTED with a new session ID.
+func TestExpiryGivesLostThenNewSession(t *testing.T) {
+	cl := zktest.Shared(t)
+	p := zktest.NewFaultProxy()
+	defer p.Close()
+	s := connect(t, cl.Servers(), WithDialer(p.Dial), WithSessionTimeout(time.Second))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ch := s.Listen(ctx)
+	id, done := s.ID(), s.Done()
+	p.Blackhole()
+	if c := next(t, ch, 5*time.Second); c.State != StateSuspended {
+		t.Fatalf("got %+v, want SUSPENDED", c)
+	}
+	c := next(t, ch, 5*time.Second)
+	if c.State != StateLost || c.SessionID != id || !errors.Is(c.Cause, ErrSessionLost) {
+		t.Fatalf("got %+v, want LOST", c)
+	}
+	select {
+	case <-done:
+	default:
+		t.Fatal("Done not closed at LOST")
+	}
+	time.Sleep(1500 * time.Millisecond) // let the server expire it for sure
+	p.Resume()
+	c = next(t, ch, 15*time.Second)
+	if c.State != StateReconnected || c.SessionID == id || s.ID() != c.SessionID {
+		t.Fatalf("got %+v, want RECONNECTED with a new session (old %x)", c, id)
+	}
+	if s.Done() == done {
+		t.Fatal("Done must be a new channel for the new session")
+	}
+}
+
+// TestC19_SlowListenerDoesNotBlockEvents: a listener that never reads must
+// not stall go-zookeeper's event delivery: the session keeps reconnecting
+// and working.
+func TestC19_SlowListenerDoesNotBlockEvents(t *testing.T) {
+	cl := zktest.Shared(t)
+	p := zktest.NewFaultProxy()
+	defer p.Close()
+	s := connect(t, cl.Servers(), WithDialer(p.Dial), WithSessionTimeout(4*time.Second))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	_ = s.Listen(ctx) // never read
+	for i := 0; i < 3; i++ {
+		p.Cut()
+		waitState(t, s, StateSuspended)
+		p.Resume()
+		waitState(t, s, StateReconnected)
+	}
+	q, err := NewQueue(s, "/c19", []string{"n-"}, FirstHolds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := q.TryAcquire(context.Background(), "n-", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Release(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func waitState(t *testing.T, s *Session, want ConnState) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for s.State() != want {
+		if time.Now().After(deadline) {
+			t.Fatalf("state %v, want %v", s.State(), want)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func TestConnectUnreachable(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	_, err := Connect(ctx, []string{"127.0.0.1:1"}, WithConnectTimeout(time.Minute))
+	if !errors.Is(err, ErrUnreachable) {
+		t.Fatalf("Connect to a closed port: %v, want ErrUnreachable", err)
+	}
+	if time.Since(start) > 10*time.Second {
+		t.Fatal("Connect ignored ctx's deadline")
+	}
+}
+
+func TestConnectBadOptions(t *testing.T) {
+	ctx := context.Background()
+	for name, c := range map[string]struct {
+		servers []string
+		opts    []Option
+		want    error
+	}{
+		"no servers":        {nil, nil, ErrBadOption},
+		"bad chroot":        {[]string{"127.0.0.1:2181/a/"}, nil, ErrInvalidPath},
+		"two chroots":       {[]string{"a:1/x", "b:2/y"}, nil, ErrInvalidPath},
+		"zero timeout":      {[]string{"127.0.0.1:2181"}, []Option{WithSessionTimeout(0)}, ErrBadOption},
+		"fraction too high": {[]string{"127.0.0.1:2181"}, []Option{WithSuspendPolicy(TolerateSuspension(1))}, ErrBadOption},
+		"fraction too low":  {[]string{"127.0.0.1:2181"}, []Option{WithSuspendPolicy(TolerateSuspension(0.2))}, ErrBadOption},
+		"empty ACL":         {[]string{"127.0.0.1:2181"}, []Option{WithACL([]zk.ACL{})}, ErrBadOption},
+	} {
+		if _, err := Connect(ctx, c.servers, c.opts...); !errors.Is(err, c.want) {
+			t.Errorf("%s: %v, want %v", name, err, c.want)
+		}
+	}
+}
+
+func TestClosedSessionState(t *testing.T) {
+	s := connect(t, zktest.Shared(t).Servers())
+	done := s.Done()
+	s.Close()
+	s.Close() // idempotent
+	if s.State() != StateLost {
+		t.Fatalf("state after Close %v", s.State())
+	}
+	select {
+	case <-done:
+	default:
+		t.Fatal("Done open after Close")
+	}
+	q, _ := NewQueue(s, "/x", []string{"n-"}, FirstHolds)
+	if _, err := q.Acquire(context.Background(), "n-", nil); !errors.Is(err, ErrSessionClosed) {
+		t.Fatalf("Acquire after Close: %v", err)
+	}
+	if _, ok := <-s.Listen(context.Background()); ok {
+		t.Fatal("Listen on a closed session must return a closed channel")
+	}
+}
+
+// TestC3_AdoptOnlyCurrentSessionsNode: the GUID look-up after a lost create
+// reply finds a node carrying our GUID but owned by another session (the
+// dying session of case C3): it must not be adopted.
+func TestC3_AdoptOnlyCurrentSessionsNode(t *testing.T) {
+	cl := zktest.Shared(t)
+	a := connect(t, cl.Servers())
+	other := connect(t, cl.Servers())
+	q, err := NewQueue(a, "/c3", []string{"lock-"}, FirstHolds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	guid := newGUID()
+	oq, _ := NewQueue(other, "/c3", []string{"lock-"}, FirstHolds)
+	if err := oq.ensureDir(); err != nil {
+		t.Fatal(err)
+	}
+	// The other session creates a node with A's GUID (as a dying session of A would have).
+	if _, err := other.conn.Create(oq.adir+"/"+nodePrefix(guid, "lock-"), nil, zk.FlagEphemeral|zk.FlagSequence, zk.WorldACL(zk.PermAll)); err != nil {
+		t.Fatal(err)
+	}
+	name, err := q.findByGUID(guid)
+	if err != nil || name != "" {
+		t.Fatalf("findByGUID adopted %q (%v): a node of another session", name, err)
+	}
+	// A node of A's own session with that GUID is adopted, and its path is
+	// the chroot-relative one the create used (no doubled chroot).
+	p, err := a.conn.Create(q.adir+"/"+nodePrefix(guid, "lock-"), nil, zk.FlagEphemeral|zk.FlagSequence, zk.WorldACL(zk.PermAll))
+	if err != nil {
+		t.Fatal(err)
+	}
+	name, err = q.findByGUID(guid)
+	if err != nil || q.adir+"/"+name != p {
+		t.Fatalf("findByGUID = %q, %v; want %s", name, err, p)
+	}
+	if a.Chroot() == "" || q.adir != a.Chroot()+"/c3" {
+		t.Fatalf("chroot not applied: %q %q", a.Chroot(), q.adir)
+	}
+}
