@@ -1,0 +1,732 @@
+package mutex_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+	"github.com/zkrecipes/zkrecipes/fence"
+	"github.com/zkrecipes/zkrecipes/mutex"
+	"github.com/zkrecipes/zkrecipes/recipe"
+	"github.com/zkrecipes/zkrecipes/zktest"
+)
+
+const dir = "/locks/job"
+
+// TestMutualExclusionUnderContention: 8 sessions, each acquiring 25 times.
+// Never two holders; every grant's token is larger than the previous one;
+// every fenced write is accepted; nothing is left behind.
+func TestMutualExclusionUnderContention(t *testing.T) {
+	cl := zktest.Shared(t)
+	in := inspect(t, cl)
+	const workers, rounds = 8, 25
+	var (
+		holders  atomic.Int32
+		overlaps atomic.Int32
+		mu       sync.Mutex
+		tokens   []fence.Token
+		guard    fence.Guard
+		counter  int
+		wg       sync.WaitGroup
+	)
+	errs := make(chan error, workers)
+	for w := 0; w < workers; w++ {
+		m := newMutex(t, connect(t, cl), dir)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < rounds; i++ {
+				l, err := m.Acquire(context.Background())
+				if err != nil {
+					errs <- err
+					return
+				}
+				if holders.Add(1) != 1 {
+					overlaps.Add(1)
+				}
+				mu.Lock()
+				tokens = append(tokens, l.Token())
+				mu.Unlock()
+				if err := guard.Do("counter", l.Token(), func() error { counter++; return nil }); err != nil {
+					errs <- err
+				}
+				holders.Add(-1)
+				if err := l.Release(context.Background()); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if overlaps.Load() != 0 {
+		t.Fatalf("%d overlapping holders", overlaps.Load())
+	}
+	if counter != workers*rounds {
+		t.Fatalf("counter = %d, want %d", counter, workers*rounds)
+	}
+	for i := 1; i < len(tokens); i++ {
+		if tokens[i] <= tokens[i-1] {
+			t.Fatalf("token %d = %v not greater than previous %v", i, tokens[i], tokens[i-1])
+		}
+	}
+	if c := in.children(dir); len(c) != 0 {
+		t.Fatalf("leaked znodes: %v", c)
+	}
+}
+
+// TestFIFO: waiters are granted in the order they queued.
+func TestFIFO(t *testing.T) {
+	cl := zktest.Shared(t)
+	holder := newMutex(t, connect(t, cl), dir)
+	first, err := holder.Acquire(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var order []int
+	var wg sync.WaitGroup
+	for i := 1; i <= 5; i++ {
+		m := newMutex(t, connect(t, cl), dir)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			l, err := m.Acquire(context.Background())
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			mu.Lock()
+			order = append(order, i)
+			mu.Unlock()
+			l.Release(context.Background())
+		}()
+		eventually(t, 10*time.Second, "waiter queued", func() bool {
+			p, err := holder.Participants(context.Background())
+			return err == nil && len(p) == i+1
+		})
+	}
+	release(t, first)
+	wg.Wait()
+	if fmt.Sprint(order) != "[1 2 3 4 5]" {
+		t.Fatalf("grant order %v, want [1 2 3 4 5]", order)
+	}
+}
+
+// TestTokensIncreaseAcrossParentRecreation: the token is the czxid, so it
+// keeps growing when the lock directory is deleted and re-created.
+func TestTokensIncreaseAcrossParentRecreation(t *testing.T) {
+	cl := zktest.Shared(t)
+	in := inspect(t, cl)
+	m := newMutex(t, connect(t, cl), dir)
+	l1, err := m.Acquire(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	release(t, l1)
+	in.delete(dir)
+	l2, err := m.Acquire(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer release(t, l2)
+	if l2.Token() <= l1.Token() {
+		t.Fatalf("token after re-creation %v <= %v", l2.Token(), l1.Token())
+	}
+	if in.stat(dir) == nil {
+		t.Fatal("directory was not re-created")
+	}
+}
+
+// TestParticipantsAndLeaseContext: Participants lists holder first with its
+// token and session; the lease context ends with ErrReleased on Release;
+// Release is idempotent.
+func TestParticipantsAndLeaseContext(t *testing.T) {
+	cl := zktest.Shared(t)
+	s := connect(t, cl)
+	m, err := mutex.New(s, dir, mutex.WithData([]byte("worker-1")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := m.Participants(context.Background())
+	if err != nil || len(p) != 0 {
+		t.Fatalf("participants of a missing directory: %v, %v", p, err)
+	}
+	l, err := m.Acquire(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	waiter := acquireAsync(context.Background(), newMutex(t, connect(t, cl), dir))
+	eventually(t, 10*time.Second, "waiter queued", func() bool {
+		p, err = m.Participants(context.Background())
+		return err == nil && len(p) == 2
+	})
+	if p[0].Token != int64(l.Token()) || p[0].SessionID != s.ID() || string(p[0].Data) != "worker-1" || p[0].Kind != mutex.Kind {
+		t.Fatalf("holder entry %+v, token %v session %x", p[0], l.Token(), s.ID())
+	}
+	if l.Context().Err() != nil {
+		t.Fatal("lease context done while held")
+	}
+	release(t, l)
+	if !errors.Is(context.Cause(l.Context()), recipe.ErrReleased) {
+		t.Fatalf("cause after release: %v", context.Cause(l.Context()))
+	}
+	release(t, l) // idempotent
+	r := await(t, waiter, 10*time.Second)
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	if r.lease.Token() <= l.Token() {
+		t.Fatal("token did not grow")
+	}
+	release(t, r.lease)
+}
+
+// TestC5_DeadlineWhileWaitingLeavesNothing: the waiter's deadline passes; its
+// node is deleted although its context is done; a third client acquires as
+// soon as the holder releases.
+func TestC5_DeadlineWhileWaitingLeavesNothing(t *testing.T) {
+	cl := zktest.Shared(t)
+	in := inspect(t, cl)
+	a := newMutex(t, connect(t, cl), dir)
+	bs := connect(t, cl)
+	b := newMutex(t, bs, dir)
+	c := newMutex(t, connect(t, cl), dir)
+	la, err := a.Acquire(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	if _, err := b.Acquire(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Acquire past deadline: %v, want DeadlineExceeded", err)
+	}
+	if n := in.owned(dir, bs.ID()); len(n) != 0 {
+		t.Fatalf("waiter left %v", n)
+	}
+	rc := acquireAsync(context.Background(), c)
+	release(t, la)
+	r := await(t, rc, 10*time.Second)
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	release(t, r.lease)
+}
+
+// TestC6_TryAcquireLeavesNothing: a "not acquired" answer leaves zero nodes,
+// also when the delete of the caller's node hits a connection loss.
+func TestC6_TryAcquireLeavesNothing(t *testing.T) {
+	cl := zktest.Shared(t)
+	in := inspect(t, cl)
+	a := newMutex(t, connect(t, cl), dir)
+	la, err := a.Acquire(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain := connect(t, cl)
+	if _, err := newMutex(t, plain, dir).TryAcquire(context.Background()); !errors.Is(err, recipe.ErrLocked) {
+		t.Fatalf("TryAcquire on held lock: %v, want ErrLocked", err)
+	}
+	if n := in.owned(dir, plain.ID()); len(n) != 0 {
+		t.Fatalf("TryAcquire left %v", n)
+	}
+
+	// Across a blip: the delete is dropped and the connection cut.
+	var drops atomic.Int32
+	blip := connect(t, cl, recipe.WithDialer(zktest.RequestHook(nil, func(op int32) zktest.Fault {
+		if op == zktest.OpDelete && drops.Add(1) == 1 {
+			return zktest.DropAndCut
+		}
+		return zktest.Pass
+	})))
+	id := blip.ID()
+	if _, err := newMutex(t, blip, dir).TryAcquire(context.Background()); !errors.Is(err, recipe.ErrLocked) {
+		t.Fatalf("TryAcquire across a blip: %v, want ErrLocked", err)
+	}
+	if drops.Load() == 0 {
+		t.Fatal("the fault was never injected")
+	}
+	eventually(t, 10*time.Second, "node of the blipped TryAcquire deleted", func() bool {
+		return len(in.owned(dir, id)) == 0
+	})
+	if blip.ID() != id {
+		t.Fatal("session changed: the test would prove nothing")
+	}
+	c := newMutex(t, connect(t, cl), dir)
+	rc := acquireAsync(context.Background(), c)
+	release(t, la)
+	r := await(t, rc, 10*time.Second)
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	release(t, r.lease)
+}
+
+// TestC2_ReplyLostAfterCreate: the create is applied but its reply is lost
+// (variant: the listing right after it). Acquire holds through exactly one
+// node, and nothing is left after Release.
+func TestC2_ReplyLostAfterCreate(t *testing.T) {
+	for _, op := range []int32{zktest.OpCreate, zktest.OpGetChildren2} {
+		t.Run(fmt.Sprintf("op%d", op), func(t *testing.T) {
+			cl := zktest.Shared(t)
+			in := inspect(t, cl)
+			b := newMutex(t, connect(t, cl), dir)
+			lb, err := b.Acquire(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			var cuts, creates atomic.Int32
+			as := connect(t, cl, recipe.WithDialer(zktest.RequestHook(nil, func(o int32) zktest.Fault {
+				if o == zktest.OpCreate {
+					creates.Add(1)
+				}
+				if o == op && cuts.Add(1) == 1 {
+					return zktest.SendAndCut
+				}
+				return zktest.Pass
+			})))
+			id := as.ID()
+			ra := acquireAsync(context.Background(), newMutex(t, as, dir))
+			eventually(t, 10*time.Second, "A queued with one node", func() bool {
+				return len(in.owned(dir, id)) == 1
+			})
+			release(t, lb)
+			r := await(t, ra, 10*time.Second)
+			if r.err != nil {
+				t.Fatal(r.err)
+			}
+			if cuts.Load() == 0 || as.ID() != id {
+				t.Fatal("fault not injected, or session changed")
+			}
+			if creates.Load() != 1 {
+				t.Fatalf("%d creates: the node whose reply was lost was not adopted", creates.Load())
+			}
+			owned := in.owned(dir, id)
+			if len(owned) != 1 {
+				t.Fatalf("A owns %v, want exactly one node", owned)
+			}
+			if st := in.stat(dir + "/" + owned[0]); st == nil || fence.Token(st.Czxid) != r.lease.Token() {
+				t.Fatalf("token %v is not the czxid of A's node", r.lease.Token())
+			}
+			release(t, r.lease)
+			if n := in.owned(dir, id); len(n) != 0 {
+				t.Fatalf("left after release: %v", n)
+			}
+		})
+	}
+}
+
+// TestC4_CancelledWhileCreateInFlight: the caller's context ends after the
+// create was sent (variant: and the reply is lost too). No node is left.
+func TestC4_CancelledWhileCreateInFlight(t *testing.T) {
+	for _, fault := range []zktest.Fault{zktest.Pass, zktest.SendAndCut} {
+		t.Run(fmt.Sprint(fault), func(t *testing.T) {
+			cl := zktest.Shared(t)
+			in := inspect(t, cl)
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			var hits atomic.Int32
+			s := connect(t, cl, recipe.WithDialer(zktest.RequestHook(nil, func(op int32) zktest.Fault {
+				if op == zktest.OpCreate && hits.Add(1) == 1 {
+					cancel()
+					return fault
+				}
+				return zktest.Pass
+			})))
+			id := s.ID()
+			in.create(dir, nil)
+			_, err := newMutex(t, s, dir).Acquire(ctx)
+			if !errors.Is(err, context.Canceled) {
+				t.Fatalf("Acquire: %v, want Canceled", err)
+			}
+			if hits.Load() == 0 {
+				t.Fatal("fault not injected")
+			}
+			eventually(t, 10*time.Second, "no node left", func() bool { return len(in.owned(dir, id)) == 0 })
+		})
+	}
+}
+
+// TestC7_ReleaseRetry: the delete of Release fails with a connection loss,
+// not applied or applied; Release returns an error, the retried Release
+// returns nil, and the node is gone.
+func TestC7_ReleaseRetry(t *testing.T) {
+	for _, fault := range []zktest.Fault{zktest.DropAndCut, zktest.SendAndCut} {
+		t.Run(fmt.Sprint(fault), func(t *testing.T) {
+			cl := zktest.Shared(t)
+			in := inspect(t, cl)
+			p := zktest.NewFaultProxy()
+			defer p.Close()
+			var armed atomic.Bool
+			s := connect(t, cl, recipe.WithDialer(zktest.RequestHook(p.Dial, func(op int32) zktest.Fault {
+				if op == zktest.OpDelete && armed.CompareAndSwap(true, false) {
+					p.Cut() // keep the connection down until Resume
+					return fault
+				}
+				return zktest.Pass
+			})))
+			l, err := newMutex(t, s, dir).Acquire(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			armed.Store(true)
+			ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+			defer cancel()
+			if err := l.Release(ctx); err == nil || errors.Is(err, recipe.ErrLeaseLost) {
+				t.Fatalf("Release during the fault: %v, want a connection error", err)
+			}
+			if fault == zktest.DropAndCut && len(in.children(dir)) != 1 {
+				t.Fatal("the dropped delete was applied?")
+			}
+			p.Resume()
+			release(t, l)
+			if c := in.children(dir); len(c) != 0 {
+				t.Fatalf("left after retried release: %v", c)
+			}
+			release(t, l)
+		})
+	}
+}
+
+// TestC8_HolderCutOffPastSessionTimeout: A's network is cut past its session
+// timeout; the server expires A and B acquires. A's lease context is done
+// before B acquires, A's token is lower, and A's Release deletes nothing.
+func TestC8_HolderCutOffPastSessionTimeout(t *testing.T) {
+	cl := zktest.Shared(t)
+	in := inspect(t, cl)
+	p := zktest.NewFaultProxy()
+	defer p.Close()
+	as := connect(t, cl, recipe.WithDialer(p.Dial), recipe.WithSessionTimeout(time.Second))
+	la, err := newMutex(t, as, dir).Acquire(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	aDone := watchDone(la.Context())
+	rb := acquireAsync(context.Background(), newMutex(t, connect(t, cl), dir))
+	eventually(t, 10*time.Second, "B queued", func() bool { return len(in.children(dir)) == 2 })
+	p.Blackhole()
+	r := await(t, rb, 20*time.Second)
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	lostAt := aDone.get()
+	if lostAt.IsZero() || !lostAt.Before(r.at) {
+		t.Fatalf("A's lease ended at %v, B acquired at %v", lostAt, r.at)
+	}
+	if la.Token() >= r.lease.Token() {
+		t.Fatalf("A's token %v >= B's %v", la.Token(), r.lease.Token())
+	}
+	cause := context.Cause(la.Context())
+	if !errors.Is(cause, recipe.ErrSuspended) && !errors.Is(cause, recipe.ErrSessionLost) {
+		t.Fatalf("cause %v", cause)
+	}
+	p.Resume()
+	if err := la.Release(context.Background()); !errors.Is(err, recipe.ErrLeaseLost) {
+		t.Fatalf("A's Release: %v, want ErrLeaseLost", err)
+	}
+	eventually(t, 10*time.Second, "A reconnected with a new session", func() bool {
+		return as.State().IsConnected()
+	})
+	time.Sleep(200 * time.Millisecond) // give A's cleaner a chance to misbehave
+	if st := in.stat(r.lease.(interface{ Path() string }).Path()); st == nil || fence.Token(st.Czxid) != r.lease.Token() {
+		t.Fatal("B's node was removed by A")
+	}
+	release(t, r.lease)
+}
+
+// TestC9_SuspensionEndsOwnershipByDefault: a cut ends the lease at once
+// (cause ErrSuspended); after reconnecting to the same session the orphaned
+// node is deleted, so another client acquires.
+func TestC9_SuspensionEndsOwnershipByDefault(t *testing.T) {
+	cl := zktest.Shared(t)
+	in := inspect(t, cl)
+	p := zktest.NewFaultProxy()
+	defer p.Close()
+	as := connect(t, cl, recipe.WithDialer(p.Dial), recipe.WithSessionTimeout(4*time.Second))
+	id := as.ID()
+	la, err := newMutex(t, as, dir).Acquire(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Cut()
+	select {
+	case <-la.Context().Done():
+	case <-time.After(2 * time.Second):
+		t.Fatal("lease survived a suspension under the default policy")
+	}
+	if !errors.Is(context.Cause(la.Context()), recipe.ErrSuspended) {
+		t.Fatalf("cause %v", context.Cause(la.Context()))
+	}
+	p.Resume()
+	eventually(t, 10*time.Second, "reconnected", func() bool { return as.State() == recipe.StateReconnected })
+	if as.ID() != id {
+		t.Fatal("session changed")
+	}
+	eventually(t, 10*time.Second, "orphaned node deleted", func() bool { return len(in.owned(dir, id)) == 0 })
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	lb, err := newMutex(t, connect(t, cl), dir).Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	release(t, lb)
+}
+
+// TestC9_TolerateSuspensionCountsFromLastReply: under the opt-in policy a
+// short cut keeps the lease; a partition ends it by last reply + f × timeout,
+// before the client itself would even notice the dead connection (2/3 of the
+// timeout), and long before the server can expire the session.
+func TestC9_TolerateSuspensionCountsFromLastReply(t *testing.T) {
+	cl := zktest.Shared(t)
+	p := zktest.NewFaultProxy()
+	defer p.Close()
+	const timeout = 4 * time.Second
+	as := connect(t, cl, recipe.WithDialer(p.Dial), recipe.WithSessionTimeout(timeout),
+		recipe.WithSuspendPolicy(recipe.TolerateSuspension(0.5)))
+	la, err := newMutex(t, as, dir).Acquire(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Cut()
+	eventually(t, 2*time.Second, "suspended", func() bool { return as.State() == recipe.StateSuspended })
+	if la.Context().Err() != nil {
+		t.Fatalf("lease ended on a short cut: %v", context.Cause(la.Context()))
+	}
+	p.Resume()
+	eventually(t, 10*time.Second, "reconnected", func() bool { return as.State() == recipe.StateReconnected })
+	if la.Context().Err() != nil {
+		t.Fatalf("lease ended across a reconnection to the same session: %v", context.Cause(la.Context()))
+	}
+
+	p.Blackhole()
+	done := watchDone(la.Context())
+	select {
+	case <-la.Context().Done():
+	case <-time.After(timeout):
+		t.Fatal("lease outlived the session timeout")
+	}
+	last := as.LastServerReply()
+	limit := last.Add(timeout * 2 / 3)
+	if at := done.get(); at.After(limit) {
+		t.Fatalf("lease ended %v after the last reply; the policy allows %v and the client notices at %v",
+			at.Sub(last), timeout/2, timeout*2/3)
+	}
+	if !errors.Is(context.Cause(la.Context()), recipe.ErrSuspended) {
+		t.Fatalf("cause %v", context.Cause(la.Context()))
+	}
+	t.Logf("lease ended %v after the last server reply (f × timeout = %v)", done.get().Sub(last), timeout/2)
+}
+
+// TestC10_WaiterOwnNodeDeleted: a waiter's node is deleted by someone else;
+// when the holder releases, the waiter gets ErrNodeDeleted and the one queued
+// behind it holds, alone.
+func TestC10_WaiterOwnNodeDeleted(t *testing.T) {
+	cl := zktest.Shared(t)
+	in := inspect(t, cl)
+	x := newMutex(t, connect(t, cl), dir)
+	lx, err := x.Acquire(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	as := connect(t, cl)
+	ra := acquireAsync(context.Background(), newMutex(t, as, dir))
+	eventually(t, 10*time.Second, "A queued", func() bool { return len(in.owned(dir, as.ID())) == 1 })
+	rc := acquireAsync(context.Background(), newMutex(t, connect(t, cl), dir))
+	eventually(t, 10*time.Second, "C queued", func() bool { return len(in.children(dir)) == 3 })
+	in.delete(dir + "/" + in.owned(dir, as.ID())[0])
+	release(t, lx)
+	r := await(t, ra, 10*time.Second)
+	if !errors.Is(r.err, recipe.ErrNodeDeleted) {
+		t.Fatalf("A: %v, want ErrNodeDeleted", r.err)
+	}
+	rcr := await(t, rc, 10*time.Second)
+	if rcr.err != nil {
+		t.Fatal(rcr.err)
+	}
+	if c := in.children(dir); len(c) != 1 {
+		t.Fatalf("holders' nodes %v, want exactly C's", c)
+	}
+	release(t, rcr.lease)
+}
+
+// TestC10_WaiterSessionExpires: the waiter's session expires while it waits:
+// Acquire returns ErrSessionLost promptly (without waiting for the holder),
+// and the waiter queued behind it acquires when the holder releases.
+func TestC10_WaiterSessionExpires(t *testing.T) {
+	cl := zktest.Shared(t)
+	in := inspect(t, cl)
+	x := newMutex(t, connect(t, cl), dir)
+	lx, err := x.Acquire(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := zktest.NewFaultProxy()
+	defer p.Close()
+	as := connect(t, cl, recipe.WithDialer(p.Dial), recipe.WithSessionTimeout(time.Second))
+	ra := acquireAsync(context.Background(), newMutex(t, as, dir))
+	eventually(t, 10*time.Second, "A queued", func() bool { return len(in.owned(dir, as.ID())) == 1 })
+	rc := acquireAsync(context.Background(), newMutex(t, connect(t, cl), dir))
+	eventually(t, 10*time.Second, "C queued", func() bool { return len(in.children(dir)) == 3 })
+	p.Blackhole()
+	r := await(t, ra, 10*time.Second)
+	if !errors.Is(r.err, recipe.ErrSessionLost) {
+		t.Fatalf("A: %v, want ErrSessionLost", r.err)
+	}
+	eventually(t, 10*time.Second, "A's node expired", func() bool { return len(in.children(dir)) == 2 })
+	release(t, lx)
+	rcr := await(t, rc, 10*time.Second)
+	if rcr.err != nil {
+		t.Fatal(rcr.err)
+	}
+	if c := in.children(dir); len(c) != 1 {
+		t.Fatalf("nodes %v, want exactly C's", c)
+	}
+	release(t, rcr.lease)
+}
+
+// TestC18_ParentRemovedBetweenEnsureAndCreate: the empty directory is deleted
+// right before the create; Acquire re-creates it and succeeds.
+func TestC18_ParentRemovedBetweenEnsureAndCreate(t *testing.T) {
+	cl := zktest.Shared(t)
+	in := inspect(t, cl)
+	in.create(dir, nil)
+	var hits atomic.Int32
+	s := connect(t, cl, recipe.WithDialer(zktest.RequestHook(nil, func(op int32) zktest.Fault {
+		if op == zktest.OpCreate && hits.Add(1) == 1 {
+			in.delete(dir)
+		}
+		return zktest.Pass
+	})))
+	l, err := newMutex(t, s, dir).Acquire(context.Background())
+	if err != nil {
+		t.Fatalf("Acquire: %v", err)
+	}
+	if hits.Load() < 2 {
+		t.Fatalf("create sent %d times; the directory removal was not hit", hits.Load())
+	}
+	release(t, l)
+}
+
+// TestForeignChildrenIgnored: children that don't follow the grammar are
+// neither predecessors nor fatal.
+func TestForeignChildrenIgnored(t *testing.T) {
+	cl := zktest.Shared(t)
+	in := inspect(t, cl)
+	for _, n := range []string{"foo", "lock-0000000000", "_c_nothex-lock-0000000001",
+		"_c_0123456789abcdef0123456789abcdef-other-0000000002"} {
+		in.create(dir+"/"+n, nil)
+	}
+	m := newMutex(t, connect(t, cl), dir)
+	l, err := m.TryAcquire(context.Background())
+	if err != nil {
+		t.Fatalf("TryAcquire with foreign children: %v", err)
+	}
+	p, err := m.Participants(context.Background())
+	if err != nil || len(p) != 1 {
+		t.Fatalf("participants %v, %v", p, err)
+	}
+	release(t, l)
+	if c := in.children(dir); len(c) != 4 {
+		t.Fatalf("foreign children touched: %v", c)
+	}
+}
+
+// TestACLRefusal: a directory the session may not create children in gives
+// an error matching ErrNoPermission and zk.ErrNoAuth, and no node.
+func TestACLRefusal(t *testing.T) {
+	cl := zktest.Shared(t)
+	in := inspect(t, cl)
+	in.create(dir, zk.WorldACL(zk.PermRead))
+	m := newMutex(t, connect(t, cl), dir)
+	for name, f := range map[string]func(context.Context) (recipe.Lease, error){"Acquire": m.Acquire, "TryAcquire": m.TryAcquire} {
+		_, err := f(context.Background())
+		if !errors.Is(err, recipe.ErrNoPermission) || !errors.Is(err, zk.ErrNoAuth) {
+			t.Fatalf("%s: %v, want ErrNoPermission", name, err)
+		}
+		var oe *recipe.OpError
+		if !errors.As(err, &oe) || oe.Op != "create" || oe.Path != dir {
+			t.Fatalf("%s: %#v, want an *OpError for create %s", name, err, dir)
+		}
+	}
+	if c := in.children(dir); len(c) != 0 {
+		t.Fatalf("nodes %v", c)
+	}
+}
+
+func TestInvalidPaths(t *testing.T) {
+	s := connect(t, zktest.Shared(t))
+	for _, p := range []string{"", "locks", "/", "/locks/", "/a//b", "/zookeeper/x", "/a/../b"} {
+		if _, err := mutex.New(s, p); !errors.Is(err, recipe.ErrInvalidPath) {
+			t.Errorf("mutex.New(%q): %v, want ErrInvalidPath", p, err)
+		}
+	}
+	if _, err := mutex.New(nil, "/a"); !errors.Is(err, recipe.ErrBadOption) {
+		t.Errorf("nil session: %v", err)
+	}
+}
+
+func TestClosedSession(t *testing.T) {
+	s := connect(t, zktest.Shared(t))
+	m := newMutex(t, s, dir)
+	l, err := m.Acquire(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	if !errors.Is(context.Cause(l.Context()), recipe.ErrSessionClosed) {
+		t.Fatalf("lease cause after Close: %v", context.Cause(l.Context()))
+	}
+	if _, err := m.Acquire(context.Background()); !errors.Is(err, recipe.ErrSessionClosed) {
+		t.Fatalf("Acquire on closed session: %v", err)
+	}
+	if err := l.Release(context.Background()); !errors.Is(err, recipe.ErrLeaseLost) {
+		t.Fatalf("Release after Close: %v", err)
+	}
+}
+
+// TestLeaseEndsWhenOwnNodeDeleted: an operator deletes the holder's node;
+// the lease context ends at once with ErrNodeDeleted, also after a data write
+// to the node consumed the first watch.
+func TestLeaseEndsWhenOwnNodeDeleted(t *testing.T) {
+	for _, writeFirst := range []bool{false, true} {
+		t.Run(fmt.Sprintf("writeFirst=%v", writeFirst), func(t *testing.T) {
+			cl := zktest.Shared(t)
+			in := inspect(t, cl)
+			l, err := newMutex(t, connect(t, cl), dir).Acquire(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			node := l.(interface{ Path() string }).Path()
+			if writeFirst {
+				if _, err := in.conn.Set(in.chroot+node, []byte("x"), -1); err != nil {
+					t.Fatal(err)
+				}
+				time.Sleep(200 * time.Millisecond) // let the watch be re-armed
+				if l.Context().Err() != nil {
+					t.Fatalf("a data write ended the lease: %v", context.Cause(l.Context()))
+				}
+			}
+			in.delete(node)
+			select {
+			case <-l.Context().Done():
+			case <-time.After(5 * time.Second):
+				t.Fatal("lease survived the deletion of its node")
+			}
+			if !errors.Is(context.Cause(l.Context()), recipe.ErrNodeDeleted) {
+				t.Fatalf("cause %v", context.Cause(l.Context()))
+			}
+			if err := l.Release(context.Background()); !errors.Is(err, recipe.ErrLeaseLost) {
+				t.Fatalf("Release: %v", err)
+			}
+		})
+	}
+}
