@@ -1,0 +1,39 @@
+package zktest
+
+import (
+	"fmt"
+	"os"
+	"testing"
+
+	"go.uber.org/goleak"
+)
+
+// Main is for TestMain: func TestMain(m *testing.M) { zktest.Main(m) }.
+// It runs the tests, stops the Shared server, ends zktest's process spawner,
+// and then, if the tests passed, checks with goleak that no goroutine is left
+// (it retries for a short while, so goroutines that are still winding down
+// are not reported). It exits with the tests' code, or 1 when goroutines
+// leaked or the shared server could not be stopped cleanly.
+func Main(m *testing.M) {
+	code := m.Run()
+	if err := closeExampleViews(); err != nil {
+		fmt.Fprintf(os.Stderr, "zktest: deleting example chroots: %v\n", err)
+		if code == 0 {
+			code = 1
+		}
+	}
+	if err := stopShared(); err != nil {
+		fmt.Fprintf(os.Stderr, "zktest: stopping the shared server: %v\n", err)
+		if code == 0 {
+			code = 1
+		}
+	}
+	stopSpawner()
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintf(os.Stderr, "zktest: goroutines leaked after the tests:\n%v\n", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}

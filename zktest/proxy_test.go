@@ -1,0 +1,236 @@
+package zktest
+
+import (
+	"errors"
+	"io"
+	"net"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+)
+
+// echoServer accepts connections on 127.0.0.1 and echoes what it reads. It
+// stops, with all its goroutines, at cleanup.
+func echoServer(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var conns []net.Conn
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				_, _ = io.Copy(c, c)
+				_ = c.Close()
+			}()
+		}
+	}()
+	t.Cleanup(func() {
+		_ = l.Close()
+		mu.Lock()
+		for _, c := range conns {
+			_ = c.Close()
+		}
+		mu.Unlock()
+		wg.Wait()
+	})
+	return l.Addr().String()
+}
+
+// roundTrip writes msg and reads it back within d.
+func roundTrip(c net.Conn, msg string, d time.Duration) error {
+	_ = c.SetDeadline(time.Now().Add(d))
+	defer c.SetDeadline(time.Time{})
+	if _, err := io.WriteString(c, msg); err != nil {
+		return err
+	}
+	buf := make([]byte, len(msg))
+	if _, err := io.ReadFull(c, buf); err != nil {
+		return err
+	}
+	if string(buf) != msg {
+		return errors.New("echo mismatch: " + string(buf))
+	}
+	return nil
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+func TestFaultProxyStates(t *testing.T) {
+	addr := echoServer(t)
+	p := NewFaultProxy()
+	defer p.Close()
+
+	c1, err := p.Dial("tcp", addr, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c1.Close()
+	if err := roundTrip(c1, "hello", 2*time.Second); err != nil {
+		t.Fatalf("forwarding: %v", err)
+	}
+
+	// Blackhole: the write is swallowed, the read times out, the connection
+	// stays open; a new dial also gets a silent connection.
+	p.Blackhole()
+	if err := roundTrip(c1, "lost", 200*time.Millisecond); !isTimeout(err) {
+		t.Fatalf("blackholed round trip: %v, want a timeout", err)
+	}
+	c2, err := p.Dial("tcp", addr, time.Second)
+	if err != nil {
+		t.Fatalf("dial during blackhole: %v", err)
+	}
+	defer c2.Close()
+	if err := roundTrip(c2, "lost", 200*time.Millisecond); !isTimeout(err) {
+		t.Fatalf("round trip on a connection opened during blackhole: %v, want a timeout", err)
+	}
+
+	// Resume closes the blackholed connections; new ones work.
+	p.Resume()
+	for _, c := range []net.Conn{c1, c2} {
+		_ = c.SetReadDeadline(time.Now().Add(2 * time.Second))
+		if _, err := c.Read(make([]byte, 1)); err == nil || isTimeout(err) {
+			t.Fatalf("blackholed connection after Resume: read %v, want closed", err)
+		}
+	}
+	c3, err := p.Dial("tcp", addr, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c3.Close()
+	if err := roundTrip(c3, "again", 2*time.Second); err != nil {
+		t.Fatalf("after Resume: %v", err)
+	}
+
+	// Latency applies in each direction.
+	p.SetLatency(60 * time.Millisecond)
+	start := time.Now()
+	if err := roundTrip(c3, "slow", 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if rtt := time.Since(start); rtt < 120*time.Millisecond {
+		t.Fatalf("round trip with 60ms one-way latency took %v", rtt)
+	}
+	p.SetLatency(0)
+
+	// Cut closes live connections and refuses dials fast.
+	p.Cut()
+	_ = c3.SetReadDeadline(time.Now().Add(2 * time.Second))
+	if _, err := c3.Read(make([]byte, 1)); err == nil || isTimeout(err) {
+		t.Fatalf("read after Cut: %v, want closed", err)
+	}
+	start = time.Now()
+	if _, err := p.Dial("tcp", addr, time.Second); !errors.Is(err, syscall.ECONNREFUSED) {
+		t.Fatalf("dial during Cut: %v, want ECONNREFUSED", err)
+	}
+	if d := time.Since(start); d > 100*time.Millisecond {
+		t.Fatalf("refused dial took %v", d)
+	}
+	p.Resume()
+
+	// A client closing its end ends the connection's goroutines.
+	c4, err := p.Dial("tcp", addr, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = c4.Close()
+	eventually(t, 2*time.Second, "connection forgotten after client close", func() error {
+		p.mu.Lock()
+		n := len(p.conns)
+		p.mu.Unlock()
+		if n != 0 {
+			return errors.New("connections still tracked")
+		}
+		return nil
+	})
+
+	p.Close()
+	if _, err := p.Dial("tcp", addr, time.Second); err == nil {
+		t.Fatal("dial after Close succeeded")
+	}
+}
+
+func TestFaultProxyCutSessionSurvives(t *testing.T) {
+	c := Shared(t)
+	p := NewFaultProxy()
+	t.Cleanup(p.Close)
+	conn, events := connect(t, c.Addrs(), 5*time.Second, p.Dial)
+	node := c.Chroot() + "/x"
+	if _, err := conn.Create(node, []byte("1"), 0, zk.WorldACL(zk.PermAll)); err != nil {
+		t.Fatal(err)
+	}
+	sid := conn.SessionID()
+
+	p.Cut()
+	if _, _, err := conn.Get(node); err == nil {
+		t.Fatal("Get succeeded while the connection was cut")
+	} else {
+		t.Logf("Get during Cut: %v", err)
+	}
+
+	p.Resume()
+	waitState(t, events, zk.StateHasSession, 10*time.Second)
+	if got := conn.SessionID(); got != sid {
+		t.Fatalf("session changed from %x to %x", sid, got)
+	}
+	if b, _, err := conn.Get(node); err != nil || string(b) != "1" {
+		t.Fatalf("Get after Resume = %q, %v", b, err)
+	}
+}
+
+func TestFaultProxyBlackholeExpiresSession(t *testing.T) {
+	c := Shared(t)
+	p := NewFaultProxy()
+	t.Cleanup(p.Close)
+	conn, events := connect(t, c.Addrs(), 600*time.Millisecond, p.Dial)
+	node := c.Chroot() + "/ephemeral"
+	if _, err := conn.Create(node, nil, zk.FlagEphemeral, zk.WorldACL(zk.PermAll)); err != nil {
+		t.Fatal(err)
+	}
+	sid := conn.SessionID()
+
+	observer, _ := connect(t, c.Addrs(), 5*time.Second, nil)
+	ok, _, watch, err := observer.ExistsW(node)
+	if err != nil || !ok {
+		t.Fatalf("ExistsW = %v, %v", ok, err)
+	}
+
+	p.Blackhole()
+	start := time.Now()
+	select {
+	case ev := <-watch:
+		if ev.Type != zk.EventNodeDeleted {
+			t.Fatalf("watch event %v, want node deleted", ev)
+		}
+		t.Logf("ephemeral node deleted %v after Blackhole", time.Since(start).Round(time.Millisecond))
+	case <-time.After(10 * time.Second):
+		t.Fatal("the session did not expire at the server during the blackhole")
+	}
+
+	p.Resume()
+	waitState(t, events, zk.StateExpired, 10*time.Second)
+	waitState(t, events, zk.StateHasSession, 10*time.Second)
+	if conn.SessionID() == sid {
+		t.Fatal("the client kept its expired session id")
+	}
+}
