@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -729,4 +730,130 @@ func TestLeaseEndsWhenOwnNodeDeleted(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestWatchesOnlyPredecessorAndLeavesNone: with a holder and 5 queued
+// waiters the server holds exactly one watch per waiter (its immediate
+// predecessor) plus the holder's watch on its own node: no herd. Once
+// everyone is done, no watch is left on the server.
+func TestWatchesOnlyPredecessorAndLeavesNone(t *testing.T) {
+	cl := zktest.Start(t)
+	in := inspect(t, cl)
+	ctx := context.Background()
+	watches := func() int {
+		n, err := zktest.WatchCount(ctx, cl.Addrs()[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	holder, err := newMutex(t, connect(t, cl), dir).Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var waiters []<-chan result
+	for i := 0; i < 5; i++ {
+		waiters = append(waiters, acquireAsync(ctx, newMutex(t, connect(t, cl), dir)))
+	}
+	eventually(t, 10*time.Second, "5 waiters watching", func() bool { return len(in.children(dir)) == 6 && watches() == 6 })
+	release(t, holder)
+	for _, w := range waiters {
+		r := await(t, w, 10*time.Second)
+		if r.err != nil {
+			t.Fatal(r.err)
+		}
+		release(t, r.lease)
+	}
+	eventually(t, 5*time.Second, "no watch left", func() bool { return watches() == 0 })
+}
+
+// stallConn models a client that reads late: it ignores read deadlines (so
+// go-zookeeper never notices the silence by itself) and its reads can be
+// frozen, as when the process is paused while the server's replies queue up.
+type stallConn struct {
+	net.Conn
+	until *atomic.Int64 // unix nanos until which reads block
+}
+
+func (c *stallConn) SetReadDeadline(time.Time) error { return nil }
+
+func (c *stallConn) Read(p []byte) (int, error) {
+	if d := time.Until(time.Unix(0, c.until.Load())); d > 0 {
+		time.Sleep(d)
+	}
+	return c.Conn.Read(p)
+}
+
+// TestC9_ClientNoticesLate: the client stops reading past the session
+// timeout and go-zookeeper never notices. The lease still ends, counted from
+// the last server reply and before the session timeout from it; afterwards
+// the session re-validates itself (no sticky LOST), the surviving node is
+// cleaned up, and another client can acquire.
+func TestC9_ClientNoticesLate(t *testing.T) {
+	cl := zktest.Start(t)
+	in := inspect(t, cl)
+	var until atomic.Int64
+	dial := func(n, a string, d time.Duration) (net.Conn, error) {
+		c, err := net.DialTimeout(n, a, d)
+		if err != nil {
+			return nil, err
+		}
+		return &stallConn{Conn: c, until: &until}, nil
+	}
+	const timeout = 2 * time.Second
+	s := connect(t, cl, recipe.WithSessionTimeout(timeout), recipe.WithDialer(dial))
+	l, err := newMutex(t, s, dir).Acquire(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := watchDone(l.Context())
+	until.Store(time.Now().Add(timeout + time.Second).UnixNano())
+	select {
+	case <-l.Context().Done():
+	case <-time.After(timeout + 5*time.Second):
+		t.Fatal("lease survived a stall past the session timeout")
+	}
+	if last := s.LastServerReply(); !done.get().Before(last.Add(timeout)) {
+		t.Fatalf("lease ended %v after the last server reply, at or past the session timeout %v", done.get().Sub(last), timeout)
+	}
+	eventually(t, 15*time.Second, "session connected again", func() bool { return s.State().IsConnected() })
+	eventually(t, 10*time.Second, "stale node removed", func() bool { return len(in.children(dir)) == 0 })
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	lb, err := newMutex(t, connect(t, cl), dir).Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	release(t, lb)
+}
+
+// TestChrootBelowReadOnlyParent: the chroot's parent is read-only; creating
+// the lock directory must not need any permission above the chroot.
+func TestChrootBelowReadOnlyParent(t *testing.T) {
+	cl := zktest.Shared(t)
+	in := inspect(t, cl)
+	in.create("/tenants/app", nil)
+	if _, err := in.conn.SetACL(in.chroot+"/tenants", zk.WorldACL(zk.PermRead|zk.PermAdmin), -1); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if _, err := in.conn.SetACL(in.chroot+"/tenants", zk.WorldACL(zk.PermAll), -1); err != nil {
+			t.Error(err)
+		}
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	s, err := recipe.Connect(ctx, []string{cl.Addrs()[0] + in.chroot + "/tenants/app"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	l, err := newMutex(t, s, "/deep/lock").Acquire(ctx)
+	if err != nil {
+		t.Fatalf("Acquire under a chroot with a read-only parent: %v", err)
+	}
+	if in.stat("/tenants/app/deep/lock") == nil {
+		t.Fatal("lock directory not created under the chroot")
+	}
+	release(t, l)
 }

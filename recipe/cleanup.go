@@ -44,18 +44,37 @@ func (s *Session) deleteOwned(ctx context.Context, it cleanupItem, wait bool) er
 		if timeout == 0 {
 			timeout = s.SessionTimeout()
 		}
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
-		defer cancel()
+		cctx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
+		defer cancel(nil)
+		tctx, tcancel := context.WithTimeoutCause(cctx, timeout, fmt.Errorf("recipe: cleanup timeout %v passed", timeout))
+		defer tcancel()
 		if wait {
-			stop := context.AfterFunc(ctx, cancel) // the caller may stop waiting...
-			defer stop()
+			// The caller may stop waiting...
+			defer context.AfterFunc(ctx, func() { cancel(context.Cause(ctx)) })()
 		}
-		err = s.retry(cctx, func() error { return s.deleteOnce(it) }) // ...but the first attempt is sent
+		if wait {
+			err = s.retry(tctx, func() error { return s.deleteOnce(it) }) // ...but the first attempt is sent
+		} else {
+			// Retry only while the connection is up; the cleaner takes over
+			// as soon as it is not.
+			for attempt := 0; ; attempt++ {
+				if err = s.deleteOnce(it); err == nil || !isConnErr(err) || tctx.Err() != nil {
+					break
+				}
+				if !s.State().IsConnected() {
+					break
+				}
+				time.Sleep(time.Duration(attempt+1) * 10 * time.Millisecond)
+			}
+			if isClosing(err) {
+				err = ErrSessionClosed
+			}
+		}
 		if err == nil || errors.Is(err, ErrSessionClosed) {
 			return nil // a closed session's ephemerals are gone with it
 		}
 	} else {
-		err = fmt.Errorf("%w: not connected", zk.ErrConnectionClosed)
+		err = errNotConnected
 	}
 	s.mu.Lock()
 	if !s.closed {
@@ -80,6 +99,11 @@ func (s *Session) deleteOnce(it cleanupItem) error {
 		return nil // that session is gone, and its ephemerals with it
 	}
 	if it.path == "" {
+		// Sync first: the server answering may lag behind the one that
+		// applied the create whose reply was lost.
+		if _, err := s.conn.Sync(it.dir); err != nil && !errors.Is(err, zk.ErrNoNode) {
+			return err
+		}
 		children, _, err := s.conn.Children(it.dir)
 		if errors.Is(err, zk.ErrNoNode) {
 			return nil
@@ -180,6 +204,10 @@ func (s *Session) PendingCleanup() int {
 	return len(s.cleanup)
 }
 
+// errNotConnected is the connection error of an attempt not made because
+// the connection is down.
+var errNotConnected = fmt.Errorf("%w: not connected", zk.ErrConnectionClosed)
+
 func opErr(op, path string, err error) error {
 	if err == nil {
 		return nil
@@ -203,6 +231,9 @@ func (s *Session) rewatchLeases() bool {
 		if l.ctx.Err() != nil {
 			continue
 		}
+		s.mu.Lock()
+		czxid := l.czxid
+		s.mu.Unlock()
 		_, st, _, err := s.conn.GetW(l.path)
 		s.mu.Lock()
 		switch {
@@ -212,7 +243,7 @@ func (s *Session) rewatchLeases() bool {
 		case err != nil:
 			s.rewatch = append(s.rewatch, l)
 			ok = false
-		case st.Czxid != l.czxid || st.EphemeralOwner != l.owner:
+		case st.Czxid != czxid || st.EphemeralOwner != l.owner:
 			s.revokeLeaseLocked(l, ErrNodeDeleted, false)
 		}
 		s.mu.Unlock()

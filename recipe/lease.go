@@ -14,8 +14,9 @@ type lease struct {
 	s      *Session
 	gen    *generation
 	path   string // absolute
-	czxid  int64
+	czxid  int64  // set under Session.mu by activateLease
 	owner  int64
+	active bool // granted (under Session.mu)
 	ctx    context.Context
 	cancel context.CancelCauseFunc
 
@@ -61,7 +62,7 @@ func (l *lease) Release(ctx context.Context) error {
 	}
 	err := l.s.deleteOwned(ctx, cleanupItem{path: l.path, czxid: l.czxid, owner: l.owner}, true)
 	if err != nil {
-		return fmt.Errorf("recipe: release %s: %w", l.Path(), err)
+		return &OpError{Op: "delete", Path: l.Path(), Err: err}
 	}
 	l.released = true
 	return nil

@@ -32,8 +32,10 @@ func ValidatePath(p string) error {
 		}
 	}
 	for _, r := range p {
-		if r == 0 || (r > 0 && r < 0x1f) || (r >= 0x7f && r <= 0x9f) ||
-			(r >= 0xd800 && r <= 0xf8ff) || (r >= 0xfff0 && r <= 0xffff) {
+		// ZooKeeper's PathUtils rejects these (it works on UTF-16, so
+		// characters beyond U+FFFF arrive as refused surrogates).
+		if r <= 0x1f || (r >= 0x7f && r <= 0x9f) ||
+			(r >= 0xd800 && r <= 0xf8ff) || r >= 0xfff0 {
 			return bad("contains a character ZooKeeper refuses")
 		}
 	}

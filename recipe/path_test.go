@@ -14,7 +14,7 @@ func TestValidatePath(t *testing.T) {
 		}
 	}
 	bad := []string{"", "a", "a/b", "/", "/a/", "/a//b", "/a/./b", "/a/..", "/zookeeper", "/zookeeper/quota",
-		"/a\x00b", "/a\x01", "/a\u007f", "/\xff\xfe"}
+		"/a\x00b", "/a\x01", "/a\x1f", "/a\u007f", "/\xff\xfe", "/emoji\U0001F600"}
 	for _, p := range bad {
 		err := ValidatePath(p)
 		var pe *PathError

@@ -147,7 +147,7 @@ func (q *Queue) acquire(ctx context.Context, kind string, data []byte, wait bool
 	// session is reported before any request is sent on its connection).
 	if cur, _, cerr := q.s.current(); cerr != nil {
 		return nil, cerr // closed: the node went with the session
-	} else if cur != ep || ep.cause != nil {
+	} else if cur != ep || ep.ctx.Err() != nil {
 		ep = cur
 		ok, st, err := q.s.conn.Exists(nodePath)
 		if err == nil && (!ok || st.EphemeralOwner != cur.id) {
@@ -208,24 +208,20 @@ func (q *Queue) acquire(ctx context.Context, kind string, data []byte, wait bool
 			return nil, fmt.Errorf("%w: %s (holder %s)", ErrLocked, q.dir, nodes[0].Name)
 		}
 		if watch < 0 || watch >= len(nodes) || watch == self {
-			return nil, fmt.Errorf("recipe: rule for %s named no node to watch", q.dir)
+			return nil, fmt.Errorf("%w: the rule for %s named no node to watch (index %d of %d)", ErrBadOption, q.dir, watch, len(nodes))
 		}
-		var ch <-chan zk.Event
-		err = q.s.retry(wctx, func() (err error) {
-			_, _, ch, err = q.s.conn.GetW(q.adir + "/" + nodes[watch].Name)
-			return err
-		})
-		if errors.Is(err, zk.ErrNoNode) {
-			continue // already gone: re-list
-		}
+		ch, stop, err := q.s.watchNode(wctx, q.adir+"/"+nodes[watch].Name)
 		if err != nil {
 			return nil, q.wrap("get", err)
 		}
 		select {
 		case <-ch: // deleted, changed, or no longer watched: re-list
+			stop()
 		case <-wctx.Done():
+			stop()
 			return nil, context.Cause(wctx)
 		case <-q.s.quit:
+			stop()
 			return nil, ErrSessionClosed
 		}
 	}
@@ -251,13 +247,12 @@ func (q *Queue) grant(ctx context.Context, ep *epoch, nodePath string) (*lease, 
 		s.dropLease(l)
 		return nil, q.wrap("get", err)
 	}
-	l.czxid = st.Czxid
-	if cause := s.activateLease(l, ep, gen); cause != nil {
+	if cause := s.activateLease(l, ep, gen, st.Czxid); cause != nil {
 		if errors.Is(cause, ErrNodeDeleted) {
 			return nil, q.vanished(ep)
 		}
-		if ep.cause != nil {
-			return nil, ep.cause
+		if ep.ctx.Err() != nil {
+			return nil, context.Cause(ep.ctx)
 		}
 		return nil, nil
 	}
@@ -266,10 +261,8 @@ func (q *Queue) grant(ctx context.Context, ep *epoch, nodePath string) (*lease, 
 
 // vanished explains why the own node is no longer listed.
 func (q *Queue) vanished(ep *epoch) error {
-	select {
-	case <-ep.done:
-		return ep.cause
-	default:
+	if ep.ctx.Err() != nil {
+		return context.Cause(ep.ctx)
 	}
 	return fmt.Errorf("%w: %s", ErrNodeDeleted, q.dir)
 }
@@ -375,19 +368,33 @@ func (q *Queue) findByGUID(guid string) (string, error) {
 	return mine[0].Name, nil
 }
 
-// ensureDir creates the queue directory and any missing ancestor as
-// container znodes. NodeExists is success.
+// ensureDir creates the queue directory and its missing ancestors below the
+// chroot as container znodes (the server removes them once empty, Curator's
+// creatingParentContainersIfNeeded), bottom-up: it starts at the directory
+// and walks up only on NoNode, so it never needs permissions above the
+// first existing ancestor. A missing chroot (and its missing ancestors) is
+// created as persistent znodes, since a chroot is an application's root and
+// must not vanish when empty. NodeExists is success.
 func (q *Queue) ensureDir() error {
-	parts := strings.Split(strings.TrimPrefix(q.adir, "/"), "/")
-	p := ""
-	for _, part := range parts {
-		p += "/" + part
-		_, err := q.s.conn.CreateContainer(p, nil, zk.FlagContainer, q.s.cfg.acl)
-		if err != nil && !errors.Is(err, zk.ErrNodeExists) {
+	return q.s.ensurePath(q.adir)
+}
+
+func (s *Session) ensurePath(p string) error {
+	flags, create := int32(zk.FlagContainer), s.conn.CreateContainer
+	if p == s.chroot || !strings.HasPrefix(p, s.chroot+"/") {
+		flags, create = 0, s.conn.Create
+	}
+	_, err := create(p, nil, flags, s.cfg.acl)
+	if errors.Is(err, zk.ErrNoNode) {
+		if err := s.ensurePath(path.Dir(p)); err != nil {
 			return err
 		}
+		_, err = create(p, nil, flags, s.cfg.acl)
 	}
-	return nil
+	if err == nil || errors.Is(err, zk.ErrNodeExists) {
+		return nil
+	}
+	return err
 }
 
 // Participant is one node of a queue, as listed by Participants.

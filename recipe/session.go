@@ -2,7 +2,6 @@ package recipe
 
 import (
 	"context"
-	"encoding/binary"
 	"fmt"
 	"log/slog"
 	"net"
@@ -47,7 +46,8 @@ type Session struct {
 	chroot string
 
 	// Measured off the wire by trackedConn.
-	lastRecv     atomic.Int64 // unix nanos of the last byte read from a server
+	lastReply    atomic.Int64 // unix nanos: send time of the newest request a server answered
+	curConn      atomic.Pointer[trackedConn]
 	sniffID      atomic.Int64 // session id in the last connect response
 	sniffTimeout atomic.Int64 // negotiated timeout in the last connect response (ns)
 
@@ -60,11 +60,10 @@ type Session struct {
 	changed   chan struct{} // closed and replaced on every transition
 	listeners map[*listener]struct{}
 	byPath    map[string]*lease // live leases by absolute znode path
+	watches   map[string]*nodeWatch
 	cleanup   []cleanupItem
 	rewatch   []*lease // live leases whose own-node watch was consumed
-	// watchdogSuspended is set when the watchdog (not go-zookeeper) declared
-	// SUSPENDED because no server byte arrived in time.
-	watchdogSuspended bool
+	logq      []StateChange
 
 	kickJanitor  chan struct{}
 	kickWatchdog chan struct{}
@@ -131,6 +130,7 @@ func Connect(ctx context.Context, servers []string, opts ...Option) (*Session, e
 		changed:      make(chan struct{}),
 		listeners:    make(map[*listener]struct{}),
 		byPath:       make(map[string]*lease),
+		watches:      make(map[string]*nodeWatch),
 		kickJanitor:  make(chan struct{}, 1),
 		kickWatchdog: make(chan struct{}, 1),
 		quit:         make(chan struct{}),
@@ -145,14 +145,14 @@ func Connect(ctx context.Context, servers []string, opts ...Option) (*Session, e
 			if err != nil {
 				return nil, err
 			}
-			return &trackedConn{Conn: c, s: s}, nil
+			return newTrackedConn(c, s), nil
 		}),
 		zk.WithEventCallback(s.onEvent),
 		zk.WithLogger(zkLogger{s.log}),
 		zk.WithLogInfo(false),
 	)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrBadOption, err)
+		return nil, fmt.Errorf("%w: %v", ErrUnreachable, err)
 	}
 	s.conn = conn
 
@@ -219,9 +219,13 @@ func (s *Session) SessionTimeout() time.Duration {
 	return s.cfg.sessionTimeout
 }
 
-// LastServerReply returns when the last byte from any server was received
-// (pings included). Ownership under TolerateSuspension is counted from it.
-func (s *Session) LastServerReply() time.Time { return time.Unix(0, s.lastRecv.Load()) }
+// LastServerReply returns the send time of the newest request (pings
+// included) that a server has answered: a lower bound for when the server
+// last heard from this client, so the server cannot expire the session
+// before LastServerReply + the session timeout. Ownership deadlines are
+// counted from it, never from when a reply was read (after a pause, old
+// replies read late would otherwise look fresh).
+func (s *Session) LastServerReply() time.Time { return time.Unix(0, s.lastReply.Load()) }
 
 // Close ends the ZooKeeper session (the server deletes all its ephemeral
 // znodes at once), ends every live lease with cause ErrSessionClosed, stops
@@ -236,7 +240,7 @@ func (s *Session) Close() error {
 	s.closed = true
 	s.loseEpochLocked(ErrSessionClosed)
 	s.cleanup = nil
-	s.mu.Unlock()
+	s.unlock()
 	s.conn.Close()
 	s.shutdown()
 	s.log.Info("session closed")
@@ -254,7 +258,7 @@ func (s *Session) shutdown() {
 	if s.epoch != nil {
 		s.loseEpochLocked(ErrSessionClosed)
 	}
-	s.mu.Unlock()
+	s.unlock()
 	s.wg.Wait()
 }
 
@@ -266,6 +270,10 @@ func (s *Session) abs(p string) string { return s.chroot + p }
 func (s *Session) onEvent(ev zk.Event) {
 	if ev.Type != zk.EventSession {
 		s.mu.Lock()
+		if w := s.watches[ev.Path]; w != nil && (ev.Type == zk.EventNodeDeleted ||
+			ev.Type == zk.EventNodeDataChanged || ev.Type == zk.EventNotWatching) {
+			s.fireLocked(ev.Path, w)
+		}
 		if l := s.byPath[ev.Path]; l != nil {
 			switch ev.Type {
 			case zk.EventNodeDeleted:
@@ -273,15 +281,18 @@ func (s *Session) onEvent(ev zk.Event) {
 			case zk.EventNodeDataChanged:
 				// Someone wrote to our lock node, consuming its watch: the
 				// cleaner sets a new one (not here: this must not block).
-				s.rewatch = append(s.rewatch, l)
-				s.kick(s.kickJanitor)
+				// A lease not yet active reads its node after this anyway.
+				if l.active {
+					s.rewatch = append(s.rewatch, l)
+					s.kick(s.kickJanitor)
+				}
 			}
 		}
 		s.mu.Unlock()
 		return
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.unlock()
 	if s.closed {
 		return
 	}
@@ -290,7 +301,7 @@ func (s *Session) onEvent(ev zk.Event) {
 		s.onSessionLocked(s.sniffID.Load())
 	case zk.StateDisconnected:
 		if s.state.IsConnected() {
-			s.suspendLocked(fmt.Errorf("%w: disconnected from %s", ErrSuspended, ev.Server), false)
+			s.suspendLocked(fmt.Errorf("%w: disconnected from %s", ErrSuspended, ev.Server))
 		}
 	case zk.StateExpired:
 		if s.epoch != nil {
@@ -307,7 +318,6 @@ func (s *Session) onSessionLocked(id int64) {
 		s.gen = &generation{leases: make(map[*lease]struct{})}
 		s.setStateLocked(StateConnected, nil)
 	case id == s.epoch.id && s.epoch.cause == nil:
-		s.watchdogSuspended = false
 		if s.state == StateSuspended {
 			if s.gen.revoked {
 				s.gen = &generation{leases: make(map[*lease]struct{})}
@@ -318,7 +328,6 @@ func (s *Session) onSessionLocked(id int64) {
 		if s.epoch.cause == nil {
 			s.loseEpochLocked(fmt.Errorf("%w: server gave a new session 0x%x", ErrSessionLost, id))
 		}
-		s.watchdogSuspended = false
 		s.epoch = newEpoch(id)
 		s.gen = &generation{leases: make(map[*lease]struct{})}
 		// Cleanup entries of other sessions are moot: their ephemerals died.
@@ -335,9 +344,8 @@ func (s *Session) onSessionLocked(id int64) {
 	s.kick(s.kickWatchdog)
 }
 
-func (s *Session) suspendLocked(cause error, byWatchdog bool) {
+func (s *Session) suspendLocked(cause error) {
 	if s.state.IsConnected() {
-		s.watchdogSuspended = byWatchdog
 		s.setStateLocked(StateSuspended, cause)
 	}
 	if !s.cfg.policy.tolerate {
@@ -397,11 +405,24 @@ func (s *Session) setStateLocked(st ConnState, cause error) {
 	for l := range s.listeners {
 		l.push(ch)
 	}
-	lvl := slog.LevelInfo
-	if (st == StateSuspended || st == StateLost) && !s.closed {
-		lvl = slog.LevelWarn
+	s.logq = append(s.logq, ch) // logged by unlock, outside the mutex
+}
+
+// unlock releases s.mu and then logs the transitions recorded meanwhile, so
+// that a slow (or re-entrant) log handler never runs under the mutex nor
+// stalls go-zookeeper's event dispatch for longer than it takes to log.
+func (s *Session) unlock() {
+	q, closed := s.logq, s.closed
+	s.logq = nil
+	s.mu.Unlock()
+	for _, ch := range q {
+		lvl := slog.LevelInfo
+		if (ch.State == StateSuspended || ch.State == StateLost) && !closed {
+			lvl = slog.LevelWarn
+		}
+		s.log.Log(context.Background(), lvl, "connection state", "state", ch.State.String(),
+			"session", fmt.Sprintf("0x%x", ch.SessionID), "cause", ch.Cause)
 	}
-	s.log.Log(context.Background(), lvl, "connection state", "state", st.String(), "session", fmt.Sprintf("0x%x", id), "cause", cause)
 }
 
 func (s *Session) kick(ch chan struct{}) {
@@ -439,30 +460,37 @@ func (s *Session) watchdog() {
 // and returns how long to sleep before the next check.
 func (s *Session) checkDeadlines(now time.Time) time.Duration {
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.unlock()
 	if s.closed || s.epoch == nil {
 		return time.Hour
 	}
 	timeout := s.SessionTimeout()
 	revokeAfter := s.cfg.policy.revokeAfter(timeout)
-	last := time.Unix(0, s.lastRecv.Load())
+	last := time.Unix(0, s.lastReply.Load())
 	silent := now.Sub(last)
 
-	// Recovery from a watchdog-declared suspension without any disconnect
-	// seen by go-zookeeper: bytes flow again on the same session.
-	if s.state == StateSuspended && s.watchdogSuspended && silent < revokeAfter &&
-		s.conn != nil && s.conn.State() == zk.StateHasSession && s.sniffID.Load() == s.epoch.id && s.epoch.cause == nil {
-		s.onSessionLocked(s.epoch.id)
-	}
-	if s.epoch.cause == nil && silent >= revokeAfter {
+	// Deadlines count from the send time of the newest request a server
+	// answered: the server heard from us no earlier than that, so it can't
+	// expire the session before last + timeout.
+	dropConn := false
+	if s.epoch.cause == nil && silent >= revokeAfter && !(s.state == StateSuspended && s.gen.revoked) {
 		cause := fmt.Errorf("%w: no server reply for %v (policy %s, session timeout %v)", ErrSuspended, silent.Round(time.Millisecond), s.cfg.policy, timeout)
-		if s.state.IsConnected() {
-			s.suspendLocked(cause, true)
-		}
+		s.suspendLocked(cause)
 		s.revokeGenLocked(cause)
+		dropConn = true
 	}
 	if s.epoch.cause == nil && silent >= timeout {
 		s.loseEpochLocked(fmt.Errorf("%w: no server reply within the session timeout %v; presumed expired", ErrSessionLost, timeout))
+		dropConn = true
+	}
+	if dropConn {
+		// Make go-zookeeper reconnect (and so re-validate the session) even
+		// if its own read deadline didn't fire, e.g. after this process was
+		// paused, or with a dialer whose connections ignore deadlines: the
+		// handshake tells whether the session survived.
+		if c := s.curConn.Load(); c != nil {
+			c.Close()
+		}
 	}
 	switch {
 	case s.epoch.cause != nil:
@@ -629,38 +657,6 @@ func (l *listener) pop() (StateChange, bool) {
 	return c, true
 }
 
-// ---- wire tracking ----
-
-// trackedConn records when bytes arrive from a server, and reads the
-// negotiated timeout and session ID off each connection's first reply (the
-// connect response: length, protocol version, timeout ms, session id).
-type trackedConn struct {
-	net.Conn
-	s     *Session
-	head  [20]byte
-	nhead int
-}
-
-func (c *trackedConn) Read(p []byte) (int, error) {
-	n, err := c.Conn.Read(p)
-	if n > 0 {
-		c.s.lastRecv.Store(time.Now().UnixNano())
-		if c.nhead < len(c.head) {
-			k := copy(c.head[c.nhead:], p[:n])
-			c.nhead += k
-			if c.nhead == len(c.head) {
-				timeoutMs := int32(binary.BigEndian.Uint32(c.head[8:12]))
-				id := int64(binary.BigEndian.Uint64(c.head[12:20]))
-				c.s.sniffID.Store(id)
-				if id != 0 && timeoutMs > 0 {
-					c.s.sniffTimeout.Store(int64(time.Duration(timeoutMs) * time.Millisecond))
-				}
-			}
-		}
-	}
-	return n, err
-}
-
 type zkLogger struct{ l *slog.Logger }
 
 func (z zkLogger) Printf(format string, args ...any) {
@@ -684,9 +680,10 @@ func (s *Session) prepareLease(ctx context.Context, nodePath string, owner int64
 
 // activateLease makes a prepared lease live if nothing ended ownership since
 // prepareLease; otherwise it drops it and returns the reason.
-func (s *Session) activateLease(l *lease, ep *epoch, gen *generation) error {
+func (s *Session) activateLease(l *lease, ep *epoch, gen *generation, czxid int64) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	l.czxid = czxid
 	var cause error
 	switch {
 	case l.ctx.Err() != nil:
@@ -706,6 +703,7 @@ func (s *Session) activateLease(l *lease, ep *epoch, gen *generation) error {
 		return cause
 	}
 	gen.leases[l] = struct{}{}
+	l.active = true
 	return nil
 }
 
@@ -717,4 +715,14 @@ func (s *Session) dropLease(l *lease) {
 		delete(s.byPath, l.path)
 	}
 	l.cancel(ErrReleased)
+}
+
+// noteReply advances lastReply to sentAt (never backwards).
+func (s *Session) noteReply(sentAt int64) {
+	for {
+		old := s.lastReply.Load()
+		if sentAt <= old || s.lastReply.CompareAndSwap(old, sentAt) {
+			return
+		}
+	}
 }

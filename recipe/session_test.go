@@ -241,3 +241,60 @@ func TestC3_AdoptOnlyCurrentSessionsNode(t *testing.T) {
 		t.Fatalf("chroot not applied: %q %q", a.Chroot(), q.adir)
 	}
 }
+
+// TestServerRestartKeepsSession: the standalone server is stopped and
+// restarted within the session timeout: SUSPENDED, then RECONNECTED to the
+// same session; a lease granted before ends at SUSPENDED (default policy)
+// and its surviving node is deleted on reconnection.
+func TestServerRestartKeepsSession(t *testing.T) {
+	cl := zktest.Start(t)
+	s := connect(t, cl.Servers(), WithSessionTimeout(10*time.Second))
+	id := s.ID()
+	q, err := NewQueue(s, "/restart", []string{"n-"}, FirstHolds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := q.Acquire(context.Background(), "n-", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Now()
+	if err := cl.Stop(0); err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, s, StateSuspended)
+	if !errors.Is(context.Cause(l.Context()), ErrSuspended) {
+		t.Fatalf("lease cause %v", context.Cause(l.Context()))
+	}
+	t.Logf("stopped and suspended after %v", time.Since(t0))
+	if err := cl.Restart(0); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("restarted after %v", time.Since(t0))
+	waitState(t, s, StateReconnected)
+	t.Logf("reconnected after %v", time.Since(t0))
+	if s.ID() != id {
+		t.Fatalf("new session %x after a restart within the timeout", s.ID())
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		p, err := q.Participants(context.Background())
+		if err == nil && len(p) == 0 && s.PendingCleanup() == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("orphaned node not cleaned: %v %v, pending %d", p, err, s.PendingCleanup())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	l2, err := q.TryAcquire(context.Background(), "n-", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l2.Token() <= l.Token() {
+		t.Fatal("token did not grow")
+	}
+	if err := l2.Release(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
