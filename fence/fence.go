@@ -41,14 +41,15 @@ func (t Token) String() string { return strconv.FormatUint(uint64(t), 10) }
 var ErrBadToken = errors.New("fence: malformed token")
 
 // ParseToken parses the decimal form written by [Token.String]. It returns an
-// error matching [ErrBadToken] for empty input, signs, non-digits, values that
-// overflow 64 bits, and "0" (the zero token is never a grant's token).
+// error matching [ErrBadToken] for empty input, signs, non-digits, leading
+// zeros (so that parsing and printing round-trip), values that overflow 64
+// bits, and "0" (the zero token is never a grant's token).
 func ParseToken(s string) (Token, error) {
 	if s == "" || s[0] == '+' || s[0] == '-' {
 		return 0, fmt.Errorf("%w: %q", ErrBadToken, s)
 	}
 	v, err := strconv.ParseUint(s, 10, 64)
-	if err != nil {
+	if err != nil || (len(s) > 1 && s[0] == '0') {
 		return 0, fmt.Errorf("%w: %q", ErrBadToken, s)
 	}
 	if v == 0 {
@@ -125,27 +126,37 @@ func (g *Guard) entry(resource string) *entry {
 // Errors: a [*StaleError] (matching [ErrStale]) when token is lower than the
 // highest accepted token, in which case write does not run; [ErrNoToken] for
 // the zero token; otherwise whatever write returns. A failed write (non-nil
-// error) does not raise the high-water mark.
+// error, or a panic, which propagates) does not raise the high-water mark.
+// write must not call Do or Check on the same resource: that deadlocks, as
+// re-locking a sync.Mutex does.
 func (g *Guard) Do(resource string, token Token, write func() error) error {
 	if token.IsZero() {
 		return ErrNoToken
 	}
 	e := g.entry(resource)
+	se := e.apply(resource, token, write)
+	if se == nil {
+		return nil
+	}
+	if s, ok := se.(*StaleError); ok && g.OnStale != nil {
+		g.OnStale(s)
+	}
+	return se
+}
+
+// apply holds the resource's lock for the check and the write; the lock is
+// released even if write panics (the mark is then not raised).
+func (e *entry) apply(resource string, token Token, write func() error) error {
 	e.mu.Lock()
+	defer e.mu.Unlock()
 	if token < e.high {
-		se := &StaleError{Resource: resource, Token: token, Highest: e.high}
-		e.mu.Unlock()
-		if g.OnStale != nil {
-			g.OnStale(se)
-		}
-		return se
+		return &StaleError{Resource: resource, Token: token, Highest: e.high}
 	}
-	err := write()
-	if err == nil {
-		e.high = token
+	if err := write(); err != nil {
+		return err
 	}
-	e.mu.Unlock()
-	return err
+	e.high = token
+	return nil
 }
 
 // Check is Do without a write: it accepts token (raising the high-water mark)

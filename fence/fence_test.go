@@ -17,7 +17,7 @@ func TestTokenRoundTrip(t *testing.T) {
 			t.Fatalf("ParseToken(%q) = %v, %v", tok.String(), back, err)
 		}
 	}
-	for _, s := range []string{"", "0", "-1", "+1", "x", "18446744073709551616", " 1"} {
+	for _, s := range []string{"", "0", "-1", "+1", "x", "18446744073709551616", " 1", "0007"} {
 		if _, err := ParseToken(s); !errors.Is(err, ErrBadToken) {
 			t.Errorf("ParseToken(%q) err = %v, want ErrBadToken", s, err)
 		}
@@ -60,6 +60,13 @@ func TestGuardRejectsStale(t *testing.T) {
 	}
 	if err := g.Check("r", 35); err != nil || g.Highest("r") != 35 {
 		t.Fatal("Check must record")
+	}
+	func() {
+		defer func() { recover() }()
+		g.Do("r", 36, func() error { panic("write failed") })
+	}()
+	if err := g.Check("r", 37); err != nil || g.Highest("r") != 37 {
+		t.Fatalf("a panicking write wedged the guard or raised the mark: %v %v", err, g.Highest("r"))
 	}
 }
 

@@ -11,6 +11,16 @@
 // directory and watches only its immediate predecessor (no herd effect); the
 // lowest node holds the lock. Grants are FIFO.
 //
+// Permissions: the session needs CREATE and DELETE on the lock directory
+// (and CREATE on the first existing ancestor below the chroot, if the
+// directory must be created). Without DELETE, a released or abandoned node
+// can't be removed, and the lock stays blocked until the session ends.
+//
+// Foreign children of the lock directory are ignored, except a node that
+// imitates this package's names exactly: it takes a place in the queue like
+// any contender, and if it is not ephemeral it never leaves. Keep the lock
+// directory for the lock.
+//
 // The guarantee, stated plainly: a Lease is a lease, not a mutex. While its
 // Context is not done, no other holder of the same lock has been granted
 // through a live ZooKeeper session, but a holder that pauses can resume after
@@ -20,6 +30,7 @@ package mutex
 
 import (
 	"context"
+	"fmt"
 	"slices"
 
 	"github.com/zkrecipes/zkrecipes/recipe"
@@ -45,7 +56,7 @@ type Option func(*Mutex)
 
 // WithData stores data in every lock znode this Mutex creates (for example a
 // host name or process id), visible to Participants and to operators.
-// Default: none.
+// Default: none. At most recipe.MaxNodeData bytes (New checks).
 func WithData(data []byte) Option {
 	return func(m *Mutex) { m.data = slices.Clone(data) }
 }
@@ -58,7 +69,7 @@ func WithData(data []byte) Option {
 // Errors: a *recipe.PathError (matching recipe.ErrInvalidPath) for "",
 // relative paths, "/", a trailing slash, empty or dot segments, characters
 // ZooKeeper refuses, and the /zookeeper subtree; recipe.ErrBadOption for a
-// nil session.
+// nil session or data over recipe.MaxNodeData; recipe.ErrSessionClosed.
 func New(s *recipe.Session, path string, opts ...Option) (*Mutex, error) {
 	q, err := recipe.NewQueue(s, path, []string{Kind}, recipe.FirstHolds)
 	if err != nil {
@@ -67,6 +78,9 @@ func New(s *recipe.Session, path string, opts ...Option) (*Mutex, error) {
 	m := &Mutex{q: q}
 	for _, o := range opts {
 		o(m)
+	}
+	if len(m.data) > recipe.MaxNodeData {
+		return nil, fmt.Errorf("%w: WithData of %d bytes (at most %d)", recipe.ErrBadOption, len(m.data), recipe.MaxNodeData)
 	}
 	return m, nil
 }

@@ -171,7 +171,7 @@ func TestParticipantsAndLeaseContext(t *testing.T) {
 		p, err = m.Participants(context.Background())
 		return err == nil && len(p) == 2
 	})
-	if p[0].Token != int64(l.Token()) || p[0].SessionID != s.ID() || string(p[0].Data) != "worker-1" || p[0].Kind != mutex.Kind {
+	if p[0].Token != l.Token() || p[0].SessionID != s.ID() || string(p[0].Data) != "worker-1" || p[0].Kind != mutex.Kind {
 		t.Fatalf("holder entry %+v, token %v session %x", p[0], l.Token(), s.ID())
 	}
 	if l.Context().Err() != nil {
@@ -673,6 +673,9 @@ func TestInvalidPaths(t *testing.T) {
 	if _, err := mutex.New(nil, "/a"); !errors.Is(err, recipe.ErrBadOption) {
 		t.Errorf("nil session: %v", err)
 	}
+	if _, err := mutex.New(s, "/a", mutex.WithData(make([]byte, 1<<20+100))); !errors.Is(err, recipe.ErrBadOption) {
+		t.Errorf("data over 1 MiB: %v", err)
+	}
 }
 
 func TestClosedSession(t *testing.T) {
@@ -683,6 +686,9 @@ func TestClosedSession(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.Close()
+	if _, err := mutex.New(s, dir); !errors.Is(err, recipe.ErrSessionClosed) {
+		t.Fatalf("mutex.New on a closed session: %v", err)
+	}
 	if !errors.Is(context.Cause(l.Context()), recipe.ErrSessionClosed) {
 		t.Fatalf("lease cause after Close: %v", context.Cause(l.Context()))
 	}
@@ -856,4 +862,56 @@ func TestChrootBelowReadOnlyParent(t *testing.T) {
 		t.Fatal("lock directory not created under the chroot")
 	}
 	release(t, l)
+}
+
+// TestContextHonouredWhenServerFrozen: with the server frozen (SIGSTOP),
+// requests get no answer; Acquire, TryAcquire and Release still return when
+// their context ends (not when the client gives up on the connection,
+// seconds later), and once the server runs again nothing is left behind:
+// the create that was in flight is undone when it lands (case C4).
+func TestContextHonouredWhenServerFrozen(t *testing.T) {
+	cl := zktest.Start(t)
+	in := inspect(t, cl)
+	const timeout = 6 * time.Second
+	s := connect(t, cl, recipe.WithSessionTimeout(timeout))
+	m := newMutex(t, s, dir)
+	held, err := m.Acquire(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := newMutex(t, connect(t, cl, recipe.WithSessionTimeout(timeout)), dir)
+	if err := cl.Pause(0); err != nil {
+		t.Fatal(err)
+	}
+	resumed := false
+	defer func() {
+		if !resumed {
+			cl.Resume(0)
+		}
+	}()
+	calls := map[string]func(context.Context) error{
+		"TryAcquire": func(ctx context.Context) error { _, err := other.TryAcquire(ctx); return err },
+		"Acquire":    func(ctx context.Context) error { _, err := other.Acquire(ctx); return err },
+		"Release":    held.Release,
+	}
+	for _, name := range []string{"TryAcquire", "Acquire", "Release"} {
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		start := time.Now()
+		err := calls[name](ctx)
+		cancel()
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("%s on a frozen server: %v, want DeadlineExceeded", name, err)
+		}
+		// The client itself would give up only after 2/3 of the timeout (4 s).
+		if d := time.Since(start); d > 2*time.Second {
+			t.Fatalf("%s returned after %v, its context ended after 200ms", name, d)
+		}
+	}
+	if err := cl.Resume(0); err != nil {
+		t.Fatal(err)
+	}
+	resumed = true
+	eventually(t, 15*time.Second, "no node left once the server runs again", func() bool {
+		return len(in.children(dir)) == 0
+	})
 }

@@ -44,6 +44,12 @@ func (s *Session) deleteOwned(ctx context.Context, it cleanupItem, wait bool) er
 		if timeout == 0 {
 			timeout = s.SessionTimeout()
 		}
+		if !wait {
+			// The caller is not waiting for this (its own operation has
+			// failed): give the delete a short budget, then leave it to the
+			// cleaner rather than hold the caller up.
+			timeout = min(timeout, abandonBudget)
+		}
 		cctx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
 		defer cancel(nil)
 		tctx, tcancel := context.WithTimeoutCause(cctx, timeout, fmt.Errorf("recipe: cleanup timeout %v passed", timeout))
@@ -51,17 +57,13 @@ func (s *Session) deleteOwned(ctx context.Context, it cleanupItem, wait bool) er
 		if wait {
 			// The caller may stop waiting...
 			defer context.AfterFunc(ctx, func() { cancel(context.Cause(ctx)) })()
-		}
-		if wait {
 			err = s.retry(tctx, func() error { return s.deleteOnce(it) }) // ...but the first attempt is sent
 		} else {
 			// Retry only while the connection is up; the cleaner takes over
 			// as soon as it is not.
 			for attempt := 0; ; attempt++ {
-				if err = s.deleteOnce(it); err == nil || !isConnErr(err) || tctx.Err() != nil {
-					break
-				}
-				if !s.State().IsConnected() {
+				err = s.call(tctx, func() error { return s.deleteOnce(it) }, nil)
+				if err == nil || !isConnErr(err) || tctx.Err() != nil || !s.State().IsConnected() {
 					break
 				}
 				time.Sleep(time.Duration(attempt+1) * 10 * time.Millisecond)
@@ -203,6 +205,10 @@ func (s *Session) PendingCleanup() int {
 	defer s.mu.Unlock()
 	return len(s.cleanup)
 }
+
+// abandonBudget bounds how long a failed operation waits for the delete of
+// the node it leaves; what is not done by then, the cleaner finishes.
+const abandonBudget = time.Second
 
 // errNotConnected is the connection error of an attempt not made because
 // the connection is down.

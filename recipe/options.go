@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
@@ -91,7 +92,11 @@ type authInfo struct {
 type Option func(*config)
 
 // WithSessionTimeout sets the requested session timeout (default
-// DefaultSessionTimeout). The server negotiates it into its configured range.
+// DefaultSessionTimeout; 1 ms to about 24 days, go-zookeeper sends it as int32
+// milliseconds). The server negotiates it into its configured range
+// (by default 2 to 20 ticks). Keep it at 2 s or more in practice:
+// go-zookeeper waits 1 s before redialing after it has tried every server,
+// so with a shorter timeout even a brief blip can expire the session.
 func WithSessionTimeout(d time.Duration) Option { return func(c *config) { c.sessionTimeout = d } }
 
 // WithConnectTimeout bounds how long Connect waits for the first session
@@ -156,13 +161,13 @@ func buildConfig(opts []Option) (config, error) {
 		c.logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	switch {
-	case c.sessionTimeout <= 0:
-		return c, fmt.Errorf("%w: session timeout %v must be positive", ErrBadOption, c.sessionTimeout)
+	case c.sessionTimeout < time.Millisecond || c.sessionTimeout > math.MaxInt32*time.Millisecond:
+		return c, fmt.Errorf("%w: session timeout %v must be between 1ms and %v", ErrBadOption, c.sessionTimeout, math.MaxInt32*time.Millisecond)
 	case c.connectTimeout <= 0:
 		return c, fmt.Errorf("%w: connect timeout %v must be positive", ErrBadOption, c.connectTimeout)
 	case c.cleanupTimeout < 0:
 		return c, fmt.Errorf("%w: cleanup timeout %v must not be negative", ErrBadOption, c.cleanupTimeout)
-	case c.policy.tolerate && (c.policy.fraction < 0.4 || c.policy.fraction > 0.9):
+	case c.policy.tolerate && !(c.policy.fraction >= 0.4 && c.policy.fraction <= 0.9): // NaN too
 		return c, fmt.Errorf("%w: suspension fraction %v must be in [0.4, 0.9]", ErrBadOption, c.policy.fraction)
 	case len(c.acl) == 0:
 		return c, fmt.Errorf("%w: empty ACL", ErrBadOption)

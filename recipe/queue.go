@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/go-zookeeper/zk"
+	"github.com/zkrecipes/zkrecipes/fence"
 )
 
 // Rule is a recipe's whole policy on top of the queue engine: given the
@@ -29,6 +30,12 @@ func FirstHolds(_ []NodeName, self int) (bool, int) {
 	}
 	return false, self - 1
 }
+
+// MaxNodeData is the most data a queue node may carry, in bytes. ZooKeeper
+// refuses packets over jute.maxbuffer (1 MiB by default) by dropping the
+// connection, which a client cannot tell from a network failure; staying
+// well below keeps such data an error at the call, not a reconnect loop.
+const MaxNodeData = 512 << 10
 
 // Queue is the ephemeral-sequential queue engine that every recipe of this
 // module drives; it follows the ZooKeeper recipes page ("Locks") and has the
@@ -69,10 +76,13 @@ type Queue struct {
 // NewQueue returns a queue engine over directory dir (validated with
 // ValidatePath) whose nodes are of the given kinds (e.g. "lock-"; non-empty,
 // no "/"), deciding grants with rule. It performs no ZooKeeper operation.
-// Errors: ErrInvalidPath, ErrBadOption.
+// Errors: ErrInvalidPath, ErrBadOption, ErrSessionClosed (s already closed).
 func NewQueue(s *Session, dir string, kinds []string, rule Rule) (*Queue, error) {
 	if s == nil {
 		return nil, fmt.Errorf("%w: nil session", ErrBadOption)
+	}
+	if s.isClosed() {
+		return nil, ErrSessionClosed
 	}
 	if err := ValidatePath(dir); err != nil {
 		return nil, err
@@ -126,6 +136,9 @@ func (q *Queue) TryAcquire(ctx context.Context, kind string, data []byte) (Lease
 func (q *Queue) acquire(ctx context.Context, kind string, data []byte, wait bool) (_ Lease, err error) {
 	if !slices.Contains(q.kinds, kind) {
 		return nil, fmt.Errorf("%w: node kind %q is not one of %q", ErrBadOption, kind, q.kinds)
+	}
+	if len(data) > MaxNodeData {
+		return nil, fmt.Errorf("%w: node data of %d bytes (at most %d)", ErrBadOption, len(data), MaxNodeData)
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, context.Cause(ctx)
@@ -289,7 +302,18 @@ func (q *Queue) create(ctx context.Context, guid, kind string, data []byte) (str
 	prefix := q.adir + "/" + nodePrefix(guid, kind)
 	unknown := false // an earlier attempt may have been applied
 	var name string
-	err := s.retry(ctx, func() error {
+	// A create still in flight when the caller stops waiting (case C4) is
+	// undone when it lands: the caller's own clean-up may already have run.
+	late := func(err error) {
+		owner := s.ID()
+		switch {
+		case err == nil && name != "":
+			s.deleteOwned(context.Background(), cleanupItem{path: q.adir + "/" + name, owner: owner}, false)
+		case err != nil && isConnErr(err):
+			s.deleteOwned(context.Background(), cleanupItem{dir: q.adir, guid: guid, owner: owner}, false)
+		}
+	}
+	err := s.retryLate(ctx, func() error {
 		if unknown {
 			n, err := q.findByGUID(guid)
 			if err != nil || n != "" {
@@ -316,7 +340,7 @@ func (q *Queue) create(ctx context.Context, guid, kind string, data []byte) (str
 			}
 			return err
 		}
-	})
+	}, late)
 	if err != nil {
 		return "", q.wrap("create", err)
 	}
@@ -402,7 +426,7 @@ type Participant struct {
 	Name      string    // child name
 	Kind      string    // node kind
 	Seq       int32     // ZooKeeper sequence number
-	Token     int64     // czxid: the fencing token it holds or will hold
+	Token     fence.Token // czxid: the fencing token it holds or will hold
 	SessionID int64     // ephemeral owner
 	Created   time.Time // ctime
 	Data      []byte    // the data given at Acquire
@@ -439,7 +463,7 @@ func (q *Queue) Participants(ctx context.Context) ([]Participant, error) {
 		if err != nil {
 			return nil, q.wrap("get", err)
 		}
-		out = append(out, Participant{Name: n.Name, Kind: n.Kind, Seq: n.Seq, Token: st.Czxid,
+		out = append(out, Participant{Name: n.Name, Kind: n.Kind, Seq: n.Seq, Token: fence.Token(st.Czxid),
 			SessionID: st.EphemeralOwner, Created: time.UnixMilli(st.Ctime), Data: data})
 	}
 	return out, nil

@@ -109,7 +109,7 @@ type StateChange struct {
 // It returns an error matching ErrBadOption for invalid options, ErrInvalidPath
 // for a malformed chroot, and ErrUnreachable when no server established a
 // session within the connect timeout (WithConnectTimeout, default 15 s) or
-// before ctx ended. The chroot znode itself is not created here; recipes
+// before ctx ended (the error then also matches ctx's error). The chroot znode itself is not created here; recipes
 // create missing parents (as container znodes) when they first need them.
 func Connect(ctx context.Context, servers []string, opts ...Option) (*Session, error) {
 	cfg, err := buildConfig(opts)
@@ -156,12 +156,15 @@ func Connect(ctx context.Context, servers []string, opts ...Option) (*Session, e
 	}
 	s.conn = conn
 
-	cctx, cancel := context.WithTimeout(ctx, cfg.connectTimeout)
+	start := time.Now()
+	cctx, cancel := context.WithTimeoutCause(ctx, cfg.connectTimeout,
+		fmt.Errorf("connect timeout %v passed", cfg.connectTimeout))
 	defer cancel()
 	if err := s.awaitConnected(cctx); err != nil {
 		conn.Close()
 		s.shutdown()
-		return nil, fmt.Errorf("%w: no session with %s within %v: %v", ErrUnreachable, strings.Join(hosts, ","), cfg.connectTimeout, err)
+		return nil, fmt.Errorf("%w: no session with %s after %v: %w", ErrUnreachable, strings.Join(hosts, ","),
+			time.Since(start).Round(time.Millisecond), err)
 	}
 	for _, a := range cfg.auth {
 		if err := conn.AddAuth(a.scheme, a.auth); err != nil {
@@ -227,10 +230,13 @@ func (s *Session) SessionTimeout() time.Duration {
 // replies read late would otherwise look fresh).
 func (s *Session) LastServerReply() time.Time { return time.Unix(0, s.lastReply.Load()) }
 
-// Close ends the ZooKeeper session (the server deletes all its ephemeral
-// znodes at once), ends every live lease with cause ErrSessionClosed, stops
-// the Session's goroutines and waits for them. It is idempotent and returns
-// nil; operations after Close return ErrSessionClosed.
+// Close ends the ZooKeeper session, ends every live lease with cause
+// ErrSessionClosed, stops the Session's goroutines and waits for them (up to
+// about 2 s when no server answers). When a server receives the close, it
+// deletes all the session's ephemeral znodes at once; when none can be
+// reached, they stay until the server expires the session (one session
+// timeout). It is idempotent and returns nil; operations after Close return
+// ErrSessionClosed.
 func (s *Session) Close() error {
 	s.mu.Lock()
 	if s.closed {
@@ -541,6 +547,14 @@ func (s *Session) current() (*epoch, *generation, error) {
 // ends, or the session is closed. Between attempts it waits for the
 // connection and backs off per the retry policy.
 func (s *Session) retry(ctx context.Context, op func() error) error {
+	return s.retryLate(ctx, op, nil)
+}
+
+// retryLate is retry where late, if not nil, is called with the outcome of
+// an attempt that completed after the caller stopped waiting for it (ctx
+// ended or the session closed while the request was in flight), so that an
+// effect nobody is waiting for any more (a created node) can be undone.
+func (s *Session) retryLate(ctx context.Context, op func() error, late func(error)) error {
 	var b backoff.BackOff
 	for first := true; ; first = false {
 		// The first attempt is made even on a done ctx: cleanup deletes rely
@@ -548,7 +562,7 @@ func (s *Session) retry(ctx context.Context, op func() error) error {
 		if err := ctx.Err(); err != nil && !first {
 			return context.Cause(ctx)
 		}
-		err := op()
+		err := s.call(ctx, op, late)
 		if err == nil || !isConnErr(err) {
 			if isClosing(err) {
 				return ErrSessionClosed
@@ -725,4 +739,48 @@ func (s *Session) noteReply(sentAt int64) {
 			return
 		}
 	}
+}
+
+// call runs one attempt of a request. go-zookeeper's calls are synchronous
+// and know no context: a request to a server that stopped answering waits
+// until the client gives up on the connection (2/3 of the session timeout,
+// and up to ten times that while reconnecting to a frozen server). So unless
+// ctx can never end, the request runs on a goroutine of its own and the
+// caller stops waiting when ctx ends (or the session is closed); the request
+// still completes in the background, and late (if set) gets its outcome.
+func (s *Session) call(ctx context.Context, op func() error, late func(error)) error {
+	if ctx.Done() == nil {
+		return op()
+	}
+	var state atomic.Int32 // 0: waited for, 1: answered, 2: abandoned
+	done := make(chan error, 1)
+	go func() {
+		err := op()
+		if state.CompareAndSwap(0, 1) {
+			done <- err
+			return
+		}
+		if late != nil {
+			late(err)
+		}
+	}()
+	var abandoned error
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		abandoned = context.Cause(ctx)
+	case <-s.quit:
+		abandoned = ErrSessionClosed
+	}
+	if state.CompareAndSwap(0, 2) {
+		return abandoned
+	}
+	return <-done
+}
+
+func (s *Session) isClosed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closed
 }

@@ -3,6 +3,7 @@ package recipe
 import (
 	"context"
 	"errors"
+	"math"
 	"testing"
 	"time"
 
@@ -152,8 +153,8 @@ func TestConnectUnreachable(t *testing.T) {
 	defer cancel()
 	start := time.Now()
 	_, err := Connect(ctx, []string{"127.0.0.1:1"}, WithConnectTimeout(time.Minute))
-	if !errors.Is(err, ErrUnreachable) {
-		t.Fatalf("Connect to a closed port: %v, want ErrUnreachable", err)
+	if !errors.Is(err, ErrUnreachable) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Connect to a closed port: %v, want ErrUnreachable and DeadlineExceeded", err)
 	}
 	if time.Since(start) > 10*time.Second {
 		t.Fatal("Connect ignored ctx's deadline")
@@ -174,6 +175,9 @@ func TestConnectBadOptions(t *testing.T) {
 		"fraction too high": {[]string{"127.0.0.1:2181"}, []Option{WithSuspendPolicy(TolerateSuspension(1))}, ErrBadOption},
 		"fraction too low":  {[]string{"127.0.0.1:2181"}, []Option{WithSuspendPolicy(TolerateSuspension(0.2))}, ErrBadOption},
 		"empty ACL":         {[]string{"127.0.0.1:2181"}, []Option{WithACL([]zk.ACL{})}, ErrBadOption},
+		"NaN fraction":      {[]string{"127.0.0.1:2181"}, []Option{WithSuspendPolicy(TolerateSuspension(math.NaN()))}, ErrBadOption},
+		"1ns timeout":       {[]string{"127.0.0.1:2181"}, []Option{WithSessionTimeout(time.Nanosecond)}, ErrBadOption},
+		"1000h timeout":     {[]string{"127.0.0.1:2181"}, []Option{WithSessionTimeout(1000 * time.Hour)}, ErrBadOption},
 	} {
 		if _, err := Connect(ctx, c.servers, c.opts...); !errors.Is(err, c.want) {
 			t.Errorf("%s: %v, want %v", name, err, c.want)
@@ -194,9 +198,8 @@ func TestClosedSessionState(t *testing.T) {
 	default:
 		t.Fatal("Done open after Close")
 	}
-	q, _ := NewQueue(s, "/x", []string{"n-"}, FirstHolds)
-	if _, err := q.Acquire(context.Background(), "n-", nil); !errors.Is(err, ErrSessionClosed) {
-		t.Fatalf("Acquire after Close: %v", err)
+	if _, err := NewQueue(s, "/x", []string{"n-"}, FirstHolds); !errors.Is(err, ErrSessionClosed) {
+		t.Fatalf("NewQueue after Close: %v", err)
 	}
 	if _, ok := <-s.Listen(context.Background()); ok {
 		t.Fatal("Listen on a closed session must return a closed channel")

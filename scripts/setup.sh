@@ -9,7 +9,9 @@ have_zookeeper() {
   [ -f /usr/share/java/zookeeper.jar ] || compgen -G "${ZOOKEEPER_HOME:-/nonexistent}/lib/zookeeper-*.jar" >/dev/null
 }
 
-if [ -n "${ZK_TEST_SERVERS:-}" ] || { have_java && have_zookeeper; }; then
+# An existing ensemble needs nothing installed: ZK_SERVERS (demo) or
+# ZK_TEST_SERVERS (tests).
+if [ -n "${ZK_TEST_SERVERS:-}" ] || [ -n "${ZK_SERVERS:-}" ] || { have_java && have_zookeeper; }; then
   exit 0
 fi
 
@@ -19,7 +21,14 @@ if ! command -v apt-get >/dev/null 2>&1; then
   exit 1
 fi
 SUDO=""
-if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
+if [ "$(id -u)" != 0 ]; then
+  if ! command -v sudo >/dev/null 2>&1; then
+    echo "setup: ZooKeeper or Java is missing; run as root, or install them yourself:" >&2
+    echo "setup:   apt-get install -y zookeeper default-jre-headless" >&2
+    exit 1
+  fi
+  SUDO="sudo"
+fi
 echo "setup: installing ZooKeeper and a Java runtime from Debian packages..." >&2
 $SUDO apt-get update -qq
 DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq zookeeper default-jre-headless >/dev/null

@@ -174,7 +174,7 @@ func (d *demo) kleppmann(ctx context.Context) bool {
 	d.say("B", "writes with token %v: accepted", b.l.Token())
 
 	proxy.Resume()
-	d.say("A", "resumes, unaware, and writes with its old token %v", a)
+	d.say("A", "resumes and, not checking its lease context, writes with its old token %v", a)
 	staleErr := write("A", a, "stale write by A")
 	if staleErr != nil {
 		d.say("A", "rejected: %v", staleErr)
