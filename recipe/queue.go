@@ -423,13 +423,13 @@ func (s *Session) ensurePath(p string) error {
 
 // Participant is one node of a queue, as listed by Participants.
 type Participant struct {
-	Name      string    // child name
-	Kind      string    // node kind
-	Seq       int32     // ZooKeeper sequence number
+	Name      string      // child name
+	Kind      string      // node kind
+	Seq       int32       // ZooKeeper sequence number
 	Token     fence.Token // czxid: the fencing token it holds or will hold
-	SessionID int64     // ephemeral owner
-	Created   time.Time // ctime
-	Data      []byte    // the data given at Acquire
+	SessionID int64       // ephemeral owner
+	Created   time.Time   // ctime
+	Data      []byte      // the data given at Acquire
 }
 
 // Participants lists the queue's nodes in queue order (for an exclusive lock
