@@ -527,71 +527,62 @@ func TestC9_TolerateSuspensionCountsFromLastReply(t *testing.T) {
 	t.Logf("lease ended %v after the last server reply (f × timeout = %v)", done.get().Sub(last), timeout/2)
 }
 
-// TestC10_WaiterOwnNodeDeleted: a waiter's node is deleted by someone else;
-// when the holder releases, the waiter gets ErrNodeDeleted and the one queued
-// behind it holds, alone.
-func TestC10_WaiterOwnNodeDeleted(t *testing.T) {
-	cl := zktest.Shared(t)
-	in := inspect(t, cl)
-	x := newMutex(t, connect(t, cl), dir)
-	lx, err := x.Acquire(context.Background())
-	if err != nil {
-		t.Fatal(err)
+// TestC10_WaiterLosesItsNode: a waiter's node disappears, deleted by someone
+// else or expired with its session. The waiter gets a typed error (at once
+// when its session expired; when the holder releases, for a deletion it has
+// no watch on), and the client queued behind it then holds, alone.
+func TestC10_WaiterLosesItsNode(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		want     error
+		promptly bool // A's error comes before the holder releases
+		fault    func(in *inspector, a *recipe.Session, p *zktest.FaultProxy)
+	}{
+		{"deleted", recipe.ErrNodeDeleted, false, func(in *inspector, a *recipe.Session, _ *zktest.FaultProxy) {
+			in.delete(dir + "/" + in.owned(dir, a.ID())[0])
+		}},
+		{"session expired", recipe.ErrSessionLost, true, func(_ *inspector, _ *recipe.Session, p *zktest.FaultProxy) {
+			p.Blackhole()
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cl := zktest.Shared(t)
+			in := inspect(t, cl)
+			lx, err := newMutex(t, connect(t, cl), dir).Acquire(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			p := zktest.NewFaultProxy()
+			defer p.Close()
+			as := connect(t, cl, recipe.WithDialer(p.Dial), recipe.WithSessionTimeout(time.Second))
+			ra := acquireAsync(context.Background(), newMutex(t, as, dir))
+			eventually(t, 10*time.Second, "A queued", func() bool { return len(in.owned(dir, as.ID())) == 1 })
+			rc := acquireAsync(context.Background(), newMutex(t, connect(t, cl), dir))
+			eventually(t, 10*time.Second, "C queued", func() bool { return len(in.children(dir)) == 3 })
+			tc.fault(in, as, p)
+			checkA := func() {
+				if r := await(t, ra, 10*time.Second); !errors.Is(r.err, tc.want) {
+					t.Fatalf("A: %v, want %v", r.err, tc.want)
+				}
+			}
+			if tc.promptly {
+				checkA()
+				eventually(t, 10*time.Second, "A's node gone", func() bool { return len(in.children(dir)) == 2 })
+			}
+			release(t, lx)
+			if !tc.promptly {
+				checkA()
+			}
+			rcr := await(t, rc, 10*time.Second)
+			if rcr.err != nil {
+				t.Fatal(rcr.err)
+			}
+			if c := in.children(dir); len(c) != 1 {
+				t.Fatalf("nodes %v, want exactly C's", c)
+			}
+			release(t, rcr.lease)
+		})
 	}
-	as := connect(t, cl)
-	ra := acquireAsync(context.Background(), newMutex(t, as, dir))
-	eventually(t, 10*time.Second, "A queued", func() bool { return len(in.owned(dir, as.ID())) == 1 })
-	rc := acquireAsync(context.Background(), newMutex(t, connect(t, cl), dir))
-	eventually(t, 10*time.Second, "C queued", func() bool { return len(in.children(dir)) == 3 })
-	in.delete(dir + "/" + in.owned(dir, as.ID())[0])
-	release(t, lx)
-	r := await(t, ra, 10*time.Second)
-	if !errors.Is(r.err, recipe.ErrNodeDeleted) {
-		t.Fatalf("A: %v, want ErrNodeDeleted", r.err)
-	}
-	rcr := await(t, rc, 10*time.Second)
-	if rcr.err != nil {
-		t.Fatal(rcr.err)
-	}
-	if c := in.children(dir); len(c) != 1 {
-		t.Fatalf("holders' nodes %v, want exactly C's", c)
-	}
-	release(t, rcr.lease)
-}
-
-// TestC10_WaiterSessionExpires: the waiter's session expires while it waits:
-// Acquire returns ErrSessionLost promptly (without waiting for the holder),
-// and the waiter queued behind it acquires when the holder releases.
-func TestC10_WaiterSessionExpires(t *testing.T) {
-	cl := zktest.Shared(t)
-	in := inspect(t, cl)
-	x := newMutex(t, connect(t, cl), dir)
-	lx, err := x.Acquire(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := zktest.NewFaultProxy()
-	defer p.Close()
-	as := connect(t, cl, recipe.WithDialer(p.Dial), recipe.WithSessionTimeout(time.Second))
-	ra := acquireAsync(context.Background(), newMutex(t, as, dir))
-	eventually(t, 10*time.Second, "A queued", func() bool { return len(in.owned(dir, as.ID())) == 1 })
-	rc := acquireAsync(context.Background(), newMutex(t, connect(t, cl), dir))
-	eventually(t, 10*time.Second, "C queued", func() bool { return len(in.children(dir)) == 3 })
-	p.Blackhole()
-	r := await(t, ra, 10*time.Second)
-	if !errors.Is(r.err, recipe.ErrSessionLost) {
-		t.Fatalf("A: %v, want ErrSessionLost", r.err)
-	}
-	eventually(t, 10*time.Second, "A's node expired", func() bool { return len(in.children(dir)) == 2 })
-	release(t, lx)
-	rcr := await(t, rc, 10*time.Second)
-	if rcr.err != nil {
-		t.Fatal(rcr.err)
-	}
-	if c := in.children(dir); len(c) != 1 {
-		t.Fatalf("nodes %v, want exactly C's", c)
-	}
-	release(t, rcr.lease)
 }
 
 // TestC18_ParentRemovedBetweenEnsureAndCreate: the empty directory is deleted

@@ -13,9 +13,9 @@
 //
 //   - Session turns go-zookeeper's events into CONNECTED, SUSPENDED,
 //     RECONNECTED and LOST without missing any, treats a new session ID as
-//     LOST for everything granted before, counts server silence from the last
-//     byte received (not from when the client noticed), and retries cleanup
-//     deletes on reconnection.
+//     LOST for everything granted before, counts server silence from the send
+//     time of the newest request a server answered (not from when the client
+//     noticed), and retries cleanup deletes on reconnection.
 //   - Queue creates protected ephemeral sequential znodes, watches only the
 //     node its Rule names, re-derives everything from a fresh listing on every
 //     wakeup, and never leaves a node behind on error.

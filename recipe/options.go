@@ -36,14 +36,16 @@ type SuspendPolicy struct {
 // RevokeOnSuspend is the default policy (Curator's standard one): every lease
 // ends the moment the connection is SUSPENDED, i.e. when the client notices
 // the disconnect, and at the latest 2/3 of the negotiated session timeout
-// after the last byte received from a server (the point at which the client
-// itself declares the connection dead).
+// after the last server reply (Session.LastServerReply: the send time of the
+// newest request a server answered), which is when go-zookeeper itself
+// would declare the connection dead.
 func RevokeOnSuspend() SuspendPolicy { return SuspendPolicy{} }
 
 // TolerateSuspension keeps leases alive while the connection is SUSPENDED,
-// but only until lastServerReply + f × negotiated session timeout, counted
-// from the last byte received from any server, never from when the client
-// noticed the disconnect (case C9). A reconnection to the same session before
+// but only until LastServerReply + f × negotiated session timeout, counted
+// from the send time of the newest request a server answered, never from
+// when the client noticed the disconnect nor from when a late reply was read
+// (case C9). A reconnection to the same session before
 // then keeps every lease. f must be in [0.4, 0.9]: below 0.4 a healthy
 // connection (pinged every 1/3 of the timeout) would lose leases, at 1 or
 // above the server may already have expired the session and granted the lock
