@@ -77,7 +77,9 @@ func New(s *recipe.Session, path string, opts ...Option) (*Mutex, error) {
 	}
 	m := &Mutex{q: q}
 	for _, o := range opts {
-		o(m)
+		if o != nil {
+			o(m)
+		}
 	}
 	if len(m.data) > recipe.MaxNodeData {
 		return nil, fmt.Errorf("%w: WithData of %d bytes (at most %d)", recipe.ErrBadOption, len(m.data), recipe.MaxNodeData)

@@ -52,7 +52,7 @@ func (s *Session) deleteOwned(ctx context.Context, it cleanupItem, wait bool) er
 		}
 		cctx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
 		defer cancel(nil)
-		tctx, tcancel := context.WithTimeoutCause(cctx, timeout, fmt.Errorf("recipe: cleanup timeout %v passed", timeout))
+		tctx, tcancel := context.WithTimeoutCause(cctx, timeout, fmt.Errorf("recipe: cleanup timeout %v passed: %w", timeout, context.DeadlineExceeded))
 		defer tcancel()
 		if wait {
 			// The caller may stop waiting...
@@ -208,7 +208,7 @@ func (s *Session) PendingCleanup() int {
 
 // abandonBudget bounds how long a failed operation waits for the delete of
 // the node it leaves; what is not done by then, the cleaner finishes.
-const abandonBudget = time.Second
+const abandonBudget = 250 * time.Millisecond
 
 // errNotConnected is the connection error of an attempt not made because
 // the connection is down.

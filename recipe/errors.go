@@ -53,8 +53,9 @@ var (
 	// established a session before the connect timeout or ctx ended.
 	ErrUnreachable = errors.New("recipe: ZooKeeper ensemble unreachable")
 
-	// ErrNoPermission is matched (together with zk.ErrNoAuth or
-	// zk.ErrInvalidACL) when ZooKeeper refused an operation because of ACLs.
+	// ErrNoPermission is matched (together with zk.ErrNoAuth,
+	// zk.ErrInvalidACL or zk.ErrAuthFailed) when ZooKeeper refused an
+	// operation because of ACLs, or refused the credentials of WithAuth.
 	ErrNoPermission = errors.New("recipe: refused by ZooKeeper ACL")
 
 	// ErrBadOption is matched by errors for invalid option values.
@@ -92,7 +93,8 @@ func (e *OpError) Unwrap() error { return e.Err }
 
 // Is makes ACL refusals match ErrNoPermission as well.
 func (e *OpError) Is(target error) bool {
-	return target == ErrNoPermission && (errors.Is(e.Err, zk.ErrNoAuth) || errors.Is(e.Err, zk.ErrInvalidACL))
+	return target == ErrNoPermission && (errors.Is(e.Err, zk.ErrNoAuth) || errors.Is(e.Err, zk.ErrInvalidACL) ||
+		errors.Is(e.Err, zk.ErrAuthFailed))
 }
 
 // isConnErr reports whether err is a transient connection-level failure after

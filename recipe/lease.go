@@ -58,7 +58,7 @@ func (l *lease) Release(ctx context.Context) error {
 	}
 	l.s.mu.Unlock()
 	if cause := context.Cause(l.ctx); cause != ErrReleased {
-		return fmt.Errorf("%w: %w", ErrLeaseLost, cause)
+		return fmt.Errorf("%w (%w)", ErrLeaseLost, cause)
 	}
 	err := l.s.deleteOwned(ctx, cleanupItem{path: l.path, czxid: l.czxid, owner: l.owner}, true)
 	if err != nil {

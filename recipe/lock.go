@@ -38,8 +38,19 @@ type Lease interface {
 	// context.Cause tells why: ErrReleased, ErrSuspended, ErrSessionLost,
 	// ErrSessionClosed or ErrNodeDeleted.
 	Context() context.Context
-	// Release gives the lock up. It is idempotent and can be retried after an
-	// error. After ownership was lost it returns an error matching
-	// ErrLeaseLost and deletes nothing itself.
+	// Release gives the lock up. It ends Context first (cause ErrReleased),
+	// then removes the grant; for the ZooKeeper recipes that is an exists
+	// (identity check: ephemeral owner and czxid) and a delete of the lease's
+	// znode. The delete is sent even if ctx is already done, and retried on
+	// connection loss until ctx ends or the session's cleanup timeout (default:
+	// the session timeout) passes; a delete not completed by then is also
+	// handed to the session's cleaner, which retries on reconnection.
+	//
+	// It is idempotent and can be retried after an error; concurrent calls
+	// are serialized. Errors: ErrLeaseLost (wrapping the cause) if ownership
+	// ended before Release (nothing is deleted by Release then); a connection
+	// error, ctx's error or context.DeadlineExceeded (cleanup timeout) in an
+	// *OpError if the delete could not be confirmed; ErrNoPermission if the
+	// ACL forbids the delete.
 	Release(ctx context.Context) error
 }

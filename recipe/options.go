@@ -49,7 +49,12 @@ func RevokeOnSuspend() SuspendPolicy { return SuspendPolicy{} }
 // then keeps every lease. f must be in [0.4, 0.9]: below 0.4 a healthy
 // connection (pinged every 1/3 of the timeout) would lose leases, at 1 or
 // above the server may already have expired the session and granted the lock
-// to someone else. f == 0 means DefaultSuspendFraction.
+// to someone else; Connect returns ErrBadOption for any other f (NaN
+// included). f == 0 means DefaultSuspendFraction.
+//
+// What "short" means is bounded by go-zookeeper: after a connection drops
+// it waits about 1 s before redialing, so a blip survives only if the
+// reconnection, about 1 s later, comes before f × the timeout.
 func TolerateSuspension(f float64) SuspendPolicy {
 	if f == 0 {
 		f = DefaultSuspendFraction
@@ -121,7 +126,10 @@ func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l }
 func WithACL(acl []zk.ACL) Option { return func(c *config) { c.acl = acl } }
 
 // WithAuth adds authentication (e.g. scheme "digest", auth "user:password"),
-// sent right after the session is established and again on every reconnect.
+// sent right after the session is established (within Connect's ctx and
+// connect timeout) and again by go-zookeeper on every reconnect. If the
+// server refuses it, Connect returns an *OpError (Op "auth") matching
+// ErrNoPermission and zk.ErrAuthFailed.
 func WithAuth(scheme string, auth []byte) Option {
 	return func(c *config) { c.auth = append(c.auth, authInfo{scheme, auth}) }
 }
@@ -157,7 +165,9 @@ func buildConfig(opts []Option) (config, error) {
 		newBackOff:     defaultBackOff,
 	}
 	for _, o := range opts {
-		o(&c)
+		if o != nil {
+			o(&c)
+		}
 	}
 	if c.logger == nil {
 		c.logger = slog.New(slog.NewTextHandler(io.Discard, nil))

@@ -118,9 +118,12 @@ func (q *Queue) Session() *Session { return q.s }
 // Errors: ctx's cause when ctx ends; ErrSessionLost when the session that
 // owns the node is lost; ErrNodeDeleted when the node is deleted by someone
 // else while waiting; ErrSessionClosed; an *OpError for refusals (matching
-// ErrNoPermission for ACLs); ErrBadOption for an unknown kind. In every error
-// case the caller's node is deleted (or its deletion is queued with the
-// Session's cleaner until reconnection).
+// ErrNoPermission for ACLs); ErrBadOption for an unknown kind or data over
+// MaxNodeData. In every error case the caller's node is deleted (or its
+// deletion is queued with the Session's cleaner until reconnection): Acquire
+// waits up to 250 ms for that delete after its own failure, even when ctx
+// has ended, so it can return that much after ctx's deadline when the server
+// does not answer.
 func (q *Queue) Acquire(ctx context.Context, kind string, data []byte) (Lease, error) {
 	return q.acquire(ctx, kind, data, true)
 }

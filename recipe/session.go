@@ -167,9 +167,9 @@ func Connect(ctx context.Context, servers []string, opts ...Option) (*Session, e
 			time.Since(start).Round(time.Millisecond), err)
 	}
 	for _, a := range cfg.auth {
-		if err := conn.AddAuth(a.scheme, a.auth); err != nil {
+		if err := s.call(cctx, func() error { return conn.AddAuth(a.scheme, a.auth) }, nil); err != nil {
 			s.Close()
-			return nil, fmt.Errorf("recipe: add auth %q: %w", a.scheme, err)
+			return nil, &OpError{Op: "auth", Path: a.scheme, Err: err}
 		}
 	}
 	s.wg.Add(2)

@@ -22,6 +22,8 @@ const (
 	OpGetChildren2    int32 = 12
 	OpMulti           int32 = 14
 	OpCreateContainer int32 = 19
+	OpSetAuth         int32 = 100
+	OpSetWatches      int32 = 101
 	OpClose           int32 = -11
 )
 
