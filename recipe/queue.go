@@ -165,7 +165,12 @@ func (q *Queue) acquire(ctx context.Context, kind string, data []byte, wait bool
 		return nil, cerr // closed: the node went with the session
 	} else if cur != ep || ep.ctx.Err() != nil {
 		ep = cur
-		ok, st, err := q.s.conn.Exists(nodePath)
+		var ok bool
+		var st *zk.Stat
+		err := q.s.call(ctx, func() (err error) {
+			ok, st, err = q.s.conn.Exists(nodePath)
+			return err
+		}, nil)
 		if err == nil && (!ok || st.EphemeralOwner != cur.id) {
 			err = fmt.Errorf("%w: node created under a session that is gone", ErrSessionLost)
 		}
