@@ -197,3 +197,16 @@ func release(t testing.TB, l recipe.Lease) {
 		t.Fatalf("release: %v", err)
 	}
 }
+
+// acquireAndRelease checks that a fresh client gets the lock within 10 s
+// (nothing left behind blocks it), then releases it.
+func acquireAndRelease(t testing.TB, cl *zktest.Cluster) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	l, err := newMutex(t, connect(t, cl), "/locks/job").Acquire(ctx)
+	if err != nil {
+		t.Fatalf("a fresh client could not acquire: %v", err)
+	}
+	release(t, l)
+}

@@ -473,13 +473,7 @@ func TestC9_SuspensionEndsOwnershipByDefault(t *testing.T) {
 		t.Fatal("session changed")
 	}
 	eventually(t, 10*time.Second, "orphaned node deleted", func() bool { return len(in.owned(dir, id)) == 0 })
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	lb, err := newMutex(t, connect(t, cl), dir).Acquire(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	release(t, lb)
+	acquireAndRelease(t, cl)
 }
 
 // TestC9_TolerateSuspensionCountsFromLastReply: under the opt-in policy a
@@ -815,13 +809,7 @@ func TestC9_ClientNoticesLate(t *testing.T) {
 	}
 	eventually(t, 15*time.Second, "session connected again", func() bool { return s.State().IsConnected() })
 	eventually(t, 10*time.Second, "stale node removed", func() bool { return len(in.children(dir)) == 0 })
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	lb, err := newMutex(t, connect(t, cl), dir).Acquire(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	release(t, lb)
+	acquireAndRelease(t, cl)
 }
 
 // TestChrootBelowReadOnlyParent: the chroot's parent is read-only; creating
