@@ -204,7 +204,7 @@ func acquireAndRelease(t testing.TB, cl *zktest.Cluster) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	l, err := newMutex(t, connect(t, cl), "/locks/job").Acquire(ctx)
+	l, err := newMutex(t, connect(t, cl), dir).Acquire(ctx)
 	if err != nil {
 		t.Fatalf("a fresh client could not acquire: %v", err)
 	}
