@@ -210,3 +210,17 @@ func acquireAndRelease(t testing.TB, cl *zktest.Cluster) {
 	}
 	release(t, l)
 }
+
+// handOver queues next behind the holder of held, releases held, and checks
+// that next acquires within 10 s (nothing left behind blocks it), then
+// releases it.
+func handOver(t testing.TB, held recipe.Lease, next recipe.Lock) {
+	t.Helper()
+	ch := acquireAsync(context.Background(), next)
+	release(t, held)
+	r := await(t, ch, 10*time.Second)
+	if r.err != nil {
+		t.Fatalf("next holder: %v", r.err)
+	}
+	release(t, r.lease)
+}

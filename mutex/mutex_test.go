@@ -214,13 +214,7 @@ func TestC5_DeadlineWhileWaitingLeavesNothing(t *testing.T) {
 	if n := in.owned(dir, bs.ID()); len(n) != 0 {
 		t.Fatalf("waiter left %v", n)
 	}
-	rc := acquireAsync(context.Background(), c)
-	release(t, la)
-	r := await(t, rc, 10*time.Second)
-	if r.err != nil {
-		t.Fatal(r.err)
-	}
-	release(t, r.lease)
+	handOver(t, la, c)
 }
 
 // TestC6_TryAcquireLeavesNothing: a "not acquired" answer leaves zero nodes,
@@ -263,13 +257,7 @@ func TestC6_TryAcquireLeavesNothing(t *testing.T) {
 		t.Fatal("session changed: the test would prove nothing")
 	}
 	c := newMutex(t, connect(t, cl), dir)
-	rc := acquireAsync(context.Background(), c)
-	release(t, la)
-	r := await(t, rc, 10*time.Second)
-	if r.err != nil {
-		t.Fatal(r.err)
-	}
-	release(t, r.lease)
+	handOver(t, la, c)
 }
 
 // TestC2_ReplyLostAfterCreate: the create is applied but its reply is lost
