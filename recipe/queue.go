@@ -146,7 +146,7 @@ func (q *Queue) acquire(ctx context.Context, kind string, data []byte, wait bool
 	if err := ctx.Err(); err != nil {
 		return nil, context.Cause(ctx)
 	}
-	ep, _, err := q.s.current()
+	ep, err := q.s.current()
 	if err != nil {
 		return nil, err
 	}
@@ -161,7 +161,7 @@ func (q *Queue) acquire(ctx context.Context, kind string, data []byte, wait bool
 	// Which session owns the node? The create was sent after ep was current;
 	// if ep is still current and not lost, ep's session created it (a new
 	// session is reported before any request is sent on its connection).
-	if cur, _, cerr := q.s.current(); cerr != nil {
+	if cur, cerr := q.s.current(); cerr != nil {
 		return nil, cerr // closed: the node went with the session
 	} else if cur != ep || ep.ctx.Err() != nil {
 		ep = cur

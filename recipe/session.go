@@ -74,15 +74,14 @@ type Session struct {
 // epoch is one ZooKeeper session as seen by this Session.
 type epoch struct {
 	id     int64
-	done   <-chan struct{} // closed when LOST
-	cause  error           // set (under Session.mu) before done is closed
-	ctx    context.Context // done with cause when LOST
+	cause  error           // set (under Session.mu) before ctx is cancelled
+	ctx    context.Context // done, with cause, when LOST
 	cancel context.CancelCauseFunc
 }
 
 func newEpoch(id int64) *epoch {
 	ctx, cancel := context.WithCancelCause(context.Background())
-	return &epoch{id: id, done: ctx.Done(), ctx: ctx, cancel: cancel}
+	return &epoch{id: id, ctx: ctx, cancel: cancel}
 }
 
 // generation is a period of uninterrupted ownership: it ends (revoked) at
@@ -207,7 +206,7 @@ func (s *Session) State() ConnState {
 func (s *Session) Done() <-chan struct{} {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.epoch.done
+	return s.epoch.ctx.Done()
 }
 
 // Chroot returns the chroot parsed from the server list ("" if none).
@@ -533,14 +532,14 @@ func (s *Session) awaitConnected(ctx context.Context) error {
 	}
 }
 
-// current returns the live epoch and generation.
-func (s *Session) current() (*epoch, *generation, error) {
+// current returns the live epoch.
+func (s *Session) current() (*epoch, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
-		return nil, nil, ErrSessionClosed
+		return nil, ErrSessionClosed
 	}
-	return s.epoch, s.gen, nil
+	return s.epoch, nil
 }
 
 // retry runs op until it succeeds, fails with a non-connection error, ctx
