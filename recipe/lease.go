@@ -17,6 +17,8 @@ type lease struct {
 	czxid  int64  // set under Session.mu by activateLease
 	owner  int64
 	active bool // granted (under Session.mu)
+	keep   bool     // the node outlives a suspension (a Ticket of Join)
+	kinds  []string // the node kinds of its queue
 	ctx    context.Context
 	cancel context.CancelCauseFunc
 

@@ -12,6 +12,7 @@ import (
 // Node-name grammar of every queue znode this module creates:
 //
 //	_c_<guid>-<kind><sequence>
+//	_c_<guid>-<kind>@<anchor>@<sequence>   (an anchored node)
 //
 // <guid> is 32 lowercase hex digits, fresh for every Acquire call (Curator's
 // "protected" names, so a create whose reply was lost can be found again).
@@ -22,6 +23,14 @@ import (
 // "-2147483648"). A name parses only if the suffix is exactly the canonical
 // %010d form of an int32, so a kind that ends in digits is never confused
 // with the sequence.
+//
+// An anchored node takes the queue position of an earlier node (its anchor,
+// named by that node's sequence in the same form) instead of its own: it
+// sorts right after the anchor and before every node created after the
+// anchor. The read-write lock uses it for a downgrade (case C13): the read
+// node a write holder creates keeps the writer's place in the queue. The
+// engine creates an anchored node only in a transaction that checks the
+// anchor still exists, so the place it takes was never given to anyone else.
 const (
 	protectedPrefix = "_c_"
 	guidLen         = 32
@@ -33,6 +42,19 @@ type NodeName struct {
 	GUID string // 32 hex digits
 	Kind string // one of the queue's kinds
 	Seq  int32  // the sequence number ZooKeeper assigned
+	// Anchored reports whether the node takes the queue position of the
+	// node whose sequence is Anchor (see the grammar above).
+	Anchored bool
+	Anchor   int32
+}
+
+// Pos returns the sequence that gives the node its queue position: Anchor
+// for an anchored node, Seq otherwise.
+func (n NodeName) Pos() int32 {
+	if n.Anchored {
+		return n.Anchor
+	}
+	return n.Seq
 }
 
 // newGUID returns 32 random lowercase hex digits.
@@ -45,8 +67,12 @@ func newGUID() string {
 }
 
 // nodePrefix is the name given to Create for an ephemeral sequential znode;
-// ZooKeeper appends the sequence.
-func nodePrefix(guid, kind string) string {
+// ZooKeeper appends the sequence. An anchored node (anchored true) carries
+// its anchor's sequence.
+func nodePrefix(guid, kind string, anchored bool, anchor int32) string {
+	if anchored {
+		return protectedPrefix + guid + "-" + kind + "@" + formatSeq(anchor) + "@"
+	}
 	return protectedPrefix + guid + "-" + kind
 }
 
@@ -54,6 +80,7 @@ func nodePrefix(guid, kind string) string {
 // given kinds. The grammar of every node this module creates is
 //
 //	_c_<guid>-<kind><sequence>
+//	_c_<guid>-<kind>@<anchor>@<sequence>
 //
 // where <guid> is 32 lowercase hex digits (fresh for every Acquire call),
 // <kind> is one of kinds (it may contain digits and dashes), and <sequence>
@@ -81,8 +108,18 @@ func ParseNodeName(name string, kinds []string) (NodeName, bool) {
 		if !strings.HasPrefix(rest, kind) {
 			continue
 		}
-		if seq, ok := parseSeq(rest[len(kind):]); ok {
+		tail := rest[len(kind):]
+		if seq, ok := parseSeq(tail); ok {
 			return NodeName{Name: name, GUID: guid, Kind: kind, Seq: seq}, true
+		}
+		if len(tail) > 0 && tail[0] == '@' {
+			if i := strings.IndexByte(tail[1:], '@'); i >= 0 {
+				anchor, ok1 := parseSeq(tail[1 : 1+i])
+				seq, ok2 := parseSeq(tail[2+i:])
+				if ok1 && ok2 {
+					return NodeName{Name: name, GUID: guid, Kind: kind, Seq: seq, Anchored: true, Anchor: anchor}, true
+				}
+			}
 		}
 	}
 	return NodeName{}, false
@@ -123,18 +160,38 @@ func formatSeq(v int32) string {
 // less than 2^31 (ZooKeeper can't hold that many children under one parent).
 func SeqLess(a, b int32) bool { return int32(uint32(b)-uint32(a)) > 0 }
 
-// SortNodes orders nodes by sequence (wrap-aware), then by name.
+// SortNodes orders nodes in queue order: by position (Pos, wrap-aware), an
+// anchor before the nodes anchored to it, anchored nodes by their own
+// sequence, then by name.
 func SortNodes(nodes []NodeName) {
-	slices.SortFunc(nodes, func(x, y NodeName) int {
-		switch {
-		case x.Seq == y.Seq:
-			return strings.Compare(x.Name, y.Name)
-		case SeqLess(x.Seq, y.Seq):
-			return -1
-		default:
+	slices.SortFunc(nodes, compareNodes)
+}
+
+func compareNodes(x, y NodeName) int {
+	if c := compareSeq(x.Pos(), y.Pos()); c != 0 {
+		return c
+	}
+	if x.Anchored != y.Anchored {
+		if x.Anchored {
 			return 1
 		}
-	})
+		return -1
+	}
+	if c := compareSeq(x.Seq, y.Seq); c != 0 {
+		return c
+	}
+	return strings.Compare(x.Name, y.Name)
+}
+
+func compareSeq(a, b int32) int {
+	switch {
+	case a == b:
+		return 0
+	case SeqLess(a, b):
+		return -1
+	default:
+		return 1
+	}
 }
 
 // ParseChildren parses and orders a children listing, dropping foreign names.

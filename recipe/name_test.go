@@ -88,11 +88,43 @@ func TestC1_WrapAwareOrder(t *testing.T) {
 }
 
 func TestFirstHolds(t *testing.T) {
-	if h, w := FirstHolds(nil, 0); !h || w != -1 {
+	if h, w := FirstHolds(nil, 0); !h || len(w) != 0 {
 		t.Fatal("index 0 must hold")
 	}
-	if h, w := FirstHolds(nil, 3); h || w != 2 {
+	if h, w := FirstHolds(nil, 3); h || len(w) != 1 || w[0] != 2 {
 		t.Fatal("index 3 must watch 2")
+	}
+}
+
+func TestAnchoredNames(t *testing.T) {
+	kinds := []string{"read-", "write-"}
+	mk := func(kind string, anchored bool, anchor, seq int32) string {
+		return nodePrefix(g, kind, anchored, anchor) + formatSeq(seq)
+	}
+	n, ok := ParseNodeName(mk("read-", true, -5, 7), kinds)
+	if !ok || !n.Anchored || n.Anchor != -5 || n.Seq != 7 || n.Kind != "read-" || n.Pos() != -5 {
+		t.Fatalf("anchored name parsed as %+v, %v", n, ok)
+	}
+	for _, bad := range []string{"_c_" + g + "-read-@0000000001", "_c_" + g + "-read-@1@0000000002", "_c_" + g + "-read-@0000000001@", "_c_" + g + "-read-@0000000001@@0000000002"} {
+		if n, ok := ParseNodeName(bad, kinds); ok {
+			t.Errorf("%q parsed as %+v", bad, n)
+		}
+	}
+	// C13's queue: A's write (1), B's write (2), A's downgrade read anchored
+	// to 1 (seq 3), C's read (4). Queue order: A-w, A-r, B-w, C-r.
+	names := []string{mk("read-", false, 0, 4), mk("write-", false, 0, 2), mk("read-", true, 1, 3), mk("write-", false, 0, 1)}
+	nodes := ParseChildren(names, kinds)
+	var got []int32
+	for _, n := range nodes {
+		got = append(got, n.Seq)
+	}
+	if want := []int32{1, 3, 2, 4}; !slices.Equal(got, want) {
+		t.Fatalf("queue order %v, want %v", got, want)
+	}
+	// Once the anchor is gone, the anchored node still sorts before B.
+	nodes = ParseChildren(names[:3], kinds)
+	if nodes[0].Seq != 3 || nodes[1].Seq != 2 {
+		t.Fatalf("without its anchor the read must stay first: %+v", nodes)
 	}
 }
 
@@ -102,7 +134,7 @@ func FuzzParseNodeName(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, name string) {
 		n, ok := ParseNodeName(name, []string{"lock-", "my-lock-2-"})
-		if ok && nodePrefix(n.GUID, n.Kind)+formatSeq(n.Seq) != name {
+		if ok && nodePrefix(n.GUID, n.Kind, n.Anchored, n.Anchor)+formatSeq(n.Seq) != name {
 			t.Fatalf("parse of %q does not round-trip: %+v", name, n)
 		}
 	})

@@ -7,6 +7,7 @@ import (
 	"path"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/go-zookeeper/zk"
@@ -16,19 +17,23 @@ import (
 // Rule is a recipe's whole policy on top of the queue engine: given the
 // ordered, parsed listing of a queue directory and the index of the caller's
 // own node in it, it says whether that node holds a grant and, if not, the
-// index of the one node whose deletion could change the answer (the node to
-// watch). A mutex holds at index 0 and watches self-1; a read lock watches the
-// nearest write node before it; an N-permit semaphore holds below index N and
-// watches self-N. Rules are pure functions of the listing.
-type Rule func(nodes []NodeName, self int) (holds bool, watch int)
+// indexes of the nodes whose deletion could change the answer (the nodes to
+// watch; at least one). A mutex holds at index 0 and watches self-1; a read
+// lock watches the nearest write node before it; an N-permit semaphore holds
+// below index N and watches the N nodes before it. Rules are pure functions
+// of the listing. The engine re-lists on every wakeup, so a Rule only needs
+// to name enough nodes that no grant is missed: whenever the answer for the
+// current listing is "wait", it must stay "wait" while all watched nodes
+// exist.
+type Rule func(nodes []NodeName, self int) (holds bool, watch []int)
 
 // FirstHolds is the Rule of an exclusive lock: the lowest node holds; every
 // other node watches its immediate predecessor.
-func FirstHolds(_ []NodeName, self int) (bool, int) {
+func FirstHolds(_ []NodeName, self int) (bool, []int) {
 	if self == 0 {
-		return true, -1
+		return true, nil
 	}
-	return false, self - 1
+	return false, []int{self - 1}
 }
 
 // MaxNodeData is the most data a queue node may carry, in bytes. ZooKeeper
@@ -66,17 +71,19 @@ const MaxNodeData = 512 << 10
 //     The lease holds a data watch on its own node, so a deletion by anyone
 //     else ends the lease at once.
 type Queue struct {
-	s     *Session
-	dir   string // as given, relative to the chroot
-	adir  string // absolute (chroot prepended)
-	kinds []string
-	rule  Rule
+	s       *Session
+	dir     string // as given, relative to the chroot
+	adir    string // absolute (chroot prepended)
+	kinds   []string
+	rule    Rule
+	pending inflight // creates whose outcome nobody waits for yet
 }
 
 // NewQueue returns a queue engine over directory dir (validated with
 // ValidatePath) whose nodes are of the given kinds (e.g. "lock-"; non-empty,
-// no "/"), deciding grants with rule. It performs no ZooKeeper operation.
-// Errors: ErrInvalidPath, ErrBadOption, ErrSessionClosed (s already closed).
+// no "/" or "@"), deciding grants with rule. It performs no ZooKeeper
+// operation. Errors: ErrInvalidPath, ErrBadOption, ErrSessionClosed (s
+// already closed).
 func NewQueue(s *Session, dir string, kinds []string, rule Rule) (*Queue, error) {
 	if s == nil {
 		return nil, fmt.Errorf("%w: nil session", ErrBadOption)
@@ -91,7 +98,7 @@ func NewQueue(s *Session, dir string, kinds []string, rule Rule) (*Queue, error)
 		return nil, fmt.Errorf("%w: a queue needs node kinds and a rule", ErrBadOption)
 	}
 	for _, k := range kinds {
-		if k == "" || strings.ContainsAny(k, "/\x00") {
+		if k == "" || strings.ContainsAny(k, "/@\x00") {
 			return nil, fmt.Errorf("%w: node kind %q", ErrBadOption, k)
 		}
 	}
@@ -109,7 +116,7 @@ func (q *Queue) Session() *Session { return q.s }
 //
 // ZooKeeper operations: create (ephemeral sequential; plus container creates
 // when the directory is missing), then per wakeup getChildren and a getData
-// watch on the one node the Rule names, and at the grant a getData watch on
+// watch on each node the Rule names, and at the grant a getData watch on
 // the own node (Stat: owner check and czxid). On a connection loss it also
 // performs sync and getChildren to find a create whose reply was lost.
 // A connection SUSPENDED while waiting is waited out (the node keeps its
@@ -125,7 +132,7 @@ func (q *Queue) Session() *Session { return q.s }
 // has ended, so it can return that much after ctx's deadline when the server
 // does not answer.
 func (q *Queue) Acquire(ctx context.Context, kind string, data []byte) (Lease, error) {
-	return q.acquire(ctx, kind, data, true)
+	return q.acquire(ctx, kind, data, true, nil)
 }
 
 // TryAcquire is Acquire without waiting: if the Rule does not grant the new
@@ -133,10 +140,86 @@ func (q *Queue) Acquire(ctx context.Context, kind string, data []byte) (Lease, e
 // ErrLocked. A "not acquired" answer leaves no node, also across a
 // connection blip (the delete is retried, then handed to the cleaner).
 func (q *Queue) TryAcquire(ctx context.Context, kind string, data []byte) (Lease, error) {
-	return q.acquire(ctx, kind, data, false)
+	return q.acquire(ctx, kind, data, false, nil)
 }
 
-func (q *Queue) acquire(ctx context.Context, kind string, data []byte, wait bool) (_ Lease, err error) {
+// AcquireAnchored is Acquire for a node that takes the queue position of
+// anchor, a live Lease granted by a Queue on the same directory and
+// session (see the node-name grammar): the read-write lock's downgrade. The
+// node is created in one transaction with a check that the anchor's node
+// still exists (ZooKeeper operation: multi of check and create), so the
+// position it takes was never given to anyone else. Errors: as Acquire, and
+// ErrBadOption when anchor is not such a lease, ErrLeaseLost (wrapping the
+// cause) when anchor has ended or its node is gone.
+func (q *Queue) AcquireAnchored(ctx context.Context, kind string, data []byte, anchor Lease) (Lease, error) {
+	a, ok := anchor.(*lease)
+	if !ok || a == nil || a.s != q.s || path.Dir(a.path) != q.adir {
+		return nil, fmt.Errorf("%w: the anchor must be a lease of the same queue directory and session", ErrBadOption)
+	}
+	if a.ctx.Err() != nil {
+		return nil, fmt.Errorf("%w (%w)", ErrLeaseLost, context.Cause(a.ctx))
+	}
+	n, ok := ParseNodeName(path.Base(a.path), a.kinds)
+	if !ok {
+		return nil, fmt.Errorf("%w: anchor node %s", ErrBadOption, a.path)
+	}
+	return q.acquire(ctx, kind, data, true, &anchorSpec{path: a.path, seq: n.Pos()})
+}
+
+type anchorSpec struct {
+	path string // absolute
+	seq  int32  // the position taken
+}
+
+func (q *Queue) acquire(ctx context.Context, kind string, data []byte, wait bool, anchor *anchorSpec) (Lease, error) {
+	t, err := q.join(ctx, kind, data, anchor, false)
+	if err != nil {
+		return nil, err
+	}
+	l, err := t.await(ctx, wait)
+	if err != nil {
+		t.abandon(ctx)
+		return nil, err
+	}
+	return l, nil
+}
+
+// Ticket is a node of a Queue that keeps its place across grants: the
+// shape of Curator's LeaderLatch, where a participant's znode outlives a
+// suspension of the connection and leadership is granted again to the same
+// znode when the connection comes back in the same ZooKeeper session.
+//
+// A lease granted to a Ticket ends at SUSPENDED under the Session's suspend
+// policy (and at session loss, or when its node is deleted) like any lease,
+// but its node is not deleted then: Await can grant it again. Its token is
+// then the same (the czxid of the same znode): no other participant can have
+// been granted in between, since the node kept its place. The ticket dies
+// with its ZooKeeper session or its node; Await then fails and the caller
+// joins again with a new Ticket. A Ticket is safe for concurrent use, but
+// one Await at a time is meaningful.
+type Ticket struct {
+	q     *Queue
+	name  string // child name
+	path  string // absolute
+	ep    *epoch
+	owner int64
+	keep  bool
+
+	mu    sync.Mutex
+	dead  error // why the ticket can no longer be granted
+	lease *lease
+}
+
+// Join creates the caller's node (ephemeral sequential, protected name, of
+// the given kind, carrying data) and returns its Ticket without waiting for
+// a grant. ZooKeeper operations: create (plus container creates for missing
+// parents; sync and getChildren after a lost reply). Errors: as Acquire
+// (none of them leaves a node behind).
+func (q *Queue) Join(ctx context.Context, kind string, data []byte) (*Ticket, error) {
+	return q.join(ctx, kind, data, nil, true)
+}
+
+func (q *Queue) join(ctx context.Context, kind string, data []byte, anchor *anchorSpec, keep bool) (*Ticket, error) {
 	if !slices.Contains(q.kinds, kind) {
 		return nil, fmt.Errorf("%w: node kind %q is not one of %q", ErrBadOption, kind, q.kinds)
 	}
@@ -151,40 +234,134 @@ func (q *Queue) acquire(ctx context.Context, kind string, data []byte, wait bool
 		return nil, err
 	}
 	guid := newGUID()
-	name, err := q.create(ctx, guid, kind, data)
+	name, err := q.create(ctx, guid, kind, data, anchor)
 	if err != nil {
 		// The create may have been applied: remove whatever carries our GUID.
 		q.s.deleteOwned(ctx, cleanupItem{dir: q.adir, guid: guid, owner: q.s.ID()}, false)
 		return nil, err
 	}
-	nodePath := q.adir + "/" + name
+	t := &Ticket{q: q, name: name, path: q.adir + "/" + name, ep: ep, owner: ep.id, keep: keep}
 	// Which session owns the node? The create was sent after ep was current;
 	// if ep is still current and not lost, ep's session created it (a new
 	// session is reported before any request is sent on its connection).
 	if cur, cerr := q.s.current(); cerr != nil {
 		return nil, cerr // closed: the node went with the session
 	} else if cur != ep || ep.ctx.Err() != nil {
-		ep = cur
+		t.ep, t.owner = cur, cur.id
 		var ok bool
 		var st *zk.Stat
 		err := q.s.call(ctx, func() (err error) {
-			ok, st, err = q.s.conn.Exists(nodePath)
+			ok, st, err = q.s.conn.Exists(t.path)
 			return err
 		}, nil)
 		if err == nil && (!ok || st.EphemeralOwner != cur.id) {
 			err = fmt.Errorf("%w: node created under a session that is gone", ErrSessionLost)
 		}
 		if err != nil {
-			q.abandon(ctx, name, cur.id)
+			t.abandon(ctx)
 			return nil, q.wrap("create", err)
 		}
 	}
-	defer func() {
-		if err != nil {
-			q.abandon(ctx, name, ep.id)
+	return t, nil
+}
+
+// Name returns the ticket's znode name (a child of the queue directory).
+func (t *Ticket) Name() string { return t.name }
+
+// SessionID returns the ZooKeeper session that owns the ticket's znode.
+func (t *Ticket) SessionID() int64 { return t.owner }
+
+// Err returns nil while the ticket can still be granted, and otherwise why
+// not: ErrSessionLost or ErrSessionClosed (the node went with its session),
+// ErrNodeDeleted (deleted by someone else), ErrReleased (Leave was called).
+func (t *Ticket) Err() error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.dead != nil {
+		return t.dead
+	}
+	if t.ep.ctx.Err() != nil {
+		return context.Cause(t.ep.ctx)
+	}
+	return nil
+}
+
+// Await blocks until the Rule grants the ticket's node, and returns the
+// lease (see Ticket for its token and for what happens at SUSPENDED). A
+// SUSPENDED connection is waited out. ZooKeeper operations: as Acquire,
+// without the create. Errors: ctx's cause (the node stays: call Leave to
+// give the place up); ErrSessionLost, ErrSessionClosed, ErrNodeDeleted or
+// ErrReleased when the ticket is dead (its node is gone, or deleted now);
+// *OpError for refusals.
+func (t *Ticket) Await(ctx context.Context) (Lease, error) {
+	l, err := t.await(ctx, true)
+	if err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
+// Leave gives the ticket's place up: it ends a live lease of the ticket
+// (cause ErrReleased) and deletes the node with an identity check, ignoring
+// ctx's cancellation for the first attempt and handing a delete that can't
+// complete to the Session's cleaner. It is idempotent. Errors: as
+// Lease.Release for the delete (ErrLeaseLost is not reported).
+func (t *Ticket) Leave(ctx context.Context) error {
+	t.mu.Lock()
+	if t.dead == nil {
+		t.dead = ErrReleased
+	}
+	l := t.lease
+	t.mu.Unlock()
+	if l != nil {
+		if err := l.Release(ctx); err == nil || !errors.Is(err, ErrLeaseLost) {
+			return err
 		}
-	}()
-	// From here on, every wait also ends when the node's session is lost.
+	}
+	err := t.q.s.deleteOwned(ctx, cleanupItem{path: t.path, owner: t.owner}, true)
+	if err != nil {
+		return &OpError{Op: "delete", Path: t.q.dir + "/" + t.name, Err: err}
+	}
+	return nil
+}
+
+// abandon deletes the ticket's node after a failure, ignoring the caller's
+// cancellation, without waiting long (the cleaner finishes the job).
+func (t *Ticket) abandon(ctx context.Context) {
+	t.mu.Lock()
+	if t.dead == nil {
+		t.dead = ErrReleased
+	}
+	t.mu.Unlock()
+	t.q.s.deleteOwned(ctx, cleanupItem{path: t.path, owner: t.owner}, false)
+}
+
+func (t *Ticket) await(ctx context.Context, wait bool) (*lease, error) {
+	if err := t.Err(); err != nil {
+		return nil, err
+	}
+	l, err := t.q.wait(ctx, t, wait)
+	if err != nil {
+		if t.keep && (errors.Is(err, ErrSessionLost) || errors.Is(err, ErrNodeDeleted) || errors.Is(err, ErrSessionClosed)) {
+			t.mu.Lock()
+			if t.dead == nil {
+				t.dead = err
+			}
+			t.mu.Unlock()
+			t.abandon(ctx) // a node a presumed-lost session may still own
+		}
+		return nil, err
+	}
+	t.mu.Lock()
+	t.lease = l
+	t.mu.Unlock()
+	return l, nil
+}
+
+// wait lists, decides and watches until the Rule grants t's node.
+func (q *Queue) wait(ctx context.Context, t *Ticket, wait bool) (*lease, error) {
+	ep := t.ep
+	// Every wait also ends when the node's session is lost.
 	wctx, wcancel := context.WithCancelCause(ctx)
 	defer wcancel(nil)
 	defer context.AfterFunc(ep.ctx, func() { wcancel(context.Cause(ep.ctx)) })()
@@ -205,13 +382,13 @@ func (q *Queue) acquire(ctx context.Context, kind string, data []byte, wait bool
 			return nil, q.wrap("children", err)
 		}
 		nodes := ParseChildren(children, q.kinds)
-		self := slices.IndexFunc(nodes, func(n NodeName) bool { return n.Name == name })
+		self := slices.IndexFunc(nodes, func(n NodeName) bool { return n.Name == t.name })
 		if self < 0 {
 			return nil, q.vanished(ep)
 		}
 		holds, watch := q.rule(nodes, self)
 		if holds {
-			l, err := q.grant(wctx, ep, nodePath)
+			l, err := q.grant(wctx, ep, t)
 			if err != nil {
 				return nil, err
 			}
@@ -228,10 +405,17 @@ func (q *Queue) acquire(ctx context.Context, kind string, data []byte, wait bool
 		if !wait {
 			return nil, fmt.Errorf("%w: %s (holder %s)", ErrLocked, q.dir, nodes[0].Name)
 		}
-		if watch < 0 || watch >= len(nodes) || watch == self {
-			return nil, fmt.Errorf("%w: the rule for %s named no node to watch (index %d of %d)", ErrBadOption, q.dir, watch, len(nodes))
+		paths := make([]string, 0, len(watch))
+		for _, w := range watch {
+			if w < 0 || w >= len(nodes) || w == self {
+				return nil, fmt.Errorf("%w: the rule for %s named no valid node to watch (index %d of %d)", ErrBadOption, q.dir, w, len(nodes))
+			}
+			paths = append(paths, q.adir+"/"+nodes[w].Name)
 		}
-		ch, stop, err := q.s.watchNode(wctx, q.adir+"/"+nodes[watch].Name)
+		if len(paths) == 0 {
+			return nil, fmt.Errorf("%w: the rule for %s named no node to watch", ErrBadOption, q.dir)
+		}
+		ch, stop, err := q.s.watchNodes(wctx, paths...)
 		if err != nil {
 			return nil, q.wrap("get", err)
 		}
@@ -250,12 +434,14 @@ func (q *Queue) acquire(ctx context.Context, kind string, data []byte, wait bool
 
 // grant reads the own node's Stat with a data watch and turns it into a
 // lease. It returns (nil, nil) when the connection was suspended meanwhile.
-func (q *Queue) grant(ctx context.Context, ep *epoch, nodePath string) (*lease, error) {
+func (q *Queue) grant(ctx context.Context, ep *epoch, t *Ticket) (*lease, error) {
 	s := q.s
-	l, gen := s.prepareLease(ctx, nodePath, ep.id)
+	l, gen := s.prepareLease(ctx, t.path, ep.id)
+	l.keep = t.keep
+	l.kinds = q.kinds
 	var st *zk.Stat
 	err := s.retry(ctx, func() (err error) {
-		_, st, _, err = s.conn.GetW(nodePath)
+		_, st, _, err = s.conn.GetW(t.path)
 		return err
 	})
 	if err == nil && st.EphemeralOwner != ep.id {
@@ -288,11 +474,6 @@ func (q *Queue) vanished(ep *epoch) error {
 	return fmt.Errorf("%w: %s", ErrNodeDeleted, q.dir)
 }
 
-// abandon deletes the caller's node, ignoring the caller's cancellation.
-func (q *Queue) abandon(ctx context.Context, name string, owner int64) {
-	q.s.deleteOwned(ctx, cleanupItem{path: q.adir + "/" + name, owner: owner}, false)
-}
-
 func (q *Queue) wrap(op string, err error) error {
 	var oe *OpError
 	if err == nil || errors.As(err, &oe) || errors.Is(err, ErrSessionLost) || errors.Is(err, ErrNodeDeleted) ||
@@ -305,14 +486,21 @@ func (q *Queue) wrap(op string, err error) error {
 
 // create sends the protected ephemeral sequential create and returns the
 // child name.
-func (q *Queue) create(ctx context.Context, guid, kind string, data []byte) (string, error) {
+func (q *Queue) create(ctx context.Context, guid, kind string, data []byte, anchor *anchorSpec) (string, error) {
 	s := q.s
-	prefix := q.adir + "/" + nodePrefix(guid, kind)
+	var prefix string
+	if anchor != nil {
+		prefix = q.adir + "/" + nodePrefix(guid, kind, true, anchor.seq)
+	} else {
+		prefix = q.adir + "/" + nodePrefix(guid, kind, false, 0)
+	}
 	unknown := false // an earlier attempt may have been applied
 	var name string
 	// A create still in flight when the caller stops waiting (case C4) is
 	// undone when it lands: the caller's own clean-up may already have run.
+	q.pending.add()
 	late := func(err error) {
+		defer q.pending.done()
 		owner := s.ID()
 		switch {
 		case err == nil && name != "":
@@ -321,7 +509,7 @@ func (q *Queue) create(ctx context.Context, guid, kind string, data []byte) (str
 			s.deleteOwned(context.Background(), cleanupItem{dir: q.adir, guid: guid, owner: owner}, false)
 		}
 	}
-	err := s.retryLate(ctx, func() error {
+	err, abandoned := s.retryLate(ctx, func() error {
 		if unknown {
 			n, err := q.findByGUID(guid)
 			if err != nil || n != "" {
@@ -330,7 +518,23 @@ func (q *Queue) create(ctx context.Context, guid, kind string, data []byte) (str
 			}
 		}
 		for attempt := 0; ; attempt++ {
-			p, err := s.conn.Create(prefix, data, zk.FlagEphemeral|zk.FlagSequence, s.cfg.acl)
+			var p string
+			var err error
+			if anchor != nil {
+				// The anchored node takes the anchor's place: create it only
+				// while the anchor exists, atomically.
+				var res []zk.MultiResponse
+				res, err = s.conn.Multi(&zk.CheckVersionRequest{Path: anchor.path, Version: -1},
+					&zk.CreateRequest{Path: prefix, Data: data, Acl: s.cfg.acl, Flags: zk.FlagEphemeral | zk.FlagSequence})
+				if err == nil && len(res) == 2 {
+					p = res[1].String
+				}
+				if errors.Is(err, zk.ErrNoNode) {
+					return fmt.Errorf("%w (%w: the anchor %s is gone)", ErrLeaseLost, ErrNodeDeleted, path.Base(anchor.path))
+				}
+			} else {
+				p, err = s.conn.Create(prefix, data, zk.FlagEphemeral|zk.FlagSequence, s.cfg.acl)
+			}
 			if err == nil {
 				name = path.Base(p)
 				return nil
@@ -349,10 +553,63 @@ func (q *Queue) create(ctx context.Context, guid, kind string, data []byte) (str
 			return err
 		}
 	}, late)
+	if !abandoned {
+		q.pending.done()
+	}
 	if err != nil {
 		return "", q.wrap("create", err)
 	}
 	return name, nil
+}
+
+// Drain waits until no create sent by this Queue is still in flight: a
+// create whose caller stopped waiting (ctx ended) is deleted when it lands,
+// and Drain returns after that delete was made or handed to the Session's
+// cleaner. A recipe's Close calls it so that no node of its appears after
+// Close returns (case C12). Errors: ctx's cause.
+func (q *Queue) Drain(ctx context.Context) error {
+	return q.pending.wait(ctx)
+}
+
+// inflight counts operations and lets a caller wait for zero.
+type inflight struct {
+	mu   sync.Mutex
+	n    int
+	zero chan struct{} // closed when n drops to 0; nil while n == 0
+}
+
+func (f *inflight) add() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.n == 0 {
+		f.zero = make(chan struct{})
+	}
+	f.n++
+}
+
+func (f *inflight) done() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.n--
+	if f.n == 0 {
+		close(f.zero)
+		f.zero = nil
+	}
+}
+
+func (f *inflight) wait(ctx context.Context) error {
+	f.mu.Lock()
+	ch := f.zero
+	f.mu.Unlock()
+	if ch == nil {
+		return nil
+	}
+	select {
+	case <-ch:
+		return nil
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
 }
 
 // findByGUID looks for a node of ours carrying guid, after a sync so that the

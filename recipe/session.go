@@ -2,6 +2,7 @@ package recipe
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -60,7 +61,7 @@ type Session struct {
 	changed   chan struct{} // closed and replaced on every transition
 	listeners map[*listener]struct{}
 	byPath    map[string]*lease // live leases by absolute znode path
-	watches   map[string]*nodeWatch
+	watches   map[watchKey]*nodeWatch
 	cleanup   []cleanupItem
 	rewatch   []*lease // live leases whose own-node watch was consumed
 	logq      []StateChange
@@ -129,7 +130,7 @@ func Connect(ctx context.Context, servers []string, opts ...Option) (*Session, e
 		changed:      make(chan struct{}),
 		listeners:    make(map[*listener]struct{}),
 		byPath:       make(map[string]*lease),
-		watches:      make(map[string]*nodeWatch),
+		watches:      make(map[watchKey]*nodeWatch),
 		kickJanitor:  make(chan struct{}, 1),
 		kickWatchdog: make(chan struct{}, 1),
 		quit:         make(chan struct{}),
@@ -275,10 +276,7 @@ func (s *Session) abs(p string) string { return s.chroot + p }
 func (s *Session) onEvent(ev zk.Event) {
 	if ev.Type != zk.EventSession {
 		s.mu.Lock()
-		if w := s.watches[ev.Path]; w != nil && (ev.Type == zk.EventNodeDeleted ||
-			ev.Type == zk.EventNodeDataChanged || ev.Type == zk.EventNotWatching) {
-			s.fireLocked(ev.Path, w)
-		}
+		s.fireEventLocked(ev)
 		if l := s.byPath[ev.Path]; l != nil {
 			switch ev.Type {
 			case zk.EventNodeDeleted:
@@ -375,8 +373,12 @@ func (s *Session) revokeGenLocked(cause error) {
 		return
 	}
 	s.gen.revoked = true
+	suspended := errors.Is(cause, ErrSuspended)
 	for l := range s.gen.leases {
-		s.revokeLeaseLocked(l, cause, true)
+		// A lease's znode may still exist: delete it on reconnection (so a
+		// lock nobody holds is freed), unless it belongs to a Ticket that
+		// keeps its place across a suspension (leader latch).
+		s.revokeLeaseLocked(l, cause, !(l.keep && suspended))
 	}
 }
 
@@ -546,47 +548,53 @@ func (s *Session) current() (*epoch, error) {
 // ends, or the session is closed. Between attempts it waits for the
 // connection and backs off per the retry policy.
 func (s *Session) retry(ctx context.Context, op func() error) error {
-	return s.retryLate(ctx, op, nil)
+	err, _ := s.retryLate(ctx, op, nil)
+	return err
 }
 
 // retryLate is retry where late, if not nil, is called with the outcome of
 // an attempt that completed after the caller stopped waiting for it (ctx
 // ended or the session closed while the request was in flight), so that an
 // effect nobody is waiting for any more (a created node) can be undone.
-func (s *Session) retryLate(ctx context.Context, op func() error, late func(error)) error {
+// abandoned reports that this happened: late will be called (once) after
+// the in-flight request completes.
+func (s *Session) retryLate(ctx context.Context, op func() error, late func(error)) (_ error, abandoned bool) {
 	var b backoff.BackOff
 	for first := true; ; first = false {
 		// The first attempt is made even on a done ctx: cleanup deletes rely
 		// on it being sent.
 		if err := ctx.Err(); err != nil && !first {
-			return context.Cause(ctx)
+			return context.Cause(ctx), false
 		}
-		err := s.call(ctx, op, late)
+		err, abandoned := s.callLate(ctx, op, late)
+		if abandoned {
+			return err, true
+		}
 		if err == nil || !isConnErr(err) {
 			if isClosing(err) {
-				return ErrSessionClosed
+				return ErrSessionClosed, false
 			}
-			return err
+			return err, false
 		}
 		if b == nil {
 			b = s.cfg.newBackOff()
 		}
 		d := b.NextBackOff()
 		if d == backoff.Stop {
-			return err
+			return err, false
 		}
 		if werr := s.awaitConnected(ctx); werr != nil {
-			return werr
+			return werr, false
 		}
 		t := time.NewTimer(d)
 		select {
 		case <-t.C:
 		case <-ctx.Done():
 			t.Stop()
-			return context.Cause(ctx)
+			return context.Cause(ctx), false
 		case <-s.quit:
 			t.Stop()
-			return ErrSessionClosed
+			return ErrSessionClosed, false
 		}
 	}
 }
@@ -748,8 +756,15 @@ func (s *Session) noteReply(sentAt int64) {
 // caller stops waiting when ctx ends (or the session is closed); the request
 // still completes in the background, and late (if set) gets its outcome.
 func (s *Session) call(ctx context.Context, op func() error, late func(error)) error {
+	err, _ := s.callLate(ctx, op, late)
+	return err
+}
+
+// callLate is call that also reports whether the caller stopped waiting
+// while the request was in flight (then late, if set, will be called).
+func (s *Session) callLate(ctx context.Context, op func() error, late func(error)) (_ error, abandoned bool) {
 	if ctx.Done() == nil {
-		return op()
+		return op(), false
 	}
 	var state atomic.Int32 // 0: waited for, 1: answered, 2: abandoned
 	done := make(chan error, 1)
@@ -763,19 +778,19 @@ func (s *Session) call(ctx context.Context, op func() error, late func(error)) e
 			late(err)
 		}
 	}()
-	var abandoned error
+	var cause error
 	select {
 	case err := <-done:
-		return err
+		return err, false
 	case <-ctx.Done():
-		abandoned = context.Cause(ctx)
+		cause = context.Cause(ctx)
 	case <-s.quit:
-		abandoned = ErrSessionClosed
+		cause = ErrSessionClosed
 	}
 	if state.CompareAndSwap(0, 2) {
-		return abandoned
+		return cause, true
 	}
-	return <-done
+	return <-done, false
 }
 
 func (s *Session) isClosed() bool {

@@ -223,7 +223,7 @@ func TestC3_AdoptOnlyCurrentSessionsNode(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The other session creates a node with A's GUID (as a dying session of A would have).
-	if _, err := other.conn.Create(oq.adir+"/"+nodePrefix(guid, "lock-"), nil, zk.FlagEphemeral|zk.FlagSequence, zk.WorldACL(zk.PermAll)); err != nil {
+	if _, err := other.conn.Create(oq.adir+"/"+nodePrefix(guid, "lock-", false, 0), nil, zk.FlagEphemeral|zk.FlagSequence, zk.WorldACL(zk.PermAll)); err != nil {
 		t.Fatal(err)
 	}
 	name, err := q.findByGUID(guid)
@@ -232,7 +232,7 @@ func TestC3_AdoptOnlyCurrentSessionsNode(t *testing.T) {
 	}
 	// A node of A's own session with that GUID is adopted, and its path is
 	// the chroot-relative one the create used (no doubled chroot).
-	p, err := a.conn.Create(q.adir+"/"+nodePrefix(guid, "lock-"), nil, zk.FlagEphemeral|zk.FlagSequence, zk.WorldACL(zk.PermAll))
+	p, err := a.conn.Create(q.adir+"/"+nodePrefix(guid, "lock-", false, 0), nil, zk.FlagEphemeral|zk.FlagSequence, zk.WorldACL(zk.PermAll))
 	if err != nil {
 		t.Fatal(err)
 	}

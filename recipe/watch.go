@@ -3,88 +3,174 @@ package recipe
 import (
 	"context"
 	"errors"
+	"sync"
 
 	"github.com/go-zookeeper/zk"
 )
 
-// nodeWatch is the one data watch a Session keeps on a znode path, shared by
-// every waiter of the Session that waits on that path. go-zookeeper cannot
-// remove a watch: without sharing, each waiter that gives up (ctx ended)
-// would leave one more registration behind until the node changes. With it,
-// a path costs one server watch and one client registration however many
-// waiters come and go.
-type nodeWatch struct {
-	armed   bool // a getData watch is set at the server
-	waiters map[chan struct{}]struct{}
+// watchKind is the ZooKeeper watch a nodeWatch holds.
+type watchKind uint8
+
+const (
+	dataWatch  watchKind = iota // getData: fires on delete and data change
+	childWatch                  // getChildren: fires on a child created or deleted, and on delete
+	existWatch                  // exists on a missing node: fires on create
+)
+
+// watchKey names one server watch: its kind and absolute path.
+type watchKey struct {
+	kind watchKind
+	path string
 }
 
-// watchNode returns a channel that is closed when the znode at path (an
-// absolute path) is deleted or changed, when its watch is dropped (session
-// expiry), or at once if it does not exist. stop deregisters the caller and
-// must be called when it stops waiting. The watch is a data watch (getData),
-// which leaves nothing behind on a missing node, and is certain to fire for
-// the ephemeral nodes the recipes watch.
-func (s *Session) watchNode(ctx context.Context, path string) (<-chan struct{}, func(), error) {
-	ch := make(chan struct{})
+// nodeWatch is the one watch of a kind a Session keeps on a znode path,
+// shared by every waiter of the Session that waits on that path.
+// go-zookeeper cannot remove a watch: without sharing, each waiter that gives
+// up (ctx ended) would leave one more registration behind until the node
+// changes. With it, a path costs one server watch and one client
+// registration however many waiters come and go.
+type nodeWatch struct {
+	armed   bool // the watch is set at the server
+	waiters map[*wakeup]struct{}
+}
+
+// wakeup is one waiter's signal; it may be registered on several watches
+// and is closed by whichever fires first.
+type wakeup struct {
+	ch   chan struct{}
+	once sync.Once
+}
+
+func (w *wakeup) fire() { w.once.Do(func() { close(w.ch) }) }
+
+// watchNodes waits on several znodes at once: it returns a channel that is
+// closed when any of the znodes at paths (absolute) is deleted or changed,
+// when a watch is dropped (session expiry), or at once if one of them does
+// not exist. stop deregisters the caller and must be called when it stops
+// waiting. The watches are data watches (getData), which leave nothing
+// behind on a missing node and are certain to fire for the ephemeral nodes
+// the recipes watch.
+func (s *Session) watchNodes(ctx context.Context, paths ...string) (<-chan struct{}, func(), error) {
+	w := &wakeup{ch: make(chan struct{})}
+	var stops []func()
+	stop := func() {
+		for _, f := range stops {
+			f()
+		}
+	}
+	for _, p := range paths {
+		f, err := s.watchPath(ctx, w, dataWatch, p)
+		if err != nil {
+			stop()
+			return nil, nil, err
+		}
+		stops = append(stops, f)
+	}
+	return w.ch, stop, nil
+}
+
+// watchPath registers w on the shared watch of the given kind on path,
+// setting the server watch if it is not set yet. A data or children watch
+// on a missing node, and an exists watch on a node that exists, fire w at
+// once (the caller re-reads). It returns the deregistration.
+func (s *Session) watchPath(ctx context.Context, w *wakeup, kind watchKind, path string) (func(), error) {
+	key := watchKey{kind, path}
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
-		return nil, nil, ErrSessionClosed
+		return nil, ErrSessionClosed
 	}
-	w := s.watches[path]
-	if w == nil {
-		w = &nodeWatch{waiters: make(map[chan struct{}]struct{})}
-		s.watches[path] = w
+	nw := s.watches[key]
+	if nw == nil {
+		nw = &nodeWatch{waiters: make(map[*wakeup]struct{})}
+		s.watches[key] = nw
 	}
-	w.waiters[ch] = struct{}{}
-	armed := w.armed
+	nw.waiters[w] = struct{}{}
+	armed := nw.armed
 	s.mu.Unlock()
 
 	stop := func() {
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		if s.watches[path] == w {
-			delete(w.waiters, ch)
-			if !w.armed && len(w.waiters) == 0 {
-				delete(s.watches, path)
+		if s.watches[key] == nw {
+			delete(nw.waiters, w)
+			if !nw.armed && len(nw.waiters) == 0 {
+				delete(s.watches, key)
 			}
 		}
 	}
 	if armed {
-		return ch, stop, nil
+		return stop, nil
 	}
+	fireNow := false
 	err := s.retry(ctx, func() (err error) {
-		_, _, _, err = s.conn.GetW(path)
+		switch kind {
+		case dataWatch:
+			_, _, _, err = s.conn.GetW(path)
+		case childWatch:
+			_, _, _, err = s.conn.ChildrenW(path)
+		case existWatch:
+			var ok bool
+			ok, _, _, err = s.conn.ExistsW(path)
+			fireNow = ok
+		}
 		return err
 	})
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	switch {
-	case err == nil:
-		if s.watches[path] == w { // not fired meanwhile
-			w.armed = true
+	case err == nil && !fireNow:
+		if s.watches[key] == nw { // not fired meanwhile
+			nw.armed = true
 		}
-	case errors.Is(err, zk.ErrNoNode):
-		if s.watches[path] == w {
-			s.fireLocked(path, w) // gone already: everybody re-evaluates
+	case err == nil || errors.Is(err, zk.ErrNoNode):
+		// Gone already (or, for an exists watch, there already): everybody
+		// re-reads. An exists watch on a node that exists is a data watch
+		// at the server; it stays registered in go-zookeeper until the node
+		// changes, and is not tracked here.
+		if s.watches[key] == nw {
+			s.fireLocked(key, nw)
 		}
 	default:
-		if s.watches[path] == w {
-			delete(w.waiters, ch)
-			if !w.armed && len(w.waiters) == 0 {
-				delete(s.watches, path)
+		if s.watches[key] == nw {
+			delete(nw.waiters, w)
+			if !nw.armed && len(nw.waiters) == 0 {
+				delete(s.watches, key)
 			}
 		}
-		return nil, nil, err
+		return nil, err
 	}
-	return ch, stop, nil
+	return stop, nil
 }
 
-// fireLocked wakes every waiter of w and forgets the watch.
-func (s *Session) fireLocked(path string, w *nodeWatch) {
-	delete(s.watches, path)
-	for ch := range w.waiters {
-		close(ch)
+// fireLocked wakes every waiter of nw and forgets the watch.
+func (s *Session) fireLocked(key watchKey, nw *nodeWatch) {
+	delete(s.watches, key)
+	for w := range nw.waiters {
+		w.fire()
 	}
-	w.waiters = nil
+	nw.waiters = nil
+}
+
+// fireEventLocked dispatches a watch event to the shared watches it ends.
+func (s *Session) fireEventLocked(ev zk.Event) {
+	var kinds []watchKind
+	switch ev.Type {
+	case zk.EventNodeDeleted:
+		kinds = []watchKind{dataWatch, childWatch, existWatch}
+	case zk.EventNodeDataChanged:
+		kinds = []watchKind{dataWatch, existWatch}
+	case zk.EventNodeCreated:
+		kinds = []watchKind{existWatch}
+	case zk.EventNodeChildrenChanged:
+		kinds = []watchKind{childWatch}
+	case zk.EventNotWatching:
+		kinds = []watchKind{dataWatch, childWatch, existWatch}
+	}
+	for _, k := range kinds {
+		key := watchKey{k, ev.Path}
+		if nw := s.watches[key]; nw != nil {
+			s.fireLocked(key, nw)
+		}
+	}
 }

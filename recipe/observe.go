@@ -1,0 +1,187 @@
+package recipe
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+	"github.com/zkrecipes/zkrecipes/fence"
+)
+
+// Head is the first node of a queue at some moment: the holder of an
+// exclusive lock, the leader of an election or latch. Present is false when
+// the queue is empty (no leader); Node is then the zero Participant.
+type Head struct {
+	Present bool
+	Node    Participant
+}
+
+// ObserveHead reports the first node of the queue, at once and after every
+// change, including a change to "none" (an empty or missing directory:
+// case C16). Delivery coalesces: a slow reader skips intermediate heads but
+// always receives the latest one. The channel is closed when ctx ends or the
+// Session is closed; nothing is delivered after that.
+//
+// It runs one goroutine, which never blocks the client's event delivery.
+// ZooKeeper operations per change: getChildren (twice: before and after
+// setting the watch, so no change between the two is missed), getData of
+// the first node, and one watch: a data watch on the first node, a children
+// watch on the directory when it is empty, or an exists watch on it when it
+// is missing. Watches are shared with the Session's other waiters on the
+// same znode, so an observer that stops leaves no extra registration. A
+// failing read (connection loss, ACL refusal) is retried with the Session's
+// retry policy and logged; the last delivered head stays current meanwhile.
+func (q *Queue) ObserveHead(ctx context.Context) <-chan Head {
+	out := make(chan Head)
+	s := q.s
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		close(out)
+		return out
+	}
+	s.wg.Add(1)
+	s.mu.Unlock()
+	go func() {
+		defer s.wg.Done()
+		defer close(out)
+		var sent, pending Head
+		havePending, first := false, true
+		for {
+			h, wake, stop, err := q.headAndWatch(ctx)
+			if err != nil {
+				if ctx.Err() != nil || errors.Is(err, ErrSessionClosed) {
+					return
+				}
+				s.log.Warn("observe: reading the queue head failed; retrying", "dir", q.dir, "err", err)
+				t := time.NewTimer(time.Second)
+				select {
+				case <-t.C:
+				case <-ctx.Done():
+					t.Stop()
+					return
+				case <-s.quit:
+					t.Stop()
+					return
+				}
+				continue
+			}
+			if first || h.Present != sent.Present || h.Node.Name != sent.Node.Name {
+				pending, havePending, first = h, true, false
+			}
+			for waiting := true; waiting; {
+				var send chan Head
+				if havePending {
+					send = out
+				}
+				select {
+				case send <- pending:
+					sent, havePending = pending, false
+				case <-wake:
+					waiting = false
+				case <-ctx.Done():
+					stop()
+					return
+				case <-s.quit:
+					stop()
+					return
+				}
+			}
+			stop()
+		}
+	}()
+	return out
+}
+
+// headAndWatch reads the queue head and sets the watch that fires when it
+// may have changed.
+func (q *Queue) headAndWatch(ctx context.Context) (Head, <-chan struct{}, func(), error) {
+	s := q.s
+	for {
+		h, err := q.readHead(ctx)
+		if err != nil {
+			return Head{}, nil, nil, err
+		}
+		w := &wakeup{ch: make(chan struct{})}
+		var stop func()
+		switch {
+		case h.Present:
+			stop, err = s.watchPath(ctx, w, dataWatch, q.adir+"/"+h.Node.Name)
+		case h.Node.Name == "missing":
+			stop, err = s.watchPath(ctx, w, existWatch, q.adir)
+		default:
+			stop, err = s.watchPath(ctx, w, childWatch, q.adir)
+		}
+		if err != nil {
+			return Head{}, nil, nil, q.wrap("watch", err)
+		}
+		if h.Present {
+			// The first node can only change by its deletion (later nodes
+			// sort after it), which the data watch reports.
+			return h, w.ch, stop, nil
+		}
+		// An empty or missing directory: a node may have been created
+		// before the watch was set. Look again now that it is set.
+		h2, err := q.readHead(ctx)
+		if err != nil {
+			stop()
+			return Head{}, nil, nil, err
+		}
+		if h2.Present == h.Present && h2.Node.Name == h.Node.Name {
+			h.Node.Name = ""
+			return h, w.ch, stop, nil
+		}
+		stop()
+	}
+}
+
+// readHead lists the directory and reads the first node. A missing
+// directory is reported as Head{Node: Participant{Name: "missing"}}
+// (internal marker, cleared before delivery).
+func (q *Queue) readHead(ctx context.Context) (Head, error) {
+	s := q.s
+	for {
+		var children []string
+		err := s.retry(ctx, func() (err error) {
+			children, _, err = s.conn.Children(q.adir)
+			return err
+		})
+		if errors.Is(err, zk.ErrNoNode) {
+			return Head{Node: Participant{Name: "missing"}}, nil
+		}
+		if err != nil {
+			return Head{}, q.wrap("children", err)
+		}
+		nodes := ParseChildren(children, q.kinds)
+		if len(nodes) == 0 {
+			return Head{}, nil
+		}
+		n := nodes[0]
+		var data []byte
+		var st *zk.Stat
+		err = s.retry(ctx, func() (err error) {
+			data, st, err = s.conn.Get(q.adir + "/" + n.Name)
+			return err
+		})
+		if errors.Is(err, zk.ErrNoNode) {
+			continue // gone meanwhile: list again
+		}
+		if err != nil {
+			return Head{}, q.wrap("get", err)
+		}
+		return Head{Present: true, Node: Participant{Name: n.Name, Kind: n.Kind, Seq: n.Seq, Token: fence.Token(st.Czxid),
+			SessionID: st.EphemeralOwner, Created: time.UnixMilli(st.Ctime), Data: data}}, nil
+	}
+}
+
+// Head returns the queue's first node now (Present false when the queue is
+// empty or its directory missing). ZooKeeper operations: getChildren, then
+// getData of the first node. Errors: *OpError, ErrSessionClosed, ctx's cause.
+func (q *Queue) Head(ctx context.Context) (Head, error) {
+	h, err := q.readHead(ctx)
+	if !h.Present {
+		h.Node = Participant{}
+	}
+	return h, err
+}
