@@ -16,7 +16,7 @@ type lease struct {
 	path   string // absolute
 	czxid  int64  // set under Session.mu by activateLease
 	owner  int64
-	active bool // granted (under Session.mu)
+	active bool     // granted (under Session.mu)
 	keep   bool     // the node outlives a suspension (a Ticket of Join)
 	kinds  []string // the node kinds of its queue
 	ctx    context.Context
