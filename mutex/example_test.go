@@ -72,3 +72,66 @@ func ExampleMutex_TryAcquire() {
 	// first instance: <nil>
 	// second instance held off: true
 }
+
+// Readers share the lock; a writer excludes them. A write holder can
+// downgrade to a read without losing its place in the queue.
+func ExampleNewRW() {
+	ctx := context.Background()
+	s, err := recipe.Connect(ctx, zktest.ExampleServers())
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer s.Close()
+	rw, err := mutex.NewRW(s, "/locks/catalog")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	w, err := rw.WriteLock().Acquire(ctx)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	// ... write the catalog, fenced with w.Token() ...
+	r, err := rw.Downgrade(ctx, w) // keep reading what we wrote; writers queued meanwhile still wait
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	w.Release(ctx) // other readers may join now
+	_, err = rw.WriteLock().TryAcquire(ctx)
+	fmt.Println("a writer must wait for the read:", errors.Is(err, recipe.ErrLocked))
+	r.Release(ctx)
+	// Output:
+	// a writer must wait for the read: true
+}
+
+// A semaphore bounds concurrency across processes: here at most two
+// exports run at once.
+func ExampleNewSemaphore() {
+	ctx := context.Background()
+	s, err := recipe.Connect(ctx, zktest.ExampleServers())
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer s.Close()
+	sem, err := mutex.NewSemaphore(s, "/semaphores/exports", 2)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	a, _ := sem.Acquire(ctx)
+	b, _ := sem.Acquire(ctx)
+	_, err = sem.TryAcquire(ctx)
+	fmt.Println("third export held off:", errors.Is(err, recipe.ErrLocked))
+	a.Release(ctx)
+	c, err := sem.TryAcquire(ctx)
+	fmt.Println("after a release:", err)
+	b.Release(ctx)
+	c.Release(ctx)
+	// Output:
+	// third export held off: true
+	// after a release: <nil>
+}

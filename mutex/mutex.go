@@ -1,5 +1,7 @@
-// Package mutex provides a fenced, session-bound distributed mutex on
-// ZooKeeper.
+// Package mutex provides fenced, session-bound distributed locks on
+// ZooKeeper: an exclusive Mutex, a read-write lock (NewRW) and a counting
+// semaphore (NewSemaphore), all driving the one queue engine of package
+// recipe.
 //
 // The recipe is the "Locks" recipe of the ZooKeeper recipes page, as Apache
 // Curator's InterProcessMutex implements it, with three differences: every
@@ -49,16 +51,35 @@ type Mutex struct {
 	data []byte
 }
 
+// config is what the options of this package set.
+type config struct {
+	data []byte
+}
+
 var _ recipe.Lock = (*Mutex)(nil)
 
-// Option configures New.
-type Option func(*Mutex)
+// Option configures New, NewRW and NewSemaphore.
+type Option func(*config)
 
-// WithData stores data in every lock znode this Mutex creates (for example a
-// host name or process id), visible to Participants and to operators.
-// Default: none. At most recipe.MaxNodeData bytes (New checks).
+// WithData stores data in every znode the lock creates (for example a host
+// name or process id), visible to Participants and to operators. Default:
+// none. At most recipe.MaxNodeData bytes (the constructors check).
 func WithData(data []byte) Option {
-	return func(m *Mutex) { m.data = slices.Clone(data) }
+	return func(c *config) { c.data = slices.Clone(data) }
+}
+
+// buildConfig applies the options (nil ones are skipped) and checks them.
+func buildConfig(opts []Option) (config, error) {
+	var c config
+	for _, o := range opts {
+		if o != nil {
+			o(&c)
+		}
+	}
+	if len(c.data) > recipe.MaxNodeData {
+		return c, fmt.Errorf("%w: WithData of %d bytes (at most %d)", recipe.ErrBadOption, len(c.data), recipe.MaxNodeData)
+	}
+	return c, nil
 }
 
 // New returns a Mutex over the lock directory path on session s. The path is
@@ -75,16 +96,11 @@ func New(s *recipe.Session, path string, opts ...Option) (*Mutex, error) {
 	if err != nil {
 		return nil, err
 	}
-	m := &Mutex{q: q}
-	for _, o := range opts {
-		if o != nil {
-			o(m)
-		}
+	c, err := buildConfig(opts)
+	if err != nil {
+		return nil, err
 	}
-	if len(m.data) > recipe.MaxNodeData {
-		return nil, fmt.Errorf("%w: WithData of %d bytes (at most %d)", recipe.ErrBadOption, len(m.data), recipe.MaxNodeData)
-	}
-	return m, nil
+	return &Mutex{q: q, data: c.data}, nil
 }
 
 // Path returns the lock directory (relative to the session's chroot).

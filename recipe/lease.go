@@ -15,6 +15,7 @@ type lease struct {
 	gen    *generation
 	path   string // absolute
 	czxid  int64  // set under Session.mu by activateLease
+	token  int64  // the fencing token when it is not czxid (anchored node); set before the grant
 	owner  int64
 	active bool     // granted (under Session.mu)
 	keep   bool     // the node outlives a suspension (a Ticket of Join)
@@ -28,8 +29,15 @@ type lease struct {
 
 var _ Lease = (*lease)(nil)
 
-// Token returns the czxid of the lease's znode.
-func (l *lease) Token() fence.Token { return fence.Token(l.czxid) }
+// Token returns the czxid of the znode that gives the lease its queue
+// position: its own, or for an anchored node (a read-write lock's
+// downgrade) its anchor's.
+func (l *lease) Token() fence.Token {
+	if l.token != 0 {
+		return fence.Token(l.token)
+	}
+	return fence.Token(l.czxid)
+}
 
 // Context is done when ownership ends; see Lease.
 func (l *lease) Context() context.Context { return l.ctx }

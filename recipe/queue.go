@@ -148,7 +148,9 @@ func (q *Queue) TryAcquire(ctx context.Context, kind string, data []byte) (Lease
 // session (see the node-name grammar): the read-write lock's downgrade. The
 // node is created in one transaction with a check that the anchor's node
 // still exists (ZooKeeper operation: multi of check and create), so the
-// position it takes was never given to anyone else. Errors: as Acquire, and
+// position it takes was never given to anyone else. The grant's token is
+// the anchor's (the czxid of the node whose position it takes): every grant
+// behind that position, made after it, has a larger one. Errors: as Acquire, and
 // ErrBadOption when anchor is not such a lease, ErrLeaseLost (wrapping the
 // cause) when anchor has ended or its node is gone.
 func (q *Queue) AcquireAnchored(ctx context.Context, kind string, data []byte, anchor Lease) (Lease, error) {
@@ -163,12 +165,13 @@ func (q *Queue) AcquireAnchored(ctx context.Context, kind string, data []byte, a
 	if !ok {
 		return nil, fmt.Errorf("%w: anchor node %s", ErrBadOption, a.path)
 	}
-	return q.acquire(ctx, kind, data, true, &anchorSpec{path: a.path, seq: n.Pos()})
+	return q.acquire(ctx, kind, data, true, &anchorSpec{path: a.path, seq: n.Pos(), token: int64(a.Token())})
 }
 
 type anchorSpec struct {
-	path string // absolute
-	seq  int32  // the position taken
+	path  string // absolute
+	seq   int32  // the position taken
+	token int64  // the anchor's token, which the anchored grant carries
 }
 
 func (q *Queue) acquire(ctx context.Context, kind string, data []byte, wait bool, anchor *anchorSpec) (Lease, error) {
@@ -204,6 +207,7 @@ type Ticket struct {
 	ep    *epoch
 	owner int64
 	keep  bool
+	token int64 // for an anchored node: its anchor's token
 
 	mu    sync.Mutex
 	dead  error // why the ticket can no longer be granted
@@ -241,6 +245,9 @@ func (q *Queue) join(ctx context.Context, kind string, data []byte, anchor *anch
 		return nil, err
 	}
 	t := &Ticket{q: q, name: name, path: q.adir + "/" + name, ep: ep, owner: ep.id, keep: keep}
+	if anchor != nil {
+		t.token = anchor.token
+	}
 	// Which session owns the node? The create was sent after ep was current;
 	// if ep is still current and not lost, ep's session created it (a new
 	// session is reported before any request is sent on its connection).
@@ -439,6 +446,7 @@ func (q *Queue) grant(ctx context.Context, ep *epoch, t *Ticket) (*lease, error)
 	l, gen := s.prepareLease(ctx, t.path, ep.id)
 	l.keep = t.keep
 	l.kinds = q.kinds
+	l.token = t.token
 	var st *zk.Stat
 	err := s.retry(ctx, func() (err error) {
 		_, st, _, err = s.conn.GetW(t.path)

@@ -1,0 +1,117 @@
+package mutex
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/zkrecipes/zkrecipes/recipe"
+)
+
+// SemaphoreKind is the node kind of semaphore znodes: their names are
+// "_c_<guid>-lease-<sequence>".
+const SemaphoreKind = "lease-"
+
+// Semaphore is a distributed counting semaphore: at most a fixed number of
+// holders at any instant, each with its own lease. It has the role of
+// Curator's InterProcessSemaphoreV2, built differently: there is no
+// internal lock and no children watch. Contenders queue in one directory
+// (FIFO); a node holds while fewer than the limit nodes are ahead of it,
+// and a waiter watches the limit nodes right ahead of it (while they all
+// exist, at least limit nodes are ahead, so no grant is missed). A release
+// wakes at most limit waiters, never the whole queue.
+//
+// Why it never over-grants, also when many clients call TryAcquire at once
+// (case C14) or a create's reply is lost: a node's index in the queue only
+// ever decreases (nodes join at the end, and leave), so a node granted at
+// an index below the limit stays below it; at any instant the holders are
+// among the first limit nodes. Every contender creates its node first and
+// decides from a listing taken after its create, which includes every node
+// ahead of it. A create whose reply was lost is found by its GUID and
+// adopted, never doubled.
+//
+// The limit is not stored in ZooKeeper: every client of one directory must
+// use the same limit (a client with a larger one could grant beyond the
+// smaller). Fencing tokens follow queue order: each holder's token is the
+// czxid of its own node, and a grant made because a permit was freed has a
+// larger token than every earlier grant. Concurrent holders hold different
+// tokens, so a fence.Guard that keeps only the highest token would reject
+// legitimate concurrent holders: fence a semaphore-protected resource per
+// permit-holder key, or use the tokens for identity and auditing.
+type Semaphore struct {
+	q      *recipe.Queue
+	data   []byte
+	leases int
+}
+
+var _ recipe.Lock = (*Semaphore)(nil)
+
+// NewSemaphore returns a counting semaphore over the directory path on
+// session s (relative to the session's chroot) that grants at most leases
+// holders at a time. It performs no ZooKeeper operation. Errors:
+// recipe.ErrBadOption for leases < 1 (and the errors of New), recipe.ErrInvalidPath,
+// recipe.ErrSessionClosed.
+func NewSemaphore(s *recipe.Session, path string, leases int, opts ...Option) (*Semaphore, error) {
+	if leases < 1 {
+		return nil, fmt.Errorf("%w: a semaphore needs at least one lease, got %d", recipe.ErrBadOption, leases)
+	}
+	q, err := recipe.NewQueue(s, path, []string{SemaphoreKind}, semaphoreRule(leases))
+	if err != nil {
+		return nil, err
+	}
+	c, err := buildConfig(opts)
+	if err != nil {
+		return nil, err
+	}
+	return &Semaphore{q: q, data: c.data, leases: leases}, nil
+}
+
+// semaphoreRule holds below index n and watches the n nodes right ahead.
+func semaphoreRule(n int) recipe.Rule {
+	return func(_ []recipe.NodeName, self int) (bool, []int) {
+		if self < n {
+			return true, nil
+		}
+		watch := make([]int, n)
+		for i := range watch {
+			watch[i] = self - n + i
+		}
+		return false, watch
+	}
+}
+
+// Leases returns the most holders the semaphore grants at a time.
+func (s *Semaphore) Leases() int { return s.leases }
+
+// Path returns the semaphore directory (relative to the session's chroot).
+func (s *Semaphore) Path() string { return s.q.Dir() }
+
+// Acquire blocks until the caller holds one lease, ctx ends, or a lease can
+// no longer be obtained. Each call is one contender and gets its own Lease
+// (token: the czxid of its node).
+//
+// ZooKeeper operations: one create (ephemeral sequential, protected name);
+// per wakeup a getChildren and getData watches on the nodes it waits for (at
+// most Leases of them; watches are shared within a Session); at the grant a
+// getData watch on the own znode.
+//
+// Errors: ctx's cause (nothing left behind), recipe.ErrSessionLost,
+// recipe.ErrNodeDeleted, recipe.ErrSessionClosed, *recipe.OpError (matching
+// recipe.ErrNoPermission on ACL refusals).
+func (s *Semaphore) Acquire(ctx context.Context) (recipe.Lease, error) {
+	return s.q.Acquire(ctx, SemaphoreKind, s.data)
+}
+
+// TryAcquire takes a lease only if one is free now (fewer than Leases
+// contenders ahead); otherwise it returns an error matching recipe.ErrLocked
+// and leaves no znode behind. Other errors as Acquire.
+func (s *Semaphore) TryAcquire(ctx context.Context) (recipe.Lease, error) {
+	return s.q.TryAcquire(ctx, SemaphoreKind, s.data)
+}
+
+// Participants lists holders and waiters in queue order: the first Leases
+// entries hold (as of the listing). ZooKeeper operations: getChildren, then
+// getData per znode. Errors: *recipe.OpError, recipe.ErrSessionClosed, ctx's
+// cause.
+func (s *Semaphore) Participants(ctx context.Context) ([]recipe.Participant, error) {
+	return s.q.Participants(ctx)
+}
