@@ -2,15 +2,10 @@ package mutex_test
 
 import (
 	"context"
-	"errors"
-	"path"
-	"slices"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/go-zookeeper/zk"
 	"github.com/zkrecipes/zkrecipes/mutex"
 	"github.com/zkrecipes/zkrecipes/recipe"
 	"github.com/zkrecipes/zkrecipes/zktest"
@@ -41,103 +36,13 @@ func newMutex(t testing.TB, s *recipe.Session, p string) *mutex.Mutex {
 	return m
 }
 
-// inspector is a raw go-zookeeper connection (no recipes) used to look at and
-// tamper with the tree. Paths given to its methods are relative to the
-// cluster's chroot.
-type inspector struct {
-	t      testing.TB
-	conn   *zk.Conn
-	chroot string
-}
+// inspect connects a raw inspector (zktest.Inspector) to cl.
+func inspect(t testing.TB, cl *zktest.Cluster) *zktest.Inspector { return zktest.Inspect(t, cl) }
 
-func inspect(t testing.TB, cl *zktest.Cluster) *inspector {
-	t.Helper()
-	conn, _, err := zk.Connect(cl.Addrs(), 10*time.Second, zk.WithLogInfo(false), zk.WithLogger(nopLogger{}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(conn.Close)
-	return &inspector{t: t, conn: conn, chroot: cl.Chroot()}
-}
-
-type nopLogger struct{}
-
-func (nopLogger) Printf(string, ...any) {}
-
-func (in *inspector) children(p string) []string {
-	in.t.Helper()
-	c, _, err := in.conn.Children(in.chroot + p)
-	if errors.Is(err, zk.ErrNoNode) {
-		return nil
-	}
-	if err != nil {
-		in.t.Fatalf("children %s: %v", p, err)
-	}
-	slices.Sort(c)
-	return c
-}
-
-// owned lists the children of dir whose ephemeral owner is the session.
-func (in *inspector) owned(dir string, session int64) []string {
-	in.t.Helper()
-	var out []string
-	for _, c := range in.children(dir) {
-		ok, st, err := in.conn.Exists(in.chroot + path.Join(dir, c))
-		if err != nil {
-			in.t.Fatal(err)
-		}
-		if ok && st.EphemeralOwner == session {
-			out = append(out, c)
-		}
-	}
-	return out
-}
-
-func (in *inspector) stat(p string) *zk.Stat {
-	in.t.Helper()
-	ok, st, err := in.conn.Exists(in.chroot + p)
-	if err != nil {
-		in.t.Fatal(err)
-	}
-	if !ok {
-		return nil
-	}
-	return st
-}
-
-func (in *inspector) delete(p string) {
-	in.t.Helper()
-	if err := in.conn.Delete(in.chroot+p, -1); err != nil {
-		in.t.Fatalf("delete %s: %v", p, err)
-	}
-}
-
-func (in *inspector) create(p string, acl []zk.ACL) {
-	in.t.Helper()
-	parts := strings.Split(strings.TrimPrefix(p, "/"), "/")
-	cur := in.chroot
-	for i, part := range parts {
-		cur += "/" + part
-		a := zk.WorldACL(zk.PermAll)
-		if i == len(parts)-1 && acl != nil {
-			a = acl
-		}
-		if _, err := in.conn.Create(cur, nil, 0, a); err != nil && !errors.Is(err, zk.ErrNodeExists) {
-			in.t.Fatalf("create %s: %v", cur, err)
-		}
-	}
-}
-
-// eventually polls cond every 20 ms until it holds or d passes.
+// eventually is zktest.Eventually.
 func eventually(t testing.TB, d time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("not within %v: %s", d, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	zktest.Eventually(t, d, what, cond)
 }
 
 // acquireAsync starts Acquire in a goroutine; the result arrives on the channel.

@@ -80,7 +80,7 @@ func TestMutualExclusionUnderContention(t *testing.T) {
 			t.Fatalf("token %d = %v not greater than previous %v", i, tokens[i], tokens[i-1])
 		}
 	}
-	if c := in.children(dir); len(c) != 0 {
+	if c := in.Children(dir); len(c) != 0 {
 		t.Fatalf("leaked znodes: %v", c)
 	}
 }
@@ -134,7 +134,7 @@ func TestTokensIncreaseAcrossParentRecreation(t *testing.T) {
 		t.Fatal(err)
 	}
 	release(t, l1)
-	in.delete(dir)
+	in.Delete(dir)
 	l2, err := m.Acquire(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -143,7 +143,7 @@ func TestTokensIncreaseAcrossParentRecreation(t *testing.T) {
 	if l2.Token() <= l1.Token() {
 		t.Fatalf("token after re-creation %v <= %v", l2.Token(), l1.Token())
 	}
-	if in.stat(dir) == nil {
+	if in.Stat(dir) == nil {
 		t.Fatal("directory was not re-created")
 	}
 }
@@ -211,7 +211,7 @@ func TestC5_DeadlineWhileWaitingLeavesNothing(t *testing.T) {
 	if _, err := b.Acquire(ctx); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("Acquire past deadline: %v, want DeadlineExceeded", err)
 	}
-	if n := in.owned(dir, bs.ID()); len(n) != 0 {
+	if n := in.Owned(dir, bs.ID()); len(n) != 0 {
 		t.Fatalf("waiter left %v", n)
 	}
 	handOver(t, la, c)
@@ -231,7 +231,7 @@ func TestC6_TryAcquireLeavesNothing(t *testing.T) {
 	if _, err := newMutex(t, plain, dir).TryAcquire(context.Background()); !errors.Is(err, recipe.ErrLocked) {
 		t.Fatalf("TryAcquire on held lock: %v, want ErrLocked", err)
 	}
-	if n := in.owned(dir, plain.ID()); len(n) != 0 {
+	if n := in.Owned(dir, plain.ID()); len(n) != 0 {
 		t.Fatalf("TryAcquire left %v", n)
 	}
 
@@ -251,7 +251,7 @@ func TestC6_TryAcquireLeavesNothing(t *testing.T) {
 		t.Fatal("the fault was never injected")
 	}
 	eventually(t, 10*time.Second, "node of the blipped TryAcquire deleted", func() bool {
-		return len(in.owned(dir, id)) == 0
+		return len(in.Owned(dir, id)) == 0
 	})
 	if blip.ID() != id {
 		t.Fatal("session changed: the test would prove nothing")
@@ -286,7 +286,7 @@ func TestC2_ReplyLostAfterCreate(t *testing.T) {
 			id := as.ID()
 			ra := acquireAsync(context.Background(), newMutex(t, as, dir))
 			eventually(t, 10*time.Second, "A queued with one node", func() bool {
-				return len(in.owned(dir, id)) == 1
+				return len(in.Owned(dir, id)) == 1
 			})
 			release(t, lb)
 			r := await(t, ra, 10*time.Second)
@@ -299,15 +299,15 @@ func TestC2_ReplyLostAfterCreate(t *testing.T) {
 			if creates.Load() != 1 {
 				t.Fatalf("%d creates: the node whose reply was lost was not adopted", creates.Load())
 			}
-			owned := in.owned(dir, id)
+			owned := in.Owned(dir, id)
 			if len(owned) != 1 {
 				t.Fatalf("A owns %v, want exactly one node", owned)
 			}
-			if st := in.stat(dir + "/" + owned[0]); st == nil || fence.Token(st.Czxid) != r.lease.Token() {
+			if st := in.Stat(dir + "/" + owned[0]); st == nil || fence.Token(st.Czxid) != r.lease.Token() {
 				t.Fatalf("token %v is not the czxid of A's node", r.lease.Token())
 			}
 			release(t, r.lease)
-			if n := in.owned(dir, id); len(n) != 0 {
+			if n := in.Owned(dir, id); len(n) != 0 {
 				t.Fatalf("left after release: %v", n)
 			}
 		})
@@ -332,7 +332,7 @@ func TestC4_CancelledWhileCreateInFlight(t *testing.T) {
 				return zktest.Pass
 			})))
 			id := s.ID()
-			in.create(dir, nil)
+			in.Create(dir, nil)
 			_, err := newMutex(t, s, dir).Acquire(ctx)
 			if !errors.Is(err, context.Canceled) {
 				t.Fatalf("Acquire: %v, want Canceled", err)
@@ -340,7 +340,7 @@ func TestC4_CancelledWhileCreateInFlight(t *testing.T) {
 			if hits.Load() == 0 {
 				t.Fatal("fault not injected")
 			}
-			eventually(t, 10*time.Second, "no node left", func() bool { return len(in.owned(dir, id)) == 0 })
+			eventually(t, 10*time.Second, "no node left", func() bool { return len(in.Owned(dir, id)) == 0 })
 		})
 	}
 }
@@ -373,12 +373,12 @@ func TestC7_ReleaseRetry(t *testing.T) {
 			if err := l.Release(ctx); err == nil || errors.Is(err, recipe.ErrLeaseLost) {
 				t.Fatalf("Release during the fault: %v, want a connection error", err)
 			}
-			if fault == zktest.DropAndCut && len(in.children(dir)) != 1 {
+			if fault == zktest.DropAndCut && len(in.Children(dir)) != 1 {
 				t.Fatal("the dropped delete was applied?")
 			}
 			p.Resume()
 			release(t, l)
-			if c := in.children(dir); len(c) != 0 {
+			if c := in.Children(dir); len(c) != 0 {
 				t.Fatalf("left after retried release: %v", c)
 			}
 			release(t, l)
@@ -401,7 +401,7 @@ func TestC8_HolderCutOffPastSessionTimeout(t *testing.T) {
 	}
 	aDone := watchDone(la.Context())
 	rb := acquireAsync(context.Background(), newMutex(t, connect(t, cl), dir))
-	eventually(t, 10*time.Second, "B queued", func() bool { return len(in.children(dir)) == 2 })
+	eventually(t, 10*time.Second, "B queued", func() bool { return len(in.Children(dir)) == 2 })
 	p.Blackhole()
 	r := await(t, rb, 20*time.Second)
 	if r.err != nil {
@@ -426,7 +426,7 @@ func TestC8_HolderCutOffPastSessionTimeout(t *testing.T) {
 		return as.State().IsConnected()
 	})
 	time.Sleep(200 * time.Millisecond) // give A's cleaner a chance to misbehave
-	if st := in.stat(r.lease.(interface{ Path() string }).Path()); st == nil || fence.Token(st.Czxid) != r.lease.Token() {
+	if st := in.Stat(r.lease.(interface{ Path() string }).Path()); st == nil || fence.Token(st.Czxid) != r.lease.Token() {
 		t.Fatal("B's node was removed by A")
 	}
 	release(t, r.lease)
@@ -460,7 +460,7 @@ func TestC9_SuspensionEndsOwnershipByDefault(t *testing.T) {
 	if as.ID() != id {
 		t.Fatal("session changed")
 	}
-	eventually(t, 10*time.Second, "orphaned node deleted", func() bool { return len(in.owned(dir, id)) == 0 })
+	eventually(t, 10*time.Second, "orphaned node deleted", func() bool { return len(in.Owned(dir, id)) == 0 })
 	acquireAndRelease(t, cl)
 }
 
@@ -518,12 +518,12 @@ func TestC10_WaiterLosesItsNode(t *testing.T) {
 		name     string
 		want     error
 		promptly bool // A's error comes before the holder releases
-		fault    func(in *inspector, a *recipe.Session, p *zktest.FaultProxy)
+		fault    func(in *zktest.Inspector, a *recipe.Session, p *zktest.FaultProxy)
 	}{
-		{"deleted", recipe.ErrNodeDeleted, false, func(in *inspector, a *recipe.Session, _ *zktest.FaultProxy) {
-			in.delete(dir + "/" + in.owned(dir, a.ID())[0])
+		{"deleted", recipe.ErrNodeDeleted, false, func(in *zktest.Inspector, a *recipe.Session, _ *zktest.FaultProxy) {
+			in.Delete(dir + "/" + in.Owned(dir, a.ID())[0])
 		}},
-		{"session expired", recipe.ErrSessionLost, true, func(_ *inspector, _ *recipe.Session, p *zktest.FaultProxy) {
+		{"session expired", recipe.ErrSessionLost, true, func(_ *zktest.Inspector, _ *recipe.Session, p *zktest.FaultProxy) {
 			p.Blackhole()
 		}},
 	} {
@@ -538,9 +538,9 @@ func TestC10_WaiterLosesItsNode(t *testing.T) {
 			defer p.Close()
 			as := connect(t, cl, recipe.WithDialer(p.Dial), recipe.WithSessionTimeout(time.Second))
 			ra := acquireAsync(context.Background(), newMutex(t, as, dir))
-			eventually(t, 10*time.Second, "A queued", func() bool { return len(in.owned(dir, as.ID())) == 1 })
+			eventually(t, 10*time.Second, "A queued", func() bool { return len(in.Owned(dir, as.ID())) == 1 })
 			rc := acquireAsync(context.Background(), newMutex(t, connect(t, cl), dir))
-			eventually(t, 10*time.Second, "C queued", func() bool { return len(in.children(dir)) == 3 })
+			eventually(t, 10*time.Second, "C queued", func() bool { return len(in.Children(dir)) == 3 })
 			tc.fault(in, as, p)
 			checkA := func() {
 				if r := await(t, ra, 10*time.Second); !errors.Is(r.err, tc.want) {
@@ -549,7 +549,7 @@ func TestC10_WaiterLosesItsNode(t *testing.T) {
 			}
 			if tc.promptly {
 				checkA()
-				eventually(t, 10*time.Second, "A's node gone", func() bool { return len(in.children(dir)) == 2 })
+				eventually(t, 10*time.Second, "A's node gone", func() bool { return len(in.Children(dir)) == 2 })
 			}
 			release(t, lx)
 			if !tc.promptly {
@@ -559,7 +559,7 @@ func TestC10_WaiterLosesItsNode(t *testing.T) {
 			if rcr.err != nil {
 				t.Fatal(rcr.err)
 			}
-			if c := in.children(dir); len(c) != 1 {
+			if c := in.Children(dir); len(c) != 1 {
 				t.Fatalf("nodes %v, want exactly C's", c)
 			}
 			release(t, rcr.lease)
@@ -572,11 +572,11 @@ func TestC10_WaiterLosesItsNode(t *testing.T) {
 func TestC18_ParentRemovedBetweenEnsureAndCreate(t *testing.T) {
 	cl := zktest.Shared(t)
 	in := inspect(t, cl)
-	in.create(dir, nil)
+	in.Create(dir, nil)
 	var hits atomic.Int32
 	s := connect(t, cl, recipe.WithDialer(zktest.RequestHook(nil, func(op int32) zktest.Fault {
 		if op == zktest.OpCreate && hits.Add(1) == 1 {
-			in.delete(dir)
+			in.Delete(dir)
 		}
 		return zktest.Pass
 	})))
@@ -597,7 +597,7 @@ func TestForeignChildrenIgnored(t *testing.T) {
 	in := inspect(t, cl)
 	for _, n := range []string{"foo", "lock-0000000000", "_c_nothex-lock-0000000001",
 		"_c_0123456789abcdef0123456789abcdef-other-0000000002"} {
-		in.create(dir+"/"+n, nil)
+		in.Create(dir+"/"+n, nil)
 	}
 	m := newMutex(t, connect(t, cl), dir)
 	l, err := m.TryAcquire(context.Background())
@@ -609,7 +609,7 @@ func TestForeignChildrenIgnored(t *testing.T) {
 		t.Fatalf("participants %v, %v", p, err)
 	}
 	release(t, l)
-	if c := in.children(dir); len(c) != 4 {
+	if c := in.Children(dir); len(c) != 4 {
 		t.Fatalf("foreign children touched: %v", c)
 	}
 }
@@ -619,7 +619,7 @@ func TestForeignChildrenIgnored(t *testing.T) {
 func TestACLRefusal(t *testing.T) {
 	cl := zktest.Shared(t)
 	in := inspect(t, cl)
-	in.create(dir, zk.WorldACL(zk.PermRead))
+	in.Create(dir, zk.WorldACL(zk.PermRead))
 	m := newMutex(t, connect(t, cl), dir)
 	for name, f := range map[string]func(context.Context) (recipe.Lease, error){"Acquire": m.Acquire, "TryAcquire": m.TryAcquire} {
 		_, err := f(context.Background())
@@ -631,7 +631,7 @@ func TestACLRefusal(t *testing.T) {
 			t.Fatalf("%s: %#v, want an *OpError for create %s", name, err, dir)
 		}
 	}
-	if c := in.children(dir); len(c) != 0 {
+	if c := in.Children(dir); len(c) != 0 {
 		t.Fatalf("nodes %v", c)
 	}
 }
@@ -687,7 +687,7 @@ func TestLeaseEndsWhenOwnNodeDeleted(t *testing.T) {
 			}
 			node := l.(interface{ Path() string }).Path()
 			if writeFirst {
-				if _, err := in.conn.Set(in.chroot+node, []byte("x"), -1); err != nil {
+				if _, err := in.Conn().Set(cl.Chroot()+node, []byte("x"), -1); err != nil {
 					t.Fatal(err)
 				}
 				time.Sleep(200 * time.Millisecond) // let the watch be re-armed
@@ -695,7 +695,7 @@ func TestLeaseEndsWhenOwnNodeDeleted(t *testing.T) {
 					t.Fatalf("a data write ended the lease: %v", context.Cause(l.Context()))
 				}
 			}
-			in.delete(node)
+			in.Delete(node)
 			select {
 			case <-l.Context().Done():
 			case <-time.After(5 * time.Second):
@@ -734,7 +734,7 @@ func TestWatchesOnlyPredecessorAndLeavesNone(t *testing.T) {
 	for i := 0; i < 5; i++ {
 		waiters = append(waiters, acquireAsync(ctx, newMutex(t, connect(t, cl), dir)))
 	}
-	eventually(t, 10*time.Second, "5 waiters watching", func() bool { return len(in.children(dir)) == 6 && watches() == 6 })
+	eventually(t, 10*time.Second, "5 waiters watching", func() bool { return len(in.Children(dir)) == 6 && watches() == 6 })
 	release(t, holder)
 	for _, w := range waiters {
 		r := await(t, w, 10*time.Second)
@@ -796,7 +796,7 @@ func TestC9_ClientNoticesLate(t *testing.T) {
 		t.Fatalf("lease ended %v after the last server reply, at or past the session timeout %v", done.get().Sub(last), timeout)
 	}
 	eventually(t, 15*time.Second, "session connected again", func() bool { return s.State().IsConnected() })
-	eventually(t, 10*time.Second, "stale node removed", func() bool { return len(in.children(dir)) == 0 })
+	eventually(t, 10*time.Second, "stale node removed", func() bool { return len(in.Children(dir)) == 0 })
 	acquireAndRelease(t, cl)
 }
 
@@ -805,18 +805,18 @@ func TestC9_ClientNoticesLate(t *testing.T) {
 func TestChrootBelowReadOnlyParent(t *testing.T) {
 	cl := zktest.Shared(t)
 	in := inspect(t, cl)
-	in.create("/tenants/app", nil)
-	if _, err := in.conn.SetACL(in.chroot+"/tenants", zk.WorldACL(zk.PermRead|zk.PermAdmin), -1); err != nil {
+	in.Create("/tenants/app", nil)
+	if _, err := in.Conn().SetACL(cl.Chroot()+"/tenants", zk.WorldACL(zk.PermRead|zk.PermAdmin), -1); err != nil {
 		t.Fatal(err)
 	}
 	defer func() {
-		if _, err := in.conn.SetACL(in.chroot+"/tenants", zk.WorldACL(zk.PermAll), -1); err != nil {
+		if _, err := in.Conn().SetACL(cl.Chroot()+"/tenants", zk.WorldACL(zk.PermAll), -1); err != nil {
 			t.Error(err)
 		}
 	}()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	s, err := recipe.Connect(ctx, []string{cl.Addrs()[0] + in.chroot + "/tenants/app"})
+	s, err := recipe.Connect(ctx, []string{cl.Addrs()[0] + cl.Chroot() + "/tenants/app"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -825,7 +825,7 @@ func TestChrootBelowReadOnlyParent(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Acquire under a chroot with a read-only parent: %v", err)
 	}
-	if in.stat("/tenants/app/deep/lock") == nil {
+	if in.Stat("/tenants/app/deep/lock") == nil {
 		t.Fatal("lock directory not created under the chroot")
 	}
 	release(t, l)
@@ -880,7 +880,7 @@ func TestContextHonouredWhenServerFrozen(t *testing.T) {
 	}
 	resumed = true
 	eventually(t, 15*time.Second, "no node left once the server runs again", func() bool {
-		return len(in.children(dir)) == 0
+		return len(in.Children(dir)) == 0
 	})
 }
 
@@ -891,7 +891,7 @@ func TestDigestAuthAndACL(t *testing.T) {
 	cl := zktest.Shared(t)
 	in := inspect(t, cl)
 	acl := append(zk.DigestACL(zk.PermAll, "locker", "secret"), zk.WorldACL(zk.PermRead)...)
-	in.create(dir, acl)
+	in.Create(dir, acl)
 	authed := connect(t, cl, recipe.WithAuth("digest", []byte("locker:secret")), recipe.WithACL(acl), nil)
 	l, err := newMutex(t, authed, dir).Acquire(context.Background())
 	if err != nil {
@@ -901,7 +901,7 @@ func TestDigestAuthAndACL(t *testing.T) {
 	if _, err := newMutex(t, connect(t, cl), dir).TryAcquire(context.Background()); !errors.Is(err, recipe.ErrNoPermission) {
 		t.Fatalf("anonymous TryAcquire: %v, want ErrNoPermission", err)
 	}
-	if c := in.children(dir); len(c) != 0 {
+	if c := in.Children(dir); len(c) != 0 {
 		t.Fatalf("left %v", c)
 	}
 }

@@ -142,7 +142,7 @@ func TestRWInvariantUnderContention(t *testing.T) {
 	if reads.Load() == 0 || writes.Load() == 0 {
 		t.Fatalf("reads %d, writes %d: both sides must have run", reads.Load(), writes.Load())
 	}
-	if n := in.children(rwDir); len(n) != 0 {
+	if n := in.Children(rwDir); len(n) != 0 {
 		t.Fatalf("left behind: %v", n)
 	}
 }
@@ -164,7 +164,7 @@ func TestRWReadersShareAndWriterIsNotStarved(t *testing.T) {
 		t.Fatalf("a second reader must share the lock: %v", err)
 	}
 	w := acquireAsync(context.Background(), newRW(t, connect(t, cl)).WriteLock())
-	eventually(t, 10*time.Second, "writer queued", func() bool { return len(in.children(rwDir)) == 3 })
+	eventually(t, 10*time.Second, "writer queued", func() bool { return len(in.Children(rwDir)) == 3 })
 	late := newRW(t, connect(t, cl))
 	if _, err := late.ReadLock().TryAcquire(ctx); !errors.Is(err, recipe.ErrLocked) {
 		t.Fatalf("reader behind a queued writer: TryAcquire = %v, want ErrLocked", err)
@@ -212,7 +212,7 @@ func TestC13_DowngradeKeepsTheWritersPlace(t *testing.T) {
 		t.Fatal(err)
 	}
 	b := acquireAsync(context.Background(), newRW(t, connect(t, cl)).WriteLock())
-	eventually(t, 10*time.Second, "B queued", func() bool { return len(in.children(rwDir)) == 2 })
+	eventually(t, 10*time.Second, "B queued", func() bool { return len(in.Children(rwDir)) == 2 })
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	ar, err := a.Downgrade(ctx, aw)
@@ -224,7 +224,7 @@ func TestC13_DowngradeKeepsTheWritersPlace(t *testing.T) {
 	}
 	release(t, aw)
 	c := acquireAsync(context.Background(), newRW(t, connect(t, cl)).ReadLock())
-	eventually(t, 10*time.Second, "C queued", func() bool { return len(in.children(rwDir)) == 3 })
+	eventually(t, 10*time.Second, "C queued", func() bool { return len(in.Children(rwDir)) == 3 })
 	select {
 	case r := <-b:
 		t.Fatalf("B acquired write while A still reads (C13): %v", r.err)
@@ -249,7 +249,7 @@ func TestC13_DowngradeKeepsTheWritersPlace(t *testing.T) {
 		t.Fatal(cr.err)
 	}
 	release(t, cr.lease)
-	if n := in.children(rwDir); len(n) != 0 {
+	if n := in.Children(rwDir); len(n) != 0 {
 		t.Fatalf("left behind: %v", n)
 	}
 }
@@ -314,7 +314,7 @@ func TestRWWriterSessionExpired(t *testing.T) {
 	}
 	wDone := watchDone(wl.Context())
 	rc := acquireAsync(context.Background(), newRW(t, connect(t, cl)).ReadLock())
-	eventually(t, 10*time.Second, "reader queued", func() bool { return len(in.children(rwDir)) == 2 })
+	eventually(t, 10*time.Second, "reader queued", func() bool { return len(in.Children(rwDir)) == 2 })
 	p.Blackhole()
 	r := await(t, rc, 20*time.Second)
 	if r.err != nil {
@@ -352,11 +352,11 @@ func TestRWCancelLeavesNothing(t *testing.T) {
 			t.Fatalf("TryAcquire during a write: %v, want ErrLocked", err)
 		}
 	}
-	if n := in.owned(rwDir, s.ID()); len(n) != 0 {
+	if n := in.Owned(rwDir, s.ID()); len(n) != 0 {
 		t.Fatalf("left behind: %v", n)
 	}
 	handOver(t, wl, rw.ReadLock())
-	if n := in.children(rwDir); len(n) != 0 {
+	if n := in.Children(rwDir); len(n) != 0 {
 		t.Fatalf("left behind: %v", n)
 	}
 }

@@ -82,7 +82,7 @@ func TestSemaphoreBoundUnderContention(t *testing.T) {
 	if peak.Load() < 2 {
 		t.Fatalf("peak of %d concurrent holders: the semaphore did not share", peak.Load())
 	}
-	if n := in.children(semDir); len(n) != 0 {
+	if n := in.Children(semDir); len(n) != 0 {
 		t.Fatalf("left behind: %v", n)
 	}
 }
@@ -139,7 +139,7 @@ func TestC14_ConcurrentTryAcquire(t *testing.T) {
 				if holders.Load() == 0 {
 					t.Fatalf("round %d: nobody acquired a free semaphore", round)
 				}
-				if n := in.children(semDir); len(n) != int(holders.Load()) {
+				if n := in.Children(semDir); len(n) != int(holders.Load()) {
 					t.Fatalf("round %d: %d nodes for %d holders: %v", round, len(n), holders.Load(), n)
 				}
 				for l := range leasesHeld {
@@ -166,9 +166,9 @@ func TestSemaphoreHandOffFromAnyHolder(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := acquireAsync(ctx, newSem(t, connect(t, cl), 2))
-	eventually(t, 10*time.Second, "C queued", func() bool { return len(in.children(semDir)) == 3 })
+	eventually(t, 10*time.Second, "C queued", func() bool { return len(in.Children(semDir)) == 3 })
 	d := acquireAsync(ctx, newSem(t, connect(t, cl), 2))
-	eventually(t, 10*time.Second, "D queued", func() bool { return len(in.children(semDir)) == 4 })
+	eventually(t, 10*time.Second, "D queued", func() bool { return len(in.Children(semDir)) == 4 })
 	release(t, b) // the second holder, not the first
 	cr := await(t, c, 10*time.Second)
 	if cr.err != nil {
@@ -189,7 +189,7 @@ func TestSemaphoreHandOffFromAnyHolder(t *testing.T) {
 	}
 	release(t, a)
 	release(t, dr.lease)
-	if n := in.children(semDir); len(n) != 0 {
+	if n := in.Children(semDir); len(n) != 0 {
 		t.Fatalf("left behind: %v", n)
 	}
 }
@@ -213,7 +213,7 @@ func TestSemaphoreHolderSessionExpired(t *testing.T) {
 	}
 	done := watchDone(l.Context())
 	w := acquireAsync(context.Background(), newSem(t, connect(t, cl), 2))
-	eventually(t, 10*time.Second, "waiter queued", func() bool { return len(in.children(semDir)) == 3 })
+	eventually(t, 10*time.Second, "waiter queued", func() bool { return len(in.Children(semDir)) == 3 })
 	p.Blackhole()
 	r := await(t, w, 20*time.Second)
 	if r.err != nil {
@@ -233,7 +233,7 @@ func TestSemaphoreHolderSessionExpired(t *testing.T) {
 func TestSemaphoreNoOverGrantAfterLostCreateReply(t *testing.T) {
 	cl := zktest.Shared(t)
 	in := inspect(t, cl)
-	in.create(semDir, nil) // so that the first create is the node's
+	in.Create(semDir, nil) // so that the first create is the node's
 	var cuts, creates atomic.Int32
 	s := connect(t, cl, recipe.WithDialer(zktest.RequestHook(nil, func(op int32) zktest.Fault {
 		if op == zktest.OpCreate {
@@ -255,7 +255,7 @@ func TestSemaphoreNoOverGrantAfterLostCreateReply(t *testing.T) {
 	if creates.Load() != 1 {
 		t.Fatalf("%d creates: the node whose reply was lost was not adopted", creates.Load())
 	}
-	if n := in.children(semDir); len(n) != 1 {
+	if n := in.Children(semDir); len(n) != 1 {
 		t.Fatalf("nodes %v, want exactly one", n)
 	}
 	if _, err := newSem(t, connect(t, cl), 1).TryAcquire(context.Background()); !errors.Is(err, recipe.ErrLocked) {
@@ -288,7 +288,7 @@ func TestSemaphoreCancelAndBadInput(t *testing.T) {
 	if _, err := sem.Acquire(ctx); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("Acquire past deadline: %v", err)
 	}
-	if n := in.owned(semDir, s.ID()); len(n) != 0 {
+	if n := in.Owned(semDir, s.ID()); len(n) != 0 {
 		t.Fatalf("left behind: %v", n)
 	}
 	handOver(t, held, sem)

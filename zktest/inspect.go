@@ -1,0 +1,135 @@
+package zktest
+
+import (
+	"errors"
+	"path"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+)
+
+// Inspector is a raw go-zookeeper connection to a Cluster (no recipes), for
+// tests that look at the tree or tamper with it as an operator would. Paths
+// given to its methods are relative to the cluster's chroot. Every method
+// fails the test on an unexpected error.
+type Inspector struct {
+	t      testing.TB
+	conn   *zk.Conn
+	chroot string
+}
+
+// Inspect connects an Inspector to cl (session timeout 10 s); the connection
+// is closed at the test's cleanup.
+func Inspect(t testing.TB, cl *Cluster) *Inspector {
+	t.Helper()
+	conn, _, err := zk.Connect(cl.Addrs(), 10*time.Second, zk.WithLogInfo(false), zk.WithLogger(zkLogger{discardLogger()}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(conn.Close)
+	return &Inspector{t: t, conn: conn, chroot: cl.Chroot()}
+}
+
+// Conn returns the raw connection; its paths include the chroot.
+func (in *Inspector) Conn() *zk.Conn { return in.conn }
+
+// Children lists the children of p, sorted; nil if p does not exist.
+// ZooKeeper operation: getChildren.
+func (in *Inspector) Children(p string) []string {
+	in.t.Helper()
+	c, _, err := in.conn.Children(in.chroot + p)
+	if errors.Is(err, zk.ErrNoNode) {
+		return nil
+	}
+	if err != nil {
+		in.t.Fatalf("children %s: %v", p, err)
+	}
+	slices.Sort(c)
+	return c
+}
+
+// Owned lists the children of dir whose ephemeral owner is session.
+// ZooKeeper operations: getChildren, exists per child.
+func (in *Inspector) Owned(dir string, session int64) []string {
+	in.t.Helper()
+	var out []string
+	for _, c := range in.Children(dir) {
+		ok, st, err := in.conn.Exists(in.chroot + path.Join(dir, c))
+		if err != nil {
+			in.t.Fatal(err)
+		}
+		if ok && st.EphemeralOwner == session {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// Stat returns p's Stat, or nil if p does not exist. ZooKeeper operation:
+// exists.
+func (in *Inspector) Stat(p string) *zk.Stat {
+	in.t.Helper()
+	ok, st, err := in.conn.Exists(in.chroot + p)
+	if err != nil {
+		in.t.Fatal(err)
+	}
+	if !ok {
+		return nil
+	}
+	return st
+}
+
+// Delete deletes p (any version). ZooKeeper operation: delete.
+func (in *Inspector) Delete(p string) {
+	in.t.Helper()
+	if err := in.conn.Delete(in.chroot+p, -1); err != nil {
+		in.t.Fatalf("delete %s: %v", p, err)
+	}
+}
+
+// DeleteAll deletes p and everything below it, as an operator's
+// "deleteall" does (children first; nodes that vanish meanwhile are fine).
+// A missing p is not an error.
+func (in *Inspector) DeleteAll(p string) {
+	in.t.Helper()
+	for _, c := range in.Children(p) {
+		in.DeleteAll(path.Join(p, c))
+	}
+	if err := in.conn.Delete(in.chroot+p, -1); err != nil && !errors.Is(err, zk.ErrNoNode) {
+		in.t.Fatalf("delete %s: %v", p, err)
+	}
+}
+
+// Create creates p and its missing parents as persistent znodes (world
+// ACL), with acl on p itself when acl is not nil. An existing node is fine.
+func (in *Inspector) Create(p string, acl []zk.ACL) {
+	in.t.Helper()
+	parts := strings.Split(strings.TrimPrefix(p, "/"), "/")
+	cur := in.chroot
+	for i, part := range parts {
+		cur += "/" + part
+		a := zk.WorldACL(zk.PermAll)
+		if i == len(parts)-1 && acl != nil {
+			a = acl
+		}
+		if _, err := in.conn.Create(cur, nil, 0, a); err != nil && !errors.Is(err, zk.ErrNodeExists) {
+			in.t.Fatalf("create %s: %v", cur, err)
+		}
+	}
+}
+
+// Eventually polls cond every 20 ms until it holds, and fails the test
+// naming what when d passes first.
+func Eventually(t testing.TB, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("not within %v: %s", d, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
