@@ -360,3 +360,30 @@ func TestRWCancelLeavesNothing(t *testing.T) {
 		t.Fatalf("left behind: %v", n)
 	}
 }
+
+// TestRWForeignChildrenIgnored: children that are not this package's
+// nodes (Curator's read-write lock names, a stray node) take no place in
+// the queue.
+func TestRWForeignChildrenIgnored(t *testing.T) {
+	cl := zktest.Shared(t)
+	in := inspect(t, cl)
+	for _, c := range []string{"_c_8d6b1c7e-3f4a-4bde-9c0a-1b2c3d4e5f60-__WRIT__0000000000", "_c_8d6b1c7e-3f4a-4bde-9c0a-1b2c3d4e5f61-__READ__0000000001", "write-0000000002", "stray"} {
+		in.Create(rwDir+"/"+c, nil)
+	}
+	rw := newRW(t, connect(t, cl))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	w, err := rw.WriteLock().TryAcquire(ctx)
+	if err != nil {
+		t.Fatalf("writer blocked by foreign children: %v", err)
+	}
+	release(t, w)
+	r, err := rw.ReadLock().TryAcquire(ctx)
+	if err != nil {
+		t.Fatalf("reader blocked by foreign children: %v", err)
+	}
+	release(t, r)
+	if n := in.Children(rwDir); len(n) != 4 {
+		t.Fatalf("foreign children touched: %v", n)
+	}
+}
