@@ -20,16 +20,43 @@ import (
 const confTimeout = 2 * time.Second
 
 // TestConformance runs the backend-neutral conformance suite (recipe/locktest)
-// against the ZooKeeper mutex. Every client has its own session through its
-// own FaultProxy.
+// against the exclusive locks of this package: the mutex, the write side of
+// the read-write lock, and a semaphore with one lease. Every client has its
+// own session through its own FaultProxy. The three run in parallel, each on
+// its own chroot.
 func TestConformance(t *testing.T) {
-	cl := zktest.Shared(t)
-	locktest.Run(t, &zkHarness{cl: cl, in: inspect(t, cl)})
+	for _, c := range []struct {
+		name string
+		lock func(testing.TB, *recipe.Session, string) recipe.Lock
+	}{
+		{"Mutex", func(tb testing.TB, s *recipe.Session, p string) recipe.Lock { return newMutex(tb, s, p) }},
+		{"RWWriteSide", func(tb testing.TB, s *recipe.Session, p string) recipe.Lock {
+			rw, err := mutex.NewRW(s, p)
+			if err != nil {
+				tb.Fatal(err)
+			}
+			return rw.WriteLock()
+		}},
+		{"SemaphoreOfOne", func(tb testing.TB, s *recipe.Session, p string) recipe.Lock {
+			sem, err := mutex.NewSemaphore(s, p, 1)
+			if err != nil {
+				tb.Fatal(err)
+			}
+			return sem
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			cl := zktest.Shared(t)
+			locktest.Run(t, &zkHarness{cl: cl, in: inspect(t, cl), lock: c.lock})
+		})
+	}
 }
 
 type zkHarness struct {
-	cl *zktest.Cluster
-	in *inspector
+	cl   *zktest.Cluster
+	in   *zktest.Inspector
+	lock func(testing.TB, *recipe.Session, string) recipe.Lock
 }
 
 // lockPath is the lock directory of the suite's lock named name.
@@ -49,13 +76,13 @@ func (h *zkHarness) NewClient(tb testing.TB, lock string) locktest.Client {
 	if got := s.SessionTimeout(); got != confTimeout {
 		tb.Fatalf("negotiated session timeout %v, want %v", got, confTimeout)
 	}
-	return &zkClient{Mutex: newMutex(tb, s, lockPath(lock)), p: p}
+	return &zkClient{Lock: h.lock(tb, s, lockPath(lock)), p: p}
 }
 
 // Leftovers counts the znodes in the lock directory, through the inspector's
 // own connection (not through any client's proxy).
 func (h *zkHarness) Leftovers(_ context.Context, lock string) (int, error) {
-	c, _, err := h.in.conn.Children(h.in.chroot + lockPath(lock))
+	c, _, err := h.in.Conn().Children(h.cl.Chroot() + lockPath(lock))
 	if errors.Is(err, zk.ErrNoNode) {
 		return 0, nil
 	}
@@ -71,9 +98,9 @@ func (h *zkHarness) LeaseTime() locktest.LeaseTime {
 	return locktest.LeaseTime{Min: confTimeout / 3, Max: confTimeout + 5*time.Second}
 }
 
-// zkClient is a mutex on its own session, behind its own FaultProxy.
+// zkClient is a lock on its own session, behind its own FaultProxy.
 type zkClient struct {
-	*mutex.Mutex
+	recipe.Lock
 	p *zktest.FaultProxy
 }
 

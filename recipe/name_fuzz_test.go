@@ -38,12 +38,18 @@ func FuzzNodeNameGrammar(f *testing.F) {
 	f.Add([]byte{2}, uint8(4), int32(0), "_c_0123456789ABCDEF0123456789abcdef-lock-0000000001")
 	f.Add([]byte{3}, uint8(4), int32(20), "_c_0123456789abcdef0123456789abcdef-w20000000020")
 	f.Add([]byte{4}, uint8(1), int32(-123456789), "_c_0123456789abcdef0123456789abcdef-my-lock-2--123456789")
+	f.Add([]byte{5}, uint8(0x81), int32(42), "_c_0123456789abcdef0123456789abcdef-lock-@0000000007@0000000042")
+	f.Add([]byte{6}, uint8(0x80), int32(-5), "_c_0123456789abcdef0123456789abcdef-lock-@-000000001@-000000002")
 	f.Fuzz(func(t *testing.T, guidBytes []byte, kindIdx uint8, seq int32, mutated string) {
 		guid := fuzzGUID(guidBytes)
 		kind := fuzzKinds[int(kindIdx)%len(fuzzKinds)]
-		name := nodePrefix(guid, kind) + formatSeq(seq)
+		anchored, anchor := kindIdx&0x80 != 0, int32(0)
+		if anchored {
+			anchor = seq/3 - 7 // any int32: an anchored node's anchor
+		}
+		name := nodePrefix(guid, kind, anchored, anchor) + formatSeq(seq)
 		n, ok := ParseNodeName(name, fuzzKinds)
-		want := NodeName{Name: name, GUID: guid, Kind: kind, Seq: seq}
+		want := NodeName{Name: name, GUID: guid, Kind: kind, Seq: seq, Anchored: anchored, Anchor: anchor}
 		if !ok || n != want {
 			t.Fatalf("ParseNodeName(%q) = %+v, %v; want %+v", name, n, ok, want)
 		}
@@ -62,7 +68,7 @@ func FuzzNodeNameGrammar(f *testing.F) {
 			!slices.Contains(fuzzKinds, n.Kind) {
 			t.Fatalf("ParseNodeName(%q) = %+v: parts not in the grammar", mutated, n)
 		}
-		if back := nodePrefix(n.GUID, n.Kind) + formatSeq(n.Seq); back != mutated {
+		if back := nodePrefix(n.GUID, n.Kind, n.Anchored, n.Anchor) + formatSeq(n.Seq); back != mutated {
 			t.Fatalf("ParseNodeName(%q) = %+v, which prints as %q", mutated, n, back)
 		}
 		if s, ok := parseSeq(formatSeq(n.Seq)); !ok || s != n.Seq {
@@ -93,7 +99,7 @@ func FuzzSeqOrder(f *testing.F) {
 		for i := 0; i+4 <= len(raw) && len(nodes) < 64; i += 4 {
 			off := binary.BigEndian.Uint32(raw[i:]) & (1<<30 - 1)
 			seq := int32(uint32(base) + off)
-			name := nodePrefix(fuzzGUID([]byte{byte(len(nodes) * 37)}), "lock-") + formatSeq(seq)
+			name := nodePrefix(fuzzGUID([]byte{byte(len(nodes) * 37)}), "lock-", false, 0) + formatSeq(seq)
 			nodes = append(nodes, node{NodeName{Name: name, GUID: name[3:35], Kind: "lock-", Seq: seq}, off})
 		}
 		for _, a := range nodes {
