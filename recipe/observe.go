@@ -33,7 +33,15 @@ type Head struct {
 // failing read (connection loss, ACL refusal) is retried with the Session's
 // retry policy and logged; the last delivered head stays current meanwhile.
 func (q *Queue) ObserveHead(ctx context.Context) <-chan Head {
-	out := make(chan Head)
+	return ObserveHeadAs(ctx, q, func(h Head) Head { return h })
+}
+
+// ObserveHeadAs is ObserveHead delivering conv(head) instead of the head
+// itself, with the same coalescing: a recipe's own view of the head (an
+// election's leader) without a second goroutine or a second queue of
+// values. conv runs on the observer's goroutine and must not block.
+func ObserveHeadAs[T any](ctx context.Context, q *Queue, conv func(Head) T) <-chan T {
+	out := make(chan T)
 	s := q.s
 	s.mu.Lock()
 	if s.closed {
@@ -46,7 +54,8 @@ func (q *Queue) ObserveHead(ctx context.Context) <-chan Head {
 	go func() {
 		defer s.wg.Done()
 		defer close(out)
-		var sent, pending Head
+		var delivered, pendingHead Head // what the reader has; what it will have
+		var pending T                   // conv(pendingHead)
 		havePending, first := false, true
 		for {
 			h, wake, stop, err := q.headAndWatch(ctx)
@@ -67,17 +76,23 @@ func (q *Queue) ObserveHead(ctx context.Context) <-chan Head {
 				}
 				continue
 			}
-			if first || h.Present != sent.Present || h.Node.Name != sent.Node.Name {
-				pending, havePending, first = h, true, false
+			// Deliver h unless the reader already has it. A head read earlier
+			// but not delivered yet is dropped either way: it is stale now
+			// (case C16: a leader that came and went while the reader was
+			// slow must not be delivered after "no leader" was).
+			if first || h.Present != delivered.Present || h.Node.Name != delivered.Node.Name {
+				pending, pendingHead, havePending, first = conv(h), h, true, false
+			} else {
+				havePending = false
 			}
 			for waiting := true; waiting; {
-				var send chan Head
+				var send chan T
 				if havePending {
 					send = out
 				}
 				select {
 				case send <- pending:
-					sent, havePending = pending, false
+					delivered, havePending = pendingHead, false
 				case <-wake:
 					waiting = false
 				case <-ctx.Done():

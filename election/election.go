@@ -1,0 +1,307 @@
+// Package election provides fenced leader election on ZooKeeper, with
+// explicit campaigning in the style of etcd's concurrency.Election.
+//
+// The recipe is the "Leader Election" recipe of the ZooKeeper recipes page
+// (https://zookeeper.apache.org/doc/current/recipes.html#sc_leaderElection),
+// as Apache Curator's LeaderSelector implements it: each candidate creates an
+// ephemeral sequential znode under the election directory and watches only
+// its immediate predecessor; the lowest node is the leader. It is driven by
+// the queue engine of package recipe (recipe.Queue with recipe.FirstHolds),
+// so it shares every guarantee of package mutex: protected node names, no
+// node left behind by an error or a cancellation, missing directories
+// re-created (case C17), and leadership bound to the session.
+//
+// The API is etcd's, with one difference that matters: every grant of
+// leadership is a recipe.Lease. Its Token is the czxid of the node that won,
+// larger than every earlier leader's token, and its Context is cancelled the
+// moment leadership is in doubt (connection SUSPENDED under the session's
+// suspend policy, session lost, node deleted, Resign). A leader is a lease
+// holder, not a certainty: a process that pauses can resume after another
+// leader was elected. Guard every effect of leadership with the token at
+// the resource (package fence).
+//
+//   - Campaign blocks until the caller leads; Resign gives leadership up.
+//   - Leader tells who leads now (typed error ErrNoLeader when nobody does).
+//   - Observe reports every leader change and the no-leader state (case
+//     C16), coalescing for slow readers but always ending on the latest state.
+//   - Run is the loop most programs want: campaign, run a function while
+//     leading with a context that ends when leadership ends, campaign again.
+//
+// Permissions: as package mutex (CREATE and DELETE on the election directory).
+// Foreign children of the directory are ignored unless they imitate this
+// package's node names exactly; keep the directory for the election.
+package election
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+	"github.com/zkrecipes/zkrecipes/fence"
+	"github.com/zkrecipes/zkrecipes/recipe"
+)
+
+// Kind is the node kind of election znodes: their names are
+// "_c_<guid>-elect-<sequence>".
+const Kind = "elect-"
+
+// Errors of this package. Every other error matches a sentinel of package
+// recipe (or ctx's cause).
+var (
+	// ErrNoLeader is returned by Leader when the election has no candidate
+	// (its directory is empty or missing).
+	ErrNoLeader = errors.New("election: no leader")
+
+	// ErrCampaigning is returned by Campaign (and by Run) when the Election
+	// already has a campaign in progress or holds a live leadership: one
+	// *Election campaigns for one leadership at a time. Resign (or the end of
+	// the leadership) makes Campaign possible again. Use one Election per
+	// concurrent candidate.
+	ErrCampaigning = errors.New("election: a campaign is in progress or leadership is held")
+)
+
+// Election is one candidate's handle on the election rooted at one znode
+// path. It campaigns for one leadership at a time (Campaign, then Resign);
+// Leader, Observe and Participants can be called at any time, concurrently,
+// also by a handle that never campaigns. An Election is safe for concurrent
+// use.
+type Election struct {
+	q       *recipe.Queue
+	log     *slog.Logger
+	backoff func() backoff.BackOff
+
+	mu          sync.Mutex
+	campaigning bool         // a Campaign call is in progress
+	lease       recipe.Lease // the last leadership granted, until Resign confirms its end
+}
+
+// Option configures New.
+type Option func(*Election)
+
+// WithLogger sets the logger Run uses for failed campaigns and errors
+// returned by the leader function (default slog.Default()). A nil logger
+// means the default.
+func WithLogger(l *slog.Logger) Option { return func(e *Election) { e.log = l } }
+
+// WithBackOff sets the backoff Run waits between campaigns: after a failed
+// campaign, after a leader function that returned an error, and (reset
+// first) after every other end of leadership. newBackOff is called once per
+// Run call. Run stops only when its ctx ends: a policy that returns
+// backoff.Stop waits MaxRunBackOff. Default: exponential from 100 ms to
+// MaxRunBackOff, randomized by ±50 %, without a total limit. A nil
+// newBackOff means the default.
+func WithBackOff(newBackOff func() backoff.BackOff) Option {
+	return func(e *Election) { e.backoff = newBackOff }
+}
+
+// Leader describes the current leader: the first node of the election
+// directory.
+type Leader struct {
+	// Value is the data the leader gave to Campaign.
+	Value []byte
+	// Token is the leader's fencing token: the czxid of its znode, the same
+	// value as its Lease's Token.
+	Token fence.Token
+	// SessionID is the ZooKeeper session that owns the leader's znode.
+	SessionID int64
+	// Node is the name of the leader's znode (a child of the election
+	// directory).
+	Node string
+	// Created is when the leader's znode was created (its ctime, server
+	// clock, millisecond precision): when its campaign began, not when it
+	// became leader.
+	Created time.Time
+}
+
+// Observation is one state of the election reported by Observe.
+type Observation struct {
+	// Present is false when nobody leads (the directory is empty or
+	// missing); Leader is then the zero value.
+	Present bool
+	// Leader is the leader when Present.
+	Leader Leader
+}
+
+// String describes the observation, e.g. "leader 4294967301 (_c_…-elect-0000000003)"
+// or "no leader".
+func (o Observation) String() string {
+	if !o.Present {
+		return "no leader"
+	}
+	return fmt.Sprintf("leader %v (%s)", o.Leader.Token, o.Leader.Node)
+}
+
+// New returns an Election over the election directory path on session s.
+// The path is relative to the session's chroot. New performs no ZooKeeper
+// operation; the directory (and missing parents) is created as container
+// znodes on first use, and again whenever it was deleted (case C17).
+//
+// Errors: a *recipe.PathError (matching recipe.ErrInvalidPath) for "",
+// relative paths, "/", a trailing slash, empty or dot segments, characters
+// ZooKeeper refuses, and the /zookeeper subtree; recipe.ErrBadOption for a
+// nil session; recipe.ErrSessionClosed.
+func New(s *recipe.Session, path string, opts ...Option) (*Election, error) {
+	q, err := recipe.NewQueue(s, path, []string{Kind}, recipe.FirstHolds)
+	if err != nil {
+		return nil, err
+	}
+	e := &Election{q: q}
+	for _, o := range opts {
+		if o != nil {
+			o(e)
+		}
+	}
+	if e.log == nil {
+		e.log = slog.Default()
+	}
+	if e.backoff == nil {
+		e.backoff = defaultBackOff
+	}
+	return e, nil
+}
+
+// MaxRunBackOff is the longest wait of Run's default backoff, and the wait
+// when a policy of WithBackOff returns backoff.Stop.
+const MaxRunBackOff = 5 * time.Second
+
+func defaultBackOff() backoff.BackOff {
+	b := backoff.NewExponentialBackOff()
+	b.InitialInterval = 100 * time.Millisecond
+	b.MaxInterval = MaxRunBackOff
+	b.RandomizationFactor = 0.5
+	b.MaxElapsedTime = 0
+	return b
+}
+
+// Path returns the election directory (relative to the session's chroot).
+func (e *Election) Path() string { return e.q.Dir() }
+
+// Campaign joins the election with a znode carrying value and blocks until
+// the caller is the leader, ctx ends, or leadership can no longer be
+// obtained. Candidates are served in the order they joined. It is etcd's
+// (*concurrency.Election).Campaign, on the recipe page's ephemeral
+// sequential "guid-n_" node (named "_c_<guid>-elect-<sequence>" here).
+//
+// The returned Lease is the leadership: its Token is the czxid of the
+// caller's znode (larger than every earlier leader's token), and its Context
+// is done as soon as leadership ends or is in doubt, with context.Cause
+// telling why: recipe.ErrReleased (Resign or Lease.Release),
+// recipe.ErrSuspended (the connection was SUSPENDED: by default at once, see
+// recipe.WithSuspendPolicy; the node is then deleted on reconnection, and
+// the caller must Campaign again), recipe.ErrSessionLost,
+// recipe.ErrSessionClosed, recipe.ErrNodeDeleted (someone deleted the node
+// or the whole directory). The Election remembers the lease for Resign.
+//
+// One campaign at a time per Election: while a Campaign is in progress or
+// its leadership is live, Campaign returns ErrCampaigning. Once the
+// leadership has ended (Resign, or lost), Campaign may be called again.
+//
+// ZooKeeper operations: one create (ephemeral sequential, protected name;
+// container creates for a missing directory); per wakeup a getChildren and a
+// getData watch on the immediate predecessor; at the grant a getData watch on
+// the own znode. See recipe.Queue.Acquire.
+//
+// Errors: ctx's cause (no node is left behind: case C5; Campaign can take up
+// to 250 ms past ctx's end to make sure of that when the server does not
+// answer); recipe.ErrBadOption when value is longer than recipe.MaxNodeData;
+// ErrCampaigning; recipe.ErrSessionLost; recipe.ErrNodeDeleted (the node
+// vanished while waiting, e.g. the directory was deleted: campaign again);
+// recipe.ErrSessionClosed; *recipe.OpError (matching recipe.ErrNoPermission
+// on ACL refusals). No error leaves a node behind.
+func (e *Election) Campaign(ctx context.Context, value []byte) (recipe.Lease, error) {
+	if len(value) > recipe.MaxNodeData {
+		return nil, fmt.Errorf("%w: campaign value of %d bytes (at most %d)", recipe.ErrBadOption, len(value), recipe.MaxNodeData)
+	}
+	e.mu.Lock()
+	if e.campaigning || (e.lease != nil && e.lease.Context().Err() == nil) {
+		e.mu.Unlock()
+		return nil, ErrCampaigning
+	}
+	e.campaigning = true
+	e.mu.Unlock()
+
+	l, err := e.q.Acquire(ctx, Kind, value)
+
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.campaigning = false
+	if err != nil {
+		return nil, err
+	}
+	e.lease = l
+	return l, nil
+}
+
+// Resign gives up the leadership granted by the last Campaign (etcd's
+// Resign; Curator's LeaderSelector does it when takeLeadership returns): it
+// ends the lease's Context (cause recipe.ErrReleased) and deletes the leader's znode,
+// so the next candidate leads. It is Lease.Release of that lease: the delete
+// is sent even when ctx is already done, and retried on connection loss
+// until ctx ends or the session's cleanup timeout passes (a delete not
+// confirmed by then is finished by the session's cleaner on reconnection).
+//
+// Resign returns nil, doing nothing, when the Election does not lead: it
+// never campaigned, it already resigned, or its leadership was already lost
+// (context.Cause of the lease's Context says why; the engine removes a
+// surviving node by itself). It does not stop a Campaign in progress: cancel
+// that Campaign's ctx instead. After Resign, Campaign may be called again.
+//
+// ZooKeeper operations: exists (identity check: owner and czxid) and delete
+// of the leader's znode. Errors: an *recipe.OpError when the delete could not
+// be confirmed (call Resign again: it returns nil once the node is gone),
+// matching recipe.ErrNoPermission when the ACL forbids it.
+func (e *Election) Resign(ctx context.Context) error {
+	e.mu.Lock()
+	l := e.lease
+	e.mu.Unlock()
+	if l == nil {
+		return nil
+	}
+	err := l.Release(ctx)
+	if errors.Is(err, recipe.ErrLeaseLost) {
+		err = nil
+	}
+	if err == nil {
+		e.mu.Lock()
+		if e.lease == l {
+			e.lease = nil
+		}
+		e.mu.Unlock()
+	}
+	return err
+}
+
+// Leader returns the current leader: the first node of the election
+// directory, whoever created it (etcd's Leader, Curator's getLeader). A leader whose connection is SUSPENDED has
+// already given up (its lease ended) but is reported until its znode goes
+// (its session expires, or it reconnects and the node is deleted).
+//
+// ZooKeeper operations: getChildren, then getData of the first node.
+// Errors: ErrNoLeader when the directory is empty or missing; *recipe.OpError,
+// recipe.ErrSessionClosed, ctx's cause.
+func (e *Election) Leader(ctx context.Context) (Leader, error) {
+	h, err := e.q.Head(ctx)
+	if err != nil {
+		return Leader{}, err
+	}
+	if !h.Present {
+		return Leader{}, ErrNoLeader
+	}
+	return leaderOf(h.Node), nil
+}
+
+func leaderOf(p recipe.Participant) Leader {
+	return Leader{Value: p.Data, Token: p.Token, SessionID: p.SessionID, Node: p.Name, Created: p.Created}
+}
+
+// Participants lists the candidates in order: the first is the leader, the
+// others follow in the order they will lead. ZooKeeper operations:
+// getChildren, then getData per znode. A missing directory gives an empty
+// list. Errors: *recipe.OpError, recipe.ErrSessionClosed, ctx's cause.
+func (e *Election) Participants(ctx context.Context) ([]recipe.Participant, error) {
+	return e.q.Participants(ctx)
+}
