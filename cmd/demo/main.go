@@ -11,6 +11,10 @@
 // increments of a shared counter under the mutex, and checks: final value
 // 400, zero overlapping holders, tokens strictly increasing.
 //
+// Scene 3 runs a leader election among three participants (election.Run):
+// the leader is cut off, its leader function is stopped, a new leader takes
+// over with a larger token, and the old leader's late write is rejected.
+//
 // It uses ZK_SERVERS (or -servers) if set, else starts a local ZooKeeper
 // through zktest. It exits non-zero if any invariant fails.
 //
@@ -73,6 +77,7 @@ func main() {
 
 	ok := d.kleppmann(ctx)
 	ok = d.contention(ctx, *workers, *rounds) && ok
+	ok = d.leaderElection(ctx) && ok
 	if !ok {
 		fmt.Println("\nFAIL: an invariant was violated (see above)")
 		os.Exit(1)

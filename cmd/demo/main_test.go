@@ -12,7 +12,7 @@ import (
 
 func TestMain(m *testing.M) { zktest.Main(m) }
 
-// TestDemoScenes runs both scenes of the demo against a real server: every
+// TestDemoScenes runs every scene of the demo against a real server: every
 // invariant the demo prints must hold (the same checks make the demo exit
 // non-zero).
 func TestDemoScenes(t *testing.T) {
@@ -26,5 +26,8 @@ func TestDemoScenes(t *testing.T) {
 	}
 	if !d.contention(ctx, 4, 10) {
 		t.Fatal("scene 2 (contention) violated an invariant")
+	}
+	if !d.leaderElection(ctx) {
+		t.Fatal("scene 3 (leader election) violated an invariant")
 	}
 }
