@@ -11,7 +11,9 @@ import (
 )
 
 // Sentinel errors. Every error returned by this module's recipes matches one
-// of these (or a go-zookeeper sentinel such as zk.ErrNoAuth) with errors.Is.
+// of these (or a go-zookeeper sentinel such as zk.ErrNoAuth, a context error,
+// or a sentinel of the recipe's own package: election.ErrNoLeader,
+// election.ErrCampaigning, latch.ErrClosed, ...) with errors.Is.
 var (
 	// ErrLocked is returned by TryAcquire when another participant holds the
 	// lock (or all permits). No znode of the caller is left behind.
