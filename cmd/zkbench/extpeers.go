@@ -120,7 +120,7 @@ func startExt(ctx context.Context, name, dir, python string, servers string, spr
 	}
 	p := &extPeer{name: name, cmd: cmd, stdin: stdin, out: bufio.NewScanner(stdout), logf: logf, logPth: logPth}
 	p.out.Buffer(make([]byte, 1<<20), 1<<20)
-	line, err := p.readLine(2 * time.Minute)
+	line, err := p.readLine(ctx, 2*time.Minute)
 	if err != nil || !strings.Contains(line, `"ready"`) {
 		p.Close()
 		return nil, fmt.Errorf("%s driver did not start (%q, %v); its log:\n%s", name, line, err, p.logTail())
@@ -149,7 +149,7 @@ func writeSources(dir string) error {
 }
 
 // readLine reads one line of the driver's stdout within d.
-func (p *extPeer) readLine(d time.Duration) (string, error) {
+func (p *extPeer) readLine(ctx context.Context, d time.Duration) (string, error) {
 	type res struct {
 		line string
 		err  error
@@ -172,6 +172,8 @@ func (p *extPeer) readLine(d time.Duration) (string, error) {
 	case <-time.After(d):
 		// The reader goroutine ends when Close kills the process.
 		return "", fmt.Errorf("no answer within %v", d)
+	case <-ctx.Done():
+		return "", context.Cause(ctx)
 	}
 }
 
@@ -183,14 +185,15 @@ func (p *extPeer) logTail() string {
 	return string(b)
 }
 
-// Run sends one workload and reads its result.
-func (p *extPeer) Run(_ context.Context, s Spec) Result {
+// Run sends one workload and reads its result; when ctx ends it stops
+// waiting (Close then kills the driver).
+func (p *extPeer) Run(ctx context.Context, s Spec) Result {
 	r := Result{Type: "run", Peer: p.name, Workload: s.Name(), HeapPerWaiter: -1}
 	if _, err := fmt.Fprintln(p.stdin, s.line()); err != nil {
 		r.Error = err.Error()
 		return r
 	}
-	line, err := p.readLine(15 * time.Minute)
+	line, err := p.readLine(ctx, 15*time.Minute)
 	if err != nil {
 		r.Error = fmt.Sprintf("%v; driver log:\n%s", err, p.logTail())
 		return r
@@ -202,14 +205,14 @@ func (p *extPeer) Run(_ context.Context, s Spec) Result {
 	return r
 }
 
-// Close asks the driver to exit, and kills it after 10 s.
+// Close asks the driver to exit, and kills it after 3 s.
 func (p *extPeer) Close() error {
 	p.stdin.Close()
 	done := make(chan error, 1)
 	go func() { done <- p.cmd.Wait() }()
 	select {
 	case <-done:
-	case <-time.After(10 * time.Second):
+	case <-time.After(3 * time.Second):
 		_ = p.cmd.Process.Kill()
 		<-done
 	}
