@@ -1,0 +1,375 @@
+// Command zkbench measures this module's mutex against its peers on one
+// ZooKeeper server, in one run, with the same workloads:
+//
+//   - ours: mutex.New (package mutex of this module);
+//   - zk: go-zookeeper's built-in zk.Lock;
+//   - curator: Apache Curator's InterProcessMutex (Java, Debian package
+//     libcurator-recipes-java), driven by peers/Bench.java;
+//   - kazoo: kazoo's Lock (Python, Debian package python3-kazoo), driven by
+//     peers/kazoo_bench.py.
+//
+// Workloads: uncontended (1 client, acquire+release in a loop), contended
+// (8 and 32 clients on separate sessions, each acquire → tiny critical
+// section → release), and waiters (2, 10, 100, 1000 contenders queued on one
+// lock, on separate sessions ("sep") and all on one session ("one"), then a
+// chain of hand-offs). For each it reports acquisitions/s, acquire latency
+// p50/p99 (for waiters: hand-off latency, from the start of the previous
+// holder's release to the return of the next acquire), server packets per
+// acquisition (zk_packets_received + zk_packets_sent from mntr, over the
+// measured phase) and, for waiters, client heap bytes per queued waiter.
+//
+// The server is warmed first (every peer runs a short loop, not recorded).
+// Then it runs -rounds rounds; in each, every workload is run by every peer
+// back to back, the peer order rotated by one per round, so that ratios are
+// measured under the same machine noise. The table shows medians over the
+// rounds; -json writes every round and every median as JSON lines.
+//
+// It uses ZK_SERVERS (or -servers, host:port without chroot) if set, else
+// starts a local ZooKeeper through zktest. A peer whose runtime or library is
+// missing is reported and skipped.
+//
+// Usage:
+//
+//	go run ./cmd/zkbench [-peers zk,ours,curator,kazoo] [-rounds 3] [-duration 2s]
+//	    [-clients 8,32] [-waiters 2,10,100,1000] [-json out.jsonl]
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/signal"
+	"path"
+	"runtime"
+	"slices"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+	"github.com/zkrecipes/zkrecipes/zktest"
+)
+
+// peer runs workloads for one lock implementation.
+type peer interface {
+	Name() string
+	Run(ctx context.Context, s Spec) Result
+	Close() error
+}
+
+type options struct {
+	servers  string
+	peers    []string
+	rounds   int
+	duration time.Duration
+	warmup   time.Duration
+	clients  []int
+	waiters  []int
+	modes    []string
+	jsonOut  string
+	python   string
+	spread   string
+}
+
+func main() {
+	var o options
+	var peers, clients, waiters, modes string
+	flag.StringVar(&o.servers, "servers", os.Getenv("ZK_SERVERS"), "ZooKeeper host:port,... without chroot (default $ZK_SERVERS; empty: start a local server)")
+	flag.StringVar(&peers, "peers", "zk,ours,curator,kazoo", "peers to measure, in round-1 order: zk, ours, curator, kazoo")
+	flag.IntVar(&o.rounds, "rounds", 3, "rounds (peer order rotated by one per round); the table shows medians")
+	flag.DurationVar(&o.duration, "duration", 2*time.Second, "measured time of each uncontended and contended run")
+	flag.DurationVar(&o.warmup, "warmup", 3*time.Second, "warm-up time per peer before the rounds (not recorded)")
+	flag.StringVar(&clients, "clients", "8,32", "client counts of the contended workloads (empty: none)")
+	flag.StringVar(&waiters, "waiters", "2,10,100,1000", "waiter counts of the waiters workloads (empty: none)")
+	flag.StringVar(&modes, "waiter-sessions", "sep,one", "waiters on separate sessions (sep) and/or all on one session (one)")
+	flag.StringVar(&o.jsonOut, "json", "", "write JSON lines (every round and the medians) to this file; - for stdout (the table then goes to stderr)")
+	flag.StringVar(&o.python, "python", defaultPython(), "Python interpreter with kazoo, for the kazoo peer")
+	flag.StringVar(&o.spread, "spread", "auto", "spread client source addresses over 127.0.1.x (to stay under maxClientCnxns per address): auto (when the server is on loopback), true, false")
+	flag.Parse()
+	o.peers = splitList(peers)
+	o.modes = splitList(modes)
+	var err error
+	if o.clients, err = parseInts(clients); err == nil {
+		o.waiters, err = parseInts(waiters)
+	}
+	if err != nil || o.rounds < 1 || len(o.peers) == 0 {
+		fmt.Fprintln(os.Stderr, "zkbench: bad flags:", err)
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, o); err != nil {
+		fmt.Fprintln(os.Stderr, "zkbench:", err)
+		stop()
+		os.Exit(1)
+	}
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// defaultPython prefers Debian's interpreter, where python3-kazoo installs.
+func defaultPython() string {
+	if _, err := os.Stat("/usr/bin/python3"); err == nil {
+		return "/usr/bin/python3"
+	}
+	return "python3"
+}
+
+// specs lists the workloads in run order.
+func (o options) specs() []Spec {
+	out := []Spec{{Kind: "loop", Clients: 1, Duration: o.duration}}
+	for _, c := range o.clients {
+		out = append(out, Spec{Kind: "loop", Clients: c, Duration: o.duration})
+	}
+	for _, w := range o.waiters {
+		for _, m := range o.modes {
+			out = append(out, Spec{Kind: "waiters", Waiters: w, Shared: m == "one"})
+		}
+	}
+	return out
+}
+
+func run(ctx context.Context, o options) error {
+	table, jsonW := io.Writer(os.Stdout), io.Writer(nil)
+	switch o.jsonOut {
+	case "":
+	case "-":
+		table, jsonW = os.Stderr, os.Stdout
+	default:
+		f, err := os.Create(o.jsonOut)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		jsonW = f
+	}
+	logf := func(format string, args ...any) { fmt.Fprintf(os.Stderr, "zkbench: "+format+"\n", args...) }
+
+	addrs := splitList(o.servers)
+	if len(addrs) == 0 {
+		logf("no ZK_SERVERS given: starting a local ZooKeeper (zktest, tickTime 2s)")
+		cl, err := zktest.Launch(ctx, zktest.WithTickTime(2*time.Second))
+		if err != nil {
+			return err
+		}
+		defer cl.Close()
+		addrs = cl.Addrs()
+	}
+	for _, a := range addrs {
+		if strings.Contains(a, "/") {
+			return fmt.Errorf("server %q: give host:port without chroot", a)
+		}
+	}
+	spread := o.spread == "true" || (o.spread == "auto" && loopback(addrs))
+	logf("ZooKeeper at %s; client source addresses spread: %t", strings.Join(addrs, ","), spread)
+	if mn, err := zktest.Mntr(ctx, addrs[0]); err == nil {
+		logf("server %s, %d cores, GOMAXPROCS %d", mn["zk_version"], runtime.NumCPU(), runtime.GOMAXPROCS(0))
+	} else {
+		return fmt.Errorf("mntr (four-letter words must be allowed): %w", err)
+	}
+
+	obs, _, err := zk.Connect(addrs, sessionTimeout, zk.WithLogger(nopLogger{}), zk.WithLogInfo(false))
+	if err != nil {
+		return err
+	}
+	defer obs.Close()
+	root := fmt.Sprintf("/zkbench/%d", time.Now().UnixNano())
+	defer func() {
+		if err := deleteAll(obs, root); err != nil {
+			logf("cleanup of %s: %v", root, err)
+		}
+	}()
+
+	tmp, err := os.MkdirTemp("", "zkbench-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+
+	var peers []peer
+	defer func() {
+		for _, p := range peers {
+			p.Close()
+		}
+	}()
+	for _, name := range o.peers {
+		switch name {
+		case "ours":
+			peers = append(peers, oursPeer(addrs, spread))
+		case "zk":
+			peers = append(peers, zkPeer(addrs, spread))
+		case "curator", "kazoo":
+			logf("starting the %s driver", name)
+			p, err := startExt(ctx, name, tmp, o.python, strings.Join(addrs, ","), spread)
+			if err != nil {
+				logf("SKIPPING peer %s: %v", name, err)
+				continue
+			}
+			peers = append(peers, p)
+		default:
+			return fmt.Errorf("unknown peer %q (want zk, ours, curator, kazoo)", name)
+		}
+	}
+	if len(peers) == 0 {
+		return errors.New("no peer to measure")
+	}
+
+	emit := func(r Result) {
+		if jsonW != nil {
+			b, _ := json.Marshal(r)
+			fmt.Fprintf(jsonW, "%s\n", b)
+		}
+	}
+	// Warm-up: the server's JIT and every peer's, not recorded.
+	for _, p := range peers {
+		for _, c := range []int{1, 8} {
+			s := Spec{Kind: "loop", Clients: c, Duration: o.warmup / 2, Path: path.Join(root, "warmup", p.Name(), fmt.Sprint(c))}
+			r := p.Run(ctx, s)
+			logf("warm-up %-7s %-12s %8.0f acq/s %s", p.Name(), s.Name(), r.AcqPerS, r.Error)
+		}
+	}
+
+	results := map[string][]Result{} // by workload + "/" + peer
+	specs := o.specs()
+	for round := range o.rounds {
+		order := slices.Concat(peers[round%len(peers):], peers[:round%len(peers)])
+		for _, s := range specs {
+			for _, p := range order {
+				if ctx.Err() != nil {
+					return ctx.Err()
+				}
+				s.Path = path.Join(root, p.Name(), fmt.Sprintf("%s-r%d", s.Name(), round+1))
+				r := p.Run(ctx, s)
+				r.Round = round + 1
+				emit(r)
+				if r.Error != "" {
+					logf("round %d %-7s %-16s ERROR: %s", r.Round, p.Name(), s.Name(), r.Error)
+					continue
+				}
+				logf("round %d %-7s %-16s %8.0f acq/s  p50 %7.2f ms  p99 %7.2f ms  %5.1f pkts/acq", r.Round, p.Name(), s.Name(),
+					r.AcqPerS, r.P50us/1000, r.P99us/1000, r.PacketsPerAcq)
+				results[s.Name()+"/"+p.Name()] = append(results[s.Name()+"/"+p.Name()], r)
+			}
+		}
+	}
+
+	var meds []Result
+	for _, s := range specs {
+		for _, p := range peers {
+			if rs := results[s.Name()+"/"+p.Name()]; len(rs) > 0 {
+				m := median(rs)
+				emit(m)
+				meds = append(meds, m)
+			}
+		}
+	}
+	printTable(table, meds, o, peers)
+	return nil
+}
+
+// loopback reports whether every address is on the loopback interface.
+func loopback(addrs []string) bool {
+	for _, a := range addrs {
+		host, _, err := net.SplitHostPort(a)
+		if err != nil {
+			return false
+		}
+		if host == "localhost" {
+			continue
+		}
+		ip := net.ParseIP(host)
+		if ip == nil || !ip.IsLoopback() || ip.To4() == nil {
+			return false
+		}
+	}
+	return true
+}
+
+// deleteAll deletes p and everything under it.
+func deleteAll(c *zk.Conn, p string) error {
+	children, _, err := c.Children(p)
+	if errors.Is(err, zk.ErrNoNode) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	for _, ch := range children {
+		if err := deleteAll(c, path.Join(p, ch)); err != nil {
+			return err
+		}
+	}
+	if err := c.Delete(p, -1); err != nil && !errors.Is(err, zk.ErrNoNode) {
+		return err
+	}
+	return nil
+}
+
+// printTable writes the medians, then ours against the best other peer.
+func printTable(w io.Writer, meds []Result, o options, peers []peer) {
+	fmt.Fprintf(w, "\nmedians of %d round(s); peer order rotated per round\n\n", o.rounds)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "workload\tpeer\tacq/s\tp50 ms\tp99 ms\tpkts/acq\theap B/waiter\t")
+	last := ""
+	for _, m := range meds {
+		wl := m.Workload
+		if wl == last {
+			wl = ""
+		}
+		last = m.Workload
+		heap := "-"
+		if strings.HasPrefix(m.Workload, "waiters") {
+			heap = fmt.Sprintf("%.0f", m.HeapPerWaiter)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%.0f\t%.2f\t%.2f\t%.1f\t%s\t\n", wl, m.Peer, m.AcqPerS, m.P50us/1000, m.P99us/1000, m.PacketsPerAcq, heap)
+	}
+	tw.Flush()
+
+	fmt.Fprintf(w, "\nours vs the best other peer (acq/s ratio; p99)\n\n")
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "workload\tours/zk\tbest peer\tours/best\tours p99 ms\tbest p99 ms\t")
+	byWL := map[string]map[string]Result{}
+	var order []string
+	for _, m := range meds {
+		if byWL[m.Workload] == nil {
+			byWL[m.Workload] = map[string]Result{}
+			order = append(order, m.Workload)
+		}
+		byWL[m.Workload][m.Peer] = m
+	}
+	for _, wl := range order {
+		ours, ok := byWL[wl]["ours"]
+		if !ok {
+			continue
+		}
+		var best Result
+		for _, p := range peers {
+			if r, ok := byWL[wl][p.Name()]; ok && p.Name() != "ours" && r.AcqPerS > best.AcqPerS {
+				best = r
+			}
+		}
+		if best.Peer == "" {
+			continue
+		}
+		vsZK := "-"
+		if zkR, ok := byWL[wl]["zk"]; ok && zkR.AcqPerS > 0 {
+			vsZK = fmt.Sprintf("%.2f×", ours.AcqPerS/zkR.AcqPerS)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%.2f×\t%.2f\t%.2f\t\n", wl, vsZK, best.Peer, ours.AcqPerS/best.AcqPerS, ours.P99us/1000, best.P99us/1000)
+	}
+	tw.Flush()
+}

@@ -1,0 +1,74 @@
+package main
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/zkrecipes/zkrecipes/zktest"
+)
+
+func TestMain(m *testing.M) { zktest.Main(m) }
+
+// TestGoPeers runs every workload kind, briefly, for both in-process peers
+// against a real server, with spread source addresses: each must measure
+// something, with no overlapping holders and no error.
+func TestGoPeers(t *testing.T) {
+	cl := zktest.Shared(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	specs := []Spec{
+		{Kind: "loop", Clients: 1, Duration: 100 * time.Millisecond},
+		{Kind: "loop", Clients: 3, Duration: 100 * time.Millisecond},
+		{Kind: "waiters", Waiters: 3},
+		{Kind: "waiters", Waiters: 3, Shared: true},
+	}
+	for _, p := range []*goPeer{oursPeer(cl.Addrs(), true), zkPeer(cl.Addrs(), true)} {
+		for _, s := range specs {
+			s.Path = cl.Chroot() + "/bench/" + p.Name() + "/" + s.Name()
+			r := p.Run(ctx, s)
+			switch {
+			case r.Error != "":
+				t.Errorf("%s %s: %s", p.Name(), s.Name(), r.Error)
+			case r.Ops == 0 || r.AcqPerS <= 0 || r.P50us <= 0 || r.P99us < r.P50us || r.Packets <= 0:
+				t.Errorf("%s %s: implausible result %+v", p.Name(), s.Name(), r)
+			case r.Overlaps != 0:
+				t.Errorf("%s %s: %d overlapping holders", p.Name(), s.Name(), r.Overlaps)
+			case s.Kind == "waiters" && (r.Ops != s.Waiters || r.HeapPerWaiter == -1):
+				t.Errorf("%s %s: %d hand-offs (want %d), heap/waiter %v", p.Name(), s.Name(), r.Ops, s.Waiters, r.HeapPerWaiter)
+			}
+		}
+	}
+}
+
+// TestStats checks the percentile, median and naming helpers.
+func TestStats(t *testing.T) {
+	var d []time.Duration
+	for i := 100; i >= 1; i-- {
+		d = append(d, time.Duration(i)*time.Microsecond)
+	}
+	if p50, p99 := percentile(d, 0.5), percentile(d, 0.99); p50 != 50 || p99 != 99 {
+		t.Errorf("p50, p99 = %v, %v; want 50, 99", p50, p99)
+	}
+	m := median([]Result{{AcqPerS: 3, Overlaps: 1}, {AcqPerS: 1}, {AcqPerS: 2}})
+	if m.AcqPerS != 2 || m.Overlaps != 1 || m.Type != "median" {
+		t.Errorf("median = %+v", m)
+	}
+	names := map[string]Spec{
+		"uncontended":      {Kind: "loop", Clients: 1},
+		"contended-8":      {Kind: "loop", Clients: 8},
+		"waiters-10-sep":   {Kind: "waiters", Waiters: 10},
+		"waiters-1000-one": {Kind: "waiters", Waiters: 1000, Shared: true},
+	}
+	for want, s := range names {
+		if s.Name() != want {
+			t.Errorf("Name() = %q, want %q", s.Name(), want)
+		}
+	}
+	if got, err := parseInts("2, 10,1000"); err != nil || len(got) != 3 || got[2] != 1000 {
+		t.Errorf("parseInts = %v, %v", got, err)
+	}
+	if !loopback([]string{"127.0.0.1:2181", "localhost:1"}) || loopback([]string{"10.0.0.1:2181"}) {
+		t.Error("loopback")
+	}
+}

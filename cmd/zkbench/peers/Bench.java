@@ -1,0 +1,265 @@
+// zkbench driver for Apache Curator's InterProcessMutex (Debian package
+// libcurator-recipes-java). zkbench compiles it with javac against the jars in
+// /usr/share/java and runs it as
+//
+//   java -cp ... Bench --servers host:port,... --spread=true|false
+//
+// It prints {"ready":true}, then for every line "run kind=... clients=...
+// waiters=... shared=... duration_ms=... path=..." on stdin runs the workload
+// and prints one JSON line with ops, seconds, acq_per_s, p50_us, p99_us,
+// packets, packets_per_acq, heap_per_waiter, overlaps (and error on failure).
+// The workloads are those of cmd/zkbench/gopeers.go; see there.
+
+import java.io.BufferedReader;
+import java.io.InputStream;
+import java.io.InputStreamReader;
+import java.io.OutputStream;
+import java.lang.management.ManagementFactory;
+import java.net.Socket;
+import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
+import java.util.Collections;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.atomic.AtomicLong;
+import java.util.concurrent.atomic.AtomicReference;
+import org.apache.curator.framework.CuratorFramework;
+import org.apache.curator.framework.CuratorFrameworkFactory;
+import org.apache.curator.framework.recipes.locks.InterProcessMutex;
+import org.apache.curator.retry.RetryNTimes;
+
+public class Bench {
+    static String servers = "";
+    static final int SESSION_TIMEOUT_MS = 10000;
+
+    public static void main(String[] args) throws Exception {
+        for (int i = 0; i < args.length; i++) {
+            if (args[i].equals("--servers")) servers = args[++i];
+        }
+        System.out.println("{\"ready\":true}");
+        System.out.flush();
+        BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
+        String line;
+        while ((line = in.readLine()) != null) {
+            String[] f = line.trim().split("\\s+");
+            if (f.length == 0 || !f[0].equals("run")) continue;
+            Map<String, String> spec = new HashMap<>();
+            for (int i = 1; i < f.length; i++) {
+                int eq = f[i].indexOf('=');
+                spec.put(f[i].substring(0, eq), f[i].substring(eq + 1));
+            }
+            String out;
+            try {
+                out = spec.get("kind").equals("loop") ? loop(spec) : waiters(spec);
+            } catch (Throwable t) {
+                out = "{\"error\":" + quote(t.toString()) + "}";
+            }
+            System.out.println(out);
+            System.out.flush();
+        }
+        System.exit(0);
+    }
+
+    static CuratorFramework connect() throws Exception {
+        CuratorFramework c = CuratorFrameworkFactory.builder()
+                .connectString(servers)
+                .sessionTimeoutMs(SESSION_TIMEOUT_MS)
+                .connectionTimeoutMs(15000)
+                .retryPolicy(new RetryNTimes(3, 100))
+                .build();
+        c.start();
+        if (!c.blockUntilConnected(60, TimeUnit.SECONDS)) {
+            c.close();
+            throw new Exception("not connected within 60 s");
+        }
+        return c;
+    }
+
+    static List<CuratorFramework> connectN(int n) throws Exception {
+        ExecutorService ex = Executors.newFixedThreadPool(16);
+        List<Future<CuratorFramework>> fs = new ArrayList<>();
+        for (int i = 0; i < n; i++) fs.add(ex.submit(Bench::connect));
+        List<CuratorFramework> out = new ArrayList<>();
+        Exception first = null;
+        for (Future<CuratorFramework> f : fs) {
+            try {
+                out.add(f.get());
+            } catch (Exception e) {
+                if (first == null) first = e;
+            }
+        }
+        ex.shutdown();
+        if (first != null) {
+            closeAll(out);
+            throw first;
+        }
+        return out;
+    }
+
+    static void closeAll(List<CuratorFramework> cs) {
+        for (CuratorFramework c : cs) c.close();
+    }
+
+    /** zk_packets_received + zk_packets_sent from the mntr four-letter word. */
+    static long packets() throws Exception {
+        String first = servers.split(",")[0];
+        int colon = first.lastIndexOf(':');
+        try (Socket s = new Socket(first.substring(0, colon), Integer.parseInt(first.substring(colon + 1)))) {
+            OutputStream o = s.getOutputStream();
+            o.write("mntr".getBytes(StandardCharsets.US_ASCII));
+            o.flush();
+            InputStream i = s.getInputStream();
+            String text = new String(i.readAllBytes(), StandardCharsets.UTF_8);
+            long sum = 0;
+            for (String l : text.split("\n")) {
+                String[] kv = l.split("\t");
+                if (kv.length == 2 && (kv[0].equals("zk_packets_received") || kv[0].equals("zk_packets_sent"))) {
+                    sum += Long.parseLong(kv[1].trim());
+                }
+            }
+            return sum;
+        }
+    }
+
+    static long heapUsed() {
+        for (int i = 0; i < 3; i++) System.gc();
+        return ManagementFactory.getMemoryMXBean().getHeapMemoryUsage().getUsed();
+    }
+
+    static double pct(List<Long> lat, double q) {
+        if (lat.isEmpty()) return 0;
+        List<Long> s = new ArrayList<>(lat);
+        Collections.sort(s);
+        int i = (int) Math.ceil(q * s.size()) - 1;
+        i = Math.max(0, Math.min(i, s.size() - 1));
+        return s.get(i) / 1000.0;
+    }
+
+    static String result(List<Long> latNs, long elapsedNs, long packets, double heap, int overlaps, Throwable err) {
+        int n = latNs.size();
+        double secs = elapsedNs / 1e9;
+        StringBuilder b = new StringBuilder("{");
+        b.append("\"ops\":").append(n);
+        b.append(",\"seconds\":").append(secs);
+        b.append(",\"acq_per_s\":").append(secs > 0 ? n / secs : 0);
+        b.append(",\"p50_us\":").append(pct(latNs, 0.5));
+        b.append(",\"p99_us\":").append(pct(latNs, 0.99));
+        b.append(",\"packets\":").append(packets);
+        b.append(",\"packets_per_acq\":").append(n > 0 ? (double) packets / n : 0);
+        b.append(",\"heap_per_waiter\":").append(heap);
+        b.append(",\"overlaps\":").append(overlaps);
+        if (err != null) b.append(",\"error\":").append(quote(err.toString()));
+        return b.append("}").toString();
+    }
+
+    static String quote(String s) {
+        StringBuilder b = new StringBuilder("\"");
+        for (char c : s.toCharArray()) {
+            if (c == '"' || c == '\\') b.append('\\').append(c);
+            else if (c < 0x20) b.append(String.format("\\u%04x", (int) c));
+            else b.append(c);
+        }
+        return b.append('"').toString();
+    }
+
+    static String loop(Map<String, String> spec) throws Exception {
+        int n = Integer.parseInt(spec.get("clients"));
+        String path = spec.get("path");
+        long durNs = Long.parseLong(spec.get("duration_ms")) * 1_000_000L;
+        List<CuratorFramework> clients = connectN(n);
+        try {
+            AtomicInteger holders = new AtomicInteger(), overlaps = new AtomicInteger();
+            AtomicReference<Throwable> err = new AtomicReference<>();
+            List<Long> lat = Collections.synchronizedList(new ArrayList<>());
+            long before = packets();
+            long start = System.nanoTime();
+            long deadline = start + durNs;
+            List<Thread> ts = new ArrayList<>();
+            for (CuratorFramework c : clients) {
+                InterProcessMutex m = new InterProcessMutex(c, path);
+                Thread t = new Thread(() -> {
+                    List<Long> mine = new ArrayList<>();
+                    try {
+                        while (System.nanoTime() < deadline) {
+                            long t0 = System.nanoTime();
+                            m.acquire();
+                            mine.add(System.nanoTime() - t0);
+                            if (holders.incrementAndGet() > 1) overlaps.incrementAndGet(); // the critical section
+                            holders.decrementAndGet();
+                            m.release();
+                        }
+                    } catch (Throwable e) {
+                        err.compareAndSet(null, e);
+                    }
+                    lat.addAll(mine);
+                });
+                ts.add(t);
+                t.start();
+            }
+            for (Thread t : ts) t.join();
+            long elapsed = System.nanoTime() - start;
+            return result(lat, elapsed, packets() - before, -1, overlaps.get(), err.get());
+        } finally {
+            closeAll(clients);
+        }
+    }
+
+    static String waiters(Map<String, String> spec) throws Exception {
+        int n = Integer.parseInt(spec.get("waiters"));
+        boolean shared = spec.get("shared").equals("true");
+        String path = spec.get("path");
+        CuratorFramework hc = connect();
+        List<CuratorFramework> clients = new ArrayList<>();
+        List<Thread> ts = new ArrayList<>();
+        try {
+            InterProcessMutex holder = new InterProcessMutex(hc, path);
+            holder.acquire();
+            long heap0 = heapUsed();
+            clients = connectN(shared ? 1 : n);
+            AtomicLong lastRelease = new AtomicLong();
+            AtomicReference<Throwable> err = new AtomicReference<>();
+            List<Long> lat = Collections.synchronizedList(new ArrayList<>());
+            for (int i = 0; i < n; i++) {
+                InterProcessMutex m = new InterProcessMutex(clients.get(i % clients.size()), path);
+                Thread t = new Thread(null, () -> {
+                    try {
+                        m.acquire();
+                        long now = System.nanoTime();
+                        lat.add(now - lastRelease.get());
+                        lastRelease.set(System.nanoTime());
+                        m.release();
+                    } catch (Throwable e) {
+                        err.compareAndSet(null, e);
+                    }
+                }, "waiter-" + i, 256 * 1024);
+                ts.add(t);
+                t.start();
+            }
+            long deadline = System.nanoTime() + 600_000_000_000L;
+            while (hc.getChildren().forPath(path).size() < n + 1) {
+                if (System.nanoTime() > deadline || err.get() != null) {
+                    throw new Exception("waiters did not queue", err.get());
+                }
+                Thread.sleep(10);
+            }
+            double heap = (double) (heapUsed() - heap0) / n;
+            long before = packets();
+            long start = System.nanoTime();
+            lastRelease.set(start);
+            holder.release();
+            for (Thread t : ts) t.join();
+            long elapsed = System.nanoTime() - start;
+            return result(lat, elapsed, packets() - before, heap, 0, err.get());
+        } finally {
+            closeAll(clients);
+            hc.close();
+            for (Thread t : ts) t.join(10000);
+        }
+    }
+}

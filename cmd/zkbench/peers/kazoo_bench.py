@@ -1,0 +1,249 @@
+"""zkbench driver for kazoo's Lock (Debian package python3-kazoo).
+
+Started by zkbench as: python3 -u kazoo_bench.py --servers host:port,... --spread=true|false
+It prints {"ready": true}, then for every line "run kind=... clients=...
+waiters=... shared=... duration_ms=... path=..." on stdin runs the workload
+and prints one JSON line with ops, seconds, acq_per_s, p50_us, p99_us,
+packets, packets_per_acq, heap_per_waiter, overlaps (and error on failure).
+The workloads are those of cmd/zkbench/gopeers.go; see there.
+"""
+import gc
+import itertools
+import json
+import math
+import socket
+import sys
+import threading
+import time
+import tracemalloc
+
+from kazoo.client import KazooClient
+from kazoo.handlers import utils
+from kazoo.handlers.threading import SequentialThreadingHandler
+
+SESSION_TIMEOUT = 10.0
+SERVERS = ""
+SPREAD = False
+_seq = itertools.count(1)
+_seq_lock = threading.Lock()
+
+
+class SpreadHandler(SequentialThreadingHandler):
+    """Binds each connection to a source address 127.0.1.x, 40 per address,
+    to stay under ZooKeeper's maxClientCnxns per address (as the Go peers)."""
+
+    def create_connection(self, address, timeout=None, **kwargs):
+        with _seq_lock:
+            n = next(_seq)
+        src = ("127.0.1.%d" % (1 + (n // 40) % 250), 0)
+        sock = socket.create_connection(address, timeout, source_address=src)
+        utils._set_default_tcpsock_options(socket, sock)
+        return sock
+
+
+def connect():
+    handler = SpreadHandler() if SPREAD else SequentialThreadingHandler()
+    c = KazooClient(hosts=SERVERS, timeout=SESSION_TIMEOUT, handler=handler)
+    c.start(timeout=60)
+    return c
+
+
+def connect_n(n):
+    out = [None] * n
+    errs = []
+    sem = threading.Semaphore(16)
+
+    def one(i):
+        try:
+            out[i] = connect()
+        except Exception as e:  # noqa: BLE001
+            errs.append(e)
+        finally:
+            sem.release()
+
+    ts = []
+    for i in range(n):
+        sem.acquire()
+        t = threading.Thread(target=one, args=(i,))
+        t.start()
+        ts.append(t)
+    for t in ts:
+        t.join()
+    if errs:
+        close_all(out)
+        raise errs[0]
+    return out
+
+
+def close_all(clients):
+    for c in clients:
+        if c is not None:
+            try:
+                c.stop()
+                c.close()
+            except Exception:  # noqa: BLE001
+                pass
+
+
+def packets():
+    host, port = SERVERS.split(",")[0].rsplit(":", 1)
+    with socket.create_connection((host, int(port)), 5) as s:
+        s.sendall(b"mntr")
+        buf = b""
+        while True:
+            b = s.recv(65536)
+            if not b:
+                break
+            buf += b
+    kv = dict(l.split("\t", 1) for l in buf.decode().splitlines() if "\t" in l)
+    return int(kv["zk_packets_received"]) + int(kv["zk_packets_sent"])
+
+
+def pct(lat, q):
+    if not lat:
+        return 0.0
+    lat = sorted(lat)
+    i = max(0, min(len(lat) - 1, int(math.ceil(q * len(lat))) - 1))
+    return lat[i] * 1e6
+
+
+def result(lat, elapsed, pk, heap=-1.0, overlaps=0):
+    n = len(lat)
+    return {
+        "ops": n, "seconds": elapsed,
+        "acq_per_s": n / elapsed if elapsed > 0 else 0,
+        "p50_us": pct(lat, 0.5), "p99_us": pct(lat, 0.99),
+        "packets": pk, "packets_per_acq": pk / n if n else 0,
+        "heap_per_waiter": heap, "overlaps": overlaps,
+    }
+
+
+def loop(spec):
+    clients = connect_n(int(spec["clients"]))
+    try:
+        path = spec["path"]
+        dur = int(spec["duration_ms"]) / 1000.0
+        locks = [c.Lock(path) for c in clients]
+        state = {"holders": 0, "overlaps": 0}
+        mu = threading.Lock()
+        lats = []
+        errs = []
+        before = packets()
+        start = time.monotonic()
+        deadline = start + dur
+
+        def worker(lk):
+            mine = []
+            try:
+                while time.monotonic() < deadline:
+                    t0 = time.monotonic()
+                    lk.acquire()
+                    mine.append(time.monotonic() - t0)
+                    with mu:  # the critical section
+                        state["holders"] += 1
+                        if state["holders"] > 1:
+                            state["overlaps"] += 1
+                        state["holders"] -= 1
+                    lk.release()
+            except Exception as e:  # noqa: BLE001
+                errs.append(e)
+            with mu:
+                lats.extend(mine)
+
+        ts = [threading.Thread(target=worker, args=(lk,)) for lk in locks]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+        elapsed = time.monotonic() - start
+        r = result(lats, elapsed, packets() - before, overlaps=state["overlaps"])
+        if errs:
+            r["error"] = repr(errs[0])
+        return r
+    finally:
+        close_all(clients)
+
+
+def waiters(spec):
+    n = int(spec["waiters"])
+    shared = spec["shared"] == "true"
+    path = spec["path"]
+    holder_c = connect()
+    clients = []
+    try:
+        holder = holder_c.Lock(path)
+        holder.acquire()
+        gc.collect()
+        tracemalloc.start()
+        base = tracemalloc.get_traced_memory()[0]
+        clients = connect_n(1 if shared else n)
+        locks = [clients[i % len(clients)].Lock(path) for i in range(n)]
+        last = [0.0]
+        lats = []
+        errs = []
+        mu = threading.Lock()
+
+        def waiter(lk):
+            try:
+                lk.acquire()
+                now = time.monotonic()
+                with mu:
+                    lats.append(now - last[0])
+                last[0] = time.monotonic()
+                lk.release()
+            except Exception as e:  # noqa: BLE001
+                errs.append(e)
+
+        ts = [threading.Thread(target=waiter, args=(lk,)) for lk in locks]
+        for t in ts:
+            t.start()
+        deadline = time.monotonic() + 600
+        while len(holder_c.get_children(path)) < n + 1:
+            if time.monotonic() > deadline or errs:
+                raise RuntimeError("waiters did not queue: %r" % (errs[:1],))
+            time.sleep(0.01)
+        gc.collect()
+        heap = (tracemalloc.get_traced_memory()[0] - base) / n
+        tracemalloc.stop()
+        before = packets()
+        start = time.monotonic()
+        last[0] = start
+        holder.release()
+        for t in ts:
+            t.join()
+        elapsed = time.monotonic() - start
+        r = result(lats, elapsed, packets() - before, heap=heap)
+        if errs:
+            r["error"] = repr(errs[0])
+        return r
+    finally:
+        if tracemalloc.is_tracing():
+            tracemalloc.stop()
+        close_all(clients)
+        close_all([holder_c])
+
+
+def main():
+    global SERVERS, SPREAD
+    args = sys.argv[1:]
+    for i, a in enumerate(args):
+        if a == "--servers":
+            SERVERS = args[i + 1]
+        elif a.startswith("--spread="):
+            SPREAD = a.split("=", 1)[1] == "true"
+    threading.stack_size(512 * 1024)
+    print(json.dumps({"ready": True}), flush=True)
+    for line in sys.stdin:
+        fields = line.split()
+        if not fields or fields[0] != "run":
+            continue
+        spec = dict(f.split("=", 1) for f in fields[1:])
+        try:
+            r = loop(spec) if spec["kind"] == "loop" else waiters(spec)
+        except Exception as e:  # noqa: BLE001
+            r = {"error": repr(e)}
+        print(json.dumps(r), flush=True)
+
+
+if __name__ == "__main__":
+    main()

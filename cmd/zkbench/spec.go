@@ -1,0 +1,150 @@
+package main
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Spec is one workload run, as sent to every driver (the Go drivers in
+// process, the peer drivers as a "run key=value ..." line on stdin).
+type Spec struct {
+	// Kind is "loop" (Clients sessions, each doing acquire → tiny critical
+	// section → release until Duration has passed) or "waiters" (a holder,
+	// Waiters contenders queued behind it, then a chain of hand-offs).
+	Kind     string
+	Clients  int           // loop: number of clients, each on its own session
+	Waiters  int           // waiters: number of queued contenders
+	Shared   bool          // waiters: all waiters on one session (else one session each)
+	Duration time.Duration // loop: measured time
+	Path     string        // the lock path (absolute, no chroot)
+}
+
+// Name is the workload's name in tables and JSON: "uncontended",
+// "contended-8", "waiters-100-sep", "waiters-100-one".
+func (s Spec) Name() string {
+	switch {
+	case s.Kind == "loop" && s.Clients == 1:
+		return "uncontended"
+	case s.Kind == "loop":
+		return fmt.Sprintf("contended-%d", s.Clients)
+	case s.Shared:
+		return fmt.Sprintf("waiters-%d-one", s.Waiters)
+	default:
+		return fmt.Sprintf("waiters-%d-sep", s.Waiters)
+	}
+}
+
+// line is the request line of the peer driver protocol.
+func (s Spec) line() string {
+	return fmt.Sprintf("run kind=%s clients=%d waiters=%d shared=%t duration_ms=%d path=%s",
+		s.Kind, s.Clients, s.Waiters, s.Shared, s.Duration.Milliseconds(), s.Path)
+}
+
+// Result is what a driver reports for one Spec: one JSON line.
+type Result struct {
+	Type     string `json:"type"` // "run" for one round, "median" for the median of the rounds
+	Peer     string `json:"peer"`
+	Workload string `json:"workload"`
+	Round    int    `json:"round"` // 1-based; 0 for medians
+	// Ops is the number of acquisitions measured (hand-offs for waiters).
+	Ops     int     `json:"ops"`
+	Seconds float64 `json:"seconds"`
+	// AcqPerS is Ops / Seconds.
+	AcqPerS float64 `json:"acq_per_s"`
+	// P50us and P99us are acquire latencies in microseconds (waiters: from
+	// the start of the previous holder's release to the return of the next
+	// holder's acquire).
+	P50us float64 `json:"p50_us"`
+	P99us float64 `json:"p99_us"`
+	// Packets is the server's zk_packets_received + zk_packets_sent delta
+	// over the measured phase (mntr), PacketsPerAcq that divided by Ops.
+	Packets       int64   `json:"packets"`
+	PacketsPerAcq float64 `json:"packets_per_acq"`
+	// HeapPerWaiter is the client heap growth per queued waiter in bytes
+	// (waiters workloads only; -1 otherwise). Go: HeapAlloc; Java: used heap
+	// after System.gc(); Python: tracemalloc. Java's figure is noisy and can
+	// come out negative when garbage of earlier runs is collected.
+	HeapPerWaiter float64 `json:"heap_per_waiter"`
+	// Overlaps counts critical sections entered while another was running
+	// (must be 0).
+	Overlaps int    `json:"overlaps"`
+	Error    string `json:"error,omitempty"`
+}
+
+// finish fills the derived fields.
+func (r *Result) finish(lat []time.Duration, elapsed time.Duration, packets int64) {
+	r.Ops = len(lat)
+	r.Seconds = elapsed.Seconds()
+	if r.Seconds > 0 {
+		r.AcqPerS = float64(r.Ops) / r.Seconds
+	}
+	r.P50us = percentile(lat, 0.50)
+	r.P99us = percentile(lat, 0.99)
+	r.Packets = packets
+	if r.Ops > 0 {
+		r.PacketsPerAcq = float64(packets) / float64(r.Ops)
+	}
+}
+
+// percentile returns the nearest-rank q-quantile of d in microseconds (it
+// sorts d).
+func percentile(d []time.Duration, q float64) float64 {
+	if len(d) == 0 {
+		return 0
+	}
+	slices.Sort(d)
+	i := int(math.Ceil(q*float64(len(d)))) - 1
+	i = max(0, min(i, len(d)-1))
+	return float64(d[i]) / float64(time.Microsecond)
+}
+
+// median returns the median of the results of one peer and workload: each
+// metric is the median of its values across rounds.
+func median(rs []Result) Result {
+	m := rs[0]
+	m.Type, m.Round, m.Error = "median", 0, ""
+	med := func(f func(Result) float64) float64 {
+		v := make([]float64, 0, len(rs))
+		for _, r := range rs {
+			v = append(v, f(r))
+		}
+		slices.Sort(v)
+		if len(v)%2 == 1 {
+			return v[len(v)/2]
+		}
+		return (v[len(v)/2-1] + v[len(v)/2]) / 2
+	}
+	m.Ops = int(med(func(r Result) float64 { return float64(r.Ops) }))
+	m.Seconds = med(func(r Result) float64 { return r.Seconds })
+	m.AcqPerS = med(func(r Result) float64 { return r.AcqPerS })
+	m.P50us = med(func(r Result) float64 { return r.P50us })
+	m.P99us = med(func(r Result) float64 { return r.P99us })
+	m.Packets = int64(med(func(r Result) float64 { return float64(r.Packets) }))
+	m.PacketsPerAcq = med(func(r Result) float64 { return r.PacketsPerAcq })
+	m.HeapPerWaiter = med(func(r Result) float64 { return r.HeapPerWaiter })
+	for _, r := range rs[1:] {
+		m.Overlaps += r.Overlaps
+	}
+	return m
+}
+
+// parseInts parses "2,10,100".
+func parseInts(s string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		f = strings.TrimSpace(f)
+		if f == "" {
+			continue
+		}
+		n, err := strconv.Atoi(f)
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("bad count %q", f)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}

@@ -1,0 +1,78 @@
+package mutex_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/zkrecipes/zkrecipes/recipe"
+	"github.com/zkrecipes/zkrecipes/zktest"
+)
+
+// BenchmarkAcquireRelease is the uncontended acquire path against a real
+// server: one session, Acquire then Release.
+func BenchmarkAcquireRelease(b *testing.B) {
+	m := newMutex(b, connect(b, zktest.Shared(b)), dir)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	for b.Loop() {
+		l, err := m.Acquire(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := l.Release(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkAcquireReleaseContended is the contended acquire path: 8 sessions
+// take turns; b.N acquisitions in all.
+func BenchmarkAcquireReleaseContended(b *testing.B) {
+	const sessions = 8
+	cl := zktest.Shared(b)
+	ms := make([]recipe.Lock, sessions)
+	for i := range ms {
+		ms[i] = newMutex(b, connect(b, cl), dir)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	var (
+		wg       sync.WaitGroup
+		mu       sync.Mutex
+		left     = b.N
+		firstErr error
+	)
+	b.ResetTimer()
+	for _, m := range ms {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				mu.Lock()
+				if left == 0 || firstErr != nil {
+					mu.Unlock()
+					return
+				}
+				left--
+				mu.Unlock()
+				l, err := m.Acquire(ctx)
+				if err == nil {
+					err = l.Release(ctx)
+				}
+				if err != nil {
+					mu.Lock()
+					firstErr = fmt.Errorf("acquire/release: %w", err)
+					mu.Unlock()
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if firstErr != nil {
+		b.Fatal(firstErr)
+	}
+}
