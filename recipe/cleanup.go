@@ -20,6 +20,16 @@ type cleanupItem struct {
 	owner int64
 	dir   string // absolute; with guid, for nodes whose name we never learned
 	guid  string
+	// done, if set, is called once the item is finished: deleted, found
+	// gone or not ours, dropped with its session, or failed for good. A
+	// Queue counts its items this way so that Drain waits for them.
+	done func()
+}
+
+func (c cleanupItem) finish() {
+	if c.done != nil {
+		c.done()
+	}
 }
 
 func (c cleanupItem) String() string {
@@ -37,8 +47,13 @@ func (c cleanupItem) String() string {
 // it does not wait for a reconnection. Whatever it cannot finish goes to the
 // Session's cleaner, which retries on every reconnection of that session.
 // It returns nil when the node is gone or was never ours.
-func (s *Session) deleteOwned(ctx context.Context, it cleanupItem, wait bool) error {
-	var err error
+func (s *Session) deleteOwned(ctx context.Context, it cleanupItem, wait bool) (err error) {
+	queued := false
+	defer func() {
+		if !queued {
+			it.finish()
+		}
+	}()
 	if wait || s.State().IsConnected() {
 		timeout := s.cfg.cleanupTimeout
 		if timeout == 0 {
@@ -81,6 +96,7 @@ func (s *Session) deleteOwned(ctx context.Context, it cleanupItem, wait bool) er
 	s.mu.Lock()
 	if !s.closed {
 		s.cleanup = append(s.cleanup, it)
+		queued = true
 		s.kick(s.kickJanitor)
 	}
 	s.mu.Unlock()
@@ -175,22 +191,31 @@ func (s *Session) janitor() {
 			}
 			if err := s.deleteOnce(it); err != nil {
 				if isClosing(err) {
+					for _, it := range items[i:] {
+						it.finish()
+					}
 					return
 				}
 				if !isConnErr(err) {
 					s.log.Error("session cleaner: delete failed", "node", it.String(), "err", err)
+					it.finish()
 					continue
 				}
 				failed = append(failed, it)
 				connected = false
 				continue
 			}
+			it.finish()
 			s.log.Debug("session cleaner: deleted", "node", it.String())
 		}
 		if len(failed) > 0 {
 			s.mu.Lock()
 			if !s.closed {
 				s.cleanup = append(failed, s.cleanup...)
+			} else {
+				for _, it := range failed {
+					it.finish()
+				}
 			}
 			s.mu.Unlock()
 			retry = time.After(time.Second)
