@@ -606,7 +606,7 @@ func (l *Latch) Leader(ctx context.Context) (recipe.Participant, error) {
 // landed; an *recipe.OpError when the delete could not be confirmed (it was
 // handed to the Session's cleaner, which retries on reconnection; the node
 // goes with the session at the latest). Call Close again to wait for the
-// rest; listeners get their final Change in any case.
+// rest; listeners get their final Change in any case, when Close returns.
 func (l *Latch) Close(ctx context.Context) error {
 	l.mu.Lock()
 	if !l.closed {
@@ -620,6 +620,11 @@ func (l *Latch) Close(ctx context.Context) error {
 		select {
 		case <-done:
 		case <-ctx.Done():
+			// The participant is closed (it never leads again, and its
+			// goroutine deletes its node as it ends): tell listeners now.
+			l.mu.Lock()
+			l.finishLocked(ErrClosed)
+			l.mu.Unlock()
 			return context.Cause(ctx)
 		}
 	}

@@ -888,3 +888,60 @@ func TestC19_ListenerThatNeverReads(t *testing.T) {
 		}
 	}
 }
+
+// TestCloseDuringPartition: the leader's network is cut (connection closed
+// and redials refused, or blackholed). Close with no deadline returns once
+// the session is lost (its node went with it) rather than waiting for a
+// reconnection; Close with a short deadline returns ctx's error and still
+// gives listeners their final "not leader" and closes their channels.
+// After the partition heals, no node of the participant is left.
+func TestCloseDuringPartition(t *testing.T) {
+	for _, mode := range []string{"cut", "blackhole"} {
+		for _, short := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/short=%v", mode, short), func(t *testing.T) {
+				cl := zktest.Shared(t)
+				in := inspect(t, cl)
+				p := newProxy(t)
+				s := connect(t, cl, recipe.WithDialer(p.Dial), recipe.WithSessionTimeout(2*time.Second))
+				l := started(t, s, "a")
+				awaitLeader(t, l, 10*time.Second)
+				rec := record(t, l)
+				if mode == "cut" {
+					p.Cut()
+				} else {
+					p.Blackhole()
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+				if short {
+					cancel()
+					ctx, cancel = context.WithTimeout(context.Background(), 300*time.Millisecond)
+				}
+				defer cancel()
+				done := make(chan error, 1)
+				go func() { done <- l.Close(ctx) }()
+				var err error
+				select {
+				case err = <-done:
+				case <-time.After(20 * time.Second):
+					p.Resume()
+					<-done
+					t.Fatal("Close did not return within 20 s of a partition (session timeout 2 s)")
+				}
+				if short && !errors.Is(err, context.DeadlineExceeded) {
+					t.Fatalf("Close with a 300 ms deadline: %v, want DeadlineExceeded", err)
+				}
+				if !short && err != nil {
+					t.Fatalf("Close after the session was lost: %v, want nil (the node went with the session)", err)
+				}
+				got := rec.waitClosed(t, 5*time.Second)
+				if last := got[len(got)-1]; last.Leader || !errors.Is(last.Cause, latch.ErrClosed) {
+					t.Fatalf("final change %+v, want not leader with ErrClosed", last)
+				}
+				p.Resume()
+				eventually(t, 15*time.Second, "no node left after the partition healed", func() bool {
+					return len(in.Children(dir)) == 0
+				})
+			})
+		}
+	}
+}

@@ -153,6 +153,11 @@ func (q *Queue) TryAcquire(ctx context.Context, kind string, data []byte) (Lease
 // behind that position, made after it, has a larger one. Errors: as Acquire, and
 // ErrBadOption when anchor is not such a lease, ErrLeaseLost (wrapping the
 // cause) when anchor has ended or its node is gone.
+//
+// The queue's Rule must let an anchored node hold while its anchor is
+// ahead of it (the read-write lock's read rule skips the anchor): under
+// FirstHolds, an anchored node waits for its own anchor, and so for the
+// caller, until ctx ends.
 func (q *Queue) AcquireAnchored(ctx context.Context, kind string, data []byte, anchor Lease) (Lease, error) {
 	a, ok := anchor.(*lease)
 	if !ok || a == nil || a.s != q.s || path.Dir(a.path) != q.adir {
@@ -280,12 +285,24 @@ func (t *Ticket) SessionID() int64 { return t.owner }
 
 // Err returns nil while the ticket can still be granted, and otherwise why
 // not: ErrSessionLost or ErrSessionClosed (the node went with its session),
-// ErrNodeDeleted (deleted by someone else), ErrReleased (Leave was called).
+// ErrNodeDeleted (deleted by someone else), ErrReleased (Leave was called,
+// or its grant was released, which deletes the node). The first cause
+// found sticks.
 func (t *Ticket) Err() error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.dead != nil {
 		return t.dead
+	}
+	if t.lease != nil {
+		// The grant's Release deletes the node; a deletion by anyone else
+		// ends the grant: either way the place is gone.
+		switch c := context.Cause(t.lease.ctx); {
+		case errors.Is(c, ErrReleased):
+			return ErrReleased
+		case errors.Is(c, ErrNodeDeleted):
+			return ErrNodeDeleted
+		}
 	}
 	if t.ep.ctx.Err() != nil {
 		return context.Cause(t.ep.ctx)

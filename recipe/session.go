@@ -374,6 +374,15 @@ func (s *Session) loseEpochLocked(cause error) {
 	s.epoch.cause = cause
 	s.epoch.cancel(cause)
 	s.revokeGenLocked(cause)
+	// Deletes waiting for this session are moot now (its nodes went with
+	// it): whoever waits for them (Queue.Drain) stops waiting. The items
+	// stay, in case a presumed-lost session comes back.
+	for i := range s.cleanup {
+		if s.cleanup[i].owner == s.epoch.id {
+			s.cleanup[i].finish()
+			s.cleanup[i].done = nil
+		}
+	}
 	s.setStateLocked(StateLost, cause)
 }
 
@@ -401,8 +410,7 @@ func (s *Session) revokeLeaseLocked(l *lease, cause error, queueDelete bool) {
 	delete(l.gen.leases, l)
 	l.cancel(cause)
 	if queueDelete && !s.closed {
-		s.cleanup = append(s.cleanup, cleanupItem{path: l.path, czxid: l.czxid, owner: l.owner})
-		s.kick(s.kickJanitor)
+		s.queueCleanupLocked(cleanupItem{path: l.path, czxid: l.czxid, owner: l.owner})
 	}
 }
 
