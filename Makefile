@@ -6,7 +6,7 @@
 
 GO ?= go
 
-.PHONY: demo test setup bench
+.PHONY: demo test setup bench nemesis
 
 setup:
 	@./scripts/setup.sh
@@ -20,3 +20,10 @@ test: setup
 
 bench: setup
 	$(GO) run ./cmd/zkbench -json zkbench.jsonl
+
+# The long fault-injection run (docs/reliability.md): a 3-server ensemble,
+# every recipe in turn under the nemesis. NEMESIS_DURATION=30m NEMESIS_SEED=7 to vary.
+NEMESIS_DURATION ?= 10m
+NEMESIS_SEED ?= 1
+nemesis: setup
+	$(GO) run -race ./cmd/nemesis -duration $(NEMESIS_DURATION) -seed $(NEMESIS_SEED)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/anishathalye/porcupine"
+	"github.com/zkrecipes/zkrecipes/recipe"
 )
 
 // Allowed says whether a set of live grants' roles is one a recipe allows at
@@ -173,10 +174,15 @@ func Check(h *History, allowed Allowed) *Report {
 	return r
 }
 
-// revokedBehindItsBack reports whether g's owner lost it to a forced
-// revocation (an expiry on demand of its session, a deletion of the
-// directory) that began before t and did not end before g was asked for.
+// revokedBehindItsBack reports whether g's owner may have lost it to a
+// forced revocation (an expiry on demand of its session, a deletion of the
+// directory) that began before t and did not end before g was asked for,
+// and g did end involuntarily (a grant that was given up by its holder was
+// not revoked).
 func revokedBehindItsBack(h *History, g *Grant, t time.Duration) bool {
+	if g.Cause == recipe.ErrReleased.Error() {
+		return false
+	}
 	for _, f := range h.Faults {
 		if !f.Revokes || (f.Kind == FaultExpire && f.Client != g.Client) {
 			continue
