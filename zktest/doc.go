@@ -85,4 +85,17 @@
 //	conn, _, err := zk.Connect(c.Addrs(), time.Second, zk.WithDialer(p.Dial))
 //	p.Blackhole() // the session expires at the server after its timeout
 //	p.Resume()    // the client reconnects and learns it expired
+//
+// A session can also be expired on demand, at once: a SessionTap in front
+// of the client's dialer records the session's ID and password, and
+// ExpireSession re-attaches the session from a connection of its own and
+// closes it (Curator's KillSession):
+//
+//	tap := zktest.NewSessionTap()
+//	conn, _, err := zk.Connect(c.Addrs(), time.Second, zk.WithDialer(tap.Dialer(p.Dial)))
+//	id, passwd, _ := tap.Session()
+//	err = zktest.ExpireSession(ctx, c.Addrs(), id, passwd)
+//
+// Package zktest/nemesis drives all of these at random against the recipes
+// (docs/reliability.md).
 package zktest

@@ -39,6 +39,7 @@ func main() {
 	servers := flag.Int("ensemble", 3, "servers in the ensemble")
 	names := flag.String("recipes", "mutex,rwlock,semaphore,election", "recipes to run, in turn")
 	every := flag.Duration("fault-every", 600*time.Millisecond, "mean wait between two faults")
+	faultList := flag.String("faults", "", "fault kinds to inject, comma-separated (default: all)")
 	histDir := flag.String("history-dir", os.TempDir(), "where to write the history of a run with a violation")
 	flag.Parse()
 
@@ -63,17 +64,21 @@ func main() {
 		fmt.Fprintln(os.Stderr, "nemesis:", err)
 		os.Exit(1)
 	}
-	code := run(ctx, cl, recipes, *total, *seed, *runFor, *clients, *every, *histDir)
+	var kinds []string
+	if *faultList != "" {
+		kinds = strings.Split(*faultList, ",")
+	}
+	code := run(ctx, cl, recipes, kinds, *total, *seed, *runFor, *clients, *every, *histDir)
 	if err := cl.Close(); err != nil {
 		fmt.Fprintln(os.Stderr, "nemesis: closing the ensemble:", err)
 	}
 	os.Exit(code)
 }
 
-func run(ctx context.Context, cl *zktest.Cluster, recipes []nemesis.Recipe, total time.Duration, seed uint64,
+func run(ctx context.Context, cl *zktest.Cluster, recipes []nemesis.Recipe, kinds []string, total time.Duration, seed uint64,
 	runFor time.Duration, clients int, every time.Duration, histDir string) int {
 	start := time.Now()
-	var runs, ops, grants, stale, violations, excused, writes int
+	var runs, ops, grants, stale, violations, excused, writes, faultErrs int
 	faults := map[string]int{}
 	perRecipe := map[string]int{}
 	var maxRecovery time.Duration
@@ -83,7 +88,7 @@ func run(ctx context.Context, cl *zktest.Cluster, recipes []nemesis.Recipe, tota
 		r := recipes[i%len(recipes)]
 		s := seed + uint64(i)
 		t0 := time.Now()
-		res, err := nemesis.Run(ctx, cl, r, nemesis.Config{Clients: clients, Duration: runFor, Seed: s, FaultEvery: every,
+		res, err := nemesis.Run(ctx, cl, r, nemesis.Config{Clients: clients, Duration: runFor, Seed: s, FaultEvery: every, Faults: kinds,
 			Logf: func(f string, a ...any) { fmt.Printf("  "+f+"\n", a...) }})
 		if err != nil {
 			if ctx.Err() != nil {
@@ -100,6 +105,7 @@ func run(ctx context.Context, cl *zktest.Cluster, recipes []nemesis.Recipe, tota
 		grants += rep.Grants
 		stale += rep.StaleRejected()
 		excused += rep.Excused
+		faultErrs += rep.FaultErrors
 		violations += len(rep.Violations)
 		for _, m := range rep.Writes {
 			for _, c := range m {
@@ -111,6 +117,9 @@ func run(ctx context.Context, cl *zktest.Cluster, recipes []nemesis.Recipe, tota
 		}
 		maxRecovery = max(maxRecovery, rep.Recovery)
 		fmt.Printf("run %d %s seed %d (%v): %s\n", i, r.Name, s, time.Since(t0).Round(time.Second), rep.Summary())
+		for _, e := range rep.ExcusedExamples {
+			fmt.Printf("  excused: %s\n", e)
+		}
 		if len(rep.Violations) > 0 {
 			f := filepath.Join(histDir, fmt.Sprintf("nemesis-%s-seed%d.json", r.Name, s))
 			if out, err := os.Create(f); err == nil {
@@ -120,17 +129,17 @@ func run(ctx context.Context, cl *zktest.Cluster, recipes []nemesis.Recipe, tota
 			fmt.Printf("  VIOLATIONS (history in %s):\n    %s\n", f, strings.Join(rep.Violations, "\n    "))
 		}
 	}
-	kinds := make([]string, 0, len(faults))
+	seen := make([]string, 0, len(faults))
 	nf := 0
 	for k, c := range faults {
-		kinds = append(kinds, k)
+		seen = append(seen, k)
 		nf += c
 	}
-	slices.Sort(kinds)
+	slices.Sort(seen)
 	fmt.Printf("\ntotal: %v, %d runs (%v), %d operations (%d grants, %d register writes), %d stale writes rejected, %d excused samples, max recovery %v, %d violations\n",
 		time.Since(start).Round(time.Second), runs, perRecipe, ops, grants, writes, stale, excused, maxRecovery.Round(time.Millisecond), violations)
-	fmt.Printf("faults: %d\n", nf)
-	for _, k := range kinds {
+	fmt.Printf("faults: %d attempted (%d failed or of uncertain effect)\n", nf, faultErrs)
+	for _, k := range seen {
 		fmt.Printf("  %-17s %d\n", k, faults[k])
 	}
 	if violations > 0 || runs == 0 {

@@ -38,8 +38,12 @@ type Report struct {
 	Excused int                        // samples over the limit only because of a forced revocation
 	// ExcusedExamples describes the first few excused samples.
 	ExcusedExamples []string
-	Faults          map[string]int // kind -> count
-	Recovery        time.Duration  // first grant after the heal, counted from the heal (-1: none)
+	Faults          map[string]int // kind -> faults attempted
+	// FaultErrors counts the attempts that failed or may not have taken
+	// effect (a kill-leader while there was no leader, an expiry of a
+	// session that was already gone, a restart that timed out).
+	FaultErrors int
+	Recovery    time.Duration // first grant after the heal, counted from the heal (-1: none)
 	// Violations lists every broken invariant; a correct run has none.
 	Violations []string
 }
@@ -79,6 +83,9 @@ func Check(h *History, allowed Allowed) *Report {
 	r := &Report{Writes: map[string]map[Outcome]int{}, Faults: map[string]int{}, Recovery: -1, Grants: len(h.Grants)}
 	for _, f := range h.Faults {
 		r.Faults[f.Kind]++
+		if f.Err != "" {
+			r.FaultErrors++
+		}
 	}
 	grants := make(map[int]*Grant, len(h.Grants))
 	for i := range h.Grants {
@@ -325,6 +332,6 @@ func (r *Report) Summary() string {
 	if r.Recovery >= 0 {
 		rec = r.Recovery.Round(time.Millisecond).String()
 	}
-	return fmt.Sprintf("grants %d; writes %s; samples %d (excused %d); faults %s; recovery %s; violations %d",
-		r.Grants, strings.Join(ws, "; "), r.Samples, r.Excused, strings.Join(fs, " "), rec, len(r.Violations))
+	return fmt.Sprintf("grants %d; writes %s; samples %d (excused %d); faults %s (%d failed); recovery %s; violations %d",
+		r.Grants, strings.Join(ws, "; "), r.Samples, r.Excused, strings.Join(fs, " "), r.FaultErrors, rec, len(r.Violations))
 }
