@@ -76,16 +76,28 @@ func (n *nemesis) between(lo, hi time.Duration) time.Duration {
 // undone. All random choices are drawn here, in order, whether or not the
 // fault can be injected (a busy target skips it), so the schedule of
 // choices depends on the seed only.
+//
+// The first len(kinds) faults are a tour: every kind once, in an order drawn
+// from the seed, each waiting for its target to be free instead of being
+// skipped, so that even a short run tries every kind.
 func (n *nemesis) run(ctx context.Context) {
-	for {
+	tour := n.rng.Perm(len(n.kinds))
+	for i := 0; ; i++ {
 		wait := min(time.Duration(n.rng.ExpFloat64()*float64(n.mean)), 4*n.mean)
 		kind := n.kinds[n.rng.IntN(len(n.kinds))]
+		touring := i < len(tour)
+		if touring {
+			kind = n.kinds[tour[i]]
+		}
 		server := n.rng.IntN(len(n.cl.Addrs()))
 		client := n.rng.IntN(len(n.w.clients))
 		d := n.between(300*time.Millisecond, 2500*time.Millisecond)
 		lat := n.between(10*time.Millisecond, 400*time.Millisecond)
 		bh := n.between(n.T*3/10, n.T*16/10)
 		pause(ctx, wait)
+		if touring {
+			n.awaitFree(ctx, kind, client)
+		}
 		if ctx.Err() != nil {
 			break
 		}
@@ -102,6 +114,28 @@ func (n *nemesis) run(ctx context.Context) {
 		}
 	}
 	n.wg.Wait()
+}
+
+// awaitFree waits until the target of a fault of kind (client ci for a
+// client fault) is free, or ctx ends.
+func (n *nemesis) awaitFree(ctx context.Context, kind string, ci int) {
+	for ctx.Err() == nil {
+		n.mu.Lock()
+		var busy bool
+		switch kind {
+		case FaultKillServer, FaultStopServer, FaultKillLeader, FaultPauseServer:
+			busy = n.serverBusy || len(n.down) > 0
+		case FaultDeleteDir:
+			busy = n.dirBusy
+		default:
+			busy = n.clientBusy[ci]
+		}
+		n.mu.Unlock()
+		if !busy {
+			return
+		}
+		pause(ctx, 20*time.Millisecond)
+	}
 }
 
 func (n *nemesis) record(f Fault) {

@@ -23,20 +23,37 @@ var (
 
 // TestNemesis is the short seeded run of every recipe on one 3-server
 // ensemble: servers killed, stopped, paused and restarted (the leader
-// among them), clients cut, blackholed and slowed, sessions expired on
-// demand, the directory deleted, with four clients on 2 s sessions.
+// among them: one kind of server fault per recipe), clients cut, blackholed
+// and slowed, sessions expired on demand, the directory deleted, with four
+// clients on 2 s sessions. Every kind of fault is tried at least once.
 func TestNemesis(t *testing.T) {
 	cl := zktest.Start(t, zktest.WithEnsemble(3))
+	seen := map[string]int{}
 	for i, r := range []nemesis.Recipe{nemesis.Mutex(), nemesis.RWLock(), nemesis.Semaphore(2), nemesis.Election()} {
 		t.Run(r.Name, func(t *testing.T) {
-			runAndCheck(t, cl, r, nemesis.Config{Seed: *seed + uint64(i), Duration: *duration})
+			// Every client fault, and one kind of server fault per recipe;
+			// each run starts with a tour of its kinds.
+			kinds := append([]string{nemesis.ServerFaults[i]}, nemesis.ClientFaults...)
+			rep := runAndCheck(t, cl, r, nemesis.Config{Seed: *seed + uint64(i), Duration: *duration,
+				FaultEvery: 400 * time.Millisecond, Faults: kinds})
+			for k, n := range rep.Faults {
+				seen[k] += n
+			}
 		})
+	}
+	for _, k := range append(append([]string(nil), nemesis.ServerFaults...), nemesis.ClientFaults...) {
+		if seen[k] == 0 {
+			t.Errorf("the short run never tried %s (faults: %v)", k, seen)
+		}
 	}
 }
 
 func runAndCheck(t *testing.T, cl *zktest.Cluster, r nemesis.Recipe, cfg nemesis.Config) *nemesis.Report {
 	t.Helper()
 	cfg.Logf = t.Logf
+	if cfg.Seed == 0 {
+		t.Fatal("no seed")
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	start := time.Now()
