@@ -123,24 +123,26 @@ var ErrSessionGone = errors.New("zktest: session already expired")
 // session's ephemeral znodes are deleted at once, and the client learns
 // that its session expired when it reconnects. Servers are tried in order
 // until one answers. ctx bounds the whole exchange (5 s per server when it
-// has no deadline). Errors wrap ErrSessionGone when the session no longer
-// exists, or report why no server could do it.
-func ExpireSession(ctx context.Context, addrs []string, id int64, passwd []byte) error {
+// has no deadline). It returns the zxid of the closeSession transaction:
+// every znode the session created has a smaller czxid, and is gone. Errors
+// wrap ErrSessionGone when the session no longer exists, or report why no
+// server could do it (the session may then have been closed or not).
+func ExpireSession(ctx context.Context, addrs []string, id int64, passwd []byte) (zxid int64, err error) {
 	var errs []error
 	for _, a := range addrs {
-		err := expireAt(ctx, a, id, passwd)
+		zxid, err := expireAt(ctx, a, id, passwd)
 		if err == nil || errors.Is(err, ErrSessionGone) {
-			return err
+			return zxid, err
 		}
 		errs = append(errs, err)
 		if ctx.Err() != nil {
 			break
 		}
 	}
-	return fmt.Errorf("zktest: expiring session 0x%x: %w", id, errors.Join(errs...))
+	return 0, fmt.Errorf("zktest: expiring session 0x%x: %w", id, errors.Join(errs...))
 }
 
-func expireAt(ctx context.Context, addr string, id int64, passwd []byte) error {
+func expireAt(ctx context.Context, addr string, id int64, passwd []byte) (int64, error) {
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, 5*time.Second)
@@ -149,7 +151,7 @@ func expireAt(ctx context.Context, addr string, id int64, passwd []byte) error {
 	var d net.Dialer
 	conn, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	defer conn.Close()
 	deadline, _ := ctx.Deadline()
@@ -168,39 +170,39 @@ func expireAt(ctx context.Context, addr string, id int64, passwd []byte) error {
 	req = append(req, passwd...)
 	req = append(req, 0)
 	if err := writeFrame(conn, req); err != nil {
-		return fmt.Errorf("%s: connect: %w", addr, err)
+		return 0, fmt.Errorf("%s: connect: %w", addr, err)
 	}
 	resp, err := readFrame(conn)
 	if err != nil {
-		return fmt.Errorf("%s: connect: %w", addr, err)
+		return 0, fmt.Errorf("%s: connect: %w", addr, err)
 	}
 	if len(resp) < 16 {
-		return fmt.Errorf("%s: short connect response (%d bytes)", addr, len(resp))
+		return 0, fmt.Errorf("%s: short connect response (%d bytes)", addr, len(resp))
 	}
 	if timeout := int32(binary.BigEndian.Uint32(resp[4:8])); timeout <= 0 {
-		return fmt.Errorf("%s: %w (0x%x)", addr, ErrSessionGone, id)
+		return 0, fmt.Errorf("%s: %w (0x%x)", addr, ErrSessionGone, id)
 	}
 	if got := int64(binary.BigEndian.Uint64(resp[8:16])); got != id {
-		return fmt.Errorf("%s: server gave session 0x%x, not 0x%x", addr, got, id)
+		return 0, fmt.Errorf("%s: server gave session 0x%x, not 0x%x", addr, got, id)
 	}
 	// closeSession: xid, type.
 	cl := binary.BigEndian.AppendUint32(nil, 1)
 	op := OpClose
 	cl = binary.BigEndian.AppendUint32(cl, uint32(op))
 	if err := writeFrame(conn, cl); err != nil {
-		return fmt.Errorf("%s: close: %w", addr, err)
+		return 0, fmt.Errorf("%s: close: %w", addr, err)
 	}
 	for {
 		r, err := readFrame(conn)
 		if err != nil {
-			return fmt.Errorf("%s: close: %w", addr, err)
+			return 0, fmt.Errorf("%s: close: %w", addr, err)
 		}
 		// reply header: xid, zxid, err. Skip pings and notifications.
 		if len(r) >= 16 && int32(binary.BigEndian.Uint32(r[:4])) == 1 {
 			if code := int32(binary.BigEndian.Uint32(r[12:16])); code != 0 {
-				return fmt.Errorf("%s: closeSession failed with code %d", addr, code)
+				return 0, fmt.Errorf("%s: closeSession failed with code %d", addr, code)
 			}
-			return nil
+			return int64(binary.BigEndian.Uint64(r[4:12])), nil
 		}
 	}
 }

@@ -26,12 +26,16 @@ func TestExpireSession(t *testing.T) {
 		t.Fatal(err)
 	}
 	start := time.Now()
-	if err := ExpireSession(ctxT(t), c.Addrs(), id, pw); err != nil {
+	zxid, err := ExpireSession(ctxT(t), c.Addrs(), id, pw)
+	if err != nil {
 		t.Fatalf("ExpireSession: %v", err)
 	}
 	in := Inspect(t, c)
 	if in.Stat("/eph") != nil {
 		t.Fatal("the ephemeral znode survived the expiry")
+	}
+	if st := in.Stat(""); st == nil || zxid <= 0 || zxid != st.Pzxid {
+		t.Fatalf("closeSession zxid %d, want the chroot's pzxid (the ephemeral's deletion): %+v", zxid, st)
 	}
 	waitState(t, events, zk.StateExpired, 10*time.Second)
 	waitState(t, events, zk.StateHasSession, 10*time.Second)
@@ -39,7 +43,7 @@ func TestExpireSession(t *testing.T) {
 	if id2, _, ok := tap.Session(); !ok || id2 == id {
 		t.Fatalf("tap did not record the new session (0x%x, ok %v)", id2, ok)
 	}
-	if err := ExpireSession(ctxT(t), c.Addrs(), id, pw); !errors.Is(err, ErrSessionGone) {
+	if _, err := ExpireSession(ctxT(t), c.Addrs(), id, pw); !errors.Is(err, ErrSessionGone) {
 		t.Fatalf("expiring an expired session: %v, want ErrSessionGone", err)
 	}
 }

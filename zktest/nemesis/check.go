@@ -161,8 +161,8 @@ func Check(h *History, allowed Allowed) *Report {
 			if f.Kind == FaultExpire && g.Client != f.Client {
 				continue
 			}
-			if g.Granted >= f.Start || (g.Ended >= 0 && g.Ended <= f.Start) {
-				continue // not certainly hit: granted during the fault, or already over
+			if !certainlyHit(f, g) || (g.Ended >= 0 && g.Ended <= f.Start) {
+				continue // not certainly hit, or already over
 			}
 			if g.Ended < 0 || g.Ended > f.End+bound {
 				r.violate("grant %d (client %d, token %v) was still live %v after %s of %s ended at %v (ended %v, cause %q)",
@@ -191,14 +191,28 @@ func revokedBehindItsBack(h *History, g *Grant, t time.Duration) bool {
 		return false
 	}
 	for _, f := range h.Faults {
-		if !f.Revokes || (f.Kind == FaultExpire && f.Client != g.Client) {
+		if !f.Revokes || (f.Kind == FaultExpire && f.Client != g.Client) || f.Start > t {
 			continue
 		}
-		if f.Start <= t && f.End >= g.Asked {
-			return true
+		if f.Zxid != 0 {
+			if g.Token < f.Zxid {
+				return true // its znode was gone when the fault completed
+			}
+		} else if f.End >= g.Asked {
+			return true // the fault's effect is uncertain: it may have hit g
 		}
 	}
 	return false
+}
+
+// certainlyHit reports whether a completed forced revocation f removed g's
+// znode: g's token (its node's czxid) is below f's zxid or, when that is
+// unknown, g was granted before f began.
+func certainlyHit(f Fault, g *Grant) bool {
+	if f.Zxid != 0 {
+		return g.Token < f.Zxid
+	}
+	return g.Granted < f.Start
 }
 
 func roles(grants map[int]*Grant, ids []int) []Role {

@@ -90,7 +90,7 @@ func TestCheckExcusesOnlyForcedRevocations(t *testing.T) {
 	h.Ops[2].Live = []int{0, 1}
 	// Client 0's session was expired on demand before grant 1: its lease
 	// may look live until its client hears of it.
-	h.Faults = []Fault{{Kind: FaultExpire, Client: 0, Start: 105 * ms, End: 106 * ms, Revokes: true, Certain: true}}
+	h.Faults = []Fault{{Kind: FaultExpire, Client: 0, Start: 105 * ms, End: 106 * ms, Revokes: true, Certain: true, Zxid: 15}}
 	h.Grants[0].Cause = recipe.ErrSuspended.Error()
 	r := Check(h, AtMost(1))
 	if len(r.Violations) > 0 || r.Excused != 1 {
@@ -99,6 +99,10 @@ func TestCheckExcusesOnlyForcedRevocations(t *testing.T) {
 	// An expiry of another client's session excuses nothing.
 	h.Faults[0].Client = 1
 	expect(t, h, AtMost(1), "lease contexts live at once")
+	// A revocation whose zxid is below the lease's token did not hit it.
+	h.Faults[0].Zxid = 10
+	expect(t, h, AtMost(1), "lease contexts live at once")
+	h.Faults[0].Zxid = 15
 	// A lease its holder gave up was not revoked.
 	h.Faults[0].Client = 0
 	h.Grants[0].Cause = released

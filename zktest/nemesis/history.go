@@ -133,6 +133,11 @@ type Fault struct {
 	// an owner can believe it holds for a while after another client was
 	// granted; Certain says it certainly did (it completed without error).
 	Revokes, Certain bool
+	// Zxid, for a certain revocation, is the zxid of the transaction that
+	// did it (the closeSession, the directory's deletion, or the first
+	// re-creation after it): every targeted znode with a smaller czxid —
+	// a grant's token — is gone. Zero when unknown.
+	Zxid fence.Token `json:",omitempty"`
 }
 
 // History is everything a run recorded.

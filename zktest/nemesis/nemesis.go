@@ -5,11 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"path"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/go-zookeeper/zk"
+	"github.com/zkrecipes/zkrecipes/fence"
 	"github.com/zkrecipes/zkrecipes/zktest"
 )
 
@@ -240,11 +242,11 @@ func (n *nemesis) clientFault(ctx context.Context, kind string, ci int, d, lat t
 			}
 			f.Target += fmt.Sprintf(" session 0x%x", id)
 			ectx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			err := zktest.ExpireSession(ectx, n.cl.Addrs(), id, pw)
+			zxid, err := zktest.ExpireSession(ectx, n.cl.Addrs(), id, pw)
 			cancel()
 			switch {
 			case err == nil:
-				f.Certain = true
+				f.Certain, f.Zxid = true, fence.Token(zxid)
 			case errors.Is(err, zktest.ErrSessionGone):
 				f.Err, f.Revokes = err.Error(), false
 			default:
@@ -275,6 +277,14 @@ func (n *nemesis) deleteDir() {
 			f.Err = err.Error()
 		} else {
 			f.Certain = true
+			// The parent's pzxid is the zxid of the deletion, or of the
+			// directory's re-creation by a participant right after it:
+			// either way every node created before the deletion has a
+			// smaller czxid (no node can be created while the directory
+			// is missing).
+			if ok, st, err := n.admin.Exists(path.Dir(n.lockDir)); err == nil && ok {
+				f.Zxid = fence.Token(st.Pzxid)
+			}
 		}
 		f.End = n.w.rec.now()
 		n.record(f)
