@@ -51,8 +51,9 @@ type Result struct {
 // every fault, measures the recovery, closes every client, and checks the
 // history (Check) and the servers (no znode left under the recipe's
 // directory, watch count back to its baseline, no goroutine left). The
-// returned error is for a run that could not be carried out at all (no
-// connection to the servers); broken invariants are in Report.Violations.
+// returned error is for a run that could not be carried out (no connection
+// to the servers, or ctx ended before the checks were done: the Result is
+// then partial); broken invariants are in Report.Violations.
 func Run(ctx context.Context, cl *zktest.Cluster, r Recipe, cfg Config) (*Result, error) {
 	cfg = cfg.withDefaults(r)
 	leakOpts := []goleak.Option{goleak.IgnoreCurrent(),
@@ -161,6 +162,11 @@ func Run(ctx context.Context, cl *zktest.Cluster, r Recipe, cfg Config) (*Result
 	admin.close()
 	if err := goleak.Find(leakOpts...); err != nil {
 		rep.violate("goroutines left after the run: %v", err)
+	}
+	if ctx.Err() != nil {
+		// Cut short: the heal, the recovery and the leak checks did not run
+		// to completion, so the report would blame the interruption.
+		return &Result{History: h, Report: rep}, fmt.Errorf("nemesis: run interrupted: %w", context.Cause(ctx))
 	}
 	return &Result{History: h, Report: rep}, nil
 }
