@@ -153,6 +153,11 @@ func (q *Queue) TryAcquire(ctx context.Context, kind string, data []byte) (Lease
 // behind that position, made after it, has a larger one. Errors: as Acquire, and
 // ErrBadOption when anchor is not such a lease, ErrLeaseLost (wrapping the
 // cause) when anchor has ended or its node is gone.
+//
+// The queue's Rule must let an anchored node hold while its anchor is
+// ahead of it (the read-write lock's read rule skips the anchor): under
+// FirstHolds, an anchored node waits for its own anchor, and so for the
+// caller, until ctx ends.
 func (q *Queue) AcquireAnchored(ctx context.Context, kind string, data []byte, anchor Lease) (Lease, error) {
 	a, ok := anchor.(*lease)
 	if !ok || a == nil || a.s != q.s || path.Dir(a.path) != q.adir {
@@ -241,7 +246,7 @@ func (q *Queue) join(ctx context.Context, kind string, data []byte, anchor *anch
 	name, err := q.create(ctx, guid, kind, data, anchor)
 	if err != nil {
 		// The create may have been applied: remove whatever carries our GUID.
-		q.s.deleteOwned(ctx, cleanupItem{dir: q.adir, guid: guid, owner: q.s.ID()}, false)
+		q.deleteOwned(ctx, cleanupItem{dir: q.adir, guid: guid, owner: q.s.ID()}, false)
 		return nil, err
 	}
 	t := &Ticket{q: q, name: name, path: q.adir + "/" + name, ep: ep, owner: ep.id, keep: keep}
@@ -280,12 +285,24 @@ func (t *Ticket) SessionID() int64 { return t.owner }
 
 // Err returns nil while the ticket can still be granted, and otherwise why
 // not: ErrSessionLost or ErrSessionClosed (the node went with its session),
-// ErrNodeDeleted (deleted by someone else), ErrReleased (Leave was called).
+// ErrNodeDeleted (deleted by someone else), ErrReleased (Leave was called,
+// or its grant was released, which deletes the node). The first cause
+// found sticks.
 func (t *Ticket) Err() error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.dead != nil {
 		return t.dead
+	}
+	if t.lease != nil {
+		// The grant's Release deletes the node; a deletion by anyone else
+		// ends the grant: either way the place is gone.
+		switch c := context.Cause(t.lease.ctx); {
+		case errors.Is(c, ErrReleased):
+			return ErrReleased
+		case errors.Is(c, ErrNodeDeleted):
+			return ErrNodeDeleted
+		}
 	}
 	if t.ep.ctx.Err() != nil {
 		return context.Cause(t.ep.ctx)
@@ -325,7 +342,7 @@ func (t *Ticket) Leave(ctx context.Context) error {
 			return err
 		}
 	}
-	err := t.q.s.deleteOwned(ctx, cleanupItem{path: t.path, owner: t.owner}, true)
+	err := t.q.deleteOwned(ctx, cleanupItem{path: t.path, owner: t.owner}, true)
 	if err != nil {
 		return &OpError{Op: "delete", Path: t.q.dir + "/" + t.name, Err: err}
 	}
@@ -340,7 +357,7 @@ func (t *Ticket) abandon(ctx context.Context) {
 		t.dead = ErrReleased
 	}
 	t.mu.Unlock()
-	t.q.s.deleteOwned(ctx, cleanupItem{path: t.path, owner: t.owner}, false)
+	t.q.deleteOwned(ctx, cleanupItem{path: t.path, owner: t.owner}, false)
 }
 
 func (t *Ticket) await(ctx context.Context, wait bool) (*lease, error) {
@@ -512,9 +529,9 @@ func (q *Queue) create(ctx context.Context, guid, kind string, data []byte, anch
 		owner := s.ID()
 		switch {
 		case err == nil && name != "":
-			s.deleteOwned(context.Background(), cleanupItem{path: q.adir + "/" + name, owner: owner}, false)
+			q.deleteOwned(context.Background(), cleanupItem{path: q.adir + "/" + name, owner: owner}, false)
 		case err != nil && isConnErr(err):
-			s.deleteOwned(context.Background(), cleanupItem{dir: q.adir, guid: guid, owner: owner}, false)
+			q.deleteOwned(context.Background(), cleanupItem{dir: q.adir, guid: guid, owner: owner}, false)
 		}
 	}
 	err, abandoned := s.retryLate(ctx, func() error {
@@ -570,13 +587,22 @@ func (q *Queue) create(ctx context.Context, guid, kind string, data []byte, anch
 	return name, nil
 }
 
-// Drain waits until no create sent by this Queue is still in flight: a
-// create whose caller stopped waiting (ctx ended) is deleted when it lands,
-// and Drain returns after that delete was made or handed to the Session's
-// cleaner. A recipe's Close calls it so that no node of its appears after
+// Drain waits until no create sent by this Queue is still in flight and
+// every delete of a node this Queue gave up (a failed or cancelled Acquire,
+// Ticket.Leave, a create that landed after its caller stopped waiting) is
+// finished: the node is deleted, found gone, or went with its session. A
+// delete waiting for a reconnection keeps Drain waiting until it is done
+// or ctx ends. A recipe's Close calls it so that no node of its exists after
 // Close returns (case C12). Errors: ctx's cause.
 func (q *Queue) Drain(ctx context.Context) error {
 	return q.pending.wait(ctx)
+}
+
+// deleteOwned is Session.deleteOwned, counted in q.pending until finished.
+func (q *Queue) deleteOwned(ctx context.Context, it cleanupItem, wait bool) error {
+	q.pending.add()
+	it.done = q.pending.done
+	return q.s.deleteOwned(ctx, it, wait)
 }
 
 // inflight counts operations and lets a caller wait for zero.
