@@ -1,7 +1,7 @@
 // Command nemesis is the long run of the fault-injection suite
 // (package zktest/nemesis): it starts a 3-server ZooKeeper ensemble through
 // zktest and runs the recipes in turn (mutex, read-write lock, semaphore of
-// two permits, election), one seeded run after another, each with its own
+// two permits, election, leader latch), one seeded run after another, each with its own
 // fault phase, heal, recovery measurement, leak checks and history check,
 // until the total duration has passed. It prints one line per run and the
 // totals, writes the history of any run with a violation to -history-dir,
@@ -9,7 +9,7 @@
 //
 // Usage:
 //
-//	go run -race ./cmd/nemesis [-duration 10m] [-seed 1] [-run 60s] [-clients 4] [-recipes mutex,rwlock,semaphore,election]
+//	go run -race ./cmd/nemesis [-duration 10m] [-seed 1] [-run 60s] [-clients 4] [-recipes mutex,rwlock,semaphore,election,latch]
 //
 // Run i uses recipe i mod len(recipes) and seed -seed + i, so a run can be
 // replayed alone with -seed <its seed> -recipes <its recipe> -duration 1s.
@@ -37,14 +37,14 @@ func main() {
 	runFor := flag.Duration("run", 60*time.Second, "fault phase of each run")
 	clients := flag.Int("clients", 4, "clients per run, each with its own session")
 	servers := flag.Int("ensemble", 3, "servers in the ensemble")
-	names := flag.String("recipes", "mutex,rwlock,semaphore,election", "recipes to run, in turn")
+	names := flag.String("recipes", "mutex,rwlock,semaphore,election,latch", "recipes to run, in turn")
 	every := flag.Duration("fault-every", 600*time.Millisecond, "mean wait between two faults")
 	faultList := flag.String("faults", "", "fault kinds to inject, comma-separated (default: all)")
 	histDir := flag.String("history-dir", os.TempDir(), "where to write the history of a run with a violation")
 	flag.Parse()
 
 	all := map[string]nemesis.Recipe{"mutex": nemesis.Mutex(), "rwlock": nemesis.RWLock(),
-		"semaphore": nemesis.Semaphore(2), "election": nemesis.Election()}
+		"semaphore": nemesis.Semaphore(2), "election": nemesis.Election(), "latch": nemesis.Latch()}
 	var recipes []nemesis.Recipe
 	for _, n := range strings.Split(*names, ",") {
 		r, ok := all[strings.TrimSpace(n)]

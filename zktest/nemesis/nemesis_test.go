@@ -18,7 +18,7 @@ func TestMain(m *testing.M) { zktest.Main(m) }
 
 var (
 	seed     = flag.Uint64("nemesis.seed", 1, "seed of the short nemesis runs")
-	duration = flag.Duration("nemesis.duration", 6*time.Second, "fault phase of each short nemesis run")
+	duration = flag.Duration("nemesis.duration", 5*time.Second, "fault phase of each short nemesis run")
 )
 
 // TestNemesis is the short seeded run of every recipe on one 3-server
@@ -29,11 +29,11 @@ var (
 func TestNemesis(t *testing.T) {
 	cl := zktest.Start(t, zktest.WithEnsemble(3))
 	seen := map[string]int{}
-	for i, r := range []nemesis.Recipe{nemesis.Mutex(), nemesis.RWLock(), nemesis.Semaphore(2), nemesis.Election()} {
+	for i, r := range []nemesis.Recipe{nemesis.Mutex(), nemesis.RWLock(), nemesis.Semaphore(2), nemesis.Election(), nemesis.Latch()} {
 		t.Run(r.Name, func(t *testing.T) {
 			// Every client fault, and one kind of server fault per recipe;
 			// each run starts with a tour of its kinds.
-			kinds := append([]string{nemesis.ServerFaults[i]}, nemesis.ClientFaults...)
+			kinds := append([]string{nemesis.ServerFaults[i%len(nemesis.ServerFaults)]}, nemesis.ClientFaults...)
 			rep := runAndCheck(t, cl, r, nemesis.Config{Seed: *seed + uint64(i), Duration: *duration,
 				FaultEvery: 400 * time.Millisecond, Faults: kinds})
 			for k, n := range rep.Faults {

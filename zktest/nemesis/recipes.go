@@ -2,6 +2,7 @@ package nemesis
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"math/rand/v2"
 	"time"
@@ -9,6 +10,7 @@ import (
 	"github.com/cenkalti/backoff/v4"
 	"github.com/zkrecipes/zkrecipes/election"
 	"github.com/zkrecipes/zkrecipes/fence"
+	"github.com/zkrecipes/zkrecipes/latch"
 	"github.com/zkrecipes/zkrecipes/mutex"
 	"github.com/zkrecipes/zkrecipes/recipe"
 )
@@ -164,6 +166,59 @@ func (p electionParticipant) Run(ctx context.Context, _ *rand.Rand, hold func(He
 		asked = time.Now() // Run campaigns again after fn returns
 		return nil
 	})
+}
+
+// Latch is the leader latch (latch.New, Start, Await): a participant joins,
+// awaits leadership, holds it while the workload writes with the grant's
+// token, and gives it up by closing the latch (Close is final, so the next
+// round joins with a new Latch, behind everyone already waiting).
+func Latch() Recipe {
+	return Recipe{
+		Name: "latch", Allowed: AtMost(1), Fenced: always,
+		Open: func(s *recipe.Session, dir string) (Participant, error) {
+			return latchParticipant{s: s, dir: dir}, nil
+		},
+	}
+}
+
+type latchParticipant struct {
+	s   *recipe.Session
+	dir string
+}
+
+func (p latchParticipant) Run(ctx context.Context, rng *rand.Rand, hold func(Held)) error {
+	for ctx.Err() == nil {
+		l, err := latch.New(p.s, p.dir, "nemesis", latch.WithLogger(slog.New(slog.DiscardHandler)))
+		if err != nil {
+			return err
+		}
+		asked := time.Now() // a re-join after a session loss creates a later node: asked stays conservative
+		sctx, cancel := context.WithTimeout(ctx, acquireTimeout)
+		err = l.Start(sctx)
+		cancel()
+		for err == nil && ctx.Err() == nil {
+			actx, cancel := context.WithTimeout(ctx, acquireTimeout)
+			lease, aerr := l.Await(actx)
+			cancel()
+			if aerr == nil {
+				hold(Held{Role: RoleLeader, Token: lease.Token(), Ctx: lease.Context(), Asked: asked})
+				break
+			}
+			if errors.Is(aerr, latch.ErrClosed) || errors.Is(aerr, latch.ErrNotStarted) || errors.Is(aerr, recipe.ErrSessionClosed) {
+				break
+			}
+			// Await timed out: the latch keeps its place and waits on.
+		}
+		cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_ = l.Close(cctx) // gives leadership up; the cleaner finishes a delete that fails here
+		cancel()
+		if err != nil {
+			pause(ctx, 20*time.Millisecond+time.Duration(rng.IntN(80))*time.Millisecond)
+		} else {
+			pause(ctx, time.Duration(rng.IntN(10))*time.Millisecond)
+		}
+	}
+	return context.Cause(ctx)
 }
 
 // Broken is a deliberately wrong recipe for proving the checker: it claims
