@@ -19,6 +19,8 @@
 //     Restart, Pause and Resume return ErrUnsupported.
 //  2. A local install: java ($JAVA_HOME/bin/java or PATH) and ZooKeeper's
 //     jars ($ZOOKEEPER_HOME/lib, or Debian's /usr/share/java/zookeeper.jar).
+//     scripts/zk-debian.sh lays out Debian 13's ZooKeeper 3.9.3 for
+//     ZOOKEEPER_HOME (ZOOKEEPER_HOME=$(scripts/zk-debian.sh) go test ...).
 //     zktest writes a configuration in a temporary directory and starts one
 //     JVM per server on free 127.0.0.1 ports (retrying on fresh ports when
 //     another test binary took one first), with a 100 ms tick so that session
