@@ -49,8 +49,8 @@ func TestTryCampaign(t *testing.T) {
 	eventually(t, 5*time.Second, "c queued", func() bool { return len(in.Children(dir)) == 2 })
 	resign(t, a)
 	rc := await(t, ch, 10*time.Second)
-	if rc.err != nil {
-		t.Fatalf("c's Campaign after a resigned: %v", rc.err)
+	if rc.Err != nil {
+		t.Fatalf("c's Campaign after a resigned: %v", rc.Err)
 	}
 	if _, err := b.TryCampaign(ctx, []byte("b")); !errors.Is(err, recipe.ErrLocked) {
 		t.Fatalf("TryCampaign while c leads: %v, want ErrLocked", err)
@@ -62,8 +62,8 @@ func TestTryCampaign(t *testing.T) {
 	if err != nil {
 		t.Fatalf("TryCampaign after everyone resigned: %v", err)
 	}
-	if lb.Token() <= rc.lease.Token() || rc.lease.Token() <= la.Token() {
-		t.Fatalf("tokens a %v, c %v, b %v: want strictly increasing", la.Token(), rc.lease.Token(), lb.Token())
+	if lb.Token() <= rc.Lease.Token() || rc.Lease.Token() <= la.Token() {
+		t.Fatalf("tokens a %v, c %v, b %v: want strictly increasing", la.Token(), rc.Lease.Token(), lb.Token())
 	}
 	if l, err := b.Leader(ctx); err != nil || string(l.Value) != "b" || l.Token != lb.Token() {
 		t.Fatalf("Leader: %+v, %v; want b with token %v", l, err, lb.Token())
