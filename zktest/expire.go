@@ -52,16 +52,7 @@ func (t *SessionTap) Session() (id int64, passwd []byte, ok bool) {
 // Dialer wraps base (net.DialTimeout when nil) so that the connect response
 // of every connection is recorded.
 func (t *SessionTap) Dialer(base zk.Dialer) zk.Dialer {
-	if base == nil {
-		base = net.DialTimeout
-	}
-	return func(network, address string, timeout time.Duration) (net.Conn, error) {
-		c, err := base(network, address, timeout)
-		if err != nil {
-			return nil, err
-		}
-		return &tapConn{Conn: c, tap: t}, nil
-	}
+	return wrapDialer(base, func(c net.Conn) net.Conn { return &tapConn{Conn: c, tap: t} })
 }
 
 func (t *SessionTap) record(frame []byte) {
