@@ -42,6 +42,21 @@ func main() {
 	faultList := flag.String("faults", "", "fault kinds to inject, comma-separated (default: all)")
 	histDir := flag.String("history-dir", os.TempDir(), "where to write the history of a run with a violation")
 	flag.Parse()
+	usage := func(format string, args ...any) {
+		fmt.Fprintf(os.Stderr, "nemesis: "+format+"\n", args...)
+		flag.Usage()
+		os.Exit(2)
+	}
+	switch {
+	case flag.NArg() > 0:
+		usage("unexpected argument %q (flags only)", flag.Arg(0))
+	case *total <= 0 || *runFor <= 0 || *every <= 0:
+		usage("-duration, -run and -fault-every must be positive")
+	case *clients <= 0:
+		usage("-clients must be positive")
+	case *servers <= 0:
+		usage("-ensemble must be positive")
+	}
 
 	all := map[string]nemesis.Recipe{"mutex": nemesis.Mutex(), "rwlock": nemesis.RWLock(),
 		"semaphore": nemesis.Semaphore(2), "election": nemesis.Election(), "latch": nemesis.Latch()}
@@ -49,10 +64,19 @@ func main() {
 	for _, n := range strings.Split(*names, ",") {
 		r, ok := all[strings.TrimSpace(n)]
 		if !ok {
-			fmt.Fprintf(os.Stderr, "nemesis: unknown recipe %q\n", n)
-			os.Exit(2)
+			usage("unknown recipe %q (known: mutex, rwlock, semaphore, election, latch)", n)
 		}
 		recipes = append(recipes, r)
+	}
+
+	var kinds []string
+	if *faultList != "" {
+		for _, k := range strings.Split(*faultList, ",") {
+			kinds = append(kinds, strings.TrimSpace(k))
+		}
+	}
+	if err := (nemesis.Config{Faults: kinds}).Validate(); err != nil {
+		usage("%v", err)
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -63,10 +87,6 @@ func main() {
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "nemesis:", err)
 		os.Exit(1)
-	}
-	var kinds []string
-	if *faultList != "" {
-		kinds = strings.Split(*faultList, ",")
 	}
 	code := run(ctx, cl, recipes, kinds, *total, *seed, *runFor, *clients, *every, *histDir)
 	if err := cl.Close(); err != nil {

@@ -25,7 +25,7 @@ func (s *suite) acquire(t *testing.T, c Client, who string) recipe.Lease {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), OpTimeout)
 	defer cancel()
-	l, err := c.Acquire(ctx)
+	l, err := acquireWithin(t, who, c, ctx)
 	if err != nil {
 		t.Fatalf("%s: Acquire of a lock nobody holds: %v", who, err)
 	}
@@ -176,5 +176,31 @@ func sleepCtx(ctx context.Context, d time.Duration) {
 	select {
 	case <-ctx.Done():
 	case <-time.After(d):
+	}
+}
+
+// acquireWithin calls c.Acquire(ctx) and fails the test if it has not
+// returned OpTimeout after ctx is done (a backend that ignores its context
+// must fail the suite, not hang it). A lease that arrives after the test
+// gave up is released.
+func acquireWithin(t *testing.T, who string, c Client, ctx context.Context) (recipe.Lease, error) {
+	t.Helper()
+	ch := make(chan result, 1)
+	go func() {
+		l, err := c.Acquire(ctx)
+		ch <- result{l, err, time.Now()}
+	}()
+	select {
+	case r := <-ch:
+		return r.lease, r.err
+	case <-ctx.Done():
+	}
+	select {
+	case r := <-ch:
+		return r.lease, r.err
+	case <-time.After(OpTimeout):
+		go func() { releaseQuietly((<-ch).lease) }()
+		t.Fatalf("%s: Acquire did not return within %v after its context was done (%v)", who, OpTimeout, context.Cause(ctx))
+		return nil, nil
 	}
 }

@@ -72,6 +72,7 @@ func TestSuiteCatchesBrokenBackends(t *testing.T) {
 		{releaseAnyHolder, "StaleReleaseKeepsNewHolder"},
 		{noWatchdog, "OwnershipLossCancelsContext"},
 		{leakCancelled, "CancellationLeavesNothing"},
+		{ignoresContext, "CancellationLeavesNothing"},
 		{noWatchdog, "LeaderFailover"},
 	}
 	for _, c := range cases {

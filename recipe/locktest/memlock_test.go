@@ -50,6 +50,7 @@ const (
 	releaseAnyHolder mutation = "release-any-holder" // Release removes whoever holds the lock, unchecked
 	noWatchdog       mutation = "no-watchdog"        // a cut-off client keeps its leases
 	leakCancelled    mutation = "leak-cancelled"     // a cancelled waiter's entry stays
+	ignoresContext   mutation = "ignores-context"    // Acquire waits on, whatever its context says
 	tryIgnoresHolder mutation = "try-ignores-holder" // TryAcquire grants even when held
 )
 
@@ -450,6 +451,9 @@ func (c *memClient) TryAcquire(ctx context.Context) (recipe.Lease, error) {
 const pollInterval = 20 * time.Millisecond
 
 func (c *memClient) acquire(ctx context.Context, try bool) (recipe.Lease, error) {
+	if c.srv.mut == ignoresContext && !try {
+		ctx = context.Background()
+	}
 	if ctx.Err() != nil {
 		return nil, context.Cause(ctx)
 	}

@@ -347,11 +347,11 @@ func (s *suite) cancellationLeavesNothing(t *testing.T) {
 
 	cctx, ccancel := context.WithCancelCause(context.Background())
 	ccancel(giveUp)
-	l, err = b.Acquire(cctx)
+	l, err = acquireWithin(t, "B", b, cctx)
 	got("Acquire with a context already cancelled", l, err, giveUp)
 
 	dctx, dcancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
-	l, err = b.Acquire(dctx)
+	l, err = acquireWithin(t, "B", b, dctx)
 	dcancel()
 	got("Acquire whose deadline passes while waiting", l, err, context.DeadlineExceeded)
 
@@ -381,7 +381,7 @@ func (s *suite) cancellationLeavesNothing(t *testing.T) {
 	for i := 0; i < 16; i++ {
 		rctx, rcancel := context.WithCancelCause(context.Background())
 		stop := time.AfterFunc(time.Duration(i)*500*time.Microsecond, func() { rcancel(giveUp) })
-		l, err := b.Acquire(rctx)
+		l, err := acquireWithin(t, "B", b, rctx)
 		stop.Stop()
 		rcancel(nil)
 		got("Acquire cancelled in flight", l, err, giveUp)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"path"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -24,15 +25,18 @@ const (
 	RegZnode = "znode" // a znode written with a compare-and-set that checks the token
 )
 
-// Config is one run's settings. Zero values take the defaults.
+// Config is one run's settings. Zero values take the defaults; negative
+// ones make Run return ErrBadConfig.
 type Config struct {
 	Clients        int           // clients, each with its own session and proxy (default 4)
 	Duration       time.Duration // how long the nemesis injects faults (default 10 s)
 	Seed           uint64        // seeds the workload's and the nemesis's choices
 	SessionTimeout time.Duration // requested session timeout (default 2 s)
 	FaultEvery     time.Duration // mean wait between two faults (default 600 ms)
-	// Faults lists the fault kinds to inject (default: all, except server
-	// faults on a cluster that cannot be controlled).
+	// Faults lists the fault kinds to inject (nil: all, except server
+	// faults on a cluster that cannot be controlled). Names are those of
+	// ServerFaults and ClientFaults; anything else, or an empty non-nil
+	// list, makes Run return ErrBadConfig.
 	Faults []string
 	// Dir is the run's base znode (default "/nemesis/<recipe>"); the
 	// recipe's directory is Dir+"/lock", the znode register Dir+"/register".
@@ -55,6 +59,9 @@ type Result struct {
 // to the servers, or ctx ended before the checks were done: the Result is
 // then partial); broken invariants are in Report.Violations.
 func Run(ctx context.Context, cl *zktest.Cluster, r Recipe, cfg Config) (*Result, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
 	cfg = cfg.withDefaults(r)
 	leakOpts := []goleak.Option{goleak.IgnoreCurrent(),
 		// the reaper of a server process restarted by the nemesis
@@ -169,6 +176,30 @@ func Run(ctx context.Context, cl *zktest.Cluster, r Recipe, cfg Config) (*Result
 		return &Result{History: h, Report: rep}, fmt.Errorf("nemesis: run interrupted: %w", context.Cause(ctx))
 	}
 	return &Result{History: h, Report: rep}, nil
+}
+
+// ErrBadConfig is matched (errors.Is) by the error Run returns for a Config
+// it cannot carry out: a negative count or duration, an unknown fault kind,
+// or an empty, non-nil fault list.
+var ErrBadConfig = errors.New("nemesis: bad config")
+
+// Validate reports (ErrBadConfig) what Run would refuse; Run calls it first.
+func (c Config) Validate() error {
+	switch {
+	case c.Clients < 0:
+		return fmt.Errorf("%w: %d clients", ErrBadConfig, c.Clients)
+	case c.Duration < 0, c.SessionTimeout < 0, c.FaultEvery < 0:
+		return fmt.Errorf("%w: negative duration (Duration %v, SessionTimeout %v, FaultEvery %v)", ErrBadConfig, c.Duration, c.SessionTimeout, c.FaultEvery)
+	case c.Faults != nil && len(c.Faults) == 0:
+		return fmt.Errorf("%w: an empty fault list (nil means every kind)", ErrBadConfig)
+	}
+	for _, k := range c.Faults {
+		if !slices.Contains(ServerFaults, k) && !slices.Contains(ClientFaults, k) {
+			return fmt.Errorf("%w: unknown fault kind %q (known: %s, %s)", ErrBadConfig, k,
+				strings.Join(ServerFaults, ", "), strings.Join(ClientFaults, ", "))
+		}
+	}
+	return nil
 }
 
 func (c Config) withDefaults(r Recipe) Config {
