@@ -103,9 +103,15 @@ func (c *tapConn) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// ErrSessionGone is wrapped by ExpireSession's error when the server says
-// the session had already expired (or never existed).
-var ErrSessionGone = errors.New("zktest: session already expired")
+// ErrSessionGone is wrapped by ExpireSession's error when the server
+// refuses to re-attach the session: it has expired, never existed, or the
+// password is wrong (ZooKeeper answers all three alike).
+var ErrSessionGone = errors.New("zktest: session refused (expired, unknown, or wrong password)")
+
+// ErrBadSession is wrapped by ExpireSession's error for input it refuses
+// before contacting any server: no addresses, session ID 0 (which would ask
+// for a new session), or an empty password.
+var ErrBadSession = errors.New("zktest: bad session to expire")
 
 // ExpireSession ends session id at the servers on demand, the way Curator's
 // KillSession does: it opens a connection of its own to one of addrs,
@@ -116,9 +122,21 @@ var ErrSessionGone = errors.New("zktest: session already expired")
 // until one answers. ctx bounds the whole exchange (5 s per server when it
 // has no deadline). It returns the zxid of the closeSession transaction:
 // every znode the session created has a smaller czxid, and is gone. Errors
-// wrap ErrSessionGone when the session no longer exists, or report why no
+// wrap ErrBadSession for no addresses, ID 0 or an empty password;
+// ErrSessionGone when the server refuses the session (expired, unknown, or
+// a wrong password: note that ZooKeeper drops the live client's connection
+// to the session before it checks the password, so even a refused attempt
+// makes that client SUSPENDED for a moment); otherwise they report why no
 // server could do it (the session may then have been closed or not).
 func ExpireSession(ctx context.Context, addrs []string, id int64, passwd []byte) (zxid int64, err error) {
+	switch {
+	case len(addrs) == 0:
+		return 0, fmt.Errorf("%w: no server addresses", ErrBadSession)
+	case id == 0:
+		return 0, fmt.Errorf("%w: session ID 0", ErrBadSession)
+	case len(passwd) == 0:
+		return 0, fmt.Errorf("%w: empty password for session 0x%x", ErrBadSession, id)
+	}
 	var errs []error
 	for _, a := range addrs {
 		zxid, err := expireAt(ctx, a, id, passwd)

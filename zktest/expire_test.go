@@ -64,3 +64,42 @@ func TestBlackholeFor(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestExpireSessionBadInput: input that cannot name a session is refused
+// before any server is contacted, and a wrong password is refused by the
+// server without closing the session.
+func TestExpireSessionBadInput(t *testing.T) {
+	c := Shared(t)
+	for _, tc := range []struct {
+		name   string
+		addrs  []string
+		id     int64
+		passwd []byte
+	}{
+		{"no addresses", nil, 0x1234, []byte("pw")},
+		{"session 0", c.Addrs(), 0, []byte("pw")},
+		{"no password", c.Addrs(), 0x1234, nil},
+	} {
+		if _, err := ExpireSession(ctxT(t), tc.addrs, tc.id, tc.passwd); !errors.Is(err, ErrBadSession) {
+			t.Errorf("%s: %v, want ErrBadSession", tc.name, err)
+		}
+	}
+	tap := NewSessionTap()
+	conn, _ := connect(t, c.Addrs(), 10*time.Second, tap.Dialer(nil))
+	id, pw, ok := tap.Session()
+	if !ok {
+		t.Fatal("tap saw no session")
+	}
+	eph := c.Chroot() + "/eph-wrong-password"
+	if _, err := conn.Create(eph, nil, zk.FlagEphemeral, zk.WorldACL(zk.PermAll)); err != nil {
+		t.Fatal(err)
+	}
+	wrong := append([]byte(nil), pw...)
+	wrong[0] ^= 0xff
+	if _, err := ExpireSession(ctxT(t), c.Addrs(), id, wrong); !errors.Is(err, ErrSessionGone) {
+		t.Fatalf("wrong password: %v, want ErrSessionGone", err)
+	}
+	if Inspect(t, c).Stat("/eph-wrong-password") == nil {
+		t.Fatal("a refused expiry deleted the session's ephemeral znode")
+	}
+}
