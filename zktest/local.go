@@ -52,8 +52,16 @@ type install struct {
 	netty bool
 }
 
+// errExplicitInstall marks an install the environment names explicitly
+// (JAVA_HOME, ZOOKEEPER_HOME) that is unusable: no other install or
+// provider may stand in for it, or a run meant for one ZooKeeper version
+// would silently test another.
+var errExplicitInstall = errors.New("an install named by the environment is unusable")
+
 // findInstall looks for java ($JAVA_HOME/bin/java, then PATH) and the
-// ZooKeeper jars ($ZOOKEEPER_HOME/lib, then Debian's jar).
+// ZooKeeper jars ($ZOOKEEPER_HOME/lib, then Debian's jar). A JAVA_HOME or
+// ZOOKEEPER_HOME that is set but unusable is an error (errExplicitInstall),
+// never a reason to fall back.
 func findInstall() (install, error) {
 	var in install
 	var why []string
@@ -62,7 +70,7 @@ func findInstall() (install, error) {
 		if st, err := os.Stat(p); err == nil && !st.IsDir() {
 			in.java = p
 		} else {
-			why = append(why, "JAVA_HOME="+jh+" has no bin/java")
+			return in, fmt.Errorf("%w: JAVA_HOME=%s has no bin/java", errExplicitInstall, jh)
 		}
 	}
 	if in.java == "" {
@@ -85,7 +93,7 @@ func findInstall() (install, error) {
 			}
 			in.classpath = strings.Join(cp, string(os.PathListSeparator))
 		} else {
-			why = append(why, "ZOOKEEPER_HOME="+zh+" has no lib/*.jar")
+			return in, fmt.Errorf("%w: ZOOKEEPER_HOME=%s has no lib/*.jar", errExplicitInstall, zh)
 		}
 	}
 	if in.classpath == "" {

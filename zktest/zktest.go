@@ -442,6 +442,9 @@ func launch(ctx context.Context, cfg config, name string, withChroot bool) (*Clu
 	if err == nil {
 		return c, nil
 	}
+	if errors.Is(err, errExplicitInstall) {
+		return nil, fmt.Errorf("%w: %s. Local install: %v", ErrNoServer, InstallHint, err)
+	}
 	cfg.logger.Warn("zktest: local ZooKeeper unusable, trying the next provider", "err", err)
 	reasons = append(reasons, "local install: "+err.Error())
 

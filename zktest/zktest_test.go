@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -391,5 +392,22 @@ func TestNoProvider(t *testing.T) {
 	}
 	if !strings.Contains(rec.msg, InstallHint) {
 		t.Fatalf("Start's Fatalf message lacks the hint: %q", rec.msg)
+	}
+}
+
+// TestExplicitInstallIsNotReplaced: a ZOOKEEPER_HOME that is set but holds
+// no jars is an error, not a silent fall-back to Debian's ZooKeeper (a run
+// meant for one server version would test another).
+func TestExplicitInstallIsNotReplaced(t *testing.T) {
+	t.Setenv(EnvServers, "")
+	missing := filepath.Join(t.TempDir(), "no-such-zookeeper")
+	t.Setenv("ZOOKEEPER_HOME", missing)
+	c, err := Launch(context.Background())
+	if err == nil {
+		c.Close()
+		t.Fatal("Launch succeeded with an unusable ZOOKEEPER_HOME")
+	}
+	if !errors.Is(err, ErrNoServer) || !strings.Contains(err.Error(), "ZOOKEEPER_HOME="+missing) {
+		t.Fatalf("Launch: %v, want ErrNoServer naming ZOOKEEPER_HOME", err)
 	}
 }
