@@ -81,7 +81,8 @@ func (n *nemesis) between(lo, hi time.Duration) time.Duration {
 //
 // The first len(kinds) faults are a tour: every kind once, in an order drawn
 // from the seed, each waiting for its target to be free instead of being
-// skipped, so that even a short run tries every kind.
+// skipped, so that a run tries every kind once its fault phase is long
+// enough for the tour (a server fault waits for the previous restart).
 func (n *nemesis) run(ctx context.Context) {
 	tour := n.rng.Perm(len(n.kinds))
 	for i := 0; ; i++ {
