@@ -5,7 +5,8 @@
 // fault phase, heal, recovery measurement, leak checks and history check,
 // until the total duration has passed. It prints one line per run and the
 // totals, writes the history of any run with a violation to -history-dir,
-// and exits 1 if any run had a violation.
+// and exits 1 if any run had a violation (130 when interrupted by SIGINT or
+// SIGTERM before the duration passed, 2 for bad flags).
 //
 // Usage:
 //
@@ -162,7 +163,13 @@ func run(ctx context.Context, cl *zktest.Cluster, recipes []nemesis.Recipe, kind
 	for _, k := range seen {
 		fmt.Printf("  %-17s %d\n", k, faults[k])
 	}
-	if violations > 0 || runs == 0 {
+	switch {
+	case violations > 0:
+		return 1
+	case ctx.Err() != nil:
+		fmt.Printf("interrupted (%v): the figures cover the %d complete run(s) only\n", context.Cause(ctx), runs)
+		return 130
+	case runs == 0:
 		return 1
 	}
 	return 0
