@@ -275,6 +275,9 @@ func TestC2_ReplyLostAfterCreate(t *testing.T) {
 			}
 			var cuts, creates atomic.Int32
 			as := connect(t, cl, recipe.WithDialer(zktest.RequestHook(nil, func(o int32) zktest.Fault {
+				if o == zktest.OpCreate2 {
+					o = zktest.OpCreate // the queue's creates go out as create2
+				}
 				if o == zktest.OpCreate {
 					creates.Add(1)
 				}
@@ -325,7 +328,7 @@ func TestC4_CancelledWhileCreateInFlight(t *testing.T) {
 			defer cancel()
 			var hits atomic.Int32
 			s := connect(t, cl, recipe.WithDialer(zktest.RequestHook(nil, func(op int32) zktest.Fault {
-				if op == zktest.OpCreate && hits.Add(1) == 1 {
+				if (op == zktest.OpCreate || op == zktest.OpCreate2) && hits.Add(1) == 1 {
 					cancel()
 					return fault
 				}
@@ -575,7 +578,7 @@ func TestC18_ParentRemovedBetweenEnsureAndCreate(t *testing.T) {
 	in.Create(dir, nil)
 	var hits atomic.Int32
 	s := connect(t, cl, recipe.WithDialer(zktest.RequestHook(nil, func(op int32) zktest.Fault {
-		if op == zktest.OpCreate && hits.Add(1) == 1 {
+		if (op == zktest.OpCreate || op == zktest.OpCreate2) && hits.Add(1) == 1 {
 			in.Delete(dir)
 		}
 		return zktest.Pass
