@@ -20,6 +20,10 @@ type cleanupItem struct {
 	owner int64
 	dir   string // absolute; with guid, for nodes whose name we never learned
 	guid  string
+	// byVersion: delete path with this data version without reading the
+	// node first (a lease's own node; see deleteOnce).
+	byVersion bool
+	version   int32
 }
 
 func (c cleanupItem) String() string {
@@ -121,6 +125,34 @@ func (s *Session) deleteOnce(it cleanupItem) error {
 			}
 		}
 		return nil
+	}
+	if it.byVersion {
+		// A lease's release: one request instead of exists + delete. Why
+		// this deletes only the node the lease was granted:
+		//  - the session is the one that created the node (checked above:
+		//    never by path after a session change);
+		//  - the path names that node alone: every name carries a GUID fresh
+		//    for each create attempt and the sequence the server assigned, and
+		//    every create of the engine is sequential, so no client of this
+		//    module ever creates this path again. Another node can be at this
+		//    path only if a foreign client deleted ours and re-created the
+		//    exact name; the deletion fires the lease's own-node watch, which
+		//    ends the lease (ErrNodeDeleted) and Release then deletes nothing.
+		//    What is left is a deletion and re-creation in the last moments
+		//    before this delete, with the event still in flight: the same
+		//    window the exists + delete pair had between its two requests
+		//    (a re-created node's version is 0 too, so that pair's version
+		//    check did not close it either);
+		//  - the version is the one last read for the lease (0 from the
+		//    create, updated when a data change was seen): a node written
+		//    since fails with BadVersion, and the checked path below decides.
+		err := s.conn.Delete(it.path, it.version)
+		switch {
+		case err == nil, errors.Is(err, zk.ErrNoNode):
+			return nil
+		case !errors.Is(err, zk.ErrBadVersion):
+			return err
+		}
 	}
 	for {
 		ok, st, err := s.conn.Exists(it.path)
@@ -251,6 +283,8 @@ func (s *Session) rewatchLeases() bool {
 			ok = false
 		case st.Czxid != czxid || st.EphemeralOwner != l.owner:
 			s.revokeLeaseLocked(l, ErrNodeDeleted, false)
+		default:
+			l.version = st.Version
 		}
 		s.mu.Unlock()
 	}

@@ -17,11 +17,17 @@ type lease struct {
 	czxid  int64  // set under Session.mu by activateLease
 	token  int64  // the fencing token when it is not czxid (anchored node); set before the grant
 	owner  int64
-	active bool     // granted (under Session.mu)
-	keep   bool     // the node outlives a suspension (a Ticket of Join)
-	kinds  []string // the node kinds of its queue
-	ctx    context.Context
-	cancel context.CancelCauseFunc
+	active bool // granted (under Session.mu)
+	// Set at registration for a lease whose node's Stat came with the create
+	// (see Queue.join and fastStart): its own-node watch is armed in the background.
+	early bool
+	// The node's data version last read, under Session.mu (Release
+	// deletes with it).
+	version int32
+	keep    bool     // the node outlives a suspension (a Ticket of Join)
+	kinds   []string // the node kinds of its queue
+	ctx     context.Context
+	cancel  context.CancelCauseFunc
 
 	mu       sync.Mutex
 	released bool // the delete has completed
@@ -70,7 +76,12 @@ func (l *lease) Release(ctx context.Context) error {
 	if cause := context.Cause(l.ctx); cause != ErrReleased {
 		return fmt.Errorf("%w (%w)", ErrLeaseLost, cause)
 	}
-	err := l.s.deleteOwned(ctx, cleanupItem{path: l.path, czxid: l.czxid, owner: l.owner}, true)
+	// Delete by path with the known data version, without reading the node
+	// first (the version check is the server's; see deleteOnce).
+	l.s.mu.Lock()
+	it := cleanupItem{path: l.path, czxid: l.czxid, owner: l.owner, version: l.version, byVersion: true}
+	l.s.mu.Unlock()
+	err := l.s.deleteOwned(ctx, it, true)
 	if err != nil {
 		return &OpError{Op: "delete", Path: l.Path(), Err: err}
 	}

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-zookeeper/zk"
@@ -77,6 +78,9 @@ type Queue struct {
 	kinds   []string
 	rule    Rule
 	pending inflight // creates whose outcome nobody waits for yet
+	// anchors is set once AcquireAnchored was called on this Queue: a
+	// wakeup then always re-lists (see skipRelist).
+	anchors atomic.Bool
 }
 
 // NewQueue returns a queue engine over directory dir (validated with
@@ -165,6 +169,7 @@ func (q *Queue) AcquireAnchored(ctx context.Context, kind string, data []byte, a
 	if !ok {
 		return nil, fmt.Errorf("%w: anchor node %s", ErrBadOption, a.path)
 	}
+	q.anchors.Store(true)
 	return q.acquire(ctx, kind, data, true, &anchorSpec{path: a.path, seq: n.Pos(), token: int64(a.Token())})
 }
 
@@ -175,11 +180,15 @@ type anchorSpec struct {
 }
 
 func (q *Queue) acquire(ctx context.Context, kind string, data []byte, wait bool, anchor *anchorSpec) (Lease, error) {
-	t, err := q.join(ctx, kind, data, anchor, false)
+	var fs *fastStart
+	if anchor == nil {
+		fs = &fastStart{}
+	}
+	t, err := q.join(ctx, kind, data, anchor, false, fs)
 	if err != nil {
 		return nil, err
 	}
-	l, err := t.await(ctx, wait)
+	l, err := t.await(ctx, wait, fs)
 	if err != nil {
 		t.abandon(ctx)
 		return nil, err
@@ -187,7 +196,33 @@ func (q *Queue) acquire(ctx context.Context, kind string, data []byte, wait bool
 	return l, nil
 }
 
-// Ticket is a node of a Queue that keeps its place across grants: the
+// fastStart is what an Acquire learns while its create is in flight, so
+// that the first decision costs no further round trip:
+//   - list: the children listing, sent right behind the create on the same
+//     connection (trackedConn reports when the create is written; a
+//     request made after that is sent after it, and ZooKeeper answers one
+//     session's requests in order). It is used only if it lists the
+//     caller's node, by its exact name: a listing that shows the node
+//     reflects a state at or after the create, which is all a decision
+//     needs ("decide from a listing taken after the create", case C14). A
+//     listing that does not show it (sent on a connection that then broke,
+//     a create that failed and was retried) is dropped and the wait lists
+//     again.
+//   - pre: the lease, filled in from the create2 reply's Stat (czxid and
+//     ephemeral owner, from the server), registered before its own-node
+//     watch is armed in the background (Session.registerEarly).
+type fastStart struct {
+	list *listing
+	pre  *lease
+}
+
+type listing struct {
+	done     chan struct{} // capacity 1: one send when the listing returns
+	children []string
+	err      error
+}
+
+// Ticket is a node of a Queue// Ticket is a node of a Queue that keeps its place across grants: the
 // shape of Curator's LeaderLatch, where a participant's znode outlives a
 // suspension of the connection and leadership is granted again to the same
 // znode when the connection comes back in the same ZooKeeper session.
@@ -220,10 +255,12 @@ type Ticket struct {
 // parents; sync and getChildren after a lost reply). Errors: as Acquire
 // (none of them leaves a node behind).
 func (q *Queue) Join(ctx context.Context, kind string, data []byte) (*Ticket, error) {
-	return q.join(ctx, kind, data, nil, true)
+	return q.join(ctx, kind, data, nil, true, nil)
 }
 
-func (q *Queue) join(ctx context.Context, kind string, data []byte, anchor *anchorSpec, keep bool) (*Ticket, error) {
+// join creates the node. With fs (an Acquire's), the create goes out as
+// create2 and the listing right behind it (see fastStart).
+func (q *Queue) join(ctx context.Context, kind string, data []byte, anchor *anchorSpec, keep bool, fs *fastStart) (*Ticket, error) {
 	if !slices.Contains(q.kinds, kind) {
 		return nil, fmt.Errorf("%w: node kind %q is not one of %q", ErrBadOption, kind, q.kinds)
 	}
@@ -238,7 +275,30 @@ func (q *Queue) join(ctx context.Context, kind string, data []byte, anchor *anch
 		return nil, err
 	}
 	guid := newGUID()
+	var slot *createSlot
+	var prefix string
+	if fs != nil {
+		prefix = q.adir + "/" + nodePrefix(guid, kind, false, 0)
+		lst := &listing{done: make(chan struct{}, 1)}
+		slot = &createSlot{onWritten: func() {
+			q.s.pool.run(func() {
+				lst.children, _, lst.err = q.s.conn.Children(q.adir)
+				lst.done <- struct{}{}
+			})
+		}}
+		fs.list = lst
+		q.s.registerCreate(prefix, slot)
+	}
 	name, err := q.create(ctx, guid, kind, data, anchor)
+	var c2ok bool
+	var c2 zk.Stat
+	if slot != nil {
+		written, replied, rpath, st := q.s.unregisterCreate(prefix, slot)
+		if !written {
+			fs.list = nil
+		}
+		c2ok, c2 = replied && err == nil && path.Base(rpath) == name, st
+	}
 	if err != nil {
 		// The create may have been applied: remove whatever carries our GUID.
 		q.s.deleteOwned(ctx, cleanupItem{dir: q.adir, guid: guid, owner: q.s.ID()}, false)
@@ -254,6 +314,9 @@ func (q *Queue) join(ctx context.Context, kind string, data []byte, anchor *anch
 	if cur, cerr := q.s.current(); cerr != nil {
 		return nil, cerr // closed: the node went with the session
 	} else if cur != ep || ep.ctx.Err() != nil {
+		if fs != nil {
+			*fs = fastStart{}
+		}
 		t.ep, t.owner = cur, cur.id
 		var ok bool
 		var st *zk.Stat
@@ -268,6 +331,13 @@ func (q *Queue) join(ctx context.Context, kind string, data []byte, anchor *anch
 			t.abandon(ctx)
 			return nil, q.wrap("create", err)
 		}
+	} else if fs != nil && c2ok && c2.EphemeralOwner == ep.id {
+		// The server's Stat of the node just created, owned by the
+		// current session: the lease can be granted without reading it.
+		lctx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
+		fs.pre = &lease{s: q.s, path: t.path, owner: ep.id, czxid: c2.Czxid, version: c2.Version,
+			keep: keep, kinds: q.kinds, ctx: lctx, cancel: cancel}
+		q.s.registerEarly(fs.pre)
 	}
 	return t, nil
 }
@@ -301,7 +371,7 @@ func (t *Ticket) Err() error {
 // ErrReleased when the ticket is dead (its node is gone, or deleted now);
 // *OpError for refusals.
 func (t *Ticket) Await(ctx context.Context) (Lease, error) {
-	l, err := t.await(ctx, true)
+	l, err := t.await(ctx, true, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -343,11 +413,14 @@ func (t *Ticket) abandon(ctx context.Context) {
 	t.q.s.deleteOwned(ctx, cleanupItem{path: t.path, owner: t.owner}, false)
 }
 
-func (t *Ticket) await(ctx context.Context, wait bool) (*lease, error) {
+func (t *Ticket) await(ctx context.Context, wait bool, fs *fastStart) (*lease, error) {
 	if err := t.Err(); err != nil {
+		if fs != nil && fs.pre != nil {
+			t.q.s.dropLease(fs.pre)
+		}
 		return nil, err
 	}
-	l, err := t.q.wait(ctx, t, wait)
+	l, err := t.q.wait(ctx, t, wait, fs)
 	if err != nil {
 		if t.keep && (errors.Is(err, ErrSessionLost) || errors.Is(err, ErrNodeDeleted) || errors.Is(err, ErrSessionClosed)) {
 			t.mu.Lock()
@@ -365,37 +438,75 @@ func (t *Ticket) await(ctx context.Context, wait bool) (*lease, error) {
 	return l, nil
 }
 
-// wait lists, decides and watches until the Rule grants t's node.
-func (q *Queue) wait(ctx context.Context, t *Ticket, wait bool) (*lease, error) {
+// wait lists, decides and watches until the Rule grants t's node. With fs
+// (an Acquire's), the first decision uses the pipelined listing and the
+// early lease (see fastStart).
+func (q *Queue) wait(ctx context.Context, t *Ticket, wait bool, fs *fastStart) (_ *lease, err error) {
 	ep := t.ep
 	// Every wait also ends when the node's session is lost.
 	wctx, wcancel := context.WithCancelCause(ctx)
 	defer wcancel(nil)
 	defer context.AfterFunc(ep.ctx, func() { wcancel(context.Cause(ep.ctx)) })()
 
+	var pre *lease     // the early lease, until it is granted or dropped
+	var first []string // the pipelined listing
+	if fs != nil {
+		pre = fs.pre
+		if fs.list != nil {
+			select {
+			case <-fs.list.done:
+				if fs.list.err == nil {
+					first = fs.list.children
+				}
+			case <-wctx.Done():
+			case <-q.s.quit:
+			}
+		}
+	}
+	defer func() {
+		if pre != nil {
+			q.s.dropLease(pre)
+		}
+	}()
+
 	for {
 		if wctx.Err() != nil {
 			return nil, context.Cause(wctx)
 		}
 		var children []string
-		err := q.s.retry(wctx, func() (err error) {
-			children, _, err = q.s.conn.Children(q.adir)
-			return err
-		})
-		if errors.Is(err, zk.ErrNoNode) {
-			children, err = nil, nil // directory deleted: so was our node
-		}
-		if err != nil {
-			return nil, q.wrap("children", err)
+		piped := first != nil
+		if piped {
+			children, first = first, nil
+		} else {
+			err := q.s.retry(wctx, func() (err error) {
+				children, _, err = q.s.conn.Children(q.adir)
+				return err
+			})
+			if errors.Is(err, zk.ErrNoNode) {
+				children, err = nil, nil // directory deleted: so was our node
+			}
+			if err != nil {
+				return nil, q.wrap("children", err)
+			}
 		}
 		nodes := ParseChildren(children, q.kinds)
 		self := slices.IndexFunc(nodes, func(n NodeName) bool { return n.Name == t.name })
 		if self < 0 {
+			if piped {
+				continue // a pipelined listing that does not show the node: list again
+			}
 			return nil, q.vanished(ep)
 		}
 		holds, watch := q.rule(nodes, self)
 		if holds {
-			l, err := q.grant(wctx, ep, t)
+			var l *lease
+			var err error
+			if pre != nil {
+				l, err = q.grantEarly(ep, pre)
+				pre = nil
+			} else {
+				l, err = q.grant(wctx, ep, t)
+			}
 			if err != nil {
 				return nil, err
 			}
@@ -422,13 +533,53 @@ func (q *Queue) wait(ctx context.Context, t *Ticket, wait bool) (*lease, error) 
 		if len(paths) == 0 {
 			return nil, fmt.Errorf("%w: the rule for %s named no node to watch", ErrBadOption, q.dir)
 		}
-		ch, stop, err := q.s.watchNodes(wctx, paths...)
+		w, stop, err := q.s.watchNodes(wctx, paths...)
 		if err != nil {
 			return nil, q.wrap("get", err)
 		}
+		var preDone <-chan struct{}
+		if pre != nil {
+			preDone = pre.ctx.Done()
+		}
 		select {
-		case <-ch: // deleted, changed, or no longer watched: re-list
+		case <-w.ch: // deleted, changed, or no longer watched
 			stop()
+			if pre != nil && q.skipRelist(nodes, self, watch, w) {
+				// Our node must be known to exist after P's deletion: the
+				// order of watch events does not show it (a multi can delete
+				// P and our node at one zxid, and our node's event then comes
+				// right after P's), so ask, with a request sent after P's
+				// event: an exists on our node alone, not a listing.
+				var ok bool
+				var st *zk.Stat
+				err := q.s.retry(wctx, func() (err error) {
+					ok, st, err = q.s.conn.Exists(t.path)
+					return err
+				})
+				if err != nil {
+					return nil, q.wrap("exists", err)
+				}
+				if ok && st.Czxid == pre.czxid && st.EphemeralOwner == ep.id {
+					l, err := q.grantEarly(ep, pre)
+					pre = nil
+					if err != nil {
+						return nil, err
+					}
+					if l != nil {
+						return l, nil
+					}
+					if err := q.s.awaitConnected(wctx); err != nil {
+						return nil, err
+					}
+				}
+			}
+			// re-list
+		case <-preDone:
+			// The own node was deleted (or the early lease ended): re-list,
+			// which reports it (case C10).
+			stop()
+			q.s.dropLease(pre)
+			pre = nil
 		case <-wctx.Done():
 			stop()
 			return nil, context.Cause(wctx)
@@ -437,6 +588,60 @@ func (q *Queue) wait(ctx context.Context, t *Ticket, wait bool) (*lease, error) 
 			return nil, ErrSessionClosed
 		}
 	}
+}
+
+// skipRelist reports whether a wakeup may decide without listing again (the
+// one exception to "every wakeup re-lists", rule 5 of the fault cases). The
+// argument:
+//   - the listing was taken after our create (it shows our node), and our
+//     node had exactly one node before it: the watched node P (self == 1);
+//   - P no longer exists: the watch fired because P was deleted (a
+//     NodeDeleted event, or NoNode when the watch was set), not for a data
+//     change or a dropped watch;
+//   - no node can have appeared before ours since that listing: a node
+//     created later has a larger sequence and sorts after ours, except an
+//     anchored node, which takes its anchor's place. So the skip is made
+//     only on a queue of one node kind on which AcquireAnchored was never
+//     called (this module anchors only the read-write lock's read nodes,
+//     in a queue of two kinds) and whose listing showed no anchored node;
+//   - our node exists, in the same session: the caller then reads it with
+//     an exists sent after P's deletion was seen (czxid and owner must be
+//     ours), and grantEarly requires the lease not ended (a deletion of our
+//     node since ends it), the epoch and generation unchanged and the
+//     connection up (no suspension in between);
+//   - so our node is the lowest now, and stays so while it exists; the Rule
+//     grants the lowest node whatever follows it (checked on the listing
+//     without P).
+//
+// A wakeup that fails any of these lists again.
+func (q *Queue) skipRelist(nodes []NodeName, self int, watch []int, w *wakeup) bool {
+	if !w.deleted || self != 1 || len(watch) != 1 || watch[0] != 0 || len(q.kinds) != 1 || q.anchors.Load() {
+		return false
+	}
+	for _, n := range nodes {
+		if n.Anchored {
+			return false
+		}
+	}
+	holds, _ := q.rule(nodes[1:], 0)
+	return holds
+}
+
+// grantEarly activates an early lease (its Stat came with the create). It
+// returns (nil, nil) when the connection was suspended since.
+func (q *Queue) grantEarly(ep *epoch, l *lease) (*lease, error) {
+	cause := q.s.activateLease(l, ep, l.gen, l.czxid)
+	switch {
+	case cause == nil:
+		return l, nil
+	case errors.Is(cause, ErrNodeDeleted):
+		return nil, q.vanished(ep)
+	case ep.ctx.Err() != nil:
+		return nil, context.Cause(ep.ctx)
+	case errors.Is(cause, ErrSessionClosed):
+		return nil, cause
+	}
+	return nil, nil
 }
 
 // grant reads the own node's Stat with a data watch and turns it into a
@@ -462,6 +667,7 @@ func (q *Queue) grant(ctx context.Context, ep *epoch, t *Ticket) (*lease, error)
 		s.dropLease(l)
 		return nil, q.wrap("get", err)
 	}
+	l.version = st.Version
 	if cause := s.activateLease(l, ep, gen, st.Czxid); cause != nil {
 		if errors.Is(cause, ErrNodeDeleted) {
 			return nil, q.vanished(ep)

@@ -70,6 +70,13 @@ type Session struct {
 	kickWatchdog chan struct{}
 	quit         chan struct{}
 	wg           sync.WaitGroup
+
+	pool workers // goroutines for requests run on behalf of a waiting caller
+
+	// creates whose reply should carry the new node's Stat (see trackedConn),
+	// by the exact path sent
+	c2mu sync.Mutex
+	c2   map[string]*createSlot
 }
 
 // epoch is one ZooKeeper session as seen by this Session.
@@ -134,7 +141,9 @@ func Connect(ctx context.Context, servers []string, opts ...Option) (*Session, e
 		kickJanitor:  make(chan struct{}, 1),
 		kickWatchdog: make(chan struct{}, 1),
 		quit:         make(chan struct{}),
+		c2:           make(map[string]*createSlot),
 	}
+	s.pool.quit = s.quit
 	dial := cfg.dialer
 	if dial == nil {
 		dial = net.DialTimeout
@@ -284,8 +293,9 @@ func (s *Session) onEvent(ev zk.Event) {
 			case zk.EventNodeDataChanged:
 				// Someone wrote to our lock node, consuming its watch: the
 				// cleaner sets a new one (not here: this must not block).
-				// A lease not yet active reads its node after this anyway.
-				if l.active {
+				// A lease not yet active reads its node after this anyway,
+				// unless its Stat came with the create (early).
+				if l.active || l.early {
 					s.rewatch = append(s.rewatch, l)
 					s.kick(s.kickJanitor)
 				}
@@ -699,12 +709,47 @@ func (s *Session) prepareLease(ctx context.Context, nodePath string, owner int64
 	return l, s.gen
 }
 
+// registerEarly registers l, filled in from its node's create2 Stat, and
+// arms its own-node watch in the background (armOwn). The lease is
+// registered before the watch request is sent, so no event is missed.
+func (s *Session) registerEarly(l *lease) {
+	s.mu.Lock()
+	l.gen = s.gen
+	l.early = true
+	s.byPath[l.path] = l
+	s.mu.Unlock()
+	s.pool.run(func() { s.armOwn(l) })
+}
+
+// armOwn sets the data watch on an early lease's own node. NoNode, or a
+// node that is not the one created, ends the lease (ErrNodeDeleted); a
+// connection error leaves the watch to the cleaner (rewatchLeases), which
+// sets it on reconnection.
+func (s *Session) armOwn(l *lease) {
+	_, st, _, err := s.conn.GetW(l.path)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case l.ctx.Err() != nil:
+	case errors.Is(err, zk.ErrNoNode):
+		s.revokeLeaseLocked(l, ErrNodeDeleted, false)
+	case err != nil:
+		if !s.closed {
+			s.rewatch = append(s.rewatch, l)
+			s.kick(s.kickJanitor)
+		}
+	case st.Czxid != l.czxid || st.EphemeralOwner != l.owner:
+		s.revokeLeaseLocked(l, ErrNodeDeleted, false)
+	default:
+		l.version = st.Version
+	}
+}
+
 // activateLease makes a prepared lease live if nothing ended ownership since
 // prepareLease; otherwise it drops it and returns the reason.
 func (s *Session) activateLease(l *lease, ep *epoch, gen *generation, czxid int64) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	l.czxid = czxid
 	var cause error
 	switch {
 	case l.ctx.Err() != nil:
@@ -723,6 +768,7 @@ func (s *Session) activateLease(l *lease, ep *epoch, gen *generation, czxid int6
 		l.cancel(cause)
 		return cause
 	}
+	l.czxid = czxid
 	gen.leases[l] = struct{}{}
 	l.active = true
 	return nil
@@ -762,36 +808,52 @@ func (s *Session) call(ctx context.Context, op func() error, late func(error)) e
 
 // callLate is call that also reports whether the caller stopped waiting
 // while the request was in flight (then late, if set, will be called).
+//
+// The request runs on one of the Session's workers (no goroutine and no
+// channel is made per request: the handshake below is pooled).
 func (s *Session) callLate(ctx context.Context, op func() error, late func(error)) (_ error, abandoned bool) {
 	if ctx.Done() == nil {
 		return op(), false
 	}
-	var state atomic.Int32 // 0: waited for, 1: answered, 2: abandoned
-	done := make(chan error, 1)
-	go func() {
+	c := callPool.Get().(*pendingCall)
+	c.state.Store(0)
+	s.pool.run(func() {
 		err := op()
-		if state.CompareAndSwap(0, 1) {
-			done <- err
+		if c.state.CompareAndSwap(0, 1) {
+			c.done <- err
 			return
 		}
 		if late != nil {
 			late(err)
 		}
-	}()
+		callPool.Put(c) // the caller has left: c is ours
+	})
 	var cause error
 	select {
-	case err := <-done:
+	case err := <-c.done:
+		callPool.Put(c)
 		return err, false
 	case <-ctx.Done():
 		cause = context.Cause(ctx)
 	case <-s.quit:
 		cause = ErrSessionClosed
 	}
-	if state.CompareAndSwap(0, 2) {
+	if c.state.CompareAndSwap(0, 2) {
 		return cause, true
 	}
-	return <-done, false
+	err := <-c.done
+	callPool.Put(c)
+	return err, false
 }
+
+// pendingCall is the hand-off between a caller of callLate and the worker
+// running its request.
+type pendingCall struct {
+	state atomic.Int32 // 0: waited for, 1: answered, 2: abandoned
+	done  chan error   // capacity 1
+}
+
+var callPool = sync.Pool{New: func() any { return &pendingCall{done: make(chan error, 1)} }}
 
 func (s *Session) isClosed() bool {
 	s.mu.Lock()
