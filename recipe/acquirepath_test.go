@@ -1,0 +1,251 @@
+package recipe
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+	"github.com/zkrecipes/zkrecipes/zktest"
+)
+
+// opLog records the opcodes a session writes, in wire order.
+type opLog struct {
+	mu  sync.Mutex
+	ops []int32
+}
+
+func (o *opLog) dialer() zk.Dialer {
+	return zktest.RequestHook(nil, func(op int32) zktest.Fault {
+		if op != zktest.OpPing {
+			o.mu.Lock()
+			o.ops = append(o.ops, op)
+			o.mu.Unlock()
+		}
+		return zktest.Pass
+	})
+}
+
+func (o *opLog) take() []int32 {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	ops := o.ops
+	o.ops = nil
+	return ops
+}
+
+func newTestQueue(t *testing.T, s *Session, dir string) *Queue {
+	t.Helper()
+	q, err := NewQueue(s, dir, []string{"lock-"}, FirstHolds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := q.ensureDir(); err != nil {
+		t.Fatal(err)
+	}
+	return q
+}
+
+// TestAcquirePipelined: an uncontended Acquire writes the create (as
+// create2), the listing right behind it and the own-node watch, and grants
+// without reading its node: the token is the node's czxid, from the create2
+// reply. Release is one delete.
+func TestAcquirePipelined(t *testing.T) {
+	cl := zktest.Shared(t)
+	var log opLog
+	s := connect(t, cl.Servers(), WithDialer(log.dialer()))
+	q := newTestQueue(t, s, "/pipe")
+	in := zktest.Inspect(t, cl)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel() // a cancellable ctx: the requests run on the Session's workers
+	for i := 0; i < 20; i++ {
+		log.take()
+		l, err := q.Acquire(ctx, "lock-", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ops := log.take()
+		if len(ops) < 2 || ops[0] != zktest.OpCreate2 || ops[1] != zktest.OpGetChildren2 {
+			t.Fatalf("acquire wrote %v; want create2, then getChildren2 right behind it", ops)
+		}
+		if slices.Contains(ops, zktest.OpExists) || count(ops, zktest.OpGetChildren2) != 1 {
+			t.Fatalf("acquire wrote %v: more than one listing, or a read of its own node", ops)
+		}
+		st := in.Stat(l.(*lease).Path())
+		if st == nil || int64(l.Token()) != st.Czxid || st.EphemeralOwner != s.ID() {
+			t.Fatalf("token %d, node %+v", l.Token(), st)
+		}
+		if err := l.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if ops := log.take(); slices.Contains(ops, zktest.OpExists) || count(ops, zktest.OpDelete) != 1 {
+			t.Fatalf("release wrote %v; want one delete and no read", ops)
+		}
+		if st := in.Stat(l.(*lease).Path()); st != nil {
+			t.Fatalf("node left after Release: %+v", st)
+		}
+	}
+}
+
+// TestReleaseAfterDataWrite: a write to the lock node changes its version;
+// Release's delete with the version it knows fails with BadVersion and the
+// checked delete (owner and czxid) removes the node.
+func TestReleaseAfterDataWrite(t *testing.T) {
+	cl := zktest.Shared(t)
+	s := connect(t, cl.Servers())
+	q := newTestQueue(t, s, "/relver")
+	in := zktest.Inspect(t, cl)
+	l, err := q.Acquire(context.Background(), "lock-", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := in.Conn().Set(s.Chroot()+l.(*lease).Path(), []byte("x"), -1); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Release(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if st := in.Stat(l.(*lease).Path()); st != nil {
+		t.Fatalf("node left after Release: %+v", st)
+	}
+}
+
+// TestSkipRelistOnlyWhenProven: a waiter whose only predecessor is deleted
+// decides with an exists on its own node instead of a listing; the
+// conditions of the argument, each broken in turn, make it list again.
+func TestSkipRelistOnlyWhenProven(t *testing.T) {
+	cl := zktest.Shared(t)
+	var log opLog
+	hs := connect(t, cl.Servers())
+	ws := connect(t, cl.Servers(), WithDialer(log.dialer()))
+	hq := newTestQueue(t, hs, "/skip")
+	wq := newTestQueue(t, ws, "/skip")
+	ctx := context.Background()
+	held, err := hq.Acquire(ctx, "lock-", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	log.take()
+	type res struct {
+		l   Lease
+		err error
+	}
+	ch := make(chan res, 1)
+	go func() {
+		l, err := wq.Acquire(ctx, "lock-", nil)
+		ch <- res{l, err}
+	}()
+	zktest.Eventually(t, 10*time.Second, "waiter watching", func() bool {
+		log.mu.Lock()
+		defer log.mu.Unlock()
+		return count(log.ops, zktest.OpGetData) >= 2 // own node, predecessor
+	})
+	log.take()
+	if err := held.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r := <-ch
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	if ops := log.take(); slices.Contains(ops, zktest.OpGetChildren2) || !slices.Contains(ops, zktest.OpExists) {
+		t.Fatalf("wakeup wrote %v; want an exists on the own node and no listing", ops)
+	}
+	r.l.Release(ctx)
+
+	// The conditions, on a listing [P, self] (and variants).
+	node := func(seq int32, anchored bool) NodeName {
+		n := NodeName{Name: nodePrefix(newGUID(), "lock-", anchored, seq-1) + formatSeq(seq), Kind: "lock-", Seq: seq}
+		if anchored {
+			n.Anchored, n.Anchor = true, seq-1
+		}
+		return n
+	}
+	two := []NodeName{node(1, false), node(2, false)}
+	fired := &wakeup{deleted: true}
+	changed := &wakeup{deleted: false}
+	if !wq.skipRelist(two, 1, []int{0}, fired) {
+		t.Fatal("the proven case was not skipped")
+	}
+	three := []NodeName{node(1, false), node(2, false), node(3, false)}
+	rw, _ := NewQueue(ws, "/skip", []string{"write-", "read-"}, FirstHolds)
+	anchoredQ, _ := NewQueue(ws, "/skip", []string{"lock-"}, FirstHolds)
+	anchoredQ.anchors.Store(true)
+	for what, ok := range map[string]bool{
+		"data change, not a deletion":        wq.skipRelist(two, 1, []int{0}, changed),
+		"more than one lower node":           wq.skipRelist(three, 2, []int{1}, fired),
+		"an anchored node in the listing":    wq.skipRelist([]NodeName{node(1, false), node(2, true), node(3, false)}, 2, []int{1}, fired),
+		"an anchored node before self only":  wq.skipRelist([]NodeName{node(2, true), node(3, false)}, 1, []int{0}, fired),
+		"a queue of two kinds (rw lock)":     rw.skipRelist(two, 1, []int{0}, fired),
+		"a queue that used AcquireAnchored":  anchoredQ.skipRelist(two, 1, []int{0}, fired),
+		"the rule does not grant the lowest": (&Queue{kinds: []string{"lock-"}, rule: func([]NodeName, int) (bool, []int) { return false, []int{0} }}).skipRelist(two, 1, []int{0}, fired),
+	} {
+		if ok {
+			t.Errorf("%s: skipped", what)
+		}
+	}
+}
+
+// TestSkipRelistNotWhenOwnNodeGoesWithPredecessor: the predecessor and the
+// waiter's own node are deleted in one transaction (one zxid): the
+// predecessor's event arrives first, yet the waiter must not be granted:
+// Acquire returns ErrNodeDeleted.
+func TestSkipRelistNotWhenOwnNodeGoesWithPredecessor(t *testing.T) {
+	cl := zktest.Shared(t)
+	hs := connect(t, cl.Servers())
+	ws := connect(t, cl.Servers())
+	hq := newTestQueue(t, hs, "/skipmulti")
+	wq := newTestQueue(t, ws, "/skipmulti")
+	in := zktest.Inspect(t, cl)
+	ctx := context.Background()
+	for round := 0; round < 5; round++ {
+		held, err := hq.Acquire(ctx, "lock-", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ch := make(chan error, 1)
+		go func() {
+			l, err := wq.Acquire(ctx, "lock-", nil)
+			if err == nil {
+				l.Release(ctx)
+			}
+			ch <- err
+		}()
+		var kids []string
+		zktest.Eventually(t, 10*time.Second, "waiter queued", func() bool {
+			kids = in.Children("/skipmulti")
+			return len(kids) == 2
+		})
+		time.Sleep(50 * time.Millisecond) // let the waiter set its watches
+		nodes := ParseChildren(kids, []string{"lock-"})
+		base := ws.Chroot() + "/skipmulti/"
+		if _, err := in.Conn().Multi(&zk.DeleteRequest{Path: base + nodes[0].Name, Version: -1},
+			&zk.DeleteRequest{Path: base + nodes[1].Name, Version: -1}); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case err := <-ch:
+			if !errors.Is(err, ErrNodeDeleted) {
+				t.Fatalf("round %d: waiter's Acquire returned %v, want ErrNodeDeleted", round, err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("waiter hangs")
+		}
+		if err := held.Release(ctx); !errors.Is(err, ErrLeaseLost) {
+			t.Fatalf("holder's Release: %v", err)
+		}
+	}
+}
+
+func count(ops []int32, op int32) int {
+	n := 0
+	for _, o := range ops {
+		if o == op {
+			n++
+		}
+	}
+	return n
+}
