@@ -110,9 +110,11 @@ func (m *Mutex) Path() string { return m.q.Dir() }
 // no longer be obtained. The Lease's Token is the czxid of the caller's lock
 // znode; its Context is done when ownership ends.
 //
-// ZooKeeper operations: one create (ephemeral sequential, protected name);
-// per wakeup a getChildren and a getData watch on the immediate predecessor;
-// at the grant a getData watch on the own znode. See recipe.Queue.Acquire.
+// ZooKeeper operations: one create (ephemeral sequential, protected name,
+// sent as create2) with a getChildren right behind it and a getData watch on
+// the own znode; per wakeup a getChildren (or an exists on the own znode,
+// when the predecessor was the only node ahead) and a getData watch on the
+// immediate predecessor. See recipe.Queue.Acquire.
 //
 // Errors: ctx's cause (nothing left behind: case C5), recipe.ErrSessionLost,
 // recipe.ErrNodeDeleted, recipe.ErrSessionClosed, *recipe.OpError (matching

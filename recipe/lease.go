@@ -52,9 +52,10 @@ func (l *lease) Context() context.Context { return l.ctx }
 func (l *lease) Path() string { return l.path[len(l.s.chroot):] }
 
 // Release gives the lease up: it ends the lease context (cause ErrReleased)
-// first, then deletes the znode after checking it is still the one granted
-// (ephemeral owner and czxid), ignoring ctx's cancellation for the delete
-// itself (the first attempt is always sent) and retrying on connection loss
+// first, then deletes the znode with the data version it knows (and, if the
+// node was written since, after checking ephemeral owner and czxid),
+// ignoring ctx's cancellation for the delete itself (the first attempt is
+// always sent) and retrying on connection loss
 // until the cleanup timeout; ctx's end only stops the retries early. A delete
 // that could not complete is also handed to the Session's cleaner, so the
 // lock is freed on reconnection even if Release is never called again.

@@ -67,10 +67,12 @@ const MaxNodeData = 512 << 10
 //     with retries on connection loss and an identity check; a delete that
 //     can't be completed now is finished by the Session's cleaner on
 //     reconnection.
-//   - A grant is made only after reading the node's Stat: its ephemeral owner
-//     must be the current session, and its czxid becomes the fencing token.
-//     The lease holds a data watch on its own node, so a deletion by anyone
-//     else ends the lease at once.
+//   - A grant is made only with the node's Stat from the server: its
+//     ephemeral owner must be the current session, and its czxid becomes
+//     the fencing token. Acquire has it from the create itself (sent as
+//     create2); a Ticket's Await and an anchored node read it. The lease
+//     holds a data watch on its own node (for Acquire armed right after the
+//     create), so a deletion by anyone else ends the lease at once.
 type Queue struct {
 	s       *Session
 	dir     string // as given, relative to the chroot
@@ -118,11 +120,14 @@ func (q *Queue) Session() *Session { return q.s }
 // Acquire joins the queue with a node of the given kind carrying data, and
 // blocks until the Rule grants it, ctx ends, or the grant becomes impossible.
 //
-// ZooKeeper operations: create (ephemeral sequential; plus container creates
-// when the directory is missing), then per wakeup getChildren and a getData
-// watch on each node the Rule names, and at the grant a getData watch on
-// the own node (Stat: owner check and czxid). On a connection loss it also
-// performs sync and getChildren to find a create whose reply was lost.
+// ZooKeeper operations: create2 (ephemeral sequential, returning the node's
+// Stat: owner check and czxid; plus container creates when the directory is
+// missing) with getChildren sent right behind it, and a getData watch on the
+// own node sent as soon as the create is answered (the lease's watch, not
+// waited for); then per wakeup getChildren (or, when its only predecessor
+// was deleted, an exists on the own node) and a getData watch on each node
+// the Rule names. On a connection loss it also performs sync and getChildren
+// to find a create whose reply was lost.
 // A connection SUSPENDED while waiting is waited out (the node keeps its
 // place); a grant is never made while SUSPENDED.
 //
