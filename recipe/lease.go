@@ -20,7 +20,8 @@ type lease struct {
 	active bool // granted (under Session.mu)
 	// Set at registration for a lease whose node's Stat came with the create
 	// (see Queue.join and fastStart): its own-node watch is armed in the background.
-	early bool
+	early  bool
+	arming bool // its own-node watch request was started (by the acquiring goroutine)
 	// The node's data version last read, under Session.mu (Release
 	// deletes with it).
 	version int32

@@ -146,7 +146,7 @@ func (q *Queue) Acquire(ctx context.Context, kind string, data []byte) (Lease, e
 
 // TryAcquire is Acquire without waiting: if the Rule does not grant the new
 // node on the first listing, the node is deleted and the error matches
-// ErrLocked. A "not acquired" answer leaves no node, also across a
+// ErrLocked. Its own-node watch is set only when it is granted. A "not acquired" answer leaves no node, also across a
 // connection blip (the delete is retried, then handed to the cleaner).
 func (q *Queue) TryAcquire(ctx context.Context, kind string, data []byte) (Lease, error) {
 	return q.acquire(ctx, kind, data, false, nil)
@@ -187,7 +187,7 @@ type anchorSpec struct {
 func (q *Queue) acquire(ctx context.Context, kind string, data []byte, wait bool, anchor *anchorSpec) (Lease, error) {
 	var fs *fastStart
 	if anchor == nil {
-		fs = &fastStart{}
+		fs = &fastStart{armAtJoin: wait}
 	}
 	t, err := q.join(ctx, kind, data, anchor, false, fs)
 	if err != nil {
@@ -216,9 +216,15 @@ func (q *Queue) acquire(ctx context.Context, kind string, data []byte, wait bool
 //   - pre: the lease, filled in from the create2 reply's Stat (czxid and
 //     ephemeral owner, from the server), registered before its own-node
 //     watch is armed in the background (Session.registerEarly).
+//
+// The own-node watch is armed at once for Acquire (a waiter then learns of
+// its node's deletion at once, case C10) and only at the grant for
+// TryAcquire: a "not acquired" leaves no watch registered in go-zookeeper
+// (whose reconnect with registered watches races on its lastZxid field).
 type fastStart struct {
-	list *listing
-	pre  *lease
+	list      *listing
+	pre       *lease
+	armAtJoin bool
 }
 
 type listing struct {
@@ -342,7 +348,7 @@ func (q *Queue) join(ctx context.Context, kind string, data []byte, anchor *anch
 		lctx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
 		fs.pre = &lease{s: q.s, path: t.path, owner: ep.id, czxid: c2.Czxid, version: c2.Version,
 			keep: keep, kinds: q.kinds, ctx: lctx, cancel: cancel}
-		q.s.registerEarly(fs.pre)
+		q.s.registerEarly(fs.pre, fs.armAtJoin)
 	}
 	return t, nil
 }
@@ -638,6 +644,10 @@ func (q *Queue) grantEarly(ep *epoch, l *lease) (*lease, error) {
 	cause := q.s.activateLease(l, ep, l.gen, l.czxid)
 	switch {
 	case cause == nil:
+		if !l.arming {
+			l.arming = true
+			q.s.pool.run(func() { q.s.armOwn(l) })
+		}
 		return l, nil
 	case errors.Is(cause, ErrNodeDeleted):
 		return nil, q.vanished(ep)

@@ -710,15 +710,19 @@ func (s *Session) prepareLease(ctx context.Context, nodePath string, owner int64
 }
 
 // registerEarly registers l, filled in from its node's create2 Stat, and
-// arms its own-node watch in the background (armOwn). The lease is
-// registered before the watch request is sent, so no event is missed.
-func (s *Session) registerEarly(l *lease) {
+// with arm, arms its own-node watch in the background (armOwn; otherwise
+// the grant does). The lease is registered before the watch request is
+// sent, so no event is missed.
+func (s *Session) registerEarly(l *lease, arm bool) {
 	s.mu.Lock()
 	l.gen = s.gen
 	l.early = true
 	s.byPath[l.path] = l
 	s.mu.Unlock()
-	s.pool.run(func() { s.armOwn(l) })
+	if arm {
+		l.arming = true
+		s.pool.run(func() { s.armOwn(l) })
+	}
 }
 
 // armOwn sets the data watch on an early lease's own node. NoNode, or a
