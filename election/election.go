@@ -83,8 +83,8 @@ type Election struct {
 type Option func(*Election)
 
 // WithLogger sets the logger Run uses for failed campaigns and errors
-// returned by the leader function (default slog.Default()). A nil logger
-// means the default.
+// returned by the leader function (default: the Session's logger,
+// recipe.Session.Logger). A nil logger means the default.
 func WithLogger(l *slog.Logger) Option { return func(e *Election) { e.log = l } }
 
 // WithBackOff sets the backoff Run waits between campaigns: after a failed
@@ -156,7 +156,7 @@ func New(s *recipe.Session, path string, opts ...Option) (*Election, error) {
 		}
 	}
 	if e.log == nil {
-		e.log = slog.Default()
+		e.log = s.Logger()
 	}
 	if e.backoff == nil {
 		e.backoff = defaultBackOff
@@ -168,14 +168,7 @@ func New(s *recipe.Session, path string, opts ...Option) (*Election, error) {
 // when a policy of WithBackOff returns backoff.Stop.
 const MaxRunBackOff = 5 * time.Second
 
-func defaultBackOff() backoff.BackOff {
-	b := backoff.NewExponentialBackOff()
-	b.InitialInterval = 100 * time.Millisecond
-	b.MaxInterval = MaxRunBackOff
-	b.RandomizationFactor = 0.5
-	b.MaxElapsedTime = 0
-	return b
-}
+func defaultBackOff() backoff.BackOff { return recipe.LoopBackOff(100*time.Millisecond, MaxRunBackOff) }
 
 // Path returns the election directory (relative to the session's chroot).
 func (e *Election) Path() string { return e.q.Dir() }

@@ -136,7 +136,7 @@ func TestSafetyUnderChurn(t *testing.T) {
 	if len(leaders) < 2 {
 		t.Fatalf("leaders %v: no churn", leaders)
 	}
-	if c := in.children(dir); len(c) != 0 {
+	if c := in.Children(dir); len(c) != 0 {
 		t.Fatalf("left behind: %v", c)
 	}
 	t.Logf("%d terms, by candidate %v", len(accepted), leaders)
@@ -225,9 +225,9 @@ func TestFailoverLeaderCutOff(t *testing.T) {
 		t.Fatalf("observed %v (value %q), want a leading", o, o.Leader.Value)
 	}
 	rb := startRun(newElection(t, connect(t, cl), dir), "b", log.fn("b"))
-	eventually(t, 10*time.Second, "b queued", func() bool { return len(in.children(dir)) == 2 })
+	eventually(t, 10*time.Second, "b queued", func() bool { return len(in.Children(dir)) == 2 })
 	rc := startRun(newElection(t, connect(t, cl), dir), "c", log.fn("c"))
-	eventually(t, 10*time.Second, "c queued", func() bool { return len(in.children(dir)) == 3 })
+	eventually(t, 10*time.Second, "c queued", func() bool { return len(in.Children(dir)) == 3 })
 	ta, ok := log.last("a")
 	if !ok || ta.token != o.Leader.Token {
 		t.Fatalf("a's term %+v, observed token %v", ta, o.Leader.Token)
@@ -261,14 +261,14 @@ func TestFailoverLeaderCutOff(t *testing.T) {
 
 	p.Resume()
 	eventually(t, 15*time.Second, "a campaigns again on a new session", func() bool {
-		return as.State().IsConnected() && len(in.owned(dir, as.ID())) == 1
+		return as.State().IsConnected() && len(in.Owned(dir, as.ID())) == 1
 	})
 	for _, r := range []*runner{ra, rb, rc} {
 		if err := r.stop(t, 10*time.Second); !errors.Is(err, context.Canceled) {
 			t.Fatalf("Run: %v, want context.Canceled", err)
 		}
 	}
-	if c := in.children(dir); len(c) != 0 {
+	if c := in.Children(dir); len(c) != 0 {
 		t.Fatalf("left behind: %v", c)
 	}
 }
@@ -284,7 +284,7 @@ func TestFailoverLeaderCutOff(t *testing.T) {
 func TestC16_ObserveReportsNoLeaderAndLatest(t *testing.T) {
 	cl := zktest.Shared(t)
 	in := inspect(t, cl)
-	in.create(dir)
+	in.Create(dir, nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	os := connect(t, cl)
@@ -412,12 +412,12 @@ func TestC17_DirectoryDeletedUnderLiveParticipants(t *testing.T) {
 	w := newElection(t, connect(t, cl), dir)
 	for round := 0; round < 2; round++ {
 		waiter := campaignAsync(ctx, w, "w")
-		eventually(t, 10*time.Second, "everyone queued", func() bool { return len(in.children(dir)) == 4 })
+		eventually(t, 10*time.Second, "everyone queued", func() bool { return len(in.Children(dir)) == 4 })
 		old, ok := log.byToken(o.Leader.Token)
 		if !ok || old.who != string(o.Leader.Value) {
 			t.Fatalf("round %d: leader term %+v, observed %v", round, old, o)
 		}
-		if n := in.deleteAll(dir); n != 4 {
+		if n := in.DeleteAll(dir); n != 4 {
 			t.Fatalf("round %d: deleted %d children, want 4", round, n)
 		}
 		if r := await(t, waiter, 5*time.Second); !errors.Is(r.err, recipe.ErrNodeDeleted) {
@@ -440,13 +440,13 @@ func TestC17_DirectoryDeletedUnderLiveParticipants(t *testing.T) {
 			t.Fatalf("round %d: Leader %+v, %v; observed %v", round, l, err, o)
 		}
 	}
-	eventually(t, 10*time.Second, "all three candidates back", func() bool { return len(in.children(dir)) == 3 })
+	eventually(t, 10*time.Second, "all three candidates back", func() bool { return len(in.Children(dir)) == 3 })
 	for _, r := range runners {
 		if err := r.stop(t, 10*time.Second); !errors.Is(err, context.Canceled) {
 			t.Fatalf("Run: %v, want context.Canceled", err)
 		}
 	}
-	if c := in.children(dir); len(c) != 0 {
+	if c := in.Children(dir); len(c) != 0 {
 		t.Fatalf("left behind: %v", c)
 	}
 	if n := log.count(); n < 3 {
@@ -471,11 +471,11 @@ func TestC5_CancelledCampaignLeavesNothing(t *testing.T) {
 	}
 	// Campaign waits up to 250 ms for the delete; on a loaded machine the
 	// session's cleaner may finish it just after.
-	noneOwned := func() bool { return len(in.owned(dir, bs.ID())) == 0 }
+	noneOwned := func() bool { return len(in.Owned(dir, bs.ID())) == 0 }
 	eventually(t, 5*time.Second, "the expired Campaign's node deleted", noneOwned)
 	cctx, ccancel := context.WithCancel(context.Background())
 	ch := campaignAsync(cctx, b, "b")
-	eventually(t, 10*time.Second, "b queued", func() bool { return len(in.owned(dir, bs.ID())) == 1 })
+	eventually(t, 10*time.Second, "b queued", func() bool { return len(in.Owned(dir, bs.ID())) == 1 })
 	ccancel()
 	if r := await(t, ch, 5*time.Second); !errors.Is(r.err, context.Canceled) {
 		t.Fatalf("cancelled Campaign: %v, want Canceled", r.err)
@@ -486,7 +486,7 @@ func TestC5_CancelledCampaignLeavesNothing(t *testing.T) {
 		t.Fatalf("participants %+v, %v; want only a", p, err)
 	}
 	resign(t, a)
-	if c := in.children(dir); len(c) != 0 {
+	if c := in.Children(dir); len(c) != 0 {
 		t.Fatalf("left after Resign: %v", c)
 	}
 	c := newElection(t, connect(t, cl), dir)
@@ -514,7 +514,7 @@ func TestLeaderAndResign(t *testing.T) {
 	if err := e.Resign(ctx); err != nil {
 		t.Fatalf("Resign without a campaign: %v", err)
 	}
-	in.create(dir)
+	in.Create(dir, nil)
 	if _, err := e.Leader(ctx); !errors.Is(err, election.ErrNoLeader) {
 		t.Fatalf("Leader on an empty directory: %v, want ErrNoLeader", err)
 	}
@@ -536,7 +536,7 @@ func TestLeaderAndResign(t *testing.T) {
 	if !errors.Is(context.Cause(l.Context()), recipe.ErrReleased) {
 		t.Fatalf("lease cause after Resign: %v", context.Cause(l.Context()))
 	}
-	if c := in.children(dir); len(c) != 0 {
+	if c := in.Children(dir); len(c) != 0 {
 		t.Fatalf("left after Resign: %v", c)
 	}
 	if _, err := e.Leader(ctx); !errors.Is(err, election.ErrNoLeader) {
@@ -562,7 +562,7 @@ func TestOneCampaignPerElection(t *testing.T) {
 	s := connect(t, cl)
 	e := newElection(t, s, dir)
 	first := campaignAsync(context.Background(), e, "e")
-	eventually(t, 10*time.Second, "e queued", func() bool { return len(in.owned(dir, s.ID())) == 1 })
+	eventually(t, 10*time.Second, "e queued", func() bool { return len(in.Owned(dir, s.ID())) == 1 })
 	if _, err := e.Campaign(context.Background(), []byte("again")); !errors.Is(err, election.ErrCampaigning) {
 		t.Fatalf("second Campaign while one waits: %v, want ErrCampaigning", err)
 	}
@@ -578,11 +578,11 @@ func TestOneCampaignPerElection(t *testing.T) {
 	if err := election.Run(context.Background(), e, nil, fn); !errors.Is(err, election.ErrCampaigning) {
 		t.Fatalf("Run while leading: %v, want ErrCampaigning", err)
 	}
-	if n := in.owned(dir, s.ID()); len(n) != 1 {
+	if n := in.Owned(dir, s.ID()); len(n) != 1 {
 		t.Fatalf("e owns %v, want its one node", n)
 	}
 	// Lost leadership (an operator deletes the node): Campaign may go again.
-	if err := in.conn.Delete(in.chroot+r.lease.(interface{ Path() string }).Path(), -1); err != nil {
+	if err := in.Conn().Delete(cl.Chroot()+r.lease.(interface{ Path() string }).Path(), -1); err != nil {
 		t.Fatal(err)
 	}
 	select {
@@ -595,7 +595,7 @@ func TestOneCampaignPerElection(t *testing.T) {
 		t.Fatalf("token %v <= %v", l.Token(), r.lease.Token())
 	}
 	resign(t, e)
-	if c := in.children(dir); len(c) != 0 {
+	if c := in.Children(dir); len(c) != 0 {
 		t.Fatalf("left: %v", c)
 	}
 }
@@ -629,7 +629,7 @@ func TestBadInput(t *testing.T) {
 	if err := election.Run(context.Background(), e, nil, nil); !errors.Is(err, recipe.ErrBadOption) {
 		t.Errorf("Run with a nil function: %v, want ErrBadOption", err)
 	}
-	if c := in.children(dir); len(c) != 0 {
+	if c := in.Children(dir); len(c) != 0 {
 		t.Fatalf("left: %v", c)
 	}
 	// The Election is still usable: the failed calls held nothing.
@@ -693,7 +693,7 @@ func TestRunReturnsWhenCtxEnds(t *testing.T) {
 	leader := startRun(newElection(t, connect(t, cl), dir), "leader", log.fn("leader"))
 	eventually(t, 10*time.Second, "leader's function running", func() bool { _, ok := log.last("leader"); return ok })
 	waiter := startRun(newElection(t, connect(t, cl), dir), "waiter", log.fn("waiter"))
-	eventually(t, 10*time.Second, "waiter queued", func() bool { return len(in.children(dir)) == 2 })
+	eventually(t, 10*time.Second, "waiter queued", func() bool { return len(in.Children(dir)) == 2 })
 	shutdown := errors.New("shutdown")
 	for name, r := range map[string]*runner{"leader": leader, "waiter": waiter} {
 		r.cancel(shutdown)
@@ -712,7 +712,7 @@ func TestRunReturnsWhenCtxEnds(t *testing.T) {
 	if _, ok := log.last("waiter"); ok {
 		t.Fatal("the waiter led")
 	}
-	if c := in.children(dir); len(c) != 0 {
+	if c := in.Children(dir); len(c) != 0 {
 		t.Fatalf("left behind: %v", c)
 	}
 }
@@ -754,13 +754,13 @@ func TestRunCampaignsAgainAfterFnReturns(t *testing.T) {
 		}
 	}
 	mu.Unlock()
-	if c := in.children(dir); len(c) != 1 {
+	if c := in.Children(dir); len(c) != 1 {
 		t.Fatalf("nodes %v, want the current leader's only", c)
 	}
 	if err := r.stop(t, 5*time.Second); !errors.Is(err, context.Canceled) {
 		t.Fatalf("Run: %v", err)
 	}
-	if c := in.children(dir); len(c) != 0 {
+	if c := in.Children(dir); len(c) != 0 {
 		t.Fatalf("left behind: %v", c)
 	}
 }

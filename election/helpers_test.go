@@ -2,17 +2,16 @@ package election_test
 
 import (
 	"context"
-	"errors"
 	"log/slog"
-	"path"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/zkrecipes/zkrecipes/internal/rtest"
+
 	"github.com/cenkalti/backoff/v4"
-	"github.com/go-zookeeper/zk"
+
 	"github.com/zkrecipes/zkrecipes/election"
 	"github.com/zkrecipes/zkrecipes/fence"
 	"github.com/zkrecipes/zkrecipes/recipe"
@@ -20,19 +19,6 @@ import (
 )
 
 func TestMain(m *testing.M) { zktest.Main(m) }
-
-// connect opens a Session for the test and closes it at cleanup.
-func connect(t testing.TB, cl *zktest.Cluster, opts ...recipe.Option) *recipe.Session {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	s, err := recipe.Connect(ctx, cl.Servers(), opts...)
-	if err != nil {
-		t.Fatalf("connect: %v", err)
-	}
-	t.Cleanup(func() { s.Close() })
-	return s
-}
 
 // quietLogger discards Run's log lines, so test output stays readable; logs
 // that a test checks go through a capture instead.
@@ -56,106 +42,6 @@ func newElection(t testing.TB, s *recipe.Session, p string, opts ...election.Opt
 		t.Fatalf("election.New(%q): %v", p, err)
 	}
 	return e
-}
-
-// inspector is a raw go-zookeeper connection (no recipes) used to look at and
-// tamper with the tree. Paths given to its methods are relative to the
-// cluster's chroot.
-type inspector struct {
-	t      testing.TB
-	conn   *zk.Conn
-	chroot string
-}
-
-func inspect(t testing.TB, cl *zktest.Cluster) *inspector {
-	t.Helper()
-	conn, _, err := zk.Connect(cl.Addrs(), 10*time.Second, zk.WithLogInfo(false), zk.WithLogger(nopLogger{}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(conn.Close)
-	return &inspector{t: t, conn: conn, chroot: cl.Chroot()}
-}
-
-type nopLogger struct{}
-
-func (nopLogger) Printf(string, ...any) {}
-
-func (in *inspector) children(p string) []string {
-	in.t.Helper()
-	c, _, err := in.conn.Children(in.chroot + p)
-	if errors.Is(err, zk.ErrNoNode) {
-		return nil
-	}
-	if err != nil {
-		in.t.Fatalf("children %s: %v", p, err)
-	}
-	slices.Sort(c)
-	return c
-}
-
-// owned lists the children of dir whose ephemeral owner is the session.
-func (in *inspector) owned(dir string, session int64) []string {
-	in.t.Helper()
-	var out []string
-	for _, c := range in.children(dir) {
-		ok, st, err := in.conn.Exists(in.chroot + path.Join(dir, c))
-		if err != nil {
-			in.t.Fatal(err)
-		}
-		if ok && st.EphemeralOwner == session {
-			out = append(out, c)
-		}
-	}
-	return out
-}
-
-func (in *inspector) create(p string) {
-	in.t.Helper()
-	cur := in.chroot
-	for _, part := range strings.Split(strings.TrimPrefix(p, "/"), "/") {
-		cur += "/" + part
-		if _, err := in.conn.Create(cur, nil, 0, zk.WorldACL(zk.PermAll)); err != nil && !errors.Is(err, zk.ErrNodeExists) {
-			in.t.Fatalf("create %s: %v", cur, err)
-		}
-	}
-}
-
-// deleteAll deletes dir and every child in one transaction (an operator's
-// deleteall, or a restore from a snapshot taken before the election
-// existed), retrying when a child appeared meanwhile. It returns the number
-// of children deleted.
-func (in *inspector) deleteAll(dir string) int {
-	in.t.Helper()
-	for attempt := 0; attempt < 50; attempt++ {
-		kids := in.children(dir)
-		var ops []any
-		for _, c := range kids {
-			ops = append(ops, &zk.DeleteRequest{Path: in.chroot + dir + "/" + c, Version: -1})
-		}
-		ops = append(ops, &zk.DeleteRequest{Path: in.chroot + dir, Version: -1})
-		_, err := in.conn.Multi(ops...)
-		if err == nil {
-			return len(kids)
-		}
-		if !errors.Is(err, zk.ErrNotEmpty) && !errors.Is(err, zk.ErrNoNode) {
-			in.t.Fatalf("deleteall %s: %v", dir, err)
-		}
-	}
-	in.t.Fatalf("deleteall %s: children kept appearing", dir)
-	return 0
-}
-
-// eventually polls cond every 20 ms until it holds or d passes.
-func eventually(t testing.TB, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("not within %v: %s", d, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 // campaign runs Campaign or fails the test.
@@ -291,4 +177,19 @@ func (c *logCapture) contains(s string) bool {
 		}
 	}
 	return false
+}
+
+// connect opens a Session for the test (closed at cleanup).
+func connect(t testing.TB, cl *zktest.Cluster, opts ...recipe.Option) *recipe.Session {
+	t.Helper()
+	return rtest.Connect(t, cl, opts...)
+}
+
+// inspect connects a raw inspector (zktest.Inspector) to cl.
+func inspect(t testing.TB, cl *zktest.Cluster) *zktest.Inspector { return zktest.Inspect(t, cl) }
+
+// eventually is zktest.Eventually.
+func eventually(t testing.TB, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	zktest.Eventually(t, d, what, cond)
 }

@@ -30,7 +30,8 @@ import (
 // Failing reads are retried (and logged by the Session); the last delivered
 // state stays current meanwhile.
 func (e *Election) Observe(ctx context.Context) <-chan Observation {
-	return recipe.ObserveHeadAs(ctx, e.q, observation)
+	ch, _ := recipe.ObserveHeadAs(ctx, e.q, observation) // cannot fail: both are set
+	return ch
 }
 
 func observation(h recipe.Head) Observation {

@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
-	"github.com/cenkalti/backoff/v4"
 	"github.com/zkrecipes/zkrecipes/fence"
 	"github.com/zkrecipes/zkrecipes/recipe"
 )
@@ -73,7 +71,7 @@ func Run(ctx context.Context, e *Election, value []byte, fn func(ctx context.Con
 				b.Reset()
 			}
 		}
-		if err := sleep(ctx, b); err != nil {
+		if err := recipe.Pause(ctx, b, MaxRunBackOff); err != nil {
 			return err
 		}
 	}
@@ -108,20 +106,4 @@ func causeText(ctx context.Context) string {
 		return "held"
 	}
 	return context.Cause(ctx).Error()
-}
-
-// sleep waits for the policy's next interval, or until ctx ends.
-func sleep(ctx context.Context, b backoff.BackOff) error {
-	d := b.NextBackOff()
-	if d == backoff.Stop {
-		d = MaxRunBackOff
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return context.Cause(ctx)
-	}
 }

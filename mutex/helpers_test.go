@@ -2,9 +2,10 @@ package mutex_test
 
 import (
 	"context"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/zkrecipes/zkrecipes/internal/rtest"
 
 	"github.com/zkrecipes/zkrecipes/mutex"
 	"github.com/zkrecipes/zkrecipes/recipe"
@@ -12,19 +13,6 @@ import (
 )
 
 func TestMain(m *testing.M) { zktest.Main(m) }
-
-// connect opens a Session for the test and closes it at cleanup.
-func connect(t testing.TB, cl *zktest.Cluster, opts ...recipe.Option) *recipe.Session {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	s, err := recipe.Connect(ctx, cl.Servers(), opts...)
-	if err != nil {
-		t.Fatalf("connect: %v", err)
-	}
-	t.Cleanup(func() { s.Close() })
-	return s
-}
 
 // newMutex builds a Mutex or fails the test.
 func newMutex(t testing.TB, s *recipe.Session, p string) *mutex.Mutex {
@@ -34,15 +22,6 @@ func newMutex(t testing.TB, s *recipe.Session, p string) *mutex.Mutex {
 		t.Fatalf("mutex.New(%q): %v", p, err)
 	}
 	return m
-}
-
-// inspect connects a raw inspector (zktest.Inspector) to cl.
-func inspect(t testing.TB, cl *zktest.Cluster) *zktest.Inspector { return zktest.Inspect(t, cl) }
-
-// eventually is zktest.Eventually.
-func eventually(t testing.TB, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	zktest.Eventually(t, d, what, cond)
 }
 
 // acquireAsync starts Acquire in a goroutine; the result arrives on the channel.
@@ -70,28 +49,6 @@ func await(t testing.TB, ch <-chan result, d time.Duration) result {
 		t.Fatalf("Acquire did not return within %v", d)
 		return result{}
 	}
-}
-
-// doneAt records when a context ends.
-type doneAt struct {
-	mu sync.Mutex
-	at time.Time
-}
-
-func watchDone(ctx context.Context) *doneAt {
-	d := &doneAt{}
-	context.AfterFunc(ctx, func() {
-		d.mu.Lock()
-		d.at = time.Now()
-		d.mu.Unlock()
-	})
-	return d
-}
-
-func (d *doneAt) get() time.Time {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return d.at
 }
 
 func release(t testing.TB, l recipe.Lease) {
@@ -128,4 +85,19 @@ func handOver(t testing.TB, held recipe.Lease, next recipe.Lock) {
 		t.Fatalf("next holder: %v", r.err)
 	}
 	release(t, r.lease)
+}
+
+// connect opens a Session for the test (closed at cleanup).
+func connect(t testing.TB, cl *zktest.Cluster, opts ...recipe.Option) *recipe.Session {
+	t.Helper()
+	return rtest.Connect(t, cl, opts...)
+}
+
+// inspect connects a raw inspector (zktest.Inspector) to cl.
+func inspect(t testing.TB, cl *zktest.Cluster) *zktest.Inspector { return zktest.Inspect(t, cl) }
+
+// eventually is zktest.Eventually.
+func eventually(t testing.TB, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	zktest.Eventually(t, d, what, cond)
 }

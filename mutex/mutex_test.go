@@ -11,7 +11,9 @@ import (
 	"time"
 
 	"github.com/go-zookeeper/zk"
+
 	"github.com/zkrecipes/zkrecipes/fence"
+	"github.com/zkrecipes/zkrecipes/internal/rtest"
 	"github.com/zkrecipes/zkrecipes/mutex"
 	"github.com/zkrecipes/zkrecipes/recipe"
 	"github.com/zkrecipes/zkrecipes/zktest"
@@ -402,7 +404,7 @@ func TestC8_HolderCutOffPastSessionTimeout(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	aDone := watchDone(la.Context())
+	aDone := rtest.WatchDone(la.Context())
 	rb := acquireAsync(context.Background(), newMutex(t, connect(t, cl), dir))
 	eventually(t, 10*time.Second, "B queued", func() bool { return len(in.Children(dir)) == 2 })
 	p.Blackhole()
@@ -410,7 +412,7 @@ func TestC8_HolderCutOffPastSessionTimeout(t *testing.T) {
 	if r.err != nil {
 		t.Fatal(r.err)
 	}
-	lostAt := aDone.get()
+	lostAt := aDone.Get()
 	if lostAt.IsZero() || !lostAt.Before(r.at) {
 		t.Fatalf("A's lease ended at %v, B acquired at %v", lostAt, r.at)
 	}
@@ -494,7 +496,7 @@ func TestC9_TolerateSuspensionCountsFromLastReply(t *testing.T) {
 	}
 
 	p.Blackhole()
-	done := watchDone(la.Context())
+	done := rtest.WatchDone(la.Context())
 	select {
 	case <-la.Context().Done():
 	case <-time.After(timeout):
@@ -502,14 +504,14 @@ func TestC9_TolerateSuspensionCountsFromLastReply(t *testing.T) {
 	}
 	last := as.LastServerReply()
 	limit := last.Add(timeout * 2 / 3)
-	if at := done.get(); at.After(limit) {
+	if at := done.Get(); at.After(limit) {
 		t.Fatalf("lease ended %v after the last reply; the policy allows %v and the client notices at %v",
 			at.Sub(last), timeout/2, timeout*2/3)
 	}
 	if !errors.Is(context.Cause(la.Context()), recipe.ErrSuspended) {
 		t.Fatalf("cause %v", context.Cause(la.Context()))
 	}
-	t.Logf("lease ended %v after the last server reply (f × timeout = %v)", done.get().Sub(last), timeout/2)
+	t.Logf("lease ended %v after the last server reply (f × timeout = %v)", done.Get().Sub(last), timeout/2)
 }
 
 // TestC10_WaiterLosesItsNode: a waiter's node disappears, deleted by someone
@@ -790,15 +792,15 @@ func TestC9_ClientNoticesLate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	done := watchDone(l.Context())
+	done := rtest.WatchDone(l.Context())
 	until.Store(time.Now().Add(timeout + time.Second).UnixNano())
 	select {
 	case <-l.Context().Done():
 	case <-time.After(timeout + 5*time.Second):
 		t.Fatal("lease survived a stall past the session timeout")
 	}
-	if last := s.LastServerReply(); !done.get().Before(last.Add(timeout)) {
-		t.Fatalf("lease ended %v after the last server reply, at or past the session timeout %v", done.get().Sub(last), timeout)
+	if last := s.LastServerReply(); !done.Get().Before(last.Add(timeout)) {
+		t.Fatalf("lease ended %v after the last server reply, at or past the session timeout %v", done.Get().Sub(last), timeout)
 	}
 	eventually(t, 15*time.Second, "session connected again", func() bool { return s.State().IsConnected() })
 	eventually(t, 10*time.Second, "stale node removed", func() bool { return len(in.Children(dir)) == 0 })

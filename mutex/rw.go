@@ -131,7 +131,9 @@ func (rw *RWMutex) Downgrade(ctx context.Context, write recipe.Lease) (recipe.Le
 }
 
 // Participants lists the readers and writers in queue order (kind in
-// Participant.Kind). ZooKeeper operations: getChildren, then getData per
+// Participant.Kind). A read taken by Downgrade is listed right after its
+// write, with its own node's czxid as Token (its lease's Token is the
+// write's). ZooKeeper operations: getChildren, then getData per
 // znode. Errors: *recipe.OpError, recipe.ErrSessionClosed, ctx's cause.
 func (rw *RWMutex) Participants(ctx context.Context) ([]recipe.Participant, error) {
 	return rw.q.Participants(ctx)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/zkrecipes/zkrecipes/fence"
+	"github.com/zkrecipes/zkrecipes/internal/rtest"
 	"github.com/zkrecipes/zkrecipes/mutex"
 	"github.com/zkrecipes/zkrecipes/recipe"
 	"github.com/zkrecipes/zkrecipes/zktest"
@@ -312,7 +313,7 @@ func TestRWWriterSessionExpired(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wDone := watchDone(wl.Context())
+	wDone := rtest.WatchDone(wl.Context())
 	rc := acquireAsync(context.Background(), newRW(t, connect(t, cl)).ReadLock())
 	eventually(t, 10*time.Second, "reader queued", func() bool { return len(in.Children(rwDir)) == 2 })
 	p.Blackhole()
@@ -320,7 +321,7 @@ func TestRWWriterSessionExpired(t *testing.T) {
 	if r.err != nil {
 		t.Fatal(r.err)
 	}
-	if at := wDone.get(); at.IsZero() || !at.Before(r.at) {
+	if at := wDone.Get(); at.IsZero() || !at.Before(r.at) {
 		t.Fatalf("writer's lease ended at %v, reader acquired at %v", at, r.at)
 	}
 	if r.lease.Token() <= wl.Token() {

@@ -101,9 +101,13 @@ func (s *Semaphore) Acquire(ctx context.Context) (recipe.Lease, error) {
 	return s.q.Acquire(ctx, SemaphoreKind, s.data)
 }
 
-// TryAcquire takes a lease only if one is free now (fewer than Leases
-// contenders ahead); otherwise it returns an error matching recipe.ErrLocked
-// and leaves no znode behind. Other errors as Acquire.
+// TryAcquire takes a lease only if fewer than Leases nodes are ahead of its
+// own node in the listing right after its create; otherwise it returns an
+// error matching recipe.ErrLocked and leaves no znode behind. Other
+// TryAcquire and Acquire calls in flight count as contenders: under a burst
+// of simultaneous TryAcquire calls, some fail although a permit is free a
+// moment later (never more than Leases succeed). Use Acquire with a short
+// deadline to wait briefly instead. Other errors as Acquire.
 func (s *Semaphore) TryAcquire(ctx context.Context) (recipe.Lease, error) {
 	return s.q.TryAcquire(ctx, SemaphoreKind, s.data)
 }

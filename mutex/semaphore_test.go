@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/zkrecipes/zkrecipes/internal/rtest"
 	"github.com/zkrecipes/zkrecipes/mutex"
 	"github.com/zkrecipes/zkrecipes/recipe"
 	"github.com/zkrecipes/zkrecipes/zktest"
@@ -211,7 +212,7 @@ func TestSemaphoreHolderSessionExpired(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	done := watchDone(l.Context())
+	done := rtest.WatchDone(l.Context())
 	w := acquireAsync(context.Background(), newSem(t, connect(t, cl), 2))
 	eventually(t, 10*time.Second, "waiter queued", func() bool { return len(in.Children(semDir)) == 3 })
 	p.Blackhole()
@@ -219,7 +220,7 @@ func TestSemaphoreHolderSessionExpired(t *testing.T) {
 	if r.err != nil {
 		t.Fatal(r.err)
 	}
-	if at := done.get(); at.IsZero() || !at.Before(r.at) {
+	if at := done.Get(); at.IsZero() || !at.Before(r.at) {
 		t.Fatalf("the cut holder's lease ended at %v, the waiter acquired at %v", at, r.at)
 	}
 	p.Resume()

@@ -24,6 +24,16 @@ type cleanupItem struct {
 	// node first (a lease's own node; see deleteOnce).
 	byVersion bool
 	version   int32
+	// done, if set, is called once the item is finished: deleted, found
+	// gone or not ours, dropped with its session, or failed for good. A
+	// Queue counts its items this way so that Drain waits for them.
+	done func()
+}
+
+func (c cleanupItem) finish() {
+	if c.done != nil {
+		c.done()
+	}
 }
 
 func (c cleanupItem) String() string {
@@ -41,8 +51,13 @@ func (c cleanupItem) String() string {
 // it does not wait for a reconnection. Whatever it cannot finish goes to the
 // Session's cleaner, which retries on every reconnection of that session.
 // It returns nil when the node is gone or was never ours.
-func (s *Session) deleteOwned(ctx context.Context, it cleanupItem, wait bool) error {
-	var err error
+func (s *Session) deleteOwned(ctx context.Context, it cleanupItem, wait bool) (err error) {
+	queued := false
+	defer func() {
+		if !queued {
+			it.finish()
+		}
+	}()
 	if wait || s.State().IsConnected() {
 		timeout := s.cfg.cleanupTimeout
 		if timeout == 0 {
@@ -61,6 +76,10 @@ func (s *Session) deleteOwned(ctx context.Context, it cleanupItem, wait bool) er
 		if wait {
 			// The caller may stop waiting...
 			defer context.AfterFunc(ctx, func() { cancel(context.Cause(ctx)) })()
+			// ...and a lost session's nodes go with it: stop waiting then.
+			if ep := s.epochOf(it.owner); ep != nil {
+				defer context.AfterFunc(ep.ctx, func() { cancel(context.Cause(ep.ctx)) })()
+			}
 			err = s.retry(tctx, func() error { return s.deleteOnce(it) }) // ...but the first attempt is sent
 		} else {
 			// Retry only while the connection is up; the cleaner takes over
@@ -83,13 +102,49 @@ func (s *Session) deleteOwned(ctx context.Context, it cleanupItem, wait bool) er
 		err = errNotConnected
 	}
 	s.mu.Lock()
+	lost := s.ownerLostLocked(it.owner)
 	if !s.closed {
-		s.cleanup = append(s.cleanup, it)
-		s.kick(s.kickJanitor)
+		s.queueCleanupLocked(it)
+		queued = true
 	}
 	s.mu.Unlock()
+	if lost {
+		// The owner's session is lost (expired, or presumed expired after a
+		// session timeout without any reply): its nodes went with it. The
+		// cleaner still deletes the node if that session comes back.
+		s.log.Debug("cleanup delete moot: the session is lost", "node", it.String())
+		return nil
+	}
 	s.log.Warn("cleanup delete deferred to the session cleaner", "node", it.String(), "err", err)
 	return err
+}
+
+// queueCleanupLocked hands it to the cleaner. An item of a lost session is
+// finished at once (its node went with the session, as far as anyone
+// waiting for it is concerned) but kept, in case the session comes back.
+func (s *Session) queueCleanupLocked(it cleanupItem) {
+	if s.ownerLostLocked(it.owner) {
+		it.finish()
+		it.done = nil
+	}
+	s.cleanup = append(s.cleanup, it)
+	s.kick(s.kickJanitor)
+}
+
+// epochOf returns the current epoch if it is owner's session, else nil.
+func (s *Session) epochOf(owner int64) *epoch {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.epoch != nil && s.epoch.id == owner {
+		return s.epoch
+	}
+	return nil
+}
+
+// ownerLostLocked reports whether owner's session is known lost: a later
+// session replaced it, or it is current but expired or presumed expired.
+func (s *Session) ownerLostLocked(owner int64) bool {
+	return s.epoch == nil || s.epoch.id != owner || s.epoch.cause != nil
 }
 
 // deleteOnce makes one attempt. It returns a connection error to be retried,
@@ -207,22 +262,37 @@ func (s *Session) janitor() {
 			}
 			if err := s.deleteOnce(it); err != nil {
 				if isClosing(err) {
+					for _, it := range items[i:] {
+						it.finish()
+					}
 					return
 				}
 				if !isConnErr(err) {
 					s.log.Error("session cleaner: delete failed", "node", it.String(), "err", err)
+					it.finish()
 					continue
 				}
 				failed = append(failed, it)
 				connected = false
 				continue
 			}
+			it.finish()
 			s.log.Debug("session cleaner: deleted", "node", it.String())
 		}
 		if len(failed) > 0 {
 			s.mu.Lock()
 			if !s.closed {
+				for i := range failed {
+					if s.ownerLostLocked(failed[i].owner) {
+						failed[i].finish()
+						failed[i].done = nil
+					}
+				}
 				s.cleanup = append(failed, s.cleanup...)
+			} else {
+				for _, it := range failed {
+					it.finish()
+				}
 			}
 			s.mu.Unlock()
 			retry = time.After(time.Second)

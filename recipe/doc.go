@@ -17,8 +17,17 @@
 //     time of the newest request a server answered (not from when the client
 //     noticed), and retries cleanup deletes on reconnection.
 //   - Queue creates protected ephemeral sequential znodes, watches only the
-//     node its Rule names, re-derives everything from a fresh listing on every
-//     wakeup, and never leaves a node behind on error.
+//     nodes its Rule names (a mutex: the predecessor; a read lock: the
+//     nearest writer ahead; a semaphore of N: the N nodes ahead),
+//     re-derives everything from a fresh listing on every wakeup, and never
+//     leaves a node behind on error. Acquire is one contender; Join returns
+//     a Ticket whose node keeps its place across suspensions (the leader
+//     latch); AcquireAnchored takes an existing grant's place (the
+//     read-write lock's downgrade); ObserveHead follows the first node (an
+//     election's observers); Drain waits for in-flight creates and deferred
+//     deletes (a recipe's final Close).
+//   - Notifications to user code go through Feed, which never blocks the
+//     client's event delivery.
 //   - Every grant is a Lease with a fencing token (the node's czxid) and a
 //     context cancelled the moment ownership is released or in doubt.
 //

@@ -3,6 +3,7 @@ package recipe
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/go-zookeeper/zk"
@@ -33,21 +34,26 @@ type Head struct {
 // failing read (connection loss, ACL refusal) is retried with the Session's
 // retry policy and logged; the last delivered head stays current meanwhile.
 func (q *Queue) ObserveHead(ctx context.Context) <-chan Head {
-	return ObserveHeadAs(ctx, q, func(h Head) Head { return h })
+	ch, _ := ObserveHeadAs(ctx, q, func(h Head) Head { return h }) // cannot fail
+	return ch
 }
 
 // ObserveHeadAs is ObserveHead delivering conv(head) instead of the head
 // itself, with the same coalescing: a recipe's own view of the head (an
 // election's leader) without a second goroutine or a second queue of
 // values. conv runs on the observer's goroutine and must not block.
-func ObserveHeadAs[T any](ctx context.Context, q *Queue, conv func(Head) T) <-chan T {
+// Errors: ErrBadOption for a nil q or conv (then the channel is nil).
+func ObserveHeadAs[T any](ctx context.Context, q *Queue, conv func(Head) T) (<-chan T, error) {
+	if q == nil || conv == nil {
+		return nil, fmt.Errorf("%w: ObserveHeadAs needs a queue and a conversion", ErrBadOption)
+	}
 	out := make(chan T)
 	s := q.s
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
 		close(out)
-		return out
+		return out, nil
 	}
 	s.wg.Add(1)
 	s.mu.Unlock()
@@ -106,7 +112,7 @@ func ObserveHeadAs[T any](ctx context.Context, q *Queue, conv func(Head) T) <-ch
 			stop()
 		}
 	}()
-	return out
+	return out, nil
 }
 
 // headAndWatch reads the queue head and sets the watch that fires when it

@@ -162,6 +162,11 @@ func (q *Queue) TryAcquire(ctx context.Context, kind string, data []byte) (Lease
 // behind that position, made after it, has a larger one. Errors: as Acquire, and
 // ErrBadOption when anchor is not such a lease, ErrLeaseLost (wrapping the
 // cause) when anchor has ended or its node is gone.
+//
+// The queue's Rule must let an anchored node hold while its anchor is
+// ahead of it (the read-write lock's read rule skips the anchor): under
+// FirstHolds, an anchored node waits for its own anchor, and so for the
+// caller, until ctx ends.
 func (q *Queue) AcquireAnchored(ctx context.Context, kind string, data []byte, anchor Lease) (Lease, error) {
 	a, ok := anchor.(*lease)
 	if !ok || a == nil || a.s != q.s || path.Dir(a.path) != q.adir {
@@ -185,6 +190,12 @@ type anchorSpec struct {
 }
 
 func (q *Queue) acquire(ctx context.Context, kind string, data []byte, wait bool, anchor *anchorSpec) (Lease, error) {
+	// An anchored create (the read-write lock's downgrade) takes no fast
+	// path: it must be the multi of check (the anchor exists) and create, and
+	// a create2 inside a multi is not rewritten (trackedConn rewrites only a
+	// top-level create request) nor verified to work. Its grant reads the
+	// node (grant), and skipRelist is off for the whole queue once an anchor
+	// was used (Queue.anchors).
 	var fs *fastStart
 	if anchor == nil {
 		fs = &fastStart{armAtJoin: wait}
@@ -233,7 +244,7 @@ type listing struct {
 	err      error
 }
 
-// Ticket is a node of a Queue// Ticket is a node of a Queue that keeps its place across grants: the
+// Ticket is a node of a Queue that keeps its place across grants: the
 // shape of Curator's LeaderLatch, where a participant's znode outlives a
 // suspension of the connection and leadership is granted again to the same
 // znode when the connection comes back in the same ZooKeeper session.
@@ -265,6 +276,17 @@ type Ticket struct {
 // a grant. ZooKeeper operations: create (plus container creates for missing
 // parents; sync and getChildren after a lost reply). Errors: as Acquire
 // (none of them leaves a node behind).
+//
+// Join deliberately takes none of Acquire's fast paths (fastStart): its
+// create is a plain create (not create2) with no listing pipelined behind
+// it, and Await reads the node's Stat with a getData watch at the grant
+// and re-lists on every wakeup (no skipRelist: that needs the create2 Stat
+// of an early lease). A Ticket's node outlives suspensions and is granted
+// again, possibly much later than its create, and an early lease registered
+// at the create would have to be kept, re-armed and dropped across Awaits;
+// a latch does not acquire often enough to pay for that. The one-request
+// release (Lease.Release by version) applies to a Ticket's grants too: the
+// version is read at the grant.
 func (q *Queue) Join(ctx context.Context, kind string, data []byte) (*Ticket, error) {
 	return q.join(ctx, kind, data, nil, true, nil)
 }
@@ -312,7 +334,7 @@ func (q *Queue) join(ctx context.Context, kind string, data []byte, anchor *anch
 	}
 	if err != nil {
 		// The create may have been applied: remove whatever carries our GUID.
-		q.s.deleteOwned(ctx, cleanupItem{dir: q.adir, guid: guid, owner: q.s.ID()}, false)
+		q.deleteOwned(ctx, cleanupItem{dir: q.adir, guid: guid, owner: q.s.ID()}, false)
 		return nil, err
 	}
 	t := &Ticket{q: q, name: name, path: q.adir + "/" + name, ep: ep, owner: ep.id, keep: keep}
@@ -361,12 +383,24 @@ func (t *Ticket) SessionID() int64 { return t.owner }
 
 // Err returns nil while the ticket can still be granted, and otherwise why
 // not: ErrSessionLost or ErrSessionClosed (the node went with its session),
-// ErrNodeDeleted (deleted by someone else), ErrReleased (Leave was called).
+// ErrNodeDeleted (deleted by someone else), ErrReleased (Leave was called,
+// or its grant was released, which deletes the node). The first cause
+// found sticks.
 func (t *Ticket) Err() error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.dead != nil {
 		return t.dead
+	}
+	if t.lease != nil {
+		// The grant's Release deletes the node; a deletion by anyone else
+		// ends the grant: either way the place is gone.
+		switch c := context.Cause(t.lease.ctx); {
+		case errors.Is(c, ErrReleased):
+			return ErrReleased
+		case errors.Is(c, ErrNodeDeleted):
+			return ErrNodeDeleted
+		}
 	}
 	if t.ep.ctx.Err() != nil {
 		return context.Cause(t.ep.ctx)
@@ -406,7 +440,7 @@ func (t *Ticket) Leave(ctx context.Context) error {
 			return err
 		}
 	}
-	err := t.q.s.deleteOwned(ctx, cleanupItem{path: t.path, owner: t.owner}, true)
+	err := t.q.deleteOwned(ctx, cleanupItem{path: t.path, owner: t.owner}, true)
 	if err != nil {
 		return &OpError{Op: "delete", Path: t.q.dir + "/" + t.name, Err: err}
 	}
@@ -421,7 +455,7 @@ func (t *Ticket) abandon(ctx context.Context) {
 		t.dead = ErrReleased
 	}
 	t.mu.Unlock()
-	t.q.s.deleteOwned(ctx, cleanupItem{path: t.path, owner: t.owner}, false)
+	t.q.deleteOwned(ctx, cleanupItem{path: t.path, owner: t.owner}, false)
 }
 
 func (t *Ticket) await(ctx context.Context, wait bool, fs *fastStart) (*lease, error) {
@@ -624,6 +658,13 @@ func (q *Queue) wait(ctx context.Context, t *Ticket, wait bool, fs *fastStart) (
 //     grants the lowest node whatever follows it (checked on the listing
 //     without P).
 //
+// Multi-node watches: the skip needs exactly one watched node, at index 0,
+// and self == 1. A semaphore of N > 1 leases never gets there (it holds at
+// index 1, and its waiters watch N nodes); a semaphore of one lease is
+// FirstHolds and the argument above holds as is. A read-write lock's queue
+// has two kinds and never skips. A Ticket's Await (latch) and an anchored
+// Acquire have no early lease and never skip either.
+//
 // A wakeup that fails any of these lists again.
 func (q *Queue) skipRelist(nodes []NodeName, self int, watch []int, w *wakeup) bool {
 	if !w.deleted || self != 1 || len(watch) != 1 || watch[0] != 0 || len(q.kinds) != 1 || q.anchors.Load() {
@@ -733,9 +774,9 @@ func (q *Queue) create(ctx context.Context, guid, kind string, data []byte, anch
 		owner := s.ID()
 		switch {
 		case err == nil && name != "":
-			s.deleteOwned(context.Background(), cleanupItem{path: q.adir + "/" + name, owner: owner}, false)
+			q.deleteOwned(context.Background(), cleanupItem{path: q.adir + "/" + name, owner: owner}, false)
 		case err != nil && isConnErr(err):
-			s.deleteOwned(context.Background(), cleanupItem{dir: q.adir, guid: guid, owner: owner}, false)
+			q.deleteOwned(context.Background(), cleanupItem{dir: q.adir, guid: guid, owner: owner}, false)
 		}
 	}
 	err, abandoned := s.retryLate(ctx, func() error {
@@ -791,13 +832,22 @@ func (q *Queue) create(ctx context.Context, guid, kind string, data []byte, anch
 	return name, nil
 }
 
-// Drain waits until no create sent by this Queue is still in flight: a
-// create whose caller stopped waiting (ctx ended) is deleted when it lands,
-// and Drain returns after that delete was made or handed to the Session's
-// cleaner. A recipe's Close calls it so that no node of its appears after
+// Drain waits until no create sent by this Queue is still in flight and
+// every delete of a node this Queue gave up (a failed or cancelled Acquire,
+// Ticket.Leave, a create that landed after its caller stopped waiting) is
+// finished: the node is deleted, found gone, or went with its session. A
+// delete waiting for a reconnection keeps Drain waiting until it is done
+// or ctx ends. A recipe's Close calls it so that no node of its exists after
 // Close returns (case C12). Errors: ctx's cause.
 func (q *Queue) Drain(ctx context.Context) error {
 	return q.pending.wait(ctx)
+}
+
+// deleteOwned is Session.deleteOwned, counted in q.pending until finished.
+func (q *Queue) deleteOwned(ctx context.Context, it cleanupItem, wait bool) error {
+	q.pending.add()
+	it.done = q.pending.done
+	return q.s.deleteOwned(ctx, it, wait)
 }
 
 // inflight counts operations and lets a caller wait for zero.

@@ -59,7 +59,7 @@ type Session struct {
 	epoch     *epoch
 	gen       *generation
 	changed   chan struct{} // closed and replaced on every transition
-	listeners map[*listener]struct{}
+	listeners map[*Feed[StateChange]]struct{}
 	byPath    map[string]*lease // live leases by absolute znode path
 	watches   map[watchKey]*nodeWatch
 	cleanup   []cleanupItem
@@ -135,7 +135,7 @@ func Connect(ctx context.Context, servers []string, opts ...Option) (*Session, e
 		log:          cfg.logger.With("component", "zkrecipes"),
 		chroot:       chroot,
 		changed:      make(chan struct{}),
-		listeners:    make(map[*listener]struct{}),
+		listeners:    make(map[*Feed[StateChange]]struct{}),
 		byPath:       make(map[string]*lease),
 		watches:      make(map[watchKey]*nodeWatch),
 		kickJanitor:  make(chan struct{}, 1),
@@ -219,6 +219,10 @@ func (s *Session) Done() <-chan struct{} {
 	return s.epoch.ctx.Done()
 }
 
+// Logger returns the Session's logger (WithLogger; default slog.Default()),
+// for recipes built on the Session to log through.
+func (s *Session) Logger() *slog.Logger { return s.cfg.logger }
+
 // Chroot returns the chroot parsed from the server list ("" if none).
 func (s *Session) Chroot() string { return s.chroot }
 
@@ -254,6 +258,9 @@ func (s *Session) Close() error {
 	}
 	s.closed = true
 	s.loseEpochLocked(ErrSessionClosed)
+	for _, it := range s.cleanup {
+		it.finish() // a closed session's ephemerals go with it
+	}
 	s.cleanup = nil
 	s.unlock()
 	s.conn.Close()
@@ -348,6 +355,8 @@ func (s *Session) onSessionLocked(id int64) {
 		for _, c := range s.cleanup {
 			if c.owner == id {
 				kept = append(kept, c)
+			} else {
+				c.finish()
 			}
 		}
 		s.cleanup = kept
@@ -375,6 +384,15 @@ func (s *Session) loseEpochLocked(cause error) {
 	s.epoch.cause = cause
 	s.epoch.cancel(cause)
 	s.revokeGenLocked(cause)
+	// Deletes waiting for this session are moot now (its nodes went with
+	// it): whoever waits for them (Queue.Drain) stops waiting. The items
+	// stay, in case a presumed-lost session comes back.
+	for i := range s.cleanup {
+		if s.cleanup[i].owner == s.epoch.id {
+			s.cleanup[i].finish()
+			s.cleanup[i].done = nil
+		}
+	}
 	s.setStateLocked(StateLost, cause)
 }
 
@@ -402,8 +420,7 @@ func (s *Session) revokeLeaseLocked(l *lease, cause error, queueDelete bool) {
 	delete(l.gen.leases, l)
 	l.cancel(cause)
 	if queueDelete && !s.closed {
-		s.cleanup = append(s.cleanup, cleanupItem{path: l.path, czxid: l.czxid, owner: l.owner})
-		s.kick(s.kickJanitor)
+		s.queueCleanupLocked(cleanupItem{path: l.path, czxid: l.czxid, owner: l.owner})
 	}
 }
 
@@ -420,7 +437,7 @@ func (s *Session) setStateLocked(st ConnState, cause error) {
 	}
 	ch := StateChange{State: st, SessionID: id, At: time.Now(), Cause: cause}
 	for l := range s.listeners {
-		l.push(ch)
+		l.Push(ch)
 	}
 	s.logq = append(s.logq, ch) // logged by unlock, outside the mutex
 }
@@ -616,76 +633,26 @@ func (s *Session) retryLate(ctx context.Context, op func() error, late func(erro
 // channel is closed). Delivery never blocks go-zookeeper's event dispatch: a
 // slow reader only delays its own channel (transitions queue up for it).
 func (s *Session) Listen(ctx context.Context) <-chan StateChange {
-	l := &listener{out: make(chan StateChange), wake: make(chan struct{}, 1)}
+	f := NewFeed[StateChange]()
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
-		close(l.out)
-		return l.out
+		close(f.out)
+		return f.C()
 	}
-	s.listeners[l] = struct{}{}
+	s.listeners[f] = struct{}{}
 	s.wg.Add(1)
 	s.mu.Unlock()
 	go func() {
 		defer s.wg.Done()
-		defer close(l.out)
 		defer func() {
 			s.mu.Lock()
-			delete(s.listeners, l)
+			delete(s.listeners, f)
 			s.mu.Unlock()
 		}()
-		for {
-			for {
-				ch, ok := l.pop()
-				if !ok {
-					break
-				}
-				select {
-				case l.out <- ch:
-				case <-ctx.Done():
-					return
-				case <-s.quit:
-					return
-				}
-			}
-			select {
-			case <-l.wake:
-			case <-ctx.Done():
-				return
-			case <-s.quit:
-				return
-			}
-		}
+		f.Run(ctx, s.quit)
 	}()
-	return l.out
-}
-
-type listener struct {
-	mu    sync.Mutex
-	queue []StateChange
-	out   chan StateChange
-	wake  chan struct{}
-}
-
-func (l *listener) push(c StateChange) {
-	l.mu.Lock()
-	l.queue = append(l.queue, c)
-	l.mu.Unlock()
-	select {
-	case l.wake <- struct{}{}:
-	default:
-	}
-}
-
-func (l *listener) pop() (StateChange, bool) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if len(l.queue) == 0 {
-		return StateChange{}, false
-	}
-	c := l.queue[0]
-	l.queue = l.queue[1:]
-	return c, true
+	return f.C()
 }
 
 type zkLogger struct{ l *slog.Logger }

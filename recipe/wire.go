@@ -31,6 +31,20 @@ import (
 //
 // go-zookeeper writes one whole packet per Write call, and reads from a
 // single goroutine at a time, which is all the parsing below relies on.
+//
+// It also closes a data race in go-zookeeper v1.0.4 (go-zookeeper/zk PR #35,
+// samuel/go-zookeeper #178/#260, unfixed upstream): after a handshake,
+// go-zookeeper starts its receive loop, which writes Conn.lastZxid on every
+// reply, and only then reads lastZxid (with no synchronization) to build the
+// set-watches request that re-registers its watches. The race detector
+// reports it on reconnections with watches set, which every recipe has. So
+// the first read after the handshake waits until go-zookeeper writes the
+// set-watches request (which it builds after its last read of lastZxid:
+// the write, and the close of the gate it makes, happen after that read)
+// or, when it has no watches to re-register (then it reads nothing), until
+// a short wait passes: setWatchesWait, or setWatchesWaitLong when the
+// Session knows of watches it set. Replies are delayed by at most that much,
+// once per connection.
 type trackedConn struct {
 	net.Conn
 	s *Session
@@ -42,6 +56,9 @@ type trackedConn struct {
 	create2     map[int32]*createSlot
 	wbuf        []byte // a rewritten create
 
+	gate     chan struct{} // closed when replies may be read after the handshake
+	gateOnce sync.Once
+
 	// read side (one reader at a time)
 	gotHello bool
 	hdr      [20]byte // frame header being assembled
@@ -52,7 +69,7 @@ type trackedConn struct {
 }
 
 func newTrackedConn(c net.Conn, s *Session) *trackedConn {
-	tc := &trackedConn{Conn: c, s: s, sent: make(map[int32][]int64), create2: make(map[int32]*createSlot)}
+	tc := &trackedConn{Conn: c, s: s, sent: make(map[int32][]int64), create2: make(map[int32]*createSlot), gate: make(chan struct{})}
 	s.curConn.Store(tc)
 	return tc
 }
@@ -75,6 +92,9 @@ func (c *trackedConn) Write(p []byte) (int, error) {
 		}
 	}
 	c.mu.Unlock()
+	if len(p) >= 12 && int32(binary.BigEndian.Uint32(p[8:12])) == opSetWatches {
+		c.openGate()
+	}
 	n, err := c.Conn.Write(p) // go-zookeeper's send goroutine is the only writer
 	if slot != nil && err == nil {
 		c.s.createWritten(slot)
@@ -84,14 +104,34 @@ func (c *trackedConn) Write(p []byte) (int, error) {
 
 // ZooKeeper opcodes seen on the wire.
 const (
-	opCreate  = 1
-	opCreate2 = 15
+	opCreate     = 1
+	opCreate2    = 15
+	opSetWatches = 101
 )
 
+// setWatchesWait and setWatchesWaitLong bound how long the first read after
+// a handshake waits for go-zookeeper's set-watches request (see
+// trackedConn): the long wait when the Session has set watches (it must then
+// come, unless they all fired meanwhile), the short one otherwise.
+const (
+	setWatchesWait     = 20 * time.Millisecond
+	setWatchesWaitLong = 250 * time.Millisecond
+)
+
+func (c *trackedConn) openGate() { c.gateOnce.Do(func() { close(c.gate) }) }
+
 func (c *trackedConn) Read(p []byte) (int, error) {
+	if c.gotHello {
+		<-c.gate
+	}
 	n, err := c.Conn.Read(p)
 	c.scan(p[:n])
 	return n, err
+}
+
+func (c *trackedConn) Close() error {
+	c.openGate()
+	return c.Conn.Close()
 }
 
 // scan walks the frames in b: [len uint32][payload of len bytes]. The first
@@ -126,6 +166,13 @@ func (c *trackedConn) scan(b []byte) {
 		c.skip = max(length-(need-4), 0)
 		if !c.gotHello {
 			c.gotHello = true
+			wait := setWatchesWait
+			c.s.mu.Lock()
+			if len(c.s.watches) > 0 || len(c.s.byPath) > 0 {
+				wait = setWatchesWaitLong
+			}
+			c.s.mu.Unlock()
+			time.AfterFunc(wait, c.openGate)
 			timeoutMs := int32(binary.BigEndian.Uint32(c.hdr[8:12]))
 			id := int64(binary.BigEndian.Uint64(c.hdr[12:20]))
 			c.s.sniffID.Store(id)

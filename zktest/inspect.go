@@ -90,17 +90,33 @@ func (in *Inspector) Delete(p string) {
 	}
 }
 
-// DeleteAll deletes p and everything below it, as an operator's
-// "deleteall" does (children first; nodes that vanish meanwhile are fine).
-// A missing p is not an error.
-func (in *Inspector) DeleteAll(p string) {
+// DeleteAll deletes p and its children in one transaction, as an
+// operator's "deleteall" of a recipe directory does (or a restore from a
+// snapshot taken before it existed), retrying while children appear
+// meanwhile. It returns how many children it deleted; a missing p is 0.
+// The children must have no children of their own.
+func (in *Inspector) DeleteAll(p string) int {
 	in.t.Helper()
-	for _, c := range in.Children(p) {
-		in.DeleteAll(path.Join(p, c))
+	for attempt := 0; attempt < 50; attempt++ {
+		if in.Stat(p) == nil {
+			return 0
+		}
+		kids := in.Children(p)
+		ops := make([]any, 0, len(kids)+1)
+		for _, c := range kids {
+			ops = append(ops, &zk.DeleteRequest{Path: in.chroot + p + "/" + c, Version: -1})
+		}
+		ops = append(ops, &zk.DeleteRequest{Path: in.chroot + p, Version: -1})
+		_, err := in.conn.Multi(ops...)
+		if err == nil {
+			return len(kids)
+		}
+		if !errors.Is(err, zk.ErrNotEmpty) && !errors.Is(err, zk.ErrNoNode) {
+			in.t.Fatalf("deleteall %s: %v", p, err)
+		}
 	}
-	if err := in.conn.Delete(in.chroot+p, -1); err != nil && !errors.Is(err, zk.ErrNoNode) {
-		in.t.Fatalf("delete %s: %v", p, err)
-	}
+	in.t.Fatalf("deleteall %s: children kept appearing", p)
+	return 0
 }
 
 // Create creates p and its missing parents as persistent znodes (world

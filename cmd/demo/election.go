@@ -70,7 +70,11 @@ func (d *demo) leaderElection(ctx context.Context) bool {
 						mu.Lock()
 						terms[i].end, terms[i].cause = time.Now(), context.Cause(lctx)
 						mu.Unlock()
-						d.say(who, "leadership ended: %v", context.Cause(lctx))
+						if cause := context.Cause(lctx); errors.Is(cause, context.Canceled) {
+							d.say(who, "stops: the demo is over")
+						} else {
+							d.say(who, "leadership ended: %v", cause)
+						}
 						return nil
 					case <-tick.C:
 						_ = guard.Do("schedule", tok, func() error { return nil })

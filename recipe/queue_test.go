@@ -1,0 +1,83 @@
+package recipe
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/zkrecipes/zkrecipes/zktest"
+)
+
+// TestTicketErrFollowsItsGrant: a Ticket whose grant is released (which
+// deletes its node) or whose node is deleted by someone else reports that
+// at once, and Await says the same; Leave is then a no-op.
+func TestTicketErrFollowsItsGrant(t *testing.T) {
+	cl := zktest.Shared(t)
+	in := zktest.Inspect(t, cl)
+	s := connect(t, cl.Servers())
+	q, err := NewQueue(s, "/tickets", []string{"t-"}, FirstHolds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+
+	a, err := q.Join(ctx, "t-", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := a.Await(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Err(); err != nil {
+		t.Fatalf("Err while granted: %v", err)
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Err(); !errors.Is(err, ErrReleased) {
+		t.Fatalf("Err after the grant's Release: %v, want ErrReleased", err)
+	}
+	if _, err := a.Await(ctx); !errors.Is(err, ErrReleased) {
+		t.Fatalf("Await after the grant's Release: %v, want ErrReleased", err)
+	}
+	if err := a.Leave(ctx); err != nil {
+		t.Fatalf("Leave of a released ticket: %v", err)
+	}
+
+	b, err := q.Join(ctx, "t-", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lb, err := b.Await(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in.Delete("/tickets/" + b.Name())
+	<-lb.Context().Done()
+	if err := b.Err(); !errors.Is(err, ErrNodeDeleted) {
+		t.Fatalf("Err after an operator deleted the node: %v, want ErrNodeDeleted", err)
+	}
+	if n := in.Children("/tickets"); len(n) != 0 {
+		t.Fatalf("left behind: %v", n)
+	}
+}
+
+// TestObserveHeadAsBadInput: a nil queue or conversion is a typed error,
+// never a panic on the observer's goroutine.
+func TestObserveHeadAsBadInput(t *testing.T) {
+	cl := zktest.Shared(t)
+	s := connect(t, cl.Servers())
+	q, err := NewQueue(s, "/observed", []string{"t-"}, FirstHolds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ch, err := ObserveHeadAs[int](context.Background(), q, nil); !errors.Is(err, ErrBadOption) || ch != nil {
+		t.Fatalf("nil conv: %v, %v; want ErrBadOption and no channel", ch, err)
+	}
+	if _, err := ObserveHeadAs(context.Background(), nil, func(Head) int { return 0 }); !errors.Is(err, ErrBadOption) {
+		t.Fatalf("nil queue: %v; want ErrBadOption", err)
+	}
+}
