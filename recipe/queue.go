@@ -166,7 +166,11 @@ func (q *Queue) TryAcquire(ctx context.Context, kind string, data []byte) (Lease
 // The queue's Rule must let an anchored node hold while its anchor is
 // ahead of it (the read-write lock's read rule skips the anchor): under
 // FirstHolds, an anchored node waits for its own anchor, and so for the
-// caller, until ctx ends.
+// caller, until ctx ends. Anchored nodes in a queue of one node kind must
+// not share the directory with other Queue values' Acquire callers: their
+// waiters may grant without re-listing when their predecessor goes
+// (skipRelist), which an anchored node taking that predecessor's place
+// would defeat.
 func (q *Queue) AcquireAnchored(ctx context.Context, kind string, data []byte, anchor Lease) (Lease, error) {
 	a, ok := anchor.(*lease)
 	if !ok || a == nil || a.s != q.s || path.Dir(a.path) != q.adir {
@@ -648,7 +652,14 @@ func (q *Queue) wait(ctx context.Context, t *Ticket, wait bool, fs *fastStart) (
 //     anchored node, which takes its anchor's place. So the skip is made
 //     only on a queue of one node kind on which AcquireAnchored was never
 //     called (this module anchors only the read-write lock's read nodes,
-//     in a queue of two kinds) and whose listing showed no anchored node;
+//     in a queue of two kinds) and whose listing showed no anchored node.
+//     Caveat: q.anchors knows only this Queue value. An anchored node made
+//     after our listing by another Queue value or process on the same
+//     directory, in our kind, anchored to P, would sort before ours once P
+//     is gone, and the skip would miss it. Nothing in this module does
+//     that (only the read-write lock anchors, and its kinds are its own);
+//     a caller of AcquireAnchored on a one-kind queue must not share its
+//     directory with Acquire callers (see AcquireAnchored);
 //   - our node exists, in the same session: the caller then reads it with
 //     an exists sent after P's deletion was seen (czxid and owner must be
 //     ours), and grantEarly requires the lease not ended (a deletion of our
@@ -656,7 +667,8 @@ func (q *Queue) wait(ctx context.Context, t *Ticket, wait bool, fs *fastStart) (
 //     connection up (no suspension in between);
 //   - so our node is the lowest now, and stays so while it exists; the Rule
 //     grants the lowest node whatever follows it (checked on the listing
-//     without P).
+//     without P; that nodes created later cannot change that answer is
+//     assumed of the Rule, as it holds for FirstHolds and the semaphore's).
 //
 // Multi-node watches: the skip needs exactly one watched node, at index 0,
 // and self == 1. A semaphore of N > 1 leases never gets there (it holds at
