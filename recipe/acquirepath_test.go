@@ -172,15 +172,12 @@ func TestSkipRelistOnlyWhenProven(t *testing.T) {
 	}
 	three := []NodeName{node(1, false), node(2, false), node(3, false)}
 	rw, _ := NewQueue(ws, "/skip", []string{"write-", "read-"}, FirstHolds)
-	anchoredQ, _ := NewQueue(ws, "/skip", []string{"lock-"}, FirstHolds)
-	anchoredQ.anchors.Store(true)
 	for what, ok := range map[string]bool{
 		"data change, not a deletion":        wq.skipRelist(two, 1, []int{0}, changed),
 		"more than one lower node":           wq.skipRelist(three, 2, []int{1}, fired),
 		"an anchored node in the listing":    wq.skipRelist([]NodeName{node(1, false), node(2, true), node(3, false)}, 2, []int{1}, fired),
 		"an anchored node before self only":  wq.skipRelist([]NodeName{node(2, true), node(3, false)}, 1, []int{0}, fired),
 		"a queue of two kinds (rw lock)":     rw.skipRelist(two, 1, []int{0}, fired),
-		"a queue that used AcquireAnchored":  anchoredQ.skipRelist(two, 1, []int{0}, fired),
 		"the rule does not grant the lowest": (&Queue{kinds: []string{"lock-"}, rule: func([]NodeName, int) (bool, []int) { return false, []int{0} }}).skipRelist(two, 1, []int{0}, fired),
 	} {
 		if ok {
@@ -237,6 +234,80 @@ func TestSkipRelistNotWhenOwnNodeGoesWithPredecessor(t *testing.T) {
 		if err := held.Release(ctx); !errors.Is(err, ErrLeaseLost) {
 			t.Fatalf("holder's Release: %v", err)
 		}
+	}
+}
+
+// TestSkipRelistAnchoredRefused: in a queue of one kind, the holder's
+// session asks for an anchored node taking the holder's place while a
+// waiter (another session) waits behind the holder with the listing
+// [holder, waiter]. Were the anchored node made, it would sort before the
+// waiter once the holder's node goes, and the waiter, granting without a
+// re-list (skipRelist), would hold together with it. AcquireAnchored must
+// refuse a one-kind queue (ErrBadOption, no node made), and the holder's
+// release then grants the waiter alone.
+func TestSkipRelistAnchoredRefused(t *testing.T) {
+	cl := zktest.Shared(t)
+	var log opLog
+	hs := connect(t, cl.Servers())
+	ws := connect(t, cl.Servers(), WithDialer(log.dialer()))
+	hq := newTestQueue(t, hs, "/skipanchor")
+	wq := newTestQueue(t, ws, "/skipanchor")
+	in := zktest.Inspect(t, cl)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	held, err := hq.Acquire(ctx, "lock-", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	log.take()
+	type res struct {
+		l   Lease
+		err error
+	}
+	waiter := make(chan res, 1)
+	go func() {
+		l, err := wq.Acquire(ctx, "lock-", nil)
+		waiter <- res{l, err}
+	}()
+	zktest.Eventually(t, 10*time.Second, "waiter watching", func() bool {
+		log.mu.Lock()
+		defer log.mu.Unlock()
+		return count(log.ops, zktest.OpGetData) >= 2 // own node, predecessor
+	})
+	anchored := make(chan res, 1)
+	actx, acancel := context.WithTimeout(ctx, 3*time.Second)
+	defer acancel()
+	go func() {
+		l, err := hq.AcquireAnchored(actx, "lock-", nil, held)
+		anchored <- res{l, err}
+	}()
+	var a res
+	select {
+	case a = <-anchored:
+	case <-time.After(time.Second):
+		// The anchored node was made and waits behind its anchor.
+	}
+	if err := held.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	w := <-waiter
+	if w.err != nil {
+		t.Fatalf("waiter: %v", w.err)
+	}
+	defer w.l.Release(ctx)
+	if a.l == nil && a.err == nil {
+		a = <-anchored
+	}
+	if a.l != nil {
+		live := w.l.Context().Err() == nil && a.l.Context().Err() == nil
+		a.l.Release(ctx)
+		t.Fatalf("anchored node granted in a one-kind queue (both held at once: %v)", live)
+	}
+	if !errors.Is(a.err, ErrBadOption) {
+		t.Fatalf("AcquireAnchored on a one-kind queue: %v, want ErrBadOption", a.err)
+	}
+	if kids := in.Children("/skipanchor"); len(kids) != 1 {
+		t.Fatalf("children %v, want the waiter's node only", kids)
 	}
 }
 

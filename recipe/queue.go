@@ -8,7 +8,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/go-zookeeper/zk"
@@ -80,9 +79,6 @@ type Queue struct {
 	kinds   []string
 	rule    Rule
 	pending inflight // creates whose outcome nobody waits for yet
-	// anchors is set once AcquireAnchored was called on this Queue: a
-	// wakeup then always re-lists (see skipRelist).
-	anchors atomic.Bool
 }
 
 // NewQueue returns a queue engine over directory dir (validated with
@@ -163,15 +159,17 @@ func (q *Queue) TryAcquire(ctx context.Context, kind string, data []byte) (Lease
 // ErrBadOption when anchor is not such a lease, ErrLeaseLost (wrapping the
 // cause) when anchor has ended or its node is gone.
 //
-// The queue's Rule must let an anchored node hold while its anchor is
-// ahead of it (the read-write lock's read rule skips the anchor): under
-// FirstHolds, an anchored node waits for its own anchor, and so for the
-// caller, until ctx ends. Anchored nodes in a queue of one node kind must
-// not share the directory with other Queue values' Acquire callers: their
-// waiters may grant without re-listing when their predecessor goes
-// (skipRelist), which an anchored node taking that predecessor's place
-// would defeat.
+// The queue must have at least two node kinds (ErrBadOption otherwise),
+// and its Rule must let an anchored node hold while its anchor is ahead of
+// it (the read-write lock's read rule skips the anchor). A queue of one
+// kind is refused because its waiters may grant without re-listing when
+// their only predecessor goes (skipRelist): an anchored node taking that
+// predecessor's place would be missed. (Under FirstHolds an anchored node
+// would also wait for its own anchor, and so for the caller.)
 func (q *Queue) AcquireAnchored(ctx context.Context, kind string, data []byte, anchor Lease) (Lease, error) {
+	if len(q.kinds) < 2 {
+		return nil, fmt.Errorf("%w: anchored nodes need a queue of two or more node kinds (%s has %q)", ErrBadOption, q.dir, q.kinds)
+	}
 	a, ok := anchor.(*lease)
 	if !ok || a == nil || a.s != q.s || path.Dir(a.path) != q.adir {
 		return nil, fmt.Errorf("%w: the anchor must be a lease of the same queue directory and session", ErrBadOption)
@@ -183,7 +181,6 @@ func (q *Queue) AcquireAnchored(ctx context.Context, kind string, data []byte, a
 	if !ok {
 		return nil, fmt.Errorf("%w: anchor node %s", ErrBadOption, a.path)
 	}
-	q.anchors.Store(true)
 	return q.acquire(ctx, kind, data, true, &anchorSpec{path: a.path, seq: n.Pos(), token: int64(a.Token())})
 }
 
@@ -198,8 +195,8 @@ func (q *Queue) acquire(ctx context.Context, kind string, data []byte, wait bool
 	// path: it must be the multi of check (the anchor exists) and create, and
 	// a create2 inside a multi is not rewritten (trackedConn rewrites only a
 	// top-level create request) nor verified to work. Its grant reads the
-	// node (grant), and skipRelist is off for the whole queue once an anchor
-	// was used (Queue.anchors).
+	// node (grant). Anchored nodes exist only in queues of two or more kinds,
+	// where skipRelist never skips.
 	var fs *fastStart
 	if anchor == nil {
 		fs = &fastStart{armAtJoin: wait}
@@ -648,18 +645,19 @@ func (q *Queue) wait(ctx context.Context, t *Ticket, wait bool, fs *fastStart) (
 //     NodeDeleted event, or NoNode when the watch was set), not for a data
 //     change or a dropped watch;
 //   - no node can have appeared before ours since that listing: a node
-//     created later has a larger sequence and sorts after ours, except an
-//     anchored node, which takes its anchor's place. So the skip is made
-//     only on a queue of one node kind on which AcquireAnchored was never
-//     called (this module anchors only the read-write lock's read nodes,
-//     in a queue of two kinds) and whose listing showed no anchored node.
-//     Caveat: q.anchors knows only this Queue value. An anchored node made
-//     after our listing by another Queue value or process on the same
-//     directory, in our kind, anchored to P, would sort before ours once P
-//     is gone, and the skip would miss it. Nothing in this module does
-//     that (only the read-write lock anchors, and its kinds are its own);
-//     a caller of AcquireAnchored on a one-kind queue must not share its
-//     directory with Acquire callers (see AcquireAnchored);
+//     created later has a larger sequence (wrap-aware, SeqLess) and sorts
+//     after ours, except an anchored node, which takes its anchor's place.
+//     An anchored node is made only by AcquireAnchored, which refuses a
+//     queue of one node kind, and the skip is made only in a queue of one
+//     kind whose listing showed no anchored node. So an anchored node of
+//     our kind can only come from a Queue whose kinds are a strict superset
+//     of ours (another recipe on our directory); such a recipe's nodes of
+//     its other kinds are foreign to us and never predecessors (rule 1), so
+//     a directory shared by Queues of different kinds has no mutual
+//     exclusion to keep in the first place. (TestSkipRelistAnchoredRefused:
+//     before AcquireAnchored refused one-kind queues, an anchored node
+//     made by the holder's session after the waiter's listing was granted
+//     together with the skipping waiter);
 //   - our node exists, in the same session: the caller then reads it with
 //     an exists sent after P's deletion was seen (czxid and owner must be
 //     ours), and grantEarly requires the lease not ended (a deletion of our
@@ -679,7 +677,7 @@ func (q *Queue) wait(ctx context.Context, t *Ticket, wait bool, fs *fastStart) (
 //
 // A wakeup that fails any of these lists again.
 func (q *Queue) skipRelist(nodes []NodeName, self int, watch []int, w *wakeup) bool {
-	if !w.deleted || self != 1 || len(watch) != 1 || watch[0] != 0 || len(q.kinds) != 1 || q.anchors.Load() {
+	if !w.deleted || self != 1 || len(watch) != 1 || watch[0] != 0 || len(q.kinds) != 1 {
 		return false
 	}
 	for _, n := range nodes {
