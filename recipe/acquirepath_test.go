@@ -5,6 +5,7 @@ import (
 	"errors"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -308,6 +309,52 @@ func TestSkipRelistAnchoredRefused(t *testing.T) {
 	}
 	if kids := in.Children("/skipanchor"); len(kids) != 1 {
 		t.Fatalf("children %v, want the waiter's node only", kids)
+	}
+}
+
+// TestReleaseRetryChecksOwner: Release's delete is lost with the
+// connection (not applied), and while the client reconnects another
+// session deletes the lock node and creates a node at the exact same path.
+// The retried delete must read the node first and leave it (another
+// session owns it), not delete it by its version (0, like the lease's).
+func TestReleaseRetryChecksOwner(t *testing.T) {
+	cl := zktest.Shared(t)
+	in := zktest.Inspect(t, cl)
+	var armed atomic.Bool
+	var target string // absolute path of the lease's node
+	s := connect(t, cl.Servers(), WithDialer(zktest.RequestHook(nil, func(op int32) zktest.Fault {
+		if op != zktest.OpDelete || !armed.CompareAndSwap(true, false) {
+			return zktest.Pass
+		}
+		if err := in.Conn().Delete(target, -1); err != nil {
+			t.Errorf("foreign delete: %v", err)
+		}
+		if _, err := in.Conn().Create(target, []byte("foreign"), zk.FlagEphemeral, zk.WorldACL(zk.PermAll)); err != nil {
+			t.Errorf("foreign create: %v", err)
+		}
+		return zktest.DropAndCut
+	})))
+	q := newTestQueue(t, s, "/relretry")
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	l, err := q.Acquire(ctx, "lock-", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	target = s.Chroot() + l.(*lease).Path()
+	armed.Store(true)
+	if err := l.Release(ctx); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+	if armed.Load() {
+		t.Fatal("the release's delete was not intercepted")
+	}
+	st := in.Stat(l.(*lease).Path())
+	if st == nil || st.EphemeralOwner != in.Conn().SessionID() {
+		t.Fatalf("the other session's node at the lease's path was deleted or replaced: %+v", st)
+	}
+	if n := s.PendingCleanup(); n != 0 {
+		t.Fatalf("%d cleanup items left", n)
 	}
 }
 

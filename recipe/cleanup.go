@@ -80,12 +80,16 @@ func (s *Session) deleteOwned(ctx context.Context, it cleanupItem, wait bool) (e
 			if ep := s.epochOf(it.owner); ep != nil {
 				defer context.AfterFunc(ep.ctx, func() { cancel(context.Cause(ep.ctx)) })()
 			}
-			err = s.retry(tctx, func() error { return s.deleteOnce(it) }) // ...but the first attempt is sent
+			// ...but the first attempt is sent. Only the first attempt may
+			// delete by version without reading the node (see deleteOnce):
+			// every retry, here or by the cleaner, checks owner and czxid.
+			err = s.retry(tctx, func() error { e := s.deleteOnce(it); it.byVersion = false; return e })
 		} else {
 			// Retry only while the connection is up; the cleaner takes over
 			// as soon as it is not.
 			for attempt := 0; ; attempt++ {
 				err = s.call(tctx, func() error { return s.deleteOnce(it) }, nil)
+				it.byVersion = false
 				if err == nil || !isConnErr(err) || tctx.Err() != nil || !s.State().IsConnected() {
 					break
 				}
@@ -182,22 +186,30 @@ func (s *Session) deleteOnce(it cleanupItem) error {
 		return nil
 	}
 	if it.byVersion {
-		// A lease's release: one request instead of exists + delete. Why
-		// this deletes only the node the lease was granted:
+		// A lease's release: one request instead of exists + delete. It is
+		// made only as the first attempt of Release, while the connection
+		// is up and the lease was live a moment before (deleteOwned clears
+		// byVersion for every retry and for the cleaner, which read the node
+		// and check owner and czxid). Why this deletes only the node the
+		// lease was granted:
 		//  - the session is the one that created the node (checked above:
 		//    never by path after a session change);
 		//  - the path names that node alone: every name carries a GUID fresh
-		//    for each create attempt and the sequence the server assigned, and
-		//    every create of the engine is sequential, so no client of this
-		//    module ever creates this path again. Another node can be at this
-		//    path only if a foreign client deleted ours and re-created the
-		//    exact name; the deletion fires the lease's own-node watch, which
-		//    ends the lease (ErrNodeDeleted) and Release then deletes nothing.
-		//    What is left is a deletion and re-creation in the last moments
-		//    before this delete, with the event still in flight: the same
-		//    window the exists + delete pair had between its two requests
-		//    (a re-created node's version is 0 too, so that pair's version
-		//    check did not close it either);
+		//    for each Acquire (128 random bits) and the sequence the server
+		//    assigned. A directory deleted and re-created under live
+		//    participants restarts its sequence counter, so a sequence can
+		//    come back, but never with our GUID: no client of this module
+		//    creates this path again. Another node can be at this path only
+		//    if a foreign client deleted ours and created the exact name.
+		//    The deletion fires the lease's own-node watch, which ends the
+		//    lease (ErrNodeDeleted) and Release then deletes nothing; what
+		//    is left is a deletion and re-creation in the moments before
+		//    this delete with the event still in flight, the window an
+		//    exists + delete pair has between its two requests too;
+		//  - after a connection loss the event may be lost with the
+		//    connection and the foreign client has a whole disconnection to
+		//    act in: that is why a retry never takes this path
+		//    (TestReleaseRetryChecksOwner);
 		//  - the version is the one last read for the lease (0 from the
 		//    create, updated when a data change was seen): a node written
 		//    since fails with BadVersion, and the checked path below decides.

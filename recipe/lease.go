@@ -53,11 +53,12 @@ func (l *lease) Context() context.Context { return l.ctx }
 func (l *lease) Path() string { return l.path[len(l.s.chroot):] }
 
 // Release gives the lease up: it ends the lease context (cause ErrReleased)
-// first, then deletes the znode with the data version it knows (and, if the
-// node was written since, after checking ephemeral owner and czxid),
-// ignoring ctx's cancellation for the delete itself (the first attempt is
-// always sent) and retrying on connection loss
-// until the cleanup timeout; ctx's end only stops the retries early. A delete
+// first, then deletes the znode (ZooKeeper operation: delete with the data
+// version it knows; if the node was written since, or the connection was
+// down, or on any retry: exists, checking ephemeral owner and czxid, then
+// delete), ignoring ctx's cancellation for the delete itself (the first
+// attempt is always sent) and retrying on connection loss until the cleanup
+// timeout; ctx's end only stops the retries early. A delete
 // that could not complete is also handed to the Session's cleaner, so the
 // lock is freed on reconnection even if Release is never called again.
 //
@@ -79,9 +80,11 @@ func (l *lease) Release(ctx context.Context) error {
 		return fmt.Errorf("%w (%w)", ErrLeaseLost, cause)
 	}
 	// Delete by path with the known data version, without reading the node
-	// first (the version check is the server's; see deleteOnce).
+	// first (the version check is the server's; see deleteOnce), when the
+	// connection is up; otherwise, and on every retry, after checking owner
+	// and czxid.
 	l.s.mu.Lock()
-	it := cleanupItem{path: l.path, czxid: l.czxid, owner: l.owner, version: l.version, byVersion: true}
+	it := cleanupItem{path: l.path, czxid: l.czxid, owner: l.owner, version: l.version, byVersion: l.s.state.IsConnected()}
 	l.s.mu.Unlock()
 	err := l.s.deleteOwned(ctx, it, true)
 	if err != nil {
