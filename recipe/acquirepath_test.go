@@ -3,7 +3,10 @@ package recipe
 import (
 	"context"
 	"errors"
+	"fmt"
+	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -366,4 +369,58 @@ func count(ops []int32, op int32) int {
 		}
 	}
 	return n
+}
+
+// TestCloseStopsWorkers: a session with many requests in flight on its
+// worker pool (50 waiters behind a holder, each with a cancellable ctx, and
+// one function that is slow to return) is closed; when Close returns, no
+// worker goroutine is left, running or parked.
+func TestCloseStopsWorkers(t *testing.T) {
+	cl := zktest.Shared(t)
+	hs := connect(t, cl.Servers())
+	ws := connect(t, cl.Servers())
+	hq := newTestQueue(t, hs, "/closeworkers")
+	wq := newTestQueue(t, ws, "/closeworkers")
+	in := zktest.Inspect(t, cl)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	held, err := hq.Acquire(ctx, "lock-", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Release(ctx)
+	const waiters = 50
+	errs := make(chan error, waiters)
+	for range waiters {
+		go func() {
+			_, err := wq.Acquire(ctx, "lock-", nil)
+			errs <- err
+		}()
+	}
+	zktest.Eventually(t, 10*time.Second, "waiters queued", func() bool {
+		return len(in.Children("/closeworkers")) == waiters+1
+	})
+	if n := countWorkers(ws); n == 0 {
+		t.Fatal("no worker running before Close: the test proves nothing")
+	}
+	// One worker still busy when Close is called (a request that returns
+	// late): Close must wait for it too.
+	ws.pool.run(func() { time.Sleep(300 * time.Millisecond) })
+	ws.Close()
+	if n := countWorkers(ws); n != 0 {
+		t.Fatalf("%d worker goroutines left after Session.Close", n)
+	}
+	for range waiters {
+		if err := <-errs; !errors.Is(err, ErrSessionClosed) {
+			t.Fatalf("waiter: %v, want ErrSessionClosed", err)
+		}
+	}
+}
+
+// countWorkers counts the goroutines of s's worker pool (the receiver's
+// address is the first argument in a goroutine's stack trace).
+func countWorkers(s *Session) int {
+	buf := make([]byte, 1<<22)
+	buf = buf[:runtime.Stack(buf, true)]
+	return strings.Count(string(buf), fmt.Sprintf("recipe.(*workers).work(%p", &s.pool))
 }

@@ -244,8 +244,9 @@ func (s *Session) SessionTimeout() time.Duration {
 func (s *Session) LastServerReply() time.Time { return time.Unix(0, s.lastReply.Load()) }
 
 // Close ends the ZooKeeper session, ends every live lease with cause
-// ErrSessionClosed, stops the Session's goroutines and waits for them (up to
-// about 2 s when no server answers). When a server receives the close, it
+// ErrSessionClosed, stops the Session's goroutines (its watchdog, cleaner,
+// listeners and request workers) and waits for them (up to about 2 s when
+// no server answers). When a server receives the close, it
 // deletes all the session's ephemeral znodes at once; when none can be
 // reached, they stay until the server expires the session (one session
 // timeout). It is idempotent and returns nil; operations after Close return
@@ -282,6 +283,7 @@ func (s *Session) shutdown() {
 	}
 	s.unlock()
 	s.wg.Wait()
+	s.pool.stop() // after conn.Close: every request a worker runs returns at once
 }
 
 // abs turns a recipe path into the server path (chroot prepended).
