@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-zookeeper/zk"
@@ -83,13 +84,22 @@ func (s *Session) deleteOwned(ctx context.Context, it cleanupItem, wait bool) (e
 			// ...but the first attempt is sent. Only the first attempt may
 			// delete by version without reading the node (see deleteOnce):
 			// every retry, here or by the cleaner, checks owner and czxid.
-			err = s.retry(tctx, func() error { e := s.deleteOnce(it); it.byVersion = false; return e })
+			var tried atomic.Bool
+			first := it // never written: an abandoned attempt may still read it
+			err = s.retry(tctx, func() error {
+				cur := first
+				if tried.Swap(true) {
+					cur.byVersion = false
+				}
+				return s.deleteOnce(cur)
+			})
 		} else {
 			// Retry only while the connection is up; the cleaner takes over
 			// as soon as it is not.
 			for attempt := 0; ; attempt++ {
-				err = s.call(tctx, func() error { return s.deleteOnce(it) }, nil)
-				it.byVersion = false
+				cur := it
+				cur.byVersion = cur.byVersion && attempt == 0
+				err = s.call(tctx, func() error { return s.deleteOnce(cur) }, nil)
 				if err == nil || !isConnErr(err) || tctx.Err() != nil || !s.State().IsConnected() {
 					break
 				}
@@ -105,6 +115,7 @@ func (s *Session) deleteOwned(ctx context.Context, it cleanupItem, wait bool) (e
 	} else {
 		err = errNotConnected
 	}
+	it.byVersion = false // the cleaner's attempts are retries
 	s.mu.Lock()
 	lost := s.ownerLostLocked(it.owner)
 	if !s.closed {
