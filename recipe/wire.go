@@ -26,8 +26,11 @@ import (
 //     first field, as from a create reply and ignores the rest. The Stat is
 //     the server's own account of the node: its czxid (the fencing token) and
 //     ephemeral owner, with no extra request. The registration's onWritten
-//     runs once the create is written: requests made after that are sent
-//     after it on this connection (the listing pipelined behind a create).
+//     runs as the create is being written: requests made after that are
+//     sent after it on this connection (the listing pipelined behind a
+//     create). If the write fails, they go out on the next connection,
+//     possibly before the create is sent again: the listing then does not
+//     show the node and is not used.
 //
 // go-zookeeper writes one whole packet per Write call, and reads from a
 // single goroutine at a time, which is all the parsing below relies on.
@@ -95,11 +98,14 @@ func (c *trackedConn) Write(p []byte) (int, error) {
 	if len(p) >= 12 && int32(binary.BigEndian.Uint32(p[8:12])) == opSetWatches {
 		c.openGate()
 	}
-	n, err := c.Conn.Write(p) // go-zookeeper's send goroutine is the only writer
-	if slot != nil && err == nil {
+	if slot != nil {
+		// Before the write: a request queued from now on is written after
+		// this one (go-zookeeper's send goroutine, which is here, is the only
+		// writer and takes requests in order), and the caller's goroutine
+		// gets going while the create is on its way.
 		c.s.createWritten(slot)
 	}
-	return n, err
+	return c.Conn.Write(p)
 }
 
 // ZooKeeper opcodes seen on the wire.
@@ -216,10 +222,11 @@ func (c *trackedConn) scan(b []byte) {
 
 // createSlot is a registered create: see trackedConn.
 type createSlot struct {
-	onWritten func() // if set: called once, on go-zookeeper's send goroutine, after the create was written; must not block
+	onWritten func() // if set: called once, on go-zookeeper's send goroutine, as the create is written; must not block
 
 	// under Session.c2mu
 	written bool
+	closed  bool    // unregistered: onWritten is not called any more
 	replied bool    // a create2 reply with a Stat was read
 	path    string  // the path in that reply
 	stat    zk.Stat // the Stat in that reply
@@ -240,6 +247,9 @@ func (s *Session) unregisterCreate(path string, slot *createSlot) (written, repl
 	if s.c2[path] == slot {
 		delete(s.c2, path)
 	}
+	// A create written once more after this (a late write of a request the
+	// caller stopped waiting for) sends no listing nobody reads.
+	slot.closed = true
 	return slot.written, slot.replied, slot.path, slot.stat
 }
 
@@ -260,8 +270,8 @@ func (s *Session) createFor(p []byte) *createSlot {
 
 func (s *Session) createWritten(slot *createSlot) {
 	s.c2mu.Lock()
-	first := !slot.written
-	slot.written = true
+	first := !slot.written && !slot.closed
+	slot.written = slot.written || !slot.closed
 	s.c2mu.Unlock()
 	if first && slot.onWritten != nil {
 		slot.onWritten()
