@@ -717,11 +717,11 @@ func TestLeaseEndsWhenOwnNodeDeleted(t *testing.T) {
 }
 
 // TestWatchesOnlyPredecessorAndLeavesNone: with a holder and 5 queued
-// waiters the server holds exactly two watches per waiter (its immediate
-// predecessor, and its own node: the watch its lease will hold, armed when
-// the node is created) plus the holder's watch on its own node: no herd (a
-// release fires the holder's own watch and its successor's, nothing else).
-// Once everyone is done, no watch is left on the server.
+// waiters the server holds exactly one watch per waiter (its immediate
+// predecessor; a waiter's own node is watched from its grant on) plus the
+// holder's watch on its own node: no herd (a release fires the holder's
+// own watch and its successor's, nothing else). Once everyone is done, no
+// watch is left on the server.
 func TestWatchesOnlyPredecessorAndLeavesNone(t *testing.T) {
 	cl := zktest.Start(t)
 	in := inspect(t, cl)
@@ -741,7 +741,7 @@ func TestWatchesOnlyPredecessorAndLeavesNone(t *testing.T) {
 	for i := 0; i < 5; i++ {
 		waiters = append(waiters, acquireAsync(ctx, newMutex(t, connect(t, cl), dir)))
 	}
-	eventually(t, 10*time.Second, "5 waiters watching", func() bool { return len(in.Children(dir)) == 6 && watches() == 11 })
+	eventually(t, 10*time.Second, "5 waiters watching", func() bool { return len(in.Children(dir)) == 6 && watches() == 6 })
 	release(t, holder)
 	for _, w := range waiters {
 		r := await(t, w, 10*time.Second)

@@ -54,9 +54,11 @@ func newTestQueue(t *testing.T, s *Session, dir string) *Queue {
 }
 
 // TestAcquirePipelined: an uncontended Acquire writes the create (as
-// create2), the listing right behind it and the own-node watch, and grants
-// without reading its node: the token is the node's czxid, from the create2
-// reply. Release is one delete.
+// create2) and the listing right behind it; the first one reads its node
+// with a watch before granting, every later one (the queue was found
+// uncontended) grants on the listing, whose child watch stands in for the
+// own-node watch, without reading its node: the token is the node's czxid,
+// from the create2 reply. Release is one delete.
 func TestAcquirePipelined(t *testing.T) {
 	cl := zktest.Shared(t)
 	var log opLog
@@ -76,7 +78,13 @@ func TestAcquirePipelined(t *testing.T) {
 			t.Fatalf("acquire wrote %v; want create2, then getChildren2 right behind it", ops)
 		}
 		if slices.Contains(ops, zktest.OpExists) || count(ops, zktest.OpGetChildren2) != 1 {
-			t.Fatalf("acquire wrote %v: more than one listing, or a read of its own node", ops)
+			t.Fatalf("acquire wrote %v: more than one listing, or an exists", ops)
+		}
+		if want := map[bool]int{true: 1, false: 0}[i == 0]; count(ops, zktest.OpGetData) != want {
+			t.Fatalf("acquire %d wrote %v; want %d getData", i, ops, want)
+		}
+		if (l.(*lease).child != nil) == (i == 0) {
+			t.Fatalf("acquire %d: child watch %v", i, l.(*lease).child != nil)
 		}
 		st := in.Stat(l.(*lease).Path())
 		if st == nil || int64(l.Token()) != st.Czxid || st.EphemeralOwner != s.ID() {
@@ -91,6 +99,72 @@ func TestAcquirePipelined(t *testing.T) {
 		if st := in.Stat(l.(*lease).Path()); st != nil {
 			t.Fatalf("node left after Release: %+v", st)
 		}
+	}
+}
+
+// TestChildWatchEndsLease: a lease granted on the pipelined listing's
+// child watch (no own-node read) still ends at once (ErrNodeDeleted) when
+// someone else deletes its node: directly, and after a waiter joining
+// spent the child watch (the lease then read its node with a watch).
+func TestChildWatchEndsLease(t *testing.T) {
+	for _, joined := range []bool{false, true} {
+		t.Run(map[bool]string{false: "alone", true: "after a join"}[joined], func(t *testing.T) {
+			cl := zktest.Shared(t)
+			s := connect(t, cl.Servers())
+			ws := connect(t, cl.Servers())
+			q := newTestQueue(t, s, "/childwatch")
+			wq := newTestQueue(t, ws, "/childwatch")
+			in := zktest.Inspect(t, cl)
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			l, err := q.Acquire(ctx, "lock-", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := l.Release(ctx); err != nil {
+				t.Fatal(err)
+			}
+			l, err = q.Acquire(ctx, "lock-", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if l.(*lease).child == nil {
+				t.Fatal("not granted on the child watch")
+			}
+			waiter := make(chan error, 1)
+			if joined {
+				go func() {
+					wl, err := wq.Acquire(ctx, "lock-", nil)
+					if err == nil {
+						err = wl.Release(ctx)
+					}
+					waiter <- err
+				}()
+				zktest.Eventually(t, 10*time.Second, "own node read after the join", func() bool {
+					s.mu.Lock()
+					defer s.mu.Unlock()
+					return l.(*lease).arming && len(in.Children("/childwatch")) == 2
+				})
+				time.Sleep(100 * time.Millisecond) // the read's reply
+				if err := l.Context().Err(); err != nil {
+					t.Fatalf("lease ended by a join: %v", context.Cause(l.Context()))
+				}
+			}
+			in.Delete(l.(*lease).Path())
+			select {
+			case <-l.Context().Done():
+				if c := context.Cause(l.Context()); !errors.Is(c, ErrNodeDeleted) {
+					t.Fatalf("cause %v", c)
+				}
+			case <-time.After(5 * time.Second):
+				t.Fatal("the lease outlived the deletion of its node")
+			}
+			if joined {
+				if err := <-waiter; err != nil {
+					t.Fatal(err)
+				}
+			}
+		})
 	}
 }
 
@@ -145,7 +219,7 @@ func TestSkipRelistOnlyWhenProven(t *testing.T) {
 	zktest.Eventually(t, 10*time.Second, "waiter watching", func() bool {
 		log.mu.Lock()
 		defer log.mu.Unlock()
-		return count(log.ops, zktest.OpGetData) >= 2 // own node, predecessor
+		return count(log.ops, zktest.OpGetData) >= 1 // the predecessor
 	})
 	log.take()
 	if err := held.Release(ctx); err != nil {
@@ -155,8 +229,11 @@ func TestSkipRelistOnlyWhenProven(t *testing.T) {
 	if r.err != nil {
 		t.Fatal(r.err)
 	}
-	if ops := log.take(); slices.Contains(ops, zktest.OpGetChildren2) || !slices.Contains(ops, zktest.OpExists) {
-		t.Fatalf("wakeup wrote %v; want an exists on the own node and no listing", ops)
+	if ops := log.take(); slices.Contains(ops, zktest.OpGetChildren2) || count(ops, zktest.OpGetData) != 1 {
+		t.Fatalf("wakeup wrote %v; want one getData on the own node and no listing", ops)
+	}
+	if !r.l.(*lease).arming {
+		t.Fatal("granted on the skip without its own-node watch")
 	}
 	r.l.Release(ctx)
 
@@ -276,7 +353,7 @@ func TestSkipRelistAnchoredRefused(t *testing.T) {
 	zktest.Eventually(t, 10*time.Second, "waiter watching", func() bool {
 		log.mu.Lock()
 		defer log.mu.Unlock()
-		return count(log.ops, zktest.OpGetData) >= 2 // own node, predecessor
+		return count(log.ops, zktest.OpGetData) >= 1 // the predecessor
 	})
 	anchored := make(chan res, 1)
 	actx, acancel := context.WithTimeout(ctx, 3*time.Second)

@@ -21,7 +21,8 @@ type lease struct {
 	// Set at registration for a lease whose node's Stat came with the create
 	// (see Queue.join and fastStart): its own-node watch is armed in the background.
 	early  bool
-	arming bool // its own-node watch request was started (by the acquiring goroutine)
+	arming bool       // its own-node watch request was started (under Session.mu)
+	child  *childSlot // the child watch standing in for its own-node watch, if any
 	// The node's data version last read, under Session.mu (Release
 	// deletes with it).
 	version int32

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-zookeeper/zk"
@@ -79,6 +80,11 @@ type Queue struct {
 	kinds   []string
 	rule    Rule
 	pending inflight // creates whose outcome nobody waits for yet
+	// solo: the last Acquire's pipelined listing showed its node alone and
+	// granted it. The next Acquire's listing then sets a child watch that
+	// can stand in for the own-node watch (childSlot). A hint only: a wrong
+	// guess costs one event or one read, never correctness.
+	solo atomic.Bool
 }
 
 // NewQueue returns a queue engine over directory dir (validated with
@@ -118,11 +124,13 @@ func (q *Queue) Session() *Session { return q.s }
 //
 // ZooKeeper operations: create2 (ephemeral sequential, returning the node's
 // Stat: owner check and czxid; plus container creates when the directory is
-// missing) with getChildren sent right behind it, and a getData watch on the
-// own node sent as soon as the create is answered (the lease's watch, not
-// waited for); then per wakeup getChildren (or, when its only predecessor
-// was deleted, an exists on the own node) and a getData watch on each node
-// the Rule names. On a connection loss it also performs sync and getChildren
+// missing) with getChildren sent right behind it (with a watch on the
+// directory when the previous Acquire of this Queue found it uncontended:
+// that watch is then the lease's own-node watch); a getData with watch on
+// the own node at a grant made on a listing without that watch; per
+// wakeup getChildren (or, when its only predecessor was deleted, a getData
+// with watch on the own node instead) and a getData watch on each node the
+// Rule names. On a connection loss it also performs sync and getChildren
 // to find a create whose reply was lost.
 // A connection SUSPENDED while waiting is waited out (the node keeps its
 // place); a grant is never made while SUSPENDED.
@@ -199,7 +207,7 @@ func (q *Queue) acquire(ctx context.Context, kind string, data []byte, wait bool
 	// where skipRelist never skips.
 	var fs *fastStart
 	if anchor == nil {
-		fs = &fastStart{armAtJoin: wait}
+		fs = &fastStart{childOK: wait}
 	}
 	t, err := q.join(ctx, kind, data, anchor, false, fs)
 	if err != nil {
@@ -226,17 +234,32 @@ func (q *Queue) acquire(ctx context.Context, kind string, data []byte, wait bool
 //     a create that failed and was retried) is dropped and the wait lists
 //     again.
 //   - pre: the lease, filled in from the create2 reply's Stat (czxid and
-//     ephemeral owner, from the server), registered before its own-node
-//     watch is armed in the background (Session.registerEarly).
+//     ephemeral owner, from the server), registered (Session.registerEarly)
+//     before any watch on its node is set.
+//   - child: when the queue was last found uncontended (Queue.solo), the
+//     listing sets a child watch on the directory, which stands in for the
+//     lease's own-node watch if the listing grants (see childSlot).
 //
-// The own-node watch is armed at once for Acquire (a waiter then learns of
-// its node's deletion at once, case C10) and only at the grant for
-// TryAcquire: a "not acquired" leaves no watch registered in go-zookeeper
-// (whose reconnect with registered watches races on its lastZxid field).
+// Where the own-node watch comes from, by how the grant is made (each sets
+// it no later than the state the grant was decided on, so no deletion of
+// the node can go unseen in between):
+//   - on the pipelined listing with its child watch: the child watch;
+//   - on a listing without a child watch (the first Acquire of a Queue, a
+//     contended one, TryAcquire, a re-list): Queue.grant reads the node
+//     with a data watch before granting (one round trip);
+//   - on a wakeup that skips the re-list (skipRelist): the getData with
+//     watch that confirms the node after its predecessor's deletion.
+//
+// A waiter sets no watch on its own node: a deletion of it by someone else
+// is found at its next wakeup (a re-list, or the skip's read), and a lost
+// session ends the wait at once (case C10). TryAcquire never sets the child
+// watch: a "not acquired" leaves no watch registered in go-zookeeper (whose
+// reconnect with registered watches races on its lastZxid field).
 type fastStart struct {
-	list      *listing
-	pre       *lease
-	armAtJoin bool
+	list    *listing
+	pre     *lease
+	childOK bool       // an Acquire: the listing may set the child watch
+	child   *childSlot // the listing's child watch, if it sets one
 }
 
 type listing struct {
@@ -314,9 +337,17 @@ func (q *Queue) join(ctx context.Context, kind string, data []byte, anchor *anch
 	if fs != nil {
 		prefix = q.adir + "/" + nodePrefix(guid, kind, false, 0)
 		lst := &listing{done: make(chan struct{}, 1)}
+		if fs.childOK && q.solo.Load() {
+			fs.child = q.s.addChildSlot(q.adir)
+		}
+		watch := fs.child != nil
 		slot = &createSlot{onWritten: func() {
 			q.s.pool.run(func() {
-				lst.children, _, lst.err = q.s.conn.Children(q.adir)
+				if watch {
+					lst.children, _, _, lst.err = q.s.conn.ChildrenW(q.adir)
+				} else {
+					lst.children, _, lst.err = q.s.conn.Children(q.adir)
+				}
 				lst.done <- struct{}{}
 			})
 		}}
@@ -332,6 +363,12 @@ func (q *Queue) join(ctx context.Context, kind string, data []byte, anchor *anch
 			fs.list = nil
 		}
 		c2ok, c2 = replied && err == nil && path.Base(rpath) == name, st
+		// The child watch is of use only to an early lease granted on the
+		// pipelined listing.
+		if fs.child != nil && (fs.list == nil || err != nil || !c2ok) {
+			q.s.dropChildSlot(fs.child)
+			fs.child = nil
+		}
 	}
 	if err != nil {
 		// The create may have been applied: remove whatever carries our GUID.
@@ -349,6 +386,7 @@ func (q *Queue) join(ctx context.Context, kind string, data []byte, anchor *anch
 		return nil, cerr // closed: the node went with the session
 	} else if cur != ep || ep.ctx.Err() != nil {
 		if fs != nil {
+			q.s.dropChildSlot(fs.child)
 			*fs = fastStart{}
 		}
 		t.ep, t.owner = cur, cur.id
@@ -371,7 +409,10 @@ func (q *Queue) join(ctx context.Context, kind string, data []byte, anchor *anch
 		lctx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
 		fs.pre = &lease{s: q.s, path: t.path, owner: ep.id, czxid: c2.Czxid, version: c2.Version,
 			keep: keep, kinds: q.kinds, ctx: lctx, cancel: cancel}
-		q.s.registerEarly(fs.pre, fs.armAtJoin)
+		q.s.registerEarly(fs.pre, fs.child)
+	} else if fs != nil {
+		q.s.dropChildSlot(fs.child)
+		fs.child = nil
 	}
 	return t, nil
 }
@@ -544,13 +585,22 @@ func (q *Queue) wait(ctx context.Context, t *Ticket, wait bool, fs *fastStart) (
 			return nil, q.vanished(ep)
 		}
 		holds, watch := q.rule(nodes, self)
+		if piped && fs.childOK {
+			q.solo.Store(holds && len(nodes) == 1)
+		}
 		if holds {
 			var l *lease
 			var err error
-			if pre != nil {
+			if pre != nil && piped && pre.child != nil && q.s.useChildSlot(pre.child) {
+				// Granted on the listing that set the child watch, which has
+				// not fired: it covers the node from that listing on.
 				l, err = q.grantEarly(ep, pre)
 				pre = nil
 			} else {
+				if pre != nil {
+					q.s.dropLease(pre)
+					pre = nil
+				}
 				l, err = q.grant(wctx, ep, t)
 			}
 			if err != nil {
@@ -568,6 +618,9 @@ func (q *Queue) wait(ctx context.Context, t *Ticket, wait bool, fs *fastStart) (
 		}
 		if !wait {
 			return nil, fmt.Errorf("%w: %s (holder %s)", ErrLocked, q.dir, nodes[0].Name)
+		}
+		if pre != nil && pre.child != nil {
+			q.s.dropChildSlot(pre.child) // a waiter has no use for it
 		}
 		paths := make([]string, 0, len(watch))
 		for _, w := range watch {
@@ -595,17 +648,25 @@ func (q *Queue) wait(ctx context.Context, t *Ticket, wait bool, fs *fastStart) (
 				// order of watch events does not show it (a multi can delete
 				// P and our node at one zxid, and our node's event then comes
 				// right after P's), so ask, with a request sent after P's
-				// event: an exists on our node alone, not a listing.
-				var ok bool
+				// event: a getData on our node alone, not a listing. Its
+				// watch is the lease's own-node watch, set in the same
+				// request that confirms the node (NoNode sets none).
 				var st *zk.Stat
 				err := q.s.retry(wctx, func() (err error) {
-					ok, st, err = q.s.conn.Exists(t.path)
+					_, st, _, err = q.s.conn.GetW(t.path)
 					return err
 				})
+				ok := err == nil
+				if errors.Is(err, zk.ErrNoNode) {
+					err = nil
+				}
 				if err != nil {
-					return nil, q.wrap("exists", err)
+					return nil, q.wrap("get", err)
 				}
 				if ok && st.Czxid == pre.czxid && st.EphemeralOwner == ep.id {
+					q.s.mu.Lock()
+					pre.arming, pre.version = true, st.Version
+					q.s.mu.Unlock()
 					l, err := q.grantEarly(ep, pre)
 					pre = nil
 					if err != nil {
@@ -659,8 +720,8 @@ func (q *Queue) wait(ctx context.Context, t *Ticket, wait bool, fs *fastStart) (
 //     made by the holder's session after the waiter's listing was granted
 //     together with the skipping waiter);
 //   - our node exists, in the same session: the caller then reads it with
-//     an exists sent after P's deletion was seen (czxid and owner must be
-//     ours), and grantEarly requires the lease not ended (a deletion of our
+//     a getData (with watch) sent after P's deletion was seen (czxid and
+//     owner must be ours), and grantEarly requires the lease not ended (a deletion of our
 //     node since ends it), the epoch and generation unchanged and the
 //     connection up (no suspension in between);
 //   - so our node is the lowest now, and stays so while it exists; the Rule
@@ -689,16 +750,13 @@ func (q *Queue) skipRelist(nodes []NodeName, self int, watch []int, w *wakeup) b
 	return holds
 }
 
-// grantEarly activates an early lease (its Stat came with the create). It
-// returns (nil, nil) when the connection was suspended since.
+// grantEarly activates an early lease (its Stat came with the create; its
+// own-node watch is its child watch or was set by the caller). It returns
+// (nil, nil) when the connection was suspended since.
 func (q *Queue) grantEarly(ep *epoch, l *lease) (*lease, error) {
 	cause := q.s.activateLease(l, ep, l.gen, l.czxid)
 	switch {
 	case cause == nil:
-		if !l.arming {
-			l.arming = true
-			q.s.pool.run(func() { q.s.armOwn(l) })
-		}
 		return l, nil
 	case errors.Is(cause, ErrNodeDeleted):
 		return nil, q.vanished(ep)

@@ -73,6 +73,10 @@ type Session struct {
 
 	pool workers // goroutines for requests run on behalf of a waiting caller
 
+	// child watches of pipelined listings that may stand in for a lease's
+	// own-node watch (see childSlot), by absolute directory
+	childSlots map[string]map[*childSlot]struct{}
+
 	// creates whose reply should carry the new node's Stat (see trackedConn),
 	// by the exact path sent
 	c2mu sync.Mutex
@@ -142,6 +146,7 @@ func Connect(ctx context.Context, servers []string, opts ...Option) (*Session, e
 		kickWatchdog: make(chan struct{}, 1),
 		quit:         make(chan struct{}),
 		c2:           make(map[string]*createSlot),
+		childSlots:   make(map[string]map[*childSlot]struct{}),
 	}
 	s.pool.quit = s.quit
 	dial := cfg.dialer
@@ -295,6 +300,7 @@ func (s *Session) onEvent(ev zk.Event) {
 	if ev.Type != zk.EventSession {
 		s.mu.Lock()
 		s.fireEventLocked(ev)
+		s.fireChildSlotsLocked(ev.Path)
 		if l := s.byPath[ev.Path]; l != nil {
 			switch ev.Type {
 			case zk.EventNodeDeleted:
@@ -419,6 +425,7 @@ func (s *Session) revokeLeaseLocked(l *lease, cause error, queueDelete bool) {
 	if s.byPath[l.path] == l {
 		delete(s.byPath, l.path)
 	}
+	s.dropChildSlotLocked(l.child)
 	delete(l.gen.leases, l)
 	l.cancel(cause)
 	if queueDelete && !s.closed {
@@ -678,20 +685,124 @@ func (s *Session) prepareLease(ctx context.Context, nodePath string, owner int64
 	return l, s.gen
 }
 
-// registerEarly registers l, filled in from its node's create2 Stat, and
-// with arm, arms its own-node watch in the background (armOwn; otherwise
-// the grant does). The lease is registered before the watch request is
-// sent, so no event is missed.
-func (s *Session) registerEarly(l *lease, arm bool) {
+// registerEarly registers l, filled in from its node's create2 Stat (with
+// slot, the child watch of its pipelined listing: l.child). Its own-node
+// watch is set at the grant (see Queue.wait). The lease is registered
+// before any watch request on its node is sent, so no event is missed.
+func (s *Session) registerEarly(l *lease, slot *childSlot) {
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	l.gen = s.gen
 	l.early = true
 	s.byPath[l.path] = l
-	s.mu.Unlock()
-	if arm {
-		l.arming = true
-		s.pool.run(func() { s.armOwn(l) })
+	if slot != nil {
+		l.child = slot
+		slot.l = l
 	}
+}
+
+// childSlot is the child watch of an Acquire's pipelined listing (getChildren
+// with watch on the queue directory, sent right behind the create), which
+// stands in for the lease's own-node watch when that listing grants:
+//   - the watch is registered by the server when it answers the listing, the
+//     very state the grant was decided on (it shows our node), so any later
+//     change of the directory's children, the deletion of our node by
+//     anyone included, fires it: there is no moment between the decision
+//     and the watch in which a deletion could go unseen;
+//   - it is registered (Session.childSlots) before the listing is sent, so
+//     no event is missed, and any event on the directory (children changed,
+//     the directory deleted, the watch dropped) marks it fired: the
+//     one-shot watch is then spent, whichever listing set it;
+//   - a slot fired before the grant is not used (the grant reads the node,
+//     Queue.grant). One that fires after the grant was decided (granting)
+//     makes the lease read its node with a data watch (armOwn): NoNode, or
+//     another czxid, ends the lease (ErrNodeDeleted). So a deletion of our
+//     node ends the lease one read after its event (the next waiter, woken
+//     by the same deletion, must also read before it is granted), and a
+//     change that is not ours (a waiter joining) costs that one read.
+//
+// It saves the uncontended Acquire its own-node read: create2 → getChildren
+// with watch, then the release's delete, whose event the watch delivers.
+type childSlot struct {
+	dir string // absolute
+
+	// under Session.mu
+	fired    bool
+	granting bool   // the grant was decided on the listing that set the watch
+	l        *lease // the early lease it covers
+}
+
+func (s *Session) addChildSlot(dir string) *childSlot {
+	slot := &childSlot{dir: dir}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	m := s.childSlots[dir]
+	if m == nil {
+		m = make(map[*childSlot]struct{})
+		s.childSlots[dir] = m
+	}
+	m[slot] = struct{}{}
+	return slot
+}
+
+func (s *Session) dropChildSlot(slot *childSlot) {
+	if slot == nil {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.dropChildSlotLocked(slot)
+}
+
+func (s *Session) dropChildSlotLocked(slot *childSlot) {
+	if slot == nil {
+		return
+	}
+	if m := s.childSlots[slot.dir]; m != nil {
+		delete(m, slot)
+		if len(m) == 0 {
+			delete(s.childSlots, slot.dir)
+		}
+	}
+}
+
+// fireChildSlotsLocked spends every child slot on path (a watch event
+// there): a slot whose lease was granted on it reads its node now.
+func (s *Session) fireChildSlotsLocked(p string) {
+	m := s.childSlots[p]
+	if m == nil {
+		return
+	}
+	delete(s.childSlots, p)
+	for slot := range m {
+		slot.fired = true
+		if slot.granting {
+			s.armOwnLocked(slot.l)
+		}
+	}
+}
+
+// useChildSlot reports whether the lease may be granted on its child watch:
+// the watch has not fired. From then on a firing makes the lease read its
+// node.
+func (s *Session) useChildSlot(slot *childSlot) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if slot.fired {
+		return false
+	}
+	slot.granting = true
+	return true
+}
+
+// armOwnLocked starts armOwn for l once (never blocking: the event
+// callback calls it).
+func (s *Session) armOwnLocked(l *lease) {
+	if l == nil || l.arming || l.ctx.Err() != nil || s.closed {
+		return
+	}
+	l.arming = true
+	s.pool.run(func() { s.armOwn(l) })
 }
 
 // armOwn sets the data watch on an early lease's own node. NoNode, or a
@@ -738,6 +849,7 @@ func (s *Session) activateLease(l *lease, ep *epoch, gen *generation, czxid int6
 		if s.byPath[l.path] == l {
 			delete(s.byPath, l.path)
 		}
+		s.dropChildSlotLocked(l.child)
 		l.cancel(cause)
 		return cause
 	}
@@ -754,6 +866,7 @@ func (s *Session) dropLease(l *lease) {
 	if s.byPath[l.path] == l {
 		delete(s.byPath, l.path)
 	}
+	s.dropChildSlotLocked(l.child)
 	l.cancel(ErrReleased)
 }
 
