@@ -168,6 +168,75 @@ func TestChildWatchEndsLease(t *testing.T) {
 	}
 }
 
+// TestRelistGrantsOnChildWatch: a waiter two places back (listing
+// [H, W1, W2]) wakes when W1 goes and re-lists with a child watch; the
+// re-list grants it without a read of its node, and a deletion of its node
+// by someone else still ends the lease.
+func TestRelistGrantsOnChildWatch(t *testing.T) {
+	cl := zktest.Shared(t)
+	var log opLog
+	hs := connect(t, cl.Servers())
+	s1 := connect(t, cl.Servers())
+	s2 := connect(t, cl.Servers(), WithDialer(log.dialer()))
+	in := zktest.Inspect(t, cl)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	h, err := newTestQueue(t, hs, "/relistwatch").Acquire(ctx, "lock-", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type res struct {
+		l   Lease
+		err error
+	}
+	acq := func(q *Queue) <-chan res {
+		ch := make(chan res, 1)
+		go func() {
+			l, err := q.Acquire(ctx, "lock-", nil)
+			ch <- res{l, err}
+		}()
+		return ch
+	}
+	w1 := acq(newTestQueue(t, s1, "/relistwatch"))
+	zktest.Eventually(t, 10*time.Second, "W1 queued", func() bool { return len(in.Children("/relistwatch")) == 2 })
+	w2 := acq(newTestQueue(t, s2, "/relistwatch"))
+	zktest.Eventually(t, 10*time.Second, "W2 watching W1", func() bool {
+		log.mu.Lock()
+		defer log.mu.Unlock()
+		return len(in.Children("/relistwatch")) == 3 && count(log.ops, zktest.OpGetData) == 1
+	})
+	if err := h.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r1 := <-w1
+	if r1.err != nil {
+		t.Fatal(r1.err)
+	}
+	log.take()
+	if err := r1.l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r2 := <-w2
+	if r2.err != nil {
+		t.Fatal(r2.err)
+	}
+	if ops := log.take(); count(ops, zktest.OpGetChildren2) != 1 || slices.Contains(ops, zktest.OpGetData) || slices.Contains(ops, zktest.OpExists) {
+		t.Fatalf("W2's wakeup wrote %v; want one listing and no read of its node", ops)
+	}
+	if r2.l.(*lease).child == nil {
+		t.Fatal("W2 not granted on its re-list's child watch")
+	}
+	in.Delete(r2.l.(*lease).Path())
+	select {
+	case <-r2.l.Context().Done():
+		if c := context.Cause(r2.l.Context()); !errors.Is(c, ErrNodeDeleted) {
+			t.Fatalf("cause %v", c)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the lease outlived the deletion of its node")
+	}
+}
+
 // TestReleaseAfterDataWrite: a write to the lock node changes its version;
 // Release's delete with the version it knows fails with BadVersion and the
 // checked delete (owner and czxid) removes the node.

@@ -71,8 +71,10 @@ const MaxNodeData = 512 << 10
 //     ephemeral owner must be the current session, and its czxid becomes
 //     the fencing token. Acquire has it from the create itself (sent as
 //     create2); a Ticket's Await and an anchored node read it. The lease
-//     holds a data watch on its own node (for Acquire armed right after the
-//     create), so a deletion by anyone else ends the lease at once.
+//     holds a watch on its own node, set no later than the state the grant
+//     was decided on (a data watch, or for an uncontended Acquire the child
+//     watch of its listing: see fastStart), so a deletion by anyone else
+//     ends the lease.
 type Queue struct {
 	s       *Session
 	dir     string // as given, relative to the chroot
@@ -243,10 +245,12 @@ func (q *Queue) acquire(ctx context.Context, kind string, data []byte, wait bool
 // Where the own-node watch comes from, by how the grant is made (each sets
 // it no later than the state the grant was decided on, so no deletion of
 // the node can go unseen in between):
-//   - on the pipelined listing with its child watch: the child watch;
+//   - on the pipelined listing with its child watch, or on a waiter's
+//     re-list (which sets one whenever the waiter has an early lease): the
+//     child watch;
 //   - on a listing without a child watch (the first Acquire of a Queue, a
-//     contended one, TryAcquire, a re-list): Queue.grant reads the node
-//     with a data watch before granting (one round trip);
+//     contended one, TryAcquire, a Ticket's Await): Queue.grant reads the
+//     node with a data watch before granting (one round trip);
 //   - on a wakeup that skips the re-list (skipRelist): the getData with
 //     watch that confirms the node after its predecessor's deletion.
 //
@@ -562,13 +566,26 @@ func (q *Queue) wait(ctx context.Context, t *Ticket, wait bool, fs *fastStart) (
 		}
 		var children []string
 		piped := first != nil
+		watched := piped && pre != nil && pre.child != nil // listed with a child watch
 		if piped {
 			children, first = first, nil
 		} else {
+			// A waiter with an early lease re-lists with a child watch,
+			// which stands in for its own-node watch if this listing grants
+			// it (see childSlot): a wakeup then costs one request.
+			var slot *childSlot
+			if pre != nil {
+				slot = q.s.addChildSlotFor(q.adir, pre)
+			}
 			err := q.s.retry(wctx, func() (err error) {
-				children, _, err = q.s.conn.Children(q.adir)
+				if slot != nil {
+					children, _, _, err = q.s.conn.ChildrenW(q.adir)
+				} else {
+					children, _, err = q.s.conn.Children(q.adir)
+				}
 				return err
 			})
+			watched = slot != nil && err == nil
 			if errors.Is(err, zk.ErrNoNode) {
 				children, err = nil, nil // directory deleted: so was our node
 			}
@@ -591,7 +608,7 @@ func (q *Queue) wait(ctx context.Context, t *Ticket, wait bool, fs *fastStart) (
 		if holds {
 			var l *lease
 			var err error
-			if pre != nil && piped && pre.child != nil && q.s.useChildSlot(pre.child) {
+			if watched && q.s.useChildSlot(pre.child) {
 				// Granted on the listing that set the child watch, which has
 				// not fired: it covers the node from that listing on.
 				l, err = q.grantEarly(ep, pre)

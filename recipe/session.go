@@ -745,6 +745,23 @@ func (s *Session) addChildSlot(dir string) *childSlot {
 	return slot
 }
 
+// addChildSlotFor registers a child slot on dir for the early lease l,
+// replacing l's previous one.
+func (s *Session) addChildSlotFor(dir string, l *lease) *childSlot {
+	slot := &childSlot{dir: dir, l: l}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.dropChildSlotLocked(l.child)
+	l.child = slot
+	m := s.childSlots[dir]
+	if m == nil {
+		m = make(map[*childSlot]struct{})
+		s.childSlots[dir] = m
+	}
+	m[slot] = struct{}{}
+	return slot
+}
+
 func (s *Session) dropChildSlot(slot *childSlot) {
 	if slot == nil {
 		return
