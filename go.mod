@@ -3,6 +3,7 @@ module github.com/zkrecipes/zkrecipes
 go 1.26.0
 
 require (
+	github.com/anishathalye/porcupine v1.3.1
 	github.com/cenkalti/backoff/v4 v4.3.0
 	github.com/go-zookeeper/zk v1.0.4
 	github.com/testcontainers/testcontainers-go v0.45.0

@@ -20,7 +20,8 @@
 // leader was elected. Guard every effect of leadership with the token at
 // the resource (package fence).
 //
-//   - Campaign blocks until the caller leads; Resign gives leadership up.
+//   - Campaign blocks until the caller leads; TryCampaign leads only if no
+//     candidate is ahead (else recipe.ErrLocked); Resign gives leadership up.
 //   - Leader tells who leads now (typed error ErrNoLeader when nobody does).
 //   - Observe reports every leader change and the no-leader state (case
 //     C16), coalescing for slow readers but always ending on the latest state.
@@ -206,6 +207,28 @@ func (e *Election) Path() string { return e.q.Dir() }
 // recipe.ErrSessionClosed; *recipe.OpError (matching recipe.ErrNoPermission
 // on ACL refusals). No error leaves a node behind.
 func (e *Election) Campaign(ctx context.Context, value []byte) (recipe.Lease, error) {
+	return e.campaign(ctx, value, true)
+}
+
+// TryCampaign is Campaign without waiting: the caller leads only if its
+// node is the first of the directory on the first listing after its create
+// (no candidate was ahead of it); otherwise the node is deleted and the
+// error matches recipe.ErrLocked. A "not leader" answer leaves no node, also
+// across a connection blip. It is recipe.Queue.TryAcquire, as
+// mutex.(*Mutex).TryAcquire is; it gives the election a non-blocking
+// recipe.Lock (with Campaign as Acquire), which is what the conformance
+// suite (recipe/locktest) needs. Checking Leader first and campaigning
+// when it reports ErrNoLeader is no substitute: another candidate can join
+// in between, and Campaign would then wait.
+//
+// ZooKeeper operations: one create, one getChildren, then either the
+// getData watch on the own znode (leader) or a delete. Errors: as Campaign,
+// and recipe.ErrLocked.
+func (e *Election) TryCampaign(ctx context.Context, value []byte) (recipe.Lease, error) {
+	return e.campaign(ctx, value, false)
+}
+
+func (e *Election) campaign(ctx context.Context, value []byte, wait bool) (recipe.Lease, error) {
 	if len(value) > recipe.MaxNodeData {
 		return nil, fmt.Errorf("%w: campaign value of %d bytes (at most %d)", recipe.ErrBadOption, len(value), recipe.MaxNodeData)
 	}
@@ -217,7 +240,13 @@ func (e *Election) Campaign(ctx context.Context, value []byte) (recipe.Lease, er
 	e.campaigning = true
 	e.mu.Unlock()
 
-	l, err := e.q.Acquire(ctx, Kind, value)
+	var l recipe.Lease
+	var err error
+	if wait {
+		l, err = e.q.Acquire(ctx, Kind, value)
+	} else {
+		l, err = e.q.TryAcquire(ctx, Kind, value)
+	}
 
 	e.mu.Lock()
 	defer e.mu.Unlock()

@@ -420,8 +420,8 @@ func TestC17_DirectoryDeletedUnderLiveParticipants(t *testing.T) {
 		if n := in.DeleteAll(dir); n != 4 {
 			t.Fatalf("round %d: deleted %d children, want 4", round, n)
 		}
-		if r := await(t, waiter, 5*time.Second); !errors.Is(r.err, recipe.ErrNodeDeleted) {
-			t.Fatalf("round %d: waiting Campaign returned %v, want ErrNodeDeleted", round, r.err)
+		if r := await(t, waiter, 5*time.Second); !errors.Is(r.Err, recipe.ErrNodeDeleted) {
+			t.Fatalf("round %d: waiting Campaign returned %v, want ErrNodeDeleted", round, r.Err)
 		}
 		o = waitLeader(o.Leader.Token)
 		eventually(t, 5*time.Second, "old leader's function ended", func() bool {
@@ -477,8 +477,8 @@ func TestC5_CancelledCampaignLeavesNothing(t *testing.T) {
 	ch := campaignAsync(cctx, b, "b")
 	eventually(t, 10*time.Second, "b queued", func() bool { return len(in.Owned(dir, bs.ID())) == 1 })
 	ccancel()
-	if r := await(t, ch, 5*time.Second); !errors.Is(r.err, context.Canceled) {
-		t.Fatalf("cancelled Campaign: %v, want Canceled", r.err)
+	if r := await(t, ch, 5*time.Second); !errors.Is(r.Err, context.Canceled) {
+		t.Fatalf("cancelled Campaign: %v, want Canceled", r.Err)
 	}
 	eventually(t, 5*time.Second, "the cancelled Campaign's node deleted", noneOwned)
 	p, err := a.Participants(context.Background())
@@ -568,8 +568,8 @@ func TestOneCampaignPerElection(t *testing.T) {
 	}
 	resign(t, other)
 	r := await(t, first, 5*time.Second)
-	if r.err != nil {
-		t.Fatal(r.err)
+	if r.Err != nil {
+		t.Fatal(r.Err)
 	}
 	if _, err := e.Campaign(context.Background(), nil); !errors.Is(err, election.ErrCampaigning) {
 		t.Fatalf("Campaign while leading: %v, want ErrCampaigning", err)
@@ -582,17 +582,17 @@ func TestOneCampaignPerElection(t *testing.T) {
 		t.Fatalf("e owns %v, want its one node", n)
 	}
 	// Lost leadership (an operator deletes the node): Campaign may go again.
-	if err := in.Conn().Delete(cl.Chroot()+r.lease.(interface{ Path() string }).Path(), -1); err != nil {
+	if err := in.Conn().Delete(cl.Chroot()+r.Lease.(interface{ Path() string }).Path(), -1); err != nil {
 		t.Fatal(err)
 	}
 	select {
-	case <-r.lease.Context().Done():
+	case <-r.Lease.Context().Done():
 	case <-time.After(5 * time.Second):
 		t.Fatal("lease survived the deletion of its node")
 	}
 	l := campaign(t, e, "e")
-	if l.Token() <= r.lease.Token() {
-		t.Fatalf("token %v <= %v", l.Token(), r.lease.Token())
+	if l.Token() <= r.Lease.Token() {
+		t.Fatalf("token %v <= %v", l.Token(), r.Lease.Token())
 	}
 	resign(t, e)
 	if c := in.Children(dir); len(c) != 0 {

@@ -69,29 +69,14 @@ func resign(t testing.TB, e *election.Election) {
 // campaignAsync starts Campaign in a goroutine; the result arrives on the
 // channel.
 func campaignAsync(ctx context.Context, e *election.Election, value string) <-chan result {
-	ch := make(chan result, 1)
-	go func() {
-		l, err := e.Campaign(ctx, []byte(value))
-		ch <- result{l, err, time.Now()}
-	}()
-	return ch
+	return rtest.Async(ctx, func(ctx context.Context) (recipe.Lease, error) { return e.Campaign(ctx, []byte(value)) })
 }
 
-type result struct {
-	lease recipe.Lease
-	err   error
-	at    time.Time
-}
+type result = rtest.Result
 
 func await(t testing.TB, ch <-chan result, d time.Duration) result {
 	t.Helper()
-	select {
-	case r := <-ch:
-		return r
-	case <-time.After(d):
-		t.Fatalf("Campaign did not return within %v", d)
-		return result{}
-	}
+	return rtest.Await(t, ch, d)
 }
 
 // next reads one observation, failing the test after d.

@@ -26,29 +26,14 @@ func newMutex(t testing.TB, s *recipe.Session, p string) *mutex.Mutex {
 
 // acquireAsync starts Acquire in a goroutine; the result arrives on the channel.
 func acquireAsync(ctx context.Context, l recipe.Lock) <-chan result {
-	ch := make(chan result, 1)
-	go func() {
-		lease, err := l.Acquire(ctx)
-		ch <- result{lease, err, time.Now()}
-	}()
-	return ch
+	return rtest.Async(ctx, l.Acquire)
 }
 
-type result struct {
-	lease recipe.Lease
-	err   error
-	at    time.Time
-}
+type result = rtest.Result
 
 func await(t testing.TB, ch <-chan result, d time.Duration) result {
 	t.Helper()
-	select {
-	case r := <-ch:
-		return r
-	case <-time.After(d):
-		t.Fatalf("Acquire did not return within %v", d)
-		return result{}
-	}
+	return rtest.Await(t, ch, d)
 }
 
 func release(t testing.TB, l recipe.Lease) {
@@ -81,10 +66,10 @@ func handOver(t testing.TB, held recipe.Lease, next recipe.Lock) {
 	ch := acquireAsync(context.Background(), next)
 	release(t, held)
 	r := await(t, ch, 10*time.Second)
-	if r.err != nil {
-		t.Fatalf("next holder: %v", r.err)
+	if r.Err != nil {
+		t.Fatalf("next holder: %v", r.Err)
 	}
-	release(t, r.lease)
+	release(t, r.Lease)
 }
 
 // connect opens a Session for the test (closed at cleanup).

@@ -185,13 +185,13 @@ func TestParticipantsAndLeaseContext(t *testing.T) {
 	}
 	release(t, l) // idempotent
 	r := await(t, waiter, 10*time.Second)
-	if r.err != nil {
-		t.Fatal(r.err)
+	if r.Err != nil {
+		t.Fatal(r.Err)
 	}
-	if r.lease.Token() <= l.Token() {
+	if r.Lease.Token() <= l.Token() {
 		t.Fatal("token did not grow")
 	}
-	release(t, r.lease)
+	release(t, r.Lease)
 }
 
 // TestC5_DeadlineWhileWaitingLeavesNothing: the waiter's deadline passes; its
@@ -295,8 +295,8 @@ func TestC2_ReplyLostAfterCreate(t *testing.T) {
 			})
 			release(t, lb)
 			r := await(t, ra, 10*time.Second)
-			if r.err != nil {
-				t.Fatal(r.err)
+			if r.Err != nil {
+				t.Fatal(r.Err)
 			}
 			if cuts.Load() == 0 || as.ID() != id {
 				t.Fatal("fault not injected, or session changed")
@@ -308,10 +308,10 @@ func TestC2_ReplyLostAfterCreate(t *testing.T) {
 			if len(owned) != 1 {
 				t.Fatalf("A owns %v, want exactly one node", owned)
 			}
-			if st := in.Stat(dir + "/" + owned[0]); st == nil || fence.Token(st.Czxid) != r.lease.Token() {
-				t.Fatalf("token %v is not the czxid of A's node", r.lease.Token())
+			if st := in.Stat(dir + "/" + owned[0]); st == nil || fence.Token(st.Czxid) != r.Lease.Token() {
+				t.Fatalf("token %v is not the czxid of A's node", r.Lease.Token())
 			}
-			release(t, r.lease)
+			release(t, r.Lease)
 			if n := in.Owned(dir, id); len(n) != 0 {
 				t.Fatalf("left after release: %v", n)
 			}
@@ -409,15 +409,15 @@ func TestC8_HolderCutOffPastSessionTimeout(t *testing.T) {
 	eventually(t, 10*time.Second, "B queued", func() bool { return len(in.Children(dir)) == 2 })
 	p.Blackhole()
 	r := await(t, rb, 20*time.Second)
-	if r.err != nil {
-		t.Fatal(r.err)
+	if r.Err != nil {
+		t.Fatal(r.Err)
 	}
 	lostAt := aDone.Get()
-	if lostAt.IsZero() || !lostAt.Before(r.at) {
-		t.Fatalf("A's lease ended at %v, B acquired at %v", lostAt, r.at)
+	if lostAt.IsZero() || !lostAt.Before(r.At) {
+		t.Fatalf("A's lease ended at %v, B acquired at %v", lostAt, r.At)
 	}
-	if la.Token() >= r.lease.Token() {
-		t.Fatalf("A's token %v >= B's %v", la.Token(), r.lease.Token())
+	if la.Token() >= r.Lease.Token() {
+		t.Fatalf("A's token %v >= B's %v", la.Token(), r.Lease.Token())
 	}
 	cause := context.Cause(la.Context())
 	if !errors.Is(cause, recipe.ErrSuspended) && !errors.Is(cause, recipe.ErrSessionLost) {
@@ -431,10 +431,10 @@ func TestC8_HolderCutOffPastSessionTimeout(t *testing.T) {
 		return as.State().IsConnected()
 	})
 	time.Sleep(200 * time.Millisecond) // give A's cleaner a chance to misbehave
-	if st := in.Stat(r.lease.(interface{ Path() string }).Path()); st == nil || fence.Token(st.Czxid) != r.lease.Token() {
+	if st := in.Stat(r.Lease.(interface{ Path() string }).Path()); st == nil || fence.Token(st.Czxid) != r.Lease.Token() {
 		t.Fatal("B's node was removed by A")
 	}
-	release(t, r.lease)
+	release(t, r.Lease)
 }
 
 // TestC9_SuspensionEndsOwnershipByDefault: a cut ends the lease at once
@@ -548,8 +548,8 @@ func TestC10_WaiterLosesItsNode(t *testing.T) {
 			eventually(t, 10*time.Second, "C queued", func() bool { return len(in.Children(dir)) == 3 })
 			tc.fault(in, as, p)
 			checkA := func() {
-				if r := await(t, ra, 10*time.Second); !errors.Is(r.err, tc.want) {
-					t.Fatalf("A: %v, want %v", r.err, tc.want)
+				if r := await(t, ra, 10*time.Second); !errors.Is(r.Err, tc.want) {
+					t.Fatalf("A: %v, want %v", r.Err, tc.want)
 				}
 			}
 			if tc.promptly {
@@ -561,13 +561,13 @@ func TestC10_WaiterLosesItsNode(t *testing.T) {
 				checkA()
 			}
 			rcr := await(t, rc, 10*time.Second)
-			if rcr.err != nil {
-				t.Fatal(rcr.err)
+			if rcr.Err != nil {
+				t.Fatal(rcr.Err)
 			}
 			if c := in.Children(dir); len(c) != 1 {
 				t.Fatalf("nodes %v, want exactly C's", c)
 			}
-			release(t, rcr.lease)
+			release(t, rcr.Lease)
 		})
 	}
 }
@@ -745,10 +745,10 @@ func TestWatchesOnlyPredecessorAndLeavesNone(t *testing.T) {
 	release(t, holder)
 	for _, w := range waiters {
 		r := await(t, w, 10*time.Second)
-		if r.err != nil {
-			t.Fatal(r.err)
+		if r.Err != nil {
+			t.Fatal(r.Err)
 		}
-		release(t, r.lease)
+		release(t, r.Lease)
 	}
 	eventually(t, 5*time.Second, "no watch left", func() bool { return watches() == 0 })
 }

@@ -175,30 +175,30 @@ func TestRWReadersShareAndWriterIsNotStarved(t *testing.T) {
 	time.Sleep(200 * time.Millisecond)
 	select {
 	case r := <-w:
-		t.Fatalf("writer acquired while a reader still holds: %v", r.err)
+		t.Fatalf("writer acquired while a reader still holds: %v", r.Err)
 	case r := <-r3:
-		t.Fatalf("late reader overtook the queued writer: %v", r.err)
+		t.Fatalf("late reader overtook the queued writer: %v", r.Err)
 	default:
 	}
 	release(t, r2)
 	wr := await(t, w, 10*time.Second)
-	if wr.err != nil {
-		t.Fatal(wr.err)
+	if wr.Err != nil {
+		t.Fatal(wr.Err)
 	}
 	select {
 	case r := <-r3:
-		t.Fatalf("reader acquired during a write: %v", r.err)
+		t.Fatalf("reader acquired during a write: %v", r.Err)
 	case <-time.After(200 * time.Millisecond):
 	}
-	release(t, wr.lease)
+	release(t, wr.Lease)
 	rr := await(t, r3, 10*time.Second)
-	if rr.err != nil {
-		t.Fatal(rr.err)
+	if rr.Err != nil {
+		t.Fatal(rr.Err)
 	}
-	if rr.lease.Token() <= wr.lease.Token() {
-		t.Fatalf("read after write has token %v <= %v", rr.lease.Token(), wr.lease.Token())
+	if rr.Lease.Token() <= wr.Lease.Token() {
+		t.Fatalf("read after write has token %v <= %v", rr.Lease.Token(), wr.Lease.Token())
 	}
-	release(t, rr.lease)
+	release(t, rr.Lease)
 }
 
 // TestC13_DowngradeKeepsTheWritersPlace: A holds write, B queues for write,
@@ -228,9 +228,9 @@ func TestC13_DowngradeKeepsTheWritersPlace(t *testing.T) {
 	eventually(t, 10*time.Second, "C queued", func() bool { return len(in.Children(rwDir)) == 3 })
 	select {
 	case r := <-b:
-		t.Fatalf("B acquired write while A still reads (C13): %v", r.err)
+		t.Fatalf("B acquired write while A still reads (C13): %v", r.Err)
 	case r := <-c:
-		t.Fatalf("C overtook the queued writer: %v", r.err)
+		t.Fatalf("C overtook the queued writer: %v", r.Err)
 	case <-time.After(300 * time.Millisecond):
 	}
 	if ar.Context().Err() != nil {
@@ -238,18 +238,18 @@ func TestC13_DowngradeKeepsTheWritersPlace(t *testing.T) {
 	}
 	release(t, ar)
 	br := await(t, b, 10*time.Second)
-	if br.err != nil {
-		t.Fatal(br.err)
+	if br.Err != nil {
+		t.Fatal(br.Err)
 	}
-	if br.lease.Token() <= ar.Token() {
-		t.Fatalf("B's token %v <= A's read token %v", br.lease.Token(), ar.Token())
+	if br.Lease.Token() <= ar.Token() {
+		t.Fatalf("B's token %v <= A's read token %v", br.Lease.Token(), ar.Token())
 	}
-	release(t, br.lease)
+	release(t, br.Lease)
 	cr := await(t, c, 10*time.Second)
-	if cr.err != nil {
-		t.Fatal(cr.err)
+	if cr.Err != nil {
+		t.Fatal(cr.Err)
 	}
-	release(t, cr.lease)
+	release(t, cr.Lease)
 	if n := in.Children(rwDir); len(n) != 0 {
 		t.Fatalf("left behind: %v", n)
 	}
@@ -318,17 +318,17 @@ func TestRWWriterSessionExpired(t *testing.T) {
 	eventually(t, 10*time.Second, "reader queued", func() bool { return len(in.Children(rwDir)) == 2 })
 	p.Blackhole()
 	r := await(t, rc, 20*time.Second)
-	if r.err != nil {
-		t.Fatal(r.err)
+	if r.Err != nil {
+		t.Fatal(r.Err)
 	}
-	if at := wDone.Get(); at.IsZero() || !at.Before(r.at) {
-		t.Fatalf("writer's lease ended at %v, reader acquired at %v", at, r.at)
+	if at := wDone.Get(); at.IsZero() || !at.Before(r.At) {
+		t.Fatalf("writer's lease ended at %v, reader acquired at %v", at, r.At)
 	}
-	if r.lease.Token() <= wl.Token() {
-		t.Fatalf("reader's token %v <= writer's %v", r.lease.Token(), wl.Token())
+	if r.Lease.Token() <= wl.Token() {
+		t.Fatalf("reader's token %v <= writer's %v", r.Lease.Token(), wl.Token())
 	}
 	p.Resume()
-	release(t, r.lease)
+	release(t, r.Lease)
 }
 
 // TestRWCancelLeavesNothing: a reader and a writer that give up while a

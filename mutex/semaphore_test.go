@@ -172,24 +172,24 @@ func TestSemaphoreHandOffFromAnyHolder(t *testing.T) {
 	eventually(t, 10*time.Second, "D queued", func() bool { return len(in.Children(semDir)) == 4 })
 	release(t, b) // the second holder, not the first
 	cr := await(t, c, 10*time.Second)
-	if cr.err != nil {
-		t.Fatal(cr.err)
+	if cr.Err != nil {
+		t.Fatal(cr.Err)
 	}
 	select {
 	case r := <-d:
-		t.Fatalf("D acquired with 2 holders: %v", r.err)
+		t.Fatalf("D acquired with 2 holders: %v", r.Err)
 	case <-time.After(200 * time.Millisecond):
 	}
-	release(t, cr.lease) // C, now the newest holder: D must notice
+	release(t, cr.Lease) // C, now the newest holder: D must notice
 	dr := await(t, d, 10*time.Second)
-	if dr.err != nil {
-		t.Fatal(dr.err)
+	if dr.Err != nil {
+		t.Fatal(dr.Err)
 	}
-	if dr.lease.Token() <= cr.lease.Token() || cr.lease.Token() <= b.Token() {
-		t.Fatalf("tokens not in grant order: b %v, c %v, d %v", b.Token(), cr.lease.Token(), dr.lease.Token())
+	if dr.Lease.Token() <= cr.Lease.Token() || cr.Lease.Token() <= b.Token() {
+		t.Fatalf("tokens not in grant order: b %v, c %v, d %v", b.Token(), cr.Lease.Token(), dr.Lease.Token())
 	}
 	release(t, a)
-	release(t, dr.lease)
+	release(t, dr.Lease)
 	if n := in.Children(semDir); len(n) != 0 {
 		t.Fatalf("left behind: %v", n)
 	}
@@ -217,15 +217,15 @@ func TestSemaphoreHolderSessionExpired(t *testing.T) {
 	eventually(t, 10*time.Second, "waiter queued", func() bool { return len(in.Children(semDir)) == 3 })
 	p.Blackhole()
 	r := await(t, w, 20*time.Second)
-	if r.err != nil {
-		t.Fatal(r.err)
+	if r.Err != nil {
+		t.Fatal(r.Err)
 	}
-	if at := done.Get(); at.IsZero() || !at.Before(r.at) {
-		t.Fatalf("the cut holder's lease ended at %v, the waiter acquired at %v", at, r.at)
+	if at := done.Get(); at.IsZero() || !at.Before(r.At) {
+		t.Fatalf("the cut holder's lease ended at %v, the waiter acquired at %v", at, r.At)
 	}
 	p.Resume()
 	release(t, other)
-	release(t, r.lease)
+	release(t, r.Lease)
 }
 
 // TestSemaphoreNoOverGrantAfterLostCreateReply: the reply of a create is

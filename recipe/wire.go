@@ -47,7 +47,8 @@ import (
 // or, when it has no watches to re-register (then it reads nothing), until
 // a short wait passes: setWatchesWait, or setWatchesWaitLong when the
 // Session knows of watches it set. Replies are delayed by at most that much,
-// once per connection.
+// once per reconnection (a Session's first connection has no watches to
+// re-set, and is not held).
 type trackedConn struct {
 	net.Conn
 	s *Session
@@ -174,11 +175,16 @@ func (c *trackedConn) scan(b []byte) {
 			c.gotHello = true
 			wait := setWatchesWait
 			c.s.mu.Lock()
+			first := !c.s.started // the first connection has no watches to re-set
 			if len(c.s.watches) > 0 || len(c.s.byPath) > 0 {
 				wait = setWatchesWaitLong
 			}
 			c.s.mu.Unlock()
-			time.AfterFunc(wait, c.openGate)
+			if first {
+				c.openGate()
+			} else {
+				time.AfterFunc(wait, c.openGate)
+			}
 			timeoutMs := int32(binary.BigEndian.Uint32(c.hdr[8:12]))
 			id := int64(binary.BigEndian.Uint64(c.hdr[12:20]))
 			c.s.sniffID.Store(id)

@@ -19,6 +19,8 @@
 //     Restart, Pause and Resume return ErrUnsupported.
 //  2. A local install: java ($JAVA_HOME/bin/java or PATH) and ZooKeeper's
 //     jars ($ZOOKEEPER_HOME/lib, or Debian's /usr/share/java/zookeeper.jar).
+//     scripts/zk-debian.sh lays out Debian 13's ZooKeeper 3.9.3 for
+//     ZOOKEEPER_HOME (ZOOKEEPER_HOME=$(scripts/zk-debian.sh) go test ...).
 //     zktest writes a configuration in a temporary directory and starts one
 //     JVM per server on free 127.0.0.1 ports (retrying on fresh ports when
 //     another test binary took one first), with a 100 ms tick so that session
@@ -85,4 +87,17 @@
 //	conn, _, err := zk.Connect(c.Addrs(), time.Second, zk.WithDialer(p.Dial))
 //	p.Blackhole() // the session expires at the server after its timeout
 //	p.Resume()    // the client reconnects and learns it expired
+//
+// A session can also be expired on demand, at once: a SessionTap in front
+// of the client's dialer records the session's ID and password, and
+// ExpireSession re-attaches the session from a connection of its own and
+// closes it (Curator's KillSession):
+//
+//	tap := zktest.NewSessionTap()
+//	conn, _, err := zk.Connect(c.Addrs(), time.Second, zk.WithDialer(tap.Dialer(p.Dial)))
+//	id, passwd, _ := tap.Session()
+//	err = zktest.ExpireSession(ctx, c.Addrs(), id, passwd)
+//
+// Package zktest/nemesis drives all of these at random against the recipes
+// (docs/reliability.md).
 package zktest

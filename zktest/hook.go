@@ -51,6 +51,12 @@ const (
 // events deterministically. The session survives a cut: go-zookeeper
 // reconnects with the same session.
 func RequestHook(base zk.Dialer, hook func(op int32) Fault) zk.Dialer {
+	return wrapDialer(base, func(c net.Conn) net.Conn { return &hookConn{Conn: c, hook: hook} })
+}
+
+// wrapDialer returns a dialer that dials through base (net.DialTimeout if
+// nil) and hands every connection it opens to wrap.
+func wrapDialer(base zk.Dialer, wrap func(net.Conn) net.Conn) zk.Dialer {
 	if base == nil {
 		base = net.DialTimeout
 	}
@@ -59,7 +65,7 @@ func RequestHook(base zk.Dialer, hook func(op int32) Fault) zk.Dialer {
 		if err != nil {
 			return nil, err
 		}
-		return &hookConn{Conn: c, hook: hook}, nil
+		return wrap(c), nil
 	}
 }
 

@@ -50,3 +50,33 @@ func (d *DoneAt) Get() time.Time {
 	defer d.mu.Unlock()
 	return d.at
 }
+
+// Result is the outcome of an acquisition started by Async.
+type Result struct {
+	Lease recipe.Lease
+	Err   error
+	At    time.Time // when the call returned
+}
+
+// Async runs acquire(ctx) (an Acquire, a Campaign, ...) on a goroutine; its
+// Result arrives on the channel.
+func Async(ctx context.Context, acquire func(context.Context) (recipe.Lease, error)) <-chan Result {
+	ch := make(chan Result, 1)
+	go func() {
+		l, err := acquire(ctx)
+		ch <- Result{l, err, time.Now()}
+	}()
+	return ch
+}
+
+// Await receives a Result, failing the test if none arrives within d.
+func Await(t testing.TB, ch <-chan Result, d time.Duration) Result {
+	t.Helper()
+	select {
+	case r := <-ch:
+		return r
+	case <-time.After(d):
+		t.Fatalf("the acquisition did not return within %v", d)
+		return Result{}
+	}
+}

@@ -1,0 +1,149 @@
+// Command nemesis is the long run of the fault-injection suite
+// (package zktest/nemesis): it starts a 3-server ZooKeeper ensemble through
+// zktest and runs the recipes in turn (mutex, read-write lock, semaphore of
+// two permits, election, leader latch), one seeded run after another, each with its own
+// fault phase, heal, recovery measurement, leak checks and history check,
+// until the total duration has passed. It prints one line per run and the
+// totals, writes the history of any run with a violation to -history-dir,
+// and exits 1 if any run had a violation.
+//
+// Usage:
+//
+//	go run -race ./cmd/nemesis [-duration 10m] [-seed 1] [-run 60s] [-clients 4] [-recipes mutex,rwlock,semaphore,election,latch]
+//
+// Run i uses recipe i mod len(recipes) and seed -seed + i, so a run can be
+// replayed alone with -seed <its seed> -recipes <its recipe> -duration 1s.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/zkrecipes/zkrecipes/zktest"
+	"github.com/zkrecipes/zkrecipes/zktest/nemesis"
+)
+
+func main() {
+	total := flag.Duration("duration", 10*time.Minute, "total time: runs start until it has passed")
+	seed := flag.Uint64("seed", 1, "seed of the first run (run i uses seed+i)")
+	runFor := flag.Duration("run", 60*time.Second, "fault phase of each run")
+	clients := flag.Int("clients", 4, "clients per run, each with its own session")
+	servers := flag.Int("ensemble", 3, "servers in the ensemble")
+	names := flag.String("recipes", "mutex,rwlock,semaphore,election,latch", "recipes to run, in turn")
+	every := flag.Duration("fault-every", 600*time.Millisecond, "mean wait between two faults")
+	faultList := flag.String("faults", "", "fault kinds to inject, comma-separated (default: all)")
+	histDir := flag.String("history-dir", os.TempDir(), "where to write the history of a run with a violation")
+	flag.Parse()
+
+	all := map[string]nemesis.Recipe{"mutex": nemesis.Mutex(), "rwlock": nemesis.RWLock(),
+		"semaphore": nemesis.Semaphore(2), "election": nemesis.Election(), "latch": nemesis.Latch()}
+	var recipes []nemesis.Recipe
+	for _, n := range strings.Split(*names, ",") {
+		r, ok := all[strings.TrimSpace(n)]
+		if !ok {
+			fmt.Fprintf(os.Stderr, "nemesis: unknown recipe %q\n", n)
+			os.Exit(2)
+		}
+		recipes = append(recipes, r)
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	lctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	cl, err := zktest.Launch(lctx, zktest.WithEnsemble(*servers))
+	cancel()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "nemesis:", err)
+		os.Exit(1)
+	}
+	var kinds []string
+	if *faultList != "" {
+		kinds = strings.Split(*faultList, ",")
+	}
+	code := run(ctx, cl, recipes, kinds, *total, *seed, *runFor, *clients, *every, *histDir)
+	if err := cl.Close(); err != nil {
+		fmt.Fprintln(os.Stderr, "nemesis: closing the ensemble:", err)
+	}
+	os.Exit(code)
+}
+
+func run(ctx context.Context, cl *zktest.Cluster, recipes []nemesis.Recipe, kinds []string, total time.Duration, seed uint64,
+	runFor time.Duration, clients int, every time.Duration, histDir string) int {
+	start := time.Now()
+	var runs, ops, grants, stale, violations, excused, writes, faultErrs int
+	faults := map[string]int{}
+	perRecipe := map[string]int{}
+	var maxRecovery time.Duration
+	fmt.Printf("nemesis: %d servers %s, %d clients, 2 s sessions, %v per run, %v in total, first seed %d\n",
+		len(cl.Addrs()), strings.Join(cl.Addrs(), ","), clients, runFor, total, seed)
+	for i := 0; time.Since(start) < total && ctx.Err() == nil; i++ {
+		r := recipes[i%len(recipes)]
+		s := seed + uint64(i)
+		t0 := time.Now()
+		res, err := nemesis.Run(ctx, cl, r, nemesis.Config{Clients: clients, Duration: runFor, Seed: s, FaultEvery: every, Faults: kinds,
+			Logf: func(f string, a ...any) { fmt.Printf("  "+f+"\n", a...) }})
+		if err != nil {
+			if ctx.Err() != nil {
+				break
+			}
+			fmt.Printf("run %d %s seed %d: %v\n", i, r.Name, s, err)
+			violations++
+			continue
+		}
+		rep := res.Report
+		runs++
+		perRecipe[r.Name]++
+		ops += rep.Operations()
+		grants += rep.Grants
+		stale += rep.StaleRejected()
+		excused += rep.Excused
+		faultErrs += rep.FaultErrors
+		violations += len(rep.Violations)
+		for _, m := range rep.Writes {
+			for _, c := range m {
+				writes += c
+			}
+		}
+		for k, c := range rep.Faults {
+			faults[k] += c
+		}
+		maxRecovery = max(maxRecovery, rep.Recovery)
+		fmt.Printf("run %d %s seed %d (%v): %s\n", i, r.Name, s, time.Since(t0).Round(time.Second), rep.Summary())
+		for _, e := range rep.ExcusedExamples {
+			fmt.Printf("  excused: %s\n", e)
+		}
+		if len(rep.Violations) > 0 {
+			f := filepath.Join(histDir, fmt.Sprintf("nemesis-%s-seed%d.json", r.Name, s))
+			if out, err := os.Create(f); err == nil {
+				_ = res.History.WriteJSON(out)
+				out.Close()
+			}
+			fmt.Printf("  VIOLATIONS (history in %s):\n    %s\n", f, strings.Join(rep.Violations, "\n    "))
+		}
+	}
+	seen := make([]string, 0, len(faults))
+	nf := 0
+	for k, c := range faults {
+		seen = append(seen, k)
+		nf += c
+	}
+	slices.Sort(seen)
+	fmt.Printf("\ntotal: %v, %d runs (%v), %d operations (%d grants, %d register writes), %d stale writes rejected, %d excused samples, max recovery %v, %d violations\n",
+		time.Since(start).Round(time.Second), runs, perRecipe, ops, grants, writes, stale, excused, maxRecovery.Round(time.Millisecond), violations)
+	fmt.Printf("faults: %d attempted (%d failed or of uncertain effect)\n", nf, faultErrs)
+	for _, k := range seen {
+		fmt.Printf("  %-17s %d\n", k, faults[k])
+	}
+	if violations > 0 || runs == 0 {
+		return 1
+	}
+	return 0
+}

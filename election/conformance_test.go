@@ -1,0 +1,51 @@
+package election_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/zkrecipes/zkrecipes/election"
+	"github.com/zkrecipes/zkrecipes/internal/rtest"
+	"github.com/zkrecipes/zkrecipes/recipe"
+	"github.com/zkrecipes/zkrecipes/recipe/locktest"
+	"github.com/zkrecipes/zkrecipes/zktest"
+)
+
+// TestConformance runs the backend-neutral conformance suite (recipe/locktest)
+// against the election seen as a lock: Acquire is Campaign and TryAcquire is
+// TryCampaign, each on a fresh Election (one Election campaigns for one
+// leadership at a time, while the suite calls Acquire from several
+// goroutines of one client), and a lease's Release is Resign. Every client
+// has its own session through its own FaultProxy (rtest.LockHarness).
+func TestConformance(t *testing.T) {
+	cl := zktest.Shared(t)
+	locktest.Run(t, &rtest.LockHarness{Cluster: cl, In: inspect(t, cl),
+		Lock: func(tb testing.TB, s *recipe.Session, dir string) recipe.Lock {
+			if _, err := election.New(s, dir); err != nil { // the path is valid: fail here, not in Acquire
+				tb.Fatal(err)
+			}
+			return electionLock{s: s, dir: dir}
+		}})
+}
+
+// electionLock is the election as a recipe.Lock.
+type electionLock struct {
+	s   *recipe.Session
+	dir string
+}
+
+func (l electionLock) Acquire(ctx context.Context) (recipe.Lease, error) {
+	e, err := election.New(l.s, l.dir, election.WithLogger(quietLogger))
+	if err != nil {
+		return nil, err
+	}
+	return e.Campaign(ctx, nil)
+}
+
+func (l electionLock) TryAcquire(ctx context.Context) (recipe.Lease, error) {
+	e, err := election.New(l.s, l.dir, election.WithLogger(quietLogger))
+	if err != nil {
+		return nil, err
+	}
+	return e.TryCampaign(ctx, nil)
+}

@@ -1,0 +1,351 @@
+package nemesis
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+	"github.com/zkrecipes/zkrecipes/recipe"
+)
+
+// Allowed says whether a set of live grants' roles is one a recipe allows at
+// any instant.
+type Allowed func(live []Role) bool
+
+// AtMost allows up to n live grants of any role (a mutex: 1; an election:
+// 1; a semaphore of n permits: n).
+func AtMost(n int) Allowed { return func(live []Role) bool { return len(live) <= n } }
+
+// ReadersOrOneWriter allows any number of readers, or one writer alone.
+func ReadersOrOneWriter(live []Role) bool {
+	w := 0
+	for _, r := range live {
+		if r == RoleWriter {
+			w++
+		}
+	}
+	return w == 0 || (w == 1 && len(live) == 1)
+}
+
+// Report is what Check found.
+type Report struct {
+	Grants  int
+	Writes  map[string]map[Outcome]int // register -> outcome -> count
+	Samples int                        // live-set samples checked
+	Excused int                        // samples over the limit only because of a forced revocation
+	// ExcusedExamples describes the first few excused samples.
+	ExcusedExamples []string
+	Faults          map[string]int // kind -> faults attempted
+	// FaultErrors counts the attempts that failed or may not have taken
+	// effect (a kill-leader while there was no leader, an expiry of a
+	// session that was already gone, a restart that timed out).
+	FaultErrors int
+	Recovery    time.Duration // first grant after the heal, counted from the heal (-1: none)
+	// Violations lists every broken invariant; a correct run has none.
+	Violations []string
+}
+
+// StaleRejected is the number of writes refused for a stale token, over
+// both registers.
+func (r *Report) StaleRejected() int {
+	n := 0
+	for _, m := range r.Writes {
+		n += m[Stale]
+	}
+	return n
+}
+
+// Operations is the number of grants and register writes.
+func (r *Report) Operations() int {
+	n := r.Grants
+	for _, m := range r.Writes {
+		for _, c := range m {
+			n += c
+		}
+	}
+	return n
+}
+
+func (r *Report) violate(format string, args ...any) {
+	r.Violations = append(r.Violations, fmt.Sprintf(format, args...))
+}
+
+// CheckTimeout bounds the linearizability search per register; a search
+// that does not finish in time is reported as a violation (not proven).
+var CheckTimeout = 60 * time.Second
+
+// Check verifies the history h of a recipe whose live grants must satisfy
+// allowed. See the package documentation for the invariants.
+func Check(h *History, allowed Allowed) *Report {
+	r := &Report{Writes: map[string]map[Outcome]int{}, Faults: map[string]int{}, Recovery: -1, Grants: len(h.Grants)}
+	for _, f := range h.Faults {
+		r.Faults[f.Kind]++
+		if f.Err != "" {
+			r.FaultErrors++
+		}
+	}
+	grants := make(map[int]*Grant, len(h.Grants))
+	for i := range h.Grants {
+		grants[h.Grants[i].ID] = &h.Grants[i]
+	}
+	byReg := map[string][]Op{}
+	for _, o := range h.Ops {
+		if o.Kind == OpWrite {
+			if r.Writes[o.Register] == nil {
+				r.Writes[o.Register] = map[Outcome]int{}
+			}
+			r.Writes[o.Register][o.Outcome]++
+			byReg[o.Register] = append(byReg[o.Register], o)
+		}
+	}
+
+	// Fencing: no accepted write with a token lower than the one it
+	// overwrote; no two accepted writes over the same state.
+	for reg, ops := range byReg {
+		over := map[State]Op{}
+		for _, o := range ops {
+			if o.Outcome != Accepted {
+				continue
+			}
+			if o.Token < o.Prev.Token {
+				r.violate("register %s: a write with token %v was applied over token %v: %v", reg, o.Token, o.Prev.Token, o)
+			}
+			if p, dup := over[o.Prev]; dup {
+				r.violate("register %s: two accepted writes overwrote the same state (lost update): %v and %v", reg, p, o)
+			}
+			over[o.Prev] = o
+		}
+		if reg == RegGuard {
+			checkGuardOrder(r, ops)
+		}
+		checkLinearizable(r, reg, ops, h.End)
+	}
+
+	// At most the allowed set of lease contexts live at every sample.
+	for _, o := range h.Ops {
+		if len(o.Live) == 0 {
+			continue
+		}
+		r.Samples++
+		if allowed(roles(grants, o.Live)) {
+			continue
+		}
+		var kept []int
+		for _, id := range o.Live {
+			g := grants[id]
+			if g == nil || !revokedBehindItsBack(h, g, o.Call) {
+				kept = append(kept, id)
+			}
+		}
+		if allowed(roles(grants, kept)) {
+			r.Excused++
+			if len(r.ExcusedExamples) < 5 {
+				r.ExcusedExamples = append(r.ExcusedExamples, fmt.Sprintf("%v: %s", o, describe(grants, o.Live)))
+			}
+			continue
+		}
+		r.violate("%d lease contexts live at once (%s), which %s does not allow: %v", len(o.Live), describe(grants, o.Live), h.Recipe, o)
+	}
+
+	// A lease revoked by a third party ends within the session timeout + 1 s.
+	bound := h.SessionTimeout + time.Second
+	for _, f := range h.Faults {
+		if !f.Certain {
+			continue
+		}
+		for i := range h.Grants {
+			g := &h.Grants[i]
+			if f.Kind == FaultExpire && g.Client != f.Client {
+				continue
+			}
+			if !certainlyHit(f, g) || (g.Ended >= 0 && g.Ended <= f.Start) {
+				continue // not certainly hit, or already over
+			}
+			if g.Ended < 0 || g.Ended > f.End+bound {
+				r.violate("grant %d (client %d, token %v) was still live %v after %s of %s ended at %v (ended %v, cause %q)",
+					g.ID, g.Client, g.Token, bound, f.Kind, f.Target, f.End, g.Ended, g.Cause)
+			}
+		}
+	}
+
+	// Recovery after the heal.
+	if h.FirstGrantAfterHeal >= 0 {
+		r.Recovery = h.FirstGrantAfterHeal - h.Healed
+	}
+	if r.Recovery < 0 || r.Recovery > bound {
+		r.violate("no grant within %v of the heal at %v (first grant after it: %v)", bound, h.Healed, h.FirstGrantAfterHeal)
+	}
+	return r
+}
+
+// revokedBehindItsBack reports whether g's owner may have lost it to a
+// forced revocation (an expiry on demand of its session, a deletion of the
+// directory) that began before t and did not end before g was asked for,
+// and g did end involuntarily (a grant that was given up by its holder was
+// not revoked).
+func revokedBehindItsBack(h *History, g *Grant, t time.Duration) bool {
+	if g.Cause == recipe.ErrReleased.Error() {
+		return false
+	}
+	for _, f := range h.Faults {
+		if !f.Revokes || (f.Kind == FaultExpire && f.Client != g.Client) || f.Start > t {
+			continue
+		}
+		if f.Zxid != 0 {
+			if g.Token < f.Zxid {
+				return true // its znode was gone when the fault completed
+			}
+		} else if f.End >= g.Asked {
+			return true // the fault's effect is uncertain: it may have hit g
+		}
+	}
+	return false
+}
+
+// certainlyHit reports whether a completed forced revocation f removed g's
+// znode: g's token (its node's czxid) is below f's zxid or, when that is
+// unknown, g was granted before f began.
+func certainlyHit(f Fault, g *Grant) bool {
+	if f.Zxid != 0 {
+		return g.Token < f.Zxid
+	}
+	return g.Granted < f.Start
+}
+
+func roles(grants map[int]*Grant, ids []int) []Role {
+	out := make([]Role, 0, len(ids))
+	for _, id := range ids {
+		if g := grants[id]; g != nil {
+			out = append(out, g.Role)
+		} else {
+			out = append(out, RoleHolder)
+		}
+	}
+	return out
+}
+
+func describe(grants map[int]*Grant, ids []int) string {
+	var parts []string
+	for _, id := range ids {
+		g := grants[id]
+		if g == nil {
+			parts = append(parts, fmt.Sprintf("grant %d (unknown)", id))
+			continue
+		}
+		parts = append(parts, fmt.Sprintf("grant %d: client %d %s token %v granted %v ended %v (%s)", g.ID, g.Client, g.Role, g.Token, g.Granted, g.Ended, g.Cause))
+	}
+	return strings.Join(parts, "; ")
+}
+
+// checkGuardOrder replays the guard's accepted writes in the order they
+// were applied: each must overwrite exactly the state left by the previous.
+func checkGuardOrder(r *Report, ops []Op) {
+	var acc []Op
+	for _, o := range ops {
+		if o.Outcome == Accepted {
+			acc = append(acc, o)
+		}
+	}
+	sort.Slice(acc, func(i, j int) bool { return acc[i].Seq < acc[j].Seq })
+	var cur State
+	for _, o := range acc {
+		if o.Prev != cur {
+			r.violate("register %s: write #%d overwrote (%v,%q), but the register held (%v,%q): %v", RegGuard, o.Seq, o.Prev.Token, o.Prev.Value, cur.Token, cur.Value, o)
+		}
+		cur = State{o.Token, o.Value}
+	}
+}
+
+// regInput and regOutput are a write's porcupine input and output.
+type regInput struct {
+	State // what is written
+}
+
+type regOutput struct {
+	Outcome Outcome
+	Prev    State
+}
+
+// registerModel is a fenced register: a write is applied iff its token is
+// at least the stored one. An accepted write names the state it overwrote;
+// a stale one saw a higher token; an unknown one may or may not have been
+// applied.
+var registerModel = porcupine.NondeterministicModel{
+	Init: func() []any { return []any{State{}} },
+	Step: func(state, input, output any) []any {
+		s, in, out := state.(State), input.(regInput), output.(regOutput)
+		switch out.Outcome {
+		case Accepted:
+			if s == out.Prev && in.Token >= s.Token {
+				return []any{in.State}
+			}
+		case Stale:
+			if in.Token < s.Token {
+				return []any{s}
+			}
+		case Unknown:
+			if in.Token >= s.Token {
+				return []any{s, in.State}
+			}
+			return []any{s}
+		}
+		return nil
+	},
+	DescribeOperation: func(input, output any) string {
+		in, out := input.(regInput), output.(regOutput)
+		return fmt.Sprintf("write(%v,%q) -> %s over (%v,%q)", in.Token, in.Value, out.Outcome, out.Prev.Token, out.Prev.Value)
+	},
+}
+
+func checkLinearizable(r *Report, reg string, ops []Op, end time.Duration) {
+	var hist []porcupine.Operation
+	for _, o := range ops {
+		if o.Outcome == Failed {
+			continue // certainly not applied: no effect to explain
+		}
+		ret := int64(o.Return)
+		if o.Outcome == Unknown {
+			ret = int64(max(end, o.Return)) + 1 // may take effect any time later
+		}
+		hist = append(hist, porcupine.Operation{ClientId: o.Client, Input: regInput{State{o.Token, o.Value}},
+			Call: int64(o.Call), Output: regOutput{o.Outcome, o.Prev}, Return: ret})
+	}
+	if len(hist) == 0 {
+		return
+	}
+	switch res := porcupine.CheckOperationsTimeout(registerModel.ToModel(), hist, CheckTimeout); res {
+	case porcupine.Ok:
+	case porcupine.Illegal:
+		r.violate("register %s: the history of %d writes is not linearizable", reg, len(hist))
+	default:
+		r.violate("register %s: linearizability not decided within %v (%d writes)", reg, CheckTimeout, len(hist))
+	}
+}
+
+// Summary is one line of figures.
+func (r *Report) Summary() string {
+	kinds := make([]string, 0, len(r.Faults))
+	for k := range r.Faults {
+		kinds = append(kinds, k)
+	}
+	slices.Sort(kinds)
+	var fs []string
+	for _, k := range kinds {
+		fs = append(fs, fmt.Sprintf("%s=%d", k, r.Faults[k]))
+	}
+	var ws []string
+	for _, reg := range []string{RegGuard, RegZnode} {
+		if m := r.Writes[reg]; m != nil {
+			ws = append(ws, fmt.Sprintf("%s: %d accepted, %d stale, %d unknown, %d failed", reg, m[Accepted], m[Stale], m[Unknown], m[Failed]))
+		}
+	}
+	rec := "none"
+	if r.Recovery >= 0 {
+		rec = r.Recovery.Round(time.Millisecond).String()
+	}
+	return fmt.Sprintf("grants %d; writes %s; samples %d (excused %d); faults %s (%d failed); recovery %s; violations %d",
+		r.Grants, strings.Join(ws, "; "), r.Samples, r.Excused, strings.Join(fs, " "), r.FaultErrors, rec, len(r.Violations))
+}

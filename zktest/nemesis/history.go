@@ -1,0 +1,180 @@
+// Package nemesis is a randomized fault-injection suite for the recipes of
+// this module, in the style of Jepsen: a workload of clients, each on its
+// own ZooKeeper session behind its own zktest.FaultProxy, repeatedly takes a
+// grant of a recipe (a mutex, a read-write lock, a semaphore, a leadership)
+// and writes (token, client, op) to two fenced registers, while a nemesis
+// injects faults at random: servers killed, stopped, paused and restarted
+// (the current leader among them), client connections cut, blackholed and
+// slowed, sessions expired on demand, and the recipe's directory deleted
+// under live participants. Everything is drawn from one seed, so a run's
+// schedule can be replayed (timing still varies).
+//
+// Every invocation and response is recorded in a History, which Check
+// verifies after the run:
+//
+//   - each register's history is linearizable (porcupine), for a register
+//     whose writes succeed only with a token at least as high as the last
+//     accepted one;
+//   - no accepted write carried a token lower than the one it overwrote, and
+//     no two accepted writes overwrote the same state (no lost update);
+//   - at every sample point (each grant, each accepted write, a probe in
+//     every hold) the set of lease contexts that were live is one the recipe
+//     allows: one holder for a mutex, a leader or a writer; no reader with a
+//     writer; at most N semaphore holders. Lease contexts are read with
+//     ctx.Err(), so a sample is exact, not a timestamp comparison;
+//   - a lease whose owner was revoked by a third party (its session expired
+//     on demand, its directory deleted) may still be live in a sample until
+//     the owner's client hears of it; such an overlap is counted as
+//     "excused", and the revoked lease must end within the session timeout
+//   - 1 s of the revocation, or it is a violation;
+//   - after the faults heal, some client is granted within the session
+//     timeout + 1 s.
+//
+// Run adds the checks that need the servers: no znode left under the
+// recipe's directory once every client closed, the servers' watch count back
+// to its baseline, and no goroutine left behind (goleak).
+package nemesis
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/zkrecipes/zkrecipes/fence"
+)
+
+// Role is what a grant allows its holder.
+type Role string
+
+// Roles of the recipes' grants.
+const (
+	RoleHolder Role = "holder" // mutex
+	RoleWriter Role = "writer" // read-write lock, write side
+	RoleReader Role = "reader" // read-write lock, read side
+	RolePermit Role = "permit" // semaphore
+	RoleLeader Role = "leader" // election
+)
+
+// Grant is one grant as the workload saw it. Times are since the start of
+// the run.
+type Grant struct {
+	ID      int
+	Client  int
+	Role    Role
+	Token   fence.Token
+	Asked   time.Duration // Acquire (or the campaign) was called
+	Granted time.Duration // the workload got the grant
+	// Ended is when the lease ended: the holder gave it up (just before
+	// Release), or its context was seen done (context.AfterFunc). -1 if it
+	// never ended during the run.
+	Ended time.Duration
+	Cause string // context.Cause of the lease's context, "" if still live
+}
+
+// OpKind is the kind of a history entry.
+type OpKind string
+
+// Kinds of history entries.
+const (
+	OpGrant OpKind = "grant" // a grant was registered (sample)
+	OpWrite OpKind = "write" // a write to a register
+	OpProbe OpKind = "probe" // a sample taken during a hold
+)
+
+// Outcome is the result of a register write.
+type Outcome string
+
+// Outcomes of a register write.
+const (
+	Accepted Outcome = "accepted" // applied
+	Stale    Outcome = "stale"    // refused: a higher token was accepted before
+	Unknown  Outcome = "unknown"  // the connection failed after the write was sent
+	Failed   Outcome = "failed"   // not applied (failed before anything was sent, or refused otherwise)
+)
+
+// State is a register's content: the token and value of the last accepted
+// write.
+type State struct {
+	Token fence.Token `json:"token"`
+	Value string      `json:"value"`
+}
+
+// Op is one entry of a history.
+type Op struct {
+	Kind     OpKind
+	Client   int
+	Grant    int
+	Token    fence.Token
+	Register string        // for writes: "guard" or "znode"
+	Value    string        // for writes: the value written (unique)
+	Outcome  Outcome       // for writes
+	Prev     State         // for accepted writes: the state overwritten
+	Seq      int64         // for accepted guard writes: order of application
+	Call     time.Duration // invocation
+	Return   time.Duration // response (for Unknown: when the client gave up)
+	// Live lists the grants whose lease context was live at the sample
+	// (taken at the grant, inside an accepted guard write, right after an
+	// accepted znode write, or during a hold).
+	Live []int  `json:",omitempty"`
+	Err  string `json:",omitempty"`
+}
+
+// Fault is one fault the nemesis injected.
+type Fault struct {
+	Kind   string
+	Target string        // "server 1", "client 3", the directory
+	Client int           // the client, for client faults; -1 otherwise
+	Start  time.Duration // the fault began
+	End    time.Duration // it was undone (equal to Start for instant faults)
+	Err    string        `json:",omitempty"`
+	// Revokes says the fault may have revoked leases behind their owners'
+	// backs (a session expired on demand, the directory deleted), so that
+	// an owner can believe it holds for a while after another client was
+	// granted; Certain says it certainly did (it completed without error).
+	Revokes, Certain bool
+	// Zxid, for a certain revocation, is the zxid of the transaction that
+	// did it (the closeSession, the directory's deletion, or the first
+	// re-creation after it): every targeted znode with a smaller czxid —
+	// a grant's token — is gone. Zero when unknown.
+	Zxid fence.Token `json:",omitempty"`
+}
+
+// History is everything a run recorded.
+type History struct {
+	Recipe         string
+	Seed           uint64
+	Clients        int
+	SessionTimeout time.Duration
+	Grants         []Grant
+	Ops            []Op
+	Faults         []Fault
+	// Healed is when every fault was undone and every server served again;
+	// FirstGrantAfterHeal the first grant made after it (-1: none).
+	Healed              time.Duration
+	FirstGrantAfterHeal time.Duration
+	End                 time.Duration
+}
+
+// WriteJSON writes h as indented JSON.
+func (h *History) WriteJSON(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", " ")
+	return enc.Encode(h)
+}
+
+func (o Op) String() string {
+	switch o.Kind {
+	case OpWrite:
+		s := fmt.Sprintf("[%v,%v] client %d grant %d token %v write %s=%q: %s", o.Call, o.Return, o.Client, o.Grant, o.Token, o.Register, o.Value, o.Outcome)
+		if o.Outcome == Accepted {
+			s += fmt.Sprintf(" over (%v,%q)", o.Prev.Token, o.Prev.Value)
+		}
+		if len(o.Live) > 0 {
+			s += fmt.Sprintf(" live %v", o.Live)
+		}
+		return s
+	default:
+		return fmt.Sprintf("[%v] client %d grant %d token %v %s live %v", o.Call, o.Client, o.Grant, o.Token, o.Kind, o.Live)
+	}
+}

@@ -1,0 +1,585 @@
+package nemesis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"path"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+	"github.com/zkrecipes/zkrecipes/fence"
+	"github.com/zkrecipes/zkrecipes/recipe"
+	"github.com/zkrecipes/zkrecipes/zktest"
+	"go.uber.org/goleak"
+)
+
+// The registers.
+const (
+	RegGuard = "guard" // an in-process value behind a fence.Guard
+	RegZnode = "znode" // a znode written with a compare-and-set that checks the token
+)
+
+// Config is one run's settings. Zero values take the defaults.
+type Config struct {
+	Clients        int           // clients, each with its own session and proxy (default 4)
+	Duration       time.Duration // how long the nemesis injects faults (default 10 s)
+	Seed           uint64        // seeds the workload's and the nemesis's choices
+	SessionTimeout time.Duration // requested session timeout (default 2 s)
+	FaultEvery     time.Duration // mean wait between two faults (default 600 ms)
+	// Faults lists the fault kinds to inject (default: all, except server
+	// faults on a cluster that cannot be controlled).
+	Faults []string
+	// Dir is the run's base znode (default "/nemesis/<recipe>"); the
+	// recipe's directory is Dir+"/lock", the znode register Dir+"/register".
+	// It is deleted before and after the run.
+	Dir  string
+	Logf func(format string, args ...any)
+}
+
+// Result is a run's history and the report of its checks.
+type Result struct {
+	History *History
+	Report  *Report
+}
+
+// Run runs recipe r against cl under the nemesis for cfg.Duration, heals
+// every fault, measures the recovery, closes every client, and checks the
+// history (Check) and the servers (no znode left under the recipe's
+// directory, watch count back to its baseline, no goroutine left). The
+// returned error is for a run that could not be carried out (no connection
+// to the servers, or ctx ended before the checks were done: the Result is
+// then partial); broken invariants are in Report.Violations.
+func Run(ctx context.Context, cl *zktest.Cluster, r Recipe, cfg Config) (*Result, error) {
+	cfg = cfg.withDefaults(r)
+	leakOpts := []goleak.Option{goleak.IgnoreCurrent(),
+		// the reaper of a server process restarted by the nemesis
+		goleak.IgnoreAnyFunction("github.com/zkrecipes/zkrecipes/zktest.(*localCluster).spawnNode.func1")}
+
+	admin, err := dialAdmin(ctx, cl)
+	if err != nil {
+		return nil, err
+	}
+	defer admin.close()
+	base := cl.Chroot() + cfg.Dir
+	lockDir := cfg.Dir + "/lock"
+	regPath := cfg.Dir + "/register"
+	if err := deleteAll(admin.conn, base); err != nil {
+		return nil, fmt.Errorf("nemesis: clearing %s: %w", base, err)
+	}
+	if err := createAll(admin.conn, cl.Chroot()+regPath, encodeState(State{})); err != nil {
+		return nil, fmt.Errorf("nemesis: creating the register: %w", err)
+	}
+	baseline, err := watchCount(ctx, cl)
+	if err != nil {
+		return nil, fmt.Errorf("nemesis: baseline watch count: %w", err)
+	}
+
+	w := &workload{cfg: cfg, r: r, rec: newRecorder(), regPath: regPath}
+	for i := range cfg.Clients {
+		c, err := w.connect(ctx, cl, i, lockDir)
+		if err != nil {
+			w.closeClients()
+			return nil, err
+		}
+		w.clients = append(w.clients, c)
+	}
+	T := w.clients[0].s.SessionTimeout()
+	h := &History{Recipe: r.Name, Seed: cfg.Seed, Clients: cfg.Clients, SessionTimeout: T}
+
+	// The workload.
+	wctx, stopWork := context.WithCancel(ctx)
+	defer stopWork()
+	w.ctx = wctx
+	var clientsDone sync.WaitGroup
+	for _, c := range w.clients {
+		clientsDone.Add(1)
+		go func() {
+			defer clientsDone.Done()
+			_ = c.p.Run(wctx, c.rng, func(hd Held) { w.hold(c, hd) })
+		}()
+	}
+
+	// The nemesis, then the heal.
+	n := newNemesis(cl, w, admin.conn, cl.Chroot()+lockDir, cfg, T)
+	nctx, stopFaults := context.WithTimeout(ctx, cfg.Duration)
+	n.run(nctx)
+	stopFaults()
+	if err := n.heal(ctx); err != nil {
+		cfg.Logf("nemesis: heal: %v", err)
+	}
+	h.Healed = w.rec.now()
+	deadline := time.Now().Add(T + 3*time.Second)
+	for time.Now().Before(deadline) && w.rec.firstGrantAfter(h.Healed) < 0 && ctx.Err() == nil {
+		time.Sleep(20 * time.Millisecond)
+	}
+
+	// Stop and close every client.
+	stopWork()
+	waitTimeout(&clientsDone, 20*time.Second)
+	w.closeClients()
+	clientsDone.Wait()
+	h.End = w.rec.now()
+	time.Sleep(50 * time.Millisecond) // let the last context.AfterFunc callbacks record their ends
+	h.Grants, h.Ops = w.rec.snapshot()
+	h.Faults = n.snapshot()
+	h.FirstGrantAfterHeal = w.rec.firstGrantAfter(h.Healed)
+
+	rep := Check(h, r.Allowed)
+
+	// Leftovers at the servers.
+	var left []string
+	for end := time.Now().Add(10 * time.Second); ; {
+		left, err = listAll(admin.conn, cl.Chroot()+lockDir)
+		if (err == nil && len(left) == 0) || time.Now().After(end) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err != nil {
+		rep.violate("listing %s after the run: %v", lockDir, err)
+	} else if len(left) > 0 {
+		rep.violate("%d znodes left under %s after every client closed: %s", len(left), lockDir, strings.Join(left, ", "))
+	}
+	if err := deleteAll(admin.conn, base); err != nil {
+		cfg.Logf("nemesis: deleting %s: %v", base, err)
+	}
+	var wc int
+	for end := time.Now().Add(10 * time.Second); ; {
+		wc, err = watchCount(ctx, cl)
+		if (err == nil && wc == baseline) || time.Now().After(end) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err != nil || wc != baseline {
+		rep.violate("server watch count %d after the run, baseline %d (%v)", wc, baseline, err)
+	}
+	admin.close()
+	if err := goleak.Find(leakOpts...); err != nil {
+		rep.violate("goroutines left after the run: %v", err)
+	}
+	if ctx.Err() != nil {
+		// Cut short: the heal, the recovery and the leak checks did not run
+		// to completion, so the report would blame the interruption.
+		return &Result{History: h, Report: rep}, fmt.Errorf("nemesis: run interrupted: %w", context.Cause(ctx))
+	}
+	return &Result{History: h, Report: rep}, nil
+}
+
+func (c Config) withDefaults(r Recipe) Config {
+	if c.Clients <= 0 {
+		c.Clients = 4
+	}
+	if c.Duration <= 0 {
+		c.Duration = 10 * time.Second
+	}
+	if c.SessionTimeout <= 0 {
+		c.SessionTimeout = 2 * time.Second
+	}
+	if c.FaultEvery <= 0 {
+		c.FaultEvery = 600 * time.Millisecond
+	}
+	if c.Dir == "" {
+		c.Dir = "/nemesis/" + r.Name
+	}
+	if c.Logf == nil {
+		c.Logf = func(string, ...any) {}
+	}
+	return c
+}
+
+func waitTimeout(wg *sync.WaitGroup, d time.Duration) {
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+	}
+}
+
+// ---- clients ----
+
+type client struct {
+	id    int
+	s     *recipe.Session
+	proxy *zktest.FaultProxy
+	tap   *zktest.SessionTap
+	p     Participant
+	rng   *rand.Rand
+}
+
+type workload struct {
+	cfg     Config
+	r       Recipe
+	rec     *recorder
+	ctx     context.Context
+	clients []*client
+	regPath string
+
+	guard  fence.Guard
+	gstate State // the guard register; only touched inside guard.Do
+	gseq   int64
+}
+
+func (w *workload) connect(ctx context.Context, cl *zktest.Cluster, i int, dir string) (*client, error) {
+	c := &client{id: i, proxy: zktest.NewFaultProxy(), tap: zktest.NewSessionTap(),
+		rng: rand.New(rand.NewPCG(w.cfg.Seed, uint64(i)+1))}
+	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	s, err := recipe.Connect(cctx, cl.Servers(), recipe.WithDialer(c.tap.Dialer(c.proxy.Dial)),
+		recipe.WithSessionTimeout(w.cfg.SessionTimeout), recipe.WithConnectTimeout(30*time.Second))
+	if err != nil {
+		c.proxy.Close()
+		return nil, fmt.Errorf("nemesis: client %d: %w", i, err)
+	}
+	c.s = s
+	if c.p, err = w.r.Open(s, dir); err != nil {
+		s.Close()
+		c.proxy.Close()
+		return nil, fmt.Errorf("nemesis: client %d: %w", i, err)
+	}
+	return c, nil
+}
+
+func (w *workload) closeClients() {
+	for _, c := range w.clients {
+		c.proxy.Resume()
+		c.proxy.SetLatency(0)
+		c.s.Close()
+		c.proxy.Close()
+	}
+}
+
+// hold is what a client does with a grant: one to three writes to each
+// register (if the role writes), a probe, and the end. It never looks at
+// the lease's context before writing: a holder that lost its lease without
+// knowing it writes anyway, and the registers must refuse it.
+func (w *workload) hold(c *client, hd Held) {
+	g := w.rec.grant(c.id, hd)
+	for i := range 1 + c.rng.IntN(3) {
+		pause(w.ctx, time.Duration(c.rng.IntN(15))*time.Millisecond)
+		if w.ctx.Err() != nil {
+			break
+		}
+		if w.r.Fenced(hd.Role) {
+			val := fmt.Sprintf("c%d-g%d-%d", c.id, g.ID, i)
+			w.writeGuard(c, g, val)
+			w.writeZnode(c, g, val)
+		}
+	}
+	w.rec.probe(c.id, g)
+	pause(w.ctx, time.Duration(c.rng.IntN(10))*time.Millisecond)
+	w.rec.giveUp(g)
+}
+
+func (w *workload) writeGuard(c *client, g *Grant, val string) {
+	op := Op{Kind: OpWrite, Client: c.id, Grant: g.ID, Token: g.Token, Register: RegGuard, Value: val, Call: w.rec.now()}
+	err := w.guard.Do(RegGuard, g.Token, func() error {
+		w.gseq++
+		op.Seq, op.Prev = w.gseq, w.gstate
+		w.gstate = State{g.Token, val}
+		op.Live = w.rec.live()
+		return nil
+	})
+	op.Return = w.rec.now()
+	switch {
+	case err == nil:
+		op.Outcome = Accepted
+	case errors.Is(err, fence.ErrStale):
+		op.Outcome, op.Err = Stale, err.Error()
+	default:
+		op.Outcome, op.Err = Failed, err.Error()
+	}
+	w.rec.op(op)
+}
+
+// writeZnode is the compare-and-set: getData, compare the stored token,
+// setData with the version read. A concurrent write makes the setData fail
+// (bad version) and the write starts over.
+func (w *workload) writeZnode(c *client, g *Grant, val string) {
+	op := Op{Kind: OpWrite, Client: c.id, Grant: g.ID, Token: g.Token, Register: RegZnode, Value: val, Call: w.rec.now(), Outcome: Failed}
+	conn, p := c.s.Conn(), c.s.Chroot()+w.regPath
+	for range 20 {
+		data, st, err := conn.Get(p)
+		if err != nil {
+			op.Err = "get: " + err.Error()
+			break
+		}
+		cur, err := decodeState(data)
+		if err != nil {
+			op.Err = err.Error()
+			break
+		}
+		if g.Token < cur.Token {
+			op.Outcome, op.Err = Stale, fmt.Sprintf("stored token %v", cur.Token)
+			break
+		}
+		_, err = conn.Set(p, encodeState(State{g.Token, val}), st.Version)
+		if err == nil {
+			op.Outcome, op.Prev = Accepted, cur
+			op.Live = w.rec.live()
+			break
+		}
+		if errors.Is(err, zk.ErrBadVersion) {
+			op.Err = "bad version"
+			continue
+		}
+		op.Outcome, op.Err = Unknown, "set: "+err.Error()
+		break
+	}
+	op.Return = w.rec.now()
+	w.rec.op(op)
+}
+
+func encodeState(s State) []byte { return []byte(fmt.Sprintf("%d %s", uint64(s.Token), s.Value)) }
+
+func decodeState(b []byte) (State, error) {
+	t, v, _ := strings.Cut(string(b), " ")
+	n, err := strconv.ParseUint(t, 10, 64)
+	if err != nil {
+		return State{}, fmt.Errorf("register holds %q: %w", b, err)
+	}
+	return State{fence.Token(n), v}, nil
+}
+
+// ---- the recorder ----
+
+type recorder struct {
+	start  time.Time
+	mu     sync.Mutex
+	grants []*grantRec
+	active map[int]*grantRec
+	ops    []Op
+}
+
+type grantRec struct {
+	Grant
+	ctx context.Context
+}
+
+func newRecorder() *recorder {
+	return &recorder{start: time.Now(), active: map[int]*grantRec{}}
+}
+
+func (r *recorder) now() time.Duration { return time.Since(r.start) }
+
+// grant registers a grant and samples the live leases (itself included).
+func (r *recorder) grant(client int, hd Held) *Grant {
+	r.mu.Lock()
+	g := &grantRec{Grant: Grant{ID: len(r.grants), Client: client, Role: hd.Role, Token: hd.Token,
+		Asked: hd.Asked.Sub(r.start), Granted: r.now(), Ended: -1}, ctx: hd.Ctx}
+	r.grants = append(r.grants, g)
+	r.active[g.ID] = g
+	r.ops = append(r.ops, Op{Kind: OpGrant, Client: client, Grant: g.ID, Token: hd.Token, Call: g.Granted, Return: g.Granted, Live: r.liveLocked()})
+	r.mu.Unlock()
+	context.AfterFunc(hd.Ctx, func() {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if g.Ended < 0 {
+			g.Ended = r.now()
+		}
+		g.Cause = context.Cause(g.ctx).Error()
+		delete(r.active, g.ID)
+	})
+	return &g.Grant
+}
+
+// giveUp records that the holder is about to give the grant up.
+func (r *recorder) giveUp(g *Grant) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if g.Ended < 0 {
+		g.Ended = r.now()
+	}
+}
+
+func (r *recorder) probe(client int, g *Grant) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	t := r.now()
+	r.ops = append(r.ops, Op{Kind: OpProbe, Client: client, Grant: g.ID, Token: g.Token, Call: t, Return: t, Live: r.liveLocked()})
+}
+
+func (r *recorder) op(o Op) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.ops = append(r.ops, o)
+}
+
+// live lists the grants whose lease context is not done, read now.
+func (r *recorder) live() []int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.liveLocked()
+}
+
+func (r *recorder) liveLocked() []int {
+	var ids []int
+	for id, g := range r.active {
+		if g.ctx.Err() == nil {
+			ids = append(ids, id)
+		}
+	}
+	if ids == nil {
+		ids = []int{}
+	}
+	return ids
+}
+
+func (r *recorder) firstGrantAfter(t time.Duration) time.Duration {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, g := range r.grants {
+		if g.Granted >= t {
+			return g.Granted
+		}
+	}
+	return -1
+}
+
+func (r *recorder) snapshot() ([]Grant, []Op) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	gs := make([]Grant, len(r.grants))
+	for i, g := range r.grants {
+		gs[i] = g.Grant
+	}
+	return gs, append([]Op(nil), r.ops...)
+}
+
+// ---- the admin connection (no proxy) ----
+
+type adminConn struct {
+	conn *zk.Conn
+	once sync.Once
+	done chan struct{}
+}
+
+func dialAdmin(ctx context.Context, cl *zktest.Cluster) (*adminConn, error) {
+	conn, events, err := zk.Connect(cl.Addrs(), 10*time.Second, zk.WithLogInfo(false), zk.WithLogger(nopLogger{}))
+	if err != nil {
+		return nil, fmt.Errorf("nemesis: admin connection: %w", err)
+	}
+	a := &adminConn{conn: conn, done: make(chan struct{})}
+	connected := make(chan struct{})
+	var once sync.Once
+	go func() {
+		defer close(a.done)
+		for ev := range events {
+			if ev.State == zk.StateHasSession {
+				once.Do(func() { close(connected) })
+			}
+		}
+	}()
+	t := time.NewTimer(30 * time.Second)
+	defer t.Stop()
+	select {
+	case <-connected:
+		return a, nil
+	case <-t.C:
+		err = errors.New("no session within 30 s")
+	case <-ctx.Done():
+		err = context.Cause(ctx)
+	}
+	a.close()
+	return nil, fmt.Errorf("nemesis: admin connection: %w", err)
+}
+
+func (a *adminConn) close() {
+	a.once.Do(func() {
+		a.conn.Close()
+		<-a.done
+	})
+}
+
+type nopLogger struct{}
+
+func (nopLogger) Printf(string, ...any) {}
+
+// deleteAll deletes p and everything below it, retrying while clients add
+// children meanwhile.
+func deleteAll(conn *zk.Conn, p string) error {
+	for attempt := 0; ; attempt++ {
+		children, _, err := conn.Children(p)
+		if errors.Is(err, zk.ErrNoNode) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		for _, ch := range children {
+			if err := deleteAll(conn, path.Join(p, ch)); err != nil {
+				return err
+			}
+		}
+		err = conn.Delete(p, -1)
+		switch {
+		case err == nil, errors.Is(err, zk.ErrNoNode):
+			return nil
+		case errors.Is(err, zk.ErrNotEmpty) && attempt < 20:
+			continue
+		default:
+			return err
+		}
+	}
+}
+
+// createAll creates p (with data) and its missing parents as persistent
+// znodes.
+func createAll(conn *zk.Conn, p string, data []byte) error {
+	parts := strings.Split(strings.Trim(p, "/"), "/")
+	cur := ""
+	for i, part := range parts {
+		cur += "/" + part
+		var d []byte
+		if i == len(parts)-1 {
+			d = data
+		}
+		if _, err := conn.Create(cur, d, 0, zk.WorldACL(zk.PermAll)); err != nil && !errors.Is(err, zk.ErrNodeExists) {
+			return fmt.Errorf("create %s: %w", cur, err)
+		}
+	}
+	return nil
+}
+
+// listAll lists every znode below p (not p itself).
+func listAll(conn *zk.Conn, p string) ([]string, error) {
+	children, _, err := conn.Children(p)
+	if errors.Is(err, zk.ErrNoNode) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, ch := range children {
+		cp := path.Join(p, ch)
+		out = append(out, cp)
+		below, err := listAll(conn, cp)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, below...)
+	}
+	return out, nil
+}
+
+// watchCount sums the watches of every server.
+func watchCount(ctx context.Context, cl *zktest.Cluster) (int, error) {
+	total := 0
+	for _, a := range cl.Addrs() {
+		n, err := zktest.WatchCount(ctx, a)
+		if err != nil {
+			return 0, err
+		}
+		total += n
+	}
+	return total, nil
+}
