@@ -549,6 +549,7 @@ func (q *Queue) wait(ctx context.Context, t *Ticket, wait bool, fs *fastStart) (
 				if fs.list.err == nil {
 					first = fs.list.children
 				}
+				fs.list = nil // not kept alive while waiting
 			case <-wctx.Done():
 			case <-q.s.quit:
 			}
@@ -649,6 +650,11 @@ func (q *Queue) wait(ctx context.Context, t *Ticket, wait bool, fs *fastStart) (
 		if len(paths) == 0 {
 			return nil, fmt.Errorf("%w: the rule for %s named no node to watch", ErrBadOption, q.dir)
 		}
+		// Whether a deletion of the watched node may be decided without a
+		// re-list is known now, so that the listing is not used (and so not
+		// kept alive) while waiting: a waiter k places back would hold k
+		// names (≤ 8 KiB of heap per queued waiter is a target).
+		canSkip := pre != nil && q.skipCandidate(nodes, self, watch)
 		w, stop, err := q.s.watchNodes(wctx, paths...)
 		if err != nil {
 			return nil, q.wrap("get", err)
@@ -660,7 +666,7 @@ func (q *Queue) wait(ctx context.Context, t *Ticket, wait bool, fs *fastStart) (
 		select {
 		case <-w.ch: // deleted, changed, or no longer watched
 			stop()
-			if pre != nil && q.skipRelist(nodes, self, watch, w) {
+			if canSkip && w.deleted {
 				// Our node must be known to exist after P's deletion: the
 				// order of watch events does not show it (a multi can delete
 				// P and our node at one zxid, and our node's event then comes
@@ -755,7 +761,13 @@ func (q *Queue) wait(ctx context.Context, t *Ticket, wait bool, fs *fastStart) (
 //
 // A wakeup that fails any of these lists again.
 func (q *Queue) skipRelist(nodes []NodeName, self int, watch []int, w *wakeup) bool {
-	if !w.deleted || self != 1 || len(watch) != 1 || watch[0] != 0 || len(q.kinds) != 1 {
+	return w.deleted && q.skipCandidate(nodes, self, watch)
+}
+
+// skipCandidate is skipRelist's conditions on the listing, before the
+// wakeup.
+func (q *Queue) skipCandidate(nodes []NodeName, self int, watch []int) bool {
+	if self != 1 || len(watch) != 1 || watch[0] != 0 || len(q.kinds) != 1 {
 		return false
 	}
 	for _, n := range nodes {
