@@ -570,3 +570,59 @@ func countWorkers(s *Session) int {
 	buf = buf[:runtime.Stack(buf, true)]
 	return strings.Count(string(buf), fmt.Sprintf("recipe.(*workers).work(%p", &s.pool))
 }
+
+// TestWaiterHeap: 500 waiters queued on one session hold at most 16 KiB of
+// client heap each (the target is 8 KiB; the bound leaves room for the
+// race detector and the runtime's noise). A waiter that kept its listing
+// alive while waiting held about 40 KiB each here (k names for the k-th).
+func TestWaiterHeap(t *testing.T) {
+	cl := zktest.Shared(t)
+	hs := connect(t, cl.Servers())
+	ws := connect(t, cl.Servers())
+	in := zktest.Inspect(t, cl)
+	hq := newTestQueue(t, hs, "/waiterheap")
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	h, err := hq.Acquire(ctx, "lock-", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const waiters = 500
+	var m0, m1 runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&m0)
+	done := make(chan error, waiters)
+	for range waiters {
+		q, err := NewQueue(ws, "/waiterheap", []string{"lock-"}, FirstHolds)
+		if err != nil {
+			t.Fatal(err)
+		}
+		go func() {
+			l, err := q.Acquire(ctx, "lock-", nil)
+			if err == nil {
+				err = l.Release(ctx)
+			}
+			done <- err
+		}()
+	}
+	zktest.Eventually(t, 30*time.Second, "waiters queued", func() bool { return len(in.Children("/waiterheap")) == waiters+1 })
+	zktest.Eventually(t, 10*time.Second, "waiters watching", func() bool {
+		n, err := zktest.WatchCount(ctx, strings.SplitN(cl.Servers()[0], "/", 2)[0])
+		return err == nil && n >= waiters
+	})
+	runtime.GC()
+	runtime.ReadMemStats(&m1)
+	per := (int64(m1.HeapAlloc) - int64(m0.HeapAlloc)) / waiters
+	t.Logf("%d B of heap per queued waiter", per)
+	if per > 16<<10 {
+		t.Errorf("%d B of heap per queued waiter, want at most %d", per, 16<<10)
+	}
+	if err := h.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for range waiters {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+}
