@@ -723,6 +723,12 @@ func (s *Session) registerEarly(l *lease, slot *childSlot) {
 //
 // It saves the uncontended Acquire its own-node read: create2 → getChildren
 // with watch, then the release's delete, whose event the watch delivers.
+// A child watch nobody uses (a listing that did not grant) is certain to
+// fire too: at the next change of the directory, at the latest when the
+// caller's own node goes (rule 6 of the fault cases); it is then one event.
+// Slots live only as long as their early lease (dropped when it is granted
+// elsewhere, released, revoked or given up), so they are bounded by the
+// leases in flight.
 type childSlot struct {
 	dir string // absolute
 
