@@ -726,9 +726,9 @@ func (s *Session) registerEarly(l *lease, slot *childSlot) {
 // A child watch nobody uses (a listing that did not grant) is certain to
 // fire too: at the next change of the directory, at the latest when the
 // caller's own node goes (rule 6 of the fault cases); it is then one event.
-// Slots live only as long as their early lease (dropped when it is granted
-// elsewhere, released, revoked or given up), so they are bounded by the
-// leases in flight.
+// A slot lives no longer than its early lease (dropped when the lease
+// waits, ends or is given up), so slots are bounded by the Acquires in
+// flight.
 type childSlot struct {
 	dir string // absolute
 
