@@ -110,9 +110,15 @@ func (m *Mutex) Path() string { return m.q.Dir() }
 // no longer be obtained. The Lease's Token is the czxid of the caller's lock
 // znode; its Context is done when ownership ends.
 //
-// ZooKeeper operations: one create (ephemeral sequential, protected name);
-// per wakeup a getChildren and a getData watch on the immediate predecessor;
-// at the grant a getData watch on the own znode. See recipe.Queue.Acquire.
+// ZooKeeper operations: one create (ephemeral sequential, protected name,
+// sent as create2) with a getChildren right behind it (with a watch on the
+// directory when the previous Acquire of this Mutex found the lock free:
+// that watch then stands in for the own znode's), a getData watch on the
+// own znode when granted on a listing without that watch, and a getData
+// watch on the immediate predecessor while waiting; per wakeup a
+// getChildren with a watch on the directory (or a getData watch on the own
+// znode, when the predecessor was the only node ahead). See
+// recipe.Queue.Acquire.
 //
 // Errors: ctx's cause (nothing left behind: case C5), recipe.ErrSessionLost,
 // recipe.ErrNodeDeleted, recipe.ErrSessionClosed, *recipe.OpError (matching

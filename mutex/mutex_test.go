@@ -277,6 +277,9 @@ func TestC2_ReplyLostAfterCreate(t *testing.T) {
 			}
 			var cuts, creates atomic.Int32
 			as := connect(t, cl, recipe.WithDialer(zktest.RequestHook(nil, func(o int32) zktest.Fault {
+				if o == zktest.OpCreate2 {
+					o = zktest.OpCreate // the queue's creates go out as create2
+				}
 				if o == zktest.OpCreate {
 					creates.Add(1)
 				}
@@ -327,7 +330,7 @@ func TestC4_CancelledWhileCreateInFlight(t *testing.T) {
 			defer cancel()
 			var hits atomic.Int32
 			s := connect(t, cl, recipe.WithDialer(zktest.RequestHook(nil, func(op int32) zktest.Fault {
-				if op == zktest.OpCreate && hits.Add(1) == 1 {
+				if (op == zktest.OpCreate || op == zktest.OpCreate2) && hits.Add(1) == 1 {
 					cancel()
 					return fault
 				}
@@ -577,7 +580,7 @@ func TestC18_ParentRemovedBetweenEnsureAndCreate(t *testing.T) {
 	in.Create(dir, nil)
 	var hits atomic.Int32
 	s := connect(t, cl, recipe.WithDialer(zktest.RequestHook(nil, func(op int32) zktest.Fault {
-		if op == zktest.OpCreate && hits.Add(1) == 1 {
+		if (op == zktest.OpCreate || op == zktest.OpCreate2) && hits.Add(1) == 1 {
 			in.Delete(dir)
 		}
 		return zktest.Pass
@@ -715,8 +718,10 @@ func TestLeaseEndsWhenOwnNodeDeleted(t *testing.T) {
 
 // TestWatchesOnlyPredecessorAndLeavesNone: with a holder and 5 queued
 // waiters the server holds exactly one watch per waiter (its immediate
-// predecessor) plus the holder's watch on its own node: no herd. Once
-// everyone is done, no watch is left on the server.
+// predecessor; a waiter's own node is watched from its grant on) plus the
+// holder's watch on its own node: no herd (a release fires the holder's
+// own watch and its successor's, nothing else). Once everyone is done, no
+// watch is left on the server.
 func TestWatchesOnlyPredecessorAndLeavesNone(t *testing.T) {
 	cl := zktest.Start(t)
 	in := inspect(t, cl)

@@ -143,10 +143,13 @@ func (rw *RWMutex) Participants(ctx context.Context) ([]recipe.Participant, erro
 // can no longer be obtained. The Lease's Token is the czxid of the caller's
 // znode; its Context is done when ownership ends.
 //
-// ZooKeeper operations: one create (ephemeral sequential, protected name);
-// per wakeup a getChildren and a getData watch on the node it waits for
-// (the immediate predecessor for a writer, the nearest write node ahead for
-// a reader); at the grant a getData watch on the own znode.
+// ZooKeeper operations: one create (ephemeral sequential, protected name,
+// sent as create2) with a getChildren right behind it; per wakeup a
+// getChildren and a getData watch on the node it waits for (the immediate
+// predecessor for a writer, the nearest write node ahead for a reader); at
+// the grant a getData watch on the own znode, unless the listing that
+// granted it set a watch on the directory, which then stands in for it
+// (see recipe.Queue.Acquire).
 //
 // Errors: ctx's cause (nothing left behind), recipe.ErrSessionLost,
 // recipe.ErrNodeDeleted, recipe.ErrSessionClosed, *recipe.OpError (matching

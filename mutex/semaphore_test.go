@@ -237,7 +237,7 @@ func TestSemaphoreNoOverGrantAfterLostCreateReply(t *testing.T) {
 	in.Create(semDir, nil) // so that the first create is the node's
 	var cuts, creates atomic.Int32
 	s := connect(t, cl, recipe.WithDialer(zktest.RequestHook(nil, func(op int32) zktest.Fault {
-		if op == zktest.OpCreate {
+		if op == zktest.OpCreate || op == zktest.OpCreate2 {
 			creates.Add(1)
 			if cuts.Add(1) == 1 {
 				return zktest.SendAndCut

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-zookeeper/zk"
@@ -20,6 +21,10 @@ type cleanupItem struct {
 	owner int64
 	dir   string // absolute; with guid, for nodes whose name we never learned
 	guid  string
+	// byVersion: delete path with this data version without reading the
+	// node first (a lease's own node; see deleteOnce).
+	byVersion bool
+	version   int32
 	// done, if set, is called once the item is finished: deleted, found
 	// gone or not ours, dropped with its session, or failed for good. A
 	// Queue counts its items this way so that Drain waits for them.
@@ -76,12 +81,25 @@ func (s *Session) deleteOwned(ctx context.Context, it cleanupItem, wait bool) (e
 			if ep := s.epochOf(it.owner); ep != nil {
 				defer context.AfterFunc(ep.ctx, func() { cancel(context.Cause(ep.ctx)) })()
 			}
-			err = s.retry(tctx, func() error { return s.deleteOnce(it) }) // ...but the first attempt is sent
+			// ...but the first attempt is sent. Only the first attempt may
+			// delete by version without reading the node (see deleteOnce):
+			// every retry, here or by the cleaner, checks owner and czxid.
+			var tried atomic.Bool
+			first := it // never written: an abandoned attempt may still read it
+			err = s.retry(tctx, func() error {
+				cur := first
+				if tried.Swap(true) {
+					cur.byVersion = false
+				}
+				return s.deleteOnce(cur)
+			})
 		} else {
 			// Retry only while the connection is up; the cleaner takes over
 			// as soon as it is not.
 			for attempt := 0; ; attempt++ {
-				err = s.call(tctx, func() error { return s.deleteOnce(it) }, nil)
+				cur := it
+				cur.byVersion = cur.byVersion && attempt == 0
+				err = s.call(tctx, func() error { return s.deleteOnce(cur) }, nil)
 				if err == nil || !isConnErr(err) || tctx.Err() != nil || !s.State().IsConnected() {
 					break
 				}
@@ -97,6 +115,7 @@ func (s *Session) deleteOwned(ctx context.Context, it cleanupItem, wait bool) (e
 	} else {
 		err = errNotConnected
 	}
+	it.byVersion = false // the cleaner's attempts are retries
 	s.mu.Lock()
 	lost := s.ownerLostLocked(it.owner)
 	if !s.closed {
@@ -176,6 +195,42 @@ func (s *Session) deleteOnce(it cleanupItem) error {
 			}
 		}
 		return nil
+	}
+	if it.byVersion {
+		// A lease's release: one request instead of exists + delete. It is
+		// made only as the first attempt of Release, while the connection
+		// is up and the lease was live a moment before (deleteOwned clears
+		// byVersion for every retry and for the cleaner, which read the node
+		// and check owner and czxid). Why this deletes only the node the
+		// lease was granted:
+		//  - the session is the one that created the node (checked above:
+		//    never by path after a session change);
+		//  - the path names that node alone: every name carries a GUID fresh
+		//    for each Acquire (128 random bits) and the sequence the server
+		//    assigned. A directory deleted and re-created under live
+		//    participants restarts its sequence counter, so a sequence can
+		//    come back, but never with our GUID: no client of this module
+		//    creates this path again. Another node can be at this path only
+		//    if a foreign client deleted ours and created the exact name.
+		//    The deletion fires the lease's own-node watch, which ends the
+		//    lease (ErrNodeDeleted) and Release then deletes nothing; what
+		//    is left is a deletion and re-creation in the moments before
+		//    this delete with the event still in flight, the window an
+		//    exists + delete pair has between its two requests too;
+		//  - after a connection loss the event may be lost with the
+		//    connection and the foreign client has a whole disconnection to
+		//    act in: that is why a retry never takes this path
+		//    (TestReleaseRetryChecksOwner);
+		//  - the version is the one last read for the lease (0 from the
+		//    create, updated when a data change was seen): a node written
+		//    since fails with BadVersion, and the checked path below decides.
+		err := s.conn.Delete(it.path, it.version)
+		switch {
+		case err == nil, errors.Is(err, zk.ErrNoNode):
+			return nil
+		case !errors.Is(err, zk.ErrBadVersion):
+			return err
+		}
 	}
 	for {
 		ok, st, err := s.conn.Exists(it.path)
@@ -321,6 +376,8 @@ func (s *Session) rewatchLeases() bool {
 			ok = false
 		case st.Czxid != czxid || st.EphemeralOwner != l.owner:
 			s.revokeLeaseLocked(l, ErrNodeDeleted, false)
+		default:
+			l.version = st.Version
 		}
 		s.mu.Unlock()
 	}

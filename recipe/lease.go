@@ -17,11 +17,19 @@ type lease struct {
 	czxid  int64  // set under Session.mu by activateLease
 	token  int64  // the fencing token when it is not czxid (anchored node); set before the grant
 	owner  int64
-	active bool     // granted (under Session.mu)
-	keep   bool     // the node outlives a suspension (a Ticket of Join)
-	kinds  []string // the node kinds of its queue
-	ctx    context.Context
-	cancel context.CancelCauseFunc
+	active bool // granted (under Session.mu)
+	// Set at registration for a lease whose node's Stat came with the create
+	// (see Queue.join and fastStart): its own-node watch is armed in the background.
+	early  bool
+	arming bool       // its own-node watch request was started (under Session.mu)
+	child  *childSlot // the child watch standing in for its own-node watch, if any
+	// The node's data version last read, under Session.mu (Release
+	// deletes with it).
+	version int32
+	keep    bool     // the node outlives a suspension (a Ticket of Join)
+	kinds   []string // the node kinds of its queue
+	ctx     context.Context
+	cancel  context.CancelCauseFunc
 
 	mu       sync.Mutex
 	released bool // the delete has completed
@@ -46,10 +54,12 @@ func (l *lease) Context() context.Context { return l.ctx }
 func (l *lease) Path() string { return l.path[len(l.s.chroot):] }
 
 // Release gives the lease up: it ends the lease context (cause ErrReleased)
-// first, then deletes the znode after checking it is still the one granted
-// (ephemeral owner and czxid), ignoring ctx's cancellation for the delete
-// itself (the first attempt is always sent) and retrying on connection loss
-// until the cleanup timeout; ctx's end only stops the retries early. A delete
+// first, then deletes the znode (ZooKeeper operation: delete with the data
+// version it knows; if the node was written since, or the connection was
+// down, or on any retry: exists, checking ephemeral owner and czxid, then
+// delete), ignoring ctx's cancellation for the delete itself (the first
+// attempt is always sent) and retrying on connection loss until the cleanup
+// timeout; ctx's end only stops the retries early. A delete
 // that could not complete is also handed to the Session's cleaner, so the
 // lock is freed on reconnection even if Release is never called again.
 //
@@ -70,7 +80,14 @@ func (l *lease) Release(ctx context.Context) error {
 	if cause := context.Cause(l.ctx); cause != ErrReleased {
 		return fmt.Errorf("%w (%w)", ErrLeaseLost, cause)
 	}
-	err := l.s.deleteOwned(ctx, cleanupItem{path: l.path, czxid: l.czxid, owner: l.owner}, true)
+	// Delete by path with the known data version, without reading the node
+	// first (the version check is the server's; see deleteOnce), when the
+	// connection is up; otherwise, and on every retry, after checking owner
+	// and czxid.
+	l.s.mu.Lock()
+	it := cleanupItem{path: l.path, czxid: l.czxid, owner: l.owner, version: l.version, byVersion: l.s.state.IsConnected()}
+	l.s.mu.Unlock()
+	err := l.s.deleteOwned(ctx, it, true)
 	if err != nil {
 		return &OpError{Op: "delete", Path: l.Path(), Err: err}
 	}

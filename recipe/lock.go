@@ -39,9 +39,9 @@ type Lease interface {
 	// ErrSessionClosed or ErrNodeDeleted.
 	Context() context.Context
 	// Release gives the lock up. It ends Context first (cause ErrReleased),
-	// then removes the grant; for the ZooKeeper recipes that is an exists
-	// (identity check: ephemeral owner and czxid) and a delete of the lease's
-	// znode. The delete is sent even if ctx is already done, and retried on
+	// then removes the grant; for the ZooKeeper recipes that is a delete of
+	// the lease's znode with its known data version (if the node was written
+	// since, an exists checks ephemeral owner and czxid before the delete). The delete is sent even if ctx is already done, and retried on
 	// connection loss until ctx ends or the session's cleanup timeout (default:
 	// the session timeout) passes; a delete not completed by then is also
 	// handed to the session's cleaner, which retries on reconnection.

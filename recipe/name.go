@@ -131,26 +131,37 @@ func parseSeq(s string) (int32, bool) {
 		return 0, false
 	}
 	v, err := strconv.ParseInt(s, 10, 32)
-	if err != nil || formatSeq(int32(v)) != s {
+	var buf [11]byte
+	if err != nil || string(appendSeq(buf[:0], int32(v))) != s { // no allocation
 		return 0, false
 	}
 	return int32(v), true
 }
 
 // formatSeq formats a sequence the way ZooKeeper does (Java's %010d).
-func formatSeq(v int32) string {
-	if v < 0 {
-		d := strconv.FormatInt(-int64(v), 10)
-		if len(d) < 9 {
-			d = strings.Repeat("0", 9-len(d)) + d
+func formatSeq(v int32) string { return string(appendSeq(nil, v)) }
+
+// appendSeq appends formatSeq(v) to b.
+func appendSeq(b []byte, v int32) []byte {
+	x, width := int64(v), 10
+	if x < 0 {
+		b = append(b, '-')
+		x, width = -x, 9
+	}
+	var d [10]byte
+	i := len(d)
+	for {
+		i--
+		d[i] = byte('0' + x%10)
+		x /= 10
+		if x == 0 {
+			break
 		}
-		return "-" + d
 	}
-	d := strconv.FormatInt(int64(v), 10)
-	if len(d) < 10 {
-		d = strings.Repeat("0", 10-len(d)) + d
+	for n := len(d) - i; n < width; n++ {
+		b = append(b, '0')
 	}
-	return d
+	return append(b, d[i:]...)
 }
 
 // SeqLess reports whether sequence a was assigned before b, with serial-number

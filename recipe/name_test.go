@@ -2,6 +2,7 @@ package recipe
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"testing"
 )
@@ -138,4 +139,30 @@ func FuzzParseNodeName(f *testing.F) {
 			t.Fatalf("parse of %q does not round-trip: %+v", name, n)
 		}
 	})
+}
+
+// TestFormatSeqIsPercent010d: formatSeq (allocation-free since appendSeq)
+// formats like Java's and Go's %010d, the form ZooKeeper names sequential
+// nodes with, at the edges and at random values; parseSeq accepts exactly
+// that form.
+func TestFormatSeqIsPercent010d(t *testing.T) {
+	vals := []int32{0, 1, 9, 10, 999999999, 1000000000, 2147483647, -1, -9, -10, -99999999, -100000000, -999999999, -1000000000, -2147483647, -2147483648}
+	r := rand.New(rand.NewPCG(5, 6))
+	for range 10000 {
+		vals = append(vals, int32(r.Uint32()))
+	}
+	for _, v := range vals {
+		want := fmt.Sprintf("%010d", v)
+		if got := formatSeq(v); got != want {
+			t.Fatalf("formatSeq(%d) = %q, want %q", v, got, want)
+		}
+		if got, ok := parseSeq(want); !ok || got != v {
+			t.Fatalf("parseSeq(%q) = %d, %v", want, got, ok)
+		}
+	}
+	for _, bad := range []string{"-000000000", "000000001", "+000000001", "00000000001", "2147483648", "-2147483649", "0x00000001"} {
+		if v, ok := parseSeq(bad); ok {
+			t.Errorf("parseSeq(%q) accepted as %d", bad, v)
+		}
+	}
 }

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-zookeeper/zk"
@@ -66,10 +67,14 @@ const MaxNodeData = 512 << 10
 //     with retries on connection loss and an identity check; a delete that
 //     can't be completed now is finished by the Session's cleaner on
 //     reconnection.
-//   - A grant is made only after reading the node's Stat: its ephemeral owner
-//     must be the current session, and its czxid becomes the fencing token.
-//     The lease holds a data watch on its own node, so a deletion by anyone
-//     else ends the lease at once.
+//   - A grant is made only with the node's Stat from the server: its
+//     ephemeral owner must be the current session, and its czxid becomes
+//     the fencing token. Acquire has it from the create itself (sent as
+//     create2); a Ticket's Await and an anchored node read it. The lease
+//     holds a watch on its own node, set no later than the state the grant
+//     was decided on (a data watch, or for an uncontended Acquire the child
+//     watch of its listing: see fastStart), so a deletion by anyone else
+//     ends the lease.
 type Queue struct {
 	s       *Session
 	dir     string // as given, relative to the chroot
@@ -77,6 +82,11 @@ type Queue struct {
 	kinds   []string
 	rule    Rule
 	pending inflight // creates whose outcome nobody waits for yet
+	// solo: the last Acquire's pipelined listing showed its node alone and
+	// granted it. The next Acquire's listing then sets a child watch that
+	// can stand in for the own-node watch (childSlot). A hint only: a wrong
+	// guess costs one event or one read, never correctness.
+	solo atomic.Bool
 }
 
 // NewQueue returns a queue engine over directory dir (validated with
@@ -114,11 +124,16 @@ func (q *Queue) Session() *Session { return q.s }
 // Acquire joins the queue with a node of the given kind carrying data, and
 // blocks until the Rule grants it, ctx ends, or the grant becomes impossible.
 //
-// ZooKeeper operations: create (ephemeral sequential; plus container creates
-// when the directory is missing), then per wakeup getChildren and a getData
-// watch on each node the Rule names, and at the grant a getData watch on
-// the own node (Stat: owner check and czxid). On a connection loss it also
-// performs sync and getChildren to find a create whose reply was lost.
+// ZooKeeper operations: create2 (ephemeral sequential, returning the node's
+// Stat: owner check and czxid; plus container creates when the directory is
+// missing) with getChildren sent right behind it (with a watch on the
+// directory when the previous Acquire of this Queue found it uncontended:
+// that watch is then the lease's own-node watch); a getData with watch on
+// the own node at a grant made on a listing without that watch; per
+// wakeup getChildren (or, when its only predecessor was deleted, a getData
+// with watch on the own node instead) and a getData watch on each node the
+// Rule names. On a connection loss it also performs sync and getChildren
+// to find a create whose reply was lost.
 // A connection SUSPENDED while waiting is waited out (the node keeps its
 // place); a grant is never made while SUSPENDED.
 //
@@ -137,7 +152,7 @@ func (q *Queue) Acquire(ctx context.Context, kind string, data []byte) (Lease, e
 
 // TryAcquire is Acquire without waiting: if the Rule does not grant the new
 // node on the first listing, the node is deleted and the error matches
-// ErrLocked. A "not acquired" answer leaves no node, also across a
+// ErrLocked. Its own-node watch is set only when it is granted. A "not acquired" answer leaves no node, also across a
 // connection blip (the delete is retried, then handed to the cleaner).
 func (q *Queue) TryAcquire(ctx context.Context, kind string, data []byte) (Lease, error) {
 	return q.acquire(ctx, kind, data, false, nil)
@@ -154,11 +169,17 @@ func (q *Queue) TryAcquire(ctx context.Context, kind string, data []byte) (Lease
 // ErrBadOption when anchor is not such a lease, ErrLeaseLost (wrapping the
 // cause) when anchor has ended or its node is gone.
 //
-// The queue's Rule must let an anchored node hold while its anchor is
-// ahead of it (the read-write lock's read rule skips the anchor): under
-// FirstHolds, an anchored node waits for its own anchor, and so for the
-// caller, until ctx ends.
+// The queue must have at least two node kinds (ErrBadOption otherwise),
+// and its Rule must let an anchored node hold while its anchor is ahead of
+// it (the read-write lock's read rule skips the anchor). A queue of one
+// kind is refused because its waiters may grant without re-listing when
+// their only predecessor goes (skipRelist): an anchored node taking that
+// predecessor's place would be missed. (Under FirstHolds an anchored node
+// would also wait for its own anchor, and so for the caller.)
 func (q *Queue) AcquireAnchored(ctx context.Context, kind string, data []byte, anchor Lease) (Lease, error) {
+	if len(q.kinds) < 2 {
+		return nil, fmt.Errorf("%w: anchored nodes need a queue of two or more node kinds (%s has %q)", ErrBadOption, q.dir, q.kinds)
+	}
 	a, ok := anchor.(*lease)
 	if !ok || a == nil || a.s != q.s || path.Dir(a.path) != q.adir {
 		return nil, fmt.Errorf("%w: the anchor must be a lease of the same queue directory and session", ErrBadOption)
@@ -180,16 +201,75 @@ type anchorSpec struct {
 }
 
 func (q *Queue) acquire(ctx context.Context, kind string, data []byte, wait bool, anchor *anchorSpec) (Lease, error) {
-	t, err := q.join(ctx, kind, data, anchor, false)
+	// An anchored create (the read-write lock's downgrade) takes no fast
+	// path: it must be the multi of check (the anchor exists) and create, and
+	// a create2 inside a multi is not rewritten (trackedConn rewrites only a
+	// top-level create request) nor verified to work. Its grant reads the
+	// node (grant). Anchored nodes exist only in queues of two or more kinds,
+	// where skipRelist never skips.
+	var fs *fastStart
+	if anchor == nil {
+		fs = &fastStart{childOK: wait}
+	}
+	t, err := q.join(ctx, kind, data, anchor, false, fs)
 	if err != nil {
 		return nil, err
 	}
-	l, err := t.await(ctx, wait)
+	l, err := t.await(ctx, wait, fs)
 	if err != nil {
 		t.abandon(ctx)
 		return nil, err
 	}
 	return l, nil
+}
+
+// fastStart is what an Acquire learns while its create is in flight, so
+// that the first decision costs no further round trip:
+//   - list: the children listing, sent right behind the create on the same
+//     connection (trackedConn reports when the create is written; a
+//     request made after that is sent after it, and ZooKeeper answers one
+//     session's requests in order). It is used only if it lists the
+//     caller's node, by its exact name: a listing that shows the node
+//     reflects a state at or after the create, which is all a decision
+//     needs ("decide from a listing taken after the create", case C14). A
+//     listing that does not show it (sent on a connection that then broke,
+//     a create that failed and was retried) is dropped and the wait lists
+//     again.
+//   - pre: the lease, filled in from the create2 reply's Stat (czxid and
+//     ephemeral owner, from the server), registered (Session.registerEarly)
+//     before any watch on its node is set.
+//   - child: when the queue was last found uncontended (Queue.solo), the
+//     listing sets a child watch on the directory, which stands in for the
+//     lease's own-node watch if the listing grants (see childSlot).
+//
+// Where the own-node watch comes from, by how the grant is made (each sets
+// it no later than the state the grant was decided on, so no deletion of
+// the node can go unseen in between):
+//   - on the pipelined listing with its child watch, or on a waiter's
+//     re-list (which sets one whenever the waiter has an early lease): the
+//     child watch;
+//   - on a listing without a child watch (the first Acquire of a Queue, a
+//     contended one, TryAcquire, a Ticket's Await): Queue.grant reads the
+//     node with a data watch before granting (one round trip);
+//   - on a wakeup that skips the re-list (skipRelist): the getData with
+//     watch that confirms the node after its predecessor's deletion.
+//
+// A waiter sets no watch on its own node: a deletion of it by someone else
+// is found at its next wakeup (a re-list, or the skip's read), and a lost
+// session ends the wait at once (case C10). TryAcquire never sets the child
+// watch: a "not acquired" leaves no watch registered in go-zookeeper (whose
+// reconnect with registered watches races on its lastZxid field).
+type fastStart struct {
+	list    *listing
+	pre     *lease
+	childOK bool       // an Acquire: the listing may set the child watch
+	child   *childSlot // the listing's child watch, if it sets one
+}
+
+type listing struct {
+	done     chan struct{} // capacity 1: one send when the listing returns
+	children []string
+	err      error
 }
 
 // Ticket is a node of a Queue that keeps its place across grants: the
@@ -224,11 +304,24 @@ type Ticket struct {
 // a grant. ZooKeeper operations: create (plus container creates for missing
 // parents; sync and getChildren after a lost reply). Errors: as Acquire
 // (none of them leaves a node behind).
+//
+// Join deliberately takes none of Acquire's fast paths (fastStart): its
+// create is a plain create (not create2) with no listing pipelined behind
+// it, and Await reads the node's Stat with a getData watch at the grant
+// and re-lists on every wakeup (no skipRelist: that needs the create2 Stat
+// of an early lease). A Ticket's node outlives suspensions and is granted
+// again, possibly much later than its create, and an early lease registered
+// at the create would have to be kept, re-armed and dropped across Awaits;
+// a latch does not acquire often enough to pay for that. The one-request
+// release (Lease.Release by version) applies to a Ticket's grants too: the
+// version is read at the grant.
 func (q *Queue) Join(ctx context.Context, kind string, data []byte) (*Ticket, error) {
-	return q.join(ctx, kind, data, nil, true)
+	return q.join(ctx, kind, data, nil, true, nil)
 }
 
-func (q *Queue) join(ctx context.Context, kind string, data []byte, anchor *anchorSpec, keep bool) (*Ticket, error) {
+// join creates the node. With fs (an Acquire's), the create goes out as
+// create2 and the listing right behind it (see fastStart).
+func (q *Queue) join(ctx context.Context, kind string, data []byte, anchor *anchorSpec, keep bool, fs *fastStart) (*Ticket, error) {
 	if !slices.Contains(q.kinds, kind) {
 		return nil, fmt.Errorf("%w: node kind %q is not one of %q", ErrBadOption, kind, q.kinds)
 	}
@@ -243,7 +336,44 @@ func (q *Queue) join(ctx context.Context, kind string, data []byte, anchor *anch
 		return nil, err
 	}
 	guid := newGUID()
+	var slot *createSlot
+	var prefix string
+	if fs != nil {
+		prefix = q.adir + "/" + nodePrefix(guid, kind, false, 0)
+		lst := &listing{done: make(chan struct{}, 1)}
+		if fs.childOK && q.solo.Load() {
+			fs.child = q.s.addChildSlot(q.adir)
+		}
+		watch := fs.child != nil
+		slot = &createSlot{onWritten: func() {
+			q.s.pool.run(func() {
+				if watch {
+					lst.children, _, _, lst.err = q.s.conn.ChildrenW(q.adir)
+				} else {
+					lst.children, _, lst.err = q.s.conn.Children(q.adir)
+				}
+				lst.done <- struct{}{}
+			})
+		}}
+		fs.list = lst
+		q.s.registerCreate(prefix, slot)
+	}
 	name, err := q.create(ctx, guid, kind, data, anchor)
+	var c2ok bool
+	var c2 zk.Stat
+	if slot != nil {
+		written, replied, rpath, st := q.s.unregisterCreate(prefix, slot)
+		if !written {
+			fs.list = nil
+		}
+		c2ok, c2 = replied && err == nil && path.Base(rpath) == name, st
+		// The child watch is of use only to an early lease granted on the
+		// pipelined listing.
+		if fs.child != nil && (fs.list == nil || err != nil || !c2ok) {
+			q.s.dropChildSlot(fs.child)
+			fs.child = nil
+		}
+	}
 	if err != nil {
 		// The create may have been applied: remove whatever carries our GUID.
 		q.deleteOwned(ctx, cleanupItem{dir: q.adir, guid: guid, owner: q.s.ID()}, false)
@@ -259,6 +389,10 @@ func (q *Queue) join(ctx context.Context, kind string, data []byte, anchor *anch
 	if cur, cerr := q.s.current(); cerr != nil {
 		return nil, cerr // closed: the node went with the session
 	} else if cur != ep || ep.ctx.Err() != nil {
+		if fs != nil {
+			q.s.dropChildSlot(fs.child)
+			*fs = fastStart{}
+		}
 		t.ep, t.owner = cur, cur.id
 		var ok bool
 		var st *zk.Stat
@@ -273,6 +407,16 @@ func (q *Queue) join(ctx context.Context, kind string, data []byte, anchor *anch
 			t.abandon(ctx)
 			return nil, q.wrap("create", err)
 		}
+	} else if fs != nil && c2ok && c2.EphemeralOwner == ep.id {
+		// The server's Stat of the node just created, owned by the
+		// current session: the lease can be granted without reading it.
+		lctx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
+		fs.pre = &lease{s: q.s, path: t.path, owner: ep.id, czxid: c2.Czxid, version: c2.Version,
+			keep: keep, kinds: q.kinds, ctx: lctx, cancel: cancel}
+		q.s.registerEarly(fs.pre, fs.child)
+	} else if fs != nil {
+		q.s.dropChildSlot(fs.child)
+		fs.child = nil
 	}
 	return t, nil
 }
@@ -318,7 +462,7 @@ func (t *Ticket) Err() error {
 // ErrReleased when the ticket is dead (its node is gone, or deleted now);
 // *OpError for refusals.
 func (t *Ticket) Await(ctx context.Context) (Lease, error) {
-	l, err := t.await(ctx, true)
+	l, err := t.await(ctx, true, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -360,11 +504,14 @@ func (t *Ticket) abandon(ctx context.Context) {
 	t.q.deleteOwned(ctx, cleanupItem{path: t.path, owner: t.owner}, false)
 }
 
-func (t *Ticket) await(ctx context.Context, wait bool) (*lease, error) {
+func (t *Ticket) await(ctx context.Context, wait bool, fs *fastStart) (*lease, error) {
 	if err := t.Err(); err != nil {
+		if fs != nil && fs.pre != nil {
+			t.q.s.dropLease(fs.pre)
+		}
 		return nil, err
 	}
-	l, err := t.q.wait(ctx, t, wait)
+	l, err := t.q.wait(ctx, t, wait, fs)
 	if err != nil {
 		if t.keep && (errors.Is(err, ErrSessionLost) || errors.Is(err, ErrNodeDeleted) || errors.Is(err, ErrSessionClosed)) {
 			t.mu.Lock()
@@ -382,37 +529,98 @@ func (t *Ticket) await(ctx context.Context, wait bool) (*lease, error) {
 	return l, nil
 }
 
-// wait lists, decides and watches until the Rule grants t's node.
-func (q *Queue) wait(ctx context.Context, t *Ticket, wait bool) (*lease, error) {
+// wait lists, decides and watches until the Rule grants t's node. With fs
+// (an Acquire's), the first decision uses the pipelined listing and the
+// early lease (see fastStart).
+func (q *Queue) wait(ctx context.Context, t *Ticket, wait bool, fs *fastStart) (_ *lease, err error) {
 	ep := t.ep
 	// Every wait also ends when the node's session is lost.
 	wctx, wcancel := context.WithCancelCause(ctx)
 	defer wcancel(nil)
 	defer context.AfterFunc(ep.ctx, func() { wcancel(context.Cause(ep.ctx)) })()
 
+	var pre *lease     // the early lease, until it is granted or dropped
+	var first []string // the pipelined listing
+	if fs != nil {
+		pre = fs.pre
+		if fs.list != nil {
+			select {
+			case <-fs.list.done:
+				if fs.list.err == nil {
+					first = fs.list.children
+				}
+				fs.list = nil // not kept alive while waiting
+			case <-wctx.Done():
+			case <-q.s.quit:
+			}
+		}
+	}
+	defer func() {
+		if pre != nil {
+			q.s.dropLease(pre)
+		}
+	}()
+
 	for {
 		if wctx.Err() != nil {
 			return nil, context.Cause(wctx)
 		}
 		var children []string
-		err := q.s.retry(wctx, func() (err error) {
-			children, _, err = q.s.conn.Children(q.adir)
-			return err
-		})
-		if errors.Is(err, zk.ErrNoNode) {
-			children, err = nil, nil // directory deleted: so was our node
-		}
-		if err != nil {
-			return nil, q.wrap("children", err)
+		piped := first != nil
+		watched := piped && pre != nil && pre.child != nil // listed with a child watch
+		if piped {
+			children, first = first, nil
+		} else {
+			// A waiter with an early lease re-lists with a child watch,
+			// which stands in for its own-node watch if this listing grants
+			// it (see childSlot): a wakeup then costs one request.
+			var slot *childSlot
+			if pre != nil {
+				slot = q.s.addChildSlotFor(q.adir, pre)
+			}
+			err := q.s.retry(wctx, func() (err error) {
+				if slot != nil {
+					children, _, _, err = q.s.conn.ChildrenW(q.adir)
+				} else {
+					children, _, err = q.s.conn.Children(q.adir)
+				}
+				return err
+			})
+			watched = slot != nil && err == nil
+			if errors.Is(err, zk.ErrNoNode) {
+				children, err = nil, nil // directory deleted: so was our node
+			}
+			if err != nil {
+				return nil, q.wrap("children", err)
+			}
 		}
 		nodes := ParseChildren(children, q.kinds)
 		self := slices.IndexFunc(nodes, func(n NodeName) bool { return n.Name == t.name })
 		if self < 0 {
+			if piped {
+				continue // a pipelined listing that does not show the node: list again
+			}
 			return nil, q.vanished(ep)
 		}
 		holds, watch := q.rule(nodes, self)
+		if piped && fs.childOK {
+			q.solo.Store(holds && len(nodes) == 1)
+		}
 		if holds {
-			l, err := q.grant(wctx, ep, t)
+			var l *lease
+			var err error
+			if watched && q.s.useChildSlot(pre.child) {
+				// Granted on the listing that set the child watch, which has
+				// not fired: it covers the node from that listing on.
+				l, err = q.grantEarly(ep, pre)
+				pre = nil
+			} else {
+				if pre != nil {
+					q.s.dropLease(pre)
+					pre = nil
+				}
+				l, err = q.grant(wctx, ep, t)
+			}
 			if err != nil {
 				return nil, err
 			}
@@ -429,6 +637,9 @@ func (q *Queue) wait(ctx context.Context, t *Ticket, wait bool) (*lease, error) 
 		if !wait {
 			return nil, fmt.Errorf("%w: %s (holder %s)", ErrLocked, q.dir, nodes[0].Name)
 		}
+		if pre != nil && pre.child != nil {
+			q.s.dropChildSlot(pre.child) // a waiter has no use for it
+		}
 		paths := make([]string, 0, len(watch))
 		for _, w := range watch {
 			if w < 0 || w >= len(nodes) || w == self {
@@ -439,13 +650,66 @@ func (q *Queue) wait(ctx context.Context, t *Ticket, wait bool) (*lease, error) 
 		if len(paths) == 0 {
 			return nil, fmt.Errorf("%w: the rule for %s named no node to watch", ErrBadOption, q.dir)
 		}
-		ch, stop, err := q.s.watchNodes(wctx, paths...)
+		// Whether a deletion of the watched node may be decided without a
+		// re-list is known now, so that the listing is not used (and so not
+		// kept alive) while waiting: a waiter k places back would hold k
+		// names (≤ 8 KiB of heap per queued waiter is a target).
+		canSkip := pre != nil && q.skipCandidate(nodes, self, watch)
+		w, stop, err := q.s.watchNodes(wctx, paths...)
 		if err != nil {
 			return nil, q.wrap("get", err)
 		}
+		var preDone <-chan struct{}
+		if pre != nil {
+			preDone = pre.ctx.Done()
+		}
 		select {
-		case <-ch: // deleted, changed, or no longer watched: re-list
+		case <-w.ch: // deleted, changed, or no longer watched
 			stop()
+			if canSkip && w.deleted {
+				// Our node must be known to exist after P's deletion: the
+				// order of watch events does not show it (a multi can delete
+				// P and our node at one zxid, and our node's event then comes
+				// right after P's), so ask, with a request sent after P's
+				// event: a getData on our node alone, not a listing. Its
+				// watch is the lease's own-node watch, set in the same
+				// request that confirms the node (NoNode sets none).
+				var st *zk.Stat
+				err := q.s.retry(wctx, func() (err error) {
+					_, st, _, err = q.s.conn.GetW(t.path)
+					return err
+				})
+				ok := err == nil
+				if errors.Is(err, zk.ErrNoNode) {
+					err = nil
+				}
+				if err != nil {
+					return nil, q.wrap("get", err)
+				}
+				if ok && st.Czxid == pre.czxid && st.EphemeralOwner == ep.id {
+					q.s.mu.Lock()
+					pre.arming, pre.version = true, st.Version
+					q.s.mu.Unlock()
+					l, err := q.grantEarly(ep, pre)
+					pre = nil
+					if err != nil {
+						return nil, err
+					}
+					if l != nil {
+						return l, nil
+					}
+					if err := q.s.awaitConnected(wctx); err != nil {
+						return nil, err
+					}
+				}
+			}
+			// re-list
+		case <-preDone:
+			// The own node was deleted (or the early lease ended): re-list,
+			// which reports it (case C10).
+			stop()
+			q.s.dropLease(pre)
+			pre = nil
 		case <-wctx.Done():
 			stop()
 			return nil, context.Cause(wctx)
@@ -454,6 +718,83 @@ func (q *Queue) wait(ctx context.Context, t *Ticket, wait bool) (*lease, error) 
 			return nil, ErrSessionClosed
 		}
 	}
+}
+
+// skipRelist reports whether a wakeup may decide without listing again (the
+// one exception to "every wakeup re-lists", rule 5 of the fault cases). The
+// argument:
+//   - the listing was taken after our create (it shows our node), and our
+//     node had exactly one node before it: the watched node P (self == 1);
+//   - P no longer exists: the watch fired because P was deleted (a
+//     NodeDeleted event, or NoNode when the watch was set), not for a data
+//     change or a dropped watch;
+//   - no node can have appeared before ours since that listing: a node
+//     created later has a larger sequence (wrap-aware, SeqLess) and sorts
+//     after ours, except an anchored node, which takes its anchor's place.
+//     An anchored node is made only by AcquireAnchored, which refuses a
+//     queue of one node kind, and the skip is made only in a queue of one
+//     kind whose listing showed no anchored node. So an anchored node of
+//     our kind can only come from a Queue whose kinds are a strict superset
+//     of ours (another recipe on our directory); such a recipe's nodes of
+//     its other kinds are foreign to us and never predecessors (rule 1), so
+//     a directory shared by Queues of different kinds has no mutual
+//     exclusion to keep in the first place. (TestSkipRelistAnchoredRefused:
+//     before AcquireAnchored refused one-kind queues, an anchored node
+//     made by the holder's session after the waiter's listing was granted
+//     together with the skipping waiter);
+//   - our node exists, in the same session: the caller then reads it with
+//     a getData (with watch) sent after P's deletion was seen (czxid and
+//     owner must be ours), and grantEarly requires the lease not ended (a deletion of our
+//     node since ends it), the epoch and generation unchanged and the
+//     connection up (no suspension in between);
+//   - so our node is the lowest now, and stays so while it exists; the Rule
+//     grants the lowest node whatever follows it (checked on the listing
+//     without P; that nodes created later cannot change that answer is
+//     assumed of the Rule, as it holds for FirstHolds and the semaphore's).
+//
+// Multi-node watches: the skip needs exactly one watched node, at index 0,
+// and self == 1. A semaphore of N > 1 leases never gets there (it holds at
+// index 1, and its waiters watch N nodes); a semaphore of one lease is
+// FirstHolds and the argument above holds as is. A read-write lock's queue
+// has two kinds and never skips. A Ticket's Await (latch) and an anchored
+// Acquire have no early lease and never skip either.
+//
+// A wakeup that fails any of these lists again.
+func (q *Queue) skipRelist(nodes []NodeName, self int, watch []int, w *wakeup) bool {
+	return w.deleted && q.skipCandidate(nodes, self, watch)
+}
+
+// skipCandidate is skipRelist's conditions on the listing, before the
+// wakeup.
+func (q *Queue) skipCandidate(nodes []NodeName, self int, watch []int) bool {
+	if self != 1 || len(watch) != 1 || watch[0] != 0 || len(q.kinds) != 1 {
+		return false
+	}
+	for _, n := range nodes {
+		if n.Anchored {
+			return false
+		}
+	}
+	holds, _ := q.rule(nodes[1:], 0)
+	return holds
+}
+
+// grantEarly activates an early lease (its Stat came with the create; its
+// own-node watch is its child watch or was set by the caller). It returns
+// (nil, nil) when the connection was suspended since.
+func (q *Queue) grantEarly(ep *epoch, l *lease) (*lease, error) {
+	cause := q.s.activateLease(l, ep, l.gen, l.czxid)
+	switch {
+	case cause == nil:
+		return l, nil
+	case errors.Is(cause, ErrNodeDeleted):
+		return nil, q.vanished(ep)
+	case ep.ctx.Err() != nil:
+		return nil, context.Cause(ep.ctx)
+	case errors.Is(cause, ErrSessionClosed):
+		return nil, cause
+	}
+	return nil, nil
 }
 
 // grant reads the own node's Stat with a data watch and turns it into a
@@ -479,6 +820,7 @@ func (q *Queue) grant(ctx context.Context, ep *epoch, t *Ticket) (*lease, error)
 		s.dropLease(l)
 		return nil, q.wrap("get", err)
 	}
+	l.version = st.Version
 	if cause := s.activateLease(l, ep, gen, st.Czxid); cause != nil {
 		if errors.Is(cause, ErrNodeDeleted) {
 			return nil, q.vanished(ep)

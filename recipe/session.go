@@ -70,6 +70,17 @@ type Session struct {
 	kickWatchdog chan struct{}
 	quit         chan struct{}
 	wg           sync.WaitGroup
+
+	pool workers // goroutines for requests run on behalf of a waiting caller
+
+	// child watches of pipelined listings that may stand in for a lease's
+	// own-node watch (see childSlot), by absolute directory
+	childSlots map[string]map[*childSlot]struct{}
+
+	// creates whose reply should carry the new node's Stat (see trackedConn),
+	// by the exact path sent
+	c2mu sync.Mutex
+	c2   map[string]*createSlot
 }
 
 // epoch is one ZooKeeper session as seen by this Session.
@@ -134,7 +145,10 @@ func Connect(ctx context.Context, servers []string, opts ...Option) (*Session, e
 		kickJanitor:  make(chan struct{}, 1),
 		kickWatchdog: make(chan struct{}, 1),
 		quit:         make(chan struct{}),
+		c2:           make(map[string]*createSlot),
+		childSlots:   make(map[string]map[*childSlot]struct{}),
 	}
+	s.pool.quit = s.quit
 	dial := cfg.dialer
 	if dial == nil {
 		dial = net.DialTimeout
@@ -235,8 +249,9 @@ func (s *Session) SessionTimeout() time.Duration {
 func (s *Session) LastServerReply() time.Time { return time.Unix(0, s.lastReply.Load()) }
 
 // Close ends the ZooKeeper session, ends every live lease with cause
-// ErrSessionClosed, stops the Session's goroutines and waits for them (up to
-// about 2 s when no server answers). When a server receives the close, it
+// ErrSessionClosed, stops the Session's goroutines (its watchdog, cleaner,
+// listeners and request workers) and waits for them (up to about 2 s when
+// no server answers). When a server receives the close, it
 // deletes all the session's ephemeral znodes at once; when none can be
 // reached, they stay until the server expires the session (one session
 // timeout). It is idempotent and returns nil; operations after Close return
@@ -273,6 +288,7 @@ func (s *Session) shutdown() {
 	}
 	s.unlock()
 	s.wg.Wait()
+	s.pool.stop() // after conn.Close: every request a worker runs returns at once
 }
 
 // abs turns a recipe path into the server path (chroot prepended).
@@ -284,6 +300,7 @@ func (s *Session) onEvent(ev zk.Event) {
 	if ev.Type != zk.EventSession {
 		s.mu.Lock()
 		s.fireEventLocked(ev)
+		s.fireChildSlotsLocked(ev.Path)
 		if l := s.byPath[ev.Path]; l != nil {
 			switch ev.Type {
 			case zk.EventNodeDeleted:
@@ -291,8 +308,9 @@ func (s *Session) onEvent(ev zk.Event) {
 			case zk.EventNodeDataChanged:
 				// Someone wrote to our lock node, consuming its watch: the
 				// cleaner sets a new one (not here: this must not block).
-				// A lease not yet active reads its node after this anyway.
-				if l.active {
+				// A lease not yet active reads its node after this anyway,
+				// unless its Stat came with the create (early).
+				if l.active || l.early {
 					s.rewatch = append(s.rewatch, l)
 					s.kick(s.kickJanitor)
 				}
@@ -407,6 +425,7 @@ func (s *Session) revokeLeaseLocked(l *lease, cause error, queueDelete bool) {
 	if s.byPath[l.path] == l {
 		delete(s.byPath, l.path)
 	}
+	s.dropChildSlotLocked(l.child)
 	delete(l.gen.leases, l)
 	l.cancel(cause)
 	if queueDelete && !s.closed {
@@ -666,12 +685,178 @@ func (s *Session) prepareLease(ctx context.Context, nodePath string, owner int64
 	return l, s.gen
 }
 
+// registerEarly registers l, filled in from its node's create2 Stat (with
+// slot, the child watch of its pipelined listing: l.child). Its own-node
+// watch is set at the grant (see Queue.wait). The lease is registered
+// before any watch request on its node is sent, so no event is missed.
+func (s *Session) registerEarly(l *lease, slot *childSlot) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	l.gen = s.gen
+	l.early = true
+	s.byPath[l.path] = l
+	if slot != nil {
+		l.child = slot
+		slot.l = l
+	}
+}
+
+// childSlot is the child watch of an Acquire's pipelined listing (getChildren
+// with watch on the queue directory, sent right behind the create), which
+// stands in for the lease's own-node watch when that listing grants:
+//   - the watch is registered by the server when it answers the listing, the
+//     very state the grant was decided on (it shows our node), so any later
+//     change of the directory's children, the deletion of our node by
+//     anyone included, fires it: there is no moment between the decision
+//     and the watch in which a deletion could go unseen;
+//   - it is registered (Session.childSlots) before the listing is sent, so
+//     no event is missed, and any event on the directory (children changed,
+//     the directory deleted, the watch dropped) marks it fired: the
+//     one-shot watch is then spent, whichever listing set it;
+//   - a slot fired before the grant is not used (the grant reads the node,
+//     Queue.grant). One that fires after the grant was decided (granting)
+//     makes the lease read its node with a data watch (armOwn): NoNode, or
+//     another czxid, ends the lease (ErrNodeDeleted). So a deletion of our
+//     node ends the lease one read after its event (the next waiter, woken
+//     by the same deletion, must also read before it is granted), and a
+//     change that is not ours (a waiter joining) costs that one read.
+//
+// It saves the uncontended Acquire its own-node read: create2 → getChildren
+// with watch, then the release's delete, whose event the watch delivers.
+// A child watch nobody uses (a listing that did not grant) is certain to
+// fire too: at the next change of the directory, at the latest when the
+// caller's own node goes (rule 6 of the fault cases); it is then one event.
+// A slot lives no longer than its early lease (dropped when the lease
+// waits, ends or is given up), so slots are bounded by the Acquires in
+// flight.
+type childSlot struct {
+	dir string // absolute
+
+	// under Session.mu
+	fired    bool
+	granting bool   // the grant was decided on the listing that set the watch
+	l        *lease // the early lease it covers
+}
+
+func (s *Session) addChildSlot(dir string) *childSlot {
+	slot := &childSlot{dir: dir}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	m := s.childSlots[dir]
+	if m == nil {
+		m = make(map[*childSlot]struct{})
+		s.childSlots[dir] = m
+	}
+	m[slot] = struct{}{}
+	return slot
+}
+
+// addChildSlotFor registers a child slot on dir for the early lease l,
+// replacing l's previous one.
+func (s *Session) addChildSlotFor(dir string, l *lease) *childSlot {
+	slot := &childSlot{dir: dir, l: l}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.dropChildSlotLocked(l.child)
+	l.child = slot
+	m := s.childSlots[dir]
+	if m == nil {
+		m = make(map[*childSlot]struct{})
+		s.childSlots[dir] = m
+	}
+	m[slot] = struct{}{}
+	return slot
+}
+
+func (s *Session) dropChildSlot(slot *childSlot) {
+	if slot == nil {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.dropChildSlotLocked(slot)
+}
+
+func (s *Session) dropChildSlotLocked(slot *childSlot) {
+	if slot == nil {
+		return
+	}
+	if m := s.childSlots[slot.dir]; m != nil {
+		delete(m, slot)
+		if len(m) == 0 {
+			delete(s.childSlots, slot.dir)
+		}
+	}
+}
+
+// fireChildSlotsLocked spends every child slot on path (a watch event
+// there): a slot whose lease was granted on it reads its node now.
+func (s *Session) fireChildSlotsLocked(p string) {
+	m := s.childSlots[p]
+	if m == nil {
+		return
+	}
+	delete(s.childSlots, p)
+	for slot := range m {
+		slot.fired = true
+		if slot.granting {
+			s.armOwnLocked(slot.l)
+		}
+	}
+}
+
+// useChildSlot reports whether the lease may be granted on its child watch:
+// the watch has not fired. From then on a firing makes the lease read its
+// node.
+func (s *Session) useChildSlot(slot *childSlot) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if slot.fired {
+		return false
+	}
+	slot.granting = true
+	return true
+}
+
+// armOwnLocked starts armOwn for l once (never blocking: the event
+// callback calls it).
+func (s *Session) armOwnLocked(l *lease) {
+	if l == nil || l.arming || l.ctx.Err() != nil || s.closed {
+		return
+	}
+	l.arming = true
+	s.pool.run(func() { s.armOwn(l) })
+}
+
+// armOwn sets the data watch on an early lease's own node. NoNode, or a
+// node that is not the one created, ends the lease (ErrNodeDeleted); a
+// connection error leaves the watch to the cleaner (rewatchLeases), which
+// sets it on reconnection.
+func (s *Session) armOwn(l *lease) {
+	_, st, _, err := s.conn.GetW(l.path)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case l.ctx.Err() != nil:
+	case errors.Is(err, zk.ErrNoNode):
+		s.revokeLeaseLocked(l, ErrNodeDeleted, false)
+	case err != nil:
+		if !s.closed {
+			s.rewatch = append(s.rewatch, l)
+			s.kick(s.kickJanitor)
+		}
+	case st.Czxid != l.czxid || st.EphemeralOwner != l.owner:
+		s.revokeLeaseLocked(l, ErrNodeDeleted, false)
+	default:
+		l.version = st.Version
+	}
+}
+
 // activateLease makes a prepared lease live if nothing ended ownership since
 // prepareLease; otherwise it drops it and returns the reason.
 func (s *Session) activateLease(l *lease, ep *epoch, gen *generation, czxid int64) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	l.czxid = czxid
 	var cause error
 	switch {
 	case l.ctx.Err() != nil:
@@ -687,9 +872,11 @@ func (s *Session) activateLease(l *lease, ep *epoch, gen *generation, czxid int6
 		if s.byPath[l.path] == l {
 			delete(s.byPath, l.path)
 		}
+		s.dropChildSlotLocked(l.child)
 		l.cancel(cause)
 		return cause
 	}
+	l.czxid = czxid
 	gen.leases[l] = struct{}{}
 	l.active = true
 	return nil
@@ -702,6 +889,7 @@ func (s *Session) dropLease(l *lease) {
 	if s.byPath[l.path] == l {
 		delete(s.byPath, l.path)
 	}
+	s.dropChildSlotLocked(l.child)
 	l.cancel(ErrReleased)
 }
 
@@ -729,36 +917,52 @@ func (s *Session) call(ctx context.Context, op func() error, late func(error)) e
 
 // callLate is call that also reports whether the caller stopped waiting
 // while the request was in flight (then late, if set, will be called).
+//
+// The request runs on one of the Session's workers (no goroutine and no
+// channel is made per request: the handshake below is pooled).
 func (s *Session) callLate(ctx context.Context, op func() error, late func(error)) (_ error, abandoned bool) {
 	if ctx.Done() == nil {
 		return op(), false
 	}
-	var state atomic.Int32 // 0: waited for, 1: answered, 2: abandoned
-	done := make(chan error, 1)
-	go func() {
+	c := callPool.Get().(*pendingCall)
+	c.state.Store(0)
+	s.pool.run(func() {
 		err := op()
-		if state.CompareAndSwap(0, 1) {
-			done <- err
+		if c.state.CompareAndSwap(0, 1) {
+			c.done <- err
 			return
 		}
 		if late != nil {
 			late(err)
 		}
-	}()
+		callPool.Put(c) // the caller has left: c is ours
+	})
 	var cause error
 	select {
-	case err := <-done:
+	case err := <-c.done:
+		callPool.Put(c)
 		return err, false
 	case <-ctx.Done():
 		cause = context.Cause(ctx)
 	case <-s.quit:
 		cause = ErrSessionClosed
 	}
-	if state.CompareAndSwap(0, 2) {
+	if c.state.CompareAndSwap(0, 2) {
 		return cause, true
 	}
-	return <-done, false
+	err := <-c.done
+	callPool.Put(c)
+	return err, false
 }
+
+// pendingCall is the hand-off between a caller of callLate and the worker
+// running its request.
+type pendingCall struct {
+	state atomic.Int32 // 0: waited for, 1: answered, 2: abandoned
+	done  chan error   // capacity 1
+}
+
+var callPool = sync.Pool{New: func() any { return &pendingCall{done: make(chan error, 1)} }}
 
 func (s *Session) isClosed() bool {
 	s.mu.Lock()

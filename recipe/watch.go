@@ -37,11 +37,17 @@ type nodeWatch struct {
 // wakeup is one waiter's signal; it may be registered on several watches
 // and is closed by whichever fires first.
 type wakeup struct {
-	ch   chan struct{}
-	once sync.Once
+	ch      chan struct{}
+	once    sync.Once
+	deleted bool // set before ch is closed: fired because a watched data node does not exist any more
 }
 
-func (w *wakeup) fire() { w.once.Do(func() { close(w.ch) }) }
+func (w *wakeup) fire(deleted bool) {
+	w.once.Do(func() {
+		w.deleted = deleted
+		close(w.ch)
+	})
+}
 
 // watchNodes waits on several znodes at once: it returns a channel that is
 // closed when any of the znodes at paths (absolute) is deleted or changed,
@@ -50,7 +56,7 @@ func (w *wakeup) fire() { w.once.Do(func() { close(w.ch) }) }
 // waiting. The watches are data watches (getData), which leave nothing
 // behind on a missing node and are certain to fire for the ephemeral nodes
 // the recipes watch.
-func (s *Session) watchNodes(ctx context.Context, paths ...string) (<-chan struct{}, func(), error) {
+func (s *Session) watchNodes(ctx context.Context, paths ...string) (*wakeup, func(), error) {
 	w := &wakeup{ch: make(chan struct{})}
 	var stops []func()
 	stop := func() {
@@ -66,7 +72,7 @@ func (s *Session) watchNodes(ctx context.Context, paths ...string) (<-chan struc
 		}
 		stops = append(stops, f)
 	}
-	return w.ch, stop, nil
+	return w, stop, nil
 }
 
 // watchPath registers w on the shared watch of the given kind on path,
@@ -129,7 +135,7 @@ func (s *Session) watchPath(ctx context.Context, w *wakeup, kind watchKind, path
 		// at the server; it stays registered in go-zookeeper until the node
 		// changes, and is not tracked here.
 		if s.watches[key] == nw {
-			s.fireLocked(key, nw)
+			s.fireLocked(key, nw, kind == dataWatch && err != nil)
 		}
 	default:
 		if s.watches[key] == nw {
@@ -144,10 +150,10 @@ func (s *Session) watchPath(ctx context.Context, w *wakeup, kind watchKind, path
 }
 
 // fireLocked wakes every waiter of nw and forgets the watch.
-func (s *Session) fireLocked(key watchKey, nw *nodeWatch) {
+func (s *Session) fireLocked(key watchKey, nw *nodeWatch, deleted bool) {
 	delete(s.watches, key)
 	for w := range nw.waiters {
-		w.fire()
+		w.fire(deleted)
 	}
 	nw.waiters = nil
 }
@@ -170,7 +176,7 @@ func (s *Session) fireEventLocked(ev zk.Event) {
 	for _, k := range kinds {
 		key := watchKey{k, ev.Path}
 		if nw := s.watches[key]; nw != nil {
-			s.fireLocked(key, nw)
+			s.fireLocked(key, nw, k == dataWatch && ev.Type == zk.EventNodeDeleted)
 		}
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"net"
 	"sync"
 	"time"
+
+	"github.com/go-zookeeper/zk"
 )
 
 // trackedConn watches the ZooKeeper wire protocol in both directions to learn
@@ -16,6 +18,19 @@ import (
 //     not replies). When a reply is read, the Session's lastReply advances
 //     to the time its request was written. A reply proves the server heard
 //     from us at or after that time, whatever the delay before we read it.
+//   - the Stat of a node the engine creates, which go-zookeeper's Create does
+//     not return: a create request whose path was registered (registerCreate)
+//     is sent as a create2 request (opcode 15, ZooKeeper 3.5+: the same
+//     request body, whose reply is the path followed by the new node's Stat),
+//     and the Stat is taken off the reply. go-zookeeper decodes the path, the
+//     first field, as from a create reply and ignores the rest. The Stat is
+//     the server's own account of the node: its czxid (the fencing token) and
+//     ephemeral owner, with no extra request. The registration's onWritten
+//     runs as the create is being written: requests made after that are
+//     sent after it on this connection (the listing pipelined behind a
+//     create). If the write fails, they go out on the next connection,
+//     possibly before the create is sent again: the listing then does not
+//     show the node and is not used.
 //
 // go-zookeeper writes one whole packet per Write call, and reads from a
 // single goroutine at a time, which is all the parsing below relies on.
@@ -42,6 +57,8 @@ type trackedConn struct {
 	wroteHello  bool
 	helloSentAt int64
 	sent        map[int32][]int64 // xid -> send times, oldest first
+	create2     map[int32]*createSlot
+	wbuf        []byte // a rewritten create
 
 	gate     chan struct{} // closed when replies may be read after the handshake
 	gateOnce sync.Once
@@ -51,16 +68,19 @@ type trackedConn struct {
 	hdr      [20]byte // frame header being assembled
 	nhdr     int
 	skip     int // body bytes left to skip in the current frame
+	capSlot  *createSlot
+	capture  []byte // body of a create2 reply being read
 }
 
 func newTrackedConn(c net.Conn, s *Session) *trackedConn {
-	tc := &trackedConn{Conn: c, s: s, sent: make(map[int32][]int64), gate: make(chan struct{})}
+	tc := &trackedConn{Conn: c, s: s, sent: make(map[int32][]int64), create2: make(map[int32]*createSlot), gate: make(chan struct{})}
 	s.curConn.Store(tc)
 	return tc
 }
 
 func (c *trackedConn) Write(p []byte) (int, error) {
 	now := time.Now().UnixNano()
+	var slot *createSlot
 	c.mu.Lock()
 	if !c.wroteHello {
 		c.wroteHello = true
@@ -68,16 +88,33 @@ func (c *trackedConn) Write(p []byte) (int, error) {
 	} else if len(p) >= 8 {
 		xid := int32(binary.BigEndian.Uint32(p[4:8]))
 		c.sent[xid] = append(c.sent[xid], now)
+		if slot = c.s.createFor(p); slot != nil {
+			c.create2[xid] = slot
+			c.wbuf = append(c.wbuf[:0], p...)
+			binary.BigEndian.PutUint32(c.wbuf[8:12], opCreate2)
+			p = c.wbuf
+		}
 	}
 	c.mu.Unlock()
 	if len(p) >= 12 && int32(binary.BigEndian.Uint32(p[8:12])) == opSetWatches {
 		c.openGate()
 	}
+	if slot != nil {
+		// Before the write: a request queued from now on is written after
+		// this one (go-zookeeper's send goroutine, which is here, is the only
+		// writer and takes requests in order), and the caller's goroutine
+		// gets going while the create is on its way.
+		c.s.createWritten(slot)
+	}
 	return c.Conn.Write(p)
 }
 
-// opSetWatches is ZooKeeper's set-watches opcode.
-const opSetWatches = 101
+// ZooKeeper opcodes seen on the wire.
+const (
+	opCreate     = 1
+	opCreate2    = 15
+	opSetWatches = 101
+)
 
 // setWatchesWait and setWatchesWaitLong bound how long the first read after
 // a handshake waits for go-zookeeper's set-watches request (see
@@ -110,8 +147,15 @@ func (c *trackedConn) scan(b []byte) {
 	for len(b) > 0 {
 		if c.skip > 0 {
 			k := min(c.skip, len(b))
+			if c.capSlot != nil {
+				c.capture = append(c.capture, b[:k]...)
+			}
 			c.skip -= k
 			b = b[k:]
+			if c.skip == 0 && c.capSlot != nil {
+				c.s.createReplied(c.capSlot, c.capture)
+				c.capSlot, c.capture = nil, c.capture[:0]
+			}
 			continue
 		}
 		need := 8 // length + xid
@@ -167,9 +211,101 @@ func (c *trackedConn) scan(b []byte) {
 				c.sent[xid] = q[1:]
 			}
 		}
+		if slot := c.create2[xid]; slot != nil {
+			delete(c.create2, xid)
+			c.capSlot = slot
+		}
 		c.mu.Unlock()
 		if sentAt != 0 {
 			c.s.noteReply(sentAt)
 		}
+		if c.capSlot != nil && c.skip == 0 {
+			c.s.createReplied(c.capSlot, nil)
+			c.capSlot = nil
+		}
 	}
 }
+
+// createSlot is a registered create: see trackedConn.
+type createSlot struct {
+	onWritten func() // if set: called once, on go-zookeeper's send goroutine, as the create is written; must not block
+
+	// under Session.c2mu
+	written bool
+	closed  bool    // unregistered: onWritten is not called any more
+	replied bool    // a create2 reply with a Stat was read
+	path    string  // the path in that reply
+	stat    zk.Stat // the Stat in that reply
+}
+
+// registerCreate asks that the create request sent with exactly path (the
+// sequential prefix) be sent as create2, and its reply's Stat recorded in
+// slot; unregisterCreate ends that and returns what was seen.
+func (s *Session) registerCreate(path string, slot *createSlot) {
+	s.c2mu.Lock()
+	s.c2[path] = slot
+	s.c2mu.Unlock()
+}
+
+func (s *Session) unregisterCreate(path string, slot *createSlot) (written, replied bool, replyPath string, st zk.Stat) {
+	s.c2mu.Lock()
+	defer s.c2mu.Unlock()
+	if s.c2[path] == slot {
+		delete(s.c2, path)
+	}
+	// A create written once more after this (a late write of a request the
+	// caller stopped waiting for) sends no listing nobody reads.
+	slot.closed = true
+	return slot.written, slot.replied, slot.path, slot.stat
+}
+
+// createFor returns the registration of the create request in packet p, if
+// p is one: [len][xid][opcode 1][path: int32 length, bytes]...
+func (s *Session) createFor(p []byte) *createSlot {
+	if len(p) < 16 || int32(binary.BigEndian.Uint32(p[8:12])) != opCreate {
+		return nil
+	}
+	n := int(int32(binary.BigEndian.Uint32(p[12:16])))
+	if n <= 0 || 16+n > len(p) {
+		return nil
+	}
+	s.c2mu.Lock()
+	defer s.c2mu.Unlock()
+	return s.c2[string(p[16:16+n])]
+}
+
+func (s *Session) createWritten(slot *createSlot) {
+	s.c2mu.Lock()
+	first := !slot.written && !slot.closed
+	slot.written = slot.written || !slot.closed
+	s.c2mu.Unlock()
+	if first && slot.onWritten != nil {
+		slot.onWritten()
+	}
+}
+
+// createReplied parses a create2 reply body after the xid: zxid, err, then
+// (if err is 0) the path and the Stat.
+func (s *Session) createReplied(slot *createSlot, body []byte) {
+	if len(body) < 16 || binary.BigEndian.Uint32(body[8:12]) != 0 {
+		return
+	}
+	b := body[12:]
+	n := int(int32(binary.BigEndian.Uint32(b[0:4])))
+	if n < 0 || 4+n+statLen > len(b) {
+		return
+	}
+	p := string(b[4 : 4+n])
+	st := b[4+n:]
+	u64 := func(i int) int64 { return int64(binary.BigEndian.Uint64(st[i : i+8])) }
+	u32 := func(i int) int32 { return int32(binary.BigEndian.Uint32(st[i : i+4])) }
+	stat := zk.Stat{Czxid: u64(0), Mzxid: u64(8), Ctime: u64(16), Mtime: u64(24), Version: u32(32),
+		Cversion: u32(36), Aversion: u32(40), EphemeralOwner: u64(44), DataLength: u32(52),
+		NumChildren: u32(56), Pzxid: u64(60)}
+	s.c2mu.Lock()
+	slot.replied, slot.path, slot.stat = true, p, stat
+	s.c2mu.Unlock()
+}
+
+// statLen is the encoded size of a Stat.
+const statLen = 68

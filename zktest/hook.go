@@ -21,6 +21,7 @@ const (
 	OpPing            int32 = 11
 	OpGetChildren2    int32 = 12
 	OpMulti           int32 = 14
+	OpCreate2         int32 = 15 // create returning the new node's Stat: how package recipe sends its queue nodes' creates
 	OpCreateContainer int32 = 19
 	OpSetAuth         int32 = 100
 	OpSetWatches      int32 = 101
