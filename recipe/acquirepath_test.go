@@ -185,18 +185,7 @@ func TestRelistGrantsOnChildWatch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	type res struct {
-		l   Lease
-		err error
-	}
-	acq := func(q *Queue) <-chan res {
-		ch := make(chan res, 1)
-		go func() {
-			l, err := q.Acquire(ctx, "lock-", nil)
-			ch <- res{l, err}
-		}()
-		return ch
-	}
+	acq := func(q *Queue) <-chan acqResult { return acquireAsync(ctx, q) }
 	w1 := acq(newTestQueue(t, s1, "/relistwatch"))
 	zktest.Eventually(t, 10*time.Second, "W1 queued", func() bool { return len(in.Children("/relistwatch")) == 2 })
 	w2 := acq(newTestQueue(t, s2, "/relistwatch"))
@@ -276,20 +265,8 @@ func TestSkipRelistOnlyWhenProven(t *testing.T) {
 		t.Fatal(err)
 	}
 	log.take()
-	type res struct {
-		l   Lease
-		err error
-	}
-	ch := make(chan res, 1)
-	go func() {
-		l, err := wq.Acquire(ctx, "lock-", nil)
-		ch <- res{l, err}
-	}()
-	zktest.Eventually(t, 10*time.Second, "waiter watching", func() bool {
-		log.mu.Lock()
-		defer log.mu.Unlock()
-		return count(log.ops, zktest.OpGetData) >= 1 // the predecessor
-	})
+	ch := acquireAsync(ctx, wq)
+	log.awaitPredecessorWatch(t)
 	log.take()
 	if err := held.Release(ctx); err != nil {
 		t.Fatal(err)
@@ -410,28 +387,16 @@ func TestSkipRelistAnchoredRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	log.take()
-	type res struct {
-		l   Lease
-		err error
-	}
-	waiter := make(chan res, 1)
-	go func() {
-		l, err := wq.Acquire(ctx, "lock-", nil)
-		waiter <- res{l, err}
-	}()
-	zktest.Eventually(t, 10*time.Second, "waiter watching", func() bool {
-		log.mu.Lock()
-		defer log.mu.Unlock()
-		return count(log.ops, zktest.OpGetData) >= 1 // the predecessor
-	})
-	anchored := make(chan res, 1)
+	waiter := acquireAsync(ctx, wq)
+	log.awaitPredecessorWatch(t)
+	anchored := make(chan acqResult, 1)
 	actx, acancel := context.WithTimeout(ctx, 3*time.Second)
 	defer acancel()
 	go func() {
 		l, err := hq.AcquireAnchored(actx, "lock-", nil, held)
-		anchored <- res{l, err}
+		anchored <- acqResult{l, err}
 	}()
-	var a res
+	var a acqResult
 	select {
 	case a = <-anchored:
 	case <-time.After(time.Second):
@@ -625,4 +590,31 @@ func TestWaiterHeap(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// acqResult is what an Acquire run by acquireAsync returned.
+type acqResult struct {
+	l   Lease
+	err error
+}
+
+// acquireAsync runs q.Acquire(ctx, "lock-", nil) on a goroutine.
+func acquireAsync(ctx context.Context, q *Queue) <-chan acqResult {
+	ch := make(chan acqResult, 1)
+	go func() {
+		l, err := q.Acquire(ctx, "lock-", nil)
+		ch <- acqResult{l, err}
+	}()
+	return ch
+}
+
+// awaitPredecessorWatch waits until the logged session has read (and
+// watched) a predecessor since the log was last taken.
+func (o *opLog) awaitPredecessorWatch(t *testing.T) {
+	t.Helper()
+	zktest.Eventually(t, 10*time.Second, "waiter watching", func() bool {
+		o.mu.Lock()
+		defer o.mu.Unlock()
+		return count(o.ops, zktest.OpGetData) >= 1 // the predecessor
+	})
 }

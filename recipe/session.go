@@ -742,12 +742,7 @@ func (s *Session) addChildSlot(dir string) *childSlot {
 	slot := &childSlot{dir: dir}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	m := s.childSlots[dir]
-	if m == nil {
-		m = make(map[*childSlot]struct{})
-		s.childSlots[dir] = m
-	}
-	m[slot] = struct{}{}
+	s.addChildSlotLocked(slot)
 	return slot
 }
 
@@ -759,13 +754,17 @@ func (s *Session) addChildSlotFor(dir string, l *lease) *childSlot {
 	defer s.mu.Unlock()
 	s.dropChildSlotLocked(l.child)
 	l.child = slot
-	m := s.childSlots[dir]
+	s.addChildSlotLocked(slot)
+	return slot
+}
+
+func (s *Session) addChildSlotLocked(slot *childSlot) {
+	m := s.childSlots[slot.dir]
 	if m == nil {
 		m = make(map[*childSlot]struct{})
-		s.childSlots[dir] = m
+		s.childSlots[slot.dir] = m
 	}
 	m[slot] = struct{}{}
-	return slot
 }
 
 func (s *Session) dropChildSlot(slot *childSlot) {
