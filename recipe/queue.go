@@ -179,7 +179,12 @@ type anchorSpec struct {
 	token int64  // the anchor's token, which the anchored grant carries
 }
 
-func (q *Queue) acquire(ctx context.Context, kind string, data []byte, wait bool, anchor *anchorSpec) (Lease, error) {
+func (q *Queue) acquire(ctx context.Context, kind string, data []byte, wait bool, anchor *anchorSpec) (_ Lease, err error) {
+	if m := q.s.cfg.metrics; m != nil {
+		start := time.Now()
+		m.AcquireStarted(metricKind(kind), q.dir)
+		defer func() { m.AcquireDone(metricKind(kind), q.dir, time.Since(start), err) }()
+	}
 	t, err := q.join(ctx, kind, data, anchor, false)
 	if err != nil {
 		return nil, err
@@ -390,6 +395,7 @@ func (q *Queue) wait(ctx context.Context, t *Ticket, wait bool) (*lease, error) 
 	defer wcancel(nil)
 	defer context.AfterFunc(ep.ctx, func() { wcancel(context.Cause(ep.ctx)) })()
 
+	queued := false // reported to Metrics.Waiting
 	for {
 		if wctx.Err() != nil {
 			return nil, context.Cause(wctx)
@@ -428,6 +434,12 @@ func (q *Queue) wait(ctx context.Context, t *Ticket, wait bool) (*lease, error) 
 		}
 		if !wait {
 			return nil, fmt.Errorf("%w: %s (holder %s)", ErrLocked, q.dir, nodes[0].Name)
+		}
+		if m := q.s.cfg.metrics; m != nil && !queued {
+			queued = true
+			kind := metricKind(nodes[self].Kind)
+			m.Waiting(kind, q.dir, 1)
+			defer m.Waiting(kind, q.dir, -1)
 		}
 		paths := make([]string, 0, len(watch))
 		for _, w := range watch {

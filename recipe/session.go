@@ -408,6 +408,9 @@ func (s *Session) revokeLeaseLocked(l *lease, cause error, queueDelete bool) {
 		delete(s.byPath, l.path)
 	}
 	delete(l.gen.leases, l)
+	if l.active && l.ctx.Err() == nil {
+		s.reportLeaseLost(l, cause)
+	}
 	l.cancel(cause)
 	if queueDelete && !s.closed {
 		s.queueCleanupLocked(cleanupItem{path: l.path, czxid: l.czxid, owner: l.owner})
@@ -417,6 +420,9 @@ func (s *Session) revokeLeaseLocked(l *lease, cause error, queueDelete bool) {
 func (s *Session) setStateLocked(st ConnState, cause error) {
 	if s.state == st {
 		return
+	}
+	if m := s.cfg.metrics; m != nil {
+		m.SessionState(s.state, st, cause)
 	}
 	s.state = st
 	close(s.changed)
