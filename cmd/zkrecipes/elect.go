@@ -126,8 +126,12 @@ func electMain(f *electFlags, path string, argv []string, stderr io.Writer) int 
 				return fmt.Errorf("cannot start the command: %w", err)
 			}
 			if out, _ := c.supervise(lctx, nil, f.grace); out == lost {
-				log.Warn("leadership ended; the command was stopped", "token", token,
-					"cause", context.Cause(lctx), "command", c.describe())
+				if ctx.Err() != nil {
+					log.Info("interrupted; the command was stopped", "command", c.describe())
+				} else {
+					log.Warn("leadership ended; the command was stopped", "token", token,
+						"cause", context.Cause(lctx), "command", c.describe())
+				}
 				return nil
 			}
 			if st := c.status(); st != 0 {

@@ -66,7 +66,7 @@ type proc struct {
 	cmd    *exec.Cmd
 	stderr *syncBuffer // JSON log lines
 	stdout *syncBuffer
-	lines  chan string // stdout lines, when started with startLines
+	lines  chan string // stdout lines, when started by startProc with lines
 	done   chan struct{}
 	code   int
 }
@@ -107,8 +107,10 @@ func startProc(t testing.TB, cl *zktest.Cluster, dir string, lines bool, args ..
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	scanned := make(chan struct{})
 	if lines {
 		go func() {
+			defer close(scanned)
 			defer close(p.lines)
 			sc := bufio.NewScanner(pr)
 			sc.Buffer(nil, 1<<20)
@@ -119,8 +121,7 @@ func startProc(t testing.TB, cl *zktest.Cluster, dir string, lines bool, args ..
 	}
 	go func() {
 		if lines {
-			for range p.lines {
-			}
+			<-scanned // StdoutPipe: read everything before Wait
 		}
 		cmd.Wait()
 		p.code = cmd.ProcessState.ExitCode()
@@ -264,3 +265,5 @@ func readPid(t testing.TB, name string) int {
 	})
 	return pid
 }
+
+var osHostname = os.Hostname

@@ -140,7 +140,7 @@ func inspectMain(f *inspectFlags, path string, stdout, stderr io.Writer) int {
 			return inspectError(ctx, log, err)
 		}
 		if !exists && !f.watch {
-			log.Error("no such znode: nothing was ever locked or elected there, or it was removed when empty", "path", path)
+			log.Error("no such znode: nothing was ever locked or elected there, or it was removed when empty")
 			return exitNoNode
 		}
 		var ps []recipe.Participant

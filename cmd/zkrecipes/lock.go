@@ -57,7 +57,8 @@ func runLock(args []string, stdout, stderr io.Writer) int {
 	var f lockFlags
 	fs := newFlagSet("lock", lockUsage, stdout, stderr)
 	f.register(fs, true)
-	fs.DurationVar(&f.wait, "wait", -1, "how long to wait for the lock: 0 tries once; negative (the default) waits forever")
+	f.wait = -1
+	fs.Var((*waitFlag)(&f.wait), "wait", "how long to wait for the lock: a `duration`, 0 to try once, or forever")
 	fs.DurationVar(&f.grace, "grace", 10*time.Second, "after SIGTERM, how long CMD gets to exit before SIGKILL")
 	fs.StringVar(&f.rw, "rw", "", "take one side of a read-write lock: read or write")
 	fs.IntVar(&f.semaphore, "semaphore", 0, "take one of `N` leases of a counting semaphore (every user of PATH must give the same N)")
@@ -233,4 +234,27 @@ func signalStatus(sig os.Signal) int {
 		return 128 + int(s)
 	}
 	return 128 + int(syscall.SIGTERM)
+}
+
+// waitFlag is --wait: a duration, or "forever" (stored as -1).
+type waitFlag time.Duration
+
+func (w *waitFlag) String() string {
+	if *w < 0 {
+		return "forever"
+	}
+	return time.Duration(*w).String()
+}
+
+func (w *waitFlag) Set(s string) error {
+	if s == "forever" {
+		*w = -1
+		return nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d < 0 {
+		return fmt.Errorf("want a duration such as 0, 30s or 10m, or forever")
+	}
+	*w = waitFlag(d)
+	return nil
 }

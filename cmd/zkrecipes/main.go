@@ -211,31 +211,43 @@ func parse(fs *flag.FlagSet, args []string) (pos, cmd []string, err error) {
 	}
 }
 
-// newFlagSet returns a FlagSet whose --help prints usage (with examples) to
-// stdout and whose errors go to stderr.
+// newFlagSet returns a FlagSet whose errors go to stderr, followed by a
+// hint to run --help (the full usage, with examples, is for --help).
 func newFlagSet(name, usage string, stdout, stderr io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet("zkrecipes "+name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		out := fs.Output()
-		fmt.Fprint(out, usage)
-		fmt.Fprintln(out, "\nFlags:")
-		fs.PrintDefaults()
-	}
+	fs.Usage = func() { fmt.Fprintf(fs.Output(), "Run '%s --help' for usage.\n", fs.Name()) }
+	helps[fs] = usage
 	return fs
 }
 
+// helps holds each FlagSet's full usage text.
+var helps = map[*flag.FlagSet]string{}
+
+// printHelp prints fs's full usage, with examples and flags, to w.
+func printHelp(fs *flag.FlagSet, w io.Writer) {
+	fmt.Fprint(w, helps[fs])
+	fmt.Fprintln(w, "\nFlags:")
+	fs.SetOutput(w)
+	fs.PrintDefaults()
+}
+
 // parseArgs runs parse and turns its outcome into an exit status (-1: go
-// on). --help prints to stdout and exits 0.
+// on). -h, -help or --help anywhere before "--" prints the full usage to
+// stdout and exits 0.
 func parseArgs(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) (pos, cmd []string, code int) {
-	pos, cmd, err := parse(fs, args)
-	if errors.Is(err, flag.ErrHelp) {
-		fs.SetOutput(stdout)
-		fs.Usage()
-		return nil, nil, 0
+	for _, a := range args {
+		if a == "--" {
+			break
+		}
+		if a == "-h" || a == "-help" || a == "--help" || a == "--h" {
+			printHelp(fs, stdout)
+			return nil, nil, 0
+		}
 	}
+	pos, cmd, err := parse(fs, args)
 	if err != nil {
-		return nil, nil, exitUsage // the flag package printed the error and the usage
+		return nil, nil, exitUsage // the flag package printed the error and the hint
 	}
 	return pos, cmd, -1
 }
