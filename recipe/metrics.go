@@ -30,9 +30,9 @@ import (
 // Without WithMetrics nothing is called and nothing is measured: the cost is
 // one nil check per event.
 type Metrics interface {
-	// AcquireStarted is called when an Acquire or TryAcquire of a Queue
-	// (every Acquire and TryAcquire of packages mutex and election's
-	// Campaign) starts, on the caller's goroutine.
+	// AcquireStarted is called when an Acquire, TryAcquire or
+	// AcquireAnchored of a Queue starts (so every acquisition of package
+	// mutex, and election's Campaign), on the caller's goroutine.
 	AcquireStarted(kind, dir string)
 
 	// AcquireDone is called when that call returns, on the caller's
@@ -86,10 +86,11 @@ func WithMetrics(m Metrics) Option { return func(c *config) { c.metrics = m } }
 // dash (no allocation).
 func metricKind(kind string) string { return strings.TrimSuffix(kind, "-") }
 
-// reportLeaseLost reports the loss of l (under Session.mu).
+// reportLeaseLost reports the loss of l (under Session.mu) to the
+// installed Metrics.
 func (s *Session) reportLeaseLost(l *lease, cause error) {
 	m := s.cfg.metrics
-	if m == nil || cause == ErrReleased {
+	if cause == ErrReleased {
 		return
 	}
 	rel := l.path[len(s.chroot):]

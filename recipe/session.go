@@ -408,7 +408,7 @@ func (s *Session) revokeLeaseLocked(l *lease, cause error, queueDelete bool) {
 		delete(s.byPath, l.path)
 	}
 	delete(l.gen.leases, l)
-	if l.active && l.ctx.Err() == nil {
+	if s.cfg.metrics != nil && l.active && l.ctx.Err() == nil {
 		s.reportLeaseLost(l, cause)
 	}
 	l.cancel(cause)
