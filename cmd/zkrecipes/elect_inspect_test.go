@@ -193,3 +193,26 @@ func TestMetricsEndpoint(t *testing.T) {
 	touch(t, gate)
 	p.expect(0, 30*time.Second)
 }
+
+// TestElectOnceLost: with --once, a leadership lost while the command runs
+// (an operator deletes the leader's node) stops the command and exits 79.
+func TestElectOnceLost(t *testing.T) {
+	t.Parallel()
+	cl := zktest.Shared(t)
+	in := zktest.Inspect(t, cl)
+	dir := t.TempDir()
+	log := filepath.Join(dir, "log")
+	p := start(t, cl, dir, "elect", "--once", "/elections/lost", "--id", "z", "--", "sh", "-c",
+		fmt.Sprintf(`trap 'echo stopped >> %[1]s; exit 0' TERM; echo leading >> %[1]s; while :; do sleep 0.1; done`, log))
+	p.awaitLog("leading")
+	awaitFile(t, log)
+	nodes := in.Children("/elections/lost")
+	if len(nodes) != 1 {
+		t.Fatalf("want the leader's node, got %q", nodes)
+	}
+	in.Delete("/elections/lost/" + nodes[0])
+	p.expect(exitLost, 30*time.Second)
+	if lines := readLines(t, log); strings.Join(lines, "|") != "leading|stopped" {
+		t.Fatalf("the command was not stopped: %q", lines)
+	}
+}
