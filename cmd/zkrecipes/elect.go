@@ -9,7 +9,6 @@ import (
 	"os"
 	"os/signal"
 	"strconv"
-	"syscall"
 	"time"
 
 	"github.com/zkrecipes/zkrecipes/election"
@@ -84,8 +83,7 @@ func runElect(args []string, stdout, stderr io.Writer) int {
 
 func electMain(f *electFlags, path string, argv []string, stderr io.Writer) int {
 	log := f.logger(stderr).With("path", path, "id", f.id)
-	sigs := make(chan os.Signal, 2)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	sigs := notifySignals()
 	defer signal.Stop(sigs)
 	ctx, cancel := context.WithCancelCause(context.Background())
 	defer cancel(nil)

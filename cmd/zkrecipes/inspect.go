@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"os/signal"
 	"strings"
-	"syscall"
 	"text/tabwriter"
 	"time"
 	"unicode/utf8"
@@ -103,8 +102,17 @@ type Entry struct {
 
 func inspectMain(f *inspectFlags, path string, stdout, stderr io.Writer) int {
 	log := f.logger(stderr).With("path", path)
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	sigs := notifySignals()
+	defer signal.Stop(sigs)
+	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
+	go func() {
+		select {
+		case <-sigs:
+			stop()
+		case <-ctx.Done():
+		}
+	}()
 	met, code := startMetrics(f.metricsAddr, log)
 	if code >= 0 {
 		return code

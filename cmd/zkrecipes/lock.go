@@ -91,8 +91,7 @@ func runLock(args []string, stdout, stderr io.Writer) int {
 
 func lockMain(f *lockFlags, path string, argv []string, stderr io.Writer) int {
 	log := f.logger(stderr).With("path", path)
-	sigs := make(chan os.Signal, 2)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	sigs := notifySignals()
 	defer signal.Stop(sigs)
 
 	ctx, cancel := context.WithCancelCause(context.Background())
@@ -158,7 +157,7 @@ func lockMain(f *lockFlags, path string, argv []string, stderr io.Writer) int {
 			log.Info("interrupted while waiting for the lock", "signal", got)
 			return signalStatus(got)
 		case errors.Is(err, recipe.ErrLocked), errors.Is(err, context.DeadlineExceeded):
-			log.Info("held elsewhere", "waited", time.Since(start).Round(time.Millisecond), "err", err)
+			log.Info("held elsewhere", append(holderAttrs(lk), "waited", time.Since(start).Round(time.Millisecond), "err", err)...)
 			return exitHeld
 		case errors.Is(err, recipe.ErrSessionLost), errors.Is(err, recipe.ErrUnreachable):
 			log.Error("the ZooKeeper session was lost before the lock was granted", "err", err)
@@ -191,6 +190,25 @@ func lockMain(f *lockFlags, path string, argv []string, stderr io.Writer) int {
 	}
 	releaseLease(lease, s, log)
 	return c.status()
+}
+
+// holderAttrs describes the current holder for the log (nothing if it
+// cannot be read within a second).
+func holderAttrs(lk recipe.Lock) []any {
+	p, ok := lk.(interface {
+		Participants(context.Context) ([]recipe.Participant, error)
+	})
+	if !ok {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	ps, err := p.Participants(ctx)
+	if err != nil || len(ps) == 0 {
+		return nil
+	}
+	return []any{"holder", string(ps[0].Data), "holder_token", ps[0].Token,
+		"holder_session", fmt.Sprintf("0x%x", ps[0].SessionID)}
 }
 
 // releaseLease releases the lease, bounded by the session timeout (a
@@ -226,6 +244,19 @@ func watchSignals(sigs <-chan os.Signal, on func(os.Signal)) (stop func()) {
 		}
 		<-done
 	}
+}
+
+// notifySignals relays SIGINT, SIGTERM and SIGHUP, except those zkrecipes
+// was started with ignored (nohup, or a background job of a script): those
+// stay ignored, for zkrecipes and for the command.
+func notifySignals() chan os.Signal {
+	ch := make(chan os.Signal, 2)
+	for _, sig := range []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP} {
+		if !signal.Ignored(sig) {
+			signal.Notify(ch, sig)
+		}
+	}
+	return ch
 }
 
 // signalStatus is the status a shell reports for a process ended by sig.

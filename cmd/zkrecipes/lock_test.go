@@ -62,7 +62,11 @@ func TestLockCronSingleton(t *testing.T) {
 	holder := start(t, cl, dir, "lock", "/cron/nightly", "--", "sh", "-c", gateScript(gate))
 	holder.awaitLog("lock acquired")
 
-	start(t, cl, dir, "lock", "--wait", "0", "/cron/nightly", "--", "touch", ran).expect(exitHeld, 30*time.Second)
+	refused := start(t, cl, dir, "lock", "--wait", "0", "/cron/nightly", "--", "touch", ran)
+	refused.expect(exitHeld, 30*time.Second)
+	if r := refused.logged("held elsewhere"); r == nil || r["holder"] != fmt.Sprintf("%s:%d", hostname(t), holder.cmd.Process.Pid) {
+		t.Fatalf("the refusal does not name the holder: %v", r)
+	}
 	start(t, cl, dir, "lock", "--wait", "300ms", "/cron/nightly", "--", "touch", ran).expect(exitHeld, 30*time.Second)
 	if _, err := os.Stat(ran); err == nil {
 		t.Fatal("a command ran while the lock was held elsewhere")
