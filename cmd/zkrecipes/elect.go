@@ -115,13 +115,17 @@ func electMain(f *electFlags, path string, argv []string, stderr io.Writer) int 
 	}
 
 	if !f.once {
+		var startErr error // set by the leader function, which Run calls on this goroutine
 		// The loop: the signal watcher ends ctx, which ends the leader
 		// function's context, which stops the command.
 		err := election.Run(ctx, e, []byte(f.id), func(lctx context.Context, token fence.Token) error {
 			log.Info("leading", "token", token, "session", fmt.Sprintf("0x%x", s.ID()))
 			c, err := startChild(log, argv, env(token))
 			if err != nil {
-				return fmt.Errorf("cannot start the command: %w", err)
+				// Campaigning again cannot help: stop, as lock does.
+				startErr = err
+				cancel(err)
+				return err
 			}
 			if out, _ := c.supervise(lctx, nil, f.grace); out == lost {
 				if ctx.Err() != nil {
@@ -139,9 +143,13 @@ func electMain(f *electFlags, path string, argv []string, stderr io.Writer) int 
 			return nil
 		})
 		stopWatch()
-		if got != nil {
+		switch {
+		case got != nil:
 			log.Info("interrupted", "signal", got)
 			return signalStatus(got)
+		case startErr != nil:
+			log.Error("cannot start the command", "argv", argv, "err", startErr)
+			return startStatus(startErr)
 		}
 		log.Error("election stopped", "err", err)
 		return exitSoftware
@@ -160,6 +168,11 @@ func electMain(f *electFlags, path string, argv []string, stderr io.Writer) int 
 		}
 		log.Error("campaign failed", "err", err)
 		return exitSoftware
+	}
+	if got != nil { // the signal came with the leadership: don't start the command
+		log.Info("interrupted as leadership was granted", "signal", got)
+		resign(e, s, log)
+		return signalStatus(got)
 	}
 	log.Info("leading", "token", lease.Token(), "session", fmt.Sprintf("0x%x", s.ID()))
 	c, err := startChild(log, argv, env(lease.Token()))

@@ -166,6 +166,11 @@ func lockMain(f *lockFlags, path string, argv []string, stderr io.Writer) int {
 		log.Error("cannot acquire the lock", "err", err)
 		return exitSoftware
 	}
+	if got != nil { // the signal came with the grant: don't start the command
+		log.Info("interrupted as the lock was granted", "signal", got)
+		releaseLease(lease, s, log)
+		return signalStatus(got)
+	}
 	log.Info("lock acquired", "token", lease.Token(), "session", fmt.Sprintf("0x%x", s.ID()),
 		"waited", time.Since(start).Round(time.Millisecond))
 

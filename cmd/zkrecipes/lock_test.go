@@ -261,3 +261,18 @@ func TestUnreachable(t *testing.T) {
 		t.Fatalf("no clear error:\n%s", p.stderr)
 	}
 }
+
+// TestCommandNotFound: a command that cannot be started gives the shell's
+// 127, and the lock or leadership is given up (nothing is left behind).
+func TestCommandNotFound(t *testing.T) {
+	t.Parallel()
+	cl := zktest.Shared(t)
+	dir := t.TempDir()
+	start(t, cl, dir, "lock", "/locks/nf", "--", "./no-such-command").expect(127, 30*time.Second)
+	start(t, cl, dir, "elect", "/elections/nf", "--", "./no-such-command").expect(127, 30*time.Second)
+	start(t, cl, dir, "elect", "--once", "/elections/nf", "--", "./no-such-command").expect(127, 30*time.Second)
+	in := zktest.Inspect(t, cl)
+	if n := append(in.Children("/locks/nf"), in.Children("/elections/nf")...); len(n) != 0 {
+		t.Fatalf("left behind: %q", n)
+	}
+}
