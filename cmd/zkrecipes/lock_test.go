@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -98,6 +99,12 @@ func TestLockHolderFrozenPastSessionTimeout(t *testing.T) {
 	b.expect(0, 30*time.Second) // A's session expired: B got the lock and ran
 	a.signal(syscall.SIGCONT)
 	a.expect(exitLost, 30*time.Second)
+	// On resuming, A counts the silence from its last server reply: it
+	// gives ownership up at once, whichever of its checks fires first.
+	if r := a.logged("ownership lost; the command was stopped"); r == nil ||
+		!regexp.MustCompile(`connection suspended|session lost`).MatchString(fmt.Sprint(r["cause"])) {
+		t.Fatalf("A's loss has no suspension or session-loss cause: %v", r)
+	}
 
 	lines := readLines(t, log)
 	var tokA, tokB uint64
