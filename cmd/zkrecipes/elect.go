@@ -89,6 +89,7 @@ func electMain(f *electFlags, path string, argv []string, stderr io.Writer) int 
 	defer cancel(nil)
 	var got os.Signal
 	stopWatch := watchSignals(sigs, func(sig os.Signal) { got = sig; cancel(fmt.Errorf("signal %v", sig)) })
+	defer stopWatch()
 
 	met, code := startMetrics(f.metricsAddr, log)
 	if code >= 0 {

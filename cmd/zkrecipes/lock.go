@@ -98,6 +98,7 @@ func lockMain(f *lockFlags, path string, argv []string, stderr io.Writer) int {
 	defer cancel(nil)
 	var got os.Signal
 	stopWatch := watchSignals(sigs, func(sig os.Signal) { got = sig; cancel(fmt.Errorf("signal %v", sig)) })
+	defer stopWatch()
 
 	met, code := startMetrics(f.metricsAddr, log)
 	if code >= 0 {
@@ -145,10 +146,10 @@ func lockMain(f *lockFlags, path string, argv []string, stderr io.Writer) int {
 		lease, err = lk.TryAcquire(ctx)
 	case f.wait > 0:
 		wctx, wcancel := context.WithTimeout(ctx, f.wait)
-		lease, err = lk.Acquire(wctx)
+		lease, err = acquireAgain(wctx, lk, log)
 		wcancel()
 	default:
-		lease, err = lk.Acquire(ctx)
+		lease, err = acquireAgain(ctx, lk, log)
 	}
 	stopWatch()
 	if err != nil {
@@ -195,6 +196,24 @@ func lockMain(f *lockFlags, path string, argv []string, stderr io.Writer) int {
 	}
 	releaseLease(lease, s, log)
 	return c.status()
+}
+
+// acquireAgain is lk.Acquire, queueing again when the session is lost
+// while waiting (the Session opens a new one; the old place in the queue
+// went with the old session), until ctx ends.
+func acquireAgain(ctx context.Context, lk recipe.Lock, log *slog.Logger) (recipe.Lease, error) {
+	for {
+		l, err := lk.Acquire(ctx)
+		if err == nil || !errors.Is(err, recipe.ErrSessionLost) || ctx.Err() != nil {
+			return l, err
+		}
+		log.Warn("the session was lost while waiting for the lock; queueing again", "err", err)
+		select {
+		case <-time.After(100 * time.Millisecond):
+		case <-ctx.Done():
+			return nil, context.Cause(ctx)
+		}
+	}
 }
 
 // holderAttrs describes the current holder for the log (nothing if it

@@ -283,3 +283,29 @@ func TestCommandNotFound(t *testing.T) {
 		t.Fatalf("left behind: %q", n)
 	}
 }
+
+// TestLockWaiterFrozenQueuesAgain: a waiter frozen past its session
+// timeout loses its place with its session; when it resumes it queues
+// again on a new session and runs its command once the holder is done.
+func TestLockWaiterFrozenQueuesAgain(t *testing.T) {
+	t.Parallel()
+	cl := zktest.Shared(t)
+	in := zktest.Inspect(t, cl)
+	dir := t.TempDir()
+	gate, ran := filepath.Join(dir, "gate"), filepath.Join(dir, "ran")
+	a := start(t, cl, dir, "lock", "/locks/waiter", "--", "sh", "-c", gateScript(gate))
+	a.awaitLog("lock acquired")
+	b := start(t, cl, dir, "lock", "--session-timeout", "2s", "/locks/waiter", "--", "touch", ran)
+	zktest.Eventually(t, 20*time.Second, "b queued", func() bool { return len(in.Children("/locks/waiter")) == 2 })
+	b.signal(syscall.SIGSTOP)
+	zktest.Eventually(t, 20*time.Second, "b's node gone with its session", func() bool {
+		return len(in.Children("/locks/waiter")) == 1
+	})
+	b.signal(syscall.SIGCONT)
+	b.awaitLog("the session was lost while waiting for the lock; queueing again")
+	zktest.Eventually(t, 20*time.Second, "b queued again", func() bool { return len(in.Children("/locks/waiter")) == 2 })
+	touch(t, gate)
+	a.expect(0, 30*time.Second)
+	b.expect(0, 30*time.Second)
+	awaitFile(t, ran)
+}
