@@ -63,9 +63,10 @@ type Metrics interface {
 	// SessionState is called on every connection-state transition of the
 	// Session (the same transitions Session.Listen delivers), with the
 	// previous state (0 before the first session) and the new one; cause
-	// is set for SUSPENDED and LOST. A LOST whose cause matches
-	// ErrSessionClosed is the Session's Close: the Session will report
-	// nothing more. It is called while the Session holds its internal lock,
+	// is set for SUSPENDED and LOST. Close reports one last call with to
+	// LOST and a cause matching ErrSessionClosed (from LOST too, when the
+	// session was already lost): the Session reports nothing after it. It
+	// is called while the Session holds its internal lock,
 	// from go-zookeeper's event delivery, the watchdog, or Close's caller.
 	SessionState(from, to ConnState, cause error)
 

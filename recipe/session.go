@@ -248,7 +248,11 @@ func (s *Session) Close() error {
 		return nil
 	}
 	s.closed = true
+	wasLost := s.state == StateLost
 	s.loseEpochLocked(ErrSessionClosed)
+	if m := s.cfg.metrics; m != nil && wasLost {
+		m.SessionState(StateLost, StateLost, ErrSessionClosed) // the close of a lost session is no transition, but Metrics counts it
+	}
 	for _, it := range s.cleanup {
 		it.finish() // a closed session's ephemerals go with it
 	}

@@ -155,3 +155,33 @@ func value(t *testing.T, g prometheus.Gatherer, name string) float64 {
 	}
 	return 0
 }
+
+// TestSessionsGaugeThroughLossAndClose: a session cut off past its timeout
+// moves from CONNECTED through SUSPENDED to LOST in zkrecipes_sessions, and
+// leaves the gauge when it is closed while still LOST.
+func TestSessionsGaugeThroughLossAndClose(t *testing.T) {
+	cl := zktest.Shared(t)
+	p := zktest.NewFaultProxy()
+	defer p.Close()
+	reg := prometheus.NewPedanticRegistry()
+	m := zkprom.New()
+	reg.MustRegister(m)
+	s := rtest.Connect(t, cl, recipe.WithMetrics(m), recipe.WithDialer(p.Dial), recipe.WithSessionTimeout(time.Second))
+	p.Blackhole()
+	zktest.Eventually(t, 10*time.Second, "LOST", func() bool { return s.State() == recipe.StateLost })
+	want := `
+# HELP zkrecipes_sessions Open sessions of this process per connection state (CONNECTED, SUSPENDED, RECONNECTED, LOST).
+# TYPE zkrecipes_sessions gauge
+zkrecipes_sessions{state="CONNECTED"} 0
+zkrecipes_sessions{state="LOST"} 1
+zkrecipes_sessions{state="SUSPENDED"} 0
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "zkrecipes_sessions"); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	want = strings.Replace(want, `{state="LOST"} 1`, `{state="LOST"} 0`, 1)
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "zkrecipes_sessions"); err != nil {
+		t.Fatal(err)
+	}
+}
