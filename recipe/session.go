@@ -287,6 +287,15 @@ func (s *Session) abs(p string) string { return s.chroot + p }
 func (s *Session) onEvent(ev zk.Event) {
 	if ev.Type != zk.EventSession {
 		s.mu.Lock()
+		if ev.Type == zk.EventNodeDeleted && s.byPath[ev.Path] != nil {
+			// A process paused past its session timeout reads, when it
+			// resumes, the notifications that waited in its socket: the
+			// deletion of its own node by the session's expiry among them.
+			// Apply the ownership deadlines first, so that such a loss is
+			// reported as the suspension or session loss it is, not as a
+			// deletion by someone else.
+			s.checkDeadlinesLocked(time.Now())
+		}
 		s.fireEventLocked(ev)
 		if l := s.byPath[ev.Path]; l != nil {
 			switch ev.Type {
@@ -302,7 +311,7 @@ func (s *Session) onEvent(ev zk.Event) {
 				}
 			}
 		}
-		s.mu.Unlock()
+		s.unlock()
 		return
 	}
 	s.mu.Lock()
@@ -495,6 +504,11 @@ func (s *Session) watchdog() {
 func (s *Session) checkDeadlines(now time.Time) time.Duration {
 	s.mu.Lock()
 	defer s.unlock()
+	return s.checkDeadlinesLocked(now)
+}
+
+// checkDeadlinesLocked is checkDeadlines under s.mu.
+func (s *Session) checkDeadlinesLocked(now time.Time) time.Duration {
 	if s.closed || s.epoch == nil {
 		return time.Hour
 	}

@@ -28,6 +28,7 @@ func TestElectFailover(t *testing.T) {
 	script := fmt.Sprintf(`trap 'echo "stop $ZKRECIPES_ID" >> %[1]s; exit 0' TERM; echo "lead $ZKRECIPES_ID $ZKRECIPES_TOKEN" >> %[1]s; while :; do sleep 0.1; done`, log)
 	a := start(t, cl, dir, "elect", "/elections/e", "--id", "a", "--", "sh", "-c", script)
 	a.awaitLog("leading")
+	awaitLines(t, log, 1) // a's command has set its trap
 	b := start(t, cl, dir, "elect", "/elections/e", "--id", "b", "--", "sh", "-c", script)
 	zktest.Eventually(t, 20*time.Second, "b queued", func() bool {
 		return len(zktest.Inspect(t, cl).Children("/elections/e")) == 2
@@ -38,6 +39,7 @@ func TestElectFailover(t *testing.T) {
 	a.signal(syscall.SIGTERM)
 	a.expect(128+int(syscall.SIGTERM), 30*time.Second)
 	b.awaitLog("leading")
+	awaitLines(t, log, 3) // lead a, stop a, lead b: b's command has set its trap
 
 	in := start(t, cl, dir, "inspect", "--json", "/elections/e")
 	in.expect(0, 30*time.Second)

@@ -267,3 +267,11 @@ func readPid(t testing.TB, name string) int {
 }
 
 var osHostname = os.Hostname
+
+// awaitLines waits until the file name has at least n lines.
+func awaitLines(t testing.TB, name string, n int) {
+	t.Helper()
+	zktest.Eventually(t, 20*time.Second, fmt.Sprintf("%d lines in %s", n, name), func() bool {
+		return len(readLines(t, name)) >= n
+	})
+}
