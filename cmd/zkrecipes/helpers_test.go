@@ -147,7 +147,7 @@ func (p *proc) wait(d time.Duration) int {
 	case <-p.done:
 		return p.code
 	case <-time.After(d):
-		p.t.Fatalf("zkrecipes %q still running after %v; log:\n%s", p.cmd.Args[1:], d, p.stderr)
+		p.t.Fatalf("zkrecipes %q still running after %v; log and goroutines:\n%s", p.cmd.Args[1:], d, p.dump())
 		return 0
 	}
 }
@@ -200,7 +200,7 @@ func (p *proc) awaitLog(msg string) map[string]any {
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
-	p.t.Fatalf("zkrecipes %q did not log %q within 20 s; log:\n%s", p.cmd.Args[1:], msg, p.stderr)
+	p.t.Fatalf("zkrecipes %q did not log %q within 20 s; log and goroutines:\n%s", p.cmd.Args[1:], msg, p.dump())
 	return nil
 }
 
@@ -274,4 +274,19 @@ func awaitLines(t testing.TB, name string, n int) {
 	zktest.Eventually(t, 20*time.Second, fmt.Sprintf("%d lines in %s", n, name), func() bool {
 		return len(readLines(t, name)) >= n
 	})
+}
+
+// dump makes a process that is still running print its goroutines
+// (SIGQUIT) and returns its log: for diagnosing a process that hangs.
+func (p *proc) dump() string {
+	select {
+	case <-p.done:
+	default:
+		p.cmd.Process.Signal(syscall.SIGQUIT)
+		select {
+		case <-p.done:
+		case <-time.After(5 * time.Second):
+		}
+	}
+	return p.stderr.String()
 }

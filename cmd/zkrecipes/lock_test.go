@@ -286,7 +286,8 @@ func TestCommandNotFound(t *testing.T) {
 
 // TestLockWaiterFrozenQueuesAgain: a waiter frozen past its session
 // timeout loses its place with its session; when it resumes it queues
-// again on a new session and runs its command once the holder is done.
+// again on a new session (instead of exiting 69) and runs its command once
+// the holder is done.
 func TestLockWaiterFrozenQueuesAgain(t *testing.T) {
 	t.Parallel()
 	cl := zktest.Shared(t)
@@ -302,7 +303,9 @@ func TestLockWaiterFrozenQueuesAgain(t *testing.T) {
 		return len(in.Children("/locks/waiter")) == 1
 	})
 	b.signal(syscall.SIGCONT)
-	b.awaitLog("the session was lost while waiting for the lock; queueing again")
+	// Usually B was waiting: Acquire fails with ErrSessionLost and zkrecipes
+	// queues again. If B was frozen before it read its create's reply, the
+	// engine itself creates again on the new session. Either way:
 	zktest.Eventually(t, 20*time.Second, "b queued again", func() bool { return len(in.Children("/locks/waiter")) == 2 })
 	touch(t, gate)
 	a.expect(0, 30*time.Second)
