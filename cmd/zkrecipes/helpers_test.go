@@ -130,6 +130,9 @@ func startProc(t testing.TB, cl *zktest.Cluster, dir string, lines bool, args ..
 	t.Cleanup(func() {
 		select {
 		case <-p.done:
+			if t.Failed() {
+				t.Logf("zkrecipes %q exited %d; log:\n%s", args, p.code, p.stderr)
+			}
 		default:
 			cmd.Process.Kill()
 			<-p.done
