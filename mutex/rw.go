@@ -66,7 +66,7 @@ var _ recipe.Lock = (*RWSide)(nil)
 // Errors: as New (recipe.ErrInvalidPath, recipe.ErrBadOption,
 // recipe.ErrSessionClosed).
 func NewRW(s *recipe.Session, path string, opts ...Option) (*RWMutex, error) {
-	q, err := recipe.NewQueue(s, path, []string{WriteKind, ReadKind}, rwRule)
+	q, err := recipe.NewQueue(s, path, []string{WriteKind, ReadKind}, RWRule)
 	if err != nil {
 		return nil, err
 	}
@@ -80,11 +80,13 @@ func NewRW(s *recipe.Session, path string, opts ...Option) (*RWMutex, error) {
 	return rw, nil
 }
 
-// rwRule decides for both kinds. A writer is an exclusive lock. A reader
-// waits while a write node is ahead of it, except the write node it was
-// anchored to by a downgrade (held by the same caller); the nearest such
-// write node is the one to watch: while it exists, the answer stays "wait".
-func rwRule(nodes []recipe.NodeName, self int) (bool, []int) {
+// RWRule is the read-write lock's recipe.Rule, for both kinds. A writer is
+// an exclusive lock (recipe.FirstHolds). A reader waits while a write node
+// is ahead of it, except the write node it was anchored to by a downgrade
+// (held by the same caller); the nearest such write node is the one to
+// watch: while it exists, the answer stays "wait". Tools that show who
+// holds a lock (zkrecipes inspect) apply it to a listing.
+func RWRule(nodes []recipe.NodeName, self int) (bool, []int) {
 	me := nodes[self]
 	if me.Kind == WriteKind {
 		return recipe.FirstHolds(nodes, self)

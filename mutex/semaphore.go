@@ -54,7 +54,7 @@ func NewSemaphore(s *recipe.Session, path string, leases int, opts ...Option) (*
 	if leases < 1 {
 		return nil, fmt.Errorf("%w: a semaphore needs at least one lease, got %d", recipe.ErrBadOption, leases)
 	}
-	q, err := recipe.NewQueue(s, path, []string{SemaphoreKind}, semaphoreRule(leases))
+	q, err := recipe.NewQueue(s, path, []string{SemaphoreKind}, SemaphoreRule(leases))
 	if err != nil {
 		return nil, err
 	}
@@ -65,8 +65,10 @@ func NewSemaphore(s *recipe.Session, path string, leases int, opts ...Option) (*
 	return &Semaphore{q: q, data: c.data, leases: leases}, nil
 }
 
-// semaphoreRule holds below index n and watches the n nodes right ahead.
-func semaphoreRule(n int) recipe.Rule {
+// SemaphoreRule is the recipe.Rule of a semaphore of n leases: a node holds
+// below index n and watches the n nodes right ahead of it. Tools that show
+// who holds a semaphore (zkrecipes inspect) apply it to a listing.
+func SemaphoreRule(n int) recipe.Rule {
 	return func(_ []recipe.NodeName, self int) (bool, []int) {
 		if self < n {
 			return true, nil

@@ -30,6 +30,9 @@
 //     client's event delivery.
 //   - Every grant is a Lease with a fencing token (the node's czxid) and a
 //     context cancelled the moment ownership is released or in doubt.
+//   - Metrics (installed with WithMetrics) receives acquisitions, waiters,
+//     lost leases and state changes, for any metrics library; package
+//     recipe/zkprom adapts it to Prometheus.
 //
 // The guarantee: while a Lease's Context is not done, its node exists, is
 // owned by the current session, and the connection has not been suspended

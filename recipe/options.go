@@ -88,6 +88,7 @@ type config struct {
 	newBackOff     func() backoff.BackOff
 	policy         SuspendPolicy
 	dialer         zk.Dialer
+	metrics        Metrics
 }
 
 type authInfo struct {

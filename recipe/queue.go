@@ -200,7 +200,12 @@ type anchorSpec struct {
 	token int64  // the anchor's token, which the anchored grant carries
 }
 
-func (q *Queue) acquire(ctx context.Context, kind string, data []byte, wait bool, anchor *anchorSpec) (Lease, error) {
+func (q *Queue) acquire(ctx context.Context, kind string, data []byte, wait bool, anchor *anchorSpec) (_ Lease, err error) {
+	if m := q.s.cfg.metrics; m != nil {
+		start := time.Now()
+		m.AcquireStarted(metricKind(kind), q.dir)
+		defer func() { m.AcquireDone(metricKind(kind), q.dir, time.Since(start), err) }()
+	}
 	// An anchored create (the read-write lock's downgrade) takes no fast
 	// path: it must be the multi of check (the anchor exists) and create, and
 	// a create2 inside a multi is not rewritten (trackedConn rewrites only a
@@ -561,6 +566,7 @@ func (q *Queue) wait(ctx context.Context, t *Ticket, wait bool, fs *fastStart) (
 		}
 	}()
 
+	queued := false // reported to Metrics.Waiting
 	for {
 		if wctx.Err() != nil {
 			return nil, context.Cause(wctx)
@@ -639,6 +645,12 @@ func (q *Queue) wait(ctx context.Context, t *Ticket, wait bool, fs *fastStart) (
 		}
 		if pre != nil && pre.child != nil {
 			q.s.dropChildSlot(pre.child) // a waiter has no use for it
+		}
+		if m := q.s.cfg.metrics; m != nil && !queued {
+			queued = true
+			kind := metricKind(nodes[self].Kind)
+			m.Waiting(kind, q.dir, 1)
+			defer m.Waiting(kind, q.dir, -1)
 		}
 		paths := make([]string, 0, len(watch))
 		for _, w := range watch {

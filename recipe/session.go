@@ -263,7 +263,11 @@ func (s *Session) Close() error {
 		return nil
 	}
 	s.closed = true
+	wasLost := s.state == StateLost
 	s.loseEpochLocked(ErrSessionClosed)
+	if m := s.cfg.metrics; m != nil && wasLost {
+		m.SessionState(StateLost, StateLost, ErrSessionClosed) // the close of a lost session is no transition, but Metrics counts it
+	}
 	for _, it := range s.cleanup {
 		it.finish() // a closed session's ephemerals go with it
 	}
@@ -299,6 +303,15 @@ func (s *Session) abs(p string) string { return s.chroot + p }
 func (s *Session) onEvent(ev zk.Event) {
 	if ev.Type != zk.EventSession {
 		s.mu.Lock()
+		if ev.Type == zk.EventNodeDeleted && s.byPath[ev.Path] != nil {
+			// A process paused past its session timeout reads, when it
+			// resumes, the notifications that waited in its socket: the
+			// deletion of its own node by the session's expiry among them.
+			// Apply the ownership deadlines first, so that such a loss is
+			// reported as the suspension or session loss it is, not as a
+			// deletion by someone else.
+			s.checkDeadlinesLocked(time.Now())
+		}
 		s.fireEventLocked(ev)
 		s.fireChildSlotsLocked(ev.Path)
 		if l := s.byPath[ev.Path]; l != nil {
@@ -316,7 +329,7 @@ func (s *Session) onEvent(ev zk.Event) {
 				}
 			}
 		}
-		s.mu.Unlock()
+		s.unlock()
 		return
 	}
 	s.mu.Lock()
@@ -427,6 +440,9 @@ func (s *Session) revokeLeaseLocked(l *lease, cause error, queueDelete bool) {
 	}
 	s.dropChildSlotLocked(l.child)
 	delete(l.gen.leases, l)
+	if s.cfg.metrics != nil && l.active && l.ctx.Err() == nil {
+		s.reportLeaseLost(l, cause)
+	}
 	l.cancel(cause)
 	if queueDelete && !s.closed {
 		s.queueCleanupLocked(cleanupItem{path: l.path, czxid: l.czxid, owner: l.owner})
@@ -436,6 +452,9 @@ func (s *Session) revokeLeaseLocked(l *lease, cause error, queueDelete bool) {
 func (s *Session) setStateLocked(st ConnState, cause error) {
 	if s.state == st {
 		return
+	}
+	if m := s.cfg.metrics; m != nil {
+		m.SessionState(s.state, st, cause)
 	}
 	s.state = st
 	close(s.changed)
@@ -504,6 +523,11 @@ func (s *Session) watchdog() {
 func (s *Session) checkDeadlines(now time.Time) time.Duration {
 	s.mu.Lock()
 	defer s.unlock()
+	return s.checkDeadlinesLocked(now)
+}
+
+// checkDeadlinesLocked is checkDeadlines under s.mu.
+func (s *Session) checkDeadlinesLocked(now time.Time) time.Duration {
 	if s.closed || s.epoch == nil {
 		return time.Hour
 	}

@@ -301,3 +301,36 @@ func TestServerRestartKeepsSession(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestStaleDeletionAfterPauseIsASessionLoss: a process paused past its
+// session timeout reads, when it resumes, the notifications that waited in
+// its socket, such as the deletion of its own lock node by the server's
+// expiry of its session. That loss must be reported as what it is (the
+// connection suspended past the deadline, or the session lost), not as
+// ErrNodeDeleted, "deleted by someone else while the session lived". The
+// pause is simulated: no server reply gets through (blackhole) and the last
+// reply is set back past the session timeout before the stale event is
+// delivered, as go-zookeeper would deliver it.
+func TestStaleDeletionAfterPauseIsASessionLoss(t *testing.T) {
+	cl := zktest.Shared(t)
+	p := zktest.NewFaultProxy()
+	defer p.Close()
+	s := connect(t, cl.Servers(), WithDialer(p.Dial), WithSessionTimeout(10*time.Second))
+	q, err := NewQueue(s, "/paused", []string{"lock-"}, FirstHolds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	l, err := q.Acquire(ctx, "lock-", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Blackhole()
+	s.lastReply.Store(time.Now().Add(-11 * time.Second).UnixNano())
+	s.onEvent(zk.Event{Type: zk.EventNodeDeleted, Path: s.abs(l.(*lease).Path())})
+	cause := context.Cause(l.Context())
+	if errors.Is(cause, ErrNodeDeleted) || !(errors.Is(cause, ErrSuspended) || errors.Is(cause, ErrSessionLost)) {
+		t.Fatalf("cause %v; want the suspension or the session's loss", cause)
+	}
+}

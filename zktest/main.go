@@ -14,8 +14,17 @@ import (
 // (it retries for a short while, so goroutines that are still winding down
 // are not reported). It exits with the tests' code, or 1 when goroutines
 // leaked or the shared server could not be stopped cleanly.
-func Main(m *testing.M) {
+func Main(m *testing.M) { MainThen(m, nil) }
+
+// MainThen is Main with cleanup (if not nil) run right after the tests, before
+// the shared server is stopped and goroutines are checked: for what a
+// TestMain set up before the tests, such as a temporary directory with a
+// binary the tests run.
+func MainThen(m *testing.M, cleanup func()) {
 	code := m.Run()
+	if cleanup != nil {
+		cleanup()
+	}
 	if err := closeExampleViews(); err != nil {
 		fmt.Fprintf(os.Stderr, "zktest: deleting example chroots: %v\n", err)
 		if code == 0 {

@@ -1,0 +1,155 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"os/exec"
+	"syscall"
+	"time"
+)
+
+// child is the command run under a lock or leadership. It runs in a process
+// group of its own, so that zkrecipes can signal it and everything it
+// started at once, and so that a SIGSTOP/SIGCONT or a terminal's signals
+// aimed at zkrecipes are not what decides the child's fate: zkrecipes
+// forwards SIGINT, SIGTERM and SIGHUP itself.
+type child struct {
+	cmd   *exec.Cmd
+	log   *slog.Logger
+	done  chan struct{} // closed when the child has exited
+	state *os.ProcessState
+}
+
+// startChild starts argv with the extra environment variables env. An
+// error means it did not start; startStatus says which status a shell
+// would give for it (127 not found, 126 not executable).
+func startChild(log *slog.Logger, argv, env []string) (*child, error) {
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Env = append(os.Environ(), env...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	cmd.SysProcAttr = sysProcAttr()
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	c := &child{cmd: cmd, log: log.With("pid", cmd.Process.Pid), done: make(chan struct{})}
+	go func() {
+		c.cmd.Wait() // the status is in ProcessState
+		c.state = c.cmd.ProcessState
+		close(c.done)
+	}()
+	c.log.Debug("command started", "argv", argv)
+	return c, nil
+}
+
+// startStatus is the exit status a shell reports for a command that could
+// not be started.
+func startStatus(err error) int {
+	if errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist) {
+		return 127
+	}
+	return 126
+}
+
+// signal sends sig to the child's process group.
+func (c *child) signal(sig syscall.Signal) {
+	if err := syscall.Kill(-c.cmd.Process.Pid, sig); err != nil && !errors.Is(err, syscall.ESRCH) {
+		c.log.Warn("signalling the command's process group failed", "signal", sig, "err", err)
+	}
+}
+
+// stop ends the child: sig (SIGTERM, or the signal zkrecipes received) to
+// its process group, then SIGKILL to the group after grace if it has not
+// exited. It returns once the child has exited.
+func (c *child) stop(sig syscall.Signal, grace time.Duration) {
+	select {
+	case <-c.done:
+	default:
+		c.log.Info("stopping the command", "signal", sig, "grace", grace)
+		c.signal(sig)
+		t := time.NewTimer(grace)
+		defer t.Stop()
+		select {
+		case <-c.done:
+		case <-t.C:
+			c.log.Warn("the command outlived its grace period: SIGKILL", "grace", grace)
+			c.signal(syscall.SIGKILL)
+			<-c.done
+		}
+	}
+	// Whatever the command left behind in its group goes too: nothing may
+	// keep working under a lock that is no longer held.
+	c.signal(syscall.SIGKILL)
+}
+
+// status is the child's exit status as a shell reports it: its exit code,
+// or 128+n when it was killed by signal n.
+func (c *child) status() int {
+	if ws, ok := c.state.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return 128 + int(ws.Signal())
+	}
+	return c.state.ExitCode()
+}
+
+// outcome is how a supervised run ended.
+type outcome int
+
+const (
+	exited      outcome = iota // the child exited by itself
+	lost                       // ownership ended; the child was stopped
+	interrupted                // zkrecipes got a signal; it was forwarded and the child stopped
+)
+
+// supervise waits until the child exits, ownership ends (owned is done),
+// or a signal arrives on sigs (forwarded to the child, which then gets
+// grace to exit before SIGKILL). On loss the child is stopped with SIGTERM
+// and SIGKILL after grace. It returns once the child has exited.
+func (c *child) supervise(owned context.Context, sigs <-chan os.Signal, grace time.Duration) (outcome, os.Signal) {
+	select {
+	case <-c.done:
+		if owned.Err() != nil {
+			// Both happened: the command cannot be trusted to have run
+			// under the lock throughout.
+			return lost, nil
+		}
+		return exited, nil
+	case <-owned.Done():
+		c.log.Warn("ownership lost: stopping the command", "cause", context.Cause(owned))
+		c.stop(syscall.SIGTERM, grace)
+		return lost, nil
+	case sig := <-sigs:
+		c.log.Info("signal received: forwarding it to the command", "signal", sig)
+		s, _ := sig.(syscall.Signal)
+		if s == 0 {
+			s = syscall.SIGTERM
+		}
+		c.stopOrAgain(s, grace, sigs, owned)
+		return interrupted, sig
+	}
+}
+
+// stopOrAgain is stop where a second signal, or the loss of ownership,
+// cuts the grace period short.
+func (c *child) stopOrAgain(sig syscall.Signal, grace time.Duration, sigs <-chan os.Signal, owned context.Context) {
+	c.signal(sig)
+	t := time.NewTimer(grace)
+	defer t.Stop()
+	select {
+	case <-c.done:
+	case <-t.C:
+		c.log.Warn("the command outlived its grace period: SIGKILL", "grace", grace)
+	case <-sigs:
+		c.log.Warn("second signal: SIGKILL")
+	case <-owned.Done():
+		c.log.Warn("ownership lost while the command was stopping: SIGKILL", "cause", context.Cause(owned))
+	}
+	c.stop(syscall.SIGKILL, 0)
+}
+
+// describe formats the child's end for logs.
+func (c *child) describe() string {
+	return fmt.Sprintf("%v", c.state)
+}

@@ -1,0 +1,209 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strconv"
+	"time"
+
+	"github.com/zkrecipes/zkrecipes/election"
+	"github.com/zkrecipes/zkrecipes/fence"
+	"github.com/zkrecipes/zkrecipes/recipe"
+)
+
+const electUsage = `Usage: zkrecipes elect [flags] PATH --id ID -- CMD [ARGS...]
+
+Campaign in the election at PATH with the value ID, run CMD while leader,
+stop it when leadership is lost (SIGTERM, then SIGKILL after --grace), and
+campaign again, until zkrecipes gets SIGINT, SIGTERM or SIGHUP (forwarded to
+CMD, then zkrecipes exits 128+signal). When CMD exits by itself, leadership
+is given up and the campaign starts again after a backoff (growing while
+CMD fails). With --once zkrecipes exits instead: with CMD's status, or 79 if
+leadership was lost.
+
+CMD runs in a process group of its own, with ZKRECIPES_TOKEN (the
+leadership's fencing token), ZKRECIPES_PATH, ZKRECIPES_SESSION_ID and
+ZKRECIPES_ID in its environment.
+
+Examples:
+  # one scheduler in the fleet; another machine takes over within the session timeout
+  zkrecipes elect /elections/scheduler --id "$(hostname)" -- ./scheduler
+  # lead once, e.g. from a systemd unit that restarts zkrecipes itself
+  zkrecipes elect --once /elections/compactor --id "$(hostname)" -- ./compact
+
+Exit statuses: with --once CMD's status or 79 (leadership lost, CMD
+stopped); 64 usage; 69 ZooKeeper unreachable; 70 other error; 130/143
+interrupted.
+`
+
+type electFlags struct {
+	common
+	id    string
+	once  bool
+	grace time.Duration
+}
+
+func runElect(args []string, stdout, stderr io.Writer) int {
+	var f electFlags
+	fs := newFlagSet("elect", electUsage, stdout, stderr)
+	f.register(fs, true)
+	host, _ := os.Hostname()
+	fs.StringVar(&f.id, "id", fmt.Sprintf("%s:%d", host, os.Getpid()), "this candidate's value, shown by inspect and in ZKRECIPES_ID (default host:pid)")
+	fs.BoolVar(&f.once, "once", false, "exit after the first leadership instead of campaigning again")
+	fs.DurationVar(&f.grace, "grace", 10*time.Second, "after SIGTERM, how long CMD gets to exit before SIGKILL")
+	pos, cmd, code := parseArgs(fs, args, stdout, stderr)
+	if code >= 0 {
+		return code
+	}
+	switch {
+	case len(pos) != 1:
+		return usageError(stderr, fs, "want exactly one PATH before --, got %d arguments %q", len(pos), pos)
+	case len(cmd) == 0:
+		return usageError(stderr, fs, "no command: put it after --, as in: zkrecipes elect %s --id ID -- CMD [ARGS...]", pos[0])
+	case f.id == "":
+		return usageError(stderr, fs, "--id must not be empty")
+	case len(f.id) > recipe.MaxNodeData:
+		return usageError(stderr, fs, "--id is %d bytes long; at most %d", len(f.id), recipe.MaxNodeData)
+	case f.grace < 0:
+		return usageError(stderr, fs, "--grace %v must not be negative", f.grace)
+	}
+	if code := checkPath(stderr, fs, pos[0]); code >= 0 {
+		return code
+	}
+	if err := f.check(); err != nil {
+		return usageError(stderr, fs, "%v", err)
+	}
+	return electMain(&f, pos[0], cmd, stderr)
+}
+
+func electMain(f *electFlags, path string, argv []string, stderr io.Writer) int {
+	log := f.logger(stderr).With("path", path, "id", f.id)
+	sigs := notifySignals()
+	defer signal.Stop(sigs)
+	ctx, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
+	var got os.Signal
+	stopWatch := watchSignals(sigs, func(sig os.Signal) { got = sig; cancel(fmt.Errorf("signal %v", sig)) })
+	defer stopWatch()
+
+	met, code := startMetrics(f.metricsAddr, log)
+	if code >= 0 {
+		return code
+	}
+	defer met.close()
+	s, code := f.connect(ctx, log, met.option()...)
+	if code >= 0 {
+		stopWatch()
+		if got != nil {
+			return signalStatus(got)
+		}
+		return code
+	}
+	defer s.Close()
+	e, err := election.New(s, path, election.WithLogger(log))
+	if err != nil {
+		log.Error("cannot set up the election", "err", err)
+		return exitSoftware
+	}
+	env := func(token fence.Token) []string {
+		return []string{envToken + "=" + token.String(), envPath + "=" + path,
+			envSessionID + "=0x" + strconv.FormatInt(s.ID(), 16), envID + "=" + f.id}
+	}
+
+	if !f.once {
+		var startErr error // set by the leader function, which Run calls on this goroutine
+		// The loop: the signal watcher ends ctx, which ends the leader
+		// function's context, which stops the command.
+		err := election.Run(ctx, e, []byte(f.id), func(lctx context.Context, token fence.Token) error {
+			log.Info("leading", "token", token, "session", fmt.Sprintf("0x%x", s.ID()))
+			c, err := startChild(log, argv, env(token))
+			if err != nil {
+				// Campaigning again cannot help: stop, as lock does.
+				startErr = err
+				cancel(err)
+				return err
+			}
+			if out, _ := c.supervise(lctx, nil, f.grace); out == lost {
+				if ctx.Err() != nil {
+					log.Info("interrupted; the command was stopped", "command", c.describe())
+				} else {
+					log.Warn("leadership ended; the command was stopped", "token", token,
+						"cause", context.Cause(lctx), "command", c.describe())
+				}
+				return nil
+			}
+			if st := c.status(); st != 0 {
+				return fmt.Errorf("the command exited with status %d", st)
+			}
+			log.Info("the command exited; campaigning again", "command", c.describe())
+			return nil
+		})
+		stopWatch()
+		switch {
+		case got != nil:
+			log.Info("interrupted", "signal", got)
+			return signalStatus(got)
+		case startErr != nil:
+			log.Error("cannot start the command", "argv", argv, "err", startErr)
+			return startStatus(startErr)
+		}
+		log.Error("election stopped", "err", err)
+		return exitSoftware
+	}
+
+	lease, err := e.Campaign(ctx, []byte(f.id))
+	stopWatch()
+	if err != nil {
+		switch {
+		case got != nil:
+			log.Info("interrupted while campaigning", "signal", got)
+			return signalStatus(got)
+		case errors.Is(err, recipe.ErrSessionLost):
+			log.Error("the ZooKeeper session was lost before leadership was granted", "err", err)
+			return exitUnavailable
+		}
+		log.Error("campaign failed", "err", err)
+		return exitSoftware
+	}
+	if got != nil { // the signal came with the leadership: don't start the command
+		log.Info("interrupted as leadership was granted", "signal", got)
+		resign(e, s, log)
+		return signalStatus(got)
+	}
+	log.Info("leading", "token", lease.Token(), "session", fmt.Sprintf("0x%x", s.ID()))
+	c, err := startChild(log, argv, env(lease.Token()))
+	if err != nil {
+		log.Error("cannot start the command", "argv", argv, "err", err)
+		resign(e, s, log)
+		return startStatus(err)
+	}
+	out, sig := c.supervise(lease.Context(), sigs, f.grace)
+	switch out {
+	case lost:
+		log.Error("leadership lost; the command was stopped", "token", lease.Token(),
+			"cause", context.Cause(lease.Context()), "command", c.describe())
+		return exitLost
+	case interrupted:
+		log.Info("interrupted; the command has exited", "signal", sig, "command", c.describe())
+	default:
+		log.Info("the command exited", "command", c.describe())
+	}
+	resign(e, s, log)
+	return c.status()
+}
+
+// resign gives leadership up, bounded by the session timeout.
+func resign(e *election.Election, s *recipe.Session, log *slog.Logger) {
+	ctx, cancel := context.WithTimeout(context.Background(), s.SessionTimeout())
+	defer cancel()
+	if err := e.Resign(ctx); err != nil {
+		log.Warn("resign failed; closing the session removes the node", "err", err)
+		return
+	}
+	log.Info("resigned")
+}

@@ -1,0 +1,279 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os/signal"
+	"strings"
+	"text/tabwriter"
+	"time"
+	"unicode/utf8"
+
+	"github.com/go-zookeeper/zk"
+
+	"github.com/zkrecipes/zkrecipes/election"
+	"github.com/zkrecipes/zkrecipes/latch"
+	"github.com/zkrecipes/zkrecipes/mutex"
+	"github.com/zkrecipes/zkrecipes/recipe"
+)
+
+const inspectUsage = `Usage: zkrecipes inspect [flags] PATH
+
+Show the participants of the lock, read-write lock, semaphore, election or
+leader latch at PATH, in queue order: role (holder, leader, waiting, ...),
+fencing token, owning session, node age, data (the holder's host:pid as
+zkrecipes lock writes it, an election candidate's --id) and znode name.
+inspect only reads: it creates nothing in ZooKeeper.
+
+The recipe is recognised from the node names. A semaphore's number of leases
+is not stored in ZooKeeper: give --semaphore N to tell holders from waiters.
+
+Examples:
+  zkrecipes inspect /cron/nightly
+  zkrecipes inspect --json /elections/scheduler | jq '.participants[0].data'
+  zkrecipes inspect --watch /locks/migrate      # follow changes until Ctrl-C
+
+Exit statuses: 0; 64 usage; 66 PATH does not exist; 69 ZooKeeper
+unreachable; 70 other error.
+`
+
+// allKinds are the node kinds of every recipe of the module.
+var allKinds = []string{mutex.Kind, mutex.WriteKind, mutex.ReadKind, mutex.SemaphoreKind, election.Kind, latch.Kind}
+
+type inspectFlags struct {
+	common
+	json      bool
+	watch     bool
+	semaphore int
+}
+
+func runInspect(args []string, stdout, stderr io.Writer) int {
+	var f inspectFlags
+	fs := newFlagSet("inspect", inspectUsage, stdout, stderr)
+	f.register(fs, false)
+	fs.BoolVar(&f.json, "json", false, "print one JSON document (with --watch: one JSON line per change)")
+	fs.BoolVar(&f.watch, "watch", false, "print again after every change, until SIGINT or SIGTERM")
+	fs.IntVar(&f.semaphore, "semaphore", 0, "the semaphore's number of `N` leases, to tell its holders")
+	pos, cmd, code := parseArgs(fs, args, stdout, stderr)
+	if code >= 0 {
+		return code
+	}
+	switch {
+	case len(pos) != 1 || cmd != nil:
+		return usageError(stderr, fs, "want exactly one PATH, got %q", append(pos, cmd...))
+	case f.semaphore < 0:
+		return usageError(stderr, fs, "--semaphore %d: want a number of leases >= 1", f.semaphore)
+	}
+	if code := checkPath(stderr, fs, pos[0]); code >= 0 {
+		return code
+	}
+	if err := f.check(); err != nil {
+		return usageError(stderr, fs, "%v", err)
+	}
+	return inspectMain(&f, pos[0], stdout, stderr)
+}
+
+// View is what inspect prints: the JSON document, one per change with
+// --watch.
+type View struct {
+	Path         string    `json:"path"`
+	Recipe       string    `json:"recipe"` // mutex, rwlock, semaphore, election, latch, mixed, or "" (empty)
+	At           time.Time `json:"at"`
+	Exists       bool      `json:"exists"`
+	Participants []Entry   `json:"participants"`
+}
+
+// Entry is one participant.
+type Entry struct {
+	Position  int       `json:"position"`
+	Role      string    `json:"role"`
+	Kind      string    `json:"kind"`
+	Token     uint64    `json:"token"`
+	SessionID string    `json:"session_id"`
+	Created   time.Time `json:"created"`
+	AgeSec    float64   `json:"age_seconds"`
+	Data      string    `json:"data"`
+	Node      string    `json:"node"`
+}
+
+func inspectMain(f *inspectFlags, path string, stdout, stderr io.Writer) int {
+	log := f.logger(stderr).With("path", path)
+	sigs := notifySignals()
+	defer signal.Stop(sigs)
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	go func() {
+		select {
+		case <-sigs:
+			stop()
+		case <-ctx.Done():
+		}
+	}()
+	met, code := startMetrics(f.metricsAddr, log)
+	if code >= 0 {
+		return code
+	}
+	defer met.close()
+	s, code := f.connect(ctx, log, met.option()...)
+	if code >= 0 {
+		return code
+	}
+	defer s.Close()
+	q, err := recipe.NewQueue(s, path, allKinds, recipe.FirstHolds) // no ZooKeeper operation
+	if err != nil {
+		log.Error("cannot read the path", "err", err)
+		return exitSoftware
+	}
+	abs := s.Chroot() + path
+	for first := true; ; first = false {
+		// Watch first, then read: a change after the read fires the watch.
+		var ev <-chan zk.Event
+		var exists bool
+		exists, _, err = s.Conn().Exists(abs)
+		if err == nil && f.watch {
+			if exists {
+				_, _, ev, err = s.Conn().ChildrenW(abs) // fires on a child created or deleted, and on its deletion
+				if errors.Is(err, zk.ErrNoNode) {
+					continue // deleted in between: look again
+				}
+			} else if exists, _, ev, err = s.Conn().ExistsW(abs); err == nil && exists {
+				continue // created in between: look again (the data watch set stays until it fires)
+			}
+		}
+		if err != nil {
+			return inspectError(ctx, log, err)
+		}
+		if !exists && !f.watch {
+			log.Error("no such znode: nothing was ever locked or elected there, or it was removed when empty")
+			return exitNoNode
+		}
+		var ps []recipe.Participant
+		if exists {
+			if ps, err = q.Participants(ctx); err != nil {
+				return inspectError(ctx, log, err)
+			}
+		}
+		v := view(path, exists, ps, f.semaphore)
+		if f.json {
+			enc := json.NewEncoder(stdout)
+			if !f.watch {
+				enc.SetIndent("", "  ")
+			}
+			enc.Encode(v)
+		} else {
+			printView(stdout, v, f.watch, first)
+		}
+		if !f.watch {
+			return 0
+		}
+		select {
+		case e := <-ev:
+			if e.Err != nil && !errors.Is(e.Err, zk.ErrSessionExpired) && !errors.Is(e.Err, zk.ErrClosing) {
+				log.Warn("watch ended", "err", e.Err)
+			}
+		case <-ctx.Done():
+			return 0
+		}
+	}
+}
+
+func inspectError(ctx context.Context, log *slog.Logger, err error) int {
+	if ctx.Err() != nil {
+		return 0
+	}
+	log.Error("reading the path failed", "err", err)
+	if errors.Is(err, zk.ErrNoAuth) {
+		return exitSoftware
+	}
+	return exitUnavailable
+}
+
+// view turns a listing into roles, with the recipe's own rule.
+func view(path string, exists bool, ps []recipe.Participant, leases int) View {
+	now := time.Now()
+	v := View{Path: path, At: now, Exists: exists, Participants: []Entry{}}
+	kinds := map[string]bool{}
+	names := make([]recipe.NodeName, len(ps))
+	for i, p := range ps {
+		kinds[p.Kind] = true
+		names[i], _ = recipe.ParseNodeName(p.Name, allKinds)
+	}
+	var rule recipe.Rule
+	holder := "holder"
+	switch {
+	case len(kinds) == 0:
+	case len(kinds) == 1 && kinds[mutex.Kind]:
+		v.Recipe, rule = "mutex", recipe.FirstHolds
+	case len(kinds) <= 2 && !kinds[mutex.Kind] && (kinds[mutex.WriteKind] || kinds[mutex.ReadKind]) &&
+		len(kinds) == btoi(kinds[mutex.WriteKind])+btoi(kinds[mutex.ReadKind]):
+		v.Recipe, rule = "rwlock", mutex.RWRule
+	case len(kinds) == 1 && kinds[mutex.SemaphoreKind]:
+		v.Recipe = "semaphore"
+		if leases > 0 {
+			rule = mutex.SemaphoreRule(leases)
+		}
+	case len(kinds) == 1 && kinds[election.Kind]:
+		v.Recipe, rule, holder = "election", recipe.FirstHolds, "leader"
+	case len(kinds) == 1 && kinds[latch.Kind]:
+		v.Recipe, rule, holder = "latch", recipe.FirstHolds, "leader"
+	default:
+		v.Recipe = "mixed"
+	}
+	for i, p := range ps {
+		role := "queued" // no rule: a semaphore without --semaphore, or mixed kinds
+		if rule != nil {
+			role = "waiting"
+			if holds, _ := rule(names, i); holds {
+				role = holder
+			}
+		}
+		data := string(p.Data)
+		if !utf8.ValidString(data) {
+			data = fmt.Sprintf("%x", p.Data)
+		}
+		v.Participants = append(v.Participants, Entry{Position: i, Role: role, Kind: strings.TrimSuffix(p.Kind, "-"),
+			Token: uint64(p.Token), SessionID: fmt.Sprintf("0x%x", p.SessionID), Created: p.Created,
+			AgeSec: now.Sub(p.Created).Round(time.Millisecond).Seconds(), Data: data, Node: p.Name})
+	}
+	return v
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func printView(w io.Writer, v View, watch, first bool) {
+	if watch && !first {
+		fmt.Fprintln(w)
+	}
+	what := v.Recipe
+	if what == "" {
+		what = "empty"
+	}
+	switch {
+	case !v.Exists:
+		fmt.Fprintf(w, "%s: does not exist (%s)\n", v.Path, v.At.Format(time.RFC3339))
+		return
+	case len(v.Participants) == 0:
+		fmt.Fprintf(w, "%s: no participants (%s)\n", v.Path, v.At.Format(time.RFC3339))
+		return
+	}
+	fmt.Fprintf(w, "%s: %s, %d participant(s) (%s)\n", v.Path, what, len(v.Participants), v.At.Format(time.RFC3339))
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "#\tROLE\tKIND\tTOKEN\tSESSION\tAGE\tDATA\tNODE")
+	for _, e := range v.Participants {
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", e.Position, e.Role, e.Kind, e.Token, e.SessionID,
+			time.Duration(e.AgeSec*float64(time.Second)).Round(100*time.Millisecond), e.Data, e.Node)
+	}
+	tw.Flush()
+	if v.Recipe == "semaphore" && v.Participants[0].Role == "queued" {
+		fmt.Fprintln(w, "(give --semaphore N to tell holders from waiters)")
+	}
+}

@@ -1,0 +1,271 @@
+// Command zkrecipes runs commands under ZooKeeper locks and elections, and
+// shows who holds them: the cron-singleton tool of the zkrecipes library.
+//
+//	zkrecipes lock [flags] PATH -- CMD [ARGS...]     run CMD while holding the lock at PATH
+//	zkrecipes elect [flags] PATH --id ID -- CMD ...  run CMD while leader, campaign again after
+//	zkrecipes inspect [flags] PATH                   holder, waiters or candidates, in order
+//
+// The child command gets the fencing token in ZKRECIPES_TOKEN, and is
+// stopped (SIGTERM, then SIGKILL after --grace) the moment ownership is in
+// doubt. See docs/cli.md for every flag, exit status and environment
+// variable.
+//
+// Install: go install github.com/zkrecipes/zkrecipes/cmd/zkrecipes@latest
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/zkrecipes/zkrecipes/recipe"
+)
+
+// Exit statuses of zkrecipes itself. A child's own status is passed through
+// unchanged (0-255; 128+n when it was killed by signal n, as shells report
+// it; 127 and 126 when it could not be found or executed).
+const (
+	// exitUsage (EX_USAGE): bad flags or arguments, an invalid path.
+	exitUsage = 64
+	// exitNoNode (EX_NOINPUT): inspect's path does not exist.
+	exitNoNode = 66
+	// exitUnavailable (EX_UNAVAILABLE): no ZooKeeper server answered
+	// within --connect-timeout, or the session was lost before the lock
+	// was granted.
+	exitUnavailable = 69
+	// exitSoftware (EX_SOFTWARE): any other failure of zkrecipes (an ACL
+	// refusal, an unexpected ZooKeeper error).
+	exitSoftware = 70
+	// exitHeld (EX_TEMPFAIL): the lock is held elsewhere and --wait
+	// passed (at once with --wait 0): try again later, as cron will.
+	exitHeld = 75
+	// exitLost: ownership was lost while the command ran (session expired
+	// or presumed expired, connection suspended per policy, lock node
+	// deleted); the command was stopped. Outside sysexits' range and
+	// below the shells' 126+, so it means nothing else.
+	exitLost = 79
+)
+
+// Environment variables.
+const (
+	envServers   = "ZK_SERVERS"           // default of --servers
+	envToken     = "ZKRECIPES_TOKEN"      // to the child: the fencing token (decimal)
+	envPath      = "ZKRECIPES_PATH"       // to the child: the lock or election path
+	envSessionID = "ZKRECIPES_SESSION_ID" // to the child: the ZooKeeper session id (0x hex)
+	envID        = "ZKRECIPES_ID"         // to elect's child: its --id
+)
+
+func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
+
+const mainUsage = `zkrecipes: ZooKeeper locks and elections for commands, with fencing tokens.
+
+Usage:
+  zkrecipes lock [flags] PATH -- CMD [ARGS...]      run CMD while holding the lock at PATH
+  zkrecipes elect [flags] PATH --id ID -- CMD [ARGS...]
+                                                    run CMD while leader of the election at PATH
+  zkrecipes inspect [flags] PATH                    show holder, waiters or candidates in order
+
+Run 'zkrecipes COMMAND --help' for a command's flags and examples.
+Servers come from --servers or ZK_SERVERS ("host:port,host:port/chroot").
+
+Example (crontab: the nightly job runs on one machine only; the others exit 75):
+  0 3 * * * zkrecipes lock --wait 0 /cron/nightly -- ./nightly.sh
+
+Exit statuses: the command's own status, or
+  64 usage error   66 no such path (inspect)   69 ZooKeeper unreachable
+  70 other error   75 held elsewhere (--wait passed)   79 ownership lost, command stopped
+  130/143 zkrecipes interrupted (SIGINT/SIGTERM) before the command ran
+`
+
+// run is the whole program; it returns the exit status.
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, mainUsage)
+		return exitUsage
+	}
+	switch args[0] {
+	case "lock":
+		return runLock(args[1:], stdout, stderr)
+	case "elect":
+		return runElect(args[1:], stdout, stderr)
+	case "inspect":
+		return runInspect(args[1:], stdout, stderr)
+	case "-h", "-help", "--help", "help":
+		fmt.Fprint(stdout, mainUsage)
+		return 0
+	}
+	fmt.Fprintf(stderr, "zkrecipes: unknown command %q\n\n%s", args[0], mainUsage)
+	return exitUsage
+}
+
+// common holds the flags every command has.
+type common struct {
+	servers        string
+	sessionTimeout time.Duration
+	connectTimeout time.Duration
+	logFormat      string
+	logLevel       string
+	metricsAddr    string
+	tolerate       float64
+}
+
+func (c *common) register(fs *flag.FlagSet, withOwnership bool) {
+	fs.StringVar(&c.servers, "servers", os.Getenv(envServers), "ZooKeeper servers, `host:port,...[/chroot]` (default $"+envServers+")")
+	fs.DurationVar(&c.sessionTimeout, "session-timeout", recipe.DefaultSessionTimeout, "ZooKeeper session timeout requested from the server")
+	fs.DurationVar(&c.connectTimeout, "connect-timeout", 10*time.Second, "give up (exit 69) when no server answers within this `duration`")
+	fs.StringVar(&c.logFormat, "log-format", "text", "log format on stderr: text or json")
+	fs.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	fs.StringVar(&c.metricsAddr, "metrics-addr", "", "serve Prometheus metrics at http://`addr`/metrics (e.g. :9464; empty: off)")
+	if withOwnership {
+		fs.Float64Var(&c.tolerate, "tolerate-suspension", 0,
+			"keep ownership through a connection blip until `f` x session timeout after the last server reply (0.4-0.9; 0: give it up the moment the connection is suspended)")
+	}
+}
+
+// check validates the common flags; the error is a usage error.
+func (c *common) check() error {
+	switch {
+	case strings.TrimSpace(c.servers) == "":
+		return fmt.Errorf("no ZooKeeper servers: set --servers or %s", envServers)
+	case c.sessionTimeout <= 0:
+		return fmt.Errorf("--session-timeout %v must be positive", c.sessionTimeout)
+	case c.connectTimeout <= 0:
+		return fmt.Errorf("--connect-timeout %v must be positive", c.connectTimeout)
+	case c.logFormat != "text" && c.logFormat != "json":
+		return fmt.Errorf("--log-format %q: want text or json", c.logFormat)
+	case c.tolerate != 0 && !(c.tolerate >= 0.4 && c.tolerate <= 0.9):
+		return fmt.Errorf("--tolerate-suspension %v: want 0 or a fraction in [0.4, 0.9]", c.tolerate)
+	}
+	var lvl slog.Level
+	if err := lvl.UnmarshalText([]byte(c.logLevel)); err != nil {
+		return fmt.Errorf("--log-level %q: want debug, info, warn or error", c.logLevel)
+	}
+	return nil
+}
+
+func (c *common) logger(stderr io.Writer) *slog.Logger {
+	var lvl slog.Level
+	_ = lvl.UnmarshalText([]byte(c.logLevel)) // checked by check
+	opts := &slog.HandlerOptions{Level: lvl}
+	if c.logFormat == "json" {
+		return slog.New(slog.NewJSONHandler(stderr, opts))
+	}
+	return slog.New(slog.NewTextHandler(stderr, opts))
+}
+
+// connect opens the Session; on failure it logs and returns the exit
+// status (-1 on success).
+func (c *common) connect(ctx context.Context, log *slog.Logger, extra ...recipe.Option) (*recipe.Session, int) {
+	opts := []recipe.Option{
+		recipe.WithSessionTimeout(c.sessionTimeout),
+		recipe.WithConnectTimeout(c.connectTimeout),
+		recipe.WithLogger(log),
+	}
+	if c.tolerate != 0 {
+		opts = append(opts, recipe.WithSuspendPolicy(recipe.TolerateSuspension(c.tolerate)))
+	}
+	s, err := recipe.Connect(ctx, []string{c.servers}, append(opts, extra...)...)
+	switch {
+	case err == nil:
+		return s, -1
+	case errors.Is(err, recipe.ErrBadOption), errors.Is(err, recipe.ErrInvalidPath):
+		log.Error("bad --servers or option", "servers", c.servers, "err", err)
+		return nil, exitUsage
+	case errors.Is(err, recipe.ErrUnreachable):
+		log.Error("cannot connect to ZooKeeper", "servers", c.servers, "err", err)
+		return nil, exitUnavailable
+	}
+	log.Error("cannot connect to ZooKeeper", "servers", c.servers, "err", err)
+	return nil, exitSoftware
+}
+
+// parse parses args into fs, allowing flags before and after the
+// positional arguments (up to "--"), and returns the positional arguments
+// and the command after "--" (nil if there is no "--").
+func parse(fs *flag.FlagSet, args []string) (pos, cmd []string, err error) {
+	before := args
+	for i, a := range args {
+		if a == "--" {
+			before, cmd = args[:i], args[i+1:]
+			if cmd == nil {
+				cmd = []string{}
+			}
+			break
+		}
+	}
+	for {
+		if err := fs.Parse(before); err != nil {
+			return nil, nil, err
+		}
+		if fs.NArg() == 0 {
+			return pos, cmd, nil
+		}
+		pos = append(pos, fs.Arg(0))
+		before = fs.Args()[1:]
+	}
+}
+
+// newFlagSet returns a FlagSet whose errors go to stderr, followed by a
+// hint to run --help (the full usage, with examples, is for --help).
+func newFlagSet(name, usage string, stdout, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet("zkrecipes "+name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprintf(fs.Output(), "Run '%s --help' for usage.\n", fs.Name()) }
+	helps[fs] = usage
+	return fs
+}
+
+// helps holds each FlagSet's full usage text.
+var helps = map[*flag.FlagSet]string{}
+
+// printHelp prints fs's full usage, with examples and flags, to w.
+func printHelp(fs *flag.FlagSet, w io.Writer) {
+	fmt.Fprint(w, helps[fs])
+	fmt.Fprintln(w, "\nFlags:")
+	fs.SetOutput(w)
+	fs.PrintDefaults()
+}
+
+// parseArgs runs parse and turns its outcome into an exit status (-1: go
+// on). -h, -help or --help anywhere before "--" prints the full usage to
+// stdout and exits 0.
+func parseArgs(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) (pos, cmd []string, code int) {
+	for _, a := range args {
+		if a == "--" {
+			break
+		}
+		if a == "-h" || a == "-help" || a == "--help" || a == "--h" {
+			printHelp(fs, stdout)
+			return nil, nil, 0
+		}
+	}
+	pos, cmd, err := parse(fs, args)
+	if err != nil {
+		return nil, nil, exitUsage // the flag package printed the error and the hint
+	}
+	return pos, cmd, -1
+}
+
+// usageError prints a usage error and returns exitUsage.
+func usageError(stderr io.Writer, fs *flag.FlagSet, format string, args ...any) int {
+	fmt.Fprintf(stderr, "%s: %s\nRun '%s --help' for usage.\n", fs.Name(), fmt.Sprintf(format, args...), fs.Name())
+	return exitUsage
+}
+
+// checkPath validates a recipe path, naming the path and the rule.
+func checkPath(stderr io.Writer, fs *flag.FlagSet, p string) int {
+	if err := recipe.ValidatePath(p); err != nil {
+		var pe *recipe.PathError
+		if errors.As(err, &pe) {
+			return usageError(stderr, fs, "invalid path %q: %s (a ZooKeeper path like /locks/nightly)", pe.Path, pe.Reason)
+		}
+		return usageError(stderr, fs, "%v", err)
+	}
+	return -1
+}

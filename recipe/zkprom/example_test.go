@@ -1,0 +1,48 @@
+package zkprom_test
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/zkrecipes/zkrecipes/fence"
+	"github.com/zkrecipes/zkrecipes/mutex"
+	"github.com/zkrecipes/zkrecipes/recipe"
+	"github.com/zkrecipes/zkrecipes/recipe/zkprom"
+	"github.com/zkrecipes/zkrecipes/zktest"
+)
+
+// Wire the metrics hook: register the adapter, install it on the Session
+// (every recipe on it reports), and on the resource's fence.Guard. Serve
+// the registry with promhttp.HandlerFor(reg, promhttp.HandlerOpts{}).
+func Example() {
+	ctx := context.Background()
+	reg := prometheus.NewRegistry()
+	m := zkprom.New()
+	reg.MustRegister(m)
+
+	s, err := recipe.Connect(ctx, zktest.ExampleServers(), recipe.WithMetrics(m))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer s.Close()
+	var guard fence.Guard
+	guard.OnStale = m.StaleRejected
+
+	mu, _ := mutex.New(s, "/locks/nightly")
+	lease, err := mu.Acquire(ctx)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	guard.Check("report", lease.Token())
+	guard.Check("report", lease.Token()-1) // a stale holder's write: rejected and counted
+	lease.Release(ctx)
+
+	n, _ := testutil.GatherAndCount(reg, "zkrecipes_acquire_started_total", "zkrecipes_fence_rejections_total")
+	fmt.Println(n, "series")
+	// Output: 2 series
+}

@@ -1,0 +1,230 @@
+// Package zkprom exports the events of zkrecipes sessions and recipes (the
+// recipe.Metrics hook) as Prometheus metrics, with
+// github.com/prometheus/client_golang. It lives in its own package so that
+// the recipes themselves depend on no metrics library.
+//
+//	m := zkprom.New()
+//	prometheus.MustRegister(m)
+//	s, err := recipe.Connect(ctx, servers, recipe.WithMetrics(m))
+//	...
+//	guard.OnStale = m.StaleRejected // a fence.Guard at the resource
+//
+// The metrics (all prefixed zkrecipes_; kind is the recipe's node kind:
+// lock, read, write, lease, elect, latch; path is the recipe's directory):
+//
+//	zkrecipes_acquire_started_total{kind,path}                counter
+//	zkrecipes_acquire_duration_seconds{kind,path,result}      histogram  result: acquired | failed
+//	zkrecipes_acquire_failures_total{kind,path,reason}        counter    reason: see Reason
+//	zkrecipes_waiters{kind,path}                              gauge      this process's contenders queued
+//	zkrecipes_leases_lost_total{kind,path,cause}              counter    cause: see Reason
+//	zkrecipes_sessions{state}                                 gauge      open sessions per connection state
+//	zkrecipes_session_transitions_total{state}                counter    transitions into each state
+//	zkrecipes_fence_rejections_total{resource}                counter    stale writes rejected by a fence.Guard
+//
+// The path label has one value per lock directory a process uses: keep
+// lock directories few and stable (not one per request), or use
+// WithoutPathLabel.
+package zkprom
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/zkrecipes/zkrecipes/fence"
+	"github.com/zkrecipes/zkrecipes/recipe"
+)
+
+// Namespace prefixes every metric name.
+const Namespace = "zkrecipes"
+
+// DefaultBuckets are the acquire-duration histogram's buckets, in seconds:
+// from 1 ms (an uncontended grant on a local ensemble) to 5 minutes (a
+// waiter behind long holders).
+var DefaultBuckets = []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300}
+
+// Metrics implements recipe.Metrics by updating Prometheus metrics, and
+// prometheus.Collector so that it can be registered as one. One Metrics can
+// serve many Sessions. It is safe for concurrent use, and its recipe.Metrics
+// methods never block (they only update in-memory metrics).
+type Metrics struct {
+	noPath bool
+
+	started     *prometheus.CounterVec
+	duration    *prometheus.HistogramVec
+	failures    *prometheus.CounterVec
+	waiters     *prometheus.GaugeVec
+	lost        *prometheus.CounterVec
+	sessions    *prometheus.GaugeVec
+	transitions *prometheus.CounterVec
+	rejections  *prometheus.CounterVec
+}
+
+var _ recipe.Metrics = (*Metrics)(nil)
+var _ prometheus.Collector = (*Metrics)(nil)
+
+type config struct {
+	buckets []float64
+	noPath  bool
+	labels  prometheus.Labels
+}
+
+// Option configures New.
+type Option func(*config)
+
+// WithBuckets sets the buckets (in seconds) of
+// zkrecipes_acquire_duration_seconds (default DefaultBuckets).
+func WithBuckets(b []float64) Option { return func(c *config) { c.buckets = b } }
+
+// WithoutPathLabel reports every recipe directory under path="" (for
+// processes that use many lock directories, to bound the number of series).
+func WithoutPathLabel() Option { return func(c *config) { c.noPath = true } }
+
+// WithConstLabels adds constant labels to every metric (e.g. the ensemble's
+// name when a process talks to several).
+func WithConstLabels(l prometheus.Labels) Option { return func(c *config) { c.labels = l } }
+
+// New returns a Metrics with every metric at zero; register it with a
+// prometheus.Registerer and pass it to recipe.WithMetrics.
+func New(opts ...Option) *Metrics {
+	c := config{buckets: DefaultBuckets}
+	for _, o := range opts {
+		if o != nil {
+			o(&c)
+		}
+	}
+	counter := func(name, help string, labels ...string) *prometheus.CounterVec {
+		return prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: name, Help: help, ConstLabels: c.labels}, labels)
+	}
+	gauge := func(name, help string, labels ...string) *prometheus.GaugeVec {
+		return prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: Namespace, Name: name, Help: help, ConstLabels: c.labels}, labels)
+	}
+	m := &Metrics{
+		noPath: c.noPath,
+		started: counter("acquire_started_total",
+			"Acquisitions (Acquire, TryAcquire, Campaign) started.", "kind", "path"),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: Namespace, Name: "acquire_duration_seconds",
+			Help:    "Time from the start of an acquisition to its grant (result=acquired) or its failure (result=failed), waiting included.",
+			Buckets: c.buckets, ConstLabels: c.labels}, []string{"kind", "path", "result"}),
+		failures: counter("acquire_failures_total",
+			"Acquisitions that ended without a grant, by reason (locked: TryAcquire found it held; canceled, deadline: the caller gave up).",
+			"kind", "path", "reason"),
+		waiters: gauge("waiters",
+			"Contenders of this process currently queued behind other holders.", "kind", "path"),
+		lost: counter("leases_lost_total",
+			"Granted leases that ended without their own Release, by cause.", "kind", "path", "cause"),
+		sessions: gauge("sessions",
+			"Open sessions of this process per connection state (CONNECTED, SUSPENDED, RECONNECTED, LOST).", "state"),
+		transitions: counter("session_transitions_total",
+			"Connection-state transitions, by the state entered.", "state"),
+		rejections: counter("fence_rejections_total",
+			"Writes rejected by a fence.Guard because their token was stale.", "resource"),
+	}
+	return m
+}
+
+func (m *Metrics) collectors() []prometheus.Collector {
+	return []prometheus.Collector{m.started, m.duration, m.failures, m.waiters, m.lost, m.sessions, m.transitions, m.rejections}
+}
+
+// Describe implements prometheus.Collector.
+func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
+	for _, c := range m.collectors() {
+		c.Describe(ch)
+	}
+}
+
+// Collect implements prometheus.Collector.
+func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
+	for _, c := range m.collectors() {
+		c.Collect(ch)
+	}
+}
+
+func (m *Metrics) path(dir string) string {
+	if m.noPath {
+		return ""
+	}
+	return dir
+}
+
+// AcquireStarted implements recipe.Metrics: it counts
+// zkrecipes_acquire_started_total.
+func (m *Metrics) AcquireStarted(kind, dir string) {
+	m.started.WithLabelValues(kind, m.path(dir)).Inc()
+}
+
+// AcquireDone implements recipe.Metrics: it observes
+// zkrecipes_acquire_duration_seconds and, for an error, counts
+// zkrecipes_acquire_failures_total with the error's Reason.
+func (m *Metrics) AcquireDone(kind, dir string, took time.Duration, err error) {
+	result := "acquired"
+	if err != nil {
+		result = "failed"
+		m.failures.WithLabelValues(kind, m.path(dir), Reason(err)).Inc()
+	}
+	m.duration.WithLabelValues(kind, m.path(dir), result).Observe(took.Seconds())
+}
+
+// Waiting implements recipe.Metrics: it adds delta to zkrecipes_waiters.
+func (m *Metrics) Waiting(kind, dir string, delta int) {
+	m.waiters.WithLabelValues(kind, m.path(dir)).Add(float64(delta))
+}
+
+// LeaseLost implements recipe.Metrics: it counts
+// zkrecipes_leases_lost_total with the cause's Reason.
+func (m *Metrics) LeaseLost(kind, dir string, cause error) {
+	m.lost.WithLabelValues(kind, m.path(dir), Reason(cause)).Inc()
+}
+
+// SessionState implements recipe.Metrics: it moves one session from state
+// from to state to in zkrecipes_sessions (a closed session leaves it), and
+// counts zkrecipes_session_transitions_total.
+func (m *Metrics) SessionState(from, to recipe.ConnState, cause error) {
+	if from != 0 {
+		m.sessions.WithLabelValues(from.String()).Dec()
+	}
+	if !errors.Is(cause, recipe.ErrSessionClosed) {
+		m.sessions.WithLabelValues(to.String()).Inc()
+	}
+	m.transitions.WithLabelValues(to.String()).Inc()
+}
+
+// StaleRejected implements recipe.Metrics: it counts
+// zkrecipes_fence_rejections_total. Wire it as a fence.Guard's OnStale.
+func (m *Metrics) StaleRejected(e *fence.StaleError) {
+	m.rejections.WithLabelValues(e.Resource).Inc()
+}
+
+// Reason names an error of an acquisition or the cause of a lease's end as
+// the reason and cause labels do: "locked" (recipe.ErrLocked), "canceled"
+// (context.Canceled), "deadline" (context.DeadlineExceeded), "suspended"
+// (recipe.ErrSuspended), "session_lost", "session_closed", "node_deleted",
+// "lease_lost" (recipe.ErrLeaseLost, e.g. a downgrade's anchor ended),
+// "no_permission", "bad_option", "other" for anything else.
+func Reason(err error) string {
+	switch {
+	case errors.Is(err, recipe.ErrLocked):
+		return "locked"
+	case errors.Is(err, context.Canceled):
+		return "canceled"
+	case errors.Is(err, context.DeadlineExceeded):
+		return "deadline"
+	case errors.Is(err, recipe.ErrSuspended):
+		return "suspended"
+	case errors.Is(err, recipe.ErrSessionLost):
+		return "session_lost"
+	case errors.Is(err, recipe.ErrSessionClosed):
+		return "session_closed"
+	case errors.Is(err, recipe.ErrNodeDeleted):
+		return "node_deleted"
+	case errors.Is(err, recipe.ErrLeaseLost):
+		return "lease_lost"
+	case errors.Is(err, recipe.ErrNoPermission):
+		return "no_permission"
+	case errors.Is(err, recipe.ErrBadOption):
+		return "bad_option"
+	}
+	return "other"
+}

@@ -1,0 +1,187 @@
+package zkprom_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/zkrecipes/zkrecipes/fence"
+	"github.com/zkrecipes/zkrecipes/internal/rtest"
+	"github.com/zkrecipes/zkrecipes/mutex"
+	"github.com/zkrecipes/zkrecipes/recipe"
+	"github.com/zkrecipes/zkrecipes/recipe/zkprom"
+	"github.com/zkrecipes/zkrecipes/zktest"
+)
+
+func TestMain(m *testing.M) { zktest.Main(m) }
+
+// TestMetricsFromRealAcquisitions registers the adapter with a real
+// registry and checks what a scrape shows after a grant, a TryAcquire that
+// finds the lock held, a queued waiter, a holder whose node an operator
+// deleted, a stale write rejected by a Guard, and the session's Close.
+func TestMetricsFromRealAcquisitions(t *testing.T) {
+	cl := zktest.Shared(t)
+	in := zktest.Inspect(t, cl)
+	reg := prometheus.NewPedanticRegistry()
+	m := zkprom.New()
+	reg.MustRegister(m)
+	s := rtest.Connect(t, cl, recipe.WithMetrics(m))
+	mu, err := mutex.New(s, "/locks/prom")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+
+	a, err := mu.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := mu.TryAcquire(ctx); !errors.Is(err, recipe.ErrLocked) {
+		t.Fatalf("TryAcquire while held: %v", err)
+	}
+	ch := rtest.Async(ctx, mu.Acquire)
+	zktest.Eventually(t, 10*time.Second, "a waiter in zkrecipes_waiters", func() bool {
+		return value(t, reg, "zkrecipes_waiters") == 1
+	})
+	ps, err := mu.Participants(ctx)
+	if err != nil || len(ps) != 2 {
+		t.Fatalf("participants: %v, %v", ps, err)
+	}
+	in.Delete("/locks/prom/" + ps[0].Name)
+	r := rtest.Await(t, ch, 10*time.Second)
+	if r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	<-a.Context().Done()
+	var guard fence.Guard
+	guard.OnStale = m.StaleRejected
+	guard.Check("report", r.Lease.Token())
+	if err := guard.Check("report", a.Token()); !errors.Is(err, fence.ErrStale) {
+		t.Fatalf("stale check: %v", err)
+	}
+
+	want := `
+# HELP zkrecipes_acquire_failures_total Acquisitions that ended without a grant, by reason (locked: TryAcquire found it held; canceled, deadline: the caller gave up).
+# TYPE zkrecipes_acquire_failures_total counter
+zkrecipes_acquire_failures_total{kind="lock",path="/locks/prom",reason="locked"} 1
+# HELP zkrecipes_acquire_started_total Acquisitions (Acquire, TryAcquire, Campaign) started.
+# TYPE zkrecipes_acquire_started_total counter
+zkrecipes_acquire_started_total{kind="lock",path="/locks/prom"} 3
+# HELP zkrecipes_fence_rejections_total Writes rejected by a fence.Guard because their token was stale.
+# TYPE zkrecipes_fence_rejections_total counter
+zkrecipes_fence_rejections_total{resource="report"} 1
+# HELP zkrecipes_leases_lost_total Granted leases that ended without their own Release, by cause.
+# TYPE zkrecipes_leases_lost_total counter
+zkrecipes_leases_lost_total{cause="node_deleted",kind="lock",path="/locks/prom"} 1
+# HELP zkrecipes_sessions Open sessions of this process per connection state (CONNECTED, SUSPENDED, RECONNECTED, LOST).
+# TYPE zkrecipes_sessions gauge
+zkrecipes_sessions{state="CONNECTED"} 1
+# HELP zkrecipes_waiters Contenders of this process currently queued behind other holders.
+# TYPE zkrecipes_waiters gauge
+zkrecipes_waiters{kind="lock",path="/locks/prom"} 0
+`
+	names := []string{"zkrecipes_acquire_failures_total", "zkrecipes_acquire_started_total", "zkrecipes_fence_rejections_total",
+		"zkrecipes_leases_lost_total", "zkrecipes_sessions", "zkrecipes_waiters"}
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), names...); err != nil {
+		t.Fatal(err)
+	}
+	if n := testutil.CollectAndCount(m, "zkrecipes_acquire_duration_seconds"); n != 2 {
+		t.Fatalf("acquire duration series: %d, want 2 (acquired, failed)", n)
+	}
+
+	if err := r.Lease.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	want = `
+# HELP zkrecipes_sessions Open sessions of this process per connection state (CONNECTED, SUSPENDED, RECONNECTED, LOST).
+# TYPE zkrecipes_sessions gauge
+zkrecipes_sessions{state="CONNECTED"} 0
+# HELP zkrecipes_session_transitions_total Connection-state transitions, by the state entered.
+# TYPE zkrecipes_session_transitions_total counter
+zkrecipes_session_transitions_total{state="CONNECTED"} 1
+zkrecipes_session_transitions_total{state="LOST"} 1
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "zkrecipes_sessions", "zkrecipes_session_transitions_total"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestReason names every sentinel the labels use.
+func TestReason(t *testing.T) {
+	for err, want := range map[error]string{
+		recipe.ErrLocked: "locked", context.Canceled: "canceled", context.DeadlineExceeded: "deadline",
+		recipe.ErrSuspended: "suspended", recipe.ErrSessionLost: "session_lost",
+		recipe.ErrSessionClosed: "session_closed", recipe.ErrNodeDeleted: "node_deleted",
+		recipe.ErrLeaseLost: "lease_lost", &recipe.OpError{Op: "create", Err: zkNoAuth{}}: "other",
+		recipe.ErrBadOption: "bad_option", errors.New("x"): "other",
+	} {
+		if got := zkprom.Reason(err); got != want {
+			t.Errorf("Reason(%v) = %q, want %q", err, got, want)
+		}
+	}
+}
+
+type zkNoAuth struct{}
+
+func (zkNoAuth) Error() string { return "boom" }
+
+// value returns the value of the only series of a gauge or counter (0 when
+// it has none yet).
+func value(t *testing.T, g prometheus.Gatherer, name string) float64 {
+	t.Helper()
+	mfs, err := g.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		if len(mf.GetMetric()) != 1 {
+			t.Fatalf("%s has %d series", name, len(mf.GetMetric()))
+		}
+		mt := mf.GetMetric()[0]
+		if mt.GetGauge() != nil {
+			return mt.GetGauge().GetValue()
+		}
+		return mt.GetCounter().GetValue()
+	}
+	return 0
+}
+
+// TestSessionsGaugeThroughLossAndClose: a session cut off past its timeout
+// moves from CONNECTED through SUSPENDED to LOST in zkrecipes_sessions, and
+// leaves the gauge when it is closed while still LOST.
+func TestSessionsGaugeThroughLossAndClose(t *testing.T) {
+	cl := zktest.Shared(t)
+	p := zktest.NewFaultProxy()
+	defer p.Close()
+	reg := prometheus.NewPedanticRegistry()
+	m := zkprom.New()
+	reg.MustRegister(m)
+	s := rtest.Connect(t, cl, recipe.WithMetrics(m), recipe.WithDialer(p.Dial), recipe.WithSessionTimeout(time.Second))
+	p.Blackhole()
+	zktest.Eventually(t, 10*time.Second, "LOST", func() bool { return s.State() == recipe.StateLost })
+	want := `
+# HELP zkrecipes_sessions Open sessions of this process per connection state (CONNECTED, SUSPENDED, RECONNECTED, LOST).
+# TYPE zkrecipes_sessions gauge
+zkrecipes_sessions{state="CONNECTED"} 0
+zkrecipes_sessions{state="LOST"} 1
+zkrecipes_sessions{state="SUSPENDED"} 0
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "zkrecipes_sessions"); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	want = strings.Replace(want, `{state="LOST"} 1`, `{state="LOST"} 0`, 1)
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "zkrecipes_sessions"); err != nil {
+		t.Fatal(err)
+	}
+}
