@@ -237,6 +237,26 @@ func TestC6_TryAcquireLeavesNothing(t *testing.T) {
 		t.Fatalf("TryAcquire left %v", n)
 	}
 
+	// A slow server (the delete's request held 600 ms, longer than the
+	// budget a caller that gave up gets): a refusal whose context is live
+	// returns only once its node is gone.
+	var slowed atomic.Int32
+	slow := connect(t, cl, recipe.WithDialer(zktest.RequestHook(nil, func(op int32) zktest.Fault {
+		if op == zktest.OpDelete && slowed.Add(1) == 1 {
+			time.Sleep(600 * time.Millisecond)
+		}
+		return zktest.Pass
+	})))
+	if _, err := newMutex(t, slow, dir).TryAcquire(context.Background()); !errors.Is(err, recipe.ErrLocked) {
+		t.Fatalf("TryAcquire with a slow delete: %v, want ErrLocked", err)
+	}
+	if slowed.Load() == 0 {
+		t.Fatal("the delay was never injected")
+	}
+	if n := in.Owned(dir, slow.ID()); len(n) != 0 {
+		t.Fatalf("TryAcquire returned ErrLocked with its node still there: %v", n)
+	}
+
 	// Across a blip: the delete is dropped and the connection cut.
 	var drops atomic.Int32
 	blip := connect(t, cl, recipe.WithDialer(zktest.RequestHook(nil, func(op int32) zktest.Fault {

@@ -64,14 +64,23 @@ func (s *Session) deleteOwned(ctx context.Context, it cleanupItem, wait bool) (e
 		if timeout == 0 {
 			timeout = s.SessionTimeout()
 		}
-		if !wait {
-			// The caller is not waiting for this (its own operation has
-			// failed): give the delete a short budget, then leave it to the
-			// cleaner rather than hold the caller up.
+		if !wait && ctx.Err() != nil {
+			// The caller gave up (its context is done): give the delete a
+			// short budget, then leave it to the cleaner rather than hold
+			// the caller up.
 			timeout = min(timeout, abandonBudget)
 		}
 		cctx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
 		defer cancel(nil)
+		if !wait && ctx.Err() == nil {
+			// The caller's operation failed but its context is live (a
+			// refused TryAcquire): the delete is waited for while the
+			// connection is up; should the context end meanwhile, for
+			// abandonBudget more.
+			defer context.AfterFunc(ctx, func() {
+				time.AfterFunc(abandonBudget, func() { cancel(context.Cause(ctx)) })
+			})()
+		}
 		tctx, tcancel := context.WithTimeoutCause(cctx, timeout, fmt.Errorf("recipe: cleanup timeout %v passed: %w", timeout, context.DeadlineExceeded))
 		defer tcancel()
 		if wait {
@@ -331,8 +340,12 @@ func (s *Session) PendingCleanup() int {
 	return len(s.cleanup)
 }
 
-// abandonBudget bounds how long a failed operation waits for the delete of
-// the node it leaves; what is not done by then, the cleaner finishes.
+// abandonBudget bounds how long a failed operation (a refused TryAcquire, a
+// cancelled Acquire) still waits for the delete of the node it leaves once
+// its caller's context is done; while that context is live it waits for the
+// delete as long as the connection is up (capped by the cleanup timeout),
+// so that a refusal under load returns only once its node is gone (an error
+// leaves no node behind). What is not done by then, the cleaner finishes.
 const abandonBudget = 250 * time.Millisecond
 
 // errNotConnected is the connection error of an attempt not made because
