@@ -82,8 +82,8 @@ func run(ctx context.Context, cl *zktest.Cluster, recipes []nemesis.Recipe, kind
 	faults := map[string]int{}
 	perRecipe := map[string]int{}
 	var maxRecovery time.Duration
-	fmt.Printf("nemesis: %d servers %s, %d clients, 2 s sessions, %v per run, %v in total, first seed %d\n",
-		len(cl.Addrs()), strings.Join(cl.Addrs(), ","), clients, runFor, total, seed)
+	fmt.Printf("nemesis: %d servers %s (ZooKeeper %s), %d clients, 2 s sessions, %v per run, %v in total, first seed %d\n",
+		len(cl.Addrs()), strings.Join(cl.Addrs(), ","), version(ctx, cl), clients, runFor, total, seed)
 	for i := 0; time.Since(start) < total && ctx.Err() == nil; i++ {
 		r := recipes[i%len(recipes)]
 		s := seed + uint64(i)
@@ -121,12 +121,7 @@ func run(ctx context.Context, cl *zktest.Cluster, recipes []nemesis.Recipe, kind
 			fmt.Printf("  excused: %s\n", e)
 		}
 		if len(rep.Violations) > 0 {
-			f := filepath.Join(histDir, fmt.Sprintf("nemesis-%s-seed%d.json", r.Name, s))
-			if out, err := os.Create(f); err == nil {
-				_ = res.History.WriteJSON(out)
-				out.Close()
-			}
-			fmt.Printf("  VIOLATIONS (history in %s):\n    %s\n", f, strings.Join(rep.Violations, "\n    "))
+			fmt.Printf("  VIOLATIONS (%s):\n    %s\n", keepEvidence(cl, res.History, histDir), strings.Join(rep.Violations, "\n    "))
 		}
 	}
 	seen := make([]string, 0, len(faults))
@@ -146,4 +141,59 @@ func run(ctx context.Context, cl *zktest.Cluster, recipes []nemesis.Recipe, kind
 		return 1
 	}
 	return 0
+}
+
+// version is the ZooKeeper version the first server that answers reports,
+// or why none did.
+func version(ctx context.Context, cl *zktest.Cluster) string {
+	var errs []string
+	for i := range cl.Addrs() {
+		vctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		v, err := cl.ServerVersion(vctx, i)
+		cancel()
+		if err == nil {
+			return v
+		}
+		errs = append(errs, err.Error())
+	}
+	return "version unknown: " + strings.Join(errs, "; ")
+}
+
+// keepEvidence writes the history of a run with a violation to a file of
+// its own in dir and keeps the servers' directories (their logs, their
+// transaction logs and snapshots) when the ensemble is closed. It says
+// where both are, or why they are not.
+func keepEvidence(cl *zktest.Cluster, h *nemesis.History, dir string) string {
+	var parts []string
+	f, err := writeHistory(h, dir)
+	if err != nil {
+		parts = append(parts, "history NOT written: "+err.Error())
+	} else {
+		parts = append(parts, "history in "+f)
+	}
+	if d := cl.KeepDirs(); d != "" {
+		parts = append(parts, "server logs and data kept in "+d)
+	} else {
+		parts = append(parts, "no server directories to keep ("+cl.Provider()+" provider)")
+	}
+	return strings.Join(parts, "; ")
+}
+
+// writeHistory writes h to a new file in dir, named after the recipe, the
+// seed and the time, so that a later run does not overwrite it.
+func writeHistory(h *nemesis.History, dir string) (string, error) {
+	name := fmt.Sprintf("nemesis-%s-seed%d-%s.json", h.Recipe, h.Seed, time.Now().UTC().Format("20060102T150405.000Z"))
+	f := filepath.Join(dir, name)
+	out, err := os.OpenFile(f, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return "", err
+	}
+	err = h.WriteJSON(out)
+	if cerr := out.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return "", fmt.Errorf("writing %s: %w", f, err)
+	}
+	return f, nil
 }
