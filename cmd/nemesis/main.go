@@ -3,9 +3,11 @@
 // zktest and runs the recipes in turn (mutex, read-write lock, semaphore of
 // two permits, election, leader latch), one seeded run after another, each with its own
 // fault phase, heal, recovery measurement, leak checks and history check,
-// until the total duration has passed. It prints one line per run and the
-// totals, writes the history of any run with a violation to -history-dir,
-// and exits 1 if any run had a violation.
+// until the total duration has passed. It prints the servers' version, one
+// line per run and the totals. For a run with a violation it writes the
+// history to a file of its own in -history-dir, keeps the servers' logs and
+// data directories (both paths are printed), and starts the next run on a
+// fresh ensemble. It exits 1 if any run had a violation.
 //
 // Usage:
 //
@@ -44,7 +46,10 @@ func main() {
 	flag.Parse()
 
 	all := map[string]nemesis.Recipe{"mutex": nemesis.Mutex(), "rwlock": nemesis.RWLock(),
-		"semaphore": nemesis.Semaphore(2), "election": nemesis.Election(), "latch": nemesis.Latch()}
+		"semaphore": nemesis.Semaphore(2), "election": nemesis.Election(), "latch": nemesis.Latch(),
+		// not in the default list: a recipe that is wrong on purpose, to
+		// see the command report a violation and keep the evidence
+		"broken-mutex": nemesis.Broken()}
 	var recipes []nemesis.Recipe
 	for _, n := range strings.Split(*names, ",") {
 		r, ok := all[strings.TrimSpace(n)]
@@ -57,9 +62,12 @@ func main() {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	lctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-	cl, err := zktest.Launch(lctx, zktest.WithEnsemble(*servers))
-	cancel()
+	launch := func() (*zktest.Cluster, error) {
+		lctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+		defer cancel()
+		return zktest.Launch(lctx, zktest.WithEnsemble(*servers))
+	}
+	cl, err := launch()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "nemesis:", err)
 		os.Exit(1)
@@ -68,15 +76,22 @@ func main() {
 	if *faultList != "" {
 		kinds = strings.Split(*faultList, ",")
 	}
-	code := run(ctx, cl, recipes, kinds, *total, *seed, *runFor, *clients, *every, *histDir)
-	if err := cl.Close(); err != nil {
-		fmt.Fprintln(os.Stderr, "nemesis: closing the ensemble:", err)
+	code := run(ctx, &cl, launch, recipes, kinds, *total, *seed, *runFor, *clients, *every, *histDir)
+	if cl != nil {
+		if err := cl.Close(); err != nil {
+			fmt.Fprintln(os.Stderr, "nemesis: closing the ensemble:", err)
+		}
 	}
 	os.Exit(code)
 }
 
-func run(ctx context.Context, cl *zktest.Cluster, recipes []nemesis.Recipe, kinds []string, total time.Duration, seed uint64,
-	runFor time.Duration, clients int, every time.Duration, histDir string) int {
+// run runs the recipes in turn on *cl. After a run with a violation the
+// ensemble is closed (its directories kept) and a fresh one is launched for
+// the next run: a server bug that made the replicas diverge (see
+// docs/reliability.md) would otherwise carry over into later runs.
+func run(ctx context.Context, clp **zktest.Cluster, launch func() (*zktest.Cluster, error), recipes []nemesis.Recipe, kinds []string,
+	total time.Duration, seed uint64, runFor time.Duration, clients int, every time.Duration, histDir string) int {
+	cl := *clp
 	start := time.Now()
 	var runs, ops, grants, stale, violations, excused, writes, faultErrs int
 	faults := map[string]int{}
@@ -122,6 +137,19 @@ func run(ctx context.Context, cl *zktest.Cluster, recipes []nemesis.Recipe, kind
 		}
 		if len(rep.Violations) > 0 {
 			fmt.Printf("  VIOLATIONS (%s):\n    %s\n", keepEvidence(cl, res.History, histDir), strings.Join(rep.Violations, "\n    "))
+			if time.Since(start) < total && ctx.Err() == nil {
+				if err := cl.Close(); err != nil {
+					fmt.Printf("  closing the ensemble: %v\n", err)
+				}
+				*clp = nil
+				if cl, err = launch(); err != nil {
+					fmt.Printf("  a fresh ensemble for the next runs: %v\n", err)
+					violations++
+					break
+				}
+				*clp = cl
+				fmt.Printf("  next runs on a fresh ensemble: %s\n", strings.Join(cl.Addrs(), ","))
+			}
 		}
 	}
 	seen := make([]string, 0, len(faults))
