@@ -123,3 +123,18 @@ func serverMode(ctx context.Context, addr string) (string, error) {
 	}
 	return "", fmt.Errorf("zktest: srvr %s: no Mode in reply %q", addr, out)
 }
+
+// serverVersion returns the "Zookeeper version:" line of srvr, without its
+// label.
+func serverVersion(ctx context.Context, addr string) (string, error) {
+	out, err := FourLetter(ctx, addr, "srvr")
+	if err != nil {
+		return "", err
+	}
+	for _, line := range strings.Split(out, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "Zookeeper version:"); ok {
+			return strings.TrimSpace(v), nil
+		}
+	}
+	return "", fmt.Errorf("zktest: srvr %s: no version in reply %q", addr, out)
+}

@@ -123,9 +123,10 @@ type localCluster struct {
 	cfg config
 	dir string
 
-	mu     sync.Mutex // guards nodes' processes and closed
+	mu     sync.Mutex // guards nodes' processes, closed and keep
 	nodes  []*node
 	closed bool
+	keep   bool // close leaves dir on disk
 }
 
 type node struct {
@@ -198,7 +199,19 @@ func (lc *localCluster) cluster() *Cluster {
 	for i, n := range lc.nodes {
 		addrs[i] = net.JoinHostPort("127.0.0.1", strconv.Itoa(n.clientPort))
 	}
-	return &Cluster{provider: "local", addrs: addrs, ctrl: lc, closeFn: lc.close, logTails: lc.logTails}
+	return &Cluster{provider: "local", addrs: addrs, ctrl: lc, closeFn: lc.close, logTails: lc.logTails, keep: lc.keepDirs}
+}
+
+// keepDirs makes close leave lc.dir and takes it out of sweepStale's reach
+// (which only removes directories that name their owner).
+func (lc *localCluster) keepDirs() string {
+	lc.mu.Lock()
+	defer lc.mu.Unlock()
+	if !lc.keep {
+		lc.keep = true
+		_ = os.Remove(filepath.Join(lc.dir, ownerFile))
+	}
+	return lc.dir
 }
 
 func startLocalOnce(ctx context.Context, cfg config, in install) (*localCluster, error) {
@@ -518,6 +531,7 @@ func (lc *localCluster) restart(ctx context.Context, i int) error {
 func (lc *localCluster) close() error {
 	lc.mu.Lock()
 	lc.closed = true
+	keep := lc.keep
 	var procs []*process
 	for _, nd := range lc.nodes {
 		if nd.proc != nil {
@@ -534,8 +548,10 @@ func (lc *localCluster) close() error {
 			errs = append(errs, fmt.Errorf("zktest: pid %d did not exit after SIGKILL", p.cmd.Process.Pid))
 		}
 	}
-	if err := os.RemoveAll(lc.dir); err != nil {
-		errs = append(errs, err)
+	if !keep {
+		if err := os.RemoveAll(lc.dir); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	return errors.Join(errs...)
 }

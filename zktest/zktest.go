@@ -135,6 +135,9 @@ type Cluster struct {
 	closeFn   func() error
 	// logTails returns the last n lines of each server's log, when known.
 	logTails func(n int) string
+	// keep makes Close leave the servers' directories and returns where
+	// they are; nil when the cluster has none of its own.
+	keep     func() string
 	closedMu sync.Mutex
 	closed   bool
 }
@@ -182,6 +185,33 @@ func (c *Cluster) Close() error {
 		}
 	})
 	return c.closeErr
+}
+
+// KeepDirs makes Close leave the servers' directories on disk, for a
+// post-mortem of a failed run: one serverN folder per server (numbered
+// from 1, as its myid) with its zoo.cfg, its server.log and its data
+// directory (transaction logs and snapshots). It returns their parent
+// directory, or "" when the cluster has no directories of its own (an
+// external ensemble, a container, a Shared view). Kept directories are no
+// longer removed by the sweep of stale directories that Start and Launch
+// do: delete them by hand. Call it before Close; calling it again returns
+// the same directory.
+func (c *Cluster) KeepDirs() string {
+	if c.keep == nil {
+		return ""
+	}
+	return c.keep()
+}
+
+// ServerVersion returns the version line that server i (as in Addrs)
+// reports to the srvr four-letter word, such as
+// "3.8.0-${mvngit.commit.id}, built on ..." for Debian's 3.8.0 package.
+// The server must be up; ctx bounds the exchange.
+func (c *Cluster) ServerVersion(ctx context.Context, i int) (string, error) {
+	if i < 0 || i >= len(c.addrs) {
+		return "", fmt.Errorf("zktest: ServerVersion(%d): server index out of range [0,%d)", i, len(c.addrs))
+	}
+	return serverVersion(ctx, c.addrs[i])
 }
 
 func (c *Cluster) control(op string, i int) (controller, error) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path"
 	"path/filepath"
 	"strings"
@@ -409,5 +410,76 @@ func TestExplicitInstallIsNotReplaced(t *testing.T) {
 	}
 	if !errors.Is(err, ErrNoServer) || !strings.Contains(err.Error(), "ZOOKEEPER_HOME="+missing) {
 		t.Fatalf("Launch: %v, want ErrNoServer naming ZOOKEEPER_HOME", err)
+	}
+}
+
+// TestKeepDirs: a cluster told to keep its directories leaves every
+// server's log and data (transaction logs, snapshots) on disk at Close,
+// and later sweeps of stale directories leave them alone; a Shared view
+// has nothing to keep.
+func TestKeepDirs(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), launchTimeout)
+	defer cancel()
+	cl, err := Launch(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	if cl.Provider() != "local" {
+		t.Fatalf("provider %s has no directories: this test needs zktest's local servers", cl.Provider())
+	}
+	conn, _ := connect(t, cl.Addrs(), 4*time.Second, nil)
+	if _, err := conn.Create("/kept", []byte("x"), 0, zk.WorldACL(zk.PermAll)); err != nil {
+		t.Fatal(err)
+	}
+	dir := cl.KeepDirs()
+	if dir == "" {
+		t.Fatal("KeepDirs of a local cluster returned no directory")
+	}
+	if again := cl.KeepDirs(); again != dir {
+		t.Errorf("KeepDirs again: %q, first %q", again, dir)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	if err := cl.Close(); err != nil {
+		t.Fatal(err)
+	}
+	sweepStale() // as the next Launch of another process would
+	for _, p := range []string{"server1/server.log", "server1/zoo.cfg", "server1/data/version-2"} {
+		if _, err := os.Stat(filepath.Join(dir, p)); err != nil {
+			t.Errorf("kept directory: %v", err)
+		}
+	}
+	logs, _ := filepath.Glob(filepath.Join(dir, "server1/data/version-2/log.*"))
+	if len(logs) == 0 {
+		t.Errorf("no transaction log kept in %s", dir)
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "server1/server.log")); err != nil || !strings.Contains(string(b), "zktest: starting server 1") {
+		t.Errorf("server log: %v %q", err, b)
+	}
+
+	if d := Shared(t).KeepDirs(); d != "" {
+		t.Errorf("KeepDirs of a Shared view: %q", d)
+	}
+}
+
+// TestServerVersion reads the version every server reports.
+func TestServerVersion(t *testing.T) {
+	cl := Start(t)
+	v, err := cl.ServerVersion(context.Background(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v == "" || v[0] < '3' || v[0] > '9' || !strings.Contains(v, ".") {
+		t.Errorf("version %q", v)
+	}
+	t.Logf("ZooKeeper %s", v)
+	if _, err := cl.ServerVersion(context.Background(), 1); err == nil {
+		t.Error("ServerVersion(1) of a one-server cluster: no error")
+	}
+	if err := cl.Stop(0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cl.ServerVersion(context.Background(), 0); err == nil {
+		t.Error("ServerVersion of a stopped server: no error")
 	}
 }

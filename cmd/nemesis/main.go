@@ -3,10 +3,13 @@
 // zktest and runs the recipes in turn (mutex, read-write lock, semaphore of
 // two permits, election, leader latch), one seeded run after another, each with its own
 // fault phase, heal, recovery measurement, leak checks and history check,
-// until the total duration has passed. It prints one line per run and the
-// totals, writes the history of any run with a violation to -history-dir,
-// and exits 1 if any run had a violation (130 when interrupted by SIGINT or
-// SIGTERM before the duration passed, 2 for bad flags).
+// until the total duration has passed. It prints the servers' version, one
+// line per run and the totals. For a run with a violation it writes the
+// history to a file of its own in -history-dir, keeps the servers' logs and
+// data directories (both paths are printed), and starts the next run on a
+// fresh ensemble. It exits 1 if any run had a violation (130 when
+// interrupted by SIGINT or SIGTERM before the duration passed, 2 for bad
+// flags).
 //
 // Usage:
 //
@@ -60,7 +63,10 @@ func main() {
 	}
 
 	all := map[string]nemesis.Recipe{"mutex": nemesis.Mutex(), "rwlock": nemesis.RWLock(),
-		"semaphore": nemesis.Semaphore(2), "election": nemesis.Election(), "latch": nemesis.Latch()}
+		"semaphore": nemesis.Semaphore(2), "election": nemesis.Election(), "latch": nemesis.Latch(),
+		// not in the default list: a recipe that is wrong on purpose, to
+		// see the command report a violation and keep the evidence
+		"broken-mutex": nemesis.Broken()}
 	var recipes []nemesis.Recipe
 	for _, n := range strings.Split(*names, ",") {
 		r, ok := all[strings.TrimSpace(n)]
@@ -82,29 +88,39 @@ func main() {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	lctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-	cl, err := zktest.Launch(lctx, zktest.WithEnsemble(*servers))
-	cancel()
+	launch := func() (*zktest.Cluster, error) {
+		lctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+		defer cancel()
+		return zktest.Launch(lctx, zktest.WithEnsemble(*servers))
+	}
+	cl, err := launch()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "nemesis:", err)
 		os.Exit(1)
 	}
-	code := run(ctx, cl, recipes, kinds, *total, *seed, *runFor, *clients, *every, *histDir)
-	if err := cl.Close(); err != nil {
-		fmt.Fprintln(os.Stderr, "nemesis: closing the ensemble:", err)
+	code := run(ctx, &cl, launch, recipes, kinds, *total, *seed, *runFor, *clients, *every, *histDir)
+	if cl != nil {
+		if err := cl.Close(); err != nil {
+			fmt.Fprintln(os.Stderr, "nemesis: closing the ensemble:", err)
+		}
 	}
 	os.Exit(code)
 }
 
-func run(ctx context.Context, cl *zktest.Cluster, recipes []nemesis.Recipe, kinds []string, total time.Duration, seed uint64,
-	runFor time.Duration, clients int, every time.Duration, histDir string) int {
+// run runs the recipes in turn on *cl. After a run with a violation the
+// ensemble is closed (its directories kept) and a fresh one is launched for
+// the next run: a server bug that made the replicas diverge (see
+// docs/reliability.md) would otherwise carry over into later runs.
+func run(ctx context.Context, clp **zktest.Cluster, launch func() (*zktest.Cluster, error), recipes []nemesis.Recipe, kinds []string,
+	total time.Duration, seed uint64, runFor time.Duration, clients int, every time.Duration, histDir string) int {
+	cl := *clp
 	start := time.Now()
 	var runs, ops, grants, stale, violations, excused, writes, faultErrs int
 	faults := map[string]int{}
 	perRecipe := map[string]int{}
 	var maxRecovery time.Duration
-	fmt.Printf("nemesis: %d servers %s, %d clients, 2 s sessions, %v per run, %v in total, first seed %d\n",
-		len(cl.Addrs()), strings.Join(cl.Addrs(), ","), clients, runFor, total, seed)
+	fmt.Printf("nemesis: %d servers %s (ZooKeeper %s), %d clients, 2 s sessions, %v per run, %v in total, first seed %d\n",
+		len(cl.Addrs()), strings.Join(cl.Addrs(), ","), version(ctx, cl), clients, runFor, total, seed)
 	for i := 0; time.Since(start) < total && ctx.Err() == nil; i++ {
 		r := recipes[i%len(recipes)]
 		s := seed + uint64(i)
@@ -142,12 +158,20 @@ func run(ctx context.Context, cl *zktest.Cluster, recipes []nemesis.Recipe, kind
 			fmt.Printf("  excused: %s\n", e)
 		}
 		if len(rep.Violations) > 0 {
-			f := filepath.Join(histDir, fmt.Sprintf("nemesis-%s-seed%d.json", r.Name, s))
-			if out, err := os.Create(f); err == nil {
-				_ = res.History.WriteJSON(out)
-				out.Close()
+			fmt.Printf("  VIOLATIONS (%s):\n    %s\n", keepEvidence(cl, res.History, histDir), strings.Join(rep.Violations, "\n    "))
+			if time.Since(start) < total && ctx.Err() == nil {
+				if err := cl.Close(); err != nil {
+					fmt.Printf("  closing the ensemble: %v\n", err)
+				}
+				*clp = nil
+				if cl, err = launch(); err != nil {
+					fmt.Printf("  a fresh ensemble for the next runs: %v\n", err)
+					violations++
+					break
+				}
+				*clp = cl
+				fmt.Printf("  next runs on a fresh ensemble: %s\n", strings.Join(cl.Addrs(), ","))
 			}
-			fmt.Printf("  VIOLATIONS (history in %s):\n    %s\n", f, strings.Join(rep.Violations, "\n    "))
 		}
 	}
 	seen := make([]string, 0, len(faults))
@@ -173,4 +197,59 @@ func run(ctx context.Context, cl *zktest.Cluster, recipes []nemesis.Recipe, kind
 		return 1
 	}
 	return 0
+}
+
+// version is the ZooKeeper version the first server that answers reports,
+// or why none did.
+func version(ctx context.Context, cl *zktest.Cluster) string {
+	var errs []string
+	for i := range cl.Addrs() {
+		vctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		v, err := cl.ServerVersion(vctx, i)
+		cancel()
+		if err == nil {
+			return v
+		}
+		errs = append(errs, err.Error())
+	}
+	return "version unknown: " + strings.Join(errs, "; ")
+}
+
+// keepEvidence writes the history of a run with a violation to a file of
+// its own in dir and keeps the servers' directories (their logs, their
+// transaction logs and snapshots) when the ensemble is closed. It says
+// where both are, or why they are not.
+func keepEvidence(cl *zktest.Cluster, h *nemesis.History, dir string) string {
+	var parts []string
+	f, err := writeHistory(h, dir)
+	if err != nil {
+		parts = append(parts, "history NOT written: "+err.Error())
+	} else {
+		parts = append(parts, "history in "+f)
+	}
+	if d := cl.KeepDirs(); d != "" {
+		parts = append(parts, "server logs and data kept in "+d)
+	} else {
+		parts = append(parts, "no server directories to keep ("+cl.Provider()+" provider)")
+	}
+	return strings.Join(parts, "; ")
+}
+
+// writeHistory writes h to a new file in dir, named after the recipe, the
+// seed and the time, so that a later run does not overwrite it.
+func writeHistory(h *nemesis.History, dir string) (string, error) {
+	name := fmt.Sprintf("nemesis-%s-seed%d-%s.json", h.Recipe, h.Seed, time.Now().UTC().Format("20060102T150405.000Z"))
+	f := filepath.Join(dir, name)
+	out, err := os.OpenFile(f, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return "", err
+	}
+	err = h.WriteJSON(out)
+	if cerr := out.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return "", fmt.Errorf("writing %s: %w", f, err)
+	}
+	return f, nil
 }

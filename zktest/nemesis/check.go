@@ -133,10 +133,13 @@ func Check(h *History, allowed Allowed) *Report {
 		if allowed(roles(grants, o.Live)) {
 			continue
 		}
+		// The sample was read at some time in [Call, Return] (a znode
+		// write's right after its setData was answered): a revocation
+		// that began before Return may have preceded it.
 		var kept []int
 		for _, id := range o.Live {
 			g := grants[id]
-			if g == nil || !revokedBehindItsBack(h, g, o.Call) {
+			if g == nil || !revokedBehindItsBack(h, g, o.Return) {
 				kept = append(kept, id)
 			}
 		}

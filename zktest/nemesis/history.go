@@ -80,6 +80,9 @@ const (
 	OpGrant OpKind = "grant" // a grant was registered (sample)
 	OpWrite OpKind = "write" // a write to a register
 	OpProbe OpKind = "probe" // a sample taken during a hold
+	// OpAcquire is an attempt to be granted that failed (Err says why; a
+	// timed-out Acquire ends with a context deadline error). Grant is -1.
+	OpAcquire OpKind = "acquire-failed"
 )
 
 // Outcome is the result of a register write.
@@ -154,6 +157,10 @@ type History struct {
 	Healed              time.Duration
 	FirstGrantAfterHeal time.Duration
 	End                 time.Duration
+	// Diagnosis, when no client was granted after the heal, is what each
+	// server held then: its mode and zxid, the recipe's directory as it
+	// alone sees it, its sessions with ephemeral nodes.
+	Diagnosis []string `json:",omitempty"`
 }
 
 // WriteJSON writes h as indented JSON.
@@ -174,6 +181,8 @@ func (o Op) String() string {
 			s += fmt.Sprintf(" live %v", o.Live)
 		}
 		return s
+	case OpAcquire:
+		return fmt.Sprintf("[%v,%v] client %d %s: %s", o.Call, o.Return, o.Client, o.Kind, o.Err)
 	default:
 		return fmt.Sprintf("[%v] client %d grant %d token %v %s live %v", o.Call, o.Client, o.Grant, o.Token, o.Kind, o.Live)
 	}

@@ -67,12 +67,17 @@ func runAndCheck(t *testing.T, cl *zktest.Cluster, r nemesis.Recipe, cfg nemesis
 		t.Logf("excused: %s", e)
 	}
 	if len(rep.Violations) > 0 {
-		f := filepath.Join(os.TempDir(), fmt.Sprintf("nemesis-%s-seed%d-%d.json", r.Name, cfg.Seed, time.Now().UnixNano()))
-		if out, err := os.Create(f); err == nil {
-			_ = res.History.WriteJSON(out)
-			out.Close()
+		where := "history NOT written"
+		f := filepath.Join(os.TempDir(), fmt.Sprintf("nemesis-%s-seed%d-%s.json", r.Name, cfg.Seed, time.Now().UTC().Format("20060102T150405.000Z")))
+		if err := writeHistory(res.History, f); err != nil {
+			where += ": " + err.Error()
+		} else {
+			where = "history in " + f
 		}
-		t.Errorf("%d violations (history in %s):\n%s", len(rep.Violations), f, strings.Join(rep.Violations, "\n"))
+		if d := cl.KeepDirs(); d != "" {
+			where += "; server logs and data kept in " + d
+		}
+		t.Errorf("%d violations (%s):\n%s", len(rep.Violations), where, strings.Join(rep.Violations, "\n"))
 	}
 	if rep.Grants == 0 {
 		t.Errorf("no grant at all")
@@ -101,4 +106,16 @@ func TestNemesisCatchesABrokenRecipe(t *testing.T) {
 	if !found {
 		t.Fatalf("the checker did not catch two live holders of a mutex; violations: %q", res.Report.Violations)
 	}
+}
+
+func writeHistory(h *nemesis.History, f string) error {
+	out, err := os.OpenFile(f, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return err
+	}
+	err = h.WriteJSON(out)
+	if cerr := out.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }

@@ -30,9 +30,12 @@ type Recipe struct {
 }
 
 // Participant takes grants until ctx ends: for each grant it calls hold,
-// which returns when the holder is done, and then gives the grant up.
+// which returns when the holder is done, and then gives the grant up. It
+// calls failed for each attempt that ended without a grant (asked is when
+// the attempt began), so that the history shows what a client did while
+// nobody was granted.
 type Participant interface {
-	Run(ctx context.Context, rng *rand.Rand, hold func(Held)) error
+	Run(ctx context.Context, rng *rand.Rand, hold func(Held), failed func(asked time.Time, err error)) error
 }
 
 // Held is one grant handed to the workload.
@@ -51,7 +54,7 @@ type lockParticipant struct {
 	pick func(rng *rand.Rand) (Role, recipe.Lock)
 }
 
-func (p lockParticipant) Run(ctx context.Context, rng *rand.Rand, hold func(Held)) error {
+func (p lockParticipant) Run(ctx context.Context, rng *rand.Rand, hold func(Held), failed func(time.Time, error)) error {
 	for ctx.Err() == nil {
 		role, l := p.pick(rng)
 		asked := time.Now()
@@ -59,6 +62,7 @@ func (p lockParticipant) Run(ctx context.Context, rng *rand.Rand, hold func(Held
 		lease, err := l.Acquire(actx)
 		cancel()
 		if err != nil {
+			failed(asked, err)
 			pause(ctx, 20*time.Millisecond+time.Duration(rng.IntN(80))*time.Millisecond)
 			continue
 		}
@@ -159,7 +163,7 @@ func runBackOff() backoff.BackOff {
 
 type electionParticipant struct{ e *election.Election }
 
-func (p electionParticipant) Run(ctx context.Context, _ *rand.Rand, hold func(Held)) error {
+func (p electionParticipant) Run(ctx context.Context, _ *rand.Rand, hold func(Held), _ func(time.Time, error)) error {
 	asked := time.Now()
 	return election.Run(ctx, p.e, []byte("nemesis"), func(lctx context.Context, token fence.Token) error {
 		hold(Held{Role: RoleLeader, Token: token, Ctx: lctx, Asked: asked})
@@ -186,7 +190,7 @@ type latchParticipant struct {
 	dir string
 }
 
-func (p latchParticipant) Run(ctx context.Context, rng *rand.Rand, hold func(Held)) error {
+func (p latchParticipant) Run(ctx context.Context, rng *rand.Rand, hold func(Held), failed func(time.Time, error)) error {
 	for ctx.Err() == nil {
 		l, err := latch.New(p.s, p.dir, "nemesis", latch.WithLogger(slog.New(slog.DiscardHandler)))
 		if err != nil {
@@ -196,6 +200,9 @@ func (p latchParticipant) Run(ctx context.Context, rng *rand.Rand, hold func(Hel
 		sctx, cancel := context.WithTimeout(ctx, acquireTimeout)
 		err = l.Start(sctx)
 		cancel()
+		if err != nil {
+			failed(asked, err)
+		}
 		for err == nil && ctx.Err() == nil {
 			actx, cancel := context.WithTimeout(ctx, acquireTimeout)
 			lease, aerr := l.Await(actx)
@@ -204,6 +211,7 @@ func (p latchParticipant) Run(ctx context.Context, rng *rand.Rand, hold func(Hel
 				hold(Held{Role: RoleLeader, Token: lease.Token(), Ctx: lease.Context(), Asked: asked})
 				break
 			}
+			failed(asked, aerr)
 			if errors.Is(aerr, latch.ErrClosed) || errors.Is(aerr, latch.ErrNotStarted) || errors.Is(aerr, recipe.ErrSessionClosed) {
 				break
 			}

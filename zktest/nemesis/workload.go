@@ -107,7 +107,7 @@ func Run(ctx context.Context, cl *zktest.Cluster, r Recipe, cfg Config) (*Result
 		clientsDone.Add(1)
 		go func() {
 			defer clientsDone.Done()
-			_ = c.p.Run(wctx, c.rng, func(hd Held) { w.hold(c, hd) })
+			_ = c.p.Run(wctx, c.rng, func(hd Held) { w.hold(c, hd) }, func(asked time.Time, err error) { w.rec.failed(c.id, asked, err) })
 		}()
 	}
 
@@ -123,6 +123,13 @@ func Run(ctx context.Context, cl *zktest.Cluster, r Recipe, cfg Config) (*Result
 	deadline := time.Now().Add(T + 3*time.Second)
 	for time.Now().Before(deadline) && w.rec.firstGrantAfter(h.Healed) < 0 && ctx.Err() == nil {
 		time.Sleep(20 * time.Millisecond)
+	}
+	if w.rec.firstGrantAfter(h.Healed) < 0 && ctx.Err() == nil {
+		// Stuck: look at the servers while the clients still wait.
+		h.Diagnosis = diagnose(ctx, cl, cl.Chroot(), lockDir, w.clients)
+		for _, l := range h.Diagnosis {
+			cfg.Logf("no grant after the heal: %s", l)
+		}
 	}
 
 	// Stop and close every client.
@@ -420,6 +427,13 @@ func (r *recorder) grant(client int, hd Held) *Grant {
 		delete(r.active, g.ID)
 	})
 	return &g.Grant
+}
+
+// failed records an attempt to be granted that failed.
+func (r *recorder) failed(client int, asked time.Time, err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.ops = append(r.ops, Op{Kind: OpAcquire, Client: client, Grant: -1, Call: asked.Sub(r.start), Return: r.now(), Err: err.Error()})
 }
 
 // giveUp records that the holder is about to give the grant up.
