@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -930,5 +931,63 @@ func TestDigestAuthAndACL(t *testing.T) {
 	}
 	if c := in.Children(dir); len(c) != 0 {
 		t.Fatalf("left %v", c)
+	}
+}
+
+// TestReleaseAfterToleratedOutageKeepsForeignNode: a lease lives through a
+// tolerated suspension; meanwhile another client deletes its node and
+// creates one at the exact path. Release right after RECONNECTED must not
+// delete that node (its one-request delete by version is only for a lease
+// whose connection never went down): it reports the loss and leaves the
+// foreign node. Both a first Acquire (own-node watch) and a later one
+// (whose own-node watch is the directory's child watch) are checked.
+func TestReleaseAfterToleratedOutageKeepsForeignNode(t *testing.T) {
+	cl := zktest.Start(t, zktest.WithTickTime(500*time.Millisecond))
+	in := inspect(t, cl)
+	for _, warm := range []bool{false, true} {
+		p := zktest.NewFaultProxy()
+		defer p.Close()
+		s := connect(t, cl, recipe.WithDialer(p.Dial), recipe.WithSessionTimeout(8*time.Second),
+			recipe.WithSuspendPolicy(recipe.TolerateSuspension(0.6)))
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		m := newMutex(t, s, dir)
+		if warm {
+			l, err := m.Acquire(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			release(t, l)
+		}
+		l, err := m.Acquire(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		states := s.Listen(ctx)
+		p.Cut()
+		waitFor := func(want ...recipe.ConnState) {
+			t.Helper()
+			for st := range states {
+				if slices.Contains(want, st.State) {
+					return
+				}
+			}
+			t.Fatalf("no %v", want)
+		}
+		waitFor(recipe.StateSuspended)
+		node := l.(interface{ Path() string }).Path()
+		in.Delete(node)
+		if _, err := in.Conn().Create(cl.Chroot()+node, []byte("foreign"), 0, zk.WorldACL(zk.PermAll)); err != nil {
+			t.Fatal(err)
+		}
+		p.Resume()
+		waitFor(recipe.StateReconnected)
+		if err := l.Release(ctx); err != nil && !errors.Is(err, recipe.ErrLeaseLost) {
+			t.Fatalf("warm=%v: Release: %v, want nil or ErrLeaseLost", warm, err)
+		}
+		if in.Stat(node) == nil {
+			t.Fatalf("warm=%v: Release deleted the foreign node at %s", warm, node)
+		}
+		in.Delete(node)
 	}
 }

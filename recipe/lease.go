@@ -11,13 +11,17 @@ import (
 // lease is a grant made by a Queue: the znode at path, created by session
 // owner with czxid as its fencing token.
 type lease struct {
-	s      *Session
-	gen    *generation
-	path   string // absolute
-	czxid  int64  // set under Session.mu by activateLease
-	token  int64  // the fencing token when it is not czxid (anchored node); set before the grant
-	owner  int64
-	active bool // granted (under Session.mu)
+	s   *Session
+	gen *generation
+	// outages is Session.outages when the lease was registered (under
+	// Session.mu): Release deletes by version without reading the node only
+	// if the connection has not been down since.
+	outages uint64
+	path    string // absolute
+	czxid   int64  // set under Session.mu by activateLease
+	token   int64  // the fencing token when it is not czxid (anchored node); set before the grant
+	owner   int64
+	active  bool // granted (under Session.mu)
 	// Set at registration for a lease whose node's Stat came with the create
 	// (see Queue.join and fastStart): its own-node watch is armed in the background.
 	early  bool
@@ -82,10 +86,14 @@ func (l *lease) Release(ctx context.Context) error {
 	}
 	// Delete by path with the known data version, without reading the node
 	// first (the version check is the server's; see deleteOnce), when the
-	// connection is up; otherwise, and on every retry, after checking owner
-	// and czxid.
+	// connection is up and has not been down since the lease was registered
+	// (across an outage a watch event can be lost, and another client had
+	// the outage to delete our node and create one at its path: a
+	// tolerated suspension keeps the lease live through it); otherwise, and
+	// on every retry, after checking owner and czxid.
 	l.s.mu.Lock()
-	it := cleanupItem{path: l.path, czxid: l.czxid, owner: l.owner, version: l.version, byVersion: l.s.state.IsConnected()}
+	unbroken := l.s.state.IsConnected() && l.s.outages == l.outages
+	it := cleanupItem{path: l.path, czxid: l.czxid, owner: l.owner, version: l.version, byVersion: unbroken}
 	l.s.mu.Unlock()
 	err := l.s.deleteOwned(ctx, it, true)
 	if err != nil {

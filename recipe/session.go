@@ -52,12 +52,15 @@ type Session struct {
 	sniffID      atomic.Int64 // session id in the last connect response
 	sniffTimeout atomic.Int64 // negotiated timeout in the last connect response (ns)
 
-	mu        sync.Mutex
-	state     ConnState
-	started   bool // first session seen
-	closed    bool
-	epoch     *epoch
-	gen       *generation
+	mu      sync.Mutex
+	state   ConnState
+	started bool // first session seen
+	closed  bool
+	epoch   *epoch
+	gen     *generation
+	// outages counts transitions to a not-connected state (SUSPENDED,
+	// LOST): a lease's unchecked release needs none since its registration.
+	outages   uint64
 	changed   chan struct{} // closed and replaced on every transition
 	listeners map[*Feed[StateChange]]struct{}
 	byPath    map[string]*lease // live leases by absolute znode path
@@ -457,6 +460,9 @@ func (s *Session) setStateLocked(st ConnState, cause error) {
 		m.SessionState(s.state, st, cause)
 	}
 	s.state = st
+	if !st.IsConnected() {
+		s.outages++
+	}
 	close(s.changed)
 	s.changed = make(chan struct{})
 	var id int64
@@ -705,6 +711,7 @@ func (s *Session) prepareLease(ctx context.Context, nodePath string, owner int64
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	l.gen = s.gen
+	l.outages = s.outages
 	s.byPath[nodePath] = l
 	return l, s.gen
 }
@@ -717,6 +724,7 @@ func (s *Session) registerEarly(l *lease, slot *childSlot) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	l.gen = s.gen
+	l.outages = s.outages
 	l.early = true
 	s.byPath[l.path] = l
 	if slot != nil {
