@@ -30,7 +30,9 @@
 //
 // Permissions: as package mutex (CREATE and DELETE on the election directory).
 // Foreign children of the directory are ignored unless they imitate this
-// package's node names exactly; keep the directory for the election.
+// package's node names exactly; another recipe's nodes of this module make
+// Campaign fail with recipe.ErrMixedRecipes. Keep the directory for the
+// election.
 package election
 
 import (
@@ -204,7 +206,7 @@ func (e *Election) Path() string { return e.q.Dir() }
 // answer); recipe.ErrBadOption when value is longer than recipe.MaxNodeData;
 // ErrCampaigning; recipe.ErrSessionLost; recipe.ErrNodeDeleted (the node
 // vanished while waiting, e.g. the directory was deleted: campaign again);
-// recipe.ErrSessionClosed; *recipe.OpError (matching recipe.ErrNoPermission
+// recipe.ErrSessionClosed; recipe.ErrMixedRecipes; *recipe.OpError (matching recipe.ErrNoPermission
 // on ACL refusals). No error leaves a node behind.
 func (e *Election) Campaign(ctx context.Context, value []byte) (recipe.Lease, error) {
 	return e.campaign(ctx, value, true)

@@ -20,8 +20,10 @@
 //
 // Foreign children of the lock directory are ignored, except a node that
 // imitates this package's names exactly: it takes a place in the queue like
-// any contender, and if it is not ephemeral it never leaves. Keep the lock
-// directory for the lock.
+// any contender, and if it is not ephemeral it never leaves. Nodes of
+// another recipe of this module (a semaphore's, a read-write lock's) make
+// Acquire and TryAcquire fail with recipe.ErrMixedRecipes instead of granting
+// beside them. Keep the lock directory for the lock.
 //
 // The guarantee, stated plainly: a Lease is a lease, not a mutex. While its
 // Context is not done, no other holder of the same lock has been granted
@@ -121,7 +123,7 @@ func (m *Mutex) Path() string { return m.q.Dir() }
 // recipe.Queue.Acquire.
 //
 // Errors: ctx's cause (nothing left behind: case C5), recipe.ErrSessionLost,
-// recipe.ErrNodeDeleted, recipe.ErrSessionClosed, *recipe.OpError (matching
+// recipe.ErrNodeDeleted, recipe.ErrSessionClosed, recipe.ErrMixedRecipes, *recipe.OpError (matching
 // recipe.ErrNoPermission on ACL refusals).
 func (m *Mutex) Acquire(ctx context.Context) (recipe.Lease, error) {
 	return m.q.Acquire(ctx, Kind, m.data)

@@ -44,7 +44,9 @@ const (
 // and give readers a token check only where a read has effects.
 //
 // Node names interoperate with no other library; foreign children of the
-// directory are ignored. An RWMutex is safe for concurrent use.
+// directory are ignored, but another recipe's nodes of this module (a
+// mutex's, a semaphore's) make an acquisition fail with
+// recipe.ErrMixedRecipes. An RWMutex is safe for concurrent use.
 type RWMutex struct {
 	q     *recipe.Queue
 	data  []byte
@@ -154,7 +156,7 @@ func (rw *RWMutex) Participants(ctx context.Context) ([]recipe.Participant, erro
 // (see recipe.Queue.Acquire).
 //
 // Errors: ctx's cause (nothing left behind), recipe.ErrSessionLost,
-// recipe.ErrNodeDeleted, recipe.ErrSessionClosed, *recipe.OpError (matching
+// recipe.ErrNodeDeleted, recipe.ErrSessionClosed, recipe.ErrMixedRecipes, *recipe.OpError (matching
 // recipe.ErrNoPermission on ACL refusals).
 func (l *RWSide) Acquire(ctx context.Context) (recipe.Lease, error) {
 	return l.rw.q.Acquire(ctx, l.kind, l.rw.data)

@@ -99,7 +99,8 @@ func (s *Semaphore) Path() string { return s.q.Dir() }
 // the directory, which then stands in for it (see recipe.Queue.Acquire).
 //
 // Errors: ctx's cause (nothing left behind), recipe.ErrSessionLost,
-// recipe.ErrNodeDeleted, recipe.ErrSessionClosed, *recipe.OpError (matching
+// recipe.ErrNodeDeleted, recipe.ErrSessionClosed, recipe.ErrMixedRecipes
+// (the directory holds another recipe's nodes), *recipe.OpError (matching
 // recipe.ErrNoPermission on ACL refusals).
 func (s *Semaphore) Acquire(ctx context.Context) (recipe.Lease, error) {
 	return s.q.Acquire(ctx, SemaphoreKind, s.data)

@@ -294,3 +294,41 @@ func TestSemaphoreCancelAndBadInput(t *testing.T) {
 	}
 	handOver(t, held, sem)
 }
+
+// TestMixedRecipesRefused: a mutex and a semaphore (or a read-write lock)
+// on one directory would each ignore the other's nodes and both grant; the
+// second recipe's acquisition is refused with recipe.ErrMixedRecipes and
+// leaves no node, and the first holder keeps the lock.
+func TestMixedRecipesRefused(t *testing.T) {
+	cl := zktest.Shared(t)
+	in := inspect(t, cl)
+	ctx := context.Background()
+	held, err := newMutex(t, connect(t, cl), "/mixed").Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := connect(t, cl)
+	sem, err := mutex.NewSemaphore(s, "/mixed", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sem.TryAcquire(ctx); !errors.Is(err, recipe.ErrMixedRecipes) {
+		t.Fatalf("semaphore TryAcquire beside a mutex: %v, want ErrMixedRecipes", err)
+	}
+	rw, err := mutex.NewRW(s, "/mixed")
+	if err != nil {
+		t.Fatal(err)
+	}
+	actx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if _, err := rw.WriteLock().Acquire(actx); !errors.Is(err, recipe.ErrMixedRecipes) {
+		t.Fatalf("write lock Acquire beside a mutex: %v, want ErrMixedRecipes", err)
+	}
+	if n := in.Owned("/mixed", s.ID()); len(n) != 0 {
+		t.Fatalf("refused acquisitions left %v", n)
+	}
+	if err := held.Context().Err(); err != nil {
+		t.Fatalf("the mutex holder lost its lease: %v", context.Cause(held.Context()))
+	}
+	release(t, held)
+}

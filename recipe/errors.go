@@ -62,6 +62,15 @@ var (
 
 	// ErrBadOption is matched by errors for invalid option values.
 	ErrBadOption = errors.New("recipe: invalid option")
+
+	// ErrMixedRecipes is matched by the error of an acquisition whose
+	// directory holds nodes this module created for a different recipe
+	// (another node kind: a mutex's "lock-" nodes beside a semaphore's
+	// "lease-" nodes, say). Each recipe would ignore the other's nodes and
+	// both would grant at once, so the acquisition refuses instead (its own
+	// node deleted). Give each recipe a directory of its own. Children that
+	// are not in this module's name grammar are ignored, as Curator does.
+	ErrMixedRecipes = errors.New("recipe: the directory holds another recipe's nodes")
 )
 
 // PathError reports an invalid znode path. It matches ErrInvalidPath.

@@ -125,6 +125,45 @@ func ParseNodeName(name string, kinds []string) (NodeName, bool) {
 	return NodeName{}, false
 }
 
+// otherKind reports the kind of the first child that is in this module's
+// name grammar (protected prefix, GUID, a kind, a canonical sequence, or an
+// anchored position) but of none of kinds: a node another recipe created in
+// the same directory. Children outside the grammar are not reported.
+func otherKind(children []string, kinds []string) (string, bool) {
+	for _, c := range children {
+		if _, ok := ParseNodeName(c, kinds); ok {
+			continue
+		}
+		if _, ok := ParseNodeName(c, []string{kindOf(c)}); ok && kindOf(c) != "" {
+			return kindOf(c), true
+		}
+	}
+	return "", false
+}
+
+// kindOf returns what stands in the kind's place of a name in the grammar
+// (between "_c_<guid>-" and the sequence or the first '@'), or "" when the
+// name does not have that shape. ParseNodeName with that kind says whether
+// the whole name is in the grammar.
+func kindOf(name string) string {
+	head := len(protectedPrefix) + guidLen + 1
+	if len(name) <= head || !strings.HasPrefix(name, protectedPrefix) || name[head-1] != '-' {
+		return ""
+	}
+	rest := name[head:]
+	if i := strings.IndexByte(rest, '@'); i >= 0 {
+		return rest[:i]
+	}
+	for _, n := range []int{10, 11} {
+		if len(rest) > n {
+			if _, ok := parseSeq(rest[len(rest)-n:]); ok {
+				return rest[:len(rest)-n]
+			}
+		}
+	}
+	return ""
+}
+
 // parseSeq accepts exactly the canonical %010d form of an int32.
 func parseSeq(s string) (int32, bool) {
 	if len(s) != 10 && len(s) != 11 {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -163,6 +164,29 @@ func TestFormatSeqIsPercent010d(t *testing.T) {
 	for _, bad := range []string{"-000000000", "000000001", "+000000001", "00000000001", "2147483648", "-2147483649", "0x00000001"} {
 		if v, ok := parseSeq(bad); ok {
 			t.Errorf("parseSeq(%q) accepted as %d", bad, v)
+		}
+	}
+}
+
+func TestOtherKind(t *testing.T) {
+	g := strings.Repeat("ab", 16)
+	for _, tc := range []struct {
+		children []string
+		want     string
+		found    bool
+	}{
+		{[]string{"_c_" + g + "-lock-0000000001"}, "", false},
+		{[]string{"foo", "_c_zz-lock-abc", "_c_" + g + "-lock-0000000001"}, "", false},
+		{[]string{"_c_" + g + "-lock-0000000001", "_c_" + g + "-lease-0000000002"}, "lease-", true},
+		{[]string{"_c_" + g + "-read-@0000000001@0000000003"}, "read-", true},
+		{[]string{"_c_" + g + "-lease--2147483648"}, "lease-", true},
+		{[]string{"_c_" + g + "-lease-12"}, "", false},                                   // no canonical sequence
+		{[]string{"_c_" + strings.Repeat("z", 32) + "-lease-0000000002"}, "", false},     // not a GUID
+		{[]string{"_c_6f1d3a9e-1111-2222-3333-444455556666-lock-0000000001"}, "", false}, // Curator's protected name
+	} {
+		got, found := otherKind(tc.children, []string{"lock-"})
+		if got != tc.want || found != tc.found {
+			t.Errorf("otherKind(%q) = %q, %v; want %q, %v", tc.children, got, found, tc.want, tc.found)
 		}
 	}
 }

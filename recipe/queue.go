@@ -139,7 +139,7 @@ func (q *Queue) Session() *Session { return q.s }
 //
 // Errors: ctx's cause when ctx ends; ErrSessionLost when the session that
 // owns the node is lost; ErrNodeDeleted when the node is deleted by someone
-// else while waiting; ErrSessionClosed; an *OpError for refusals (matching
+// else while waiting; ErrSessionClosed; ErrMixedRecipes (the directory holds nodes of other kinds of this module); an *OpError for refusals (matching
 // ErrNoPermission for ACLs); ErrBadOption for an unknown kind or data over
 // MaxNodeData. In every error case the caller's node is deleted (or its
 // deletion is queued with the Session's cleaner until reconnection): Acquire
@@ -599,6 +599,9 @@ func (q *Queue) wait(ctx context.Context, t *Ticket, wait bool, fs *fastStart) (
 			if err != nil {
 				return nil, q.wrap("children", err)
 			}
+		}
+		if k, ok := otherKind(children, q.kinds); ok {
+			return nil, fmt.Errorf("%w: %s has %q nodes beside this recipe's %q", ErrMixedRecipes, q.dir, k, q.kinds)
 		}
 		nodes := ParseChildren(children, q.kinds)
 		self := slices.IndexFunc(nodes, func(n NodeName) bool { return n.Name == t.name })
