@@ -8,6 +8,8 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"os/signal"
+	"strconv"
 	"syscall"
 	"time"
 )
@@ -22,6 +24,7 @@ type child struct {
 	log   *slog.Logger
 	done  chan struct{} // closed when the child has exited
 	state *os.ProcessState
+	guard *os.File // write end of the guard's pipe (nil: no guard)
 }
 
 // startChild starts argv with the extra environment variables env. An
@@ -36,6 +39,13 @@ func startChild(log *slog.Logger, argv, env []string) (*child, error) {
 		return nil, err
 	}
 	c := &child{cmd: cmd, log: log.With("pid", cmd.Process.Pid), done: make(chan struct{})}
+	g, err := startGuard(cmd.Process.Pid)
+	if err != nil {
+		// Without a guard the command still runs; only a zkrecipes killed
+		// with SIGKILL would leave its grandchildren behind.
+		c.log.Warn("no guard process: if zkrecipes is killed, what the command started may outlive it", "err", err)
+	}
+	c.guard = g
 	go func() {
 		c.cmd.Wait() // the status is in ProcessState
 		c.state = c.cmd.ProcessState
@@ -108,8 +118,12 @@ const (
 // grace to exit before SIGKILL). On loss the child is stopped with SIGTERM
 // and SIGKILL after grace. It returns once the child has exited.
 func (c *child) supervise(owned context.Context, sigs <-chan os.Signal, grace time.Duration) (outcome, os.Signal) {
+	defer c.disarm()
 	select {
 	case <-c.done:
+		// Whatever the command left running in its group goes too: the
+		// lock is released next, and nothing may keep working without it.
+		c.signal(syscall.SIGKILL)
 		if owned.Err() != nil {
 			// Both happened: the command cannot be trusted to have run
 			// under the lock throughout.
@@ -152,4 +166,65 @@ func (c *child) stopOrAgain(sig syscall.Signal, grace time.Duration, sigs <-chan
 // describe formats the child's end for logs.
 func (c *child) describe() string {
 	return fmt.Sprintf("%v", c.state)
+}
+
+// guardArg is the hidden subcommand of the guard process.
+const guardArg = "__guard"
+
+// startGuard starts the guard of the process group pgid: a second
+// zkrecipes process (in a group of its own) that reads its stdin, a pipe
+// whose write end only this process holds. If this process dies without
+// disarming it (SIGKILL, a crash, the OOM killer), the pipe reports EOF
+// and the guard sends SIGKILL to the whole group: the kernel's parent-death
+// signal reaches only the direct child, not what it started, and that must
+// not keep running once the lock's holder is gone. A process that leaves
+// the group (setsid, a daemon) escapes it.
+func startGuard(pgid int) (*os.File, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	g := exec.Command(exe, guardArg, strconv.Itoa(pgid))
+	g.Stdin = r
+	g.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	err = g.Start()
+	r.Close()
+	if err != nil {
+		w.Close()
+		return nil, err
+	}
+	go g.Wait() // reaped when it exits (after disarm)
+	return w, nil
+}
+
+// disarm tells the guard that the group has been dealt with: it exits
+// without signalling anything.
+func (c *child) disarm() {
+	if c.guard != nil {
+		_, _ = c.guard.Write([]byte{1})
+		c.guard.Close()
+		c.guard = nil
+	}
+}
+
+// runGuard is the guard process: it waits for a byte (disarmed) or EOF
+// (its parent died) on stdin, and on EOF kills the process group args[0].
+func runGuard(args []string) int {
+	if len(args) != 1 {
+		return exitUsage
+	}
+	pgid, err := strconv.Atoi(args[0])
+	if err != nil || pgid <= 1 {
+		return exitUsage
+	}
+	signal.Ignore(syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	var b [1]byte
+	if n, _ := os.Stdin.Read(b[:]); n == 0 {
+		_ = syscall.Kill(-pgid, syscall.SIGKILL)
+	}
+	return 0
 }

@@ -312,3 +312,41 @@ func TestLockWaiterFrozenQueuesAgain(t *testing.T) {
 	b.expect(0, 30*time.Second)
 	awaitFile(t, ran)
 }
+
+// TestLockKilledTakesTheCommandsGroup: zkrecipes is killed with SIGKILL
+// while its command runs a grandchild (a job script's real work): the guard
+// process kills the command's whole process group, so nothing keeps working
+// without the lock (the kernel's parent-death signal would reach only the
+// direct child). Likewise, what a command leaves running when it exits
+// normally is killed before the lock is released.
+func TestLockKilledTakesTheCommandsGroup(t *testing.T) {
+	t.Parallel()
+	cl := zktest.Shared(t)
+	dir := t.TempDir()
+	pid := filepath.Join(dir, "pid")
+	a := start(t, cl, dir, "lock", "/locks/killed", "--", "sh", "-c",
+		fmt.Sprintf(`sleep 60 & echo $! > %s; wait`, pid))
+	a.awaitLog("lock acquired")
+	grandchild := readPid(t, pid)
+	a.signal(syscall.SIGKILL)
+	a.wait(10 * time.Second)
+	zktest.Eventually(t, 10*time.Second, "the grandchild killed with zkrecipes", func() bool { return !running(grandchild) })
+
+	left := filepath.Join(dir, "left")
+	b := start(t, cl, dir, "lock", "/locks/killed-left", "--", "sh", "-c",
+		fmt.Sprintf(`sleep 60 & echo $! > %s`, left))
+	b.expect(0, 30*time.Second)
+	leftover := readPid(t, left)
+	zktest.Eventually(t, 10*time.Second, "a leftover of a finished command killed", func() bool { return !running(leftover) })
+}
+
+// running reports whether process pid exists and is not a zombie.
+func running(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	return i < 0 || i+2 >= len(s) || s[i+2] != 'Z'
+}

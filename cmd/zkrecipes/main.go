@@ -90,6 +90,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	switch args[0] {
+	case guardArg:
+		return runGuard(args[1:])
 	case "lock":
 		return runLock(args[1:], stdout, stderr)
 	case "elect":
