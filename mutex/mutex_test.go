@@ -617,12 +617,13 @@ func TestC18_ParentRemovedBetweenEnsureAndCreate(t *testing.T) {
 }
 
 // TestForeignChildrenIgnored: children that don't follow the grammar are
-// neither predecessors nor fatal.
+// neither predecessors nor fatal; a node in the grammar but of another kind
+// (another recipe's) makes the acquisition fail with ErrMixedRecipes.
 func TestForeignChildrenIgnored(t *testing.T) {
 	cl := zktest.Shared(t)
 	in := inspect(t, cl)
 	for _, n := range []string{"foo", "lock-0000000000", "_c_nothex-lock-0000000001",
-		"_c_0123456789abcdef0123456789abcdef-other-0000000002"} {
+		"_c_0123456789abcdef0123456789abcdef-lock-12"} {
 		in.Create(dir+"/"+n, nil)
 	}
 	m := newMutex(t, connect(t, cl), dir)
@@ -637,6 +638,15 @@ func TestForeignChildrenIgnored(t *testing.T) {
 	release(t, l)
 	if c := in.Children(dir); len(c) != 4 {
 		t.Fatalf("foreign children touched: %v", c)
+	}
+	// A node in this module's grammar but of another kind is another
+	// recipe's: refused (recipe.ErrMixedRecipes), and left alone.
+	in.Create(dir+"/_c_0123456789abcdef0123456789abcdef-other-0000000002", nil)
+	if _, err := m.TryAcquire(context.Background()); !errors.Is(err, recipe.ErrMixedRecipes) {
+		t.Fatalf("TryAcquire beside another kind's node: %v, want ErrMixedRecipes", err)
+	}
+	if c := in.Children(dir); len(c) != 5 {
+		t.Fatalf("after the refusal: %v", c)
 	}
 }
 
