@@ -413,8 +413,15 @@ func TestC17_DirectoryDeletedUnderLiveParticipants(t *testing.T) {
 	for round := 0; round < 2; round++ {
 		waiter := campaignAsync(ctx, w, "w")
 		eventually(t, 10*time.Second, "everyone queued", func() bool { return len(in.Children(dir)) == 4 })
-		old, ok := log.byToken(o.Leader.Token)
-		if !ok || old.who != string(o.Leader.Value) {
+		// The observer can see the leader before its function has started
+		// and logged the term.
+		var old term
+		eventually(t, 10*time.Second, "the observed leader's term logged", func() bool {
+			var ok bool
+			old, ok = log.byToken(o.Leader.Token)
+			return ok
+		})
+		if old.who != string(o.Leader.Value) {
 			t.Fatalf("round %d: leader term %+v, observed %v", round, old, o)
 		}
 		if n := in.DeleteAll(dir); n != 4 {
