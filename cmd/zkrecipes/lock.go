@@ -163,6 +163,9 @@ func lockMain(f *lockFlags, path string, argv []string, stderr io.Writer) int {
 		case errors.Is(err, recipe.ErrSessionLost), errors.Is(err, recipe.ErrUnreachable):
 			log.Error("the ZooKeeper session was lost before the lock was granted", "err", err)
 			return exitUnavailable
+		case errors.Is(err, recipe.ErrMixedRecipes):
+			log.Error("the path is in use by another kind of lock (another --rw/--semaphore mode, or an election): use one mode per path", "err", err)
+			return exitUsage
 		}
 		log.Error("cannot acquire the lock", "err", err)
 		return exitSoftware

@@ -350,3 +350,27 @@ func running(pid int) bool {
 	i := strings.LastIndexByte(s, ')')
 	return i < 0 || i+2 >= len(s) || s[i+2] != 'Z'
 }
+
+// TestLockRefusesAnotherModeOnThePath: a plain lock holds the path; a
+// --rw write lock (or a semaphore) on the same path would ignore its node
+// and run beside it, so it is refused with the usage status and runs
+// nothing.
+func TestLockRefusesAnotherModeOnThePath(t *testing.T) {
+	t.Parallel()
+	cl := zktest.Shared(t)
+	dir := t.TempDir()
+	gate := filepath.Join(dir, "gate")
+	a := start(t, cl, dir, "lock", "/locks/modes", "--", "sh", "-c", gateScript(gate))
+	a.awaitLog("lock acquired")
+	ran := filepath.Join(dir, "ran")
+	for _, mode := range [][]string{{"--rw", "write"}, {"--semaphore", "2"}} {
+		args := append(append([]string{"lock", "--wait", "0"}, mode...), "/locks/modes", "--", "touch", ran)
+		b := start(t, cl, dir, args...)
+		b.expect(exitUsage, 30*time.Second)
+		if _, err := os.Stat(ran); err == nil {
+			t.Fatalf("%v ran its command beside the plain lock's holder", mode)
+		}
+	}
+	touch(t, gate)
+	a.expect(0, 30*time.Second)
+}

@@ -31,7 +31,8 @@ import (
 // unchanged (0-255; 128+n when it was killed by signal n, as shells report
 // it; 127 and 126 when it could not be found or executed).
 const (
-	// exitUsage (EX_USAGE): bad flags or arguments, an invalid path.
+	// exitUsage (EX_USAGE): bad flags or arguments, an invalid path, a lock
+	// path in use by another mode (recipe.ErrMixedRecipes).
 	exitUsage = 64
 	// exitNoNode (EX_NOINPUT): inspect's path does not exist.
 	exitNoNode = 66
