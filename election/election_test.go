@@ -702,7 +702,13 @@ func TestRunReturnsWhenCtxEnds(t *testing.T) {
 	waiter := startRun(newElection(t, connect(t, cl), dir), "waiter", log.fn("waiter"))
 	eventually(t, 10*time.Second, "waiter queued", func() bool { return len(in.Children(dir)) == 2 })
 	shutdown := errors.New("shutdown")
-	for name, r := range map[string]*runner{"leader": leader, "waiter": waiter} {
+	// The waiter first: were the leader stopped first, its resignation
+	// would hand leadership to the waiter before the waiter is stopped.
+	for _, nr := range []struct {
+		name string
+		r    *runner
+	}{{"waiter", waiter}, {"leader", leader}} {
+		name, r := nr.name, nr.r
 		r.cancel(shutdown)
 		select {
 		case err := <-r.done:
