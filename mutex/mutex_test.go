@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cenkalti/backoff/v4"
 	"github.com/go-zookeeper/zk"
 
 	"github.com/zkrecipes/zkrecipes/fence"
@@ -999,5 +1000,49 @@ func TestReleaseAfterToleratedOutageKeepsForeignNode(t *testing.T) {
 			t.Fatalf("warm=%v: Release deleted the foreign node at %s", warm, node)
 		}
 		in.Delete(node)
+	}
+}
+
+// TestCreateOutlivesItsSession: the create's request is held on the wire
+// past the session timeout (a process frozen while sending), so the
+// watchdog presumes the session expired and closes the connection under
+// the create. Acquire must then either succeed on the next session or fail
+// with an error matching recipe.ErrSessionLost (so a caller knows to join
+// again), never with a bare connection error; and it leaves no node.
+// With retries exhausted at once (no backoff), the error must match
+// ErrSessionLost.
+func TestCreateOutlivesItsSession(t *testing.T) {
+	for _, noRetry := range []bool{false, true} {
+		t.Run(fmt.Sprintf("noRetry=%v", noRetry), func(t *testing.T) {
+			cl := zktest.Shared(t)
+			in := inspect(t, cl)
+			var held atomic.Int32
+			opts := []recipe.Option{recipe.WithSessionTimeout(2 * time.Second), recipe.WithDialer(zktest.RequestHook(nil, func(op int32) zktest.Fault {
+				if (op == zktest.OpCreate || op == zktest.OpCreate2) && held.Add(1) == 1 {
+					time.Sleep(2500 * time.Millisecond)
+				}
+				return zktest.Pass
+			}))}
+			if noRetry {
+				opts = append(opts, recipe.WithRetryPolicy(func() backoff.BackOff { return &backoff.StopBackOff{} }))
+			}
+			s := connect(t, cl, opts...)
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			l, err := newMutex(t, s, dir).Acquire(ctx)
+			if held.Load() == 0 {
+				t.Fatal("the create was never held: the test proves nothing")
+			}
+			switch {
+			case err == nil && !noRetry:
+				t.Logf("acquired on the next session (token %v)", l.Token())
+				release(t, l)
+			case errors.Is(err, recipe.ErrSessionLost):
+				t.Logf("Acquire: %v", err)
+			default:
+				t.Fatalf("Acquire: %v, want an error matching ErrSessionLost (or, with retries, success)", err)
+			}
+			eventually(t, 10*time.Second, "no node left", func() bool { return len(in.Children(dir)) == 0 })
+		})
 	}
 }

@@ -382,6 +382,12 @@ func (q *Queue) join(ctx context.Context, kind string, data []byte, anchor *anch
 	if err != nil {
 		// The create may have been applied: remove whatever carries our GUID.
 		q.deleteOwned(ctx, cleanupItem{dir: q.adir, guid: guid, owner: q.s.ID()}, false)
+		if isConnErr(err) && ep.ctx.Err() != nil && !errors.Is(err, ErrSessionLost) {
+			// The connection failed because the session it served is
+			// lost (expired, or presumed expired by the watchdog): say so,
+			// so that a caller can join again on the next session.
+			err = fmt.Errorf("%w (%w)", context.Cause(ep.ctx), err)
+		}
 		return nil, err
 	}
 	t := &Ticket{q: q, name: name, path: q.adir + "/" + name, ep: ep, owner: ep.id, keep: keep}
