@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -73,7 +74,7 @@ func runLock(args []string, stdout, stderr io.Writer) int {
 		return usageError(stderr, fs, "no command: put it after --, as in: zkrecipes lock %s -- CMD [ARGS...]", pos[0])
 	case f.rw != "" && f.rw != "read" && f.rw != "write":
 		return usageError(stderr, fs, "--rw %q: want read or write", f.rw)
-	case f.semaphore < 0:
+	case f.semaphore < 0 || (f.semaphore == 0 && flagSet(fs, "semaphore")):
 		return usageError(stderr, fs, "--semaphore %d: want a number of leases >= 1", f.semaphore)
 	case f.semaphore > 0 && f.rw != "":
 		return usageError(stderr, fs, "--rw and --semaphore exclude each other")
@@ -315,4 +316,11 @@ func (w *waitFlag) Set(s string) error {
 	}
 	*w = waitFlag(d)
 	return nil
+}
+
+// flagSet reports whether the flag name was given on the command line.
+func flagSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
 }

@@ -229,6 +229,9 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"lock", "--bogus", "/locks/x", "--", "true"}, "flag provided but not defined: -bogus"},
 		{[]string{"lock", "--log-format", "xml", "/locks/x", "--", "true"}, `--log-format "xml"`},
 		{[]string{"lock", "--tolerate-suspension", "2", "/locks/x", "--", "true"}, "--tolerate-suspension 2"},
+		{[]string{"lock", "--servers", "127.0.0.1:notaport", "/locks/x", "--", "true"}, "is not host:port"},
+		{[]string{"lock", "--semaphore", "0", "/locks/x", "--", "true"}, "--semaphore 0"},
+		{[]string{"lock", "--servers", "127.0.0.1:2181,,", "/locks/x", "--", "true"}, "an empty server address"},
 		{[]string{"elect", "/e", "--", "true"}, ""}, // valid: checked below with no servers
 		{[]string{"inspect", "a", "b"}, "want exactly one PATH"},
 		{[]string{"frobnicate"}, `unknown command "frobnicate"`},

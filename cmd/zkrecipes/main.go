@@ -20,7 +20,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -148,6 +150,29 @@ func (c *common) check() error {
 	var lvl slog.Level
 	if err := lvl.UnmarshalText([]byte(c.logLevel)); err != nil {
 		return fmt.Errorf("--log-level %q: want debug, info, warn or error", c.logLevel)
+	}
+	return checkServers(c.servers)
+}
+
+// checkServers rejects a server list that cannot name servers: an empty
+// entry, or a port that is not a number in 1..65535 (a missing port means
+// 2181). A chroot suffix ("host:port/app") is allowed.
+func checkServers(servers string) error {
+	for _, a := range strings.Split(servers, ",") {
+		a = strings.TrimSpace(a)
+		if i := strings.IndexByte(a, '/'); i >= 0 {
+			a = a[:i]
+		}
+		if a == "" {
+			return fmt.Errorf("--servers %q: an empty server address", servers)
+		}
+		h, p, err := net.SplitHostPort(a)
+		if err != nil {
+			continue // a host without a port (2181), or an IPv6 address
+		}
+		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 || h == "" {
+			return fmt.Errorf("--servers %q: %q is not host:port with a port in 1..65535", servers, a)
+		}
 	}
 	return nil
 }
