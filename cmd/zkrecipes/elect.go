@@ -7,7 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"os/signal"
 	"strconv"
 	"time"
 
@@ -83,28 +82,12 @@ func runElect(args []string, stdout, stderr io.Writer) int {
 
 func electMain(f *electFlags, path string, argv []string, stderr io.Writer) int {
 	log := f.logger(stderr).With("path", path, "id", f.id)
-	sigs := notifySignals()
-	defer signal.Stop(sigs)
-	ctx, cancel := context.WithCancelCause(context.Background())
-	defer cancel(nil)
-	var got os.Signal
-	stopWatch := watchSignals(sigs, func(sig os.Signal) { got = sig; cancel(fmt.Errorf("signal %v", sig)) })
-	defer stopWatch()
-
-	met, code := startMetrics(f.metricsAddr, log)
+	sv, code := f.supervise(log)
 	if code >= 0 {
 		return code
 	}
-	defer met.close()
-	s, code := f.connect(ctx, log, met.option()...)
-	if code >= 0 {
-		stopWatch()
-		if got != nil {
-			return signalStatus(got)
-		}
-		return code
-	}
-	defer s.Close()
+	defer sv.close()
+	ctx, cancel, s, sigs, stopWatch := sv.ctx, sv.cancel, sv.s, sv.sigs, sv.stopWatch
 	e, err := election.New(s, path, election.WithLogger(log))
 	if err != nil {
 		log.Error("cannot set up the election", "err", err)
@@ -145,9 +128,9 @@ func electMain(f *electFlags, path string, argv []string, stderr io.Writer) int 
 		})
 		stopWatch()
 		switch {
-		case got != nil:
-			log.Info("interrupted", "signal", got)
-			return signalStatus(got)
+		case sv.got != nil:
+			log.Info("interrupted", "signal", sv.got)
+			return signalStatus(sv.got)
 		case startErr != nil:
 			log.Error("cannot start the command", "argv", argv, "err", startErr)
 			return startStatus(startErr)
@@ -160,9 +143,9 @@ func electMain(f *electFlags, path string, argv []string, stderr io.Writer) int 
 	stopWatch()
 	if err != nil {
 		switch {
-		case got != nil:
-			log.Info("interrupted while campaigning", "signal", got)
-			return signalStatus(got)
+		case sv.got != nil:
+			log.Info("interrupted while campaigning", "signal", sv.got)
+			return signalStatus(sv.got)
 		case errors.Is(err, recipe.ErrSessionLost):
 			log.Error("the ZooKeeper session was lost before leadership was granted", "err", err)
 			return exitUnavailable
@@ -170,10 +153,10 @@ func electMain(f *electFlags, path string, argv []string, stderr io.Writer) int 
 		log.Error("campaign failed", "err", err)
 		return exitSoftware
 	}
-	if got != nil { // the signal came with the leadership: don't start the command
-		log.Info("interrupted as leadership was granted", "signal", got)
+	if sv.got != nil { // the signal came with the leadership: don't start the command
+		log.Info("interrupted as leadership was granted", "signal", sv.got)
 		resign(e, s, log)
-		return signalStatus(got)
+		return signalStatus(sv.got)
 	}
 	log.Info("leading", "token", lease.Token(), "session", fmt.Sprintf("0x%x", s.ID()))
 	c, err := startChild(log, argv, env(lease.Token()))

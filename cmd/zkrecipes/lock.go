@@ -92,29 +92,12 @@ func runLock(args []string, stdout, stderr io.Writer) int {
 
 func lockMain(f *lockFlags, path string, argv []string, stderr io.Writer) int {
 	log := f.logger(stderr).With("path", path)
-	sigs := notifySignals()
-	defer signal.Stop(sigs)
-
-	ctx, cancel := context.WithCancelCause(context.Background())
-	defer cancel(nil)
-	var got os.Signal
-	stopWatch := watchSignals(sigs, func(sig os.Signal) { got = sig; cancel(fmt.Errorf("signal %v", sig)) })
-	defer stopWatch()
-
-	met, code := startMetrics(f.metricsAddr, log)
+	sv, code := f.supervise(log)
 	if code >= 0 {
 		return code
 	}
-	defer met.close()
-	s, code := f.connect(ctx, log, met.option()...)
-	if code >= 0 {
-		stopWatch()
-		if got != nil {
-			return signalStatus(got)
-		}
-		return code
-	}
-	defer s.Close()
+	defer sv.close()
+	ctx, s, sigs, stopWatch := sv.ctx, sv.s, sv.sigs, sv.stopWatch
 
 	host, _ := os.Hostname()
 	data := mutex.WithData([]byte(fmt.Sprintf("%s:%d", host, os.Getpid())))
@@ -155,9 +138,9 @@ func lockMain(f *lockFlags, path string, argv []string, stderr io.Writer) int {
 	stopWatch()
 	if err != nil {
 		switch {
-		case got != nil:
-			log.Info("interrupted while waiting for the lock", "signal", got)
-			return signalStatus(got)
+		case sv.got != nil:
+			log.Info("interrupted while waiting for the lock", "signal", sv.got)
+			return signalStatus(sv.got)
 		case errors.Is(err, recipe.ErrLocked), errors.Is(err, context.DeadlineExceeded):
 			log.Info("held elsewhere", append(holderAttrs(lk), "waited", time.Since(start).Round(time.Millisecond), "err", err)...)
 			return exitHeld
@@ -171,10 +154,10 @@ func lockMain(f *lockFlags, path string, argv []string, stderr io.Writer) int {
 		log.Error("cannot acquire the lock", "err", err)
 		return exitSoftware
 	}
-	if got != nil { // the signal came with the grant: don't start the command
-		log.Info("interrupted as the lock was granted", "signal", got)
+	if sv.got != nil { // the signal came with the grant: don't start the command
+		log.Info("interrupted as the lock was granted", "signal", sv.got)
 		releaseLease(lease, s, log)
-		return signalStatus(got)
+		return signalStatus(sv.got)
 	}
 	log.Info("lock acquired", "token", lease.Token(), "session", fmt.Sprintf("0x%x", s.ID()),
 		"waited", time.Since(start).Round(time.Millisecond))

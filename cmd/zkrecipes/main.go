@@ -22,6 +22,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"os/signal"
 	"strconv"
 	"strings"
 	"time"
@@ -296,4 +297,58 @@ func checkPath(stderr io.Writer, fs *flag.FlagSet, p string) int {
 		return usageError(stderr, fs, "%v", err)
 	}
 	return -1
+}
+
+// supervisor is what lock and elect set up before they take anything:
+// SIGINT, SIGTERM and SIGHUP watched (the first cancels ctx and is kept in
+// got, which may be read once stopWatch has returned), metrics served, and
+// the Session connected.
+type supervisor struct {
+	ctx       context.Context
+	cancel    context.CancelCauseFunc // ends ctx (a signal does too)
+	sigs      chan os.Signal
+	got       os.Signal
+	stopWatch func()
+	s         *recipe.Session
+	undo      []func() // run in reverse by close
+}
+
+// supervise sets a supervisor up; on failure it returns the exit status
+// (code >= 0) with everything it started already undone.
+func (c *common) supervise(log *slog.Logger) (_ *supervisor, code int) {
+	sv := &supervisor{sigs: notifySignals()}
+	sv.undo = append(sv.undo, func() { signal.Stop(sv.sigs) })
+	ctx, cancel := context.WithCancelCause(context.Background())
+	sv.ctx, sv.cancel = ctx, cancel
+	sv.undo = append(sv.undo, func() { cancel(nil) })
+	sv.stopWatch = watchSignals(sv.sigs, func(sig os.Signal) { sv.got = sig; cancel(fmt.Errorf("signal %v", sig)) })
+	sv.undo = append(sv.undo, sv.stopWatch)
+	defer func() {
+		if code >= 0 {
+			sv.close()
+		}
+	}()
+	met, code := startMetrics(c.metricsAddr, log)
+	if code >= 0 {
+		return nil, code
+	}
+	sv.undo = append(sv.undo, met.close)
+	s, code := c.connect(ctx, log, met.option()...)
+	if code >= 0 {
+		sv.stopWatch()
+		if sv.got != nil {
+			return nil, signalStatus(sv.got)
+		}
+		return nil, code
+	}
+	sv.s = s
+	sv.undo = append(sv.undo, func() { s.Close() })
+	return sv, -1
+}
+
+// close undoes what supervise set up, in reverse order.
+func (sv *supervisor) close() {
+	for i := len(sv.undo) - 1; i >= 0; i-- {
+		sv.undo[i]()
+	}
 }
