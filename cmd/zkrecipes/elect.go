@@ -159,25 +159,7 @@ func electMain(f *electFlags, path string, argv []string, stderr io.Writer) int 
 		return signalStatus(sv.got)
 	}
 	log.Info("leading", "token", lease.Token(), "session", fmt.Sprintf("0x%x", s.ID()))
-	c, err := startChild(log, argv, env(lease.Token()))
-	if err != nil {
-		log.Error("cannot start the command", "argv", argv, "err", err)
-		resign(e, s, log)
-		return startStatus(err)
-	}
-	out, sig := c.supervise(lease.Context(), sigs, f.grace)
-	switch out {
-	case lost:
-		log.Error("leadership lost; the command was stopped", "token", lease.Token(),
-			"cause", context.Cause(lease.Context()), "command", c.describe())
-		return exitLost
-	case interrupted:
-		log.Info("interrupted; the command has exited", "signal", sig, "command", c.describe())
-	default:
-		log.Info("the command exited", "command", c.describe())
-	}
-	resign(e, s, log)
-	return c.status()
+	return runUnder(log, lease, argv, env(lease.Token()), sigs, f.grace, "leadership", func() { resign(e, s, log) })
 }
 
 // resign gives leadership up, bounded by the session timeout.

@@ -164,16 +164,24 @@ func lockMain(f *lockFlags, path string, argv []string, stderr io.Writer) int {
 
 	env := []string{envToken + "=" + lease.Token().String(), envPath + "=" + path,
 		envSessionID + "=0x" + strconv.FormatInt(s.ID(), 16)}
+	return runUnder(log, lease, argv, env, sigs, f.grace, "ownership", func() { releaseLease(lease, s, log) })
+}
+
+// runUnder runs argv (with env) while lease lasts, supervised (see
+// child.supervise), then gives the lease up with giveUp, unless ownership
+// (what: "ownership", "leadership") was lost. It returns the exit status.
+func runUnder(log *slog.Logger, lease recipe.Lease, argv, env []string, sigs <-chan os.Signal, grace time.Duration,
+	what string, giveUp func()) int {
 	c, err := startChild(log, argv, env)
 	if err != nil {
 		log.Error("cannot start the command", "argv", argv, "err", err)
-		releaseLease(lease, s, log)
+		giveUp()
 		return startStatus(err)
 	}
-	out, sig := c.supervise(lease.Context(), sigs, f.grace)
+	out, sig := c.supervise(lease.Context(), sigs, grace)
 	switch out {
 	case lost:
-		log.Error("ownership lost; the command was stopped", "token", lease.Token(),
+		log.Error(what+" lost; the command was stopped", "token", lease.Token(),
 			"cause", context.Cause(lease.Context()), "command", c.describe())
 		return exitLost
 	case interrupted:
@@ -181,7 +189,7 @@ func lockMain(f *lockFlags, path string, argv []string, stderr io.Writer) int {
 	default:
 		log.Info("the command exited", "command", c.describe())
 	}
-	releaseLease(lease, s, log)
+	giveUp()
 	return c.status()
 }
 
