@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -26,14 +27,32 @@ var (
 // among them: one kind of server fault per recipe), clients cut, blackholed
 // and slowed, sessions expired on demand, the directory deleted, with four
 // clients on 2 s sessions. Every kind of fault is tried at least once.
+//
+// On ZooKeeper 3.8.0 (Debian 12's, what CI installs) the short run pauses no
+// server: after pauses that release can truncate committed transactions
+// (docs/reliability.md, two findings), which the checker rightly reports but
+// which is the server's bug, not ours, and would make the suite fail at
+// random. The long run (make nemesis) and zktest's pause tests cover pauses;
+// on any other version the short run pauses servers too.
 func TestNemesis(t *testing.T) {
 	cl := zktest.Start(t, zktest.WithEnsemble(3))
+	vctx, vcancel := context.WithTimeout(context.Background(), 10*time.Second)
+	version, err := cl.ServerVersion(vctx, 0)
+	vcancel()
+	if err != nil {
+		t.Fatalf("server version: %v", err)
+	}
+	serverKinds := nemesis.ServerFaults
+	if strings.HasPrefix(version, "3.8.0") {
+		serverKinds = slices.DeleteFunc(slices.Clone(serverKinds), func(k string) bool { return k == nemesis.FaultPauseServer })
+		t.Logf("ZooKeeper %s: no %s in the short run (known data loss after pauses)", version, nemesis.FaultPauseServer)
+	}
 	seen := map[string]int{}
 	for i, r := range []nemesis.Recipe{nemesis.Mutex(), nemesis.RWLock(), nemesis.Semaphore(2), nemesis.Election(), nemesis.Latch()} {
 		t.Run(r.Name, func(t *testing.T) {
 			// Every client fault, and one kind of server fault per recipe;
 			// each run starts with a tour of its kinds.
-			kinds := append([]string{nemesis.ServerFaults[i%len(nemesis.ServerFaults)]}, nemesis.ClientFaults...)
+			kinds := append([]string{serverKinds[i%len(serverKinds)]}, nemesis.ClientFaults...)
 			rep := runAndCheck(t, cl, r, nemesis.Config{Seed: *seed + uint64(i), Duration: *duration,
 				FaultEvery: 400 * time.Millisecond, Faults: kinds})
 			for k, n := range rep.Faults {
@@ -41,7 +60,7 @@ func TestNemesis(t *testing.T) {
 			}
 		})
 	}
-	for _, k := range append(append([]string(nil), nemesis.ServerFaults...), nemesis.ClientFaults...) {
+	for _, k := range append(append([]string(nil), serverKinds...), nemesis.ClientFaults...) {
 		if seen[k] == 0 {
 			t.Errorf("the short run never tried %s (faults: %v)", k, seen)
 		}
