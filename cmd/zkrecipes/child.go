@@ -72,9 +72,10 @@ func (c *child) signal(sig syscall.Signal) {
 }
 
 // stop ends the child: sig (SIGTERM, or the signal zkrecipes received) to
-// its process group, then SIGKILL to the group after grace if it has not
-// exited. It returns once the child has exited.
-func (c *child) stop(sig syscall.Signal, grace time.Duration) {
+// its process group, then SIGKILL to the group after grace, or at once when
+// a second signal arrives on sigs or ownership ends (owned closed) while it
+// stops; nil channels never fire. It returns once the child has exited.
+func (c *child) stop(sig syscall.Signal, grace time.Duration, sigs <-chan os.Signal, owned <-chan struct{}) {
 	select {
 	case <-c.done:
 	default:
@@ -86,9 +87,13 @@ func (c *child) stop(sig syscall.Signal, grace time.Duration) {
 		case <-c.done:
 		case <-t.C:
 			c.log.Warn("the command outlived its grace period: SIGKILL", "grace", grace)
-			c.signal(syscall.SIGKILL)
-			<-c.done
+		case <-sigs:
+			c.log.Warn("second signal: SIGKILL")
+		case <-owned:
+			c.log.Warn("ownership lost while the command was stopping: SIGKILL")
 		}
+		c.signal(syscall.SIGKILL)
+		<-c.done
 	}
 	// Whatever the command left behind in its group goes too: nothing may
 	// keep working under a lock that is no longer held.
@@ -132,7 +137,7 @@ func (c *child) supervise(owned context.Context, sigs <-chan os.Signal, grace ti
 		return exited, nil
 	case <-owned.Done():
 		c.log.Warn("ownership lost: stopping the command", "cause", context.Cause(owned))
-		c.stop(syscall.SIGTERM, grace)
+		c.stop(syscall.SIGTERM, grace, nil, nil)
 		return lost, nil
 	case sig := <-sigs:
 		c.log.Info("signal received: forwarding it to the command", "signal", sig)
@@ -140,27 +145,9 @@ func (c *child) supervise(owned context.Context, sigs <-chan os.Signal, grace ti
 		if s == 0 {
 			s = syscall.SIGTERM
 		}
-		c.stopOrAgain(s, grace, sigs, owned)
+		c.stop(s, grace, sigs, owned.Done())
 		return interrupted, sig
 	}
-}
-
-// stopOrAgain is stop where a second signal, or the loss of ownership,
-// cuts the grace period short.
-func (c *child) stopOrAgain(sig syscall.Signal, grace time.Duration, sigs <-chan os.Signal, owned context.Context) {
-	c.signal(sig)
-	t := time.NewTimer(grace)
-	defer t.Stop()
-	select {
-	case <-c.done:
-	case <-t.C:
-		c.log.Warn("the command outlived its grace period: SIGKILL", "grace", grace)
-	case <-sigs:
-		c.log.Warn("second signal: SIGKILL")
-	case <-owned.Done():
-		c.log.Warn("ownership lost while the command was stopping: SIGKILL", "cause", context.Cause(owned))
-	}
-	c.stop(syscall.SIGKILL, 0)
 }
 
 // describe formats the child's end for logs.

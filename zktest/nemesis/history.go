@@ -170,6 +170,8 @@ func (h *History) WriteJSON(w io.Writer) error {
 	return enc.Encode(h)
 }
 
+// String formats o for reports: its interval, client, grant, token and
+// what it did.
 func (o Op) String() string {
 	switch o.Kind {
 	case OpWrite:
