@@ -130,15 +130,31 @@ func ParseNodeName(name string, kinds []string) (NodeName, bool) {
 // anchored position) but of none of kinds: a node another recipe created in
 // the same directory. Children outside the grammar are not reported.
 func otherKind(children []string, kinds []string) (string, bool) {
+	_, k, ok := parseListing(children, kinds)
+	return k, ok
+}
+
+// parseListing is ParseChildren that also reports, in the same pass, the
+// kind of the first child that is in the grammar but of none of kinds (see
+// otherKind).
+func parseListing(children []string, kinds []string) (nodes []NodeName, other string, found bool) {
+	nodes = make([]NodeName, 0, len(children))
 	for _, c := range children {
-		if _, ok := ParseNodeName(c, kinds); ok {
+		if n, ok := ParseNodeName(c, kinds); ok {
+			nodes = append(nodes, n)
 			continue
 		}
-		if _, ok := ParseNodeName(c, []string{kindOf(c)}); ok && kindOf(c) != "" {
-			return kindOf(c), true
+		if found {
+			continue
+		}
+		if k := kindOf(c); k != "" {
+			if _, ok := ParseNodeName(c, []string{k}); ok {
+				other, found = k, true
+			}
 		}
 	}
-	return "", false
+	SortNodes(nodes)
+	return nodes, other, found
 }
 
 // kindOf returns what stands in the kind's place of a name in the grammar

@@ -606,10 +606,10 @@ func (q *Queue) wait(ctx context.Context, t *Ticket, wait bool, fs *fastStart) (
 				return nil, q.wrap("children", err)
 			}
 		}
-		if k, ok := otherKind(children, q.kinds); ok {
+		nodes, k, mixed := parseListing(children, q.kinds)
+		if mixed {
 			return nil, fmt.Errorf("%w: %s has %q nodes beside this recipe's %q", ErrMixedRecipes, q.dir, k, q.kinds)
 		}
-		nodes := ParseChildren(children, q.kinds)
 		self := slices.IndexFunc(nodes, func(n NodeName) bool { return n.Name == t.name })
 		if self < 0 {
 			if piped {
