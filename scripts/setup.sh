@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Installs what the demo and the tests need, if missing: a Java runtime and
-# ZooKeeper (Debian packages default-jre-headless and zookeeper). Idempotent:
-# does nothing when both are present. Go itself must already be installed.
+# ZooKeeper (Debian packages default-jre-headless and zookeeper), and
+# PostgreSQL's server binaries (postgresql) for the fencing helpers' tests.
+# Idempotent: does nothing when all are present. Go itself must already be
+# installed.
 set -euo pipefail
 
 have_java() { command -v java >/dev/null 2>&1 || [ -x "${JAVA_HOME:-/nonexistent}/bin/java" ]; }
@@ -9,27 +11,35 @@ have_zookeeper() {
   [ -f /usr/share/java/zookeeper.jar ] || compgen -G "${ZOOKEEPER_HOME:-/nonexistent}/lib/zookeeper-*.jar" >/dev/null
 }
 
-# An existing ensemble needs nothing installed: ZK_SERVERS (demo) or
-# ZK_TEST_SERVERS (tests).
-if [ -n "${ZK_TEST_SERVERS:-}" ] || [ -n "${ZK_SERVERS:-}" ] || { have_java && have_zookeeper; }; then
-  exit 0
+have_postgres() { compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null || command -v initdb >/dev/null 2>&1; }
+
+# What is missing, as Debian packages. An existing ensemble needs no
+# ZooKeeper: ZK_SERVERS (demo) or ZK_TEST_SERVERS (tests); an existing
+# PostgreSQL needs no server: PG_TEST_DSN.
+pkgs=()
+if [ -z "${ZK_TEST_SERVERS:-}" ] && [ -z "${ZK_SERVERS:-}" ] && ! { have_java && have_zookeeper; }; then
+  pkgs+=(zookeeper default-jre-headless)
 fi
+if [ -z "${PG_TEST_DSN:-}" ] && ! have_postgres; then
+  pkgs+=(postgresql)
+fi
+[ ${#pkgs[@]} -eq 0 ] && exit 0
 
 if ! command -v apt-get >/dev/null 2>&1; then
-  echo "setup: ZooKeeper or Java is missing and this is not a Debian/Ubuntu machine." >&2
-  echo "setup: install a Java runtime and ZooKeeper (set ZOOKEEPER_HOME), or set ZK_TEST_SERVERS=host:port." >&2
+  echo "setup: missing ${pkgs[*]} and this is not a Debian/Ubuntu machine." >&2
+  echo "setup: install them (for ZooKeeper you may set ZOOKEEPER_HOME), or set ZK_TEST_SERVERS=host:port / PG_TEST_DSN." >&2
   exit 1
 fi
 SUDO=""
 if [ "$(id -u)" != 0 ]; then
   if ! command -v sudo >/dev/null 2>&1; then
-    echo "setup: ZooKeeper or Java is missing; run as root, or install them yourself:" >&2
-    echo "setup:   apt-get install -y zookeeper default-jre-headless" >&2
+    echo "setup: missing ${pkgs[*]}; run as root, or install them yourself:" >&2
+    echo "setup:   apt-get install -y ${pkgs[*]}" >&2
     exit 1
   fi
   SUDO="sudo"
 fi
-echo "setup: installing ZooKeeper and a Java runtime from Debian packages..." >&2
+echo "setup: installing ${pkgs[*]} from Debian packages..." >&2
 $SUDO apt-get update -qq
-DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq zookeeper default-jre-headless >/dev/null
+DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${pkgs[@]}" >/dev/null
 echo "setup: done" >&2

@@ -1,0 +1,50 @@
+package pgtest
+
+import (
+	"context"
+	"database/sql"
+	"os"
+	"testing"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	StopShared()
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			os.Stderr.WriteString("goleak: " + err.Error() + "\n")
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+// TestSharedDatabases: two tests' databases are separate, and each answers.
+func TestSharedDatabases(t *testing.T) {
+	ctx := context.Background()
+	a, b := Shared(t), Shared(t)
+	if a == b {
+		t.Fatalf("two Shared calls returned one database: %s", a)
+	}
+	for _, dsn := range []string{a, b} {
+		db, err := sql.Open("pgx", dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := db.ExecContext(ctx, "CREATE TABLE t (x int)"); err != nil {
+			t.Errorf("%s: %v", dsn, err)
+		}
+		db.Close()
+	}
+}
+
+// TestSanitize: database names are plain identifiers.
+func TestSanitize(t *testing.T) {
+	for in, want := range map[string]string{"TestX/sub-1": "testx_sub_1", "9a": "t9a", "": "t"} {
+		if got := sanitize(in); got != want {
+			t.Errorf("sanitize(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
