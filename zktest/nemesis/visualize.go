@@ -59,7 +59,11 @@ func VisualizeRegister(w io.Writer, h *History, reg string) (porcupine.CheckResu
 		if f.Err != "" {
 			d += ": " + f.Err
 		}
-		notes = append(notes, porcupine.Annotation{Tag: "faults", Start: int64(f.Start), End: int64(f.End),
+		tag := "faults of the ensemble"
+		if f.Client >= 0 {
+			tag = fmt.Sprintf("faults of client %d", f.Client)
+		}
+		notes = append(notes, porcupine.Annotation{Tag: tag, Start: int64(f.Start), End: int64(f.End),
 			Description: f.Kind, Details: d, BackgroundColor: "#f4c7c3"})
 	}
 	for _, g := range h.Grants {
