@@ -158,6 +158,18 @@ type count struct {
 type writes struct {
 	Register                         string
 	Accepted, Stale, Unknown, Failed int
+	FirstStale                       string // "#t=..." around the first write refused as stale; "" if none was
+}
+
+// firstStale is the interval of the earliest write to reg refused as stale.
+func firstStale(h *nemesis.History, reg string) (nemesis.Span, bool) {
+	s, ok := nemesis.Span{}, false
+	for _, o := range h.Ops {
+		if o.Kind == nemesis.OpWrite && o.Register == reg && o.Outcome == nemesis.Stale && (!ok || o.Call < s.From) {
+			s, ok = nemesis.Span{From: o.Call, To: o.Return}, true
+		}
+	}
+	return s, ok
 }
 
 type page struct {
@@ -186,9 +198,12 @@ func millis(d time.Duration) string { return strconv.FormatFloat(float64(d)/1e6,
 // secs formats d in seconds for people.
 func secs(d time.Duration) string { return strconv.FormatFloat(d.Seconds(), 'f', 3, 64) + " s" }
 
-// interval is the #t= fragment that shows s with some context around it.
-func interval(s nemesis.Span, end time.Duration) string {
-	pad := max(300*time.Millisecond, (s.To-s.From)/2)
+// interval is the #t= fragment that shows s with at least 300 ms around it.
+func interval(s nemesis.Span, end time.Duration) string { return around(s, 300*time.Millisecond, end) }
+
+// around is the #t= fragment that shows s with at least pad around it.
+func around(s nemesis.Span, pad, end time.Duration) string {
+	pad = max(pad, (s.To-s.From)/2)
 	from, to := max(0, s.From-pad), min(max(end, s.To), s.To+pad)
 	return fmt.Sprintf("%.3f-%.3f", from.Seconds(), to.Seconds())
 }
@@ -202,7 +217,11 @@ func build(h *nemesis.History, rep *nemesis.Report, views []View) *page {
 	regs := nemesis.Registers(h)
 	for _, reg := range regs {
 		m := rep.Writes[reg]
-		p.Writes = append(p.Writes, writes{reg, m[nemesis.Accepted], m[nemesis.Stale], m[nemesis.Unknown], m[nemesis.Failed]})
+		w := writes{Register: reg, Accepted: m[nemesis.Accepted], Stale: m[nemesis.Stale], Unknown: m[nemesis.Unknown], Failed: m[nemesis.Failed]}
+		if s, ok := firstStale(h, reg); ok {
+			w.FirstStale = "#t=" + around(s, 600*time.Millisecond, h.End)
+		}
+		p.Writes = append(p.Writes, w)
 	}
 	for k, n := range rep.Faults {
 		p.Faults = append(p.Faults, count{k, n})
@@ -231,7 +250,7 @@ func build(h *nemesis.History, rep *nemesis.Report, views []View) *page {
 		Title: fmt.Sprintf("every fault healed at %s", secs(h.Healed))},
 		item{Class: "mark", A: millis(h.End), B: millis(h.End), Y: axisH, H: p.Height - axisH,
 			Title: fmt.Sprintf("the run ended at %s", secs(h.End))})
-	p.Labels = append(p.Labels, item{Class: "t mark", A: millis(h.Healed), Y: axisH + faultsH/2 + 4, Text: "heal"})
+	p.Labels = append(p.Labels, item{Class: "t mark heal", A: millis(h.Healed), Y: axisH + faultsH/2 + 4, Text: "heal"})
 
 	// Violations: listed at the top (the first maxListed), marked in red
 	// (overlapping ones as one band); the page opens at the earliest
@@ -251,8 +270,17 @@ func build(h *nemesis.History, rep *nemesis.Report, views []View) *page {
 	}
 	p.Unlisted = len(rep.Violations) - len(p.Violations)
 	slices.SortStableFunc(located, func(i, j int) int { return cmp.Compare(rep.Where[i].From, rep.Where[j].From) })
+	first := -1
 	if len(located) > 0 {
-		p.View = interval(rep.Where[located[0]], h.End)
+		first = located[0]
+		// the first on its own, over the band of those it overlaps
+		i := located[0]
+		s := rep.Where[i]
+		p.View = interval(s, h.End)
+		p.Front = append(p.Front, item{Class: "viol first", A: millis(s.From), B: millis(s.To), Y: axisH, H: p.Height - axisH,
+			Title: fmt.Sprintf("violation %d, the first: %s", i+1, rep.Violations[i])})
+		p.Labels = append(p.Labels, item{Class: "t viol", A: millis(s.From), B: millis(s.To), Y: axisH + 22,
+			Text: fmt.Sprintf("violation %d", i+1), Sticky: true})
 	}
 	for len(located) > 0 {
 		// the violations whose intervals overlap the first one's, transitively
@@ -261,7 +289,7 @@ func build(h *nemesis.History, rep *nemesis.Report, views []View) *page {
 			band.To = max(band.To, rep.Where[located[n]].To)
 			n++
 		}
-		p.violationBand(band, located[:n], rep.Violations)
+		p.violationBand(band, located[:n], rep.Violations, first)
 		located = located[n:]
 	}
 	return p
@@ -272,11 +300,12 @@ func build(h *nemesis.History, rep *nemesis.Report, views []View) *page {
 const maxListed = 100
 
 // violationBand marks the interval band, where the violations of indexes
-// ids (at least one) are, across the timeline.
-func (p *page) violationBand(band nemesis.Span, ids []int, texts []string) {
+// ids (at least one) are, across the timeline; first, marked on its own,
+// needs no label of its band.
+func (p *page) violationBand(band nemesis.Span, ids []int, texts []string, first int) {
 	label := fmt.Sprintf("violation %d", ids[0]+1)
 	if len(ids) > 1 {
-		label = fmt.Sprintf("%d violations: %d, ...", len(ids), ids[0]+1)
+		label = fmt.Sprintf("%d violations", len(ids))
 	}
 	var title []string
 	for _, i := range ids[:min(len(ids), 5)] {
@@ -287,7 +316,9 @@ func (p *page) violationBand(band nemesis.Span, ids []int, texts []string) {
 	}
 	a, b := millis(band.From), millis(band.To)
 	p.Front = append(p.Front, item{Class: "viol", A: a, B: b, Y: axisH, H: p.Height - axisH, Title: strings.Join(title, "\n")})
-	p.Labels = append(p.Labels, item{Class: "t viol", A: a, B: b, Y: axisH + 10, Text: label, Sticky: true})
+	if len(ids) > 1 || ids[0] != first {
+		p.Labels = append(p.Labels, item{Class: "t viol", A: a, B: b, Y: axisH + 10, Text: label, Sticky: true})
+	}
 }
 
 // faults draws each fault in the ensemble's lane and as a band across every

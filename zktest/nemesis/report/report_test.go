@@ -72,7 +72,7 @@ func TestPageOfACorrectRun(t *testing.T) {
 		`class="afail" data-a="400.000" data-b="800.000"`,
 		`data-view="0-1.010"`,
 		`no violation`, `>guard</text>`, `>znode</text>`,
-		`<span class="k stale">1 stale, refused</span>`,
+		`<a id="stale-znode" href="#t=0.000-0.750" title="show the first">1 stale, refused</a>`,
 		`kill-leader 1`,
 	} {
 		if !strings.Contains(page, want) {
@@ -109,6 +109,7 @@ func TestPageOfAViolation(t *testing.T) {
 	page := render(t, h, rep)
 	// from grant 0 (10 ms) to the sample (110 ms), padded by 300 ms
 	for _, want := range []string{`data-view="0.000-0.410"`, `href="#t=0.000-0.410"`, `class="viol" data-a="10.000" data-b="110.000"`,
+		`class="viol first" data-a="10.000" data-b="110.000"`,
 		`>violation 1</text>`, `1 violation</span>`, `2 lease contexts live at once`} {
 		if !strings.Contains(page, want) {
 			t.Errorf("the page lacks %s", want)
@@ -128,7 +129,7 @@ func TestPageOfManyViolations(t *testing.T) {
 	rep.Violations = append(rep.Violations, "a leak")
 	rep.Where = append(rep.Where, nemesis.Span{From: -1, To: -1})
 	page := render(t, h, rep)
-	for _, want := range []string{`class="viol" data-a="400.000" data-b="559.000"`, `>150 violations: 1, ...</text>`,
+	for _, want := range []string{`class="viol" data-a="400.000" data-b="559.000"`, `>150 violations</text>`, `class="viol first" data-a="400.000" data-b="410.000"`,
 		`and 51 more`, `data-view="0.100-0.710"`, `151 violations</span>`} {
 		if !strings.Contains(page, want) {
 			t.Errorf("the page lacks %s", want)
@@ -136,6 +137,9 @@ func TestPageOfManyViolations(t *testing.T) {
 	}
 	if n := strings.Count(page, `class="viol"`); n != 1 {
 		t.Errorf("%d violation bands, want 1", n)
+	}
+	if n := strings.Count(page, `>violation 1</text>`); n != 1 {
+		t.Errorf("violation 1 labelled %d times", n)
 	}
 }
 
