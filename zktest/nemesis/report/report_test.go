@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -203,13 +204,9 @@ func render(t *testing.T, h *nemesis.History, rep *nemesis.Report) string {
 }
 
 func num(s string) float64 {
-	var f float64
-	for i, c := range strings.Split(s, ".") {
-		for _, d := range c {
-			if i == 0 {
-				f = f*10 + float64(d-'0')
-			}
-		}
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil {
+		panic(err)
 	}
 	return f
 }
