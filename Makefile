@@ -6,7 +6,7 @@
 
 GO ?= go
 
-.PHONY: demo test setup bench nemesis
+.PHONY: demo test setup bench nemesis pictures
 
 setup:
 	@./scripts/setup.sh
@@ -29,8 +29,17 @@ bench: setup
 # every recipe in turn under the nemesis. NEMESIS_DURATION=30m NEMESIS_SEED=7 to vary.
 # ZK=debian13 runs it against Debian 13's ZooKeeper 3.9.3 (scripts/zk-debian.sh)
 # instead of Debian 12's 3.8.0, which loses committed writes under these faults.
+# Each run's page (timeline, check results, porcupine's views) goes to
+# NEMESIS_OUT/run<i>-<recipe>-seed<seed>/index.html.
 NEMESIS_DURATION ?= 10m
 NEMESIS_SEED ?= 1
+NEMESIS_OUT ?= nemesis-out
 ZK ?=
 nemesis: setup
-	$(if $(filter debian13,$(ZK)),h="$$(./scripts/zk-debian.sh)" && export ZOOKEEPER_HOME="$$h" &&) $(GO) run -race ./cmd/nemesis -duration $(NEMESIS_DURATION) -seed $(NEMESIS_SEED)
+	$(if $(filter debian13,$(ZK)),h="$$(./scripts/zk-debian.sh)" && export ZOOKEEPER_HOME="$$h" &&) $(GO) run -race ./cmd/nemesis -duration $(NEMESIS_DURATION) -seed $(NEMESIS_SEED) -out $(NEMESIS_OUT)
+
+# The screenshots in docs/img: a seeded nemesis run and the broken recipe,
+# drawn and checked in headless Chromium (installed from Debian if missing).
+# PICTURES_RUN=90s PICTURES_SEED=1 PICTURES_DIR=docs/img by default.
+pictures: setup
+	./scripts/pictures.sh

@@ -11,9 +11,22 @@
 // interrupted by SIGINT or SIGTERM before the duration passed, 2 for bad
 // flags).
 //
+// With -out DIR, every run gets a directory of its own in DIR
+// (run<i>-<recipe>-seed<seed>) holding its history (history.json) and its
+// page (index.html, package zktest/nemesis/report: the check results and a
+// timeline of leases, writes and faults, opened at the first violation),
+// with porcupine's view of each register beside it.
+//
+// With -render FILE, it runs nothing: it reads a history written by a run
+// (history.json, or the file of a run with a violation), checks it again
+// and writes its page to -out. The checks that need the servers (leaks)
+// are not in that page. A file that is truncated, from another version or
+// inconsistent is refused with the reason (exit 1).
+//
 // Usage:
 //
-//	go run -race ./cmd/nemesis [-duration 10m] [-seed 1] [-run 60s] [-clients 4] [-recipes mutex,rwlock,semaphore,election,latch]
+//	go run -race ./cmd/nemesis [-duration 10m] [-seed 1] [-run 60s] [-clients 4] [-recipes mutex,rwlock,semaphore,election,latch] [-out DIR]
+//	go run ./cmd/nemesis -render history.json -out DIR
 //
 // Run i uses recipe i mod len(recipes) and seed -seed + i, so a run can be
 // replayed alone with -seed <its seed> -recipes <its recipe> -duration 1s.
@@ -33,6 +46,7 @@ import (
 
 	"github.com/zkrecipes/zkrecipes/zktest"
 	"github.com/zkrecipes/zkrecipes/zktest/nemesis"
+	"github.com/zkrecipes/zkrecipes/zktest/nemesis/report"
 )
 
 func main() {
@@ -45,6 +59,8 @@ func main() {
 	every := flag.Duration("fault-every", 600*time.Millisecond, "mean wait between two faults")
 	faultList := flag.String("faults", "", "fault kinds to inject, comma-separated (default: all)")
 	histDir := flag.String("history-dir", os.TempDir(), "where to write the history of a run with a violation")
+	outDir := flag.String("out", "", "write each run's history and page (timeline, check results, porcupine's views) to a directory of its own in this one")
+	renderFile := flag.String("render", "", "run nothing: check this history file again and write its page to -out")
 	flag.Parse()
 	usage := func(format string, args ...any) {
 		fmt.Fprintf(os.Stderr, "nemesis: "+format+"\n", args...)
@@ -60,6 +76,8 @@ func main() {
 		usage("-clients must be positive")
 	case *servers <= 0:
 		usage("-ensemble must be positive")
+	case *renderFile != "" && *outDir == "":
+		usage("-render needs -out, the directory to write the page to")
 	}
 
 	all := map[string]nemesis.Recipe{"mutex": nemesis.Mutex(), "rwlock": nemesis.RWLock(),
@@ -74,6 +92,13 @@ func main() {
 			usage("unknown recipe %q (known: mutex, rwlock, semaphore, election, latch)", n)
 		}
 		recipes = append(recipes, r)
+	}
+	if *renderFile != "" {
+		if err := render(*renderFile, *outDir, all); err != nil {
+			fmt.Fprintln(os.Stderr, "nemesis:", err)
+			os.Exit(1)
+		}
+		return
 	}
 
 	var kinds []string
@@ -98,7 +123,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "nemesis:", err)
 		os.Exit(1)
 	}
-	code := run(ctx, &cl, launch, recipes, kinds, *total, *seed, *runFor, *clients, *every, *histDir)
+	code := run(ctx, &cl, launch, recipes, kinds, *total, *seed, *runFor, *clients, *every, *histDir, *outDir)
 	if cl != nil {
 		if err := cl.Close(); err != nil {
 			fmt.Fprintln(os.Stderr, "nemesis: closing the ensemble:", err)
@@ -112,7 +137,7 @@ func main() {
 // the next run: a server bug that made the replicas diverge (see
 // docs/reliability.md) would otherwise carry over into later runs.
 func run(ctx context.Context, clp **zktest.Cluster, launch func() (*zktest.Cluster, error), recipes []nemesis.Recipe, kinds []string,
-	total time.Duration, seed uint64, runFor time.Duration, clients int, every time.Duration, histDir string) int {
+	total time.Duration, seed uint64, runFor time.Duration, clients int, every time.Duration, histDir, outDir string) int {
 	cl := *clp
 	start := time.Now()
 	var runs, ops, grants, stale, violations, excused, writes, faultErrs int
@@ -154,6 +179,14 @@ func run(ctx context.Context, clp **zktest.Cluster, launch func() (*zktest.Clust
 		}
 		maxRecovery = max(maxRecovery, rep.Recovery)
 		fmt.Printf("run %d %s seed %d (%v): %s\n", i, r.Name, s, time.Since(t0).Round(time.Second), rep.Summary())
+		if outDir != "" {
+			dir := filepath.Join(outDir, fmt.Sprintf("run%d-%s-seed%d", i, r.Name, s))
+			if err := writeRun(dir, res.History, rep); err != nil {
+				fmt.Printf("  page NOT written: %v\n", err)
+			} else {
+				fmt.Printf("  page: %s\n", filepath.Join(dir, report.Page))
+			}
+		}
 		for _, e := range rep.ExcusedExamples {
 			fmt.Printf("  excused: %s\n", e)
 		}
@@ -252,4 +285,48 @@ func writeHistory(h *nemesis.History, dir string) (string, error) {
 		return "", fmt.Errorf("writing %s: %w", f, err)
 	}
 	return f, nil
+}
+
+// writeRun writes a run's history (history.json) and its page into dir.
+func writeRun(dir string, h *nemesis.History, rep *nemesis.Report) error {
+	if err := report.Write(dir, h, rep); err != nil {
+		return err
+	}
+	f := filepath.Join(dir, "history.json")
+	out, err := os.Create(f)
+	if err != nil {
+		return err
+	}
+	err = h.WriteJSON(out)
+	if cerr := out.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("writing %s: %w", f, err)
+	}
+	return nil
+}
+
+// render checks the history in file again, with the rule of the recipe it
+// names, and writes its page into dir.
+func render(file, dir string, recipes map[string]nemesis.Recipe) error {
+	in, err := os.Open(file)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	h, err := nemesis.ReadHistory(in)
+	if err != nil {
+		return fmt.Errorf("reading %s: %w", file, err)
+	}
+	r, ok := recipes[h.Recipe]
+	if !ok {
+		return fmt.Errorf("reading %s: %w: unknown recipe %q", file, nemesis.ErrBadHistory, h.Recipe)
+	}
+	rep := nemesis.Check(h, r.Allowed)
+	if err := report.Write(dir, h, rep); err != nil {
+		return err
+	}
+	fmt.Printf("%s seed %d: %s\npage: %s\n", h.Recipe, h.Seed, rep.Summary(), filepath.Join(dir, report.Page))
+	return nil
 }

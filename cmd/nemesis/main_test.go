@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/zkrecipes/zkrecipes/zktest"
 	"github.com/zkrecipes/zkrecipes/zktest/nemesis"
+	"github.com/zkrecipes/zkrecipes/zktest/nemesis/report"
 )
 
 func TestMain(m *testing.M) { zktest.Main(m) }
@@ -49,5 +51,50 @@ func TestWriteHistory(t *testing.T) {
 	msg := keepEvidence(&zktest.Cluster{}, h, missing)
 	if !strings.Contains(msg, "history NOT written") || strings.Contains(msg, "history in") {
 		t.Errorf("evidence message %q", msg)
+	}
+}
+
+// TestRender: a history file is checked again and drawn; one that is
+// truncated, from another version or names an unknown recipe gets an error
+// that says so (ErrBadHistory) and no page.
+func TestRender(t *testing.T) {
+	dir := t.TempDir()
+	h := &nemesis.History{Recipe: "mutex", Seed: 7, Clients: 2, SessionTimeout: 2 * time.Second, Healed: 900 * time.Millisecond,
+		FirstGrantAfterHeal: 950 * time.Millisecond, End: time.Second,
+		Grants: []nemesis.Grant{{ID: 0, Client: 1, Role: nemesis.RoleHolder, Token: 10, Granted: 950 * time.Millisecond, Ended: -1}}}
+	f, err := writeHistory(h, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	good, err := os.ReadFile(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := map[string]nemesis.Recipe{"mutex": nemesis.Mutex()}
+	out := filepath.Join(dir, "page")
+	if err := render(f, out, all); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(filepath.Join(out, report.Page)); err != nil || !strings.Contains(string(b), ">client 1</text>") {
+		t.Errorf("page: %v", err)
+	}
+
+	for name, c := range map[string]struct{ data, want string }{
+		"truncated":       {string(good[:len(good)*2/3]), "truncated"},
+		"another version": {strings.Replace(string(good), nemesis.HistoryFormat, "zkrecipes-nemesis-history/9", 1), "history/9"},
+		"unknown recipe":  {strings.Replace(string(good), `"mutex"`, `"spinlock"`, 1), `unknown recipe "spinlock"`},
+	} {
+		bad := filepath.Join(dir, name+".json")
+		if err := os.WriteFile(bad, []byte(c.data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		out := filepath.Join(dir, name)
+		err := render(bad, out, all)
+		if !errors.Is(err, nemesis.ErrBadHistory) || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), bad) {
+			t.Errorf("%s: %v; want ErrBadHistory naming the file and %q", name, err, c.want)
+		}
+		if _, err := os.Stat(out); !os.IsNotExist(err) {
+			t.Errorf("%s: something was written to %s", name, out)
+		}
 	}
 }

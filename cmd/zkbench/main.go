@@ -22,7 +22,11 @@
 // Then it runs -rounds rounds; in each, every workload is run by every peer
 // back to back, the peer order rotated by one per round, so that ratios are
 // measured under the same machine noise. The table shows medians over the
-// rounds; -json writes every round and every median as JSON lines.
+// rounds; -json writes every round and every median as JSON lines. With
+// -out DIR, the JSON lines go to DIR/zkbench.jsonl (unless -json names
+// another file) and a chart per workload, acquisitions/s and p99 of every
+// peer side by side, to DIR/<workload>.svg. -charts FILE measures nothing
+// and draws the charts of the medians in FILE (written by -json) into -out.
 //
 // It uses ZK_SERVERS (or -servers, host:port without chroot) if set, else
 // starts a local ZooKeeper through zktest. A peer whose runtime or library is
@@ -31,7 +35,8 @@
 // Usage:
 //
 //	go run ./cmd/zkbench [-peers zk,ours,curator,kazoo] [-rounds 3] [-duration 2s]
-//	    [-clients 8,32] [-waiters 2,10,100,1000] [-json out.jsonl]
+//	    [-clients 8,32] [-waiters 2,10,100,1000] [-json out.jsonl] [-out DIR]
+//	go run ./cmd/zkbench -charts out.jsonl -out DIR
 package main
 
 import (
@@ -45,6 +50,7 @@ import (
 	"os"
 	"os/signal"
 	"path"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
@@ -73,6 +79,7 @@ type options struct {
 	waiters  []int
 	modes    []string
 	jsonOut  string
+	outDir   string
 	python   string
 	spread   string
 }
@@ -89,6 +96,8 @@ func main() {
 	flag.StringVar(&waiters, "waiters", "2,10,100,1000", "waiter counts of the waiters workloads (empty: none)")
 	flag.StringVar(&modes, "waiter-sessions", "sep,one", "waiters on separate sessions (sep) and/or all on one session (one)")
 	flag.StringVar(&o.jsonOut, "json", "", "write JSON lines (every round and the medians) to this file; - for stdout (the table then goes to stderr)")
+	flag.StringVar(&o.outDir, "out", "", "write the JSON lines (DIR/zkbench.jsonl, unless -json is given) and a chart per workload (DIR/<workload>.svg) to this directory")
+	charts := flag.String("charts", "", "measure nothing: draw the charts of the medians in this JSON lines file into -out")
 	flag.StringVar(&o.python, "python", defaultPython(), "Python interpreter with kazoo, for the kazoo peer")
 	flag.StringVar(&o.spread, "spread", "auto", "spread client source addresses over 127.0.1.x (to stay under maxClientCnxns per address): auto (when the server is on loopback), true, false")
 	flag.Parse()
@@ -98,9 +107,19 @@ func main() {
 	if o.clients, err = parseInts(clients); err == nil {
 		o.waiters, err = parseInts(waiters)
 	}
+	if err == nil && *charts != "" && o.outDir == "" {
+		err = errors.New("-charts needs -out, the directory to draw into")
+	}
 	if err != nil || o.rounds < 1 || len(o.peers) == 0 {
 		fmt.Fprintln(os.Stderr, "zkbench: bad flags:", err)
 		os.Exit(2)
+	}
+	if *charts != "" {
+		if err := drawCharts(*charts, o.outDir); err != nil {
+			fmt.Fprintln(os.Stderr, "zkbench:", err)
+			os.Exit(1)
+		}
+		return
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -143,8 +162,34 @@ func (o options) specs() []Spec {
 	return out
 }
 
+// drawCharts draws the charts of the medians in file into dir.
+func drawCharts(file, dir string) error {
+	in, err := os.Open(file)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	meds, rounds, err := readMedians(in)
+	if err != nil {
+		return fmt.Errorf("%s: %w", file, err)
+	}
+	files, err := writeCharts(dir, meds, rounds)
+	for _, f := range files {
+		fmt.Println(f)
+	}
+	return err
+}
+
 func run(ctx context.Context, o options) error {
 	table, jsonW := io.Writer(os.Stdout), io.Writer(nil)
+	if o.outDir != "" {
+		if err := os.MkdirAll(o.outDir, 0o755); err != nil {
+			return err
+		}
+		if o.jsonOut == "" {
+			o.jsonOut = filepath.Join(o.outDir, "zkbench.jsonl")
+		}
+	}
 	switch o.jsonOut {
 	case "":
 	case "-":
@@ -278,6 +323,13 @@ func run(ctx context.Context, o options) error {
 		}
 	}
 	printTable(table, meds, o, peers)
+	if o.outDir != "" {
+		files, err := writeCharts(o.outDir, meds, o.rounds)
+		if err != nil {
+			return err
+		}
+		logf("%d charts in %s, the JSON lines in %s", len(files), o.outDir, o.jsonOut)
+	}
 	return nil
 }
 

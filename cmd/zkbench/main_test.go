@@ -2,6 +2,12 @@ package main
 
 import (
 	"context"
+	"encoding/json"
+	"encoding/xml"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -70,5 +76,62 @@ func TestStats(t *testing.T) {
 	}
 	if !loopback([]string{"127.0.0.1:2181", "localhost:1"}) || loopback([]string{"10.0.0.1:2181"}) {
 		t.Error("loopback")
+	}
+}
+
+// TestCharts: a chart per workload, each with every peer's acquisitions/s
+// and p99, ours highlighted; drawn again from the JSON lines -json writes.
+func TestCharts(t *testing.T) {
+	meds := []Result{
+		{Type: "median", Peer: "zk", Workload: "uncontended", AcqPerS: 1345, P99us: 2450},
+		{Type: "median", Peer: "ours", Workload: "uncontended", AcqPerS: 1333, P99us: 2140},
+		{Type: "median", Peer: "zk", Workload: "contended-8", AcqPerS: 1135, P99us: 16590},
+		{Type: "median", Peer: "ours", Workload: "contended-8", AcqPerS: 995, P99us: 17410},
+	}
+	var lines strings.Builder
+	for _, r := range append([]Result{{Type: "run", Peer: "zk", Workload: "uncontended", Round: 3}}, meds...) {
+		b, _ := json.Marshal(r)
+		fmt.Fprintf(&lines, "%s\n", b)
+	}
+	back, rounds, err := readMedians(strings.NewReader(lines.String()))
+	if err != nil || len(back) != len(meds) || rounds != 3 || back[1].AcqPerS != 1333 {
+		t.Fatalf("read back %+v, %d rounds, %v", back, rounds, err)
+	}
+	dir := t.TempDir()
+	files, err := writeCharts(dir, back, rounds)
+	if err != nil || len(files) != 2 || filepath.Base(files[0]) != "uncontended.svg" {
+		t.Fatalf("charts %q, %v", files, err)
+	}
+	b, err := os.ReadFile(files[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	svg := string(b)
+	for _, want := range []string{"<svg", ">contended-8</text>", ">zk</text>", ">ours</text>", ">1135</text>", ">995</text>",
+		">16.59</text>", ">17.41</text>", `fill="` + oursFil + `"`, "medians of 3 round(s)"} {
+		if !strings.Contains(svg, want) {
+			t.Errorf("the chart lacks %s", want)
+		}
+	}
+	if err := xml.Unmarshal(b, new(struct{ XMLName xml.Name })); err != nil {
+		t.Errorf("the chart is not well-formed XML: %v", err)
+	}
+}
+
+// TestReadMediansRefusesBadInput: a file that is not zkbench's JSON lines
+// gets an error that says which line and why.
+func TestReadMediansRefusesBadInput(t *testing.T) {
+	good := `{"type":"median","peer":"zk","workload":"uncontended","acq_per_s":1}`
+	for in, want := range map[string]string{
+		"":                              "no median lines",
+		`{"type":"run","round":1}`:      "no median lines",
+		good[:30]:                       "line 1: not a zkbench result",
+		good + "\n" + `{"type":"mean"}`: `line 2: type "mean"`,
+		`{"type":"median","peer":"zk"}`: "without peer or workload",
+		`{"type":"median","flavour":1}`: `unknown field "flavour"`,
+	} {
+		if _, _, err := readMedians(strings.NewReader(in)); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: got %v, want an error mentioning %q", in, err, want)
+		}
 	}
 }

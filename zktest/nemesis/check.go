@@ -46,7 +46,22 @@ type Report struct {
 	Recovery    time.Duration // first grant after the heal, counted from the heal (-1: none)
 	// Violations lists every broken invariant; a correct run has none.
 	Violations []string
+	// Where locates Violations[i] in the run: the interval of the history
+	// it is about (the overlapping leases up to the sample, the writes, the
+	// revocation and the lease it did not end, the wait after the heal, the
+	// first write no linearization could place). Where[i].Known() is false
+	// for a violation about no interval (a leak found after the run).
+	Where []Span
 }
+
+// Span is an interval of a run, in time since its start.
+type Span struct{ From, To time.Duration }
+
+// nowhere is the Span of a violation about no interval.
+var nowhere = Span{-1, -1}
+
+// Known reports whether s locates something (nowhere does not).
+func (s Span) Known() bool { return s.From >= 0 && s.To >= s.From }
 
 // StaleRejected is the number of writes refused for a stale token, over
 // both registers.
@@ -69,8 +84,20 @@ func (r *Report) Operations() int {
 	return n
 }
 
-func (r *Report) violate(format string, args ...any) {
+func (r *Report) violate(format string, args ...any) { r.violateAt(nowhere, format, args...) }
+
+func (r *Report) violateAt(where Span, format string, args ...any) {
 	r.Violations = append(r.Violations, fmt.Sprintf(format, args...))
+	r.Where = append(r.Where, where)
+}
+
+// span is the interval of ops.
+func span(ops ...Op) Span {
+	s := Span{ops[0].Call, ops[0].Return}
+	for _, o := range ops[1:] {
+		s.From, s.To = min(s.From, o.Call), max(s.To, o.Return)
+	}
+	return s
 }
 
 // CheckTimeout bounds the linearizability search per register; a search
@@ -111,10 +138,10 @@ func Check(h *History, allowed Allowed) *Report {
 				continue
 			}
 			if o.Token < o.Prev.Token {
-				r.violate("register %s: a write with token %v was applied over token %v: %v", reg, o.Token, o.Prev.Token, o)
+				r.violateAt(span(o), "register %s: a write with token %v was applied over token %v: %v", reg, o.Token, o.Prev.Token, o)
 			}
 			if p, dup := over[o.Prev]; dup {
-				r.violate("register %s: two accepted writes overwrote the same state (lost update): %v and %v", reg, p, o)
+				r.violateAt(span(p, o), "register %s: two accepted writes overwrote the same state (lost update): %v and %v", reg, p, o)
 			}
 			over[o.Prev] = o
 		}
@@ -150,7 +177,13 @@ func Check(h *History, allowed Allowed) *Report {
 			}
 			continue
 		}
-		r.violate("%d lease contexts live at once (%s), which %s does not allow: %v", len(o.Live), describe(grants, o.Live), h.Recipe, o)
+		where := Span{o.Call, o.Return}
+		for _, id := range o.Live {
+			if g := grants[id]; g != nil {
+				where.From = min(where.From, g.Granted)
+			}
+		}
+		r.violateAt(where, "%d lease contexts live at once (%s), which %s does not allow: %v", len(o.Live), describe(grants, o.Live), h.Recipe, o)
 	}
 
 	// A lease revoked by a third party ends within the session timeout + 1 s.
@@ -168,7 +201,11 @@ func Check(h *History, allowed Allowed) *Report {
 				continue // not certainly hit, or already over
 			}
 			if g.Ended < 0 || g.Ended > f.End+bound {
-				r.violate("grant %d (client %d, token %v) was still live %v after %s of %s ended at %v (ended %v, cause %q)",
+				where := Span{f.Start, g.Ended}
+				if g.Ended < 0 {
+					where.To = h.End
+				}
+				r.violateAt(where, "grant %d (client %d, token %v) was still live %v after %s of %s ended at %v (ended %v, cause %q)",
 					g.ID, g.Client, g.Token, bound, f.Kind, f.Target, f.End, g.Ended, g.Cause)
 			}
 		}
@@ -179,7 +216,11 @@ func Check(h *History, allowed Allowed) *Report {
 		r.Recovery = h.FirstGrantAfterHeal - h.Healed
 	}
 	if r.Recovery < 0 || r.Recovery > bound {
-		r.violate("no grant within %v of the heal at %v (first grant after it: %v)", bound, h.Healed, h.FirstGrantAfterHeal)
+		where := Span{h.Healed, h.FirstGrantAfterHeal}
+		if where.To < 0 {
+			where.To = h.End
+		}
+		r.violateAt(where, "no grant within %v of the heal at %v (first grant after it: %v)", bound, h.Healed, h.FirstGrantAfterHeal)
 	}
 	return r
 }
@@ -256,7 +297,7 @@ func checkGuardOrder(r *Report, ops []Op) {
 	var cur State
 	for _, o := range acc {
 		if o.Prev != cur {
-			r.violate("register %s: write #%d overwrote (%v,%q), but the register held (%v,%q): %v", RegGuard, o.Seq, o.Prev.Token, o.Prev.Value, cur.Token, cur.Value, o)
+			r.violateAt(span(o), "register %s: write #%d overwrote (%v,%q), but the register held (%v,%q): %v", RegGuard, o.Seq, o.Prev.Token, o.Prev.Value, cur.Token, cur.Value, o)
 		}
 		cur = State{o.Token, o.Value}
 	}
@@ -299,30 +340,46 @@ var registerModel = porcupine.NondeterministicModel{
 	},
 	DescribeOperation: func(input, output any) string {
 		in, out := input.(regInput), output.(regOutput)
+		if out.Outcome != Accepted {
+			return fmt.Sprintf("write(%v,%q) -> %s", in.Token, in.Value, out.Outcome)
+		}
 		return fmt.Sprintf("write(%v,%q) -> %s over (%v,%q)", in.Token, in.Value, out.Outcome, out.Prev.Token, out.Prev.Value)
+	},
+	DescribeState: func(state any) string {
+		s := state.(State)
+		return fmt.Sprintf("(%v,%q)", s.Token, s.Value)
 	},
 }
 
-func checkLinearizable(r *Report, reg string, ops []Op, end time.Duration) {
+// porcupineOps is a register's writes as porcupine operations: a failed
+// write, certainly not applied, has no effect to explain and is left out;
+// an unknown one may take effect any time after its call.
+func porcupineOps(writes []Op, end time.Duration) []porcupine.Operation {
 	var hist []porcupine.Operation
-	for _, o := range ops {
+	for _, o := range writes {
 		if o.Outcome == Failed {
-			continue // certainly not applied: no effect to explain
+			continue
 		}
 		ret := int64(o.Return)
 		if o.Outcome == Unknown {
-			ret = int64(max(end, o.Return)) + 1 // may take effect any time later
+			ret = int64(max(end, o.Return)) + 1
 		}
 		hist = append(hist, porcupine.Operation{ClientId: o.Client, Input: regInput{State{o.Token, o.Value}},
 			Call: int64(o.Call), Output: regOutput{o.Outcome, o.Prev}, Return: ret})
 	}
+	return hist
+}
+
+func checkLinearizable(r *Report, reg string, ops []Op, end time.Duration) {
+	hist := porcupineOps(ops, end)
 	if len(hist) == 0 {
 		return
 	}
 	switch res := porcupine.CheckOperationsTimeout(registerModel.ToModel(), hist, CheckTimeout); res {
 	case porcupine.Ok:
 	case porcupine.Illegal:
-		r.violate("register %s: the history of %d writes is not linearizable", reg, len(hist))
+		_, info := porcupine.CheckOperationsVerbose(registerModel.ToModel(), hist, CheckTimeout)
+		r.violateAt(unplaceable(hist, info), "register %s: the history of %d writes is not linearizable", reg, len(hist))
 	default:
 		r.violate("register %s: linearizability not decided within %v (%d writes)", reg, CheckTimeout, len(hist))
 	}

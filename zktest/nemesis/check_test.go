@@ -36,21 +36,34 @@ func base() *History {
 	}
 }
 
-func expect(t *testing.T, h *History, allowed Allowed, want string) {
+// expect checks that Check finds a violation mentioning want in h (none if
+// want is ""), and returns where it locates it.
+func expect(t *testing.T, h *History, allowed Allowed, want string) Span {
 	t.Helper()
 	r := Check(h, allowed)
+	if len(r.Where) != len(r.Violations) {
+		t.Fatalf("%d violations, %d places", len(r.Violations), len(r.Where))
+	}
 	if want == "" {
 		if len(r.Violations) > 0 {
 			t.Fatalf("violations in a correct history: %q", r.Violations)
 		}
-		return
+		return nowhere
 	}
-	for _, v := range r.Violations {
+	for i, v := range r.Violations {
 		if strings.Contains(v, want) {
-			return
+			return r.Where[i]
 		}
 	}
 	t.Fatalf("no violation mentioning %q; got %q", want, r.Violations)
+	return nowhere
+}
+
+func expectAt(t *testing.T, got, want Span) {
+	t.Helper()
+	if got != want || !got.Known() {
+		t.Errorf("violation located at %v, want %v", got, want)
+	}
 }
 
 func TestCheckAcceptsACorrectHistory(t *testing.T) {
@@ -65,7 +78,8 @@ func TestCheckAcceptsACorrectHistory(t *testing.T) {
 func TestCheckCatchesTwoLiveHolders(t *testing.T) {
 	h := base()
 	h.Ops[2].Live = []int{0, 1} // grant 0 still live when grant 1 was made
-	expect(t, h, AtMost(1), "lease contexts live at once")
+	// from the first of the two grants to the sample
+	expectAt(t, expect(t, h, AtMost(1), "lease contexts live at once"), Span{10 * ms, 110 * ms})
 }
 
 func TestCheckCatchesAReaderBesideAWriter(t *testing.T) {
@@ -111,7 +125,7 @@ func TestCheckExcusesOnlyForcedRevocations(t *testing.T) {
 	// The revoked lease must end within the session timeout + 1 s.
 	h.Faults[0].Client = 0
 	h.Grants[0].Ended = 5 * time.Second
-	expect(t, h, AtMost(1), "was still live")
+	expectAt(t, expect(t, h, AtMost(1), "was still live"), Span{105 * ms, 5 * time.Second})
 }
 
 // TestCheckExcusesARevocationDuringAWrite: a znode write samples the live
@@ -148,7 +162,7 @@ func TestCheckCatchesAStaleWriteApplied(t *testing.T) {
 func TestCheckCatchesALostUpdate(t *testing.T) {
 	h := base()
 	h.Ops[3].Prev = State{} // b overwrote the initial state, as a did
-	expect(t, h, AtMost(1), "lost update")
+	expectAt(t, expect(t, h, AtMost(1), "lost update"), Span{20 * ms, 130 * ms})
 	expect(t, h, AtMost(1), "not linearizable")
 }
 
@@ -156,7 +170,8 @@ func TestCheckCatchesANonLinearizableHistory(t *testing.T) {
 	h := base()
 	// The stale refusal came before any higher token was written.
 	h.Ops[4].Call, h.Ops[4].Return = 40*ms, 50*ms
-	expect(t, h, AtMost(1), "not linearizable")
+	// located at the refusal: no order places it after a write of token 20
+	expectAt(t, expect(t, h, AtMost(1), "not linearizable"), Span{40 * ms, 50 * ms})
 	// A write that claims to overwrite a value nobody wrote.
 	h = base()
 	h.Ops[3].Prev = State{10, "zz"}
@@ -166,13 +181,13 @@ func TestCheckCatchesANonLinearizableHistory(t *testing.T) {
 func TestCheckCatchesAGuardOutOfOrder(t *testing.T) {
 	h := base()
 	h.Ops[6].Prev = State{} // the guard's second write claims it found it empty
-	expect(t, h, AtMost(1), "but the register held")
+	expectAt(t, expect(t, h, AtMost(1), "but the register held"), Span{120 * ms, 121 * ms})
 }
 
 func TestCheckCatchesASlowRecovery(t *testing.T) {
 	h := base()
 	h.FirstGrantAfterHeal = h.Healed + 3100*ms
-	expect(t, h, AtMost(1), "no grant within")
+	expectAt(t, expect(t, h, AtMost(1), "no grant within"), Span{h.Healed, h.FirstGrantAfterHeal})
 	h.FirstGrantAfterHeal = -1
-	expect(t, h, AtMost(1), "no grant within")
+	expectAt(t, expect(t, h, AtMost(1), "no grant within"), Span{h.Healed, h.End})
 }

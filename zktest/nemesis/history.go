@@ -36,7 +36,9 @@
 package nemesis
 
 import (
+	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"time"
@@ -143,8 +145,17 @@ type Fault struct {
 	Zxid fence.Token `json:",omitempty"`
 }
 
+// HistoryFormat names the JSON layout of a History that WriteJSON writes
+// and ReadHistory accepts. It changes with any change of a field's name or
+// meaning, so that a file from another version is refused rather than
+// misread.
+const HistoryFormat = "zkrecipes-nemesis-history/1"
+
 // History is everything a run recorded.
 type History struct {
+	// Format is HistoryFormat in a history written by WriteJSON (Run sets
+	// it too).
+	Format         string
 	Recipe         string
 	Seed           uint64
 	Clients        int
@@ -163,11 +174,131 @@ type History struct {
 	Diagnosis []string `json:",omitempty"`
 }
 
-// WriteJSON writes h as indented JSON.
+// WriteJSON writes h as indented JSON, with Format set to HistoryFormat.
 func (h *History) WriteJSON(w io.Writer) error {
+	c := *h
+	c.Format = HistoryFormat
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", " ")
-	return enc.Encode(h)
+	return enc.Encode(&c)
+}
+
+// ErrBadHistory is matched (errors.Is) by the error ReadHistory returns for
+// input that is not one whole history of this version: empty, not JSON,
+// truncated, followed by more data, of another Format (or none), with a
+// field this version does not know, or inconsistent (no recipe, no client,
+// a client, grant or time out of range). The message says which.
+var ErrBadHistory = errors.New("nemesis: bad history")
+
+// ReadHistory reads a history written by WriteJSON. It reads r to its end;
+// any error matches ErrBadHistory, except a failure to read r, which is
+// returned as it is.
+func ReadHistory(r io.Reader) (*History, error) {
+	b, err := io.ReadAll(r)
+	if err != nil {
+		return nil, err
+	}
+	if len(bytes.TrimSpace(b)) == 0 {
+		return nil, fmt.Errorf("%w: empty input", ErrBadHistory)
+	}
+	var head struct{ Format string }
+	if err := json.Unmarshal(b, &head); err != nil {
+		return nil, fmt.Errorf("%w: %s", ErrBadHistory, jsonProblem(b, err))
+	}
+	switch head.Format {
+	case HistoryFormat:
+	case "":
+		return nil, fmt.Errorf("%w: no Format field (a history written before histories were versioned, or not a nemesis history); this version reads %q", ErrBadHistory, HistoryFormat)
+	default:
+		return nil, fmt.Errorf("%w: format %q, this version reads %q", ErrBadHistory, head.Format, HistoryFormat)
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	var h History
+	if err := dec.Decode(&h); err != nil {
+		return nil, fmt.Errorf("%w: %s", ErrBadHistory, jsonProblem(b, err))
+	}
+	if err := h.validate(); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrBadHistory, err)
+	}
+	return &h, nil
+}
+
+// jsonProblem says what is wrong with b, which json refused with err.
+func jsonProblem(b []byte, err error) string {
+	var syn *json.SyntaxError
+	switch {
+	case errors.Is(err, io.ErrUnexpectedEOF), errors.As(err, &syn) && syn.Offset >= int64(len(bytes.TrimRight(b, " \t\r\n"))):
+		return fmt.Sprintf("truncated: the JSON ends early, after %d bytes", len(b))
+	case errors.As(err, &syn):
+		return fmt.Sprintf("not JSON at byte %d: %v", syn.Offset, err)
+	}
+	return err.Error()
+}
+
+// validate checks what the page and the checker rely on: a recipe, at
+// least one client, clients and grants that exist, no negative time (a
+// lease can end after End: its end is recorded as the clients close).
+func (h *History) validate() error {
+	if h.Recipe == "" || h.Clients < 1 || h.End <= 0 {
+		return fmt.Errorf("recipe %q, %d clients, end %v: not a recorded run", h.Recipe, h.Clients, h.End)
+	}
+	client := func(what string, c int) error {
+		if c < 0 || c >= h.Clients {
+			return fmt.Errorf("%s names client %d of %d", what, c, h.Clients)
+		}
+		return nil
+	}
+	when := func(what string, ts ...time.Duration) error {
+		for _, t := range ts {
+			if t < 0 {
+				return fmt.Errorf("%s at %v, before the run began", what, t)
+			}
+		}
+		return nil
+	}
+	ids := make(map[int]bool, len(h.Grants))
+	for _, g := range h.Grants {
+		what := fmt.Sprintf("grant %d", g.ID)
+		if err := errors.Join(client(what, g.Client), when(what, g.Asked, g.Granted)); err != nil {
+			return err
+		}
+		if g.Ended != -1 {
+			if err := when(what+" ended", g.Ended); err != nil {
+				return err
+			}
+		}
+		if ids[g.ID] {
+			return fmt.Errorf("two grants with ID %d", g.ID)
+		}
+		ids[g.ID] = true
+	}
+	for i, o := range h.Ops {
+		what := fmt.Sprintf("op %d (%s)", i, o.Kind)
+		if err := errors.Join(client(what, o.Client), when(what, o.Call)); err != nil {
+			return err
+		}
+		if o.Grant != -1 && !ids[o.Grant] {
+			return fmt.Errorf("%s names grant %d, which is not in the history", what, o.Grant)
+		}
+		for _, id := range o.Live {
+			if !ids[id] {
+				return fmt.Errorf("%s samples grant %d, which is not in the history", what, id)
+			}
+		}
+	}
+	for i, f := range h.Faults {
+		what := fmt.Sprintf("fault %d (%s)", i, f.Kind)
+		if f.Client != -1 {
+			if err := client(what, f.Client); err != nil {
+				return err
+			}
+		}
+		if err := when(what, f.Start, f.End); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // String formats o for reports: its interval, client, grant, token and

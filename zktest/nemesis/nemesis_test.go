@@ -13,6 +13,7 @@ import (
 
 	"github.com/zkrecipes/zkrecipes/zktest"
 	"github.com/zkrecipes/zkrecipes/zktest/nemesis"
+	"github.com/zkrecipes/zkrecipes/zktest/nemesis/report"
 )
 
 func TestMain(m *testing.M) { zktest.Main(m) }
@@ -101,7 +102,57 @@ func runAndCheck(t *testing.T, cl *zktest.Cluster, r nemesis.Recipe, cfg nemesis
 	if rep.Grants == 0 {
 		t.Errorf("no grant at all")
 	}
+	checkPage(t, res)
 	return rep
+}
+
+// checkPage writes the run's page (package report) and checks that it
+// shows what the run did: a lane per client, a lease per grant, a mark per
+// register write, a band per fault, every violation marked and the page
+// opening at the first. It returns the page.
+func checkPage(t *testing.T, res *nemesis.Result) string {
+	t.Helper()
+	dir := t.TempDir()
+	if err := report.Write(dir, res.History, res.Report); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, report.Page))
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, h := string(b), res.History
+	writes := 0
+	for _, o := range h.Ops {
+		if o.Kind == nemesis.OpWrite {
+			writes++
+		}
+	}
+	for _, c := range []struct {
+		what      string
+		got, want int
+	}{
+		{"client lanes", strings.Count(page, `<g class="lane">`), h.Clients},
+		{"leases", strings.Count(page, `class="lease `), len(h.Grants)},
+		{"write marks", strings.Count(page, `class="w `), writes},
+		{"fault bands", strings.Count(page, `class="band `), len(h.Faults)},
+		{"porcupine views linked", strings.Count(page, `<a href="porcupine-`), len(nemesis.Registers(h))},
+	} {
+		if c.got != c.want {
+			t.Errorf("the page has %d %s, want %d", c.got, c.what, c.want)
+		}
+	}
+	for k := range res.Report.Faults {
+		if !strings.Contains(page, `class="band `+k+`"`) {
+			t.Errorf("the page shows no %s", k)
+		}
+	}
+	whole := fmt.Sprintf(`data-view="0-%.3f"`, h.End.Seconds()*1.01)
+	if located := slices.ContainsFunc(res.Report.Where, nemesis.Span.Known); located == strings.Contains(page, whole) ||
+		located != strings.Contains(page, `class="viol"`) {
+		t.Errorf("violations located: %t; the page shows the whole run: %t, marks a violation: %t",
+			located, strings.Contains(page, whole), strings.Contains(page, `class="viol"`))
+	}
+	return page
 }
 
 // TestNemesisCatchesABrokenRecipe runs the whole suite against a recipe
@@ -116,6 +167,9 @@ func TestNemesisCatchesABrokenRecipe(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("broken recipe: %s", res.Report.Summary())
+	if page := checkPage(t, res); !strings.Contains(page, "lease contexts live at once") || !strings.Contains(page, `class="t viol"`) {
+		t.Error("the page does not show the two live holders")
+	}
 	found := false
 	for _, v := range res.Report.Violations {
 		if strings.Contains(v, "lease contexts live at once") {

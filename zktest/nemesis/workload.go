@@ -96,7 +96,7 @@ func Run(ctx context.Context, cl *zktest.Cluster, r Recipe, cfg Config) (*Result
 		w.clients = append(w.clients, c)
 	}
 	T := w.clients[0].s.SessionTimeout()
-	h := &History{Recipe: r.Name, Seed: cfg.Seed, Clients: cfg.Clients, SessionTimeout: T}
+	h := &History{Format: HistoryFormat, Recipe: r.Name, Seed: cfg.Seed, Clients: cfg.Clients, SessionTimeout: T}
 
 	// The workload.
 	wctx, stopWork := context.WithCancel(ctx)
