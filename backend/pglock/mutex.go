@@ -95,8 +95,8 @@ func (m *Mutex) TryAcquire(ctx context.Context) (recipe.Lease, error) {
 // evaluated before the lock function: through a pooler (another backend
 // runs the statement) they return no row and lock nothing (ErrPooler).
 const (
-	waitSQL = "SELECT pg_advisory_lock($1::bigint)::text WHERE pg_backend_pid() = $2::int"
-	trySQL  = "SELECT pg_try_advisory_lock($1::bigint)::text WHERE pg_backend_pid() = $2::int"
+	waitSQL = "SELECT pg_advisory_lock($1::bigint)::text WHERE pg_backend_pid() = $2::bigint"
+	trySQL  = "SELECT pg_try_advisory_lock($1::bigint)::text WHERE pg_backend_pid() = $2::bigint"
 )
 
 func (m *Mutex) acquire(ctx context.Context, wait bool) (_ recipe.Lease, err error) {

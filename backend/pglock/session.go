@@ -153,7 +153,14 @@ func ConnectConfig(ctx context.Context, cfg *pgconn.Config, opts ...Option) (*Se
 		return nil, err
 	}
 	defer hangUp(conn)
-	if err := s.ensureTable(ctx, conn); err != nil {
+	rows, err := query(ctx, conn, "SELECT pg_backend_pid()")
+	if err == nil && (len(rows) != 1 || string(rows[0][0]) != strconv.FormatUint(uint64(conn.PID()), 10)) {
+		err = ErrPooler
+	}
+	if err == nil {
+		err = s.ensureTable(ctx, conn)
+	}
+	if err != nil {
 		s.cancel()
 		return nil, err
 	}
