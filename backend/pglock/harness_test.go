@@ -38,7 +38,11 @@ func TestMain(m *testing.M) {
 const testTTL = 4 * time.Second
 
 // TestConformance runs the backend-neutral lock suite against PostgreSQL.
+// It spends most of its time waiting for leases to expire, so it runs in
+// parallel with the other tests that do (each test has a database of its
+// own; TestServerCrashRestart restarts a server of its own).
 func TestConformance(t *testing.T) {
+	t.Parallel()
 	locktest.Run(t, newHarness(t))
 }
 

@@ -100,6 +100,7 @@ func (h *harness) waitLocks(t *testing.T, lock string, want int) {
 // time of its last answered ping; the server lets the next contender in TTL
 // after the last ping it received, not sooner.
 func TestCutHolderNumbers(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	const lock = "numbers"
 	a, b := h.NewClient(t, lock).(*client), h.NewClient(t, lock).(*client)
@@ -108,6 +109,7 @@ func TestCutHolderNumbers(t *testing.T) {
 	defer cancel()
 	pb := acquireAsync(t, b.Mutex, ctx)
 	h.waitLocks(t, lock, 2)
+	time.Sleep(testTTL/4 + 150*time.Millisecond) // a few pings, the cut between two
 
 	cut := time.Now()
 	a.CutOff()
@@ -128,10 +130,12 @@ func TestCutHolderNumbers(t *testing.T) {
 	if lost >= granted {
 		t.Errorf("the holder's context ended %v after the cut, not before B's grant %v after it", lost, granted)
 	}
-	// The last ping the server received was sent at most a ping interval
-	// before the cut (plus its round trip): the server's bound must not
-	// come sooner. A slow machine only makes the grant later.
-	if min := testTTL - ping - 200*time.Millisecond; granted < min {
+	// The last ping the server received was sent about a ping interval
+	// before the cut at most, so the server's bound (TTL after it) comes
+	// well after the holder's (TTL/2 after it): the lock was not freed by
+	// the holder's giving up. The second of slack is for a monitor that a
+	// loaded machine let ping late.
+	if min := testTTL - ping - time.Second; granted < min {
 		t.Errorf("B was granted %v after the cut, sooner than the server's bound allows (%v)", granted, min)
 	}
 	if r.lease.Token() <= la.Token() {

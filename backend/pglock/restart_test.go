@@ -19,8 +19,18 @@ import (
 // after the restart tokens keep growing (the counter bump was durable when
 // Acquire returned, although the crash came right after it).
 func TestServerCrashRestart(t *testing.T) {
-	srv := pgtest.SharedServer(t)
-	dsn := pgtest.Shared(t)
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+	defer cancel()
+	srv, err := pgtest.Start(ctx) // not the shared server, which other tests use meanwhile
+	if err != nil {
+		t.Fatalf("%v (%s)", err, pgtest.InstallHint)
+	}
+	defer srv.Close()
+	dsn, err := srv.NewDatabase(ctx, "restart")
+	if err != nil {
+		t.Fatal(err)
+	}
 	const lock = "restart"
 	session := func() *Session {
 		ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
@@ -42,8 +52,6 @@ func TestServerCrashRestart(t *testing.T) {
 	}
 
 	la := mustAcquire(t, a)
-	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
-	defer cancel()
 	pb := acquireAsync(t, b, ctx)
 	for n := 0; n != 2; n = locksNow(t, dsn, lock) {
 		time.Sleep(10 * time.Millisecond)

@@ -139,9 +139,10 @@ func ConnectConfig(ctx context.Context, cfg *pgconn.Config, opts ...Option) (*Se
 	for k, v := range s.pgParams() {
 		s.cfg.RuntimeParams[k] = v
 	}
-	// A cancelled context sets a deadline on the socket (it never sends a
-	// cancel request): an interrupted wait between pings leaves the
-	// connection usable.
+	// A context that ends sets a deadline on the socket instead of sending a
+	// cancel request at once: an interrupted listen between pings leaves the
+	// connection usable. (An interrupted statement closes the connection,
+	// and pgx sends the cancel request then.)
 	s.cfg.BuildContextWatcherHandler = func(c *pgconn.PgConn) ctxwatch.Handler {
 		return &pgconn.DeadlineContextWatcherHandler{Conn: c.Conn()}
 	}
@@ -168,7 +169,7 @@ func ConnectConfig(ctx context.Context, cfg *pgconn.Config, opts ...Option) (*Se
 }
 
 // pgParams are the session parameters of every lock connection, sent in the
-// startup message (a pooler that does not pass them on fails the connect).
+// startup message (PgBouncer refuses them unless told to ignore them).
 func (s *Session) pgParams() map[string]string {
 	ms := func(d time.Duration) string { return strconv.FormatInt(d.Milliseconds(), 10) }
 	secs := func(d time.Duration) string { return strconv.Itoa(int(math.Ceil(d.Seconds()))) }
