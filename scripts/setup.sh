@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what the demo and the tests need, if missing: a Java runtime and
-# ZooKeeper (Debian packages default-jre-headless and zookeeper), and
-# PostgreSQL's server binaries (postgresql) for the fencing helpers' tests.
+# ZooKeeper (Debian packages default-jre-headless and zookeeper),
+# PostgreSQL's server binaries (postgresql) for the fencing helpers' and
+# backend/pglock's tests, and PgBouncer (pgbouncer) for backend/pglock's.
 # Idempotent: does nothing when all are present. Go itself must already be
 # installed.
 set -euo pipefail
@@ -12,6 +13,7 @@ have_zookeeper() {
 }
 
 have_postgres() { compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null || command -v initdb >/dev/null 2>&1; }
+have_pgbouncer() { [ -x /usr/sbin/pgbouncer ] || command -v pgbouncer >/dev/null 2>&1; }
 
 # What is missing, as Debian packages. An existing ensemble needs no
 # ZooKeeper: ZK_SERVERS (demo) or ZK_TEST_SERVERS (tests); an existing
@@ -22,6 +24,11 @@ if [ -z "${ZK_TEST_SERVERS:-}" ] && [ -z "${ZK_SERVERS:-}" ] && ! { have_java &&
 fi
 if [ -z "${PG_TEST_DSN:-}" ] && ! have_postgres; then
   pkgs+=(postgresql)
+fi
+# backend/pglock's pooler test runs a PgBouncer of its own, also in front of
+# an existing server.
+if ! have_pgbouncer; then
+  pkgs+=(pgbouncer)
 fi
 [ ${#pkgs[@]} -eq 0 ] && exit 0
 

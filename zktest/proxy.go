@@ -112,9 +112,12 @@ func (p *FaultProxy) Cut() {
 
 // Blackhole partitions the client from the servers: live and new connections
 // stay open, but nothing is forwarded in either direction, so clients notice
-// only through their own read timeouts. It lasts until Resume, which closes
-// the connections that were blackholed (the bytes they swallowed are lost, as
-// in a real partition, where the client will have timed out anyway).
+// only through their own read timeouts. A side that closes its connection
+// meanwhile is not seen by the other either: as in a real partition, the
+// close is lost with the data (the server keeps a silent connection until its
+// own timeouts end it). It lasts until Resume, which closes the connections
+// that were blackholed (the bytes they swallowed are lost, as in a real
+// partition, where the client will have timed out anyway).
 func (p *FaultProxy) Blackhole() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -268,6 +271,12 @@ func (pc *proxyConn) pump(src, dst net.Conn) {
 			var ok bool
 			select {
 			case c, ok = <-ch:
+				if !ok && pc.blackholed.Load() {
+					// The source closed during a partition: the close
+					// does not cross it. Resume or Close ends this.
+					<-pc.done
+					return
+				}
 				if !ok {
 					return
 				}

@@ -234,3 +234,43 @@ func TestFaultProxyBlackholeExpiresSession(t *testing.T) {
 		t.Fatal("the client kept its expired session id")
 	}
 }
+
+// TestFaultProxyBlackholeHidesClose: a client that closes its connection
+// during a blackhole is not seen closing by the server (the FIN is lost in
+// the partition, as the data is) until Resume ends the connection.
+func TestFaultProxyBlackholeHidesClose(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	serverSawClose := make(chan struct{})
+	go func() {
+		c, err := l.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		_, _ = io.Copy(io.Discard, c)
+		close(serverSawClose)
+	}()
+	p := NewFaultProxy()
+	defer p.Close()
+	c, err := p.Dial("tcp", l.Addr().String(), time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Blackhole()
+	_ = c.Close()
+	select {
+	case <-serverSawClose:
+		t.Fatal("the server saw the client's close through the blackhole")
+	case <-time.After(300 * time.Millisecond):
+	}
+	p.Resume()
+	select {
+	case <-serverSawClose:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the server's connection is still open after Resume")
+	}
+}

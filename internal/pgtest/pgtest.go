@@ -48,6 +48,8 @@ const readyTimeout = 60 * time.Second
 type Server struct {
 	admin string // DSN of the maintenance database, as a superuser or a CREATEDB role
 	dir   string // data and socket directory; "" for an existing server
+	bin   string // directory of the server binaries
+	cred  *syscall.Credential
 	cmd   *exec.Cmd
 	exit  chan struct{} // closed when cmd has been waited for
 	port  int
@@ -106,31 +108,68 @@ func startOnce(ctx context.Context, bin, dir string, cred *syscall.Credential) (
 	if err != nil {
 		return nil, err
 	}
-	logf, err := os.Create(filepath.Join(dir, "postgres.log"))
-	if err != nil {
+	s := &Server{
+		admin: fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", port),
+		dir:   dir, bin: bin, cred: cred, port: port,
+	}
+	if err := s.run(ctx); err != nil {
 		return nil, err
 	}
+	return s, nil
+}
+
+// run starts postgres on s.port and waits until it answers.
+func (s *Server) run(ctx context.Context) error {
+	logf, err := os.OpenFile(filepath.Join(s.dir, "postgres.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
 	defer logf.Close()
-	cmd := exec.Command(filepath.Join(bin, "postgres"), "-D", filepath.Join(dir, "data"),
-		"-p", strconv.Itoa(port), "-k", dir, "-c", "listen_addresses=127.0.0.1",
+	cmd := exec.Command(filepath.Join(s.bin, "postgres"), "-D", filepath.Join(s.dir, "data"),
+		"-p", strconv.Itoa(s.port), "-k", s.dir, "-c", "listen_addresses=127.0.0.1",
 		"-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off",
 		"-c", "max_connections=300", "-c", "shared_buffers=32MB")
 	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred, Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: s.cred, Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("pgtest: starting postgres: %w", err)
+		return fmt.Errorf("pgtest: starting postgres: %w", err)
 	}
-	s := &Server{
-		admin: fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", port),
-		dir:   dir, cmd: cmd, exit: make(chan struct{}), port: port,
-	}
-	go func() { cmd.Wait(); close(s.exit) }()
+	exit := make(chan struct{})
+	s.cmd, s.exit = cmd, exit
+	go func() { cmd.Wait(); close(exit) }()
 	if err := s.waitReady(ctx); err != nil {
 		s.stop()
-		b, _ := os.ReadFile(filepath.Join(dir, "postgres.log"))
-		return nil, fmt.Errorf("%w\n%s", err, lastLines(string(b), 10))
+		b, _ := os.ReadFile(filepath.Join(s.dir, "postgres.log"))
+		return fmt.Errorf("%w\n%s", err, lastLines(string(b), 10))
 	}
-	return s, nil
+	return nil
+}
+
+// Restart stops a started server and starts it again on the same port and
+// data: with crash, an immediate shutdown (SIGQUIT: every session is cut at
+// once, no checkpoint, crash recovery at start, as after a server crash);
+// otherwise a fast shutdown (SIGINT). Clients see their connections end;
+// what was committed survives (the WAL is written at commit for sessions
+// with synchronous_commit on, and an immediate shutdown loses no written
+// WAL: only an operating-system crash would, fsync being off). It returns
+// when the server answers again. It fails for an existing server
+// (PG_TEST_DSN).
+func (s *Server) Restart(ctx context.Context, crash bool) error {
+	if s.cmd == nil {
+		return errors.New("pgtest: Restart needs a server started by pgtest, not " + EnvDSN)
+	}
+	sig := syscall.SIGINT
+	if crash {
+		sig = syscall.SIGQUIT
+	}
+	s.cmd.Process.Signal(sig)
+	select {
+	case <-s.exit:
+	case <-time.After(10 * time.Second):
+		syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
+		<-s.exit
+	}
+	return s.run(ctx)
 }
 
 // waitReady pings the maintenance database until it answers.
@@ -213,9 +252,10 @@ func (s *Server) stop() {
 }
 
 var shared struct {
-	mu  sync.Mutex
-	srv *Server
-	err error
+	mu       sync.Mutex
+	srv      *Server
+	err      error
+	examples []string // DSNs handed out by ExampleDSN
 }
 
 // Shared returns the DSN of a new database on a server shared by the whole
@@ -244,25 +284,57 @@ func Shared(tb testing.TB) string {
 // SharedServer returns the server behind Shared, starting it on first use.
 func SharedServer(tb testing.TB) *Server {
 	tb.Helper()
+	srv, err := sharedServer()
+	if err != nil {
+		tb.Fatalf("pgtest: no PostgreSQL server: %v (%s)", err, InstallHint)
+	}
+	return srv
+}
+
+func sharedServer() (*Server, error) {
 	shared.mu.Lock()
 	defer shared.mu.Unlock()
 	if shared.srv == nil && shared.err == nil {
 		shared.srv, shared.err = Start(context.Background())
 	}
-	if shared.err != nil {
-		tb.Fatalf("pgtest: no PostgreSQL server: %v (%s)", shared.err, InstallHint)
-	}
-	return shared.srv
+	return shared.srv, shared.err
 }
 
-// StopShared stops the shared server, if one was started.
+// ExampleDSN is for runnable Example functions, which have no testing.TB:
+// it returns the DSN of a new database on the shared server, dropped by
+// StopShared. It panics with the install hint when no server can be started
+// (an example must not pass without a server).
+func ExampleDSN() string {
+	srv, err := sharedServer()
+	if err != nil {
+		panic(fmt.Sprintf("pgtest.ExampleDSN: no PostgreSQL server: %v (%s)", err, InstallHint))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), readyTimeout)
+	defer cancel()
+	dsn, err := srv.NewDatabase(ctx, "example")
+	if err != nil {
+		panic(fmt.Sprintf("pgtest.ExampleDSN: %v", err))
+	}
+	shared.mu.Lock()
+	shared.examples = append(shared.examples, dsn)
+	shared.mu.Unlock()
+	return dsn
+}
+
+// StopShared drops the databases of ExampleDSN and stops the shared server,
+// if one was started.
 func StopShared() {
 	shared.mu.Lock()
 	defer shared.mu.Unlock()
 	if shared.srv != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), readyTimeout)
+		for _, dsn := range shared.examples {
+			shared.srv.DropDatabase(ctx, dsn)
+		}
+		cancel()
 		shared.srv.Close()
 	}
-	shared.srv, shared.err = nil, nil
+	shared.srv, shared.err, shared.examples = nil, nil, nil
 }
 
 // findBinDir returns the directory of initdb and postgres.

@@ -48,3 +48,32 @@ func TestSanitize(t *testing.T) {
 		}
 	}
 }
+
+// TestRestart: a crash restart keeps what was committed (with
+// synchronous_commit on, as the lock backends set it) and the server answers
+// on the same address afterwards.
+func TestRestart(t *testing.T) {
+	ctx := context.Background()
+	srv, err := Start(ctx)
+	if err != nil {
+		t.Fatalf("%v (%s)", err, InstallHint)
+	}
+	defer srv.Close()
+	db, err := sql.Open("pgx", srv.DSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.ExecContext(ctx, "CREATE TABLE t (x int); SET synchronous_commit = on; INSERT INTO t VALUES (7)"); err != nil {
+		t.Fatal(err)
+	}
+	for _, crash := range []bool{true, false} {
+		if err := srv.Restart(ctx, crash); err != nil {
+			t.Fatalf("Restart(crash=%v): %v", crash, err)
+		}
+		var x int
+		if err := db.QueryRowContext(ctx, "SELECT x FROM t").Scan(&x); err != nil || x != 7 {
+			t.Fatalf("after Restart(crash=%v): x = %d, %v; want 7", crash, x, err)
+		}
+	}
+}

@@ -1,0 +1,25 @@
+package pglock
+
+import "errors"
+
+// Sentinel errors of this package. Errors about leases and waiting use the
+// recipe package's values (recipe.ErrLocked, recipe.ErrLeaseLost,
+// recipe.ErrSessionClosed, ...), as every backend does.
+var (
+	// ErrBadURL is matched by the error of Connect when the URL (or
+	// keyword=value connection string) can't be parsed.
+	ErrBadURL = errors.New("pglock: bad PostgreSQL URL")
+
+	// ErrTokenTable is matched by Connect's error when the token table does
+	// not exist and the role can't create it. The error names the
+	// statements an administrator can run instead.
+	ErrTokenTable = errors.New("pglock: token table missing and not creatable")
+
+	// ErrPooler is matched when a connection does not lead to one server
+	// session of its own: the backend process id announced at connect time
+	// is not the one that runs our statements, which is what a pooler such
+	// as PgBouncer looks like. Session-level advisory locks are unsafe
+	// through a pooler in transaction mode (the lock stays on a server
+	// connection other clients then use), so nothing is locked then.
+	ErrPooler = errors.New("pglock: connection goes through a pooler, not to a server session of its own")
+)

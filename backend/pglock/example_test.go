@@ -1,0 +1,64 @@
+package pglock_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/zkrecipes/zkrecipes/backend/pglock"
+	"github.com/zkrecipes/zkrecipes/fence"
+	"github.com/zkrecipes/zkrecipes/internal/pgtest"
+	"github.com/zkrecipes/zkrecipes/recipe"
+)
+
+// A job that must not run twice at once, on PostgreSQL: take the lock, fence
+// the write with the lease's token, stop when the lease context ends. The
+// code after New is the same for every backend (recipe.Lock).
+func Example() {
+	ctx := context.Background()
+	url := pgtest.ExampleDSN() // e.g. "postgres://app@db.internal:5432/app?sslmode=verify-full"
+
+	s, err := pglock.Connect(ctx, url)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer s.Close()
+	var m recipe.Lock
+	m, err = pglock.New(s, "nightly-report")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	lease, err := m.Acquire(ctx)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer lease.Release(context.Background())
+
+	var guard fence.Guard // lives at the resource
+	err = guard.Do("report", lease.Token(), func() error {
+		if lease.Context().Err() != nil { // ownership in doubt: don't start
+			return context.Cause(lease.Context())
+		}
+		fmt.Println("report written with token", lease.Token())
+		return nil
+	})
+	fmt.Println("error:", err)
+
+	// Another instance skips its run while this one holds the lock.
+	s2, err := pglock.Connect(ctx, url)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer s2.Close()
+	other, _ := pglock.New(s2, "nightly-report")
+	_, err = other.TryAcquire(ctx)
+	fmt.Println("second instance:", errors.Is(err, recipe.ErrLocked))
+	// Output:
+	// report written with token 1
+	// error: <nil>
+	// second instance: true
+}

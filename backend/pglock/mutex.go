@@ -1,0 +1,192 @@
+package pglock
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/zkrecipes/zkrecipes/fence"
+	"github.com/zkrecipes/zkrecipes/recipe"
+)
+
+// MaxNameLen is the longest lock name New accepts, in bytes.
+const MaxNameLen = 1024
+
+// keyDomain separates our hashes from any other use of SHA-256 on names.
+const keyDomain = "zkrecipes/pglock\x00"
+
+// Key returns the advisory lock key of the lock named name: the first 8
+// bytes of SHA-256("zkrecipes/pglock\x00" + name), big-endian, as a signed
+// 64-bit integer. It is what pg_advisory_lock(bigint) is called with and what
+// pg_locks shows (high half in classid, low half in objid, objsubid 1).
+//
+// Collision rule: two names with the same key share one lock and one token
+// counter. That is safe (they exclude each other, tokens still grow) but one
+// waits for the other; the token table records the first name of each key
+// and Acquire logs a warning when another name uses it. By the birthday bound
+// a collision needs about 2^32 names in one database. A key equal to one
+// another application passes to pg_advisory_lock(bigint) has the same
+// effect; the two-int form pg_advisory_lock(int, int) never collides with it.
+func Key(name string) int64 {
+	sum := sha256.Sum256([]byte(keyDomain + name))
+	return int64(binary.BigEndian.Uint64(sum[:8]))
+}
+
+// Mutex is a lock named by a string, in the database of its session:
+// PostgreSQL's session-level advisory lock on Key(name), with a fencing token
+// from the session's token table. It implements recipe.Lock; each Acquire is
+// an independent contender on a connection of its own. It is safe for
+// concurrent use.
+type Mutex struct {
+	s    *Session
+	name string
+	key  int64
+}
+
+var _ recipe.Lock = (*Mutex)(nil)
+
+// New returns the lock named name on s. The name must be valid UTF-8,
+// without NUL bytes, and 1 to MaxNameLen bytes long; otherwise the error is a
+// *recipe.PathError (matching recipe.ErrInvalidPath). Nothing is sent to the
+// server.
+func New(s *Session, name string) (*Mutex, error) {
+	bad := func(reason string) error { return &recipe.PathError{Path: name, Reason: reason} }
+	switch {
+	case name == "":
+		return nil, bad("empty lock name")
+	case len(name) > MaxNameLen:
+		return nil, bad(fmt.Sprintf("lock name of %d bytes, longer than pglock.MaxNameLen (%d)", len(name), MaxNameLen))
+	case !utf8.ValidString(name):
+		return nil, bad("lock name is not valid UTF-8")
+	case strings.IndexByte(name, 0) >= 0:
+		return nil, bad("lock name contains a NUL byte")
+	}
+	return &Mutex{s: s, name: name, key: Key(name)}, nil
+}
+
+// Name returns the lock's name.
+func (m *Mutex) Name() string { return m.name }
+
+// Acquire waits in PostgreSQL's lock queue for the lock (first come, first
+// served) and returns its lease once the grant's token is committed. It
+// returns context.Cause(ctx) if ctx ends first, recipe.ErrSessionClosed if
+// the session is closed, ErrPooler, or a connection or server error (in a
+// *recipe.OpError for statements). Whatever the error, the attempt's
+// connection is closed, which withdraws it from the queue and frees a grant
+// that landed as the caller gave up.
+func (m *Mutex) Acquire(ctx context.Context) (recipe.Lease, error) { return m.acquire(ctx, true) }
+
+// TryAcquire takes the lock if it is free right now (pg_try_advisory_lock),
+// else returns an error matching recipe.ErrLocked; other errors as Acquire.
+func (m *Mutex) TryAcquire(ctx context.Context) (recipe.Lease, error) {
+	return m.acquire(ctx, false)
+}
+
+// The lock statements, with the key and the backend pid announced at
+// connect time as parameters. The pid condition is a one-time filter,
+// evaluated before the lock function: through a pooler (another backend
+// runs the statement) they return no row and lock nothing (ErrPooler).
+const (
+	waitSQL = "SELECT pg_advisory_lock($1::bigint)::text WHERE pg_backend_pid() = $2::bigint"
+	trySQL  = "SELECT pg_try_advisory_lock($1::bigint)::text WHERE pg_backend_pid() = $2::bigint"
+)
+
+func (m *Mutex) acquire(ctx context.Context, wait bool) (_ recipe.Lease, err error) {
+	if ctx.Err() != nil {
+		return nil, context.Cause(ctx)
+	}
+	s := m.s
+	if !s.enter() {
+		return nil, recipe.ErrSessionClosed
+	}
+	defer s.wg.Done()
+	actx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	defer context.AfterFunc(s.ctx, func() { cancel(recipe.ErrSessionClosed) })()
+	// fail turns err into the caller's cause if the attempt was abandoned.
+	fail := func(op string, err error) error {
+		if actx.Err() != nil {
+			return context.Cause(actx)
+		}
+		if op == "" {
+			return err
+		}
+		return &recipe.OpError{Op: op, Path: m.name, Err: err}
+	}
+
+	conn, err := s.dial(actx)
+	if err != nil {
+		return nil, fail("", err)
+	}
+	granted := false
+	defer func() {
+		if !granted {
+			hangUp(conn) // frees whatever the session got, a late grant included
+		}
+	}()
+
+	key, pid := strconv.FormatInt(m.key, 10), strconv.FormatUint(uint64(conn.PID()), 10)
+	lockSQL := trySQL
+	if wait {
+		lockSQL = waitSQL
+	}
+	rows, err := query(actx, conn, lockSQL, key, pid)
+	switch {
+	case err != nil:
+		return nil, fail("pg_advisory_lock", err)
+	case len(rows) == 0:
+		return nil, fail("", ErrPooler)
+	case !wait && string(rows[0][0]) != "true":
+		return nil, fail("", recipe.ErrLocked)
+	}
+
+	sent := time.Now()
+	tok, first, err := m.bump(actx, conn)
+	if err != nil {
+		return nil, fail("token bump", err)
+	}
+	if actx.Err() != nil {
+		return nil, context.Cause(actx) // gave up after the grant: hangUp frees it
+	}
+	if first != m.name {
+		s.log.Warn("pglock: two lock names share one advisory key; they exclude each other",
+			"lock", m.name, "other", first, "key", m.key)
+	}
+	l := newLease(ctx, m, conn, tok)
+	if !s.adopt(l, sent) {
+		return nil, recipe.ErrSessionClosed
+	}
+	granted = true
+	s.log.Debug("pglock: granted", "lock", m.name, "token", tok)
+	return l, nil
+}
+
+// bump increments the lock's token counter on the holder's connection, in a
+// transaction of its own, and returns the new value and the name the key
+// was first used with. Only the holder bumps the counter, after its grant,
+// so counter order is grant order.
+func (m *Mutex) bump(ctx context.Context, conn *pgconn.PgConn) (fence.Token, string, error) {
+	rows, err := query(ctx, conn,
+		"INSERT INTO "+m.s.table+" AS t (key, name, n) VALUES ($1::bigint, $2::text, 1) "+
+			"ON CONFLICT (key) DO UPDATE SET n = t.n + 1 RETURNING t.n, t.name",
+		strconv.FormatInt(m.key, 10), m.name)
+	if err != nil {
+		return 0, "", err
+	}
+	if len(rows) != 1 {
+		return 0, "", errors.New("pglock: token counter returned no row")
+	}
+	n, err := strconv.ParseUint(string(rows[0][0]), 10, 64)
+	if err != nil || n == 0 {
+		return 0, "", fmt.Errorf("pglock: bad token counter value %q", rows[0][0])
+	}
+	return fence.Token(n), string(rows[0][1]), nil
+}

@@ -1,0 +1,326 @@
+package pglock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"regexp"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgconn/ctxwatch"
+
+	"github.com/zkrecipes/zkrecipes/recipe"
+)
+
+// Defaults and limits of the options.
+const (
+	// DefaultTTL is the lease time to live of WithTTL's default: the server
+	// ends a holder's session (and frees its lock) once it has heard nothing
+	// from it for this long; the holder gives the lease up after half of it.
+	DefaultTTL = 10 * time.Second
+	// MinTTL and MaxTTL bound WithTTL.
+	MinTTL = time.Second
+	MaxTTL = 24 * time.Hour
+
+	// DefaultTable is the token table's name (WithTable's default).
+	DefaultTable = "zkrecipes_lock_tokens"
+
+	// DefaultConnectTimeout bounds each connection attempt when the URL sets
+	// no connect_timeout.
+	DefaultConnectTimeout = 10 * time.Second
+
+	// keepAliveCount is the number of unanswered TCP keep-alive probes after
+	// which the server drops a connection.
+	keepAliveCount = 5
+)
+
+// Option configures a Session (Connect, ConnectConfig).
+type Option func(*options)
+
+type options struct {
+	ttl   time.Duration
+	table string
+	log   *slog.Logger
+}
+
+// WithTTL sets the lease time to live (default DefaultTTL, between MinTTL
+// and MaxTTL). It is the server's bound: a session the server has heard
+// nothing from for ttl is ended by the server (idle_session_timeout; the TCP
+// keep-alive and user timeouts are set no shorter), which frees its lock. The
+// holder pings every ttl/10 and ends its lease context ttl/2 after the send
+// time of the last ping answered, so it always gives up first.
+func WithTTL(ttl time.Duration) Option { return func(o *options) { o.ttl = ttl } }
+
+// WithTable sets the token table (default DefaultTable): a lowercase
+// identifier, optionally schema-qualified ("locks.tokens"). It is created on
+// first use if missing.
+func WithTable(name string) Option { return func(o *options) { o.table = name } }
+
+// WithLogger sets the logger (default slog.Default()): grants and releases at
+// Debug, lost leases and key collisions at Warn.
+func WithLogger(l *slog.Logger) Option { return func(o *options) { o.log = l } }
+
+var tableName = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}(\.[a-z_][a-z0-9_]{0,62})?$`)
+
+// Session connects the locks of one process to one PostgreSQL database. It
+// holds no connection of its own: every Acquire opens a dedicated one, which
+// the lease keeps until it ends (see the package documentation). Its methods
+// are safe for concurrent use.
+type Session struct {
+	cfg   *pgconn.Config // our copy, with the session parameters of pgParams
+	ttl   time.Duration
+	ping  time.Duration // the holder's ping interval
+	loss  time.Duration // the holder's loss deadline, from the send time of the last answered ping
+	table string
+	log   *slog.Logger
+
+	ctx    context.Context // ended by Close
+	cancel context.CancelFunc
+
+	mu     sync.Mutex
+	closed bool
+	leases map[*lease]struct{}
+	wg     sync.WaitGroup // Acquire calls in flight and lease monitors
+}
+
+// Connect parses url (postgres://user@host:5432/db?sslmode=..., or any
+// connection string pgconn.ParseConfig accepts, environment variables
+// included) and calls ConnectConfig. A string that can't be parsed gives an
+// error matching ErrBadURL.
+func Connect(ctx context.Context, url string, opts ...Option) (*Session, error) {
+	cfg, err := pgconn.ParseConfig(url)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrBadURL, err)
+	}
+	return ConnectConfig(ctx, cfg, opts...)
+}
+
+// ConnectConfig returns a session on the database of cfg (which must come
+// from pgconn.ParseConfig; it is copied, not changed; its DialFunc, TLS and
+// fallback hosts are used for every lock connection, so several hosts need
+// target_session_attrs=read-write: every contender must reach the same
+// primary). The session parameters of the package documentation override
+// cfg's (application_name only if cfg has none). It checks that the
+// server answers, accepts this package's session parameters (PostgreSQL 14
+// or later), is not behind a pooler (ErrPooler) and has the token table,
+// creating it if missing (ErrTokenTable if it can't). Errors: an invalid
+// option (recipe.ErrBadOption); the connection error (*pgconn.ConnectError)
+// of an unreachable server, within the connect timeout (the URL's
+// connect_timeout, else DefaultConnectTimeout) or ctx.
+//
+// There is no constructor from a pgxpool.Pool or a pgx.Conn on purpose: a
+// pooled connection returns to its pool with the lock still held, and a
+// shared one can be closed or reset by someone else.
+func ConnectConfig(ctx context.Context, cfg *pgconn.Config, opts ...Option) (*Session, error) {
+	o := options{ttl: DefaultTTL, table: DefaultTable, log: slog.Default()}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	switch {
+	case o.ttl < MinTTL || o.ttl > MaxTTL:
+		return nil, fmt.Errorf("%w: pglock: TTL %v outside [%v, %v]", recipe.ErrBadOption, o.ttl, MinTTL, MaxTTL)
+	case !tableName.MatchString(o.table):
+		return nil, fmt.Errorf("%w: pglock: table %q is not a lowercase identifier, optionally schema-qualified", recipe.ErrBadOption, o.table)
+	case o.log == nil:
+		return nil, fmt.Errorf("%w: pglock: nil logger", recipe.ErrBadOption)
+	}
+	s := &Session{
+		cfg: cfg.Copy(), ttl: o.ttl, ping: o.ttl / 10, loss: o.ttl / 2,
+		table: o.table, log: o.log, leases: make(map[*lease]struct{}),
+	}
+	if s.cfg.ConnectTimeout == 0 {
+		s.cfg.ConnectTimeout = DefaultConnectTimeout
+	}
+	for k, v := range s.pgParams() {
+		s.cfg.RuntimeParams[k] = v
+	}
+	// A context that ends sets a deadline on the socket instead of sending a
+	// cancel request at once: an interrupted listen between pings leaves the
+	// connection usable. (An interrupted statement closes the connection,
+	// and pgx sends the cancel request then.)
+	s.cfg.BuildContextWatcherHandler = func(c *pgconn.PgConn) ctxwatch.Handler {
+		return &pgconn.DeadlineContextWatcherHandler{Conn: c.Conn()}
+	}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+
+	conn, err := s.dial(ctx)
+	if err != nil {
+		s.cancel()
+		return nil, err
+	}
+	defer hangUp(conn)
+	rows, err := query(ctx, conn, "SELECT pg_backend_pid()")
+	if err == nil && (len(rows) != 1 || string(rows[0][0]) != strconv.FormatUint(uint64(conn.PID()), 10)) {
+		err = ErrPooler
+	}
+	if err == nil {
+		err = s.ensureTable(ctx, conn)
+	}
+	if err != nil {
+		s.cancel()
+		return nil, err
+	}
+	return s, nil
+}
+
+// pgParams are the session parameters of every lock connection, sent in the
+// startup message (PgBouncer refuses them unless told to ignore them).
+func (s *Session) pgParams() map[string]string {
+	ms := func(d time.Duration) string { return strconv.FormatInt(d.Milliseconds(), 10) }
+	secs := func(d time.Duration) string { return strconv.Itoa(int(math.Ceil(d.Seconds()))) }
+	p := map[string]string{
+		// The server's bound on a silent holder: the holder's pings keep
+		// the session busy at least every ttl/10; without them the server
+		// ends the session ttl after the last one it received.
+		"idle_session_timeout":                ms(s.ttl),
+		"idle_in_transaction_session_timeout": ms(s.ttl),
+		// A dead peer on the network: keep-alive probes start after ttl/2
+		// of silence and give up after keepAliveCount more tenths (at
+		// least ttl in all); unacknowledged data gives up after ttl.
+		"tcp_keepalives_idle":     secs(s.ttl / 2),
+		"tcp_keepalives_interval": secs(s.ttl / 10),
+		"tcp_keepalives_count":    strconv.Itoa(keepAliveCount),
+		"tcp_user_timeout":        ms(s.ttl),
+		// A waiter whose client closed its connection leaves the lock
+		// queue within a ping interval, even if no cancel request arrived.
+		"client_connection_check_interval": ms(s.ping),
+		// The wait is one statement and may last: no timeouts from the
+		// server's or role's defaults.
+		"statement_timeout": "0",
+		"lock_timeout":      "0",
+		// A token counter bump is durable when Acquire returns.
+		"synchronous_commit": "on",
+	}
+	if s.cfg.RuntimeParams["application_name"] == "" {
+		p["application_name"] = "zkrecipes-pglock"
+	}
+	return p
+}
+
+// TTL returns the session's lease time to live (WithTTL).
+func (s *Session) TTL() time.Duration { return s.ttl }
+
+// dial opens a lock connection and checks it reaches a server session of
+// its own.
+func (s *Session) dial(ctx context.Context) (*pgconn.PgConn, error) {
+	conn, err := pgconn.ConnectConfig(ctx, s.cfg)
+	if err != nil {
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) && pgErr.Code == "42704" { // undefined_object: an unknown parameter
+			return nil, fmt.Errorf("pglock: the server refused a session parameter (pglock needs PostgreSQL 14 or later): %w", err)
+		}
+		return nil, err
+	}
+	return conn, nil
+}
+
+// ensureTable creates the token table if it does not exist.
+func (s *Session) ensureTable(ctx context.Context, conn *pgconn.PgConn) error {
+	exists := func() (bool, error) {
+		rows, err := query(ctx, conn, "SELECT to_regclass($1) IS NOT NULL", s.table)
+		if err != nil {
+			return false, err
+		}
+		return len(rows) == 1 && string(rows[0][0]) == "t", nil
+	}
+	if ok, err := exists(); ok || err != nil {
+		return err
+	}
+	create := "CREATE TABLE IF NOT EXISTS " + s.table + " (\n" +
+		"  key  bigint PRIMARY KEY, -- pglock.Key(name)\n" +
+		"  name text   NOT NULL,    -- the first lock name that used key\n" +
+		"  n    bigint NOT NULL CHECK (n > 0) -- the last token granted\n)"
+	_, err := query(ctx, conn, create)
+	if err == nil {
+		return nil
+	}
+	if ok, err2 := exists(); ok && err2 == nil {
+		return nil // created by someone else meanwhile
+	}
+	if ctx.Err() != nil {
+		return context.Cause(ctx)
+	}
+	return fmt.Errorf("%w: %w; an administrator can create it with:\n%s;\nGRANT SELECT, INSERT, UPDATE ON %s TO <role>;",
+		ErrTokenTable, err, create, s.table)
+}
+
+// Close ends the session: Acquire calls in flight return
+// recipe.ErrSessionClosed, and every live lease's context ends with that
+// cause; their connections are closed without unlocking, which the server
+// takes as the end of their locks. Later calls on the session's locks
+// return recipe.ErrSessionClosed. Close returns when all of them have
+// finished; it is idempotent and returns nil.
+func (s *Session) Close() error {
+	s.mu.Lock()
+	s.closed = true
+	live := make([]*lease, 0, len(s.leases))
+	for l := range s.leases {
+		live = append(live, l)
+	}
+	s.mu.Unlock()
+	for _, l := range live {
+		l.cancel(recipe.ErrSessionClosed)
+	}
+	s.cancel() // after the leases' causes are set: it interrupts their pings
+	s.wg.Wait()
+	return nil
+}
+
+// enter registers a blocking call; false if the session is closed.
+func (s *Session) enter() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return false
+	}
+	s.wg.Add(1)
+	return true
+}
+
+// adopt registers a new lease and starts its monitor; false if the session
+// was closed meanwhile.
+func (s *Session) adopt(l *lease, lastAck time.Time) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return false
+	}
+	s.leases[l] = struct{}{}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		l.monitor(lastAck)
+		s.mu.Lock()
+		delete(s.leases, l)
+		s.mu.Unlock()
+	}()
+	return true
+}
+
+// closeTimeout bounds the goodbye (Terminate) written on a connection being
+// dropped: the socket is closed after it either way.
+const closeTimeout = time.Second
+
+// hangUp closes conn. The server ends the session, and with it every lock
+// the session held, when it reads the goodbye or the socket's end.
+func hangUp(conn *pgconn.PgConn) {
+	ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
+	defer cancel()
+	_ = conn.Close(ctx)
+}
+
+// query runs one statement with text parameters and returns its rows as
+// text.
+func query(ctx context.Context, conn *pgconn.PgConn, sql string, args ...string) ([][][]byte, error) {
+	params := make([][]byte, len(args))
+	for i, a := range args {
+		params[i] = []byte(a)
+	}
+	res := conn.ExecParams(ctx, sql, params, nil, nil, nil).Read()
+	return res.Rows, res.Err
+}
