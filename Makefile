@@ -2,7 +2,8 @@
 #   make demo   runs the demo against a real ZooKeeper started for you
 #   make test   runs vet and the whole test suite with the race detector
 #   make bench  compares our mutex with zk.Lock, Curator and kazoo (docs/performance.md)
-# Both install ZooKeeper and Java from Debian packages first if they are missing.
+# Both install ZooKeeper and Java (and, for the tests, redis-server) from
+# Debian packages first if they are missing.
 
 GO ?= go
 
@@ -18,8 +19,8 @@ demo: setup
 # own after the rest, so that it never starves another package's 2 s
 # sessions on a 2-core machine.
 test: setup
-	$(GO) vet ./...
-	$(GO) test -race -count=1 -timeout 15m $$($(GO) list ./... | grep -v '/zktest/nemesis$$')
+	$(GO) vet ./... ./backend/redislock/...
+	$(GO) test -race -count=1 -timeout 15m $$($(GO) list ./... ./backend/redislock/... | grep -v '/zktest/nemesis$$')
 	$(GO) test -race -count=1 -timeout 10m ./zktest/nemesis
 
 bench: setup
