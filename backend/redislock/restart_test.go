@@ -173,6 +173,22 @@ func TestWithoutPersistenceTokensRepeat(t *testing.T) {
 	release(t, l)
 }
 
+// A server that evicts keys when full could evict the token counter (tokens
+// start again from 1) or a held lock's key: Connect warns.
+func TestEvictionWarning(t *testing.T) {
+	srv := redistest.Start(t, redistest.WithArgs("--maxmemory", "100mb", "--maxmemory-policy", "allkeys-lru"))
+	var logs syncBuffer
+	connect(t, srv, nil, redislock.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
+	if !strings.Contains(logs.String(), "evicts keys") {
+		t.Errorf("Connect to a server with allkeys-lru logged no warning; logs:\n%s", logs.String())
+	}
+	var clean syncBuffer
+	connect(t, redistest.Start(t), nil, redislock.WithLogger(slog.New(slog.NewTextHandler(&clean, nil))))
+	if s := clean.String(); s != "" {
+		t.Errorf("Connect to a durable server without replicas or eviction logged:\n%s", s)
+	}
+}
+
 // syncBuffer is a bytes.Buffer for a logger used from several goroutines.
 type syncBuffer struct {
 	mu sync.Mutex

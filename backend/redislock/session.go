@@ -153,7 +153,7 @@ func newSession(ctx context.Context, cli *redis.Client, owned bool, c *config) (
 }
 
 // checkServer refuses a replica and warns about settings that make tokens or
-// grants undurable. Servers that hide ROLE or CONFIG (managed services) get
+// grants undurable: no fsynced append-only file, replicas, eviction. Servers that hide ROLE or CONFIG (managed services) get
 // an informational log line instead.
 func (s *Session) checkServer(ctx context.Context) error {
 	role, err := s.cli.Do(ctx, "ROLE").Slice()
@@ -173,6 +173,13 @@ func (s *Session) checkServer(ctx context.Context) error {
 	case cfg["appendonly"] != "yes" || cfg["appendfsync"] != "always":
 		s.log.Warn("redislock: the server does not fsync every write (want appendonly yes, appendfsync always): after a server crash tokens can repeat and a held lock can be granted again",
 			"appendonly", cfg["appendonly"], "appendfsync", cfg["appendfsync"])
+	}
+	mem, err := s.cli.ConfigGet(ctx, "maxmemory*").Result()
+	switch {
+	case err != nil:
+	case mem["maxmemory"] != "0" && mem["maxmemory-policy"] != "noeviction":
+		s.log.Warn("redislock: the server evicts keys when full (want maxmemory-policy noeviction): an evicted token counter starts again from 1, an evicted lock key frees the lock",
+			"maxmemory", mem["maxmemory"], "maxmemory-policy", mem["maxmemory-policy"])
 	}
 	return nil
 }
