@@ -197,6 +197,62 @@ func TestReleaseNotifiesWaiter(t *testing.T) {
 	}
 }
 
+// A waiter whose subscription connection dies subscribes again (the server
+// killed it here), and the next release still wakes it through the new
+// subscription, not at its fallback re-check 30 s later.
+func TestWaiterResubscribes(t *testing.T) {
+	srv := redistest.Start(t)
+	const ttl = 30 * time.Second
+	a := mustNew(t, connect(t, srv, nil, redislock.WithTTL(ttl)), "resubscribe")
+	b := mustNew(t, connect(t, srv, nil, redislock.WithTTL(ttl)), "resubscribe")
+	la := acquire(t, a)
+	got := make(chan recipe.Lease, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*ttl)
+		defer cancel()
+		l, err := b.Acquire(ctx)
+		if err != nil {
+			t.Errorf("B: %v", err)
+		}
+		got <- l
+	}()
+	ctx := context.Background()
+	rdb := srv.Client(t)
+	channel := srv.KeyPrefix() + "resubscribe:released"
+	subscribed := func() {
+		t.Helper()
+		for i := 0; ; i++ {
+			n, err := rdb.PubSubNumSub(ctx, channel).Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n[channel] == 1 {
+				return
+			}
+			if i > 500 {
+				t.Fatalf("B is not subscribed to %s", channel)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	subscribed()
+	if err := rdb.ClientKillByFilter(ctx, "TYPE", "pubsub").Err(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond)
+	subscribed() // again, on a new connection
+	time.Sleep(100 * time.Millisecond) // B has read the confirmation, tried, and waits
+	release(t, la)
+	select {
+	case lb := <-got:
+		if lb != nil {
+			release(t, lb)
+		}
+	case <-time.After(ttl / 3):
+		t.Fatalf("B was not granted within %v of A's release", ttl/3)
+	}
+}
+
 // A waiter's Acquire ends when its context is cancelled, not at its next
 // re-check (30 s away here), and leaves no subscription behind.
 func TestWaiterHonoursCancellation(t *testing.T) {
