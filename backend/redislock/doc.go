@@ -91,5 +91,8 @@
 //
 // Nothing outside this package may write the keys: an operator's DEL frees
 // the lock at once, while the holder finds out only at its next renewal (up
-// to T/3 later); fencing is what protects the resource then.
+// to T/3 later); fencing is what protects the resource then. FLUSHALL, and
+// eviction under maxmemory with any policy but noeviction (Connect warns),
+// reset the token counter. docs/backends.md has the full list of hazards and
+// the review checklist.
 package redislock

@@ -240,7 +240,7 @@ func TestWaiterResubscribes(t *testing.T) {
 		t.Fatal(err)
 	}
 	time.Sleep(100 * time.Millisecond)
-	subscribed() // again, on a new connection
+	subscribed()                       // again, on a new connection
 	time.Sleep(100 * time.Millisecond) // B has read the confirmation, tried, and waits
 	release(t, la)
 	select {
