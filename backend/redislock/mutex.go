@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/cenkalti/backoff/v4"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/zkrecipes/zkrecipes/fence"
@@ -249,10 +250,7 @@ func (m *Mutex) recheckAfter(pttl time.Duration) time.Duration {
 type waiter struct {
 	ps   *redis.PubSub
 	stop func() bool
-	b    interface {
-		NextBackOff() time.Duration
-		Reset()
-	}
+	b    backoff.BackOff // between attempts after the subscription's connection failed
 }
 
 // subscribe subscribes to m's release channel. SUBSCRIBE is only sent here;
