@@ -23,7 +23,7 @@ func RenewEvery(ttl time.Duration) time.Duration { return renewEvery(ttl) }
 // attempt (and again after a lost answer).
 func TryAs(ctx context.Context, m *Mutex, owner string) (recipe.Lease, time.Duration, error) {
 	l, pttl, err := m.try(ctx, owner)
-	if l == nil {
+	if l == nil { // not a non-nil interface holding a nil *lease
 		return nil, pttl, err
 	}
 	return l, pttl, err
@@ -31,3 +31,7 @@ func TryAs(ctx context.Context, m *Mutex, owner string) (recipe.Lease, time.Dura
 
 // NewOwner returns a fresh owner id.
 func NewOwner() string { return newOwner() }
+
+// RecheckAfter is how long a waiter sleeps without a notification when the
+// holder's key has pttl left.
+func RecheckAfter(m *Mutex, pttl time.Duration) time.Duration { return m.recheckAfter(pttl) }

@@ -29,6 +29,29 @@ func TestFractions(t *testing.T) {
 	}
 }
 
+// A waiter that gets no notification sleeps until the holder's key is due to
+// expire plus at most a tenth more, and never much longer than the TTL
+// (a key without expiry, PTTL -1), so a lost message costs at most about a
+// TTL; a key already gone (PTTL -2) is checked again at once.
+func TestRecheckIsBounded(t *testing.T) {
+	m := mustNew(t, connect(t, redistest.Start(t), nil), "recheck")
+	for _, c := range []struct{ pttl, base time.Duration }{
+		{-2 * time.Millisecond, 0},
+		{-1 * time.Millisecond, confTTL},
+		{0, 0},
+		{confTTL / 2, confTTL / 2},
+		{confTTL, confTTL},
+		{10 * confTTL, confTTL},
+	} {
+		for i := 0; i < 100; i++ {
+			d := redislock.RecheckAfter(m, c.pttl)
+			if d <= c.base || d > c.base+c.base/10+2*time.Millisecond {
+				t.Fatalf("PTTL %v: re-check after %v, want in (%v, %v]", c.pttl, d, c.base, c.base+c.base/10+2*time.Millisecond)
+			}
+		}
+	}
+}
+
 // TestLossBeforeServerExpiry shows the numbers on a real server: while the
 // lock is held, every renewal leaves the lease's deadline before the key's
 // expiry on the server (PEXPIRETIME); when the holder is cut off, its lease
