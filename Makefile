@@ -2,7 +2,8 @@
 #   make demo   runs the demo against a real ZooKeeper started for you
 #   make test   runs vet and the whole test suite with the race detector
 #   make bench  compares our mutex with zk.Lock, Curator and kazoo (docs/performance.md)
-# Both install ZooKeeper and Java from Debian packages first if they are missing.
+# Both install ZooKeeper and Java (and, for the tests, redis-server) from
+# Debian packages first if they are missing.
 
 GO ?= go
 
@@ -19,7 +20,7 @@ demo: setup
 # sessions on a 2-core machine.
 # The backends are modules of their own (backend/*): ./... at the root does
 # not reach them, so they are listed after it.
-BACKENDS := ./backend/pglock/...
+BACKENDS := ./backend/pglock/... ./backend/redislock/...
 
 test: setup
 	$(GO) vet ./... $(BACKENDS)

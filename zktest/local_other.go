@@ -5,6 +5,7 @@ package zktest
 import (
 	"context"
 	"errors"
+	"os/exec"
 	"time"
 )
 
@@ -16,3 +17,7 @@ func startLocal(context.Context, config) (*Cluster, error) {
 }
 
 func stopSpawner() {}
+
+// StartChild starts cmd. Outside Unix there are no process groups or
+// parent-death signals: the child may outlive a crashed test binary.
+func StartChild(cmd *exec.Cmd) error { return cmd.Start() }

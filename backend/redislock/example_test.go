@@ -1,0 +1,53 @@
+package redislock_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/zkrecipes/zkrecipes/backend/redislock"
+	"github.com/zkrecipes/zkrecipes/backend/redislock/redistest"
+	"github.com/zkrecipes/zkrecipes/fence"
+	"github.com/zkrecipes/zkrecipes/recipe"
+)
+
+// Connect, name a lock, hold it, and guard the protected write with the
+// lease's fencing token.
+func Example() {
+	ctx := context.Background()
+	url := redistest.ExampleURL() // e.g. "redis://redis.internal:6379/0"
+	s, err := redislock.Connect(ctx, url, redislock.WithTTL(10*time.Second))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer s.Close()
+	m, err := redislock.New(s, "nightly-report")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	lease, err := m.Acquire(ctx)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	var guard fence.Guard // at the resource: refuses tokens older than the newest it saw
+	err = guard.Do("report", lease.Token(), func() error {
+		// write, and stop when lease.Context() is done
+		return nil
+	})
+	fmt.Println("write:", err)
+
+	// Another contender is refused while the lease is held.
+	if _, err := m.TryAcquire(ctx); errors.Is(err, recipe.ErrLocked) {
+		fmt.Println("held")
+	}
+	lease.Release(ctx)
+	fmt.Println(context.Cause(lease.Context()))
+	// Output:
+	// write: <nil>
+	// held
+	// recipe: lease released
+}

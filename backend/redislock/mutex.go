@@ -1,0 +1,323 @@
+package redislock
+
+import (
+	"context"
+	crand "crypto/rand"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/zkrecipes/zkrecipes/fence"
+	"github.com/zkrecipes/zkrecipes/recipe"
+)
+
+// Mutex is a lock named by a string on a Session's Redis server. It
+// implements recipe.Lock: every Acquire or TryAcquire call is an independent
+// contender with its own owner identity. Waiters are not queued: when the
+// lock is freed, whichever waiter's request reaches the server first gets it
+// (no FIFO order, no starvation bound).
+type Mutex struct {
+	s       *Session
+	name    string
+	key     string // the lock key: the holder's owner id, with a PX expiry
+	counter string // the token counter: an integer, never expires, never deleted
+	channel string // pub/sub channel told of every release
+}
+
+var _ recipe.Lock = (*Mutex)(nil)
+
+// New returns the lock named name on s's server (keys: see WithKeyPrefix).
+// Errors: a *recipe.PathError (matching recipe.ErrInvalidPath) if name is
+// empty or longer than MaxNameLen bytes; recipe.ErrBadOption for a nil
+// session. New sends nothing to the server.
+func New(s *Session, name string) (*Mutex, error) {
+	switch {
+	case s == nil:
+		return nil, fmt.Errorf("redislock: New: %w: nil session", recipe.ErrBadOption)
+	case name == "":
+		return nil, &recipe.PathError{Path: name, Reason: "empty lock name"}
+	case len(name) > MaxNameLen:
+		return nil, &recipe.PathError{Path: name[:32] + "...", Reason: fmt.Sprintf("lock name of %d bytes, more than MaxNameLen (%d)", len(name), MaxNameLen)}
+	}
+	base := s.prefix + name
+	return &Mutex{s: s, name: name, key: base + ":holder", counter: base + ":token", channel: base + ":released"}, nil
+}
+
+// Name returns the lock's name as given to New.
+func (m *Mutex) Name() string { return m.name }
+
+// Key returns the Redis key of the lock: it exists while the lock is held,
+// with the holder's owner id as value.
+func (m *Mutex) Key() string { return m.key }
+
+// TokenKey returns the Redis key of the lock's token counter: the last token
+// granted. It must never be deleted or given an expiry: tokens would start
+// again from 1.
+func (m *Mutex) TokenKey() string { return m.counter }
+
+// Acquire waits until the caller holds the lock and returns its lease, or
+// returns ctx's cause when ctx ends first (also while a request is in
+// flight: a grant that lands then is released). Waiting costs no polling: the
+// waiter subscribes to the lock's release channel (one pub/sub connection
+// while it waits) and tries again on every release notification, and, as
+// the fallback for notifications that never come (an expired holder, a lost
+// message), when the holder's key is due to expire (its PTTL plus up to a
+// tenth of it at random, at most about the TTL).
+//
+// Connection errors are retried (with jittered exponential backoff from
+// 50 ms to 1 s) for up to the TTL; an *OpError is returned when they last
+// longer. Errors: ctx's cause, recipe.ErrSessionClosed (Close started), an
+// *OpError. No error leaves a key behind: when a request's answer was lost,
+// an owner-checked delete is sent in the background (and if even that
+// fails, the key expires within the TTL).
+func (m *Mutex) Acquire(ctx context.Context) (recipe.Lease, error) { return m.acquire(ctx, true) }
+
+// TryAcquire takes the lock if it is free now. It returns an error matching
+// recipe.ErrLocked if someone holds it, and otherwise what Acquire returns,
+// without retrying connection errors.
+func (m *Mutex) TryAcquire(ctx context.Context) (recipe.Lease, error) { return m.acquire(ctx, false) }
+
+func (m *Mutex) acquire(ctx context.Context, wait bool) (recipe.Lease, error) {
+	if ctx.Err() != nil {
+		return nil, context.Cause(ctx)
+	}
+	s := m.s
+	if err := s.beginAcquire(); err != nil {
+		return nil, err
+	}
+	defer s.ops.Done()
+	ctx, unbind := s.bind(ctx)
+	defer unbind()
+
+	owner := newOwner()
+	var (
+		w       *waiter
+		unknown bool      // a request of this owner went unanswered: the key may be ours
+		failing time.Time // start of the current run of connection errors
+		b       = recipe.LoopBackOff(50*time.Millisecond, time.Second)
+	)
+	defer func() { w.close() }()
+	giveUp := func(err error) (recipe.Lease, error) {
+		if unknown {
+			m.cleanupLater(owner)
+		}
+		return nil, err
+	}
+	for {
+		l, pttl, err := m.try(ctx, owner)
+		switch {
+		case err == nil && l != nil:
+			if ctx.Err() != nil { // the caller gave up while the grant was on its way
+				l.abandon()
+				return nil, context.Cause(ctx)
+			}
+			return l, nil
+		case err == nil:
+			failing = time.Time{}
+			b.Reset()
+			if !wait {
+				return giveUp(fmt.Errorf("redislock: %s: %w", m.name, recipe.ErrLocked))
+			}
+		case ctx.Err() != nil:
+			unknown = true
+			return giveUp(context.Cause(ctx))
+		case errors.Is(err, recipe.ErrSessionClosed):
+			unknown = true
+			return giveUp(err)
+		default:
+			unknown = true
+			if failing.IsZero() {
+				failing = time.Now()
+			}
+			if !wait || time.Since(failing) >= s.ttl {
+				return giveUp(err)
+			}
+			s.log.Warn("redislock: acquire failed; retrying", "key", m.key, "err", err)
+			if err := recipe.Pause(ctx, b, time.Second); err != nil {
+				return giveUp(err)
+			}
+			continue
+		}
+		if w == nil {
+			w = m.subscribe(ctx)
+		}
+		if err := w.wait(ctx, m.recheckAfter(pttl)); err != nil {
+			return giveUp(err)
+		}
+	}
+}
+
+// try sends the acquire script once for owner. It returns the lease, or the
+// holder key's remaining time if someone else holds the lock, or an error
+// after which the key may or may not be owner's.
+func (m *Mutex) try(ctx context.Context, owner string) (*lease, time.Duration, error) {
+	s := m.s
+	actx, cancel := context.WithTimeout(ctx, opTimeout(s.ttl))
+	defer cancel()
+	sent := time.Now()
+	res, err := acquireScript.Run(actx, s.cli, []string{m.key, m.counter}, owner, s.ttl.Milliseconds()).Int64Slice()
+	switch {
+	case err != nil:
+		return nil, 0, &OpError{Op: "acquire", Key: m.key, Err: err}
+	case len(res) != 2 || res[0] == 1 && res[1] < 1:
+		return nil, 0, &OpError{Op: "acquire", Key: m.key, Err: fmt.Errorf("unexpected answer %v (is the token counter %s intact?)", res, m.counter)}
+	case res[0] == 0:
+		return nil, time.Duration(res[1]) * time.Millisecond, nil
+	}
+	if time.Since(sent) >= lossAfter(s.ttl) {
+		// The answer came too late to leave any lease time: ownership is
+		// already in doubt. Count it as a failure: the caller asks again
+		// with the same owner (a timely answer gives a lease) or deletes
+		// the key when it gives up.
+		return nil, 0, &OpError{Op: "acquire", Key: m.key, Err: fmt.Errorf("the answer took %v, more than the lease's %v", time.Since(sent), lossAfter(s.ttl))}
+	}
+	l := newLease(ctx, m, owner, fence.Token(res[1]))
+	if err := s.register(l, sent); err != nil {
+		return nil, 0, err
+	}
+	return l, 0, nil
+}
+
+// deleteOwned sends the release script for owner: the first attempt even if
+// ctx is done, then retries on errors until ctx ends or the TTL has passed
+// (the key, if it was owner's, has expired by then). Nil means the key is not
+// owner's any more (deleted now or before).
+func (m *Mutex) deleteOwned(ctx context.Context, owner string) error {
+	s := m.s
+	limit := time.Now().Add(s.ttl)
+	b := recipe.LoopBackOff(50*time.Millisecond, time.Second)
+	for {
+		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), min(time.Until(limit), opTimeout(s.ttl)))
+		n, err := releaseScript.Run(actx, s.cli, []string{m.key}, owner, m.channel).Int64()
+		cancel()
+		if err == nil {
+			if n == 0 {
+				s.log.Debug("redislock: nothing to delete: the key was not ours", "key", m.key, "owner", owner)
+			}
+			return nil
+		}
+		wait := min(b.NextBackOff(), time.Until(limit))
+		if ctx.Err() != nil || wait <= 0 {
+			return err
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+	}
+}
+
+// cleanupLater deletes owner's key (if it is owner's) in the background.
+func (m *Mutex) cleanupLater(owner string) {
+	s := m.s
+	if !s.beginOp() {
+		return // Close is finishing: the key, if any, expires within the TTL
+	}
+	go func() {
+		defer s.ops.Done()
+		if err := m.deleteOwned(s.bg, owner); err != nil {
+			s.log.Warn("redislock: cleanup failed; the key expires within the TTL", "key", m.key, "owner", owner, "err", err)
+		}
+	}()
+}
+
+// recheckAfter is how long a waiter sleeps without a notification, given
+// the holder key's PTTL: until the key is due to expire, plus up to a tenth
+// of that at random (so that waiters don't all ask at once), never more than
+// about the TTL (a key without expiry, PTTL -1, is re-checked every TTL).
+func (m *Mutex) recheckAfter(pttl time.Duration) time.Duration {
+	d := pttl
+	switch {
+	case pttl == -2*time.Millisecond: // no key: freed since
+		d = 0
+	case pttl < 0 || pttl > m.s.ttl: // -1: a key without expiry, not set by this package
+		d = m.s.ttl
+	}
+	return d + time.Millisecond + rand.N(d/10+time.Millisecond)
+}
+
+// waiter is a subscription to a lock's release channel, held by one waiting
+// Acquire.
+type waiter struct {
+	ps   *redis.PubSub
+	stop func() bool
+	b    backoff.BackOff // between attempts after the subscription's connection failed
+}
+
+// subscribe subscribes to m's release channel. SUBSCRIBE is only sent here;
+// the server's confirmation is the first thing wait receives, and every
+// receipt makes the caller try again, so a release that happens before the
+// subscription is active is seen by that try.
+func (m *Mutex) subscribe(ctx context.Context) *waiter {
+	ps := m.s.cli.Subscribe(ctx, m.channel) // an error resurfaces in wait, which reconnects
+	// go-redis ends a blocked receive at a deadline but not on cancellation:
+	// closing the subscription does.
+	stop := context.AfterFunc(ctx, func() { _ = ps.Close() })
+	return &waiter{ps: ps, stop: stop, b: recipe.LoopBackOff(50*time.Millisecond, time.Second)}
+}
+
+// wait returns after a message on the channel (a release, or the
+// subscription's confirmation), after d, or with ctx's cause. When the
+// subscription's connection fails (messages may have been lost) it waits a
+// backoff interval, at most d, and returns nil: the caller checks the lock
+// again either way.
+func (w *waiter) wait(ctx context.Context, d time.Duration) error {
+	_, err := w.ps.ReceiveTimeout(ctx, d)
+	switch {
+	case ctx.Err() != nil:
+		return context.Cause(ctx)
+	case err == nil:
+		w.b.Reset()
+		return nil
+	case isTimeout(err):
+		return nil
+	}
+	t := time.NewTimer(min(w.b.NextBackOff(), d))
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	case <-t.C:
+		return nil
+	}
+}
+
+func (w *waiter) close() {
+	if w == nil {
+		return
+	}
+	w.stop()
+	_ = w.ps.Close()
+}
+
+// newOwner returns a new owner id: host, process and 130 random bits, so
+// that an operator can tell who holds a lock and no two Acquire calls
+// anywhere share one.
+func newOwner() string {
+	host, _ := os.Hostname()
+	return host + ":" + strconv.Itoa(os.Getpid()) + ":" + crand.Text()
+}
+
+// The deadlines of the recipe, as fractions of the TTL.
+
+// renewEvery is the time from the send of the last successful SET or
+// renewal to the next renewal.
+func renewEvery(ttl time.Duration) time.Duration { return ttl / 3 }
+
+// lossAfter is the time from the send of the last successful SET or renewal
+// to the end of the lease context (cause recipe.ErrSuspended). The server
+// keeps the key for the TTL from when it ran the request, which is later:
+// the third in between is the margin for timer and scheduling delays.
+func lossAfter(ttl time.Duration) time.Duration { return ttl * 2 / 3 }
+
+// opTimeout bounds one acquire or release request.
+func opTimeout(ttl time.Duration) time.Duration { return ttl / 3 }

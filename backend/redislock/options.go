@@ -1,0 +1,109 @@
+package redislock
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"time"
+
+	"github.com/zkrecipes/zkrecipes/recipe"
+)
+
+// Defaults and limits of the options.
+const (
+	// DefaultTTL is the lease time of a grant: the PX of the lock key, set
+	// again by every renewal. A lease context ends 2/3 of it after the send
+	// time of the last successful SET or renewal; renewals are sent every
+	// third of it.
+	DefaultTTL = 10 * time.Second
+	// MinTTL is the shortest TTL WithTTL accepts: below it, scheduling delays
+	// of an ordinary machine eat the third of the TTL that separates the
+	// holder's deadline from the server's expiry.
+	MinTTL = 100 * time.Millisecond
+	// DefaultKeyPrefix starts the names of the keys (and of the pub/sub
+	// channel) of every lock of a Session.
+	DefaultKeyPrefix = "zkrecipes:lock:"
+	// MaxNameLen is the longest lock name New accepts, in bytes. Redis
+	// itself allows far longer keys; a longer name is almost certainly a
+	// mistake (data used as a name).
+	MaxNameLen = 1024
+)
+
+// Option configures Connect and NewSession.
+type Option func(*config)
+
+type config struct {
+	ttl    time.Duration
+	prefix string
+	logger *slog.Logger
+	dialer func(ctx context.Context, network, addr string) (net.Conn, error)
+	err    error
+}
+
+// WithTTL sets the lease time of every grant of the session's locks (default
+// DefaultTTL, at least MinTTL, rounded down to a whole millisecond, which is
+// the unit of PX). Smaller values free a crashed holder's lock sooner and
+// end a cut-off holder's lease sooner, at the price of more renewals (one per
+// held lock every third of it) and less room for pauses. Every session
+// contending for a lock should use the same TTL: it also bounds how long a
+// waiter sleeps when no release notification comes.
+func WithTTL(d time.Duration) Option {
+	return func(c *config) {
+		if d < MinTTL {
+			c.fail(fmt.Errorf("%w: TTL %v is below the minimum %v", recipe.ErrBadOption, d, MinTTL))
+			return
+		}
+		c.ttl = d.Truncate(time.Millisecond)
+	}
+}
+
+// WithKeyPrefix sets the prefix of the session's key names (default
+// DefaultKeyPrefix): lock name n uses the keys prefix+n+":holder" and
+// prefix+n+":token" and the channel prefix+n+":released". Sessions agree on
+// a lock when prefix+name is the same; use distinct prefixes for distinct
+// applications on one server. The empty prefix is allowed.
+func WithKeyPrefix(p string) Option { return func(c *config) { c.prefix = p } }
+
+// WithLogger sets the logger for renewal failures, losses, cleanup and
+// server warnings (default: discard).
+func WithLogger(l *slog.Logger) Option {
+	return func(c *config) {
+		if l == nil {
+			c.fail(fmt.Errorf("%w: nil logger", recipe.ErrBadOption))
+			return
+		}
+		c.logger = l
+	}
+}
+
+// WithDialer makes Connect's client open its connections with dial (go-redis
+// Options.Dialer), for example through a proxy or a test's fault injector.
+// Not accepted by NewSession (the client already has its dialer).
+func WithDialer(dial func(ctx context.Context, network, addr string) (net.Conn, error)) Option {
+	return func(c *config) {
+		if dial == nil {
+			c.fail(fmt.Errorf("%w: nil dialer", recipe.ErrBadOption))
+			return
+		}
+		c.dialer = dial
+	}
+}
+
+func (c *config) fail(err error) {
+	if c.err == nil {
+		c.err = err
+	}
+}
+
+func newConfig(opts []Option) (*config, error) {
+	c := &config{ttl: DefaultTTL, prefix: DefaultKeyPrefix}
+	for _, o := range opts {
+		o(c)
+	}
+	if c.logger == nil {
+		c.logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	return c, c.err
+}

@@ -1,0 +1,335 @@
+// Package redistest provides real Redis servers to tests: never a mock, and
+// never a skipped test when none can be had (the test fails with
+// InstallHint).
+//
+// Start runs redis-server (Debian package redis-server) on a free 127.0.0.1
+// port in a temporary directory, as a child that dies with the test binary
+// (zktest.StartChild), configured for durable locks: an append-only file
+// fsynced before every reply (appendonly yes, appendfsync always) and no
+// snapshots. REDIS_TEST_ADDR=host:port makes Start use that server instead
+// (each Server then gets its own key prefix, and its keys are deleted at
+// cleanup); it can't be killed or restarted, so tests that do fail.
+//
+// A test binary using it ends with Main in TestMain (or zktest.Main, if it
+// uses no ExampleURL):
+//
+//	func TestMain(m *testing.M) { redistest.Main(m) }
+package redistest
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/zkrecipes/zkrecipes/zktest"
+)
+
+// EnvAddr names the environment variable that points the tests at an
+// existing server (host:port) instead of starting one.
+const EnvAddr = "REDIS_TEST_ADDR"
+
+// InstallHint is the failure message when no server can be had.
+const InstallHint = "redistest: redis-server not found: install it (Debian: apt-get install -y redis-server; or run make setup), or set " + EnvAddr + "=host:port to use an existing server"
+
+// readyTimeout bounds how long a started server may take to answer PING.
+const readyTimeout = 20 * time.Second
+
+// Server is one Redis server for a test.
+type Server struct {
+	addr     string
+	dir      string
+	args     []string
+	prefix   string
+	external bool
+
+	mu     sync.Mutex
+	cmd    *exec.Cmd
+	exited chan struct{} // closed when cmd has been reaped
+}
+
+// Option configures Start.
+type Option func(*[]string)
+
+// WithoutPersistence starts the server with no append-only file and no
+// snapshots: a killed server comes back empty. For tests that show what
+// that costs.
+func WithoutPersistence() Option {
+	return func(args *[]string) { *args = append(*args, "--appendonly", "no") }
+}
+
+// WithArgs adds redis-server command-line arguments, e.g. "--replicaof",
+// "127.0.0.1", "6379".
+func WithArgs(args ...string) Option {
+	return func(a *[]string) { *a = append(*a, args...) }
+}
+
+// Start returns a running server for tb, stopped (and its directory
+// removed, or, on an external server, its keys deleted) at tb's cleanup. It
+// fails tb with InstallHint when redis-server is missing.
+func Start(tb testing.TB, opts ...Option) *Server {
+	tb.Helper()
+	s, err := launch(tb.TempDir(), opts)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() {
+		if err := s.Close(); err != nil {
+			tb.Errorf("redistest: %v", err)
+		}
+	})
+	return s
+}
+
+func launch(dir string, opts []Option) (*Server, error) {
+	prefix := "zkrecipes-test:" + rand.Text()[:12] + ":"
+	if addr := os.Getenv(EnvAddr); addr != "" {
+		s := &Server{addr: addr, prefix: prefix, external: true}
+		if err := ping(addr, 10*time.Second); err != nil {
+			return nil, fmt.Errorf("redistest: %s=%s: %w", EnvAddr, addr, err)
+		}
+		return s, nil
+	}
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		return nil, errors.New(InstallHint)
+	}
+	var extra []string
+	for _, o := range opts {
+		o(&extra)
+	}
+	for attempt := 0; ; attempt++ {
+		port, err := freePort()
+		if err != nil {
+			return nil, err
+		}
+		s := &Server{addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), dir: dir, prefix: prefix}
+		s.args = append([]string{bin,
+			"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--dir", dir,
+			"--daemonize", "no", "--protected-mode", "no", "--save", "",
+			"--appendonly", "yes", "--appendfsync", "always",
+			"--logfile", filepath.Join(dir, "redis.log"),
+		}, extra...)
+		err = s.start()
+		if err == nil {
+			return s, nil
+		}
+		if attempt < 4 && strings.Contains(s.LogTail(5), "Address already in use") {
+			continue // another process took the port between freePort and the bind
+		}
+		return nil, err
+	}
+}
+
+// start runs the server and waits until it answers PING.
+func (s *Server) start() error {
+	cmd := exec.Command(s.args[0], s.args[1:]...)
+	if err := zktest.StartChild(cmd); err != nil {
+		return fmt.Errorf("redistest: starting redis-server: %w", err)
+	}
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
+	s.mu.Lock()
+	s.cmd, s.exited = cmd, exited
+	s.mu.Unlock()
+	deadline := time.Now().Add(readyTimeout)
+	for {
+		err := ping(s.addr, time.Second)
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-exited:
+			return fmt.Errorf("redistest: redis-server exited at start: %v\n%s", err, s.LogTail(20))
+		default:
+		}
+		if time.Now().After(deadline) {
+			s.kill()
+			return fmt.Errorf("redistest: redis-server not ready after %v: %v\n%s", readyTimeout, err, s.LogTail(20))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// Addr returns the server's host:port.
+func (s *Server) Addr() string { return s.addr }
+
+// URL returns the server's address as a redis:// URL (database 0).
+func (s *Server) URL() string { return "redis://" + s.addr + "/0" }
+
+// KeyPrefix returns a key prefix of this Server's own (e.g. for
+// redislock.WithKeyPrefix): on an external server its keys are deleted at
+// cleanup.
+func (s *Server) KeyPrefix() string { return s.prefix }
+
+// Client returns a direct client of the server (no proxy), closed at tb's
+// cleanup: for inspecting and tampering with keys.
+func (s *Server) Client(tb testing.TB) *redis.Client {
+	tb.Helper()
+	c := redis.NewClient(&redis.Options{Addr: s.addr, ContextTimeoutEnabled: true})
+	tb.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// Kill kills the server with SIGKILL (as a crash or power loss would, minus
+// the disk's own cache) and waits until it is gone. It fails tb on an
+// external server.
+func (s *Server) Kill(tb testing.TB) {
+	tb.Helper()
+	if s.external {
+		tb.Fatalf("redistest: can't kill the external server %s (%s): run this test without it", s.addr, EnvAddr)
+	}
+	s.kill()
+}
+
+// Restart kills the server (if it runs) and starts it again on the same port
+// and directory, where it reads back its append-only file.
+func (s *Server) Restart(tb testing.TB) {
+	tb.Helper()
+	s.Kill(tb)
+	if err := s.start(); err != nil {
+		tb.Fatal(err)
+	}
+}
+
+func (s *Server) kill() {
+	s.mu.Lock()
+	cmd, exited := s.cmd, s.exited
+	s.mu.Unlock()
+	if cmd == nil {
+		return
+	}
+	_ = cmd.Process.Kill()
+	<-exited
+}
+
+// Close stops a server Start started, or deletes this Server's keys from an
+// external one.
+func (s *Server) Close() error {
+	if !s.external {
+		s.kill()
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c := redis.NewClient(&redis.Options{Addr: s.addr})
+	defer c.Close()
+	iter := c.Scan(ctx, 0, s.prefix+"*", 100).Iterator()
+	for iter.Next(ctx) {
+		if err := c.Del(ctx, iter.Val()).Err(); err != nil {
+			return fmt.Errorf("deleting %s: %w", iter.Val(), err)
+		}
+	}
+	return iter.Err()
+}
+
+// LogTail returns the last n lines of the server's log ("" for an external
+// server).
+func (s *Server) LogTail(n int) string {
+	if s.dir == "" {
+		return ""
+	}
+	b, err := os.ReadFile(filepath.Join(s.dir, "redis.log"))
+	if err != nil {
+		return ""
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
+}
+
+// ping sends PING over a plain connection (no client library, no retries)
+// and expects +PONG.
+func ping(addr string, timeout time.Duration) error {
+	c, err := net.DialTimeout("tcp", addr, timeout)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(timeout))
+	if _, err := c.Write([]byte("PING\r\n")); err != nil {
+		return err
+	}
+	line, err := bufio.NewReader(c).ReadString('\n')
+	if err != nil {
+		return err
+	}
+	if line != "+PONG\r\n" {
+		return fmt.Errorf("PING answered %q", strings.TrimSpace(line))
+	}
+	return nil
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// Dialer adapts p.Dial to go-redis's Options.Dialer (and
+// redislock.WithDialer): the dial timeout is ctx's deadline, or 5 s.
+func Dialer(p *zktest.FaultProxy) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		timeout := 5 * time.Second
+		if dl, ok := ctx.Deadline(); ok {
+			timeout = time.Until(dl)
+		}
+		return p.Dial(network, addr, timeout)
+	}
+}
+
+var example struct {
+	mu  sync.Mutex
+	srv *Server
+	dir string
+}
+
+// ExampleURL returns the URL of a server for runnable Example functions,
+// which have no testing.TB: started on first use and stopped by Main. It
+// panics when no server can be had.
+func ExampleURL() string {
+	example.mu.Lock()
+	defer example.mu.Unlock()
+	if example.srv == nil {
+		dir, err := os.MkdirTemp("", "redistest-example-")
+		if err != nil {
+			panic(err)
+		}
+		s, err := launch(dir, nil)
+		if err != nil {
+			_ = os.RemoveAll(dir)
+			panic(err)
+		}
+		example.srv, example.dir = s, dir
+	}
+	return example.srv.URL()
+}
+
+// Main is for TestMain: it runs the tests with zktest.MainThen (child
+// processes stopped, goroutines checked with goleak) and stops ExampleURL's
+// server after them.
+func Main(m *testing.M) {
+	zktest.MainThen(m, func() {
+		example.mu.Lock()
+		defer example.mu.Unlock()
+		if example.srv != nil {
+			_ = example.srv.Close()
+			_ = os.RemoveAll(example.dir)
+			example.srv = nil
+		}
+	})
+}

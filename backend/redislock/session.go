@@ -1,0 +1,304 @@
+package redislock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/maintnotifications"
+
+	"github.com/zkrecipes/zkrecipes/recipe"
+)
+
+// Session is a connection to one Redis server (a go-redis client and its
+// pool) and the settings its locks share: TTL and key prefix. Redis has no
+// server-side session: every grant is a key with its own expiry, kept alive
+// by its own renewals. Close releases what the session still holds.
+//
+// A Session is safe for concurrent use.
+type Session struct {
+	cli    *redis.Client
+	owned  bool // Close closes cli
+	ttl    time.Duration
+	prefix string
+	log    *slog.Logger
+
+	// closing is done (cause recipe.ErrSessionClosed) when Close starts:
+	// waiting acquisitions end. bg is the context of background cleanups,
+	// cancelled when Close has released the session's leases.
+	closing    context.Context
+	endClosing context.CancelCauseFunc
+	bg         context.Context
+	stopBG     context.CancelFunc
+
+	mu     sync.Mutex
+	closed bool // Close started: no new acquisitions or grants
+	ended  bool // Close waits for ops: no new operations
+	leases map[*lease]struct{}
+	// ops counts what uses cli: acquisitions, renewers, releases and
+	// background cleanups. Add only under mu while !ended.
+	ops sync.WaitGroup
+}
+
+// Connect parses url (redis://[user:password@]host:port[/db], or rediss://
+// for TLS; go-redis query parameters such as dial_timeout are honoured),
+// checks that the server answers PING and is a primary, and returns a
+// Session that owns its client.
+//
+// The client is go-redis's with two settings forced, because the package's
+// guarantees rest on them: ContextTimeoutEnabled (every request is bounded
+// by its context's deadline, so a renewal never outlives the lease's
+// deadline) and no automatic retries (MaxRetries -1: the package retries
+// itself, knowing which requests are safe to repeat). Dials are not retried
+// either (DialerRetries 1) unless the URL sets dialer_retries.
+//
+// Errors: ErrBadURL for a URL it can't use (nothing is dialled);
+// recipe.ErrBadOption for an invalid option; an *OpError wrapping the dial or
+// reply error if the server does not answer within ctx and the dial timeout
+// (default 5 s); ErrNotPrimary if it is a replica. The server's persistence
+// settings are checked too: without appendonly yes and appendfsync always a
+// warning is logged (see the package documentation for what can go wrong).
+func Connect(ctx context.Context, rawURL string, opts ...Option) (*Session, error) {
+	c, err := newConfig(opts)
+	if err != nil {
+		return nil, err
+	}
+	ro, err := parseURL(rawURL)
+	if err != nil {
+		return nil, err
+	}
+	ro.MaxRetries = -1
+	ro.ContextTimeoutEnabled = true
+	if ro.DialerRetries == 0 { // not set in the URL
+		ro.DialerRetries = 1
+	}
+	// Maintenance notifications are a Redis Enterprise/Cloud handshake the
+	// single-node servers this package targets don't speak.
+	ro.MaintNotificationsConfig = &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
+	if c.dialer != nil {
+		ro.Dialer = c.dialer
+	}
+	cli := redis.NewClient(ro)
+	s, err := newSession(ctx, cli, true, c)
+	if err != nil {
+		_ = cli.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// NewSession returns a Session on an existing client, which it does not own:
+// Close leaves cli open. The client must be a plain single-server client
+// (not a failover client: a promoted replica can lose grants and tokens) and
+// must have ContextTimeoutEnabled set, so that requests end at their
+// context's deadline; its MaxRetries is harmless (every script of the
+// package can be repeated). WithDialer is not accepted.
+//
+// Errors: recipe.ErrBadOption for a nil client, a client without
+// ContextTimeoutEnabled, WithDialer or an invalid option; otherwise as
+// Connect.
+func NewSession(ctx context.Context, cli *redis.Client, opts ...Option) (*Session, error) {
+	c, err := newConfig(opts)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case cli == nil:
+		return nil, fmt.Errorf("%w: nil client", recipe.ErrBadOption)
+	case !cli.Options().ContextTimeoutEnabled:
+		return nil, fmt.Errorf("%w: the client must have ContextTimeoutEnabled set (a renewal must end at the lease's deadline)", recipe.ErrBadOption)
+	case c.dialer != nil:
+		return nil, fmt.Errorf("%w: WithDialer is for Connect; the client has its own dialer", recipe.ErrBadOption)
+	}
+	return newSession(ctx, cli, false, c)
+}
+
+func parseURL(raw string) (*redis.Options, error) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrBadURL, err)
+	}
+	switch {
+	case u.Scheme != "redis" && u.Scheme != "rediss":
+		return nil, fmt.Errorf("%w: %q: the scheme must be redis:// or rediss://", ErrBadURL, raw)
+	case u.Hostname() == "":
+		return nil, fmt.Errorf("%w: %q: no host", ErrBadURL, raw)
+	case strings.Contains(u.Host, ","):
+		return nil, fmt.Errorf("%w: %q: one server only (locks live on a single Redis node)", ErrBadURL, raw)
+	}
+	ro, err := redis.ParseURL(raw)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrBadURL, err)
+	}
+	return ro, nil
+}
+
+func newSession(ctx context.Context, cli *redis.Client, owned bool, c *config) (*Session, error) {
+	if err := cli.Ping(ctx).Err(); err != nil {
+		return nil, &OpError{Op: "connect", Err: err}
+	}
+	s := &Session{cli: cli, owned: owned, ttl: c.ttl, prefix: c.prefix, log: c.logger, leases: make(map[*lease]struct{})}
+	if err := s.checkServer(ctx); err != nil {
+		return nil, err
+	}
+	s.closing, s.endClosing = context.WithCancelCause(context.Background())
+	s.bg, s.stopBG = context.WithCancel(context.Background())
+	return s, nil
+}
+
+// checkServer refuses a replica and warns about settings that make tokens or
+// grants undurable: no fsynced append-only file, replicas, eviction. Servers that hide ROLE or CONFIG (managed services) get
+// an informational log line instead.
+func (s *Session) checkServer(ctx context.Context) error {
+	role, err := s.cli.Do(ctx, "ROLE").Slice()
+	switch {
+	case err != nil || len(role) == 0:
+		s.log.Info("redislock: can't read the server's role", "err", err)
+	case role[0] != "master":
+		return fmt.Errorf("%w (ROLE says %v)", ErrNotPrimary, role[0])
+	case len(role) > 2 && hasItems(role[2]):
+		s.log.Warn("redislock: the server has replicas; replication is asynchronous, so a failover to one can lose grants and repeat tokens: never fail over while locks are in use",
+			"replicas", role[2])
+	}
+	cfg, err := s.cli.ConfigGet(ctx, "append*").Result()
+	switch {
+	case err != nil:
+		s.log.Info("redislock: can't read the server's persistence settings", "err", err)
+	case cfg["appendonly"] != "yes" || cfg["appendfsync"] != "always":
+		s.log.Warn("redislock: the server does not fsync every write (want appendonly yes, appendfsync always): after a server crash tokens can repeat and a held lock can be granted again",
+			"appendonly", cfg["appendonly"], "appendfsync", cfg["appendfsync"])
+	}
+	mem, err := s.cli.ConfigGet(ctx, "maxmemory*").Result()
+	switch {
+	case err != nil:
+	case mem["maxmemory"] != "0" && mem["maxmemory-policy"] != "noeviction":
+		s.log.Warn("redislock: the server evicts keys when full (want maxmemory-policy noeviction): an evicted token counter starts again from 1, an evicted lock key frees the lock",
+			"maxmemory", mem["maxmemory"], "maxmemory-policy", mem["maxmemory-policy"])
+	}
+	return nil
+}
+
+func hasItems(v any) bool {
+	items, ok := v.([]any)
+	return ok && len(items) > 0
+}
+
+// TTL returns the lease time of the session's grants (see WithTTL).
+func (s *Session) TTL() time.Duration { return s.ttl }
+
+// Close ends the session: waiting Acquire calls return
+// recipe.ErrSessionClosed, every lease still live ends with that cause and
+// its key is deleted (owner-checked, retried on connection loss up to the
+// TTL, after which the key has expired anyway), and Close waits for the
+// session's background work (renewals, cleanups) to end before it closes a
+// client it owns. Later calls on the session, its locks or its leases
+// return errors matching recipe.ErrSessionClosed (a lease's Release:
+// recipe.ErrLeaseLost wrapping it). Close is idempotent; it returns the
+// client's close error.
+func (s *Session) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	live := make([]*lease, 0, len(s.leases))
+	for l := range s.leases {
+		live = append(live, l)
+	}
+	s.mu.Unlock()
+
+	s.endClosing(recipe.ErrSessionClosed)
+	var wg sync.WaitGroup
+	for _, l := range live {
+		if l.end(recipe.ErrSessionClosed) {
+			wg.Go(func() {
+				if err := l.m.deleteOwned(context.Background(), l.owner); err != nil {
+					s.log.Warn("redislock: Close could not delete a held lock; it expires within the TTL", "key", l.m.key, "err", err)
+				}
+			})
+		}
+	}
+	wg.Wait()
+
+	s.mu.Lock()
+	s.ended = true
+	s.mu.Unlock()
+	s.stopBG()
+	s.ops.Wait()
+	if s.owned {
+		return s.cli.Close()
+	}
+	return nil
+}
+
+// errClosed is the error of operations on a closed session.
+var errClosed = fmt.Errorf("redislock: %w", recipe.ErrSessionClosed)
+
+// beginAcquire counts an acquisition among ops, or refuses it once Close
+// has started.
+func (s *Session) beginAcquire() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return errClosed
+	}
+	s.ops.Add(1)
+	return nil
+}
+
+// beginOp counts a release or a cleanup among ops; false once Close waits
+// for ops (a key left then expires within the TTL).
+func (s *Session) beginOp() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ended {
+		return false
+	}
+	s.ops.Add(1)
+	return true
+}
+
+// bind returns ctx that also ends, with cause recipe.ErrSessionClosed, when
+// Close starts.
+func (s *Session) bind(ctx context.Context) (context.Context, func()) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	stop := context.AfterFunc(s.closing, func() { cancel(recipe.ErrSessionClosed) })
+	return ctx, func() { stop(); cancel(nil) }
+}
+
+// register makes l a live lease of the session and starts its renewals, or
+// returns errClosed if Close has started (the caller then deletes its key).
+func (s *Session) register(l *lease, sent time.Time) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return errClosed
+	}
+	s.leases[l] = struct{}{}
+	s.ops.Add(1)
+	l.start(sent)
+	return nil
+}
+
+// unregister removes l from the live leases; it reports whether l was live.
+func (s *Session) unregister(l *lease) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, live := s.leases[l]
+	delete(s.leases, l)
+	return live
+}
+
+// isTimeout reports whether err is a network timeout (a read deadline that
+// passed), as opposed to a failed connection.
+func isTimeout(err error) bool {
+	var te interface{ Timeout() bool }
+	return errors.As(err, &te) && te.Timeout()
+}

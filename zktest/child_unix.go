@@ -1,0 +1,18 @@
+//go:build unix
+
+package zktest
+
+import "os/exec"
+
+// StartChild starts cmd (which must not be started yet) the way zktest starts
+// its ZooKeeper servers: in its own process group and, on Linux, forked from
+// a thread that lives as long as the test binary, with a parent-death signal
+// (SIGKILL), so that the child dies with the binary even if the binary
+// crashes or is killed. Other test harnesses (other servers' backends) use it
+// for their own server processes; cmd.SysProcAttr is replaced. The test
+// binary's TestMain must end with Main or MainThen, which stops that thread
+// after the tests.
+func StartChild(cmd *exec.Cmd) error {
+	cmd.SysProcAttr = childAttr()
+	return spawn(cmd)
+}
