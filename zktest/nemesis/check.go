@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/anishathalye/porcupine"
-	"github.com/zkrecipes/zkrecipes/recipe"
 )
 
 // Allowed says whether a set of live grants' roles is one a recipe allows at
@@ -151,7 +150,9 @@ func Check(h *History, allowed Allowed) *Report {
 		checkLinearizable(r, reg, ops, h.End)
 	}
 
-	// At most the allowed set of lease contexts live at every sample.
+	// At every sample the live lease contexts are a set the recipe allows,
+	// once those a forced revocation had removed are left out (revokedAt).
+	bound := h.SessionTimeout + time.Second
 	for _, o := range h.Ops {
 		if len(o.Live) == 0 {
 			continue
@@ -160,13 +161,9 @@ func Check(h *History, allowed Allowed) *Report {
 		if allowed(roles(grants, o.Live)) {
 			continue
 		}
-		// The sample was read at some time in [Call, Return] (a znode
-		// write's right after its setData was answered): a revocation
-		// that began before Return may have preceded it.
 		var kept []int
 		for _, id := range o.Live {
-			g := grants[id]
-			if g == nil || !revokedBehindItsBack(h, g, o.Return) {
+			if g := grants[id]; g == nil || !revokedAt(h, g, o, bound) {
 				kept = append(kept, id)
 			}
 		}
@@ -186,18 +183,13 @@ func Check(h *History, allowed Allowed) *Report {
 		r.violateAt(where, "%d lease contexts live at once (%s), which %s does not allow: %v", len(o.Live), describe(grants, o.Live), h.Recipe, o)
 	}
 
-	// A lease revoked by a third party ends within the session timeout + 1 s.
-	bound := h.SessionTimeout + time.Second
+	// A lease whose node a forced revocation removed ends within the bound
+	// of the revocation's end, however it ends (its holder may release it
+	// before it hears of the removal).
 	for _, f := range h.Faults {
-		if !f.Certain {
-			continue
-		}
 		for i := range h.Grants {
 			g := &h.Grants[i]
-			if f.Kind == FaultExpire && g.Client != f.Client {
-				continue
-			}
-			if !certainlyHit(f, g) || (g.Ended >= 0 && g.Ended <= f.Start) {
+			if !certainlyRemoved(f, g) || (g.Ended >= 0 && g.Ended <= f.Start) {
 				continue // not certainly hit, or already over
 			}
 			if g.Ended < 0 || g.Ended > f.End+bound {
@@ -225,38 +217,58 @@ func Check(h *History, allowed Allowed) *Report {
 	return r
 }
 
-// revokedBehindItsBack reports whether g's owner may have lost it to a
-// forced revocation (an expiry on demand of its session, a deletion of the
-// directory) that began before t and did not end before g was asked for,
-// and g did end involuntarily (a grant that was given up by its holder was
-// not revoked).
-func revokedBehindItsBack(h *History, g *Grant, t time.Duration) bool {
-	if g.Cause == recipe.ErrReleased.Error() {
-		return false
-	}
+// revokedAt reports whether g no longer counts in sample o, because a
+// forced revocation may have removed its node before o was read.
+//
+// A forced revocation (an expiry on demand, a deletion of the directory)
+// removes lease nodes behind their holders' backs. A holder hears of it
+// only when its node's watch fires or its connection closes; until then it
+// goes on, and may even release the lease (so how a lease ended tells
+// nothing), while another client is rightly granted. So a lease whose node
+// was removed no longer counts in a sample that may follow the removal
+// (the fault began before the sample's return: when within the fault the
+// node went is not known), up to the bound after the fault (session
+// timeout + 1 s): by then its context must be done (checked on its own),
+// and a sample that still shows it beside another lease is a violation.
+//
+// Removed means: for a fault with a zxid, the grant's token (its node's
+// czxid) is below it (a holder that released first ended its context
+// before its delete, so no later sample shows it); for a fault of
+// uncertain effect, the grant was asked for before the fault ended.
+func revokedAt(h *History, g *Grant, o Op, bound time.Duration) bool {
 	for _, f := range h.Faults {
-		if !f.Revokes || (f.Kind == FaultExpire && f.Client != g.Client) || f.Start > t {
-			continue
-		}
-		if f.Zxid != 0 {
-			if g.Token < f.Zxid {
-				return true // its znode was gone when the fault completed
-			}
-		} else if f.End >= g.Asked {
-			return true // the fault's effect is uncertain: it may have hit g
+		if f.Start <= o.Return && o.Call <= f.End+bound && mayHaveRemoved(f, g) {
+			return true
 		}
 	}
 	return false
 }
 
-// certainlyHit reports whether a completed forced revocation f removed g's
-// znode: g's token (its node's czxid) is below f's zxid or, when that is
-// unknown, g was granted before f began.
-func certainlyHit(f Fault, g *Grant) bool {
-	if f.Zxid != 0 {
+// mayHaveRemoved reports whether the forced revocation f removed g's node,
+// or may have for a fault of uncertain effect.
+func mayHaveRemoved(f Fault, g *Grant) bool {
+	switch {
+	case !f.Revokes, f.Kind == FaultExpire && f.Client != g.Client:
+		return false
+	case f.Zxid != 0:
 		return g.Token < f.Zxid
+	default:
+		return g.Asked <= f.End
 	}
-	return g.Granted < f.Start
+}
+
+// certainlyRemoved reports whether the completed forced revocation f
+// removed g's node (or its holder released it first): g's token is below
+// f's zxid or, when that is unknown, g was granted before f began.
+func certainlyRemoved(f Fault, g *Grant) bool {
+	switch {
+	case !f.Certain, f.Kind == FaultExpire && f.Client != g.Client:
+		return false
+	case f.Zxid != 0:
+		return g.Token < f.Zxid
+	default:
+		return g.Granted < f.Start
+	}
 }
 
 func roles(grants map[int]*Grant, ids []int) []Role {

@@ -22,13 +22,14 @@
 //     allows: one holder for a mutex, a leader or a writer; no reader with a
 //     writer; at most N semaphore holders. Lease contexts are read with
 //     ctx.Err(), so a sample is exact, not a timestamp comparison;
-//   - a lease whose owner was revoked by a third party (its session expired
-//     on demand, its directory deleted) may still be live in a sample until
-//     the owner's client hears of it; such an overlap is counted as
-//     "excused", and the revoked lease must end within the session timeout
-//   - 1 s of the revocation, or it is a violation;
+//   - a lease whose node a third party removed (its session expired on
+//     demand, its directory deleted) may still be live in a sample until
+//     its holder hears of it (or releases it, not knowing); such an
+//     overlap is counted as "excused" up to the session timeout plus 1 s
+//     after the revocation, by which the lease must have ended, or it is a
+//     violation;
 //   - after the faults heal, some client is granted within the session
-//     timeout + 1 s.
+//     timeout plus 1 s.
 //
 // Run adds the checks that need the servers: no znode left under the
 // recipe's directory once every client closed, the servers' watch count back
