@@ -21,8 +21,8 @@ import (
 // server expires it no sooner than 3 s after it received it.
 const testTTL = 3 * time.Second
 
-// quiet discards the sessions' logs (set ETCDLOCK_TEST_LOG... no: use -v
-// and a test's own logger where a log matters).
+// quiet discards the sessions' logs: the tests check outcomes, and lease
+// losses are expected in most of them.
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
 // env is one test's view of the shared server: its own key prefix and an
