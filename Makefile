@@ -2,7 +2,8 @@
 #   make demo   runs the demo against a real ZooKeeper started for you
 #   make test   runs vet and the whole test suite with the race detector
 #   make bench  compares our mutex with zk.Lock, Curator and kazoo (docs/performance.md)
-# Both install ZooKeeper and Java from Debian packages first if they are missing.
+# Both install ZooKeeper and Java (and, for the tests, etcd) from Debian packages
+# first if they are missing.
 
 GO ?= go
 
@@ -17,9 +18,13 @@ demo: setup
 # The short nemesis run (3 servers, kills, pauses, 2 s sessions) runs on its
 # own after the rest, so that it never starves another package's 2 s
 # sessions on a 2-core machine.
+# The backends are modules of their own (go.work joins them): ./... at the
+# root does not include them, so they are listed.
+BACKENDS := ./backend/etcdlock/...
+
 test: setup
-	$(GO) vet ./...
-	$(GO) test -race -count=1 -timeout 15m $$($(GO) list ./... | grep -v '/zktest/nemesis$$')
+	$(GO) vet ./... $(BACKENDS)
+	$(GO) test -race -count=1 -timeout 15m $$($(GO) list ./... $(BACKENDS) | grep -v '/zktest/nemesis$$')
 	$(GO) test -race -count=1 -timeout 10m ./zktest/nemesis
 
 bench: setup
