@@ -104,7 +104,7 @@ func Connect(ctx context.Context, url string, opts ...Option) (*Session, error) 
 		DialKeepAliveTimeout: 5 * time.Second,
 	}
 	if cfg.dialer != nil {
-		cc.DialOptions = append(cc.DialOptions, grpcDialer(cfg.dialer))
+		cc.DialOptions = append(cc.DialOptions, grpc.WithContextDialer(cfg.dialer))
 	}
 	cli, err := clientv3.New(cc) // does not block: the grant below is the first request
 	if err != nil {
@@ -486,9 +486,4 @@ func (g *generation) keepAlive() {
 		}
 		t.Reset(time.Until(next))
 	}
-}
-
-// grpcDialer makes the client dial through dial.
-func grpcDialer(dial func(context.Context, string) (net.Conn, error)) grpc.DialOption {
-	return grpc.WithContextDialer(dial)
 }
