@@ -20,7 +20,7 @@ demo: setup
 # sessions on a 2-core machine.
 # The backends are modules of their own (backend/*): ./... at the root does
 # not reach them, so they are listed after it.
-BACKENDS := ./backend/pglock/... ./backend/redislock/...
+BACKENDS := ./backend/etcdlock/... ./backend/pglock/... ./backend/redislock/...
 
 test: setup
 	$(GO) vet ./... $(BACKENDS)

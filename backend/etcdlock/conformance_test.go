@@ -1,0 +1,14 @@
+package etcdlock_test
+
+import (
+	"testing"
+
+	"github.com/zkrecipes/zkrecipes/recipe/locktest"
+)
+
+// TestConformance runs the backend-neutral conformance suite (recipe/locktest)
+// against Mutex on the real server, with real crash (proxy closed) and
+// cut-off (proxy blackholed) hooks.
+func TestConformance(t *testing.T) {
+	locktest.Run(t, &harness{e: newEnv(t)})
+}

@@ -1,0 +1,418 @@
+// Package etcdtest starts real etcd servers for tests: package etcdlock's
+// own, and those of code built on it. Tests never mock etcd and never skip
+// when no server can be had: they fail with InstallHint.
+//
+// Where a server comes from, in this order:
+//
+//  1. ETCD_TEST_ENDPOINTS=host:port,... names a running server. It is used
+//     as it is; Kill and Restart return ErrUnsupported. Give each test its
+//     own key prefix (Prefix) so that tests can share it.
+//  2. The etcd binary (ETCD_BIN, else etcd on PATH, as Debian's etcd-server
+//     package installs it): one member on two free 127.0.0.1 ports (client
+//     and peer) with its data in a temporary directory, retried on fresh
+//     ports when another process took one first. On Linux the server dies
+//     with the test binary even if the binary crashes.
+//
+// Whatever Start launches is gone when the test ends (process killed and
+// reaped, directory removed); the server of Shared is stopped by Main.
+package etcdtest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	mrand "math/rand/v2"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/goleak"
+	"go.uber.org/zap"
+)
+
+// EnvEndpoints names a running etcd server (comma-separated host:port) to
+// use instead of starting one.
+const EnvEndpoints = "ETCD_TEST_ENDPOINTS"
+
+// EnvBinary is the path of the etcd binary to start (default: etcd on PATH).
+const EnvBinary = "ETCD_BIN"
+
+// InstallHint tells a person how to make an etcd server available to the
+// tests. It is part of every error that reports that none could be had.
+const InstallHint = "install etcd: sudo apt-get install -y etcd-server (scripts/setup.sh does it), " +
+	"or set ETCD_BIN to an etcd binary, or set ETCD_TEST_ENDPOINTS=host:port to use a running server"
+
+var (
+	// ErrNoServer is wrapped by the error of Launch when no server could be
+	// started or reached; the message holds InstallHint and the reason.
+	ErrNoServer = errors.New("etcdtest: no etcd server available")
+	// ErrUnsupported is wrapped by the errors of Kill and Restart on a
+	// server named by ETCD_TEST_ENDPOINTS, which can't be controlled.
+	ErrUnsupported = errors.New("etcdtest: operation not supported on an external server")
+)
+
+// launchTimeout bounds how long Launch waits for a local server to answer,
+// retries after port clashes included.
+const launchTimeout = 60 * time.Second
+
+// Server is one etcd server for tests. Its methods are safe for concurrent
+// use.
+type Server struct {
+	endpoints []string
+	external  bool
+
+	bin, dir           string
+	clientPort, peerPt int
+
+	mu   sync.Mutex
+	proc *process // nil while killed
+}
+
+// process is one run of the server binary.
+type process struct {
+	cmd    *exec.Cmd
+	exited chan struct{} // closed when cmd.Wait returned
+	log    *os.File
+}
+
+// Launch starts (or, with ETCD_TEST_ENDPOINTS, names) a server. The caller
+// must Close it. The error wraps ErrNoServer when none could be had.
+func Launch(ctx context.Context) (*Server, error) {
+	if env := strings.TrimSpace(os.Getenv(EnvEndpoints)); env != "" {
+		return &Server{endpoints: strings.Split(env, ","), external: true}, nil
+	}
+	bin := os.Getenv(EnvBinary)
+	if bin == "" {
+		var err error
+		if bin, err = exec.LookPath("etcd"); err != nil {
+			return nil, fmt.Errorf("%w: %v; %s", ErrNoServer, err, InstallHint)
+		}
+	}
+	dir, err := os.MkdirTemp("", "etcdtest-")
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrNoServer, err)
+	}
+	s := &Server{bin: bin, dir: dir}
+	ctx, cancel := context.WithTimeout(ctx, launchTimeout)
+	defer cancel()
+	for attempt := 1; ; attempt++ {
+		ports, err := freePorts(2)
+		if err == nil {
+			s.clientPort, s.peerPt = ports[0], ports[1]
+			s.endpoints = []string{net.JoinHostPort("127.0.0.1", strconv.Itoa(s.clientPort))}
+			err = s.start(ctx)
+		}
+		if err == nil {
+			return s, nil
+		}
+		if attempt == 5 || ctx.Err() != nil || !errors.Is(err, errPortTaken) {
+			_ = os.RemoveAll(dir)
+			return nil, fmt.Errorf("%w: %v; %s", ErrNoServer, err, InstallHint)
+		}
+		// Another process took a port between freePorts and the bind: the
+		// member never started, so its data directory holds nothing useful.
+		_ = os.RemoveAll(filepath.Join(dir, "data"))
+	}
+}
+
+// Start launches a server for the test and closes it at the test's cleanup,
+// failing the test (with InstallHint) when none can be had.
+func Start(tb testing.TB) *Server {
+	tb.Helper()
+	s, err := Launch(context.Background())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() {
+		if err := s.Close(); err != nil {
+			tb.Errorf("etcdtest: closing the server: %v", err)
+		}
+	})
+	return s
+}
+
+var shared struct {
+	mu  sync.Mutex
+	s   *Server
+	err error
+}
+
+// Shared returns the test binary's shared server, launching it on first use.
+// Tests that share it must keep to their own key prefixes (Prefix) and must
+// not Kill or Restart it. Main stops it after the tests.
+func Shared(tb testing.TB) *Server {
+	tb.Helper()
+	s, err := sharedServer()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return s
+}
+
+func sharedServer() (*Server, error) {
+	shared.mu.Lock()
+	defer shared.mu.Unlock()
+	if shared.s == nil && shared.err == nil {
+		shared.s, shared.err = Launch(context.Background())
+	}
+	return shared.s, shared.err
+}
+
+// ExampleURL returns an etcd:// URL of the Shared server with a key prefix
+// that no other caller gets, for Example functions (which have no
+// testing.TB). It panics, with InstallHint, when no server can be had. The
+// example must leave no key behind (release its leases, close its Session).
+func ExampleURL() string {
+	s, err := sharedServer()
+	if err != nil {
+		panic(err)
+	}
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return s.URL("/etcdtest/example-" + hex.EncodeToString(b[:]))
+}
+
+// Main is for TestMain: func TestMain(m *testing.M) { etcdtest.Main(m) }.
+// It runs the tests, stops the Shared server and the spawner, then, if the
+// tests passed, checks with goleak that no goroutine is left. It exits with
+// the tests' code, or 1 when goroutines leaked or the server did not stop
+// cleanly.
+func Main(m *testing.M) {
+	code := m.Run()
+	shared.mu.Lock()
+	if shared.s != nil {
+		if err := shared.s.Close(); err != nil {
+			fmt.Fprintf(os.Stderr, "etcdtest: stopping the shared server: %v\n", err)
+			code = max(code, 1)
+		}
+		shared.s = nil
+	}
+	shared.mu.Unlock()
+	stopSpawner()
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintf(os.Stderr, "etcdtest: goroutines leaked after the tests:\n%v\n", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+// Endpoints returns the client endpoints (host:port).
+func (s *Server) Endpoints() []string { return append([]string(nil), s.endpoints...) }
+
+// URL returns the etcd:// URL of the server with the key prefix prefix
+// ("" for none), as etcdlock.Connect parses it.
+func (s *Server) URL(prefix string) string {
+	return "etcd://" + strings.Join(s.endpoints, ",") + prefix
+}
+
+// Client opens a client of the server for the test (an inspector that does
+// not go through any fault proxy) and closes it at the test's cleanup.
+func (s *Server) Client(tb testing.TB) *clientv3.Client {
+	tb.Helper()
+	cli, err := clientv3.New(clientv3.Config{Endpoints: s.endpoints, DialTimeout: 10 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		tb.Fatalf("etcdtest: client: %v", err)
+	}
+	tb.Cleanup(func() { _ = cli.Close() })
+	return cli
+}
+
+// Prefix returns a key prefix of the form "/etcdtest/<random>" that no other
+// test uses, and deletes every key under it at the test's cleanup.
+func Prefix(tb testing.TB, s *Server) string {
+	tb.Helper()
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	p := "/etcdtest/" + hex.EncodeToString(b[:])
+	cli := s.Client(tb)
+	tb.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if _, err := cli.Delete(ctx, p+"/", clientv3.WithPrefix()); err != nil {
+			tb.Errorf("etcdtest: deleting the keys under %s: %v", p, err)
+		}
+	})
+	return p
+}
+
+// Kill kills the server process (SIGKILL) and waits for it to end, keeping
+// its data; Restart starts it again. It is a no-op on a killed server.
+func (s *Server) Kill() error {
+	if s.external {
+		return fmt.Errorf("kill: %w", ErrUnsupported)
+	}
+	s.mu.Lock()
+	p := s.proc
+	s.proc = nil
+	s.mu.Unlock()
+	if p != nil {
+		p.kill()
+	}
+	return nil
+}
+
+// Restart kills the server (if it runs) and starts it again on the same
+// ports with the same data, returning when it answers.
+func (s *Server) Restart(ctx context.Context) error {
+	if err := s.Kill(); err != nil {
+		return fmt.Errorf("restart: %w", err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, launchTimeout)
+	defer cancel()
+	for {
+		err := s.start(ctx)
+		if err == nil || !errors.Is(err, errPortTaken) || ctx.Err() != nil {
+			return err
+		}
+		time.Sleep(100 * time.Millisecond) // the old socket may linger an instant
+	}
+}
+
+// Close kills the server and removes its data directory. It is idempotent.
+func (s *Server) Close() error {
+	if s.external {
+		return nil
+	}
+	_ = s.Kill()
+	return os.RemoveAll(s.dir)
+}
+
+// errPortTaken means the server could not bind one of its ports.
+var errPortTaken = errors.New("etcdtest: port already in use")
+
+// start runs the binary on the chosen ports and waits until it is healthy.
+func (s *Server) start(ctx context.Context) error {
+	client := "http://" + s.endpoints[0]
+	peer := "http://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(s.peerPt))
+	logPath := filepath.Join(s.dir, "etcd.log")
+	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command(s.bin,
+		"--name", "etcdtest",
+		"--data-dir", filepath.Join(s.dir, "data"),
+		"--listen-client-urls", client, "--advertise-client-urls", client,
+		"--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
+		"--initial-cluster", "etcdtest="+peer, "--initial-cluster-state", "new",
+		"--logger", "zap", "--log-outputs", "stderr", "--log-level", "warn",
+	)
+	cmd.Env = serverEnv()
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = childAttr()
+	if err := spawn(cmd); err != nil {
+		_ = logf.Close()
+		return err
+	}
+	p := &process{cmd: cmd, exited: make(chan struct{}), log: logf}
+	go func() { _ = cmd.Wait(); close(p.exited) }()
+
+	if err := waitHealthy(ctx, client, p.exited); err != nil {
+		p.kill()
+		tail := logTail(logPath)
+		if strings.Contains(tail, "address already in use") {
+			return fmt.Errorf("%w: %v", errPortTaken, err)
+		}
+		return fmt.Errorf("etcd on %s: %v; log:\n%s", s.endpoints[0], err, tail)
+	}
+	s.mu.Lock()
+	s.proc = p
+	s.mu.Unlock()
+	return nil
+}
+
+// kill ends the process group and waits for the process.
+func (p *process) kill() {
+	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+	<-p.exited
+	_ = p.log.Close()
+}
+
+// serverEnv is the test binary's environment without ETCD_* variables, which
+// etcd would read as flags.
+func serverEnv() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "ETCD_") {
+			env = append(env, kv)
+		}
+	}
+	return env
+}
+
+// waitHealthy polls the server's /health until it reports healthy, the
+// process exits, or ctx ends.
+func waitHealthy(ctx context.Context, client string, exited <-chan struct{}) error {
+	hc := &http.Client{Timeout: time.Second}
+	var last error
+	for {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, client+"/health", nil)
+		resp, err := hc.Do(req)
+		if err == nil {
+			body, _ := io.ReadAll(resp.Body)
+			_ = resp.Body.Close()
+			if resp.StatusCode == http.StatusOK && strings.Contains(string(body), `"true"`) {
+				hc.CloseIdleConnections()
+				return nil
+			}
+			err = fmt.Errorf("health: %s %s", resp.Status, body)
+		}
+		last = err
+		select {
+		case <-exited:
+			return errors.New("the server exited")
+		case <-ctx.Done():
+			return fmt.Errorf("not healthy: %v (%w)", last, ctx.Err())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// logTail returns the end of the server's log, for error messages.
+func logTail(path string) string {
+	b, _ := os.ReadFile(path)
+	if len(b) > 4000 {
+		b = b[len(b)-4000:]
+	}
+	return string(b)
+}
+
+// freePorts returns n distinct ports that were free a moment ago, from a
+// range below the kernel's ephemeral ports (so that outgoing connections of
+// other tests don't take them in between).
+func freePorts(n int) ([]int, error) {
+	var ls []net.Listener
+	defer func() {
+		for _, l := range ls {
+			_ = l.Close()
+		}
+	}()
+	ports := make([]int, 0, n)
+	for tries := 0; len(ports) < n && tries < 200*n; tries++ {
+		p := 20000 + mrand.IntN(12000)
+		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p)))
+		if err != nil {
+			continue
+		}
+		ls = append(ls, l)
+		ports = append(ports, p)
+	}
+	if len(ports) < n {
+		return nil, errors.New("etcdtest: no free port found")
+	}
+	return ports, nil
+}

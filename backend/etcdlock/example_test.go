@@ -1,0 +1,82 @@
+package etcdlock_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/zkrecipes/zkrecipes/backend/etcdlock"
+	"github.com/zkrecipes/zkrecipes/backend/etcdlock/etcdtest"
+	"github.com/zkrecipes/zkrecipes/fence"
+	"github.com/zkrecipes/zkrecipes/recipe"
+)
+
+// A job that must not run twice at once: take the lock, fence the write
+// with the lease's token, stop when the lease context ends.
+func Example() {
+	ctx := context.Background()
+	url := etcdtest.ExampleURL() // e.g. "etcd://etcd1:2379,etcd2:2379,etcd3:2379/myapp"
+
+	s, err := etcdlock.Connect(ctx, url)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer s.Close()
+	m, err := etcdlock.New(s, "jobs/nightly-report")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	lease, err := m.Acquire(ctx)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer lease.Release(context.Background())
+
+	var guard fence.Guard // lives at the resource
+	err = guard.Do("report", lease.Token(), func() error {
+		select {
+		case <-lease.Context().Done(): // ownership in doubt: don't start
+			return context.Cause(lease.Context())
+		default:
+		}
+		fmt.Println("report written")
+		return nil
+	})
+	fmt.Println("error:", err)
+	// Output:
+	// report written
+	// error: <nil>
+}
+
+// TryAcquire skips the run when another instance holds the lock.
+func ExampleMutex_TryAcquire() {
+	ctx := context.Background()
+	url := etcdtest.ExampleURL()
+	s1, err := etcdlock.Connect(ctx, url)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer s1.Close()
+	s2, err := etcdlock.Connect(ctx, url)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer s2.Close()
+	m1, _ := etcdlock.New(s1, "cron/cleanup")
+	m2, _ := etcdlock.New(s2, "cron/cleanup")
+
+	held, err := m1.TryAcquire(ctx)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer held.Release(ctx)
+	_, err = m2.TryAcquire(ctx)
+	fmt.Println("second instance skips:", errors.Is(err, recipe.ErrLocked))
+	// Output: second instance skips: true
+}

@@ -1,0 +1,384 @@
+package etcdlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/zkrecipes/zkrecipes/recipe"
+)
+
+// Mutex is a distributed exclusive lock on etcd. It implements recipe.Lock:
+// each Acquire or TryAcquire call is an independent contender with its own
+// key (not reentrant), grants are FIFO, and every grant is a recipe.Lease
+// with a fencing token. A Mutex holds no state beyond its name and Session;
+// it is safe for concurrent use.
+type Mutex struct {
+	s    *Session
+	name string
+	dir  string // the range prefix of the lock's keys
+}
+
+var _ recipe.Lock = (*Mutex)(nil)
+
+// New returns the lock named name on s. Its contenders' keys are
+//
+//	<prefix>/<name>/_lock_<32 random hex digits>
+//
+// A name is one or more elements separated by "/", with an optional leading
+// "/" ("/jobs/nightly" and "jobs/nightly" are the same lock): at most
+// MaxNameLen bytes of UTF-8 without control characters, no empty element,
+// and no element starting with "_lock_" (which keeps every lock's keys apart
+// from every other lock's, "a" from "a/b" included). Other names return an
+// error matching ErrInvalidName (and recipe.ErrInvalidPath); nothing is sent
+// to the server.
+func New(s *Session, name string) (*Mutex, error) {
+	if s == nil {
+		return nil, fmt.Errorf("%w: nil Session", recipe.ErrBadOption)
+	}
+	if why := checkName(name); why != "" {
+		return nil, fmt.Errorf("%w %q: %s", ErrInvalidName, name, why)
+	}
+	return &Mutex{s: s, name: name, dir: lockDir(s.prefix, name)}, nil
+}
+
+// Name returns the lock's name as given to New.
+func (m *Mutex) Name() string { return m.name }
+
+// Acquire waits until the caller holds the lock, ctx ends, or the Session's
+// lease is lost (recipe.ErrSessionLost, also matching recipe.ErrSuspended
+// when the lease was presumed lost) or closed (recipe.ErrSessionClosed).
+//
+// It puts a key of its own under the Session's current etcd lease (one
+// transaction, which also reads the lock's first key: an uncontended grant
+// is one request), then, while a key with a lower create revision exists,
+// watches the deletion of the nearest lower one only, re-reading its
+// position after every event. It returns ErrNodeDeleted if its key is
+// deleted by someone else while it waits.
+//
+// On any error its key is deleted before it returns (one request; while the
+// server is unreachable, it returns when the etcd lease is presumed lost or
+// the cleanup timeout passes, and the delete goes on in the background), or
+// goes with the lost etcd lease. An Acquire cancelled while its put is in
+// flight returns at once and deletes the key when the put's answer arrives.
+func (m *Mutex) Acquire(ctx context.Context) (recipe.Lease, error) { return m.acquire(ctx, true) }
+
+// TryAcquire returns a Lease if the lock is free, or an error matching
+// recipe.ErrLocked if any key of the lock exists (a holder, or waiters that a
+// holder has just left). It is one transaction that puts a key only if the
+// lock has none, so a refusal leaves nothing behind and costs one request.
+// Other errors as for Acquire.
+func (m *Mutex) TryAcquire(ctx context.Context) (recipe.Lease, error) {
+	return m.acquire(ctx, false)
+}
+
+func (m *Mutex) acquire(ctx context.Context, wait bool) (recipe.Lease, error) {
+	if ctx.Err() != nil {
+		return nil, context.Cause(ctx)
+	}
+	g, err := m.s.current(ctx)
+	if err != nil {
+		return nil, err
+	}
+	a := &attempt{m: m, g: g, key: m.dir + newGUID()}
+
+	// The put is never abandoned while in flight: a put the server applies
+	// after we gave up would leave a key that blocks the lock while the
+	// lease lives. A caller who stops waiting gets its answer at once; the
+	// key, if the put made one, is deleted when the put's answer comes.
+	created := make(chan createResult, 1)
+	if !m.s.goTracked(func() { created <- a.create(wait) }) {
+		return nil, recipe.ErrSessionClosed
+	}
+	var r createResult
+	select {
+	case r = <-created:
+	case <-ctx.Done():
+		m.s.goTracked(func() {
+			if r := <-created; r.err == nil && r.rev != 0 {
+				a.rev = r.rev
+				a.discard()
+			}
+		})
+		return nil, context.Cause(ctx)
+	}
+	switch {
+	case r.err != nil:
+		return nil, r.err
+	case r.rev == 0:
+		return nil, recipe.ErrLocked
+	}
+	a.rev = r.rev
+	if r.first != r.rev {
+		if !wait {
+			a.discard()
+			return nil, recipe.ErrLocked
+		}
+		if err := a.wait(ctx); err != nil {
+			a.discard()
+			return nil, err
+		}
+	}
+	if ctx.Err() != nil { // granted as the caller gave up
+		a.discard()
+		return nil, context.Cause(ctx)
+	}
+	return a.grant(ctx)
+}
+
+// attempt is one contender: a key of its own under one etcd lease.
+type attempt struct {
+	m   *Mutex
+	g   *generation
+	key string
+	rev int64 // the key's create revision, once known
+}
+
+// createResult is the outcome of attempt.create: rev is the key's create
+// revision (0: no key, the lock was taken for TryAcquire), first the create
+// revision of the lock's first key.
+type createResult struct {
+	rev, first int64
+	err        error
+}
+
+// create puts the attempt's key and reads the lock's first key in one
+// transaction. For Acquire the put is conditional on the key not existing;
+// for TryAcquire, on the lock having no key at all. The transaction is
+// idempotent (a retry finds the key a lost answer's put made, in its else
+// branch), so it is retried after every transient error until it gets an
+// answer, the lease is lost or the Session closes.
+func (a *attempt) create(wait bool) createResult {
+	ctx, cancel := a.m.s.bind(a.g.ctx)
+	defer cancel()
+	cond := clientv3.Compare(clientv3.CreateRevision(a.key), "=", 0)
+	if !wait {
+		cond = clientv3.Compare(clientv3.CreateRevision(a.m.dir), "=", 0).WithPrefix()
+	}
+	first := clientv3.OpGet(a.m.dir, clientv3.WithFirstCreate()...)
+	txn := func() (*clientv3.TxnResponse, error) {
+		return a.m.s.cli.Txn(ctx).If(cond).
+			Then(clientv3.OpPut(a.key, "", clientv3.WithLease(a.g.id)), first).
+			Else(clientv3.OpGet(a.key), first).Commit()
+	}
+	for try := 0; ; try++ {
+		resp, err := txn()
+		if err == nil {
+			return a.parseCreate(resp)
+		}
+		switch {
+		case errors.Is(err, rpctypes.ErrLeaseNotFound):
+			a.g.lose(fmt.Errorf("%w: etcd lease %x is gone (a put under it was refused)", recipe.ErrSessionLost, int64(a.g.id)))
+			return createResult{err: lostError(context.Cause(a.g.ctx))}
+		case ctx.Err() != nil:
+			// The lease is lost or the Session closed; a key the put may
+			// have made goes with the lease.
+			return createResult{err: lostError(context.Cause(ctx))}
+		case !transient(err):
+			return createResult{err: opError("put", a.key, err)}
+		}
+		a.m.s.log.Debug("etcdlock: put failed, retrying", "key", a.key, "error", err)
+		if !sleep(ctx, backoff(try)) {
+			return createResult{err: lostError(context.Cause(ctx))}
+		}
+	}
+}
+
+// parseCreate reads create's answer.
+func (a *attempt) parseCreate(resp *clientv3.TxnResponse) createResult {
+	var r createResult
+	if resp.Succeeded {
+		r.rev = resp.Header.Revision // a transaction's writes all have its revision
+	} else if own := resp.Responses[0].GetResponseRange().Kvs; len(own) > 0 {
+		// An earlier try of ours was applied and its answer lost.
+		if clientv3.LeaseID(own[0].Lease) != a.g.id {
+			return createResult{err: fmt.Errorf("etcdlock: key %s exists under another lease (%x)", a.key, own[0].Lease)}
+		}
+		r.rev = own[0].CreateRevision
+	}
+	if kvs := resp.Responses[1].GetResponseRange().Kvs; len(kvs) > 0 {
+		r.first = kvs[0].CreateRevision
+	}
+	return r
+}
+
+// wait returns when the attempt's key is the lock's first (nil), or why it
+// can't become so: ctx's cause, the lease lost, ErrNodeDeleted. Each round
+// reads the attempt's own key and the nearest lower key at one revision,
+// then watches, from the next revision, the deletion of that lower key (and
+// of its own key), and reads again after any event: nothing is inferred
+// from an event alone.
+func (a *attempt) wait(ctx context.Context) error {
+	s := a.m.s
+	ctx, cancel := s.bind(ctx)
+	defer cancel()
+	ctx, cancel2 := withAlso(ctx, a.g.ctx)
+	defer cancel2()
+	lower := append(clientv3.WithLastCreate(), clientv3.WithMaxCreateRev(a.rev-1), clientv3.WithKeysOnly())
+	for try := 0; ; {
+		resp, err := s.cli.Txn(ctx).Then(clientv3.OpGet(a.key, clientv3.WithKeysOnly()), clientv3.OpGet(a.m.dir, lower...)).Commit()
+		if err != nil {
+			if done := a.stopped(ctx); done != nil {
+				return done
+			}
+			if !transient(err) {
+				return opError("get", a.m.dir, err)
+			}
+			if !sleep(ctx, backoff(try)) {
+				return a.stopped(ctx)
+			}
+			try++
+			continue
+		}
+		try = 0
+		if own := resp.Responses[0].GetResponseRange().Kvs; len(own) == 0 || own[0].CreateRevision != a.rev {
+			a.g.gone(ctx)
+			if done := a.stopped(ctx); done != nil {
+				return done
+			}
+			return fmt.Errorf("%w: %s (deleted while waiting)", recipe.ErrNodeDeleted, a.key)
+		}
+		prev := resp.Responses[1].GetResponseRange().Kvs
+		if len(prev) == 0 {
+			return nil
+		}
+		if err := a.awaitDelete(ctx, string(prev[0].Key), resp.Header.Revision+1); err != nil {
+			return err
+		}
+	}
+}
+
+// awaitDelete watches, from revision rev, the keys prev and the attempt's
+// own, and returns nil at the first deletion of either or when the watch
+// ends for another reason (compaction, no leader: the caller reads again);
+// it returns an error when ctx, the lease or the Session ends.
+func (a *attempt) awaitDelete(ctx context.Context, prev string, rev int64) error {
+	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+	defer cancel()
+	opts := []clientv3.OpOption{clientv3.WithRev(rev), clientv3.WithFilterPut()}
+	cli := a.m.s.cli
+	prevCh, ownCh := cli.Watch(wctx, prev, opts...), cli.Watch(wctx, a.key, opts...)
+	select {
+	case <-prevCh:
+	case <-ownCh:
+	case <-ctx.Done():
+	case <-a.g.ctx.Done():
+	}
+	if done := a.stopped(ctx); done != nil {
+		return done
+	}
+	return nil
+}
+
+// stopped returns why the attempt must stop waiting (its lease lost, the
+// Session closed, ctx's cause) or nil.
+func (a *attempt) stopped(ctx context.Context) error {
+	switch {
+	case a.g.ctx.Err() != nil:
+		return lostError(context.Cause(a.g.ctx))
+	case ctx.Err() != nil:
+		return context.Cause(ctx)
+	}
+	return nil
+}
+
+// grant turns the attempt into a Lease, unless its etcd lease was lost
+// meanwhile.
+func (a *attempt) grant(ctx context.Context) (recipe.Lease, error) {
+	l := newLease(a, ctx)
+	if !a.g.live() {
+		l.end(context.Cause(a.g.ctx))
+		return nil, lostError(context.Cause(a.g.ctx))
+	}
+	if !a.m.s.goTracked(l.watchOwn) {
+		l.end(recipe.ErrSessionClosed)
+		return nil, recipe.ErrSessionClosed
+	}
+	return l, nil
+}
+
+// discard deletes the attempt's key (its incarnation a.rev only) after a
+// failed acquisition: see deleteOwned; what that could not confirm goes on
+// in the background (deleteLater). A key whose etcd lease is lost is left
+// to go with the lease (the server expires it, or the Session revokes it).
+func (a *attempt) discard() {
+	if a.g.ctx.Err() == nil && a.m.s.deleteOwned(context.Background(), a.g, a.key, a.rev) != nil {
+		a.m.s.deleteLater(a.g, a.key, a.rev)
+	}
+}
+
+// deleteOwned deletes key if its create revision is still rev: one
+// transaction comparing the create revision, so that no retry can delete a
+// newer key of the same name (etcd issue 22082). It ignores ctx's
+// cancellation for the first try, and retries transient errors until ctx
+// ends, the cleanup timeout passes or g's etcd lease is lost (the key goes
+// with it: nil if the server said the lease is gone, else an error saying
+// the key goes with the lease).
+func (s *Session) deleteOwned(ctx context.Context, g *generation, key string, rev int64) error {
+	bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.cleanupTimeout())
+	defer cancel()
+	bctx, cancel2 := s.bind(bctx)
+	defer cancel2()
+	bctx, cancel3 := withAlso(bctx, g.ctx)
+	defer cancel3()
+	for try := 0; ; try++ {
+		_, err := s.cli.Txn(bctx).If(clientv3.Compare(clientv3.CreateRevision(key), "=", rev)).
+			Then(clientv3.OpDelete(key)).Commit()
+		switch {
+		case err == nil || goneWithLease(g):
+			return nil // deleted now, or not there any more
+		case g.ctx.Err() != nil:
+			return opError("delete", key, fmt.Errorf("the key goes with its etcd lease (%w): %w", context.Cause(g.ctx), err))
+		case !transient(err) || bctx.Err() != nil || ctx.Err() != nil:
+			return opError("delete", key, err)
+		}
+		s.log.Debug("etcdlock: delete failed, retrying", "key", key, "error", err)
+		if !sleep(bctx, backoff(try)) || ctx.Err() != nil {
+			return opError("delete", key, err)
+		}
+	}
+}
+
+// deleteLater retries deleteOwned in the background until it succeeds, the
+// key's lease is lost (its keys go with it) or the Session closes.
+func (s *Session) deleteLater(g *generation, key string, rev int64) {
+	s.goTracked(func() {
+		ctx, cancel := s.bind(g.ctx)
+		defer cancel()
+		for try := 0; ; try++ {
+			if s.deleteOwned(ctx, g, key, rev) == nil || ctx.Err() != nil {
+				return
+			}
+			if !sleep(ctx, backoff(try)) {
+				return
+			}
+		}
+	})
+}
+
+// goneWithLease reports whether the server said g's lease is gone (and with
+// it every key put under it).
+func goneWithLease(g *generation) bool {
+	return g.ctx.Err() != nil && errors.Is(context.Cause(g.ctx), recipe.ErrSessionLost)
+}
+
+// backoff is the pause before retry number try+1: 50 ms doubling to 1 s.
+func backoff(try int) time.Duration {
+	return min(50*time.Millisecond<<min(try, 5), time.Second)
+}
+
+// sleep waits d or until ctx ends; it reports whether d passed.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}

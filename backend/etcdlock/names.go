@@ -1,0 +1,118 @@
+package etcdlock
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+)
+
+// marker starts the last element of every contender key: the keys of the
+// lock named N are <prefix>/N/_lock_<32 hex digits>, and because no element
+// of a lock name may start with marker, the range <prefix>/N/_lock_ holds
+// the keys of lock N and of no other lock (not those of "N/sub", nor of an
+// ancestor of N).
+const marker = "_lock_"
+
+// checkName returns why name is not a lock name ("" if it is one). A lock
+// name is what New takes: one or more elements separated by "/", with an
+// optional leading "/" ("a/b" and "/a/b" are the same lock).
+func checkName(name string) string {
+	trimmed := strings.TrimPrefix(name, "/")
+	switch {
+	case trimmed == "":
+		return "empty"
+	case len(name) > MaxNameLen:
+		return fmt.Sprintf("%d bytes, longer than MaxNameLen (%d)", len(name), MaxNameLen)
+	}
+	if why := checkText(name); why != "" {
+		return why
+	}
+	for _, e := range strings.Split(trimmed, "/") {
+		switch {
+		case e == "":
+			return `an empty element ("//" or a trailing "/")`
+		case strings.HasPrefix(e, marker):
+			return fmt.Sprintf("element %q starts with %q, which this package reserves for its keys", e, marker)
+		}
+	}
+	return ""
+}
+
+// checkPrefix returns why p is not a key prefix ("" if it is one).
+func checkPrefix(p string) string {
+	switch {
+	case !strings.HasPrefix(p, "/"):
+		return `does not start with "/"`
+	case strings.HasSuffix(p, "/"):
+		return `ends with "/"`
+	case len(p) > MaxPrefixLen:
+		return fmt.Sprintf("%d bytes, longer than MaxPrefixLen (%d)", len(p), MaxPrefixLen)
+	}
+	return checkText(p)
+}
+
+// checkText refuses what would make keys unreadable or ambiguous.
+func checkText(s string) string {
+	if !utf8.ValidString(s) {
+		return "not valid UTF-8"
+	}
+	for _, r := range s {
+		if unicode.IsControl(r) {
+			return fmt.Sprintf("control character %U", r)
+		}
+	}
+	return ""
+}
+
+// lockDir is the range prefix of the keys of lock name under prefix.
+func lockDir(prefix, name string) string {
+	return prefix + "/" + strings.TrimPrefix(name, "/") + "/" + marker
+}
+
+// newGUID returns 32 random hex digits: the identity of one attempt's key.
+func newGUID() string {
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic(err) // crypto/rand never fails on supported platforms
+	}
+	return hex.EncodeToString(b[:])
+}
+
+// parseURL splits etcd://host:port[,host:port...][/prefix] into endpoints
+// and the key prefix ("" when the URL has no path or only "/").
+func parseURL(raw string) (endpoints []string, prefix string, err error) {
+	bad := func(why string) error { return fmt.Errorf("%w %q: %s", ErrBadURL, raw, why) }
+	rest, ok := strings.CutPrefix(raw, "etcd://")
+	if !ok {
+		return nil, "", bad(`want etcd://host:port[,host:port...][/prefix]`)
+	}
+	if strings.ContainsAny(rest, "?#") {
+		return nil, "", bad("a query or fragment is not supported")
+	}
+	hosts, path, _ := strings.Cut(rest, "/")
+	if strings.Contains(hosts, "@") {
+		return nil, "", bad("credentials in the URL are not supported: give NewSession a client configured with them")
+	}
+	for _, h := range strings.Split(hosts, ",") {
+		host, port, err := net.SplitHostPort(h)
+		if err != nil {
+			return nil, "", bad(fmt.Sprintf("endpoint %q: %v", h, err))
+		}
+		if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 || host == "" {
+			return nil, "", bad(fmt.Sprintf("endpoint %q: want host:port with a port from 1 to 65535", h))
+		}
+		endpoints = append(endpoints, h)
+	}
+	if path = strings.TrimSuffix(path, "/"); path != "" {
+		prefix = "/" + path
+		if why := checkPrefix(prefix); why != "" {
+			return nil, "", bad("prefix " + why)
+		}
+	}
+	return endpoints, prefix, nil
+}
