@@ -185,15 +185,18 @@ type Latch struct {
 // New performs no ZooKeeper operation; Start joins.
 //
 // Errors: a *recipe.PathError (matching recipe.ErrInvalidPath) for an
-// invalid path; recipe.ErrBadOption for a nil session or an id over
-// recipe.MaxNodeData bytes; recipe.ErrSessionClosed when s is closed.
+// invalid path (also, matching recipe.ErrTooLarge, for one too long for the
+// session's packet limit); recipe.ErrBadOption for a nil session or an id
+// over recipe.MaxNodeData bytes; recipe.ErrTooLarge for an id over that or
+// too large for the packet limit with the path; recipe.ErrSessionClosed
+// when s is closed.
 func New(s *recipe.Session, path string, id string, opts ...Option) (*Latch, error) {
 	q, err := recipe.NewQueue(s, path, []string{Kind}, recipe.FirstHolds)
 	if err != nil {
 		return nil, err
 	}
-	if len(id) > recipe.MaxNodeData {
-		return nil, fmt.Errorf("%w: latch id of %d bytes (at most %d)", recipe.ErrBadOption, len(id), recipe.MaxNodeData)
+	if err := q.CheckNodeData([]byte(id)); err != nil {
+		return nil, fmt.Errorf("latch id: %w", err)
 	}
 	l := &Latch{
 		q:         q,

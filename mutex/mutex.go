@@ -65,21 +65,24 @@ type Option func(*config)
 
 // WithData stores data in every znode the lock creates (for example a host
 // name or process id), visible to Participants and to operators. Default:
-// none. At most recipe.MaxNodeData bytes (the constructors check).
+// none. At most recipe.MaxNodeData bytes, and small enough for the create
+// to fit the session's packet limit with the path (the constructors check:
+// recipe.Queue.CheckNodeData).
 func WithData(data []byte) Option {
 	return func(c *config) { c.data = slices.Clone(data) }
 }
 
-// buildConfig applies the options (nil ones are skipped) and checks them.
-func buildConfig(opts []Option) (config, error) {
+// buildConfig applies the options (nil ones are skipped) and checks them
+// for nodes of q.
+func buildConfig(q *recipe.Queue, opts []Option) (config, error) {
 	var c config
 	for _, o := range opts {
 		if o != nil {
 			o(&c)
 		}
 	}
-	if len(c.data) > recipe.MaxNodeData {
-		return c, fmt.Errorf("%w: WithData of %d bytes (at most %d)", recipe.ErrBadOption, len(c.data), recipe.MaxNodeData)
+	if err := q.CheckNodeData(c.data); err != nil {
+		return c, fmt.Errorf("WithData: %w", err)
 	}
 	return c, nil
 }
@@ -91,14 +94,17 @@ func buildConfig(opts []Option) (config, error) {
 //
 // Errors: a *recipe.PathError (matching recipe.ErrInvalidPath) for "",
 // relative paths, "/", a trailing slash, empty or dot segments, characters
-// ZooKeeper refuses, and the /zookeeper subtree; recipe.ErrBadOption for a
-// nil session or data over recipe.MaxNodeData; recipe.ErrSessionClosed.
+// ZooKeeper refuses, the /zookeeper subtree, and a path too long for the
+// session's packet limit (matching recipe.ErrTooLarge too: see
+// recipe.WithMaxPacket); recipe.ErrBadOption for a nil session or data over
+// recipe.MaxNodeData; recipe.ErrTooLarge for data over it or too large for
+// the packet limit with the path; recipe.ErrSessionClosed.
 func New(s *recipe.Session, path string, opts ...Option) (*Mutex, error) {
 	q, err := recipe.NewQueue(s, path, []string{Kind}, recipe.FirstHolds)
 	if err != nil {
 		return nil, err
 	}
-	c, err := buildConfig(opts)
+	c, err := buildConfig(q, opts)
 	if err != nil {
 		return nil, err
 	}

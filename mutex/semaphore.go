@@ -48,8 +48,8 @@ var _ recipe.Lock = (*Semaphore)(nil)
 // NewSemaphore returns a counting semaphore over the directory path on
 // session s (relative to the session's chroot) that grants at most leases
 // holders at a time. It performs no ZooKeeper operation. Errors:
-// recipe.ErrBadOption for leases < 1 (and the errors of New), recipe.ErrInvalidPath,
-// recipe.ErrSessionClosed.
+// recipe.ErrBadOption for leases < 1; otherwise the errors of New
+// (recipe.ErrInvalidPath, recipe.ErrTooLarge, recipe.ErrSessionClosed, ...).
 func NewSemaphore(s *recipe.Session, path string, leases int, opts ...Option) (*Semaphore, error) {
 	if leases < 1 {
 		return nil, fmt.Errorf("%w: a semaphore needs at least one lease, got %d", recipe.ErrBadOption, leases)
@@ -58,7 +58,7 @@ func NewSemaphore(s *recipe.Session, path string, leases int, opts ...Option) (*
 	if err != nil {
 		return nil, err
 	}
-	c, err := buildConfig(opts)
+	c, err := buildConfig(q, opts)
 	if err != nil {
 		return nil, err
 	}

@@ -2,7 +2,6 @@ package recipe
 
 import (
 	"fmt"
-	"io"
 	"log/slog"
 	"math"
 	"time"
@@ -24,6 +23,16 @@ const (
 	// DefaultSuspendFraction is the fraction f of the negotiated session
 	// timeout used by TolerateSuspension when given 0.
 	DefaultSuspendFraction = 0.5
+	// DefaultMaxPacket is the packet limit (WithMaxPacket) unless set: the
+	// default jute.maxbuffer of ZooKeeper servers, 0xfffff bytes (1 MiB less
+	// one byte), the largest request a server accepts.
+	DefaultMaxPacket = 1<<20 - 1
+	// MinMaxPacket and MaxMaxPacket bound WithMaxPacket. go-zookeeper
+	// re-registers a connection's watches in requests of up to 128 KiB
+	// (MinMaxPacket), which a smaller limit would refuse; the client keeps
+	// a send buffer of the limit's size per connection.
+	MinMaxPacket = 128 << 10
+	MaxMaxPacket = 64 << 20
 )
 
 // SuspendPolicy says how long ownership survives a suspended connection.
@@ -89,6 +98,7 @@ type config struct {
 	policy         SuspendPolicy
 	dialer         zk.Dialer
 	metrics        Metrics
+	maxPacket      int
 }
 
 type authInfo struct {
@@ -119,8 +129,31 @@ func WithConnectTimeout(d time.Duration) Option { return func(c *config) { c.con
 func WithCleanupTimeout(d time.Duration) Option { return func(c *config) { c.cleanupTimeout = d } }
 
 // WithLogger sets the logger for session state changes and cleanup (default:
-// discard). go-zookeeper's own log lines go to it at debug level.
+// discard). go-zookeeper's own log lines go to it at debug level, except
+// its failures to re-register watches or credentials after a reconnection,
+// at error level.
 func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l } }
+
+// WithMaxPacket sets the packet limit, in bytes: the largest request the
+// Session sends (its frame, after the 4-byte length prefix). Set it to the
+// servers' jute.maxbuffer when they run with a value other than the
+// default, and never above it: a server drops the connection of a request
+// over its limit, which the client cannot tell from a network failure.
+// Default DefaultMaxPacket; MinMaxPacket to MaxMaxPacket, else Connect
+// returns ErrBadOption.
+//
+// Nothing over the limit is sent, whoever builds the request: the recipes
+// check their paths where they are given (a path too long fails NewQueue,
+// mutex.New and the like with an error matching ErrTooLarge and
+// ErrInvalidPath) and their node data where it is given or at the call
+// (ErrTooLarge); go-zookeeper's send buffer is sized to the limit, so a
+// request made through Conn that is over it fails with zk.ErrShortBuffer
+// (an *OpError wrapping it matches ErrTooLarge), and so does the request
+// that re-registers, after a reconnection, a watch set through Conn on a
+// path within 32 bytes of the limit (logged, and that watch is lost).
+// Either way the request fails alone, before it is sent; the connection
+// and every other operation go on.
+func WithMaxPacket(bytes int) Option { return func(c *config) { c.maxPacket = bytes } }
 
 // WithACL sets the ACL of every znode the recipes create (default
 // zk.WorldACL(zk.PermAll)).
@@ -164,6 +197,7 @@ func buildConfig(opts []Option) (config, error) {
 		connectTimeout: DefaultConnectTimeout,
 		acl:            zk.WorldACL(zk.PermAll),
 		newBackOff:     defaultBackOff,
+		maxPacket:      DefaultMaxPacket,
 	}
 	for _, o := range opts {
 		if o != nil {
@@ -171,7 +205,7 @@ func buildConfig(opts []Option) (config, error) {
 		}
 	}
 	if c.logger == nil {
-		c.logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+		c.logger = slog.New(slog.DiscardHandler)
 	}
 	switch {
 	case c.sessionTimeout < time.Millisecond || c.sessionTimeout > math.MaxInt32*time.Millisecond:
@@ -186,6 +220,8 @@ func buildConfig(opts []Option) (config, error) {
 		return c, fmt.Errorf("%w: empty ACL", ErrBadOption)
 	case c.newBackOff == nil:
 		return c, fmt.Errorf("%w: nil retry policy", ErrBadOption)
+	case c.maxPacket < MinMaxPacket || c.maxPacket > MaxMaxPacket:
+		return c, fmt.Errorf("%w: packet limit %d bytes must be between %d and %d", ErrBadOption, c.maxPacket, MinMaxPacket, MaxMaxPacket)
 	}
 	return c, nil
 }

@@ -134,6 +134,12 @@ func Connect(ctx context.Context, servers []string, opts ...Option) (*Session, e
 	if err != nil {
 		return nil, err
 	}
+	for _, a := range cfg.auth {
+		if n := authFrame(a.scheme, a.auth); n > cfg.maxPacket {
+			return nil, fmt.Errorf("%w: %w: WithAuth(%q) would be a %d-byte request, over the packet limit of %d bytes",
+				ErrBadOption, ErrTooLarge, a.scheme, n, cfg.maxPacket)
+		}
+	}
 	if len(hosts) == 0 {
 		return nil, fmt.Errorf("%w: empty server list", ErrBadOption)
 	}
@@ -167,6 +173,9 @@ func Connect(ctx context.Context, servers []string, opts ...Option) (*Session, e
 		zk.WithEventCallback(s.onEvent),
 		zk.WithLogger(zkLogger{s.log}),
 		zk.WithLogInfo(false),
+		// Nothing over the packet limit is sent (see packet.go): the frame
+		// is encoded after the 4-byte length.
+		zk.WithMaxConnBufferSize(cfg.maxPacket+4),
 	)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrUnreachable, err)
@@ -696,8 +705,16 @@ func (s *Session) Listen(ctx context.Context) <-chan StateChange {
 
 type zkLogger struct{ l *slog.Logger }
 
+// Printf logs a line of go-zookeeper's at debug level, except its failures
+// to re-register watches or credentials on a new connection (watches, and
+// with them the wakeups of waiters, can be lost: see WithMaxPacket), at
+// error level.
 func (z zkLogger) Printf(format string, args ...any) {
-	z.l.Debug(fmt.Sprintf(format, args...), "source", "go-zookeeper")
+	lvl := slog.LevelDebug
+	if strings.HasPrefix(format, "Failed to set previous watches") || strings.HasPrefix(format, "error in resending auth creds") {
+		lvl = slog.LevelError
+	}
+	z.l.Log(context.Background(), lvl, fmt.Sprintf(format, args...), "source", "go-zookeeper")
 }
 
 // ---- lease registry ----
