@@ -35,7 +35,11 @@
 //     directory is deleted under live participants (an operator's
 //     deleteall, a restore from an old snapshot: case C17): participants
 //     re-create it and elect a leader. Re-joins back off (50 ms doubling to
-//     2 s) when they keep failing; they never spin.
+//     2 s) when they keep failing; they never spin. An error that retrying
+//     cannot cure (recipe.Permanent: another recipe's nodes in the
+//     directory, recipe.ErrMixedRecipes; an ACL refusal) is not retried:
+//     it ends the participant (logged at error level, its node deleted),
+//     Await returns it and listeners get a final Change with it as Cause.
 //   - Before leadership is claimed, the engine reads the node's Stat and
 //     checks that its ephemeral owner is the current ZooKeeper session
 //     (recipe.Queue's grant): a node created under an earlier session of
@@ -127,7 +131,9 @@ type Change struct {
 	At time.Time
 	// Cause says why leadership ended (nil when Leader is true):
 	// recipe.ErrSuspended, recipe.ErrSessionLost, recipe.ErrNodeDeleted,
-	// recipe.ErrSessionClosed, or ErrClosed for the final Change of Close.
+	// recipe.ErrSessionClosed, ErrClosed for the final Change of Close, or
+	// for the final Change of a participant that stopped on an error
+	// retrying cannot cure, that error (see Await).
 	Cause error
 }
 
@@ -333,8 +339,8 @@ func (l *Latch) run(t *recipe.Ticket, done chan struct{}) {
 				if ctx.Err() != nil {
 					return
 				}
-				if errors.Is(err, recipe.ErrSessionClosed) {
-					l.end(recipe.ErrSessionClosed)
+				if recipe.Permanent(err) {
+					l.stop(err)
 					return
 				}
 				l.log.Warn("latch: re-joining failed; retrying", "dir", l.q.Dir(), "id", l.id, "err", err)
@@ -354,8 +360,8 @@ func (l *Latch) run(t *recipe.Ticket, done chan struct{}) {
 			if ctx.Err() != nil {
 				return
 			}
-			if errors.Is(err, recipe.ErrSessionClosed) {
-				l.end(recipe.ErrSessionClosed)
+			if recipe.Permanent(err) {
+				l.stop(err)
 				return
 			}
 			if t.Err() == nil {
@@ -418,7 +424,18 @@ func (l *Latch) follow(g *grant, cause error) {
 	l.broadcastLocked()
 }
 
-// end finishes the latch when its session is closed.
+// stop ends the participant on an error that retrying cannot cure
+// (recipe.Permanent): its node goes (run's deferred Leave), Await returns
+// err, listeners get their final Change with it.
+func (l *Latch) stop(err error) {
+	if !errors.Is(err, recipe.ErrSessionClosed) {
+		l.log.Error("latch: stopped: retrying cannot help", "dir", l.q.Dir(), "id", l.id, "err", err)
+	}
+	l.end(err)
+}
+
+// end finishes the latch when its session is closed, or on an error that
+// retrying cannot cure.
 func (l *Latch) end(cause error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -481,7 +498,10 @@ func (l *Latch) IsLeader() bool {
 // token. Await performs no ZooKeeper operation itself.
 //
 // Errors: ctx's cause; ErrNotStarted (before Start, or after a failed Start);
-// ErrClosed; recipe.ErrSessionClosed when the latch ended with its session.
+// ErrClosed; recipe.ErrSessionClosed when the latch ended with its session;
+// the error that ended the participant when retrying could not cure it
+// (recipe.Permanent: recipe.ErrMixedRecipes when the directory holds
+// another recipe's nodes, recipe.ErrNoPermission, ...).
 func (l *Latch) Await(ctx context.Context) (recipe.Lease, error) {
 	for {
 		l.mu.Lock()

@@ -86,6 +86,22 @@ var (
 	ErrTooLarge = errors.New("recipe: request over the ZooKeeper packet limit")
 )
 
+// Permanent reports whether err is one that retrying the same operation
+// cannot cure: only a change by someone (the program's configuration, the
+// ZooKeeper ACLs, the other recipe's nodes on the path) can. It matches
+// ErrMixedRecipes, ErrTooLarge, ErrBadOption, ErrInvalidPath,
+// ErrNoPermission and ErrSessionClosed. election.Run and the leader latch
+// stop on such an error instead of retrying it; a loop of the caller's own
+// should too.
+func Permanent(err error) bool {
+	for _, p := range []error{ErrMixedRecipes, ErrTooLarge, ErrBadOption, ErrInvalidPath, ErrNoPermission, ErrSessionClosed} {
+		if errors.Is(err, p) {
+			return true
+		}
+	}
+	return false
+}
+
 // PathError reports an invalid znode path. It matches ErrInvalidPath, and
 // Err when set (ErrTooLarge for a path too long for the packet limit).
 type PathError struct {

@@ -1,6 +1,7 @@
 package recipe
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"math"
@@ -128,10 +129,18 @@ func WithConnectTimeout(d time.Duration) Option { return func(c *config) { c.con
 // negotiated session timeout.
 func WithCleanupTimeout(d time.Duration) Option { return func(c *config) { c.cleanupTimeout = d } }
 
-// WithLogger sets the logger for session state changes and cleanup (default:
-// discard). go-zookeeper's own log lines go to it at debug level, except
-// its failures to re-register watches or credentials after a reconnection,
-// at error level.
+// WithLogger sets the logger for session state changes and cleanup, which
+// the recipes built on the Session use too (Session.Logger). go-zookeeper's
+// own log lines go to it at debug level, except its failures to re-register
+// watches or credentials after a reconnection, at error level.
+//
+// Default (also for a nil l): the records of level WARN and above, to the
+// handler of slog.Default() as it is when Connect is called. A healthy
+// Session logs nothing there; one that keeps failing (a connection that
+// keeps dropping, a delete the cleaner cannot finish, an election.Run or
+// latch whose campaigns keep failing) is seen. To see the INFO lines too
+// (connected, reconnected, closed), pass slog.Default(); to silence the
+// Session, slog.New(slog.DiscardHandler).
 func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l } }
 
 // WithMaxPacket sets the packet limit, in bytes: the largest request the
@@ -205,7 +214,7 @@ func buildConfig(opts []Option) (config, error) {
 		}
 	}
 	if c.logger == nil {
-		c.logger = slog.New(slog.DiscardHandler)
+		c.logger = slog.New(warnOnly{slog.Default().Handler()})
 	}
 	switch {
 	case c.sessionTimeout < time.Millisecond || c.sessionTimeout > math.MaxInt32*time.Millisecond:
@@ -225,3 +234,14 @@ func buildConfig(opts []Option) (config, error) {
 	}
 	return c, nil
 }
+
+// warnOnly passes the records of level WARN and above to h: the default
+// logger (see WithLogger).
+type warnOnly struct{ h slog.Handler }
+
+func (w warnOnly) Enabled(ctx context.Context, l slog.Level) bool {
+	return l >= slog.LevelWarn && w.h.Enabled(ctx, l)
+}
+func (w warnOnly) Handle(ctx context.Context, r slog.Record) error { return w.h.Handle(ctx, r) }
+func (w warnOnly) WithAttrs(as []slog.Attr) slog.Handler           { return warnOnly{w.h.WithAttrs(as)} }
+func (w warnOnly) WithGroup(name string) slog.Handler              { return warnOnly{w.h.WithGroup(name)} }

@@ -236,8 +236,9 @@ func (s *Session) Done() <-chan struct{} {
 	return s.epoch.ctx.Done()
 }
 
-// Logger returns the Session's logger (WithLogger; default slog.Default()),
-// for recipes built on the Session to log through.
+// Logger returns the Session's logger (WithLogger, which states the
+// default: WARN and above to slog.Default()'s handler), for recipes built
+// on the Session to log through.
 func (s *Session) Logger() *slog.Logger { return s.cfg.logger }
 
 // Chroot returns the chroot parsed from the server list ("" if none).
