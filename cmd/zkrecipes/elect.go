@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -90,8 +89,7 @@ func electMain(f *electFlags, path string, argv []string, stderr io.Writer) int 
 	ctx, cancel, s, sigs, stopWatch := sv.ctx, sv.cancel, sv.s, sv.sigs, sv.stopWatch
 	e, err := election.New(s, path, election.WithLogger(log))
 	if err != nil {
-		log.Error("cannot set up the election", "err", err)
-		return exitSoftware
+		return failStatus(log, "leadership", err)
 	}
 	env := func(token fence.Token) []string {
 		return []string{envToken + "=" + token.String(), envPath + "=" + path,
@@ -135,8 +133,8 @@ func electMain(f *electFlags, path string, argv []string, stderr io.Writer) int 
 			log.Error("cannot start the command", "argv", argv, "err", startErr)
 			return startStatus(startErr)
 		}
-		log.Error("election stopped", "err", err)
-		return exitSoftware
+		// Run ends only on an error that campaigning again cannot cure.
+		return failStatus(log, "leadership", err)
 	}
 
 	lease, err := e.Campaign(ctx, []byte(f.id))
@@ -146,12 +144,8 @@ func electMain(f *electFlags, path string, argv []string, stderr io.Writer) int 
 		case sv.got != nil:
 			log.Info("interrupted while campaigning", "signal", sv.got)
 			return signalStatus(sv.got)
-		case errors.Is(err, recipe.ErrSessionLost):
-			log.Error("the ZooKeeper session was lost before leadership was granted", "err", err)
-			return exitUnavailable
 		}
-		log.Error("campaign failed", "err", err)
-		return exitSoftware
+		return failStatus(log, "leadership", err)
 	}
 	if sv.got != nil { // the signal came with the leadership: don't start the command
 		log.Info("interrupted as leadership was granted", "signal", sv.got)

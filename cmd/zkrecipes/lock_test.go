@@ -377,3 +377,32 @@ func TestLockRefusesAnotherModeOnThePath(t *testing.T) {
 	touch(t, gate)
 	a.expect(0, 30*time.Second)
 }
+
+// TestElectRefusesALockedPath (issue 14): a path held by a lock is refused
+// by elect as by lock, with the usage status and the same message, and
+// elect runs nothing: with --once (which exited 70) and without (which
+// campaigned again, with a warning every few seconds, for ever).
+func TestElectRefusesALockedPath(t *testing.T) {
+	t.Parallel()
+	cl := zktest.Shared(t)
+	dir := t.TempDir()
+	gate, ran := filepath.Join(dir, "gate"), filepath.Join(dir, "ran")
+	a := start(t, cl, dir, "lock", "/locks/elect-here", "--", "sh", "-c", gateScript(gate))
+	a.awaitLog("lock acquired")
+	for _, args := range [][]string{
+		{"elect", "--once", "/locks/elect-here", "--", "touch", ran},
+		{"elect", "/locks/elect-here", "--", "touch", ran},
+		{"lock", "--semaphore", "2", "/locks/elect-here", "--", "touch", ran},
+	} {
+		p := start(t, cl, dir, args...)
+		p.expect(exitUsage, 30*time.Second)
+		if p.logged("the path is in use by another recipe (a lock of another mode, an election or a latch): use one recipe and mode per path") == nil {
+			t.Errorf("zkrecipes %q: no clear message:\n%s", args, p.stderr)
+		}
+	}
+	if _, err := os.Stat(ran); err == nil {
+		t.Fatal("a command ran beside the lock's holder")
+	}
+	touch(t, gate)
+	a.expect(0, 30*time.Second)
+}

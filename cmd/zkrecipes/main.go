@@ -34,8 +34,8 @@ import (
 // unchanged (0-255; 128+n when it was killed by signal n, as shells report
 // it; 127 and 126 when it could not be found or executed).
 const (
-	// exitUsage (EX_USAGE): bad flags or arguments, an invalid path, a lock
-	// path in use by another mode (recipe.ErrMixedRecipes).
+	// exitUsage (EX_USAGE): bad flags or arguments, an invalid path, a
+	// path in use by another recipe or mode (recipe.ErrMixedRecipes).
 	exitUsage = 64
 	// exitNoNode (EX_NOINPUT): inspect's path does not exist.
 	exitNoNode = 66
@@ -212,6 +212,25 @@ func (c *common) connect(ctx context.Context, log *slog.Logger, extra ...recipe.
 	}
 	log.Error("cannot connect to ZooKeeper", "servers", c.servers, "err", err)
 	return nil, exitSoftware
+}
+
+// failStatus logs why taking a lock or leadership failed, and returns the
+// exit status: one answer per kind of failure, whichever command or mode
+// met it.
+func failStatus(log *slog.Logger, what string, err error) int {
+	switch {
+	case errors.Is(err, recipe.ErrMixedRecipes):
+		log.Error("the path is in use by another recipe (a lock of another mode, an election or a latch): use one recipe and mode per path", "err", err)
+		return exitUsage
+	case errors.Is(err, recipe.ErrInvalidPath), errors.Is(err, recipe.ErrTooLarge), errors.Is(err, recipe.ErrBadOption):
+		log.Error("cannot use the path", "err", err)
+		return exitUsage
+	case errors.Is(err, recipe.ErrSessionLost), errors.Is(err, recipe.ErrUnreachable):
+		log.Error("the ZooKeeper session was lost before the "+what+" was granted", "err", err)
+		return exitUnavailable
+	}
+	log.Error("cannot take the "+what, "err", err)
+	return exitSoftware
 }
 
 // parse parses args into fs, allowing flags before and after the
