@@ -141,7 +141,9 @@ func lockMain(f *lockFlags, path string, argv []string, stderr io.Writer) int {
 			log.Info("interrupted while waiting for the lock", "signal", sv.got)
 			return signalStatus(sv.got)
 		case errors.Is(err, recipe.ErrLocked), errors.Is(err, context.DeadlineExceeded):
-			log.Info("held elsewhere", append(holderAttrs(lk), "waited", time.Since(start).Round(time.Millisecond), "err", err)...)
+			// WARN: with --log-level warn (docs/cli.md's crontab line) a
+			// refusal is the one line an operator finds in cron's mail.
+			log.Warn("held elsewhere", append(holderAttrs(lk), "waited", time.Since(start).Round(time.Millisecond), "err", err)...)
 			return exitHeld
 		}
 		return failStatus(log, "lock", err)

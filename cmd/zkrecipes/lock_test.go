@@ -63,10 +63,17 @@ func TestLockCronSingleton(t *testing.T) {
 	holder := start(t, cl, dir, "lock", "/cron/nightly", "--", "sh", "-c", gateScript(gate))
 	holder.awaitLog("lock acquired")
 
-	refused := start(t, cl, dir, "lock", "--wait", "0", "/cron/nightly", "--", "touch", ran)
+	// The crontab line of docs/cli.md: routine lines stay out of cron's
+	// mail, the refusal does not (issue 14).
+	refused := start(t, cl, dir, "lock", "--log-level", "warn", "--wait", "0", "/cron/nightly", "--", "touch", ran)
 	refused.expect(exitHeld, 30*time.Second)
 	if r := refused.logged("held elsewhere"); r == nil || r["holder"] != fmt.Sprintf("%s:%d", hostname(t), holder.cmd.Process.Pid) {
-		t.Fatalf("the refusal does not name the holder: %v", r)
+		t.Fatalf("the refusal at --log-level warn does not name the holder: %v\n%s", r, refused.stderr)
+	}
+	for _, r := range refused.logs() {
+		if r["level"] != "WARN" {
+			t.Errorf("at --log-level warn: %v", r)
+		}
 	}
 	start(t, cl, dir, "lock", "--wait", "300ms", "/cron/nightly", "--", "touch", ran).expect(exitHeld, 30*time.Second)
 	if _, err := os.Stat(ran); err == nil {
