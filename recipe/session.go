@@ -46,6 +46,8 @@ type Session struct {
 	conn   *zk.Conn
 	chroot string
 
+	dials *dialWatch // Connect's attempts (dial.go)
+
 	// Measured off the wire by trackedConn.
 	lastReply    atomic.Int64 // unix nanos: send time of the newest request a server answered
 	curConn      atomic.Pointer[trackedConn]
@@ -115,16 +117,25 @@ type StateChange struct {
 	Cause     error     // for SUSPENDED and LOST: why
 }
 
-// Connect opens a Session to the given servers ("host:port" each; a
-// comma-separated connect string is accepted too, and a chroot suffix such as
-// "host:port/app" applies to every path) and waits until the first ZooKeeper
-// session is established.
+// Connect opens a Session to the given servers ("host:port" each, or a host
+// alone for port DefaultPort, 2181; a comma-separated connect string is
+// accepted too, and a chroot suffix such as "host:port/app" applies to every
+// path) and waits until the first ZooKeeper session is established.
 //
-// It returns an error matching ErrBadOption for invalid options, ErrInvalidPath
-// for a malformed chroot, and ErrUnreachable when no server established a
+// It returns an error matching ErrBadOption for invalid options (a port
+// that is not a number in 1..65535 included), ErrInvalidPath for a
+// malformed chroot, and ErrUnreachable when no server established a
 // session within the connect timeout (WithConnectTimeout, default 15 s) or
-// before ctx ended (the error then also matches ctx's error). The chroot znode itself is not created here; recipes
-// create missing parents (as container znodes) when they first need them.
+// before ctx ended (the error then also matches ctx's error). The error
+// names the servers with their ports and wraps the last attempt's failure
+// (a *net.OpError from the dial, matching syscall.ECONNREFUSED when
+// nothing listened; a connection closed before the handshake), or says that
+// a server accepted the connection but did not answer. When every address
+// of every server refused the connection twice in a row (nothing listens:
+// a wrong port, a server that is down), Connect returns then, about a
+// second after the first refusal, instead of waiting out the connect
+// timeout. The chroot znode itself is not created here; recipes create
+// missing parents (as container znodes) when they first need them.
 func Connect(ctx context.Context, servers []string, opts ...Option) (*Session, error) {
 	cfg, err := buildConfig(opts)
 	if err != nil {
@@ -162,9 +173,22 @@ func Connect(ctx context.Context, servers []string, opts ...Option) (*Session, e
 	if dial == nil {
 		dial = net.DialTimeout
 	}
+	start := time.Now()
+	gctx, giveUp := context.WithCancelCause(ctx)
+	defer giveUp(nil)
+	cctx, cancel := context.WithTimeoutCause(gctx, cfg.connectTimeout,
+		fmt.Errorf("connect timeout %v passed", cfg.connectTimeout))
+	defer cancel()
+	hp := zk.NewDNSHostProvider()
+	dw := &dialWatch{addrs: hp.Len}
+	dw.waiting(giveUp)
+	defer dw.waiting(nil)
+	s.dials = dw
 	conn, _, err := zk.Connect(hosts, cfg.sessionTimeout,
+		zk.WithHostProvider(hp),
 		zk.WithDialer(func(network, addr string, timeout time.Duration) (net.Conn, error) {
 			c, err := dial(network, addr, timeout)
+			dw.dialed(addr, err)
 			if err != nil {
 				return nil, err
 			}
@@ -178,19 +202,19 @@ func Connect(ctx context.Context, servers []string, opts ...Option) (*Session, e
 		zk.WithMaxConnBufferSize(cfg.maxPacket+4),
 	)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrUnreachable, err)
+		return nil, fmt.Errorf("%w: %w", ErrUnreachable, err) // e.g. a host name that does not resolve
 	}
 	s.conn = conn
 
-	start := time.Now()
-	cctx, cancel := context.WithTimeoutCause(ctx, cfg.connectTimeout,
-		fmt.Errorf("connect timeout %v passed", cfg.connectTimeout))
-	defer cancel()
 	if err := s.awaitConnected(cctx); err != nil {
 		conn.Close()
 		s.shutdown()
-		return nil, fmt.Errorf("%w: no session with %s after %v: %w", ErrUnreachable, strings.Join(hosts, ","),
+		err = fmt.Errorf("%w: no session with %s after %v: %w", ErrUnreachable, strings.Join(hosts, ","),
 			time.Since(start).Round(time.Millisecond), err)
+		if last := dw.lastError(); last != nil && !errors.Is(err, last) {
+			err = fmt.Errorf("%w (last attempt: %w)", err, last)
+		}
+		return nil, err
 	}
 	for _, a := range cfg.auth {
 		if err := s.call(cctx, func() error { return conn.AddAuth(a.scheme, a.auth) }, nil); err != nil {

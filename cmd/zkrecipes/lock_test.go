@@ -279,6 +279,29 @@ func TestUnreachable(t *testing.T) {
 	}
 }
 
+// TestUnreachableSaysWhy (issue 14): a wrong port is answered about a
+// second after the refusal, not at the end of --connect-timeout, and the
+// error says what the dial met; a server given without a port gets 2181,
+// and zkrecipes says so.
+func TestUnreachableSaysWhy(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	begin := time.Now()
+	p := start(t, nil, dir, "lock", "--servers", "127.0.0.1:1", "--connect-timeout", "60s", "/locks/x", "--", "true")
+	p.expect(exitUnavailable, 50*time.Second)
+	if d := time.Since(begin); d > 30*time.Second {
+		t.Errorf("a refused connection took %v to report (--connect-timeout 60s)", d)
+	}
+	if r := p.logged("cannot connect to ZooKeeper"); r == nil || !strings.Contains(fmt.Sprint(r["err"]), "connection refused") {
+		t.Errorf("the error does not say the connection was refused:\n%s", p.stderr)
+	}
+	q := start(t, nil, dir, "inspect", "--servers", "127.0.0.1", "--connect-timeout", "1s", "/locks/x")
+	q.wait(30 * time.Second)
+	if r := q.logged("no port given: using ZooKeeper's default port"); r == nil || fmt.Sprint(r["port"]) != "2181" {
+		t.Errorf("a server without a port is not reported:\n%s", q.stderr)
+	}
+}
+
 // TestCommandNotFound: a command that cannot be started gives the shell's
 // 127, and the lock or leadership is given up (nothing is left behind).
 func TestCommandNotFound(t *testing.T) {

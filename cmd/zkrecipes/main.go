@@ -122,7 +122,7 @@ type common struct {
 }
 
 func (c *common) register(fs *flag.FlagSet, withOwnership bool) {
-	fs.StringVar(&c.servers, "servers", os.Getenv(envServers), "ZooKeeper servers, `host:port,...[/chroot]` (default $"+envServers+")")
+	fs.StringVar(&c.servers, "servers", os.Getenv(envServers), "ZooKeeper servers, `host:port,...[/chroot]`; a host without a port means port 2181 (default $"+envServers+")")
 	fs.DurationVar(&c.sessionTimeout, "session-timeout", recipe.DefaultSessionTimeout, "ZooKeeper session timeout requested from the server")
 	fs.DurationVar(&c.connectTimeout, "connect-timeout", 10*time.Second, "give up (exit 69) when no server answers within this `duration`")
 	fs.StringVar(&c.logFormat, "log-format", "text", "log format on stderr: text or json")
@@ -178,6 +178,21 @@ func checkServers(servers string) error {
 	return nil
 }
 
+// portless returns the entries of a server list that name no port.
+func portless(servers string) []string {
+	var out []string
+	for _, a := range strings.Split(servers, ",") {
+		a = strings.TrimSpace(a)
+		if i := strings.IndexByte(a, '/'); i >= 0 {
+			a = a[:i]
+		}
+		if _, _, err := net.SplitHostPort(a); err != nil && a != "" {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
 func (c *common) logger(stderr io.Writer) *slog.Logger {
 	var lvl slog.Level
 	_ = lvl.UnmarshalText([]byte(c.logLevel)) // checked by check
@@ -198,6 +213,9 @@ func (c *common) connect(ctx context.Context, log *slog.Logger, extra ...recipe.
 	}
 	if c.tolerate != 0 {
 		opts = append(opts, recipe.WithSuspendPolicy(recipe.TolerateSuspension(c.tolerate)))
+	}
+	if hosts := portless(c.servers); len(hosts) > 0 {
+		log.Info("no port given: using ZooKeeper's default port", "hosts", hosts, "port", recipe.DefaultPort)
 	}
 	s, err := recipe.Connect(ctx, []string{c.servers}, append(opts, extra...)...)
 	switch {
