@@ -309,8 +309,9 @@ func (e *Election) Resign(ctx context.Context) error {
 // (its session expires, or it reconnects and the node is deleted).
 //
 // ZooKeeper operations: getChildren, then getData of the first node.
-// Errors: ErrNoLeader when the directory is empty or missing; *recipe.OpError,
-// recipe.ErrSessionClosed, ctx's cause.
+// Errors: ErrNoLeader when the directory is empty or missing;
+// recipe.ErrMixedRecipes when it holds another recipe's nodes;
+// *recipe.OpError, recipe.ErrSessionClosed, ctx's cause.
 func (e *Election) Leader(ctx context.Context) (Leader, error) {
 	h, err := e.q.Head(ctx)
 	if err != nil {
@@ -329,7 +330,8 @@ func leaderOf(p recipe.Participant) Leader {
 // Participants lists the candidates in order: the first is the leader, the
 // others follow in the order they will lead. ZooKeeper operations:
 // getChildren, then getData per znode. A missing directory gives an empty
-// list. Errors: *recipe.OpError, recipe.ErrSessionClosed, ctx's cause.
+// list. Errors: recipe.ErrMixedRecipes when the directory holds another
+// recipe's nodes; *recipe.OpError, recipe.ErrSessionClosed, ctx's cause.
 func (e *Election) Participants(ctx context.Context) ([]recipe.Participant, error) {
 	return e.q.Participants(ctx)
 }

@@ -814,6 +814,15 @@ func TestRunStopsOnAnotherRecipesNodes(t *testing.T) {
 	if c := in.Children(dir); len(c) != 1 || !strings.HasSuffix(c[0], mutex.Kind+"0000000000") {
 		t.Fatalf("children %q, want the mutex's node alone", c)
 	}
+	// Reading the directory as an election is refused too: there is no
+	// leader, but not because nobody holds it.
+	e := newElection(t, connect(t, cl), dir)
+	if l, err := e.Leader(ctx); !errors.Is(err, recipe.ErrMixedRecipes) {
+		t.Fatalf("Leader on a mutex's directory: %+v, %v; want recipe.ErrMixedRecipes", l, err)
+	}
+	if ps, err := e.Participants(ctx); !errors.Is(err, recipe.ErrMixedRecipes) {
+		t.Fatalf("Participants on a mutex's directory: %v, %v; want recipe.ErrMixedRecipes", ps, err)
+	}
 	if err := held.Release(ctx); err != nil {
 		t.Fatal(err)
 	}

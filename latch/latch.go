@@ -579,7 +579,8 @@ func (l *Latch) Listen(ctx context.Context) <-chan Change {
 // the order they joined. Each Participant's Data is its id, Token its
 // node's czxid, SessionID its node's ephemeral owner. ZooKeeper operations:
 // getChildren, then getData per znode. A missing directory gives an empty
-// list. Errors: *recipe.OpError, recipe.ErrSessionClosed, ctx's cause.
+// list. Errors: recipe.ErrMixedRecipes when the directory holds another
+// recipe's nodes; *recipe.OpError, recipe.ErrSessionClosed, ctx's cause.
 func (l *Latch) Participants(ctx context.Context) ([]recipe.Participant, error) {
 	return l.q.Participants(ctx)
 }
@@ -589,7 +590,8 @@ func (l *Latch) Participants(ctx context.Context) ([]recipe.Participant, error) 
 // connection is SUSPENDED keeps its place but does not lead until
 // RECONNECTED; Curator's getLeader answers the same). ZooKeeper operations:
 // getChildren, then getData of the first znode. Errors: ErrNoLeader when
-// nobody participates (empty or missing directory); *recipe.OpError,
+// nobody participates (empty or missing directory); recipe.ErrMixedRecipes
+// when it holds another recipe's nodes; *recipe.OpError,
 // recipe.ErrSessionClosed, ctx's cause.
 func (l *Latch) Leader(ctx context.Context) (recipe.Participant, error) {
 	h, err := l.q.Head(ctx)

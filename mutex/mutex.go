@@ -153,7 +153,8 @@ func (m *Mutex) TryAcquire(ctx context.Context) (recipe.Lease, error) {
 // Participants lists the contenders in grant order: the first is the holder,
 // the rest wait in FIFO order. ZooKeeper operations: getChildren, then
 // getData per znode. A lock directory that does not exist yet gives an empty
-// list. Errors: *recipe.OpError, recipe.ErrSessionClosed, ctx's cause.
+// list. Errors: recipe.ErrMixedRecipes when the directory holds another
+// recipe's nodes; *recipe.OpError, recipe.ErrSessionClosed, ctx's cause.
 func (m *Mutex) Participants(ctx context.Context) ([]recipe.Participant, error) {
 	return m.q.Participants(ctx)
 }

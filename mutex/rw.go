@@ -140,7 +140,8 @@ func (rw *RWMutex) Downgrade(ctx context.Context, write recipe.Lease) (recipe.Le
 // Participant.Kind). A read taken by Downgrade is listed right after its
 // write, with its own node's czxid as Token (its lease's Token is the
 // write's). ZooKeeper operations: getChildren, then getData per
-// znode. Errors: *recipe.OpError, recipe.ErrSessionClosed, ctx's cause.
+// znode. Errors: recipe.ErrMixedRecipes when the directory holds another
+// recipe's nodes; *recipe.OpError, recipe.ErrSessionClosed, ctx's cause.
 func (rw *RWMutex) Participants(ctx context.Context) ([]recipe.Participant, error) {
 	return rw.q.Participants(ctx)
 }

@@ -119,8 +119,9 @@ func (s *Semaphore) TryAcquire(ctx context.Context) (recipe.Lease, error) {
 
 // Participants lists holders and waiters in queue order: the first Leases
 // entries hold (as of the listing). ZooKeeper operations: getChildren, then
-// getData per znode. Errors: *recipe.OpError, recipe.ErrSessionClosed, ctx's
-// cause.
+// getData per znode. Errors: recipe.ErrMixedRecipes when the directory
+// holds another recipe's nodes (a mutex's, say: none of them would be
+// listed); *recipe.OpError, recipe.ErrSessionClosed, ctx's cause.
 func (s *Semaphore) Participants(ctx context.Context) ([]recipe.Participant, error) {
 	return s.q.Participants(ctx)
 }

@@ -2,7 +2,9 @@ package recipe
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -87,5 +89,28 @@ func TestDefaultLoggerWarnsThroughSlogDefault(t *testing.T) {
 		if r.Level < slog.LevelWarn {
 			t.Errorf("a %v record reached slog.Default(): %q", r.Level, r.Message)
 		}
+	}
+}
+
+// TestRoutineLines (issue 14): a Session that connects and closes logs
+// each once, as what it is: "session connected" and "session closed" with
+// the session's id, no CONNECTED transition beside the first, and no LOST
+// for a normal Close.
+func TestRoutineLines(t *testing.T) {
+	rec := &records{}
+	s := connect(t, zktest.Shared(t).Servers(), WithLogger(slog.New(rec)))
+	id := fmt.Sprintf("0x%x", s.ID())
+	s.Close()
+	var msgs []string
+	for _, r := range rec.all() {
+		if r.Level >= slog.LevelInfo {
+			msgs = append(msgs, r.Message)
+		}
+	}
+	if !slices.Equal(msgs, []string{"session connected", "session closed"}) {
+		t.Fatalf("INFO and above: %q, want session connected, session closed", msgs)
+	}
+	if len(rec.find("session closed", "session", id)) != 1 {
+		t.Fatal("the close does not name the session")
 	}
 }

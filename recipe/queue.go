@@ -617,7 +617,7 @@ func (q *Queue) wait(ctx context.Context, t *Ticket, wait bool, fs *fastStart) (
 		}
 		nodes, k, mixed := parseListing(children, q.kinds)
 		if mixed {
-			return nil, fmt.Errorf("%w: %s has %q nodes beside this recipe's %q", ErrMixedRecipes, q.dir, k, q.kinds)
+			return nil, q.mixed(k)
 		}
 		self := slices.IndexFunc(nodes, func(n NodeName) bool { return n.Name == t.name })
 		if self < 0 {
@@ -863,6 +863,12 @@ func (q *Queue) grant(ctx context.Context, ep *epoch, t *Ticket) (*lease, error)
 	return l, nil
 }
 
+// mixed is the error of a listing that holds nodes of another recipe's
+// kind k.
+func (q *Queue) mixed(k string) error {
+	return fmt.Errorf("%w: %s has %q nodes beside this recipe's %q", ErrMixedRecipes, q.dir, k, q.kinds)
+}
+
 // vanished explains why the own node is no longer listed.
 func (q *Queue) vanished(ep *epoch) error {
 	if ep.ctx.Err() != nil {
@@ -1106,8 +1112,10 @@ type Participant struct {
 // Participants lists the queue's nodes in queue order (for an exclusive lock
 // the first is the holder). Foreign children are left out. ZooKeeper
 // operations: getChildren, then getData per node (nodes that vanish meanwhile
-// are skipped). Errors: *OpError, ErrSessionClosed, ctx's cause. A missing
-// directory gives an empty list.
+// are skipped). Errors: ErrMixedRecipes when the directory holds another
+// recipe's nodes (as for Acquire: the list would leave out who holds),
+// *OpError, ErrSessionClosed, ctx's cause. A missing directory gives an
+// empty list.
 func (q *Queue) Participants(ctx context.Context) ([]Participant, error) {
 	var children []string
 	err := q.s.retry(ctx, func() (err error) {
@@ -1120,8 +1128,12 @@ func (q *Queue) Participants(ctx context.Context) ([]Participant, error) {
 	if err != nil {
 		return nil, q.wrap("children", err)
 	}
+	nodes, k, mixed := parseListing(children, q.kinds)
+	if mixed {
+		return nil, q.mixed(k)
+	}
 	var out []Participant
-	for _, n := range ParseChildren(children, q.kinds) {
+	for _, n := range nodes {
 		var data []byte
 		var st *zk.Stat
 		err := q.s.retry(ctx, func() (err error) {

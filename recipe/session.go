@@ -301,6 +301,10 @@ func (s *Session) Close() error {
 	}
 	s.closed = true
 	wasLost := s.state == StateLost
+	var id int64
+	if s.epoch != nil {
+		id = s.epoch.id
+	}
 	s.loseEpochLocked(ErrSessionClosed)
 	if m := s.cfg.metrics; m != nil && wasLost {
 		m.SessionState(StateLost, StateLost, ErrSessionClosed) // the close of a lost session is no transition, but Metrics counts it
@@ -312,7 +316,7 @@ func (s *Session) Close() error {
 	s.unlock()
 	s.conn.Close()
 	s.shutdown()
-	s.log.Info("session closed")
+	s.log.Info("session closed", "session", fmt.Sprintf("0x%x", id))
 	return nil
 }
 
@@ -513,11 +517,16 @@ func (s *Session) setStateLocked(st ConnState, cause error) {
 // unlock releases s.mu and then logs the transitions recorded meanwhile, so
 // that a slow (or re-entrant) log handler never runs under the mutex nor
 // stalls go-zookeeper's event dispatch for longer than it takes to log.
+// The first CONNECTED and the LOST of Close are not logged as transitions:
+// Connect logs "session connected", Close "session closed".
 func (s *Session) unlock() {
 	q, closed := s.logq, s.closed
 	s.logq = nil
 	s.mu.Unlock()
 	for _, ch := range q {
+		if ch.State == StateConnected || (ch.State == StateLost && errors.Is(ch.Cause, ErrSessionClosed)) {
+			continue
+		}
 		lvl := slog.LevelInfo
 		if (ch.State == StateSuspended || ch.State == StateLost) && !closed {
 			lvl = slog.LevelWarn

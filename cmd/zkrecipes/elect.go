@@ -49,9 +49,8 @@ type electFlags struct {
 func runElect(args []string, stdout, stderr io.Writer) int {
 	var f electFlags
 	fs := newFlagSet("elect", electUsage, stdout, stderr)
-	f.register(fs, true)
-	host, _ := os.Hostname()
-	fs.StringVar(&f.id, "id", fmt.Sprintf("%s:%d", host, os.Getpid()), "this candidate's value, shown by inspect and in ZKRECIPES_ID (default host:pid)")
+	f.register(fs, true, "info")
+	fs.StringVar(&f.id, "id", "", "this candidate's value, shown by inspect and in ZKRECIPES_ID (default host:pid)")
 	fs.BoolVar(&f.once, "once", false, "exit after the first leadership instead of campaigning again")
 	fs.DurationVar(&f.grace, "grace", 10*time.Second, "after SIGTERM, how long CMD gets to exit before SIGKILL")
 	pos, cmd, code := parseArgs(fs, args, stdout, stderr)
@@ -63,7 +62,7 @@ func runElect(args []string, stdout, stderr io.Writer) int {
 		return usageError(stderr, fs, "want exactly one PATH before --, got %d arguments %q", len(pos), pos)
 	case len(cmd) == 0:
 		return usageError(stderr, fs, "no command: put it after --, as in: zkrecipes elect %s --id ID -- CMD [ARGS...]", pos[0])
-	case f.id == "":
+	case f.id == "" && flagSet(fs, "id"):
 		return usageError(stderr, fs, "--id must not be empty")
 	case len(f.id) > recipe.MaxNodeData:
 		return usageError(stderr, fs, "--id is %d bytes long; at most %d", len(f.id), recipe.MaxNodeData)
@@ -75,6 +74,10 @@ func runElect(args []string, stdout, stderr io.Writer) int {
 	}
 	if err := f.check(); err != nil {
 		return usageError(stderr, fs, "%v", err)
+	}
+	if f.id == "" {
+		host, _ := os.Hostname()
+		f.id = fmt.Sprintf("%s:%d", host, os.Getpid())
 	}
 	return electMain(&f, pos[0], cmd, stderr)
 }

@@ -57,7 +57,7 @@ type lockFlags struct {
 func runLock(args []string, stdout, stderr io.Writer) int {
 	var f lockFlags
 	fs := newFlagSet("lock", lockUsage, stdout, stderr)
-	f.register(fs, true)
+	f.register(fs, true, "info")
 	f.wait = -1
 	fs.Var((*waitFlag)(&f.wait), "wait", "how long to wait for the lock: a `duration`, 0 to try once, or forever")
 	fs.DurationVar(&f.grace, "grace", 10*time.Second, "after SIGTERM, how long CMD gets to exit before SIGKILL")
