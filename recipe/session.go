@@ -232,6 +232,15 @@ func Connect(ctx context.Context, servers []string, opts ...Option) (*Session, e
 // Conn returns the underlying go-zookeeper connection, for operations the
 // recipes don't cover. Paths given to it are not adjusted for the chroot.
 // Don't Close it: close the Session.
+//
+// The other way round is not offered: a Session cannot be built on a
+// *zk.Conn the caller already has. It must see every state transition,
+// which go-zookeeper delivers reliably only to the event callback given to
+// zk.Connect (its event channel drops events when nobody reads in time),
+// and it must read the wire through the dialer given there (the last
+// server reply that ownership deadlines count from, the create2 replies
+// that carry a grant's token). Connect a Session beside your own
+// connection; one more connection per process costs the ensemble little.
 func (s *Session) Conn() *zk.Conn { return s.conn }
 
 // ID returns the current ZooKeeper session ID (0 before the first session).
