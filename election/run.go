@@ -32,9 +32,20 @@ import (
 // and is reset after every other leadership. Failed campaigns are logged at
 // warning level too.
 //
-// Run returns context.Cause(ctx) once ctx ends, after fn (if running) has
-// returned and leadership was given up; it leaves no znode behind. It
-// returns earlier, with the error, only when going on is pointless:
+// Run always returns a non-nil error. When the caller stops it by ending
+// ctx, that error is context.Cause(ctx) (context.Canceled after a plain
+// cancel, context.DeadlineExceeded after a deadline, the cause given to a
+// context.WithCancelCause), returned after fn (if running) has returned and
+// leadership was given up; Run leaves no znode behind. That is a normal
+// stop, not a failure, as http.ErrServerClosed is from http.Server.Serve:
+// bad arguments aside (reported at once), whenever ctx is done as Run
+// returns, the error is ctx's cause, so
+//
+//	if err := election.Run(ctx, e, value, fn); ctx.Err() == nil {
+//		return fmt.Errorf("leader loop: %w", err) // a real failure
+//	}
+//
+// Run returns earlier, with the error, only when going on is pointless:
 // ErrCampaigning (the Election is already campaigning or leading: use one
 // Election per Run), or a campaign error that retrying cannot cure
 // (recipe.Permanent): recipe.ErrMixedRecipes (the directory holds another
