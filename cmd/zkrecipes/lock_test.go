@@ -101,7 +101,7 @@ func TestLockHolderFrozenPastSessionTimeout(t *testing.T) {
 	childA := readPid(t, pidA)
 
 	b := start(t, cl, dir, "lock", "--session-timeout", "2s", "/locks/frozen", "--", "sh", "-c", fmt.Sprintf(`echo "B $ZKRECIPES_TOKEN" >> %s`, log))
-	b.awaitLog("connection state") // B is connected and about to queue
+	b.awaitLog("session connected") // B is connected and about to queue
 	a.signal(syscall.SIGSTOP)
 	b.expect(0, 30*time.Second) // A's session expired: B got the lock and ran
 	a.signal(syscall.SIGCONT)
