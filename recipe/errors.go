@@ -119,6 +119,15 @@ func (e *PathError) Error() string {
 	return fmt.Sprintf("recipe: invalid path %s: %s", p, e.Reason)
 }
 
+// shortPath is p for a message: its first 64 bytes and its length when it
+// is longer than 200 bytes (a path may be up to a packet long).
+func shortPath(p string) string {
+	if len(p) > 200 {
+		return fmt.Sprintf("%s… (%d bytes)", p[:64], len(p))
+	}
+	return p
+}
+
 // Is makes a *PathError match ErrInvalidPath.
 func (e *PathError) Is(target error) bool { return target == ErrInvalidPath }
 
@@ -135,7 +144,9 @@ type OpError struct {
 }
 
 // Error implements error.
-func (e *OpError) Error() string { return fmt.Sprintf("recipe: %s %s: %v", e.Op, e.Path, e.Err) }
+func (e *OpError) Error() string {
+	return fmt.Sprintf("recipe: %s %s: %v", e.Op, shortPath(e.Path), e.Err)
+}
 
 // Unwrap returns the underlying error.
 func (e *OpError) Unwrap() error { return e.Err }

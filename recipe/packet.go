@@ -128,7 +128,7 @@ func (q *Queue) CheckNodeData(data []byte) error {
 		return fmt.Errorf("%w: %w: node data of %d bytes (at most %d)", ErrBadOption, ErrTooLarge, len(data), MaxNodeData)
 	}
 	if n := q.s.queueCreateFrame(q.adir, q.kinds, len(data)); n > q.s.cfg.maxPacket {
-		return q.s.tooLarge(fmt.Sprintf("the create of a node of %s with %d bytes of data", q.dir, len(data)), n)
+		return q.s.tooLarge(fmt.Sprintf("the create of a node of %s with %d bytes of data", shortPath(q.dir), len(data)), n)
 	}
 	return nil
 }
@@ -145,7 +145,7 @@ func (q *Queue) checkCreate(kind string, data []byte, anchor *anchorSpec) error 
 		n = checkCreateFrame(len(anchor.path), len(q.adir)+1+len(nodePrefix("", kind, true, anchor.seq))+guidLen, len(data), q.s.cfg.acl)
 	}
 	if n > q.s.cfg.maxPacket {
-		return q.s.tooLarge(fmt.Sprintf("the create of a node of %s with %d bytes of data", q.dir, len(data)), n)
+		return q.s.tooLarge(fmt.Sprintf("the create of a node of %s with %d bytes of data", shortPath(q.dir), len(data)), n)
 	}
 	return nil
 }

@@ -659,7 +659,7 @@ func (q *Queue) wait(ctx context.Context, t *Ticket, wait bool, fs *fastStart) (
 			continue
 		}
 		if !wait {
-			return nil, fmt.Errorf("%w: %s (holder %s)", ErrLocked, q.dir, nodes[0].Name)
+			return nil, fmt.Errorf("%w: %s (holder %s)", ErrLocked, shortPath(q.dir), nodes[0].Name)
 		}
 		if pre != nil && pre.child != nil {
 			q.s.dropChildSlot(pre.child) // a waiter has no use for it
@@ -866,7 +866,7 @@ func (q *Queue) grant(ctx context.Context, ep *epoch, t *Ticket) (*lease, error)
 // mixed is the error of a listing that holds nodes of another recipe's
 // kind k.
 func (q *Queue) mixed(k string) error {
-	return fmt.Errorf("%w: %s has %q nodes beside this recipe's %q", ErrMixedRecipes, q.dir, k, q.kinds)
+	return fmt.Errorf("%w: %s has %q nodes beside this recipe's %q", ErrMixedRecipes, shortPath(q.dir), k, q.kinds)
 }
 
 // vanished explains why the own node is no longer listed.
@@ -874,7 +874,7 @@ func (q *Queue) vanished(ep *epoch) error {
 	if ep.ctx.Err() != nil {
 		return context.Cause(ep.ctx)
 	}
-	return fmt.Errorf("%w: %s", ErrNodeDeleted, q.dir)
+	return fmt.Errorf("%w: %s", ErrNodeDeleted, shortPath(q.dir))
 }
 
 func (q *Queue) wrap(op string, err error) error {
