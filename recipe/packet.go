@@ -82,12 +82,6 @@ func maxNameLen(kinds []string) int {
 // seqLen is the longest sequence suffix ZooKeeper appends ("-2147483648").
 const seqLen = 11
 
-// tooLarge is the error of a request of size bytes over the limit.
-func (s *Session) tooLarge(what string, size int) error {
-	return fmt.Errorf("%w: %s would be a %d-byte request, over the session's packet limit of %d bytes "+
-		"(the servers' jute.maxbuffer: see recipe.WithMaxPacket)", ErrTooLarge, what, size, s.cfg.maxPacket)
-}
-
 // checkQueueDir checks that every request a queue of the given kinds on
 // the directory dir (as given) and adir (absolute) builds fits the packet
 // limit without node data: the paths of its nodes (with pathSlack) and
@@ -124,28 +118,29 @@ func (s *Session) queueCreateFrame(adir string, kinds []string, dataLen int) int
 // check the data they are given the same way. It performs no ZooKeeper
 // operation.
 func (q *Queue) CheckNodeData(data []byte) error {
-	if len(data) > MaxNodeData {
-		return fmt.Errorf("%w: %w: node data of %d bytes (at most %d)", ErrBadOption, ErrTooLarge, len(data), MaxNodeData)
-	}
-	if n := q.s.queueCreateFrame(q.adir, q.kinds, len(data)); n > q.s.cfg.maxPacket {
-		return q.s.tooLarge(fmt.Sprintf("the create of a node of %s with %d bytes of data", shortPath(q.dir), len(data)), n)
-	}
-	return nil
+	return q.checkFrame(data, q.s.queueCreateFrame(q.adir, q.kinds, len(data)))
 }
 
 // checkCreate checks the create request join is about to send for a node
 // of kind carrying data (anchored to anchor, if set): data within
 // MaxNodeData, the request within the packet limit.
 func (q *Queue) checkCreate(kind string, data []byte, anchor *anchorSpec) error {
-	if len(data) > MaxNodeData {
-		return fmt.Errorf("%w: %w: node data of %d bytes (at most %d)", ErrBadOption, ErrTooLarge, len(data), MaxNodeData)
-	}
 	n := createFrame(len(q.adir)+1+len(nodePrefix("", kind, false, 0))+guidLen, len(data), q.s.cfg.acl)
 	if anchor != nil {
 		n = checkCreateFrame(len(anchor.path), len(q.adir)+1+len(nodePrefix("", kind, true, anchor.seq))+guidLen, len(data), q.s.cfg.acl)
 	}
-	if n > q.s.cfg.maxPacket {
-		return q.s.tooLarge(fmt.Sprintf("the create of a node of %s with %d bytes of data", shortPath(q.dir), len(data)), n)
+	return q.checkFrame(data, n)
+}
+
+// checkFrame checks node data against MaxNodeData, and frame, the size of
+// the create that carries it, against the packet limit.
+func (q *Queue) checkFrame(data []byte, frame int) error {
+	if len(data) > MaxNodeData {
+		return fmt.Errorf("%w: %w: node data of %d bytes (at most %d)", ErrBadOption, ErrTooLarge, len(data), MaxNodeData)
+	}
+	if frame > q.s.cfg.maxPacket {
+		return fmt.Errorf("%w: the create of a node of %s with %d bytes of data would be a %d-byte request, over the session's packet limit of %d bytes "+
+			"(the servers' jute.maxbuffer: see recipe.WithMaxPacket)", ErrTooLarge, shortPath(q.dir), len(data), frame, q.s.cfg.maxPacket)
 	}
 	return nil
 }
