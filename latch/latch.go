@@ -428,9 +428,11 @@ func (l *Latch) follow(g *grant, cause error) {
 // (recipe.Permanent): its node goes (run's deferred Leave), Await returns
 // err, listeners get their final Change with it.
 func (l *Latch) stop(err error) {
-	if !errors.Is(err, recipe.ErrSessionClosed) {
-		l.log.Error("latch: stopped: retrying cannot help", "dir", l.q.Dir(), "id", l.id, "err", err)
+	if errors.Is(err, recipe.ErrSessionClosed) {
+		l.end(recipe.ErrSessionClosed)
+		return
 	}
+	l.log.Error("latch: stopped: retrying cannot help", "dir", l.q.Dir(), "id", l.id, "err", err)
 	l.end(err)
 }
 
