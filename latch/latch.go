@@ -230,8 +230,9 @@ func (l *Latch) Path() string { return l.q.Dir() }
 // Start joins the election: it creates the participant's znode (ephemeral
 // sequential, protected name, data: the id; plus container znodes for a
 // missing directory and its parents) and returns once the node exists, then
-// runs the participant in one goroutine of its own until Close or until the
-// session is closed. It does not wait for leadership: use Await or Listen.
+// runs the participant in one goroutine of its own until Close, until the
+// session is closed, or until an error that retrying cannot cure (see
+// Await). It does not wait for leadership: use Await or Listen.
 //
 // ZooKeeper operations: create (after a lost reply also sync and
 // getChildren, to adopt the node; see recipe.Queue.Join). The participant
