@@ -145,8 +145,10 @@ func (o Observation) String() string {
 //
 // Errors: a *recipe.PathError (matching recipe.ErrInvalidPath) for "",
 // relative paths, "/", a trailing slash, empty or dot segments, characters
-// ZooKeeper refuses, and the /zookeeper subtree; recipe.ErrBadOption for a
-// nil session; recipe.ErrSessionClosed.
+// ZooKeeper refuses, the /zookeeper subtree, and a path too long for the
+// session's packet limit (matching recipe.ErrTooLarge too: see
+// recipe.WithMaxPacket); recipe.ErrBadOption for a nil session;
+// recipe.ErrSessionClosed.
 func New(s *recipe.Session, path string, opts ...Option) (*Election, error) {
 	q, err := recipe.NewQueue(s, path, []string{Kind}, recipe.FirstHolds)
 	if err != nil {
@@ -203,7 +205,9 @@ func (e *Election) Path() string { return e.q.Dir() }
 //
 // Errors: ctx's cause (no node is left behind: case C5; Campaign can take up
 // to 250 ms past ctx's end to make sure of that when the server does not
-// answer); recipe.ErrBadOption when value is longer than recipe.MaxNodeData;
+// answer); recipe.ErrBadOption and recipe.ErrTooLarge when value is longer
+// than recipe.MaxNodeData, recipe.ErrTooLarge when it is too large for the
+// session's packet limit with the path;
 // ErrCampaigning; recipe.ErrSessionLost; recipe.ErrNodeDeleted (the node
 // vanished while waiting, e.g. the directory was deleted: campaign again);
 // recipe.ErrSessionClosed; recipe.ErrMixedRecipes; *recipe.OpError (matching recipe.ErrNoPermission
@@ -231,8 +235,8 @@ func (e *Election) TryCampaign(ctx context.Context, value []byte) (recipe.Lease,
 }
 
 func (e *Election) campaign(ctx context.Context, value []byte, wait bool) (recipe.Lease, error) {
-	if len(value) > recipe.MaxNodeData {
-		return nil, fmt.Errorf("%w: campaign value of %d bytes (at most %d)", recipe.ErrBadOption, len(value), recipe.MaxNodeData)
+	if err := e.q.CheckNodeData(value); err != nil {
+		return nil, fmt.Errorf("campaign value: %w", err)
 	}
 	e.mu.Lock()
 	if e.campaigning || (e.lease != nil && e.lease.Context().Err() == nil) {
@@ -305,8 +309,9 @@ func (e *Election) Resign(ctx context.Context) error {
 // (its session expires, or it reconnects and the node is deleted).
 //
 // ZooKeeper operations: getChildren, then getData of the first node.
-// Errors: ErrNoLeader when the directory is empty or missing; *recipe.OpError,
-// recipe.ErrSessionClosed, ctx's cause.
+// Errors: ErrNoLeader when the directory is empty or missing;
+// recipe.ErrMixedRecipes when it holds another recipe's nodes;
+// *recipe.OpError, recipe.ErrSessionClosed, ctx's cause.
 func (e *Election) Leader(ctx context.Context) (Leader, error) {
 	h, err := e.q.Head(ctx)
 	if err != nil {
@@ -325,7 +330,8 @@ func leaderOf(p recipe.Participant) Leader {
 // Participants lists the candidates in order: the first is the leader, the
 // others follow in the order they will lead. ZooKeeper operations:
 // getChildren, then getData per znode. A missing directory gives an empty
-// list. Errors: *recipe.OpError, recipe.ErrSessionClosed, ctx's cause.
+// list. Errors: recipe.ErrMixedRecipes when the directory holds another
+// recipe's nodes; *recipe.OpError, recipe.ErrSessionClosed, ctx's cause.
 func (e *Election) Participants(ctx context.Context) ([]recipe.Participant, error) {
 	return e.q.Participants(ctx)
 }

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"path"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/zkrecipes/zkrecipes/election"
 	"github.com/zkrecipes/zkrecipes/fence"
+	"github.com/zkrecipes/zkrecipes/mutex"
 	"github.com/zkrecipes/zkrecipes/recipe"
 	"github.com/zkrecipes/zkrecipes/zktest"
 )
@@ -775,5 +777,53 @@ func TestRunCampaignsAgainAfterFnReturns(t *testing.T) {
 	}
 	if c := in.Children(dir); len(c) != 0 {
 		t.Fatalf("left behind: %v", c)
+	}
+}
+
+// TestRunStopsOnAnotherRecipesNodes (issue 14): a mutex holds the
+// election's directory. Campaigning cannot succeed until someone changes
+// the configuration, so Run returns recipe.ErrMixedRecipes instead of
+// campaigning again (with a warning every few seconds) for ever, and
+// leaves nothing behind.
+func TestRunStopsOnAnotherRecipesNodes(t *testing.T) {
+	cl := zktest.Shared(t)
+	in := inspect(t, cl)
+	m, err := mutex.New(connect(t, cl), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	held, err := m.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := startRun(newElection(t, connect(t, cl), dir), "candidate", func(context.Context, fence.Token) error {
+		t.Error("the candidate led beside the mutex's holder")
+		return nil
+	})
+	select {
+	case err := <-r.done:
+		if !errors.Is(err, recipe.ErrMixedRecipes) {
+			t.Fatalf("Run returned %v, want recipe.ErrMixedRecipes", err)
+		}
+	case <-time.After(20 * time.Second):
+		r.stop(t, 10*time.Second)
+		t.Fatal("Run kept campaigning on a mutex's directory")
+	}
+	if c := in.Children(dir); len(c) != 1 || !strings.HasSuffix(c[0], mutex.Kind+"0000000000") {
+		t.Fatalf("children %q, want the mutex's node alone", c)
+	}
+	// Reading the directory as an election is refused too: there is no
+	// leader, but not because nobody holds it.
+	e := newElection(t, connect(t, cl), dir)
+	if l, err := e.Leader(ctx); !errors.Is(err, recipe.ErrMixedRecipes) {
+		t.Fatalf("Leader on a mutex's directory: %+v, %v; want recipe.ErrMixedRecipes", l, err)
+	}
+	if ps, err := e.Participants(ctx); !errors.Is(err, recipe.ErrMixedRecipes) {
+		t.Fatalf("Participants on a mutex's directory: %v, %v; want recipe.ErrMixedRecipes", ps, err)
+	}
+	if err := held.Release(ctx); err != nil {
+		t.Fatal(err)
 	}
 }

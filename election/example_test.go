@@ -61,7 +61,8 @@ func Example() {
 
 // Run is the loop most services want: lead while elected, with a context
 // that ends when leadership does, and campaign again afterwards, until the
-// service shuts down.
+// service shuts down. Run then returns ctx's cause (context.Canceled here):
+// a normal stop, as http.ErrServerClosed is from http.Server.Serve.
 func ExampleRun() {
 	ctx, shutdown := context.WithCancel(context.Background())
 	defer shutdown()
@@ -90,12 +91,16 @@ func ExampleRun() {
 		fmt.Println("leadership ended:", context.Cause(ctx))
 		return nil
 	})
-	fmt.Println("Run returned:", err)
+	if ctx.Err() != nil { // stopped by us: err is context.Cause(ctx)
+		fmt.Println("Run stopped:", err, errors.Is(err, context.Canceled))
+	} else {
+		fmt.Println("Run failed:", err) // e.g. recipe.ErrMixedRecipes: see recipe.Permanent
+	}
 	// Output:
 	// leading
 	// jobs scheduled
 	// leadership ended: context canceled
-	// Run returned: context canceled
+	// Run stopped: context canceled true
 }
 
 // An observer sees every leader and the gaps between them (case C16).

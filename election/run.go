@@ -32,14 +32,28 @@ import (
 // and is reset after every other leadership. Failed campaigns are logged at
 // warning level too.
 //
-// Run returns context.Cause(ctx) once ctx ends, after fn (if running) has
-// returned and leadership was given up; it leaves no znode behind. It
-// returns earlier, with the error, only when going on is pointless:
-// recipe.ErrSessionClosed (the session was closed), ErrCampaigning (the
-// Election is already campaigning or leading: use one Election per Run),
-// recipe.ErrBadOption (value over recipe.MaxNodeData, nil e or fn).
-// Any other campaign error (recipe.ErrSessionLost, recipe.ErrNodeDeleted
-// when the directory was deleted, an *recipe.OpError) is retried.
+// Run always returns a non-nil error. When the caller stops it by ending
+// ctx, that error is context.Cause(ctx) (context.Canceled after a plain
+// cancel, context.DeadlineExceeded after a deadline, the cause given to a
+// context.WithCancelCause), returned after fn (if running) has returned and
+// leadership was given up; Run leaves no znode behind. That is a normal
+// stop, not a failure, as http.ErrServerClosed is from http.Server.Serve:
+// bad arguments aside (reported at once), whenever ctx is done as Run
+// returns, the error is ctx's cause, so
+//
+//	if err := election.Run(ctx, e, value, fn); ctx.Err() == nil {
+//		return fmt.Errorf("leader loop: %w", err) // a real failure
+//	}
+//
+// Run returns earlier, with the error, only when going on is pointless:
+// ErrCampaigning (the Election is already campaigning or leading: use one
+// Election per Run), or a campaign error that retrying cannot cure
+// (recipe.Permanent): recipe.ErrMixedRecipes (the directory holds another
+// recipe's nodes, e.g. a mutex's), recipe.ErrNoPermission (an ACL
+// refusal), recipe.ErrTooLarge and recipe.ErrBadOption (value too large,
+// nil e or fn), recipe.ErrSessionClosed (the session was closed). Any other
+// campaign error (recipe.ErrSessionLost, recipe.ErrNodeDeleted when the
+// directory was deleted, a connection failure) is logged and retried.
 //
 // ZooKeeper operations: those of Campaign and Resign, per leadership.
 func Run(ctx context.Context, e *Election, value []byte, fn func(ctx context.Context, token fence.Token) error) error {
@@ -48,8 +62,9 @@ func Run(ctx context.Context, e *Election, value []byte, fn func(ctx context.Con
 		return fmt.Errorf("%w: nil *Election", recipe.ErrBadOption)
 	case fn == nil:
 		return fmt.Errorf("%w: nil leader function", recipe.ErrBadOption)
-	case len(value) > recipe.MaxNodeData:
-		return fmt.Errorf("%w: campaign value of %d bytes (at most %d)", recipe.ErrBadOption, len(value), recipe.MaxNodeData)
+	}
+	if err := e.q.CheckNodeData(value); err != nil {
+		return fmt.Errorf("campaign value: %w", err)
 	}
 	b := e.backoff()
 	for {
@@ -61,7 +76,7 @@ func Run(ctx context.Context, e *Election, value []byte, fn func(ctx context.Con
 			if ctx.Err() != nil {
 				return context.Cause(ctx)
 			}
-			if errors.Is(err, recipe.ErrSessionClosed) || errors.Is(err, ErrCampaigning) || errors.Is(err, recipe.ErrBadOption) {
+			if errors.Is(err, ErrCampaigning) || recipe.Permanent(err) {
 				return err
 			}
 			e.log.Warn("election: campaign failed; retrying", "dir", e.Path(), "err", err)

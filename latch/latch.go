@@ -35,7 +35,11 @@
 //     directory is deleted under live participants (an operator's
 //     deleteall, a restore from an old snapshot: case C17): participants
 //     re-create it and elect a leader. Re-joins back off (50 ms doubling to
-//     2 s) when they keep failing; they never spin.
+//     2 s) when they keep failing; they never spin. An error that retrying
+//     cannot cure (recipe.Permanent: another recipe's nodes in the
+//     directory, recipe.ErrMixedRecipes; an ACL refusal) is not retried:
+//     it ends the participant (logged at error level, its node deleted),
+//     Await returns it and listeners get a final Change with it as Cause.
 //   - Before leadership is claimed, the engine reads the node's Stat and
 //     checks that its ephemeral owner is the current ZooKeeper session
 //     (recipe.Queue's grant): a node created under an earlier session of
@@ -127,7 +131,9 @@ type Change struct {
 	At time.Time
 	// Cause says why leadership ended (nil when Leader is true):
 	// recipe.ErrSuspended, recipe.ErrSessionLost, recipe.ErrNodeDeleted,
-	// recipe.ErrSessionClosed, or ErrClosed for the final Change of Close.
+	// recipe.ErrSessionClosed, ErrClosed for the final Change of Close, or
+	// for the final Change of a participant that stopped on an error
+	// retrying cannot cure, that error (see Await).
 	Cause error
 }
 
@@ -185,15 +191,18 @@ type Latch struct {
 // New performs no ZooKeeper operation; Start joins.
 //
 // Errors: a *recipe.PathError (matching recipe.ErrInvalidPath) for an
-// invalid path; recipe.ErrBadOption for a nil session or an id over
-// recipe.MaxNodeData bytes; recipe.ErrSessionClosed when s is closed.
+// invalid path (also, matching recipe.ErrTooLarge, for one too long for the
+// session's packet limit); recipe.ErrBadOption for a nil session or an id
+// over recipe.MaxNodeData bytes; recipe.ErrTooLarge for an id over that or
+// too large for the packet limit with the path; recipe.ErrSessionClosed
+// when s is closed.
 func New(s *recipe.Session, path string, id string, opts ...Option) (*Latch, error) {
 	q, err := recipe.NewQueue(s, path, []string{Kind}, recipe.FirstHolds)
 	if err != nil {
 		return nil, err
 	}
-	if len(id) > recipe.MaxNodeData {
-		return nil, fmt.Errorf("%w: latch id of %d bytes (at most %d)", recipe.ErrBadOption, len(id), recipe.MaxNodeData)
+	if err := q.CheckNodeData([]byte(id)); err != nil {
+		return nil, fmt.Errorf("latch id: %w", err)
 	}
 	l := &Latch{
 		q:         q,
@@ -221,8 +230,9 @@ func (l *Latch) Path() string { return l.q.Dir() }
 // Start joins the election: it creates the participant's znode (ephemeral
 // sequential, protected name, data: the id; plus container znodes for a
 // missing directory and its parents) and returns once the node exists, then
-// runs the participant in one goroutine of its own until Close or until the
-// session is closed. It does not wait for leadership: use Await or Listen.
+// runs the participant in one goroutine of its own until Close, until the
+// session is closed, or until an error that retrying cannot cure (see
+// Await). It does not wait for leadership: use Await or Listen.
 //
 // ZooKeeper operations: create (after a lost reply also sync and
 // getChildren, to adopt the node; see recipe.Queue.Join). The participant
@@ -330,8 +340,8 @@ func (l *Latch) run(t *recipe.Ticket, done chan struct{}) {
 				if ctx.Err() != nil {
 					return
 				}
-				if errors.Is(err, recipe.ErrSessionClosed) {
-					l.end(recipe.ErrSessionClosed)
+				if recipe.Permanent(err) {
+					l.stop(err)
 					return
 				}
 				l.log.Warn("latch: re-joining failed; retrying", "dir", l.q.Dir(), "id", l.id, "err", err)
@@ -351,8 +361,8 @@ func (l *Latch) run(t *recipe.Ticket, done chan struct{}) {
 			if ctx.Err() != nil {
 				return
 			}
-			if errors.Is(err, recipe.ErrSessionClosed) {
-				l.end(recipe.ErrSessionClosed)
+			if recipe.Permanent(err) {
+				l.stop(err)
 				return
 			}
 			if t.Err() == nil {
@@ -415,7 +425,20 @@ func (l *Latch) follow(g *grant, cause error) {
 	l.broadcastLocked()
 }
 
-// end finishes the latch when its session is closed.
+// stop ends the participant on an error that retrying cannot cure
+// (recipe.Permanent): its node goes (run's deferred Leave), Await returns
+// err, listeners get their final Change with it.
+func (l *Latch) stop(err error) {
+	if errors.Is(err, recipe.ErrSessionClosed) {
+		l.end(recipe.ErrSessionClosed)
+		return
+	}
+	l.log.Error("latch: stopped: retrying cannot help", "dir", l.q.Dir(), "id", l.id, "err", err)
+	l.end(err)
+}
+
+// end finishes the latch when its session is closed, or on an error that
+// retrying cannot cure.
 func (l *Latch) end(cause error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -478,7 +501,10 @@ func (l *Latch) IsLeader() bool {
 // token. Await performs no ZooKeeper operation itself.
 //
 // Errors: ctx's cause; ErrNotStarted (before Start, or after a failed Start);
-// ErrClosed; recipe.ErrSessionClosed when the latch ended with its session.
+// ErrClosed; recipe.ErrSessionClosed when the latch ended with its session;
+// the error that ended the participant when retrying could not cure it
+// (recipe.Permanent: recipe.ErrMixedRecipes when the directory holds
+// another recipe's nodes, recipe.ErrNoPermission, ...).
 func (l *Latch) Await(ctx context.Context) (recipe.Lease, error) {
 	for {
 		l.mu.Lock()
@@ -556,7 +582,8 @@ func (l *Latch) Listen(ctx context.Context) <-chan Change {
 // the order they joined. Each Participant's Data is its id, Token its
 // node's czxid, SessionID its node's ephemeral owner. ZooKeeper operations:
 // getChildren, then getData per znode. A missing directory gives an empty
-// list. Errors: *recipe.OpError, recipe.ErrSessionClosed, ctx's cause.
+// list. Errors: recipe.ErrMixedRecipes when the directory holds another
+// recipe's nodes; *recipe.OpError, recipe.ErrSessionClosed, ctx's cause.
 func (l *Latch) Participants(ctx context.Context) ([]recipe.Participant, error) {
 	return l.q.Participants(ctx)
 }
@@ -566,7 +593,8 @@ func (l *Latch) Participants(ctx context.Context) ([]recipe.Participant, error) 
 // connection is SUSPENDED keeps its place but does not lead until
 // RECONNECTED; Curator's getLeader answers the same). ZooKeeper operations:
 // getChildren, then getData of the first znode. Errors: ErrNoLeader when
-// nobody participates (empty or missing directory); *recipe.OpError,
+// nobody participates (empty or missing directory); recipe.ErrMixedRecipes
+// when it holds another recipe's nodes; *recipe.OpError,
 // recipe.ErrSessionClosed, ctx's cause.
 func (l *Latch) Leader(ctx context.Context) (recipe.Participant, error) {
 	h, err := l.q.Head(ctx)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -16,6 +17,7 @@ import (
 	"github.com/zkrecipes/zkrecipes/fence"
 	"github.com/zkrecipes/zkrecipes/internal/rtest"
 	"github.com/zkrecipes/zkrecipes/latch"
+	"github.com/zkrecipes/zkrecipes/mutex"
 	"github.com/zkrecipes/zkrecipes/recipe"
 	"github.com/zkrecipes/zkrecipes/zktest"
 )
@@ -943,5 +945,50 @@ func TestCloseDuringPartition(t *testing.T) {
 				})
 			})
 		}
+	}
+}
+
+// TestStopsOnAnotherRecipesNodes (issue 14): a mutex holds the latch's
+// directory. Leadership cannot be granted until someone changes the
+// configuration, so the participant stops instead of waiting (and
+// retrying) for ever: Await returns recipe.ErrMixedRecipes, listeners get
+// a final Change with it, and the participant's node is deleted.
+func TestStopsOnAnotherRecipesNodes(t *testing.T) {
+	cl := zktest.Shared(t)
+	in := zktest.Inspect(t, cl)
+	m, err := mutex.New(rtest.Connect(t, cl), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	held, err := m.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := newLatch(t, rtest.Connect(t, cl), "p")
+	changes := l.Listen(ctx)
+	if err := l.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	actx, acancel := context.WithTimeout(ctx, 20*time.Second)
+	defer acancel()
+	if _, err := l.Await(actx); !errors.Is(err, recipe.ErrMixedRecipes) {
+		t.Fatalf("Await: %v, want recipe.ErrMixedRecipes", err)
+	}
+	select {
+	case c := <-changes:
+		if c.Leader || !errors.Is(c.Cause, recipe.ErrMixedRecipes) {
+			t.Fatalf("final change %+v, want not leader with recipe.ErrMixedRecipes", c)
+		}
+	case <-ctx.Done():
+		t.Fatal("no final change")
+	}
+	zktest.Eventually(t, 10*time.Second, "the participant's node deleted", func() bool {
+		c := in.Children(dir)
+		return len(c) == 1 && strings.Contains(c[0], mutex.Kind)
+	})
+	if err := held.Release(ctx); err != nil {
+		t.Fatal(err)
 	}
 }

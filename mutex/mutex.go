@@ -65,21 +65,24 @@ type Option func(*config)
 
 // WithData stores data in every znode the lock creates (for example a host
 // name or process id), visible to Participants and to operators. Default:
-// none. At most recipe.MaxNodeData bytes (the constructors check).
+// none. At most recipe.MaxNodeData bytes, and small enough for the create
+// to fit the session's packet limit with the path (the constructors check:
+// recipe.Queue.CheckNodeData).
 func WithData(data []byte) Option {
 	return func(c *config) { c.data = slices.Clone(data) }
 }
 
-// buildConfig applies the options (nil ones are skipped) and checks them.
-func buildConfig(opts []Option) (config, error) {
+// buildConfig applies the options (nil ones are skipped) and checks them
+// for nodes of q.
+func buildConfig(q *recipe.Queue, opts []Option) (config, error) {
 	var c config
 	for _, o := range opts {
 		if o != nil {
 			o(&c)
 		}
 	}
-	if len(c.data) > recipe.MaxNodeData {
-		return c, fmt.Errorf("%w: WithData of %d bytes (at most %d)", recipe.ErrBadOption, len(c.data), recipe.MaxNodeData)
+	if err := q.CheckNodeData(c.data); err != nil {
+		return c, fmt.Errorf("WithData: %w", err)
 	}
 	return c, nil
 }
@@ -91,14 +94,17 @@ func buildConfig(opts []Option) (config, error) {
 //
 // Errors: a *recipe.PathError (matching recipe.ErrInvalidPath) for "",
 // relative paths, "/", a trailing slash, empty or dot segments, characters
-// ZooKeeper refuses, and the /zookeeper subtree; recipe.ErrBadOption for a
-// nil session or data over recipe.MaxNodeData; recipe.ErrSessionClosed.
+// ZooKeeper refuses, the /zookeeper subtree, and a path too long for the
+// session's packet limit (matching recipe.ErrTooLarge too: see
+// recipe.WithMaxPacket); recipe.ErrBadOption for a nil session or data over
+// recipe.MaxNodeData; recipe.ErrTooLarge for data over it or too large for
+// the packet limit with the path; recipe.ErrSessionClosed.
 func New(s *recipe.Session, path string, opts ...Option) (*Mutex, error) {
 	q, err := recipe.NewQueue(s, path, []string{Kind}, recipe.FirstHolds)
 	if err != nil {
 		return nil, err
 	}
-	c, err := buildConfig(opts)
+	c, err := buildConfig(q, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -147,7 +153,8 @@ func (m *Mutex) TryAcquire(ctx context.Context) (recipe.Lease, error) {
 // Participants lists the contenders in grant order: the first is the holder,
 // the rest wait in FIFO order. ZooKeeper operations: getChildren, then
 // getData per znode. A lock directory that does not exist yet gives an empty
-// list. Errors: *recipe.OpError, recipe.ErrSessionClosed, ctx's cause.
+// list. Errors: recipe.ErrMixedRecipes when the directory holds another
+// recipe's nodes; *recipe.OpError, recipe.ErrSessionClosed, ctx's cause.
 func (m *Mutex) Participants(ctx context.Context) ([]recipe.Participant, error) {
 	return m.q.Participants(ctx)
 }

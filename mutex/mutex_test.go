@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -685,6 +686,47 @@ func TestInvalidPaths(t *testing.T) {
 	}
 	if _, err := mutex.New(s, "/a", mutex.WithData(make([]byte, 1<<20+100))); !errors.Is(err, recipe.ErrBadOption) {
 		t.Errorf("data over 1 MiB: %v", err)
+	}
+}
+
+// TestNewRefusesWhatCannotFit (issue 14): a lock whose requests could not
+// fit ZooKeeper's packet limit is refused by its constructor, with a typed
+// error, instead of a TryAcquire that times out while the server drops
+// the connection again and again: a path of 1.1 MB, or a 600 KB path with
+// 500 KB of data. Nothing reaches the server: the session never changes
+// state, and the path next door works.
+func TestNewRefusesWhatCannotFit(t *testing.T) {
+	s := connect(t, zktest.Shared(t))
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	states := s.Listen(ctx)
+	huge := "/lib/huge/" + strings.Repeat("x", 1100000)
+	if _, err := mutex.New(s, huge); !errors.Is(err, recipe.ErrTooLarge) || !errors.Is(err, recipe.ErrInvalidPath) {
+		t.Errorf("mutex.New with a 1.1 MB path: %v, want ErrTooLarge and ErrInvalidPath", err)
+	}
+	big := "/lib/big/" + strings.Repeat("y", 600000)
+	data := mutex.WithData(make([]byte, 500000))
+	if _, err := mutex.New(s, big, data); !errors.Is(err, recipe.ErrTooLarge) || len(err.Error()) > 1000 {
+		t.Errorf("mutex.New with a 600 KB path and 500 KB of data: %.1000v, want ErrTooLarge (in a message that does not quote the path)", err)
+	}
+	if _, err := mutex.NewRW(s, big, data); !errors.Is(err, recipe.ErrTooLarge) {
+		t.Errorf("mutex.NewRW with a 600 KB path and 500 KB of data: %v, want ErrTooLarge", err)
+	}
+	if _, err := mutex.NewSemaphore(s, big, 2, data); !errors.Is(err, recipe.ErrTooLarge) {
+		t.Errorf("mutex.NewSemaphore with a 600 KB path and 500 KB of data: %v, want ErrTooLarge", err)
+	}
+	l, err := newMutex(t, s, "/lib/next-door").TryAcquire(ctx)
+	if err != nil {
+		t.Fatalf("the path next door: %v", err)
+	}
+	release(t, l)
+	select {
+	case c := <-states:
+		t.Fatalf("the connection changed state: %+v", c)
+	default:
+	}
+	if n := s.PendingCleanup(); n != 0 {
+		t.Fatalf("%d deletes left for the cleaner", n)
 	}
 }
 

@@ -66,13 +66,15 @@ var _ recipe.Lock = (*RWSide)(nil)
 // NewRW returns a read-write lock over the directory path on session s
 // (relative to the session's chroot). It performs no ZooKeeper operation.
 // Errors: as New (recipe.ErrInvalidPath, recipe.ErrBadOption,
-// recipe.ErrSessionClosed).
+// recipe.ErrTooLarge, recipe.ErrSessionClosed). The packet limit is
+// checked for Downgrade's request too (a multi carrying two paths and the
+// data), so a path that fits a mutex may be too long for a read-write lock.
 func NewRW(s *recipe.Session, path string, opts ...Option) (*RWMutex, error) {
 	q, err := recipe.NewQueue(s, path, []string{WriteKind, ReadKind}, RWRule)
 	if err != nil {
 		return nil, err
 	}
-	c, err := buildConfig(opts)
+	c, err := buildConfig(q, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -138,7 +140,8 @@ func (rw *RWMutex) Downgrade(ctx context.Context, write recipe.Lease) (recipe.Le
 // Participant.Kind). A read taken by Downgrade is listed right after its
 // write, with its own node's czxid as Token (its lease's Token is the
 // write's). ZooKeeper operations: getChildren, then getData per
-// znode. Errors: *recipe.OpError, recipe.ErrSessionClosed, ctx's cause.
+// znode. Errors: recipe.ErrMixedRecipes when the directory holds another
+// recipe's nodes; *recipe.OpError, recipe.ErrSessionClosed, ctx's cause.
 func (rw *RWMutex) Participants(ctx context.Context) ([]recipe.Participant, error) {
 	return rw.q.Participants(ctx)
 }

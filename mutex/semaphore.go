@@ -48,8 +48,8 @@ var _ recipe.Lock = (*Semaphore)(nil)
 // NewSemaphore returns a counting semaphore over the directory path on
 // session s (relative to the session's chroot) that grants at most leases
 // holders at a time. It performs no ZooKeeper operation. Errors:
-// recipe.ErrBadOption for leases < 1 (and the errors of New), recipe.ErrInvalidPath,
-// recipe.ErrSessionClosed.
+// recipe.ErrBadOption for leases < 1; otherwise the errors of New
+// (recipe.ErrInvalidPath, recipe.ErrTooLarge, recipe.ErrSessionClosed, ...).
 func NewSemaphore(s *recipe.Session, path string, leases int, opts ...Option) (*Semaphore, error) {
 	if leases < 1 {
 		return nil, fmt.Errorf("%w: a semaphore needs at least one lease, got %d", recipe.ErrBadOption, leases)
@@ -58,7 +58,7 @@ func NewSemaphore(s *recipe.Session, path string, leases int, opts ...Option) (*
 	if err != nil {
 		return nil, err
 	}
-	c, err := buildConfig(opts)
+	c, err := buildConfig(q, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -119,8 +119,9 @@ func (s *Semaphore) TryAcquire(ctx context.Context) (recipe.Lease, error) {
 
 // Participants lists holders and waiters in queue order: the first Leases
 // entries hold (as of the listing). ZooKeeper operations: getChildren, then
-// getData per znode. Errors: *recipe.OpError, recipe.ErrSessionClosed, ctx's
-// cause.
+// getData per znode. Errors: recipe.ErrMixedRecipes when the directory
+// holds another recipe's nodes (a mutex's, say: none of them would be
+// listed); *recipe.OpError, recipe.ErrSessionClosed, ctx's cause.
 func (s *Semaphore) Participants(ctx context.Context) ([]recipe.Participant, error) {
 	return s.q.Participants(ctx)
 }

@@ -330,5 +330,13 @@ func TestMixedRecipesRefused(t *testing.T) {
 	if err := held.Context().Err(); err != nil {
 		t.Fatalf("the mutex holder lost its lease: %v", context.Cause(held.Context()))
 	}
+	// Reading the directory as the wrong recipe is refused too (issue 14):
+	// it would list nobody beside the mutex's holder.
+	if ps, err := sem.Participants(ctx); !errors.Is(err, recipe.ErrMixedRecipes) {
+		t.Fatalf("semaphore Participants beside a mutex: %v, %v; want ErrMixedRecipes", ps, err)
+	}
+	if ps, err := rw.Participants(ctx); !errors.Is(err, recipe.ErrMixedRecipes) {
+		t.Fatalf("read-write lock Participants beside a mutex: %v, %v; want ErrMixedRecipes", ps, err)
+	}
 	release(t, held)
 }

@@ -71,21 +71,68 @@ var (
 	// node deleted). Give each recipe a directory of its own. Children that
 	// are not in this module's name grammar are ignored, as Curator does.
 	ErrMixedRecipes = errors.New("recipe: the directory holds another recipe's nodes")
+
+	// ErrTooLarge is matched by the error of an operation whose request
+	// would not fit in one ZooKeeper packet: over the Session's packet
+	// limit (WithMaxPacket: the servers' jute.maxbuffer, DefaultMaxPacket
+	// unless they were configured otherwise). A path that long is refused
+	// where it is given (NewQueue, and so mutex.New and the other
+	// constructors), node data where it is given or at the call. A server
+	// drops the connection of a client that sends such a request, which the
+	// client cannot tell from a network failure and which fails every other
+	// request in flight on it, so nothing over the limit is ever sent: the
+	// request fails before it leaves, once, and the connection and every
+	// other operation go on unaffected.
+	ErrTooLarge = errors.New("recipe: request over the ZooKeeper packet limit")
 )
 
-// PathError reports an invalid znode path. It matches ErrInvalidPath.
+// Permanent reports whether err is one that retrying the same operation
+// cannot cure: only a change by someone (the program's configuration, the
+// ZooKeeper ACLs, the other recipe's nodes on the path) can. It matches
+// ErrMixedRecipes, ErrTooLarge, ErrBadOption, ErrInvalidPath,
+// ErrNoPermission and ErrSessionClosed. election.Run and the leader latch
+// stop on such an error instead of retrying it; a loop of the caller's own
+// should too.
+func Permanent(err error) bool {
+	for _, p := range []error{ErrMixedRecipes, ErrTooLarge, ErrBadOption, ErrInvalidPath, ErrNoPermission, ErrSessionClosed} {
+		if errors.Is(err, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// PathError reports an invalid znode path. It matches ErrInvalidPath, and
+// Err when set (ErrTooLarge for a path too long for the packet limit).
 type PathError struct {
 	Path   string // the path as given
 	Reason string // what is wrong with it
+	Err    error  // the kind of problem beyond ErrInvalidPath, if any
 }
 
-// Error implements error.
+// Error implements error. A path longer than 200 bytes is shortened.
 func (e *PathError) Error() string {
-	return fmt.Sprintf("recipe: invalid path %q: %s", e.Path, e.Reason)
+	p := fmt.Sprintf("%q", e.Path)
+	if len(e.Path) > 200 {
+		p = fmt.Sprintf("%q… (%d bytes)", e.Path[:64], len(e.Path))
+	}
+	return fmt.Sprintf("recipe: invalid path %s: %s", p, e.Reason)
+}
+
+// shortPath is p for a message: its first 64 bytes and its length when it
+// is longer than 200 bytes (a path may be up to a packet long).
+func shortPath(p string) string {
+	if len(p) > 200 {
+		return fmt.Sprintf("%s… (%d bytes)", p[:64], len(p))
+	}
+	return p
 }
 
 // Is makes a *PathError match ErrInvalidPath.
 func (e *PathError) Is(target error) bool { return target == ErrInvalidPath }
+
+// Unwrap returns Err.
+func (e *PathError) Unwrap() error { return e.Err }
 
 // OpError describes a failed ZooKeeper operation: which operation, on which
 // path (relative to the session's chroot), and the underlying error, which
@@ -97,15 +144,24 @@ type OpError struct {
 }
 
 // Error implements error.
-func (e *OpError) Error() string { return fmt.Sprintf("recipe: %s %s: %v", e.Op, e.Path, e.Err) }
+func (e *OpError) Error() string {
+	return fmt.Sprintf("recipe: %s %s: %v", e.Op, shortPath(e.Path), e.Err)
+}
 
 // Unwrap returns the underlying error.
 func (e *OpError) Unwrap() error { return e.Err }
 
-// Is makes ACL refusals match ErrNoPermission as well.
+// Is makes ACL refusals match ErrNoPermission as well, and a request that
+// go-zookeeper could not fit in its send buffer (zk.ErrShortBuffer: sized
+// to the packet limit, see WithMaxPacket) ErrTooLarge.
 func (e *OpError) Is(target error) bool {
-	return target == ErrNoPermission && (errors.Is(e.Err, zk.ErrNoAuth) || errors.Is(e.Err, zk.ErrInvalidACL) ||
-		errors.Is(e.Err, zk.ErrAuthFailed))
+	switch target {
+	case ErrNoPermission:
+		return errors.Is(e.Err, zk.ErrNoAuth) || errors.Is(e.Err, zk.ErrInvalidACL) || errors.Is(e.Err, zk.ErrAuthFailed)
+	case ErrTooLarge:
+		return errors.Is(e.Err, zk.ErrShortBuffer)
+	}
+	return false
 }
 
 // isConnErr reports whether err is a transient connection-level failure after

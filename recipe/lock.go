@@ -13,6 +13,12 @@ import (
 // Each Acquire call is an independent contender (not reentrant): calling
 // Acquire twice from one goroutine without releasing deadlocks, as with
 // sync.Mutex.
+//
+// No sync.Locker adapter is offered, on purpose: Lock() has no error and no
+// context to say that the lock could not be taken, and Unlock() none to
+// say that ownership was lost meanwhile, which a lease must be able to say
+// (see Lease). Code written against sync.Locker assumes the lock is held
+// from Lock until Unlock, which no distributed lock can promise.
 type Lock interface {
 	// Acquire blocks until the caller holds the lock, ctx ends (the error
 	// matches ctx's cause; nothing is left behind), or ownership can't be

@@ -31,8 +31,10 @@ type Head struct {
 // watch on the directory when it is empty, or an exists watch on it when it
 // is missing. Watches are shared with the Session's other waiters on the
 // same znode, so an observer that stops leaves no extra registration. A
-// failing read (connection loss, ACL refusal) is retried with the Session's
-// retry policy and logged; the last delivered head stays current meanwhile.
+// read that fails on a connection loss is retried with the Session's retry
+// policy; one that fails otherwise (an ACL refusal, another recipe's nodes
+// in the directory: ErrMixedRecipes) is logged at warning level and tried
+// again a second later. The last delivered head stays current meanwhile.
 func (q *Queue) ObserveHead(ctx context.Context) <-chan Head {
 	ch, _ := ObserveHeadAs(ctx, q, func(h Head) Head { return h }) // cannot fail
 	return ch
@@ -174,7 +176,10 @@ func (q *Queue) readHead(ctx context.Context) (Head, error) {
 		if err != nil {
 			return Head{}, q.wrap("children", err)
 		}
-		nodes := ParseChildren(children, q.kinds)
+		nodes, k, mixed := parseListing(children, q.kinds)
+		if mixed {
+			return Head{}, q.mixed(k)
+		}
 		if len(nodes) == 0 {
 			return Head{}, nil
 		}
@@ -198,7 +203,8 @@ func (q *Queue) readHead(ctx context.Context) (Head, error) {
 
 // Head returns the queue's first node now (Present false when the queue is
 // empty or its directory missing). ZooKeeper operations: getChildren, then
-// getData of the first node. Errors: *OpError, ErrSessionClosed, ctx's cause.
+// getData of the first node. Errors: ErrMixedRecipes when the directory
+// holds another recipe's nodes, *OpError, ErrSessionClosed, ctx's cause.
 func (q *Queue) Head(ctx context.Context) (Head, error) {
 	h, err := q.readHead(ctx)
 	if !h.Present {

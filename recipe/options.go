@@ -1,8 +1,8 @@
 package recipe
 
 import (
+	"context"
 	"fmt"
-	"io"
 	"log/slog"
 	"math"
 	"time"
@@ -24,6 +24,16 @@ const (
 	// DefaultSuspendFraction is the fraction f of the negotiated session
 	// timeout used by TolerateSuspension when given 0.
 	DefaultSuspendFraction = 0.5
+	// DefaultMaxPacket is the packet limit (WithMaxPacket) unless set: the
+	// default jute.maxbuffer of ZooKeeper servers, 0xfffff bytes (1 MiB less
+	// one byte), the largest request a server accepts.
+	DefaultMaxPacket = 1<<20 - 1
+	// MinMaxPacket and MaxMaxPacket bound WithMaxPacket. go-zookeeper
+	// re-registers a connection's watches in requests of up to 128 KiB
+	// (MinMaxPacket), which a smaller limit would refuse; the client keeps
+	// a send buffer of the limit's size per connection.
+	MinMaxPacket = 128 << 10
+	MaxMaxPacket = 64 << 20
 )
 
 // SuspendPolicy says how long ownership survives a suspended connection.
@@ -89,6 +99,7 @@ type config struct {
 	policy         SuspendPolicy
 	dialer         zk.Dialer
 	metrics        Metrics
+	maxPacket      int
 }
 
 type authInfo struct {
@@ -118,9 +129,40 @@ func WithConnectTimeout(d time.Duration) Option { return func(c *config) { c.con
 // negotiated session timeout.
 func WithCleanupTimeout(d time.Duration) Option { return func(c *config) { c.cleanupTimeout = d } }
 
-// WithLogger sets the logger for session state changes and cleanup (default:
-// discard). go-zookeeper's own log lines go to it at debug level.
+// WithLogger sets the logger for session state changes and cleanup, which
+// the recipes built on the Session use too (Session.Logger). go-zookeeper's
+// own log lines go to it at debug level, except its failures to re-register
+// watches or credentials after a reconnection, at error level.
+//
+// Default (also for a nil l): the records of level WARN and above, to the
+// handler of slog.Default() as it is when Connect is called. A healthy
+// Session logs nothing there; one that keeps failing (a connection that
+// keeps dropping, a delete the cleaner cannot finish, an election.Run or
+// latch whose campaigns keep failing) is seen. To see the INFO lines too
+// (connected, reconnected, closed), pass slog.Default(); to silence the
+// Session, slog.New(slog.DiscardHandler).
 func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l } }
+
+// WithMaxPacket sets the packet limit, in bytes: the largest request the
+// Session sends (its frame, after the 4-byte length prefix). Set it to the
+// servers' jute.maxbuffer when they run with a value other than the
+// default, and never above it: a server drops the connection of a request
+// over its limit, which the client cannot tell from a network failure.
+// Default DefaultMaxPacket; MinMaxPacket to MaxMaxPacket, else Connect
+// returns ErrBadOption.
+//
+// Nothing over the limit is sent, whoever builds the request: the recipes
+// check their paths where they are given (a path too long fails NewQueue,
+// mutex.New and the like with an error matching ErrTooLarge and
+// ErrInvalidPath) and their node data where it is given or at the call
+// (ErrTooLarge); go-zookeeper's send buffer is sized to the limit, so a
+// request made through Conn that is over it fails with zk.ErrShortBuffer
+// (an *OpError wrapping it matches ErrTooLarge), and so does the request
+// that re-registers, after a reconnection, a watch set through Conn on a
+// path within 32 bytes of the limit (logged, and that watch is lost).
+// Either way the request fails alone, before it is sent; the connection
+// and every other operation go on.
+func WithMaxPacket(bytes int) Option { return func(c *config) { c.maxPacket = bytes } }
 
 // WithACL sets the ACL of every znode the recipes create (default
 // zk.WorldACL(zk.PermAll)).
@@ -164,6 +206,7 @@ func buildConfig(opts []Option) (config, error) {
 		connectTimeout: DefaultConnectTimeout,
 		acl:            zk.WorldACL(zk.PermAll),
 		newBackOff:     defaultBackOff,
+		maxPacket:      DefaultMaxPacket,
 	}
 	for _, o := range opts {
 		if o != nil {
@@ -171,7 +214,7 @@ func buildConfig(opts []Option) (config, error) {
 		}
 	}
 	if c.logger == nil {
-		c.logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+		c.logger = slog.New(warnOnly{slog.Default().Handler()})
 	}
 	switch {
 	case c.sessionTimeout < time.Millisecond || c.sessionTimeout > math.MaxInt32*time.Millisecond:
@@ -186,6 +229,19 @@ func buildConfig(opts []Option) (config, error) {
 		return c, fmt.Errorf("%w: empty ACL", ErrBadOption)
 	case c.newBackOff == nil:
 		return c, fmt.Errorf("%w: nil retry policy", ErrBadOption)
+	case c.maxPacket < MinMaxPacket || c.maxPacket > MaxMaxPacket:
+		return c, fmt.Errorf("%w: packet limit %d bytes must be between %d and %d", ErrBadOption, c.maxPacket, MinMaxPacket, MaxMaxPacket)
 	}
 	return c, nil
 }
+
+// warnOnly passes the records of level WARN and above to h: the default
+// logger (see WithLogger).
+type warnOnly struct{ h slog.Handler }
+
+func (w warnOnly) Enabled(ctx context.Context, l slog.Level) bool {
+	return l >= slog.LevelWarn && w.h.Enabled(ctx, l)
+}
+func (w warnOnly) Handle(ctx context.Context, r slog.Record) error { return w.h.Handle(ctx, r) }
+func (w warnOnly) WithAttrs(as []slog.Attr) slog.Handler           { return warnOnly{w.h.WithAttrs(as)} }
+func (w warnOnly) WithGroup(name string) slog.Handler              { return warnOnly{w.h.WithGroup(name)} }

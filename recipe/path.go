@@ -48,7 +48,8 @@ func ValidatePath(p string) error {
 // splitServers turns a server list into plain host:port entries and a chroot.
 // Each element may itself be a comma-separated connect string; a chroot suffix
 // ("host:port/app") may appear on any element and must be the same wherever it
-// appears. A chroot of "/" means none.
+// appears. A chroot of "/" means none. An entry without a port gets
+// DefaultPort; a port that is not a number in 1..65535 is ErrBadOption.
 func splitServers(servers []string) (hosts []string, chroot string, err error) {
 	for _, s := range servers {
 		for _, h := range strings.Split(s, ",") {
@@ -76,6 +77,9 @@ func splitServers(servers []string) (hosts []string, chroot string, err error) {
 			}
 			if h == "" {
 				return nil, "", &PathError{Path: s, Reason: "server entry without host:port"}
+			}
+			if h, err = withDefaultPort(h); err != nil {
+				return nil, "", err
 			}
 			hosts = append(hosts, h)
 		}

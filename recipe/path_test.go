@@ -38,6 +38,8 @@ func TestSplitServers(t *testing.T) {
 		{[]string{"a:1/app", "b:2/other"}, nil, "", true},
 		{[]string{"a:1/app/"}, nil, "", true},
 		{[]string{"/app"}, nil, "", true},
+		{[]string{"zk1,127.0.0.1/app"}, []string{"zk1:2181", "127.0.0.1:2181"}, "/app", false},
+		{[]string{"[::1]", "::1", "[::1]:2182"}, []string{"[::1]:2181", "[::1]:2181", "[::1]:2182"}, "", false},
 	}
 	for _, c := range cases {
 		hosts, chroot, err := splitServers(c.in)

@@ -37,10 +37,13 @@ func FirstHolds(_ []NodeName, self int) (bool, []int) {
 	return false, []int{self - 1}
 }
 
-// MaxNodeData is the most data a queue node may carry, in bytes. ZooKeeper
-// refuses packets over jute.maxbuffer (1 MiB by default) by dropping the
-// connection, which a client cannot tell from a network failure; staying
-// well below keeps such data an error at the call, not a reconnect loop.
+// MaxNodeData is the most data a queue node may carry, in bytes: a
+// participant's data is read by every Participants call and by observers
+// of the queue head, so it is meant to be small (a host name, an address).
+// The create that carries it must also fit the session's packet limit
+// (WithMaxPacket) together with the node's path: data over MaxNodeData, or
+// too large for the packet limit with the path, is refused before anything
+// is sent (ErrTooLarge; ErrBadOption too over MaxNodeData).
 const MaxNodeData = 512 << 10
 
 // Queue is the ephemeral-sequential queue engine that every recipe of this
@@ -92,8 +95,10 @@ type Queue struct {
 // NewQueue returns a queue engine over directory dir (validated with
 // ValidatePath) whose nodes are of the given kinds (e.g. "lock-"; non-empty,
 // no "/" or "@"), deciding grants with rule. It performs no ZooKeeper
-// operation. Errors: ErrInvalidPath, ErrBadOption, ErrSessionClosed (s
-// already closed).
+// operation. Errors: ErrInvalidPath (also, together with ErrTooLarge, for
+// a path so long that the requests on its nodes would be over the
+// session's packet limit: see WithMaxPacket), ErrBadOption,
+// ErrSessionClosed (s already closed).
 func NewQueue(s *Session, dir string, kinds []string, rule Rule) (*Queue, error) {
 	if s == nil {
 		return nil, fmt.Errorf("%w: nil session", ErrBadOption)
@@ -111,6 +116,9 @@ func NewQueue(s *Session, dir string, kinds []string, rule Rule) (*Queue, error)
 		if k == "" || strings.ContainsAny(k, "/@\x00") {
 			return nil, fmt.Errorf("%w: node kind %q", ErrBadOption, k)
 		}
+	}
+	if err := s.checkQueueDir(dir, s.abs(dir), kinds); err != nil {
+		return nil, err
 	}
 	return &Queue{s: s, dir: dir, adir: s.abs(dir), kinds: slices.Clone(kinds), rule: rule}, nil
 }
@@ -141,7 +149,8 @@ func (q *Queue) Session() *Session { return q.s }
 // owns the node is lost; ErrNodeDeleted when the node is deleted by someone
 // else while waiting; ErrSessionClosed; ErrMixedRecipes (the directory holds nodes of other kinds of this module); an *OpError for refusals (matching
 // ErrNoPermission for ACLs); ErrBadOption for an unknown kind or data over
-// MaxNodeData. In every error case the caller's node is deleted (or its
+// MaxNodeData; ErrTooLarge for data over MaxNodeData or too large for the
+// packet limit with the node's path (see CheckNodeData). In every error case the caller's node is deleted (or its
 // deletion is queued with the Session's cleaner until reconnection): Acquire
 // waits up to 250 ms for that delete after its own failure, even when ctx
 // has ended, so it can return that much after ctx's deadline when the server
@@ -330,8 +339,8 @@ func (q *Queue) join(ctx context.Context, kind string, data []byte, anchor *anch
 	if !slices.Contains(q.kinds, kind) {
 		return nil, fmt.Errorf("%w: node kind %q is not one of %q", ErrBadOption, kind, q.kinds)
 	}
-	if len(data) > MaxNodeData {
-		return nil, fmt.Errorf("%w: node data of %d bytes (at most %d)", ErrBadOption, len(data), MaxNodeData)
+	if err := q.checkCreate(kind, data, anchor); err != nil {
+		return nil, err
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, context.Cause(ctx)
@@ -608,7 +617,7 @@ func (q *Queue) wait(ctx context.Context, t *Ticket, wait bool, fs *fastStart) (
 		}
 		nodes, k, mixed := parseListing(children, q.kinds)
 		if mixed {
-			return nil, fmt.Errorf("%w: %s has %q nodes beside this recipe's %q", ErrMixedRecipes, q.dir, k, q.kinds)
+			return nil, q.mixed(k)
 		}
 		self := slices.IndexFunc(nodes, func(n NodeName) bool { return n.Name == t.name })
 		if self < 0 {
@@ -650,7 +659,7 @@ func (q *Queue) wait(ctx context.Context, t *Ticket, wait bool, fs *fastStart) (
 			continue
 		}
 		if !wait {
-			return nil, fmt.Errorf("%w: %s (holder %s)", ErrLocked, q.dir, nodes[0].Name)
+			return nil, fmt.Errorf("%w: %s (holder %s)", ErrLocked, shortPath(q.dir), nodes[0].Name)
 		}
 		if pre != nil && pre.child != nil {
 			q.s.dropChildSlot(pre.child) // a waiter has no use for it
@@ -854,12 +863,18 @@ func (q *Queue) grant(ctx context.Context, ep *epoch, t *Ticket) (*lease, error)
 	return l, nil
 }
 
+// mixed is the error of a listing that holds nodes of another recipe's
+// kind k.
+func (q *Queue) mixed(k string) error {
+	return fmt.Errorf("%w: %s has %q nodes beside this recipe's %q", ErrMixedRecipes, shortPath(q.dir), k, q.kinds)
+}
+
 // vanished explains why the own node is no longer listed.
 func (q *Queue) vanished(ep *epoch) error {
 	if ep.ctx.Err() != nil {
 		return context.Cause(ep.ctx)
 	}
-	return fmt.Errorf("%w: %s", ErrNodeDeleted, q.dir)
+	return fmt.Errorf("%w: %s", ErrNodeDeleted, shortPath(q.dir))
 }
 
 func (q *Queue) wrap(op string, err error) error {
@@ -1097,8 +1112,10 @@ type Participant struct {
 // Participants lists the queue's nodes in queue order (for an exclusive lock
 // the first is the holder). Foreign children are left out. ZooKeeper
 // operations: getChildren, then getData per node (nodes that vanish meanwhile
-// are skipped). Errors: *OpError, ErrSessionClosed, ctx's cause. A missing
-// directory gives an empty list.
+// are skipped). Errors: ErrMixedRecipes when the directory holds another
+// recipe's nodes (as for Acquire: the list would leave out who holds),
+// *OpError, ErrSessionClosed, ctx's cause. A missing directory gives an
+// empty list.
 func (q *Queue) Participants(ctx context.Context) ([]Participant, error) {
 	var children []string
 	err := q.s.retry(ctx, func() (err error) {
@@ -1111,8 +1128,12 @@ func (q *Queue) Participants(ctx context.Context) ([]Participant, error) {
 	if err != nil {
 		return nil, q.wrap("children", err)
 	}
+	nodes, k, mixed := parseListing(children, q.kinds)
+	if mixed {
+		return nil, q.mixed(k)
+	}
 	var out []Participant
-	for _, n := range ParseChildren(children, q.kinds) {
+	for _, n := range nodes {
 		var data []byte
 		var st *zk.Stat
 		err := q.s.retry(ctx, func() (err error) {

@@ -46,6 +46,8 @@ type Session struct {
 	conn   *zk.Conn
 	chroot string
 
+	dials *dialWatch // Connect's attempts (dial.go)
+
 	// Measured off the wire by trackedConn.
 	lastReply    atomic.Int64 // unix nanos: send time of the newest request a server answered
 	curConn      atomic.Pointer[trackedConn]
@@ -115,16 +117,25 @@ type StateChange struct {
 	Cause     error     // for SUSPENDED and LOST: why
 }
 
-// Connect opens a Session to the given servers ("host:port" each; a
-// comma-separated connect string is accepted too, and a chroot suffix such as
-// "host:port/app" applies to every path) and waits until the first ZooKeeper
-// session is established.
+// Connect opens a Session to the given servers ("host:port" each, or a host
+// alone for port DefaultPort, 2181; a comma-separated connect string is
+// accepted too, and a chroot suffix such as "host:port/app" applies to every
+// path) and waits until the first ZooKeeper session is established.
 //
-// It returns an error matching ErrBadOption for invalid options, ErrInvalidPath
-// for a malformed chroot, and ErrUnreachable when no server established a
+// It returns an error matching ErrBadOption for invalid options (a port
+// that is not a number in 1..65535 included), ErrInvalidPath for a
+// malformed chroot, and ErrUnreachable when no server established a
 // session within the connect timeout (WithConnectTimeout, default 15 s) or
-// before ctx ended (the error then also matches ctx's error). The chroot znode itself is not created here; recipes
-// create missing parents (as container znodes) when they first need them.
+// before ctx ended (the error then also matches ctx's error). The error
+// names the servers with their ports and wraps the last attempt's failure
+// (a *net.OpError from the dial, matching syscall.ECONNREFUSED when
+// nothing listened; a connection closed before the handshake), or says that
+// a server accepted the connection but did not answer. When every address
+// of every server refused the connection twice in a row (nothing listens:
+// a wrong port, a server that is down), Connect returns then, about a
+// second after the first refusal, instead of waiting out the connect
+// timeout. The chroot znode itself is not created here; recipes create
+// missing parents (as container znodes) when they first need them.
 func Connect(ctx context.Context, servers []string, opts ...Option) (*Session, error) {
 	cfg, err := buildConfig(opts)
 	if err != nil {
@@ -133,6 +144,12 @@ func Connect(ctx context.Context, servers []string, opts ...Option) (*Session, e
 	hosts, chroot, err := splitServers(servers)
 	if err != nil {
 		return nil, err
+	}
+	for _, a := range cfg.auth {
+		if n := authFrame(a.scheme, a.auth); n > cfg.maxPacket {
+			return nil, fmt.Errorf("%w: %w: WithAuth(%q) would be a %d-byte request, over the packet limit of %d bytes",
+				ErrBadOption, ErrTooLarge, a.scheme, n, cfg.maxPacket)
+		}
 	}
 	if len(hosts) == 0 {
 		return nil, fmt.Errorf("%w: empty server list", ErrBadOption)
@@ -156,9 +173,22 @@ func Connect(ctx context.Context, servers []string, opts ...Option) (*Session, e
 	if dial == nil {
 		dial = net.DialTimeout
 	}
+	start := time.Now()
+	gctx, giveUp := context.WithCancelCause(ctx)
+	defer giveUp(nil)
+	cctx, cancel := context.WithTimeoutCause(gctx, cfg.connectTimeout,
+		fmt.Errorf("connect timeout %v passed", cfg.connectTimeout))
+	defer cancel()
+	hp := zk.NewDNSHostProvider()
+	dw := &dialWatch{addrs: hp.Len}
+	dw.waiting(giveUp)
+	defer dw.waiting(nil)
+	s.dials = dw
 	conn, _, err := zk.Connect(hosts, cfg.sessionTimeout,
+		zk.WithHostProvider(hp),
 		zk.WithDialer(func(network, addr string, timeout time.Duration) (net.Conn, error) {
 			c, err := dial(network, addr, timeout)
+			dw.dialed(addr, err)
 			if err != nil {
 				return nil, err
 			}
@@ -167,21 +197,24 @@ func Connect(ctx context.Context, servers []string, opts ...Option) (*Session, e
 		zk.WithEventCallback(s.onEvent),
 		zk.WithLogger(zkLogger{s.log}),
 		zk.WithLogInfo(false),
+		// Nothing over the packet limit is sent (see packet.go): the frame
+		// is encoded after the 4-byte length.
+		zk.WithMaxConnBufferSize(cfg.maxPacket+4),
 	)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrUnreachable, err)
+		return nil, fmt.Errorf("%w: %w", ErrUnreachable, err) // e.g. a host name that does not resolve
 	}
 	s.conn = conn
 
-	start := time.Now()
-	cctx, cancel := context.WithTimeoutCause(ctx, cfg.connectTimeout,
-		fmt.Errorf("connect timeout %v passed", cfg.connectTimeout))
-	defer cancel()
 	if err := s.awaitConnected(cctx); err != nil {
 		conn.Close()
 		s.shutdown()
-		return nil, fmt.Errorf("%w: no session with %s after %v: %w", ErrUnreachable, strings.Join(hosts, ","),
+		err = fmt.Errorf("%w: no session with %s after %v: %w", ErrUnreachable, strings.Join(hosts, ","),
 			time.Since(start).Round(time.Millisecond), err)
+		if last := dw.lastError(); last != nil && !errors.Is(err, last) {
+			err = fmt.Errorf("%w (last attempt: %w)", err, last)
+		}
+		return nil, err
 	}
 	for _, a := range cfg.auth {
 		if err := s.call(cctx, func() error { return conn.AddAuth(a.scheme, a.auth) }, nil); err != nil {
@@ -199,6 +232,15 @@ func Connect(ctx context.Context, servers []string, opts ...Option) (*Session, e
 // Conn returns the underlying go-zookeeper connection, for operations the
 // recipes don't cover. Paths given to it are not adjusted for the chroot.
 // Don't Close it: close the Session.
+//
+// The other way round is not offered: a Session cannot be built on a
+// *zk.Conn the caller already has. It must see every state transition,
+// which go-zookeeper delivers reliably only to the event callback given to
+// zk.Connect (its event channel drops events when nobody reads in time),
+// and it must read the wire through the dialer given there (the last
+// server reply that ownership deadlines count from, the create2 replies
+// that carry a grant's token). Connect a Session beside your own
+// connection; one more connection per process costs the ensemble little.
 func (s *Session) Conn() *zk.Conn { return s.conn }
 
 // ID returns the current ZooKeeper session ID (0 before the first session).
@@ -227,8 +269,9 @@ func (s *Session) Done() <-chan struct{} {
 	return s.epoch.ctx.Done()
 }
 
-// Logger returns the Session's logger (WithLogger; default slog.Default()),
-// for recipes built on the Session to log through.
+// Logger returns the Session's logger (WithLogger, which states the
+// default: WARN and above to slog.Default()'s handler), for recipes built
+// on the Session to log through.
 func (s *Session) Logger() *slog.Logger { return s.cfg.logger }
 
 // Chroot returns the chroot parsed from the server list ("" if none).
@@ -267,6 +310,10 @@ func (s *Session) Close() error {
 	}
 	s.closed = true
 	wasLost := s.state == StateLost
+	var id int64
+	if s.epoch != nil {
+		id = s.epoch.id
+	}
 	s.loseEpochLocked(ErrSessionClosed)
 	if m := s.cfg.metrics; m != nil && wasLost {
 		m.SessionState(StateLost, StateLost, ErrSessionClosed) // the close of a lost session is no transition, but Metrics counts it
@@ -278,7 +325,7 @@ func (s *Session) Close() error {
 	s.unlock()
 	s.conn.Close()
 	s.shutdown()
-	s.log.Info("session closed")
+	s.log.Info("session closed", "session", fmt.Sprintf("0x%x", id))
 	return nil
 }
 
@@ -479,11 +526,16 @@ func (s *Session) setStateLocked(st ConnState, cause error) {
 // unlock releases s.mu and then logs the transitions recorded meanwhile, so
 // that a slow (or re-entrant) log handler never runs under the mutex nor
 // stalls go-zookeeper's event dispatch for longer than it takes to log.
+// The first CONNECTED and the LOST of Close are not logged as transitions:
+// Connect logs "session connected", Close "session closed".
 func (s *Session) unlock() {
 	q, closed := s.logq, s.closed
 	s.logq = nil
 	s.mu.Unlock()
 	for _, ch := range q {
+		if ch.State == StateConnected || (ch.State == StateLost && errors.Is(ch.Cause, ErrSessionClosed)) {
+			continue
+		}
 		lvl := slog.LevelInfo
 		if (ch.State == StateSuspended || ch.State == StateLost) && !closed {
 			lvl = slog.LevelWarn
@@ -696,8 +748,16 @@ func (s *Session) Listen(ctx context.Context) <-chan StateChange {
 
 type zkLogger struct{ l *slog.Logger }
 
+// Printf logs a line of go-zookeeper's at debug level, except its failures
+// to re-register watches or credentials on a new connection (watches, and
+// with them the wakeups of waiters, can be lost: see WithMaxPacket), at
+// error level.
 func (z zkLogger) Printf(format string, args ...any) {
-	z.l.Debug(fmt.Sprintf(format, args...), "source", "go-zookeeper")
+	lvl := slog.LevelDebug
+	if strings.HasPrefix(format, "Failed to set previous watches") || strings.HasPrefix(format, "error in resending auth creds") {
+		lvl = slog.LevelError
+	}
+	z.l.Log(context.Background(), lvl, fmt.Sprintf(format, args...), "source", "go-zookeeper")
 }
 
 // ---- lease registry ----

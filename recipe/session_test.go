@@ -3,7 +3,10 @@ package recipe
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -149,15 +152,43 @@ func waitState(t *testing.T, s *Session, want ConnState) {
 }
 
 func TestConnectUnreachable(t *testing.T) {
+	p := zktest.NewFaultProxy()
+	defer p.Close()
+	p.Blackhole()
 	ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
 	defer cancel()
 	start := time.Now()
-	_, err := Connect(ctx, []string{"127.0.0.1:1"}, WithConnectTimeout(time.Minute))
+	_, err := Connect(ctx, []string{"127.0.0.1:1"}, WithConnectTimeout(time.Minute), WithDialer(p.Dial))
 	if !errors.Is(err, ErrUnreachable) || !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("Connect to a closed port: %v, want ErrUnreachable and DeadlineExceeded", err)
+		t.Fatalf("Connect to a blackholed server: %v, want ErrUnreachable and DeadlineExceeded", err)
 	}
 	if time.Since(start) > 10*time.Second {
 		t.Fatal("Connect ignored ctx's deadline")
+	}
+	// What happened is in the error (issue 14).
+	if !strings.Contains(err.Error(), "accepted the connection but sent no handshake reply") {
+		t.Fatalf("the error does not say what the last attempt met: %v", err)
+	}
+}
+
+// TestConnectRefusedAnswersEarly (issue 14): when nothing listens at any
+// address, Connect says so, with the dial's error (errors.Is-able), about
+// a second after the first refusal instead of at the end of the connect
+// timeout. A server entry without a port gets 2181, and the error names it.
+func TestConnectRefusedAnswersEarly(t *testing.T) {
+	ctx := context.Background()
+	start := time.Now()
+	_, err := Connect(ctx, []string{"127.0.0.1:1,localhost:1"}, WithConnectTimeout(time.Minute))
+	if !errors.Is(err, ErrUnreachable) || !errors.Is(err, syscall.ECONNREFUSED) || !strings.Contains(err.Error(), "connection refused") {
+		t.Fatalf("Connect to closed ports: %v, want ErrUnreachable and ECONNREFUSED", err)
+	}
+	if d := time.Since(start); d > 30*time.Second {
+		t.Fatalf("Connect to closed ports took %v (connect timeout 1m)", d)
+	}
+	dctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+	defer cancel()
+	if _, err := Connect(dctx, []string{"127.0.0.1"}); !strings.Contains(fmt.Sprint(err), "127.0.0.1:2181") {
+		t.Fatalf("a server without a port: %v, want 127.0.0.1:2181 named", err)
 	}
 }
 
@@ -178,6 +209,8 @@ func TestConnectBadOptions(t *testing.T) {
 		"NaN fraction":      {[]string{"127.0.0.1:2181"}, []Option{WithSuspendPolicy(TolerateSuspension(math.NaN()))}, ErrBadOption},
 		"1ns timeout":       {[]string{"127.0.0.1:2181"}, []Option{WithSessionTimeout(time.Nanosecond)}, ErrBadOption},
 		"1000h timeout":     {[]string{"127.0.0.1:2181"}, []Option{WithSessionTimeout(1000 * time.Hour)}, ErrBadOption},
+		"port 0":            {[]string{"127.0.0.1:0"}, nil, ErrBadOption},
+		"port not a number": {[]string{"127.0.0.1:x"}, nil, ErrBadOption},
 	} {
 		if _, err := Connect(ctx, c.servers, c.opts...); !errors.Is(err, c.want) {
 			t.Errorf("%s: %v, want %v", name, err, c.want)

@@ -133,6 +133,9 @@ func (c *trackedConn) Read(p []byte) (int, error) {
 	}
 	n, err := c.Conn.Read(p)
 	c.scan(p[:n])
+	if err != nil && !c.gotHello {
+		c.s.dials.failedBeforeHandshake(c.RemoteAddr().String(), err)
+	}
 	return n, err
 }
 

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -50,9 +49,8 @@ type electFlags struct {
 func runElect(args []string, stdout, stderr io.Writer) int {
 	var f electFlags
 	fs := newFlagSet("elect", electUsage, stdout, stderr)
-	f.register(fs, true)
-	host, _ := os.Hostname()
-	fs.StringVar(&f.id, "id", fmt.Sprintf("%s:%d", host, os.Getpid()), "this candidate's value, shown by inspect and in ZKRECIPES_ID (default host:pid)")
+	f.register(fs, true, "info")
+	fs.StringVar(&f.id, "id", "", "this candidate's value, shown by inspect and in ZKRECIPES_ID (default host:pid)")
 	fs.BoolVar(&f.once, "once", false, "exit after the first leadership instead of campaigning again")
 	fs.DurationVar(&f.grace, "grace", 10*time.Second, "after SIGTERM, how long CMD gets to exit before SIGKILL")
 	pos, cmd, code := parseArgs(fs, args, stdout, stderr)
@@ -64,7 +62,7 @@ func runElect(args []string, stdout, stderr io.Writer) int {
 		return usageError(stderr, fs, "want exactly one PATH before --, got %d arguments %q", len(pos), pos)
 	case len(cmd) == 0:
 		return usageError(stderr, fs, "no command: put it after --, as in: zkrecipes elect %s --id ID -- CMD [ARGS...]", pos[0])
-	case f.id == "":
+	case f.id == "" && flagSet(fs, "id"):
 		return usageError(stderr, fs, "--id must not be empty")
 	case len(f.id) > recipe.MaxNodeData:
 		return usageError(stderr, fs, "--id is %d bytes long; at most %d", len(f.id), recipe.MaxNodeData)
@@ -76,6 +74,10 @@ func runElect(args []string, stdout, stderr io.Writer) int {
 	}
 	if err := f.check(); err != nil {
 		return usageError(stderr, fs, "%v", err)
+	}
+	if f.id == "" {
+		host, _ := os.Hostname()
+		f.id = fmt.Sprintf("%s:%d", host, os.Getpid())
 	}
 	return electMain(&f, pos[0], cmd, stderr)
 }
@@ -90,8 +92,7 @@ func electMain(f *electFlags, path string, argv []string, stderr io.Writer) int 
 	ctx, cancel, s, sigs, stopWatch := sv.ctx, sv.cancel, sv.s, sv.sigs, sv.stopWatch
 	e, err := election.New(s, path, election.WithLogger(log))
 	if err != nil {
-		log.Error("cannot set up the election", "err", err)
-		return exitSoftware
+		return failStatus(log, "leadership", err)
 	}
 	env := func(token fence.Token) []string {
 		return []string{envToken + "=" + token.String(), envPath + "=" + path,
@@ -135,8 +136,8 @@ func electMain(f *electFlags, path string, argv []string, stderr io.Writer) int 
 			log.Error("cannot start the command", "argv", argv, "err", startErr)
 			return startStatus(startErr)
 		}
-		log.Error("election stopped", "err", err)
-		return exitSoftware
+		// Run ends only on an error that campaigning again cannot cure.
+		return failStatus(log, "leadership", err)
 	}
 
 	lease, err := e.Campaign(ctx, []byte(f.id))
@@ -146,12 +147,8 @@ func electMain(f *electFlags, path string, argv []string, stderr io.Writer) int 
 		case sv.got != nil:
 			log.Info("interrupted while campaigning", "signal", sv.got)
 			return signalStatus(sv.got)
-		case errors.Is(err, recipe.ErrSessionLost):
-			log.Error("the ZooKeeper session was lost before leadership was granted", "err", err)
-			return exitUnavailable
 		}
-		log.Error("campaign failed", "err", err)
-		return exitSoftware
+		return failStatus(log, "leadership", err)
 	}
 	if sv.got != nil { // the signal came with the leadership: don't start the command
 		log.Info("interrupted as leadership was granted", "signal", sv.got)

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -216,5 +218,35 @@ func TestElectOnceLost(t *testing.T) {
 	p.expect(exitLost, 30*time.Second)
 	if lines := readLines(t, log); strings.Join(lines, "|") != "leading|stopped" {
 		t.Fatalf("the command was not stopped: %q", lines)
+	}
+}
+
+// TestQuietByDefault (issue 14): inspect, a read-only query, prints its
+// answer and nothing on stderr unless something fails; elect --help states
+// --id's default once.
+func TestQuietByDefault(t *testing.T) {
+	t.Parallel()
+	cl := zktest.Shared(t)
+	dir := t.TempDir()
+	gate := filepath.Join(dir, "gate")
+	a := start(t, cl, dir, "lock", "/locks/quiet", "--", "sh", "-c", gateScript(gate))
+	a.awaitLog("lock acquired")
+	cmd := exec.Command(bin, "inspect", "/locks/quiet")
+	cmd.Env = append(os.Environ(), "ZK_SERVERS="+strings.Join(cl.Servers(), ","))
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("inspect: %v\n%s", err, stderr.String())
+	}
+	if stderr.Len() != 0 || !strings.Contains(stdout.String(), "holder") {
+		t.Fatalf("inspect printed on stderr:\n%s\nstdout:\n%s", stderr.String(), stdout.String())
+	}
+	touch(t, gate)
+	a.expect(0, 30*time.Second)
+
+	h := start(t, nil, dir, "elect", "--help")
+	h.expect(0, 30*time.Second)
+	if out := h.stdout.String(); strings.Count(out, "(default host:pid)") != 1 || strings.Contains(out, `(default host:pid) (default`) {
+		t.Fatalf("elect --help on --id:\n%s", out)
 	}
 }

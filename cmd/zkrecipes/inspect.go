@@ -54,7 +54,7 @@ type inspectFlags struct {
 func runInspect(args []string, stdout, stderr io.Writer) int {
 	var f inspectFlags
 	fs := newFlagSet("inspect", inspectUsage, stdout, stderr)
-	f.register(fs, false)
+	f.register(fs, false, "warn")
 	fs.BoolVar(&f.json, "json", false, "print one JSON document (with --watch: one JSON line per change)")
 	fs.BoolVar(&f.watch, "watch", false, "print again after every change, until SIGINT or SIGTERM")
 	fs.IntVar(&f.semaphore, "semaphore", 0, "the semaphore's number of `N` leases, to tell its holders")

@@ -57,7 +57,7 @@ type lockFlags struct {
 func runLock(args []string, stdout, stderr io.Writer) int {
 	var f lockFlags
 	fs := newFlagSet("lock", lockUsage, stdout, stderr)
-	f.register(fs, true)
+	f.register(fs, true, "info")
 	f.wait = -1
 	fs.Var((*waitFlag)(&f.wait), "wait", "how long to wait for the lock: a `duration`, 0 to try once, or forever")
 	fs.DurationVar(&f.grace, "grace", 10*time.Second, "after SIGTERM, how long CMD gets to exit before SIGKILL")
@@ -119,8 +119,7 @@ func lockMain(f *lockFlags, path string, argv []string, stderr io.Writer) int {
 		lk, err = mutex.New(s, path, data)
 	}
 	if err != nil {
-		log.Error("cannot set up the lock", "err", err)
-		return exitSoftware
+		return failStatus(log, "lock", err)
 	}
 
 	start := time.Now()
@@ -142,17 +141,12 @@ func lockMain(f *lockFlags, path string, argv []string, stderr io.Writer) int {
 			log.Info("interrupted while waiting for the lock", "signal", sv.got)
 			return signalStatus(sv.got)
 		case errors.Is(err, recipe.ErrLocked), errors.Is(err, context.DeadlineExceeded):
-			log.Info("held elsewhere", append(holderAttrs(lk), "waited", time.Since(start).Round(time.Millisecond), "err", err)...)
+			// WARN: with --log-level warn (docs/cli.md's crontab line) a
+			// refusal is the one line an operator finds in cron's mail.
+			log.Warn("held elsewhere", append(holderAttrs(lk), "waited", time.Since(start).Round(time.Millisecond), "err", err)...)
 			return exitHeld
-		case errors.Is(err, recipe.ErrSessionLost), errors.Is(err, recipe.ErrUnreachable):
-			log.Error("the ZooKeeper session was lost before the lock was granted", "err", err)
-			return exitUnavailable
-		case errors.Is(err, recipe.ErrMixedRecipes):
-			log.Error("the path is in use by another kind of lock (another --rw/--semaphore mode, or an election): use one mode per path", "err", err)
-			return exitUsage
 		}
-		log.Error("cannot acquire the lock", "err", err)
-		return exitSoftware
+		return failStatus(log, "lock", err)
 	}
 	if sv.got != nil { // the signal came with the grant: don't start the command
 		log.Info("interrupted as the lock was granted", "signal", sv.got)

@@ -63,10 +63,17 @@ func TestLockCronSingleton(t *testing.T) {
 	holder := start(t, cl, dir, "lock", "/cron/nightly", "--", "sh", "-c", gateScript(gate))
 	holder.awaitLog("lock acquired")
 
-	refused := start(t, cl, dir, "lock", "--wait", "0", "/cron/nightly", "--", "touch", ran)
+	// The crontab line of docs/cli.md: routine lines stay out of cron's
+	// mail, the refusal does not (issue 14).
+	refused := start(t, cl, dir, "lock", "--log-level", "warn", "--wait", "0", "/cron/nightly", "--", "touch", ran)
 	refused.expect(exitHeld, 30*time.Second)
 	if r := refused.logged("held elsewhere"); r == nil || r["holder"] != fmt.Sprintf("%s:%d", hostname(t), holder.cmd.Process.Pid) {
-		t.Fatalf("the refusal does not name the holder: %v", r)
+		t.Fatalf("the refusal at --log-level warn does not name the holder: %v\n%s", r, refused.stderr)
+	}
+	for _, r := range refused.logs() {
+		if r["level"] != "WARN" {
+			t.Errorf("at --log-level warn: %v", r)
+		}
 	}
 	start(t, cl, dir, "lock", "--wait", "300ms", "/cron/nightly", "--", "touch", ran).expect(exitHeld, 30*time.Second)
 	if _, err := os.Stat(ran); err == nil {
@@ -94,7 +101,7 @@ func TestLockHolderFrozenPastSessionTimeout(t *testing.T) {
 	childA := readPid(t, pidA)
 
 	b := start(t, cl, dir, "lock", "--session-timeout", "2s", "/locks/frozen", "--", "sh", "-c", fmt.Sprintf(`echo "B $ZKRECIPES_TOKEN" >> %s`, log))
-	b.awaitLog("connection state") // B is connected and about to queue
+	b.awaitLog("session connected") // B is connected and about to queue
 	a.signal(syscall.SIGSTOP)
 	b.expect(0, 30*time.Second) // A's session expired: B got the lock and ran
 	a.signal(syscall.SIGCONT)
@@ -272,6 +279,29 @@ func TestUnreachable(t *testing.T) {
 	}
 }
 
+// TestUnreachableSaysWhy (issue 14): a wrong port is answered about a
+// second after the refusal, not at the end of --connect-timeout, and the
+// error says what the dial met; a server given without a port gets 2181,
+// and zkrecipes says so.
+func TestUnreachableSaysWhy(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	begin := time.Now()
+	p := start(t, nil, dir, "lock", "--servers", "127.0.0.1:1", "--connect-timeout", "60s", "/locks/x", "--", "true")
+	p.expect(exitUnavailable, 50*time.Second)
+	if d := time.Since(begin); d > 30*time.Second {
+		t.Errorf("a refused connection took %v to report (--connect-timeout 60s)", d)
+	}
+	if r := p.logged("cannot connect to ZooKeeper"); r == nil || !strings.Contains(fmt.Sprint(r["err"]), "connection refused") {
+		t.Errorf("the error does not say the connection was refused:\n%s", p.stderr)
+	}
+	q := start(t, nil, dir, "inspect", "--servers", "127.0.0.1", "--connect-timeout", "1s", "/locks/x")
+	q.wait(30 * time.Second)
+	if r := q.logged("no port given: using ZooKeeper's default port"); r == nil || fmt.Sprint(r["port"]) != "2181" {
+		t.Errorf("a server without a port is not reported:\n%s", q.stderr)
+	}
+}
+
 // TestCommandNotFound: a command that cannot be started gives the shell's
 // 127, and the lock or leadership is given up (nothing is left behind).
 func TestCommandNotFound(t *testing.T) {
@@ -373,6 +403,35 @@ func TestLockRefusesAnotherModeOnThePath(t *testing.T) {
 		if _, err := os.Stat(ran); err == nil {
 			t.Fatalf("%v ran its command beside the plain lock's holder", mode)
 		}
+	}
+	touch(t, gate)
+	a.expect(0, 30*time.Second)
+}
+
+// TestElectRefusesALockedPath (issue 14): a path held by a lock is refused
+// by elect as by lock, with the usage status and the same message, and
+// elect runs nothing: with --once (which exited 70) and without (which
+// campaigned again, with a warning every few seconds, for ever).
+func TestElectRefusesALockedPath(t *testing.T) {
+	t.Parallel()
+	cl := zktest.Shared(t)
+	dir := t.TempDir()
+	gate, ran := filepath.Join(dir, "gate"), filepath.Join(dir, "ran")
+	a := start(t, cl, dir, "lock", "/locks/elect-here", "--", "sh", "-c", gateScript(gate))
+	a.awaitLog("lock acquired")
+	for _, args := range [][]string{
+		{"elect", "--once", "/locks/elect-here", "--", "touch", ran},
+		{"elect", "/locks/elect-here", "--", "touch", ran},
+		{"lock", "--semaphore", "2", "/locks/elect-here", "--", "touch", ran},
+	} {
+		p := start(t, cl, dir, args...)
+		p.expect(exitUsage, 30*time.Second)
+		if p.logged("the path is in use by another recipe (a lock of another mode, an election or a latch): use one recipe and mode per path") == nil {
+			t.Errorf("zkrecipes %q: no clear message:\n%s", args, p.stderr)
+		}
+	}
+	if _, err := os.Stat(ran); err == nil {
+		t.Fatal("a command ran beside the lock's holder")
 	}
 	touch(t, gate)
 	a.expect(0, 30*time.Second)

@@ -34,8 +34,8 @@ import (
 // unchanged (0-255; 128+n when it was killed by signal n, as shells report
 // it; 127 and 126 when it could not be found or executed).
 const (
-	// exitUsage (EX_USAGE): bad flags or arguments, an invalid path, a lock
-	// path in use by another mode (recipe.ErrMixedRecipes).
+	// exitUsage (EX_USAGE): bad flags or arguments, an invalid path, a
+	// path in use by another recipe or mode (recipe.ErrMixedRecipes).
 	exitUsage = 64
 	// exitNoNode (EX_NOINPUT): inspect's path does not exist.
 	exitNoNode = 66
@@ -121,12 +121,14 @@ type common struct {
 	tolerate       float64
 }
 
-func (c *common) register(fs *flag.FlagSet, withOwnership bool) {
-	fs.StringVar(&c.servers, "servers", os.Getenv(envServers), "ZooKeeper servers, `host:port,...[/chroot]` (default $"+envServers+")")
+// register registers the common flags; logLevel is --log-level's default
+// (inspect, a read-only query, is quiet unless something fails).
+func (c *common) register(fs *flag.FlagSet, withOwnership bool, logLevel string) {
+	fs.StringVar(&c.servers, "servers", os.Getenv(envServers), "ZooKeeper servers, `host:port,...[/chroot]`; a host without a port means port 2181 (default $"+envServers+")")
 	fs.DurationVar(&c.sessionTimeout, "session-timeout", recipe.DefaultSessionTimeout, "ZooKeeper session timeout requested from the server")
 	fs.DurationVar(&c.connectTimeout, "connect-timeout", 10*time.Second, "give up (exit 69) when no server answers within this `duration`")
 	fs.StringVar(&c.logFormat, "log-format", "text", "log format on stderr: text or json")
-	fs.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	fs.StringVar(&c.logLevel, "log-level", logLevel, "log level: debug, info, warn or error")
 	fs.StringVar(&c.metricsAddr, "metrics-addr", "", "serve Prometheus metrics at http://`addr`/metrics (e.g. :9464; empty: off)")
 	if withOwnership {
 		fs.Float64Var(&c.tolerate, "tolerate-suspension", 0,
@@ -178,6 +180,21 @@ func checkServers(servers string) error {
 	return nil
 }
 
+// portless returns the entries of a server list that name no port.
+func portless(servers string) []string {
+	var out []string
+	for _, a := range strings.Split(servers, ",") {
+		a = strings.TrimSpace(a)
+		if i := strings.IndexByte(a, '/'); i >= 0 {
+			a = a[:i]
+		}
+		if _, _, err := net.SplitHostPort(a); err != nil && a != "" {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
 func (c *common) logger(stderr io.Writer) *slog.Logger {
 	var lvl slog.Level
 	_ = lvl.UnmarshalText([]byte(c.logLevel)) // checked by check
@@ -199,6 +216,9 @@ func (c *common) connect(ctx context.Context, log *slog.Logger, extra ...recipe.
 	if c.tolerate != 0 {
 		opts = append(opts, recipe.WithSuspendPolicy(recipe.TolerateSuspension(c.tolerate)))
 	}
+	if hosts := portless(c.servers); len(hosts) > 0 {
+		log.Info("no port given: using ZooKeeper's default port", "hosts", hosts, "port", recipe.DefaultPort)
+	}
 	s, err := recipe.Connect(ctx, []string{c.servers}, append(opts, extra...)...)
 	switch {
 	case err == nil:
@@ -212,6 +232,25 @@ func (c *common) connect(ctx context.Context, log *slog.Logger, extra ...recipe.
 	}
 	log.Error("cannot connect to ZooKeeper", "servers", c.servers, "err", err)
 	return nil, exitSoftware
+}
+
+// failStatus logs why taking a lock or leadership failed, and returns the
+// exit status: one answer per kind of failure, whichever command or mode
+// met it.
+func failStatus(log *slog.Logger, what string, err error) int {
+	switch {
+	case errors.Is(err, recipe.ErrMixedRecipes):
+		log.Error("the path is in use by another recipe (a lock of another mode, an election or a latch): use one recipe and mode per path", "err", err)
+		return exitUsage
+	case errors.Is(err, recipe.ErrInvalidPath), errors.Is(err, recipe.ErrTooLarge), errors.Is(err, recipe.ErrBadOption):
+		log.Error("cannot use the path", "err", err)
+		return exitUsage
+	case errors.Is(err, recipe.ErrSessionLost), errors.Is(err, recipe.ErrUnreachable):
+		log.Error("the ZooKeeper session was lost before the "+what+" was granted", "err", err)
+		return exitUnavailable
+	}
+	log.Error("cannot take the "+what, "err", err)
+	return exitSoftware
 }
 
 // parse parses args into fs, allowing flags before and after the

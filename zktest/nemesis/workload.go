@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"path"
 	"slices"
@@ -271,8 +272,12 @@ func (w *workload) connect(ctx context.Context, cl *zktest.Cluster, i int, dir s
 		rng: rand.New(rand.NewPCG(w.cfg.Seed, uint64(i)+1))}
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
+	// The nemesis suspends and cuts sessions all the time: their warnings
+	// (which a Session sends to slog.Default() by default) say nothing
+	// the history does not.
 	s, err := recipe.Connect(cctx, cl.Servers(), recipe.WithDialer(c.tap.Dialer(c.proxy.Dial)),
-		recipe.WithSessionTimeout(w.cfg.SessionTimeout), recipe.WithConnectTimeout(30*time.Second))
+		recipe.WithSessionTimeout(w.cfg.SessionTimeout), recipe.WithConnectTimeout(30*time.Second),
+		recipe.WithLogger(slog.New(slog.DiscardHandler)))
 	if err != nil {
 		c.proxy.Close()
 		return nil, fmt.Errorf("nemesis: client %d: %w", i, err)

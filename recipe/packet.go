@@ -1,0 +1,146 @@
+package recipe
+
+import (
+	"fmt"
+
+	"github.com/go-zookeeper/zk"
+)
+
+// The packet limit (WithMaxPacket) is kept in two places, one mechanism:
+//   - before sending, the recipes check every request they build against it
+//     with the sizes below, where the path or data is given (NewQueue,
+//     Queue.CheckNodeData, Queue.join), so the caller gets an error that
+//     names the problem;
+//   - go-zookeeper's send buffer is sized to it (Connect), so that whatever
+//     was not checked (a request made through Conn, go-zookeeper's own
+//     re-registration of watches) fails alone, at encoding, instead of
+//     being sent for the server to drop the connection.
+//
+// Sizes are those of go-zookeeper's encoding, which is ZooKeeper's (jute):
+// a string or byte array is a 4-byte length and its bytes, a vector a
+// 4-byte count and its elements; a request is the header (xid, opcode: 8
+// bytes) and its body. TestPacketSizesMatchTheEncoding checks them against
+// go-zookeeper's encoder through the send buffer.
+
+// pathSlack bounds what any request or reply that carries one path of the
+// recipes adds to that path: a create2 reply adds 88 bytes (reply header
+// 16, path length 4, Stat 68), the set-watches request go-zookeeper sends
+// after a reconnection 32 (header 8, zxid 8, three vector counts 12, path
+// length 4), getData, getChildren and exists requests 13, a watch event 28.
+// So a path within pathSlack of the limit is never in a packet over it,
+// whoever reads it: the server, go-zookeeper, or a client with the same
+// limit (listings grow with the number of children, not with the path).
+const pathSlack = 96
+
+// aclSize is the encoded size of an ACL vector.
+func aclSize(acl []zk.ACL) int {
+	n := 4
+	for _, a := range acl {
+		n += 4 + 4 + len(a.Scheme) + 4 + len(a.ID)
+	}
+	return n
+}
+
+// createBody is the encoded size of a create request's body: path, data,
+// ACL, flags.
+func createBody(pathLen, dataLen int, acl []zk.ACL) int {
+	return 4 + pathLen + 4 + dataLen + aclSize(acl) + 4
+}
+
+// createFrame is the frame size of a create (or create2) request.
+func createFrame(pathLen, dataLen int, acl []zk.ACL) int {
+	return 8 + createBody(pathLen, dataLen, acl)
+}
+
+// checkCreateFrame is the frame size of the multi an anchored node is
+// created with: a check of the anchor (path, version) and the create, each
+// behind a 9-byte operation header, and the closing header.
+func checkCreateFrame(anchorLen, pathLen, dataLen int, acl []zk.ACL) int {
+	return 8 + 9 + 4 + anchorLen + 4 + 9 + createBody(pathLen, dataLen, acl) + 9
+}
+
+// authFrame is the frame size of an auth request: type, scheme, auth.
+func authFrame(scheme string, auth []byte) int {
+	return 8 + 4 + 4 + len(scheme) + 4 + len(auth)
+}
+
+// maxNameLen is the longest child name of the given kinds in the node-name
+// grammar, sequence included; anchored names only for queues of two or
+// more kinds (AcquireAnchored refuses the others).
+func maxNameLen(kinds []string) int {
+	k := 0
+	for _, kind := range kinds {
+		k = max(k, len(kind))
+	}
+	n := len(protectedPrefix) + guidLen + 1 + k + seqLen
+	if len(kinds) > 1 {
+		n += 1 + seqLen + 1 // "@<anchor>@"
+	}
+	return n
+}
+
+// seqLen is the longest sequence suffix ZooKeeper appends ("-2147483648").
+const seqLen = 11
+
+// checkQueueDir checks that every request a queue of the given kinds on
+// the directory dir (as given) and adir (absolute) builds fits the packet
+// limit without node data: the paths of its nodes (with pathSlack) and
+// its creates. Node data is checked where it is given (CheckNodeData) or
+// at the call (join). The error is a *PathError matching ErrTooLarge.
+func (s *Session) checkQueueDir(dir, adir string, kinds []string) error {
+	node := len(adir) + 1 + maxNameLen(kinds)
+	need := max(node+pathSlack, s.queueCreateFrame(adir, kinds, 0))
+	if need <= s.cfg.maxPacket {
+		return nil
+	}
+	reason := fmt.Sprintf("too long: its nodes' paths (%d bytes with the chroot) need %d-byte requests, over the session's packet limit of %d bytes "+
+		"(the servers' jute.maxbuffer: see recipe.WithMaxPacket)", node, need, s.cfg.maxPacket)
+	return &PathError{Path: dir, Reason: reason, Err: ErrTooLarge}
+}
+
+// queueCreateFrame is the largest create request of a queue of the given
+// kinds on adir with dataLen bytes of data (for two or more kinds, the
+// anchored multi).
+func (s *Session) queueCreateFrame(adir string, kinds []string, dataLen int) int {
+	prefix := len(adir) + 1 + maxNameLen(kinds) - seqLen // the name sent has no sequence
+	if len(kinds) < 2 {
+		return createFrame(prefix, dataLen, s.cfg.acl)
+	}
+	return checkCreateFrame(len(adir)+1+maxNameLen(kinds), prefix, dataLen, s.cfg.acl)
+}
+
+// CheckNodeData reports whether a node of this queue may carry data: nil,
+// or an error matching ErrBadOption and ErrTooLarge for data over
+// MaxNodeData, or ErrTooLarge when the create of such a node (with the
+// queue's path and the session's ACL) would be over the session's packet
+// limit. Recipes call it where data is given (mutex.WithData, a latch's
+// id), so that the mistake shows there; Acquire, Join and AcquireAnchored
+// check the data they are given the same way. It performs no ZooKeeper
+// operation.
+func (q *Queue) CheckNodeData(data []byte) error {
+	return q.checkFrame(data, q.s.queueCreateFrame(q.adir, q.kinds, len(data)))
+}
+
+// checkCreate checks the create request join is about to send for a node
+// of kind carrying data (anchored to anchor, if set): data within
+// MaxNodeData, the request within the packet limit.
+func (q *Queue) checkCreate(kind string, data []byte, anchor *anchorSpec) error {
+	n := createFrame(len(q.adir)+1+len(nodePrefix("", kind, false, 0))+guidLen, len(data), q.s.cfg.acl)
+	if anchor != nil {
+		n = checkCreateFrame(len(anchor.path), len(q.adir)+1+len(nodePrefix("", kind, true, anchor.seq))+guidLen, len(data), q.s.cfg.acl)
+	}
+	return q.checkFrame(data, n)
+}
+
+// checkFrame checks node data against MaxNodeData, and frame, the size of
+// the create that carries it, against the packet limit.
+func (q *Queue) checkFrame(data []byte, frame int) error {
+	if len(data) > MaxNodeData {
+		return fmt.Errorf("%w: %w: node data of %d bytes (at most %d)", ErrBadOption, ErrTooLarge, len(data), MaxNodeData)
+	}
+	if frame > q.s.cfg.maxPacket {
+		return fmt.Errorf("%w: the create of a node of %s with %d bytes of data would be a %d-byte request, over the session's packet limit of %d bytes "+
+			"(the servers' jute.maxbuffer: see recipe.WithMaxPacket)", ErrTooLarge, shortPath(q.dir), len(data), frame, q.s.cfg.maxPacket)
+	}
+	return nil
+}

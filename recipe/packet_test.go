@@ -1,0 +1,210 @@
+package recipe
+
+import (
+	"context"
+	"errors"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+	"github.com/zkrecipes/zkrecipes/zktest"
+)
+
+// noTransition fails the test if the session changed state: a request the
+// server refuses by dropping the connection shows as SUSPENDED.
+func noTransition(t *testing.T, ch <-chan StateChange) {
+	t.Helper()
+	select {
+	case c := <-ch:
+		t.Fatalf("the connection changed state: %+v", c)
+	default:
+	}
+}
+
+// TestOversizeRequestsAreNeverSent is the new user's trial of issue 14 on a
+// real server with its default jute.maxbuffer: a path too long for any
+// request fails where it is given, data too large for the packet with its
+// path fails at the call, a request of exactly the limit is accepted by
+// the server, one byte more is refused before it is sent, and a raw
+// request through Conn over the limit fails alone. Through all of it the
+// connection never drops, nothing is left for the cleaner, and another
+// path works.
+func TestOversizeRequestsAreNeverSent(t *testing.T) {
+	s := connect(t, zktest.Shared(t).Servers())
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	states := s.Listen(ctx)
+
+	huge := "/lib/huge/" + strings.Repeat("x", 1100000)
+	_, err := NewQueue(s, huge, []string{"lock-"}, FirstHolds)
+	if !errors.Is(err, ErrTooLarge) || !errors.Is(err, ErrInvalidPath) {
+		t.Fatalf("NewQueue with a 1.1 MB path: %v, want ErrTooLarge and ErrInvalidPath", err)
+	}
+	if len(err.Error()) > 1000 {
+		t.Fatalf("the error quotes the whole path: %d bytes", len(err.Error()))
+	}
+
+	big := "/lib/big/" + strings.Repeat("y", 600000)
+	q, err := NewQueue(s, big, []string{"lock-"}, FirstHolds)
+	if err != nil {
+		t.Fatalf("NewQueue with a 600 KB path: %v", err)
+	}
+	start := time.Now()
+	if _, err := q.TryAcquire(ctx, "lock-", make([]byte, 500000)); !errors.Is(err, ErrTooLarge) {
+		t.Fatalf("TryAcquire with 500 KB of data on a 600 KB path: %v, want ErrTooLarge", err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Fatalf("the refusal took %v", d)
+	}
+
+	// The largest create the check allows is exactly the server's limit.
+	prefix := len(q.adir) + 1 + len(nodePrefix(newGUID(), "lock-", false, 0))
+	fits := DefaultMaxPacket - createFrame(prefix, 0, s.cfg.acl)
+	l, err := q.Acquire(ctx, "lock-", make([]byte, fits))
+	if err != nil {
+		t.Fatalf("Acquire with a create of exactly %d bytes: %v", DefaultMaxPacket, err)
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := q.Acquire(ctx, "lock-", make([]byte, fits+1)); !errors.Is(err, ErrTooLarge) {
+		t.Fatalf("Acquire with a create of %d bytes: %v, want ErrTooLarge", DefaultMaxPacket+1, err)
+	}
+
+	// A request the recipes did not build: refused by the send buffer.
+	if _, err := s.Conn().Create("/raw", make([]byte, 1100000), 0, s.cfg.acl); !errors.Is(err, zk.ErrShortBuffer) ||
+		!errors.Is(opErr("create", "/raw", err), ErrTooLarge) {
+		t.Fatalf("a raw 1.1 MB create: %v, want zk.ErrShortBuffer", err)
+	}
+
+	noTransition(t, states)
+	if n := s.PendingCleanup(); n != 0 {
+		t.Fatalf("%d deletes left for the cleaner", n)
+	}
+	other, err := NewQueue(s, "/lib/other", []string{"lock-"}, FirstHolds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err = other.TryAcquire(ctx, "lock-", nil)
+	if err != nil {
+		t.Fatalf("another path after the refusals: %v", err)
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	noTransition(t, states)
+}
+
+// TestPacketSizesMatchTheEncoding: the sizes the recipes check requests
+// with are go-zookeeper's (and so the server's): at the limit, one byte
+// under and one byte over it, the check's answer for a create and for the
+// anchored multi is what the send buffer (sized to the limit) does with the
+// same request, and a request the check allows is accepted by the server.
+func TestPacketSizesMatchTheEncoding(t *testing.T) {
+	s := connect(t, zktest.Shared(t).Servers(), WithMaxPacket(MinMaxPacket))
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	states := s.Listen(ctx)
+	q, err := NewQueue(s, "/sizes", []string{"write-", "read-"}, FirstHolds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := q.ensureDir(); err != nil {
+		t.Fatal(err)
+	}
+	flags := int32(zk.FlagEphemeral | zk.FlagSequence)
+	anchorPath, err := s.Conn().Create(q.adir+"/"+nodePrefix(newGUID(), "write-", false, 0), nil, flags, s.cfg.acl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	anchor := &anchorSpec{path: anchorPath, seq: 0}
+
+	for _, c := range []struct {
+		name   string
+		anchor *anchorSpec
+		frame  func(dataLen int) int
+		send   func(data []byte) error
+	}{
+		{"create", nil,
+			func(n int) int {
+				return createFrame(len(q.adir)+1+len(nodePrefix(newGUID(), "read-", false, 0)), n, s.cfg.acl)
+			},
+			func(data []byte) error {
+				_, err := s.Conn().Create(q.adir+"/"+nodePrefix(newGUID(), "read-", false, 0), data, flags, s.cfg.acl)
+				return err
+			}},
+		{"check and create", anchor,
+			func(n int) int {
+				return checkCreateFrame(len(anchor.path), len(q.adir)+1+len(nodePrefix(newGUID(), "read-", true, 0)), n, s.cfg.acl)
+			},
+			func(data []byte) error {
+				_, err := s.Conn().Multi(&zk.CheckVersionRequest{Path: anchor.path, Version: -1},
+					&zk.CreateRequest{Path: q.adir + "/" + nodePrefix(newGUID(), "read-", true, 0), Data: data, Acl: s.cfg.acl, Flags: flags})
+				return err
+			}},
+	} {
+		at := MinMaxPacket - c.frame(0) // data length of a request of exactly the limit
+		for _, n := range []int{at - 1, at, at + 1} {
+			data := make([]byte, n)
+			checked := q.checkCreate("read-", data, c.anchor)
+			sent := c.send(data)
+			if (checked == nil) != (sent == nil) || (checked != nil) != errors.Is(sent, zk.ErrShortBuffer) {
+				t.Errorf("%s of %d bytes: the check says %v, the send buffer %v", c.name, c.frame(n), checked, sent)
+			}
+			if (checked == nil) != (n <= at) || (checked != nil && !errors.Is(checked, ErrTooLarge)) {
+				t.Errorf("%s of %d bytes, limit %d: the check says %v", c.name, c.frame(n), MinMaxPacket, checked)
+			}
+		}
+	}
+	noTransition(t, states)
+}
+
+// TestQueuePathLimit: a directory whose nodes' paths, with the slack for
+// the requests and replies that carry them, would be over the packet limit
+// is refused by NewQueue; one just under is accepted. For a queue of two
+// kinds the anchored create (a multi carrying two paths) is counted: on the
+// longest directory NewQueue accepts, that multi, with the longest names,
+// still passes the send buffer.
+func TestQueuePathLimit(t *testing.T) {
+	s := connect(t, zktest.Shared(t).Servers(), WithMaxPacket(MinMaxPacket))
+	kinds := []string{"lock-"}
+	room := MinMaxPacket - pathSlack - maxNameLen(kinds) - 1 - len(s.abs("/d"))
+	for _, extra := range []int{0, 1} {
+		dir := "/d" + strings.Repeat("z", room+extra)
+		_, err := NewQueue(s, dir, kinds, FirstHolds)
+		if (err == nil) != (extra == 0) || (err != nil && !errors.Is(err, ErrTooLarge)) {
+			t.Errorf("a directory of %d bytes: %v", len(dir), err)
+		}
+	}
+
+	kinds = []string{"write-", "read-"}
+	longest := sort.Search(MinMaxPacket, func(n int) bool {
+		_, err := NewQueue(s, "/d"+strings.Repeat("z", n), kinds, FirstHolds)
+		return err != nil
+	}) - 1
+	q, err := NewQueue(s, "/d"+strings.Repeat("z", longest), kinds, FirstHolds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	anchor := q.adir + "/" + nodePrefix(newGUID(), "write-", false, 0) + "-2147483648"
+	_, err = s.Conn().Multi(&zk.CheckVersionRequest{Path: anchor, Version: -1},
+		&zk.CreateRequest{Path: q.adir + "/" + nodePrefix(newGUID(), "write-", true, -2147483648), Acl: s.cfg.acl,
+			Flags: zk.FlagEphemeral | zk.FlagSequence})
+	if errors.Is(err, zk.ErrShortBuffer) {
+		t.Fatalf("the anchored create on the longest directory NewQueue accepts (%d bytes) is over the limit", longest+2)
+	}
+}
+
+func TestMaxPacketOption(t *testing.T) {
+	ctx := context.Background()
+	for _, n := range []int{MinMaxPacket - 1, MaxMaxPacket + 1, -1} {
+		if _, err := Connect(ctx, []string{"127.0.0.1:2181"}, WithMaxPacket(n)); !errors.Is(err, ErrBadOption) {
+			t.Errorf("WithMaxPacket(%d): %v, want ErrBadOption", n, err)
+		}
+	}
+	if _, err := Connect(ctx, []string{"127.0.0.1:2181"}, WithAuth("digest", make([]byte, DefaultMaxPacket))); !errors.Is(err, ErrTooLarge) {
+		t.Errorf("WithAuth over the limit: %v, want ErrTooLarge", err)
+	}
+}
