@@ -38,8 +38,9 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/goleak"
 	"go.uber.org/zap"
+
+	"github.com/zkrecipes/zkrecipes/zktest"
 )
 
 // EnvEndpoints names a running etcd server (comma-separated host:port) to
@@ -185,29 +186,25 @@ func ExampleURL() string {
 }
 
 // Main is for TestMain: func TestMain(m *testing.M) { etcdtest.Main(m) }.
-// It runs the tests, stops the Shared server and the spawner, then, if the
-// tests passed, checks with goleak that no goroutine is left. It exits with
-// the tests' code, or 1 when goroutines leaked or the server did not stop
-// cleanly.
-func Main(m *testing.M) {
-	code := m.Run()
+// It runs the tests with zktest.MainThen (which stops the thread that
+// started the servers and, if the tests passed, checks with goleak that no
+// goroutine is left) and stops the Shared server after them. A test binary
+// that also uses other servers' harnesses (zktest, redistest, ...) calls
+// zktest.MainThen itself, with StopShared in its cleanup.
+func Main(m *testing.M) { zktest.MainThen(m, StopShared) }
+
+// StopShared stops the Shared server, if one was launched; a later Shared
+// launches a new one. It is for a TestMain that calls zktest.MainThen
+// itself: zktest.MainThen(m, etcdtest.StopShared).
+func StopShared() {
 	shared.mu.Lock()
+	defer shared.mu.Unlock()
 	if shared.s != nil {
 		if err := shared.s.Close(); err != nil {
 			fmt.Fprintf(os.Stderr, "etcdtest: stopping the shared server: %v\n", err)
-			code = max(code, 1)
-		}
-		shared.s = nil
-	}
-	shared.mu.Unlock()
-	stopSpawner()
-	if code == 0 {
-		if err := goleak.Find(); err != nil {
-			fmt.Fprintf(os.Stderr, "etcdtest: goroutines leaked after the tests:\n%v\n", err)
-			code = 1
 		}
 	}
-	os.Exit(code)
+	shared.s, shared.err = nil, nil
 }
 
 // Endpoints returns the client endpoints (host:port).
@@ -313,8 +310,7 @@ func (s *Server) start(ctx context.Context) error {
 	)
 	cmd.Env = serverEnv()
 	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = childAttr()
-	if err := spawn(cmd); err != nil {
+	if err := zktest.StartChild(cmd); err != nil {
 		_ = logf.Close()
 		return err
 	}
