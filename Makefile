@@ -18,13 +18,16 @@ demo: setup
 # The short nemesis run (3 servers, kills, pauses, 2 s sessions) runs on its
 # own after the rest, so that it never starves another package's 2 s
 # sessions on a 2-core machine.
-# The backends are modules of their own (backend/*): ./... at the root does
-# not reach them, so they are listed after it.
+# The backends and the command line tool are modules of their own
+# (backend/*, cmd/zkrecipes: so that ZooKeeper-only users of the library
+# never require the other backends' client libraries): ./... at the root
+# does not reach them, so they are listed after it.
 BACKENDS := ./backend/etcdlock/... ./backend/pglock/... ./backend/redislock/...
+COMMANDS := ./cmd/zkrecipes/...
 
 test: setup
-	$(GO) vet ./... $(BACKENDS)
-	$(GO) test -race -count=1 -timeout 15m $$($(GO) list ./... | grep -v '/zktest/nemesis$$') $(BACKENDS)
+	$(GO) vet ./... $(BACKENDS) $(COMMANDS)
+	$(GO) test -race -count=1 -timeout 15m $$($(GO) list ./... | grep -v '/zktest/nemesis$$') $(BACKENDS) $(COMMANDS)
 	$(GO) test -race -count=1 -timeout 10m ./zktest/nemesis
 
 bench: setup
