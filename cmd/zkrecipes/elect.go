@@ -24,6 +24,9 @@ is given up and the campaign starts again after a backoff (growing while
 CMD fails). With --once zkrecipes exits instead: with CMD's status, or 79 if
 leadership was lost.
 
+elect works with ZooKeeper only (not with lock's etcd://, postgres:// or
+redis:// servers).
+
 CMD runs in a process group of its own, with ZKRECIPES_TOKEN (the
 leadership's fencing token), ZKRECIPES_PATH, ZKRECIPES_SESSION_ID and
 ZKRECIPES_ID in its environment.
@@ -75,6 +78,9 @@ func runElect(args []string, stdout, stderr io.Writer) int {
 	if err := f.check(); err != nil {
 		return usageError(stderr, fs, "%v", err)
 	}
+	if code := zkOnly(stderr, fs, &f.common); code >= 0 {
+		return code
+	}
 	if f.id == "" {
 		host, _ := os.Hostname()
 		f.id = fmt.Sprintf("%s:%d", host, os.Getpid())
@@ -84,12 +90,19 @@ func runElect(args []string, stdout, stderr io.Writer) int {
 
 func electMain(f *electFlags, path string, argv []string, stderr io.Writer) int {
 	log := f.logger(stderr).With("path", path, "id", f.id)
-	sv, code := f.supervise(log)
+	var s *recipe.Session
+	sv, code := f.supervise(log, func(ctx context.Context, met *metricsServer) (func(), int) {
+		var code int
+		if s, code = f.connect(ctx, log, met.option()...); code >= 0 {
+			return nil, code
+		}
+		return func() { s.Close() }, -1
+	})
 	if code >= 0 {
 		return code
 	}
 	defer sv.close()
-	ctx, cancel, s, sigs, stopWatch := sv.ctx, sv.cancel, sv.s, sv.sigs, sv.stopWatch
+	ctx, cancel, sigs, stopWatch := sv.ctx, sv.cancel, sv.sigs, sv.stopWatch
 	e, err := election.New(s, path, election.WithLogger(log))
 	if err != nil {
 		return failStatus(log, "leadership", err)

@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/zkrecipes/zkrecipes/backend/etcdlock/etcdtest"
+	"github.com/zkrecipes/zkrecipes/internal/pgtest"
 	"github.com/zkrecipes/zkrecipes/zktest"
 )
 
@@ -39,7 +41,14 @@ func TestMain(m *testing.M) {
 		os.RemoveAll(dir)
 		os.Exit(1)
 	}
-	zktest.MainThen(m, func() { os.RemoveAll(dir) })
+	// One MainThen for every server harness of these tests: zktest's
+	// ZooKeeper and the redistest servers (which zktest starts), the
+	// Shared servers of etcdtest and pgtest.
+	zktest.MainThen(m, func() {
+		etcdtest.StopShared()
+		pgtest.StopShared()
+		os.RemoveAll(dir)
+	})
 }
 
 // syncBuffer is a bytes.Buffer safe for one writer and many readers.
@@ -81,17 +90,28 @@ func start(t testing.TB, cl *zktest.Cluster, dir string, args ...string) *proc {
 
 func startProc(t testing.TB, cl *zktest.Cluster, dir string, lines bool, args ...string) *proc {
 	t.Helper()
+	servers := ""
+	if cl != nil {
+		servers = strings.Join(cl.Servers(), ",")
+	}
+	return startServers(t, servers, dir, lines, args...)
+}
+
+// startOn runs zkrecipes as start does, with ZK_SERVERS=servers (e.g. the
+// URL of another backend).
+func startOn(t testing.TB, servers, dir string, args ...string) *proc {
+	t.Helper()
+	return startServers(t, servers, dir, false, args...)
+}
+
+func startServers(t testing.TB, servers, dir string, lines bool, args ...string) *proc {
+	t.Helper()
 	if len(args) > 0 && args[0] != "--help" {
 		args = append([]string{args[0], "--log-format", "json", "--log-level", "debug"}, args[1:]...)
 	}
 	cmd := exec.Command(bin, args...)
 	cmd.Dir = dir
-	cmd.Env = os.Environ()
-	if cl != nil {
-		cmd.Env = append(cmd.Env, "ZK_SERVERS="+strings.Join(cl.Servers(), ","))
-	} else {
-		cmd.Env = append(cmd.Env, "ZK_SERVERS=")
-	}
+	cmd.Env = append(os.Environ(), "ZK_SERVERS="+servers)
 	p := &proc{t: t, cmd: cmd, stderr: &syncBuffer{}, stdout: &syncBuffer{}, done: make(chan struct{})}
 	cmd.Stderr = p.stderr
 	var pr io.ReadCloser

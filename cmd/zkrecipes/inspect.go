@@ -27,7 +27,8 @@ Show the participants of the lock, read-write lock, semaphore, election or
 leader latch at PATH, in queue order: role (holder, leader, waiting, ...),
 fencing token, owning session, node age, data (the holder's host:pid as
 zkrecipes lock writes it, an election candidate's --id) and znode name.
-inspect only reads: it creates nothing in ZooKeeper.
+inspect only reads: it creates nothing in ZooKeeper. It works with
+ZooKeeper only (not with lock's etcd://, postgres:// or redis:// servers).
 
 The recipe is recognised from the node names. A semaphore's number of leases
 is not stored in ZooKeeper: give --semaphore N to tell holders from waiters.
@@ -73,6 +74,9 @@ func runInspect(args []string, stdout, stderr io.Writer) int {
 	}
 	if err := f.check(); err != nil {
 		return usageError(stderr, fs, "%v", err)
+	}
+	if code := zkOnly(stderr, fs, &f.common); code >= 0 {
+		return code
 	}
 	return inspectMain(&f, pos[0], stdout, stderr)
 }

@@ -9,24 +9,32 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
-	"strconv"
 	"syscall"
 	"time"
 
-	"github.com/zkrecipes/zkrecipes/mutex"
 	"github.com/zkrecipes/zkrecipes/recipe"
 )
 
 const lockUsage = `Usage: zkrecipes lock [flags] PATH -- CMD [ARGS...]
 
-Acquire the lock at PATH (a mutex; --rw read|write for one side of a
-read-write lock; --semaphore N for one of N leases), run CMD while holding
-it, release it when CMD exits, and exit with CMD's status.
+Acquire the lock at PATH (a mutex; with ZooKeeper, --rw read|write for one
+side of a read-write lock and --semaphore N for one of N leases), run CMD
+while holding it, release it when CMD exits, and exit with CMD's status.
+
+The lock service is the one --servers (or ZK_SERVERS) names:
+  host:port,host:port[/chroot]           ZooKeeper (no scheme)
+  etcd://host:2379[,host:2379][/prefix]  etcd: keys under prefix (default /zkrecipes)
+  postgres://user@host:5432/db?...       PostgreSQL advisory locks (also postgresql://)
+  redis://[:password@]host:6379[/db]     a single Redis primary (rediss:// for TLS)
+PATH is the lock's name: a ZooKeeper path such as /cron/nightly, which the
+other backends take as it is. Their lease lasts --ttl without news from
+the holder; ZooKeeper's is the session (--session-timeout).
 
 CMD runs in a process group of its own, with ZKRECIPES_TOKEN (the fencing
-token: pass it to the resource you write to), ZKRECIPES_PATH and
-ZKRECIPES_SESSION_ID in its environment. When ownership is lost (session
-expired, connection suspended per policy, lock node deleted) CMD's group
+token: pass it to the resource you write to), ZKRECIPES_PATH and, with
+ZooKeeper, ZKRECIPES_SESSION_ID in its environment. When ownership is lost
+(session expired or connection suspended per policy, lease not renewed in
+time, lock node or key deleted, connection to PostgreSQL ended) CMD's group
 gets SIGTERM, then SIGKILL after --grace, and zkrecipes exits 79. SIGINT,
 SIGTERM and SIGHUP sent to zkrecipes are forwarded to CMD's group (SIGKILL
 after --grace or on a second signal); the lock is then released and CMD's
@@ -39,11 +47,20 @@ Examples:
   zkrecipes lock --servers zk1:2181,zk2:2181/myapp --wait 10m /locks/migrate -- ./migrate.sh
   # at most 3 concurrent backups
   zkrecipes lock --semaphore 3 /locks/backup -- sh -c 'backup --fence "$ZKRECIPES_TOKEN"'
+  # the same cron singleton on PostgreSQL (password from ~/.pgpass or PGPASSWORD)
+  zkrecipes lock --servers postgres://cron@db1/app --wait 0 /cron/nightly -- ./nightly.sh
+  # on etcd, with a 20 s lease
+  zkrecipes lock --servers etcd://e1:2379,e2:2379/myapp --ttl 20s /locks/migrate -- ./migrate.sh
 
-Exit statuses: CMD's status; 64 usage; 69 ZooKeeper unreachable; 70 other
-error; 75 held elsewhere (--wait passed); 79 ownership lost, CMD stopped;
-130/143 interrupted while waiting for the lock.
+Exit statuses: CMD's status; 64 usage (a flag that means nothing for the
+backend too); 69 server unreachable; 70 other error; 75 held elsewhere
+(--wait passed); 79 ownership lost, CMD stopped; 130/143 interrupted while
+waiting for the lock.
 `
+
+// defaultTTL is --ttl's default: DefaultTTL of etcdlock, pglock and
+// redislock alike.
+const defaultTTL = 10 * time.Second
 
 // lockFlags are lock's own flags.
 type lockFlags struct {
@@ -52,17 +69,20 @@ type lockFlags struct {
 	grace     time.Duration
 	rw        string
 	semaphore int
+	ttl       time.Duration
 }
 
 func runLock(args []string, stdout, stderr io.Writer) int {
 	var f lockFlags
 	fs := newFlagSet("lock", lockUsage, stdout, stderr)
 	f.register(fs, true, "info")
+	fs.Lookup("servers").Usage += "; or etcd://host:port[,host:port][/prefix], postgres://user@host:port/db?..., redis://host:port[/db]"
 	f.wait = -1
 	fs.Var((*waitFlag)(&f.wait), "wait", "how long to wait for the lock: a `duration`, 0 to try once, or forever")
 	fs.DurationVar(&f.grace, "grace", 10*time.Second, "after SIGTERM, how long CMD gets to exit before SIGKILL")
-	fs.StringVar(&f.rw, "rw", "", "take one side of a read-write lock: read or write")
-	fs.IntVar(&f.semaphore, "semaphore", 0, "take one of `N` leases of a counting semaphore (every user of PATH must give the same N)")
+	fs.StringVar(&f.rw, "rw", "", "ZooKeeper: take one side of a read-write lock: read or write")
+	fs.IntVar(&f.semaphore, "semaphore", 0, "ZooKeeper: take one of `N` leases of a counting semaphore (every user of PATH must give the same N)")
+	fs.DurationVar(&f.ttl, "ttl", defaultTTL, "etcd, PostgreSQL, Redis: the lease's time to live, after which the server frees the lock of a holder it has not heard from (the holder gives it up sooner)")
 	pos, cmd, code := parseArgs(fs, args, stdout, stderr)
 	if code >= 0 {
 		return code
@@ -80,49 +100,51 @@ func runLock(args []string, stdout, stderr io.Writer) int {
 		return usageError(stderr, fs, "--rw and --semaphore exclude each other")
 	case f.grace < 0:
 		return usageError(stderr, fs, "--grace %v must not be negative", f.grace)
-	}
-	if code := checkPath(stderr, fs, pos[0]); code >= 0 {
-		return code
+	case f.ttl <= 0:
+		return usageError(stderr, fs, "--ttl %v must be positive", f.ttl)
 	}
 	if err := f.check(); err != nil {
 		return usageError(stderr, fs, "%v", err)
+	}
+	if err := checkBackendFlags(fs, f.backend); err != nil {
+		return usageError(stderr, fs, "%v", err)
+	}
+	if f.backend == zkBackend {
+		if code := checkPath(stderr, fs, pos[0]); code >= 0 {
+			return code
+		}
 	}
 	return lockMain(&f, pos[0], cmd, stderr)
 }
 
 func lockMain(f *lockFlags, path string, argv []string, stderr io.Writer) int {
 	log := f.logger(stderr).With("path", path)
-	sv, code := f.supervise(log)
+	if f.backend != zkBackend {
+		log = log.With("backend", string(f.backend))
+	}
+	host, _ := os.Hostname()
+	data := []byte(fmt.Sprintf("%s:%d", host, os.Getpid()))
+	var ls *lockService
+	sv, code := f.supervise(log, func(ctx context.Context, met *metricsServer) (func(), int) {
+		var code int
+		if ls, code = f.open(ctx, log, met, data); code >= 0 {
+			return nil, code
+		}
+		return ls.close, -1
+	})
 	if code >= 0 {
 		return code
 	}
 	defer sv.close()
-	ctx, s, sigs, stopWatch := sv.ctx, sv.s, sv.sigs, sv.stopWatch
+	ctx, sigs, stopWatch := sv.ctx, sv.sigs, sv.stopWatch
 
-	host, _ := os.Hostname()
-	data := mutex.WithData([]byte(fmt.Sprintf("%s:%d", host, os.Getpid())))
-	var lk recipe.Lock
-	var err error
-	switch {
-	case f.rw != "":
-		var rw *mutex.RWMutex
-		rw, err = mutex.NewRW(s, path, data)
-		if err == nil {
-			lk = rw.WriteLock()
-			if f.rw == "read" {
-				lk = rw.ReadLock()
-			}
-		}
-	case f.semaphore > 0:
-		lk, err = mutex.NewSemaphore(s, path, f.semaphore, data)
-	default:
-		lk, err = mutex.New(s, path, data)
-	}
+	lk, err := ls.newLock(path)
 	if err != nil {
 		return failStatus(log, "lock", err)
 	}
 
 	start := time.Now()
+	log.Debug("acquiring the lock", "wait", (*waitFlag)(&f.wait).String())
 	var lease recipe.Lease
 	switch {
 	case f.wait == 0:
@@ -148,17 +170,20 @@ func lockMain(f *lockFlags, path string, argv []string, stderr io.Writer) int {
 		}
 		return failStatus(log, "lock", err)
 	}
+	release := func() { releaseLease(lease, ls.bound, log) }
 	if sv.got != nil { // the signal came with the grant: don't start the command
 		log.Info("interrupted as the lock was granted", "signal", sv.got)
-		releaseLease(lease, s, log)
+		release()
 		return signalStatus(sv.got)
 	}
-	log.Info("lock acquired", "token", lease.Token(), "session", fmt.Sprintf("0x%x", s.ID()),
-		"waited", time.Since(start).Round(time.Millisecond))
-
-	env := []string{envToken + "=" + lease.Token().String(), envPath + "=" + path,
-		envSessionID + "=0x" + strconv.FormatInt(s.ID(), 16)}
-	return runUnder(log, lease, argv, env, sigs, f.grace, "ownership", func() { releaseLease(lease, s, log) })
+	env := []string{envToken + "=" + lease.Token().String(), envPath + "=" + path}
+	granted := []any{"token", lease.Token()}
+	if id := ls.session(); id != "" {
+		env = append(env, envSessionID+"="+id)
+		granted = append(granted, "session", id)
+	}
+	log.Info("lock acquired", append(granted, "waited", time.Since(start).Round(time.Millisecond))...)
+	return runUnder(log, lease, argv, env, sigs, f.grace, "ownership", release)
 }
 
 // runUnder runs argv (with env) while lease lasts, supervised (see
@@ -187,21 +212,24 @@ func runUnder(log *slog.Logger, lease recipe.Lease, argv, env []string, sigs <-c
 	return c.status()
 }
 
-// acquireAgain is lk.Acquire, queueing again when the session is lost
-// while waiting (the Session opens a new one; the old place in the queue
-// went with the old session), until ctx ends.
+// acquireAgain is lk.Acquire, queueing again when the session or the
+// connection is lost while waiting (the place in the queue went with it;
+// the backend opens a new session or connection), after a pause growing
+// from 100 ms to 5 s, until ctx ends.
 func acquireAgain(ctx context.Context, lk recipe.Lock, log *slog.Logger) (recipe.Lease, error) {
+	pause := 100 * time.Millisecond
 	for {
 		l, err := lk.Acquire(ctx)
-		if err == nil || !errors.Is(err, recipe.ErrSessionLost) || ctx.Err() != nil {
+		if err == nil || !unavailable(err) || ctx.Err() != nil {
 			return l, err
 		}
-		log.Warn("the session was lost while waiting for the lock; queueing again", "err", err)
+		log.Warn("the session or connection was lost while waiting for the lock; queueing again", "err", err, "after", pause)
 		select {
-		case <-time.After(100 * time.Millisecond):
+		case <-time.After(pause):
 		case <-ctx.Done():
 			return nil, context.Cause(ctx)
 		}
+		pause = min(2*pause, 5*time.Second)
 	}
 }
 
@@ -224,13 +252,14 @@ func holderAttrs(lk recipe.Lock) []any {
 		"holder_session", fmt.Sprintf("0x%x", ps[0].SessionID)}
 }
 
-// releaseLease releases the lease, bounded by the session timeout (a
-// delete that cannot be confirmed goes with the session's Close).
-func releaseLease(l recipe.Lease, s *recipe.Session, log *slog.Logger) {
-	ctx, cancel := context.WithTimeout(context.Background(), s.SessionTimeout())
+// releaseLease releases the lease, bounded by bound (the session timeout
+// or TTL: a release that cannot be confirmed goes with the session's
+// Close).
+func releaseLease(l recipe.Lease, bound time.Duration, log *slog.Logger) {
+	ctx, cancel := context.WithTimeout(context.Background(), bound)
 	defer cancel()
 	if err := l.Release(ctx); err != nil {
-		log.Warn("release failed; closing the session removes the lock node", "err", err)
+		log.Warn("release failed; closing the session frees the lock", "err", err)
 		return
 	}
 	log.Info("lock released", "token", l.Token())

@@ -1,14 +1,16 @@
-// Command zkrecipes runs commands under ZooKeeper locks and elections, and
+// Command zkrecipes runs commands under locks and ZooKeeper elections, and
 // shows who holds them: the cron-singleton tool of the zkrecipes library.
 //
 //	zkrecipes lock [flags] PATH -- CMD [ARGS...]     run CMD while holding the lock at PATH
 //	zkrecipes elect [flags] PATH --id ID -- CMD ...  run CMD while leader, campaign again after
 //	zkrecipes inspect [flags] PATH                   holder, waiters or candidates, in order
 //
-// The child command gets the fencing token in ZKRECIPES_TOKEN, and is
-// stopped (SIGTERM, then SIGKILL after --grace) the moment ownership is in
-// doubt. See docs/cli.md for every flag, exit status and environment
-// variable.
+// lock works with every backend of the library, chosen by the scheme of
+// --servers: a ZooKeeper host:port list (no scheme), etcd://,
+// postgres:// or redis://; elect and inspect with ZooKeeper only. The
+// child command gets the fencing token in ZKRECIPES_TOKEN, and is stopped
+// (SIGTERM, then SIGKILL after --grace) the moment ownership is in doubt.
+// See docs/cli.md for every flag, exit status and environment variable.
 //
 // Install: go install github.com/zkrecipes/zkrecipes/cmd/zkrecipes@latest
 package main
@@ -39,12 +41,12 @@ const (
 	exitUsage = 64
 	// exitNoNode (EX_NOINPUT): inspect's path does not exist.
 	exitNoNode = 66
-	// exitUnavailable (EX_UNAVAILABLE): no ZooKeeper server answered
-	// within --connect-timeout, or the session was lost before the lock
-	// was granted.
+	// exitUnavailable (EX_UNAVAILABLE): no server answered within
+	// --connect-timeout (ZooKeeper, etcd, PostgreSQL or Redis), or the
+	// session or connection was lost before the lock was granted.
 	exitUnavailable = 69
 	// exitSoftware (EX_SOFTWARE): any other failure of zkrecipes (an ACL
-	// refusal, an unexpected ZooKeeper error).
+	// refusal, a refused password, an unexpected server error).
 	exitSoftware = 70
 	// exitHeld (EX_TEMPFAIL): the lock is held elsewhere and --wait
 	// passed (at once with --wait 0): try again later, as cron will.
@@ -67,7 +69,7 @@ const (
 
 func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
 
-const mainUsage = `zkrecipes: ZooKeeper locks and elections for commands, with fencing tokens.
+const mainUsage = `zkrecipes: locks and elections for commands, with fencing tokens.
 
 Usage:
   zkrecipes lock [flags] PATH -- CMD [ARGS...]      run CMD while holding the lock at PATH
@@ -76,13 +78,14 @@ Usage:
   zkrecipes inspect [flags] PATH                    show holder, waiters or candidates in order
 
 Run 'zkrecipes COMMAND --help' for a command's flags and examples.
-Servers come from --servers or ZK_SERVERS ("host:port,host:port/chroot").
+Servers come from --servers or ZK_SERVERS: ZooKeeper's "host:port,host:port/chroot";
+for lock also etcd://host:2379[/prefix], postgres://user@host/db, redis://host:6379[/db].
 
 Example (crontab: the nightly job runs on one machine only; the others exit 75):
   0 3 * * * zkrecipes lock --wait 0 /cron/nightly -- ./nightly.sh
 
 Exit statuses: the command's own status, or
-  64 usage error   66 no such path (inspect)   69 ZooKeeper unreachable
+  64 usage error   66 no such path (inspect)   69 server unreachable
   70 other error   75 held elsewhere (--wait passed)   79 ownership lost, command stopped
   130/143 zkrecipes interrupted (SIGINT/SIGTERM) before the command ran
 `
@@ -119,6 +122,7 @@ type common struct {
 	logLevel       string
 	metricsAddr    string
 	tolerate       float64
+	backend        backend // of servers, set by check
 }
 
 // register registers the common flags; logLevel is --log-level's default
@@ -136,11 +140,12 @@ func (c *common) register(fs *flag.FlagSet, withOwnership bool, logLevel string)
 	}
 }
 
-// check validates the common flags; the error is a usage error.
+// check validates the common flags and sets c.backend; the error is a
+// usage error.
 func (c *common) check() error {
 	switch {
 	case strings.TrimSpace(c.servers) == "":
-		return fmt.Errorf("no ZooKeeper servers: set --servers or %s", envServers)
+		return fmt.Errorf("no servers: set --servers or %s", envServers)
 	case c.sessionTimeout <= 0:
 		return fmt.Errorf("--session-timeout %v must be positive", c.sessionTimeout)
 	case c.connectTimeout <= 0:
@@ -153,6 +158,14 @@ func (c *common) check() error {
 	var lvl slog.Level
 	if err := lvl.UnmarshalText([]byte(c.logLevel)); err != nil {
 		return fmt.Errorf("--log-level %q: want debug, info, warn or error", c.logLevel)
+	}
+	b, err := backendOf(c.servers)
+	if err != nil {
+		return err
+	}
+	c.backend = b
+	if b != zkBackend {
+		return nil // the backend's Connect parses its URL
 	}
 	return checkServers(c.servers)
 }
@@ -246,7 +259,10 @@ func failStatus(log *slog.Logger, what string, err error) int {
 		log.Error("cannot use the path", "err", err)
 		return exitUsage
 	case errors.Is(err, recipe.ErrSessionLost), errors.Is(err, recipe.ErrUnreachable):
-		log.Error("the ZooKeeper session was lost before the "+what+" was granted", "err", err)
+		log.Error("the session was lost before the "+what+" was granted", "err", err)
+		return exitUnavailable
+	case unavailable(err):
+		log.Error("the connection to the server was lost before the "+what+" was granted", "err", err)
 		return exitUnavailable
 	}
 	log.Error("cannot take the "+what, "err", err)
@@ -341,20 +357,20 @@ func checkPath(stderr io.Writer, fs *flag.FlagSet, p string) int {
 // supervisor is what lock and elect set up before they take anything:
 // SIGINT, SIGTERM and SIGHUP watched (the first cancels ctx and is kept in
 // got, which may be read once stopWatch has returned), metrics served, and
-// the Session connected.
+// the session connected.
 type supervisor struct {
 	ctx       context.Context
 	cancel    context.CancelCauseFunc // ends ctx (a signal does too)
 	sigs      chan os.Signal
 	got       os.Signal
 	stopWatch func()
-	s         *recipe.Session
 	undo      []func() // run in reverse by close
 }
 
-// supervise sets a supervisor up; on failure it returns the exit status
-// (code >= 0) with everything it started already undone.
-func (c *common) supervise(log *slog.Logger) (_ *supervisor, code int) {
+// supervise sets a supervisor up, connecting with connect (which returns
+// how to close what it opened, or an exit status); on failure it returns
+// the exit status (code >= 0) with everything it started already undone.
+func (c *common) supervise(log *slog.Logger, connect func(context.Context, *metricsServer) (func(), int)) (_ *supervisor, code int) {
 	sv := &supervisor{sigs: notifySignals()}
 	sv.undo = append(sv.undo, func() { signal.Stop(sv.sigs) })
 	ctx, cancel := context.WithCancelCause(context.Background())
@@ -372,7 +388,7 @@ func (c *common) supervise(log *slog.Logger) (_ *supervisor, code int) {
 		return nil, code
 	}
 	sv.undo = append(sv.undo, met.close)
-	s, code := c.connect(ctx, log, met.option()...)
+	closeSession, code := connect(ctx, met)
 	if code >= 0 {
 		sv.stopWatch()
 		if sv.got != nil {
@@ -380,8 +396,7 @@ func (c *common) supervise(log *slog.Logger) (_ *supervisor, code int) {
 		}
 		return nil, code
 	}
-	sv.s = s
-	sv.undo = append(sv.undo, func() { s.Close() })
+	sv.undo = append(sv.undo, closeSession)
 	return sv, -1
 }
 

@@ -1,0 +1,250 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/zkrecipes/zkrecipes/backend/etcdlock"
+	"github.com/zkrecipes/zkrecipes/backend/pglock"
+	"github.com/zkrecipes/zkrecipes/backend/redislock"
+	"github.com/zkrecipes/zkrecipes/mutex"
+	"github.com/zkrecipes/zkrecipes/recipe"
+)
+
+// backend is the lock service --servers names.
+type backend string
+
+const (
+	zkBackend    backend = "ZooKeeper"  // a host:port list, with an optional chroot
+	etcdBackend  backend = "etcd"       // etcd://host:port[,host:port...][/prefix]
+	pgBackend    backend = "PostgreSQL" // postgres:// or postgresql://
+	redisBackend backend = "Redis"      // redis://host:port[/db], or rediss:// (TLS)
+)
+
+// backendOf returns the backend named by the scheme of servers; a list
+// without a scheme is ZooKeeper's. An unknown scheme is a usage error.
+func backendOf(servers string) (backend, error) {
+	s := strings.TrimSpace(servers)
+	i := strings.Index(s, "://")
+	if i < 0 {
+		return zkBackend, nil
+	}
+	switch strings.ToLower(s[:i]) {
+	case "etcd":
+		return etcdBackend, nil
+	case "postgres", "postgresql":
+		return pgBackend, nil
+	case "redis", "rediss":
+		return redisBackend, nil
+	}
+	return "", fmt.Errorf("--servers %q: unknown scheme %q: want etcd://, postgres://, redis://, or a ZooKeeper host:port list without a scheme",
+		redact(servers), s[:i])
+}
+
+// zkOnlyFlags are the flags of lock that mean nothing for the other
+// backends, with the reason given when one of them is used with another
+// backend.
+var zkOnlyFlags = []struct{ name, why string }{
+	{"rw", "read-write locks are ZooKeeper's only"},
+	{"semaphore", "semaphores are ZooKeeper's only"},
+	{"session-timeout", "it is a ZooKeeper session's; the lease's bound is --ttl"},
+	{"tolerate-suspension", "it is a ZooKeeper session's suspension policy"},
+	{"metrics-addr", "only the ZooKeeper session reports metrics"},
+}
+
+// checkBackendFlags refuses, as a usage error naming the flag and the
+// backend, a flag given on the command line that means nothing for b.
+func checkBackendFlags(fs *flag.FlagSet, b backend) error {
+	if b == zkBackend {
+		if flagSet(fs, "ttl") {
+			return errors.New("--ttl means nothing for ZooKeeper: it is the lease's bound on etcd, PostgreSQL and Redis; ZooKeeper's is --session-timeout")
+		}
+		return nil
+	}
+	for _, f := range zkOnlyFlags {
+		if flagSet(fs, f.name) {
+			return fmt.Errorf("--%s means nothing for %s: %s", f.name, b, f.why)
+		}
+	}
+	return nil
+}
+
+// zkOnly refuses, as a usage error, a command that works with ZooKeeper
+// only when --servers names another backend.
+func zkOnly(stderr io.Writer, fs *flag.FlagSet, c *common) int {
+	if c.backend == zkBackend {
+		return -1
+	}
+	return usageError(stderr, fs, "%s works with ZooKeeper only, and --servers names %s (%s); lock takes etcd://, postgres:// and redis:// too",
+		strings.TrimPrefix(fs.Name(), "zkrecipes "), c.backend, redact(c.servers))
+}
+
+// lockService is an open session of the lock service lock uses.
+type lockService struct {
+	backend backend
+	// newLock returns the lock named path.
+	newLock func(path string) (recipe.Lock, error)
+	// bound is how long a release may take: the session timeout or TTL.
+	bound time.Duration
+	// session names the session that owns a grant made just before
+	// ("0x…"; ZooKeeper only, "" otherwise).
+	session func() string
+	close   func()
+}
+
+// open connects to the lock service of --servers; on failure it logs and
+// returns the exit status (-1 on success). ZooKeeper's session takes the
+// metrics and the suspension policy; the other backends' lease is --ttl.
+func (f *lockFlags) open(ctx context.Context, log *slog.Logger, met *metricsServer, data []byte) (*lockService, int) {
+	if f.backend == zkBackend {
+		s, code := f.connect(ctx, log, met.option()...)
+		if code >= 0 {
+			return nil, code
+		}
+		return &lockService{
+			backend: zkBackend,
+			newLock: func(path string) (recipe.Lock, error) { return f.zkLock(s, path, data) },
+			bound:   s.SessionTimeout(),
+			session: func() string { return fmt.Sprintf("0x%x", s.ID()) },
+			close:   func() { s.Close() },
+		}, -1
+	}
+	ls := &lockService{backend: f.backend, session: func() string { return "" }}
+	cctx, cancel := context.WithTimeout(ctx, f.connectTimeout)
+	defer cancel()
+	var err error
+	switch f.backend {
+	case etcdBackend:
+		var s *etcdlock.Session
+		s, err = etcdlock.Connect(cctx, f.servers, etcdlock.WithTTL(f.ttl),
+			etcdlock.WithConnectTimeout(f.connectTimeout), etcdlock.WithLogger(log))
+		if err == nil {
+			ls.newLock = func(path string) (recipe.Lock, error) { return etcdlock.New(s, path) }
+			ls.bound, ls.close = s.TTL(), func() { s.Close() }
+		}
+	case pgBackend:
+		var s *pglock.Session
+		s, err = pglock.Connect(cctx, f.servers, pglock.WithTTL(f.ttl), pglock.WithLogger(log))
+		if err == nil {
+			ls.newLock = func(path string) (recipe.Lock, error) { return pglock.New(s, path) }
+			ls.bound, ls.close = s.TTL(), func() { s.Close() }
+		}
+	case redisBackend:
+		redis.SetLogger(redisLog{log})
+		var s *redislock.Session
+		s, err = redislock.Connect(cctx, f.servers, redislock.WithTTL(f.ttl), redislock.WithLogger(log))
+		if err == nil {
+			ls.newLock = func(path string) (recipe.Lock, error) { return redislock.New(s, path) }
+			ls.bound, ls.close = s.TTL(), func() { s.Close() }
+		}
+	}
+	if err != nil {
+		return nil, connectStatus(log, f.backend, f.servers, err)
+	}
+	return ls, -1
+}
+
+// redisLog takes go-redis's own messages (it prints failed dials to stderr
+// through the standard logger) into the log at debug level: the error
+// zkrecipes logs says the same, in the format and at the level asked for.
+type redisLog struct{ log *slog.Logger }
+
+func (l redisLog) Printf(_ context.Context, format string, v ...any) {
+	l.log.Debug("go-redis: " + fmt.Sprintf(format, v...))
+}
+
+// zkLock returns lock's ZooKeeper lock at path: a mutex, one side of a
+// read-write lock (--rw) or a semaphore's lease (--semaphore), with data
+// in its node.
+func (f *lockFlags) zkLock(s *recipe.Session, path string, data []byte) (recipe.Lock, error) {
+	d := mutex.WithData(data)
+	switch {
+	case f.rw != "":
+		rw, err := mutex.NewRW(s, path, d)
+		if err != nil {
+			return nil, err
+		}
+		if f.rw == "read" {
+			return rw.ReadLock(), nil
+		}
+		return rw.WriteLock(), nil
+	case f.semaphore > 0:
+		return mutex.NewSemaphore(s, path, f.semaphore, d)
+	}
+	return mutex.New(s, path, d)
+}
+
+// connectStatus logs why connecting to b failed, and returns the exit
+// status: 64 for a URL or option the backend refuses and for a server that
+// cannot hold locks (a pooler, a Redis replica), 69 when the server cannot
+// be reached, 70 otherwise (e.g. a refused password).
+func connectStatus(log *slog.Logger, b backend, servers string, err error) int {
+	servers = redact(servers)
+	switch {
+	case errors.Is(err, etcdlock.ErrBadURL), errors.Is(err, pglock.ErrBadURL), errors.Is(err, redislock.ErrBadURL),
+		errors.Is(err, recipe.ErrBadOption), errors.Is(err, recipe.ErrInvalidPath):
+		log.Error("bad --servers or option", "servers", servers, "err", err)
+		return exitUsage
+	case errors.Is(err, pglock.ErrPooler), errors.Is(err, redislock.ErrNotPrimary):
+		log.Error("the server cannot hold locks: point --servers at the primary server itself", "servers", servers, "err", err)
+		return exitUsage
+	case unavailable(err):
+		log.Error("cannot connect to "+string(b), "servers", servers, "err", err)
+		return exitUnavailable
+	}
+	log.Error("cannot connect to "+string(b), "servers", servers, "err", err)
+	return exitSoftware
+}
+
+// unavailable reports whether err says that the lock service could not be
+// reached or dropped the connection (rather than refusing a request): a
+// lost or unreachable session, a network error or timeout, a connection
+// that ended, a PostgreSQL server shutting down or starting up.
+func unavailable(err error) bool {
+	var ne net.Error
+	var pe *pgconn.PgError
+	switch {
+	case errors.Is(err, recipe.ErrSessionLost), errors.Is(err, recipe.ErrUnreachable),
+		errors.Is(err, context.DeadlineExceeded), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF),
+		errors.As(err, &ne):
+		return true
+	case errors.As(err, &pe):
+		// Class 08: connection exception; 57P01-57P03: admin shutdown,
+		// crash shutdown, cannot connect now.
+		return strings.HasPrefix(pe.Code, "08") || strings.HasPrefix(pe.Code, "57P")
+	}
+	return false
+}
+
+// redact hides the password in a URL's user information ("user:xxxxx@"),
+// for logs and messages: --servers may carry one.
+func redact(servers string) string {
+	i := strings.Index(servers, "://")
+	if i < 0 {
+		return servers
+	}
+	rest := servers[i+3:]
+	end := strings.IndexAny(rest, "/?#")
+	if end < 0 {
+		end = len(rest)
+	}
+	at := strings.LastIndexByte(rest[:end], '@')
+	if at < 0 {
+		return servers
+	}
+	user := rest[:at]
+	if c := strings.IndexByte(user, ':'); c >= 0 {
+		user = user[:c] + ":xxxxx"
+	}
+	return servers[:i+3] + user + rest[at:]
+}
