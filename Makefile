@@ -18,12 +18,13 @@ demo: setup
 # The short nemesis run (3 servers, kills, pauses, 2 s sessions) runs on its
 # own after the rest, so that it never starves another package's 2 s
 # sessions on a 2-core machine.
-# The backends and the command line tool are modules of their own
-# (backend/*, cmd/zkrecipes: so that ZooKeeper-only users of the library
-# never require the other backends' client libraries): ./... at the root
-# does not reach them, so they are listed after it.
+# The backends, the command line tool and the benchmark are modules of
+# their own (backend/*, cmd/zkrecipes, cmd/zkbench: so that ZooKeeper-only
+# users of the library never require the other backends' client
+# libraries): ./... at the root does not reach them, so they are listed
+# after it.
 BACKENDS := ./backend/etcdlock/... ./backend/pglock/... ./backend/redislock/...
-COMMANDS := ./cmd/zkrecipes/...
+COMMANDS := ./cmd/zkrecipes/... ./cmd/zkbench/...
 
 test: setup
 	$(GO) vet ./... $(BACKENDS) $(COMMANDS)
