@@ -48,6 +48,9 @@ type extPeer struct {
 
 func (p *extPeer) Name() string { return p.name }
 
+// Waiters reports true: the drivers run every workload.
+func (p *extPeer) Waiters() bool { return true }
+
 // startExt writes the embedded sources to dir, prepares and starts the
 // driver named name ("curator" or "kazoo") and waits for its ready line.
 func startExt(ctx context.Context, name, dir, python string, servers string, spread bool) (*extPeer, error) {

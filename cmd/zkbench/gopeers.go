@@ -36,13 +36,26 @@ type goLock interface {
 // goPeer runs the workloads in this process for one Go lock implementation.
 type goPeer struct {
 	name    string
-	servers []string // host:port
+	servers []string // ZooKeeper's host:port; none for the other backends' peers
 	spread  bool     // spread client source addresses over 127.0.1.x
 	connect func(ctx context.Context, servers []string, dial zk.Dialer) (goClient, error)
 }
 
 func (p *goPeer) Name() string { return p.name }
 func (p *goPeer) Close() error { return nil }
+
+// Waiters reports whether p runs the waiters workloads, which watch the
+// queue in ZooKeeper: the ZooKeeper peers only.
+func (p *goPeer) Waiters() bool { return len(p.servers) > 0 }
+
+// serverPackets returns the ZooKeeper server's packet count (see
+// packets), or -1 for another backend's peer.
+func (p *goPeer) serverPackets(ctx context.Context) (int64, error) {
+	if len(p.servers) == 0 {
+		return -1, nil
+	}
+	return packets(ctx, p.servers[0])
+}
 
 // dialSeq numbers the connections of every Go peer, for spreadDial.
 var dialSeq atomic.Int64
@@ -85,13 +98,14 @@ func (c oursClient) newLock(path string) (goLock, error) {
 	if err != nil {
 		return nil, err
 	}
-	return oursLock{m}, nil
+	return leaseLock{m}, nil
 }
 
-type oursLock struct{ m *mutex.Mutex }
+// leaseLock is a recipe.Lock: ours, or another backend's.
+type leaseLock struct{ l recipe.Lock }
 
-func (l oursLock) lock(ctx context.Context) (func() error, error) {
-	lease, err := l.m.Acquire(ctx)
+func (l leaseLock) lock(ctx context.Context) (func() error, error) {
+	lease, err := l.l.Acquire(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -221,7 +235,7 @@ func (p *goPeer) loop(ctx context.Context, s Spec, r *Result) error {
 		firstErr          error
 		wg                sync.WaitGroup
 	)
-	before, err := packets(ctx, p.servers[0])
+	before, err := p.serverPackets(ctx)
 	if err != nil {
 		return err
 	}
@@ -258,11 +272,15 @@ func (p *goPeer) loop(ctx context.Context, s Spec, r *Result) error {
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
-	after, err := packets(ctx, p.servers[0])
+	after, err := p.serverPackets(ctx)
 	if err != nil {
 		return err
 	}
-	r.finish(lat, elapsed, after-before)
+	n := int64(-1) // not counted
+	if before >= 0 {
+		n = after - before
+	}
+	r.finish(lat, elapsed, n)
 	r.Overlaps = int(overlaps.Load())
 	return firstErr
 }

@@ -6,7 +6,15 @@
 //   - curator: Apache Curator's InterProcessMutex (Java, Debian package
 //     libcurator-recipes-java), driven by peers/Bench.java;
 //   - kazoo: kazoo's Lock (Python, Debian package python3-kazoo), driven by
-//     peers/kazoo_bench.py.
+//     peers/kazoo_bench.py;
+//
+// and the library's other backends, each on its own server started by its
+// test harness (backendpeers.go), with the uncontended and contended
+// workloads only:
+//
+//   - etcd: backend/etcdlock;
+//   - pg: backend/pglock (PostgreSQL advisory locks);
+//   - redis: backend/redislock (one Redis server).
 //
 // Workloads: uncontended (1 client, acquire+release in a loop), contended
 // (8 and 32 clients on separate sessions, each acquire → tiny critical
@@ -34,7 +42,7 @@
 //
 // Usage:
 //
-//	go run ./cmd/zkbench [-peers zk,ours,curator,kazoo] [-rounds 3] [-duration 2s]
+//	go run ./cmd/zkbench [-peers zk,ours,curator,kazoo,etcd,pg,redis] [-rounds 3] [-duration 2s]
 //	    [-clients 8,32] [-waiters 2,10,100,1000] [-json out.jsonl] [-out DIR]
 //	go run ./cmd/zkbench -charts out.jsonl -out DIR
 package main
@@ -66,6 +74,8 @@ import (
 type peer interface {
 	Name() string
 	Run(ctx context.Context, s Spec) Result
+	// Waiters reports whether the peer runs the waiters workloads.
+	Waiters() bool
 	Close() error
 }
 
@@ -88,7 +98,7 @@ func main() {
 	var o options
 	var peers, clients, waiters, modes string
 	flag.StringVar(&o.servers, "servers", os.Getenv("ZK_SERVERS"), "ZooKeeper host:port,... without chroot (default $ZK_SERVERS; empty: start a local server)")
-	flag.StringVar(&peers, "peers", "zk,ours,curator,kazoo", "peers to measure, in round-1 order: zk, ours, curator, kazoo")
+	flag.StringVar(&peers, "peers", "zk,ours,curator,kazoo", "peers to measure, in round-1 order: zk, ours, curator, kazoo; etcd, pg, redis (the other backends)")
 	flag.IntVar(&o.rounds, "rounds", 3, "rounds (peer order rotated by one per round); the table shows medians")
 	flag.DurationVar(&o.duration, "duration", 2*time.Second, "measured time of each uncontended and contended run")
 	flag.DurationVar(&o.warmup, "warmup", 3*time.Second, "warm-up time per peer before the rounds (not recorded)")
@@ -265,8 +275,16 @@ func run(ctx context.Context, o options) error {
 				continue
 			}
 			peers = append(peers, p)
+		case "etcd", "pg", "redis":
+			logf("starting the %s server (its test harness)", name)
+			p, stop, err := startBackendPeer(ctx, name, root)
+			if err != nil {
+				return fmt.Errorf("peer %s: %w", name, err)
+			}
+			defer stop()
+			peers = append(peers, p)
 		default:
-			return fmt.Errorf("unknown peer %q (want zk, ours, curator, kazoo)", name)
+			return fmt.Errorf("unknown peer %q (want zk, ours, curator, kazoo, etcd, pg, redis)", name)
 		}
 	}
 	if len(peers) == 0 {
@@ -297,6 +315,9 @@ func run(ctx context.Context, o options) error {
 				if ctx.Err() != nil {
 					return ctx.Err()
 				}
+				if s.Kind == "waiters" && !p.Waiters() {
+					continue
+				}
 				s.Path = path.Join(root, p.Name(), fmt.Sprintf("%s-r%d", s.Name(), round+1))
 				r := p.Run(ctx, s)
 				r.Round = round + 1
@@ -306,7 +327,7 @@ func run(ctx context.Context, o options) error {
 					continue
 				}
 				logf("round %d %-7s %-16s %8.0f acq/s  p50 %7.2f ms  p99 %7.2f ms  %5.1f pkts/acq", r.Round, p.Name(), s.Name(),
-					r.AcqPerS, r.P50us/1000, r.P99us/1000, r.PacketsPerAcq)
+					r.AcqPerS, r.P50us/1000, r.P99us/1000, max(r.PacketsPerAcq, 0))
 				results[s.Name()+"/"+p.Name()] = append(results[s.Name()+"/"+p.Name()], r)
 			}
 		}
@@ -383,15 +404,18 @@ func printTable(w io.Writer, meds []Result, o options, peers []peer) {
 			wl = ""
 		}
 		last = m.Workload
-		heap := "-"
+		heap, pkts := "-", "-"
 		if strings.HasPrefix(m.Workload, "waiters") {
 			heap = fmt.Sprintf("%.0f", m.HeapPerWaiter)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%.0f\t%.2f\t%.2f\t%.1f\t%s\t\n", wl, m.Peer, m.AcqPerS, m.P50us/1000, m.P99us/1000, m.PacketsPerAcq, heap)
+		if m.PacketsPerAcq >= 0 {
+			pkts = fmt.Sprintf("%.1f", m.PacketsPerAcq)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%.0f\t%.2f\t%.2f\t%s\t%s\t\n", wl, m.Peer, m.AcqPerS, m.P50us/1000, m.P99us/1000, pkts, heap)
 	}
 	tw.Flush()
 
-	fmt.Fprintf(w, "\nours vs the best other peer (acq/s ratio; p99)\n\n")
+	fmt.Fprintf(w, "\nours vs the best other ZooKeeper peer (acq/s ratio; p99)\n\n")
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "workload\tours/zk\tbest peer\tours/best\tours p99 ms\tbest p99 ms\t")
 	byWL := map[string]map[string]Result{}
@@ -410,7 +434,7 @@ func printTable(w io.Writer, meds []Result, o options, peers []peer) {
 		}
 		var best Result
 		for _, p := range peers {
-			if r, ok := byWL[wl][p.Name()]; ok && p.Name() != "ours" && r.AcqPerS > best.AcqPerS {
+			if r, ok := byWL[wl][p.Name()]; ok && p.Name() != "ours" && !isBackendPeer(p.Name()) && r.AcqPerS > best.AcqPerS {
 				best = r
 			}
 		}

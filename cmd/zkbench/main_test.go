@@ -47,6 +47,40 @@ func TestGoPeers(t *testing.T) {
 	}
 }
 
+// TestBackendPeers runs the loop workloads, briefly, for the other
+// backends' peers, each on a server of its own started as zkbench starts
+// it: each must measure something, with no overlapping holders, no error
+// and no packet count; none runs the waiters workloads.
+func TestBackendPeers(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	for _, name := range []string{"etcd", "pg", "redis"} {
+		p, stop, err := startBackendPeer(ctx, name, "/zkbench-test")
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if p.Waiters() {
+			t.Errorf("%s: runs the waiters workloads", name)
+		}
+		for _, s := range []Spec{
+			{Kind: "loop", Clients: 1, Duration: 200 * time.Millisecond},
+			{Kind: "loop", Clients: 3, Duration: 200 * time.Millisecond},
+		} {
+			s.Path = "/bench/" + name + "/" + s.Name()
+			r := p.Run(ctx, s)
+			switch {
+			case r.Error != "":
+				t.Errorf("%s %s: %s", name, s.Name(), r.Error)
+			case r.Ops == 0 || r.AcqPerS <= 0 || r.P50us <= 0 || r.P99us < r.P50us || r.Packets != -1 || r.PacketsPerAcq != -1:
+				t.Errorf("%s %s: implausible result %+v", name, s.Name(), r)
+			case r.Overlaps != 0:
+				t.Errorf("%s %s: %d overlapping holders", name, s.Name(), r.Overlaps)
+			}
+		}
+		stop()
+	}
+}
+
 // TestStats checks the percentile, median and naming helpers.
 func TestStats(t *testing.T) {
 	var d []time.Duration

@@ -61,7 +61,8 @@ type Result struct {
 	P50us float64 `json:"p50_us"`
 	P99us float64 `json:"p99_us"`
 	// Packets is the server's zk_packets_received + zk_packets_sent delta
-	// over the measured phase (mntr), PacketsPerAcq that divided by Ops.
+	// over the measured phase (mntr), PacketsPerAcq that divided by Ops;
+	// both -1 for the other backends' peers, whose servers do not count.
 	Packets       int64   `json:"packets"`
 	PacketsPerAcq float64 `json:"packets_per_acq"`
 	// HeapPerWaiter is the client heap growth per queued waiter in bytes
@@ -85,7 +86,10 @@ func (r *Result) finish(lat []time.Duration, elapsed time.Duration, packets int6
 	r.P50us = percentile(lat, 0.50)
 	r.P99us = percentile(lat, 0.99)
 	r.Packets = packets
-	if r.Ops > 0 {
+	switch {
+	case packets < 0:
+		r.Packets, r.PacketsPerAcq = -1, -1 // not counted
+	case r.Ops > 0:
 		r.PacketsPerAcq = float64(packets) / float64(r.Ops)
 	}
 }

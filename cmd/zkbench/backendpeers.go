@@ -1,0 +1,175 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"testing"
+
+	"github.com/go-zookeeper/zk"
+
+	"github.com/zkrecipes/zkrecipes/backend/etcdlock"
+	"github.com/zkrecipes/zkrecipes/backend/etcdlock/etcdtest"
+	"github.com/zkrecipes/zkrecipes/backend/pglock"
+	"github.com/zkrecipes/zkrecipes/backend/redislock"
+	"github.com/zkrecipes/zkrecipes/backend/redislock/redistest"
+	"github.com/zkrecipes/zkrecipes/internal/pgtest"
+	"github.com/zkrecipes/zkrecipes/recipe"
+)
+
+// The peers of the library's other backends: etcd, PostgreSQL advisory
+// locks and Redis (packages etcdlock, pglock, redislock), driven through
+// recipe.Lock as ours is, each on a server started by its test harness
+// (or the one named by ETCD_TEST_ENDPOINTS, PG_TEST_DSN, REDIS_TEST_ADDR).
+// They run the uncontended and contended workloads only: the waiters
+// workloads wait until ZooKeeper lists every queued node. No packet
+// counts either (mntr is ZooKeeper's).
+
+// isBackendPeer reports whether name is one of the other backends' peers.
+func isBackendPeer(name string) bool { return name == "etcd" || name == "pg" || name == "redis" }
+
+// startBackendPeer starts the server of the backend peer name and returns
+// the peer, whose locks live under root (etcd's key prefix; the others
+// have a server or database of their own), and how to stop the server.
+// Every session asks for a lease of sessionTimeout, as the ZooKeeper
+// peers' sessions do.
+func startBackendPeer(ctx context.Context, name, root string) (*goPeer, func(), error) {
+	discard := slog.New(slog.NewTextHandler(io.Discard, nil))
+	var connect func(ctx context.Context) (goClient, error)
+	var stop func()
+	switch name {
+	case "etcd":
+		srv, err := etcdtest.Launch(ctx)
+		if err != nil {
+			return nil, nil, err
+		}
+		url := srv.URL(root)
+		connect = func(ctx context.Context) (goClient, error) {
+			s, err := etcdlock.Connect(ctx, url, etcdlock.WithTTL(sessionTimeout), etcdlock.WithLogger(discard))
+			if err != nil {
+				return nil, err
+			}
+			return lockClient{mk: func(p string) (recipe.Lock, error) { return etcdlock.New(s, p) }, end: func() { s.Close() }}, nil
+		}
+		stop = func() { srv.Close() }
+	case "pg":
+		srv, err := pgtest.Start(ctx)
+		if err != nil {
+			return nil, nil, err
+		}
+		dsn, err := srv.NewDatabase(ctx, "zkbench")
+		if err != nil {
+			srv.Close()
+			return nil, nil, err
+		}
+		connect = func(ctx context.Context) (goClient, error) {
+			s, err := pglock.Connect(ctx, dsn, pglock.WithTTL(sessionTimeout), pglock.WithLogger(discard))
+			if err != nil {
+				return nil, err
+			}
+			return lockClient{mk: func(p string) (recipe.Lock, error) { return pglock.New(s, p) }, end: func() { s.Close() }}, nil
+		}
+		stop = func() {
+			_ = srv.DropDatabase(context.Background(), dsn)
+			srv.Close()
+		}
+	case "redis":
+		tb := &programTB{}
+		srv, err := tb.run(func() *redistest.Server { return redistest.Start(tb) })
+		if err != nil {
+			tb.cleanup()
+			return nil, nil, err
+		}
+		connect = func(ctx context.Context) (goClient, error) {
+			s, err := redislock.Connect(ctx, srv.URL(), redislock.WithTTL(sessionTimeout),
+				redislock.WithKeyPrefix(srv.KeyPrefix()), redislock.WithLogger(discard))
+			if err != nil {
+				return nil, err
+			}
+			return lockClient{mk: func(p string) (recipe.Lock, error) { return redislock.New(s, p) }, end: func() { s.Close() }}, nil
+		}
+		stop = tb.cleanup
+	default:
+		return nil, nil, fmt.Errorf("no backend peer %q", name)
+	}
+	p := &goPeer{name: name, connect: func(ctx context.Context, _ []string, _ zk.Dialer) (goClient, error) { return connect(ctx) }}
+	return p, stop, nil
+}
+
+// lockClient is one session of a backend whose locks implement recipe.Lock.
+type lockClient struct {
+	mk  func(path string) (recipe.Lock, error)
+	end func()
+}
+
+func (c lockClient) close() { c.end() }
+func (c lockClient) newLock(path string) (goLock, error) {
+	l, err := c.mk(path)
+	if err != nil {
+		return nil, err
+	}
+	return leaseLock{l}, nil
+}
+
+// programTB is the testing.TB that redistest.Start wants, for a program:
+// a temporary directory and cleanups that cleanup runs, and Fatal, which
+// ends the call that run makes. Only the methods Start uses are
+// implemented; the embedded TB is nil, so any other panics.
+type programTB struct {
+	testing.TB
+	dirs     []string
+	cleanups []func()
+}
+
+// errFatal carries Fatal's message out of run.
+type errFatal struct{ msg string }
+
+func (tb *programTB) Helper() {}
+
+func (tb *programTB) TempDir() string {
+	dir, err := os.MkdirTemp("", "zkbench-")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.dirs = append(tb.dirs, dir)
+	return dir
+}
+
+func (tb *programTB) Cleanup(f func()) { tb.cleanups = append(tb.cleanups, f) }
+
+func (tb *programTB) Errorf(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "zkbench: "+format+"\n", args...)
+}
+
+func (tb *programTB) Fatal(args ...any) { panic(errFatal{fmt.Sprint(args...)}) }
+
+func (tb *programTB) Fatalf(format string, args ...any) {
+	panic(errFatal{fmt.Sprintf(format, args...)})
+}
+
+// run calls start, turning a Fatal into an error.
+func (tb *programTB) run(start func() *redistest.Server) (srv *redistest.Server, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			f, ok := r.(errFatal)
+			if !ok {
+				panic(r)
+			}
+			err = errors.New(f.msg)
+		}
+	}()
+	return start(), nil
+}
+
+// cleanup runs the cleanups, last first, and removes the directories.
+func (tb *programTB) cleanup() {
+	for i := len(tb.cleanups) - 1; i >= 0; i-- {
+		tb.cleanups[i]()
+	}
+	for _, d := range tb.dirs {
+		os.RemoveAll(d)
+	}
+}
