@@ -363,7 +363,7 @@ func (r *Report) Summary() string {
 		fs = append(fs, fmt.Sprintf("%s=%d", k, r.Faults[k]))
 	}
 	var ws []string
-	for _, reg := range []string{RegGuard, RegZnode} {
+	for _, reg := range []string{RegGuard, RegZnode, RegSQL} {
 		if m := r.Writes[reg]; m != nil {
 			ws = append(ws, fmt.Sprintf("%s: %d accepted, %d stale, %d unknown, %d failed", reg, m[Accepted], m[Stale], m[Unknown], m[Failed]))
 		}
