@@ -24,7 +24,8 @@ const (
 
 // drivers maps the package path of a database/sql driver's type to its
 // dialect. MySQL's driver is known so that its error can say it is not
-// supported rather than unknown.
+// supported rather than unknown. The tests use pgx and modernc.org/sqlite;
+// the others are recognised by name only.
 var drivers = []struct {
 	pkg     string // a path prefix of the driver type's package
 	dialect Dialect

@@ -214,16 +214,15 @@ func definite(err error) bool {
 	return false
 }
 
-// create makes the empty register and its missing parents.
+// create makes the empty register and its missing parents below the
+// chroot (the chroot itself must exist, as for every recipe).
 func (r *Register) create() error {
-	conn := r.s.Conn()
-	segs := strings.Split(r.full[1:], "/")
-	p := ""
-	for _, seg := range segs {
+	conn, p := r.s.Conn(), ""
+	for _, seg := range strings.Split(r.path[1:], "/") {
 		p += "/" + seg
-		_, err := conn.Create(p, nil, 0, r.acl)
+		_, err := conn.Create(r.s.Chroot()+p, nil, 0, r.acl)
 		if err != nil && !errors.Is(err, zk.ErrNodeExists) {
-			return fmt.Errorf("fencezk: creating %s: %w", strings.TrimPrefix(p, r.s.Chroot()), err)
+			return fmt.Errorf("fencezk: creating %s: %w", p, err)
 		}
 	}
 	return nil

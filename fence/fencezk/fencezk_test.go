@@ -178,9 +178,11 @@ func TestUncertain(t *testing.T) {
 		if !errors.Is(err, fence.ErrUncertain) {
 			t.Fatalf("%v: %v", c.f, err)
 		}
+		// Read after the reconnection; a write that was sent may be applied
+		// a moment later, so wait for it a while.
 		var v fencezk.Value
 		for end := time.Now().Add(10 * time.Second); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
-			if v, err = r.Read(ctx); err == nil {
+			if v, err = r.Read(ctx); err == nil && (!c.landed || string(v.Data) == val) {
 				break
 			}
 		}
