@@ -291,8 +291,8 @@ func runUpdate(t *testing.T, db *sql.DB, d time.Duration) {
 		t.Fatal(err)
 	}
 	type change struct {
-		n         int64
-		old       nemesis.State
+		n        int64
+		old      nemesis.State
 		newToken int64
 	}
 	log := map[string]change{}
