@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -43,9 +45,32 @@ var backends = []backend{
 	{"sqlite", func(t *testing.T) *sql.DB { return openSQLite(t, "") }},
 }
 
+// pgBase is one database of the shared server for the whole test binary;
+// each test gets a schema of its own in it (a CREATE DATABASE costs about a
+// second, a schema nothing), dropped when the test ends.
+var pgBase struct {
+	once sync.Once
+	dsn  string
+	err  error
+	seq  atomic.Int64
+}
+
 func openPostgres(t *testing.T) *sql.DB {
 	t.Helper()
-	return openPostgresDSN(t, pgtest.Shared(t))
+	srv := pgtest.SharedServer(t)
+	pgBase.once.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		pgBase.dsn, pgBase.err = srv.NewDatabase(ctx, "fencesql")
+	})
+	if pgBase.err != nil {
+		t.Fatalf("pgtest: %v", pgBase.err)
+	}
+	schema := fmt.Sprintf("t%d", pgBase.seq.Add(1))
+	admin := openPostgresDSN(t, pgBase.dsn)
+	mustExec(t, admin, "CREATE SCHEMA "+schema)
+	t.Cleanup(func() { admin.Exec("DROP SCHEMA " + schema + " CASCADE") })
+	return openPostgresDSN(t, pgBase.dsn+"&search_path="+schema) // pgx sends it as a run-time parameter
 }
 
 func openPostgresDSN(t *testing.T, dsn string) *sql.DB {
