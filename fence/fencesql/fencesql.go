@@ -211,6 +211,11 @@ func (f *Fence) Do(ctx context.Context, resource string, token fence.Token, fn f
 	}
 	for attempt := 0; ; attempt++ {
 		ran, err := f.try(ctx, resource, token, fn)
+		if err != nil && ctx.Err() != nil && !errors.Is(err, ctx.Err()) && !errors.Is(err, fence.ErrStale) {
+			// database/sql rolls the transaction back as soon as ctx ends,
+			// so a statement then fails with sql.ErrTxDone: say why.
+			err = fmt.Errorf("fencesql: not committed, rolled back: %w (%w)", ctx.Err(), err)
+		}
 		if err == nil || !f.d.retryable(err) {
 			return err
 		}
