@@ -8,9 +8,11 @@
 // therefore carries a [Token] that grows with every grant (the czxid of the
 // lock's znode), and the resource keeps the highest token it has accepted and
 // refuses anything older. [Guard] is that check for an in-process resource;
-// docs/fencing.md shows how to do the same in a database or in ZooKeeper.
+// packages fence/fencesql (a SQL database through database/sql) and
+// fence/fencezk (data kept in a znode) make it at those resources, atomically
+// with the write; docs/fencing.md says what each protects.
 //
-// This package has no dependency on ZooKeeper.
+// This package has no dependency: it imports neither ZooKeeper nor SQL.
 package fence
 
 import (
@@ -65,6 +67,14 @@ var ErrStale = errors.New("fence: stale fencing token")
 
 // ErrNoToken is returned when a write carries the zero token.
 var ErrNoToken = errors.New("fence: zero fencing token")
+
+// ErrUncertain is matched by the error of a fenced write to a remote
+// resource (a database, ZooKeeper) whose request was sent but whose answer
+// was lost, e.g. to a broken connection during a commit: the write may or
+// may not have been applied. Read the resource to find out; writing again
+// with the same token is accepted if nothing newer landed meanwhile. A
+// [Guard] never returns it.
+var ErrUncertain = errors.New("fence: outcome unknown")
 
 // StaleError describes a rejected write. It matches [ErrStale] with
 // errors.Is.

@@ -4,8 +4,12 @@
 // Scene 1 is Martin Kleppmann's stale-holder scenario played for real: worker
 // A acquires the lock (token a), A is cut off from ZooKeeper past its session
 // timeout (as if paused by a long GC), A's lease context reports the loss,
-// the server expires A's session, B acquires (token b > a) and writes through
-// a fence.Guard, then A resumes and its write is rejected as stale.
+// the server expires A's session, B acquires (token b > a) and writes to a
+// real database through fencesql.Do, then A resumes and the database itself
+// rejects its write as stale. The database is a SQLite file in a temporary
+// directory (modernc.org/sqlite), or the PostgreSQL named by
+// ZKRECIPES_DEMO_DSN (or -dsn), where the demo creates the fence table and
+// zkrecipes_demo_storage if missing and deletes its own rows at the end.
 //
 // Scene 2 runs 8 workers on separate sessions, each doing 50 fenced
 // increments of a shared counter under the mutex, and checks: final value
@@ -20,7 +24,7 @@
 //
 // Usage:
 //
-//	go run ./cmd/demo [-servers host:port,...] [-workers 8] [-rounds 50] [-v]
+//	go run ./cmd/demo [-servers host:port,...] [-dsn postgres://...] [-workers 8] [-rounds 50] [-v]
 package main
 
 import (
@@ -43,6 +47,7 @@ import (
 
 func main() {
 	servers := flag.String("servers", os.Getenv("ZK_SERVERS"), "ZooKeeper connect string (default $ZK_SERVERS; empty: start a local server)")
+	dsn := flag.String("dsn", os.Getenv("ZKRECIPES_DEMO_DSN"), "PostgreSQL DSN for scene 1's database (default $ZKRECIPES_DEMO_DSN; empty: a temporary SQLite file)")
 	workers := flag.Int("workers", 8, "workers in scene 2, each on its own session")
 	rounds := flag.Int("rounds", 50, "fenced increments per worker in scene 2")
 	verbose := flag.Bool("v", false, "log session state changes")
@@ -74,6 +79,14 @@ func main() {
 	d.say("-", "ZooKeeper at %s", strings.Join(list, ","))
 	d.servers = list
 	d.root = fmt.Sprintf("/zkrecipes-demo/%d", time.Now().UnixNano())
+	st, err := openStore(ctx, *dsn)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "demo:", err)
+		os.Exit(1)
+	}
+	defer st.close()
+	d.store = st
+	d.say("-", "scene 1's database: %s", st.what)
 
 	ok := d.kleppmann(ctx)
 	ok = d.contention(ctx, *workers, *rounds) && ok
@@ -90,6 +103,7 @@ type demo struct {
 	logger  *slog.Logger
 	servers []string
 	root    string
+	store   *store // scene 1's database
 }
 
 func (d *demo) say(who, format string, args ...any) {
@@ -114,10 +128,10 @@ func (d *demo) connect(ctx context.Context, opts ...recipe.Option) (*recipe.Sess
 func (d *demo) kleppmann(ctx context.Context) bool {
 	fmt.Println("\n== Scene 1: a paused holder, and the fencing token that stops it ==")
 	lockPath := d.root + "/storage-lock"
-	var guard fence.Guard
-	storage := "" // the protected resource
+	resource := d.root + "/storage" // the fence row's name, and the key of the protected row
+	defer d.store.forget(resource)
 	write := func(who string, tok fence.Token, v string) error {
-		return guard.Do("storage", tok, func() error { storage = v; return nil })
+		return d.store.write(ctx, resource, tok, v)
 	}
 
 	proxy := zktest.NewFaultProxy() // A's network
@@ -147,7 +161,7 @@ func (d *demo) kleppmann(ctx context.Context) bool {
 	if err := write("A", a, "written by A"); err != nil {
 		return d.check(false, "A's first write: %v", err)
 	}
-	d.say("A", "writes with token %v: accepted", a)
+	d.say("A", "writes to the database with token %v: accepted (fence row %s = %v)", a, resource, a)
 
 	type acq struct {
 		l   recipe.Lease
@@ -176,16 +190,17 @@ func (d *demo) kleppmann(ctx context.Context) bool {
 	if err := write("B", b.l.Token(), "written by B"); err != nil {
 		return d.check(false, "B's write: %v", err)
 	}
-	d.say("B", "writes with token %v: accepted", b.l.Token())
+	d.say("B", "writes to the database with token %v: accepted (fence row = %v)", b.l.Token(), b.l.Token())
 
 	proxy.Resume()
 	d.say("A", "resumes and, not checking its lease context, writes with its old token %v", a)
 	staleErr := write("A", a, "stale write by A")
 	if staleErr != nil {
-		d.say("A", "rejected: %v", staleErr)
+		d.say("A", "rejected by the database: %v", staleErr)
 	} else {
 		d.say("A", "accepted (!)")
 	}
+	storage, high, readErr := d.store.read(ctx, resource)
 	relErr := la.Release(ctx)
 	d.say("A", "Release: %v", relErr)
 
@@ -193,8 +208,8 @@ func (d *demo) kleppmann(ctx context.Context) bool {
 	lost := time.Unix(0, lostAt.Load())
 	ok = d.check(lostAt.Load() != 0 && lost.Before(b.at), "A's lease ended (%.3fs) before B acquired (%.3fs)",
 		lost.Sub(d.start).Seconds(), b.at.Sub(d.start).Seconds()) && ok
-	ok = d.check(errors.Is(staleErr, fence.ErrStale), "A's late write rejected as stale") && ok
-	ok = d.check(storage == "written by B", "storage holds B's value: %q", storage) && ok
+	ok = d.check(errors.Is(staleErr, fence.ErrStale), "A's late write rejected as stale by the database") && ok
+	ok = d.check(readErr == nil && storage == "written by B" && high == b.l.Token(), "the database holds B's value %q and B's token %v (%v)", storage, high, readErr) && ok
 	ok = d.check(errors.Is(relErr, recipe.ErrLeaseLost), "A's Release reports the lost lease and deletes nothing") && ok
 	if err := b.l.Release(ctx); err != nil {
 		ok = d.check(false, "B release: %v", err) && ok

@@ -3,7 +3,11 @@
 // zktest and runs the recipes in turn (mutex, read-write lock, semaphore of
 // two permits, election, leader latch), one seeded run after another, each with its own
 // fault phase, heal, recovery measurement, leak checks and history check,
-// until the total duration has passed. It prints the servers' version, one
+// until the total duration has passed. Besides the in-process guard and the
+// znode register, every fenced write also goes to a SQL register
+// (fencesql.Do) in a throwaway PostgreSQL server started for the run
+// (internal/pgtest; PG_TEST_DSN names an existing server instead), or a
+// SQLite file with -sql sqlite. It prints the servers' version, one
 // line per run and the totals. For a run with a violation it writes the
 // history to a file of its own in -history-dir, keeps the servers' logs and
 // data directories (both paths are printed), and starts the next run on a
@@ -25,7 +29,7 @@
 //
 // Usage:
 //
-//	go run -race ./cmd/nemesis [-duration 10m] [-seed 1] [-run 60s] [-clients 4] [-recipes mutex,rwlock,semaphore,election,latch] [-out DIR]
+//	go run -race ./cmd/nemesis [-duration 10m] [-seed 1] [-run 60s] [-clients 4] [-recipes mutex,rwlock,semaphore,election,latch] [-sql postgres|sqlite|none] [-out DIR]
 //	go run ./cmd/nemesis -render history.json -out DIR
 //
 // Run i uses recipe i mod len(recipes) and seed -seed + i, so a run can be
@@ -34,6 +38,7 @@ package main
 
 import (
 	"context"
+	"database/sql"
 	"flag"
 	"fmt"
 	"os"
@@ -44,9 +49,12 @@ import (
 	"syscall"
 	"time"
 
+	_ "github.com/jackc/pgx/v5/stdlib" // "pgx"
+	"github.com/zkrecipes/zkrecipes/internal/pgtest"
 	"github.com/zkrecipes/zkrecipes/zktest"
 	"github.com/zkrecipes/zkrecipes/zktest/nemesis"
 	"github.com/zkrecipes/zkrecipes/zktest/nemesis/report"
+	_ "modernc.org/sqlite" // "sqlite"
 )
 
 func main() {
@@ -61,6 +69,7 @@ func main() {
 	histDir := flag.String("history-dir", os.TempDir(), "where to write the history of a run with a violation")
 	outDir := flag.String("out", "", "write each run's history and page (timeline, check results, porcupine's views) to a directory of its own in this one")
 	renderFile := flag.String("render", "", "run nothing: check this history file again and write its page to -out")
+	sqlKind := flag.String("sql", "postgres", "the SQL register's database: postgres (a throwaway server, or PG_TEST_DSN), sqlite (a temporary file) or none")
 	flag.Parse()
 	usage := func(format string, args ...any) {
 		fmt.Fprintf(os.Stderr, "nemesis: "+format+"\n", args...)
@@ -78,6 +87,8 @@ func main() {
 		usage("-ensemble must be positive")
 	case *renderFile != "" && *outDir == "":
 		usage("-render needs -out, the directory to write the page to")
+	case *sqlKind != "postgres" && *sqlKind != "sqlite" && *sqlKind != "none":
+		usage("-sql must be postgres, sqlite or none")
 	}
 
 	all := map[string]nemesis.Recipe{"mutex": nemesis.Mutex(), "rwlock": nemesis.RWLock(),
@@ -113,6 +124,12 @@ func main() {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	db, what, closeDB, err := openSQL(ctx, *sqlKind)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "nemesis: the SQL register:", err)
+		os.Exit(1)
+	}
+	defer closeDB()
 	launch := func() (*zktest.Cluster, error) {
 		lctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 		defer cancel()
@@ -121,15 +138,73 @@ func main() {
 	cl, err := launch()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "nemesis:", err)
+		closeDB()
 		os.Exit(1)
 	}
-	code := run(ctx, &cl, launch, recipes, kinds, *total, *seed, *runFor, *clients, *every, *histDir, *outDir)
+	fmt.Printf("nemesis: SQL register: %s\n", what)
+	code := run(ctx, &cl, launch, recipes, kinds, db, *total, *seed, *runFor, *clients, *every, *histDir, *outDir)
 	if cl != nil {
 		if err := cl.Close(); err != nil {
 			fmt.Fprintln(os.Stderr, "nemesis: closing the ensemble:", err)
 		}
 	}
+	closeDB()
 	os.Exit(code)
+}
+
+// openSQL opens the SQL register's database: kind "postgres" (a database of
+// its own on a throwaway server, or on PG_TEST_DSN's), "sqlite" (a file in a
+// temporary directory) or "none" (nil). closeDB, idempotent, removes what
+// it made.
+func openSQL(ctx context.Context, kind string) (db *sql.DB, what string, closeDB func(), err error) {
+	switch kind {
+	case "none":
+		return nil, "none", func() {}, nil
+	case "sqlite":
+		dir, err := os.MkdirTemp("", "nemesis-sql-")
+		if err != nil {
+			return nil, "", nil, err
+		}
+		db, err := sql.Open("sqlite", filepath.Join(dir, "register.db"))
+		if err != nil {
+			os.RemoveAll(dir)
+			return nil, "", nil, err
+		}
+		return db, "SQLite " + filepath.Join(dir, "register.db"), once(func() { db.Close(); os.RemoveAll(dir) }), nil
+	}
+	sctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	srv, err := pgtest.Start(sctx)
+	if err != nil {
+		return nil, "", nil, fmt.Errorf("%w (%s; or -sql sqlite)", err, pgtest.InstallHint)
+	}
+	dsn, err := srv.NewDatabase(sctx, "nemesis")
+	if err == nil {
+		db, err = sql.Open("pgx", dsn)
+	}
+	if err != nil {
+		srv.Close()
+		return nil, "", nil, err
+	}
+	var version string
+	db.QueryRowContext(sctx, "SHOW server_version").Scan(&version)
+	return db, "PostgreSQL " + version + " " + dsn, once(func() {
+		db.Close()
+		dctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		srv.DropDatabase(dctx, dsn)
+		srv.Close()
+	}), nil
+}
+
+func once(f func()) func() {
+	done := false
+	return func() {
+		if !done {
+			done = true
+			f()
+		}
+	}
 }
 
 // run runs the recipes in turn on *cl. After a run with a violation the
@@ -137,7 +212,7 @@ func main() {
 // the next run: a server bug that made the replicas diverge (see
 // docs/reliability.md) would otherwise carry over into later runs.
 func run(ctx context.Context, clp **zktest.Cluster, launch func() (*zktest.Cluster, error), recipes []nemesis.Recipe, kinds []string,
-	total time.Duration, seed uint64, runFor time.Duration, clients int, every time.Duration, histDir, outDir string) int {
+	db *sql.DB, total time.Duration, seed uint64, runFor time.Duration, clients int, every time.Duration, histDir, outDir string) int {
 	cl := *clp
 	start := time.Now()
 	var runs, ops, grants, stale, violations, excused, writes, faultErrs int
@@ -150,7 +225,7 @@ func run(ctx context.Context, clp **zktest.Cluster, launch func() (*zktest.Clust
 		r := recipes[i%len(recipes)]
 		s := seed + uint64(i)
 		t0 := time.Now()
-		res, err := nemesis.Run(ctx, cl, r, nemesis.Config{Clients: clients, Duration: runFor, Seed: s, FaultEvery: every, Faults: kinds,
+		res, err := nemesis.Run(ctx, cl, r, nemesis.Config{Clients: clients, Duration: runFor, Seed: s, FaultEvery: every, Faults: kinds, SQL: db,
 			Logf: func(f string, a ...any) { fmt.Printf("  "+f+"\n", a...) }})
 		if err != nil {
 			if ctx.Err() != nil {

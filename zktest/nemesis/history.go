@@ -2,7 +2,9 @@
 // this module, in the style of Jepsen: a workload of clients, each on its
 // own ZooKeeper session behind its own zktest.FaultProxy, repeatedly takes a
 // grant of a recipe (a mutex, a read-write lock, a semaphore, a leadership)
-// and writes (token, client, op) to two fenced registers, while a nemesis
+// and writes (token, client, op) to fenced registers (an in-process
+// fence.Guard, a fencezk.Register znode, and, when Config.SQL is set, a SQL
+// row behind fencesql.Do), while a nemesis
 // injects faults at random: servers killed, stopped, paused and restarted
 // (the current leader among them), client connections cut, blackholed and
 // slowed, sessions expired on demand, and the recipe's directory deleted
@@ -112,16 +114,16 @@ type Op struct {
 	Client   int
 	Grant    int
 	Token    fence.Token
-	Register string        // for writes: "guard" or "znode"
+	Register string        // for writes: RegGuard, RegZnode or RegSQL
 	Value    string        // for writes: the value written (unique)
 	Outcome  Outcome       // for writes
 	Prev     State         // for accepted writes: the state overwritten
-	Seq      int64         // for accepted guard writes: order of application
+	Seq      int64         // for accepted writes: order of application (guard, sql: a counter; znode: the data version), 0 if unknown
 	Call     time.Duration // invocation
 	Return   time.Duration // response (for Unknown: when the client gave up)
 	// Live lists the grants whose lease context was live at the sample
-	// (taken at the grant, inside an accepted guard write, right after an
-	// accepted znode write, or during a hold).
+	// (taken at the grant, inside an accepted guard write or a SQL write's
+	// transaction, right after an accepted znode write, or during a hold).
 	Live []int  `json:",omitempty"`
 	Err  string `json:",omitempty"`
 }

@@ -2,6 +2,7 @@ package nemesis_test
 
 import (
 	"context"
+	"database/sql"
 	"flag"
 	"fmt"
 	"os"
@@ -14,6 +15,7 @@ import (
 	"github.com/zkrecipes/zkrecipes/zktest"
 	"github.com/zkrecipes/zkrecipes/zktest/nemesis"
 	"github.com/zkrecipes/zkrecipes/zktest/nemesis/report"
+	_ "modernc.org/sqlite" // the SQL register's database
 )
 
 func TestMain(m *testing.M) { zktest.Main(m) }
@@ -35,8 +37,16 @@ var (
 // which is the server's bug, not ours, and would make the suite fail at
 // random. The long run (make nemesis) and zktest's pause tests cover pauses;
 // on any other version the short run pauses servers too.
+//
+// The SQL register is a SQLite file (four clients on one database through
+// database/sql's pool); the long run writes to PostgreSQL.
 func TestNemesis(t *testing.T) {
 	cl := zktest.Start(t, zktest.WithEnsemble(3))
+	db, err := sql.Open("sqlite", filepath.Join(t.TempDir(), "register.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
 	vctx, vcancel := context.WithTimeout(context.Background(), 10*time.Second)
 	version, err := cl.ServerVersion(vctx, 0)
 	vcancel()
@@ -55,9 +65,12 @@ func TestNemesis(t *testing.T) {
 			// each run starts with a tour of its kinds.
 			kinds := append([]string{serverKinds[i%len(serverKinds)]}, nemesis.ClientFaults...)
 			rep := runAndCheck(t, cl, r, nemesis.Config{Seed: *seed + uint64(i), Duration: *duration,
-				FaultEvery: 400 * time.Millisecond, Faults: kinds})
+				FaultEvery: 400 * time.Millisecond, Faults: kinds, SQL: db})
 			for k, n := range rep.Faults {
 				seen[k] += n
+			}
+			if r.Name != "semaphore" && rep.Writes[nemesis.RegSQL][nemesis.Accepted] == 0 {
+				t.Errorf("no write accepted by the SQL register: %s", rep.Summary())
 			}
 		})
 	}

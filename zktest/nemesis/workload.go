@@ -2,19 +2,21 @@ package nemesis
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"path"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/go-zookeeper/zk"
 	"github.com/zkrecipes/zkrecipes/fence"
+	"github.com/zkrecipes/zkrecipes/fence/fencesql"
+	"github.com/zkrecipes/zkrecipes/fence/fencezk"
 	"github.com/zkrecipes/zkrecipes/recipe"
 	"github.com/zkrecipes/zkrecipes/zktest"
 	"go.uber.org/goleak"
@@ -23,7 +25,8 @@ import (
 // The registers.
 const (
 	RegGuard = "guard" // an in-process value behind a fence.Guard
-	RegZnode = "znode" // a znode written with a compare-and-set that checks the token
+	RegZnode = "znode" // a fencezk.Register: a znode written with a versioned compare-and-set of the token
+	RegSQL   = "sql"   // a row of a SQL database written in fencesql.Do (Config.SQL)
 )
 
 // Config is one run's settings. Zero values take the defaults; negative
@@ -42,7 +45,13 @@ type Config struct {
 	// Dir is the run's base znode (default "/nemesis/<recipe>"); the
 	// recipe's directory is Dir+"/lock", the znode register Dir+"/register".
 	// It is deleted before and after the run.
-	Dir  string
+	Dir string
+	// SQL, if set, adds the SQL register: each fenced write also runs
+	// fencesql.Do on this database, with Dir as the resource, and writes
+	// the row named Dir of table nemesis_register in its transaction. Both
+	// tables are created if missing and both rows reset when the run
+	// starts (a fresh ensemble's tokens start low again).
+	SQL  *sql.DB
 	Logf func(format string, args ...any)
 }
 
@@ -79,15 +88,21 @@ func Run(ctx context.Context, cl *zktest.Cluster, r Recipe, cfg Config) (*Result
 	if err := deleteAll(admin.conn, base); err != nil {
 		return nil, fmt.Errorf("nemesis: clearing %s: %w", base, err)
 	}
-	if err := createAll(admin.conn, cl.Chroot()+regPath, encodeState(State{})); err != nil {
+	if err := createAll(admin.conn, cl.Chroot()+regPath, nil); err != nil { // empty: fencezk's empty register
 		return nil, fmt.Errorf("nemesis: creating the register: %w", err)
+	}
+	var sqlReg *sqlRegister
+	if cfg.SQL != nil {
+		if sqlReg, err = newSQLRegister(ctx, cfg.SQL, cfg.Dir); err != nil {
+			return nil, err
+		}
 	}
 	baseline, err := watchCount(ctx, cl)
 	if err != nil {
 		return nil, fmt.Errorf("nemesis: baseline watch count: %w", err)
 	}
 
-	w := &workload{cfg: cfg, r: r, rec: newRecorder(), regPath: regPath}
+	w := &workload{cfg: cfg, r: r, rec: newRecorder(), regPath: regPath, sql: sqlReg}
 	for i := range cfg.Clients {
 		c, err := w.connect(ctx, cl, i, lockDir)
 		if err != nil {
@@ -251,6 +266,7 @@ type client struct {
 	proxy *zktest.FaultProxy
 	tap   *zktest.SessionTap
 	p     Participant
+	reg   *fencezk.Register
 	rng   *rand.Rand
 }
 
@@ -261,6 +277,7 @@ type workload struct {
 	ctx     context.Context
 	clients []*client
 	regPath string
+	sql     *sqlRegister // nil without Config.SQL
 
 	guard  fence.Guard
 	gstate State // the guard register; only touched inside guard.Do
@@ -283,6 +300,11 @@ func (w *workload) connect(ctx context.Context, cl *zktest.Cluster, i int, dir s
 		return nil, fmt.Errorf("nemesis: client %d: %w", i, err)
 	}
 	c.s = s
+	if c.reg, err = fencezk.New(s, w.regPath); err != nil {
+		s.Close()
+		c.proxy.Close()
+		return nil, fmt.Errorf("nemesis: client %d: %w", i, err)
+	}
 	if c.p, err = w.r.Open(s, dir); err != nil {
 		s.Close()
 		c.proxy.Close()
@@ -315,6 +337,9 @@ func (w *workload) hold(c *client, hd Held) {
 			val := fmt.Sprintf("c%d-g%d-%d", c.id, g.ID, i)
 			w.writeGuard(c, g, val)
 			w.writeZnode(c, g, val)
+			if w.sql != nil {
+				w.writeSQL(c, g, val)
+			}
 		}
 	}
 	w.rec.probe(c.id, g)
@@ -343,53 +368,97 @@ func (w *workload) writeGuard(c *client, g *Grant, val string) {
 	w.rec.op(op)
 }
 
-// writeZnode is the compare-and-set: getData, compare the stored token,
-// setData with the version read. A concurrent write makes the setData fail
-// (bad version) and the write starts over.
+// writeZnode writes through the fencezk register: read, compare the
+// stored token, setData with the version read, again after a concurrent
+// write. The write's order is its data version.
 func (w *workload) writeZnode(c *client, g *Grant, val string) {
-	op := Op{Kind: OpWrite, Client: c.id, Grant: g.ID, Token: g.Token, Register: RegZnode, Value: val, Call: w.rec.now(), Outcome: Failed}
-	conn, p := c.s.Conn(), c.s.Chroot()+w.regPath
-	for range 20 {
-		data, st, err := conn.Get(p)
-		if err != nil {
-			op.Err = "get: " + err.Error()
-			break
-		}
-		cur, err := decodeState(data)
-		if err != nil {
-			op.Err = err.Error()
-			break
-		}
-		if g.Token < cur.Token {
-			op.Outcome, op.Err = Stale, fmt.Sprintf("stored token %v", cur.Token)
-			break
-		}
-		_, err = conn.Set(p, encodeState(State{g.Token, val}), st.Version)
-		if err == nil {
-			op.Outcome, op.Prev = Accepted, cur
-			op.Live = w.rec.live()
-			break
-		}
-		if errors.Is(err, zk.ErrBadVersion) {
-			op.Err = "bad version"
-			continue
-		}
-		op.Outcome, op.Err = Unknown, "set: "+err.Error()
-		break
+	op := Op{Kind: OpWrite, Client: c.id, Grant: g.ID, Token: g.Token, Register: RegZnode, Value: val, Call: w.rec.now()}
+	prev, err := c.reg.Write(context.Background(), g.Token, []byte(val))
+	if err == nil {
+		op.Live = w.rec.live()
 	}
 	op.Return = w.rec.now()
+	op.Outcome, op.Err = outcome(err)
+	if err == nil {
+		op.Prev, op.Seq = State{prev.Token, string(prev.Data)}, int64(prev.Version)+1
+	}
 	w.rec.op(op)
 }
 
-func encodeState(s State) []byte { return []byte(fmt.Sprintf("%d %s", uint64(s.Token), s.Value)) }
-
-func decodeState(b []byte) (State, error) {
-	t, v, _ := strings.Cut(string(b), " ")
-	n, err := strconv.ParseUint(t, 10, 64)
-	if err != nil {
-		return State{}, fmt.Errorf("register holds %q: %w", b, err)
+// outcome classifies a fenced write's error.
+func outcome(err error) (Outcome, string) {
+	switch {
+	case err == nil:
+		return Accepted, ""
+	case errors.Is(err, fence.ErrStale):
+		return Stale, err.Error()
+	case errors.Is(err, fence.ErrUncertain):
+		return Unknown, err.Error()
 	}
-	return State{fence.Token(n), v}, nil
+	return Failed, err.Error()
+}
+
+// sqlRegister is the SQL register: the row named res of nemesis_register,
+// written in fencesql.Do with res as the fenced resource.
+type sqlRegister struct {
+	f           *fencesql.Fence
+	res         string
+	read, write string
+}
+
+func newSQLRegister(ctx context.Context, db *sql.DB, res string) (*sqlRegister, error) {
+	f, err := fencesql.New(db)
+	if err != nil {
+		return nil, fmt.Errorf("nemesis: SQL register: %w", err)
+	}
+	p := f.Dialect().Placeholder
+	r := &sqlRegister{f: f, res: res,
+		read:  "SELECT token, value, seq FROM nemesis_register WHERE name = " + p(1),
+		write: fmt.Sprintf("UPDATE nemesis_register SET token = %s, value = %s, seq = %s WHERE name = %s", p(1), p(2), p(3), p(4))}
+	for _, stmt := range []struct {
+		q    string
+		args []any
+	}{
+		{f.DDL(), nil},
+		{"CREATE TABLE IF NOT EXISTS nemesis_register (name VARCHAR(200) PRIMARY KEY, token BIGINT NOT NULL, value TEXT NOT NULL, seq BIGINT NOT NULL)", nil},
+		{"DELETE FROM " + fencesql.DefaultTable + " WHERE resource = " + p(1), []any{res}},
+		{"DELETE FROM nemesis_register WHERE name = " + p(1), []any{res}},
+		{"INSERT INTO nemesis_register (name, token, value, seq) VALUES (" + p(1) + ", 0, '', 0)", []any{res}},
+	} {
+		if _, err := db.ExecContext(ctx, stmt.q, stmt.args...); err != nil {
+			return nil, fmt.Errorf("nemesis: SQL register: %s: %w", stmt.q, err)
+		}
+	}
+	return r, nil
+}
+
+// writeSQL reads the register's row and writes it in the transaction that
+// fencesql.Do advanced the fence row in. The write's order is the row's
+// counter.
+func (w *workload) writeSQL(c *client, g *Grant, val string) {
+	op := Op{Kind: OpWrite, Client: c.id, Grant: g.ID, Token: g.Token, Register: RegSQL, Value: val, Call: w.rec.now()}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var prev State
+	var seq int64
+	err := w.sql.f.Do(ctx, w.sql.res, g.Token, func(tx *sql.Tx) error {
+		var tok int64
+		if err := tx.QueryRowContext(ctx, w.sql.read, w.sql.res).Scan(&tok, &prev.Value, &seq); err != nil {
+			return err
+		}
+		prev.Token = fence.Token(tok)
+		if _, err := tx.ExecContext(ctx, w.sql.write, int64(g.Token), val, seq+1, w.sql.res); err != nil {
+			return err
+		}
+		op.Live = w.rec.live()
+		return nil
+	})
+	op.Return = w.rec.now()
+	op.Outcome, op.Err = outcome(err)
+	if err == nil {
+		op.Prev, op.Seq = prev, seq+1
+	}
+	w.rec.op(op)
 }
 
 // ---- the recorder ----

@@ -1,0 +1,189 @@
+package fencesql
+
+import (
+	"database/sql/driver"
+	"errors"
+	"fmt"
+	"reflect"
+	"strconv"
+	"strings"
+)
+
+// Dialect is the SQL spoken by a database: it decides the placeholders, the
+// upsert statement and the DDL.
+type Dialect string
+
+// The supported dialects.
+const (
+	// Postgres is PostgreSQL (drivers: pgx's stdlib, lib/pq).
+	Postgres Dialect = "postgres"
+	// SQLite is SQLite 3.24 or later, for its upsert (drivers:
+	// modernc.org/sqlite, mattn/go-sqlite3, ncruces/go-sqlite3).
+	SQLite Dialect = "sqlite"
+)
+
+// drivers maps the package path of a database/sql driver's type to its
+// dialect. MySQL's driver is known so that its error can say it is not
+// supported rather than unknown. The tests use pgx and modernc.org/sqlite;
+// the others are recognised by name only.
+var drivers = []struct {
+	pkg     string // a path prefix of the driver type's package
+	dialect Dialect
+}{
+	{"github.com/jackc/pgx/", Postgres}, // v4 and v5: *stdlib.Driver
+	{"github.com/lib/pq", Postgres},     // *pq.Driver
+	{"modernc.org/sqlite", SQLite},      // *sqlite.Driver
+	{"github.com/mattn/go-sqlite3", SQLite},
+	{"github.com/ncruces/go-sqlite3/", SQLite},
+	{"github.com/go-sql-driver/mysql", ""}, // *mysql.MySQLDriver: not supported
+}
+
+// detect names the dialect of drv by its type's package (reflect), so that
+// this package imports no driver.
+func detect(drv driver.Driver) (Dialect, error) {
+	t := reflect.TypeOf(drv)
+	if t == nil {
+		return "", fmt.Errorf("%w: the database has no driver (pass WithDialect)", ErrUnknownDriver)
+	}
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	for _, d := range drivers {
+		if strings.HasPrefix(t.PkgPath(), d.pkg) {
+			if d.dialect == "" {
+				return "", fmt.Errorf("%w: %s (MySQL and MariaDB are not supported; PostgreSQL and SQLite are)", ErrUnknownDriver, reflect.TypeOf(drv))
+			}
+			return d.dialect, nil
+		}
+	}
+	return "", fmt.Errorf("%w: %s from %s (known: pgx, lib/pq, modernc.org/sqlite, mattn/go-sqlite3, ncruces/go-sqlite3; for another PostgreSQL or SQLite driver pass WithDialect)",
+		ErrUnknownDriver, reflect.TypeOf(drv), t.PkgPath())
+}
+
+func (d Dialect) valid() bool { return d == Postgres || d == SQLite }
+
+// Placeholder returns the n-th (from 1) positional placeholder: $n for
+// PostgreSQL, ?n for SQLite. Both may be repeated to bind one argument
+// twice. Use it to write the statements of a function given to Do for
+// either database.
+func (d Dialect) Placeholder(n int) string { return d.ph(n) }
+
+func (d Dialect) ph(n int) string {
+	if d == Postgres {
+		return "$" + strconv.Itoa(n)
+	}
+	return "?" + strconv.Itoa(n)
+}
+
+// ddl is the fence table's CREATE TABLE statement.
+func (d Dialect) ddl(table string) string {
+	if d == Postgres {
+		return fmt.Sprintf("CREATE TABLE IF NOT EXISTS %s (resource VARCHAR(%d) PRIMARY KEY, token BIGINT NOT NULL CHECK (token > 0))", table, MaxResourceLen)
+	}
+	return fmt.Sprintf("CREATE TABLE IF NOT EXISTS %s (resource TEXT PRIMARY KEY NOT NULL, token INTEGER NOT NULL CHECK (token > 0))", table)
+}
+
+// advance is the fence statement ($1 resource, $2 token): insert the fence
+// row, or raise its token if the stored one is not larger. It changes one
+// row when the token is accepted and none when it is stale. On PostgreSQL
+// the conflicting row is locked first and the WHERE evaluated on its newest
+// version, also under READ COMMITTED, so a concurrent writer waits for our
+// commit and then re-checks against our token. On SQLite the statement
+// takes the database's write lock, held until commit.
+func (d Dialect) advance(table string) string {
+	return fmt.Sprintf("INSERT INTO %s AS f (resource, token) VALUES (%s, %s) ON CONFLICT (resource) DO UPDATE SET token = excluded.token WHERE f.token <= excluded.token",
+		table, d.ph(1), d.ph(2))
+}
+
+// highest reads a fence row's token ($1 resource).
+func (d Dialect) highest(table string) string {
+	return fmt.Sprintf("SELECT token FROM %s WHERE resource = %s", table, d.ph(1))
+}
+
+// ---- errors, classified without importing a driver ----
+
+// sqlState returns the SQLSTATE of a PostgreSQL error reported by the
+// server (pgx's *pgconn.PgError, lib/pq's *pq.Error), or "".
+func sqlState(err error) string {
+	var e interface{ SQLState() string }
+	if errors.As(err, &e) {
+		return e.SQLState()
+	}
+	return ""
+}
+
+// SQLite's primary result codes used here.
+const (
+	sqliteBusy   = 5 // SQLITE_BUSY: another connection holds the lock
+	sqliteLocked = 6 // SQLITE_LOCKED: a conflict within a shared cache
+)
+
+// sqliteCode returns the primary result code of a SQLite error, from
+// modernc's Code() or, for drivers that expose none as a method, from
+// the library's fixed messages; 0 if err is no SQLite error.
+func sqliteCode(err error) int {
+	var e interface{ Code() int }
+	if errors.As(err, &e) {
+		return e.Code() & 0xff
+	}
+	switch msg := err.Error(); {
+	case strings.Contains(msg, "database is locked"), strings.Contains(msg, "SQLITE_BUSY"):
+		return sqliteBusy
+	case strings.Contains(msg, "database table is locked"), strings.Contains(msg, "SQLITE_LOCKED"):
+		return sqliteLocked
+	}
+	return 0
+}
+
+// retryable reports whether err says the database refused the statement
+// because of a concurrent transaction, having applied nothing: a
+// serialization failure or a deadlock on PostgreSQL, a busy or locked
+// database on SQLite.
+func (d Dialect) retryable(err error) bool {
+	if d == Postgres {
+		s := sqlState(err)
+		return s == "40001" || s == "40P01"
+	}
+	c := sqliteCode(err)
+	return c == sqliteBusy || c == sqliteLocked
+}
+
+// missing reports whether err says a table (kind ErrNoTable) or a column
+// (ErrNoColumn) does not exist, and which one if the message names it.
+func (d Dialect) missing(err error) (kind error, name string) {
+	if d == Postgres {
+		switch sqlState(err) {
+		case "42P01":
+			return ErrNoTable, quoted(err.Error())
+		case "42703":
+			return ErrNoColumn, quoted(err.Error())
+		}
+		return nil, ""
+	}
+	msg := err.Error()
+	if _, after, ok := strings.Cut(msg, "no such table: "); ok {
+		return ErrNoTable, firstWord(after)
+	}
+	if _, after, ok := strings.Cut(msg, "no such column: "); ok {
+		return ErrNoColumn, firstWord(after)
+	}
+	return nil, ""
+}
+
+// quoted returns the first double-quoted name in PostgreSQL's message
+// (`relation "x" does not exist`, `column "y" does not exist`).
+func quoted(msg string) string {
+	_, after, ok := strings.Cut(msg, `"`)
+	if !ok {
+		return ""
+	}
+	name, _, _ := strings.Cut(after, `"`)
+	return name
+}
+
+func firstWord(s string) string {
+	if i := strings.IndexAny(s, " ()"); i >= 0 {
+		return s[:i]
+	}
+	return s
+}

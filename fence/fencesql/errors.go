@@ -1,0 +1,75 @@
+package fencesql
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Errors of this package, matched with errors.Is. A stale token is reported
+// with a *fence.StaleError (fence.ErrStale), a zero token with
+// fence.ErrNoToken, an answer lost during a commit with fence.ErrUncertain.
+// Bad input is refused before any statement is sent: the database is left
+// unchanged.
+var (
+	// ErrUnknownDriver: New could not tell the database's dialect from its
+	// driver, or the driver's database is not supported (MySQL). Pass
+	// WithDialect for another PostgreSQL or SQLite driver.
+	ErrUnknownDriver = errors.New("fencesql: unknown or unsupported database driver")
+	// ErrBadResource: a resource name that is empty, longer than
+	// MaxResourceLen bytes, not valid UTF-8, or contains a NUL byte.
+	ErrBadResource = errors.New("fencesql: bad resource name")
+	// ErrBadName: a table or column name that is not a plain SQL
+	// identifier (letters, digits, underscores, one optional schema
+	// qualifier), or a Row without a table or key.
+	ErrBadName = errors.New("fencesql: bad table or column name")
+	// ErrTokenRange: a token above 2^63-1, which a BIGINT cannot hold.
+	// ZooKeeper tokens never get there (the zxid's epoch would have to pass
+	// 2^31).
+	ErrTokenRange = errors.New("fencesql: token does not fit a BIGINT")
+	// ErrNoTable is matched by a *SchemaError for a missing table.
+	ErrNoTable = errors.New("fencesql: table does not exist")
+	// ErrNoColumn is matched by a *SchemaError for a missing column.
+	ErrNoColumn = errors.New("fencesql: column does not exist")
+	// ErrNoRow: Update found no row with the given key (as opposed to a
+	// row whose fence holds a larger token: fence.ErrStale).
+	ErrNoRow = errors.New("fencesql: no such row")
+	// ErrConflict: the database refused a transaction because of a
+	// concurrent one (PostgreSQL serialization failure or deadlock under
+	// REPEATABLE READ or SERIALIZABLE; SQLite busy past its busy timeout)
+	// after the caller's function had run, or on Update. Nothing was
+	// committed: calling again is safe.
+	ErrConflict = errors.New("fencesql: concurrent transaction conflict, nothing committed")
+)
+
+// SchemaError reports a table or column that does not exist, with the DDL
+// that would create it when this package knows it. It matches ErrNoTable or
+// ErrNoColumn.
+type SchemaError struct {
+	Kind  error  // ErrNoTable or ErrNoColumn
+	Table string // the table the statement used
+	Name  string // the missing table or column, as the database named it ("" if it did not)
+	DDL   string // the statement that creates it, or "" when it is the caller's to write
+	Err   error  // the database's error
+}
+
+// Error implements error.
+func (e *SchemaError) Error() string {
+	what := "table " + e.Table
+	if e.Kind == ErrNoColumn {
+		what = "column " + e.Name + " of " + e.Table
+	}
+	s := fmt.Sprintf("fencesql: %s does not exist", what)
+	switch {
+	case e.DDL != "" && e.Kind == ErrNoTable:
+		s += "; create it with fencesql.CreateTable or: " + e.DDL
+	case e.DDL != "":
+		s += "; add it with: " + e.DDL
+	}
+	return s + " (" + e.Err.Error() + ")"
+}
+
+// Is makes a *SchemaError match its Kind.
+func (e *SchemaError) Is(target error) bool { return target == e.Kind }
+
+// Unwrap returns the database's error.
+func (e *SchemaError) Unwrap() error { return e.Err }

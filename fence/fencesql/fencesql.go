@@ -1,0 +1,426 @@
+// Package fencesql fences writes to a SQL database: a write carrying a
+// fencing token lower than one the database has already accepted for the
+// same resource is refused by the database itself, atomically with the
+// write. It works through database/sql and imports no driver; PostgreSQL
+// and SQLite are supported, chosen by WithDialect or detected from the
+// driver.
+//
+// Two shapes, both one atomic step at the database:
+//
+//   - A fence row per resource ([Fence.Do], [Do]): a table (default
+//     zkrecipes_fence; [CreateTable] makes it) maps a resource name to the
+//     highest token accepted. Do opens a transaction, advances the
+//     resource's row to the token unless it holds a larger one, runs the
+//     caller's function with the transaction, and commits. Everything the
+//     function writes through the transaction lands only with the token,
+//     and concurrent callers serialise on the fence row.
+//   - A fence column on the caller's own rows ([Fence.Update], [Update]):
+//     UPDATE … SET …, fence = token WHERE key = id AND fence <= token, with
+//     "no row changed" told apart: fence.ErrStale if the row holds a larger
+//     token, ErrNoRow if there is no such row.
+//
+// Equal tokens are accepted (the same holder writing again); the zero token
+// is refused (fence.ErrNoToken); bad input gets a typed error before any
+// statement is sent.
+//
+// # Isolation
+//
+// PostgreSQL, READ COMMITTED (its default) and READ UNCOMMITTED (the same
+// there): correct. The fence statement is an INSERT … ON CONFLICT DO UPDATE
+// … WHERE stored <= new; it locks the fence row, and a writer that had to
+// wait for that lock evaluates the WHERE again on the row as the previous
+// writer committed it, so it compares its token with the newest one. The
+// caller's function runs after the lock is held, so its statements see
+// every write committed under an earlier token. The fence column's UPDATE
+// behaves the same way.
+//
+// PostgreSQL, REPEATABLE READ and SERIALIZABLE (WithIsolation): correct,
+// and a fence statement that meets a concurrent writer's commit fails with
+// a serialization failure instead of waiting and re-checking. Do then
+// retries it in a new transaction, with a short backoff, until ctx ends (the
+// function has not run, nothing was written). A serialization failure after
+// the function has run (in its statements or at commit) is returned
+// matching ErrConflict: nothing was committed and calling Do again is safe.
+// Update never retries (it may run in the caller's transaction): it returns
+// ErrConflict.
+//
+// SQLite: every transaction is serializable whatever level is asked for.
+// The fence statement is the transaction's first statement and a write, so
+// it takes the database's write lock, held until commit: all Do calls on one
+// database run one at a time, whatever their resource. A connection of
+// database/sql's pool that meets the lock held elsewhere gets SQLITE_BUSY
+// at once unless it has a busy timeout; Do therefore gives a connection
+// whose busy timeout is 0 (modernc.org/sqlite's default) the one of
+// WithBusyTimeout (DefaultBusyTimeout), so that the fence statement and the
+// commit wait for the lock, and retries a fence statement refused as busy
+// anyway until ctx ends. WAL mode (_pragma=journal_mode(WAL) for modernc)
+// lets readers run beside the writer; in the default rollback-journal mode
+// a commit also waits for readers to finish.
+//
+// # What it does not protect
+//
+// Only what is written through the transaction (or by the fenced UPDATE)
+// is fenced. Writes the function makes elsewhere (another connection, a
+// file, an HTTP call, an email) are not: they may happen for a call that
+// is then refused or rolled back, and again when the call is retried. Give
+// such effects an idempotency key and record it in the same transaction.
+// If the database is restored from a backup, its high-water marks go back
+// with it.
+package fencesql
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/zkrecipes/zkrecipes/fence"
+)
+
+// DefaultTable is the name of the fence table.
+const DefaultTable = "zkrecipes_fence"
+
+// MaxResourceLen is the longest resource name, in bytes.
+const MaxResourceLen = 200
+
+// DefaultBusyTimeout is the SQLite busy timeout Do gives a connection that
+// has none.
+const DefaultBusyTimeout = 5 * time.Second
+
+// Option configures a Fence.
+type Option func(*config)
+
+type config struct {
+	dialect Dialect
+	table   string
+	iso     sql.IsolationLevel
+	busy    time.Duration
+}
+
+// WithDialect sets the dialect instead of detecting it from the driver:
+// for a PostgreSQL or SQLite driver this package does not know.
+func WithDialect(d Dialect) Option { return func(c *config) { c.dialect = d } }
+
+// WithTable sets the fence table's name (default DefaultTable): a plain
+// identifier, optionally schema-qualified ("app.fence").
+func WithTable(name string) Option { return func(c *config) { c.table = name } }
+
+// WithIsolation sets the isolation level of Do's transactions (default:
+// the database's default, READ COMMITTED on PostgreSQL). See the package
+// documentation for what each level does; SQLite ignores it.
+func WithIsolation(l sql.IsolationLevel) Option { return func(c *config) { c.iso = l } }
+
+// WithBusyTimeout sets the busy timeout Do gives a SQLite connection whose
+// busy timeout is 0 (default DefaultBusyTimeout); 0 leaves connections as
+// they are. A connection with a busy timeout of its own (a DSN's
+// _busy_timeout or _pragma=busy_timeout(ms)) keeps it.
+func WithBusyTimeout(d time.Duration) Option { return func(c *config) { c.busy = d } }
+
+// Fence runs fenced writes on one database. It is safe for concurrent use.
+type Fence struct {
+	db      *sql.DB
+	d       Dialect
+	table   string
+	txOpts  *sql.TxOptions
+	busy    time.Duration
+	advance string // the fence statement
+	highest string
+}
+
+// New returns a Fence for db. Errors: ErrUnknownDriver when the dialect is
+// neither given nor detected, ErrBadName for a bad table name.
+func New(db *sql.DB, opts ...Option) (*Fence, error) {
+	c := config{table: DefaultTable, busy: DefaultBusyTimeout}
+	for _, o := range opts {
+		o(&c)
+	}
+	if db == nil {
+		return nil, fmt.Errorf("%w: nil *sql.DB", ErrUnknownDriver)
+	}
+	if c.dialect == "" {
+		d, err := detect(db.Driver())
+		if err != nil {
+			return nil, err
+		}
+		c.dialect = d
+	} else if !c.dialect.valid() {
+		return nil, fmt.Errorf("%w: dialect %q (known: %q, %q)", ErrUnknownDriver, c.dialect, Postgres, SQLite)
+	}
+	if err := checkName("table", c.table); err != nil {
+		return nil, err
+	}
+	f := &Fence{db: db, d: c.dialect, table: c.table, busy: max(c.busy, 0),
+		advance: c.dialect.advance(c.table), highest: c.dialect.highest(c.table)}
+	if c.iso != sql.LevelDefault {
+		f.txOpts = &sql.TxOptions{Isolation: c.iso}
+	}
+	return f, nil
+}
+
+// Dialect returns the dialect in use.
+func (f *Fence) Dialect() Dialect { return f.d }
+
+// DDL returns the statement that creates the fence table if it does not
+// exist.
+func (f *Fence) DDL() string { return f.d.ddl(f.table) }
+
+// CreateTable creates the fence table if it does not exist (DDL).
+func (f *Fence) CreateTable(ctx context.Context) error {
+	_, err := f.db.ExecContext(ctx, f.DDL())
+	return err
+}
+
+// Do runs fn in a transaction in which resource's fence row has been
+// advanced to token, and commits, or runs nothing if the row holds a larger
+// token. A missing row is inserted; an equal token is accepted. fn may be
+// nil: Do then only records token, like fence.Guard.Check.
+//
+// fn must write through tx only (statements on db run outside the
+// transaction, unfenced), must not commit or roll tx back, and must not
+// call Do on the same resource (it would wait for its own lock). It may
+// run more than once only if it returned and the transaction then failed
+// and the caller calls Do again: Do itself never calls it twice.
+//
+// Errors, after which nothing was committed unless the error matches
+// fence.ErrUncertain:
+//   - a *fence.StaleError (fence.ErrStale) with the highest accepted token
+//     when token is lower; fn was not called;
+//   - fence.ErrNoToken, ErrTokenRange or ErrBadResource for bad input,
+//     before any statement;
+//   - a *SchemaError (ErrNoTable) naming the DDL when the fence table does
+//     not exist;
+//   - fn's error, as it returned it (wrapped with ErrConflict too if the
+//     database refused a statement for a concurrent transaction);
+//   - ctx's error if ctx ended before the commit (the transaction is
+//     rolled back, even if fn returned nil);
+//   - ErrConflict for a serialization failure or busy database at commit;
+//   - fence.ErrUncertain, wrapping the driver's error, when the commit's
+//     answer was lost (a broken connection): it may have been applied;
+//   - otherwise the driver's error.
+func (f *Fence) Do(ctx context.Context, resource string, token fence.Token, fn func(tx *sql.Tx) error) error {
+	if err := checkToken(token); err != nil {
+		return err
+	}
+	if err := checkResource(resource); err != nil {
+		return err
+	}
+	for attempt := 0; ; attempt++ {
+		ran, err := f.try(ctx, resource, token, fn)
+		if err != nil && ctx.Err() != nil && !errors.Is(err, ctx.Err()) && !errors.Is(err, fence.ErrStale) {
+			// database/sql rolls the transaction back as soon as ctx ends,
+			// so a statement then fails with sql.ErrTxDone: say why.
+			err = fmt.Errorf("fencesql: not committed, rolled back: %w (%w)", ctx.Err(), err)
+		}
+		if err == nil || !f.d.retryable(err) {
+			return err
+		}
+		if ran {
+			return fmt.Errorf("%w: %w", ErrConflict, err)
+		}
+		// Refused for a concurrent transaction before fn ran: nothing was
+		// written, so the fence statement can be tried again.
+		if werr := sleep(ctx, attempt); werr != nil {
+			return fmt.Errorf("fencesql: %w (last attempt: %w)", werr, err)
+		}
+	}
+}
+
+// try is one transaction of Do. ran reports whether fn was called.
+func (f *Fence) try(ctx context.Context, resource string, token fence.Token, fn func(*sql.Tx) error) (ran bool, err error) {
+	conn, err := f.db.Conn(ctx) // one connection for the SQLite settings and the clean-up below
+	if err != nil {
+		return false, err
+	}
+	defer conn.Close()
+	if f.d == SQLite && f.busy > 0 {
+		if err := f.ensureBusyTimeout(ctx, conn); err != nil {
+			return false, err
+		}
+	}
+	tx, err := conn.BeginTx(ctx, f.txOpts)
+	if err != nil {
+		return false, err
+	}
+	finished := false
+	defer func() {
+		if !finished {
+			tx.Rollback() // also when fn panics
+		}
+	}()
+
+	res, err := tx.ExecContext(ctx, f.advance, resource, int64(token))
+	if err != nil {
+		return false, f.schemaError(err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return false, err
+	}
+	if n == 0 {
+		var high int64
+		if err := tx.QueryRowContext(ctx, f.highest, resource).Scan(&high); err != nil {
+			return false, fmt.Errorf("fencesql: %s is stale, reading the highest token: %w", token, err)
+		}
+		return false, &fence.StaleError{Resource: resource, Token: token, Highest: fence.Token(high)}
+	}
+	if fn != nil {
+		ran = true
+		if err := fn(tx); err != nil {
+			return true, err
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return ran, fmt.Errorf("fencesql: not committed, rolled back: %w", err)
+	}
+	finished = true
+	if err := tx.Commit(); err != nil {
+		return ran, f.commitError(ctx, conn, err)
+	}
+	return ran, nil
+}
+
+// commitError classifies a failed commit: definitely not applied (a
+// refusal by the server, SQLite, a context that ended before the COMMIT
+// was sent) or uncertain.
+func (f *Fence) commitError(ctx context.Context, conn *sql.Conn, err error) error {
+	if f.d == SQLite {
+		// A COMMIT refused as busy leaves SQLite's transaction open, and
+		// not every driver ends it: end it, so the connection goes back to
+		// the pool clean and the outcome is certain.
+		conn.ExecContext(context.WithoutCancel(ctx), "ROLLBACK")
+		return err
+	}
+	if sqlState(err) != "" || errors.Is(err, sql.ErrTxDone) || err == context.Canceled || err == context.DeadlineExceeded {
+		return err // the server refused it, or database/sql never sent it
+	}
+	return fmt.Errorf("%w: commit: %w", fence.ErrUncertain, err)
+}
+
+// ensureBusyTimeout gives conn the busy timeout f.busy if it has none.
+func (f *Fence) ensureBusyTimeout(ctx context.Context, conn *sql.Conn) error {
+	var ms int64
+	if err := conn.QueryRowContext(ctx, "PRAGMA busy_timeout").Scan(&ms); err != nil {
+		return fmt.Errorf("fencesql: reading the busy timeout: %w", err)
+	}
+	if ms > 0 {
+		return nil
+	}
+	_, err := conn.ExecContext(ctx, fmt.Sprintf("PRAGMA busy_timeout = %d", max(f.busy.Milliseconds(), 1)))
+	return err
+}
+
+// schemaError turns a missing fence table into a *SchemaError with the DDL.
+func (f *Fence) schemaError(err error) error {
+	if kind, name := f.d.missing(err); kind == ErrNoTable {
+		return &SchemaError{Kind: kind, Table: f.table, Name: name, DDL: f.DDL(), Err: err}
+	}
+	return err
+}
+
+// Highest returns the highest token accepted for resource (zero if none).
+func (f *Fence) Highest(ctx context.Context, resource string) (fence.Token, error) {
+	if err := checkResource(resource); err != nil {
+		return 0, err
+	}
+	var high int64
+	err := f.db.QueryRowContext(ctx, f.highest, resource).Scan(&high)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, f.schemaError(err)
+	}
+	return fence.Token(high), nil
+}
+
+// Do is New(db, opts...) followed by Do: see [Fence.Do].
+func Do(ctx context.Context, db *sql.DB, resource string, token fence.Token, fn func(tx *sql.Tx) error, opts ...Option) error {
+	f, err := New(db, opts...)
+	if err != nil {
+		return err
+	}
+	return f.Do(ctx, resource, token, fn)
+}
+
+// CreateTable creates the fence table if it does not exist: see
+// [Fence.CreateTable].
+func CreateTable(ctx context.Context, db *sql.DB, opts ...Option) error {
+	f, err := New(db, opts...)
+	if err != nil {
+		return err
+	}
+	return f.CreateTable(ctx)
+}
+
+// sleep waits before the attempt-th retry: 1 ms doubling up to 100 ms,
+// jittered so that retrying writers do not collide again in step.
+func sleep(ctx context.Context, attempt int) error {
+	d := time.Millisecond << min(attempt, 7)
+	d = min(d, 100*time.Millisecond)
+	d = d/2 + rand.N(d/2+1)
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// ---- input checks ----
+
+func checkToken(token fence.Token) error {
+	if token.IsZero() {
+		return fence.ErrNoToken
+	}
+	if uint64(token) > math.MaxInt64 {
+		return fmt.Errorf("%w: %s", ErrTokenRange, token)
+	}
+	return nil
+}
+
+func checkResource(r string) error {
+	switch {
+	case r == "":
+		return fmt.Errorf("%w: empty", ErrBadResource)
+	case len(r) > MaxResourceLen:
+		return fmt.Errorf("%w: %d bytes, longer than %d: %.40q…", ErrBadResource, len(r), MaxResourceLen, r)
+	case !utf8.ValidString(r):
+		return fmt.Errorf("%w: not valid UTF-8: %q", ErrBadResource, r)
+	case strings.IndexByte(r, 0) >= 0:
+		return fmt.Errorf("%w: contains a NUL byte: %q", ErrBadResource, r)
+	}
+	return nil
+}
+
+// checkName accepts a plain identifier, optionally schema-qualified: the
+// names this package writes into its statements.
+func checkName(what, name string) error {
+	parts := strings.Split(name, ".")
+	ok := len(parts) <= 2
+	for _, p := range parts {
+		ok = ok && identifier(p)
+	}
+	if !ok {
+		return fmt.Errorf("%w: %s %q (letters, digits and _, at most 63 bytes, not starting with a digit; one schema qualifier allowed)", ErrBadName, what, name)
+	}
+	return nil
+}
+
+func identifier(s string) bool {
+	if s == "" || len(s) > 63 || (s[0] >= '0' && s[0] <= '9') {
+		return false
+	}
+	for _, c := range []byte(s) {
+		if !(c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9') {
+			return false
+		}
+	}
+	return true
+}

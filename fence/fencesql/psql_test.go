@@ -1,0 +1,93 @@
+package fencesql_test
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/zkrecipes/zkrecipes/fence"
+	"github.com/zkrecipes/zkrecipes/fence/fencesql"
+	"github.com/zkrecipes/zkrecipes/internal/pgtest"
+)
+
+// docScript returns the cron job of docs/cli.md that passes
+// $ZKRECIPES_TOKEN to psql, exactly as printed there.
+func docScript(t *testing.T) string {
+	t.Helper()
+	doc, err := os.ReadFile("../../docs/cli.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(doc), "```sh\n#!/bin/sh\n# nightly.sh")
+	script, _, ok2 := strings.Cut(rest, "```\n")
+	if !ok || !ok2 {
+		t.Fatal("docs/cli.md has no ```sh block starting with #!/bin/sh and # nightly.sh")
+	}
+	return "#!/bin/sh\n# nightly.sh" + script
+}
+
+// TestCLIDocPsqlFencing runs the psql cron job of docs/cli.md as a job run
+// by `zkrecipes lock` would: with the token in ZKRECIPES_TOKEN. A newer
+// token writes, an older one exits 3 and changes nothing, and the fence row
+// it shares with fencesql refuses a Go writer with an older token too.
+func TestCLIDocPsqlFencing(t *testing.T) {
+	psql, err := exec.LookPath("psql")
+	if err != nil {
+		t.Fatalf("no psql (%v): %s", err, pgtest.InstallHint)
+	}
+	t.Logf("psql: %s", psql)
+	dsn := pgtest.Shared(t)
+	db := openPostgresDSN(t, dsn)
+	newFence(t, db)
+	mustExec(t, db, "CREATE TABLE sales (day DATE NOT NULL, amount BIGINT NOT NULL)",
+		"CREATE TABLE daily_totals (day DATE PRIMARY KEY, total BIGINT NOT NULL)",
+		"INSERT INTO sales VALUES (current_date, 5), (current_date, 7)")
+	script := filepath.Join(t.TempDir(), "nightly.sh")
+	if err := os.WriteFile(script, []byte(docScript(t)), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	run := func(token string) (int, string) {
+		cmd := exec.Command("sh", script)
+		cmd.Env = append(os.Environ(), "DATABASE_URL="+dsn, "ZKRECIPES_TOKEN="+token)
+		var out bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &out
+		err := cmd.Run()
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			return ee.ExitCode(), out.String()
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return 0, out.String()
+	}
+	total := func() int64 {
+		var n int64
+		if err := db.QueryRow("SELECT coalesce(sum(total), 0) FROM daily_totals").Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+
+	if code, out := run("4294967301"); code != 0 || total() != 12 {
+		t.Fatalf("token 4294967301: exit %d, total %d: %s", code, total(), out)
+	}
+	mustExec(t, db, "INSERT INTO sales VALUES (current_date, 30)")
+	code, out := run("4294967300")
+	if code != 3 || !strings.Contains(out, "no rows returned for \\gset") || total() != 12 {
+		t.Fatalf("stale token: exit %d, total %d: %s", code, total(), out)
+	}
+	t.Logf("stale token: exit %d: %s", code, strings.TrimSpace(out))
+	if code, out := run("4294967301"); code != 0 || total() != 42 {
+		t.Fatalf("equal token: exit %d, total %d: %s", code, total(), out)
+	}
+	err = fencesql.Do(ctxT(t), db, "nightly-report", 4294967299, nil)
+	var se *fence.StaleError
+	if !errors.As(err, &se) || se.Highest != 4294967301 {
+		t.Fatalf("a Go writer on the shell job's fence row: %v", err)
+	}
+}

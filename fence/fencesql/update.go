@@ -1,0 +1,155 @@
+package fencesql
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+
+	"github.com/zkrecipes/zkrecipes/fence"
+)
+
+// DefaultFenceColumn is the fence column's name when Row.Fence is empty.
+const DefaultFenceColumn = "fence"
+
+// Row names one row of the caller's table that carries its own fence
+// column: a BIGINT (SQLite: INTEGER) holding the highest token written to
+// the row, best declared NOT NULL DEFAULT 0 (NULL counts as 0).
+type Row struct {
+	Table string // the table, optionally schema-qualified
+	Key   string // a column that identifies one row: a primary or unique key
+	ID    any    // the key's value
+	Fence string // the fence column (default DefaultFenceColumn)
+}
+
+func (r Row) String() string { return fmt.Sprintf("%s(%s=%v)", r.Table, r.Key, r.ID) }
+
+func (r Row) fence() string {
+	if r.Fence == "" {
+		return DefaultFenceColumn
+	}
+	return r.Fence
+}
+
+// Querier is what Update runs on: a *sql.DB, a *sql.Tx or a *sql.Conn. On
+// SQLite, a *sql.DB's or *sql.Conn's connection without a busy timeout gets
+// the Fence's (WithBusyTimeout), as in Do; a *sql.Tx's is the caller's
+// business.
+type Querier interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// Update runs, on q,
+//
+//	UPDATE <Table> SET <set>, <Fence> = token
+//	 WHERE <Key> = <ID> AND COALESCE(<Fence>, 0) <= token
+//
+// set is the caller's assignments with the dialect's placeholders for args,
+// numbered from 1: "balance = $1, note = $2" on PostgreSQL, "balance = ?,
+// note = ?" (or ?1, ?2) on SQLite. Update appends its own placeholders
+// after them.
+//
+// The check and the write are one statement; see the package documentation
+// for isolation. When no row changed, Update reads the row's fence to say
+// why: a *fence.StaleError (fence.ErrStale) with the row's token when it is
+// larger, ErrNoRow when there is no such row. Other errors: fence.ErrNoToken,
+// ErrTokenRange, ErrBadName before any statement; a *SchemaError (ErrNoTable,
+// ErrNoColumn) when the table or a column is missing (for the fence column,
+// with the ALTER TABLE that adds it); ErrConflict (wrapping the driver's
+// error) when the database refused the statement for a concurrent
+// transaction, in which case nothing was written but a transaction q may be
+// aborted; otherwise the driver's error.
+func (f *Fence) Update(ctx context.Context, q Querier, token fence.Token, row Row, set string, args ...any) error {
+	if err := checkToken(token); err != nil {
+		return err
+	}
+	if err := checkRow(row); err != nil {
+		return err
+	}
+	if set == "" {
+		return fmt.Errorf("%w: nothing to set on %v", ErrBadName, row)
+	}
+	if f.d == SQLite && f.busy > 0 {
+		// As in Do: a pool connection without a busy timeout would refuse
+		// the UPDATE at once while another connection writes.
+		switch c := q.(type) {
+		case *sql.DB:
+			conn, err := c.Conn(ctx)
+			if err != nil {
+				return err
+			}
+			defer conn.Close()
+			q = conn
+		}
+		if c, ok := q.(*sql.Conn); ok {
+			if err := f.ensureBusyTimeout(ctx, c); err != nil {
+				return err
+			}
+		}
+	}
+	n := len(args)
+	fc := row.fence()
+	update := fmt.Sprintf("UPDATE %s SET %s, %s = %s WHERE %s = %s AND COALESCE(%s, 0) <= %s",
+		row.Table, set, fc, f.d.ph(n+1), row.Key, f.d.ph(n+2), fc, f.d.ph(n+1))
+	read := fmt.Sprintf("SELECT COALESCE(%s, 0) FROM %s WHERE %s = %s", fc, row.Table, row.Key, f.d.ph(1))
+	all := append(append(make([]any, 0, n+2), args...), int64(token), row.ID)
+
+	// Between the UPDATE and the read the row can appear (or its fence be
+	// lowered by someone else's statement): then the UPDATE is tried again.
+	for range 3 {
+		res, err := q.ExecContext(ctx, update, all...)
+		if err != nil {
+			return f.rowError(err, row)
+		}
+		if k, err := res.RowsAffected(); err != nil || k > 0 {
+			return err
+		}
+		var cur int64
+		err = q.QueryRowContext(ctx, read, row.ID).Scan(&cur)
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+			return fmt.Errorf("%w: %v", ErrNoRow, row)
+		case err != nil:
+			return f.rowError(err, row)
+		case fence.Token(cur) > token:
+			return &fence.StaleError{Resource: row.String(), Token: token, Highest: fence.Token(cur)}
+		}
+	}
+	return fmt.Errorf("%w: %v kept changing between the update and the read of its fence", ErrConflict, row)
+}
+
+// rowError classifies an error of Update's statements.
+func (f *Fence) rowError(err error, row Row) error {
+	switch kind, name := f.d.missing(err); {
+	case kind == ErrNoTable:
+		return &SchemaError{Kind: kind, Table: row.Table, Name: name, Err: err}
+	case kind == ErrNoColumn && name == row.fence():
+		ddl := fmt.Sprintf("ALTER TABLE %s ADD COLUMN %s BIGINT NOT NULL DEFAULT 0", row.Table, name)
+		return &SchemaError{Kind: kind, Table: row.Table, Name: name, DDL: ddl, Err: err}
+	case kind == ErrNoColumn:
+		return &SchemaError{Kind: kind, Table: row.Table, Name: name, Err: err}
+	case f.d.retryable(err):
+		return fmt.Errorf("%w: %w", ErrConflict, err)
+	}
+	return err
+}
+
+func checkRow(r Row) error {
+	if err := checkName("table", r.Table); err != nil {
+		return err
+	}
+	if err := checkName("key column", r.Key); err != nil {
+		return err
+	}
+	return checkName("fence column", r.fence())
+}
+
+// Update is New(db) followed by Update on db: see [Fence.Update].
+func Update(ctx context.Context, db *sql.DB, token fence.Token, row Row, set string, args ...any) error {
+	f, err := New(db)
+	if err != nil {
+		return err
+	}
+	return f.Update(ctx, db, token, row, set, args...)
+}

@@ -1,0 +1,297 @@
+// Package fencezk fences data kept in ZooKeeper: a [Register] is a znode
+// holding a value and the highest fencing token accepted for it, written
+// with a versioned setData (or a multi) so that a write with a token lower
+// than the stored one never lands, also when writers race.
+//
+// Each write reads the znode (its token and data version), refuses a lower
+// token, and writes with the version it read: if anyone wrote in between,
+// ZooKeeper refuses the write (bad version) and the write starts over from
+// a new read, so the comparison is always made against the token actually
+// replaced. [Register.Apply] extends the same check to other znodes: their
+// creates, sets and deletes go in one multi with the register's versioned
+// setData, and land only with a token at least as high as the register's.
+//
+// What it protects: the register's znode and the znodes written through
+// Apply. What it cannot: effects elsewhere (give those an idempotency key),
+// and a register whose znode is deleted, since the high-water mark goes
+// with it (never delete a register's znode while tokens of the old mark
+// may still be in use).
+package fencezk
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/go-zookeeper/zk"
+	"github.com/zkrecipes/zkrecipes/fence"
+	"github.com/zkrecipes/zkrecipes/recipe"
+)
+
+// ErrNotRegister is returned (wrapped) when the znode's data is not in the
+// register's format: another program's znode, or a path typo.
+var ErrNotRegister = errors.New("fencezk: znode is not a fenced register")
+
+// ErrBadOp is returned (wrapped) by Apply for an operation that is not a
+// *zk.CreateRequest, *zk.SetDataRequest, *zk.DeleteRequest or
+// *zk.CheckVersionRequest, or whose path is invalid or the register's own.
+var ErrBadOp = errors.New("fencezk: bad operation")
+
+// Value is a register's content.
+type Value struct {
+	Token   fence.Token // the highest token accepted (zero: none yet)
+	Data    []byte      // the value of the last accepted write
+	Version int32       // the znode's data version; -1 if it does not exist
+}
+
+// Register is a fenced register in the znode at one path. The znode holds
+// "token=<decimal token>\n" followed by the value's bytes; an empty znode
+// is the empty register (token zero). It is safe for concurrent use.
+type Register struct {
+	s    *recipe.Session
+	path string // as given, below the session's chroot
+	full string // with the chroot
+	acl  []zk.ACL
+}
+
+// Option configures a Register.
+type Option func(*Register)
+
+// WithACL sets the ACL of the znodes the register creates (itself and
+// missing parents; default zk.WorldACL(zk.PermAll)).
+func WithACL(acl []zk.ACL) Option { return func(r *Register) { r.acl = acl } }
+
+// New returns the register at path, relative to the session's chroot like
+// every recipe path. The znode and its parents are created (persistent) by
+// the first write. Errors: a *recipe.PathError (recipe.ErrInvalidPath).
+func New(s *recipe.Session, path string, opts ...Option) (*Register, error) {
+	if err := recipe.ValidatePath(path); err != nil {
+		return nil, err
+	}
+	r := &Register{s: s, path: path, full: s.Chroot() + path, acl: zk.WorldACL(zk.PermAll)}
+	for _, o := range opts {
+		o(r)
+	}
+	return r, nil
+}
+
+// Path returns the register's path (below the chroot).
+func (r *Register) Path() string { return r.path }
+
+// Read returns the register's content: the zero Value with Version -1 if
+// its znode does not exist yet. Errors: ErrNotRegister for data in another
+// format, otherwise ZooKeeper's (e.g. zk.ErrConnectionClosed).
+func (r *Register) Read(ctx context.Context) (Value, error) {
+	if err := ctx.Err(); err != nil {
+		return Value{}, err
+	}
+	data, st, err := r.s.Conn().Get(r.full)
+	if errors.Is(err, zk.ErrNoNode) {
+		return Value{Version: -1}, nil
+	}
+	if err != nil {
+		return Value{}, fmt.Errorf("fencezk: reading %s: %w", r.path, err)
+	}
+	return decode(r.path, data, st.Version)
+}
+
+// Write stores data with token if token is not lower than the register's,
+// and returns what it replaced (the new data version is prev.Version+1).
+// An equal token is accepted.
+//
+// Errors: a *fence.StaleError (fence.ErrStale) with the stored token when
+// token is lower, nothing written; fence.ErrNoToken for the zero token;
+// ctx's error if ctx ends between attempts; ErrNotRegister; fence.ErrUncertain
+// wrapping ZooKeeper's error when the write was sent and its answer lost
+// (connection loss, session expiry): it may have landed; otherwise
+// ZooKeeper's error, and nothing was written.
+func (r *Register) Write(ctx context.Context, token fence.Token, data []byte) (prev Value, err error) {
+	prev, _, err = r.write(ctx, token, data, nil)
+	return prev, err
+}
+
+// Apply runs ops in one ZooKeeper multi with the register's versioned
+// setData, if token is not lower than the register's: the ops land only
+// with the token, and none of them lands otherwise. The register keeps its
+// value and takes token. Paths in ops are relative to the session's chroot;
+// the responses' created paths are returned relative to it too (the first
+// response is the register's own setData).
+//
+// Errors: those of Write, and ErrBadOp for an operation of another type or
+// with an invalid path; if ZooKeeper refuses one of ops (e.g. a create of an
+// existing node), the multi applies nothing and its error is returned with
+// the op's index.
+func (r *Register) Apply(ctx context.Context, token fence.Token, ops ...any) (prev Value, res []zk.MultiResponse, err error) {
+	if len(ops) == 0 {
+		return Value{}, nil, fmt.Errorf("%w: no operation", ErrBadOp)
+	}
+	rooted := make([]any, len(ops))
+	for i, op := range ops {
+		if rooted[i], err = r.root(op); err != nil {
+			return Value{}, nil, fmt.Errorf("op %d: %w", i, err)
+		}
+	}
+	return r.write(ctx, token, nil, rooted)
+}
+
+// write is Write (ops nil: set data) and Apply (keep the data, run ops).
+func (r *Register) write(ctx context.Context, token fence.Token, data []byte, ops []any) (Value, []zk.MultiResponse, error) {
+	if token.IsZero() {
+		return Value{}, nil, fence.ErrNoToken
+	}
+	conn := r.s.Conn()
+	for {
+		if err := ctx.Err(); err != nil {
+			return Value{}, nil, err
+		}
+		raw, st, err := conn.Get(r.full)
+		if errors.Is(err, zk.ErrNoNode) {
+			if err := r.create(); err != nil {
+				return Value{}, nil, err
+			}
+			continue
+		}
+		if err != nil {
+			return Value{}, nil, fmt.Errorf("fencezk: reading %s: %w", r.path, err)
+		}
+		cur, err := decode(r.path, raw, st.Version)
+		if err != nil {
+			return Value{}, nil, err
+		}
+		if token < cur.Token {
+			return cur, nil, &fence.StaleError{Resource: r.path, Token: token, Highest: cur.Token}
+		}
+		next := data
+		if ops != nil {
+			next = cur.Data
+		}
+		set := &zk.SetDataRequest{Path: r.full, Data: encode(token, next), Version: cur.Version}
+		var res []zk.MultiResponse
+		failed := 0 // index of the refused op
+		if ops == nil {
+			_, err = conn.Set(set.Path, set.Data, set.Version)
+		} else {
+			res, err = conn.Multi(append([]any{set}, ops...)...)
+			failed = refused(res)
+		}
+		switch {
+		case err == nil:
+			return cur, r.unroot(res), nil
+		case failed == 0 && errors.Is(err, zk.ErrBadVersion):
+			continue // another write landed since the read: compare again
+		case failed > 0:
+			return cur, r.unroot(res), fmt.Errorf("fencezk: op %d refused, nothing applied: %w", failed-1, err)
+		case res == nil && !definite(err):
+			return cur, nil, fmt.Errorf("%w: writing %s: %w", fence.ErrUncertain, r.path, err)
+		}
+		return cur, nil, fmt.Errorf("fencezk: writing %s: %w", r.path, err)
+	}
+}
+
+// refused returns the index in a failed multi's responses of the op
+// ZooKeeper refused: the first with an error (those before it say ok, those
+// after it "runtime inconsistency").
+func refused(res []zk.MultiResponse) int {
+	for i, r := range res {
+		if r.Error != nil {
+			return i
+		}
+	}
+	return 0
+}
+
+// definite reports whether err is ZooKeeper's answer to the request (it
+// was refused, nothing applied) rather than a lost answer.
+func definite(err error) bool {
+	for _, e := range []error{zk.ErrBadVersion, zk.ErrNoNode, zk.ErrNodeExists, zk.ErrNotEmpty, zk.ErrNoAuth,
+		zk.ErrInvalidACL, zk.ErrInvalidFlags, zk.ErrBadArguments, zk.ErrNoChildrenForEphemerals, zk.ErrAuthFailed} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
+}
+
+// create makes the empty register and its missing parents below the
+// chroot (the chroot itself must exist, as for every recipe).
+func (r *Register) create() error {
+	conn, p := r.s.Conn(), ""
+	for _, seg := range strings.Split(r.path[1:], "/") {
+		p += "/" + seg
+		_, err := conn.Create(r.s.Chroot()+p, nil, 0, r.acl)
+		if err != nil && !errors.Is(err, zk.ErrNodeExists) {
+			return fmt.Errorf("fencezk: creating %s: %w", p, err)
+		}
+	}
+	return nil
+}
+
+// root returns a copy of op with its path below the chroot.
+func (r *Register) root(op any) (any, error) {
+	check := func(p string) (string, error) {
+		if err := recipe.ValidatePath(p); err != nil {
+			return "", fmt.Errorf("%w: %w", ErrBadOp, err)
+		}
+		if p == r.path {
+			return "", fmt.Errorf("%w: %s is the register itself", ErrBadOp, p)
+		}
+		return r.s.Chroot() + p, nil
+	}
+	var err error
+	switch o := op.(type) {
+	case *zk.CreateRequest:
+		c := *o
+		c.Path, err = check(o.Path)
+		return &c, err
+	case *zk.SetDataRequest:
+		c := *o
+		c.Path, err = check(o.Path)
+		return &c, err
+	case *zk.DeleteRequest:
+		c := *o
+		c.Path, err = check(o.Path)
+		return &c, err
+	case *zk.CheckVersionRequest:
+		c := *o
+		c.Path, err = check(o.Path)
+		return &c, err
+	}
+	return nil, fmt.Errorf("%w: %T (want *zk.CreateRequest, *zk.SetDataRequest, *zk.DeleteRequest or *zk.CheckVersionRequest)", ErrBadOp, op)
+}
+
+// unroot strips the chroot from the created paths of res.
+func (r *Register) unroot(res []zk.MultiResponse) []zk.MultiResponse {
+	if c := r.s.Chroot(); c != "" {
+		for i := range res {
+			res[i].String = strings.TrimPrefix(res[i].String, c)
+		}
+	}
+	return res
+}
+
+const header = "token="
+
+func encode(token fence.Token, data []byte) []byte {
+	b := make([]byte, 0, len(header)+20+1+len(data))
+	b = append(b, header...)
+	b = append(b, token.String()...)
+	b = append(b, '\n')
+	return append(b, data...)
+}
+
+func decode(path string, raw []byte, version int32) (Value, error) {
+	if len(raw) == 0 {
+		return Value{Version: version}, nil
+	}
+	line, data, ok := bytes.Cut(raw, []byte{'\n'})
+	if !ok || !bytes.HasPrefix(line, []byte(header)) {
+		return Value{}, fmt.Errorf("%w: %s holds %.40q", ErrNotRegister, path, raw)
+	}
+	t, err := fence.ParseToken(string(line[len(header):]))
+	if err != nil {
+		return Value{}, fmt.Errorf("%w: %s: %w", ErrNotRegister, path, err)
+	}
+	return Value{Token: t, Data: data, Version: version}, nil
+}
