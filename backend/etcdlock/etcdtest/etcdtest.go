@@ -10,8 +10,9 @@
 //  2. The etcd binary (ETCD_BIN, else etcd on PATH, as Debian's etcd-server
 //     package installs it): one member on two free 127.0.0.1 ports (client
 //     and peer) with its data in a temporary directory, retried on fresh
-//     ports when another process took one first. On Linux the server dies
-//     with the test binary even if the binary crashes.
+//     ports when another process took one first. It is started with
+//     zktest.StartChild: on Linux it dies with the test binary even if the
+//     binary crashes.
 //
 // Whatever Start launches is gone when the test ends (process killed and
 // reaped, directory removed); the server of Shared is stopped by Main.
@@ -24,7 +25,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	mrand "math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -38,8 +38,9 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/goleak"
 	"go.uber.org/zap"
+
+	"github.com/zkrecipes/zkrecipes/zktest"
 )
 
 // EnvEndpoints names a running etcd server (comma-separated host:port) to
@@ -108,7 +109,7 @@ func Launch(ctx context.Context) (*Server, error) {
 	ctx, cancel := context.WithTimeout(ctx, launchTimeout)
 	defer cancel()
 	for attempt := 1; ; attempt++ {
-		ports, err := freePorts(2)
+		ports, err := zktest.FreePorts(2)
 		if err == nil {
 			s.clientPort, s.peerPt = ports[0], ports[1]
 			s.endpoints = []string{net.JoinHostPort("127.0.0.1", strconv.Itoa(s.clientPort))}
@@ -185,29 +186,31 @@ func ExampleURL() string {
 }
 
 // Main is for TestMain: func TestMain(m *testing.M) { etcdtest.Main(m) }.
-// It runs the tests, stops the Shared server and the spawner, then, if the
-// tests passed, checks with goleak that no goroutine is left. It exits with
-// the tests' code, or 1 when goroutines leaked or the server did not stop
-// cleanly.
+// It runs the tests with zktest.MainThen, stopping the Shared server right
+// after them; MainThen then ends the process spawner (zktest.StartChild)
+// and, if the tests passed, checks with goleak that no goroutine is left. It
+// exits with the tests' code, or 1 when goroutines leaked or the server did
+// not stop cleanly.
 func Main(m *testing.M) {
-	code := m.Run()
-	shared.mu.Lock()
-	if shared.s != nil {
-		if err := shared.s.Close(); err != nil {
+	zktest.MainThen(m, func() {
+		if err := stopShared(); err != nil {
+			// MainThen has no other way to fail the run.
 			fmt.Fprintf(os.Stderr, "etcdtest: stopping the shared server: %v\n", err)
-			code = max(code, 1)
+			os.Exit(1)
 		}
-		shared.s = nil
+	})
+}
+
+// stopShared closes the Shared server, if one was launched.
+func stopShared() error {
+	shared.mu.Lock()
+	defer shared.mu.Unlock()
+	if shared.s == nil {
+		return nil
 	}
-	shared.mu.Unlock()
-	stopSpawner()
-	if code == 0 {
-		if err := goleak.Find(); err != nil {
-			fmt.Fprintf(os.Stderr, "etcdtest: goroutines leaked after the tests:\n%v\n", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
+	err := shared.s.Close()
+	shared.s = nil
+	return err
 }
 
 // Endpoints returns the client endpoints (host:port).
@@ -313,8 +316,7 @@ func (s *Server) start(ctx context.Context) error {
 	)
 	cmd.Env = serverEnv()
 	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = childAttr()
-	if err := spawn(cmd); err != nil {
+	if err := zktest.StartChild(cmd); err != nil {
 		_ = logf.Close()
 		return err
 	}
@@ -389,30 +391,4 @@ func logTail(path string) string {
 		b = b[len(b)-4000:]
 	}
 	return string(b)
-}
-
-// freePorts returns n distinct ports that were free a moment ago, from a
-// range below the kernel's ephemeral ports (so that outgoing connections of
-// other tests don't take them in between).
-func freePorts(n int) ([]int, error) {
-	var ls []net.Listener
-	defer func() {
-		for _, l := range ls {
-			_ = l.Close()
-		}
-	}()
-	ports := make([]int, 0, n)
-	for tries := 0; len(ports) < n && tries < 200*n; tries++ {
-		p := 20000 + mrand.IntN(12000)
-		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p)))
-		if err != nil {
-			continue
-		}
-		ls = append(ls, l)
-		ports = append(ports, p)
-	}
-	if len(ports) < n {
-		return nil, errors.New("etcdtest: no free port found")
-	}
-	return ports, nil
 }
