@@ -11,6 +11,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/zkrecipes/zkrecipes/internal/leadtest"
 	"github.com/zkrecipes/zkrecipes/recipe"
 	"github.com/zkrecipes/zkrecipes/recipe/locktest"
 )
@@ -65,6 +66,10 @@ const mutationEnv = "MEMLOCK_MUTATION"
 func TestConformance(t *testing.T) {
 	locktest.Run(t, newHarness(t, mutation(os.Getenv(mutationEnv))))
 }
+
+// TestLeaderLoop runs leader.Run's scenario (internal/leadtest) on the
+// backend.
+func TestLeaderLoop(t *testing.T) { leadtest.Run(t, newHarness(t, correct)) }
 
 // TestSuiteCatchesBrokenBackends is the conformance suite's self-test: it
 // runs the property each mutant breaks against that mutant, in a child
