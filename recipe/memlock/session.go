@@ -200,16 +200,7 @@ func (c *Session) Heal() {
 // Every later call on the Session or its Mutexes returns
 // recipe.ErrSessionClosed.
 func (c *Session) Crash() {
-	c.mu.Lock()
-	c.crashed = true
-	c.watchdog.Stop()
-	for l := range c.leases {
-		c.endLocked(l, recipe.ErrSessionClosed)
-	}
-	sid := c.sid
-	c.mu.Unlock()
-	c.stopKeepAlive()
-	if c.srv.mut == instantExpiry {
+	if sid, _ := c.end(true); c.srv.mut == instantExpiry {
 		c.srv.close(sid)
 	}
 }
@@ -220,20 +211,31 @@ func (c *Session) Crash() {
 // Server expires it after the TTL). It always returns nil, and is
 // idempotent.
 func (c *Session) Close() error {
+	if sid, reachable := c.end(false); reachable {
+		c.srv.close(sid)
+	}
+	return nil
+}
+
+// end marks the Session crashed or closed, ends its leases and stops its
+// goroutine. It returns the server session and whether the Server can be
+// told (the Session was live, not cut off, and had a server session).
+func (c *Session) end(crash bool) (sid int64, reachable bool) {
 	c.mu.Lock()
-	reachable := !c.cut && !c.crashed && !c.closed && c.sid != 0
-	c.closed = true
+	reachable = !c.cut && !c.crashed && !c.closed && c.sid != 0
+	if crash {
+		c.crashed = true
+	} else {
+		c.closed = true
+	}
 	c.watchdog.Stop()
 	for l := range c.leases {
 		c.endLocked(l, recipe.ErrSessionClosed)
 	}
-	sid := c.sid
+	sid = c.sid
 	c.mu.Unlock()
 	c.stopKeepAlive()
-	if reachable {
-		c.srv.close(sid)
-	}
-	return nil
+	return sid, reachable
 }
 
 func (c *Session) stopKeepAlive() {
