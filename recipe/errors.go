@@ -98,9 +98,9 @@ var (
 // cannot cure: only a change by someone (the program's configuration, the
 // ZooKeeper ACLs, the other recipe's nodes on the path) can. It matches
 // ErrMixedRecipes, ErrTooLarge, ErrBadOption, ErrInvalidPath,
-// ErrNoPermission and ErrSessionClosed. election.Run and the leader latch
-// stop on such an error instead of retrying it; a loop of the caller's own
-// should too.
+// ErrNoPermission and ErrSessionClosed. leader.Run, election.Run and the
+// leader latch stop on such an error instead of retrying it; a loop of the
+// caller's own should too.
 func Permanent(err error) bool {
 	for _, p := range []error{ErrMixedRecipes, ErrTooLarge, ErrBadOption, ErrInvalidPath, ErrNoPermission, ErrSessionClosed} {
 		if errors.Is(err, p) {
