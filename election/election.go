@@ -45,6 +45,7 @@ import (
 
 	"github.com/cenkalti/backoff/v4"
 	"github.com/zkrecipes/zkrecipes/fence"
+	"github.com/zkrecipes/zkrecipes/leader"
 	"github.com/zkrecipes/zkrecipes/recipe"
 )
 
@@ -163,17 +164,12 @@ func New(s *recipe.Session, path string, opts ...Option) (*Election, error) {
 	if e.log == nil {
 		e.log = s.Logger()
 	}
-	if e.backoff == nil {
-		e.backoff = defaultBackOff
-	}
 	return e, nil
 }
 
 // MaxRunBackOff is the longest wait of Run's default backoff, and the wait
-// when a policy of WithBackOff returns backoff.Stop.
-const MaxRunBackOff = 5 * time.Second
-
-func defaultBackOff() backoff.BackOff { return recipe.LoopBackOff(100*time.Millisecond, MaxRunBackOff) }
+// when a policy of WithBackOff returns backoff.Stop: leader.MaxBackOff.
+const MaxRunBackOff = leader.MaxBackOff
 
 // Path returns the election directory (relative to the session's chroot).
 func (e *Election) Path() string { return e.q.Dir() }

@@ -2,44 +2,33 @@ package election
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/zkrecipes/zkrecipes/fence"
+	"github.com/zkrecipes/zkrecipes/leader"
 	"github.com/zkrecipes/zkrecipes/recipe"
 )
 
 // Run is the leader-gated loop, the shape of Curator's LeaderSelector with
 // autoRequeue: until ctx ends, it campaigns with value (Election.Campaign),
-// runs fn while the caller leads, gives leadership up when fn returns, and
-// campaigns again.
+// runs fn while the caller leads, resigns when fn returns or leadership is
+// lost (the leader's znode is deleted, or left to the engine's cleanup when
+// ownership was already lost), backs off, and campaigns again.
 //
-// fn gets the leadership's fencing token and a context that is done when
-// leadership ends or is in doubt (the lease's Context: see Campaign) or when
-// ctx ends, whichever comes first; context.Cause tells which
-// (recipe.ErrSuspended, recipe.ErrSessionLost, recipe.ErrNodeDeleted, ...,
-// or ctx's cause). It keeps ctx's values. fn must return promptly once its
-// context is done: Run waits for it, so fn never runs twice at once, but it
-// is the one window in which fn runs while the caller no longer leads.
+// It is leader.Run, the same loop over any recipe.Lock, with the campaign
+// as the lock, the Election's backoff (WithBackOff) and logger
+// (WithLogger), and ErrCampaigning among the errors that end it; see
+// leader.Run for fn's context (done when leadership ends or is in doubt, or
+// when ctx ends; context.Cause tells which), the backoff, and the logs.
 // Leadership is a lease: guard every effect with the token at the resource
 // (fence.Guard), which rejects a late write of a former leader.
 //
-// When fn returns (nil or an error, which Run logs at warning level and
-// otherwise ignores) or leadership is lost, Run resigns (the leader's znode
-// is deleted, or left to the engine's cleanup when ownership was already
-// lost) and campaigns again after a backoff (WithBackOff): the backoff grows
-// while campaigns fail or fn fails (returns an error while still leading),
-// and is reset after every other leadership. Failed campaigns are logged at
-// warning level too.
-//
 // Run always returns a non-nil error. When the caller stops it by ending
-// ctx, that error is context.Cause(ctx) (context.Canceled after a plain
-// cancel, context.DeadlineExceeded after a deadline, the cause given to a
-// context.WithCancelCause), returned after fn (if running) has returned and
-// leadership was given up; Run leaves no znode behind. That is a normal
-// stop, not a failure, as http.ErrServerClosed is from http.Server.Serve:
-// bad arguments aside (reported at once), whenever ctx is done as Run
-// returns, the error is ctx's cause, so
+// ctx, that error is context.Cause(ctx), returned after fn (if running) has
+// returned and leadership was given up; Run leaves no znode behind. That
+// is a normal stop, not a failure, as http.ErrServerClosed is from
+// http.Server.Serve: bad arguments aside (reported at once), whenever ctx
+// is done as Run returns, the error is ctx's cause, so
 //
 //	if err := election.Run(ctx, e, value, fn); ctx.Err() == nil {
 //		return fmt.Errorf("leader loop: %w", err) // a real failure
@@ -66,59 +55,21 @@ func Run(ctx context.Context, e *Election, value []byte, fn func(ctx context.Con
 	if err := e.q.CheckNodeData(value); err != nil {
 		return fmt.Errorf("campaign value: %w", err)
 	}
-	b := e.backoff()
-	for {
-		if ctx.Err() != nil {
-			return context.Cause(ctx)
-		}
-		lease, err := e.Campaign(ctx, value)
-		if err != nil {
-			if ctx.Err() != nil {
-				return context.Cause(ctx)
-			}
-			if errors.Is(err, ErrCampaigning) || recipe.Permanent(err) {
-				return err
-			}
-			e.log.Warn("election: campaign failed; retrying", "dir", e.Path(), "err", err)
-		} else {
-			failed := e.lead(ctx, lease, fn)
-			if !failed {
-				b.Reset()
-			}
-		}
-		if err := recipe.Pause(ctx, b, MaxRunBackOff); err != nil {
-			return err
-		}
-	}
+	return leader.Run(ctx, candidate{e, value}, fn, leader.WithBackOff(e.backoff),
+		leader.WithLogger(e.log.With("dir", e.Path())), leader.WithPermanent(ErrCampaigning))
 }
 
-// lead runs fn for one leadership and resigns afterwards (also when fn
-// panics). It reports whether fn failed: returned an error while its
-// context was still live.
-func (e *Election) lead(ctx context.Context, lease recipe.Lease, fn func(context.Context, fence.Token) error) (failed bool) {
-	fctx, cancel := context.WithCancelCause(lease.Context())
-	stop := context.AfterFunc(ctx, func() { cancel(context.Cause(ctx)) })
-	defer func() {
-		stop()
-		cancel(recipe.ErrReleased)
-		// Resign on a context of its own: ctx may be done, and the delete
-		// must still be sent (and retried up to the cleanup timeout).
-		if err := e.Resign(context.WithoutCancel(ctx)); err != nil {
-			e.log.Warn("election: resign failed; the session's cleaner will delete the node", "dir", e.Path(), "err", err)
-		}
-	}()
-	err := fn(fctx, lease.Token())
-	live := fctx.Err() == nil
-	if err != nil {
-		e.log.Warn("election: leader function returned an error", "dir", e.Path(), "token", lease.Token(),
-			"err", err, "leadership", causeText(fctx))
-	}
-	return err != nil && live
+// candidate is e campaigning with value, as the recipe.Lock of leader.Run:
+// a grant is a leadership, and its Release is Resign's.
+type candidate struct {
+	e     *Election
+	value []byte
 }
 
-func causeText(ctx context.Context) string {
-	if ctx.Err() == nil {
-		return "held"
-	}
-	return context.Cause(ctx).Error()
+func (c candidate) Acquire(ctx context.Context) (recipe.Lease, error) {
+	return c.e.Campaign(ctx, c.value)
+}
+
+func (c candidate) TryAcquire(ctx context.Context) (recipe.Lease, error) {
+	return c.e.TryCampaign(ctx, c.value)
 }

@@ -13,10 +13,15 @@ import (
 // Sentinel errors. Every error returned by this module's recipes matches one
 // of these (or a go-zookeeper sentinel such as zk.ErrNoAuth, a context error,
 // or a sentinel of the recipe's own package: election.ErrNoLeader,
-// election.ErrCampaigning, latch.ErrClosed, ...) with errors.Is.
+// election.ErrCampaigning, latch.ErrClosed, ...) with errors.Is. The other
+// backends (etcd, PostgreSQL, Redis, memlock) return the same sentinels for
+// the same situations, so that code written against Lock and Lease can test
+// for them whatever the backend; the ZooKeeper terms below (znode, session)
+// stand for each backend's own (key, etcd lease, connection).
 var (
 	// ErrLocked is returned by TryAcquire when another participant holds the
-	// lock (or all permits). No znode of the caller is left behind.
+	// lock (or all permits). Nothing of the caller (znode, key) is left
+	// behind.
 	ErrLocked = errors.New("recipe: held by another participant")
 
 	// ErrLeaseLost is returned by Lease.Release after ownership was lost
@@ -25,9 +30,11 @@ var (
 	// tells why ownership ended.
 	ErrLeaseLost = errors.New("recipe: lease lost")
 
-	// ErrSessionLost means the ZooKeeper session that owned a znode is
-	// expired, or is presumed expired because no server replied within the
-	// session timeout. Everything granted under that session is lost.
+	// ErrSessionLost means the session that owned a grant is gone: a
+	// ZooKeeper session expired, or presumed expired because no server
+	// replied within the session timeout (for the other backends: an etcd
+	// lease the server no longer has, a PostgreSQL connection that failed).
+	// Everything granted under that session is lost.
 	ErrSessionLost = errors.New("recipe: session lost")
 
 	// ErrSessionClosed is returned by operations on a closed Session, and is
@@ -36,13 +43,14 @@ var (
 
 	// ErrSuspended is the cause of a lease context ended because the
 	// connection to ZooKeeper was suspended (Curator's SUSPENDED) under the
-	// session's suspension policy.
+	// session's suspension policy, or, for the other backends, because no
+	// keep-alive or renewal was answered in time: ownership is in doubt.
 	ErrSuspended = errors.New("recipe: connection suspended")
 
-	// ErrNodeDeleted means the caller's own znode vanished while its session
-	// lived (deleted by an operator or another client). It is the cause of a
-	// lease context ended that way and is returned by Acquire when a waiter's
-	// node disappears.
+	// ErrNodeDeleted means the caller's own znode (or key) vanished while its
+	// session lived (deleted by an operator or another client). It is the
+	// cause of a lease context ended that way and is returned by Acquire when
+	// a waiter's node disappears.
 	ErrNodeDeleted = errors.New("recipe: own znode deleted")
 
 	// ErrReleased is the cause of a lease context ended by Lease.Release.
@@ -90,9 +98,9 @@ var (
 // cannot cure: only a change by someone (the program's configuration, the
 // ZooKeeper ACLs, the other recipe's nodes on the path) can. It matches
 // ErrMixedRecipes, ErrTooLarge, ErrBadOption, ErrInvalidPath,
-// ErrNoPermission and ErrSessionClosed. election.Run and the leader latch
-// stop on such an error instead of retrying it; a loop of the caller's own
-// should too.
+// ErrNoPermission and ErrSessionClosed. leader.Run, election.Run and the
+// leader latch stop on such an error instead of retrying it; a loop of the
+// caller's own should too.
 func Permanent(err error) bool {
 	for _, p := range []error{ErrMixedRecipes, ErrTooLarge, ErrBadOption, ErrInvalidPath, ErrNoPermission, ErrSessionClosed} {
 		if errors.Is(err, p) {
@@ -134,26 +142,40 @@ func (e *PathError) Is(target error) bool { return target == ErrInvalidPath }
 // Unwrap returns Err.
 func (e *PathError) Unwrap() error { return e.Err }
 
-// OpError describes a failed ZooKeeper operation: which operation, on which
-// path (relative to the session's chroot), and the underlying error, which
-// stays reachable with errors.Is / errors.As (e.g. zk.ErrNoAuth).
+// OpError describes a failed operation of a backend: which operation, on
+// what, and the underlying error, which stays reachable with errors.Is /
+// errors.As (zk.ErrNoAuth, an etcd or gRPC status error, a *net.OpError,
+// ...). Every backend of this module returns it for requests the server
+// refused or that could not be confirmed.
 type OpError struct {
-	Op   string // "create", "children", "get", "delete", "exists", "sync"
+	// Op is the operation in the backend's own terms: "create",
+	// "children", "get", "delete", "exists", "sync" (ZooKeeper); "grant",
+	// "put", "get", "delete" (etcd); "pg_advisory_lock", "token bump",
+	// "pg_advisory_unlock" (PostgreSQL); "connect", "acquire", "release"
+	// (Redis).
+	Op string
+	// Path is what the operation acted on: a znode path relative to the
+	// session's chroot, an etcd or Redis key, a PostgreSQL lock name; ""
+	// when nothing in particular (a connect).
 	Path string
 	Err  error
 }
 
-// Error implements error.
+// Error implements error. A path longer than 200 bytes is shortened.
 func (e *OpError) Error() string {
+	if e.Path == "" {
+		return fmt.Sprintf("recipe: %s: %v", e.Op, e.Err)
+	}
 	return fmt.Sprintf("recipe: %s %s: %v", e.Op, shortPath(e.Path), e.Err)
 }
 
 // Unwrap returns the underlying error.
 func (e *OpError) Unwrap() error { return e.Err }
 
-// Is makes ACL refusals match ErrNoPermission as well, and a request that
-// go-zookeeper could not fit in its send buffer (zk.ErrShortBuffer: sized
-// to the packet limit, see WithMaxPacket) ErrTooLarge.
+// Is makes ZooKeeper's ACL refusals match ErrNoPermission as well, and a
+// request that go-zookeeper could not fit in its send buffer
+// (zk.ErrShortBuffer: sized to the packet limit, see WithMaxPacket)
+// ErrTooLarge.
 func (e *OpError) Is(target error) bool {
 	switch target {
 	case ErrNoPermission:

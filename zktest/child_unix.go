@@ -9,10 +9,16 @@ import "os/exec"
 // a thread that lives as long as the test binary, with a parent-death signal
 // (SIGKILL), so that the child dies with the binary even if the binary
 // crashes or is killed. Other test harnesses (other servers' backends) use it
-// for their own server processes; cmd.SysProcAttr is replaced. The test
-// binary's TestMain must end with Main or MainThen, which stops that thread
-// after the tests.
+// for their own server processes. cmd.SysProcAttr is replaced, except its
+// Credential (a harness that runs its server as another user, as pgtest
+// runs PostgreSQL as postgres under root, keeps it). The test binary's
+// TestMain must end with Main or MainThen, which stops that thread after
+// the tests.
 func StartChild(cmd *exec.Cmd) error {
-	cmd.SysProcAttr = childAttr()
+	attr := childAttr()
+	if cmd.SysProcAttr != nil {
+		attr.Credential = cmd.SysProcAttr.Credential
+	}
+	cmd.SysProcAttr = attr
 	return spawn(cmd)
 }

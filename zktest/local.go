@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -230,7 +229,7 @@ func startLocalOnce(ctx context.Context, cfg config, in install) (*localCluster,
 	if n > 1 {
 		perNode = 3
 	}
-	ports, err := freePorts(n * perNode)
+	ports, err := FreePorts(n * perNode)
 	if err != nil {
 		_ = os.RemoveAll(dir)
 		return nil, err
@@ -579,37 +578,4 @@ func sweepStale() {
 			_ = os.RemoveAll(d)
 		}
 	}
-}
-
-// freePorts returns n distinct ports that were free on 127.0.0.1 a moment
-// ago. They are drawn at random below the usual ephemeral range (32768+), so
-// that they rarely clash with outgoing connections or with the choices of
-// other test binaries running in parallel; a clash that still happens is
-// caught by the caller, which retries.
-func freePorts(n int) ([]int, error) {
-	var ls []net.Listener
-	defer func() {
-		for _, l := range ls {
-			_ = l.Close()
-		}
-	}()
-	ports := make([]int, 0, n)
-	for tries := 0; len(ports) < n && tries < 200*n; tries++ {
-		p := 20000 + rand.IntN(12000)
-		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p)))
-		if err != nil {
-			continue
-		}
-		ls = append(ls, l)
-		ports = append(ports, p)
-	}
-	for len(ports) < n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, fmt.Errorf("zktest: finding a free port: %w", err)
-		}
-		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	return ports, nil
 }

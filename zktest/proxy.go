@@ -1,6 +1,7 @@
 package zktest
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -98,6 +99,25 @@ func (p *FaultProxy) Dial(network, address string, timeout time.Duration) (net.C
 	}
 	return client, nil
 }
+
+// DialContext is Dial with the signature most client libraries take for a
+// custom dialer (go-redis's Options.Dialer, pgx's DialFunc, and with the
+// network fixed gRPC's WithContextDialer): the timeout is ctx's deadline,
+// or DefaultDialTimeout when ctx has none. A ctx already done fails at
+// once; its cancellation does not interrupt a dial in progress.
+func (p *FaultProxy) DialContext(ctx context.Context, network, address string) (net.Conn, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	timeout := DefaultDialTimeout
+	if d, ok := ctx.Deadline(); ok {
+		timeout = max(time.Until(d), time.Millisecond) // 0 would mean no timeout
+	}
+	return p.Dial(network, address, timeout)
+}
+
+// DefaultDialTimeout bounds DialContext when its ctx has no deadline.
+const DefaultDialTimeout = 10 * time.Second
 
 // Cut closes every live connection now (clients see EOF or a closed pipe)
 // and makes Dial fail at once until Resume. It returns when the closed

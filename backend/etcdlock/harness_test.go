@@ -45,13 +45,7 @@ func (e *env) connect(t testing.TB, opts ...etcdlock.Option) (*etcdlock.Session,
 	t.Helper()
 	p := zktest.NewFaultProxy()
 	t.Cleanup(p.Close) // after the Session's Close (cleanups run last-in first-out)
-	dial := func(ctx context.Context, addr string) (net.Conn, error) {
-		timeout := 10 * time.Second
-		if d, ok := ctx.Deadline(); ok {
-			timeout = time.Until(d)
-		}
-		return p.Dial("tcp", addr, timeout)
-	}
+	dial := func(ctx context.Context, addr string) (net.Conn, error) { return p.DialContext(ctx, "tcp", addr) }
 	opts = append([]etcdlock.Option{etcdlock.WithTTL(testTTL), etcdlock.WithLogger(quiet), etcdlock.WithDialer(dial)}, opts...)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()

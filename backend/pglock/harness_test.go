@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
-	"go.uber.org/goleak"
 
 	"github.com/zkrecipes/zkrecipes/internal/pgtest"
 	"github.com/zkrecipes/zkrecipes/recipe/locktest"
@@ -22,15 +21,7 @@ func TestMain(m *testing.M) {
 	if mode := os.Getenv(childEnv); mode != "" {
 		os.Exit(runChild(mode))
 	}
-	code := m.Run()
-	pgtest.StopShared()
-	if code == 0 {
-		if err := goleak.Find(); err != nil {
-			os.Stderr.WriteString("goleak: " + err.Error() + "\n")
-			code = 1
-		}
-	}
-	os.Exit(code)
+	zktest.MainThen(m, pgtest.StopShared)
 }
 
 // testTTL is the TTL of the tests' sessions: holders give up 2 s after the
@@ -92,13 +83,7 @@ func (h *harness) session(tb testing.TB, p *zktest.FaultProxy, opts ...Option) *
 // proxyDialer dials addr through p whatever address it is asked for (a
 // cancel request asks for the "pipe" address of the proxy's connections).
 func proxyDialer(p *zktest.FaultProxy, addr string) pgconn.DialFunc {
-	return func(ctx context.Context, _, _ string) (net.Conn, error) {
-		timeout := DefaultConnectTimeout
-		if d, ok := ctx.Deadline(); ok {
-			timeout = time.Until(d)
-		}
-		return p.Dial("tcp", addr, timeout)
-	}
+	return func(ctx context.Context, _, _ string) (net.Conn, error) { return p.DialContext(ctx, "tcp", addr) }
 }
 
 // NewClient implements locktest.Harness.

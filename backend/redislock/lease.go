@@ -69,7 +69,7 @@ func (l *lease) Context() context.Context { return l.ctx }
 //
 // Release is idempotent and can be retried after an error; concurrent calls
 // are serialized. Errors: recipe.ErrLeaseLost wrapping the cause if
-// ownership had ended before (nothing is sent then); an *OpError if the
+// ownership had ended before (nothing is sent then); a *recipe.OpError if the
 // delete could not be confirmed; one matching recipe.ErrSessionClosed after
 // Close.
 func (l *lease) Release(ctx context.Context) error {
@@ -89,7 +89,7 @@ func (l *lease) Release(ctx context.Context) error {
 	defer s.ops.Done()
 	if err := l.m.deleteOwned(ctx, l.owner); err != nil {
 		l.m.cleanupLater(l.owner)
-		return &OpError{Op: "release", Key: l.m.key, Err: err}
+		return &recipe.OpError{Op: "release", Path: l.m.key, Err: err}
 	}
 	l.released = true
 	return nil

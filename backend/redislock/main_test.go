@@ -44,7 +44,7 @@ func connect(tb testing.TB, srv *redistest.Server, p *zktest.FaultProxy, opts ..
 	defer cancel()
 	opts = append([]redislock.Option{redislock.WithTTL(confTTL), redislock.WithKeyPrefix(srv.KeyPrefix())}, opts...)
 	if p != nil {
-		opts = append(opts, redislock.WithDialer(redistest.Dialer(p)))
+		opts = append(opts, redislock.WithDialer(p.DialContext))
 	}
 	s, err := redislock.Connect(ctx, srv.URL(), opts...)
 	if err != nil {

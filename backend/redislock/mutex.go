@@ -71,11 +71,11 @@ func (m *Mutex) TokenKey() string { return m.counter }
 // tenth of it at random, at most about the TTL).
 //
 // Connection errors are retried (with jittered exponential backoff from
-// 50 ms to 1 s) for up to the TTL; an *OpError is returned when they last
-// longer. Errors: ctx's cause, recipe.ErrSessionClosed (Close started), an
-// *OpError. No error leaves a key behind: when a request's answer was lost,
-// an owner-checked delete is sent in the background (and if even that
-// fails, the key expires within the TTL).
+// 50 ms to 1 s) for up to the TTL; a *recipe.OpError is returned when they
+// last longer. Errors: ctx's cause, recipe.ErrSessionClosed (Close
+// started), a *recipe.OpError. No error leaves a key behind: when a
+// request's answer was lost, an owner-checked delete is sent in the
+// background (and if even that fails, the key expires within the TTL).
 func (m *Mutex) Acquire(ctx context.Context) (recipe.Lease, error) { return m.acquire(ctx, true) }
 
 // TryAcquire takes the lock if it is free now. It returns an error matching
@@ -164,9 +164,9 @@ func (m *Mutex) try(ctx context.Context, owner string) (*lease, time.Duration, e
 	res, err := acquireScript.Run(actx, s.cli, []string{m.key, m.counter}, owner, s.ttl.Milliseconds()).Int64Slice()
 	switch {
 	case err != nil:
-		return nil, 0, &OpError{Op: "acquire", Key: m.key, Err: err}
+		return nil, 0, &recipe.OpError{Op: "acquire", Path: m.key, Err: err}
 	case len(res) != 2 || res[0] == 1 && res[1] < 1:
-		return nil, 0, &OpError{Op: "acquire", Key: m.key, Err: fmt.Errorf("unexpected answer %v (is the token counter %s intact?)", res, m.counter)}
+		return nil, 0, &recipe.OpError{Op: "acquire", Path: m.key, Err: fmt.Errorf("unexpected answer %v (is the token counter %s intact?)", res, m.counter)}
 	case res[0] == 0:
 		return nil, time.Duration(res[1]) * time.Millisecond, nil
 	}
@@ -175,7 +175,7 @@ func (m *Mutex) try(ctx context.Context, owner string) (*lease, time.Duration, e
 		// already in doubt. Count it as a failure: the caller asks again
 		// with the same owner (a timely answer gives a lease) or deletes
 		// the key when it gives up.
-		return nil, 0, &OpError{Op: "acquire", Key: m.key, Err: fmt.Errorf("the answer took %v, more than the lease's %v", time.Since(sent), lossAfter(s.ttl))}
+		return nil, 0, &recipe.OpError{Op: "acquire", Path: m.key, Err: fmt.Errorf("the answer took %v, more than the lease's %v", time.Since(sent), lossAfter(s.ttl))}
 	}
 	l := newLease(ctx, m, owner, fence.Token(res[1]))
 	if err := s.register(l, sent); err != nil {

@@ -59,8 +59,8 @@ type Session struct {
 // either (DialerRetries 1) unless the URL sets dialer_retries.
 //
 // Errors: ErrBadURL for a URL it can't use (nothing is dialled);
-// recipe.ErrBadOption for an invalid option; an *OpError wrapping the dial or
-// reply error if the server does not answer within ctx and the dial timeout
+// recipe.ErrBadOption for an invalid option; a *recipe.OpError wrapping the
+// dial or reply error if the server does not answer within ctx and the dial timeout
 // (default 5 s); ErrNotPrimary if it is a replica. The server's persistence
 // settings are checked too: without appendonly yes and appendfsync always a
 // warning is logged (see the package documentation for what can go wrong).
@@ -141,7 +141,7 @@ func parseURL(raw string) (*redis.Options, error) {
 
 func newSession(ctx context.Context, cli *redis.Client, owned bool, c *config) (*Session, error) {
 	if err := cli.Ping(ctx).Err(); err != nil {
-		return nil, &OpError{Op: "connect", Err: err}
+		return nil, &recipe.OpError{Op: "connect", Err: err}
 	}
 	s := &Session{cli: cli, owned: owned, ttl: c.ttl, prefix: c.prefix, log: c.logger, leases: make(map[*lease]struct{})}
 	if err := s.checkServer(ctx); err != nil {

@@ -59,10 +59,10 @@ func TestConnectUnreachable(t *testing.T) {
 	defer cancel()
 	start := time.Now()
 	_, err = redislock.Connect(ctx, "redis://"+addr)
-	var op *redislock.OpError
+	var op *recipe.OpError
 	var ne *net.OpError
 	if !errors.As(err, &op) || !errors.As(err, &ne) {
-		t.Errorf("Connect to a closed port = %v, want an *OpError wrapping the *net.OpError", err)
+		t.Errorf("Connect to a closed port = %v, want a *recipe.OpError wrapping the *net.OpError", err)
 	}
 	t.Logf("Connect to a closed port failed after %v: %v", time.Since(start).Round(time.Millisecond), err)
 }

@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/zkrecipes/zkrecipes/zktest"
 )
 
 // BouncerInstallHint is what a test that cannot start PgBouncer tells its
@@ -57,10 +59,11 @@ func StartBouncer(tb testing.TB, dsn, mode string, ignore ...string) *Bouncer {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	port, err := freePort()
+	ports, err := zktest.FreePorts(1)
 	if err != nil {
 		tb.Fatal(err)
 	}
+	port := ports[0]
 	user := u.User.Username()
 	pass, _ := u.User.Password()
 	target := fmt.Sprintf("host=%s port=%s user=%s", u.Hostname(), u.Port(), user)
@@ -91,14 +94,14 @@ func StartBouncer(tb testing.TB, dsn, mode string, ignore ...string) *Bouncer {
 		}
 	}
 	cmd := exec.Command(bin, filepath.Join(dir, "pgbouncer.ini"))
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred, Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
 	out, err := os.Create(filepath.Join(dir, "stdout.log"))
 	if err != nil {
 		tb.Fatal(err)
 	}
 	defer out.Close()
 	cmd.Stdout, cmd.Stderr = out, out
-	if err := cmd.Start(); err != nil {
+	if err := zktest.StartChild(cmd); err != nil {
 		tb.Fatalf("pgtest: starting pgbouncer: %v", err)
 	}
 	b := &Bouncer{dir: dir, cmd: cmd, exit: make(chan struct{})}

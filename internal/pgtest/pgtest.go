@@ -15,7 +15,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"net"
 	"net/url"
 	"os"
 	"os/exec"
@@ -31,6 +30,8 @@ import (
 	"time"
 
 	_ "github.com/jackc/pgx/v5/stdlib" // the "pgx" database/sql driver
+
+	"github.com/zkrecipes/zkrecipes/zktest"
 )
 
 // EnvDSN names the environment variable that points the tests at an existing
@@ -104,10 +105,11 @@ func Start(ctx context.Context) (*Server, error) {
 
 // startOnce runs postgres on a free port and waits until it answers.
 func startOnce(ctx context.Context, bin, dir string, cred *syscall.Credential) (*Server, error) {
-	port, err := freePort()
+	ports, err := zktest.FreePorts(1)
 	if err != nil {
 		return nil, err
 	}
+	port := ports[0]
 	s := &Server{
 		admin: fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", port),
 		dir:   dir, bin: bin, cred: cred, port: port,
@@ -130,8 +132,8 @@ func (s *Server) run(ctx context.Context) error {
 		"-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off",
 		"-c", "max_connections=300", "-c", "shared_buffers=32MB")
 	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: s.cred, Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: s.cred}
+	if err := zktest.StartChild(cmd); err != nil {
 		return fmt.Errorf("pgtest: starting postgres: %w", err)
 	}
 	exit := make(chan struct{})
@@ -378,15 +380,6 @@ func credential(dir string) (*syscall.Credential, error) {
 		return nil, err
 	}
 	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}, nil
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 func sanitize(s string) string {

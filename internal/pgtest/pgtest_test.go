@@ -3,23 +3,12 @@ package pgtest
 import (
 	"context"
 	"database/sql"
-	"os"
 	"testing"
 
-	"go.uber.org/goleak"
+	"github.com/zkrecipes/zkrecipes/zktest"
 )
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	StopShared()
-	if code == 0 {
-		if err := goleak.Find(); err != nil {
-			os.Stderr.WriteString("goleak: " + err.Error() + "\n")
-			code = 1
-		}
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { zktest.MainThen(m, StopShared) }
 
 // TestSharedDatabases: two tests' databases are separate, and each answers.
 func TestSharedDatabases(t *testing.T) {

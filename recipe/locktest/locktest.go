@@ -38,8 +38,11 @@
 //
 // The package depends on no particular backend: it imports recipe for the
 // interfaces and sentinel errors and fence for the resource-side check, and
-// needs nothing else. Its own tests run the suite against an in-memory
-// lease-based lock; package mutex runs it against ZooKeeper.
+// needs nothing else. Package recipe/memlock runs it against its in-memory
+// lease-based lock, and holds the suite's self-test: mutants of that lock,
+// each broken in one way, must each fail exactly the property it breaks.
+// Package mutex runs it against ZooKeeper, and the modules under backend/
+// against etcd, PostgreSQL and Redis.
 //
 // Timing: the only timed assertions are the lease-time bounds of
 // CrashedHolderFreed and the "not never" bounds of lease-context loss and

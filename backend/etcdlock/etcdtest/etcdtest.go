@@ -10,8 +10,9 @@
 //  2. The etcd binary (ETCD_BIN, else etcd on PATH, as Debian's etcd-server
 //     package installs it): one member on two free 127.0.0.1 ports (client
 //     and peer) with its data in a temporary directory, retried on fresh
-//     ports when another process took one first. On Linux the server dies
-//     with the test binary even if the binary crashes.
+//     ports when another process took one first. It is started with
+//     zktest.StartChild: on Linux it dies with the test binary even if the
+//     binary crashes.
 //
 // Whatever Start launches is gone when the test ends (process killed and
 // reaped, directory removed); the server of Shared is stopped by Main.
@@ -24,7 +25,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	mrand "math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -109,7 +109,7 @@ func Launch(ctx context.Context) (*Server, error) {
 	ctx, cancel := context.WithTimeout(ctx, launchTimeout)
 	defer cancel()
 	for attempt := 1; ; attempt++ {
-		ports, err := freePorts(2)
+		ports, err := zktest.FreePorts(2)
 		if err == nil {
 			s.clientPort, s.peerPt = ports[0], ports[1]
 			s.endpoints = []string{net.JoinHostPort("127.0.0.1", strconv.Itoa(s.clientPort))}
@@ -385,30 +385,4 @@ func logTail(path string) string {
 		b = b[len(b)-4000:]
 	}
 	return string(b)
-}
-
-// freePorts returns n distinct ports that were free a moment ago, from a
-// range below the kernel's ephemeral ports (so that outgoing connections of
-// other tests don't take them in between).
-func freePorts(n int) ([]int, error) {
-	var ls []net.Listener
-	defer func() {
-		for _, l := range ls {
-			_ = l.Close()
-		}
-	}()
-	ports := make([]int, 0, n)
-	for tries := 0; len(ports) < n && tries < 200*n; tries++ {
-		p := 20000 + mrand.IntN(12000)
-		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p)))
-		if err != nil {
-			continue
-		}
-		ls = append(ls, l)
-		ports = append(ports, p)
-	}
-	if len(ports) < n {
-		return nil, errors.New("etcdtest: no free port found")
-	}
-	return ports, nil
 }

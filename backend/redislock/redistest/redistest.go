@@ -111,10 +111,11 @@ func launch(dir string, opts []Option) (*Server, error) {
 		o(&extra)
 	}
 	for attempt := 0; ; attempt++ {
-		port, err := freePort()
+		ports, err := zktest.FreePorts(1)
 		if err != nil {
 			return nil, err
 		}
+		port := ports[0]
 		s := &Server{addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), dir: dir, prefix: prefix}
 		s.args = append([]string{bin,
 			"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--dir", dir,
@@ -127,7 +128,7 @@ func launch(dir string, opts []Option) (*Server, error) {
 			return s, nil
 		}
 		if attempt < 4 && strings.Contains(s.LogTail(5), "Address already in use") {
-			continue // another process took the port between freePort and the bind
+			continue // another process took the port between FreePorts and the bind
 		}
 		return nil, err
 	}
@@ -269,27 +270,6 @@ func ping(addr string, timeout time.Duration) error {
 		return fmt.Errorf("PING answered %q", strings.TrimSpace(line))
 	}
 	return nil
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
-// Dialer adapts p.Dial to go-redis's Options.Dialer (and
-// redislock.WithDialer): the dial timeout is ctx's deadline, or 5 s.
-func Dialer(p *zktest.FaultProxy) func(ctx context.Context, network, addr string) (net.Conn, error) {
-	return func(ctx context.Context, network, addr string) (net.Conn, error) {
-		timeout := 5 * time.Second
-		if dl, ok := ctx.Deadline(); ok {
-			timeout = time.Until(dl)
-		}
-		return p.Dial(network, addr, timeout)
-	}
 }
 
 var example struct {

@@ -1,0 +1,12 @@
+package etcdlock_test
+
+import (
+	"testing"
+
+	"github.com/zkrecipes/zkrecipes/internal/leadtest"
+)
+
+// TestLeaderLoop runs leader.Run's scenario (internal/leadtest) on etcd:
+// candidates take turns, a cut-off leader is replaced after its context
+// ended, and a stop leaves no key.
+func TestLeaderLoop(t *testing.T) { leadtest.Run(t, &harness{e: newEnv(t)}) }

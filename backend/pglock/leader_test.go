@@ -1,0 +1,16 @@
+package pglock
+
+import (
+	"testing"
+
+	"github.com/zkrecipes/zkrecipes/internal/leadtest"
+)
+
+// TestLeaderLoop runs leader.Run's scenario (internal/leadtest) on
+// PostgreSQL: candidates take turns, a cut-off leader is replaced after its
+// context ended, and a stop leaves no lock. It waits for expiries, so it
+// runs in parallel with the other tests that do.
+func TestLeaderLoop(t *testing.T) {
+	t.Parallel()
+	leadtest.Run(t, newHarness(t))
+}
