@@ -76,6 +76,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"strings"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -196,12 +197,26 @@ func (f *Fence) CreateTable(ctx context.Context) error {
 //     not exist;
 //   - fn's error, as it returned it (wrapped with ErrConflict too if the
 //     database refused a statement for a concurrent transaction);
-//   - ctx's error if ctx ended before the commit (the transaction is
-//     rolled back, even if fn returned nil);
+//   - ctx's error if ctx ended before the COMMIT was sent (the
+//     transaction is rolled back, even if fn returned nil);
 //   - ErrConflict for a serialization failure or busy database at commit;
 //   - fence.ErrUncertain, wrapping the driver's error, when the commit's
 //     answer was lost (a broken connection): it may have been applied;
+//   - fence.ErrUncertain and ctx's error together when ctx ended while the
+//     COMMIT was in flight (see below);
 //   - otherwise the driver's error.
+//
+// ctx bounds the transaction up to the COMMIT and never cancels the COMMIT
+// itself: a COMMIT interrupted by a cancel request may still land, and the
+// caller could not tell. The transaction is therefore not bound to ctx (as
+// database/sql's BeginTx would bind it): a watcher rolls it back if ctx
+// ends before the COMMIT is sent; once it is sent, the server alone decides.
+// If ctx ends before the COMMIT's answer arrives, Do returns at once with an
+// error matching both fence.ErrUncertain and ctx's error; the COMMIT goes on
+// in a goroutine, which returns the connection to the pool when it is
+// answered. Passing lease.Context() as ctx is therefore safe: it ends when
+// ownership is in doubt, and that never turns a landed write into an error
+// that says nothing landed.
 func (f *Fence) Do(ctx context.Context, resource string, token fence.Token, fn func(tx *sql.Tx) error) error {
 	if err := checkToken(token); err != nil {
 		return err
@@ -211,10 +226,10 @@ func (f *Fence) Do(ctx context.Context, resource string, token fence.Token, fn f
 	}
 	for attempt := 0; ; attempt++ {
 		ran, err := f.try(ctx, resource, token, fn)
-		if err != nil && ctx.Err() != nil && !errors.Is(err, ctx.Err()) && !errors.Is(err, fence.ErrStale) {
-			// database/sql rolls the transaction back as soon as ctx ends,
-			// so a statement then fails with sql.ErrTxDone: say why.
-			err = fmt.Errorf("fencesql: not committed, rolled back: %w (%w)", ctx.Err(), err)
+		if err != nil && ctx.Err() != nil && !errors.Is(err, ctx.Err()) && !errors.Is(err, fence.ErrStale) && !errors.Is(err, fence.ErrUncertain) {
+			// The transaction is rolled back as soon as ctx ends, so a
+			// statement then fails with sql.ErrTxDone: say why.
+			err = fmt.Errorf("fencesql: not committed, rolled back: %w (%w)", ctxErr(ctx), err)
 		}
 		if err == nil || !f.d.retryable(err) {
 			return err
@@ -231,25 +246,44 @@ func (f *Fence) Do(ctx context.Context, resource string, token fence.Token, fn f
 }
 
 // try is one transaction of Do. ran reports whether fn was called.
+//
+// The transaction is begun on a context that ctx does not cancel, so that
+// database/sql and the driver never interrupt the COMMIT: ctx aborts the
+// transaction only before the COMMIT is sent (a watcher rolls it back, as
+// database/sql would), and once it is sent its outcome is the server's
+// alone. If ctx ends while the COMMIT is in flight, try stops waiting and
+// says the outcome is uncertain; the COMMIT goes on in its goroutine,
+// which returns the connection to the pool when it is answered.
 func (f *Fence) try(ctx context.Context, resource string, token fence.Token, fn func(*sql.Tx) error) (ran bool, err error) {
 	conn, err := f.db.Conn(ctx) // one connection for the SQLite settings and the clean-up below
 	if err != nil {
 		return false, err
 	}
-	defer conn.Close()
+	committing := false // the commit's goroutine owns conn
+	defer func() {
+		if !committing {
+			conn.Close()
+		}
+	}()
 	if f.d == SQLite && f.busy > 0 {
 		if err := f.ensureBusyTimeout(ctx, conn); err != nil {
 			return false, err
 		}
 	}
-	tx, err := conn.BeginTx(ctx, f.txOpts)
+	tx, err := conn.BeginTx(context.WithoutCancel(ctx), f.txOpts)
 	if err != nil {
 		return false, err
 	}
-	finished := false
+	var state atomic.Int32 // txOpen, then txAborted (by the watcher) or txCommitting
+	stop := context.AfterFunc(ctx, func() {
+		if state.CompareAndSwap(txOpen, txAborted) {
+			tx.Rollback() // waits for a statement in flight, then fails the next ones
+		}
+	})
+	defer stop()
 	defer func() {
-		if !finished {
-			tx.Rollback() // also when fn panics
+		if !committing {
+			tx.Rollback() // also when fn panics; ErrTxDone if the watcher did it
 		}
 	}()
 
@@ -274,28 +308,60 @@ func (f *Fence) try(ctx context.Context, resource string, token fence.Token, fn 
 			return true, err
 		}
 	}
-	if err := ctx.Err(); err != nil {
-		return ran, fmt.Errorf("fencesql: not committed, rolled back: %w", err)
+	if !state.CompareAndSwap(txOpen, txCommitting) {
+		return ran, fmt.Errorf("fencesql: not committed, rolled back: %w", ctxErr(ctx))
 	}
-	finished = true
-	if err := tx.Commit(); err != nil {
-		return ran, f.commitError(ctx, conn, err)
+	committing = true
+	done := make(chan error, 1)
+	go func() {
+		defer conn.Close()
+		err := tx.Commit()
+		if err != nil {
+			err = f.commitError(conn, err)
+		}
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		return ran, err
+	case <-ctx.Done():
+		select {
+		case err := <-done: // answered meanwhile: the answer is certain
+			return ran, err
+		default:
+		}
+		return ran, fmt.Errorf("%w: the context ended while the commit was in flight (it goes on without us): %w", fence.ErrUncertain, ctxErr(ctx))
 	}
-	return ran, nil
+}
+
+// The states of try's transaction.
+const (
+	txOpen int32 = iota
+	txAborted
+	txCommitting
+)
+
+// ctxErr is ctx's error, with its cause when that says more (a lease's
+// context gives recipe.ErrSessionLost, say).
+func ctxErr(ctx context.Context) error {
+	err := ctx.Err()
+	if cause := context.Cause(ctx); cause != nil && cause != err {
+		return fmt.Errorf("%w (%w)", err, cause)
+	}
+	return err
 }
 
 // commitError classifies a failed commit: definitely not applied (a
-// refusal by the server, SQLite, a context that ended before the COMMIT
-// was sent) or uncertain.
-func (f *Fence) commitError(ctx context.Context, conn *sql.Conn, err error) error {
+// refusal by the server, SQLite) or uncertain.
+func (f *Fence) commitError(conn *sql.Conn, err error) error {
 	if f.d == SQLite {
 		// A COMMIT refused as busy leaves SQLite's transaction open, and
 		// not every driver ends it: end it, so the connection goes back to
 		// the pool clean and the outcome is certain.
-		conn.ExecContext(context.WithoutCancel(ctx), "ROLLBACK")
+		conn.ExecContext(context.Background(), "ROLLBACK")
 		return err
 	}
-	if sqlState(err) != "" || errors.Is(err, sql.ErrTxDone) || err == context.Canceled || err == context.DeadlineExceeded {
+	if sqlState(err) != "" || errors.Is(err, sql.ErrTxDone) {
 		return err // the server refused it, or database/sql never sent it
 	}
 	return fmt.Errorf("%w: commit: %w", fence.ErrUncertain, err)
