@@ -30,6 +30,12 @@ var (
 	ErrNoTable = errors.New("fencesql: table does not exist")
 	// ErrNoColumn is matched by a *SchemaError for a missing column.
 	ErrNoColumn = errors.New("fencesql: column does not exist")
+	// ErrPlaceholders: Update's set clause uses placeholders other than
+	// exactly 1 to len(args) (one too many would bind the fencing token or
+	// the key into the caller's column), or has a string literal, quoted
+	// identifier or comment that does not end (it would swallow the fence
+	// check appended after it).
+	ErrPlaceholders = errors.New("fencesql: the set clause's placeholders do not match its arguments")
 	// ErrNoRow: Update found no row with the given key (as opposed to a
 	// row whose fence holds a larger token: fence.ErrStale).
 	ErrNoRow = errors.New("fencesql: no such row")

@@ -47,14 +47,18 @@ type Querier interface {
 //
 // set is the caller's assignments with the dialect's placeholders for args,
 // numbered from 1: "balance = $1, note = $2" on PostgreSQL, "balance = ?,
-// note = ?" (or ?1, ?2) on SQLite. Update appends its own placeholders
-// after them.
+// note = ?" (or ?1, ?2, or :name with sql.Named) on SQLite. Update appends
+// its own placeholders after them, so set must use exactly 1 to len(args):
+// Update counts them first, as the database's tokenizer does (not inside
+// string literals, quoted identifiers or comments), and refuses any other
+// count with ErrPlaceholders, since a placeholder beyond len(args) would
+// bind the token or the key into the caller's column.
 //
 // The check and the write are one statement; see the package documentation
 // for isolation. When no row changed, Update reads the row's fence to say
 // why: a *fence.StaleError (fence.ErrStale) with the row's token when it is
 // larger, ErrNoRow when there is no such row. Other errors: fence.ErrNoToken,
-// ErrTokenRange, ErrBadName before any statement; a *SchemaError (ErrNoTable,
+// ErrTokenRange, ErrBadName, ErrPlaceholders before any statement; a *SchemaError (ErrNoTable,
 // ErrNoColumn) when the table or a column is missing (for the fence column,
 // with the ALTER TABLE that adds it); ErrConflict (wrapping the driver's
 // error) when the database refused the statement for a concurrent
@@ -69,6 +73,13 @@ func (f *Fence) Update(ctx context.Context, q Querier, token fence.Token, row Ro
 	}
 	if set == "" {
 		return fmt.Errorf("%w: nothing to set on %v", ErrBadName, row)
+	}
+	switch high, err := f.d.highestParam(set); {
+	case err != nil:
+		return fmt.Errorf("%w: %w in %q", ErrPlaceholders, err, set)
+	case high != len(args):
+		return fmt.Errorf("%w: %q uses placeholders up to %s, but len(args) is %d (Update's own placeholders follow them: %s, %s)",
+			ErrPlaceholders, set, f.d.ph(high), len(args), f.d.ph(len(args)+1), f.d.ph(len(args)+2))
 	}
 	if f.d == SQLite && f.busy > 0 {
 		// As in Do: a pool connection without a busy timeout would refuse
@@ -90,7 +101,8 @@ func (f *Fence) Update(ctx context.Context, q Querier, token fence.Token, row Ro
 	}
 	n := len(args)
 	fc := row.fence()
-	update := fmt.Sprintf("UPDATE %s SET %s, %s = %s WHERE %s = %s AND COALESCE(%s, 0) <= %s",
+	// The newline ends a -- comment at the end of set.
+	update := fmt.Sprintf("UPDATE %s SET %s\n, %s = %s WHERE %s = %s AND COALESCE(%s, 0) <= %s",
 		row.Table, set, fc, f.d.ph(n+1), row.Key, f.d.ph(n+2), fc, f.d.ph(n+1))
 	read := fmt.Sprintf("SELECT COALESCE(%s, 0) FROM %s WHERE %s = %s", fc, row.Table, row.Key, f.d.ph(1))
 	all := append(append(make([]any, 0, n+2), args...), int64(token), row.ID)
