@@ -5,6 +5,7 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/zkrecipes/zkrecipes/fence"
 	"github.com/zkrecipes/zkrecipes/fence/fencesql"
 )
 
@@ -22,7 +23,7 @@ func TestUpdatePlaceholderCount(t *testing.T) {
 		}
 		p := f.Dialect().Placeholder
 		mustExec(t, db, `CREATE TABLE acc2 (id INTEGER PRIMARY KEY, balance BIGINT NOT NULL, note TEXT, "q?$2" TEXT NOT NULL DEFAULT 'Q', fence BIGINT NOT NULL DEFAULT 0)`,
-			"INSERT INTO acc2 (id, balance, note) VALUES (1, 0, 'orig')")
+			"INSERT INTO acc2 (id, balance, note) VALUES (1, 0, 'orig'), (2, 0, 'other row')")
 		row := fencesql.Row{Table: "acc2", Key: "id", ID: 1}
 		state := func() (balance int64, note string, tok int64) {
 			t.Helper()
@@ -80,7 +81,7 @@ func TestUpdatePlaceholderCount(t *testing.T) {
 				okCase{"balance = :b, note = :n || :b", []any{sql.Named("b", 11), sql.Named("n", "g")}, "g11"})
 		}
 		for _, c := range ok {
-			mustExec(t, db, "UPDATE acc2 SET note = 'orig'")
+			mustExec(t, db, "UPDATE acc2 SET note = 'orig' WHERE id = 1")
 			if err := fencesql.Update(ctx, db, 778, row, c.set, c.args...); err != nil {
 				t.Errorf("Update(%q): %v", c.set, err)
 				continue
@@ -88,6 +89,15 @@ func TestUpdatePlaceholderCount(t *testing.T) {
 			if _, note, tok := state(); note != c.note || tok != 778 {
 				t.Errorf("Update(%q): note %q, fence %d; want %q, 778", c.set, note, tok, c.note)
 			}
+		}
+		// A trailing line comment once swallowed the WHERE clause: every
+		// row changed, whatever its fence.
+		err = fencesql.Update(ctx, db, 1, row, "note = "+p(1)+" -- the note", "stale")
+		if !errors.Is(err, fence.ErrStale) {
+			t.Errorf("a stale Update with a trailing comment: %v", err)
+		}
+		if n := count(t, db, "SELECT * FROM acc2 WHERE id = 2 AND note = 'other row' AND fence = 0"); n != 1 {
+			t.Errorf("an Update of row 1 changed row 2")
 		}
 	})
 }
