@@ -308,7 +308,8 @@ func (f *Fence) try(ctx context.Context, resource string, token fence.Token, fn 
 			return true, err
 		}
 	}
-	if !state.CompareAndSwap(txOpen, txCommitting) {
+	// ctx.Err first: the watcher runs in a goroutine of its own, maybe not yet.
+	if ctx.Err() != nil || !state.CompareAndSwap(txOpen, txCommitting) {
 		return ran, fmt.Errorf("fencesql: not committed, rolled back: %w", ctxErr(ctx))
 	}
 	committing = true
