@@ -181,11 +181,22 @@ func (f *Fence) CreateTable(ctx context.Context) error {
 // token. A missing row is inserted; an equal token is accepted. fn may be
 // nil: Do then only records token, like fence.Guard.Check.
 //
-// fn must write through tx only (statements on db run outside the
-// transaction, unfenced), must not commit or roll tx back, and must not
-// call Do on the same resource (it would wait for its own lock). It may
-// run more than once only if it returned and the transaction then failed
-// and the caller calls Do again: Do itself never calls it twice.
+// fn must use tx only: statements on db or another connection run outside
+// the transaction, unfenced, and may wait for it. It must not commit or
+// roll tx back, and must not call Do: on PostgreSQL a Do on the same
+// resource waits for its own row lock; on SQLite, where the transaction
+// holds the database's write lock from the fence statement on, any write
+// to the database from inside fn that is not through tx (a Do on any
+// resource, an Exec on db) waits on itself: it fails after the busy
+// timeout with ErrConflict (a statement fn returns the error of), or, for
+// a nested Do, which retries a busy fence statement, when its ctx ends;
+// both errors say so. (Do cannot tell a nested call from a concurrent one:
+// fn gets no context, and goroutines share contexts.) fn may run more
+// than once only if it returned and the transaction then failed and the
+// caller calls Do again: Do itself never calls it twice. If fn panics, the
+// panic propagates out of Do after the transaction is rolled back (the
+// token is not advanced, nothing fn wrote is committed) and the connection
+// is returned to the pool.
 //
 // Errors, after which nothing was committed unless the error matches
 // fence.ErrUncertain:
@@ -224,6 +235,7 @@ func (f *Fence) Do(ctx context.Context, resource string, token fence.Token, fn f
 	if err := checkResource(resource); err != nil {
 		return err
 	}
+	var busy error // the last attempt's refusal for a concurrent transaction
 	for attempt := 0; ; attempt++ {
 		ran, err := f.try(ctx, resource, token, fn)
 		if err != nil && ctx.Err() != nil && !errors.Is(err, ctx.Err()) && !errors.Is(err, fence.ErrStale) && !errors.Is(err, fence.ErrUncertain) {
@@ -231,19 +243,40 @@ func (f *Fence) Do(ctx context.Context, resource string, token fence.Token, fn f
 			// statement then fails with sql.ErrTxDone: say why.
 			err = fmt.Errorf("fencesql: not committed, rolled back: %w (%w)", ctxErr(ctx), err)
 		}
+		if err != nil && !ran && busy != nil && ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+			return f.waitError(err, busy) // ended while waiting for the lock again
+		}
 		if err == nil || !f.d.retryable(err) {
 			return err
+		}
+		if ran && f.d == SQLite && !errors.Is(err, errSelfWait) {
+			return fmt.Errorf("%w: %w (%w)", ErrConflict, err, errSelfWait)
 		}
 		if ran {
 			return fmt.Errorf("%w: %w", ErrConflict, err)
 		}
 		// Refused for a concurrent transaction before fn ran: nothing was
 		// written, so the fence statement can be tried again.
+		busy = err
 		if werr := sleep(ctx, attempt); werr != nil {
-			return fmt.Errorf("fencesql: %w (last attempt: %w)", werr, err)
+			return f.waitError(werr, busy)
 		}
 	}
 }
+
+// waitError is Do's error when ctx ended (err) while it kept finding the
+// fence row or database locked (busy, the last refusal).
+func (f *Fence) waitError(err, busy error) error {
+	if f.d == SQLite {
+		return fmt.Errorf("fencesql: %w waiting for the database's write lock (last attempt: %w); %w", err, busy, errSelfWait)
+	}
+	return fmt.Errorf("fencesql: %w (last attempt: %w)", err, busy)
+}
+
+// errSelfWait explains a busy SQLite database to a caller of Do, who most
+// likely wrote outside tx from inside fn.
+var errSelfWait = errors.New("on SQLite a Do holds the database's write lock from its fence statement to its commit, " +
+	"so a write made inside fn outside its tx (on the *sql.DB, another connection, a nested Do on any resource) waits on itself: write through tx only")
 
 // try is one transaction of Do. ran reports whether fn was called.
 //

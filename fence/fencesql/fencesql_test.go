@@ -82,10 +82,12 @@ func TestDoRejectsAStaleHolder(t *testing.T) {
 		if !errors.Is(err, boom) || highest(t, f, "accounts") != 34 || get(t, db, f, "a") != "by 34 again" {
 			t.Fatalf("a failed function committed something: %v, highest %v, %q", err, highest(t, f, "accounts"), get(t, db, f, "a"))
 		}
+		// A panic in fn propagates, with its value, after the transaction is
+		// rolled back (token not advanced) and the connection returned.
 		func() {
 			defer func() {
-				if recover() == nil {
-					t.Fatal("the panic did not propagate")
+				if r := recover(); r != "write failed" {
+					t.Fatalf("the panic did not propagate: %v", r)
 				}
 			}()
 			f.Do(ctx, "accounts", 41, func(tx *sql.Tx) error {
@@ -95,6 +97,9 @@ func TestDoRejectsAStaleHolder(t *testing.T) {
 		}()
 		if highest(t, f, "accounts") != 34 || get(t, db, f, "a") != "by 34 again" {
 			t.Fatal("a panicking function committed something")
+		}
+		if st := db.Stats(); st.InUse != 0 {
+			t.Fatalf("a panicking function kept its connection: %+v", st)
 		}
 		if err := f.Do(ctx, "accounts", 42, nil); err != nil || highest(t, f, "accounts") != 42 {
 			t.Fatalf("a nil function records the token: %v", err)
