@@ -42,7 +42,13 @@
 // the function has run (in its statements or at commit) is returned
 // matching ErrConflict: nothing was committed and calling Do again is safe.
 // Update never retries (it may run in the caller's transaction): it returns
-// ErrConflict.
+// ErrConflict. Under contention these levels cost: the retries make Do
+// several times slower on one resource (docs/fencing.md has figures).
+// Other levels are refused by New (ErrIsolation).
+//
+// At any level, functions that lock rows in opposite orders can deadlock;
+// PostgreSQL aborts one transaction (SQLSTATE 40P01), whose Do returns
+// ErrConflict with nothing committed.
 //
 // SQLite: every transaction is serializable whatever level is asked for.
 // The fence statement is the transaction's first statement and a write, so
@@ -55,7 +61,10 @@
 // commit wait for the lock, and retries a fence statement refused as busy
 // anyway until ctx ends. WAL mode (_pragma=journal_mode(WAL) for modernc)
 // lets readers run beside the writer; in the default rollback-journal mode
-// a commit also waits for readers to finish.
+// a commit also waits for readers to finish. Any other write to the
+// database from inside the function, not through its transaction, waits on
+// that transaction (see Fence.Do). With ":memory:", each connection of the
+// pool is a database of its own: use a file.
 //
 // # What it does not protect
 //
@@ -113,7 +122,13 @@ func WithTable(name string) Option { return func(c *config) { c.table = name } }
 
 // WithIsolation sets the isolation level of Do's transactions (default:
 // the database's default, READ COMMITTED on PostgreSQL). See the package
-// documentation for what each level does; SQLite ignores it.
+// documentation for what each level does. PostgreSQL has READ UNCOMMITTED
+// (the same as READ COMMITTED there), READ COMMITTED, REPEATABLE READ and
+// SERIALIZABLE: New refuses any other level (sql.LevelWriteCommitted,
+// sql.LevelLinearizable, sql.LevelSnapshot: use LevelRepeatableRead, its
+// snapshot isolation) with ErrIsolation. SQLite is always serializable:
+// modernc.org/sqlite ignores the level; other drivers may refuse some at
+// the first Do.
 func WithIsolation(l sql.IsolationLevel) Option { return func(c *config) { c.iso = l } }
 
 // WithBusyTimeout sets the busy timeout Do gives a SQLite connection whose
@@ -133,8 +148,11 @@ type Fence struct {
 	highest string
 }
 
-// New returns a Fence for db. Errors: ErrUnknownDriver when the dialect is
-// neither given nor detected, ErrBadName for a bad table name.
+// New returns a Fence for db. It sends nothing. Errors: ErrUnknownDriver
+// when the dialect is neither given nor detected; ErrDialectMismatch when
+// WithDialect names another dialect than that of a driver this package
+// knows; ErrBadName for a bad table name; ErrIsolation for a level the
+// database does not have.
 func New(db *sql.DB, opts ...Option) (*Fence, error) {
 	c := config{table: DefaultTable, busy: DefaultBusyTimeout}
 	for _, o := range opts {
@@ -143,16 +161,21 @@ func New(db *sql.DB, opts ...Option) (*Fence, error) {
 	if db == nil {
 		return nil, fmt.Errorf("%w: nil *sql.DB", ErrUnknownDriver)
 	}
-	if c.dialect == "" {
-		d, err := detect(db.Driver())
-		if err != nil {
-			return nil, err
-		}
-		c.dialect = d
-	} else if !c.dialect.valid() {
+	detected, derr := detect(db.Driver())
+	switch {
+	case c.dialect == "" && derr != nil:
+		return nil, derr
+	case c.dialect == "":
+		c.dialect = detected
+	case !c.dialect.valid():
 		return nil, fmt.Errorf("%w: dialect %q (known: %q, %q)", ErrUnknownDriver, c.dialect, Postgres, SQLite)
+	case derr == nil && detected != c.dialect:
+		return nil, fmt.Errorf("%w: WithDialect(%q), but the driver %T is %s's", ErrDialectMismatch, c.dialect, db.Driver(), detected)
 	}
 	if err := checkName("table", c.table); err != nil {
+		return nil, err
+	}
+	if err := c.dialect.checkIsolation(c.iso); err != nil {
 		return nil, err
 	}
 	f := &Fence{db: db, d: c.dialect, table: c.table, busy: max(c.busy, 0),
