@@ -22,6 +22,8 @@ type Row struct {
 	Fence string // the fence column (default DefaultFenceColumn)
 }
 
+// String names the row for messages and for fence.StaleError's Resource:
+// "table(key=id)", the ID formatted with %v.
 func (r Row) String() string { return fmt.Sprintf("%s(%s=%v)", r.Table, r.Key, r.ID) }
 
 func (r Row) fence() string {
@@ -34,7 +36,10 @@ func (r Row) fence() string {
 // Querier is what Update runs on: a *sql.DB, a *sql.Tx or a *sql.Conn. On
 // SQLite, a *sql.DB's or *sql.Conn's connection without a busy timeout gets
 // the Fence's (WithBusyTimeout), as in Do; a *sql.Tx's is the caller's
-// business.
+// business: open the database with a busy timeout, and with
+// _txlock=immediate if the transaction reads before it writes (see
+// docs/fencing.md), or concurrent writers fail at once with SQLITE_BUSY
+// (ErrConflict).
 type Querier interface {
 	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
 	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
@@ -157,7 +162,11 @@ func checkRow(r Row) error {
 	return checkName("fence column", r.fence())
 }
 
-// Update is New(db) followed by Update on db: see [Fence.Update].
+// Update is New(db) followed by Update on db: see [Fence.Update]. Unlike
+// Do it takes no options, because args is variadic (as ExecContext's) and
+// a Go function has one variadic parameter; for WithDialect or
+// WithBusyTimeout, the options Update uses, call New(db, opts...) and
+// [Fence.Update], which also runs in the caller's *sql.Tx.
 func Update(ctx context.Context, db *sql.DB, token fence.Token, row Row, set string, args ...any) error {
 	f, err := New(db)
 	if err != nil {
