@@ -304,10 +304,10 @@ var errSelfWait = errors.New("on SQLite a Do holds the database's write lock fro
 // try is one transaction of Do. ran reports whether fn was called.
 //
 // The transaction is begun on a context that ctx does not cancel, so that
-// database/sql and the driver never interrupt the COMMIT: ctx aborts the
-// transaction only before the COMMIT is sent (a watcher rolls it back, as
-// database/sql would), and once it is sent its outcome is the server's
-// alone. If ctx ends while the COMMIT is in flight, try stops waiting and
+// database/sql and the driver never interrupt the COMMIT: a watcher
+// cancels it when ctx ends before the COMMIT is sent (BEGIN and every
+// statement are cut short, and database/sql rolls the transaction back),
+// and once the COMMIT is sent its outcome is the server's alone. If ctx ends while the COMMIT is in flight, try stops waiting and
 // says the outcome is uncertain; the COMMIT goes on in its goroutine,
 // which returns the connection to the pool when it is answered.
 func (f *Fence) try(ctx context.Context, resource string, token fence.Token, fn func(*sql.Tx) error) (ran bool, err error) {
@@ -326,20 +326,28 @@ func (f *Fence) try(ctx context.Context, resource string, token fence.Token, fn 
 			return false, err
 		}
 	}
-	tx, err := conn.BeginTx(context.WithoutCancel(ctx), f.txOpts)
-	if err != nil {
-		return false, err
-	}
+	// The transaction's context: ctx's values, cancelled by the watcher
+	// only while the COMMIT is not sent (database/sql then rolls back).
+	txCtx, abort := context.WithCancel(context.WithoutCancel(ctx))
 	var state atomic.Int32 // txOpen, then txAborted (by the watcher) or txCommitting
 	stop := context.AfterFunc(ctx, func() {
 		if state.CompareAndSwap(txOpen, txAborted) {
-			tx.Rollback() // waits for a statement in flight, then fails the next ones
+			abort()
 		}
 	})
 	defer stop()
 	defer func() {
 		if !committing {
-			tx.Rollback() // also when fn panics; ErrTxDone if the watcher did it
+			abort()
+		}
+	}()
+	tx, err := conn.BeginTx(txCtx, f.txOpts)
+	if err != nil {
+		return false, err
+	}
+	defer func() {
+		if !committing {
+			tx.Rollback() // also when fn panics; ErrTxDone if ctx's end did it
 		}
 	}()
 
@@ -372,6 +380,7 @@ func (f *Fence) try(ctx context.Context, resource string, token fence.Token, fn 
 	done := make(chan error, 1)
 	go func() {
 		defer conn.Close()
+		defer abort()
 		err := tx.Commit()
 		if err != nil {
 			err = f.commitError(conn, err)
