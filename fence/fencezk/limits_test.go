@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -56,6 +57,16 @@ func TestMissingChroot(t *testing.T) {
 	if data, _, err := s.Conn().Get(cl.Chroot() + "/app3/fence/config"); err != nil || string(data) != "v1" {
 		t.Fatalf("Apply's create: %q, %v", data, err)
 	}
+
+	// A chroot that cannot be created: the error names it.
+	if _, err := s.Conn().Create(cl.Chroot()+"/readonly", nil, 0, zk.WorldACL(zk.PermRead|zk.PermAdmin)); err != nil {
+		t.Fatal(err)
+	}
+	_, err = newRegister(t, open("/readonly/app"), "/data/report").Write(ctx, 5, []byte("x"))
+	if !errors.Is(err, recipe.ErrNoPermission) || !strings.Contains(err.Error(), "chroot znode "+cl.Chroot()+"/readonly/app") {
+		t.Fatalf("a chroot below a read-only znode: %v", err)
+	}
+	t.Log(err)
 }
 
 // TestOversizedWrite: a write or an Apply too large for the session's
