@@ -1,9 +1,10 @@
-# The two commands a newcomer needs (see README.md):
+# The commands a newcomer needs (see README.md):
 #   make demo   runs the demo against a real ZooKeeper started for you
 #   make test   runs vet and the whole test suite with the race detector
 #   make bench  compares our mutex with zk.Lock, Curator and kazoo (docs/performance.md)
-# Both install ZooKeeper and Java (and, for the tests, redis-server) from
-# Debian packages first if they are missing.
+# Each first runs scripts/setup.sh, which installs from Debian packages
+# whatever is missing of ZooKeeper and Java, PostgreSQL and PgBouncer,
+# Redis, and etcd (a server named in the environment needs nothing).
 
 GO ?= go
 

@@ -10,7 +10,8 @@ import (
 //   - before sending, the recipes check every request they build against it
 //     with the sizes below, where the path or data is given (NewQueue,
 //     Queue.CheckNodeData, Queue.join), so the caller gets an error that
-//     names the problem;
+//     names the problem; packages that build requests of their own
+//     (fence/fencezk) check them with CheckRequest and CheckMulti;
 //   - go-zookeeper's send buffer is sized to it (Connect), so that whatever
 //     was not checked (a request made through Conn, go-zookeeper's own
 //     re-registration of watches) fails alone, at encoding, instead of
@@ -141,6 +142,81 @@ func (q *Queue) checkFrame(data []byte, frame int) error {
 	if frame > q.s.cfg.maxPacket {
 		return fmt.Errorf("%w: the create of a node of %s with %d bytes of data would be a %d-byte request, over the session's packet limit of %d bytes "+
 			"(the servers' jute.maxbuffer: see recipe.WithMaxPacket)", ErrTooLarge, shortPath(q.dir), len(data), frame, q.s.cfg.maxPacket)
+	}
+	return nil
+}
+
+// getDataReply is the frame size of the reply to a getData of a node with
+// dataLen bytes of data: reply header (xid, zxid, error: 16), data, Stat
+// (68).
+func getDataReply(dataLen int) int { return 16 + 4 + dataLen + 68 }
+
+// CheckRequest reports whether op, a request about to be sent through Conn
+// on its own (Create or Set; its path with the chroot, as Conn takes it),
+// fits the session's packet limit, and whether the node data it writes can
+// be read back within it (a getData reply, for this client or another with
+// the same limit). It returns nil, an error matching ErrTooLarge that gives
+// the sizes, or one matching ErrBadOption for an op that is not a
+// *zk.CreateRequest, *zk.SetDataRequest, *zk.DeleteRequest or
+// *zk.CheckVersionRequest. It performs no ZooKeeper operation. Packages
+// that build their own requests (fence/fencezk) call it so that nothing
+// over the limit is sent: see WithMaxPacket.
+func (s *Session) CheckRequest(op any) error { return s.checkRequest(false, []any{op}) }
+
+// CheckMulti is CheckRequest for ops sent together in one Conn.Multi: the
+// multi's frame (each op behind its 9-byte header, and the closing header)
+// must fit the limit, and the data of each create and setData must be
+// readable.
+func (s *Session) CheckMulti(ops ...any) error { return s.checkRequest(true, ops) }
+
+func (s *Session) checkRequest(multi bool, ops []any) error {
+	type write struct {
+		path string
+		data int
+	}
+	var writes []write // the node data the ops write
+	frame := 8         // request header
+	if multi {
+		frame += 9 // the closing header
+	}
+	what, largest := "", -1 // the op with the largest body, for the message
+	for i, op := range ops {
+		var body int
+		var desc string
+		switch o := op.(type) {
+		case *zk.CreateRequest:
+			body, desc = createBody(len(o.Path), len(o.Data), o.Acl), fmt.Sprintf("create of %s with %d bytes of data", shortPath(o.Path), len(o.Data))
+			writes = append(writes, write{o.Path, len(o.Data)})
+		case *zk.SetDataRequest:
+			body, desc = 4+len(o.Path)+4+len(o.Data)+4, fmt.Sprintf("setData of %s with %d bytes of data", shortPath(o.Path), len(o.Data))
+			writes = append(writes, write{o.Path, len(o.Data)})
+		case *zk.DeleteRequest:
+			body, desc = 4+len(o.Path)+4, "delete of "+shortPath(o.Path)
+		case *zk.CheckVersionRequest:
+			body, desc = 4+len(o.Path)+4, "check of "+shortPath(o.Path)
+		default:
+			return fmt.Errorf("%w: op %d: %T is not a create, setData, delete or check request", ErrBadOption, i, op)
+		}
+		if body > largest {
+			largest, what = body, desc
+		}
+		if multi {
+			frame += 9 // the op's header
+		}
+		frame += body
+	}
+	if multi {
+		what = fmt.Sprintf("multi of %d operations (the largest: the %s)", len(ops), what)
+	}
+	if frame > s.cfg.maxPacket {
+		return fmt.Errorf("%w: the %s would be a %d-byte request, over the session's packet limit of %d bytes "+
+			"(the servers' jute.maxbuffer: see recipe.WithMaxPacket)", ErrTooLarge, what, frame, s.cfg.maxPacket)
+	}
+	for _, w := range writes {
+		if n := getDataReply(w.data); n > s.cfg.maxPacket {
+			return fmt.Errorf("%w: %d bytes of data for %s would take a %d-byte getData reply to read back, over the session's packet limit of %d bytes "+
+				"(the servers' jute.maxbuffer: see recipe.WithMaxPacket)", ErrTooLarge, w.data, shortPath(w.path), n, s.cfg.maxPacket)
+		}
 	}
 	return nil
 }

@@ -208,3 +208,72 @@ func TestMaxPacketOption(t *testing.T) {
 		t.Errorf("WithAuth over the limit: %v, want ErrTooLarge", err)
 	}
 }
+
+// TestCheckRequestMatchesTheEncoding: CheckRequest and CheckMulti, the
+// checks of requests built outside the recipes (fence/fencezk), allow
+// exactly the requests go-zookeeper's send buffer (sized to the limit)
+// encodes: the largest data they allow is sent and accepted by the server,
+// one byte more is refused by both. Data too large to be read back within
+// the limit (a getData reply) is refused even when its request would fit.
+func TestCheckRequestMatchesTheEncoding(t *testing.T) {
+	s := connect(t, zktest.Shared(t).Servers(), WithMaxPacket(MinMaxPacket))
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	states := s.Listen(ctx)
+	dir := s.abs("/checks")
+	if err := s.ensurePath(dir, s.cfg.acl); err != nil {
+		t.Fatal(err)
+	}
+	node := dir + "/" + strings.Repeat("n", 100) // long enough that the request, not the reply, is the bound
+	if _, err := s.Conn().Create(node, nil, 0, s.cfg.acl); err != nil {
+		t.Fatal(err)
+	}
+	seq := dir + "/seq-"
+	flags := int32(zk.FlagEphemeral | zk.FlagSequence)
+	for _, c := range []struct {
+		name  string
+		check func(data []byte) error
+		send  func(data []byte) error
+	}{
+		{"setData",
+			func(d []byte) error { return s.CheckRequest(&zk.SetDataRequest{Path: node, Data: d, Version: -1}) },
+			func(d []byte) error { _, err := s.Conn().Set(node, d, -1); return err }},
+		{"create",
+			func(d []byte) error {
+				return s.CheckRequest(&zk.CreateRequest{Path: seq, Data: d, Acl: s.cfg.acl, Flags: flags})
+			},
+			func(d []byte) error { _, err := s.Conn().Create(seq, d, flags, s.cfg.acl); return err }},
+		{"multi", func(d []byte) error {
+			return s.CheckMulti(&zk.CheckVersionRequest{Path: node, Version: -1}, &zk.SetDataRequest{Path: node, Data: d, Version: -1},
+				&zk.CreateRequest{Path: seq, Acl: s.cfg.acl, Flags: flags}, &zk.DeleteRequest{Path: dir + "/none", Version: -1})
+		}, func(d []byte) error {
+			_, err := s.Conn().Multi(&zk.CheckVersionRequest{Path: node, Version: -1}, &zk.SetDataRequest{Path: node, Data: d, Version: -1},
+				&zk.CreateRequest{Path: seq, Acl: s.cfg.acl, Flags: flags}, &zk.DeleteRequest{Path: dir + "/none", Version: -1})
+			return err
+		}},
+	} {
+		at := sort.Search(MinMaxPacket, func(n int) bool { return c.check(make([]byte, n)) != nil }) - 1
+		if err := c.send(make([]byte, at)); c.name == "multi" && !errors.Is(err, zk.ErrNoNode) || c.name != "multi" && err != nil {
+			t.Errorf("%s with the most data the check allows (%d bytes): %v", c.name, at, err)
+		}
+		over := make([]byte, at+1)
+		if checked, sent := c.check(over), c.send(over); !errors.Is(checked, ErrTooLarge) || !errors.Is(sent, zk.ErrShortBuffer) {
+			t.Errorf("%s with %d bytes: the check says %v, the send buffer %v", c.name, at+1, checked, sent)
+		}
+	}
+
+	short := dir + "/s"
+	fits := MinMaxPacket - getDataReply(0)
+	if err := s.CheckRequest(&zk.SetDataRequest{Path: short, Data: make([]byte, fits)}); err != nil {
+		t.Errorf("data whose getData reply is exactly the limit: %v", err)
+	}
+	err := s.CheckRequest(&zk.SetDataRequest{Path: short, Data: make([]byte, fits+1)})
+	if !errors.Is(err, ErrTooLarge) || !strings.Contains(err.Error(), "to read back") {
+		t.Errorf("data whose getData reply is over the limit: %v", err)
+	}
+	t.Log(err)
+	if err := s.CheckRequest("not a request"); !errors.Is(err, ErrBadOption) {
+		t.Errorf("an unknown op: %v", err)
+	}
+	noTransition(t, states)
+}

@@ -1069,33 +1069,74 @@ func (q *Queue) findByGUID(guid string) (string, error) {
 	return mine[0].Name, nil
 }
 
-// ensureDir creates the queue directory and its missing ancestors below the
-// chroot as container znodes (the server removes them once empty, Curator's
-// creatingParentContainersIfNeeded), bottom-up: it starts at the directory
-// and walks up only on NoNode, so it never needs permissions above the
-// first existing ancestor. A missing chroot (and its missing ancestors) is
-// created as persistent znodes, since a chroot is an application's root and
-// must not vanish when empty. NodeExists is success.
+// ensureDir creates the queue directory and its missing ancestors: see
+// ensurePath.
 func (q *Queue) ensureDir() error {
-	return q.s.ensurePath(q.adir)
+	return q.s.ensurePath(q.adir, q.s.cfg.acl)
 }
 
-func (s *Session) ensurePath(p string) error {
+// ensurePath creates the znode p (a server path, chroot included) and its
+// missing ancestors below the chroot as container znodes (the server
+// removes them once empty, Curator's creatingParentContainersIfNeeded),
+// bottom-up: it starts at p and walks up only on NoNode, so it never needs
+// permissions above the first existing ancestor. A missing chroot (and its
+// missing ancestors) is created as persistent znodes, since a chroot is an
+// application's root and must not vanish when empty. NodeExists is
+// success. An error names the znode it could not create. The recipes'
+// directories and EnsureDir (for fence/fencezk's parents) come here.
+func (s *Session) ensurePath(p string, acl []zk.ACL) error {
 	flags, create := int32(zk.FlagContainer), s.conn.CreateContainer
 	if p == s.chroot || !strings.HasPrefix(p, s.chroot+"/") {
 		flags, create = 0, s.conn.Create
 	}
-	_, err := create(p, nil, flags, s.cfg.acl)
+	_, err := create(p, nil, flags, acl)
 	if errors.Is(err, zk.ErrNoNode) {
-		if err := s.ensurePath(path.Dir(p)); err != nil {
+		if err := s.ensurePath(path.Dir(p), acl); err != nil {
 			return err
 		}
-		_, err = create(p, nil, flags, s.cfg.acl)
+		_, err = create(p, nil, flags, acl)
 	}
 	if err == nil || errors.Is(err, zk.ErrNodeExists) {
 		return nil
 	}
-	return err
+	what := "directory"
+	if !strings.HasPrefix(p, s.chroot+"/") {
+		what = "chroot znode"
+	}
+	return fmt.Errorf("creating the %s %s: %w", what, shortPath(p), err)
+}
+
+// EnsureDir creates dir, a path below the session's chroot as every recipe
+// path, and its missing ancestors, as the recipes create their
+// directories: containers below the chroot (removed by the server once
+// empty), the chroot itself and its missing ancestors persistent, creating
+// nothing above the first existing ancestor. dir "/" stands for the chroot
+// itself (nothing to create without one). acl is the new znodes' ACL (nil:
+// the session's, WithACL). It retries on connection loss until ctx ends.
+// Packages that create znodes of their own below a directory
+// (fence/fencezk's registers) call it on a NoNode, so that a session whose
+// chroot does not exist yet works as it does for the recipes.
+//
+// Errors: a *PathError (ErrInvalidPath); an *OpError naming the znode
+// that could not be created (ErrNoPermission for an ACL refusal);
+// ErrSessionClosed; ctx's cause.
+func (s *Session) EnsureDir(ctx context.Context, dir string, acl []zk.ACL) error {
+	if dir != "/" {
+		if err := ValidatePath(dir); err != nil {
+			return err
+		}
+	}
+	p := s.abs(dir)
+	if dir == "/" {
+		if s.chroot == "" {
+			return nil
+		}
+		p = s.chroot
+	}
+	if acl == nil {
+		acl = s.cfg.acl
+	}
+	return s.retry(ctx, func() error { return opErr("create", dir, s.ensurePath(p, acl)) })
 }
 
 // Participant is one node of a queue, as listed by Participants.

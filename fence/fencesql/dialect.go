@@ -1,6 +1,7 @@
 package fencesql
 
 import (
+	"database/sql"
 	"database/sql/driver"
 	"errors"
 	"fmt"
@@ -73,6 +74,18 @@ func (d Dialect) ph(n int) string {
 		return "$" + strconv.Itoa(n)
 	}
 	return "?" + strconv.Itoa(n)
+}
+
+// checkIsolation refuses an isolation level the database does not have.
+func (d Dialect) checkIsolation(l sql.IsolationLevel) error {
+	if d != Postgres {
+		return nil
+	}
+	switch l {
+	case sql.LevelDefault, sql.LevelReadUncommitted, sql.LevelReadCommitted, sql.LevelRepeatableRead, sql.LevelSerializable:
+		return nil
+	}
+	return fmt.Errorf("%w: PostgreSQL has no %v (it has READ COMMITTED, its default, REPEATABLE READ, its snapshot isolation, and SERIALIZABLE)", ErrIsolation, l)
 }
 
 // ddl is the fence table's CREATE TABLE statement.

@@ -15,6 +15,14 @@ var (
 	// driver, or the driver's database is not supported (MySQL). Pass
 	// WithDialect for another PostgreSQL or SQLite driver.
 	ErrUnknownDriver = errors.New("fencesql: unknown or unsupported database driver")
+	// ErrDialectMismatch: WithDialect names a dialect other than that of
+	// the database's driver, which this package knows (SQLite on pgx, say):
+	// every statement would be in the wrong SQL.
+	ErrDialectMismatch = errors.New("fencesql: WithDialect does not match the driver")
+	// ErrIsolation: WithIsolation names a level the database does not have
+	// (sql.LevelWriteCommitted, sql.LevelLinearizable or sql.LevelSnapshot
+	// on PostgreSQL).
+	ErrIsolation = errors.New("fencesql: isolation level not supported by the database")
 	// ErrBadResource: a resource name that is empty, longer than
 	// MaxResourceLen bytes, not valid UTF-8, or contains a NUL byte.
 	ErrBadResource = errors.New("fencesql: bad resource name")
@@ -30,14 +38,23 @@ var (
 	ErrNoTable = errors.New("fencesql: table does not exist")
 	// ErrNoColumn is matched by a *SchemaError for a missing column.
 	ErrNoColumn = errors.New("fencesql: column does not exist")
+	// ErrPlaceholders: Update's set clause uses placeholders other than
+	// exactly 1 to len(args) (one too many would bind the fencing token or
+	// the key into the caller's column), or has a string literal, quoted
+	// identifier or comment that does not end (it would swallow the fence
+	// check appended after it).
+	ErrPlaceholders = errors.New("fencesql: the set clause's placeholders do not match its arguments")
 	// ErrNoRow: Update found no row with the given key (as opposed to a
 	// row whose fence holds a larger token: fence.ErrStale).
 	ErrNoRow = errors.New("fencesql: no such row")
 	// ErrConflict: the database refused a transaction because of a
-	// concurrent one (PostgreSQL serialization failure or deadlock under
-	// REPEATABLE READ or SERIALIZABLE; SQLite busy past its busy timeout)
-	// after the caller's function had run, or on Update. Nothing was
-	// committed: calling again is safe.
+	// concurrent one after the caller's function had run, or on Update:
+	// on PostgreSQL a serialization failure (SQLSTATE 40001, under
+	// REPEATABLE READ or SERIALIZABLE) or a deadlock (40P01, at any level,
+	// READ COMMITTED included: the function's statements locked rows in
+	// another order than a concurrent transaction's); on SQLite a busy
+	// database past its busy timeout. Nothing was committed: calling again
+	// is safe.
 	ErrConflict = errors.New("fencesql: concurrent transaction conflict, nothing committed")
 )
 

@@ -42,7 +42,13 @@
 // the function has run (in its statements or at commit) is returned
 // matching ErrConflict: nothing was committed and calling Do again is safe.
 // Update never retries (it may run in the caller's transaction): it returns
-// ErrConflict.
+// ErrConflict. Under contention these levels cost: the retries make Do
+// several times slower on one resource (docs/fencing.md has figures).
+// Other levels are refused by New (ErrIsolation).
+//
+// At any level, functions that lock rows in opposite orders can deadlock;
+// PostgreSQL aborts one transaction (SQLSTATE 40P01), whose Do returns
+// ErrConflict with nothing committed.
 //
 // SQLite: every transaction is serializable whatever level is asked for.
 // The fence statement is the transaction's first statement and a write, so
@@ -55,7 +61,10 @@
 // commit wait for the lock, and retries a fence statement refused as busy
 // anyway until ctx ends. WAL mode (_pragma=journal_mode(WAL) for modernc)
 // lets readers run beside the writer; in the default rollback-journal mode
-// a commit also waits for readers to finish.
+// a commit also waits for readers to finish. Any other write to the
+// database from inside the function, not through its transaction, waits on
+// that transaction (see Fence.Do). With ":memory:", each connection of the
+// pool is a database of its own: use a file.
 //
 // # What it does not protect
 //
@@ -76,6 +85,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"strings"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -112,7 +122,13 @@ func WithTable(name string) Option { return func(c *config) { c.table = name } }
 
 // WithIsolation sets the isolation level of Do's transactions (default:
 // the database's default, READ COMMITTED on PostgreSQL). See the package
-// documentation for what each level does; SQLite ignores it.
+// documentation for what each level does. PostgreSQL has READ UNCOMMITTED
+// (the same as READ COMMITTED there), READ COMMITTED, REPEATABLE READ and
+// SERIALIZABLE: New refuses any other level (sql.LevelWriteCommitted,
+// sql.LevelLinearizable, sql.LevelSnapshot: use LevelRepeatableRead, its
+// snapshot isolation) with ErrIsolation. SQLite is always serializable:
+// modernc.org/sqlite ignores the level; other drivers may refuse some at
+// the first Do.
 func WithIsolation(l sql.IsolationLevel) Option { return func(c *config) { c.iso = l } }
 
 // WithBusyTimeout sets the busy timeout Do gives a SQLite connection whose
@@ -132,8 +148,11 @@ type Fence struct {
 	highest string
 }
 
-// New returns a Fence for db. Errors: ErrUnknownDriver when the dialect is
-// neither given nor detected, ErrBadName for a bad table name.
+// New returns a Fence for db. It sends nothing. Errors: ErrUnknownDriver
+// when the dialect is neither given nor detected; ErrDialectMismatch when
+// WithDialect names another dialect than that of a driver this package
+// knows; ErrBadName for a bad table name; ErrIsolation for a level the
+// database does not have.
 func New(db *sql.DB, opts ...Option) (*Fence, error) {
 	c := config{table: DefaultTable, busy: DefaultBusyTimeout}
 	for _, o := range opts {
@@ -142,16 +161,21 @@ func New(db *sql.DB, opts ...Option) (*Fence, error) {
 	if db == nil {
 		return nil, fmt.Errorf("%w: nil *sql.DB", ErrUnknownDriver)
 	}
-	if c.dialect == "" {
-		d, err := detect(db.Driver())
-		if err != nil {
-			return nil, err
-		}
-		c.dialect = d
-	} else if !c.dialect.valid() {
+	detected, derr := detect(db.Driver())
+	switch {
+	case c.dialect == "" && derr != nil:
+		return nil, derr
+	case c.dialect == "":
+		c.dialect = detected
+	case !c.dialect.valid():
 		return nil, fmt.Errorf("%w: dialect %q (known: %q, %q)", ErrUnknownDriver, c.dialect, Postgres, SQLite)
+	case derr == nil && detected != c.dialect:
+		return nil, fmt.Errorf("%w: WithDialect(%q), but the driver %T is %s's", ErrDialectMismatch, c.dialect, db.Driver(), detected)
 	}
 	if err := checkName("table", c.table); err != nil {
+		return nil, err
+	}
+	if err := c.dialect.checkIsolation(c.iso); err != nil {
 		return nil, err
 	}
 	f := &Fence{db: db, d: c.dialect, table: c.table, busy: max(c.busy, 0),
@@ -180,11 +204,22 @@ func (f *Fence) CreateTable(ctx context.Context) error {
 // token. A missing row is inserted; an equal token is accepted. fn may be
 // nil: Do then only records token, like fence.Guard.Check.
 //
-// fn must write through tx only (statements on db run outside the
-// transaction, unfenced), must not commit or roll tx back, and must not
-// call Do on the same resource (it would wait for its own lock). It may
-// run more than once only if it returned and the transaction then failed
-// and the caller calls Do again: Do itself never calls it twice.
+// fn must use tx only: statements on db or another connection run outside
+// the transaction, unfenced, and may wait for it. It must not commit or
+// roll tx back, and must not call Do: on PostgreSQL a Do on the same
+// resource waits for its own row lock; on SQLite, where the transaction
+// holds the database's write lock from the fence statement on, any write
+// to the database from inside fn that is not through tx (a Do on any
+// resource, an Exec on db) waits on itself: it fails after the busy
+// timeout with ErrConflict (a statement fn returns the error of), or, for
+// a nested Do, which retries a busy fence statement, when its ctx ends;
+// both errors say so. (Do cannot tell a nested call from a concurrent one:
+// fn gets no context, and goroutines share contexts.) fn may run more
+// than once only if it returned and the transaction then failed and the
+// caller calls Do again: Do itself never calls it twice. If fn panics, the
+// panic propagates out of Do after the transaction is rolled back (the
+// token is not advanced, nothing fn wrote is committed) and the connection
+// is returned to the pool.
 //
 // Errors, after which nothing was committed unless the error matches
 // fence.ErrUncertain:
@@ -196,12 +231,26 @@ func (f *Fence) CreateTable(ctx context.Context) error {
 //     not exist;
 //   - fn's error, as it returned it (wrapped with ErrConflict too if the
 //     database refused a statement for a concurrent transaction);
-//   - ctx's error if ctx ended before the commit (the transaction is
-//     rolled back, even if fn returned nil);
+//   - ctx's error if ctx ended before the COMMIT was sent (the
+//     transaction is rolled back, even if fn returned nil);
 //   - ErrConflict for a serialization failure or busy database at commit;
 //   - fence.ErrUncertain, wrapping the driver's error, when the commit's
 //     answer was lost (a broken connection): it may have been applied;
+//   - fence.ErrUncertain and ctx's error together when ctx ended while the
+//     COMMIT was in flight (see below);
 //   - otherwise the driver's error.
+//
+// ctx bounds the transaction up to the COMMIT and never cancels the COMMIT
+// itself: a COMMIT interrupted by a cancel request may still land, and the
+// caller could not tell. The transaction is therefore not bound to ctx (as
+// database/sql's BeginTx would bind it): a watcher rolls it back if ctx
+// ends before the COMMIT is sent; once it is sent, the server alone decides.
+// If ctx ends before the COMMIT's answer arrives, Do returns at once with an
+// error matching both fence.ErrUncertain and ctx's error; the COMMIT goes on
+// in a goroutine, which returns the connection to the pool when it is
+// answered. Passing lease.Context() as ctx is therefore safe: it ends when
+// ownership is in doubt, and that never turns a landed write into an error
+// that says nothing landed.
 func (f *Fence) Do(ctx context.Context, resource string, token fence.Token, fn func(tx *sql.Tx) error) error {
 	if err := checkToken(token); err != nil {
 		return err
@@ -209,47 +258,96 @@ func (f *Fence) Do(ctx context.Context, resource string, token fence.Token, fn f
 	if err := checkResource(resource); err != nil {
 		return err
 	}
+	var busy error // the last attempt's refusal for a concurrent transaction
 	for attempt := 0; ; attempt++ {
 		ran, err := f.try(ctx, resource, token, fn)
-		if err != nil && ctx.Err() != nil && !errors.Is(err, ctx.Err()) && !errors.Is(err, fence.ErrStale) {
-			// database/sql rolls the transaction back as soon as ctx ends,
-			// so a statement then fails with sql.ErrTxDone: say why.
-			err = fmt.Errorf("fencesql: not committed, rolled back: %w (%w)", ctx.Err(), err)
+		if err != nil && ctx.Err() != nil && !errors.Is(err, ctx.Err()) && !errors.Is(err, fence.ErrStale) && !errors.Is(err, fence.ErrUncertain) {
+			// The transaction is rolled back as soon as ctx ends, so a
+			// statement then fails with sql.ErrTxDone: say why.
+			err = fmt.Errorf("fencesql: not committed, rolled back: %w (%w)", ctxErr(ctx), err)
+		}
+		if err != nil && !ran && busy != nil && ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+			return f.waitError(err, busy) // ended while waiting for the lock again
 		}
 		if err == nil || !f.d.retryable(err) {
 			return err
+		}
+		if ran && f.d == SQLite && !errors.Is(err, errSelfWait) {
+			return fmt.Errorf("%w: %w (%w)", ErrConflict, err, errSelfWait)
 		}
 		if ran {
 			return fmt.Errorf("%w: %w", ErrConflict, err)
 		}
 		// Refused for a concurrent transaction before fn ran: nothing was
 		// written, so the fence statement can be tried again.
+		busy = err
 		if werr := sleep(ctx, attempt); werr != nil {
-			return fmt.Errorf("fencesql: %w (last attempt: %w)", werr, err)
+			return f.waitError(werr, busy)
 		}
 	}
 }
 
+// waitError is Do's error when ctx ended (err) while it kept finding the
+// fence row or database locked (busy, the last refusal).
+func (f *Fence) waitError(err, busy error) error {
+	if f.d == SQLite {
+		return fmt.Errorf("fencesql: %w waiting for the database's write lock (last attempt: %w); %w", err, busy, errSelfWait)
+	}
+	return fmt.Errorf("fencesql: %w (last attempt: %w)", err, busy)
+}
+
+// errSelfWait explains a busy SQLite database to a caller of Do, who most
+// likely wrote outside tx from inside fn.
+var errSelfWait = errors.New("on SQLite a Do holds the database's write lock from its fence statement to its commit, " +
+	"so a write made inside fn outside its tx (on the *sql.DB, another connection, a nested Do on any resource) waits on itself: write through tx only")
+
 // try is one transaction of Do. ran reports whether fn was called.
+//
+// The transaction is begun on a context that ctx does not cancel, so that
+// database/sql and the driver never interrupt the COMMIT: a watcher
+// cancels it when ctx ends before the COMMIT is sent (BEGIN and every
+// statement are cut short, and database/sql rolls the transaction back),
+// and once the COMMIT is sent its outcome is the server's alone. If ctx ends while the COMMIT is in flight, try stops waiting and
+// says the outcome is uncertain; the COMMIT goes on in its goroutine,
+// which returns the connection to the pool when it is answered.
 func (f *Fence) try(ctx context.Context, resource string, token fence.Token, fn func(*sql.Tx) error) (ran bool, err error) {
 	conn, err := f.db.Conn(ctx) // one connection for the SQLite settings and the clean-up below
 	if err != nil {
 		return false, err
 	}
-	defer conn.Close()
+	committing := false // the commit's goroutine owns conn
+	defer func() {
+		if !committing {
+			conn.Close()
+		}
+	}()
 	if f.d == SQLite && f.busy > 0 {
 		if err := f.ensureBusyTimeout(ctx, conn); err != nil {
 			return false, err
 		}
 	}
-	tx, err := conn.BeginTx(ctx, f.txOpts)
+	// The transaction's context: ctx's values, cancelled by the watcher
+	// only while the COMMIT is not sent (database/sql then rolls back).
+	txCtx, abort := context.WithCancel(context.WithoutCancel(ctx))
+	var state atomic.Int32 // txOpen, then txAborted (by the watcher) or txCommitting
+	stop := context.AfterFunc(ctx, func() {
+		if state.CompareAndSwap(txOpen, txAborted) {
+			abort()
+		}
+	})
+	defer stop()
+	defer func() {
+		if !committing {
+			abort()
+		}
+	}()
+	tx, err := conn.BeginTx(txCtx, f.txOpts)
 	if err != nil {
 		return false, err
 	}
-	finished := false
 	defer func() {
-		if !finished {
-			tx.Rollback() // also when fn panics
+		if !committing {
+			tx.Rollback() // also when fn panics; ErrTxDone if ctx's end did it
 		}
 	}()
 
@@ -274,28 +372,62 @@ func (f *Fence) try(ctx context.Context, resource string, token fence.Token, fn 
 			return true, err
 		}
 	}
-	if err := ctx.Err(); err != nil {
-		return ran, fmt.Errorf("fencesql: not committed, rolled back: %w", err)
+	// ctx.Err first: the watcher runs in a goroutine of its own, maybe not yet.
+	if ctx.Err() != nil || !state.CompareAndSwap(txOpen, txCommitting) {
+		return ran, fmt.Errorf("fencesql: not committed, rolled back: %w", ctxErr(ctx))
 	}
-	finished = true
-	if err := tx.Commit(); err != nil {
-		return ran, f.commitError(ctx, conn, err)
+	committing = true
+	done := make(chan error, 1)
+	go func() {
+		defer conn.Close()
+		defer abort()
+		err := tx.Commit()
+		if err != nil {
+			err = f.commitError(conn, err)
+		}
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		return ran, err
+	case <-ctx.Done():
+		select {
+		case err := <-done: // answered meanwhile: the answer is certain
+			return ran, err
+		default:
+		}
+		return ran, fmt.Errorf("%w: the context ended while the commit was in flight (it goes on without us): %w", fence.ErrUncertain, ctxErr(ctx))
 	}
-	return ran, nil
+}
+
+// The states of try's transaction.
+const (
+	txOpen int32 = iota
+	txAborted
+	txCommitting
+)
+
+// ctxErr is ctx's error, with its cause when that says more (a lease's
+// context gives recipe.ErrSessionLost, say).
+func ctxErr(ctx context.Context) error {
+	err := ctx.Err()
+	if cause := context.Cause(ctx); cause != nil && cause != err {
+		return fmt.Errorf("%w (%w)", err, cause)
+	}
+	return err
 }
 
 // commitError classifies a failed commit: definitely not applied (a
-// refusal by the server, SQLite, a context that ended before the COMMIT
-// was sent) or uncertain.
-func (f *Fence) commitError(ctx context.Context, conn *sql.Conn, err error) error {
+// refusal by the server, SQLite) or uncertain.
+func (f *Fence) commitError(conn *sql.Conn, err error) error {
 	if f.d == SQLite {
 		// A COMMIT refused as busy leaves SQLite's transaction open, and
 		// not every driver ends it: end it, so the connection goes back to
 		// the pool clean and the outcome is certain.
-		conn.ExecContext(context.WithoutCancel(ctx), "ROLLBACK")
+		conn.ExecContext(context.Background(), "ROLLBACK")
 		return err
 	}
-	if sqlState(err) != "" || errors.Is(err, sql.ErrTxDone) || err == context.Canceled || err == context.DeadlineExceeded {
+	if sqlState(err) != "" || errors.Is(err, sql.ErrTxDone) {
 		return err // the server refused it, or database/sql never sent it
 	}
 	return fmt.Errorf("%w: commit: %w", fence.ErrUncertain, err)

@@ -6,6 +6,7 @@ import (
 	"database/sql/driver"
 	"errors"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -82,10 +83,12 @@ func TestDoRejectsAStaleHolder(t *testing.T) {
 		if !errors.Is(err, boom) || highest(t, f, "accounts") != 34 || get(t, db, f, "a") != "by 34 again" {
 			t.Fatalf("a failed function committed something: %v, highest %v, %q", err, highest(t, f, "accounts"), get(t, db, f, "a"))
 		}
+		// A panic in fn propagates, with its value, after the transaction is
+		// rolled back (token not advanced) and the connection returned.
 		func() {
 			defer func() {
-				if recover() == nil {
-					t.Fatal("the panic did not propagate")
+				if r := recover(); r != "write failed" {
+					t.Fatalf("the panic did not propagate: %v", r)
 				}
 			}()
 			f.Do(ctx, "accounts", 41, func(tx *sql.Tx) error {
@@ -95,6 +98,9 @@ func TestDoRejectsAStaleHolder(t *testing.T) {
 		}()
 		if highest(t, f, "accounts") != 34 || get(t, db, f, "a") != "by 34 again" {
 			t.Fatal("a panicking function committed something")
+		}
+		if st := db.Stats(); st.InUse != 0 {
+			t.Fatalf("a panicking function kept its connection: %+v", st)
 		}
 		if err := f.Do(ctx, "accounts", 42, nil); err != nil || highest(t, f, "accounts") != 42 {
 			t.Fatalf("a nil function records the token: %v", err)
@@ -350,3 +356,74 @@ type connector struct{ d driver.Driver }
 
 func (c connector) Connect(context.Context) (driver.Conn, error) { return c.d.Open("") }
 func (c connector) Driver() driver.Driver                        { return c.d }
+
+// TestNewRefusesWhatTheDatabaseLacks: an isolation level PostgreSQL does
+// not have, and an explicit dialect that contradicts a known driver, are
+// refused by New with a typed error, before any statement (instead of
+// failing at the first Do with the database's own words).
+func TestNewRefusesWhatTheDatabaseLacks(t *testing.T) {
+	pg, lite := openPostgres(t), openSQLite(t, "")
+	for _, l := range []sql.IsolationLevel{sql.LevelWriteCommitted, sql.LevelLinearizable, sql.LevelSnapshot} {
+		_, err := fencesql.New(pg, fencesql.WithIsolation(l))
+		if !errors.Is(err, fencesql.ErrIsolation) {
+			t.Errorf("PostgreSQL, %v: %v", l, err)
+		}
+		t.Log(err)
+	}
+	for _, l := range []sql.IsolationLevel{sql.LevelReadUncommitted, sql.LevelReadCommitted, sql.LevelRepeatableRead, sql.LevelSerializable} {
+		if _, err := fencesql.New(pg, fencesql.WithIsolation(l)); err != nil {
+			t.Errorf("PostgreSQL, %v: %v", l, err)
+		}
+	}
+	if err := fencesql.Do(ctxT(t), pg, "r", 1, nil, fencesql.WithDialect(fencesql.SQLite)); !errors.Is(err, fencesql.ErrDialectMismatch) {
+		t.Errorf("SQLite's dialect on pgx: %v", err)
+	} else {
+		t.Log(err)
+	}
+	if _, err := fencesql.New(lite, fencesql.WithDialect(fencesql.Postgres)); !errors.Is(err, fencesql.ErrDialectMismatch) {
+		t.Errorf("PostgreSQL's dialect on modernc.org/sqlite: %v", err)
+	}
+	if f, err := fencesql.New(lite, fencesql.WithDialect(fencesql.SQLite)); err != nil || f.Dialect() != fencesql.SQLite {
+		t.Errorf("the matching dialect: %v", err)
+	}
+}
+
+// TestDeadlockIsAConflict: under READ COMMITTED too, two Do calls whose
+// functions lock rows in opposite orders deadlock; PostgreSQL aborts one
+// (SQLSTATE 40P01), which gets ErrConflict with nothing committed, and the
+// other commits.
+func TestDeadlockIsAConflict(t *testing.T) {
+	db := openPostgres(t)
+	f := newFence(t, db)
+	mustExec(t, db, "CREATE TABLE acct (id INTEGER PRIMARY KEY, n INTEGER NOT NULL)", "INSERT INTO acct VALUES (1, 0), (2, 0)")
+	ctx := ctxT(t)
+	var locked sync.WaitGroup
+	locked.Add(2)
+	transfer := func(first, second int) func(tx *sql.Tx) error {
+		return func(tx *sql.Tx) error {
+			if _, err := tx.ExecContext(ctx, "UPDATE acct SET n = n + 1 WHERE id = $1", first); err != nil {
+				locked.Done()
+				return err
+			}
+			locked.Done()
+			locked.Wait() // both hold their first row
+			_, err := tx.ExecContext(ctx, "UPDATE acct SET n = n + 1 WHERE id = $1", second)
+			return err
+		}
+	}
+	errs := make(chan error, 2)
+	go func() { errs <- f.Do(ctx, "a", 5, transfer(1, 2)) }()
+	go func() { errs <- f.Do(ctx, "b", 5, transfer(2, 1)) }()
+	e1, e2 := <-errs, <-errs
+	if (e1 == nil) == (e2 == nil) {
+		t.Fatalf("want one deadlock victim: %v, %v", e1, e2)
+	}
+	victim := errors.Join(e1, e2)
+	if !errors.Is(victim, fencesql.ErrConflict) || !strings.Contains(victim.Error(), "40P01") {
+		t.Fatalf("the victim's error: %v", victim)
+	}
+	t.Log(victim)
+	if count(t, db, "SELECT * FROM acct WHERE n = 1") != 2 || count(t, db, "SELECT * FROM "+fencesql.DefaultTable) != 1 {
+		t.Fatal("the victim committed something")
+	}
+}

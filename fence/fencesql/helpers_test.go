@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"os"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -14,21 +13,11 @@ import (
 	_ "github.com/jackc/pgx/v5/stdlib" // "pgx"
 	"github.com/zkrecipes/zkrecipes/fence/fencesql"
 	"github.com/zkrecipes/zkrecipes/internal/pgtest"
-	"go.uber.org/goleak"
+	"github.com/zkrecipes/zkrecipes/zktest"
 	_ "modernc.org/sqlite" // "sqlite"
 )
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	pgtest.StopShared()
-	if code == 0 {
-		if err := goleak.Find(); err != nil {
-			fmt.Fprintf(os.Stderr, "goleak: %v\n", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { zktest.MainThen(m, pgtest.StopShared) }
 
 // backend opens a fresh, empty database of one kind for a test.
 type backend struct {

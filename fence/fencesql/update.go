@@ -22,6 +22,8 @@ type Row struct {
 	Fence string // the fence column (default DefaultFenceColumn)
 }
 
+// String names the row for messages and for fence.StaleError's Resource:
+// "table(key=id)", the ID formatted with %v.
 func (r Row) String() string { return fmt.Sprintf("%s(%s=%v)", r.Table, r.Key, r.ID) }
 
 func (r Row) fence() string {
@@ -34,7 +36,10 @@ func (r Row) fence() string {
 // Querier is what Update runs on: a *sql.DB, a *sql.Tx or a *sql.Conn. On
 // SQLite, a *sql.DB's or *sql.Conn's connection without a busy timeout gets
 // the Fence's (WithBusyTimeout), as in Do; a *sql.Tx's is the caller's
-// business.
+// business: open the database with a busy timeout, and with
+// _txlock=immediate if the transaction reads before it writes (see
+// docs/fencing.md), or concurrent writers fail at once with SQLITE_BUSY
+// (ErrConflict).
 type Querier interface {
 	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
 	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
@@ -47,14 +52,18 @@ type Querier interface {
 //
 // set is the caller's assignments with the dialect's placeholders for args,
 // numbered from 1: "balance = $1, note = $2" on PostgreSQL, "balance = ?,
-// note = ?" (or ?1, ?2) on SQLite. Update appends its own placeholders
-// after them.
+// note = ?" (or ?1, ?2, or :name with sql.Named) on SQLite. Update appends
+// its own placeholders after them, so set must use exactly 1 to len(args):
+// Update counts them first, as the database's tokenizer does (not inside
+// string literals, quoted identifiers or comments), and refuses any other
+// count with ErrPlaceholders, since a placeholder beyond len(args) would
+// bind the token or the key into the caller's column.
 //
 // The check and the write are one statement; see the package documentation
 // for isolation. When no row changed, Update reads the row's fence to say
 // why: a *fence.StaleError (fence.ErrStale) with the row's token when it is
 // larger, ErrNoRow when there is no such row. Other errors: fence.ErrNoToken,
-// ErrTokenRange, ErrBadName before any statement; a *SchemaError (ErrNoTable,
+// ErrTokenRange, ErrBadName, ErrPlaceholders before any statement; a *SchemaError (ErrNoTable,
 // ErrNoColumn) when the table or a column is missing (for the fence column,
 // with the ALTER TABLE that adds it); ErrConflict (wrapping the driver's
 // error) when the database refused the statement for a concurrent
@@ -69,6 +78,13 @@ func (f *Fence) Update(ctx context.Context, q Querier, token fence.Token, row Ro
 	}
 	if set == "" {
 		return fmt.Errorf("%w: nothing to set on %v", ErrBadName, row)
+	}
+	switch high, err := f.d.highestParam(set); {
+	case err != nil:
+		return fmt.Errorf("%w: %w in %q", ErrPlaceholders, err, set)
+	case high != len(args):
+		return fmt.Errorf("%w: %q uses placeholders up to %s, but len(args) is %d (Update's own placeholders follow them: %s, %s)",
+			ErrPlaceholders, set, f.d.ph(high), len(args), f.d.ph(len(args)+1), f.d.ph(len(args)+2))
 	}
 	if f.d == SQLite && f.busy > 0 {
 		// As in Do: a pool connection without a busy timeout would refuse
@@ -90,7 +106,8 @@ func (f *Fence) Update(ctx context.Context, q Querier, token fence.Token, row Ro
 	}
 	n := len(args)
 	fc := row.fence()
-	update := fmt.Sprintf("UPDATE %s SET %s, %s = %s WHERE %s = %s AND COALESCE(%s, 0) <= %s",
+	// The newline ends a -- comment at the end of set.
+	update := fmt.Sprintf("UPDATE %s SET %s\n, %s = %s WHERE %s = %s AND COALESCE(%s, 0) <= %s",
 		row.Table, set, fc, f.d.ph(n+1), row.Key, f.d.ph(n+2), fc, f.d.ph(n+1))
 	read := fmt.Sprintf("SELECT COALESCE(%s, 0) FROM %s WHERE %s = %s", fc, row.Table, row.Key, f.d.ph(1))
 	all := append(append(make([]any, 0, n+2), args...), int64(token), row.ID)
@@ -145,7 +162,11 @@ func checkRow(r Row) error {
 	return checkName("fence column", r.fence())
 }
 
-// Update is New(db) followed by Update on db: see [Fence.Update].
+// Update is New(db) followed by Update on db: see [Fence.Update]. Unlike
+// Do it takes no options, because args is variadic (as ExecContext's) and
+// a Go function has one variadic parameter; for WithDialect or
+// WithBusyTimeout, the options Update uses, call New(db, opts...) and
+// [Fence.Update], which also runs in the caller's *sql.Tx.
 func Update(ctx context.Context, db *sql.DB, token fence.Token, row Row, set string, args ...any) error {
 	f, err := New(db)
 	if err != nil {

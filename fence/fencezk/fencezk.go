@@ -23,6 +23,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path"
 	"strings"
 
 	"github.com/go-zookeeper/zk"
@@ -60,12 +61,16 @@ type Register struct {
 type Option func(*Register)
 
 // WithACL sets the ACL of the znodes the register creates (itself and
-// missing parents; default zk.WorldACL(zk.PermAll)).
+// missing parents; default zk.WorldACL(zk.PermAll)). Znodes written
+// through Apply carry the ACL of their own request.
 func WithACL(acl []zk.ACL) Option { return func(r *Register) { r.acl = acl } }
 
 // New returns the register at path, relative to the session's chroot like
-// every recipe path. The znode and its parents are created (persistent) by
-// the first write. Errors: a *recipe.PathError (recipe.ErrInvalidPath).
+// every recipe path. The first write creates the znode (persistent) with
+// its value, and its missing parents as the recipes create their
+// directories (recipe.Session.EnsureDir: containers, and the chroot itself,
+// persistent, if it does not exist yet). It sends nothing. Errors: a
+// *recipe.PathError (recipe.ErrInvalidPath).
 func New(s *recipe.Session, path string, opts ...Option) (*Register, error) {
 	if err := recipe.ValidatePath(path); err != nil {
 		return nil, err
@@ -98,13 +103,19 @@ func (r *Register) Read(ctx context.Context) (Value, error) {
 }
 
 // Write stores data with token if token is not lower than the register's,
-// and returns what it replaced (the new data version is prev.Version+1).
-// An equal token is accepted.
+// and returns what it replaced: the new data version is prev.Version+1.
+// The first write creates the znode with data, and prev is then what Read
+// reports for a missing register (Version -1, zero token). An equal token
+// is accepted.
 //
 // Errors: a *fence.StaleError (fence.ErrStale) with the stored token when
 // token is lower, nothing written; fence.ErrNoToken for the zero token;
-// ctx's error if ctx ends between attempts; ErrNotRegister; fence.ErrUncertain
-// wrapping ZooKeeper's error when the write was sent and its answer lost
+// an error matching recipe.ErrTooLarge when the write (the create of the
+// register or its setData, with the path and the "token=" line) would be
+// over the session's packet limit, or its data too large to read back
+// within it (recipe.Session.CheckRequest), nothing sent; ctx's error if
+// ctx ends between attempts; ErrNotRegister; fence.ErrUncertain wrapping
+// ZooKeeper's error when the write was sent and its answer lost
 // (connection loss, session expiry): it may have landed; otherwise
 // ZooKeeper's error, and nothing was written.
 func (r *Register) Write(ctx context.Context, token fence.Token, data []byte) (prev Value, err error) {
@@ -117,12 +128,14 @@ func (r *Register) Write(ctx context.Context, token fence.Token, data []byte) (p
 // with the token, and none of them lands otherwise. The register keeps its
 // value and takes token. Paths in ops are relative to the session's chroot;
 // the responses' created paths are returned relative to it too (the first
-// response is the register's own setData).
+// response is the register's own setData, or its create when it did not
+// exist).
 //
-// Errors: those of Write, and ErrBadOp for an operation of another type or
-// with an invalid path; if ZooKeeper refuses one of ops (e.g. a create of an
-// existing node), the multi applies nothing and its error is returned with
-// the op's index.
+// Errors: those of Write (recipe.ErrTooLarge when the whole multi would be
+// over the packet limit: recipe.Session.CheckMulti), and ErrBadOp for an
+// operation of another type or with an invalid path; if ZooKeeper refuses
+// one of ops (e.g. a create of an existing node), the multi applies nothing
+// and its error is returned with the op's index.
 func (r *Register) Apply(ctx context.Context, token fence.Token, ops ...any) (prev Value, res []zk.MultiResponse, err error) {
 	if len(ops) == 0 {
 		return Value{}, nil, fmt.Errorf("%w: no operation", ErrBadOp)
@@ -147,18 +160,15 @@ func (r *Register) write(ctx context.Context, token fence.Token, data []byte, op
 			return Value{}, nil, err
 		}
 		raw, st, err := conn.Get(r.full)
-		if errors.Is(err, zk.ErrNoNode) {
-			if err := r.create(); err != nil {
+		cur := Value{Version: -1}
+		switch {
+		case errors.Is(err, zk.ErrNoNode): // the empty register: created below with the write
+		case err != nil:
+			return Value{}, nil, fmt.Errorf("fencezk: reading %s: %w", r.path, err)
+		default:
+			if cur, err = decode(r.path, raw, st.Version); err != nil {
 				return Value{}, nil, err
 			}
-			continue
-		}
-		if err != nil {
-			return Value{}, nil, fmt.Errorf("fencezk: reading %s: %w", r.path, err)
-		}
-		cur, err := decode(r.path, raw, st.Version)
-		if err != nil {
-			return Value{}, nil, err
 		}
 		if token < cur.Token {
 			return cur, nil, &fence.StaleError{Resource: r.path, Token: token, Highest: cur.Token}
@@ -167,22 +177,49 @@ func (r *Register) write(ctx context.Context, token fence.Token, data []byte, op
 		if ops != nil {
 			next = cur.Data
 		}
-		set := &zk.SetDataRequest{Path: r.full, Data: encode(token, next), Version: cur.Version}
+		// A versioned setData, or the create of the missing register:
+		// either lands only over the state just read.
+		var req any = &zk.SetDataRequest{Path: r.full, Data: encode(token, next), Version: cur.Version}
+		if cur.Version < 0 {
+			req = &zk.CreateRequest{Path: r.full, Data: encode(token, next), Acl: r.acl}
+		}
 		var res []zk.MultiResponse
 		failed := 0 // index of the refused op
 		if ops == nil {
-			_, err = conn.Set(set.Path, set.Data, set.Version)
+			if err := r.s.CheckRequest(req); err != nil {
+				return cur, nil, fmt.Errorf("fencezk: writing %s: %w", r.path, err)
+			}
+			if set, ok := req.(*zk.SetDataRequest); ok {
+				_, err = conn.Set(set.Path, set.Data, set.Version)
+			} else {
+				_, err = conn.Create(r.full, req.(*zk.CreateRequest).Data, 0, r.acl)
+			}
 		} else {
-			res, err = conn.Multi(append([]any{set}, ops...)...)
+			all := append([]any{req}, ops...)
+			if err := r.s.CheckMulti(all...); err != nil {
+				return cur, nil, fmt.Errorf("fencezk: writing %s: %w", r.path, err)
+			}
+			res, err = conn.Multi(all...)
 			failed = refused(res)
 		}
 		switch {
 		case err == nil:
 			return cur, r.unroot(res), nil
-		case failed == 0 && errors.Is(err, zk.ErrBadVersion):
+		case failed == 0 && (errors.Is(err, zk.ErrBadVersion) || errors.Is(err, zk.ErrNodeExists)):
 			continue // another write landed since the read: compare again
+		case failed == 0 && errors.Is(err, zk.ErrNoNode) && cur.Version < 0:
+			// The register's parent is missing (or the chroot): create
+			// them as the recipes create their directories.
+			if err := r.s.EnsureDir(ctx, path.Dir(r.path), r.acl); err != nil {
+				return cur, nil, fmt.Errorf("fencezk: creating the parents of %s: %w", r.path, err)
+			}
+			continue
+		case failed == 0 && errors.Is(err, zk.ErrNoNode):
+			continue // the register was deleted since the read
 		case failed > 0:
 			return cur, r.unroot(res), fmt.Errorf("fencezk: op %d refused, nothing applied: %w", failed-1, err)
+		case errors.Is(err, zk.ErrShortBuffer): // over the send buffer: never sent
+			return cur, nil, fmt.Errorf("fencezk: writing %s: %w: %w", r.path, recipe.ErrTooLarge, err)
 		case res == nil && !definite(err):
 			return cur, nil, fmt.Errorf("%w: writing %s: %w", fence.ErrUncertain, r.path, err)
 		}
@@ -212,20 +249,6 @@ func definite(err error) bool {
 		}
 	}
 	return false
-}
-
-// create makes the empty register and its missing parents below the
-// chroot (the chroot itself must exist, as for every recipe).
-func (r *Register) create() error {
-	conn, p := r.s.Conn(), ""
-	for _, seg := range strings.Split(r.path[1:], "/") {
-		p += "/" + seg
-		_, err := conn.Create(r.s.Chroot()+p, nil, 0, r.acl)
-		if err != nil && !errors.Is(err, zk.ErrNodeExists) {
-			return fmt.Errorf("fencezk: creating %s: %w", p, err)
-		}
-	}
-	return nil
 }
 
 // root returns a copy of op with its path below the chroot.

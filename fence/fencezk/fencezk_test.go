@@ -58,8 +58,8 @@ func TestRegisterRejectsAStaleHolder(t *testing.T) {
 		t.Fatalf("Read of a missing register: %+v, %v", v, err)
 	}
 	prev, err := r.Write(ctx, 34, []byte("by 34"))
-	if err != nil || prev.Token != 0 || prev.Version != 0 {
-		t.Fatalf("first write: %+v, %v", prev, err)
+	if err != nil || prev.Token != 0 || prev.Version != -1 {
+		t.Fatalf("first write: %+v, %v; want the missing register, as Read reports it", prev, err)
 	}
 	prev, err = r.Write(ctx, 33, []byte("by 33"))
 	var se *fence.StaleError
@@ -67,11 +67,11 @@ func TestRegisterRejectsAStaleHolder(t *testing.T) {
 		t.Fatalf("stale write: %+v, %v", prev, err)
 	}
 	prev, err = r.Write(ctx, 34, []byte("by 34 again"))
-	if err != nil || string(prev.Data) != "by 34" || prev.Version != 1 {
+	if err != nil || string(prev.Data) != "by 34" || prev.Version != 0 {
 		t.Fatalf("equal token: %+v, %v", prev, err)
 	}
 	v, err = r.Read(ctx)
-	if err != nil || v.Token != 34 || string(v.Data) != "by 34 again" || v.Version != 2 {
+	if err != nil || v.Token != 34 || string(v.Data) != "by 34 again" || v.Version != 1 {
 		t.Fatalf("Read: %+v, %v", v, err)
 	}
 	raw, _, err := s.Conn().Get(cl.Chroot() + "/app/registers/report")
@@ -231,7 +231,8 @@ func TestRegisterRace(t *testing.T) {
 				op.Return = time.Since(start)
 				switch {
 				case err == nil:
-					op.Outcome, op.Prev, op.Seq = nemesis.Accepted, nemesis.State{Token: prev.Token, Value: string(prev.Data)}, int64(prev.Version)+1
+					// The order of application: the new data version, from 1.
+					op.Outcome, op.Prev, op.Seq = nemesis.Accepted, nemesis.State{Token: prev.Token, Value: string(prev.Data)}, int64(prev.Version)+2
 				case errors.Is(err, fence.ErrStale):
 					op.Outcome = nemesis.Stale
 				default:
@@ -260,7 +261,7 @@ func TestRegisterRace(t *testing.T) {
 		}
 	}
 	v, err := regs[0].Read(context.Background())
-	if err != nil || v.Token != top || string(v.Data) != last.Value || int64(v.Version) != last.Seq {
+	if err != nil || v.Token != top || string(v.Data) != last.Value || int64(v.Version)+1 != last.Seq {
 		t.Fatalf("final %+v (%v); want the last accepted write %v with token %v", v, err, last, top)
 	}
 	if n[nemesis.Stale] == 0 || n[nemesis.Accepted] == 0 {

@@ -370,7 +370,8 @@ func (w *workload) writeGuard(c *client, g *Grant, val string) {
 
 // writeZnode writes through the fencezk register: read, compare the
 // stored token, setData with the version read, again after a concurrent
-// write. The write's order is its data version.
+// write. The write's order is its new data version (prev.Version+1: 0 for
+// the write that creates the znode), plus one, since Seq counts from 1.
 func (w *workload) writeZnode(c *client, g *Grant, val string) {
 	op := Op{Kind: OpWrite, Client: c.id, Grant: g.ID, Token: g.Token, Register: RegZnode, Value: val, Call: w.rec.now()}
 	prev, err := c.reg.Write(context.Background(), g.Token, []byte(val))
@@ -380,7 +381,7 @@ func (w *workload) writeZnode(c *client, g *Grant, val string) {
 	op.Return = w.rec.now()
 	op.Outcome, op.Err = outcome(err)
 	if err == nil {
-		op.Prev, op.Seq = State{prev.Token, string(prev.Data)}, int64(prev.Version)+1
+		op.Prev, op.Seq = State{prev.Token, string(prev.Data)}, int64(prev.Version)+2 // the new version, counted from 1
 	}
 	w.rec.op(op)
 }
