@@ -83,6 +83,7 @@ func TestRender(t *testing.T) {
 		"truncated":       {string(good[:len(good)*2/3]), "truncated"},
 		"another version": {strings.Replace(string(good), nemesis.HistoryFormat, "zkrecipes-nemesis-history/9", 1), "history/9"},
 		"unknown recipe":  {strings.Replace(string(good), `"mutex"`, `"spinlock"`, 1), `unknown recipe "spinlock"`},
+		"contradiction":   {strings.Replace(string(good), `"FirstGrantAfterHeal": 950000000`, `"FirstGrantAfterHeal": 439000000`, 1), "but the grants show 950ms"},
 	} {
 		bad := filepath.Join(dir, name+".json")
 		if err := os.WriteFile(bad, []byte(c.data), 0o644); err != nil {
