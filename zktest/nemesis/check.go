@@ -46,7 +46,7 @@ type Report struct {
 	// Violations lists every broken invariant; a correct run has none.
 	Violations []string
 	// Where locates Violations[i] in the run: the interval of the history
-	// it is about (the overlapping leases up to the sample, the writes, the
+	// it is about (the overlap of the leases live at once, the writes, the
 	// revocation and the lease it did not end, the wait after the heal, the
 	// first write no linearization could place). Where[i].Known() is false
 	// for a violation about no interval (a leak found after the run).
@@ -156,13 +156,7 @@ func Check(h *History, allowed Allowed) *Report {
 			}
 			continue
 		}
-		where := Span{o.Call, o.Return}
-		for _, id := range o.Live {
-			if g := grants[id]; g != nil {
-				where.From = min(where.From, g.Granted)
-			}
-		}
-		r.violateAt(where, "%d lease contexts live at once (%s), which %s does not allow: %v", len(o.Live), describe(grants, o.Live), h.Recipe, o)
+		r.violateAt(overlap(grants, kept, o, h.End), "%d lease contexts live at once (%s), which %s does not allow: %v", len(o.Live), describe(grants, o.Live), h.Recipe, o)
 	}
 
 	// A lease whose node a forced revocation removed ends within the bound
@@ -197,6 +191,31 @@ func Check(h *History, allowed Allowed) *Report {
 		r.violateAt(where, "no grant within %v of the heal at %v (first grant after it: %v)", bound, h.Healed, h.FirstGrantAfterHeal)
 	}
 	return r
+}
+
+// overlap is the interval during which the leases ids, seen live together
+// in sample o, were all live: from the latest of their grants to the
+// earliest of their ends (the end of the run for a lease that did not
+// end), and at least the sample itself (a holder records its end just
+// before it releases, so a sample can still see it live after it).
+func overlap(grants map[int]*Grant, ids []int, o Op, end time.Duration) Span {
+	s := Span{o.Call, o.Return}
+	first := true
+	for _, id := range ids {
+		g := grants[id]
+		if g == nil {
+			continue
+		}
+		ended := g.Ended
+		if ended < 0 {
+			ended = end
+		}
+		if first {
+			s, first = Span{g.Granted, ended}, false
+		}
+		s.From, s.To = max(s.From, g.Granted), min(s.To, ended)
+	}
+	return Span{min(s.From, o.Call), max(s.To, o.Return)}
 }
 
 // CheckRegister checks the writes to one fenced register on their own (the
