@@ -173,8 +173,8 @@ func Check(h *History, allowed Allowed) *Report {
 				if g.Ended < 0 {
 					where.To = h.End
 				}
-				r.violateAt(where, "grant %d (client %d, token %v) was still live %v after %s of %s ended at %v (ended %v, cause %q)",
-					g.ID, g.Client, g.Token, bound, f.Kind, f.Target, f.End, g.Ended, g.Cause)
+				r.violateAt(where, "grant %d (client %d, token %s) was still live %v after %s of %s ended at %v (ended %v, cause %q)",
+					g.ID, g.Client, TokenText(g.Token), bound, f.Kind, f.Target, f.End, g.Ended, g.Cause)
 			}
 		}
 	}
@@ -246,7 +246,7 @@ func checkRegister(r *Report, reg string, ops []Op, end time.Duration) {
 		}
 		ordered = ordered && o.Seq > 0
 		if o.Token < o.Prev.Token {
-			r.violateAt(span(o), "register %s: a write with token %v was applied over token %v: %v", reg, o.Token, o.Prev.Token, o)
+			r.violateAt(span(o), "register %s: a write with token %s was applied over token %s: %v", reg, TokenText(o.Token), TokenText(o.Prev.Token), o)
 		}
 		if p, dup := over[o.Prev]; dup {
 			r.violateAt(span(p, o), "register %s: two accepted writes overwrote the same state (lost update): %v and %v", reg, p, o)
@@ -333,7 +333,7 @@ func describe(grants map[int]*Grant, ids []int) string {
 			parts = append(parts, fmt.Sprintf("grant %d (unknown)", id))
 			continue
 		}
-		parts = append(parts, fmt.Sprintf("grant %d: client %d %s token %v granted %v ended %v (%s)", g.ID, g.Client, g.Role, g.Token, g.Granted, g.Ended, g.Cause))
+		parts = append(parts, fmt.Sprintf("grant %d: client %d %s token %s granted %v ended %v (%s)", g.ID, g.Client, g.Role, TokenText(g.Token), g.Granted, g.Ended, g.Cause))
 	}
 	return strings.Join(parts, "; ")
 }
@@ -351,7 +351,7 @@ func checkOrder(r *Report, reg string, ops []Op) {
 	var cur State
 	for _, o := range acc {
 		if o.Prev != cur {
-			r.violateAt(span(o), "register %s: write #%d overwrote (%v,%q), but the register held (%v,%q): %v", reg, o.Seq, o.Prev.Token, o.Prev.Value, cur.Token, cur.Value, o)
+			r.violateAt(span(o), "register %s: write #%d overwrote (%s,%q), but the register held (%s,%q): %v", reg, o.Seq, TokenText(o.Prev.Token), o.Prev.Value, TokenText(cur.Token), cur.Value, o)
 		}
 		cur = State{o.Token, o.Value}
 	}
@@ -395,13 +395,13 @@ var registerModel = porcupine.NondeterministicModel{
 	DescribeOperation: func(input, output any) string {
 		in, out := input.(regInput), output.(regOutput)
 		if out.Outcome != Accepted {
-			return fmt.Sprintf("write(%v,%q) -> %s", in.Token, in.Value, out.Outcome)
+			return fmt.Sprintf("write(%s,%q) -> %s", ShortToken(in.Token), in.Value, out.Outcome)
 		}
-		return fmt.Sprintf("write(%v,%q) -> %s over (%v,%q)", in.Token, in.Value, out.Outcome, out.Prev.Token, out.Prev.Value)
+		return fmt.Sprintf("write(%s,%q) -> %s over (%s,%q)", ShortToken(in.Token), in.Value, out.Outcome, ShortToken(out.Prev.Token), out.Prev.Value)
 	},
 	DescribeState: func(state any) string {
 		s := state.(State)
-		return fmt.Sprintf("(%v,%q)", s.Token, s.Value)
+		return fmt.Sprintf("(%s,%q)", ShortToken(s.Token), s.Value)
 	},
 }
 

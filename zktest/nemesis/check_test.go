@@ -122,6 +122,10 @@ func TestCheckLocatesTheOverlap(t *testing.T) {
 	if fmt.Sprint(where) != fmt.Sprint(want) {
 		t.Errorf("located at %v, want %v", where, want)
 	}
+	// the tokens as the history has them and as the timeline labels them
+	if v := r.Violations[0]; !strings.Contains(v, "grant 0: client 0 holder token 4294967313 (1:17) granted") {
+		t.Errorf("violation %q", v)
+	}
 	// grants 1 and 2 alone: to the end of grant 1
 	h.Ops[3].Live = []int{1, 2}
 	h.Ops = h.Ops[1:2:2]
@@ -229,7 +233,7 @@ func TestCheckExcusesReleasedLeasesWhoseNodesWereRemoved(t *testing.T) {
 	// Whatever the excuse, the removed leases end within the bound.
 	h = revokedSemaphore()
 	h.Grants[1].Ended = h.Faults[0].End + h.SessionTimeout + 1100*ms
-	expectAt(t, expect(t, h, AtMost(2), fmt.Sprintf("grant 12 (client 3, token %v) was still live", tok(3, 27))), Span{2182 * ms, h.Grants[1].Ended})
+	expectAt(t, expect(t, h, AtMost(2), "grant 12 (client 3, token 12884901915 (3:27)) was still live"), Span{2182 * ms, h.Grants[1].Ended})
 }
 
 // TestCheckCatchesAnOverlapNoRemovalExplains: the same three permits are a
@@ -351,4 +355,16 @@ func TestCheckCatchesASlowRecovery(t *testing.T) {
 	expectAt(t, expect(t, h, AtMost(1), "no grant within"), Span{h.Healed, h.FirstGrantAfterHeal})
 	h.FirstGrantAfterHeal = -1
 	expectAt(t, expect(t, h, AtMost(1), "no grant within"), Span{h.Healed, h.End})
+}
+
+func TestTokenText(t *testing.T) {
+	for tk, want := range map[fence.Token][2]string{
+		tok(1, 17): {"1:17", "4294967313 (1:17)"},
+		tok(5, 0):  {"5:0", "21474836480 (5:0)"},
+		10:         {"10", "10"}, // not a zxid of a running ensemble
+	} {
+		if got := [2]string{ShortToken(tk), TokenText(tk)}; got != want {
+			t.Errorf("token %d: %q, want %q", uint64(tk), got, want)
+		}
+	}
 }

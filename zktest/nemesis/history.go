@@ -44,6 +44,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"time"
 
 	"github.com/zkrecipes/zkrecipes/fence"
@@ -358,7 +359,7 @@ func (o Op) validate(what string, grants map[int]*Grant) error {
 	case g == nil:
 		return fmt.Errorf("%s names grant %d, which is not in the history", what, o.Grant)
 	case g.Client != o.Client || g.Token != o.Token:
-		return fmt.Errorf("%s of client %d with token %v names grant %d, client %d's with token %v", what, o.Client, o.Token, g.ID, g.Client, g.Token)
+		return fmt.Errorf("%s of client %d with token %s names grant %d, client %d's with token %s", what, o.Client, TokenText(o.Token), g.ID, g.Client, TokenText(g.Token))
 	case o.Call < g.Granted:
 		return fmt.Errorf("%s at %v, before its grant %d was made at %v", what, o.Call, g.ID, g.Granted)
 	}
@@ -370,9 +371,9 @@ func (o Op) validate(what string, grants map[int]*Grant) error {
 func (o Op) String() string {
 	switch o.Kind {
 	case OpWrite:
-		s := fmt.Sprintf("[%v,%v] client %d grant %d token %v write %s=%q: %s", o.Call, o.Return, o.Client, o.Grant, o.Token, o.Register, o.Value, o.Outcome)
+		s := fmt.Sprintf("[%v,%v] client %d grant %d token %s write %s=%q: %s", o.Call, o.Return, o.Client, o.Grant, TokenText(o.Token), o.Register, o.Value, o.Outcome)
 		if o.Outcome == Accepted {
-			s += fmt.Sprintf(" over (%v,%q)", o.Prev.Token, o.Prev.Value)
+			s += fmt.Sprintf(" over (%s,%q)", TokenText(o.Prev.Token), o.Prev.Value)
 		}
 		if len(o.Live) > 0 {
 			s += fmt.Sprintf(" live %v", o.Live)
@@ -381,6 +382,27 @@ func (o Op) String() string {
 	case OpAcquire:
 		return fmt.Sprintf("[%v,%v] client %d %s: %s", o.Call, o.Return, o.Client, o.Kind, o.Err)
 	default:
-		return fmt.Sprintf("[%v] client %d grant %d token %v %s live %v", o.Call, o.Client, o.Grant, o.Token, o.Kind, o.Live)
+		return fmt.Sprintf("[%v] client %d grant %d token %s %s live %v", o.Call, o.Client, o.Grant, TokenText(o.Token), o.Kind, o.Live)
 	}
+}
+
+// ShortToken writes a token, a zxid, as epoch:counter (4294967313 is
+// 1:17): what tells two tokens apart at a glance, in their order. A token
+// of epoch 0 (not a zxid of a running ensemble) is written as its number.
+// The page's timeline and porcupine's views label tokens so.
+func ShortToken(t fence.Token) string {
+	if t>>32 == 0 {
+		return strconv.FormatUint(uint64(t), 10)
+	}
+	return fmt.Sprintf("%d:%d", uint64(t)>>32, uint64(t)&0xffffffff)
+}
+
+// TokenText writes a token for the reports: its number, as in the history,
+// and its ShortToken as the timeline labels it, "4294967313 (1:17)"; a
+// token of epoch 0 as its number alone.
+func TokenText(t fence.Token) string {
+	if t>>32 == 0 {
+		return ShortToken(t)
+	}
+	return fmt.Sprintf("%d (%s)", uint64(t), ShortToken(t))
 }

@@ -36,7 +36,6 @@ import (
 	"time"
 
 	"github.com/anishathalye/porcupine"
-	"github.com/zkrecipes/zkrecipes/fence"
 	"github.com/zkrecipes/zkrecipes/recipe"
 	"github.com/zkrecipes/zkrecipes/zktest/nemesis"
 )
@@ -363,8 +362,8 @@ func (p *page) leases(h *nemesis.History) {
 		p.Front = append(p.Front, item{Class: "wait", A: millis(g.Asked), B: millis(g.Granted), Y: bar + leaseH/2 - 1, H: 2,
 			Title: fmt.Sprintf("client %d waited %s for grant %d", g.Client, (g.Granted - g.Asked).Round(time.Millisecond), g.ID)})
 		p.Front = append(p.Front, item{Class: "lease " + how, A: millis(g.Granted), B: millis(end), Y: bar, H: leaseH,
-			Title: fmt.Sprintf("grant %d, client %d, %s, token %v: granted %s, ended %s (%s)", g.ID, g.Client, g.Role, g.Token, secs(g.Granted), secs(end), endText(g))})
-		p.Labels = append(p.Labels, item{Class: "t mid tok", A: millis(g.Granted), Y: bar - 2, Text: short(g.Token)})
+			Title: fmt.Sprintf("grant %d, client %d, %s, token %s: granted %s, ended %s (%s)", g.ID, g.Client, g.Role, nemesis.TokenText(g.Token), secs(g.Granted), secs(end), endText(g))})
+		p.Labels = append(p.Labels, item{Class: "t mid tok", A: millis(g.Granted), Y: bar - 2, Text: nemesis.ShortToken(g.Token)})
 	}
 	for _, o := range h.Ops {
 		if o.Kind != nemesis.OpAcquire || o.Client < 0 || o.Client >= len(p.Lanes) {
@@ -389,7 +388,7 @@ func (p *page) writes(h *nemesis.History, regs []string) {
 		if o.Outcome != nemesis.Accepted {
 			zoom = "mid"
 		}
-		p.Labels = append(p.Labels, item{Class: "t " + zoom + " wt " + string(o.Outcome), A: millis(o.Return), Y: y + regH - 2, Text: short(o.Token)})
+		p.Labels = append(p.Labels, item{Class: "t " + zoom + " wt " + string(o.Outcome), A: millis(o.Return), Y: y + regH - 2, Text: nemesis.ShortToken(o.Token)})
 	}
 }
 
@@ -414,10 +413,6 @@ func Ending(cause string) string {
 	}
 	return "other"
 }
-
-// short writes a token, a zxid, as epoch:counter (4294967381 is 1:85):
-// what tells two tokens apart at a glance, in their order.
-func short(t fence.Token) string { return fmt.Sprintf("%d:%d", uint64(t)>>32, uint64(t)&0xffffffff) }
 
 func endText(g nemesis.Grant) string {
 	if g.Cause == "" {
