@@ -22,6 +22,7 @@
 package report
 
 import (
+	"bytes"
 	"cmp"
 	_ "embed"
 	"errors"
@@ -62,7 +63,11 @@ func Write(dir string, h *nemesis.History, rep *nemesis.Report) error {
 	for _, reg := range nemesis.Registers(h) {
 		v := View{Register: reg, File: "porcupine-" + reg + ".html"}
 		err := writeFile(filepath.Join(dir, v.File), func(w io.Writer) (err error) {
-			v.Result, err = nemesis.VisualizeRegister(w, h, reg)
+			var b bytes.Buffer
+			if v.Result, err = nemesis.VisualizeRegister(&b, h, reg); err != nil {
+				return err
+			}
+			_, err = w.Write(backLink(b.Bytes(), h, reg))
 			return err
 		})
 		if err != nil {
@@ -71,6 +76,27 @@ func Write(dir string, h *nemesis.History, rep *nemesis.Report) error {
 		views = append(views, v)
 	}
 	return writeFile(filepath.Join(dir, Page), func(w io.Writer) error { return Render(w, h, rep, views) })
+}
+
+// backLink adds to porcupine's view of register reg a link back to the
+// run's page, and says what the view shows and how its tokens are written.
+// Porcupine's page has no place for it: it goes at the top right, fixed
+// like porcupine's legend at the top left, right after the <body> tag (a
+// view without one, from another version of porcupine, is left as it is;
+// TestWrite would say so).
+func backLink(view []byte, h *nemesis.History, reg string) []byte {
+	what := fmt.Sprintf("nemesis %s, seed %d: register %s", h.Recipe, h.Seed, reg)
+	nav := fmt.Sprintf(`<nav style="position: fixed; top: 10px; right: 10px; z-index: 1; font: 13px system-ui, sans-serif; `+
+		`background: rgba(255, 255, 255, 0.85); padding: 4px 8px; border-radius: 4px; text-align: right">`+
+		`<a href="%s">&larr; the run's page</a><br>porcupine's view of %s; tokens are written epoch:counter, 1:85 for 4294967381</nav>`,
+		Page, template.HTMLEscapeString(what))
+	view = bytes.Replace(view, []byte("<title>Porcupine</title>"), []byte("<title>porcupine: "+template.HTMLEscapeString(what)+"</title>"), 1)
+	i := bytes.Index(view, []byte("<body>"))
+	if i < 0 {
+		return view
+	}
+	i += len("<body>")
+	return slices.Concat(view[:i], []byte(nav), view[i:])
 }
 
 func writeFile(name string, write func(io.Writer) error) error {

@@ -172,6 +172,10 @@ func TestWrite(t *testing.T) {
 		if !strings.Contains(string(b), `write(20,\"b\") -\u003e accepted over (10,\"a\")`) && !strings.Contains(string(b), "accepted over (10") {
 			t.Errorf("%s does not describe the writes", f)
 		}
+		if !strings.Contains(string(b), `<a href="index.html">&larr; the run's page</a>`) ||
+			!strings.Contains(string(b), "<title>porcupine: nemesis mutex, seed 7: register "+reg+"</title>") {
+			t.Errorf("%s does not link back to the run's page", f)
+		}
 	}
 	if !strings.Contains(string(page), `<span class="lin Ok">linearizable</span>`) {
 		t.Error("the page does not give porcupine's verdict")
