@@ -196,11 +196,11 @@ func Check(h *History, allowed Allowed) *Report {
 // overlap is the interval during which the leases ids, seen live together
 // in sample o, were all live: from the latest of their grants to the
 // earliest of their ends (the end of the run for a lease that did not
-// end), and at least the sample itself (a holder records its end just
-// before it releases, so a sample can still see it live after it).
+// end), or to the sample if that is later (a holder records its end just
+// before it releases, so a sample can still see it live after it). A
+// sample is read between o.Call and o.Return, after every grant it shows.
 func overlap(grants map[int]*Grant, ids []int, o Op, end time.Duration) Span {
-	s := Span{o.Call, o.Return}
-	first := true
+	s, first := Span{o.Call, o.Return}, true
 	for _, id := range ids {
 		g := grants[id]
 		if g == nil {
@@ -215,7 +215,7 @@ func overlap(grants map[int]*Grant, ids []int, o Op, end time.Duration) Span {
 		}
 		s.From, s.To = max(s.From, g.Granted), min(s.To, ended)
 	}
-	return Span{min(s.From, o.Call), max(s.To, o.Return)}
+	return Span{s.From, max(s.To, o.Return)}
 }
 
 // CheckRegister checks the writes to one fenced register on their own (the

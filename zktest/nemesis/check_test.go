@@ -106,7 +106,8 @@ func TestCheckLocatesTheOverlap(t *testing.T) {
 		Ops: []Op{
 			{Kind: OpGrant, Client: 0, Grant: 0, Token: tok(1, 17), Call: 164412 * us, Return: 164412 * us, Live: []int{0}},
 			{Kind: OpGrant, Client: 2, Grant: 1, Token: tok(1, 18), Call: 214078 * us, Return: 214078 * us, Live: []int{0, 1}},
-			{Kind: OpProbe, Client: 0, Grant: 0, Token: tok(1, 17), Call: 240 * ms, Return: 240 * ms, Live: []int{0, 1}},
+			// a write called before grant 1, read after it
+			{Kind: OpWrite, Client: 0, Grant: 0, Token: tok(1, 17), Register: RegZnode, Value: "a", Outcome: Accepted, Call: 200 * ms, Return: 240 * ms, Live: []int{0, 1}},
 			// three at once (a lease still live at the end of the run)
 			{Kind: OpGrant, Client: 1, Grant: 2, Token: tok(1, 19), Call: 230 * ms, Return: 230 * ms, Live: []int{0, 1, 2}},
 		},
