@@ -145,7 +145,13 @@ const (
 	tokH    = 10.0  // the row of the lease tokens, above the bars
 	leaseH  = 12.0  // a lease bar
 	regH    = 10.0  // a row of register writes
-	gap     = 6.0   // between lanes
+	gap     = 11.0  // between lanes: the labels of a client's faults, under its lane
+	// The rows of labels in the faults lane (baselines): the server faults'
+	// and the violation bands' above, the directory's, the heal and the
+	// first violation below. The page's script shows, in a row, no label
+	// over another.
+	serverRow = axisH + 12
+	dirRow    = axisH + 27
 )
 
 // item is one element of the timeline: a rect spanning A to B, or, with B
@@ -275,7 +281,7 @@ func build(h *nemesis.History, rep *nemesis.Report, views []View) *page {
 		Title: fmt.Sprintf("every fault healed at %s", secs(h.Healed))},
 		item{Class: "mark", A: millis(h.End), B: millis(h.End), Y: axisH, H: p.Height - axisH,
 			Title: fmt.Sprintf("the run ended at %s", secs(h.End))})
-	p.Labels = append(p.Labels, item{Class: "t mark heal", A: millis(h.Healed), Y: axisH + faultsH/2 + 4, Text: "heal"})
+	p.Labels = append(p.Labels, item{Class: "t mark heal", A: millis(h.Healed), Y: dirRow, Text: "heal"})
 
 	// Violations: listed at the top (the first maxListed), marked in red
 	// (overlapping ones as one band); the page opens at the earliest
@@ -304,7 +310,7 @@ func build(h *nemesis.History, rep *nemesis.Report, views []View) *page {
 		p.View = interval(s, h.End)
 		p.Front = append(p.Front, item{Class: "viol first", A: millis(s.From), B: millis(s.To), Y: axisH, H: p.Height - axisH,
 			Title: fmt.Sprintf("violation %d, the first: %s", i+1, rep.Violations[i])})
-		p.Labels = append(p.Labels, item{Class: "t viol", A: millis(s.From), B: millis(s.To), Y: axisH + 22,
+		p.Labels = append(p.Labels, item{Class: "t viol", A: millis(s.From), B: millis(s.To), Y: dirRow,
 			Text: fmt.Sprintf("violation %d", i+1), Sticky: true})
 	}
 	for len(located) > 0 {
@@ -342,7 +348,7 @@ func (p *page) violationBand(band nemesis.Span, ids []int, texts []string, first
 	a, b := millis(band.From), millis(band.To)
 	p.Front = append(p.Front, item{Class: "viol", A: a, B: b, Y: axisH, H: p.Height - axisH, Title: strings.Join(title, "\n")})
 	if len(ids) > 1 || ids[0] != first {
-		p.Labels = append(p.Labels, item{Class: "t viol", A: a, B: b, Y: axisH + 10, Text: label, Sticky: true})
+		p.Labels = append(p.Labels, item{Class: "t viol", A: a, B: b, Y: serverRow, Text: label, Sticky: true})
 	}
 }
 
@@ -358,17 +364,18 @@ func (p *page) faults(h *nemesis.History, lanesTop, lanesH float64) {
 		a, b := millis(f.Start), millis(f.End)
 		if f.Client >= 0 && f.Client < len(p.Lanes) {
 			l := p.Lanes[f.Client]
-			p.Back = append(p.Back, item{Class: "band " + f.Kind, A: a, B: b, Y: l.Y - 2, H: l.H + 4, Title: title})
-			p.Labels = append(p.Labels, item{Class: "t mid fl", A: a, B: b, Y: l.Y + l.H + 1, Text: f.Kind, Sticky: true})
+			// the band covers the lane and the strip under it, where its label is
+			p.Back = append(p.Back, item{Class: "band " + f.Kind, A: a, B: b, Y: l.Y - 1, H: l.H + gap - 1, Title: title})
+			p.Labels = append(p.Labels, item{Class: "t mid fl", A: a, B: b, Y: l.Y + l.H + gap - 3, Text: f.Kind, Sticky: true})
 			continue
 		}
 		p.Back = append(p.Back, item{Class: "band " + f.Kind, A: a, B: b, Y: lanesTop, H: lanesH, Title: title})
-		y, label := axisH+2, f.Kind+" "+strings.TrimPrefix(f.Target, "server ")
+		y, row, label := axisH+2, serverRow, f.Kind+" "+strings.TrimPrefix(f.Target, "server ")
 		if f.Kind == nemesis.FaultDeleteDir {
-			y, label = axisH+faultsH/2+1, f.Kind
+			y, row, label = axisH+faultsH/2+1, dirRow, f.Kind
 		}
 		p.Back = append(p.Back, item{Class: "fault " + f.Kind, A: a, B: b, Y: y, H: faultsH/2 - 3, Title: title})
-		p.Labels = append(p.Labels, item{Class: "t mid fl", A: a, B: b, Y: y + faultsH/2 - 6, Text: label, Sticky: true})
+		p.Labels = append(p.Labels, item{Class: "t mid fl", A: a, B: b, Y: row, Text: label, Sticky: true})
 	}
 }
 
