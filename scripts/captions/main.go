@@ -147,8 +147,11 @@ func (in *Inputs) runCaption() string {
 		verdict = plural(n, "violation")
 	}
 	recovery := "no grant after the heal"
-	if r.Recovery >= 0 {
+	switch {
+	case r.Recovery >= time.Millisecond:
 		recovery = fmt.Sprintf("first grant %s after the heal", dur(r.Recovery.Round(time.Millisecond)))
+	case r.Recovery >= 0:
+		recovery = "first grant less than 1 ms after the heal"
 	}
 	return fmt.Sprintf("The pictures below and their figures come from one `make pictures UPDATE_DOCS=1`. "+
 		"A %s run with %s of faults (seed %d, %d clients%s): %s, %s, %s refused as stale, %s (%s), %s, %s. The whole run:",
@@ -212,12 +215,14 @@ func (in *Inputs) violationCaption() (string, error) {
 		held = append(held, fmt.Sprintf("client %d still held %s (granted at %s s)", g.Client, nemesis.ShortToken(g.Token), secs(g.Granted)))
 	}
 	s += fmt.Sprintf("client %d was granted token %s at %s s while %s", last.Client, nemesis.ShortToken(last.Token), secs(last.Granted), strings.Join(held, " and "))
-	// The fence: after the highest token's first accepted write, the
-	// registers refuse the other holders' writes.
+	// The fence: once the highest token has a write accepted by a
+	// register, that register refuses the other holders' writes.
 	hi := slices.MaxFunc(gs, func(a, b nemesis.Grant) int { return cmp.Compare(a.Token, b.Token) })
-	t, ok := firstAccepted(h, hi.ID)
-	if !ok {
-		return s + ":", nil
+	since := map[string]time.Duration{} // register -> hi's first accepted write there
+	for _, o := range h.Ops {
+		if t, ok := since[o.Register]; o.Kind == nemesis.OpWrite && o.Grant == hi.ID && o.Outcome == nemesis.Accepted && (!ok || o.Return < t) {
+			since[o.Register] = o.Return
+		}
 	}
 	refused, all := 0, 0
 	var others []string
@@ -227,7 +232,7 @@ func (in *Inputs) violationCaption() (string, error) {
 		}
 		others = append(others, nemesis.ShortToken(g.Token))
 		for _, o := range h.Ops {
-			if o.Kind == nemesis.OpWrite && o.Grant == g.ID && o.Call >= t {
+			if t, ok := since[o.Register]; ok && o.Kind == nemesis.OpWrite && o.Grant == g.ID && o.Call >= t {
 				all++
 				if o.Outcome == nemesis.Stale {
 					refused++
@@ -238,11 +243,11 @@ func (in *Inputs) violationCaption() (string, error) {
 	if all == 0 {
 		return s + ":", nil
 	}
-	s += fmt.Sprintf(". The higher token, %s, had a write accepted at %s s; after it the registers refuse ", nemesis.ShortToken(hi.Token), secs(t))
+	s += fmt.Sprintf(". Once a register has accepted a write of the higher token, %s, it refuses ", nemesis.ShortToken(hi.Token))
 	if refused == all {
-		return s + fmt.Sprintf("all %s of %s (red): the fence holds where the lock does not:", plural(all, "write"), strings.Join(others, " and ")), nil
+		return s + fmt.Sprintf("every later write of %s (red; %s): the fence holds where the lock does not:", strings.Join(others, " and "), plural(all, "write")), nil
 	}
-	return s + fmt.Sprintf("%d of the %s of %s (red):", refused, plural(all, "write"), strings.Join(others, " and ")), nil
+	return s + fmt.Sprintf("%d of the %s of %s made after it (red):", refused, plural(all, "write"), strings.Join(others, " and ")), nil
 }
 
 // grantRef matches a grant in a violation of leases live at once (the
@@ -295,17 +300,6 @@ func fencedBy(h *nemesis.History, o nemesis.Op) (nemesis.Op, bool) {
 		}
 	}
 	return w, ok
-}
-
-// firstAccepted is when the first accepted write of grant id returned.
-func firstAccepted(h *nemesis.History, id int) (time.Duration, bool) {
-	t, ok := time.Duration(0), false
-	for _, o := range h.Ops {
-		if o.Kind == nemesis.OpWrite && o.Grant == id && o.Outcome == nemesis.Accepted && (!ok || o.Return < t) {
-			t, ok = o.Return, true
-		}
-	}
-	return t, ok
 }
 
 // faultsIn lists the faults that overlap from to to (seconds), in the

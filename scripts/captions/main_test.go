@@ -43,7 +43,8 @@ func runHistory() *nemesis.History {
 }
 
 // brokenHistory is the broken recipe's run: client 1 is granted 1:3 while
-// client 0 holds 1:4, whose write fences 1:3's two writes out.
+// client 0 holds 1:4, whose write to the znode register fences 1:3's two
+// writes there out; the guard, which 1:4 never wrote, accepts 1:3.
 func brokenHistory() *nemesis.History {
 	released := recipe.ErrReleased.Error()
 	return &nemesis.History{
@@ -58,6 +59,8 @@ func brokenHistory() *nemesis.History {
 			{Kind: nemesis.OpGrant, Client: 1, Grant: 1, Token: tok(1, 3), Call: 150 * ms, Return: 150 * ms, Live: []int{0, 1}},
 			{Kind: nemesis.OpWrite, Client: 1, Grant: 1, Token: tok(1, 3), Register: nemesis.RegZnode, Value: "b", Outcome: nemesis.Stale, Call: 160 * ms, Return: 170 * ms},
 			{Kind: nemesis.OpWrite, Client: 1, Grant: 1, Token: tok(1, 3), Register: nemesis.RegZnode, Value: "c", Outcome: nemesis.Stale, Call: 180 * ms, Return: 190 * ms},
+			// the guard never saw 1:4: it rightly accepts 1:3
+			{Kind: nemesis.OpWrite, Client: 1, Grant: 1, Token: tok(1, 3), Register: nemesis.RegGuard, Value: "d", Outcome: nemesis.Accepted, Seq: 1, Call: 200 * ms, Return: 201 * ms},
 		},
 	}
 }
@@ -96,7 +99,7 @@ func TestBlock(t *testing.T) {
 		"(a semaphore of two permits posing as a mutex, 3 s of faults, seed 1)",
 		"at the first of its 2 violations, outlined in red from 0.150 to 0.300 s,", // the overlap, not from 0.100
 		"client 1 was granted token 1:3 at 0.150 s while client 0 still held 1:4 (granted at 0.100 s)",
-		"The higher token, 1:4, had a write accepted at 0.120 s; after it the registers refuse all 2 writes of 1:3 (red)",
+		"Once a register has accepted a write of the higher token, 1:4, it refuses every later write of 1:3 (red; 2 writes): the fence holds where the lock does not:",
 		"(img/nemesis-violation.png)",
 	} {
 		if !strings.Contains(flat, want) {
