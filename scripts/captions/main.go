@@ -154,8 +154,8 @@ func (in *Inputs) runCaption() string {
 		recovery = "first grant less than 1 ms after the heal"
 	}
 	return fmt.Sprintf("The pictures below and their figures come from one `make pictures UPDATE_DOCS=1`. "+
-		"A %s run with %s of faults (seed %d, %d clients%s): %s, %s, %s refused as stale, %s (%s), %s, %s. The whole run:",
-		h.Recipe, dur(in.FaultPhase), h.Seed, h.Clients, zk, plural(r.Grants, "grant"), plural(accepted, "accepted write"),
+		"A %s run with %s of faults (seed %d, %d clients%s): %s, %s over %s, %s refused as stale, %s (%s), %s, %s. The whole run:",
+		h.Recipe, dur(in.FaultPhase), h.Seed, h.Clients, zk, plural(r.Grants, "grant"), plural(accepted, "accepted write"), plural(len(r.Writes), "register"),
 		plural(r.StaleRejected(), "write"), plural(len(h.Faults), "fault"), faultKinds(r.Faults), verdict, recovery)
 }
 

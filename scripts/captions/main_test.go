@@ -90,7 +90,7 @@ func TestBlock(t *testing.T) {
 	flat := strings.Join(strings.Fields(block), " ")
 	for _, want := range []string{
 		Begin, End,
-		"A mutex run with 90 s of faults (seed 1, 2 clients, ZooKeeper 3.8.0): 3 grants, 1 accepted write, 1 write refused as stale, 2 faults (delete-dir 1, stop-server 1), no violation, first grant 46 ms after the heal.",
+		"A mutex run with 90 s of faults (seed 1, 2 clients, ZooKeeper 3.8.0): 3 grants, 1 accepted write over 1 register, 1 write refused as stale, 2 faults (delete-dir 1, stop-server 1), no violation, first grant 46 ms after the heal.",
 		"(img/nemesis-run.png)",
 		`first write to the znode register refused as stale (the link on "1 stale, refused"), zoomed at 0.000 to 0.910 s:`,
 		"client 1 writes with token 1:5 (its grant 0, which ended as node deleted) at 0.300 s, after client 0's write with 1:7 was accepted at 0.270 s, and is refused (red)",
