@@ -48,8 +48,10 @@ ZK ?=
 nemesis: setup
 	$(if $(filter debian13,$(ZK)),h="$$(./scripts/zk-debian.sh)" && export ZOOKEEPER_HOME="$$h" &&) $(GO) run -race ./cmd/nemesis -duration $(NEMESIS_DURATION) -seed $(NEMESIS_SEED) -out $(NEMESIS_OUT)
 
-# The screenshots in docs/img: a seeded nemesis run and the broken recipe,
-# drawn and checked in headless Chromium (installed from Debian if missing).
-# PICTURES_RUN=90s PICTURES_SEED=1 PICTURES_DIR=docs/img by default.
+# The screenshots of docs/reliability.md: a seeded nemesis run and the broken
+# recipe, drawn and checked in headless Chromium (installed from Debian if
+# missing), with their captions written from the same runs. They go to a
+# scratch directory; UPDATE_DOCS=1 puts them in docs/img and the captions in
+# docs/reliability.md. PICTURES_RUN=90s PICTURES_SEED=1 by default.
 pictures: setup
 	./scripts/pictures.sh

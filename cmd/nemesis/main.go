@@ -32,8 +32,13 @@
 //	go run -race ./cmd/nemesis [-duration 10m] [-seed 1] [-run 60s] [-clients 4] [-recipes mutex,rwlock,semaphore,election,latch] [-sql postgres|sqlite|none] [-out DIR]
 //	go run ./cmd/nemesis -render history.json -out DIR
 //
+// New runs start until -duration has passed; the last one then finishes
+// its fault phase (-run: 60 s, or -duration when that is shorter), heal
+// and checks, so the command takes longer than -duration.
+//
 // Run i uses recipe i mod len(recipes) and seed -seed + i, so a run can be
-// replayed alone with -seed <its seed> -recipes <its recipe> -duration 1s.
+// replayed alone with -seed <its seed> -recipes <its recipe> -duration 1s
+// -run <its -run>.
 package main
 
 import (
@@ -44,6 +49,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"syscall"
@@ -58,9 +64,9 @@ import (
 )
 
 func main() {
-	total := flag.Duration("duration", 10*time.Minute, "total time: runs start until it has passed")
+	total := flag.Duration("duration", 10*time.Minute, "total time: new runs start until it has passed (the last one then finishes its fault phase, heal and checks)")
 	seed := flag.Uint64("seed", 1, "seed of the first run (run i uses seed+i)")
-	runFor := flag.Duration("run", 60*time.Second, "fault phase of each run")
+	runFor := flag.Duration("run", 60*time.Second, "fault phase of each run (default 60s, or -duration if that is shorter)")
 	clients := flag.Int("clients", 4, "clients per run, each with its own session")
 	servers := flag.Int("ensemble", 3, "servers in the ensemble")
 	names := flag.String("recipes", "mutex,rwlock,semaphore,election,latch", "recipes to run, in turn")
@@ -71,6 +77,7 @@ func main() {
 	renderFile := flag.String("render", "", "run nothing: check this history file again and write its page to -out")
 	sqlKind := flag.String("sql", "postgres", "the SQL register's database: postgres (a throwaway server, or PG_TEST_DSN), sqlite (a temporary file) or none")
 	flag.Parse()
+	*runFor = faultPhase(*runFor, *total, flagSet("run"))
 	usage := func(format string, args ...any) {
 		fmt.Fprintf(os.Stderr, "nemesis: "+format+"\n", args...)
 		flag.Usage()
@@ -219,7 +226,7 @@ func run(ctx context.Context, clp **zktest.Cluster, launch func() (*zktest.Clust
 	faults := map[string]int{}
 	perRecipe := map[string]int{}
 	var maxRecovery time.Duration
-	fmt.Printf("nemesis: %d servers %s (ZooKeeper %s), %d clients, 2 s sessions, %v per run, %v in total, first seed %d\n",
+	fmt.Printf("nemesis: %d servers %s (ZooKeeper %s), %d clients, 2 s sessions, %v of faults per run, new runs for %v, first seed %d\n",
 		len(cl.Addrs()), strings.Join(cl.Addrs(), ","), version(ctx, cl), clients, runFor, total, seed)
 	for i := 0; time.Since(start) < total && ctx.Err() == nil; i++ {
 		r := recipes[i%len(recipes)]
@@ -289,8 +296,8 @@ func run(ctx context.Context, clp **zktest.Cluster, launch func() (*zktest.Clust
 		nf += c
 	}
 	slices.Sort(seen)
-	fmt.Printf("\ntotal: %v, %d runs (%v), %d operations (%d grants, %d register writes), %d stale writes rejected, %d excused samples, max recovery %v, %d violations\n",
-		time.Since(start).Round(time.Second), runs, perRecipe, ops, grants, writes, stale, excused, maxRecovery.Round(time.Millisecond), violations)
+	fmt.Printf("\ntotal: %v, %d runs (%s), %d operations (%d grants, %d register writes), %d stale writes rejected, %d excused samples, max recovery %v, %d violations\n",
+		time.Since(start).Round(time.Second), runs, counts(recipes, perRecipe), ops, grants, writes, stale, excused, maxRecovery.Round(time.Millisecond), violations)
 	fmt.Printf("faults: %d attempted (%d failed or of uncertain effect)\n", nf, faultErrs)
 	for _, k := range seen {
 		fmt.Printf("  %-17s %d\n", k, faults[k])
@@ -307,8 +314,49 @@ func run(ctx context.Context, clp **zktest.Cluster, launch func() (*zktest.Clust
 	return 0
 }
 
+// faultPhase is each run's fault phase: -run if it was given (set), else
+// its default capped at the total duration, so that a short -duration
+// alone is a short command.
+func faultPhase(run, total time.Duration, set bool) time.Duration {
+	if set {
+		return run
+	}
+	return min(run, total)
+}
+
+// flagSet reports whether the flag name was given on the command line.
+func flagSet(name string) bool {
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
+}
+
+// counts writes the runs per recipe, "mutex 2, rwlock 1", in the order of
+// recipes.
+func counts(recipes []nemesis.Recipe, n map[string]int) string {
+	var parts []string
+	seen := map[string]bool{}
+	for _, r := range recipes {
+		if n[r.Name] > 0 && !seen[r.Name] {
+			seen[r.Name] = true
+			parts = append(parts, fmt.Sprintf("%s %d", r.Name, n[r.Name]))
+		}
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, ", ")
+}
+
+// placeholder is a build property left unexpanded in a version string
+// (Debian's 3.8.0 reports "3.8.0-${mvngit.commit.id}").
+var placeholder = regexp.MustCompile(`-?\$\{[^}]*\}`)
+
+// cleanVersion is version line v without unexpanded build properties.
+func cleanVersion(v string) string { return placeholder.ReplaceAllString(v, "") }
+
 // version is the ZooKeeper version the first server that answers reports,
-// or why none did.
+// without unexpanded build properties, or why none did.
 func version(ctx context.Context, cl *zktest.Cluster) string {
 	var errs []string
 	for i := range cl.Addrs() {
@@ -316,7 +364,7 @@ func version(ctx context.Context, cl *zktest.Cluster) string {
 		v, err := cl.ServerVersion(vctx, i)
 		cancel()
 		if err == nil {
-			return v
+			return cleanVersion(v)
 		}
 		errs = append(errs, err.Error())
 	}

@@ -83,6 +83,7 @@ func TestRender(t *testing.T) {
 		"truncated":       {string(good[:len(good)*2/3]), "truncated"},
 		"another version": {strings.Replace(string(good), nemesis.HistoryFormat, "zkrecipes-nemesis-history/9", 1), "history/9"},
 		"unknown recipe":  {strings.Replace(string(good), `"mutex"`, `"spinlock"`, 1), `unknown recipe "spinlock"`},
+		"contradiction":   {strings.Replace(string(good), `"FirstGrantAfterHeal": 950000000`, `"FirstGrantAfterHeal": 439000000`, 1), "but the grants show 950ms"},
 	} {
 		bad := filepath.Join(dir, name+".json")
 		if err := os.WriteFile(bad, []byte(c.data), 0o644); err != nil {
@@ -95,6 +96,40 @@ func TestRender(t *testing.T) {
 		}
 		if _, err := os.Stat(out); !os.IsNotExist(err) {
 			t.Errorf("%s: something was written to %s", name, out)
+		}
+	}
+}
+
+// TestHeader: a short -duration alone makes short runs; the totals name
+// the runs per recipe; the version has no unexpanded build property.
+func TestHeader(t *testing.T) {
+	for _, c := range []struct {
+		run, total time.Duration
+		set        bool
+		want       time.Duration
+	}{
+		{time.Minute, 30 * time.Second, false, 30 * time.Second},
+		{time.Minute, 10 * time.Minute, false, time.Minute},
+		{time.Minute, 30 * time.Second, true, time.Minute},
+		{5 * time.Second, 30 * time.Second, true, 5 * time.Second},
+	} {
+		if got := faultPhase(c.run, c.total, c.set); got != c.want {
+			t.Errorf("faultPhase(%v, %v, %t) = %v, want %v", c.run, c.total, c.set, got, c.want)
+		}
+	}
+	recipes := []nemesis.Recipe{nemesis.Mutex(), nemesis.RWLock(), nemesis.Semaphore(2), nemesis.Mutex()}
+	if got := counts(recipes, map[string]int{"mutex": 2, "semaphore": 1}); got != "mutex 2, semaphore 1" {
+		t.Errorf("counts: %q", got)
+	}
+	if got := counts(recipes, nil); got != "none" {
+		t.Errorf("counts of no run: %q", got)
+	}
+	for in, want := range map[string]string{
+		"3.8.0-${mvngit.commit.id}, built on 2023-01-01 00:00 UTC":                      "3.8.0, built on 2023-01-01 00:00 UTC",
+		"3.9.3-c26634f34490bb0ea7a09cc51e05ede3b4e320ee, built on 2024-10-17 23:21 UTC": "3.9.3-c26634f34490bb0ea7a09cc51e05ede3b4e320ee, built on 2024-10-17 23:21 UTC",
+	} {
+		if got := cleanVersion(in); got != want {
+			t.Errorf("cleanVersion(%q) = %q, want %q", in, got, want)
 		}
 	}
 }

@@ -14,9 +14,10 @@ import (
 )
 
 // Chart geometry, in pixels: two panels side by side (acquisitions/s,
-// p99), one bar per peer in each.
+// p99 acquire latency; for a waiters workload hand-offs/s and p99 hand-off
+// latency), one bar per peer in each.
 const (
-	chartW  = 560
+	chartW  = 600 // room for the longest panel title
 	labelW  = 62  // peer names, left of the first panel
 	panelW  = 230 // each panel's bars and their values
 	panelG  = 24  // between the panels
@@ -63,21 +64,26 @@ func writeCharts(dir string, meds []Result, rounds int) ([]string, error) {
 }
 
 // chart writes the SVG chart of one workload: acquisitions/s and p99
-// acquire latency of each peer in rs, side by side, ours highlighted; rounds
-// is said under it (0: not known).
+// acquire latency of each peer in rs (for a waiters workload, what they
+// measure there: hand-offs/s and p99 hand-off latency, docs/performance.md),
+// side by side, ours highlighted; rounds is said under it (0: not known).
 func chart(w io.Writer, workload string, rs []Result, rounds int) error {
 	h := chartT + len(rs)*(barH+barGap) + chartB
 	var b strings.Builder
 	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="system-ui, sans-serif" font-size="12">`+"\n", chartW, h, chartW, h)
 	fmt.Fprintf(&b, `<rect width="100%%" height="100%%" fill="#fff"/>`+"\n")
 	fmt.Fprintf(&b, `<text x="4" y="16" font-size="14" font-weight="600">%s</text>`+"\n", html.EscapeString(workload))
+	rate, latency := "acquisitions/s", "p99 acquire latency, ms"
+	if strings.HasPrefix(workload, "waiters") {
+		rate, latency = "hand-offs/s", "p99 hand-off latency, ms"
+	}
 	panels := []struct {
 		title string
 		value func(Result) float64
 		unit  string
 	}{
-		{"acquisitions/s (more is better)", func(r Result) float64 { return r.AcqPerS }, "%.0f"},
-		{"p99 latency, ms (less is better)", func(r Result) float64 { return r.P99us / 1000 }, "%.2f"},
+		{rate + " (more is better)", func(r Result) float64 { return r.AcqPerS }, "%.0f"},
+		{latency + " (less is better)", func(r Result) float64 { return r.P99us / 1000 }, "%.2f"},
 	}
 	for i, p := range panels {
 		x0 := labelW + i*(panelW+panelG)

@@ -32,8 +32,9 @@
 // measured under the same machine noise. The table shows medians over the
 // rounds; -json writes every round and every median as JSON lines. With
 // -out DIR, the JSON lines go to DIR/zkbench.jsonl (unless -json names
-// another file) and a chart per workload, acquisitions/s and p99 of every
-// peer side by side, to DIR/<workload>.svg. -charts FILE measures nothing
+// another file) and a chart per workload, acquisitions/s and p99 acquire
+// latency (for waiters: hand-offs/s and p99 hand-off latency) of every peer
+// side by side, to DIR/<workload>.svg. -charts FILE measures nothing
 // and draws the charts of the medians in FILE (written by -json) into -out.
 //
 // It uses ZK_SERVERS (or -servers, host:port without chroot) if set, else

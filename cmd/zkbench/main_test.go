@@ -114,13 +114,15 @@ func TestStats(t *testing.T) {
 }
 
 // TestCharts: a chart per workload, each with every peer's acquisitions/s
-// and p99, ours highlighted; drawn again from the JSON lines -json writes.
+// and p99 (hand-offs for a waiters workload), ours highlighted; drawn again
+// from the JSON lines -json writes.
 func TestCharts(t *testing.T) {
 	meds := []Result{
 		{Type: "median", Peer: "zk", Workload: "uncontended", AcqPerS: 1345, P99us: 2450},
 		{Type: "median", Peer: "ours", Workload: "uncontended", AcqPerS: 1333, P99us: 2140},
 		{Type: "median", Peer: "zk", Workload: "contended-8", AcqPerS: 1135, P99us: 16590},
 		{Type: "median", Peer: "ours", Workload: "contended-8", AcqPerS: 995, P99us: 17410},
+		{Type: "median", Peer: "ours", Workload: "waiters-10-sep", AcqPerS: 714, P99us: 2440},
 	}
 	var lines strings.Builder
 	for _, r := range append([]Result{{Type: "run", Peer: "zk", Workload: "uncontended", Round: 3}}, meds...) {
@@ -133,7 +135,7 @@ func TestCharts(t *testing.T) {
 	}
 	dir := t.TempDir()
 	files, err := writeCharts(dir, back, rounds)
-	if err != nil || len(files) != 2 || filepath.Base(files[0]) != "uncontended.svg" {
+	if err != nil || len(files) != 3 || filepath.Base(files[0]) != "uncontended.svg" {
 		t.Fatalf("charts %q, %v", files, err)
 	}
 	b, err := os.ReadFile(files[1])
@@ -142,9 +144,20 @@ func TestCharts(t *testing.T) {
 	}
 	svg := string(b)
 	for _, want := range []string{"<svg", ">contended-8</text>", ">zk</text>", ">ours</text>", ">1135</text>", ">995</text>",
-		">16.59</text>", ">17.41</text>", `fill="` + oursFil + `"`, "medians of 3 round(s)"} {
+		">16.59</text>", ">17.41</text>", `fill="` + oursFil + `"`, "medians of 3 round(s)",
+		">acquisitions/s (more is better)</text>", ">p99 acquire latency, ms (less is better)</text>"} {
 		if !strings.Contains(svg, want) {
 			t.Errorf("the chart lacks %s", want)
+		}
+	}
+	// a waiters workload measures hand-offs (docs/performance.md)
+	w, err := os.ReadFile(files[2])
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{">hand-offs/s (more is better)</text>", ">p99 hand-off latency, ms (less is better)</text>"} {
+		if !strings.Contains(string(w), want) {
+			t.Errorf("the waiters chart lacks %s", want)
 		}
 	}
 	if err := xml.Unmarshal(b, new(struct{ XMLName xml.Name })); err != nil {

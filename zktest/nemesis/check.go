@@ -46,7 +46,7 @@ type Report struct {
 	// Violations lists every broken invariant; a correct run has none.
 	Violations []string
 	// Where locates Violations[i] in the run: the interval of the history
-	// it is about (the overlapping leases up to the sample, the writes, the
+	// it is about (the overlap of the leases live at once, the writes, the
 	// revocation and the lease it did not end, the wait after the heal, the
 	// first write no linearization could place). Where[i].Known() is false
 	// for a violation about no interval (a leak found after the run).
@@ -156,13 +156,7 @@ func Check(h *History, allowed Allowed) *Report {
 			}
 			continue
 		}
-		where := Span{o.Call, o.Return}
-		for _, id := range o.Live {
-			if g := grants[id]; g != nil {
-				where.From = min(where.From, g.Granted)
-			}
-		}
-		r.violateAt(where, "%d lease contexts live at once (%s), which %s does not allow: %v", len(o.Live), describe(grants, o.Live), h.Recipe, o)
+		r.violateAt(overlap(grants, kept, o, h.End), "%d lease contexts live at once (%s), which %s does not allow: %v", len(o.Live), describe(grants, o.Live), h.Recipe, o)
 	}
 
 	// A lease whose node a forced revocation removed ends within the bound
@@ -179,8 +173,8 @@ func Check(h *History, allowed Allowed) *Report {
 				if g.Ended < 0 {
 					where.To = h.End
 				}
-				r.violateAt(where, "grant %d (client %d, token %v) was still live %v after %s of %s ended at %v (ended %v, cause %q)",
-					g.ID, g.Client, g.Token, bound, f.Kind, f.Target, f.End, g.Ended, g.Cause)
+				r.violateAt(where, "grant %d (client %d, token %s) was still live %v after %s of %s ended at %v (ended %v, cause %q)",
+					g.ID, g.Client, TokenText(g.Token), bound, f.Kind, f.Target, f.End, g.Ended, g.Cause)
 			}
 		}
 	}
@@ -197,6 +191,31 @@ func Check(h *History, allowed Allowed) *Report {
 		r.violateAt(where, "no grant within %v of the heal at %v (first grant after it: %v)", bound, h.Healed, h.FirstGrantAfterHeal)
 	}
 	return r
+}
+
+// overlap is the interval during which the leases ids, seen live together
+// in sample o, were all live: from the latest of their grants to the
+// earliest of their ends (the end of the run for a lease that did not
+// end), or to the sample if that is later (a holder records its end just
+// before it releases, so a sample can still see it live after it). A
+// sample is read between o.Call and o.Return, after every grant it shows.
+func overlap(grants map[int]*Grant, ids []int, o Op, end time.Duration) Span {
+	s, first := Span{o.Call, o.Return}, true
+	for _, id := range ids {
+		g := grants[id]
+		if g == nil {
+			continue
+		}
+		ended := g.Ended
+		if ended < 0 {
+			ended = end
+		}
+		if first {
+			s, first = Span{g.Granted, ended}, false
+		}
+		s.From, s.To = max(s.From, g.Granted), min(s.To, ended)
+	}
+	return Span{s.From, max(s.To, o.Return)}
 }
 
 // CheckRegister checks the writes to one fenced register on their own (the
@@ -227,7 +246,7 @@ func checkRegister(r *Report, reg string, ops []Op, end time.Duration) {
 		}
 		ordered = ordered && o.Seq > 0
 		if o.Token < o.Prev.Token {
-			r.violateAt(span(o), "register %s: a write with token %v was applied over token %v: %v", reg, o.Token, o.Prev.Token, o)
+			r.violateAt(span(o), "register %s: a write with token %s was applied over token %s: %v", reg, TokenText(o.Token), TokenText(o.Prev.Token), o)
 		}
 		if p, dup := over[o.Prev]; dup {
 			r.violateAt(span(p, o), "register %s: two accepted writes overwrote the same state (lost update): %v and %v", reg, p, o)
@@ -314,7 +333,7 @@ func describe(grants map[int]*Grant, ids []int) string {
 			parts = append(parts, fmt.Sprintf("grant %d (unknown)", id))
 			continue
 		}
-		parts = append(parts, fmt.Sprintf("grant %d: client %d %s token %v granted %v ended %v (%s)", g.ID, g.Client, g.Role, g.Token, g.Granted, g.Ended, g.Cause))
+		parts = append(parts, fmt.Sprintf("grant %d: client %d %s token %s granted %v ended %v (%s)", g.ID, g.Client, g.Role, TokenText(g.Token), g.Granted, g.Ended, g.Cause))
 	}
 	return strings.Join(parts, "; ")
 }
@@ -332,7 +351,7 @@ func checkOrder(r *Report, reg string, ops []Op) {
 	var cur State
 	for _, o := range acc {
 		if o.Prev != cur {
-			r.violateAt(span(o), "register %s: write #%d overwrote (%v,%q), but the register held (%v,%q): %v", reg, o.Seq, o.Prev.Token, o.Prev.Value, cur.Token, cur.Value, o)
+			r.violateAt(span(o), "register %s: write #%d overwrote (%s,%q), but the register held (%s,%q): %v", reg, o.Seq, TokenText(o.Prev.Token), o.Prev.Value, TokenText(cur.Token), cur.Value, o)
 		}
 		cur = State{o.Token, o.Value}
 	}
@@ -376,13 +395,13 @@ var registerModel = porcupine.NondeterministicModel{
 	DescribeOperation: func(input, output any) string {
 		in, out := input.(regInput), output.(regOutput)
 		if out.Outcome != Accepted {
-			return fmt.Sprintf("write(%v,%q) -> %s", in.Token, in.Value, out.Outcome)
+			return fmt.Sprintf("write(%s,%q) -> %s", ShortToken(in.Token), in.Value, out.Outcome)
 		}
-		return fmt.Sprintf("write(%v,%q) -> %s over (%v,%q)", in.Token, in.Value, out.Outcome, out.Prev.Token, out.Prev.Value)
+		return fmt.Sprintf("write(%s,%q) -> %s over (%s,%q)", ShortToken(in.Token), in.Value, out.Outcome, ShortToken(out.Prev.Token), out.Prev.Value)
 	},
 	DescribeState: func(state any) string {
 		s := state.(State)
-		return fmt.Sprintf("(%v,%q)", s.Token, s.Value)
+		return fmt.Sprintf("(%s,%q)", ShortToken(s.Token), s.Value)
 	},
 }
 

@@ -80,8 +80,62 @@ func TestCheckAcceptsACorrectHistory(t *testing.T) {
 func TestCheckCatchesTwoLiveHolders(t *testing.T) {
 	h := base()
 	h.Ops[2].Live = []int{0, 1} // grant 0 still live when grant 1 was made
-	// from the first of the two grants to the sample
-	expectAt(t, expect(t, h, AtMost(1), "lease contexts live at once"), Span{10 * ms, 110 * ms})
+	h.Grants[0].Ended = 150 * ms
+	// the overlap: from grant 1 to the end of grant 0
+	expectAt(t, expect(t, h, AtMost(1), "lease contexts live at once"), Span{110 * ms, 150 * ms})
+	// a holder records its end just before it releases, so a sample can
+	// see a lease live after its end: the overlap lasts to the sample
+	h.Grants[0].Ended = 100 * ms
+	expectAt(t, expect(t, h, AtMost(1), "lease contexts live at once"), Span{110 * ms, 110 * ms})
+}
+
+// TestCheckLocatesTheOverlap: a violation of leases live at once is
+// located at their overlap, not from the first grant (the broken recipe's
+// page outlined client 0's lease from its grant at 164 ms to client 2's
+// grant at 214 ms, when only one holder existed, and left the overlap,
+// 214 to 249 ms, outside).
+func TestCheckLocatesTheOverlap(t *testing.T) {
+	us := time.Microsecond
+	h := &History{
+		Recipe: "broken-mutex", Clients: 3, SessionTimeout: 2 * time.Second, Healed: 900 * ms, FirstGrantAfterHeal: -1, End: time.Second,
+		Grants: []Grant{
+			{ID: 0, Client: 0, Role: RoleHolder, Token: tok(1, 17), Asked: 100 * ms, Granted: 164412 * us, Ended: 249 * ms, Cause: released},
+			{ID: 1, Client: 2, Role: RoleHolder, Token: tok(1, 18), Asked: 150 * ms, Granted: 214078 * us, Ended: 400 * ms, Cause: released},
+			{ID: 2, Client: 1, Role: RoleHolder, Token: tok(1, 19), Asked: 150 * ms, Granted: 230 * ms, Ended: -1},
+		},
+		Ops: []Op{
+			{Kind: OpGrant, Client: 0, Grant: 0, Token: tok(1, 17), Call: 164412 * us, Return: 164412 * us, Live: []int{0}},
+			{Kind: OpGrant, Client: 2, Grant: 1, Token: tok(1, 18), Call: 214078 * us, Return: 214078 * us, Live: []int{0, 1}},
+			// a write called before grant 1, read after it
+			{Kind: OpWrite, Client: 0, Grant: 0, Token: tok(1, 17), Register: RegZnode, Value: "a", Outcome: Accepted, Call: 200 * ms, Return: 240 * ms, Live: []int{0, 1}},
+			// three at once (a lease still live at the end of the run)
+			{Kind: OpGrant, Client: 1, Grant: 2, Token: tok(1, 19), Call: 230 * ms, Return: 230 * ms, Live: []int{0, 1, 2}},
+		},
+	}
+	r := Check(h, AtMost(1))
+	var where []Span
+	for i, v := range r.Violations {
+		if strings.Contains(v, "lease contexts live at once") {
+			where = append(where, r.Where[i])
+		}
+	}
+	want := []Span{{214078 * us, 249 * ms}, {214078 * us, 249 * ms}, {230 * ms, 249 * ms}}
+	if fmt.Sprint(where) != fmt.Sprint(want) {
+		t.Errorf("located at %v, want %v", where, want)
+	}
+	// the tokens as the history has them and as the timeline labels them
+	if v := r.Violations[0]; !strings.Contains(v, "grant 0: client 0 holder token 4294967313 (1:17) granted") {
+		t.Errorf("violation %q", v)
+	}
+	// grants 1 and 2 alone: to the end of grant 1
+	h.Ops[3].Live = []int{1, 2}
+	h.Ops = h.Ops[1:2:2]
+	h.Ops = append(h.Ops, Op{Kind: OpGrant, Client: 1, Grant: 2, Token: tok(1, 19), Call: 230 * ms, Return: 230 * ms, Live: []int{1, 2}})
+	h.Ops[0].Live = []int{1}
+	expectAt(t, expect(t, h, AtMost(1), "lease contexts live at once"), Span{230 * ms, 400 * ms})
+	// a lease still live at the end: to the end of the run
+	h.Grants[1].Ended = -1
+	expectAt(t, expect(t, h, AtMost(1), "lease contexts live at once"), Span{230 * ms, time.Second})
 }
 
 func TestCheckCatchesAReaderBesideAWriter(t *testing.T) {
@@ -180,7 +234,7 @@ func TestCheckExcusesReleasedLeasesWhoseNodesWereRemoved(t *testing.T) {
 	// Whatever the excuse, the removed leases end within the bound.
 	h = revokedSemaphore()
 	h.Grants[1].Ended = h.Faults[0].End + h.SessionTimeout + 1100*ms
-	expectAt(t, expect(t, h, AtMost(2), fmt.Sprintf("grant 12 (client 3, token %v) was still live", tok(3, 27))), Span{2182 * ms, h.Grants[1].Ended})
+	expectAt(t, expect(t, h, AtMost(2), "grant 12 (client 3, token 12884901915 (3:27)) was still live"), Span{2182 * ms, h.Grants[1].Ended})
 }
 
 // TestCheckCatchesAnOverlapNoRemovalExplains: the same three permits are a
@@ -190,10 +244,11 @@ func TestCheckExcusesReleasedLeasesWhoseNodesWereRemoved(t *testing.T) {
 func TestCheckCatchesAnOverlapNoRemovalExplains(t *testing.T) {
 	h := revokedSemaphore()
 	h.Faults[0].Zxid = tok(3, 26)
-	expectAt(t, expect(t, h, AtMost(2), "3 lease contexts live at once"), Span{2821 * ms, 2841 * ms})
+	// the three permits overlap from the third grant to the first end
+	expectAt(t, expect(t, h, AtMost(2), "3 lease contexts live at once"), Span{2841 * ms, 2845 * ms})
 	h = revokedSemaphore()
 	h.Faults[0].Start = 2843 * ms
-	expectAt(t, expect(t, h, AtMost(2), "3 lease contexts live at once"), Span{2821 * ms, 2841 * ms})
+	expectAt(t, expect(t, h, AtMost(2), "3 lease contexts live at once"), Span{2841 * ms, 2845 * ms})
 	// Grant 12's node was removed, but its context is live 3 s after the
 	// deletion ended, beside two newer permits.
 	h = revokedSemaphore()
@@ -204,7 +259,7 @@ func TestCheckCatchesAnOverlapNoRemovalExplains(t *testing.T) {
 		Grant{ID: 16, Client: 2, Role: RolePermit, Token: tok(3, 91), Asked: late - 40*ms, Granted: late, Ended: late + 30*ms, Cause: released})
 	h.Ops = append(h.Ops, Op{Kind: OpGrant, Client: 2, Grant: 16, Token: tok(3, 91), Call: late, Return: late, Live: []int{12, 15, 16}})
 	expect(t, h, AtMost(2), "was still live")
-	expectAt(t, expect(t, h, AtMost(2), "3 lease contexts live at once"), Span{2832 * ms, late})
+	expectAt(t, expect(t, h, AtMost(2), "3 lease contexts live at once"), Span{late, late + 20*ms})
 }
 
 // TestCheckBoundsAnUncertainRevocation: a fault of uncertain effect (an
@@ -232,11 +287,11 @@ func TestCheckBoundsAnUncertainRevocation(t *testing.T) {
 	}
 	// A sample after the bound (3.11 s) is not excused.
 	h.Ops = append(h.Ops, Op{Kind: OpGrant, Client: 1, Grant: 2, Token: 30, Call: 3500 * ms, Return: 3500 * ms, Live: []int{0, 2}})
-	expectAt(t, expect(t, h, AtMost(1), "lease contexts live at once"), Span{10 * ms, 3500 * ms})
+	expectAt(t, expect(t, h, AtMost(1), "lease contexts live at once"), Span{3500 * ms, 3600 * ms})
 	// A grant asked for after the fault ended was not hit by it.
 	h.Ops = h.Ops[:3]
 	h.Faults[0].Start, h.Faults[0].End = 1*ms, 3*ms
-	expectAt(t, expect(t, h, AtMost(1), "lease contexts live at once"), Span{10 * ms, 200 * ms})
+	expectAt(t, expect(t, h, AtMost(1), "lease contexts live at once"), Span{200 * ms, 300 * ms})
 }
 
 // TestCheckExcusesARevocationDuringAWrite: a znode write samples the live
@@ -301,4 +356,16 @@ func TestCheckCatchesASlowRecovery(t *testing.T) {
 	expectAt(t, expect(t, h, AtMost(1), "no grant within"), Span{h.Healed, h.FirstGrantAfterHeal})
 	h.FirstGrantAfterHeal = -1
 	expectAt(t, expect(t, h, AtMost(1), "no grant within"), Span{h.Healed, h.End})
+}
+
+func TestTokenText(t *testing.T) {
+	for tk, want := range map[fence.Token][2]string{
+		tok(1, 17): {"1:17", "4294967313 (1:17)"},
+		tok(5, 0):  {"5:0", "21474836480 (5:0)"},
+		10:         {"10", "10"}, // not a zxid of a running ensemble
+	} {
+		if got := [2]string{ShortToken(tk), TokenText(tk)}; got != want {
+			t.Errorf("token %d: %q, want %q", uint64(tk), got, want)
+		}
+	}
 }

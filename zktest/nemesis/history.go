@@ -44,6 +44,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"time"
 
 	"github.com/zkrecipes/zkrecipes/fence"
@@ -190,7 +191,9 @@ func (h *History) WriteJSON(w io.Writer) error {
 // input that is not one whole history of this version: empty, not JSON,
 // truncated, followed by more data, of another Format (or none), with a
 // field this version does not know, or inconsistent (no recipe, no client,
-// a client, grant or time out of range). The message says which.
+// a client, grant or time out of range, times out of order, an op that
+// does not match its grant, a first grant after the heal that no grant
+// shows). The message says which.
 var ErrBadHistory = errors.New("nemesis: bad history")
 
 // ReadHistory reads a history written by WriteJSON. It reads r to its end;
@@ -239,12 +242,20 @@ func jsonProblem(b []byte, err error) string {
 	return err.Error()
 }
 
-// validate checks what the page and the checker rely on: a recipe, at
-// least one client, clients and grants that exist, no negative time (a
-// lease can end after End: its end is recorded as the clients close).
+// validate checks what the page and the checker rely on, so that a
+// history that contradicts itself is refused rather than drawn: a recipe,
+// at least one client, clients and grants that exist; no negative time
+// (a lease can end after End: its end is recorded as the clients close);
+// every interval in order (asked, granted, ended; call, return; a fault's
+// start and end; the heal within the run); an op of a grant made by that
+// grant's client with its token, not before it was granted; and the first
+// grant after the heal that the grants show (the recovery is read from it).
 func (h *History) validate() error {
 	if h.Recipe == "" || h.Clients < 1 || h.End <= 0 {
 		return fmt.Errorf("recipe %q, %d clients, end %v: not a recorded run", h.Recipe, h.Clients, h.End)
+	}
+	if h.Healed < 0 || h.Healed > h.End {
+		return fmt.Errorf("healed at %v, outside the run (0 to %v)", h.Healed, h.End)
 	}
 	client := func(what string, c int) error {
 		if c < 0 || c >= h.Clients {
@@ -252,40 +263,57 @@ func (h *History) validate() error {
 		}
 		return nil
 	}
-	when := func(what string, ts ...time.Duration) error {
-		for _, t := range ts {
+	// ordered checks that ts are not negative and in order.
+	ordered := func(what string, names []string, ts ...time.Duration) error {
+		for i, t := range ts {
 			if t < 0 {
-				return fmt.Errorf("%s at %v, before the run began", what, t)
+				return fmt.Errorf("%s: %s at %v, before the run began", what, names[i], t)
+			}
+			if i > 0 && t < ts[i-1] {
+				return fmt.Errorf("%s: %s at %v, before %s at %v", what, names[i], t, names[i-1], ts[i-1])
 			}
 		}
 		return nil
 	}
-	ids := make(map[int]bool, len(h.Grants))
-	for _, g := range h.Grants {
+	grants := make(map[int]*Grant, len(h.Grants))
+	first := time.Duration(-1) // the first grant at or after the heal
+	for i := range h.Grants {
+		g := &h.Grants[i]
 		what := fmt.Sprintf("grant %d", g.ID)
-		if err := errors.Join(client(what, g.Client), when(what, g.Asked, g.Granted)); err != nil {
+		names, ts := []string{"asked", "granted", "ended"}, []time.Duration{g.Asked, g.Granted, g.Ended}
+		if g.Ended == -1 { // still live when the run ended
+			names, ts = names[:2], ts[:2]
+		}
+		if err := errors.Join(client(what, g.Client), ordered(what, names, ts...)); err != nil {
 			return err
 		}
-		if g.Ended != -1 {
-			if err := when(what+" ended", g.Ended); err != nil {
-				return err
-			}
-		}
-		if ids[g.ID] {
+		if grants[g.ID] != nil {
 			return fmt.Errorf("two grants with ID %d", g.ID)
 		}
-		ids[g.ID] = true
+		grants[g.ID] = g
+		if g.Granted >= h.Healed && (first < 0 || g.Granted < first) {
+			first = g.Granted
+		}
+	}
+	if h.FirstGrantAfterHeal != first {
+		at := func(t time.Duration) string {
+			if t == -1 {
+				return "none"
+			}
+			return t.String()
+		}
+		return fmt.Errorf("first grant after the heal at %v recorded as %s, but the grants show %s", h.Healed, at(h.FirstGrantAfterHeal), at(first))
 	}
 	for i, o := range h.Ops {
 		what := fmt.Sprintf("op %d (%s)", i, o.Kind)
-		if err := errors.Join(client(what, o.Client), when(what, o.Call)); err != nil {
+		if err := errors.Join(client(what, o.Client), ordered(what, []string{"call", "return"}, o.Call, o.Return)); err != nil {
 			return err
 		}
-		if o.Grant != -1 && !ids[o.Grant] {
-			return fmt.Errorf("%s names grant %d, which is not in the history", what, o.Grant)
+		if err := o.validate(what, grants); err != nil {
+			return err
 		}
 		for _, id := range o.Live {
-			if !ids[id] {
+			if grants[id] == nil {
 				return fmt.Errorf("%s samples grant %d, which is not in the history", what, id)
 			}
 		}
@@ -297,9 +325,43 @@ func (h *History) validate() error {
 				return err
 			}
 		}
-		if err := when(what, f.Start, f.End); err != nil {
+		if err := ordered(what, []string{"start", "end"}, f.Start, f.End); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// validate checks o's kind, outcome and grant against the grants of its
+// history.
+func (o Op) validate(what string, grants map[int]*Grant) error {
+	switch o.Kind {
+	case OpAcquire:
+		if o.Grant != -1 {
+			return fmt.Errorf("%s names grant %d (a failed attempt has none: -1)", what, o.Grant)
+		}
+		return nil
+	case OpGrant, OpProbe:
+	case OpWrite:
+		switch o.Outcome {
+		case Accepted, Stale, Unknown, Failed:
+		default:
+			return fmt.Errorf("%s: outcome %q", what, o.Outcome)
+		}
+		if o.Register == "" {
+			return fmt.Errorf("%s: no register", what)
+		}
+	default:
+		return fmt.Errorf("%s: unknown kind", what)
+	}
+	g := grants[o.Grant]
+	switch {
+	case g == nil:
+		return fmt.Errorf("%s names grant %d, which is not in the history", what, o.Grant)
+	case g.Client != o.Client || g.Token != o.Token:
+		return fmt.Errorf("%s of client %d with token %s names grant %d, client %d's with token %s", what, o.Client, TokenText(o.Token), g.ID, g.Client, TokenText(g.Token))
+	case o.Call < g.Granted:
+		return fmt.Errorf("%s at %v, before its grant %d was made at %v", what, o.Call, g.ID, g.Granted)
 	}
 	return nil
 }
@@ -309,9 +371,9 @@ func (h *History) validate() error {
 func (o Op) String() string {
 	switch o.Kind {
 	case OpWrite:
-		s := fmt.Sprintf("[%v,%v] client %d grant %d token %v write %s=%q: %s", o.Call, o.Return, o.Client, o.Grant, o.Token, o.Register, o.Value, o.Outcome)
+		s := fmt.Sprintf("[%v,%v] client %d grant %d token %s write %s=%q: %s", o.Call, o.Return, o.Client, o.Grant, TokenText(o.Token), o.Register, o.Value, o.Outcome)
 		if o.Outcome == Accepted {
-			s += fmt.Sprintf(" over (%v,%q)", o.Prev.Token, o.Prev.Value)
+			s += fmt.Sprintf(" over (%s,%q)", TokenText(o.Prev.Token), o.Prev.Value)
 		}
 		if len(o.Live) > 0 {
 			s += fmt.Sprintf(" live %v", o.Live)
@@ -320,6 +382,27 @@ func (o Op) String() string {
 	case OpAcquire:
 		return fmt.Sprintf("[%v,%v] client %d %s: %s", o.Call, o.Return, o.Client, o.Kind, o.Err)
 	default:
-		return fmt.Sprintf("[%v] client %d grant %d token %v %s live %v", o.Call, o.Client, o.Grant, o.Token, o.Kind, o.Live)
+		return fmt.Sprintf("[%v] client %d grant %d token %s %s live %v", o.Call, o.Client, o.Grant, TokenText(o.Token), o.Kind, o.Live)
 	}
+}
+
+// ShortToken writes a token, a zxid, as epoch:counter (4294967313 is
+// 1:17): what tells two tokens apart at a glance, in their order. A token
+// of epoch 0 (not a zxid of a running ensemble) is written as its number.
+// The page's timeline and porcupine's views label tokens so.
+func ShortToken(t fence.Token) string {
+	if t>>32 == 0 {
+		return strconv.FormatUint(uint64(t), 10)
+	}
+	return fmt.Sprintf("%d:%d", uint64(t)>>32, uint64(t)&0xffffffff)
+}
+
+// TokenText writes a token for the reports: its number, as in the history,
+// and its ShortToken as the timeline labels it, "4294967313 (1:17)"; a
+// token of epoch 0 as its number alone.
+func TokenText(t fence.Token) string {
+	if t>>32 == 0 {
+		return ShortToken(t)
+	}
+	return fmt.Sprintf("%d (%s)", uint64(t), ShortToken(t))
 }

@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 )
 
 func written(t *testing.T, h *History) []byte {
@@ -58,6 +59,55 @@ func TestReadHistoryRefusesBadInput(t *testing.T) {
 				t.Fatal("the case changed nothing")
 			}
 			got, err := ReadHistory(strings.NewReader(c.in))
+			if !errors.Is(err, ErrBadHistory) || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("got %v, %v; want ErrBadHistory mentioning %q", got, err, c.want)
+			}
+		})
+	}
+}
+
+// TestReadHistoryRefusesAContradiction: a history whose parts contradict
+// each other is refused with the reason, never checked and drawn as a
+// pass (a file with its grants, ops and faults emptied kept its recovery:
+// "no violation, first grant 439ms after the heal").
+func TestReadHistoryRefusesAContradiction(t *testing.T) {
+	bad := map[string]struct {
+		change func(h *History)
+		want   string
+	}{
+		"emptied": {func(h *History) { h.Grants, h.Ops, h.Faults, h.FirstGrantAfterHeal = nil, nil, nil, 439*ms },
+			"first grant after the heal at 900ms recorded as 439ms, but the grants show none"},
+		"no grant at the first after the heal": {func(h *History) { h.FirstGrantAfterHeal = 960 * ms }, "recorded as 960ms, but the grants show 950ms"},
+		"a grant after the heal not recorded":  {func(h *History) { h.FirstGrantAfterHeal = -1 }, "recorded as none, but the grants show 950ms"},
+		"an earlier grant after the heal":      {func(h *History) { h.Healed = 100 * ms }, "recorded as 950ms, but the grants show 110ms"},
+		"healed after the end":                 {func(h *History) { h.Healed = 2 * time.Second }, "healed at 2s, outside the run"},
+		"ended before granted":                 {func(h *History) { h.Grants[0].Ended = 5 * ms }, "grant 0: ended at 5ms, before granted at 10ms"},
+		"granted before asked":                 {func(h *History) { h.Grants[1].Asked = 200 * ms }, "grant 1: granted at 110ms, before asked at 200ms"},
+		"ended before the run":                 {func(h *History) { h.Grants[0].Ended = -2 }, "grant 0: ended at -2ns, before the run began"},
+		"return before call":                   {func(h *History) { h.Ops[1].Return = 15 * ms }, "op 1 (write): return at 15ms, before call at 20ms"},
+		"fault ends before it starts":          {func(h *History) { h.Faults[0].Start = 90 * ms }, "fault 0 (kill-leader): end at 80ms, before start at 90ms"},
+		"write before its grant":               {func(h *History) { h.Ops[3].Call = 100 * ms }, "op 3 (write) at 100ms, before its grant 1 was made at 110ms"},
+		"write of another client's grant":      {func(h *History) { h.Ops[1].Client = 1 }, "op 1 (write) of client 1 with token 10 names grant 0, client 0's with token 10"},
+		"write with another token":             {func(h *History) { h.Ops[1].Token = 11 }, "op 1 (write) of client 0 with token 11 names grant 0"},
+		"sample of no grant":                   {func(h *History) { h.Ops[1].Live = []int{0, 9} }, "op 1 (write) samples grant 9"},
+		"write of no grant":                    {func(h *History) { h.Ops[1].Grant = -1 }, "op 1 (write) names grant -1"},
+		"failed attempt with a grant": {func(h *History) {
+			h.Ops = append(h.Ops, Op{Kind: OpAcquire, Client: 1, Grant: 1, Call: 300 * ms, Return: 400 * ms, Err: "context deadline exceeded"})
+		}, "op 9 (acquire-failed) names grant 1 (a failed attempt has none: -1)"},
+		"unknown op kind":      {func(h *History) { h.Ops[0].Kind = "lease" }, "op 0 (lease): unknown kind"},
+		"unknown outcome":      {func(h *History) { h.Ops[1].Outcome = "lost" }, `op 1 (write): outcome "lost"`},
+		"write of no register": {func(h *History) { h.Ops[1].Register = "" }, "op 1 (write): no register"},
+	}
+	for name, c := range bad {
+		t.Run(name, func(t *testing.T) {
+			h := base()
+			h.Clients = 2
+			h.Faults = []Fault{{Kind: FaultKillLeader, Target: "server 1", Client: -1, Start: 50 * ms, End: 80 * ms}}
+			if _, err := ReadHistory(bytes.NewReader(written(t, h))); err != nil {
+				t.Fatalf("the history before the change: %v", err)
+			}
+			c.change(h)
+			got, err := ReadHistory(bytes.NewReader(written(t, h)))
 			if !errors.Is(err, ErrBadHistory) || !strings.Contains(err.Error(), c.want) {
 				t.Fatalf("got %v, %v; want ErrBadHistory mentioning %q", got, err, c.want)
 			}

@@ -1,6 +1,7 @@
 package nemesis_test
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"flag"
@@ -122,10 +123,18 @@ func runAndCheck(t *testing.T, cl *zktest.Cluster, r nemesis.Recipe, cfg nemesis
 // checkPage writes the run's page (package report) and checks that it
 // shows what the run did: a lane per client, a lease per grant, a mark per
 // register write, a band per fault, every violation marked and the page
-// opening at the first. It returns the page.
+// opening at the first; and that its history reads back (ReadHistory's
+// consistency checks accept what a run records). It returns the page.
 func checkPage(t *testing.T, res *nemesis.Result) string {
 	t.Helper()
 	dir := t.TempDir()
+	var js bytes.Buffer
+	if err := res.History.WriteJSON(&js); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := nemesis.ReadHistory(&js); err != nil {
+		t.Errorf("the run's history does not read back: %v", err)
+	}
 	if err := report.Write(dir, res.History, res.Report); err != nil {
 		t.Fatal(err)
 	}

@@ -72,8 +72,8 @@ func VisualizeRegister(w io.Writer, h *History, reg string) (porcupine.CheckResu
 			end = h.End
 		}
 		notes = append(notes, porcupine.Annotation{Tag: fmt.Sprintf("leases of client %d", g.Client),
-			Start: int64(g.Granted), End: int64(end), Description: fmt.Sprintf("token %v", g.Token),
-			Details: fmt.Sprintf("grant %d, %s, token %v, ended: %s", g.ID, g.Role, g.Token, g.Cause)})
+			Start: int64(g.Granted), End: int64(end), Description: "token " + ShortToken(g.Token),
+			Details: fmt.Sprintf("grant %d, %s, token %s, ended: %s", g.ID, g.Role, TokenText(g.Token), g.Cause)})
 	}
 	info.AddAnnotations(notes)
 	return res, porcupine.Visualize(registerModel.ToModel(), info, w)

@@ -3,9 +3,16 @@
 // rect with data-b as well spans to it; a text with data-sticky stays in
 // view while its interval, data-a to data-b, is. The interval comes from #t=FROM-TO
 // (seconds) in the address, else from the svg's data-view; the wheel zooms
-// around the pointer, dragging pans, and the address follows.
+// around the pointer, dragging pans, and the address follows. Labels of the
+// mid and near classes show from a zoom on; a label the edge of the plot
+// would cut is hidden, and so is, in a row of labels (one y), a label that
+// would overlap another (the violations' and the heal's kept first, then
+// from left to right). Once laid out, the page's height
+// goes to data-height on <html> (a screenshot is sized by it).
 (function () {
   'use strict'
+  const MID = 0.12 // px per ms from which the mid labels show
+  const NEAR = 4 // and the near ones
   const svg = document.getElementById('timeline')
   const end = Number(svg.dataset.end)
   const left = Number(svg.dataset.left)
@@ -21,6 +28,18 @@
       sticky: el.dataset.sticky !== undefined
     }
   })
+  // each label's row, priority, zoom class and width (estimated from its
+  // font: hidden labels have no layout to measure)
+  for (const it of items) {
+    if (!it.text) continue
+    const cs = getComputedStyle(it.el)
+    const cl = it.el.classList
+    it.row = it.el.getAttribute('y')
+    it.first = cl.contains('viol') || cl.contains('mark')
+    it.zoom = cl.contains('near') ? NEAR : cl.contains('mid') ? MID : 0
+    it.end = cs.textAnchor === 'end'
+    it.w = it.el.textContent.length * parseFloat(cs.fontSize) * 0.6
+  }
   const minSpan = 2 // ms
   let v0 = 0
   let v1 = end
@@ -55,21 +74,57 @@
       let x = X(it.a)
       if (it.text) {
         if (it.sticky) x = Math.min(Math.max(x, left), X(it.b))
-        it.el.setAttribute('x', (x + 2).toFixed(1))
+        x = it.end ? x - 3 : x + 2
+        it.el.setAttribute('x', x.toFixed(1))
+        it.x0 = it.end ? x - it.w : x
+        it.x1 = it.x0 + it.w
       } else {
         it.el.setAttribute('x', x.toFixed(1))
         it.el.setAttribute('width', Math.max(X(it.b) - x, 1.5).toFixed(1))
       }
     }
     clip.setAttribute('width', Math.max(right - left, 0))
-    svg.classList.toggle('mid', k >= 0.12)
-    svg.classList.toggle('near', k >= 4)
+    svg.classList.toggle('mid', k >= MID)
+    svg.classList.toggle('near', k >= NEAR)
+    declutter(k)
     drawTicks(X, k)
     shown.textContent = 'showing ' + (v0 / 1000).toFixed(3) + ' s to ' + (v1 / 1000).toFixed(3) + ' s'
     try {
       history.replaceState(null, '', '#t=' + (Math.max(v0, 0) / 1000).toFixed(3) + '-' + (v1 / 1000).toFixed(3))
     } catch (e) {
       // some browsers refuse it for file: pages; the view still works
+    }
+  }
+
+  // declutter hides, in each row, the labels shown at zoom k that would
+  // overlap one kept before them.
+  function declutter (k) {
+    const rows = new Map()
+    for (const it of items) {
+      if (!it.text) continue
+      it.el.removeAttribute('visibility')
+      if (k < it.zoom) continue
+      if (it.x0 < left || it.x1 > right) { // cut by the edge of the plot
+        it.el.setAttribute('visibility', 'hidden')
+        continue
+      }
+      if (!rows.has(it.row)) rows.set(it.row, [])
+      rows.get(it.row).push(it)
+    }
+    for (const row of rows.values()) {
+      row.sort(function (a, b) { return (b.first - a.first) || (a.x0 - b.x0) })
+      const kept = [] // the intervals of the kept violation and heal labels
+      let last = -Infinity // the right end of the last other label kept
+      for (const it of row) {
+        const free = it.x0 > last + 3 && !kept.some(function (r) { return it.x0 < r[1] + 3 && r[0] < it.x1 + 3 })
+        if (!free) {
+          it.el.setAttribute('visibility', 'hidden')
+        } else if (it.first) {
+          kept.push([it.x0, it.x1])
+        } else {
+          last = it.x1
+        }
+      }
     }
   }
 
@@ -144,5 +199,6 @@
 
   const v = fromHash() || parse(svg.dataset.view) || [0, end]
   show(v[0], v[1])
+  document.documentElement.dataset.height = String(Math.ceil(document.documentElement.getBoundingClientRect().height))
   document.documentElement.dataset.ready = 'ok'
 })()

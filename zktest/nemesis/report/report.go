@@ -22,6 +22,7 @@
 package report
 
 import (
+	"bytes"
 	"cmp"
 	_ "embed"
 	"errors"
@@ -36,7 +37,6 @@ import (
 	"time"
 
 	"github.com/anishathalye/porcupine"
-	"github.com/zkrecipes/zkrecipes/fence"
 	"github.com/zkrecipes/zkrecipes/recipe"
 	"github.com/zkrecipes/zkrecipes/zktest/nemesis"
 )
@@ -63,7 +63,11 @@ func Write(dir string, h *nemesis.History, rep *nemesis.Report) error {
 	for _, reg := range nemesis.Registers(h) {
 		v := View{Register: reg, File: "porcupine-" + reg + ".html"}
 		err := writeFile(filepath.Join(dir, v.File), func(w io.Writer) (err error) {
-			v.Result, err = nemesis.VisualizeRegister(w, h, reg)
+			var b bytes.Buffer
+			if v.Result, err = nemesis.VisualizeRegister(&b, h, reg); err != nil {
+				return err
+			}
+			_, err = w.Write(backLink(b.Bytes(), h, reg))
 			return err
 		})
 		if err != nil {
@@ -72,6 +76,27 @@ func Write(dir string, h *nemesis.History, rep *nemesis.Report) error {
 		views = append(views, v)
 	}
 	return writeFile(filepath.Join(dir, Page), func(w io.Writer) error { return Render(w, h, rep, views) })
+}
+
+// backLink adds to porcupine's view of register reg a link back to the
+// run's page, and says what the view shows and how its tokens are written.
+// Porcupine's page has no place for it: it goes at the top right, fixed
+// like porcupine's legend at the top left, right after the <body> tag (a
+// view without one, from another version of porcupine, is left as it is;
+// TestWrite would say so).
+func backLink(view []byte, h *nemesis.History, reg string) []byte {
+	what := fmt.Sprintf("nemesis %s, seed %d: register %s", h.Recipe, h.Seed, reg)
+	nav := fmt.Sprintf(`<nav style="position: fixed; top: 10px; right: 10px; z-index: 1; font: 13px system-ui, sans-serif; `+
+		`background: rgba(255, 255, 255, 0.85); padding: 4px 8px; border-radius: 4px; text-align: right">`+
+		`<a href="%s">&larr; the run's page</a><br>porcupine's view of %s; tokens are written epoch:counter, 1:85 for 4294967381</nav>`,
+		Page, template.HTMLEscapeString(what))
+	view = bytes.Replace(view, []byte("<title>Porcupine</title>"), []byte("<title>porcupine: "+template.HTMLEscapeString(what)+"</title>"), 1)
+	i := bytes.Index(view, []byte("<body>"))
+	if i < 0 {
+		return view
+	}
+	i += len("<body>")
+	return slices.Concat(view[:i], []byte(nav), view[i:])
 }
 
 func writeFile(name string, write func(io.Writer) error) error {
@@ -120,7 +145,13 @@ const (
 	tokH    = 10.0  // the row of the lease tokens, above the bars
 	leaseH  = 12.0  // a lease bar
 	regH    = 10.0  // a row of register writes
-	gap     = 6.0   // between lanes
+	gap     = 11.0  // between lanes: the labels of a client's faults, under its lane
+	// The rows of labels in the faults lane (baselines): the server faults'
+	// and the violation bands' above, the directory's, the heal and the
+	// first violation below. The page's script shows, in a row, no label
+	// over another.
+	serverRow = axisH + 12
+	dirRow    = axisH + 27
 )
 
 // item is one element of the timeline: a rect spanning A to B, or, with B
@@ -250,7 +281,7 @@ func build(h *nemesis.History, rep *nemesis.Report, views []View) *page {
 		Title: fmt.Sprintf("every fault healed at %s", secs(h.Healed))},
 		item{Class: "mark", A: millis(h.End), B: millis(h.End), Y: axisH, H: p.Height - axisH,
 			Title: fmt.Sprintf("the run ended at %s", secs(h.End))})
-	p.Labels = append(p.Labels, item{Class: "t mark heal", A: millis(h.Healed), Y: axisH + faultsH/2 + 4, Text: "heal"})
+	p.Labels = append(p.Labels, item{Class: "t mark heal", A: millis(h.Healed), Y: dirRow, Text: "heal"})
 
 	// Violations: listed at the top (the first maxListed), marked in red
 	// (overlapping ones as one band); the page opens at the earliest
@@ -279,7 +310,7 @@ func build(h *nemesis.History, rep *nemesis.Report, views []View) *page {
 		p.View = interval(s, h.End)
 		p.Front = append(p.Front, item{Class: "viol first", A: millis(s.From), B: millis(s.To), Y: axisH, H: p.Height - axisH,
 			Title: fmt.Sprintf("violation %d, the first: %s", i+1, rep.Violations[i])})
-		p.Labels = append(p.Labels, item{Class: "t viol", A: millis(s.From), B: millis(s.To), Y: axisH + 22,
+		p.Labels = append(p.Labels, item{Class: "t viol", A: millis(s.From), B: millis(s.To), Y: dirRow,
 			Text: fmt.Sprintf("violation %d", i+1), Sticky: true})
 	}
 	for len(located) > 0 {
@@ -317,7 +348,7 @@ func (p *page) violationBand(band nemesis.Span, ids []int, texts []string, first
 	a, b := millis(band.From), millis(band.To)
 	p.Front = append(p.Front, item{Class: "viol", A: a, B: b, Y: axisH, H: p.Height - axisH, Title: strings.Join(title, "\n")})
 	if len(ids) > 1 || ids[0] != first {
-		p.Labels = append(p.Labels, item{Class: "t viol", A: a, B: b, Y: axisH + 10, Text: label, Sticky: true})
+		p.Labels = append(p.Labels, item{Class: "t viol", A: a, B: b, Y: serverRow, Text: label, Sticky: true})
 	}
 }
 
@@ -333,17 +364,18 @@ func (p *page) faults(h *nemesis.History, lanesTop, lanesH float64) {
 		a, b := millis(f.Start), millis(f.End)
 		if f.Client >= 0 && f.Client < len(p.Lanes) {
 			l := p.Lanes[f.Client]
-			p.Back = append(p.Back, item{Class: "band " + f.Kind, A: a, B: b, Y: l.Y - 2, H: l.H + 4, Title: title})
-			p.Labels = append(p.Labels, item{Class: "t mid fl", A: a, B: b, Y: l.Y + l.H + 1, Text: f.Kind, Sticky: true})
+			// the band covers the lane and the strip under it, where its label is
+			p.Back = append(p.Back, item{Class: "band " + f.Kind, A: a, B: b, Y: l.Y - 1, H: l.H + gap - 1, Title: title})
+			p.Labels = append(p.Labels, item{Class: "t mid fl", A: a, B: b, Y: l.Y + l.H + gap - 3, Text: f.Kind, Sticky: true})
 			continue
 		}
 		p.Back = append(p.Back, item{Class: "band " + f.Kind, A: a, B: b, Y: lanesTop, H: lanesH, Title: title})
-		y, label := axisH+2, f.Kind+" "+strings.TrimPrefix(f.Target, "server ")
+		y, row, label := axisH+2, serverRow, f.Kind+" "+strings.TrimPrefix(f.Target, "server ")
 		if f.Kind == nemesis.FaultDeleteDir {
-			y, label = axisH+faultsH/2+1, f.Kind
+			y, row, label = axisH+faultsH/2+1, dirRow, f.Kind
 		}
 		p.Back = append(p.Back, item{Class: "fault " + f.Kind, A: a, B: b, Y: y, H: faultsH/2 - 3, Title: title})
-		p.Labels = append(p.Labels, item{Class: "t mid fl", A: a, B: b, Y: y + faultsH/2 - 6, Text: label, Sticky: true})
+		p.Labels = append(p.Labels, item{Class: "t mid fl", A: a, B: b, Y: row, Text: label, Sticky: true})
 	}
 }
 
@@ -363,8 +395,8 @@ func (p *page) leases(h *nemesis.History) {
 		p.Front = append(p.Front, item{Class: "wait", A: millis(g.Asked), B: millis(g.Granted), Y: bar + leaseH/2 - 1, H: 2,
 			Title: fmt.Sprintf("client %d waited %s for grant %d", g.Client, (g.Granted - g.Asked).Round(time.Millisecond), g.ID)})
 		p.Front = append(p.Front, item{Class: "lease " + how, A: millis(g.Granted), B: millis(end), Y: bar, H: leaseH,
-			Title: fmt.Sprintf("grant %d, client %d, %s, token %v: granted %s, ended %s (%s)", g.ID, g.Client, g.Role, g.Token, secs(g.Granted), secs(end), endText(g))})
-		p.Labels = append(p.Labels, item{Class: "t mid tok", A: millis(g.Granted), Y: bar - 2, Text: short(g.Token)})
+			Title: fmt.Sprintf("grant %d, client %d, %s, token %s: granted %s, ended %s (%s)", g.ID, g.Client, g.Role, nemesis.TokenText(g.Token), secs(g.Granted), secs(end), endText(g))})
+		p.Labels = append(p.Labels, item{Class: "t mid tok", A: millis(g.Granted), Y: bar - 2, Text: nemesis.ShortToken(g.Token)})
 	}
 	for _, o := range h.Ops {
 		if o.Kind != nemesis.OpAcquire || o.Client < 0 || o.Client >= len(p.Lanes) {
@@ -389,7 +421,7 @@ func (p *page) writes(h *nemesis.History, regs []string) {
 		if o.Outcome != nemesis.Accepted {
 			zoom = "mid"
 		}
-		p.Labels = append(p.Labels, item{Class: "t " + zoom + " wt " + string(o.Outcome), A: millis(o.Return), Y: y + regH - 2, Text: short(o.Token)})
+		p.Labels = append(p.Labels, item{Class: "t " + zoom + " wt " + string(o.Outcome), A: millis(o.Return), Y: y + regH - 2, Text: nemesis.ShortToken(o.Token)})
 	}
 }
 
@@ -414,10 +446,6 @@ func Ending(cause string) string {
 	}
 	return "other"
 }
-
-// short writes a token, a zxid, as epoch:counter (4294967381 is 1:85):
-// what tells two tokens apart at a glance, in their order.
-func short(t fence.Token) string { return fmt.Sprintf("%d:%d", uint64(t)>>32, uint64(t)&0xffffffff) }
 
 func endText(g nemesis.Grant) string {
 	if g.Cause == "" {

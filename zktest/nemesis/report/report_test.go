@@ -106,14 +106,16 @@ func TestPageOfACorrectRun(t *testing.T) {
 func TestPageOfAViolation(t *testing.T) {
 	h := history()
 	h.Ops[2].Live = []int{0, 1} // grant 0 still live when grant 1 was made
+	h.Grants[0].Ended = 200 * ms
 	rep := nemesis.Check(h, nemesis.AtMost(1))
 	if len(rep.Violations) != 1 {
 		t.Fatalf("violations: %q", rep.Violations)
 	}
 	page := render(t, h, rep)
-	// from grant 0 (10 ms) to the sample (110 ms), padded by 300 ms
-	for _, want := range []string{`data-view="0.000-0.410"`, `href="#t=0.000-0.410"`, `class="viol" data-a="10.000" data-b="110.000"`,
-		`class="viol first" data-a="10.000" data-b="110.000"`,
+	// the overlap, from grant 1 (110 ms) to the end of grant 0 (200 ms),
+	// padded by 300 ms
+	for _, want := range []string{`data-view="0.000-0.500"`, `href="#t=0.000-0.500"`, `class="viol" data-a="110.000" data-b="200.000"`,
+		`class="viol first" data-a="110.000" data-b="200.000"`,
 		`>violation 1</text>`, `1 violation</span>`, `2 lease contexts live at once`} {
 		if !strings.Contains(page, want) {
 			t.Errorf("the page lacks %s", want)
@@ -169,6 +171,10 @@ func TestWrite(t *testing.T) {
 		}
 		if !strings.Contains(string(b), `write(20,\"b\") -\u003e accepted over (10,\"a\")`) && !strings.Contains(string(b), "accepted over (10") {
 			t.Errorf("%s does not describe the writes", f)
+		}
+		if !strings.Contains(string(b), `<a href="index.html">&larr; the run's page</a>`) ||
+			!strings.Contains(string(b), "<title>porcupine: nemesis mutex, seed 7: register "+reg+"</title>") {
+			t.Errorf("%s does not link back to the run's page", f)
 		}
 	}
 	if !strings.Contains(string(page), `<span class="lin Ok">linearizable</span>`) {
