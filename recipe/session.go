@@ -130,7 +130,11 @@ type StateChange struct {
 // names the servers with their ports and wraps the last attempt's failure
 // (a *net.OpError from the dial, matching syscall.ECONNREFUSED when
 // nothing listened; a connection closed before the handshake), or says that
-// a server accepted the connection but did not answer. When every address
+// a server accepted the connection but did not answer. It returns as soon
+// as ctx ends or the connect timeout passes, also when a server accepted
+// the connection and never answers (a hung server, a load balancer in
+// front of none): that connection is closed at once, and go-zookeeper's
+// own shutdown finishes in the background within about a second. When every address
 // of every server refused the connection twice in a row (nothing listens:
 // a wrong port, a server that is down), Connect returns then, about a
 // second after the first refusal, instead of waiting out the connect
@@ -187,12 +191,15 @@ func Connect(ctx context.Context, servers []string, opts ...Option) (*Session, e
 	conn, _, err := zk.Connect(hosts, cfg.sessionTimeout,
 		zk.WithHostProvider(hp),
 		zk.WithDialer(func(network, addr string, timeout time.Duration) (net.Conn, error) {
+			if dw.isAbandoned() {
+				return nil, errAbandoned
+			}
 			c, err := dial(network, addr, timeout)
 			dw.dialed(addr, err)
 			if err != nil {
 				return nil, err
 			}
-			return newTrackedConn(c, s), nil
+			return dw.admit(c, func() net.Conn { return newTrackedConn(c, s) })
 		}),
 		zk.WithEventCallback(s.onEvent),
 		zk.WithLogger(zkLogger{s.log}),
@@ -207,13 +214,13 @@ func Connect(ctx context.Context, servers []string, opts ...Option) (*Session, e
 	s.conn = conn
 
 	if err := s.awaitConnected(cctx); err != nil {
-		conn.Close()
-		s.shutdown()
 		err = fmt.Errorf("%w: no session with %s after %v: %w", ErrUnreachable, strings.Join(hosts, ","),
 			time.Since(start).Round(time.Millisecond), err)
 		if last := dw.lastError(); last != nil && !errors.Is(err, last) {
 			err = fmt.Errorf("%w (last attempt: %w)", err, last)
 		}
+		s.abandonConn()
+		s.shutdown()
 		return nil, err
 	}
 	for _, a := range cfg.auth {
@@ -327,6 +334,23 @@ func (s *Session) Close() error {
 	s.shutdown()
 	s.log.Info("session closed", "session", fmt.Sprintf("0x%x", id))
 	return nil
+}
+
+// abandonConn ends the connection of a Connect that got no session,
+// without making the caller wait. go-zookeeper's Close waits up to a second
+// for the answer to its close request, which a server that accepted the
+// connection but never answers (a hung server, a load balancer) never
+// sends; and its connection goroutine would stay blocked reading the
+// handshake reply for ten times the receive timeout. So no new dial is
+// made, the connection open now is closed (which ends that read at once),
+// and go-zookeeper's Close runs on a goroutine of its own: it stops the
+// connection goroutine at once and returns itself within that second.
+func (s *Session) abandonConn() {
+	s.dials.abandon()
+	if c := s.curConn.Load(); c != nil {
+		c.Close()
+	}
+	go s.conn.Close()
 }
 
 func (s *Session) shutdown() {
