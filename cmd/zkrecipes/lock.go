@@ -197,7 +197,7 @@ func runUnder(log *slog.Logger, lease recipe.Lease, argv, env []string, sigs <-c
 		giveUp()
 		return startStatus(err)
 	}
-	out, sig := c.supervise(lease.Context(), sigs, grace)
+	out, sig := c.supervise(lease.Context(), sigs, nil, grace)
 	switch out {
 	case lost:
 		log.Error(what+" lost; the command was stopped", "token", lease.Token(),

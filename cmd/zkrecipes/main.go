@@ -376,7 +376,7 @@ func (c *common) supervise(log *slog.Logger, connect func(context.Context, *metr
 	ctx, cancel := context.WithCancelCause(context.Background())
 	sv.ctx, sv.cancel = ctx, cancel
 	sv.undo = append(sv.undo, func() { cancel(nil) })
-	sv.stopWatch = watchSignals(sv.sigs, func(sig os.Signal) { sv.got = sig; cancel(fmt.Errorf("signal %v", sig)) })
+	sv.stopWatch = watchSignals(sv.sigs, func(sig os.Signal) { sv.got = sig; cancel(interrupt{sig}) })
 	sv.undo = append(sv.undo, sv.stopWatch)
 	defer func() {
 		if code >= 0 {
