@@ -56,7 +56,7 @@ func Run(ctx context.Context, e *Election, value []byte, fn func(ctx context.Con
 		return fmt.Errorf("campaign value: %w", err)
 	}
 	return leader.Run(ctx, candidate{e, value}, fn, leader.WithBackOff(e.backoff),
-		leader.WithLogger(e.log.With("dir", e.Path())), leader.WithPermanent(ErrCampaigning))
+		leader.WithLogger(e.log.With("dir", recipe.ShortPath(e.Path()))), leader.WithPermanent(ErrCampaigning))
 }
 
 // candidate is e campaigning with value, as the recipe.Lock of leader.Run:

@@ -344,7 +344,7 @@ func (l *Latch) run(t *recipe.Ticket, done chan struct{}) {
 					l.stop(err)
 					return
 				}
-				l.log.Warn("latch: re-joining failed; retrying", "dir", l.q.Dir(), "id", l.id, "err", err)
+				l.log.Warn("latch: re-joining failed; retrying", "dir", recipe.ShortPath(l.q.Dir()), "id", l.id, "err", err)
 				pause = true
 				continue
 			}
@@ -352,7 +352,7 @@ func (l *Latch) run(t *recipe.Ticket, done chan struct{}) {
 			l.mu.Lock()
 			l.ticket = t
 			l.mu.Unlock()
-			l.log.Info("latch: re-joined", "dir", l.q.Dir(), "id", l.id, "node", t.Name(),
+			l.log.Info("latch: re-joined", "dir", recipe.ShortPath(l.q.Dir()), "id", l.id, "node", t.Name(),
 				"session", fmt.Sprintf("0x%x", t.SessionID()), "after", why)
 		}
 		start := time.Now()
@@ -366,7 +366,7 @@ func (l *Latch) run(t *recipe.Ticket, done chan struct{}) {
 				return
 			}
 			if t.Err() == nil {
-				l.log.Warn("latch: waiting for leadership failed; retrying", "dir", l.q.Dir(), "id", l.id, "err", err)
+				l.log.Warn("latch: waiting for leadership failed; retrying", "dir", recipe.ShortPath(l.q.Dir()), "id", l.id, "err", err)
 			}
 			// A wait that failed at once backs off; one that waited long
 			// (a session lost after a while) re-joins at once.
@@ -433,7 +433,7 @@ func (l *Latch) stop(err error) {
 		l.end(recipe.ErrSessionClosed)
 		return
 	}
-	l.log.Error("latch: stopped: retrying cannot help", "dir", l.q.Dir(), "id", l.id, "err", err)
+	l.log.Error("latch: stopped: retrying cannot help", "dir", recipe.ShortPath(l.q.Dir()), "id", l.id, "err", err)
 	l.end(err)
 }
 
@@ -602,7 +602,7 @@ func (l *Latch) Leader(ctx context.Context) (recipe.Participant, error) {
 		return recipe.Participant{}, err
 	}
 	if !h.Present {
-		return recipe.Participant{}, fmt.Errorf("%w: %s", ErrNoLeader, l.q.Dir())
+		return recipe.Participant{}, fmt.Errorf("%w: %s", ErrNoLeader, recipe.ShortPath(l.q.Dir()))
 	}
 	return h.Node, nil
 }

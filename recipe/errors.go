@@ -90,7 +90,10 @@ var (
 	// client cannot tell from a network failure and which fails every other
 	// request in flight on it, so nothing over the limit is ever sent: the
 	// request fails before it leaves, once, and the connection and every
-	// other operation go on unaffected.
+	// other operation go on unaffected. With a limit above DefaultMaxPacket
+	// it also ends an operation whose request over DefaultMaxPacket lost
+	// its connection right after it was sent, twice in a row (see
+	// WithMaxPacket).
 	ErrTooLarge = errors.New("recipe: request over the ZooKeeper packet limit")
 )
 
@@ -127,9 +130,11 @@ func (e *PathError) Error() string {
 	return fmt.Sprintf("recipe: invalid path %s: %s", p, e.Reason)
 }
 
-// shortPath is p for a message: its first 64 bytes and its length when it
-// is longer than 200 bytes (a path may be up to a packet long).
-func shortPath(p string) string {
+// ShortPath returns p as the messages and log lines of this module show a
+// znode path: p itself, or, when it is longer than 200 bytes (a path may be
+// up to a packet long), its first 64 bytes, "…" and its length. Recipes
+// built on a Session use it for the paths they log or put in errors.
+func ShortPath(p string) string {
 	if len(p) > 200 {
 		return fmt.Sprintf("%s… (%d bytes)", p[:64], len(p))
 	}
@@ -166,7 +171,7 @@ func (e *OpError) Error() string {
 	if e.Path == "" {
 		return fmt.Sprintf("recipe: %s: %v", e.Op, e.Err)
 	}
-	return fmt.Sprintf("recipe: %s %s: %v", e.Op, shortPath(e.Path), e.Err)
+	return fmt.Sprintf("recipe: %s %s: %v", e.Op, ShortPath(e.Path), e.Err)
 }
 
 // Unwrap returns the underlying error.

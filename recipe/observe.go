@@ -71,7 +71,7 @@ func ObserveHeadAs[T any](ctx context.Context, q *Queue, conv func(Head) T) (<-c
 				if ctx.Err() != nil || errors.Is(err, ErrSessionClosed) {
 					return
 				}
-				s.log.Warn("observe: reading the queue head failed; retrying", "dir", q.dir, "err", err)
+				s.log.Warn("observe: reading the queue head failed; retrying", "dir", ShortPath(q.dir), "err", err)
 				t := time.NewTimer(time.Second)
 				select {
 				case <-t.C:
@@ -166,7 +166,7 @@ func (q *Queue) readHead(ctx context.Context) (Head, error) {
 	s := q.s
 	for {
 		var children []string
-		err := s.retry(ctx, func() (err error) {
+		err := s.retry(ctx, q.reqSize, func() (err error) {
 			children, _, err = s.conn.Children(q.adir)
 			return err
 		})
@@ -186,7 +186,7 @@ func (q *Queue) readHead(ctx context.Context) (Head, error) {
 		n := nodes[0]
 		var data []byte
 		var st *zk.Stat
-		err = s.retry(ctx, func() (err error) {
+		err = s.retry(ctx, q.reqSize, func() (err error) {
 			data, st, err = s.conn.Get(q.adir + "/" + n.Name)
 			return err
 		})

@@ -36,7 +36,7 @@ import (
 // could not be completed (connection loss during a release or a cancelled
 // acquisition) is retried on every reconnection of the same ZooKeeper
 // session, with an identity check (ephemeral owner and czxid) before each
-// delete. Close ends the ZooKeeper session, which deletes all of its
+// delete (and given up only as WithMaxPacket says). Close ends the ZooKeeper session, which deletes all of its
 // ephemeral znodes at once.
 //
 // All methods are safe for concurrent use.
@@ -688,9 +688,12 @@ func (s *Session) current() (*epoch, error) {
 
 // retry runs op until it succeeds, fails with a non-connection error, ctx
 // ends, or the session is closed. Between attempts it waits for the
-// connection and backs off per the retry policy.
-func (s *Session) retry(ctx context.Context, op func() error) error {
-	err, _ := s.retryLate(ctx, op, nil)
+// connection and backs off per the retry policy. size bounds the requests
+// op sends: over DefaultMaxPacket, op is not tried again once they lost
+// their connection right after being sent maxLostSends times in a row (see
+// packet.go); it then fails with an error matching ErrTooLarge.
+func (s *Session) retry(ctx context.Context, size int, op func() error) error {
+	err, _ := s.retryLate(ctx, &lostSends{size: size}, op, nil)
 	return err
 }
 
@@ -699,8 +702,9 @@ func (s *Session) retry(ctx context.Context, op func() error) error {
 // ended or the session closed while the request was in flight), so that an
 // effect nobody is waiting for any more (a created node) can be undone.
 // abandoned reports that this happened: late will be called (once) after
-// the in-flight request completes.
-func (s *Session) retryLate(ctx context.Context, op func() error, late func(error)) (_ error, abandoned bool) {
+// the in-flight request completes. sends carries the size of op's requests
+// and counts its connection losses (see packet.go).
+func (s *Session) retryLate(ctx context.Context, sends *lostSends, op func() error, late func(error)) (_ error, abandoned bool) {
 	var b backoff.BackOff
 	for first := true; ; first = false {
 		// The first attempt is made even on a done ctx: cleanup deletes rely
@@ -716,6 +720,9 @@ func (s *Session) retryLate(ctx context.Context, op func() error, late func(erro
 			if isClosing(err) {
 				return ErrSessionClosed, false
 			}
+			return err, false
+		}
+		if err := sends.note(err); err != nil {
 			return err, false
 		}
 		if b == nil {

@@ -89,7 +89,7 @@ func runElect(args []string, stdout, stderr io.Writer) int {
 }
 
 func electMain(f *electFlags, path string, argv []string, stderr io.Writer) int {
-	log := f.logger(stderr).With("path", path, "id", f.id)
+	log := f.logger(stderr).With("path", recipe.ShortPath(path), "id", f.id)
 	var s *recipe.Session
 	sv, code := f.supervise(log, func(ctx context.Context, met *metricsServer) (func(), int) {
 		var code int

@@ -118,7 +118,7 @@ func runLock(args []string, stdout, stderr io.Writer) int {
 }
 
 func lockMain(f *lockFlags, path string, argv []string, stderr io.Writer) int {
-	log := f.logger(stderr).With("path", path)
+	log := f.logger(stderr).With("path", recipe.ShortPath(path))
 	if f.backend != zkBackend {
 		log = log.With("backend", string(f.backend))
 	}

@@ -342,12 +342,21 @@ func usageError(stderr io.Writer, fs *flag.FlagSet, format string, args ...any) 
 	return exitUsage
 }
 
+// quotePath quotes p for a message: a path recipe.ShortPath shortens is
+// shortened the same way (its first 64 bytes, quoted, and its length).
+func quotePath(p string) string {
+	if recipe.ShortPath(p) == p {
+		return strconv.Quote(p)
+	}
+	return fmt.Sprintf("%q… (%d bytes)", p[:64], len(p))
+}
+
 // checkPath validates a recipe path, naming the path and the rule.
 func checkPath(stderr io.Writer, fs *flag.FlagSet, p string) int {
 	if err := recipe.ValidatePath(p); err != nil {
 		var pe *recipe.PathError
 		if errors.As(err, &pe) {
-			return usageError(stderr, fs, "invalid path %q: %s (a ZooKeeper path like /locks/nightly)", pe.Path, pe.Reason)
+			return usageError(stderr, fs, "invalid path %s: %s (a ZooKeeper path like /locks/nightly)", quotePath(pe.Path), pe.Reason)
 		}
 		return usageError(stderr, fs, "%v", err)
 	}

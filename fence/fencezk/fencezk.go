@@ -92,7 +92,7 @@ func (r *Register) Read(ctx context.Context) (Value, error) {
 		return Value{Version: -1}, nil
 	}
 	if err != nil {
-		return Value{}, fmt.Errorf("fencezk: reading %s: %w", r.path, err)
+		return Value{}, fmt.Errorf("fencezk: reading %s: %w", recipe.ShortPath(r.path), err)
 	}
 	return decode(r.path, data, st.Version)
 }
@@ -154,7 +154,7 @@ func (r *Register) write(ctx context.Context, token fence.Token, data []byte, op
 			continue
 		}
 		if err != nil {
-			return Value{}, nil, fmt.Errorf("fencezk: reading %s: %w", r.path, err)
+			return Value{}, nil, fmt.Errorf("fencezk: reading %s: %w", recipe.ShortPath(r.path), err)
 		}
 		cur, err := decode(r.path, raw, st.Version)
 		if err != nil {
@@ -184,9 +184,9 @@ func (r *Register) write(ctx context.Context, token fence.Token, data []byte, op
 		case failed > 0:
 			return cur, r.unroot(res), fmt.Errorf("fencezk: op %d refused, nothing applied: %w", failed-1, err)
 		case res == nil && !definite(err):
-			return cur, nil, fmt.Errorf("%w: writing %s: %w", fence.ErrUncertain, r.path, err)
+			return cur, nil, fmt.Errorf("%w: writing %s: %w", fence.ErrUncertain, recipe.ShortPath(r.path), err)
 		}
-		return cur, nil, fmt.Errorf("fencezk: writing %s: %w", r.path, err)
+		return cur, nil, fmt.Errorf("fencezk: writing %s: %w", recipe.ShortPath(r.path), err)
 	}
 }
 
@@ -287,11 +287,11 @@ func decode(path string, raw []byte, version int32) (Value, error) {
 	}
 	line, data, ok := bytes.Cut(raw, []byte{'\n'})
 	if !ok || !bytes.HasPrefix(line, []byte(header)) {
-		return Value{}, fmt.Errorf("%w: %s holds %.40q", ErrNotRegister, path, raw)
+		return Value{}, fmt.Errorf("%w: %s holds %.40q", ErrNotRegister, recipe.ShortPath(path), raw)
 	}
 	t, err := fence.ParseToken(string(line[len(header):]))
 	if err != nil {
-		return Value{}, fmt.Errorf("%w: %s: %w", ErrNotRegister, path, err)
+		return Value{}, fmt.Errorf("%w: %s: %w", ErrNotRegister, recipe.ShortPath(path), err)
 	}
 	return Value{Token: t, Data: data, Version: version}, nil
 }
