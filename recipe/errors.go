@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"strings"
 	"syscall"
 
 	"github.com/go-zookeeper/zk"
@@ -141,6 +142,42 @@ func ShortPath(p string) string {
 	return p
 }
 
+// errorf is fmt.Errorf for an error of this package that wraps others of
+// it: the message names the package once ("recipe: invalid option: request
+// over the ZooKeeper packet limit: ..."), dropping the "recipe: " prefix of
+// every wrapped error's message after the first (or after the format's own
+// prefix). errors.Is and errors.As see every wrapped error, as with
+// fmt.Errorf.
+func errorf(format string, args ...any) error {
+	shown := make([]any, len(args))
+	seen := strings.HasPrefix(format, prefix)
+	for i, a := range args {
+		shown[i] = a
+		if e, ok := a.(error); ok {
+			if seen {
+				shown[i] = unprefixed(e)
+			}
+			seen = true
+		}
+	}
+	return &prefixedOnce{err: fmt.Errorf(format, args...), msg: fmt.Sprintf(strings.ReplaceAll(format, "%w", "%v"), shown...)}
+}
+
+// prefix starts the message of every error of this package.
+const prefix = "recipe: "
+
+// unprefixed is err's message without a leading prefix.
+func unprefixed(err error) string { return strings.TrimPrefix(err.Error(), prefix) }
+
+// prefixedOnce is an error of errorf.
+type prefixedOnce struct {
+	err error // what fmt.Errorf made of it: the wrapping
+	msg string
+}
+
+func (e *prefixedOnce) Error() string { return e.msg }
+func (e *prefixedOnce) Unwrap() error { return e.err }
+
 // Is makes a *PathError match ErrInvalidPath.
 func (e *PathError) Is(target error) bool { return target == ErrInvalidPath }
 
@@ -166,12 +203,13 @@ type OpError struct {
 	Err  error
 }
 
-// Error implements error. A path longer than 200 bytes is shortened.
+// Error implements error. A path longer than 200 bytes is shortened; the
+// "recipe: " that starts the message is not repeated for Err.
 func (e *OpError) Error() string {
 	if e.Path == "" {
-		return fmt.Sprintf("recipe: %s: %v", e.Op, e.Err)
+		return fmt.Sprintf("recipe: %s: %s", e.Op, unprefixed(e.Err))
 	}
-	return fmt.Sprintf("recipe: %s %s: %v", e.Op, ShortPath(e.Path), e.Err)
+	return fmt.Sprintf("recipe: %s %s: %s", e.Op, ShortPath(e.Path), unprefixed(e.Err))
 }
 
 // Unwrap returns the underlying error.

@@ -149,7 +149,7 @@ func (q *Queue) createSize(kind string, data []byte, anchor *anchorSpec) int {
 // the create that carries it, against the packet limit.
 func (q *Queue) checkFrame(data []byte, frame int) error {
 	if len(data) > MaxNodeData {
-		return fmt.Errorf("%w: %w: node data of %d bytes (at most %d)", ErrBadOption, ErrTooLarge, len(data), MaxNodeData)
+		return errorf("%w: %w: node data of %d bytes (at most %d)", ErrBadOption, ErrTooLarge, len(data), MaxNodeData)
 	}
 	if frame > q.s.cfg.maxPacket {
 		return fmt.Errorf("%w: the create of a node of %s with %d bytes of data would be a %d-byte request, over the session's packet limit of %d bytes "+
@@ -215,7 +215,7 @@ func (c *lostSends) note(err error) error {
 // bytes, over DefaultMaxPacket, lost their connection right after they
 // were sent maxLostSends times in a row (err: the last loss).
 func tooLargeLost(size int, err error) error {
-	return fmt.Errorf("%w: the connection was lost right after a request of up to %d bytes was sent, %d times in a row: "+
+	return errorf("%w: the connection was lost right after a request of up to %d bytes was sent, %d times in a row: "+
 		"not sent again, as the servers may refuse a request over their default limit of %d bytes by dropping the connection "+
 		"(their jute.maxbuffer may be below the session's packet limit: see recipe.WithMaxPacket): %w",
 		ErrTooLarge, size, maxLostSends, DefaultMaxPacket, err)

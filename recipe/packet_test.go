@@ -3,6 +3,7 @@ package recipe
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sort"
 	"strings"
@@ -238,6 +239,9 @@ func TestOverTheServersLimitNotSentAgain(t *testing.T) {
 	if len(err.Error()) > 1000 {
 		t.Fatalf("the error quotes the whole path: %d bytes", len(err.Error()))
 	}
+	if strings.Count(err.Error(), "recipe: ") != 1 {
+		t.Errorf("the error repeats its prefix: %v", err)
+	}
 	const gaveUp = "cleanup delete given up: the node, if it exists, stays until the session ends"
 	zktest.Eventually(t, 40*time.Second, "the cleaner giving up", func() bool {
 		return s.PendingCleanup() == 0 && len(rec.find(gaveUp, "", "")) > 0
@@ -267,5 +271,42 @@ func TestOverTheServersLimitNotSentAgain(t *testing.T) {
 			}
 			return true
 		})
+	}
+}
+
+// TestMessagesNameThePackageOnce (issue 14): an error of several kinds, or
+// wrapping another error of this package, says "recipe: " once, and still
+// matches every kind.
+func TestMessagesNameThePackageOnce(t *testing.T) {
+	s := connect(t, zktest.Shared(t).Servers())
+	q, err := NewQueue(s, "/once", []string{"lock-"}, FirstHolds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	auth := func() error {
+		_, err := Connect(context.Background(), []string{"127.0.0.1:2181"}, WithAuth("digest", make([]byte, DefaultMaxPacket)))
+		return err
+	}()
+	wrapped := opErr("create", "/once", errorf("%w (%w)", ErrLeaseLost, fmt.Errorf("%w: disconnected", ErrSuspended)))
+	for _, c := range []struct {
+		err  error
+		want []error
+	}{
+		{q.CheckNodeData(make([]byte, MaxNodeData+1)), []error{ErrBadOption, ErrTooLarge}},
+		{auth, []error{ErrBadOption, ErrTooLarge}},
+		{wrapped, []error{ErrLeaseLost, ErrSuspended}},
+	} {
+		for _, w := range c.want {
+			if !errors.Is(c.err, w) {
+				t.Errorf("%v does not match %v", c.err, w)
+			}
+		}
+		if n := strings.Count(fmt.Sprint(c.err), "recipe: "); n != 1 {
+			t.Errorf("%q says \"recipe: \" %d times", c.err, n)
+		}
+	}
+	if got, want := q.CheckNodeData(make([]byte, MaxNodeData+1)).Error(),
+		"recipe: invalid option: request over the ZooKeeper packet limit: node data of 524289 bytes (at most 524288)"; got != want {
+		t.Errorf("got %q, want %q", got, want)
 	}
 }

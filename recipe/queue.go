@@ -196,7 +196,7 @@ func (q *Queue) AcquireAnchored(ctx context.Context, kind string, data []byte, a
 		return nil, fmt.Errorf("%w: the anchor must be a lease of the same queue directory and session", ErrBadOption)
 	}
 	if a.ctx.Err() != nil {
-		return nil, fmt.Errorf("%w (%w)", ErrLeaseLost, context.Cause(a.ctx))
+		return nil, errorf("%w (%w)", ErrLeaseLost, context.Cause(a.ctx))
 	}
 	n, ok := ParseNodeName(path.Base(a.path), a.kinds)
 	if !ok {
@@ -400,7 +400,7 @@ func (q *Queue) join(ctx context.Context, kind string, data []byte, anchor *anch
 			// The connection failed because the session it served is
 			// lost (expired, or presumed expired by the watchdog): say so,
 			// so that a caller can join again on the next session.
-			err = fmt.Errorf("%w (%w)", context.Cause(ep.ctx), err)
+			err = errorf("%w (%w)", context.Cause(ep.ctx), err)
 		}
 		return nil, err
 	}
@@ -938,7 +938,7 @@ func (q *Queue) create(ctx context.Context, guid, kind string, data []byte, anch
 					p = res[1].String
 				}
 				if errors.Is(err, zk.ErrNoNode) {
-					return fmt.Errorf("%w (%w: the anchor %s is gone)", ErrLeaseLost, ErrNodeDeleted, path.Base(anchor.path))
+					return errorf("%w (%w: the anchor %s is gone)", ErrLeaseLost, ErrNodeDeleted, path.Base(anchor.path))
 				}
 			} else {
 				p, err = s.conn.Create(prefix, data, zk.FlagEphemeral|zk.FlagSequence, s.cfg.acl)

@@ -151,7 +151,7 @@ func Connect(ctx context.Context, servers []string, opts ...Option) (*Session, e
 	}
 	for _, a := range cfg.auth {
 		if n := authFrame(a.scheme, a.auth); n > cfg.maxPacket {
-			return nil, fmt.Errorf("%w: %w: WithAuth(%q) would be a %d-byte request, over the packet limit of %d bytes",
+			return nil, errorf("%w: %w: WithAuth(%q) would be a %d-byte request, over the packet limit of %d bytes",
 				ErrBadOption, ErrTooLarge, a.scheme, n, cfg.maxPacket)
 		}
 	}
