@@ -103,8 +103,19 @@ func (w *dialWatch) dialed(addr string, err error) {
 	}
 	w.refused++
 	if n := w.addrs(); n > 0 && w.refused >= 2*n && w.giveUp != nil {
-		w.giveUp(fmt.Errorf("every server refused the connection (nothing listens at its %d address(es)): %w", n, err))
+		w.giveUp(fmt.Errorf("every server refused the connection (nothing listens at %s): %w", itsAddresses(n), err))
 	}
+}
+
+// itsAddresses names n addresses of the servers in a message.
+func itsAddresses(n int) string {
+	switch n {
+	case 1:
+		return "its address"
+	case 2:
+		return "either of its 2 addresses"
+	}
+	return fmt.Sprintf("any of its %d addresses", n)
 }
 
 // failedBeforeHandshake records a connection to addr that failed before the

@@ -7,6 +7,7 @@ import (
 	"io"
 	"math"
 	"net"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -187,6 +188,13 @@ func TestConnectRefusedAnswersEarly(t *testing.T) {
 	}
 	if d := time.Since(start); d > 30*time.Second {
 		t.Fatalf("Connect to closed ports took %v (connect timeout 1m)", d)
+	}
+	if !regexp.MustCompile(`nothing listens at (either|any) of its \d+ addresses\)`).MatchString(err.Error()) {
+		t.Errorf("the error does not count the addresses in words: %v", err)
+	}
+	_, err = Connect(ctx, []string{"127.0.0.1:1"}, WithConnectTimeout(time.Minute))
+	if !strings.Contains(fmt.Sprint(err), "nothing listens at its address") {
+		t.Errorf("one address: %v", err)
 	}
 	dctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
 	defer cancel()
