@@ -211,11 +211,20 @@ func portless(servers string) []string {
 func (c *common) logger(stderr io.Writer) *slog.Logger {
 	var lvl slog.Level
 	_ = lvl.UnmarshalText([]byte(c.logLevel)) // checked by check
-	opts := &slog.HandlerOptions{Level: lvl}
+	opts := &slog.HandlerOptions{Level: lvl, ReplaceAttr: durationText}
 	if c.logFormat == "json" {
 		return slog.New(slog.NewJSONHandler(stderr, opts))
 	}
 	return slog.New(slog.NewTextHandler(stderr, opts))
+}
+
+// durationText logs a duration as Go writes it ("1.5s", "250ms"), in JSON
+// too, where slog would give a number of nanoseconds without a unit.
+func durationText(_ []string, a slog.Attr) slog.Attr {
+	if a.Value.Kind() == slog.KindDuration {
+		a.Value = slog.StringValue(a.Value.Duration().String())
+	}
+	return a
 }
 
 // connect opens the Session; on failure it logs and returns the exit
