@@ -52,8 +52,9 @@ type config struct {
 // WithBackOff sets the backoff Run waits between acquisitions: after a
 // failed Acquire, after fn returned an error while leading, and (reset
 // first) after every other end of leadership. newBackOff is called once per
-// Run call. Run stops only when its ctx ends: a policy that returns
-// backoff.Stop waits MaxBackOff. Default: exponential from 100 ms to
+// Run call. The policy never ends Run (ctx does, or an error that
+// retrying cannot cure: see Run): when it returns backoff.Stop, Run waits
+// MaxBackOff. Default: exponential from 100 ms to
 // MaxBackOff, randomized by ±50 %, without a total limit. A nil newBackOff
 // means the default.
 func WithBackOff(newBackOff func() backoff.BackOff) Option {
