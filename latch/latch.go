@@ -37,9 +37,11 @@
 //     re-create it and elect a leader. Re-joins back off (50 ms doubling to
 //     2 s) when they keep failing; they never spin. An error that retrying
 //     cannot cure (recipe.Permanent: another recipe's nodes in the
-//     directory, recipe.ErrMixedRecipes; an ACL refusal) is not retried:
-//     it ends the participant (logged at error level, its node deleted),
-//     Await returns it and listeners get a final Change with it as Cause.
+//     directory, recipe.ErrMixedRecipes, once the next attempt after the
+//     backoff meets them too, as recipe.Stopper says; an ACL refusal) is
+//     not retried: it ends the participant (logged at error level, its
+//     node deleted), Await returns it and listeners get a final Change
+//     with it as Cause.
 //   - Before leadership is claimed, the engine reads the node's Stat and
 //     checks that its ephemeral owner is the current ZooKeeper session
 //     (recipe.Queue's grant): a node created under an earlier session of
@@ -322,6 +324,7 @@ func (l *Latch) run(t *recipe.Ticket, done chan struct{}) {
 		_ = t.Leave(context.Background())
 	}()
 	b := recipe.LoopBackOff(backoffInitial, backoffMax)
+	var stop recipe.Stopper
 	pause := false
 	for {
 		if pause && recipe.Pause(ctx, b, backoffMax) != nil {
@@ -340,7 +343,7 @@ func (l *Latch) run(t *recipe.Ticket, done chan struct{}) {
 				if ctx.Err() != nil {
 					return
 				}
-				if recipe.Permanent(err) {
+				if stop.Stop(err, recipe.Permanent(err)) {
 					l.stop(err)
 					return
 				}
@@ -361,7 +364,7 @@ func (l *Latch) run(t *recipe.Ticket, done chan struct{}) {
 			if ctx.Err() != nil {
 				return
 			}
-			if recipe.Permanent(err) {
+			if stop.Stop(err, recipe.Permanent(err)) {
 				l.stop(err)
 				return
 			}
@@ -380,6 +383,7 @@ func (l *Latch) run(t *recipe.Ticket, done chan struct{}) {
 		}
 		pause = false
 		b.Reset()
+		stop.Stop(nil, false)
 		g := &grant{l: l, inner: lease, at: time.Now()}
 		if !l.lead(g) {
 			return // closed meanwhile: the deferred Leave releases it
