@@ -917,3 +917,51 @@ func TestRunOutlivesAStrayNode(t *testing.T) {
 		t.Fatalf("Run stopped with %v, want context.Canceled", err)
 	}
 }
+
+// TestObserveEndsOnAnotherRecipesNodes (issue 14): Observe on a directory
+// another recipe keeps using (a mutex's) cannot deliver anything, ever: it
+// closes its channel, after a second read a second later confirmed it,
+// with one error line (it warned every second for ever).
+func TestObserveEndsOnAnotherRecipesNodes(t *testing.T) {
+	cl := zktest.Shared(t)
+	m, err := mutex.New(connect(t, cl), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	held, err := m.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs := &logCapture{}
+	e := newElection(t, connect(t, cl, recipe.WithLogger(slog.New(logs))), dir)
+	select {
+	case o, ok := <-e.Observe(ctx):
+		if ok {
+			t.Fatalf("Observe on a mutex's directory delivered %+v", o)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("Observe on a mutex's directory did not end")
+	}
+	if ctx.Err() != nil {
+		t.Fatal("the channel closed with ctx")
+	}
+	logs.mu.Lock()
+	var warns, errs int
+	for _, m := range logs.msgs {
+		switch {
+		case strings.HasPrefix(m, "observe: reading the queue head failed; retrying"):
+			warns++
+		case strings.HasPrefix(m, "observe: reading the queue head failed, and retrying cannot help"):
+			errs++
+		}
+	}
+	logs.mu.Unlock()
+	if warns != 1 || errs != 1 {
+		t.Errorf("%d warnings and %d errors, want one of each: %q", warns, errs, logs.msgs)
+	}
+	if err := held.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
