@@ -232,7 +232,7 @@ func Connect(ctx context.Context, servers []string, opts ...Option) (*Session, e
 	s.wg.Add(2)
 	go s.watchdog()
 	go s.janitor()
-	s.log.Info("session connected", "session", fmt.Sprintf("0x%x", s.ID()), "timeout", s.SessionTimeout(), "chroot", chroot, "policy", cfg.policy.String())
+	s.log.Info("session connected", "session", fmt.Sprintf("0x%x", s.ID()), "timeout", s.SessionTimeout(), "chroot", ShortPath(chroot), "policy", cfg.policy.String())
 	return s, nil
 }
 
