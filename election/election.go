@@ -94,8 +94,9 @@ func WithLogger(l *slog.Logger) Option { return func(e *Election) { e.log = l } 
 // WithBackOff sets the backoff Run waits between campaigns: after a failed
 // campaign, after a leader function that returned an error, and (reset
 // first) after every other end of leadership. newBackOff is called once per
-// Run call. Run stops only when its ctx ends: a policy that returns
-// backoff.Stop waits MaxRunBackOff. Default: exponential from 100 ms to
+// Run call. The policy never ends Run (ctx does, or an error that
+// retrying cannot cure: see Run): when it returns backoff.Stop, Run waits
+// MaxRunBackOff. Default: exponential from 100 ms to
 // MaxRunBackOff, randomized by ±50 %, without a total limit. A nil
 // newBackOff means the default.
 func WithBackOff(newBackOff func() backoff.BackOff) Option {

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cenkalti/backoff/v4"
+
 	"github.com/zkrecipes/zkrecipes/election"
 	"github.com/zkrecipes/zkrecipes/fence"
 	"github.com/zkrecipes/zkrecipes/mutex"
@@ -798,7 +800,10 @@ func TestRunStopsOnAnotherRecipesNodes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := startRun(newElection(t, connect(t, cl), dir), "candidate", func(context.Context, fence.Token) error {
+	g := newGate()
+	close(g.open)
+	e := newElection(t, connect(t, cl), dir, election.WithBackOff(func() backoff.BackOff { return g }))
+	r := startRun(e, "candidate", func(context.Context, fence.Token) error {
 		t.Error("the candidate led beside the mutex's holder")
 		return nil
 	})
@@ -811,17 +816,150 @@ func TestRunStopsOnAnotherRecipesNodes(t *testing.T) {
 		r.stop(t, 10*time.Second)
 		t.Fatal("Run kept campaigning on a mutex's directory")
 	}
+	// Confirmed by a second campaign, after one backoff.
+	if n := g.calls(); n != 1 {
+		t.Errorf("Run waited %d backoffs before it stopped, want 1", n)
+	}
 	if c := in.Children(dir); len(c) != 1 || !strings.HasSuffix(c[0], mutex.Kind+"0000000000") {
 		t.Fatalf("children %q, want the mutex's node alone", c)
 	}
 	// Reading the directory as an election is refused too: there is no
 	// leader, but not because nobody holds it.
-	e := newElection(t, connect(t, cl), dir)
+	e = newElection(t, connect(t, cl), dir)
 	if l, err := e.Leader(ctx); !errors.Is(err, recipe.ErrMixedRecipes) {
 		t.Fatalf("Leader on a mutex's directory: %+v, %v; want recipe.ErrMixedRecipes", l, err)
 	}
 	if ps, err := e.Participants(ctx); !errors.Is(err, recipe.ErrMixedRecipes) {
 		t.Fatalf("Participants on a mutex's directory: %v, %v; want recipe.ErrMixedRecipes", ps, err)
+	}
+	if err := held.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// gate is a backoff policy whose first wait lasts until open is closed
+// (paused is closed when it starts); every wait is 1 ms otherwise.
+type gate struct {
+	paused, open chan struct{}
+	mu           sync.Mutex
+	n            int
+}
+
+func newGate() *gate { return &gate{paused: make(chan struct{}), open: make(chan struct{})} }
+
+func (g *gate) NextBackOff() time.Duration {
+	g.mu.Lock()
+	g.n++
+	first := g.n == 1
+	g.mu.Unlock()
+	if first {
+		close(g.paused)
+		<-g.open
+	}
+	return time.Millisecond
+}
+
+func (g *gate) Reset() {}
+
+func (g *gate) calls() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.n
+}
+
+// TestRunOutlivesAStrayNode (issue 14): another recipe's node that is on
+// the election's path for a moment only (a lock taken there by mistake,
+// and released) does not end Run: the campaign that meets it backs off,
+// and the next one, which no longer does, leads. (A node that stays ends
+// Run at the second campaign: TestRunStopsOnAnotherRecipesNodes.)
+func TestRunOutlivesAStrayNode(t *testing.T) {
+	cl := zktest.Shared(t)
+	m, err := mutex.New(connect(t, cl), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	stray, err := m.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := newGate()
+	e := newElection(t, connect(t, cl), dir, election.WithBackOff(func() backoff.BackOff { return g }))
+	led := make(chan fence.Token, 1)
+	r := startRun(e, "candidate", func(ctx context.Context, token fence.Token) error {
+		select {
+		case led <- token:
+		default:
+		}
+		<-ctx.Done()
+		return nil
+	})
+	select {
+	case <-g.paused: // the first campaign met the stray node, and backs off
+	case err := <-r.done:
+		t.Fatalf("Run ended on another recipe's node met once: %v", err)
+	case <-ctx.Done():
+		t.Fatal("the first campaign never backed off")
+	}
+	if err := stray.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	close(g.open)
+	select {
+	case <-led:
+	case err := <-r.done:
+		t.Fatalf("Run ended after the stray node went: %v", err)
+	case <-ctx.Done():
+		t.Fatal("no leadership after the stray node went")
+	}
+	if err := r.stop(t, 20*time.Second); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Run stopped with %v, want context.Canceled", err)
+	}
+}
+
+// TestObserveEndsOnAnotherRecipesNodes (issue 14): Observe on a directory
+// another recipe keeps using (a mutex's) cannot deliver anything, ever: it
+// closes its channel, after a second read a second later confirmed it,
+// with one error line (it warned every second for ever).
+func TestObserveEndsOnAnotherRecipesNodes(t *testing.T) {
+	cl := zktest.Shared(t)
+	m, err := mutex.New(connect(t, cl), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	held, err := m.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs := &logCapture{}
+	e := newElection(t, connect(t, cl, recipe.WithLogger(slog.New(logs))), dir)
+	select {
+	case o, ok := <-e.Observe(ctx):
+		if ok {
+			t.Fatalf("Observe on a mutex's directory delivered %+v", o)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("Observe on a mutex's directory did not end")
+	}
+	if ctx.Err() != nil {
+		t.Fatal("the channel closed with ctx")
+	}
+	logs.mu.Lock()
+	var warns, errs int
+	for _, m := range logs.msgs {
+		switch {
+		case strings.HasPrefix(m, "observe: reading the queue head failed; retrying"):
+			warns++
+		case strings.HasPrefix(m, "observe: reading the queue head failed, and retrying cannot help"):
+			errs++
+		}
+	}
+	logs.mu.Unlock()
+	if warns != 1 || errs != 1 {
+		t.Errorf("%d warnings and %d errors, want one of each: %q", warns, errs, logs.msgs)
 	}
 	if err := held.Release(ctx); err != nil {
 		t.Fatal(err)

@@ -15,9 +15,14 @@ import (
 // latest state known at that moment. Consecutive observations always differ
 // (a different leader node, or a change between leader and no leader).
 //
-// The channel is closed when ctx ends or the Session is closed; nothing is
-// delivered after that. A reader that stops reading must end ctx, or the
-// observer's goroutines and its watch registration stay until then.
+// The channel is closed when ctx ends or the Session is closed, and on an
+// error that retrying cannot cure (logged once at error level): another
+// recipe's nodes in the directory (recipe.ErrMixedRecipes, met by two reads
+// in a row a second apart), an ACL refusal. So a channel closed while ctx
+// is live and the Session open means such an error, as etcd's Observe
+// closes its channel when it cannot go on. Nothing is delivered after the
+// close. A reader that stops reading must end ctx, or the observer's
+// goroutines and its watch registration stay until then.
 //
 // Observe reports znodes, not leases: a leader whose connection is SUSPENDED
 // has already given leadership up (its lease ended) but is reported until
@@ -27,8 +32,8 @@ import (
 // It is recipe.ObserveHeadAs (one goroutine, never blocking the client's
 // event delivery; ZooKeeper operations per change: getChildren and getData
 // of the first node, and one watch shared with the Session's other waiters).
-// Failing reads are retried (and logged by the Session); the last delivered
-// state stays current meanwhile.
+// Other failing reads are retried (and logged at warning level); the last
+// delivered state stays current meanwhile.
 func (e *Election) Observe(ctx context.Context) <-chan Observation {
 	ch, _ := recipe.ObserveHeadAs(ctx, e.q, observation) // cannot fail: both are set
 	return ch

@@ -38,7 +38,8 @@ import (
 // ErrCampaigning (the Election is already campaigning or leading: use one
 // Election per Run), or a campaign error that retrying cannot cure
 // (recipe.Permanent): recipe.ErrMixedRecipes (the directory holds another
-// recipe's nodes, e.g. a mutex's), recipe.ErrNoPermission (an ACL
+// recipe's nodes, e.g. a mutex's; met by two campaigns in a row, the second
+// after the backoff, as leader.Run says), recipe.ErrNoPermission (an ACL
 // refusal), recipe.ErrTooLarge and recipe.ErrBadOption (value too large,
 // nil e or fn), recipe.ErrSessionClosed (the session was closed). Any other
 // campaign error (recipe.ErrSessionLost, recipe.ErrNodeDeleted when the
@@ -56,7 +57,7 @@ func Run(ctx context.Context, e *Election, value []byte, fn func(ctx context.Con
 		return fmt.Errorf("campaign value: %w", err)
 	}
 	return leader.Run(ctx, candidate{e, value}, fn, leader.WithBackOff(e.backoff),
-		leader.WithLogger(e.log.With("dir", e.Path())), leader.WithPermanent(ErrCampaigning))
+		leader.WithLogger(e.log.With("dir", recipe.ShortPath(e.Path()))), leader.WithPermanent(ErrCampaigning))
 }
 
 // candidate is e campaigning with value, as the recipe.Lock of leader.Run:

@@ -3,6 +3,7 @@ package latch_test
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"slices"
 	"strings"
 	"sync"
@@ -22,9 +23,9 @@ const dir = "/election/job"
 
 // newLatch builds a Latch (closed at cleanup, before its session) or fails
 // the test.
-func newLatch(t testing.TB, s *recipe.Session, id string) *latch.Latch {
+func newLatch(t testing.TB, s *recipe.Session, id string, opts ...latch.Option) *latch.Latch {
 	t.Helper()
-	l, err := latch.New(s, dir, id)
+	l, err := latch.New(s, dir, id, opts...)
 	if err != nil {
 		t.Fatalf("latch.New(%q): %v", id, err)
 	}
@@ -205,4 +206,42 @@ func inspect(t testing.TB, cl *zktest.Cluster) *zktest.Inspector { return zktest
 func eventually(t testing.TB, d time.Duration, what string, cond func() bool) {
 	t.Helper()
 	zktest.Eventually(t, d, what, cond)
+}
+
+// pauseAt is a slog handler that counts the records with message msg, and
+// holds the first one (the goroutine logging it) until release is closed,
+// closing met when it arrives.
+type pauseAt struct {
+	msg          string
+	met, release chan struct{}
+	mu           sync.Mutex
+	n            int
+}
+
+func newPauseAt(msg string) *pauseAt {
+	return &pauseAt{msg: msg, met: make(chan struct{}), release: make(chan struct{})}
+}
+
+func (p *pauseAt) Enabled(context.Context, slog.Level) bool { return true }
+func (p *pauseAt) Handle(_ context.Context, r slog.Record) error {
+	if r.Message != p.msg {
+		return nil
+	}
+	p.mu.Lock()
+	p.n++
+	first := p.n == 1
+	p.mu.Unlock()
+	if first {
+		close(p.met)
+		<-p.release
+	}
+	return nil
+}
+func (p *pauseAt) WithAttrs([]slog.Attr) slog.Handler { return p }
+func (p *pauseAt) WithGroup(string) slog.Handler      { return p }
+
+func (p *pauseAt) count() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.n
 }

@@ -37,9 +37,11 @@
 //     re-create it and elect a leader. Re-joins back off (50 ms doubling to
 //     2 s) when they keep failing; they never spin. An error that retrying
 //     cannot cure (recipe.Permanent: another recipe's nodes in the
-//     directory, recipe.ErrMixedRecipes; an ACL refusal) is not retried:
-//     it ends the participant (logged at error level, its node deleted),
-//     Await returns it and listeners get a final Change with it as Cause.
+//     directory, recipe.ErrMixedRecipes, once the next attempt after the
+//     backoff meets them too, as recipe.Stopper says; an ACL refusal) is
+//     not retried: it ends the participant (logged at error level, its
+//     node deleted), Await returns it and listeners get a final Change
+//     with it as Cause.
 //   - Before leadership is claimed, the engine reads the node's Stat and
 //     checks that its ephemeral owner is the current ZooKeeper session
 //     (recipe.Queue's grant): a node created under an earlier session of
@@ -322,6 +324,7 @@ func (l *Latch) run(t *recipe.Ticket, done chan struct{}) {
 		_ = t.Leave(context.Background())
 	}()
 	b := recipe.LoopBackOff(backoffInitial, backoffMax)
+	var stop recipe.Stopper
 	pause := false
 	for {
 		if pause && recipe.Pause(ctx, b, backoffMax) != nil {
@@ -340,11 +343,11 @@ func (l *Latch) run(t *recipe.Ticket, done chan struct{}) {
 				if ctx.Err() != nil {
 					return
 				}
-				if recipe.Permanent(err) {
+				if stop.Stop(err, recipe.Permanent(err)) {
 					l.stop(err)
 					return
 				}
-				l.log.Warn("latch: re-joining failed; retrying", "dir", l.q.Dir(), "id", l.id, "err", err)
+				l.log.Warn("latch: re-joining failed; retrying", "dir", recipe.ShortPath(l.q.Dir()), "id", l.id, "err", err)
 				pause = true
 				continue
 			}
@@ -352,7 +355,7 @@ func (l *Latch) run(t *recipe.Ticket, done chan struct{}) {
 			l.mu.Lock()
 			l.ticket = t
 			l.mu.Unlock()
-			l.log.Info("latch: re-joined", "dir", l.q.Dir(), "id", l.id, "node", t.Name(),
+			l.log.Info("latch: re-joined", "dir", recipe.ShortPath(l.q.Dir()), "id", l.id, "node", t.Name(),
 				"session", fmt.Sprintf("0x%x", t.SessionID()), "after", why)
 		}
 		start := time.Now()
@@ -361,12 +364,12 @@ func (l *Latch) run(t *recipe.Ticket, done chan struct{}) {
 			if ctx.Err() != nil {
 				return
 			}
-			if recipe.Permanent(err) {
+			if stop.Stop(err, recipe.Permanent(err)) {
 				l.stop(err)
 				return
 			}
 			if t.Err() == nil {
-				l.log.Warn("latch: waiting for leadership failed; retrying", "dir", l.q.Dir(), "id", l.id, "err", err)
+				l.log.Warn("latch: waiting for leadership failed; retrying", "dir", recipe.ShortPath(l.q.Dir()), "id", l.id, "err", err)
 			}
 			// A wait that failed at once backs off; one that waited long
 			// (a session lost after a while) re-joins at once.
@@ -380,6 +383,7 @@ func (l *Latch) run(t *recipe.Ticket, done chan struct{}) {
 		}
 		pause = false
 		b.Reset()
+		stop.Stop(nil, false)
 		g := &grant{l: l, inner: lease, at: time.Now()}
 		if !l.lead(g) {
 			return // closed meanwhile: the deferred Leave releases it
@@ -433,7 +437,7 @@ func (l *Latch) stop(err error) {
 		l.end(recipe.ErrSessionClosed)
 		return
 	}
-	l.log.Error("latch: stopped: retrying cannot help", "dir", l.q.Dir(), "id", l.id, "err", err)
+	l.log.Error("latch: stopped: retrying cannot help", "dir", recipe.ShortPath(l.q.Dir()), "id", l.id, "err", err)
 	l.end(err)
 }
 
@@ -602,7 +606,7 @@ func (l *Latch) Leader(ctx context.Context) (recipe.Participant, error) {
 		return recipe.Participant{}, err
 	}
 	if !h.Present {
-		return recipe.Participant{}, fmt.Errorf("%w: %s", ErrNoLeader, l.q.Dir())
+		return recipe.Participant{}, fmt.Errorf("%w: %s", ErrNoLeader, recipe.ShortPath(l.q.Dir()))
 	}
 	return h.Node, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -966,7 +967,9 @@ func TestStopsOnAnotherRecipesNodes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := newLatch(t, rtest.Connect(t, cl), "p")
+	retried := newPauseAt(waitFailed)
+	close(retried.release)
+	l := newLatch(t, rtest.Connect(t, cl), "p", latch.WithLogger(slog.New(retried)))
 	changes := l.Listen(ctx)
 	if err := l.Start(ctx); err != nil {
 		t.Fatal(err)
@@ -975,6 +978,10 @@ func TestStopsOnAnotherRecipesNodes(t *testing.T) {
 	defer acancel()
 	if _, err := l.Await(actx); !errors.Is(err, recipe.ErrMixedRecipes) {
 		t.Fatalf("Await: %v, want recipe.ErrMixedRecipes", err)
+	}
+	// Confirmed by a second wait, after one backoff.
+	if n := retried.count(); n != 1 {
+		t.Errorf("%d waits met the mutex's node and were retried before the participant stopped, want 1", n)
 	}
 	select {
 	case c := <-changes:
@@ -990,5 +997,54 @@ func TestStopsOnAnotherRecipesNodes(t *testing.T) {
 	})
 	if err := held.Release(ctx); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// waitFailed is the warning of a participant whose wait for leadership
+// failed and is retried after a backoff.
+const waitFailed = "latch: waiting for leadership failed; retrying"
+
+// TestOutlivesAStrayNode (issue 14): another recipe's node that is on the
+// latch's path for a moment only (a lock taken there by mistake, and
+// released) does not end the participant: the wait that meets it backs
+// off, and the next one, which no longer does, leads. (A node that stays
+// ends it at the second wait: TestStopsOnAnotherRecipesNodes.)
+func TestOutlivesAStrayNode(t *testing.T) {
+	cl := zktest.Shared(t)
+	m, err := mutex.New(rtest.Connect(t, cl), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	stray, err := m.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The participant's loop is held in its warning about the first wait
+	// until the stray node is gone.
+	p := newPauseAt(waitFailed)
+	l := newLatch(t, rtest.Connect(t, cl), "p", latch.WithLogger(slog.New(p)))
+	if err := l.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	awaited := make(chan error, 1)
+	go func() {
+		_, err := l.Await(ctx)
+		awaited <- err
+	}()
+	select {
+	case <-p.met:
+	case err := <-awaited:
+		t.Fatalf("Await = %v before the first wait was retried", err)
+	case <-ctx.Done():
+		t.Fatal("no wait met the stray node")
+	}
+	if err := stray.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	close(p.release)
+	if err := <-awaited; err != nil {
+		t.Fatalf("Await after the stray node went: %v, want leadership", err)
 	}
 }

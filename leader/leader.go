@@ -52,8 +52,9 @@ type config struct {
 // WithBackOff sets the backoff Run waits between acquisitions: after a
 // failed Acquire, after fn returned an error while leading, and (reset
 // first) after every other end of leadership. newBackOff is called once per
-// Run call. Run stops only when its ctx ends: a policy that returns
-// backoff.Stop waits MaxBackOff. Default: exponential from 100 ms to
+// Run call. The policy never ends Run (ctx does, or an error that
+// retrying cannot cure: see Run): when it returns backoff.Stop, Run waits
+// MaxBackOff. Default: exponential from 100 ms to
 // MaxBackOff, randomized by ±50 %, without a total limit. A nil newBackOff
 // means the default.
 func WithBackOff(newBackOff func() backoff.BackOff) Option {
@@ -125,9 +126,13 @@ func (c *config) isPermanent(err error) bool {
 // Acquire error that retrying cannot cure (recipe.Permanent:
 // recipe.ErrSessionClosed when the session was closed, recipe.ErrNoPermission,
 // recipe.ErrMixedRecipes, recipe.ErrInvalidPath, recipe.ErrTooLarge,
-// recipe.ErrBadOption; and the errors of WithPermanent). Any other Acquire
-// error (recipe.ErrSessionLost, a connection failure, ...) is logged and
-// retried. Errors of its own: recipe.ErrBadOption for a nil lock or fn.
+// recipe.ErrBadOption; and the errors of WithPermanent). recipe.ErrMixedRecipes
+// ends it only when confirmed (recipe.Stopper): when the next Acquire,
+// after the backoff, fails with it too, so that another recipe's node
+// that is on the path for a moment only does not stop a standing leader.
+// Any other Acquire error (recipe.ErrSessionLost, a connection failure,
+// ...) is logged and retried. Errors of its own: recipe.ErrBadOption for a
+// nil lock or fn.
 func Run(ctx context.Context, lock recipe.Lock, fn func(ctx context.Context, token fence.Token) error, opts ...Option) error {
 	switch {
 	case lock == nil:
@@ -148,6 +153,7 @@ func Run(ctx context.Context, lock recipe.Lock, fn func(ctx context.Context, tok
 		c.log = slog.Default()
 	}
 	b := c.backoff()
+	var stop recipe.Stopper
 	for {
 		if ctx.Err() != nil {
 			return context.Cause(ctx)
@@ -157,12 +163,20 @@ func Run(ctx context.Context, lock recipe.Lock, fn func(ctx context.Context, tok
 			if ctx.Err() != nil {
 				return context.Cause(ctx)
 			}
-			if c.isPermanent(err) {
+			permanent := c.isPermanent(err)
+			if stop.Stop(err, permanent) {
 				return err
 			}
-			c.log.Warn("leader: acquiring the lock failed; retrying", "err", err)
-		} else if failed := c.lead(ctx, lease, fn); !failed {
-			b.Reset()
+			if permanent {
+				c.log.Warn("leader: another recipe's nodes are on the lock's path; trying once more before stopping", "err", err)
+			} else {
+				c.log.Warn("leader: acquiring the lock failed; retrying", "err", err)
+			}
+		} else {
+			stop.Stop(nil, false)
+			if failed := c.lead(ctx, lease, fn); !failed {
+				b.Reset()
+			}
 		}
 		if err := recipe.Pause(ctx, b, MaxBackOff); err != nil {
 			return err

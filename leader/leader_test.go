@@ -127,8 +127,8 @@ func (f *failingLock) Acquire(ctx context.Context) (recipe.Lease, error) {
 }
 
 // TestPermanentErrorsEnd: an Acquire error that retrying cannot cure ends
-// Run with that error (recipe.Permanent, or WithPermanent's); another one
-// is retried.
+// Run with that error (recipe.Permanent, or WithPermanent's; another
+// recipe's nodes once confirmed); another one is retried.
 func TestPermanentErrorsEnd(t *testing.T) {
 	ctx := context.Background()
 	fn := func(context.Context, fence.Token) error { return nil }
@@ -164,6 +164,25 @@ func TestPermanentErrorsEnd(t *testing.T) {
 	case <-led:
 	default:
 		t.Errorf("Run did not lead after two transient errors: %v", err)
+	}
+
+	// recipe.ErrMixedRecipes ends Run only when the next Acquire meets it
+	// too (recipe.Stopper): once, the loop goes on to lead; twice in a
+	// row, it ends.
+	zero := leader.WithBackOff(func() backoff.BackOff { return &backoff.ZeroBackOff{} })
+	m3, _ := memLock(t)
+	led3 := false
+	rctx3, stop3 := context.WithCancel(ctx)
+	defer stop3()
+	f3 := &failingLock{Lock: m3, n: 1, err: recipe.ErrMixedRecipes}
+	err = leader.Run(rctx3, f3, func(context.Context, fence.Token) error { led3 = true; stop3(); return nil }, quiet, zero)
+	if !led3 {
+		t.Errorf("Run did not lead after recipe.ErrMixedRecipes once: %v", err)
+	}
+	m4, _ := memLock(t)
+	f4 := &failingLock{Lock: m4, n: 2, err: recipe.ErrMixedRecipes}
+	if err := leader.Run(ctx, f4, fn, quiet, zero); !errors.Is(err, recipe.ErrMixedRecipes) || f4.n != 0 {
+		t.Errorf("Run after recipe.ErrMixedRecipes twice = %v (%d failures left), want the error after both", err, f4.n)
 	}
 }
 

@@ -128,10 +128,10 @@ func (rw *RWMutex) Path() string { return rw.q.Dir() }
 func (rw *RWMutex) Downgrade(ctx context.Context, write recipe.Lease) (recipe.Lease, error) {
 	p, ok := write.(interface{ Path() string })
 	if !ok || path.Dir(p.Path()) != rw.q.Dir() {
-		return nil, fmt.Errorf("%w: Downgrade needs a write lease of %s", recipe.ErrBadOption, rw.q.Dir())
+		return nil, fmt.Errorf("%w: Downgrade needs a write lease of %s", recipe.ErrBadOption, recipe.ShortPath(rw.q.Dir()))
 	}
 	if n, ok := recipe.ParseNodeName(path.Base(p.Path()), []string{WriteKind}); !ok || n.Anchored {
-		return nil, fmt.Errorf("%w: Downgrade needs a write lease of %s, not %s", recipe.ErrBadOption, rw.q.Dir(), path.Base(p.Path()))
+		return nil, fmt.Errorf("%w: Downgrade needs a write lease of %s, not %s", recipe.ErrBadOption, recipe.ShortPath(rw.q.Dir()), path.Base(p.Path()))
 	}
 	return rw.q.AcquireAnchored(ctx, ReadKind, rw.data, write)
 }

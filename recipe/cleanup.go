@@ -29,6 +29,18 @@ type cleanupItem struct {
 	// gone or not ours, dropped with its session, or failed for good. A
 	// Queue counts its items this way so that Drain waits for them.
 	done func()
+	// sends bounds the requests of its deletes (size 0: from the path,
+	// see sized) and counts their connection losses (see packet.go).
+	sends lostSends
+}
+
+// sized returns c with sends.size set: what a request carrying its path
+// may weigh. (An item by GUID is given its queue's.)
+func (c cleanupItem) sized() cleanupItem {
+	if c.sends.size == 0 {
+		c.sends.size = max(len(c.path), len(c.dir)+1+len(protectedPrefix)+guidLen+seqLen) + pathSlack
+	}
+	return c
 }
 
 func (c cleanupItem) finish() {
@@ -37,11 +49,12 @@ func (c cleanupItem) finish() {
 	}
 }
 
+// String names the node for a log line, its path shortened (ShortPath).
 func (c cleanupItem) String() string {
 	if c.path != "" {
-		return c.path
+		return ShortPath(c.path)
 	}
-	return c.dir + "/*" + c.guid + "*"
+	return ShortPath(c.dir) + "/*" + c.guid + "*"
 }
 
 // deleteOwned deletes a znode of ours, whatever the caller's context has
@@ -51,7 +64,10 @@ func (c cleanupItem) String() string {
 // whose czxid matches, when known). With wait false and the connection down
 // it does not wait for a reconnection. Whatever it cannot finish goes to the
 // Session's cleaner, which retries on every reconnection of that session.
-// It returns nil when the node is gone or was never ours.
+// It returns nil when the node is gone or was never ours. A delete whose
+// requests, over DefaultMaxPacket, lost their connection right after they
+// were sent twice in a row is given up (see packet.go): logged at error
+// level, not handed to the cleaner.
 func (s *Session) deleteOwned(ctx context.Context, it cleanupItem, wait bool) (err error) {
 	queued := false
 	defer func() {
@@ -59,6 +75,7 @@ func (s *Session) deleteOwned(ctx context.Context, it cleanupItem, wait bool) (e
 			it.finish()
 		}
 	}()
+	it = it.sized()
 	if wait || s.State().IsConnected() {
 		timeout := s.cfg.cleanupTimeout
 		if timeout == 0 {
@@ -95,13 +112,13 @@ func (s *Session) deleteOwned(ctx context.Context, it cleanupItem, wait bool) (e
 			// every retry, here or by the cleaner, checks owner and czxid.
 			var tried atomic.Bool
 			first := it // never written: an abandoned attempt may still read it
-			err = s.retry(tctx, func() error {
+			err, _ = s.retryLate(tctx, &it.sends, func() error {
 				cur := first
 				if tried.Swap(true) {
 					cur.byVersion = false
 				}
 				return s.deleteOnce(cur)
-			})
+			}, nil)
 		} else {
 			// Retry only while the connection is up; the cleaner takes over
 			// as soon as it is not.
@@ -109,6 +126,10 @@ func (s *Session) deleteOwned(ctx context.Context, it cleanupItem, wait bool) (e
 				cur := it
 				cur.byVersion = cur.byVersion && attempt == 0
 				err = s.call(tctx, func() error { return s.deleteOnce(cur) }, nil)
+				if gerr := it.sends.note(err); gerr != nil {
+					err = gerr
+					break
+				}
 				if err == nil || !isConnErr(err) || tctx.Err() != nil || !s.State().IsConnected() {
 					break
 				}
@@ -120,6 +141,10 @@ func (s *Session) deleteOwned(ctx context.Context, it cleanupItem, wait bool) (e
 		}
 		if err == nil || errors.Is(err, ErrSessionClosed) {
 			return nil // a closed session's ephemerals are gone with it
+		}
+		if it.sends.lost >= maxLostSends {
+			s.giveUpCleanup(it, err)
+			return err
 		}
 	} else {
 		err = errNotConnected
@@ -143,10 +168,16 @@ func (s *Session) deleteOwned(ctx context.Context, it cleanupItem, wait bool) (e
 	return err
 }
 
+// giveUpCleanup logs the end of a delete given up by the rule of packet.go.
+func (s *Session) giveUpCleanup(it cleanupItem, err error) {
+	s.log.Error("cleanup delete given up: the node, if it exists, stays until the session ends", "node", it.String(), "err", err)
+}
+
 // queueCleanupLocked hands it to the cleaner. An item of a lost session is
 // finished at once (its node went with the session, as far as anyone
 // waiting for it is concerned) but kept, in case the session comes back.
 func (s *Session) queueCleanupLocked(it cleanupItem) {
+	it = it.sized()
 	if s.ownerLostLocked(it.owner) {
 		it.finish()
 		it.done = nil
@@ -302,6 +333,12 @@ func (s *Session) janitor() {
 				if !isConnErr(err) {
 					s.log.Error("session cleaner: delete failed", "node", it.String(), "err", err)
 					it.finish()
+					continue
+				}
+				if gerr := it.sends.note(err); gerr != nil {
+					s.giveUpCleanup(it, gerr)
+					it.finish()
+					connected = false
 					continue
 				}
 				failed = append(failed, it)

@@ -53,6 +53,39 @@ type dialWatch struct {
 	open    string                  // an address whose connection is up but has sent no handshake reply yet
 	refused int                     // consecutive refused dials
 	giveUp  context.CancelCauseFunc // while Connect waits; nil after
+	gone    bool                    // Connect gave up: no more connections (abandon)
+}
+
+// errAbandoned is the dial error after Connect gave up.
+var errAbandoned = errors.New("recipe: Connect gave up: no more connections")
+
+// admit returns track() for a dialled connection c, or closes c and fails
+// when Connect has given up meanwhile: under the same lock as abandon, so
+// that a connection is either refused here or visible to abandon's caller
+// (track stores it as the Session's current connection).
+func (w *dialWatch) admit(c net.Conn, track func() net.Conn) (net.Conn, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.gone {
+		c.Close()
+		return nil, errAbandoned
+	}
+	return track(), nil
+}
+
+// abandon makes every later dial fail at once, and admit refuse a dial
+// in flight.
+func (w *dialWatch) abandon() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.gone = true
+}
+
+// isAbandoned reports whether abandon was called.
+func (w *dialWatch) isAbandoned() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.gone
 }
 
 // dialed records the outcome of a dial of addr.
@@ -70,8 +103,19 @@ func (w *dialWatch) dialed(addr string, err error) {
 	}
 	w.refused++
 	if n := w.addrs(); n > 0 && w.refused >= 2*n && w.giveUp != nil {
-		w.giveUp(fmt.Errorf("every server refused the connection (nothing listens at its %d address(es)): %w", n, err))
+		w.giveUp(fmt.Errorf("every server refused the connection (nothing listens at %s): %w", itsAddresses(n), err))
 	}
+}
+
+// itsAddresses names n addresses of the servers in a message.
+func itsAddresses(n int) string {
+	switch n {
+	case 1:
+		return "its address"
+	case 2:
+		return "either of its 2 addresses"
+	}
+	return fmt.Sprintf("any of its %d addresses", n)
 }
 
 // failedBeforeHandshake records a connection to addr that failed before the

@@ -33,6 +33,9 @@
 //   - Metrics (installed with WithMetrics) receives acquisitions, waiters,
 //     lost leases and state changes, for any metrics library; package
 //     recipe/zkprom adapts it to Prometheus.
+//   - Logs go through log/slog: by default the records of level WARN and
+//     above, to slog.Default()'s handler (WithLogger sets another logger),
+//     so a healthy Session logs nothing and one that keeps failing is seen.
 //
 // The guarantee: while a Lease's Context is not done, its node exists, is
 // owned by the current session, and the connection has not been suspended

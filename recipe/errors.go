@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"strings"
 	"syscall"
 
 	"github.com/go-zookeeper/zk"
@@ -90,7 +91,10 @@ var (
 	// client cannot tell from a network failure and which fails every other
 	// request in flight on it, so nothing over the limit is ever sent: the
 	// request fails before it leaves, once, and the connection and every
-	// other operation go on unaffected.
+	// other operation go on unaffected. With a limit above DefaultMaxPacket
+	// it also ends an operation whose request over DefaultMaxPacket lost
+	// its connection right after it was sent, twice in a row (see
+	// WithMaxPacket).
 	ErrTooLarge = errors.New("recipe: request over the ZooKeeper packet limit")
 )
 
@@ -98,9 +102,10 @@ var (
 // cannot cure: only a change by someone (the program's configuration, the
 // ZooKeeper ACLs, the other recipe's nodes on the path) can. It matches
 // ErrMixedRecipes, ErrTooLarge, ErrBadOption, ErrInvalidPath,
-// ErrNoPermission and ErrSessionClosed. leader.Run, election.Run and the
-// leader latch stop on such an error instead of retrying it; a loop of the
-// caller's own should too.
+// ErrNoPermission and ErrSessionClosed. leader.Run, election.Run, the
+// leader latch and ObserveHead stop on such an error instead of retrying
+// it (ErrMixedRecipes once confirmed: see Stopper); a loop of the caller's
+// own should too.
 func Permanent(err error) bool {
 	for _, p := range []error{ErrMixedRecipes, ErrTooLarge, ErrBadOption, ErrInvalidPath, ErrNoPermission, ErrSessionClosed} {
 		if errors.Is(err, p) {
@@ -108,6 +113,30 @@ func Permanent(err error) bool {
 		}
 	}
 	return false
+}
+
+// Stopper tells a standing loop (leader.Run and so election.Run, the leader
+// latch, ObserveHead) when the error of an attempt ends it. An error that
+// retrying cannot cure (Permanent, or one the loop adds) ends it at once,
+// except ErrMixedRecipes, which ends it only when confirmed: met by the
+// next attempt too, after the loop's backoff. Another recipe's node can be
+// on the path for a moment only (a lock taken on an election's path by
+// mistake, and released at once), which must not stop a standing leader
+// for good; a path that another recipe keeps using still ends the loop
+// within one backoff. The zero value is ready to use; one per loop.
+type Stopper struct {
+	mixed bool // the last attempt met ErrMixedRecipes
+}
+
+// Stop records the outcome of an attempt (err nil for a success) and
+// reports whether the loop ends on it. permanent says whether err is one
+// that retrying cannot cure (Permanent(err), or an error of the loop's
+// own).
+func (s *Stopper) Stop(err error, permanent bool) bool {
+	mixed := errors.Is(err, ErrMixedRecipes)
+	confirmed := mixed && s.mixed
+	s.mixed = mixed
+	return permanent && (!mixed || confirmed)
 }
 
 // PathError reports an invalid znode path. It matches ErrInvalidPath, and
@@ -127,14 +156,52 @@ func (e *PathError) Error() string {
 	return fmt.Sprintf("recipe: invalid path %s: %s", p, e.Reason)
 }
 
-// shortPath is p for a message: its first 64 bytes and its length when it
-// is longer than 200 bytes (a path may be up to a packet long).
-func shortPath(p string) string {
+// ShortPath returns p as the messages and log lines of this module show a
+// znode path: p itself, or, when it is longer than 200 bytes (a path may be
+// up to a packet long), its first 64 bytes, "…" and its length. Recipes
+// built on a Session use it for the paths they log or put in errors.
+func ShortPath(p string) string {
 	if len(p) > 200 {
 		return fmt.Sprintf("%s… (%d bytes)", p[:64], len(p))
 	}
 	return p
 }
+
+// errorf is fmt.Errorf for an error of this package that wraps others of
+// it: the message names the package once ("recipe: invalid option: request
+// over the ZooKeeper packet limit: ..."), dropping the "recipe: " prefix of
+// every wrapped error's message after the first (or after the format's own
+// prefix). errors.Is and errors.As see every wrapped error, as with
+// fmt.Errorf.
+func errorf(format string, args ...any) error {
+	shown := make([]any, len(args))
+	seen := strings.HasPrefix(format, prefix)
+	for i, a := range args {
+		shown[i] = a
+		if e, ok := a.(error); ok {
+			if seen {
+				shown[i] = unprefixed(e)
+			}
+			seen = true
+		}
+	}
+	return &prefixedOnce{err: fmt.Errorf(format, args...), msg: fmt.Sprintf(strings.ReplaceAll(format, "%w", "%v"), shown...)}
+}
+
+// prefix starts the message of every error of this package.
+const prefix = "recipe: "
+
+// unprefixed is err's message without a leading prefix.
+func unprefixed(err error) string { return strings.TrimPrefix(err.Error(), prefix) }
+
+// prefixedOnce is an error of errorf.
+type prefixedOnce struct {
+	err error // what fmt.Errorf made of it: the wrapping
+	msg string
+}
+
+func (e *prefixedOnce) Error() string { return e.msg }
+func (e *prefixedOnce) Unwrap() error { return e.err }
 
 // Is makes a *PathError match ErrInvalidPath.
 func (e *PathError) Is(target error) bool { return target == ErrInvalidPath }
@@ -161,12 +228,13 @@ type OpError struct {
 	Err  error
 }
 
-// Error implements error. A path longer than 200 bytes is shortened.
+// Error implements error. A path longer than 200 bytes is shortened; the
+// "recipe: " that starts the message is not repeated for Err.
 func (e *OpError) Error() string {
 	if e.Path == "" {
-		return fmt.Sprintf("recipe: %s: %v", e.Op, e.Err)
+		return fmt.Sprintf("recipe: %s: %s", e.Op, unprefixed(e.Err))
 	}
-	return fmt.Sprintf("recipe: %s %s: %v", e.Op, shortPath(e.Path), e.Err)
+	return fmt.Sprintf("recipe: %s %s: %s", e.Op, ShortPath(e.Path), unprefixed(e.Err))
 }
 
 // Unwrap returns the underlying error.

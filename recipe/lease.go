@@ -2,7 +2,6 @@ package recipe
 
 import (
 	"context"
-	"fmt"
 	"sync"
 
 	"github.com/zkrecipes/zkrecipes/fence"
@@ -82,7 +81,7 @@ func (l *lease) Release(ctx context.Context) error {
 	}
 	l.s.mu.Unlock()
 	if cause := context.Cause(l.ctx); cause != ErrReleased {
-		return fmt.Errorf("%w (%w)", ErrLeaseLost, cause)
+		return errorf("%w (%w)", ErrLeaseLost, cause)
 	}
 	// Delete by path with the known data version, without reading the node
 	// first (the version check is the server's; see deleteOnce), when the

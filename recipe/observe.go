@@ -21,8 +21,9 @@ type Head struct {
 // ObserveHead reports the first node of the queue, at once and after every
 // change, including a change to "none" (an empty or missing directory:
 // case C16). Delivery coalesces: a slow reader skips intermediate heads but
-// always receives the latest one. The channel is closed when ctx ends or the
-// Session is closed; nothing is delivered after that.
+// always receives the latest one. The channel is closed when ctx ends, when
+// the Session is closed, or on an error that retrying cannot cure (below);
+// nothing is delivered after that.
 //
 // It runs one goroutine, which never blocks the client's event delivery.
 // ZooKeeper operations per change: getChildren (twice: before and after
@@ -32,9 +33,14 @@ type Head struct {
 // is missing. Watches are shared with the Session's other waiters on the
 // same znode, so an observer that stops leaves no extra registration. A
 // read that fails on a connection loss is retried with the Session's retry
-// policy; one that fails otherwise (an ACL refusal, another recipe's nodes
-// in the directory: ErrMixedRecipes) is logged at warning level and tried
-// again a second later. The last delivered head stays current meanwhile.
+// policy; one that fails otherwise is logged at warning level and tried
+// again a second later (the last delivered head stays current meanwhile),
+// unless retrying cannot cure it (Permanent: an ACL refusal; another
+// recipe's nodes in the directory, ErrMixedRecipes, once the read a second
+// later meets them too, as Stopper says): then it is logged once at error
+// level and the channel is closed. So a channel closed while ctx is live
+// and the Session open means such an error, as etcd's Observe closes its
+// channel when it cannot go on.
 func (q *Queue) ObserveHead(ctx context.Context) <-chan Head {
 	ch, _ := ObserveHeadAs(ctx, q, func(h Head) Head { return h }) // cannot fail
 	return ch
@@ -65,13 +71,18 @@ func ObserveHeadAs[T any](ctx context.Context, q *Queue, conv func(Head) T) (<-c
 		var delivered, pendingHead Head // what the reader has; what it will have
 		var pending T                   // conv(pendingHead)
 		havePending, first := false, true
+		var ends Stopper
 		for {
 			h, wake, stop, err := q.headAndWatch(ctx)
 			if err != nil {
 				if ctx.Err() != nil || errors.Is(err, ErrSessionClosed) {
 					return
 				}
-				s.log.Warn("observe: reading the queue head failed; retrying", "dir", q.dir, "err", err)
+				if ends.Stop(err, Permanent(err)) {
+					s.log.Error("observe: reading the queue head failed, and retrying cannot help: the observation ends", "dir", ShortPath(q.dir), "err", err)
+					return
+				}
+				s.log.Warn("observe: reading the queue head failed; retrying", "dir", ShortPath(q.dir), "err", err)
 				t := time.NewTimer(time.Second)
 				select {
 				case <-t.C:
@@ -84,6 +95,7 @@ func ObserveHeadAs[T any](ctx context.Context, q *Queue, conv func(Head) T) (<-c
 				}
 				continue
 			}
+			ends.Stop(nil, false)
 			// Deliver h unless the reader already has it. A head read earlier
 			// but not delivered yet is dropped either way: it is stale now
 			// (case C16: a leader that came and went while the reader was
@@ -166,7 +178,7 @@ func (q *Queue) readHead(ctx context.Context) (Head, error) {
 	s := q.s
 	for {
 		var children []string
-		err := s.retry(ctx, func() (err error) {
+		err := s.retry(ctx, q.reqSize, func() (err error) {
 			children, _, err = s.conn.Children(q.adir)
 			return err
 		})
@@ -186,7 +198,7 @@ func (q *Queue) readHead(ctx context.Context) (Head, error) {
 		n := nodes[0]
 		var data []byte
 		var st *zk.Stat
-		err = s.retry(ctx, func() (err error) {
+		err = s.retry(ctx, q.reqSize, func() (err error) {
 			data, st, err = s.conn.Get(q.adir + "/" + n.Name)
 			return err
 		})

@@ -162,6 +162,17 @@ func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l }
 // path within 32 bytes of the limit (logged, and that watch is lost).
 // Either way the request fails alone, before it is sent; the connection
 // and every other operation go on.
+//
+// A limit above DefaultMaxPacket is trusted only so far, since the servers
+// may refuse a request over their default by dropping the connection,
+// which the client cannot tell from a network failure: a request over
+// DefaultMaxPacket whose connection was lost right after it was sent,
+// twice in a row, is not sent again. The operation then fails with an
+// error matching ErrTooLarge, and a delete of the Session's cleaner is
+// given up, logged once at error level (the node, if it was ever created,
+// goes when the session ends). A single loss is retried as usual. Such
+// queues also send their first listing after the create's reply rather
+// than behind it.
 func WithMaxPacket(bytes int) Option { return func(c *config) { c.maxPacket = bytes } }
 
 // WithACL sets the ACL of every znode the recipes create (default

@@ -1,6 +1,7 @@
 package recipe
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/go-zookeeper/zk"
@@ -90,13 +91,20 @@ const seqLen = 11
 // at the call (join). The error is a *PathError matching ErrTooLarge.
 func (s *Session) checkQueueDir(dir, adir string, kinds []string) error {
 	node := len(adir) + 1 + maxNameLen(kinds)
-	need := max(node+pathSlack, s.queueCreateFrame(adir, kinds, 0))
+	need := s.queueRequestSize(adir, kinds)
 	if need <= s.cfg.maxPacket {
 		return nil
 	}
 	reason := fmt.Sprintf("too long: its nodes' paths (%d bytes with the chroot) need %d-byte requests, over the session's packet limit of %d bytes "+
 		"(the servers' jute.maxbuffer: see recipe.WithMaxPacket)", node, need, s.cfg.maxPacket)
 	return &PathError{Path: dir, Reason: reason, Err: ErrTooLarge}
+}
+
+// queueRequestSize bounds every request a queue of the given kinds on adir
+// sends, but for the data its creates carry: the paths of its nodes (with
+// pathSlack) and its creates without data.
+func (s *Session) queueRequestSize(adir string, kinds []string) int {
+	return max(len(adir)+1+maxNameLen(kinds)+pathSlack, s.queueCreateFrame(adir, kinds, 0))
 }
 
 // queueCreateFrame is the largest create request of a queue of the given
@@ -126,22 +134,27 @@ func (q *Queue) CheckNodeData(data []byte) error {
 // of kind carrying data (anchored to anchor, if set): data within
 // MaxNodeData, the request within the packet limit.
 func (q *Queue) checkCreate(kind string, data []byte, anchor *anchorSpec) error {
-	n := createFrame(len(q.adir)+1+len(nodePrefix("", kind, false, 0))+guidLen, len(data), q.s.cfg.acl)
+	return q.checkFrame(data, q.createSize(kind, data, anchor))
+}
+
+// createSize is the frame size of the create join sends for a node of kind
+// carrying data (anchored to anchor, if set).
+func (q *Queue) createSize(kind string, data []byte, anchor *anchorSpec) int {
 	if anchor != nil {
-		n = checkCreateFrame(len(anchor.path), len(q.adir)+1+len(nodePrefix("", kind, true, anchor.seq))+guidLen, len(data), q.s.cfg.acl)
+		return checkCreateFrame(len(anchor.path), len(q.adir)+1+len(nodePrefix("", kind, true, anchor.seq))+guidLen, len(data), q.s.cfg.acl)
 	}
-	return q.checkFrame(data, n)
+	return createFrame(len(q.adir)+1+len(nodePrefix("", kind, false, 0))+guidLen, len(data), q.s.cfg.acl)
 }
 
 // checkFrame checks node data against MaxNodeData, and frame, the size of
 // the create that carries it, against the packet limit.
 func (q *Queue) checkFrame(data []byte, frame int) error {
 	if len(data) > MaxNodeData {
-		return fmt.Errorf("%w: %w: node data of %d bytes (at most %d)", ErrBadOption, ErrTooLarge, len(data), MaxNodeData)
+		return errorf("%w: %w: node data of %d bytes (at most %d)", ErrBadOption, ErrTooLarge, len(data), MaxNodeData)
 	}
 	if frame > q.s.cfg.maxPacket {
 		return fmt.Errorf("%w: the create of a node of %s with %d bytes of data would be a %d-byte request, over the session's packet limit of %d bytes "+
-			"(the servers' jute.maxbuffer: see recipe.WithMaxPacket)", ErrTooLarge, shortPath(q.dir), len(data), frame, q.s.cfg.maxPacket)
+			"(the servers' jute.maxbuffer: see recipe.WithMaxPacket)", ErrTooLarge, ShortPath(q.dir), len(data), frame, q.s.cfg.maxPacket)
 	}
 	return nil
 }
@@ -185,15 +198,15 @@ func (s *Session) checkRequest(multi bool, ops []any) error {
 		var desc string
 		switch o := op.(type) {
 		case *zk.CreateRequest:
-			body, desc = createBody(len(o.Path), len(o.Data), o.Acl), fmt.Sprintf("create of %s with %d bytes of data", shortPath(o.Path), len(o.Data))
+			body, desc = createBody(len(o.Path), len(o.Data), o.Acl), fmt.Sprintf("create of %s with %d bytes of data", ShortPath(o.Path), len(o.Data))
 			writes = append(writes, write{o.Path, len(o.Data)})
 		case *zk.SetDataRequest:
-			body, desc = 4+len(o.Path)+4+len(o.Data)+4, fmt.Sprintf("setData of %s with %d bytes of data", shortPath(o.Path), len(o.Data))
+			body, desc = 4+len(o.Path)+4+len(o.Data)+4, fmt.Sprintf("setData of %s with %d bytes of data", ShortPath(o.Path), len(o.Data))
 			writes = append(writes, write{o.Path, len(o.Data)})
 		case *zk.DeleteRequest:
-			body, desc = 4+len(o.Path)+4, "delete of "+shortPath(o.Path)
+			body, desc = 4+len(o.Path)+4, "delete of "+ShortPath(o.Path)
 		case *zk.CheckVersionRequest:
-			body, desc = 4+len(o.Path)+4, "check of "+shortPath(o.Path)
+			body, desc = 4+len(o.Path)+4, "check of "+ShortPath(o.Path)
 		default:
 			return fmt.Errorf("%w: op %d: %T is not a create, setData, delete or check request", ErrBadOption, i, op)
 		}
@@ -215,8 +228,71 @@ func (s *Session) checkRequest(multi bool, ops []any) error {
 	for _, w := range writes {
 		if n := getDataReply(w.data); n > s.cfg.maxPacket {
 			return fmt.Errorf("%w: %d bytes of data for %s would take a %d-byte getData reply to read back, over the session's packet limit of %d bytes "+
-				"(the servers' jute.maxbuffer: see recipe.WithMaxPacket)", ErrTooLarge, w.data, shortPath(w.path), n, s.cfg.maxPacket)
+				"(the servers' jute.maxbuffer: see recipe.WithMaxPacket)", ErrTooLarge, w.data, ShortPath(w.path), n, s.cfg.maxPacket)
 		}
 	}
 	return nil
+}
+
+// Above the default limit. With WithMaxPacket over DefaultMaxPacket, a
+// request over DefaultMaxPacket may be one the servers refuse after all, by
+// dropping the connection (their jute.maxbuffer is smaller than the
+// Session was told), which the client cannot tell from a network failure;
+// sent again, it would drop the connection again, and with it every other
+// request in flight, for ever. So every retry of a connection loss
+// (Session.retryLate, and the cleanup deletes: deleteOwned, the cleaner)
+// follows one rule:
+//
+//	A request over DefaultMaxPacket whose connection was lost right after
+//	it was sent, twice in a row, is not sent again.
+//
+// The operation fails with an error matching ErrTooLarge (tooLargeLost);
+// the cleaner gives the delete up, logged once at error level (the node,
+// if it was ever created, goes when the session ends). One such loss is
+// retried: a network failure can hit any request, and servers whose limit
+// is indeed larger then answer the retry. What a request may weigh is
+// known before it is sent, from its paths and data (queueRequestSize,
+// createSize, cleanupItem.requestSize): an operation counts as over the
+// default when its largest request may be.
+
+// maxLostSends is how many times in a row a request over DefaultMaxPacket
+// may lose its connection right after it was sent.
+const maxLostSends = 2
+
+// lostAfterSend reports whether err is the loss of the connection a request
+// had been sent on, before its reply came: not a request that was never
+// sent (go-zookeeper's ErrNoServer for requests it flushed unsent,
+// errNotConnected), nor the end of the session or of the client.
+func lostAfterSend(err error) bool {
+	return isConnErr(err) && !errors.Is(err, zk.ErrNoServer) && !errors.Is(err, errNotConnected) &&
+		!errors.Is(err, zk.ErrSessionExpired) && !errors.Is(err, zk.ErrSessionMoved) && !isClosing(err)
+}
+
+// lostSends applies the rule above to one operation or cleanup delete.
+type lostSends struct {
+	size int // bounds its requests, in bytes
+	lost int // attempts in a row whose connection was lost right after sending
+}
+
+// note records an attempt that failed with err (nil: succeeded), and
+// returns the error that ends the operation when the rule says so (nil: it
+// may be tried again).
+func (c *lostSends) note(err error) error {
+	if c.size <= DefaultMaxPacket || !lostAfterSend(err) {
+		return nil
+	}
+	if c.lost++; c.lost < maxLostSends {
+		return nil
+	}
+	return tooLargeLost(c.size, err)
+}
+
+// tooLargeLost is the error of an operation whose requests of up to size
+// bytes, over DefaultMaxPacket, lost their connection right after they
+// were sent maxLostSends times in a row (err: the last loss).
+func tooLargeLost(size int, err error) error {
+	return errorf("%w: the connection was lost right after a request of up to %d bytes was sent, %d times in a row: "+
+		"not sent again, as the servers may refuse a request over their default limit of %d bytes by dropping the connection "+
+		"(their jute.maxbuffer may be below the session's packet limit: see recipe.WithMaxPacket): %w",
+		ErrTooLarge, size, maxLostSends, DefaultMaxPacket, err)
 }

@@ -3,6 +3,8 @@ package recipe
 import (
 	"context"
 	"errors"
+	"fmt"
+	"log/slog"
 	"sort"
 	"strings"
 	"testing"
@@ -276,4 +278,104 @@ func TestCheckRequestMatchesTheEncoding(t *testing.T) {
 		t.Errorf("an unknown op: %v", err)
 	}
 	noTransition(t, states)
+}
+
+// TestOverTheServersLimitNotSentAgain (issue 14): a Session told a packet
+// limit above the server's (WithMaxPacket(4 MiB), the server at the
+// default jute.maxbuffer) sends a request the server refuses by dropping
+// the connection. The rule (packet.go): a request over DefaultMaxPacket
+// whose connection was lost right after it was sent, twice in a row, is
+// not sent again. So TryAcquire fails with ErrTooLarge (it retried until
+// its ctx ended), the cleaner gives the delete of its node up with one
+// ERROR line (it retried for ever, the connection dropping every second),
+// every log line and error shows the path shortened, and the session
+// settles: connected, nothing left for the cleaner, another path works.
+func TestOverTheServersLimitNotSentAgain(t *testing.T) {
+	rec := &records{}
+	s := connect(t, zktest.Shared(t).Servers(), WithMaxPacket(4<<20), WithLogger(slog.New(rec)))
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	q, err := NewQueue(s, "/over/"+strings.Repeat("x", 1100000), []string{"lock-"}, FirstHolds)
+	if err != nil {
+		t.Fatalf("NewQueue with a 1.1 MB path under a 4 MiB limit: %v", err)
+	}
+	actx, acancel := context.WithTimeout(ctx, 30*time.Second)
+	_, err = q.TryAcquire(actx, "lock-", nil)
+	acancel()
+	if !errors.Is(err, ErrTooLarge) {
+		t.Fatalf("TryAcquire on a path over the server's limit: %v, want ErrTooLarge", err)
+	}
+	if len(err.Error()) > 1000 {
+		t.Fatalf("the error quotes the whole path: %d bytes", len(err.Error()))
+	}
+	if strings.Count(err.Error(), "recipe: ") != 1 {
+		t.Errorf("the error repeats its prefix: %v", err)
+	}
+	const gaveUp = "cleanup delete given up: the node, if it exists, stays until the session ends"
+	zktest.Eventually(t, 40*time.Second, "the cleaner giving up", func() bool {
+		return s.PendingCleanup() == 0 && len(rec.find(gaveUp, "", "")) > 0
+	})
+	waitState(t, s, StateReconnected)
+	states := s.Listen(ctx)
+	other, err := NewQueue(s, "/over-other", []string{"lock-"}, FirstHolds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := other.TryAcquire(ctx, "lock-", nil)
+	if err != nil {
+		t.Fatalf("another path after the refusals: %v", err)
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(3 * time.Second) // the drops came every second
+	noTransition(t, states)
+	if n := len(rec.find(gaveUp, "", "")); n != 1 {
+		t.Errorf("the cleaner gave up %d times, want once", n)
+	}
+	for _, r := range rec.all() {
+		r.Attrs(func(a slog.Attr) bool {
+			if n := len(a.Value.String()); n > 1000 {
+				t.Errorf("%q logs a %d-byte %s", r.Message, n, a.Key)
+			}
+			return true
+		})
+	}
+}
+
+// TestMessagesNameThePackageOnce (issue 14): an error of several kinds, or
+// wrapping another error of this package, says "recipe: " once, and still
+// matches every kind.
+func TestMessagesNameThePackageOnce(t *testing.T) {
+	s := connect(t, zktest.Shared(t).Servers())
+	q, err := NewQueue(s, "/once", []string{"lock-"}, FirstHolds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	auth := func() error {
+		_, err := Connect(context.Background(), []string{"127.0.0.1:2181"}, WithAuth("digest", make([]byte, DefaultMaxPacket)))
+		return err
+	}()
+	wrapped := opErr("create", "/once", errorf("%w (%w)", ErrLeaseLost, fmt.Errorf("%w: disconnected", ErrSuspended)))
+	for _, c := range []struct {
+		err  error
+		want []error
+	}{
+		{q.CheckNodeData(make([]byte, MaxNodeData+1)), []error{ErrBadOption, ErrTooLarge}},
+		{auth, []error{ErrBadOption, ErrTooLarge}},
+		{wrapped, []error{ErrLeaseLost, ErrSuspended}},
+	} {
+		for _, w := range c.want {
+			if !errors.Is(c.err, w) {
+				t.Errorf("%v does not match %v", c.err, w)
+			}
+		}
+		if n := strings.Count(fmt.Sprint(c.err), "recipe: "); n != 1 {
+			t.Errorf("%q says \"recipe: \" %d times", c.err, n)
+		}
+	}
+	if got, want := q.CheckNodeData(make([]byte, MaxNodeData+1)).Error(),
+		"recipe: invalid option: request over the ZooKeeper packet limit: node data of 524289 bytes (at most 524288)"; got != want {
+		t.Errorf("got %q, want %q", got, want)
+	}
 }

@@ -84,6 +84,7 @@ type Queue struct {
 	adir    string // absolute (chroot prepended)
 	kinds   []string
 	rule    Rule
+	reqSize int      // bounds its requests but for creates' data: queueRequestSize
 	pending inflight // creates whose outcome nobody waits for yet
 	// solo: the last Acquire's pipelined listing showed its node alone and
 	// granted it. The next Acquire's listing then sets a child watch that
@@ -120,7 +121,8 @@ func NewQueue(s *Session, dir string, kinds []string, rule Rule) (*Queue, error)
 	if err := s.checkQueueDir(dir, s.abs(dir), kinds); err != nil {
 		return nil, err
 	}
-	return &Queue{s: s, dir: dir, adir: s.abs(dir), kinds: slices.Clone(kinds), rule: rule}, nil
+	return &Queue{s: s, dir: dir, adir: s.abs(dir), kinds: slices.Clone(kinds), rule: rule,
+		reqSize: s.queueRequestSize(s.abs(dir), kinds)}, nil
 }
 
 // Dir returns the queue directory, relative to the session's chroot.
@@ -187,18 +189,18 @@ func (q *Queue) TryAcquire(ctx context.Context, kind string, data []byte) (Lease
 // would also wait for its own anchor, and so for the caller.)
 func (q *Queue) AcquireAnchored(ctx context.Context, kind string, data []byte, anchor Lease) (Lease, error) {
 	if len(q.kinds) < 2 {
-		return nil, fmt.Errorf("%w: anchored nodes need a queue of two or more node kinds (%s has %q)", ErrBadOption, q.dir, q.kinds)
+		return nil, fmt.Errorf("%w: anchored nodes need a queue of two or more node kinds (%s has %q)", ErrBadOption, ShortPath(q.dir), q.kinds)
 	}
 	a, ok := anchor.(*lease)
 	if !ok || a == nil || a.s != q.s || path.Dir(a.path) != q.adir {
 		return nil, fmt.Errorf("%w: the anchor must be a lease of the same queue directory and session", ErrBadOption)
 	}
 	if a.ctx.Err() != nil {
-		return nil, fmt.Errorf("%w (%w)", ErrLeaseLost, context.Cause(a.ctx))
+		return nil, errorf("%w (%w)", ErrLeaseLost, context.Cause(a.ctx))
 	}
 	n, ok := ParseNodeName(path.Base(a.path), a.kinds)
 	if !ok {
-		return nil, fmt.Errorf("%w: anchor node %s", ErrBadOption, a.path)
+		return nil, fmt.Errorf("%w: anchor node %s", ErrBadOption, ShortPath(a.path))
 	}
 	return q.acquire(ctx, kind, data, true, &anchorSpec{path: a.path, seq: n.Pos(), token: int64(a.Token())})
 }
@@ -221,8 +223,11 @@ func (q *Queue) acquire(ctx context.Context, kind string, data []byte, wait bool
 	// top-level create request) nor verified to work. Its grant reads the
 	// node (grant). Anchored nodes exist only in queues of two or more kinds,
 	// where skipRelist never skips.
+	// Nor does a queue whose requests may be over the servers' default
+	// limit (see packet.go): a listing sent behind a create the servers
+	// refuse would be sent again on the next connection, and refused too.
 	var fs *fastStart
-	if anchor == nil {
+	if anchor == nil && q.reqSize <= DefaultMaxPacket {
 		fs = &fastStart{childOK: wait}
 	}
 	t, err := q.join(ctx, kind, data, anchor, false, fs)
@@ -390,12 +395,12 @@ func (q *Queue) join(ctx context.Context, kind string, data []byte, anchor *anch
 	}
 	if err != nil {
 		// The create may have been applied: remove whatever carries our GUID.
-		q.deleteOwned(ctx, cleanupItem{dir: q.adir, guid: guid, owner: q.s.ID()}, false)
+		q.deleteOwned(ctx, cleanupItem{dir: q.adir, guid: guid, owner: q.s.ID(), sends: lostSends{size: q.reqSize}}, false)
 		if isConnErr(err) && ep.ctx.Err() != nil && !errors.Is(err, ErrSessionLost) {
 			// The connection failed because the session it served is
 			// lost (expired, or presumed expired by the watchdog): say so,
 			// so that a caller can join again on the next session.
-			err = fmt.Errorf("%w (%w)", context.Cause(ep.ctx), err)
+			err = errorf("%w (%w)", context.Cause(ep.ctx), err)
 		}
 		return nil, err
 	}
@@ -599,7 +604,7 @@ func (q *Queue) wait(ctx context.Context, t *Ticket, wait bool, fs *fastStart) (
 			if pre != nil {
 				slot = q.s.addChildSlotFor(q.adir, pre)
 			}
-			err := q.s.retry(wctx, func() (err error) {
+			err := q.s.retry(wctx, q.reqSize, func() (err error) {
 				if slot != nil {
 					children, _, _, err = q.s.conn.ChildrenW(q.adir)
 				} else {
@@ -659,7 +664,7 @@ func (q *Queue) wait(ctx context.Context, t *Ticket, wait bool, fs *fastStart) (
 			continue
 		}
 		if !wait {
-			return nil, fmt.Errorf("%w: %s (holder %s)", ErrLocked, shortPath(q.dir), nodes[0].Name)
+			return nil, fmt.Errorf("%w: %s (holder %s)", ErrLocked, ShortPath(q.dir), nodes[0].Name)
 		}
 		if pre != nil && pre.child != nil {
 			q.s.dropChildSlot(pre.child) // a waiter has no use for it
@@ -673,12 +678,12 @@ func (q *Queue) wait(ctx context.Context, t *Ticket, wait bool, fs *fastStart) (
 		paths := make([]string, 0, len(watch))
 		for _, w := range watch {
 			if w < 0 || w >= len(nodes) || w == self {
-				return nil, fmt.Errorf("%w: the rule for %s named no valid node to watch (index %d of %d)", ErrBadOption, q.dir, w, len(nodes))
+				return nil, fmt.Errorf("%w: the rule for %s named no valid node to watch (index %d of %d)", ErrBadOption, ShortPath(q.dir), w, len(nodes))
 			}
 			paths = append(paths, q.adir+"/"+nodes[w].Name)
 		}
 		if len(paths) == 0 {
-			return nil, fmt.Errorf("%w: the rule for %s named no node to watch", ErrBadOption, q.dir)
+			return nil, fmt.Errorf("%w: the rule for %s named no node to watch", ErrBadOption, ShortPath(q.dir))
 		}
 		// Whether a deletion of the watched node may be decided without a
 		// re-list is known now, so that the listing is not used (and so not
@@ -705,7 +710,7 @@ func (q *Queue) wait(ctx context.Context, t *Ticket, wait bool, fs *fastStart) (
 				// watch is the lease's own-node watch, set in the same
 				// request that confirms the node (NoNode sets none).
 				var st *zk.Stat
-				err := q.s.retry(wctx, func() (err error) {
+				err := q.s.retry(wctx, q.reqSize, func() (err error) {
 					_, st, _, err = q.s.conn.GetW(t.path)
 					return err
 				})
@@ -836,7 +841,7 @@ func (q *Queue) grant(ctx context.Context, ep *epoch, t *Ticket) (*lease, error)
 	l.kinds = q.kinds
 	l.token = t.token
 	var st *zk.Stat
-	err := s.retry(ctx, func() (err error) {
+	err := s.retry(ctx, q.reqSize, func() (err error) {
 		_, st, _, err = s.conn.GetW(t.path)
 		return err
 	})
@@ -866,7 +871,7 @@ func (q *Queue) grant(ctx context.Context, ep *epoch, t *Ticket) (*lease, error)
 // mixed is the error of a listing that holds nodes of another recipe's
 // kind k.
 func (q *Queue) mixed(k string) error {
-	return fmt.Errorf("%w: %s has %q nodes beside this recipe's %q", ErrMixedRecipes, shortPath(q.dir), k, q.kinds)
+	return fmt.Errorf("%w: %s has %q nodes beside this recipe's %q", ErrMixedRecipes, ShortPath(q.dir), k, q.kinds)
 }
 
 // vanished explains why the own node is no longer listed.
@@ -874,7 +879,7 @@ func (q *Queue) vanished(ep *epoch) error {
 	if ep.ctx.Err() != nil {
 		return context.Cause(ep.ctx)
 	}
-	return fmt.Errorf("%w: %s", ErrNodeDeleted, shortPath(q.dir))
+	return fmt.Errorf("%w: %s", ErrNodeDeleted, ShortPath(q.dir))
 }
 
 func (q *Queue) wrap(op string, err error) error {
@@ -909,10 +914,10 @@ func (q *Queue) create(ctx context.Context, guid, kind string, data []byte, anch
 		case err == nil && name != "":
 			q.deleteOwned(context.Background(), cleanupItem{path: q.adir + "/" + name, owner: owner}, false)
 		case err != nil && isConnErr(err):
-			q.deleteOwned(context.Background(), cleanupItem{dir: q.adir, guid: guid, owner: owner}, false)
+			q.deleteOwned(context.Background(), cleanupItem{dir: q.adir, guid: guid, owner: owner, sends: lostSends{size: q.reqSize}}, false)
 		}
 	}
-	err, abandoned := s.retryLate(ctx, func() error {
+	err, abandoned := s.retryLate(ctx, &lostSends{size: max(q.reqSize, q.createSize(kind, data, anchor))}, func() error {
 		if unknown {
 			n, err := q.findByGUID(guid)
 			if err != nil || n != "" {
@@ -933,7 +938,7 @@ func (q *Queue) create(ctx context.Context, guid, kind string, data []byte, anch
 					p = res[1].String
 				}
 				if errors.Is(err, zk.ErrNoNode) {
-					return fmt.Errorf("%w (%w: the anchor %s is gone)", ErrLeaseLost, ErrNodeDeleted, path.Base(anchor.path))
+					return errorf("%w (%w: the anchor %s is gone)", ErrLeaseLost, ErrNodeDeleted, path.Base(anchor.path))
 				}
 			} else {
 				p, err = s.conn.Create(prefix, data, zk.FlagEphemeral|zk.FlagSequence, s.cfg.acl)
@@ -1103,7 +1108,7 @@ func (s *Session) ensurePath(p string, acl []zk.ACL) error {
 	if !strings.HasPrefix(p, s.chroot+"/") {
 		what = "chroot znode"
 	}
-	return fmt.Errorf("creating the %s %s: %w", what, shortPath(p), err)
+	return fmt.Errorf("creating the %s %s: %w", what, ShortPath(p), err)
 }
 
 // EnsureDir creates dir, a path below the session's chroot as every recipe
@@ -1136,7 +1141,7 @@ func (s *Session) EnsureDir(ctx context.Context, dir string, acl []zk.ACL) error
 	if acl == nil {
 		acl = s.cfg.acl
 	}
-	return s.retry(ctx, func() error { return opErr("create", dir, s.ensurePath(p, acl)) })
+	return s.retry(ctx, len(p)+pathSlack, func() error { return opErr("create", dir, s.ensurePath(p, acl)) })
 }
 
 // Participant is one node of a queue, as listed by Participants.
@@ -1159,7 +1164,7 @@ type Participant struct {
 // empty list.
 func (q *Queue) Participants(ctx context.Context) ([]Participant, error) {
 	var children []string
-	err := q.s.retry(ctx, func() (err error) {
+	err := q.s.retry(ctx, q.reqSize, func() (err error) {
 		children, _, err = q.s.conn.Children(q.adir)
 		return err
 	})
@@ -1177,7 +1182,7 @@ func (q *Queue) Participants(ctx context.Context) ([]Participant, error) {
 	for _, n := range nodes {
 		var data []byte
 		var st *zk.Stat
-		err := q.s.retry(ctx, func() (err error) {
+		err := q.s.retry(ctx, q.reqSize, func() (err error) {
 			data, st, err = q.s.conn.Get(q.adir + "/" + n.Name)
 			return err
 		})

@@ -36,7 +36,7 @@ import (
 // could not be completed (connection loss during a release or a cancelled
 // acquisition) is retried on every reconnection of the same ZooKeeper
 // session, with an identity check (ephemeral owner and czxid) before each
-// delete. Close ends the ZooKeeper session, which deletes all of its
+// delete (and given up only as WithMaxPacket says). Close ends the ZooKeeper session, which deletes all of its
 // ephemeral znodes at once.
 //
 // All methods are safe for concurrent use.
@@ -130,7 +130,11 @@ type StateChange struct {
 // names the servers with their ports and wraps the last attempt's failure
 // (a *net.OpError from the dial, matching syscall.ECONNREFUSED when
 // nothing listened; a connection closed before the handshake), or says that
-// a server accepted the connection but did not answer. When every address
+// a server accepted the connection but did not answer. It returns as soon
+// as ctx ends or the connect timeout passes, also when a server accepted
+// the connection and never answers (a hung server, a load balancer in
+// front of none): that connection is closed at once, and go-zookeeper's
+// own shutdown finishes in the background within about a second. When every address
 // of every server refused the connection twice in a row (nothing listens:
 // a wrong port, a server that is down), Connect returns then, about a
 // second after the first refusal, instead of waiting out the connect
@@ -147,7 +151,7 @@ func Connect(ctx context.Context, servers []string, opts ...Option) (*Session, e
 	}
 	for _, a := range cfg.auth {
 		if n := authFrame(a.scheme, a.auth); n > cfg.maxPacket {
-			return nil, fmt.Errorf("%w: %w: WithAuth(%q) would be a %d-byte request, over the packet limit of %d bytes",
+			return nil, errorf("%w: %w: WithAuth(%q) would be a %d-byte request, over the packet limit of %d bytes",
 				ErrBadOption, ErrTooLarge, a.scheme, n, cfg.maxPacket)
 		}
 	}
@@ -187,12 +191,15 @@ func Connect(ctx context.Context, servers []string, opts ...Option) (*Session, e
 	conn, _, err := zk.Connect(hosts, cfg.sessionTimeout,
 		zk.WithHostProvider(hp),
 		zk.WithDialer(func(network, addr string, timeout time.Duration) (net.Conn, error) {
+			if dw.isAbandoned() {
+				return nil, errAbandoned
+			}
 			c, err := dial(network, addr, timeout)
 			dw.dialed(addr, err)
 			if err != nil {
 				return nil, err
 			}
-			return newTrackedConn(c, s), nil
+			return dw.admit(c, func() net.Conn { return newTrackedConn(c, s) })
 		}),
 		zk.WithEventCallback(s.onEvent),
 		zk.WithLogger(zkLogger{s.log}),
@@ -207,13 +214,13 @@ func Connect(ctx context.Context, servers []string, opts ...Option) (*Session, e
 	s.conn = conn
 
 	if err := s.awaitConnected(cctx); err != nil {
-		conn.Close()
-		s.shutdown()
 		err = fmt.Errorf("%w: no session with %s after %v: %w", ErrUnreachable, strings.Join(hosts, ","),
 			time.Since(start).Round(time.Millisecond), err)
 		if last := dw.lastError(); last != nil && !errors.Is(err, last) {
 			err = fmt.Errorf("%w (last attempt: %w)", err, last)
 		}
+		s.abandonConn()
+		s.shutdown()
 		return nil, err
 	}
 	for _, a := range cfg.auth {
@@ -225,7 +232,7 @@ func Connect(ctx context.Context, servers []string, opts ...Option) (*Session, e
 	s.wg.Add(2)
 	go s.watchdog()
 	go s.janitor()
-	s.log.Info("session connected", "session", fmt.Sprintf("0x%x", s.ID()), "timeout", s.SessionTimeout(), "chroot", chroot, "policy", cfg.policy.String())
+	s.log.Info("session connected", "session", fmt.Sprintf("0x%x", s.ID()), "timeout", s.SessionTimeout(), "chroot", ShortPath(chroot), "policy", cfg.policy.String())
 	return s, nil
 }
 
@@ -327,6 +334,23 @@ func (s *Session) Close() error {
 	s.shutdown()
 	s.log.Info("session closed", "session", fmt.Sprintf("0x%x", id))
 	return nil
+}
+
+// abandonConn ends the connection of a Connect that got no session,
+// without making the caller wait. go-zookeeper's Close waits up to a second
+// for the answer to its close request, which a server that accepted the
+// connection but never answers (a hung server, a load balancer) never
+// sends; and its connection goroutine would stay blocked reading the
+// handshake reply for ten times the receive timeout. So no new dial is
+// made, the connection open now is closed (which ends that read at once),
+// and go-zookeeper's Close runs on a goroutine of its own: it stops the
+// connection goroutine at once and returns itself within that second.
+func (s *Session) abandonConn() {
+	s.dials.abandon()
+	if c := s.curConn.Load(); c != nil {
+		c.Close()
+	}
+	go s.conn.Close()
 }
 
 func (s *Session) shutdown() {
@@ -664,9 +688,12 @@ func (s *Session) current() (*epoch, error) {
 
 // retry runs op until it succeeds, fails with a non-connection error, ctx
 // ends, or the session is closed. Between attempts it waits for the
-// connection and backs off per the retry policy.
-func (s *Session) retry(ctx context.Context, op func() error) error {
-	err, _ := s.retryLate(ctx, op, nil)
+// connection and backs off per the retry policy. size bounds the requests
+// op sends: over DefaultMaxPacket, op is not tried again once they lost
+// their connection right after being sent maxLostSends times in a row (see
+// packet.go); it then fails with an error matching ErrTooLarge.
+func (s *Session) retry(ctx context.Context, size int, op func() error) error {
+	err, _ := s.retryLate(ctx, &lostSends{size: size}, op, nil)
 	return err
 }
 
@@ -675,8 +702,9 @@ func (s *Session) retry(ctx context.Context, op func() error) error {
 // ended or the session closed while the request was in flight), so that an
 // effect nobody is waiting for any more (a created node) can be undone.
 // abandoned reports that this happened: late will be called (once) after
-// the in-flight request completes.
-func (s *Session) retryLate(ctx context.Context, op func() error, late func(error)) (_ error, abandoned bool) {
+// the in-flight request completes. sends carries the size of op's requests
+// and counts its connection losses (see packet.go).
+func (s *Session) retryLate(ctx context.Context, sends *lostSends, op func() error, late func(error)) (_ error, abandoned bool) {
 	var b backoff.BackOff
 	for first := true; ; first = false {
 		// The first attempt is made even on a done ctx: cleanup deletes rely
@@ -692,6 +720,9 @@ func (s *Session) retryLate(ctx context.Context, op func() error, late func(erro
 			if isClosing(err) {
 				return ErrSessionClosed, false
 			}
+			return err, false
+		}
+		if err := sends.note(err); err != nil {
 			return err, false
 		}
 		if b == nil {

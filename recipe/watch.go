@@ -109,7 +109,7 @@ func (s *Session) watchPath(ctx context.Context, w *wakeup, kind watchKind, path
 		return stop, nil
 	}
 	fireNow := false
-	err := s.retry(ctx, func() (err error) {
+	err := s.retry(ctx, len(path)+pathSlack, func() (err error) {
 		switch kind {
 		case dataWatch:
 			_, _, _, err = s.conn.GetW(path)

@@ -121,8 +121,12 @@ const (
 // supervise waits until the child exits, ownership ends (owned is done),
 // or a signal arrives on sigs (forwarded to the child, which then gets
 // grace to exit before SIGKILL). On loss the child is stopped with SIGTERM
-// and SIGKILL after grace. It returns once the child has exited.
-func (c *child) supervise(owned context.Context, sigs <-chan os.Signal, grace time.Duration) (outcome, os.Signal) {
+// and SIGKILL after grace. An owned ended by a signal (its cause an
+// interrupt: elect's loop, where the supervisor's watcher takes the first
+// signal and ends the leader function's context with it) is not a loss:
+// the signal is forwarded as if it had come on sigs, and later signals
+// arrive on later. It returns once the child has exited.
+func (c *child) supervise(owned context.Context, sigs, later <-chan os.Signal, grace time.Duration) (outcome, os.Signal) {
 	defer c.disarm()
 	select {
 	case <-c.done:
@@ -136,19 +140,35 @@ func (c *child) supervise(owned context.Context, sigs <-chan os.Signal, grace ti
 		}
 		return exited, nil
 	case <-owned.Done():
+		var in interrupt
+		if errors.As(context.Cause(owned), &in) {
+			return c.interrupt(in.sig, grace, later, nil)
+		}
 		c.log.Warn("ownership lost: stopping the command", "cause", context.Cause(owned))
 		c.stop(syscall.SIGTERM, grace, nil, nil)
 		return lost, nil
 	case sig := <-sigs:
-		c.log.Info("signal received: forwarding it to the command", "signal", sig)
-		s, _ := sig.(syscall.Signal)
-		if s == 0 {
-			s = syscall.SIGTERM
-		}
-		c.stop(s, grace, sigs, owned.Done())
-		return interrupted, sig
+		return c.interrupt(sig, grace, sigs, owned.Done())
 	}
 }
+
+// interrupt forwards sig, which zkrecipes received, to the child and stops
+// it (see stop).
+func (c *child) interrupt(sig os.Signal, grace time.Duration, sigs <-chan os.Signal, owned <-chan struct{}) (outcome, os.Signal) {
+	c.log.Info("signal received: forwarding it to the command", "signal", sig)
+	s, _ := sig.(syscall.Signal)
+	if s == 0 {
+		s = syscall.SIGTERM
+	}
+	c.stop(s, grace, sigs, owned)
+	return interrupted, sig
+}
+
+// interrupt is the cause of the supervisor's context when a signal ended
+// it (see common.supervise).
+type interrupt struct{ sig os.Signal }
+
+func (i interrupt) Error() string { return fmt.Sprintf("signal %v", i.sig) }
 
 // describe formats the child's end for logs.
 func (c *child) describe() string {

@@ -89,7 +89,7 @@ func runElect(args []string, stdout, stderr io.Writer) int {
 }
 
 func electMain(f *electFlags, path string, argv []string, stderr io.Writer) int {
-	log := f.logger(stderr).With("path", path, "id", f.id)
+	log := f.logger(stderr).With("path", recipe.ShortPath(path), "id", f.id)
 	var s *recipe.Session
 	sv, code := f.supervise(log, func(ctx context.Context, met *metricsServer) (func(), int) {
 		var code int
@@ -125,7 +125,14 @@ func electMain(f *electFlags, path string, argv []string, stderr io.Writer) int 
 				cancel(err)
 				return err
 			}
-			if out, _ := c.supervise(lctx, nil, f.grace); out == lost {
+			// The watcher takes the first signal and ends ctx, and so
+			// lctx, with it: supervise forwards it to the command as lock
+			// does, and reads a second one (SIGKILL at once) from sigs.
+			switch out, sig := c.supervise(lctx, nil, sigs, f.grace); out {
+			case interrupted:
+				log.Info("interrupted; the command has exited", "signal", sig, "command", c.describe())
+				return nil
+			case lost:
 				if ctx.Err() != nil {
 					log.Info("interrupted; the command was stopped", "command", c.describe())
 				} else {

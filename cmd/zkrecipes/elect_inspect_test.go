@@ -21,13 +21,13 @@ import (
 // TestElectFailover: the first candidate leads and runs its command; the
 // second waits. SIGTERM to the leader stops its command and makes it exit
 // 143; the second then leads with a larger token. inspect shows it as
-// leader with its --id.
+// leader with its --id. SIGINT to it is forwarded to its command as is.
 func TestElectFailover(t *testing.T) {
 	t.Parallel()
 	cl := zktest.Shared(t)
 	dir := t.TempDir()
 	log := filepath.Join(dir, "log")
-	script := fmt.Sprintf(`trap 'echo "stop $ZKRECIPES_ID" >> %[1]s; exit 0' TERM; echo "lead $ZKRECIPES_ID $ZKRECIPES_TOKEN" >> %[1]s; while :; do sleep 0.1; done`, log)
+	script := fmt.Sprintf(`trap 'echo "stop $ZKRECIPES_ID" >> %[1]s; exit 0' TERM INT; echo "lead $ZKRECIPES_ID $ZKRECIPES_TOKEN" >> %[1]s; while :; do sleep 0.1; done`, log)
 	a := start(t, cl, dir, "elect", "/elections/e", "--id", "a", "--", "sh", "-c", script)
 	a.awaitLog("leading")
 	awaitLines(t, log, 1) // a's command has set its trap
@@ -248,5 +248,42 @@ func TestQuietByDefault(t *testing.T) {
 	h.expect(0, 30*time.Second)
 	if out := h.stdout.String(); strings.Count(out, "(default host:pid)") != 1 || strings.Contains(out, `(default host:pid) (default`) {
 		t.Fatalf("elect --help on --id:\n%s", out)
+	}
+}
+
+// TestSignalIsNoLoss (issue 14): SIGTERM to zkrecipes while its command
+// runs is forwarded to the command and logged at info level, whichever
+// command or mode: plain elect (whose campaign loop ends on the signal)
+// logged a false "ownership lost" warning.
+func TestSignalIsNoLoss(t *testing.T) {
+	t.Parallel()
+	cl := zktest.Shared(t)
+	for _, c := range []struct {
+		mode []string
+		exit int // plain elect: 128+signal; the others: the command's status
+	}{
+		{[]string{"elect", "/signal/elect", "--id", "a"}, 128 + int(syscall.SIGTERM)},
+		{[]string{"elect", "--once", "/signal/once", "--id", "a"}, 0},
+		{[]string{"lock", "/signal/lock"}, 0},
+	} {
+		mode := c.mode
+		dir := t.TempDir()
+		log := filepath.Join(dir, "log")
+		script := fmt.Sprintf(`trap 'echo got TERM >> %[1]s; exit 0' TERM; echo started >> %[1]s; while :; do sleep 0.1; done`, log)
+		p := start(t, cl, dir, append(mode, "--", "sh", "-c", script)...)
+		awaitLines(t, log, 1) // the trap is set
+		p.signal(syscall.SIGTERM)
+		p.expect(c.exit, 30*time.Second)
+		if lines := readLines(t, log); len(lines) != 2 || lines[1] != "got TERM" {
+			t.Fatalf("%q: the command did not get the signal: %q", mode, lines)
+		}
+		if p.logged("signal received: forwarding it to the command") == nil {
+			t.Errorf("%q: the forwarding is not logged:\n%s", mode, p.stderr)
+		}
+		for _, r := range p.logs() {
+			if r["level"] == "WARN" || r["level"] == "ERROR" {
+				t.Errorf("%q: a normal stop logged %v %q:\n%s", mode, r["level"], r["msg"], p.stderr)
+			}
+		}
 	}
 }

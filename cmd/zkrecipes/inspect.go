@@ -105,7 +105,7 @@ type Entry struct {
 }
 
 func inspectMain(f *inspectFlags, path string, stdout, stderr io.Writer) int {
-	log := f.logger(stderr).With("path", path)
+	log := f.logger(stderr).With("path", recipe.ShortPath(path))
 	sigs := notifySignals()
 	defer signal.Stop(sigs)
 	ctx, stop := context.WithCancel(context.Background())

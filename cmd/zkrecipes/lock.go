@@ -118,7 +118,7 @@ func runLock(args []string, stdout, stderr io.Writer) int {
 }
 
 func lockMain(f *lockFlags, path string, argv []string, stderr io.Writer) int {
-	log := f.logger(stderr).With("path", path)
+	log := f.logger(stderr).With("path", recipe.ShortPath(path))
 	if f.backend != zkBackend {
 		log = log.With("backend", string(f.backend))
 	}
@@ -197,7 +197,7 @@ func runUnder(log *slog.Logger, lease recipe.Lease, argv, env []string, sigs <-c
 		giveUp()
 		return startStatus(err)
 	}
-	out, sig := c.supervise(lease.Context(), sigs, grace)
+	out, sig := c.supervise(lease.Context(), sigs, nil, grace)
 	switch out {
 	case lost:
 		log.Error(what+" lost; the command was stopped", "token", lease.Token(),

@@ -75,6 +75,12 @@ func TestLockCronSingleton(t *testing.T) {
 			t.Errorf("at --log-level warn: %v", r)
 		}
 	}
+	// Durations in the JSON logs are Go's ("12ms"), not bare nanoseconds.
+	if w, ok := refused.logged("held elsewhere")["waited"].(string); !ok {
+		t.Errorf("waited is not a duration: %v", refused.logged("held elsewhere")["waited"])
+	} else if _, err := time.ParseDuration(w); err != nil {
+		t.Errorf("waited %q: %v", w, err)
+	}
 	start(t, cl, dir, "lock", "--wait", "300ms", "/cron/nightly", "--", "touch", ran).expect(exitHeld, 30*time.Second)
 	if _, err := os.Stat(ran); err == nil {
 		t.Fatal("a command ran while the lock was held elsewhere")

@@ -211,11 +211,20 @@ func portless(servers string) []string {
 func (c *common) logger(stderr io.Writer) *slog.Logger {
 	var lvl slog.Level
 	_ = lvl.UnmarshalText([]byte(c.logLevel)) // checked by check
-	opts := &slog.HandlerOptions{Level: lvl}
+	opts := &slog.HandlerOptions{Level: lvl, ReplaceAttr: durationText}
 	if c.logFormat == "json" {
 		return slog.New(slog.NewJSONHandler(stderr, opts))
 	}
 	return slog.New(slog.NewTextHandler(stderr, opts))
+}
+
+// durationText logs a duration as Go writes it ("1.5s", "250ms"), in JSON
+// too, where slog would give a number of nanoseconds without a unit.
+func durationText(_ []string, a slog.Attr) slog.Attr {
+	if a.Value.Kind() == slog.KindDuration {
+		a.Value = slog.StringValue(a.Value.Duration().String())
+	}
+	return a
 }
 
 // connect opens the Session; on failure it logs and returns the exit
@@ -342,12 +351,21 @@ func usageError(stderr io.Writer, fs *flag.FlagSet, format string, args ...any) 
 	return exitUsage
 }
 
+// quotePath quotes p for a message: a path recipe.ShortPath shortens is
+// shortened the same way (its first 64 bytes, quoted, and its length).
+func quotePath(p string) string {
+	if recipe.ShortPath(p) == p {
+		return strconv.Quote(p)
+	}
+	return fmt.Sprintf("%q… (%d bytes)", p[:64], len(p))
+}
+
 // checkPath validates a recipe path, naming the path and the rule.
 func checkPath(stderr io.Writer, fs *flag.FlagSet, p string) int {
 	if err := recipe.ValidatePath(p); err != nil {
 		var pe *recipe.PathError
 		if errors.As(err, &pe) {
-			return usageError(stderr, fs, "invalid path %q: %s (a ZooKeeper path like /locks/nightly)", pe.Path, pe.Reason)
+			return usageError(stderr, fs, "invalid path %s: %s (a ZooKeeper path like /locks/nightly)", quotePath(pe.Path), pe.Reason)
 		}
 		return usageError(stderr, fs, "%v", err)
 	}
@@ -376,7 +394,7 @@ func (c *common) supervise(log *slog.Logger, connect func(context.Context, *metr
 	ctx, cancel := context.WithCancelCause(context.Background())
 	sv.ctx, sv.cancel = ctx, cancel
 	sv.undo = append(sv.undo, func() { cancel(nil) })
-	sv.stopWatch = watchSignals(sv.sigs, func(sig os.Signal) { sv.got = sig; cancel(fmt.Errorf("signal %v", sig)) })
+	sv.stopWatch = watchSignals(sv.sigs, func(sig os.Signal) { sv.got = sig; cancel(interrupt{sig}) })
 	sv.undo = append(sv.undo, sv.stopWatch)
 	defer func() {
 		if code >= 0 {

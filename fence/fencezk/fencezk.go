@@ -97,7 +97,7 @@ func (r *Register) Read(ctx context.Context) (Value, error) {
 		return Value{Version: -1}, nil
 	}
 	if err != nil {
-		return Value{}, fmt.Errorf("fencezk: reading %s: %w", r.path, err)
+		return Value{}, fmt.Errorf("fencezk: reading %s: %w", recipe.ShortPath(r.path), err)
 	}
 	return decode(r.path, data, st.Version)
 }
@@ -164,7 +164,7 @@ func (r *Register) write(ctx context.Context, token fence.Token, data []byte, op
 		switch {
 		case errors.Is(err, zk.ErrNoNode): // the empty register: created below with the write
 		case err != nil:
-			return Value{}, nil, fmt.Errorf("fencezk: reading %s: %w", r.path, err)
+			return Value{}, nil, fmt.Errorf("fencezk: reading %s: %w", recipe.ShortPath(r.path), err)
 		default:
 			if cur, err = decode(r.path, raw, st.Version); err != nil {
 				return Value{}, nil, err
@@ -211,7 +211,7 @@ func (r *Register) write(ctx context.Context, token fence.Token, data []byte, op
 			// The register's parent is missing (or the chroot): create
 			// them as the recipes create their directories.
 			if err := r.s.EnsureDir(ctx, path.Dir(r.path), r.acl); err != nil {
-				return cur, nil, fmt.Errorf("fencezk: creating the parents of %s: %w", r.path, err)
+				return cur, nil, fmt.Errorf("fencezk: creating the parents of %s: %w", recipe.ShortPath(r.path), err)
 			}
 			continue
 		case failed == 0 && errors.Is(err, zk.ErrNoNode):
@@ -219,11 +219,11 @@ func (r *Register) write(ctx context.Context, token fence.Token, data []byte, op
 		case failed > 0:
 			return cur, r.unroot(res), fmt.Errorf("fencezk: op %d refused, nothing applied: %w", failed-1, err)
 		case errors.Is(err, zk.ErrShortBuffer): // over the send buffer: never sent
-			return cur, nil, fmt.Errorf("fencezk: writing %s: %w: %w", r.path, recipe.ErrTooLarge, err)
+			return cur, nil, fmt.Errorf("fencezk: writing %s: %w: %w", recipe.ShortPath(r.path), recipe.ErrTooLarge, err)
 		case res == nil && !definite(err):
-			return cur, nil, fmt.Errorf("%w: writing %s: %w", fence.ErrUncertain, r.path, err)
+			return cur, nil, fmt.Errorf("%w: writing %s: %w", fence.ErrUncertain, recipe.ShortPath(r.path), err)
 		}
-		return cur, nil, fmt.Errorf("fencezk: writing %s: %w", r.path, err)
+		return cur, nil, fmt.Errorf("fencezk: writing %s: %w", recipe.ShortPath(r.path), err)
 	}
 }
 
@@ -310,11 +310,11 @@ func decode(path string, raw []byte, version int32) (Value, error) {
 	}
 	line, data, ok := bytes.Cut(raw, []byte{'\n'})
 	if !ok || !bytes.HasPrefix(line, []byte(header)) {
-		return Value{}, fmt.Errorf("%w: %s holds %.40q", ErrNotRegister, path, raw)
+		return Value{}, fmt.Errorf("%w: %s holds %.40q", ErrNotRegister, recipe.ShortPath(path), raw)
 	}
 	t, err := fence.ParseToken(string(line[len(header):]))
 	if err != nil {
-		return Value{}, fmt.Errorf("%w: %s: %w", ErrNotRegister, path, err)
+		return Value{}, fmt.Errorf("%w: %s: %w", ErrNotRegister, recipe.ShortPath(path), err)
 	}
 	return Value{Token: t, Data: data, Version: version}, nil
 }
