@@ -315,3 +315,37 @@ func TestReleaseWithDoneContext(t *testing.T) {
 		t.Fatalf("%d entries right after Release (%v), want 0: the unlock is confirmed before Release returns", n, err)
 	}
 }
+
+// TestReleaseDuringCutIsBounded: a holder cut off from the server that
+// releases with a context without deadline gets an answer within TTL/2
+// after the ping in flight (the unlock's own bound), not never: a
+// leader.Run stopping behind it would hang otherwise (found by a new
+// user's trial: Release blocked for minutes). The bound checked is loose
+// (a hang check, not a performance figure).
+func TestReleaseDuringCutIsBounded(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	a := h.NewClient(t, "release-cut").(*client)
+	la := mustAcquire(t, a.Mutex)
+	a.CutOff()
+	done := make(chan error, 1)
+	start := time.Now()
+	go func() { done <- la.Release(context.Background()) }()
+	select {
+	case err := <-done:
+		t.Logf("Release during a cut returned after %v: %v", time.Since(start).Round(time.Millisecond), err)
+		if err == nil {
+			t.Error("Release during a cut confirmed an unlock that cannot have reached the server")
+		}
+	case <-time.After(4 * testTTL):
+		t.Fatalf("Release during a cut still blocked after %v (bound: TTL/2 after the ping in flight)", 4*testTTL)
+	}
+}
+
+// TestNewNilSession: New refuses a nil session with recipe.ErrBadOption
+// instead of a Mutex that panics at Acquire.
+func TestNewNilSession(t *testing.T) {
+	if _, err := New(nil, "x"); !errors.Is(err, recipe.ErrBadOption) {
+		t.Fatalf("New(nil, \"x\") = %v, want an error matching recipe.ErrBadOption", err)
+	}
+}

@@ -121,8 +121,9 @@ func (l *lease) listen(deadline time.Time) error {
 // Release implements recipe.Lease. It ends the context (recipe.ErrReleased),
 // waits for a ping in flight (at most TTL/2), then unlocks on the lease's
 // connection, which confirms the lock is free when Release returns, and
-// closes the connection. If ctx is already done it uses a context of its own,
-// bounded by TTL/2, for the unlock.
+// closes the connection. The unlock is bounded by TTL/2 whatever ctx says
+// (a context of its own if ctx is already done), so a cut or frozen server
+// never holds Release longer than TTL/2 plus the ping in flight.
 //
 // Errors: recipe.ErrLeaseLost wrapping the cause if the lease had ended
 // before (the monitor has already closed the connection: nothing to undo);
@@ -142,11 +143,15 @@ func (l *lease) Release(ctx context.Context) error {
 		return fmt.Errorf("%w: %w", recipe.ErrLeaseLost, cause)
 	}
 	l.released = true
+	// The unlock is bounded by the cleanup budget even when ctx has no
+	// deadline: a cut or frozen server must not hold Release (and a
+	// leader.Run stopping) for ever. Closing the connection below frees the
+	// lock anyway, at once on a clean close, else by the server's bound.
 	if ctx.Err() != nil {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), l.m.s.loss)
-		defer cancel()
+		ctx = context.WithoutCancel(ctx)
 	}
+	ctx, cancel := context.WithTimeout(ctx, l.m.s.loss)
+	defer cancel()
 	rows, err := query(ctx, l.conn, "SELECT pg_advisory_unlock($1::bigint)", strconv.FormatInt(l.m.key, 10))
 	hangUp(l.conn)
 	switch {

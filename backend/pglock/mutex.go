@@ -60,6 +60,8 @@ var _ recipe.Lock = (*Mutex)(nil)
 func New(s *Session, name string) (*Mutex, error) {
 	bad := func(reason string) error { return &recipe.PathError{Path: name, Reason: reason} }
 	switch {
+	case s == nil:
+		return nil, fmt.Errorf("%w: pglock.New: nil *Session", recipe.ErrBadOption)
 	case name == "":
 		return nil, bad("empty lock name")
 	case len(name) > MaxNameLen:

@@ -210,6 +210,12 @@ func (s *Session) TTL() time.Duration { return s.ttl }
 func (s *Session) dial(ctx context.Context) (*pgconn.PgConn, error) {
 	conn, err := pgconn.ConnectConfig(ctx, s.cfg)
 	if err != nil {
+		if ctx.Err() != nil {
+			// A dial cut short by the caller's deadline or cancellation
+			// answers with ctx's cause (recipe.Lock's contract), not as a
+			// connection failure.
+			return nil, fmt.Errorf("%w (%w)", context.Cause(ctx), err)
+		}
 		var pgErr *pgconn.PgError
 		if errors.As(err, &pgErr) && pgErr.Code == "42704" { // undefined_object: an unknown parameter
 			return nil, fmt.Errorf("pglock: the server refused a session parameter (pglock needs PostgreSQL 14 or later): %w", err)
