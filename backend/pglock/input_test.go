@@ -39,8 +39,8 @@ func TestUnreachableServer(t *testing.T) {
 	start := time.Now()
 	_, err = Connect(context.Background(), "postgres://nobody@127.0.0.1:"+strconv.Itoa(port)+"/db?sslmode=disable")
 	var ce *pgconn.ConnectError
-	if !errors.As(err, &ce) {
-		t.Fatalf("Connect to a closed port = %v, want a *pgconn.ConnectError", err)
+	if !errors.As(err, &ce) || !errors.Is(err, recipe.ErrUnreachable) {
+		t.Fatalf("Connect to a closed port = %v, want a *pgconn.ConnectError matching recipe.ErrUnreachable", err)
 	}
 	t.Logf("refused after %v: %v", time.Since(start).Round(time.Millisecond), err)
 

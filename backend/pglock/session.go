@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"math"
+	"net"
 	"regexp"
 	"strconv"
 	"sync"
@@ -109,9 +111,10 @@ func Connect(ctx context.Context, url string, opts ...Option) (*Session, error) 
 // server answers, accepts this package's session parameters (PostgreSQL 14
 // or later), is not behind a pooler (ErrPooler) and has the token table,
 // creating it if missing (ErrTokenTable if it can't). Errors: an invalid
-// option (recipe.ErrBadOption); the connection error (*pgconn.ConnectError)
-// of an unreachable server, within the connect timeout (the URL's
-// connect_timeout, else DefaultConnectTimeout) or ctx.
+// option (recipe.ErrBadOption); for an unreachable server, within the
+// connect timeout (the URL's connect_timeout, else DefaultConnectTimeout),
+// a *recipe.OpError matching recipe.ErrUnreachable and wrapping the
+// connection error (*pgconn.ConnectError); ctx's cause if ctx ended first.
 //
 // There is no constructor from a pgxpool.Pool or a pgx.Conn on purpose: a
 // pooled connection returns to its pool with the lock still held, and a
@@ -215,6 +218,12 @@ func (s *Session) dial(ctx context.Context) (*pgconn.PgConn, error) {
 			// answers with ctx's cause (recipe.Lock's contract), not as a
 			// connection failure.
 			return nil, fmt.Errorf("%w (%w)", context.Cause(ctx), err)
+		}
+		var ne net.Error
+		if errors.As(err, &ne) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+			// The server could not be reached (or hung up before it
+			// answered): the same typed error on every backend.
+			return nil, &recipe.OpError{Op: "connect", Err: fmt.Errorf("%w: %w", recipe.ErrUnreachable, err)}
 		}
 		var pgErr *pgconn.PgError
 		if errors.As(err, &pgErr) && pgErr.Code == "42704" { // undefined_object: an unknown parameter

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"net"
 	"net/url"
 	"strings"
 	"sync"
@@ -61,7 +63,8 @@ type Session struct {
 // Errors: ErrBadURL for a URL it can't use (nothing is dialled);
 // recipe.ErrBadOption for an invalid option; a *recipe.OpError wrapping the
 // dial or reply error if the server does not answer within ctx and the dial timeout
-// (default 5 s); ErrNotPrimary if it is a replica. The server's persistence
+// (default 5 s), which also matches recipe.ErrUnreachable when the network
+// failed (not for ctx's end); ErrNotPrimary if it is a replica. The server's persistence
 // settings are checked too: without appendonly yes and appendfsync always a
 // warning is logged (see the package documentation for what can go wrong).
 func Connect(ctx context.Context, rawURL string, opts ...Option) (*Session, error) {
@@ -141,6 +144,9 @@ func parseURL(raw string) (*redis.Options, error) {
 
 func newSession(ctx context.Context, cli *redis.Client, owned bool, c *config) (*Session, error) {
 	if err := cli.Ping(ctx).Err(); err != nil {
+		if ctx.Err() == nil && isNetError(err) {
+			err = fmt.Errorf("%w: %w", recipe.ErrUnreachable, err)
+		}
 		return nil, &recipe.OpError{Op: "connect", Err: err}
 	}
 	s := &Session{cli: cli, owned: owned, ttl: c.ttl, prefix: c.prefix, log: c.logger, leases: make(map[*lease]struct{})}
@@ -301,4 +307,12 @@ func (s *Session) unregister(l *lease) bool {
 func isTimeout(err error) bool {
 	var te interface{ Timeout() bool }
 	return errors.As(err, &te) && te.Timeout()
+}
+
+// isNetError reports whether err is a failure to reach the server (a dial,
+// read or write error of the network, or a timeout), as opposed to an answer
+// from it: Connect's error then also matches recipe.ErrUnreachable.
+func isNetError(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)
 }

@@ -61,8 +61,8 @@ func TestConnectUnreachable(t *testing.T) {
 	_, err = redislock.Connect(ctx, "redis://"+addr)
 	var op *recipe.OpError
 	var ne *net.OpError
-	if !errors.As(err, &op) || !errors.As(err, &ne) {
-		t.Errorf("Connect to a closed port = %v, want a *recipe.OpError wrapping the *net.OpError", err)
+	if !errors.As(err, &op) || !errors.As(err, &ne) || !errors.Is(err, recipe.ErrUnreachable) {
+		t.Errorf("Connect to a closed port = %v, want a *recipe.OpError wrapping the *net.OpError, matching recipe.ErrUnreachable", err)
 	}
 	t.Logf("Connect to a closed port failed after %v: %v", time.Since(start).Round(time.Millisecond), err)
 }
