@@ -249,7 +249,7 @@ func (s *Session) Close() error {
 	if s.own {
 		_ = s.cli.Close()
 	}
-	s.log.Info("etcdlock: session closed")
+	s.log.Debug("etcdlock: session closed")
 	return nil
 }
 
@@ -349,7 +349,7 @@ func (s *Session) newGeneration(ctx context.Context) (*generation, error) {
 		g.keepAlive()
 	}()
 	s.mu.Unlock()
-	s.log.Info("etcdlock: lease granted", "lease", fmt.Sprintf("%x", int64(g.id)), "ttl", g.ttl)
+	s.log.Debug("etcdlock: lease granted", "lease", fmt.Sprintf("%x", int64(g.id)), "ttl", g.ttl)
 	return g, nil
 }
 

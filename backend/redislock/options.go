@@ -3,7 +3,6 @@ package redislock
 import (
 	"context"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"time"
@@ -67,7 +66,8 @@ func WithTTL(d time.Duration) Option {
 func WithKeyPrefix(p string) Option { return func(c *config) { c.prefix = p } }
 
 // WithLogger sets the logger for renewal failures, losses, cleanup and
-// server warnings (default: discard).
+// server warnings (default: slog.Default(), so that a warning such as a
+// server without fsync is seen).
 func WithLogger(l *slog.Logger) Option {
 	return func(c *config) {
 		if l == nil {
@@ -103,7 +103,7 @@ func newConfig(opts []Option) (*config, error) {
 		o(c)
 	}
 	if c.logger == nil {
-		c.logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+		c.logger = slog.Default()
 	}
 	return c, c.err
 }
