@@ -19,6 +19,15 @@ type suite struct {
 // failure.
 func (s *suite) expiryWait() time.Duration { return 2 * s.lt.Max }
 
+// stepCtx returns a context for one step that should complete promptly: it
+// ends OpTimeout from now (or when t ends). Each step gets its own, so a
+// slow earlier step under load cannot use up a later step's time.
+func stepCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), OpTimeout)
+	t.Cleanup(cancel)
+	return ctx
+}
+
 // acquire takes the lock with Acquire on c, failing the test if that does not
 // succeed within OpTimeout or the lease is not sound.
 func (s *suite) acquire(t *testing.T, c Client, who string) recipe.Lease {

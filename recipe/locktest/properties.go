@@ -16,15 +16,13 @@ import (
 func (s *suite) basics(t *testing.T) {
 	const lock = "basics"
 	a, b := s.h.NewClient(t, lock), s.h.NewClient(t, lock)
-	ctx, cancel := context.WithTimeout(context.Background(), OpTimeout)
-	defer cancel()
 
-	la, err := a.TryAcquire(ctx)
+	la, err := a.TryAcquire(stepCtx(t))
 	if err != nil {
 		t.Fatalf("A: TryAcquire of a lock nobody holds: %v", err)
 	}
 	checkFresh(t, la, "A")
-	if lb, err := b.TryAcquire(ctx); err == nil {
+	if lb, err := b.TryAcquire(stepCtx(t)); err == nil {
 		releaseQuietly(lb)
 		t.Fatalf("B: TryAcquire succeeded while A holds the lock (tokens %v and %v)", la.Token(), lb.Token())
 	} else if !errors.Is(err, recipe.ErrLocked) {
@@ -37,7 +35,7 @@ func (s *suite) basics(t *testing.T) {
 	if cause := context.Cause(la.Context()); !errors.Is(cause, recipe.ErrReleased) {
 		t.Errorf("A: lease context cause after Release = %v, want recipe.ErrReleased", cause)
 	}
-	if err := la.Release(ctx); err != nil {
+	if err := la.Release(stepCtx(t)); err != nil {
 		t.Errorf("A: second Release = %v, want nil (Release is idempotent)", err)
 	}
 	r := await(t, pb, OpTimeout, "B, waiting while A released")
@@ -142,9 +140,7 @@ func (s *suite) crashedHolderFreed(t *testing.T) {
 
 	crashed := time.Now()
 	a.Crash()
-	ctx, cancel := context.WithTimeout(context.Background(), OpTimeout)
-	defer cancel()
-	if lc, err := c.TryAcquire(ctx); err == nil {
+	if lc, err := c.TryAcquire(stepCtx(t)); err == nil {
 		releaseQuietly(lc)
 		t.Errorf("the lock was free right after its holder crashed: its lease must last until it expires")
 	} else if !errors.Is(err, recipe.ErrLocked) {
@@ -225,9 +221,7 @@ func (s *suite) staleReleaseKeepsNewHolder(t *testing.T) {
 	lb := await(t, pb, s.expiryWait(), "B, waiting for the cut-off holder's lease to expire").lease
 	a.Heal()
 
-	ctx, cancel := context.WithTimeout(context.Background(), OpTimeout)
-	defer cancel()
-	if err := la.Release(ctx); !errors.Is(err, recipe.ErrLeaseLost) {
+	if err := la.Release(stepCtx(t)); !errors.Is(err, recipe.ErrLeaseLost) {
 		t.Errorf("A: Release after losing the lease = %v, want an error matching recipe.ErrLeaseLost", err)
 	}
 	if cause := context.Cause(la.Context()); !lossCause(cause) {
@@ -241,7 +235,7 @@ func (s *suite) staleReleaseKeepsNewHolder(t *testing.T) {
 	if err := lb.Context().Err(); err != nil {
 		t.Errorf("B's lease ended after the stale holder's Release (cause %v)", context.Cause(lb.Context()))
 	}
-	if lc, err := c.TryAcquire(ctx); err == nil {
+	if lc, err := c.TryAcquire(stepCtx(t)); err == nil {
 		releaseQuietly(lc)
 		t.Fatalf("C acquired while B holds: the stale holder's Release removed B's grant")
 	} else if !errors.Is(err, recipe.ErrLocked) {
@@ -313,9 +307,7 @@ func (s *suite) ownershipLossCancelsContext(t *testing.T) {
 		t.Errorf("B was granted while A's lease context was still live: two holders")
 	}
 	a.Heal()
-	ctx, cancel := context.WithTimeout(context.Background(), OpTimeout)
-	defer cancel()
-	if err := la.Release(ctx); !errors.Is(err, recipe.ErrLeaseLost) {
+	if err := la.Release(stepCtx(t)); !errors.Is(err, recipe.ErrLeaseLost) {
 		t.Errorf("A: Release after losing the lease = %v, want an error matching recipe.ErrLeaseLost", err)
 	}
 	release(t, r.lease, "B")
@@ -340,9 +332,7 @@ func (s *suite) cancellationLeavesNothing(t *testing.T) {
 		}
 	}
 
-	ctx, cancel := context.WithTimeout(context.Background(), OpTimeout)
-	defer cancel()
-	l, err := b.TryAcquire(ctx)
+	l, err := b.TryAcquire(stepCtx(t))
 	got("TryAcquire while A holds", l, err, recipe.ErrLocked)
 
 	cctx, ccancel := context.WithCancelCause(context.Background())
@@ -364,7 +354,7 @@ func (s *suite) cancellationLeavesNothing(t *testing.T) {
 		queued <- result{lease: l, err: err}
 	}()
 	for i := 0; i < 50; i++ {
-		if n, err := s.h.Leftovers(ctx, lock); err != nil || n >= 2 {
+		if n, err := s.h.Leftovers(stepCtx(t), lock); err != nil || n >= 2 {
 			break
 		}
 		time.Sleep(20 * time.Millisecond)
@@ -390,7 +380,7 @@ func (s *suite) cancellationLeavesNothing(t *testing.T) {
 
 	release(t, la, "A")
 	s.expectLeftovers(t, lock, 0, "A released and no cancelled attempt left an entry")
-	lc, err := c.TryAcquire(ctx)
+	lc, err := c.TryAcquire(stepCtx(t))
 	if err != nil {
 		t.Fatalf("C: TryAcquire of the lock nobody holds: %v (something left behind blocks it)", err)
 	}
