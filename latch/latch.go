@@ -90,6 +90,8 @@ import (
 	"time"
 
 	"github.com/zkrecipes/zkrecipes/fence"
+	"github.com/zkrecipes/zkrecipes/internal/loop"
+	"github.com/zkrecipes/zkrecipes/internal/notify"
 	"github.com/zkrecipes/zkrecipes/recipe"
 )
 
@@ -180,10 +182,9 @@ type Latch struct {
 	endErr    error         // why the loop ended (phaseEnded)
 	done      chan struct{} // closed when the current Start/loop is over; nil before Start
 	ticket    *recipe.Ticket
-	cur       *grant        // the current grant, nil when not leader
-	changed   chan struct{} // closed and replaced on every change of state
-	listeners map[*recipe.Feed[Change]]struct{}
-	finished  bool // the final Change was delivered
+	cur       *grant           // the current grant, nil when not leader
+	changed   notify.Broadcast // at every change of state
+	listeners notify.Listeners[Change]
 }
 
 // New returns a participant with the given id in the election under the
@@ -207,12 +208,10 @@ func New(s *recipe.Session, path string, id string, opts ...Option) (*Latch, err
 		return nil, fmt.Errorf("latch id: %w", err)
 	}
 	l := &Latch{
-		q:         q,
-		id:        id,
-		data:      []byte(id),
-		log:       s.Logger(),
-		changed:   make(chan struct{}),
-		listeners: make(map[*recipe.Feed[Change]]struct{}),
+		q:    q,
+		id:   id,
+		data: []byte(id),
+		log:  s.Logger(),
 	}
 	for _, o := range opts {
 		if o != nil {
@@ -262,7 +261,7 @@ func (l *Latch) Start(ctx context.Context) error {
 	l.phase = phaseStarting
 	done := make(chan struct{})
 	l.done = done
-	l.broadcastLocked()
+	l.changed.Notify()
 	l.mu.Unlock()
 
 	// The join ends when ctx ends or Close is called.
@@ -291,14 +290,14 @@ func (l *Latch) Start(ctx context.Context) error {
 	if err != nil {
 		l.phase = phaseNew
 		l.done = nil
-		l.broadcastLocked()
+		l.changed.Notify()
 		l.mu.Unlock()
 		close(done)
 		return err
 	}
 	l.phase = phaseRunning
 	l.ticket = t
-	l.broadcastLocked()
+	l.changed.Notify()
 	l.mu.Unlock()
 	go l.run(t, done)
 	return nil
@@ -310,96 +309,110 @@ const (
 	backoffMax     = 2 * time.Second
 )
 
-// run is the participant loop: wait for the grant on the ticket, lead until
-// the grant ends, wait again on the same ticket while it lives (same
-// session, node in place), join again with a new ticket when it died.
+// waitFailed and rejoinFailed are the warnings of a retried wait and join.
+const (
+	waitFailed   = "latch: waiting for leadership failed; retrying"
+	rejoinFailed = "latch: re-joining failed; retrying"
+)
+
+// participant is the state of one run of the participant loop.
+type participant struct {
+	l       *Latch
+	t       *recipe.Ticket // the current ticket: its node keeps our place
+	stop    recipe.Stopper
+	joining bool // the last attempt failed to join (else: to wait)
+}
+
+// run is the participant loop (loop.Loop, as leader.Run's): wait for the
+// grant on the ticket, lead until the grant ends, wait again on the same
+// ticket while it lives (same session, node in place), join again with a
+// new ticket when it died. It ends when the latch is closed, or on an error
+// that retrying cannot cure (then the latch ends with it).
 func (l *Latch) run(t *recipe.Ticket, done chan struct{}) {
-	ctx := l.ctx
 	defer close(done)
+	p := &participant{l: l, t: t}
 	defer func() {
 		// Whatever ended the loop, the node goes now, even if Close stops
 		// waiting (its own Leave is then a confirmation, and reports
 		// errors). A dead ticket's node is gone already; a closed
 		// session's node went with it.
-		_ = t.Leave(context.Background())
+		_ = p.t.Leave(context.Background())
 	}()
-	b := recipe.LoopBackOff(backoffInitial, backoffMax)
-	var stop recipe.Stopper
-	pause := false
-	for {
-		if pause && recipe.Pause(ctx, b, backoffMax) != nil {
-			return
-		}
-		if ctx.Err() != nil {
-			return
-		}
-		if t.Err() != nil {
-			// The ticket died with its session or its node: join again.
-			// (Its node is gone, or its deletion was handed to the
-			// Session's cleaner by the engine.)
-			why := t.Err()
-			nt, err := l.q.Join(ctx, Kind, l.data)
-			if err != nil {
-				if ctx.Err() != nil {
-					return
-				}
-				if stop.Stop(err, recipe.Permanent(err)) {
-					l.stop(err)
-					return
-				}
-				l.log.Warn("latch: re-joining failed; retrying", "dir", recipe.ShortPath(l.q.Dir()), "id", l.id, "err", err)
-				pause = true
-				continue
-			}
-			t = nt
-			l.mu.Lock()
-			l.ticket = t
-			l.mu.Unlock()
-			l.log.Info("latch: re-joined", "dir", recipe.ShortPath(l.q.Dir()), "id", l.id, "node", t.Name(),
-				"session", fmt.Sprintf("0x%x", t.SessionID()), "after", why)
-		}
-		start := time.Now()
-		lease, err := t.Await(ctx)
-		if err != nil {
-			if ctx.Err() != nil {
-				return
-			}
-			if stop.Stop(err, recipe.Permanent(err)) {
-				l.stop(err)
-				return
-			}
-			if t.Err() == nil {
-				l.log.Warn("latch: waiting for leadership failed; retrying", "dir", recipe.ShortPath(l.q.Dir()), "id", l.id, "err", err)
-			}
-			// A wait that failed at once backs off; one that waited long
-			// (a session lost after a while) re-joins at once.
-			if time.Since(start) < backoffMax {
-				pause = true
-			} else {
-				pause = false
-				b.Reset()
-			}
-			continue
-		}
-		pause = false
-		b.Reset()
-		stop.Stop(nil, false)
-		g := &grant{l: l, inner: lease, at: time.Now()}
-		if !l.lead(g) {
-			return // closed meanwhile: the deferred Leave releases it
-		}
-		select {
-		case <-lease.Context().Done():
-		case <-ctx.Done():
-			return
-		}
-		cause := context.Cause(lease.Context())
-		if errors.Is(cause, recipe.ErrSessionClosed) {
-			l.end(recipe.ErrSessionClosed)
-			return
-		}
-		l.follow(g, cause)
+	lp := loop.Loop{
+		BackOff:  loop.BackOff(backoffInitial, backoffMax),
+		Max:      backoffMax,
+		Ends:     func(err error) bool { return p.stop.Stop(err, recipe.Permanent(err)) },
+		Retrying: p.retrying,
 	}
+	if err := lp.Run(l.ctx, p.attempt); !errors.Is(err, ErrClosed) {
+		l.stop(err)
+	}
+}
+
+// attempt is one turn of the loop: join again if the ticket died, wait for
+// the grant, lead until it ends.
+func (p *participant) attempt(ctx context.Context) (loop.Next, error) {
+	l := p.l
+	p.joining = p.t.Err() != nil
+	if p.joining {
+		// The ticket died with its session or its node: join again. (Its
+		// node is gone, or its deletion was handed to the Session's
+		// cleaner by the engine.)
+		why := p.t.Err()
+		nt, err := l.q.Join(ctx, Kind, l.data)
+		if err != nil {
+			return loop.Wait, err
+		}
+		p.t = nt
+		l.mu.Lock()
+		l.ticket = nt
+		l.mu.Unlock()
+		l.log.Info("latch: re-joined", "dir", recipe.ShortPath(l.q.Dir()), "id", l.id, "node", nt.Name(),
+			"session", fmt.Sprintf("0x%x", nt.SessionID()), "after", why)
+		p.joining = false
+	}
+	start := time.Now()
+	lease, err := p.t.Await(ctx)
+	if err != nil {
+		// A wait that failed at once backs off; one that waited long (a
+		// session lost after a while) re-joins at once.
+		if time.Since(start) < backoffMax {
+			return loop.Wait, err
+		}
+		return loop.Now, err
+	}
+	return loop.Now, l.hold(ctx, lease)
+}
+
+func (p *participant) retrying(err error) {
+	l := p.l
+	switch {
+	case p.joining:
+		l.log.Warn(rejoinFailed, "dir", recipe.ShortPath(l.q.Dir()), "id", l.id, "err", err)
+	case p.t.Err() == nil:
+		l.log.Warn(waitFailed, "dir", recipe.ShortPath(l.q.Dir()), "id", l.id, "err", err)
+	}
+}
+
+// hold publishes the grant, waits for its end and publishes that. It
+// returns recipe.ErrSessionClosed when the grant ended with the session
+// (which ends the loop), ctx's cause when the latch was closed.
+func (l *Latch) hold(ctx context.Context, lease recipe.Lease) error {
+	g := &grant{l: l, inner: lease, at: time.Now()}
+	if !l.lead(g) {
+		return context.Cause(ctx) // closed meanwhile: run's Leave releases it
+	}
+	select {
+	case <-lease.Context().Done():
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+	cause := context.Cause(lease.Context())
+	if errors.Is(cause, recipe.ErrSessionClosed) {
+		return recipe.ErrSessionClosed
+	}
+	l.follow(g, cause)
+	return nil
 }
 
 // lead publishes a grant; it reports false when the latch is closed.
@@ -410,8 +423,8 @@ func (l *Latch) lead(g *grant) bool {
 		return false
 	}
 	l.cur = g
-	l.pushLocked(Change{Leader: true, Token: g.Token(), Lease: g, At: g.at})
-	l.broadcastLocked()
+	l.listeners.Push(Change{Leader: true, Token: g.Token(), Lease: g, At: g.at})
+	l.changed.Notify()
 	return true
 }
 
@@ -425,63 +438,39 @@ func (l *Latch) follow(g *grant, cause error) {
 	if l.closed {
 		return // Close delivers the final Change
 	}
-	l.pushLocked(Change{Leader: false, Token: g.Token(), At: time.Now(), Cause: cause})
-	l.broadcastLocked()
+	l.listeners.Push(Change{Leader: false, Token: g.Token(), At: time.Now(), Cause: cause})
+	l.changed.Notify()
 }
 
 // stop ends the participant on an error that retrying cannot cure
 // (recipe.Permanent): its node goes (run's deferred Leave), Await returns
 // err, listeners get their final Change with it.
 func (l *Latch) stop(err error) {
-	if errors.Is(err, recipe.ErrSessionClosed) {
-		l.end(recipe.ErrSessionClosed)
-		return
+	if !errors.Is(err, recipe.ErrSessionClosed) {
+		l.log.Error("latch: stopped: retrying cannot help", "dir", recipe.ShortPath(l.q.Dir()), "id", l.id, "err", err)
 	}
-	l.log.Error("latch: stopped: retrying cannot help", "dir", recipe.ShortPath(l.q.Dir()), "id", l.id, "err", err)
-	l.end(err)
-}
-
-// end finishes the latch when its session is closed, or on an error that
-// retrying cannot cure.
-func (l *Latch) end(cause error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.phase = phaseEnded
 	if l.endErr == nil {
-		l.endErr = cause
+		l.endErr = err
 	}
-	l.finishLocked(cause)
+	l.finishLocked(err)
 }
 
 // finishLocked delivers the final Change (once) and lets every listener
 // close its channel after it.
 func (l *Latch) finishLocked(cause error) {
-	if l.finished {
+	if l.listeners.Finished() {
 		return
 	}
-	l.finished = true
 	var tok fence.Token
 	if l.cur != nil {
 		tok = l.cur.Token()
 	}
 	l.cur = nil
-	c := Change{Leader: false, Token: tok, At: time.Now(), Cause: cause}
-	for ls := range l.listeners {
-		ls.Finish(c)
-	}
-	l.listeners = make(map[*recipe.Feed[Change]]struct{})
-	l.broadcastLocked()
-}
-
-func (l *Latch) pushLocked(c Change) {
-	for ls := range l.listeners {
-		ls.Push(c)
-	}
-}
-
-func (l *Latch) broadcastLocked() {
-	close(l.changed)
-	l.changed = make(chan struct{})
+	l.listeners.Finish(Change{Leader: false, Token: tok, At: time.Now(), Cause: cause})
+	l.changed.Notify()
 }
 
 // IsLeader reports whether this participant is the leader now: it holds a
@@ -528,7 +517,7 @@ func (l *Latch) Await(ctx context.Context) (recipe.Lease, error) {
 			l.mu.Unlock()
 			return g, nil
 		}
-		ch := l.changed // closed by the next grant, loss, Close or end
+		ch := l.changed.C() // closed by the next grant, loss, Close or end
 		l.mu.Unlock()
 		if err := ctx.Err(); err != nil {
 			return nil, context.Cause(ctx)
@@ -557,23 +546,21 @@ func (l *Latch) Await(ctx context.Context) (recipe.Lease, error) {
 // the channel is closed, so a reader must keep reading until then or cancel
 // ctx.
 func (l *Latch) Listen(ctx context.Context) <-chan Change {
-	f := recipe.NewFeed[Change]()
+	f := notify.NewFeed[Change]()
 	l.mu.Lock()
-	if l.finished {
+	if !l.listeners.Add(f) {
 		l.mu.Unlock()
-		ch := make(chan Change)
-		close(ch)
-		return ch
+		f.Close()
+		return f.C()
 	}
 	if g := l.cur; g != nil && g.inner.Context().Err() == nil {
 		f.Push(Change{Leader: true, Token: g.Token(), Lease: g, At: g.at})
 	}
-	l.listeners[f] = struct{}{}
 	l.mu.Unlock()
 	go func() {
 		defer func() {
 			l.mu.Lock()
-			delete(l.listeners, f)
+			l.listeners.Remove(f)
 			l.mu.Unlock()
 		}()
 		f.Run(ctx, nil)
@@ -644,7 +631,7 @@ func (l *Latch) Close(ctx context.Context) error {
 	if !l.closed {
 		l.closed = true
 		l.cancel(ErrClosed)
-		l.broadcastLocked()
+		l.changed.Notify()
 	}
 	done := l.done
 	l.mu.Unlock()

@@ -33,6 +33,7 @@ import (
 	"github.com/cenkalti/backoff/v4"
 
 	"github.com/zkrecipes/zkrecipes/fence"
+	"github.com/zkrecipes/zkrecipes/internal/loop"
 	"github.com/zkrecipes/zkrecipes/recipe"
 )
 
@@ -152,39 +153,32 @@ func Run(ctx context.Context, lock recipe.Lock, fn func(ctx context.Context, tok
 	if c.log == nil {
 		c.log = slog.Default()
 	}
-	b := c.backoff()
 	var stop recipe.Stopper
-	for {
-		if ctx.Err() != nil {
-			return context.Cause(ctx)
-		}
-		lease, err := lock.Acquire(ctx)
-		if err != nil {
-			if ctx.Err() != nil {
-				return context.Cause(ctx)
-			}
-			permanent := c.isPermanent(err)
-			if stop.Stop(err, permanent) {
-				return err
-			}
-			if permanent {
+	lp := loop.Loop{
+		BackOff: c.backoff(),
+		Max:     MaxBackOff,
+		Ends:    func(err error) bool { return stop.Stop(err, c.isPermanent(err)) },
+		Retrying: func(err error) {
+			if c.isPermanent(err) {
 				c.log.Warn("leader: another recipe's nodes are on the lock's path; trying once more before stopping", "err", err)
 			} else {
 				c.log.Warn("leader: acquiring the lock failed; retrying", "err", err)
 			}
-		} else {
-			stop.Stop(nil, false)
-			if failed := c.lead(ctx, lease, fn); !failed {
-				b.Reset()
-			}
-		}
-		if err := recipe.Pause(ctx, b, MaxBackOff); err != nil {
-			return err
-		}
+		},
 	}
+	return lp.Run(ctx, func(ctx context.Context) (loop.Next, error) {
+		lease, err := lock.Acquire(ctx)
+		if err != nil {
+			return loop.Wait, err
+		}
+		if failed := c.lead(ctx, lease, fn); failed {
+			return loop.Wait, nil
+		}
+		return loop.Rest, nil
+	})
 }
 
-func defaultBackOff() backoff.BackOff { return recipe.LoopBackOff(100*time.Millisecond, MaxBackOff) }
+func defaultBackOff() backoff.BackOff { return loop.BackOff(100*time.Millisecond, MaxBackOff) }
 
 // lead runs fn for one leadership and releases the lease afterwards (also
 // when fn panics). It reports whether fn failed: returned an error while its
