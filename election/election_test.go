@@ -350,7 +350,7 @@ func TestC16_ObserveReportsNoLeaderAndLatest(t *testing.T) {
 		want := election.Observation{}
 		if keepLast {
 			want.Present = true
-			want.Leader.Node = path.Base(l.(interface{ Path() string }).Path())
+			want.Leader.Node = path.Base(l.(recipe.NodeLease).Path())
 		}
 		settled(want)
 		return l
@@ -538,7 +538,7 @@ func TestLeaderAndResign(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	node := l.(interface{ Path() string }).Path()
+	node := l.(recipe.NodeLease).Path()
 	if string(ld.Value) != "host-1" || ld.Token != l.Token() || ld.SessionID != s.ID() || dir+"/"+ld.Node != node ||
 		ld.Created.Before(before) || ld.Created.After(time.Now().Add(time.Second)) {
 		t.Fatalf("Leader %+v; lease token %v node %s session %x", ld, l.Token(), node, s.ID())
@@ -593,7 +593,7 @@ func TestOneCampaignPerElection(t *testing.T) {
 		t.Fatalf("e owns %v, want its one node", n)
 	}
 	// Lost leadership (an operator deletes the node): Campaign may go again.
-	if err := in.Conn().Delete(cl.Chroot()+r.Lease.(interface{ Path() string }).Path(), -1); err != nil {
+	if err := in.Conn().Delete(cl.Chroot()+r.Lease.(recipe.NodeLease).Path(), -1); err != nil {
 		t.Fatal(err)
 	}
 	select {

@@ -675,7 +675,7 @@ type grant struct {
 	at    time.Time // when the loop got it
 }
 
-var _ recipe.Lease = (*grant)(nil)
+var _ recipe.NodeLease = (*grant)(nil)
 
 // Token returns the czxid of the participant's znode: larger than the token
 // of every earlier leader of the election; equal to the token of this
@@ -688,7 +688,7 @@ func (g *grant) Context() context.Context { return g.inner.Context() }
 
 // Path returns the participant's znode (relative to the session's chroot).
 func (g *grant) Path() string {
-	if p, ok := g.inner.(interface{ Path() string }); ok {
+	if p, ok := g.inner.(recipe.NodeLease); ok {
 		return p.Path()
 	}
 	return ""

@@ -454,7 +454,7 @@ func TestC8_HolderCutOffPastSessionTimeout(t *testing.T) {
 		return as.State().IsConnected()
 	})
 	time.Sleep(200 * time.Millisecond) // give A's cleaner a chance to misbehave
-	if st := in.Stat(r.Lease.(interface{ Path() string }).Path()); st == nil || fence.Token(st.Czxid) != r.Lease.Token() {
+	if st := in.Stat(r.Lease.(recipe.NodeLease).Path()); st == nil || fence.Token(st.Czxid) != r.Lease.Token() {
 		t.Fatal("B's node was removed by A")
 	}
 	release(t, r.Lease)
@@ -764,7 +764,7 @@ func TestLeaseEndsWhenOwnNodeDeleted(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			node := l.(interface{ Path() string }).Path()
+			node := l.(recipe.NodeLease).Path()
 			if writeFirst {
 				if _, err := in.Conn().Set(cl.Chroot()+node, []byte("x"), -1); err != nil {
 					t.Fatal(err)
@@ -1028,7 +1028,7 @@ func TestReleaseAfterToleratedOutageKeepsForeignNode(t *testing.T) {
 			t.Fatalf("no %v", want)
 		}
 		waitFor(recipe.StateSuspended)
-		node := l.(interface{ Path() string }).Path()
+		node := l.(recipe.NodeLease).Path()
 		in.Delete(node)
 		if _, err := in.Conn().Create(cl.Chroot()+node, []byte("foreign"), 0, zk.WorldACL(zk.PermAll)); err != nil {
 			t.Fatal(err)

@@ -126,7 +126,7 @@ func (rw *RWMutex) Path() string { return rw.q.Dir() }
 // RWMutex; an error matching recipe.ErrLeaseLost when write has ended or its
 // node is gone; otherwise as Acquire.
 func (rw *RWMutex) Downgrade(ctx context.Context, write recipe.Lease) (recipe.Lease, error) {
-	p, ok := write.(interface{ Path() string })
+	p, ok := write.(recipe.NodeLease)
 	if !ok || path.Dir(p.Path()) != rw.q.Dir() {
 		return nil, fmt.Errorf("%w: Downgrade needs a write lease of %s", recipe.ErrBadOption, recipe.ShortPath(rw.q.Dir()))
 	}
