@@ -791,16 +791,9 @@ func TestRunCampaignsAgainAfterFnReturns(t *testing.T) {
 func TestRunStopsOnAnotherRecipesNodes(t *testing.T) {
 	cl := zktest.Shared(t)
 	in := zktest.Inspect(t, cl)
-	m, err := mutex.New(rtest.Connect(t, cl), dir)
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	held, err := m.Acquire(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	held := rtest.HoldMutex(ctx, t, cl, dir)
 	g := newGate()
 	close(g.open)
 	e := newElection(t, rtest.Connect(t, cl), dir, election.WithBackOff(func() backoff.BackOff { return g }))
@@ -875,16 +868,9 @@ func (g *gate) calls() int {
 // Run at the second campaign: TestRunStopsOnAnotherRecipesNodes.)
 func TestRunOutlivesAStrayNode(t *testing.T) {
 	cl := zktest.Shared(t)
-	m, err := mutex.New(rtest.Connect(t, cl), dir)
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	stray, err := m.Acquire(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	stray := rtest.HoldMutex(ctx, t, cl, dir)
 	g := newGate()
 	e := newElection(t, rtest.Connect(t, cl), dir, election.WithBackOff(func() backoff.BackOff { return g }))
 	led := make(chan fence.Token, 1)
@@ -925,16 +911,9 @@ func TestRunOutlivesAStrayNode(t *testing.T) {
 // with one error line (it warned every second for ever).
 func TestObserveEndsOnAnotherRecipesNodes(t *testing.T) {
 	cl := zktest.Shared(t)
-	m, err := mutex.New(rtest.Connect(t, cl), dir)
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	held, err := m.Acquire(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	held := rtest.HoldMutex(ctx, t, cl, dir)
 	logs := &logCapture{}
 	e := newElection(t, rtest.Connect(t, cl, recipe.WithLogger(slog.New(logs))), dir)
 	select {

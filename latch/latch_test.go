@@ -957,16 +957,9 @@ func TestCloseDuringPartition(t *testing.T) {
 func TestStopsOnAnotherRecipesNodes(t *testing.T) {
 	cl := zktest.Shared(t)
 	in := zktest.Inspect(t, cl)
-	m, err := mutex.New(rtest.Connect(t, cl), dir)
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	held, err := m.Acquire(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	held := rtest.HoldMutex(ctx, t, cl, dir)
 	retried := newPauseAt(waitFailed)
 	close(retried.release)
 	l := newLatch(t, rtest.Connect(t, cl), "p", latch.WithLogger(slog.New(retried)))
@@ -1011,16 +1004,9 @@ const waitFailed = "latch: waiting for leadership failed; retrying"
 // ends it at the second wait: TestStopsOnAnotherRecipesNodes.)
 func TestOutlivesAStrayNode(t *testing.T) {
 	cl := zktest.Shared(t)
-	m, err := mutex.New(rtest.Connect(t, cl), dir)
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	stray, err := m.Acquire(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	stray := rtest.HoldMutex(ctx, t, cl, dir)
 	// The participant's loop is held in its warning about the first wait
 	// until the stray node is gone.
 	p := newPauseAt(waitFailed)
