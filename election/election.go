@@ -92,13 +92,12 @@ type Option func(*Election)
 func WithLogger(l *slog.Logger) Option { return func(e *Election) { e.log = l } }
 
 // WithBackOff sets the backoff Run waits between campaigns: after a failed
-// campaign, after a leader function that returned an error, and (reset
-// first) after every other end of leadership. newBackOff is called once per
-// Run call. The policy never ends Run (ctx does, or an error that
-// retrying cannot cure: see Run): when it returns backoff.Stop, Run waits
-// MaxRunBackOff. Default: exponential from 100 ms to
-// MaxRunBackOff, randomized by ±50 %, without a total limit. A nil
-// newBackOff means the default.
+// campaign, after a leader function that returned an error, and (reset first)
+// after every other end of leadership. newBackOff is called once per Run
+// call. The policy never ends Run (ctx does, or an error that retrying cannot
+// cure: see Run): when it returns backoff.Stop, Run waits MaxRunBackOff.
+// Default: exponential from 100 ms to MaxRunBackOff, randomized by ±50 %,
+// without a total limit. A nil newBackOff means the default.
 func WithBackOff(newBackOff func() backoff.BackOff) Option {
 	return func(e *Election) { e.backoff = newBackOff }
 }
@@ -131,8 +130,8 @@ type Observation struct {
 	Leader Leader
 }
 
-// String describes the observation, e.g. "leader 4294967301 (_c_…-elect-0000000003)"
-// or "no leader".
+// String describes the observation, e.g. "no leader" or
+// "leader 4294967301 (_c_…-elect-0000000003)".
 func (o Observation) String() string {
 	if !o.Present {
 		return "no leader"

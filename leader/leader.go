@@ -50,14 +50,13 @@ type config struct {
 	permanent []error
 }
 
-// WithBackOff sets the backoff Run waits between acquisitions: after a
-// failed Acquire, after fn returned an error while leading, and (reset
-// first) after every other end of leadership. newBackOff is called once per
-// Run call. The policy never ends Run (ctx does, or an error that
-// retrying cannot cure: see Run): when it returns backoff.Stop, Run waits
-// MaxBackOff. Default: exponential from 100 ms to
-// MaxBackOff, randomized by ±50 %, without a total limit. A nil newBackOff
-// means the default.
+// WithBackOff sets the backoff Run waits between acquisitions: after a failed
+// Acquire, after fn returned an error while leading, and (reset first) after
+// every other end of leadership. newBackOff is called once per Run call. The
+// policy never ends Run (ctx does, or an error that retrying cannot cure: see
+// Run): when it returns backoff.Stop, Run waits MaxBackOff. Default:
+// exponential from 100 ms to MaxBackOff, randomized by ±50 %, without a total
+// limit. A nil newBackOff means the default.
 func WithBackOff(newBackOff func() backoff.BackOff) Option {
 	return func(c *config) { c.backoff = newBackOff }
 }
