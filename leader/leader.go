@@ -124,15 +124,15 @@ func (c *config) isPermanent(err error) bool {
 //
 // Run returns earlier, with the error, only when going on is pointless: an
 // Acquire error that retrying cannot cure (recipe.Permanent:
-// recipe.ErrSessionClosed when the session was closed, recipe.ErrNoPermission,
-// recipe.ErrMixedRecipes, recipe.ErrInvalidPath, recipe.ErrTooLarge,
-// recipe.ErrBadOption; and the errors of WithPermanent). recipe.ErrMixedRecipes
-// ends it only when confirmed (recipe.Stopper): when the next Acquire,
-// after the backoff, fails with it too, so that another recipe's node
-// that is on the path for a moment only does not stop a standing leader.
-// Any other Acquire error (recipe.ErrSessionLost, a connection failure,
-// ...) is logged and retried. Errors of its own: recipe.ErrBadOption for a
-// nil lock or fn.
+// recipe.ErrSessionClosed when the session was closed,
+// recipe.ErrNoPermission, recipe.ErrMixedRecipes, recipe.ErrInvalidPath,
+// recipe.ErrTooLarge, recipe.ErrBadOption; and the errors of WithPermanent).
+// recipe.ErrMixedRecipes ends it only when confirmed (recipe.Stopper): when
+// the next Acquire, after the backoff, fails with it too, so that another
+// recipe's node that is on the path for a moment only does not stop a
+// standing leader. Any other Acquire error (recipe.ErrSessionLost, a
+// connection failure, ...) is logged and retried. Errors of its own:
+// recipe.ErrBadOption for a nil lock or fn.
 func Run(ctx context.Context, lock recipe.Lock, fn func(ctx context.Context, token fence.Token) error, opts ...Option) error {
 	switch {
 	case lock == nil:
