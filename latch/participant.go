@@ -29,7 +29,7 @@ type participant struct {
 	l       *Latch
 	t       *recipe.Ticket // the current ticket: its node keeps our place
 	stop    recipe.Stopper
-	joining bool // the last attempt failed to join (else: to wait)
+	joining bool // the attempt is joining again: a failure is the join's
 }
 
 // run is the participant loop (loop.Loop, as leader.Run's): wait for the
