@@ -1,7 +1,8 @@
-# The commands a newcomer needs (see README.md):
+# The two commands a newcomer needs (see README.md):
 #   make demo   runs the demo against a real ZooKeeper started for you
 #   make test   runs vet and the whole test suite with the race detector
-#   make bench  compares our mutex with zk.Lock, Curator and kazoo (docs/performance.md)
+# Extra: make bench compares our mutex with zk.Lock, Curator and kazoo
+# (docs/performance.md), make nemesis runs the fault-injection test.
 # Each first runs scripts/setup.sh, which installs from Debian packages
 # whatever is missing of ZooKeeper and Java, PostgreSQL and PgBouncer,
 # Redis, and etcd (a server named in the environment needs nothing).

@@ -19,7 +19,7 @@ import (
 // has its own session through its own FaultProxy (rtest.LockHarness).
 func TestConformance(t *testing.T) {
 	cl := zktest.Shared(t)
-	locktest.Run(t, &rtest.LockHarness{Cluster: cl, In: inspect(t, cl),
+	locktest.Run(t, &rtest.LockHarness{Cluster: cl, In: zktest.Inspect(t, cl),
 		Lock: func(tb testing.TB, s *recipe.Session, dir string) recipe.Lock {
 			if _, err := election.New(s, dir); err != nil { // the path is valid: fail here, not in Acquire
 				tb.Fatal(err)

@@ -92,13 +92,12 @@ type Option func(*Election)
 func WithLogger(l *slog.Logger) Option { return func(e *Election) { e.log = l } }
 
 // WithBackOff sets the backoff Run waits between campaigns: after a failed
-// campaign, after a leader function that returned an error, and (reset
-// first) after every other end of leadership. newBackOff is called once per
-// Run call. The policy never ends Run (ctx does, or an error that
-// retrying cannot cure: see Run): when it returns backoff.Stop, Run waits
-// MaxRunBackOff. Default: exponential from 100 ms to
-// MaxRunBackOff, randomized by ±50 %, without a total limit. A nil
-// newBackOff means the default.
+// campaign, after a leader function that returned an error, and (reset first)
+// after every other end of leadership. newBackOff is called once per Run
+// call. The policy never ends Run (ctx does, or an error that retrying cannot
+// cure: see Run): when it returns backoff.Stop, Run waits MaxRunBackOff.
+// Default: exponential from 100 ms to MaxRunBackOff, randomized by ±50 %,
+// without a total limit. A nil newBackOff means the default.
 func WithBackOff(newBackOff func() backoff.BackOff) Option {
 	return func(e *Election) { e.backoff = newBackOff }
 }
@@ -131,8 +130,8 @@ type Observation struct {
 	Leader Leader
 }
 
-// String describes the observation, e.g. "leader 4294967301 (_c_…-elect-0000000003)"
-// or "no leader".
+// String describes the observation, e.g. "no leader" or
+// "leader 4294967301 (_c_…-elect-0000000003)".
 func (o Observation) String() string {
 	if !o.Present {
 		return "no leader"
@@ -194,21 +193,18 @@ func (e *Election) Path() string { return e.q.Dir() }
 // One campaign at a time per Election: while a Campaign is in progress or
 // its leadership is live, Campaign returns ErrCampaigning. Once the
 // leadership has ended (Resign, or lost), Campaign may be called again.
-//
-// ZooKeeper operations: one create (ephemeral sequential, protected name;
-// container creates for a missing directory); per wakeup a getChildren and a
-// getData watch on the immediate predecessor; at the grant a getData watch on
-// the own znode. See recipe.Queue.Acquire.
+// The ZooKeeper operations are a mutex's: docs/design.md#acquisition.
 //
 // Errors: ctx's cause (no node is left behind: case C5; Campaign can take up
 // to 250 ms past ctx's end to make sure of that when the server does not
 // answer); recipe.ErrBadOption and recipe.ErrTooLarge when value is longer
 // than recipe.MaxNodeData, recipe.ErrTooLarge when it is too large for the
-// session's packet limit with the path;
-// ErrCampaigning; recipe.ErrSessionLost; recipe.ErrNodeDeleted (the node
-// vanished while waiting, e.g. the directory was deleted: campaign again);
-// recipe.ErrSessionClosed; recipe.ErrMixedRecipes; *recipe.OpError (matching recipe.ErrNoPermission
-// on ACL refusals). No error leaves a node behind.
+// session's packet limit with the path; ErrCampaigning;
+// recipe.ErrSessionLost; recipe.ErrNodeDeleted (the node vanished while
+// waiting, e.g. the directory was deleted: campaign again);
+// recipe.ErrSessionClosed; recipe.ErrMixedRecipes; *recipe.OpError
+// (matching recipe.ErrNoPermission on ACL refusals). No error leaves a node
+// behind.
 func (e *Election) Campaign(ctx context.Context, value []byte) (recipe.Lease, error) {
 	return e.campaign(ctx, value, true)
 }
@@ -222,11 +218,8 @@ func (e *Election) Campaign(ctx context.Context, value []byte) (recipe.Lease, er
 // recipe.Lock (with Campaign as Acquire), which is what the conformance
 // suite (recipe/locktest) needs. Checking Leader first and campaigning
 // when it reports ErrNoLeader is no substitute: another candidate can join
-// in between, and Campaign would then wait.
-//
-// ZooKeeper operations: one create, one getChildren, then either the
-// getData watch on the own znode (leader) or a delete. Errors: as Campaign,
-// and recipe.ErrLocked.
+// in between, and Campaign would then wait. Errors: as Campaign, and
+// recipe.ErrLocked.
 func (e *Election) TryCampaign(ctx context.Context, value []byte) (recipe.Lease, error) {
 	return e.campaign(ctx, value, false)
 }
@@ -263,11 +256,9 @@ func (e *Election) campaign(ctx context.Context, value []byte, wait bool) (recip
 
 // Resign gives up the leadership granted by the last Campaign (etcd's
 // Resign; Curator's LeaderSelector does it when takeLeadership returns): it
-// ends the lease's Context (cause recipe.ErrReleased) and deletes the leader's znode,
-// so the next candidate leads. It is Lease.Release of that lease: the delete
-// is sent even when ctx is already done, and retried on connection loss
-// until ctx ends or the session's cleanup timeout passes (a delete not
-// confirmed by then is finished by the session's cleaner on reconnection).
+// is recipe.Lease.Release of that lease, which ends the lease's Context
+// (cause recipe.ErrReleased) and deletes the leader's znode, so the next
+// candidate leads.
 //
 // Resign returns nil, doing nothing, when the Election does not lead: it
 // never campaigned, it already resigned, or its leadership was already lost
@@ -275,10 +266,9 @@ func (e *Election) campaign(ctx context.Context, value []byte, wait bool) (recip
 // surviving node by itself). It does not stop a Campaign in progress: cancel
 // that Campaign's ctx instead. After Resign, Campaign may be called again.
 //
-// ZooKeeper operations: exists (identity check: owner and czxid) and delete
-// of the leader's znode. Errors: an *recipe.OpError when the delete could not
-// be confirmed (call Resign again: it returns nil once the node is gone),
-// matching recipe.ErrNoPermission when the ACL forbids it.
+// Errors: Release's, except recipe.ErrLeaseLost: an *recipe.OpError when the
+// delete could not be confirmed (call Resign again: it returns nil once the
+// node is gone), matching recipe.ErrNoPermission when the ACL forbids it.
 func (e *Election) Resign(ctx context.Context) error {
 	e.mu.Lock()
 	l := e.lease
@@ -301,9 +291,10 @@ func (e *Election) Resign(ctx context.Context) error {
 }
 
 // Leader returns the current leader: the first node of the election
-// directory, whoever created it (etcd's Leader, Curator's getLeader). A leader whose connection is SUSPENDED has
-// already given up (its lease ended) but is reported until its znode goes
-// (its session expires, or it reconnects and the node is deleted).
+// directory, whoever created it (etcd's Leader, Curator's getLeader). A
+// leader whose connection is SUSPENDED has already given up (its lease
+// ended) but is reported until its znode goes (its session expires, or it
+// reconnects and the node is deleted).
 //
 // ZooKeeper operations: getChildren, then getData of the first node.
 // Errors: ErrNoLeader when the directory is empty or missing;

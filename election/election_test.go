@@ -17,6 +17,7 @@ import (
 
 	"github.com/zkrecipes/zkrecipes/election"
 	"github.com/zkrecipes/zkrecipes/fence"
+	"github.com/zkrecipes/zkrecipes/internal/rtest"
 	"github.com/zkrecipes/zkrecipes/mutex"
 	"github.com/zkrecipes/zkrecipes/recipe"
 	"github.com/zkrecipes/zkrecipes/zktest"
@@ -31,7 +32,7 @@ const dir = "/election/svc"
 // nothing is left behind.
 func TestSafetyUnderChurn(t *testing.T) {
 	cl := zktest.Shared(t)
-	in := inspect(t, cl)
+	in := zktest.Inspect(t, cl)
 	const candidates, terms = 5, 30
 	var (
 		active, overlaps, stale atomic.Int32
@@ -76,12 +77,12 @@ func TestSafetyUnderChurn(t *testing.T) {
 	var runners []*runner
 	for i := 0; i < candidates; i++ {
 		name := fmt.Sprintf("c%d", i)
-		runners = append(runners, startRun(newElection(t, connect(t, cl), dir), name, fnFor(name)))
+		runners = append(runners, startRun(newElection(t, rtest.Connect(t, cl), dir), name, fnFor(name)))
 	}
 
 	// Sample the leader as every observer sees it: its token never goes
 	// down (the head of the queue only moves to later nodes).
-	sampler := newElection(t, connect(t, cl), dir)
+	sampler := newElection(t, rtest.Connect(t, cl), dir)
 	sctx, scancel := context.WithCancel(context.Background())
 	sampled := make(chan error, 1)
 	go func() {
@@ -211,27 +212,27 @@ func (l *termLog) count() int {
 // saw the change; the cut-off candidate joins again once the network is back.
 func TestFailoverLeaderCutOff(t *testing.T) {
 	cl := zktest.Shared(t)
-	in := inspect(t, cl)
+	in := zktest.Inspect(t, cl)
 	const timeout = 2 * time.Second
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	obs := newElection(t, connect(t, cl), dir).Observe(ctx)
+	obs := newElection(t, rtest.Connect(t, cl), dir).Observe(ctx)
 	if o := next(t, obs, 5*time.Second); o.Present {
 		t.Fatalf("first observation %v, want no leader", o)
 	}
 	var log termLog
 	p := zktest.NewFaultProxy()
 	defer p.Close()
-	as := connect(t, cl, recipe.WithDialer(p.Dial), recipe.WithSessionTimeout(timeout))
+	as := rtest.Connect(t, cl, recipe.WithDialer(p.Dial), recipe.WithSessionTimeout(timeout))
 	ra := startRun(newElection(t, as, dir), "a", log.fn("a"))
 	o := next(t, obs, 10*time.Second)
 	if !o.Present || string(o.Leader.Value) != "a" {
 		t.Fatalf("observed %v (value %q), want a leading", o, o.Leader.Value)
 	}
-	rb := startRun(newElection(t, connect(t, cl), dir), "b", log.fn("b"))
-	eventually(t, 10*time.Second, "b queued", func() bool { return len(in.Children(dir)) == 2 })
-	rc := startRun(newElection(t, connect(t, cl), dir), "c", log.fn("c"))
-	eventually(t, 10*time.Second, "c queued", func() bool { return len(in.Children(dir)) == 3 })
+	rb := startRun(newElection(t, rtest.Connect(t, cl), dir), "b", log.fn("b"))
+	zktest.Eventually(t, 10*time.Second, "b queued", func() bool { return len(in.Children(dir)) == 2 })
+	rc := startRun(newElection(t, rtest.Connect(t, cl), dir), "c", log.fn("c"))
+	zktest.Eventually(t, 10*time.Second, "c queued", func() bool { return len(in.Children(dir)) == 3 })
 	ta, ok := log.last("a")
 	if !ok || ta.token != o.Leader.Token {
 		t.Fatalf("a's term %+v, observed token %v", ta, o.Leader.Token)
@@ -246,7 +247,7 @@ func TestFailoverLeaderCutOff(t *testing.T) {
 		t.Fatalf("new leader's token %v not larger than the cut-off leader's %v", o.Leader.Token, ta.token)
 	}
 	var tb term
-	eventually(t, 5*time.Second, "b's leader function started", func() bool { tb, ok = log.last("b"); return ok })
+	zktest.Eventually(t, 5*time.Second, "b's leader function started", func() bool { tb, ok = log.last("b"); return ok })
 	ta, _ = log.last("a")
 	if ta.end.IsZero() || !ta.end.Before(tb.start) {
 		t.Fatalf("a's leader function ended at %v, b's started at %v", ta.end, tb.start)
@@ -259,12 +260,12 @@ func TestFailoverLeaderCutOff(t *testing.T) {
 	}
 	lctx, lcancel := context.WithTimeout(ctx, 5*time.Second)
 	defer lcancel()
-	if l, err := newElection(t, connect(t, cl), dir).Leader(lctx); err != nil || l.Token != tb.token {
+	if l, err := newElection(t, rtest.Connect(t, cl), dir).Leader(lctx); err != nil || l.Token != tb.token {
 		t.Fatalf("Leader: %+v, %v; want b's token %v", l, err, tb.token)
 	}
 
 	p.Resume()
-	eventually(t, 15*time.Second, "a campaigns again on a new session", func() bool {
+	zktest.Eventually(t, 15*time.Second, "a campaigns again on a new session", func() bool {
 		return as.State().IsConnected() && len(in.Owned(dir, as.ID())) == 1
 	})
 	for _, r := range []*runner{ra, rb, rc} {
@@ -287,11 +288,11 @@ func TestFailoverLeaderCutOff(t *testing.T) {
 // state. The channel is closed when ctx ends.
 func TestC16_ObserveReportsNoLeaderAndLatest(t *testing.T) {
 	cl := zktest.Shared(t)
-	in := inspect(t, cl)
+	in := zktest.Inspect(t, cl)
 	in.Create(dir, nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	os := connect(t, cl)
+	os := rtest.Connect(t, cl)
 	obs := newElection(t, os, dir).Observe(ctx)
 	const d = 5 * time.Second
 	if o := next(t, obs, d); o.Present {
@@ -312,14 +313,14 @@ func TestC16_ObserveReportsNoLeaderAndLatest(t *testing.T) {
 	}()
 	settled := func(want election.Observation) {
 		t.Helper()
-		eventually(t, 10*time.Second, "the reference observer saw "+want.String(), func() bool {
+		zktest.Eventually(t, 10*time.Second, "the reference observer saw "+want.String(), func() bool {
 			refMu.Lock()
 			defer refMu.Unlock()
 			return refLast.Present == want.Present && refLast.Leader.Node == want.Leader.Node
 		})
 		time.Sleep(300 * time.Millisecond)
 	}
-	a := newElection(t, connect(t, cl), dir)
+	a := newElection(t, rtest.Connect(t, cl), dir)
 	la := campaign(t, a, "a")
 	if o := next(t, obs, d); !o.Present || o.Leader.Token != la.Token() || string(o.Leader.Value) != "a" {
 		t.Fatalf("observed %v, want a with token %v", o, la.Token())
@@ -350,7 +351,7 @@ func TestC16_ObserveReportsNoLeaderAndLatest(t *testing.T) {
 		want := election.Observation{}
 		if keepLast {
 			want.Present = true
-			want.Leader.Node = path.Base(l.(interface{ Path() string }).Path())
+			want.Leader.Node = path.Base(l.(recipe.NodeLease).Path())
 		}
 		settled(want)
 		return l
@@ -391,14 +392,14 @@ func TestC16_ObserveReportsNoLeaderAndLatest(t *testing.T) {
 // elect a leader with a larger token, which the observer sees.
 func TestC17_DirectoryDeletedUnderLiveParticipants(t *testing.T) {
 	cl := zktest.Shared(t)
-	in := inspect(t, cl)
+	in := zktest.Inspect(t, cl)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	obs := newElection(t, connect(t, cl), dir).Observe(ctx)
+	obs := newElection(t, rtest.Connect(t, cl), dir).Observe(ctx)
 	var log termLog
 	var runners []*runner
 	for _, name := range []string{"a", "b", "c"} {
-		runners = append(runners, startRun(newElection(t, connect(t, cl), dir), name, log.fn(name)))
+		runners = append(runners, startRun(newElection(t, rtest.Connect(t, cl), dir), name, log.fn(name)))
 	}
 	// waitLeader reads observations until one shows a leader with a token
 	// above min.
@@ -413,14 +414,14 @@ func TestC17_DirectoryDeletedUnderLiveParticipants(t *testing.T) {
 		}
 	}
 	o := waitLeader(0)
-	w := newElection(t, connect(t, cl), dir)
+	w := newElection(t, rtest.Connect(t, cl), dir)
 	for round := 0; round < 2; round++ {
 		waiter := campaignAsync(ctx, w, "w")
-		eventually(t, 10*time.Second, "everyone queued", func() bool { return len(in.Children(dir)) == 4 })
+		zktest.Eventually(t, 10*time.Second, "everyone queued", func() bool { return len(in.Children(dir)) == 4 })
 		// The observer can see the leader before its function has started
 		// and logged the term.
 		var old term
-		eventually(t, 10*time.Second, "the observed leader's term logged", func() bool {
+		zktest.Eventually(t, 10*time.Second, "the observed leader's term logged", func() bool {
 			var ok bool
 			old, ok = log.byToken(o.Leader.Token)
 			return ok
@@ -431,18 +432,18 @@ func TestC17_DirectoryDeletedUnderLiveParticipants(t *testing.T) {
 		if n := in.DeleteAll(dir); n != 4 {
 			t.Fatalf("round %d: deleted %d children, want 4", round, n)
 		}
-		if r := await(t, waiter, 5*time.Second); !errors.Is(r.Err, recipe.ErrNodeDeleted) {
+		if r := rtest.Await(t, waiter, 5*time.Second); !errors.Is(r.Err, recipe.ErrNodeDeleted) {
 			t.Fatalf("round %d: waiting Campaign returned %v, want ErrNodeDeleted", round, r.Err)
 		}
 		o = waitLeader(o.Leader.Token)
-		eventually(t, 5*time.Second, "old leader's function ended", func() bool {
+		zktest.Eventually(t, 5*time.Second, "old leader's function ended", func() bool {
 			old, _ = log.byToken(old.token)
 			return !old.end.IsZero()
 		})
 		if !errors.Is(old.cause, recipe.ErrNodeDeleted) {
 			t.Fatalf("round %d: old leader's function ended with %v, want ErrNodeDeleted", round, old.cause)
 		}
-		eventually(t, 10*time.Second, "new leader's function running", func() bool {
+		zktest.Eventually(t, 10*time.Second, "new leader's function running", func() bool {
 			tm, ok := log.byToken(o.Leader.Token)
 			return ok && tm.end.IsZero()
 		})
@@ -451,7 +452,7 @@ func TestC17_DirectoryDeletedUnderLiveParticipants(t *testing.T) {
 			t.Fatalf("round %d: Leader %+v, %v; observed %v", round, l, err, o)
 		}
 	}
-	eventually(t, 10*time.Second, "all three candidates back", func() bool { return len(in.Children(dir)) == 3 })
+	zktest.Eventually(t, 10*time.Second, "all three candidates back", func() bool { return len(in.Children(dir)) == 3 })
 	for _, r := range runners {
 		if err := r.stop(t, 10*time.Second); !errors.Is(err, context.Canceled) {
 			t.Fatalf("Run: %v, want context.Canceled", err)
@@ -470,10 +471,10 @@ func TestC17_DirectoryDeletedUnderLiveParticipants(t *testing.T) {
 // leader resigns nothing is left and a third candidate leads at once.
 func TestC5_CancelledCampaignLeavesNothing(t *testing.T) {
 	cl := zktest.Shared(t)
-	in := inspect(t, cl)
-	a := newElection(t, connect(t, cl), dir)
+	in := zktest.Inspect(t, cl)
+	a := newElection(t, rtest.Connect(t, cl), dir)
 	campaign(t, a, "a")
-	bs := connect(t, cl)
+	bs := rtest.Connect(t, cl)
 	b := newElection(t, bs, dir)
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
@@ -483,15 +484,15 @@ func TestC5_CancelledCampaignLeavesNothing(t *testing.T) {
 	// Campaign waits up to 250 ms for the delete; on a loaded machine the
 	// session's cleaner may finish it just after.
 	noneOwned := func() bool { return len(in.Owned(dir, bs.ID())) == 0 }
-	eventually(t, 5*time.Second, "the expired Campaign's node deleted", noneOwned)
+	zktest.Eventually(t, 5*time.Second, "the expired Campaign's node deleted", noneOwned)
 	cctx, ccancel := context.WithCancel(context.Background())
 	ch := campaignAsync(cctx, b, "b")
-	eventually(t, 10*time.Second, "b queued", func() bool { return len(in.Owned(dir, bs.ID())) == 1 })
+	zktest.Eventually(t, 10*time.Second, "b queued", func() bool { return len(in.Owned(dir, bs.ID())) == 1 })
 	ccancel()
-	if r := await(t, ch, 5*time.Second); !errors.Is(r.Err, context.Canceled) {
+	if r := rtest.Await(t, ch, 5*time.Second); !errors.Is(r.Err, context.Canceled) {
 		t.Fatalf("cancelled Campaign: %v, want Canceled", r.Err)
 	}
-	eventually(t, 5*time.Second, "the cancelled Campaign's node deleted", noneOwned)
+	zktest.Eventually(t, 5*time.Second, "the cancelled Campaign's node deleted", noneOwned)
 	p, err := a.Participants(context.Background())
 	if err != nil || len(p) != 1 || string(p[0].Data) != "a" {
 		t.Fatalf("participants %+v, %v; want only a", p, err)
@@ -500,7 +501,7 @@ func TestC5_CancelledCampaignLeavesNothing(t *testing.T) {
 	if c := in.Children(dir); len(c) != 0 {
 		t.Fatalf("left after Resign: %v", c)
 	}
-	c := newElection(t, connect(t, cl), dir)
+	c := newElection(t, rtest.Connect(t, cl), dir)
 	ctx2, cancel2 := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel2()
 	if _, err := c.Campaign(ctx2, nil); err != nil {
@@ -515,8 +516,8 @@ func TestC5_CancelledCampaignLeavesNothing(t *testing.T) {
 // when not leading, and Campaign works again after it with a larger token.
 func TestLeaderAndResign(t *testing.T) {
 	cl := zktest.Shared(t)
-	in := inspect(t, cl)
-	s := connect(t, cl)
+	in := zktest.Inspect(t, cl)
+	s := rtest.Connect(t, cl)
 	e := newElection(t, s, dir)
 	ctx := context.Background()
 	if _, err := e.Leader(ctx); !errors.Is(err, election.ErrNoLeader) {
@@ -534,11 +535,11 @@ func TestLeaderAndResign(t *testing.T) {
 	if e.Path() != dir {
 		t.Fatalf("Path %q", e.Path())
 	}
-	ld, err := newElection(t, connect(t, cl), dir).Leader(ctx)
+	ld, err := newElection(t, rtest.Connect(t, cl), dir).Leader(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	node := l.(interface{ Path() string }).Path()
+	node := l.(recipe.NodeLease).Path()
 	if string(ld.Value) != "host-1" || ld.Token != l.Token() || ld.SessionID != s.ID() || dir+"/"+ld.Node != node ||
 		ld.Created.Before(before) || ld.Created.After(time.Now().Add(time.Second)) {
 		t.Fatalf("Leader %+v; lease token %v node %s session %x", ld, l.Token(), node, s.ID())
@@ -567,18 +568,18 @@ func TestLeaderAndResign(t *testing.T) {
 // deleted by an operator) or resigned, Campaign works again.
 func TestOneCampaignPerElection(t *testing.T) {
 	cl := zktest.Shared(t)
-	in := inspect(t, cl)
-	other := newElection(t, connect(t, cl), dir)
+	in := zktest.Inspect(t, cl)
+	other := newElection(t, rtest.Connect(t, cl), dir)
 	campaign(t, other, "other")
-	s := connect(t, cl)
+	s := rtest.Connect(t, cl)
 	e := newElection(t, s, dir)
 	first := campaignAsync(context.Background(), e, "e")
-	eventually(t, 10*time.Second, "e queued", func() bool { return len(in.Owned(dir, s.ID())) == 1 })
+	zktest.Eventually(t, 10*time.Second, "e queued", func() bool { return len(in.Owned(dir, s.ID())) == 1 })
 	if _, err := e.Campaign(context.Background(), []byte("again")); !errors.Is(err, election.ErrCampaigning) {
 		t.Fatalf("second Campaign while one waits: %v, want ErrCampaigning", err)
 	}
 	resign(t, other)
-	r := await(t, first, 5*time.Second)
+	r := rtest.Await(t, first, 5*time.Second)
 	if r.Err != nil {
 		t.Fatal(r.Err)
 	}
@@ -593,7 +594,7 @@ func TestOneCampaignPerElection(t *testing.T) {
 		t.Fatalf("e owns %v, want its one node", n)
 	}
 	// Lost leadership (an operator deletes the node): Campaign may go again.
-	if err := in.Conn().Delete(cl.Chroot()+r.Lease.(interface{ Path() string }).Path(), -1); err != nil {
+	if err := in.Conn().Delete(cl.Chroot()+r.Lease.(recipe.NodeLease).Path(), -1); err != nil {
 		t.Fatal(err)
 	}
 	select {
@@ -615,8 +616,8 @@ func TestOneCampaignPerElection(t *testing.T) {
 // arguments are refused with typed errors, and leave nothing.
 func TestBadInput(t *testing.T) {
 	cl := zktest.Shared(t)
-	in := inspect(t, cl)
-	s := connect(t, cl)
+	in := zktest.Inspect(t, cl)
+	s := rtest.Connect(t, cl)
 	for _, p := range []string{"", "election", "/", "/election/", "/a//b", "/zookeeper/x", "/a/../b"} {
 		if _, err := election.New(s, p); !errors.Is(err, recipe.ErrInvalidPath) {
 			t.Errorf("New(%q): %v, want ErrInvalidPath", p, err)
@@ -653,7 +654,7 @@ func TestBadInput(t *testing.T) {
 // then return ErrSessionClosed, and Resign is a no-op.
 func TestClosedSession(t *testing.T) {
 	cl := zktest.Shared(t)
-	s := connect(t, cl)
+	s := rtest.Connect(t, cl)
 	e := newElection(t, s, dir)
 	l := campaign(t, e, "x")
 	obs := e.Observe(context.Background())
@@ -699,12 +700,12 @@ func TestClosedSession(t *testing.T) {
 // cause; no node is left (goroutines: TestMain checks with goleak).
 func TestRunReturnsWhenCtxEnds(t *testing.T) {
 	cl := zktest.Shared(t)
-	in := inspect(t, cl)
+	in := zktest.Inspect(t, cl)
 	var log termLog
-	leader := startRun(newElection(t, connect(t, cl), dir), "leader", log.fn("leader"))
-	eventually(t, 10*time.Second, "leader's function running", func() bool { _, ok := log.last("leader"); return ok })
-	waiter := startRun(newElection(t, connect(t, cl), dir), "waiter", log.fn("waiter"))
-	eventually(t, 10*time.Second, "waiter queued", func() bool { return len(in.Children(dir)) == 2 })
+	leader := startRun(newElection(t, rtest.Connect(t, cl), dir), "leader", log.fn("leader"))
+	zktest.Eventually(t, 10*time.Second, "leader's function running", func() bool { _, ok := log.last("leader"); return ok })
+	waiter := startRun(newElection(t, rtest.Connect(t, cl), dir), "waiter", log.fn("waiter"))
+	zktest.Eventually(t, 10*time.Second, "waiter queued", func() bool { return len(in.Children(dir)) == 2 })
 	shutdown := errors.New("shutdown")
 	// The waiter first: were the leader stopped first, its resignation
 	// would hand leadership to the waiter before the waiter is stopped.
@@ -740,9 +741,9 @@ func TestRunReturnsWhenCtxEnds(t *testing.T) {
 // leader's node exists.
 func TestRunCampaignsAgainAfterFnReturns(t *testing.T) {
 	cl := zktest.Shared(t)
-	in := inspect(t, cl)
+	in := zktest.Inspect(t, cl)
 	logs := &logCapture{}
-	e := newElection(t, connect(t, cl), dir, election.WithLogger(slog.New(logs)))
+	e := newElection(t, rtest.Connect(t, cl), dir, election.WithLogger(slog.New(logs)))
 	var mu sync.Mutex
 	var tokens []fence.Token
 	r := startRun(e, "flaky", func(ctx context.Context, token fence.Token) error {
@@ -756,7 +757,7 @@ func TestRunCampaignsAgainAfterFnReturns(t *testing.T) {
 		<-ctx.Done()
 		return nil
 	})
-	eventually(t, 10*time.Second, "four leaderships", func() bool {
+	zktest.Eventually(t, 10*time.Second, "four leaderships", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return len(tokens) == 4
@@ -789,20 +790,13 @@ func TestRunCampaignsAgainAfterFnReturns(t *testing.T) {
 // leaves nothing behind.
 func TestRunStopsOnAnotherRecipesNodes(t *testing.T) {
 	cl := zktest.Shared(t)
-	in := inspect(t, cl)
-	m, err := mutex.New(connect(t, cl), dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	in := zktest.Inspect(t, cl)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	held, err := m.Acquire(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	held := rtest.HoldMutex(ctx, t, cl, dir)
 	g := newGate()
 	close(g.open)
-	e := newElection(t, connect(t, cl), dir, election.WithBackOff(func() backoff.BackOff { return g }))
+	e := newElection(t, rtest.Connect(t, cl), dir, election.WithBackOff(func() backoff.BackOff { return g }))
 	r := startRun(e, "candidate", func(context.Context, fence.Token) error {
 		t.Error("the candidate led beside the mutex's holder")
 		return nil
@@ -825,7 +819,7 @@ func TestRunStopsOnAnotherRecipesNodes(t *testing.T) {
 	}
 	// Reading the directory as an election is refused too: there is no
 	// leader, but not because nobody holds it.
-	e = newElection(t, connect(t, cl), dir)
+	e = newElection(t, rtest.Connect(t, cl), dir)
 	if l, err := e.Leader(ctx); !errors.Is(err, recipe.ErrMixedRecipes) {
 		t.Fatalf("Leader on a mutex's directory: %+v, %v; want recipe.ErrMixedRecipes", l, err)
 	}
@@ -874,18 +868,11 @@ func (g *gate) calls() int {
 // Run at the second campaign: TestRunStopsOnAnotherRecipesNodes.)
 func TestRunOutlivesAStrayNode(t *testing.T) {
 	cl := zktest.Shared(t)
-	m, err := mutex.New(connect(t, cl), dir)
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	stray, err := m.Acquire(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	stray := rtest.HoldMutex(ctx, t, cl, dir)
 	g := newGate()
-	e := newElection(t, connect(t, cl), dir, election.WithBackOff(func() backoff.BackOff { return g }))
+	e := newElection(t, rtest.Connect(t, cl), dir, election.WithBackOff(func() backoff.BackOff { return g }))
 	led := make(chan fence.Token, 1)
 	r := startRun(e, "candidate", func(ctx context.Context, token fence.Token) error {
 		select {
@@ -924,18 +911,11 @@ func TestRunOutlivesAStrayNode(t *testing.T) {
 // with one error line (it warned every second for ever).
 func TestObserveEndsOnAnotherRecipesNodes(t *testing.T) {
 	cl := zktest.Shared(t)
-	m, err := mutex.New(connect(t, cl), dir)
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	held, err := m.Acquire(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	held := rtest.HoldMutex(ctx, t, cl, dir)
 	logs := &logCapture{}
-	e := newElection(t, connect(t, cl, recipe.WithLogger(slog.New(logs))), dir)
+	e := newElection(t, rtest.Connect(t, cl, recipe.WithLogger(slog.New(logs))), dir)
 	select {
 	case o, ok := <-e.Observe(ctx):
 		if ok {

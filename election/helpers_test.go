@@ -68,15 +68,8 @@ func resign(t testing.TB, e *election.Election) {
 
 // campaignAsync starts Campaign in a goroutine; the result arrives on the
 // channel.
-func campaignAsync(ctx context.Context, e *election.Election, value string) <-chan result {
+func campaignAsync(ctx context.Context, e *election.Election, value string) <-chan rtest.Result {
 	return rtest.Async(ctx, func(ctx context.Context) (recipe.Lease, error) { return e.Campaign(ctx, []byte(value)) })
-}
-
-type result = rtest.Result
-
-func await(t testing.TB, ch <-chan result, d time.Duration) result {
-	t.Helper()
-	return rtest.Await(t, ch, d)
 }
 
 // next reads one observation, failing the test after d.
@@ -162,19 +155,4 @@ func (c *logCapture) contains(s string) bool {
 		}
 	}
 	return false
-}
-
-// connect opens a Session for the test (closed at cleanup).
-func connect(t testing.TB, cl *zktest.Cluster, opts ...recipe.Option) *recipe.Session {
-	t.Helper()
-	return rtest.Connect(t, cl, opts...)
-}
-
-// inspect connects a raw inspector (zktest.Inspector) to cl.
-func inspect(t testing.TB, cl *zktest.Cluster) *zktest.Inspector { return zktest.Inspect(t, cl) }
-
-// eventually is zktest.Eventually.
-func eventually(t testing.TB, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	zktest.Eventually(t, d, what, cond)
 }

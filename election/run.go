@@ -44,8 +44,6 @@ import (
 // nil e or fn), recipe.ErrSessionClosed (the session was closed). Any other
 // campaign error (recipe.ErrSessionLost, recipe.ErrNodeDeleted when the
 // directory was deleted, a connection failure) is logged and retried.
-//
-// ZooKeeper operations: those of Campaign and Resign, per leadership.
 func Run(ctx context.Context, e *Election, value []byte, fn func(ctx context.Context, token fence.Token) error) error {
 	switch {
 	case e == nil:

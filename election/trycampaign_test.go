@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/zkrecipes/zkrecipes/election"
+	"github.com/zkrecipes/zkrecipes/internal/rtest"
 	"github.com/zkrecipes/zkrecipes/recipe"
 	"github.com/zkrecipes/zkrecipes/zktest"
 )
@@ -16,11 +17,11 @@ import (
 // second campaign on a leading Election, and leads again after a Resign.
 func TestTryCampaign(t *testing.T) {
 	cl := zktest.Shared(t)
-	in := inspect(t, cl)
+	in := zktest.Inspect(t, cl)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 
-	a := newElection(t, connect(t, cl), dir)
+	a := newElection(t, rtest.Connect(t, cl), dir)
 	la, err := a.TryCampaign(ctx, []byte("a"))
 	if err != nil {
 		t.Fatalf("TryCampaign on an empty election: %v", err)
@@ -29,7 +30,7 @@ func TestTryCampaign(t *testing.T) {
 		t.Fatalf("second TryCampaign on a leading Election: %v, want ErrCampaigning", err)
 	}
 
-	bs := connect(t, cl)
+	bs := rtest.Connect(t, cl)
 	b := newElection(t, bs, dir)
 	start := time.Now()
 	if _, err := b.TryCampaign(ctx, []byte("b")); !errors.Is(err, recipe.ErrLocked) {
@@ -38,17 +39,17 @@ func TestTryCampaign(t *testing.T) {
 	if d := time.Since(start); d > 5*time.Second {
 		t.Fatalf("TryCampaign took %v: it must not wait", d)
 	}
-	eventually(t, 5*time.Second, "the refused candidate's node deleted", func() bool { return len(in.Owned(dir, bs.ID())) == 0 })
+	zktest.Eventually(t, 5*time.Second, "the refused candidate's node deleted", func() bool { return len(in.Owned(dir, bs.ID())) == 0 })
 
 	// A waiting candidate ahead of b also refuses b: the rule is "first
 	// node", not "no live leader".
-	c := newElection(t, connect(t, cl), dir)
+	c := newElection(t, rtest.Connect(t, cl), dir)
 	cctx, ccancel := context.WithCancel(ctx)
 	defer ccancel()
 	ch := campaignAsync(cctx, c, "c")
-	eventually(t, 5*time.Second, "c queued", func() bool { return len(in.Children(dir)) == 2 })
+	zktest.Eventually(t, 5*time.Second, "c queued", func() bool { return len(in.Children(dir)) == 2 })
 	resign(t, a)
-	rc := await(t, ch, 10*time.Second)
+	rc := rtest.Await(t, ch, 10*time.Second)
 	if rc.Err != nil {
 		t.Fatalf("c's Campaign after a resigned: %v", rc.Err)
 	}

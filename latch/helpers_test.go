@@ -10,8 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/zkrecipes/zkrecipes/internal/rtest"
-
 	"github.com/zkrecipes/zkrecipes/latch"
 	"github.com/zkrecipes/zkrecipes/recipe"
 	"github.com/zkrecipes/zkrecipes/zktest"
@@ -191,21 +189,6 @@ func waitDone(t testing.TB, ctx context.Context, d time.Duration, what string) e
 		t.Fatalf("%s: context not done within %v", what, d)
 		return nil
 	}
-}
-
-// connect opens a Session for the test (closed at cleanup).
-func connect(t testing.TB, cl *zktest.Cluster, opts ...recipe.Option) *recipe.Session {
-	t.Helper()
-	return rtest.Connect(t, cl, opts...)
-}
-
-// inspect connects a raw inspector (zktest.Inspector) to cl.
-func inspect(t testing.TB, cl *zktest.Cluster) *zktest.Inspector { return zktest.Inspect(t, cl) }
-
-// eventually is zktest.Eventually.
-func eventually(t testing.TB, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	zktest.Eventually(t, d, what, cond)
 }
 
 // pauseAt is a slog handler that counts the records with message msg, and

@@ -1,84 +1,3 @@
-// Package latch provides a leader latch on ZooKeeper: Apache Curator's
-// LeaderLatch semantics, with fencing tokens.
-//
-// A participant (a Latch, with an id of the caller's choice) joins an
-// election under a directory and stays in it until Close: it is the leader
-// while its znode is the first of the directory (the "Leader Election"
-// recipe of the ZooKeeper recipes page, as Curator's LeaderLatch implements
-// it). Start joins; Await blocks until this participant leads; IsLeader
-// tells at once; Listen delivers every change of leadership in order without
-// ever blocking the client; Participants and Leader show the election; Close
-// leaves it for good.
-//
-// # What happens when
-//
-//   - Joining creates one ephemeral sequential znode (protected name, data:
-//     the id) under the directory, creating the directory and its missing
-//     parents as container znodes. Each participant watches only its
-//     immediate predecessor (no herd effect); the lowest node leads.
-//   - A vanished predecessor makes the participant list the directory again
-//     and re-decide; it never deletes and re-creates its own node (no
-//     leapfrog livelock, case C11). Only Close deletes the node.
-//   - SUSPENDED (the connection dropped, or no server replied for 2/3 of the
-//     session timeout; see recipe.RevokeOnSuspend) ends leadership at once
-//     by default: the grant's context ends with recipe.ErrSuspended and
-//     listeners are told "not leader". The znode is kept: when the
-//     connection comes back within the same ZooKeeper session
-//     (RECONNECTED), the participant is still in its place and, if it is
-//     still first, leads again with the same node and the same token.
-//     Session options such as recipe.TolerateSuspension change when
-//     SUSPENDED ends ownership, exactly as for every other recipe.
-//   - When the session is lost (expired, or presumed expired), the node went
-//     with it: the participant joins again with a new node under the new
-//     session, behind everyone already there, as Curator does. The same
-//     happens when its node is deleted by someone else, and when the whole
-//     directory is deleted under live participants (an operator's
-//     deleteall, a restore from an old snapshot: case C17): participants
-//     re-create it and elect a leader. Re-joins back off (50 ms doubling to
-//     2 s) when they keep failing; they never spin. An error that retrying
-//     cannot cure (recipe.Permanent: another recipe's nodes in the
-//     directory, recipe.ErrMixedRecipes, once the next attempt after the
-//     backoff meets them too, as recipe.Stopper says; an ACL refusal) is
-//     not retried: it ends the participant (logged at error level, its
-//     node deleted), Await returns it and listeners get a final Change
-//     with it as Cause.
-//   - Before leadership is claimed, the engine reads the node's Stat and
-//     checks that its ephemeral owner is the current ZooKeeper session
-//     (recipe.Queue's grant): a node created under an earlier session of
-//     the same client is never taken for ours.
-//   - Close is final (case C12): it stops the participant, deletes its node,
-//     waits for any create still in flight to land and be deleted, gives
-//     listeners a final "not leader" and closes their channels. After Close
-//     returns nil the participant has no node and never creates one (see
-//     Close for the one case, a create whose reply is lost in a connection
-//     drop during Close, where the node's delete waits for reconnection).
-//   - Closing the Session ends the latch too: leadership ends with
-//     recipe.ErrSessionClosed, Await returns that error, listeners get a
-//     final "not leader" and are closed.
-//
-// # Tokens
-//
-// Every grant of leadership returns a recipe.Lease whose Token is the czxid
-// of the node that won: ZooKeeper's ensemble-wide, strictly increasing
-// creation zxid, so a later leader always has a larger token than every
-// earlier one, also across sessions and across a deleted and re-created
-// directory. A grant made again to the same node after RECONNECTED has the
-// same token as before the suspension: nobody else can have been granted in
-// between, since the node kept its place (fence.Guard accepts an equal
-// token). After a session loss the participant's new node has a larger token
-// than anything granted before. The lease's Context ends the moment
-// leadership does (context.Cause says why: recipe.ErrSuspended,
-// recipe.ErrSessionLost, recipe.ErrNodeDeleted, recipe.ErrReleased at
-// Close, recipe.ErrSessionClosed). Leadership is a lease, not a fact: a
-// leader that pauses can resume after it ended. Guard the resource with the
-// token (package fence).
-//
-// # Permissions
-//
-// The session needs CREATE and DELETE on the directory (and CREATE on the
-// first existing ancestor below the chroot, if the directory must be
-// created), READ to list it. Keep the directory for the latch: foreign
-// children are ignored, except those imitating this package's node names.
 package latch
 
 import (
@@ -90,6 +9,7 @@ import (
 	"time"
 
 	"github.com/zkrecipes/zkrecipes/fence"
+	"github.com/zkrecipes/zkrecipes/internal/notify"
 	"github.com/zkrecipes/zkrecipes/recipe"
 )
 
@@ -180,10 +100,9 @@ type Latch struct {
 	endErr    error         // why the loop ended (phaseEnded)
 	done      chan struct{} // closed when the current Start/loop is over; nil before Start
 	ticket    *recipe.Ticket
-	cur       *grant        // the current grant, nil when not leader
-	changed   chan struct{} // closed and replaced on every change of state
-	listeners map[*recipe.Feed[Change]]struct{}
-	finished  bool // the final Change was delivered
+	cur       *grant           // the current grant, nil when not leader
+	changed   notify.Broadcast // at every change of state
+	listeners notify.Listeners[Change]
 }
 
 // New returns a participant with the given id in the election under the
@@ -207,12 +126,10 @@ func New(s *recipe.Session, path string, id string, opts ...Option) (*Latch, err
 		return nil, fmt.Errorf("latch id: %w", err)
 	}
 	l := &Latch{
-		q:         q,
-		id:        id,
-		data:      []byte(id),
-		log:       s.Logger(),
-		changed:   make(chan struct{}),
-		listeners: make(map[*recipe.Feed[Change]]struct{}),
+		q:    q,
+		id:   id,
+		data: []byte(id),
+		log:  s.Logger(),
 	}
 	for _, o := range opts {
 		if o != nil {
@@ -234,14 +151,10 @@ func (l *Latch) Path() string { return l.q.Dir() }
 // missing directory and its parents) and returns once the node exists, then
 // runs the participant in one goroutine of its own until Close, until the
 // session is closed, or until an error that retrying cannot cure (see
-// Await). It does not wait for leadership: use Await or Listen.
-//
-// ZooKeeper operations: create (after a lost reply also sync and
-// getChildren, to adopt the node; see recipe.Queue.Join). The participant
-// then performs, per wakeup, a getChildren of the directory and a getData
-// watch on its immediate predecessor; at each grant a getData watch on its
-// own znode (the Stat gives the owner check and the token); after losing
-// its node, a new create (see the package documentation).
+// Await). It does not wait for leadership: use Await or Listen. The
+// participant's ZooKeeper operations are a mutex's waiter's (see
+// docs/design.md#acquisition), except that its node keeps its place across
+// suspensions (recipe.Queue.Join).
 //
 // Errors: ErrAlreadyStarted; ErrClosed (Close was called, also while Start
 // was joining: the node is then deleted); ctx's cause when ctx ends before
@@ -262,7 +175,7 @@ func (l *Latch) Start(ctx context.Context) error {
 	l.phase = phaseStarting
 	done := make(chan struct{})
 	l.done = done
-	l.broadcastLocked()
+	l.changed.Notify()
 	l.mu.Unlock()
 
 	// The join ends when ctx ends or Close is called.
@@ -291,197 +204,17 @@ func (l *Latch) Start(ctx context.Context) error {
 	if err != nil {
 		l.phase = phaseNew
 		l.done = nil
-		l.broadcastLocked()
+		l.changed.Notify()
 		l.mu.Unlock()
 		close(done)
 		return err
 	}
 	l.phase = phaseRunning
 	l.ticket = t
-	l.broadcastLocked()
+	l.changed.Notify()
 	l.mu.Unlock()
 	go l.run(t, done)
 	return nil
-}
-
-// Backoff between failed re-joins or waits.
-const (
-	backoffInitial = 50 * time.Millisecond
-	backoffMax     = 2 * time.Second
-)
-
-// run is the participant loop: wait for the grant on the ticket, lead until
-// the grant ends, wait again on the same ticket while it lives (same
-// session, node in place), join again with a new ticket when it died.
-func (l *Latch) run(t *recipe.Ticket, done chan struct{}) {
-	ctx := l.ctx
-	defer close(done)
-	defer func() {
-		// Whatever ended the loop, the node goes now, even if Close stops
-		// waiting (its own Leave is then a confirmation, and reports
-		// errors). A dead ticket's node is gone already; a closed
-		// session's node went with it.
-		_ = t.Leave(context.Background())
-	}()
-	b := recipe.LoopBackOff(backoffInitial, backoffMax)
-	var stop recipe.Stopper
-	pause := false
-	for {
-		if pause && recipe.Pause(ctx, b, backoffMax) != nil {
-			return
-		}
-		if ctx.Err() != nil {
-			return
-		}
-		if t.Err() != nil {
-			// The ticket died with its session or its node: join again.
-			// (Its node is gone, or its deletion was handed to the
-			// Session's cleaner by the engine.)
-			why := t.Err()
-			nt, err := l.q.Join(ctx, Kind, l.data)
-			if err != nil {
-				if ctx.Err() != nil {
-					return
-				}
-				if stop.Stop(err, recipe.Permanent(err)) {
-					l.stop(err)
-					return
-				}
-				l.log.Warn("latch: re-joining failed; retrying", "dir", recipe.ShortPath(l.q.Dir()), "id", l.id, "err", err)
-				pause = true
-				continue
-			}
-			t = nt
-			l.mu.Lock()
-			l.ticket = t
-			l.mu.Unlock()
-			l.log.Info("latch: re-joined", "dir", recipe.ShortPath(l.q.Dir()), "id", l.id, "node", t.Name(),
-				"session", fmt.Sprintf("0x%x", t.SessionID()), "after", why)
-		}
-		start := time.Now()
-		lease, err := t.Await(ctx)
-		if err != nil {
-			if ctx.Err() != nil {
-				return
-			}
-			if stop.Stop(err, recipe.Permanent(err)) {
-				l.stop(err)
-				return
-			}
-			if t.Err() == nil {
-				l.log.Warn("latch: waiting for leadership failed; retrying", "dir", recipe.ShortPath(l.q.Dir()), "id", l.id, "err", err)
-			}
-			// A wait that failed at once backs off; one that waited long
-			// (a session lost after a while) re-joins at once.
-			if time.Since(start) < backoffMax {
-				pause = true
-			} else {
-				pause = false
-				b.Reset()
-			}
-			continue
-		}
-		pause = false
-		b.Reset()
-		stop.Stop(nil, false)
-		g := &grant{l: l, inner: lease, at: time.Now()}
-		if !l.lead(g) {
-			return // closed meanwhile: the deferred Leave releases it
-		}
-		select {
-		case <-lease.Context().Done():
-		case <-ctx.Done():
-			return
-		}
-		cause := context.Cause(lease.Context())
-		if errors.Is(cause, recipe.ErrSessionClosed) {
-			l.end(recipe.ErrSessionClosed)
-			return
-		}
-		l.follow(g, cause)
-	}
-}
-
-// lead publishes a grant; it reports false when the latch is closed.
-func (l *Latch) lead(g *grant) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.closed {
-		return false
-	}
-	l.cur = g
-	l.pushLocked(Change{Leader: true, Token: g.Token(), Lease: g, At: g.at})
-	l.broadcastLocked()
-	return true
-}
-
-// follow publishes the end of grant g.
-func (l *Latch) follow(g *grant, cause error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.cur == g {
-		l.cur = nil
-	}
-	if l.closed {
-		return // Close delivers the final Change
-	}
-	l.pushLocked(Change{Leader: false, Token: g.Token(), At: time.Now(), Cause: cause})
-	l.broadcastLocked()
-}
-
-// stop ends the participant on an error that retrying cannot cure
-// (recipe.Permanent): its node goes (run's deferred Leave), Await returns
-// err, listeners get their final Change with it.
-func (l *Latch) stop(err error) {
-	if errors.Is(err, recipe.ErrSessionClosed) {
-		l.end(recipe.ErrSessionClosed)
-		return
-	}
-	l.log.Error("latch: stopped: retrying cannot help", "dir", recipe.ShortPath(l.q.Dir()), "id", l.id, "err", err)
-	l.end(err)
-}
-
-// end finishes the latch when its session is closed, or on an error that
-// retrying cannot cure.
-func (l *Latch) end(cause error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.phase = phaseEnded
-	if l.endErr == nil {
-		l.endErr = cause
-	}
-	l.finishLocked(cause)
-}
-
-// finishLocked delivers the final Change (once) and lets every listener
-// close its channel after it.
-func (l *Latch) finishLocked(cause error) {
-	if l.finished {
-		return
-	}
-	l.finished = true
-	var tok fence.Token
-	if l.cur != nil {
-		tok = l.cur.Token()
-	}
-	l.cur = nil
-	c := Change{Leader: false, Token: tok, At: time.Now(), Cause: cause}
-	for ls := range l.listeners {
-		ls.Finish(c)
-	}
-	l.listeners = make(map[*recipe.Feed[Change]]struct{})
-	l.broadcastLocked()
-}
-
-func (l *Latch) pushLocked(c Change) {
-	for ls := range l.listeners {
-		ls.Push(c)
-	}
-}
-
-func (l *Latch) broadcastLocked() {
-	close(l.changed)
-	l.changed = make(chan struct{})
 }
 
 // IsLeader reports whether this participant is the leader now: it holds a
@@ -528,7 +261,7 @@ func (l *Latch) Await(ctx context.Context) (recipe.Lease, error) {
 			l.mu.Unlock()
 			return g, nil
 		}
-		ch := l.changed // closed by the next grant, loss, Close or end
+		ch := l.changed.C() // closed by the next grant, loss, Close or end
 		l.mu.Unlock()
 		if err := ctx.Err(); err != nil {
 			return nil, context.Cause(ctx)
@@ -539,46 +272,6 @@ func (l *Latch) Await(ctx context.Context) (recipe.Lease, error) {
 			return nil, context.Cause(ctx)
 		}
 	}
-}
-
-// Listen returns a channel that receives every change of this
-// participant's leadership from now on, in order: Leader true when it
-// becomes leader, Leader false (with the Cause) when that leadership ends.
-// If the participant leads when Listen is called, the current grant comes
-// first. Close (or the end of the session) delivers a final Change with
-// Leader false (Cause ErrClosed, or recipe.ErrSessionClosed) and then
-// closes the channel; when ctx ends, the channel is closed at once
-// (undelivered changes are dropped). After Close, Listen returns a closed
-// channel.
-//
-// Delivery never blocks the latch, the Session nor go-zookeeper's event
-// dispatch (case C19): each listener has its own unbounded queue and
-// goroutine, so a slow reader only delays itself. That goroutine lives until
-// the channel is closed, so a reader must keep reading until then or cancel
-// ctx.
-func (l *Latch) Listen(ctx context.Context) <-chan Change {
-	f := recipe.NewFeed[Change]()
-	l.mu.Lock()
-	if l.finished {
-		l.mu.Unlock()
-		ch := make(chan Change)
-		close(ch)
-		return ch
-	}
-	if g := l.cur; g != nil && g.inner.Context().Err() == nil {
-		f.Push(Change{Leader: true, Token: g.Token(), Lease: g, At: g.at})
-	}
-	l.listeners[f] = struct{}{}
-	l.mu.Unlock()
-	go func() {
-		defer func() {
-			l.mu.Lock()
-			delete(l.listeners, f)
-			l.mu.Unlock()
-		}()
-		f.Run(ctx, nil)
-	}()
-	return f.C()
 }
 
 // Participants lists the election's participants in queue order: the first
@@ -628,10 +321,10 @@ func (l *Latch) Leader(ctx context.Context) (recipe.Participant, error) {
 // participant is gone) and is deleted by the Session's cleaner on
 // reconnection.
 //
-// ZooKeeper operations: exists and delete of the participant's znode (with
-// an identity check: ephemeral owner and czxid); the delete is sent even if
-// ctx is already done and retried on connection loss until the session's
-// cleanup timeout.
+// The delete (the grant's Release while leading, else a delete that checks
+// the node's owner first: recipe.Ticket.Leave; see
+// docs/design.md#acquisition) is sent even if ctx is already done, and
+// retried on connection loss until the session's cleanup timeout.
 //
 // Close is idempotent and may be called before Start. Errors: ctx's cause
 // when ctx ended before the participant stopped or before an in-flight create
@@ -644,7 +337,7 @@ func (l *Latch) Close(ctx context.Context) error {
 	if !l.closed {
 		l.closed = true
 		l.cancel(ErrClosed)
-		l.broadcastLocked()
+		l.changed.Notify()
 	}
 	done := l.done
 	l.mu.Unlock()
@@ -688,7 +381,7 @@ type grant struct {
 	at    time.Time // when the loop got it
 }
 
-var _ recipe.Lease = (*grant)(nil)
+var _ recipe.NodeLease = (*grant)(nil)
 
 // Token returns the czxid of the participant's znode: larger than the token
 // of every earlier leader of the election; equal to the token of this
@@ -701,7 +394,7 @@ func (g *grant) Context() context.Context { return g.inner.Context() }
 
 // Path returns the participant's znode (relative to the session's chroot).
 func (g *grant) Path() string {
-	if p, ok := g.inner.(interface{ Path() string }); ok {
+	if p, ok := g.inner.(recipe.NodeLease); ok {
 		return p.Path()
 	}
 	return ""

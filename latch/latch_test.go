@@ -75,7 +75,7 @@ func TestSafetyOneLeaderAtATime(t *testing.T) {
 	}()
 	errs := make(chan error, 10*grants)
 	for i := range slots {
-		s := connect(t, cl)
+		s := rtest.Connect(t, cl)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -147,7 +147,7 @@ func TestSafetyOneLeaderAtATime(t *testing.T) {
 	if samples.Load() < 100 {
 		t.Fatalf("only %d samples: the sampler proved nothing", samples.Load())
 	}
-	in := inspect(t, cl)
+	in := zktest.Inspect(t, cl)
 	if c := in.Children(dir); len(c) != 0 {
 		t.Fatalf("nodes left after every participant closed: %v", c)
 	}
@@ -160,7 +160,7 @@ func TestSafetyOneLeaderAtATime(t *testing.T) {
 // leader's node; a follower's Await honours its context.
 func TestParticipantsLeaderAndListen(t *testing.T) {
 	cl := zktest.Shared(t)
-	sa, sb := connect(t, cl), connect(t, cl)
+	sa, sb := rtest.Connect(t, cl), rtest.Connect(t, cl)
 	a := started(t, sa, "alpha")
 	la := awaitLeader(t, a, 10*time.Second)
 	b := started(t, sb, "beta")
@@ -172,7 +172,7 @@ func TestParticipantsLeaderAndListen(t *testing.T) {
 	if ps[0].Token != la.Token() {
 		t.Fatalf("lease token %v, leader node's czxid %v", la.Token(), ps[0].Token)
 	}
-	if p, ok := la.(interface{ Path() string }); !ok || p.Path() != dir+"/"+ps[0].Name {
+	if p, ok := la.(recipe.NodeLease); !ok || p.Path() != dir+"/"+ps[0].Name {
 		t.Fatalf("lease path, want %s", dir+"/"+ps[0].Name)
 	}
 	ctx := context.Background()
@@ -192,7 +192,7 @@ func TestParticipantsLeaderAndListen(t *testing.T) {
 		t.Fatalf("follower's Await: %v, want the context's cause", err)
 	}
 	ra, rb := record(t, a), record(t, b)
-	eventually(t, 5*time.Second, "current state delivered to a's new listener", func() bool { return len(ra.Get()) == 1 })
+	zktest.Eventually(t, 5*time.Second, "current state delivered to a's new listener", func() bool { return len(ra.Get()) == 1 })
 	if c := ra.Get()[0]; !c.Leader || c.Token != la.Token() || c.Lease == nil || c.Lease.Token() != la.Token() {
 		t.Fatalf("first change %+v", c)
 	}
@@ -207,7 +207,7 @@ func TestParticipantsLeaderAndListen(t *testing.T) {
 	if got := ra.waitClosed(t, 5*time.Second); leaderSeq(got) != "L-" || !errors.Is(got[1].Cause, latch.ErrClosed) {
 		t.Fatalf("a's listener got %+v", got)
 	}
-	eventually(t, 5*time.Second, "b's listener told", func() bool { return leaderSeq(rb.Get()) == "L" })
+	zktest.Eventually(t, 5*time.Second, "b's listener told", func() bool { return leaderSeq(rb.Get()) == "L" })
 	if p, err := b.Leader(ctx); err != nil || string(p.Data) != "beta" {
 		t.Fatalf("Leader after a closed: %+v, %v", p, err)
 	}
@@ -224,15 +224,15 @@ func TestParticipantsLeaderAndListen(t *testing.T) {
 func TestLivenessAfterLeaderSessionExpires(t *testing.T) {
 	cl := zktest.Shared(t)
 	p := newProxy(t)
-	sa := connect(t, cl, recipe.WithDialer(p.Dial), recipe.WithSessionTimeout(2*time.Second))
+	sa := rtest.Connect(t, cl, recipe.WithDialer(p.Dial), recipe.WithSessionTimeout(2*time.Second))
 	oldID := sa.ID()
 	a := started(t, sa, "a")
 	la := awaitLeader(t, a, 10*time.Second)
 	oldNode := nodesOf(t, a, "a")[0]
 	ra := record(t, a)
 	aDone := rtest.WatchDone(la.Context())
-	b := started(t, connect(t, cl), "b")
-	c := started(t, connect(t, cl), "c")
+	b := started(t, rtest.Connect(t, cl), "b")
+	c := started(t, rtest.Connect(t, cl), "c")
 
 	p.Blackhole()
 	lb := awaitLeader(t, b, 20*time.Second)
@@ -250,7 +250,7 @@ func TestLivenessAfterLeaderSessionExpires(t *testing.T) {
 		t.Fatal("a second leader")
 	}
 	p.Resume()
-	eventually(t, 15*time.Second, "a re-joined under a new session", func() bool {
+	zktest.Eventually(t, 15*time.Second, "a re-joined under a new session", func() bool {
 		ns := nodesOf(t, b, "a")
 		return sa.ID() != oldID && len(ns) == 1 && ns[0].SessionID == sa.ID()
 	})
@@ -265,7 +265,7 @@ func TestLivenessAfterLeaderSessionExpires(t *testing.T) {
 	if a.IsLeader() || !b.IsLeader() {
 		t.Fatalf("after healing: a leader %v, b leader %v", a.IsLeader(), b.IsLeader())
 	}
-	eventually(t, 5*time.Second, "a's listener told", func() bool { return len(ra.Get()) >= 2 })
+	zktest.Eventually(t, 5*time.Second, "a's listener told", func() bool { return len(ra.Get()) >= 2 })
 	if got := ra.Get(); leaderSeq(got) != "L-" || got[0].Token != la.Token() || got[1].Token != la.Token() {
 		t.Fatalf("a's listener got %+v, want the current grant, then one 'not leader'", got)
 	}
@@ -288,12 +288,12 @@ func TestLivenessAfterLeaderSessionExpires(t *testing.T) {
 func TestSuspensionKeepsNodeAndToken(t *testing.T) {
 	cl := zktest.Shared(t)
 	p := newProxy(t)
-	sa := connect(t, cl, recipe.WithDialer(p.Dial), recipe.WithSessionTimeout(4*time.Second))
+	sa := rtest.Connect(t, cl, recipe.WithDialer(p.Dial), recipe.WithSessionTimeout(4*time.Second))
 	id := sa.ID()
 	a := started(t, sa, "a")
 	ra := record(t, a)
 	la := awaitLeader(t, a, 10*time.Second)
-	b := started(t, connect(t, cl), "b")
+	b := started(t, rtest.Connect(t, cl), "b")
 	rb := record(t, b)
 	before := participants(t, b)
 	var guard fence.Guard
@@ -330,7 +330,7 @@ func TestSuspensionKeepsNodeAndToken(t *testing.T) {
 	if b.IsLeader() {
 		t.Fatal("b leads")
 	}
-	eventually(t, 5*time.Second, "a's listener saw L - L", func() bool { return leaderSeq(ra.Get()) == "L-L" })
+	zktest.Eventually(t, 5*time.Second, "a's listener saw L - L", func() bool { return leaderSeq(ra.Get()) == "L-L" })
 	got := ra.Get()
 	if !errors.Is(got[1].Cause, recipe.ErrSuspended) || got[1].Token != la.Token() || got[2].Token != la.Token() {
 		t.Fatalf("a's changes %+v", got)
@@ -344,7 +344,7 @@ func TestSuspensionKeepsNodeAndToken(t *testing.T) {
 // deletes the session sends.
 func countingSession(t *testing.T, cl *zktest.Cluster) (*recipe.Session, *atomic.Int32, *atomic.Int32) {
 	var creates, deletes atomic.Int32
-	s := connect(t, cl, recipe.WithDialer(zktest.RequestHook(nil, func(op int32) zktest.Fault {
+	s := rtest.Connect(t, cl, recipe.WithDialer(zktest.RequestHook(nil, func(op int32) zktest.Fault {
 		switch op {
 		case zktest.OpCreate, zktest.OpCreate2, zktest.OpMulti: // a queue node's create may go out as create2
 			creates.Add(1)
@@ -363,13 +363,13 @@ func countingSession(t *testing.T, cl *zktest.Cluster) (*recipe.Session, *atomic
 // create, no delete, same name throughout), and leads once the leader goes.
 func TestC11_PredecessorChurnKeepsNode(t *testing.T) {
 	cl := zktest.Shared(t)
-	a := started(t, connect(t, cl), "leader")
+	a := started(t, rtest.Connect(t, cl), "leader")
 	awaitLeader(t, a, 10*time.Second)
 	const middles = 6
 	var ms []*latch.Latch
 	var mss []*recipe.Session
 	for i := range middles {
-		s := connect(t, cl)
+		s := rtest.Connect(t, cl)
 		mss = append(mss, s)
 		ms = append(ms, started(t, s, fmt.Sprintf("m%d", i)))
 	}
@@ -386,9 +386,9 @@ func TestC11_PredecessorChurnKeepsNode(t *testing.T) {
 		} else {
 			mss[i].Close()
 		}
-		eventually(t, 10*time.Second, fmt.Sprintf("m%d gone", i), func() bool { return len(nodesOf(t, a, fmt.Sprintf("m%d", i))) == 0 })
+		zktest.Eventually(t, 10*time.Second, fmt.Sprintf("m%d gone", i), func() bool { return len(nodesOf(t, a, fmt.Sprintf("m%d", i))) == 0 })
 		// New participants keep joining behind the last one.
-		started(t, connect(t, cl), fmt.Sprintf("late%d", i))
+		started(t, rtest.Connect(t, cl), fmt.Sprintf("late%d", i))
 		if now := nodesOf(t, a, "last"); len(now) != 1 || now[0].Name != node[0].Name {
 			t.Fatalf("last's node changed: %+v, was %s", now, node[0].Name)
 		}
@@ -404,7 +404,7 @@ func TestC11_PredecessorChurnKeepsNode(t *testing.T) {
 	if n, d := creates.Load(), deletes.Load(); n != 1 || d != 0 {
 		t.Fatalf("last sent %d creates and %d deletes, want 1 and 0", n, d)
 	}
-	eventually(t, 5*time.Second, "last's listener told", func() bool { return leaderSeq(rc.Get()) == "L" })
+	zktest.Eventually(t, 5*time.Second, "last's listener told", func() bool { return leaderSeq(rc.Get()) == "L" })
 }
 
 // TestC12_CloseRacesTheLoop: Close runs while Start joins, while the
@@ -414,13 +414,13 @@ func TestC11_PredecessorChurnKeepsNode(t *testing.T) {
 // "not leader" (ErrClosed) and its channel was closed.
 func TestC12_CloseRacesTheLoop(t *testing.T) {
 	cl := zktest.Shared(t)
-	in := inspect(t, cl)
-	s := connect(t, cl)
+	in := zktest.Inspect(t, cl)
+	s := rtest.Connect(t, cl)
 	var holder *latch.Latch
 	for i := range 40 {
 		switch i {
 		case 0:
-			holder = started(t, connect(t, cl), "holder") // the first half waits
+			holder = started(t, rtest.Connect(t, cl), "holder") // the first half waits
 		case 20:
 			closeLatch(t, holder) // the second half may lead
 		}
@@ -473,7 +473,7 @@ func TestC12_CloseWhileCreateInFlight(t *testing.T) {
 	for _, fault := range []zktest.Fault{zktest.Pass, zktest.SendAndCut} {
 		t.Run(fault.String(), func(t *testing.T) {
 			cl := zktest.Shared(t)
-			in := inspect(t, cl)
+			in := zktest.Inspect(t, cl)
 			in.Create(dir, nil)
 			var (
 				l                      atomic.Pointer[latch.Latch]
@@ -483,7 +483,7 @@ func TestC12_CloseWhileCreateInFlight(t *testing.T) {
 				closeCtx, cancelCloses = context.WithTimeout(context.Background(), 10*time.Second)
 			)
 			defer cancelCloses()
-			s := connect(t, cl, recipe.WithDialer(zktest.RequestHook(nil, func(op int32) zktest.Fault {
+			s := rtest.Connect(t, cl, recipe.WithDialer(zktest.RequestHook(nil, func(op int32) zktest.Fault {
 				if op != zktest.OpCreate && op != zktest.OpCreate2 { // a queue node's create may go out as create2
 					return zktest.Pass
 				}
@@ -534,7 +534,7 @@ func TestC12_CloseWhileCreateInFlight(t *testing.T) {
 				// The reply was lost with the connection: the delete was
 				// handed to the Session's cleaner, which runs on
 				// reconnection (go-zookeeper redials after about 1 s).
-				eventually(t, 10*time.Second, "reconnected, cleaner done, no node", func() bool {
+				zktest.Eventually(t, 10*time.Second, "reconnected, cleaner done, no node", func() bool {
 					return s.State() == recipe.StateReconnected && s.PendingCleanup() == 0 && len(in.Children(dir)) == 0
 				})
 			}
@@ -561,7 +561,7 @@ func TestC17_DirectoryDeletedUnderLiveParticipants(t *testing.T) {
 	var ls []*latch.Latch
 	var rs []*recorder
 	for _, id := range []string{"a", "b", "c"} {
-		l := started(t, connect(t, cl), id)
+		l := started(t, rtest.Connect(t, cl), id)
 		ls = append(ls, l)
 		rs = append(rs, record(t, l))
 	}
@@ -571,7 +571,7 @@ func TestC17_DirectoryDeletedUnderLiveParticipants(t *testing.T) {
 	for _, p := range old {
 		oldMax = max(oldMax, p.Token)
 	}
-	ops := connect(t, cl)
+	ops := rtest.Connect(t, cl)
 	conn, abs := ops.Conn(), ops.Chroot()+dir
 	deleted := false
 	for try := 0; try < 50 && !deleted; try++ {
@@ -603,7 +603,7 @@ func TestC17_DirectoryDeletedUnderLiveParticipants(t *testing.T) {
 		t.Fatalf("leader's cause %v, want ErrNodeDeleted", cause)
 	}
 	var leader *latch.Latch
-	eventually(t, 10*time.Second, "one leader elected", func() bool {
+	zktest.Eventually(t, 10*time.Second, "one leader elected", func() bool {
 		n := 0
 		for _, l := range ls {
 			if l.IsLeader() {
@@ -631,7 +631,7 @@ func TestC17_DirectoryDeletedUnderLiveParticipants(t *testing.T) {
 		t.Fatalf("a's listener got %+v", got)
 	}
 	closeLatch(t, leader)
-	eventually(t, 10*time.Second, "the next one leads", func() bool {
+	zktest.Eventually(t, 10*time.Second, "the next one leads", func() bool {
 		n := 0
 		for _, l := range ls {
 			if l.IsLeader() {
@@ -648,8 +648,8 @@ func TestC17_DirectoryDeletedUnderLiveParticipants(t *testing.T) {
 // Await returns ErrClosed when its latch is closed.
 func TestStartCancelledAndCloseLeaveNothing(t *testing.T) {
 	cl := zktest.Shared(t)
-	in := inspect(t, cl)
-	sa, sb := connect(t, cl), connect(t, cl)
+	in := zktest.Inspect(t, cl)
+	sa, sb := rtest.Connect(t, cl), rtest.Connect(t, cl)
 	a := newLatch(t, sa, "a")
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
@@ -669,7 +669,7 @@ func TestStartCancelledAndCloseLeaveNothing(t *testing.T) {
 	b := started(t, sb, "b")
 	waiting := make(chan error, 1)
 	go func() { _, err := b.Await(context.Background()); waiting <- err }()
-	eventually(t, 10*time.Second, "both joined", func() bool { return len(in.Children(dir)) == 2 })
+	zktest.Eventually(t, 10*time.Second, "both joined", func() bool { return len(in.Children(dir)) == 2 })
 	closeLatch(t, b)
 	select {
 	case err := <-waiting:
@@ -704,8 +704,8 @@ func TestStartCancelledAndCloseLeaveNothing(t *testing.T) {
 // closes the latch all the same.
 func TestReleaseAfterLossReportsLeaseLost(t *testing.T) {
 	cl := zktest.Shared(t)
-	in := inspect(t, cl)
-	s := connect(t, cl)
+	in := zktest.Inspect(t, cl)
+	s := rtest.Connect(t, cl)
 	a := started(t, s, "a")
 	la := awaitLeader(t, a, 10*time.Second)
 	node := in.Owned(dir, s.ID())[0]
@@ -739,7 +739,7 @@ func TestReleaseAfterLossReportsLeaseLost(t *testing.T) {
 // session return recipe.ErrSessionClosed.
 func TestClosedSession(t *testing.T) {
 	cl := zktest.Shared(t)
-	s := connect(t, cl)
+	s := rtest.Connect(t, cl)
 	a := started(t, s, "a")
 	la := awaitLeader(t, a, 10*time.Second)
 	b := started(t, s, "b")
@@ -777,7 +777,7 @@ func TestClosedSession(t *testing.T) {
 // Leader without participants give their typed errors.
 func TestBadInput(t *testing.T) {
 	cl := zktest.Shared(t)
-	s := connect(t, cl)
+	s := rtest.Connect(t, cl)
 	for _, p := range []string{"", "election", "/", "/election/", "/a//b", "/zookeeper/x", "/a/../b"} {
 		if _, err := latch.New(s, p, "x"); !errors.Is(err, recipe.ErrInvalidPath) {
 			t.Errorf("New(%q): %v, want ErrInvalidPath", p, err)
@@ -824,9 +824,9 @@ func TestBadInput(t *testing.T) {
 // tried again.
 func TestACLRefusal(t *testing.T) {
 	cl := zktest.Shared(t)
-	in := inspect(t, cl)
+	in := zktest.Inspect(t, cl)
 	in.Create(dir, zk.WorldACL(zk.PermRead))
-	l := newLatch(t, connect(t, cl), "x")
+	l := newLatch(t, rtest.Connect(t, cl), "x")
 	for range 2 {
 		if err := l.Start(context.Background()); !errors.Is(err, recipe.ErrNoPermission) || !errors.Is(err, zk.ErrNoAuth) {
 			t.Fatalf("Start: %v, want ErrNoPermission", err)
@@ -845,7 +845,7 @@ func TestACLRefusal(t *testing.T) {
 func TestC19_ListenerThatNeverReads(t *testing.T) {
 	cl := zktest.Shared(t)
 	p := newProxy(t)
-	s := connect(t, cl, recipe.WithDialer(p.Dial), recipe.WithSessionTimeout(4*time.Second))
+	s := rtest.Connect(t, cl, recipe.WithDialer(p.Dial), recipe.WithSessionTimeout(4*time.Second))
 	id := s.ID()
 	a := started(t, s, "a")
 	lctx, lcancel := context.WithCancel(context.Background())
@@ -874,7 +874,7 @@ func TestC19_ListenerThatNeverReads(t *testing.T) {
 	for range cuts - 1 {
 		want += "-L"
 	}
-	eventually(t, 5*time.Second, "the reading listener saw every change", func() bool { return leaderSeq(r.Get()) == want })
+	zktest.Eventually(t, 5*time.Second, "the reading listener saw every change", func() bool { return leaderSeq(r.Get()) == want })
 	var got []latch.Change
 	for len(got) < len(want) {
 		select {
@@ -903,9 +903,9 @@ func TestCloseDuringPartition(t *testing.T) {
 		for _, short := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s/short=%v", mode, short), func(t *testing.T) {
 				cl := zktest.Shared(t)
-				in := inspect(t, cl)
+				in := zktest.Inspect(t, cl)
 				p := newProxy(t)
-				s := connect(t, cl, recipe.WithDialer(p.Dial), recipe.WithSessionTimeout(2*time.Second))
+				s := rtest.Connect(t, cl, recipe.WithDialer(p.Dial), recipe.WithSessionTimeout(2*time.Second))
 				l := started(t, s, "a")
 				awaitLeader(t, l, 10*time.Second)
 				rec := record(t, l)
@@ -941,7 +941,7 @@ func TestCloseDuringPartition(t *testing.T) {
 					t.Fatalf("final change %+v, want not leader with ErrClosed", last)
 				}
 				p.Resume()
-				eventually(t, 15*time.Second, "no node left after the partition healed", func() bool {
+				zktest.Eventually(t, 15*time.Second, "no node left after the partition healed", func() bool {
 					return len(in.Children(dir)) == 0
 				})
 			})
@@ -957,16 +957,9 @@ func TestCloseDuringPartition(t *testing.T) {
 func TestStopsOnAnotherRecipesNodes(t *testing.T) {
 	cl := zktest.Shared(t)
 	in := zktest.Inspect(t, cl)
-	m, err := mutex.New(rtest.Connect(t, cl), dir)
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	held, err := m.Acquire(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	held := rtest.HoldMutex(ctx, t, cl, dir)
 	retried := newPauseAt(waitFailed)
 	close(retried.release)
 	l := newLatch(t, rtest.Connect(t, cl), "p", latch.WithLogger(slog.New(retried)))
@@ -1011,16 +1004,9 @@ const waitFailed = "latch: waiting for leadership failed; retrying"
 // ends it at the second wait: TestStopsOnAnotherRecipesNodes.)
 func TestOutlivesAStrayNode(t *testing.T) {
 	cl := zktest.Shared(t)
-	m, err := mutex.New(rtest.Connect(t, cl), dir)
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	stray, err := m.Acquire(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	stray := rtest.HoldMutex(ctx, t, cl, dir)
 	// The participant's loop is held in its warning about the first wait
 	// until the stray node is gone.
 	p := newPauseAt(waitFailed)

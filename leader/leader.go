@@ -33,6 +33,7 @@ import (
 	"github.com/cenkalti/backoff/v4"
 
 	"github.com/zkrecipes/zkrecipes/fence"
+	"github.com/zkrecipes/zkrecipes/internal/loop"
 	"github.com/zkrecipes/zkrecipes/recipe"
 )
 
@@ -49,14 +50,13 @@ type config struct {
 	permanent []error
 }
 
-// WithBackOff sets the backoff Run waits between acquisitions: after a
-// failed Acquire, after fn returned an error while leading, and (reset
-// first) after every other end of leadership. newBackOff is called once per
-// Run call. The policy never ends Run (ctx does, or an error that
-// retrying cannot cure: see Run): when it returns backoff.Stop, Run waits
-// MaxBackOff. Default: exponential from 100 ms to
-// MaxBackOff, randomized by ±50 %, without a total limit. A nil newBackOff
-// means the default.
+// WithBackOff sets the backoff Run waits between acquisitions: after a failed
+// Acquire, after fn returned an error while leading, and (reset first) after
+// every other end of leadership. newBackOff is called once per Run call. The
+// policy never ends Run (ctx does, or an error that retrying cannot cure: see
+// Run): when it returns backoff.Stop, Run waits MaxBackOff. Default:
+// exponential from 100 ms to MaxBackOff, randomized by ±50 %, without a total
+// limit. A nil newBackOff means the default.
 func WithBackOff(newBackOff func() backoff.BackOff) Option {
 	return func(c *config) { c.backoff = newBackOff }
 }
@@ -124,15 +124,15 @@ func (c *config) isPermanent(err error) bool {
 //
 // Run returns earlier, with the error, only when going on is pointless: an
 // Acquire error that retrying cannot cure (recipe.Permanent:
-// recipe.ErrSessionClosed when the session was closed, recipe.ErrNoPermission,
-// recipe.ErrMixedRecipes, recipe.ErrInvalidPath, recipe.ErrTooLarge,
-// recipe.ErrBadOption; and the errors of WithPermanent). recipe.ErrMixedRecipes
-// ends it only when confirmed (recipe.Stopper): when the next Acquire,
-// after the backoff, fails with it too, so that another recipe's node
-// that is on the path for a moment only does not stop a standing leader.
-// Any other Acquire error (recipe.ErrSessionLost, a connection failure,
-// ...) is logged and retried. Errors of its own: recipe.ErrBadOption for a
-// nil lock or fn.
+// recipe.ErrSessionClosed when the session was closed,
+// recipe.ErrNoPermission, recipe.ErrMixedRecipes, recipe.ErrInvalidPath,
+// recipe.ErrTooLarge, recipe.ErrBadOption; and the errors of WithPermanent).
+// recipe.ErrMixedRecipes ends it only when confirmed (recipe.Stopper): when
+// the next Acquire, after the backoff, fails with it too, so that another
+// recipe's node that is on the path for a moment only does not stop a
+// standing leader. Any other Acquire error (recipe.ErrSessionLost, a
+// connection failure, ...) is logged and retried. Errors of its own:
+// recipe.ErrBadOption for a nil lock or fn.
 func Run(ctx context.Context, lock recipe.Lock, fn func(ctx context.Context, token fence.Token) error, opts ...Option) error {
 	switch {
 	case lock == nil:
@@ -152,39 +152,32 @@ func Run(ctx context.Context, lock recipe.Lock, fn func(ctx context.Context, tok
 	if c.log == nil {
 		c.log = slog.Default()
 	}
-	b := c.backoff()
 	var stop recipe.Stopper
-	for {
-		if ctx.Err() != nil {
-			return context.Cause(ctx)
-		}
-		lease, err := lock.Acquire(ctx)
-		if err != nil {
-			if ctx.Err() != nil {
-				return context.Cause(ctx)
-			}
-			permanent := c.isPermanent(err)
-			if stop.Stop(err, permanent) {
-				return err
-			}
-			if permanent {
+	lp := loop.Loop{
+		BackOff: c.backoff(),
+		Max:     MaxBackOff,
+		Ends:    func(err error) bool { return stop.Stop(err, c.isPermanent(err)) },
+		Retrying: func(err error) {
+			if c.isPermanent(err) {
 				c.log.Warn("leader: another recipe's nodes are on the lock's path; trying once more before stopping", "err", err)
 			} else {
 				c.log.Warn("leader: acquiring the lock failed; retrying", "err", err)
 			}
-		} else {
-			stop.Stop(nil, false)
-			if failed := c.lead(ctx, lease, fn); !failed {
-				b.Reset()
-			}
-		}
-		if err := recipe.Pause(ctx, b, MaxBackOff); err != nil {
-			return err
-		}
+		},
 	}
+	return lp.Run(ctx, func(ctx context.Context) (loop.Next, error) {
+		lease, err := lock.Acquire(ctx)
+		if err != nil {
+			return loop.Wait, err
+		}
+		if failed := c.lead(ctx, lease, fn); failed {
+			return loop.Wait, nil
+		}
+		return loop.Rest, nil
+	})
 }
 
-func defaultBackOff() backoff.BackOff { return recipe.LoopBackOff(100*time.Millisecond, MaxBackOff) }
+func defaultBackOff() backoff.BackOff { return loop.BackOff(100*time.Millisecond, MaxBackOff) }
 
 // lead runs fn for one leadership and releases the lease afterwards (also
 // when fn panics). It reports whether fn failed: returned an error while its

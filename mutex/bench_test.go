@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/zkrecipes/zkrecipes/internal/rtest"
 	"github.com/zkrecipes/zkrecipes/recipe"
 	"github.com/zkrecipes/zkrecipes/zktest"
 )
@@ -14,7 +15,7 @@ import (
 // BenchmarkAcquireRelease is the uncontended acquire path against a real
 // server: one session, Acquire then Release.
 func BenchmarkAcquireRelease(b *testing.B) {
-	m := newMutex(b, connect(b, zktest.Shared(b)), dir)
+	m := newMutex(b, rtest.Connect(b, zktest.Shared(b)), dir)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	for b.Loop() {
@@ -35,7 +36,7 @@ func BenchmarkAcquireReleaseContended(b *testing.B) {
 	cl := zktest.Shared(b)
 	ms := make([]recipe.Lock, sessions)
 	for i := range ms {
-		ms[i] = newMutex(b, connect(b, cl), dir)
+		ms[i] = newMutex(b, rtest.Connect(b, cl), dir)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()

@@ -39,7 +39,7 @@ func TestConformance(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			cl := zktest.Shared(t)
-			locktest.Run(t, &rtest.LockHarness{Cluster: cl, In: inspect(t, cl), Lock: c.lock})
+			locktest.Run(t, &rtest.LockHarness{Cluster: cl, In: zktest.Inspect(t, cl), Lock: c.lock})
 		})
 	}
 }

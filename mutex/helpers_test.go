@@ -25,15 +25,8 @@ func newMutex(t testing.TB, s *recipe.Session, p string) *mutex.Mutex {
 }
 
 // acquireAsync starts Acquire in a goroutine; the result arrives on the channel.
-func acquireAsync(ctx context.Context, l recipe.Lock) <-chan result {
+func acquireAsync(ctx context.Context, l recipe.Lock) <-chan rtest.Result {
 	return rtest.Async(ctx, l.Acquire)
-}
-
-type result = rtest.Result
-
-func await(t testing.TB, ch <-chan result, d time.Duration) result {
-	t.Helper()
-	return rtest.Await(t, ch, d)
 }
 
 func release(t testing.TB, l recipe.Lease) {
@@ -51,7 +44,7 @@ func acquireAndRelease(t testing.TB, cl *zktest.Cluster) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	l, err := newMutex(t, connect(t, cl), dir).Acquire(ctx)
+	l, err := newMutex(t, rtest.Connect(t, cl), dir).Acquire(ctx)
 	if err != nil {
 		t.Fatalf("a fresh client could not acquire: %v", err)
 	}
@@ -65,24 +58,9 @@ func handOver(t testing.TB, held recipe.Lease, next recipe.Lock) {
 	t.Helper()
 	ch := acquireAsync(context.Background(), next)
 	release(t, held)
-	r := await(t, ch, 10*time.Second)
+	r := rtest.Await(t, ch, 10*time.Second)
 	if r.Err != nil {
 		t.Fatalf("next holder: %v", r.Err)
 	}
 	release(t, r.Lease)
-}
-
-// connect opens a Session for the test (closed at cleanup).
-func connect(t testing.TB, cl *zktest.Cluster, opts ...recipe.Option) *recipe.Session {
-	t.Helper()
-	return rtest.Connect(t, cl, opts...)
-}
-
-// inspect connects a raw inspector (zktest.Inspector) to cl.
-func inspect(t testing.TB, cl *zktest.Cluster) *zktest.Inspector { return zktest.Inspect(t, cl) }
-
-// eventually is zktest.Eventually.
-func eventually(t testing.TB, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	zktest.Eventually(t, d, what, cond)
 }

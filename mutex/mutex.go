@@ -115,22 +115,14 @@ func New(s *recipe.Session, path string, opts ...Option) (*Mutex, error) {
 func (m *Mutex) Path() string { return m.q.Dir() }
 
 // Acquire blocks until the caller holds the lock, ctx ends, or the lock can
-// no longer be obtained. The Lease's Token is the czxid of the caller's lock
-// znode; its Context is done when ownership ends.
-//
-// ZooKeeper operations: one create (ephemeral sequential, protected name,
-// sent as create2) with a getChildren right behind it (with a watch on the
-// directory when the previous Acquire of this Mutex found the lock free:
-// that watch then stands in for the own znode's), a getData watch on the
-// own znode when granted on a listing without that watch, and a getData
-// watch on the immediate predecessor while waiting; per wakeup a
-// getChildren with a watch on the directory (or a getData watch on the own
-// znode, when the predecessor was the only node ahead). See
-// recipe.Queue.Acquire.
+// no longer be obtained: one contender, one znode, watching its immediate
+// predecessor (the ZooKeeper operations: docs/design.md#acquisition). The
+// Lease's Token is the czxid of the caller's lock znode; its Context is done
+// when ownership ends.
 //
 // Errors: ctx's cause (nothing left behind: case C5), recipe.ErrSessionLost,
-// recipe.ErrNodeDeleted, recipe.ErrSessionClosed, recipe.ErrMixedRecipes, *recipe.OpError (matching
-// recipe.ErrNoPermission on ACL refusals).
+// recipe.ErrNodeDeleted, recipe.ErrSessionClosed, recipe.ErrMixedRecipes,
+// *recipe.OpError (matching recipe.ErrNoPermission on ACL refusals).
 func (m *Mutex) Acquire(ctx context.Context) (recipe.Lease, error) {
 	return m.q.Acquire(ctx, Kind, m.data)
 }
@@ -143,9 +135,7 @@ func (m *Mutex) Acquire(ctx context.Context) (recipe.Lease, error) {
 // sessions mostly refuse each other: under such a storm a free lock is
 // rarely taken (measured: 1 grant in ~3,400 attempts by 32 goroutines on 8
 // sessions in 5 s). Retry with jittered backoff, or use Acquire with a
-// deadline, which queues. ZooKeeper operations: one create (create2) with a
-// getChildren behind it; a getData watch on the own node if granted, its
-// delete if not. Other errors as Acquire.
+// deadline, which queues. Errors: recipe.ErrLocked; otherwise as Acquire.
 func (m *Mutex) TryAcquire(ctx context.Context) (recipe.Lease, error) {
 	return m.q.TryAcquire(ctx, Kind, m.data)
 }

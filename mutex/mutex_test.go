@@ -29,7 +29,7 @@ const dir = "/locks/job"
 // every fenced write is accepted; nothing is left behind.
 func TestMutualExclusionUnderContention(t *testing.T) {
 	cl := zktest.Shared(t)
-	in := inspect(t, cl)
+	in := zktest.Inspect(t, cl)
 	const workers, rounds = 8, 25
 	var (
 		holders  atomic.Int32
@@ -42,7 +42,7 @@ func TestMutualExclusionUnderContention(t *testing.T) {
 	)
 	errs := make(chan error, workers)
 	for w := 0; w < workers; w++ {
-		m := newMutex(t, connect(t, cl), dir)
+		m := newMutex(t, rtest.Connect(t, cl), dir)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -93,7 +93,7 @@ func TestMutualExclusionUnderContention(t *testing.T) {
 // TestFIFO: waiters are granted in the order they queued.
 func TestFIFO(t *testing.T) {
 	cl := zktest.Shared(t)
-	holder := newMutex(t, connect(t, cl), dir)
+	holder := newMutex(t, rtest.Connect(t, cl), dir)
 	first, err := holder.Acquire(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -102,7 +102,7 @@ func TestFIFO(t *testing.T) {
 	var order []int
 	var wg sync.WaitGroup
 	for i := 1; i <= 5; i++ {
-		m := newMutex(t, connect(t, cl), dir)
+		m := newMutex(t, rtest.Connect(t, cl), dir)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -116,7 +116,7 @@ func TestFIFO(t *testing.T) {
 			mu.Unlock()
 			l.Release(context.Background())
 		}()
-		eventually(t, 10*time.Second, "waiter queued", func() bool {
+		zktest.Eventually(t, 10*time.Second, "waiter queued", func() bool {
 			p, err := holder.Participants(context.Background())
 			return err == nil && len(p) == i+1
 		})
@@ -132,8 +132,8 @@ func TestFIFO(t *testing.T) {
 // keeps growing when the lock directory is deleted and re-created.
 func TestTokensIncreaseAcrossParentRecreation(t *testing.T) {
 	cl := zktest.Shared(t)
-	in := inspect(t, cl)
-	m := newMutex(t, connect(t, cl), dir)
+	in := zktest.Inspect(t, cl)
+	m := newMutex(t, rtest.Connect(t, cl), dir)
 	l1, err := m.Acquire(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -158,7 +158,7 @@ func TestTokensIncreaseAcrossParentRecreation(t *testing.T) {
 // Release is idempotent.
 func TestParticipantsAndLeaseContext(t *testing.T) {
 	cl := zktest.Shared(t)
-	s := connect(t, cl)
+	s := rtest.Connect(t, cl)
 	m, err := mutex.New(s, dir, mutex.WithData([]byte("worker-1")))
 	if err != nil {
 		t.Fatal(err)
@@ -171,8 +171,8 @@ func TestParticipantsAndLeaseContext(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waiter := acquireAsync(context.Background(), newMutex(t, connect(t, cl), dir))
-	eventually(t, 10*time.Second, "waiter queued", func() bool {
+	waiter := acquireAsync(context.Background(), newMutex(t, rtest.Connect(t, cl), dir))
+	zktest.Eventually(t, 10*time.Second, "waiter queued", func() bool {
 		p, err = m.Participants(context.Background())
 		return err == nil && len(p) == 2
 	})
@@ -187,7 +187,7 @@ func TestParticipantsAndLeaseContext(t *testing.T) {
 		t.Fatalf("cause after release: %v", context.Cause(l.Context()))
 	}
 	release(t, l) // idempotent
-	r := await(t, waiter, 10*time.Second)
+	r := rtest.Await(t, waiter, 10*time.Second)
 	if r.Err != nil {
 		t.Fatal(r.Err)
 	}
@@ -202,11 +202,11 @@ func TestParticipantsAndLeaseContext(t *testing.T) {
 // soon as the holder releases.
 func TestC5_DeadlineWhileWaitingLeavesNothing(t *testing.T) {
 	cl := zktest.Shared(t)
-	in := inspect(t, cl)
-	a := newMutex(t, connect(t, cl), dir)
-	bs := connect(t, cl)
+	in := zktest.Inspect(t, cl)
+	a := newMutex(t, rtest.Connect(t, cl), dir)
+	bs := rtest.Connect(t, cl)
 	b := newMutex(t, bs, dir)
-	c := newMutex(t, connect(t, cl), dir)
+	c := newMutex(t, rtest.Connect(t, cl), dir)
 	la, err := a.Acquire(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -226,13 +226,13 @@ func TestC5_DeadlineWhileWaitingLeavesNothing(t *testing.T) {
 // also when the delete of the caller's node hits a connection loss.
 func TestC6_TryAcquireLeavesNothing(t *testing.T) {
 	cl := zktest.Shared(t)
-	in := inspect(t, cl)
-	a := newMutex(t, connect(t, cl), dir)
+	in := zktest.Inspect(t, cl)
+	a := newMutex(t, rtest.Connect(t, cl), dir)
 	la, err := a.Acquire(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
-	plain := connect(t, cl)
+	plain := rtest.Connect(t, cl)
 	if _, err := newMutex(t, plain, dir).TryAcquire(context.Background()); !errors.Is(err, recipe.ErrLocked) {
 		t.Fatalf("TryAcquire on held lock: %v, want ErrLocked", err)
 	}
@@ -244,7 +244,7 @@ func TestC6_TryAcquireLeavesNothing(t *testing.T) {
 	// budget a caller that gave up gets): a refusal whose context is live
 	// returns only once its node is gone.
 	var slowed atomic.Int32
-	slow := connect(t, cl, recipe.WithDialer(zktest.RequestHook(nil, func(op int32) zktest.Fault {
+	slow := rtest.Connect(t, cl, recipe.WithDialer(zktest.RequestHook(nil, func(op int32) zktest.Fault {
 		if op == zktest.OpDelete && slowed.Add(1) == 1 {
 			time.Sleep(600 * time.Millisecond)
 		}
@@ -262,7 +262,7 @@ func TestC6_TryAcquireLeavesNothing(t *testing.T) {
 
 	// Across a blip: the delete is dropped and the connection cut.
 	var drops atomic.Int32
-	blip := connect(t, cl, recipe.WithDialer(zktest.RequestHook(nil, func(op int32) zktest.Fault {
+	blip := rtest.Connect(t, cl, recipe.WithDialer(zktest.RequestHook(nil, func(op int32) zktest.Fault {
 		if op == zktest.OpDelete && drops.Add(1) == 1 {
 			return zktest.DropAndCut
 		}
@@ -275,13 +275,13 @@ func TestC6_TryAcquireLeavesNothing(t *testing.T) {
 	if drops.Load() == 0 {
 		t.Fatal("the fault was never injected")
 	}
-	eventually(t, 10*time.Second, "node of the blipped TryAcquire deleted", func() bool {
+	zktest.Eventually(t, 10*time.Second, "node of the blipped TryAcquire deleted", func() bool {
 		return len(in.Owned(dir, id)) == 0
 	})
 	if blip.ID() != id {
 		t.Fatal("session changed: the test would prove nothing")
 	}
-	c := newMutex(t, connect(t, cl), dir)
+	c := newMutex(t, rtest.Connect(t, cl), dir)
 	handOver(t, la, c)
 }
 
@@ -292,14 +292,14 @@ func TestC2_ReplyLostAfterCreate(t *testing.T) {
 	for _, op := range []int32{zktest.OpCreate, zktest.OpGetChildren2} {
 		t.Run(fmt.Sprintf("op%d", op), func(t *testing.T) {
 			cl := zktest.Shared(t)
-			in := inspect(t, cl)
-			b := newMutex(t, connect(t, cl), dir)
+			in := zktest.Inspect(t, cl)
+			b := newMutex(t, rtest.Connect(t, cl), dir)
 			lb, err := b.Acquire(context.Background())
 			if err != nil {
 				t.Fatal(err)
 			}
 			var cuts, creates atomic.Int32
-			as := connect(t, cl, recipe.WithDialer(zktest.RequestHook(nil, func(o int32) zktest.Fault {
+			as := rtest.Connect(t, cl, recipe.WithDialer(zktest.RequestHook(nil, func(o int32) zktest.Fault {
 				if o == zktest.OpCreate2 {
 					o = zktest.OpCreate // the queue's creates go out as create2
 				}
@@ -313,11 +313,11 @@ func TestC2_ReplyLostAfterCreate(t *testing.T) {
 			})))
 			id := as.ID()
 			ra := acquireAsync(context.Background(), newMutex(t, as, dir))
-			eventually(t, 10*time.Second, "A queued with one node", func() bool {
+			zktest.Eventually(t, 10*time.Second, "A queued with one node", func() bool {
 				return len(in.Owned(dir, id)) == 1
 			})
 			release(t, lb)
-			r := await(t, ra, 10*time.Second)
+			r := rtest.Await(t, ra, 10*time.Second)
 			if r.Err != nil {
 				t.Fatal(r.Err)
 			}
@@ -348,11 +348,11 @@ func TestC4_CancelledWhileCreateInFlight(t *testing.T) {
 	for _, fault := range []zktest.Fault{zktest.Pass, zktest.SendAndCut} {
 		t.Run(fmt.Sprint(fault), func(t *testing.T) {
 			cl := zktest.Shared(t)
-			in := inspect(t, cl)
+			in := zktest.Inspect(t, cl)
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			var hits atomic.Int32
-			s := connect(t, cl, recipe.WithDialer(zktest.RequestHook(nil, func(op int32) zktest.Fault {
+			s := rtest.Connect(t, cl, recipe.WithDialer(zktest.RequestHook(nil, func(op int32) zktest.Fault {
 				if (op == zktest.OpCreate || op == zktest.OpCreate2) && hits.Add(1) == 1 {
 					cancel()
 					return fault
@@ -368,7 +368,7 @@ func TestC4_CancelledWhileCreateInFlight(t *testing.T) {
 			if hits.Load() == 0 {
 				t.Fatal("fault not injected")
 			}
-			eventually(t, 10*time.Second, "no node left", func() bool { return len(in.Owned(dir, id)) == 0 })
+			zktest.Eventually(t, 10*time.Second, "no node left", func() bool { return len(in.Owned(dir, id)) == 0 })
 		})
 	}
 }
@@ -380,11 +380,11 @@ func TestC7_ReleaseRetry(t *testing.T) {
 	for _, fault := range []zktest.Fault{zktest.DropAndCut, zktest.SendAndCut} {
 		t.Run(fmt.Sprint(fault), func(t *testing.T) {
 			cl := zktest.Shared(t)
-			in := inspect(t, cl)
+			in := zktest.Inspect(t, cl)
 			p := zktest.NewFaultProxy()
 			defer p.Close()
 			var armed atomic.Bool
-			s := connect(t, cl, recipe.WithDialer(zktest.RequestHook(p.Dial, func(op int32) zktest.Fault {
+			s := rtest.Connect(t, cl, recipe.WithDialer(zktest.RequestHook(p.Dial, func(op int32) zktest.Fault {
 				if op == zktest.OpDelete && armed.CompareAndSwap(true, false) {
 					p.Cut() // keep the connection down until Resume
 					return fault
@@ -419,19 +419,19 @@ func TestC7_ReleaseRetry(t *testing.T) {
 // before B acquires, A's token is lower, and A's Release deletes nothing.
 func TestC8_HolderCutOffPastSessionTimeout(t *testing.T) {
 	cl := zktest.Shared(t)
-	in := inspect(t, cl)
+	in := zktest.Inspect(t, cl)
 	p := zktest.NewFaultProxy()
 	defer p.Close()
-	as := connect(t, cl, recipe.WithDialer(p.Dial), recipe.WithSessionTimeout(time.Second))
+	as := rtest.Connect(t, cl, recipe.WithDialer(p.Dial), recipe.WithSessionTimeout(time.Second))
 	la, err := newMutex(t, as, dir).Acquire(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
 	aDone := rtest.WatchDone(la.Context())
-	rb := acquireAsync(context.Background(), newMutex(t, connect(t, cl), dir))
-	eventually(t, 10*time.Second, "B queued", func() bool { return len(in.Children(dir)) == 2 })
+	rb := acquireAsync(context.Background(), newMutex(t, rtest.Connect(t, cl), dir))
+	zktest.Eventually(t, 10*time.Second, "B queued", func() bool { return len(in.Children(dir)) == 2 })
 	p.Blackhole()
-	r := await(t, rb, 20*time.Second)
+	r := rtest.Await(t, rb, 20*time.Second)
 	if r.Err != nil {
 		t.Fatal(r.Err)
 	}
@@ -450,11 +450,11 @@ func TestC8_HolderCutOffPastSessionTimeout(t *testing.T) {
 	if err := la.Release(context.Background()); !errors.Is(err, recipe.ErrLeaseLost) {
 		t.Fatalf("A's Release: %v, want ErrLeaseLost", err)
 	}
-	eventually(t, 10*time.Second, "A reconnected with a new session", func() bool {
+	zktest.Eventually(t, 10*time.Second, "A reconnected with a new session", func() bool {
 		return as.State().IsConnected()
 	})
 	time.Sleep(200 * time.Millisecond) // give A's cleaner a chance to misbehave
-	if st := in.Stat(r.Lease.(interface{ Path() string }).Path()); st == nil || fence.Token(st.Czxid) != r.Lease.Token() {
+	if st := in.Stat(r.Lease.(recipe.NodeLease).Path()); st == nil || fence.Token(st.Czxid) != r.Lease.Token() {
 		t.Fatal("B's node was removed by A")
 	}
 	release(t, r.Lease)
@@ -465,10 +465,10 @@ func TestC8_HolderCutOffPastSessionTimeout(t *testing.T) {
 // node is deleted, so another client acquires.
 func TestC9_SuspensionEndsOwnershipByDefault(t *testing.T) {
 	cl := zktest.Shared(t)
-	in := inspect(t, cl)
+	in := zktest.Inspect(t, cl)
 	p := zktest.NewFaultProxy()
 	defer p.Close()
-	as := connect(t, cl, recipe.WithDialer(p.Dial), recipe.WithSessionTimeout(4*time.Second))
+	as := rtest.Connect(t, cl, recipe.WithDialer(p.Dial), recipe.WithSessionTimeout(4*time.Second))
 	id := as.ID()
 	la, err := newMutex(t, as, dir).Acquire(context.Background())
 	if err != nil {
@@ -484,11 +484,11 @@ func TestC9_SuspensionEndsOwnershipByDefault(t *testing.T) {
 		t.Fatalf("cause %v", context.Cause(la.Context()))
 	}
 	p.Resume()
-	eventually(t, 10*time.Second, "reconnected", func() bool { return as.State() == recipe.StateReconnected })
+	zktest.Eventually(t, 10*time.Second, "reconnected", func() bool { return as.State() == recipe.StateReconnected })
 	if as.ID() != id {
 		t.Fatal("session changed")
 	}
-	eventually(t, 10*time.Second, "orphaned node deleted", func() bool { return len(in.Owned(dir, id)) == 0 })
+	zktest.Eventually(t, 10*time.Second, "orphaned node deleted", func() bool { return len(in.Owned(dir, id)) == 0 })
 	acquireAndRelease(t, cl)
 }
 
@@ -501,19 +501,19 @@ func TestC9_TolerateSuspensionCountsFromLastReply(t *testing.T) {
 	p := zktest.NewFaultProxy()
 	defer p.Close()
 	const timeout = 4 * time.Second
-	as := connect(t, cl, recipe.WithDialer(p.Dial), recipe.WithSessionTimeout(timeout),
+	as := rtest.Connect(t, cl, recipe.WithDialer(p.Dial), recipe.WithSessionTimeout(timeout),
 		recipe.WithSuspendPolicy(recipe.TolerateSuspension(0.5)))
 	la, err := newMutex(t, as, dir).Acquire(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
 	p.Cut()
-	eventually(t, 2*time.Second, "suspended", func() bool { return as.State() == recipe.StateSuspended })
+	zktest.Eventually(t, 2*time.Second, "suspended", func() bool { return as.State() == recipe.StateSuspended })
 	if la.Context().Err() != nil {
 		t.Fatalf("lease ended on a short cut: %v", context.Cause(la.Context()))
 	}
 	p.Resume()
-	eventually(t, 10*time.Second, "reconnected", func() bool { return as.State() == recipe.StateReconnected })
+	zktest.Eventually(t, 10*time.Second, "reconnected", func() bool { return as.State() == recipe.StateReconnected })
 	if la.Context().Err() != nil {
 		t.Fatalf("lease ended across a reconnection to the same session: %v", context.Cause(la.Context()))
 	}
@@ -557,33 +557,33 @@ func TestC10_WaiterLosesItsNode(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cl := zktest.Shared(t)
-			in := inspect(t, cl)
-			lx, err := newMutex(t, connect(t, cl), dir).Acquire(context.Background())
+			in := zktest.Inspect(t, cl)
+			lx, err := newMutex(t, rtest.Connect(t, cl), dir).Acquire(context.Background())
 			if err != nil {
 				t.Fatal(err)
 			}
 			p := zktest.NewFaultProxy()
 			defer p.Close()
-			as := connect(t, cl, recipe.WithDialer(p.Dial), recipe.WithSessionTimeout(time.Second))
+			as := rtest.Connect(t, cl, recipe.WithDialer(p.Dial), recipe.WithSessionTimeout(time.Second))
 			ra := acquireAsync(context.Background(), newMutex(t, as, dir))
-			eventually(t, 10*time.Second, "A queued", func() bool { return len(in.Owned(dir, as.ID())) == 1 })
-			rc := acquireAsync(context.Background(), newMutex(t, connect(t, cl), dir))
-			eventually(t, 10*time.Second, "C queued", func() bool { return len(in.Children(dir)) == 3 })
+			zktest.Eventually(t, 10*time.Second, "A queued", func() bool { return len(in.Owned(dir, as.ID())) == 1 })
+			rc := acquireAsync(context.Background(), newMutex(t, rtest.Connect(t, cl), dir))
+			zktest.Eventually(t, 10*time.Second, "C queued", func() bool { return len(in.Children(dir)) == 3 })
 			tc.fault(in, as, p)
 			checkA := func() {
-				if r := await(t, ra, 10*time.Second); !errors.Is(r.Err, tc.want) {
+				if r := rtest.Await(t, ra, 10*time.Second); !errors.Is(r.Err, tc.want) {
 					t.Fatalf("A: %v, want %v", r.Err, tc.want)
 				}
 			}
 			if tc.promptly {
 				checkA()
-				eventually(t, 10*time.Second, "A's node gone", func() bool { return len(in.Children(dir)) == 2 })
+				zktest.Eventually(t, 10*time.Second, "A's node gone", func() bool { return len(in.Children(dir)) == 2 })
 			}
 			release(t, lx)
 			if !tc.promptly {
 				checkA()
 			}
-			rcr := await(t, rc, 10*time.Second)
+			rcr := rtest.Await(t, rc, 10*time.Second)
 			if rcr.Err != nil {
 				t.Fatal(rcr.Err)
 			}
@@ -599,10 +599,10 @@ func TestC10_WaiterLosesItsNode(t *testing.T) {
 // right before the create; Acquire re-creates it and succeeds.
 func TestC18_ParentRemovedBetweenEnsureAndCreate(t *testing.T) {
 	cl := zktest.Shared(t)
-	in := inspect(t, cl)
+	in := zktest.Inspect(t, cl)
 	in.Create(dir, nil)
 	var hits atomic.Int32
-	s := connect(t, cl, recipe.WithDialer(zktest.RequestHook(nil, func(op int32) zktest.Fault {
+	s := rtest.Connect(t, cl, recipe.WithDialer(zktest.RequestHook(nil, func(op int32) zktest.Fault {
 		if (op == zktest.OpCreate || op == zktest.OpCreate2) && hits.Add(1) == 1 {
 			in.Delete(dir)
 		}
@@ -623,12 +623,12 @@ func TestC18_ParentRemovedBetweenEnsureAndCreate(t *testing.T) {
 // (another recipe's) makes the acquisition fail with ErrMixedRecipes.
 func TestForeignChildrenIgnored(t *testing.T) {
 	cl := zktest.Shared(t)
-	in := inspect(t, cl)
+	in := zktest.Inspect(t, cl)
 	for _, n := range []string{"foo", "lock-0000000000", "_c_nothex-lock-0000000001",
 		"_c_0123456789abcdef0123456789abcdef-lock-12"} {
 		in.Create(dir+"/"+n, nil)
 	}
-	m := newMutex(t, connect(t, cl), dir)
+	m := newMutex(t, rtest.Connect(t, cl), dir)
 	l, err := m.TryAcquire(context.Background())
 	if err != nil {
 		t.Fatalf("TryAcquire with foreign children: %v", err)
@@ -656,9 +656,9 @@ func TestForeignChildrenIgnored(t *testing.T) {
 // an error matching ErrNoPermission and zk.ErrNoAuth, and no node.
 func TestACLRefusal(t *testing.T) {
 	cl := zktest.Shared(t)
-	in := inspect(t, cl)
+	in := zktest.Inspect(t, cl)
 	in.Create(dir, zk.WorldACL(zk.PermRead))
-	m := newMutex(t, connect(t, cl), dir)
+	m := newMutex(t, rtest.Connect(t, cl), dir)
 	for name, f := range map[string]func(context.Context) (recipe.Lease, error){"Acquire": m.Acquire, "TryAcquire": m.TryAcquire} {
 		_, err := f(context.Background())
 		if !errors.Is(err, recipe.ErrNoPermission) || !errors.Is(err, zk.ErrNoAuth) {
@@ -675,7 +675,7 @@ func TestACLRefusal(t *testing.T) {
 }
 
 func TestInvalidPaths(t *testing.T) {
-	s := connect(t, zktest.Shared(t))
+	s := rtest.Connect(t, zktest.Shared(t))
 	for _, p := range []string{"", "locks", "/", "/locks/", "/a//b", "/zookeeper/x", "/a/../b"} {
 		if _, err := mutex.New(s, p); !errors.Is(err, recipe.ErrInvalidPath) {
 			t.Errorf("mutex.New(%q): %v, want ErrInvalidPath", p, err)
@@ -696,7 +696,7 @@ func TestInvalidPaths(t *testing.T) {
 // 500 KB of data. Nothing reaches the server: the session never changes
 // state, and the path next door works.
 func TestNewRefusesWhatCannotFit(t *testing.T) {
-	s := connect(t, zktest.Shared(t))
+	s := rtest.Connect(t, zktest.Shared(t))
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	states := s.Listen(ctx)
@@ -731,7 +731,7 @@ func TestNewRefusesWhatCannotFit(t *testing.T) {
 }
 
 func TestClosedSession(t *testing.T) {
-	s := connect(t, zktest.Shared(t))
+	s := rtest.Connect(t, zktest.Shared(t))
 	m := newMutex(t, s, dir)
 	l, err := m.Acquire(context.Background())
 	if err != nil {
@@ -759,12 +759,12 @@ func TestLeaseEndsWhenOwnNodeDeleted(t *testing.T) {
 	for _, writeFirst := range []bool{false, true} {
 		t.Run(fmt.Sprintf("writeFirst=%v", writeFirst), func(t *testing.T) {
 			cl := zktest.Shared(t)
-			in := inspect(t, cl)
-			l, err := newMutex(t, connect(t, cl), dir).Acquire(context.Background())
+			in := zktest.Inspect(t, cl)
+			l, err := newMutex(t, rtest.Connect(t, cl), dir).Acquire(context.Background())
 			if err != nil {
 				t.Fatal(err)
 			}
-			node := l.(interface{ Path() string }).Path()
+			node := l.(recipe.NodeLease).Path()
 			if writeFirst {
 				if _, err := in.Conn().Set(cl.Chroot()+node, []byte("x"), -1); err != nil {
 					t.Fatal(err)
@@ -798,7 +798,7 @@ func TestLeaseEndsWhenOwnNodeDeleted(t *testing.T) {
 // watch is left on the server.
 func TestWatchesOnlyPredecessorAndLeavesNone(t *testing.T) {
 	cl := zktest.Start(t)
-	in := inspect(t, cl)
+	in := zktest.Inspect(t, cl)
 	ctx := context.Background()
 	watches := func() int {
 		n, err := zktest.WatchCount(ctx, cl.Addrs()[0])
@@ -807,24 +807,24 @@ func TestWatchesOnlyPredecessorAndLeavesNone(t *testing.T) {
 		}
 		return n
 	}
-	holder, err := newMutex(t, connect(t, cl), dir).Acquire(ctx)
+	holder, err := newMutex(t, rtest.Connect(t, cl), dir).Acquire(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var waiters []<-chan result
+	var waiters []<-chan rtest.Result
 	for i := 0; i < 5; i++ {
-		waiters = append(waiters, acquireAsync(ctx, newMutex(t, connect(t, cl), dir)))
+		waiters = append(waiters, acquireAsync(ctx, newMutex(t, rtest.Connect(t, cl), dir)))
 	}
-	eventually(t, 10*time.Second, "5 waiters watching", func() bool { return len(in.Children(dir)) == 6 && watches() == 6 })
+	zktest.Eventually(t, 10*time.Second, "5 waiters watching", func() bool { return len(in.Children(dir)) == 6 && watches() == 6 })
 	release(t, holder)
 	for _, w := range waiters {
-		r := await(t, w, 10*time.Second)
+		r := rtest.Await(t, w, 10*time.Second)
 		if r.Err != nil {
 			t.Fatal(r.Err)
 		}
 		release(t, r.Lease)
 	}
-	eventually(t, 5*time.Second, "no watch left", func() bool { return watches() == 0 })
+	zktest.Eventually(t, 5*time.Second, "no watch left", func() bool { return watches() == 0 })
 }
 
 // stallConn models a client that reads late: it ignores read deadlines (so
@@ -851,7 +851,7 @@ func (c *stallConn) Read(p []byte) (int, error) {
 // cleaned up, and another client can acquire.
 func TestC9_ClientNoticesLate(t *testing.T) {
 	cl := zktest.Start(t)
-	in := inspect(t, cl)
+	in := zktest.Inspect(t, cl)
 	var until atomic.Int64
 	dial := func(n, a string, d time.Duration) (net.Conn, error) {
 		c, err := net.DialTimeout(n, a, d)
@@ -861,7 +861,7 @@ func TestC9_ClientNoticesLate(t *testing.T) {
 		return &stallConn{Conn: c, until: &until}, nil
 	}
 	const timeout = 2 * time.Second
-	s := connect(t, cl, recipe.WithSessionTimeout(timeout), recipe.WithDialer(dial))
+	s := rtest.Connect(t, cl, recipe.WithSessionTimeout(timeout), recipe.WithDialer(dial))
 	l, err := newMutex(t, s, dir).Acquire(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -876,8 +876,8 @@ func TestC9_ClientNoticesLate(t *testing.T) {
 	if last := s.LastServerReply(); !done.Get().Before(last.Add(timeout)) {
 		t.Fatalf("lease ended %v after the last server reply, at or past the session timeout %v", done.Get().Sub(last), timeout)
 	}
-	eventually(t, 15*time.Second, "session connected again", func() bool { return s.State().IsConnected() })
-	eventually(t, 10*time.Second, "stale node removed", func() bool { return len(in.Children(dir)) == 0 })
+	zktest.Eventually(t, 15*time.Second, "session connected again", func() bool { return s.State().IsConnected() })
+	zktest.Eventually(t, 10*time.Second, "stale node removed", func() bool { return len(in.Children(dir)) == 0 })
 	acquireAndRelease(t, cl)
 }
 
@@ -885,7 +885,7 @@ func TestC9_ClientNoticesLate(t *testing.T) {
 // the lock directory must not need any permission above the chroot.
 func TestChrootBelowReadOnlyParent(t *testing.T) {
 	cl := zktest.Shared(t)
-	in := inspect(t, cl)
+	in := zktest.Inspect(t, cl)
 	in.Create("/tenants/app", nil)
 	if _, err := in.Conn().SetACL(cl.Chroot()+"/tenants", zk.WorldACL(zk.PermRead|zk.PermAdmin), -1); err != nil {
 		t.Fatal(err)
@@ -919,15 +919,15 @@ func TestChrootBelowReadOnlyParent(t *testing.T) {
 // the create that was in flight is undone when it lands (case C4).
 func TestContextHonouredWhenServerFrozen(t *testing.T) {
 	cl := zktest.Start(t)
-	in := inspect(t, cl)
+	in := zktest.Inspect(t, cl)
 	const timeout = 6 * time.Second
-	s := connect(t, cl, recipe.WithSessionTimeout(timeout))
+	s := rtest.Connect(t, cl, recipe.WithSessionTimeout(timeout))
 	m := newMutex(t, s, dir)
 	held, err := m.Acquire(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
-	other := newMutex(t, connect(t, cl, recipe.WithSessionTimeout(timeout)), dir)
+	other := newMutex(t, rtest.Connect(t, cl, recipe.WithSessionTimeout(timeout)), dir)
 	if err := cl.Pause(0); err != nil {
 		t.Fatal(err)
 	}
@@ -960,7 +960,7 @@ func TestContextHonouredWhenServerFrozen(t *testing.T) {
 		t.Fatal(err)
 	}
 	resumed = true
-	eventually(t, 15*time.Second, "no node left once the server runs again", func() bool {
+	zktest.Eventually(t, 15*time.Second, "no node left once the server runs again", func() bool {
 		return len(in.Children(dir)) == 0
 	})
 }
@@ -970,16 +970,16 @@ func TestContextHonouredWhenServerFrozen(t *testing.T) {
 // its nodes with that ACL) locks, an anonymous one gets ErrNoPermission.
 func TestDigestAuthAndACL(t *testing.T) {
 	cl := zktest.Shared(t)
-	in := inspect(t, cl)
+	in := zktest.Inspect(t, cl)
 	acl := append(zk.DigestACL(zk.PermAll, "locker", "secret"), zk.WorldACL(zk.PermRead)...)
 	in.Create(dir, acl)
-	authed := connect(t, cl, recipe.WithAuth("digest", []byte("locker:secret")), recipe.WithACL(acl), nil)
+	authed := rtest.Connect(t, cl, recipe.WithAuth("digest", []byte("locker:secret")), recipe.WithACL(acl), nil)
 	l, err := newMutex(t, authed, dir).Acquire(context.Background())
 	if err != nil {
 		t.Fatalf("authenticated Acquire: %v", err)
 	}
 	release(t, l)
-	if _, err := newMutex(t, connect(t, cl), dir).TryAcquire(context.Background()); !errors.Is(err, recipe.ErrNoPermission) {
+	if _, err := newMutex(t, rtest.Connect(t, cl), dir).TryAcquire(context.Background()); !errors.Is(err, recipe.ErrNoPermission) {
 		t.Fatalf("anonymous TryAcquire: %v, want ErrNoPermission", err)
 	}
 	if c := in.Children(dir); len(c) != 0 {
@@ -996,11 +996,11 @@ func TestDigestAuthAndACL(t *testing.T) {
 // (whose own-node watch is the directory's child watch) are checked.
 func TestReleaseAfterToleratedOutageKeepsForeignNode(t *testing.T) {
 	cl := zktest.Start(t, zktest.WithTickTime(500*time.Millisecond))
-	in := inspect(t, cl)
+	in := zktest.Inspect(t, cl)
 	for _, warm := range []bool{false, true} {
 		p := zktest.NewFaultProxy()
 		defer p.Close()
-		s := connect(t, cl, recipe.WithDialer(p.Dial), recipe.WithSessionTimeout(8*time.Second),
+		s := rtest.Connect(t, cl, recipe.WithDialer(p.Dial), recipe.WithSessionTimeout(8*time.Second),
 			recipe.WithSuspendPolicy(recipe.TolerateSuspension(0.6)))
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
@@ -1028,7 +1028,7 @@ func TestReleaseAfterToleratedOutageKeepsForeignNode(t *testing.T) {
 			t.Fatalf("no %v", want)
 		}
 		waitFor(recipe.StateSuspended)
-		node := l.(interface{ Path() string }).Path()
+		node := l.(recipe.NodeLease).Path()
 		in.Delete(node)
 		if _, err := in.Conn().Create(cl.Chroot()+node, []byte("foreign"), 0, zk.WorldACL(zk.PermAll)); err != nil {
 			t.Fatal(err)
@@ -1057,7 +1057,7 @@ func TestCreateOutlivesItsSession(t *testing.T) {
 	for _, noRetry := range []bool{false, true} {
 		t.Run(fmt.Sprintf("noRetry=%v", noRetry), func(t *testing.T) {
 			cl := zktest.Shared(t)
-			in := inspect(t, cl)
+			in := zktest.Inspect(t, cl)
 			var held atomic.Int32
 			opts := []recipe.Option{recipe.WithSessionTimeout(2 * time.Second), recipe.WithDialer(zktest.RequestHook(nil, func(op int32) zktest.Fault {
 				if (op == zktest.OpCreate || op == zktest.OpCreate2) && held.Add(1) == 1 {
@@ -1068,7 +1068,7 @@ func TestCreateOutlivesItsSession(t *testing.T) {
 			if noRetry {
 				opts = append(opts, recipe.WithRetryPolicy(func() backoff.BackOff { return &backoff.StopBackOff{} }))
 			}
-			s := connect(t, cl, opts...)
+			s := rtest.Connect(t, cl, opts...)
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
 			l, err := newMutex(t, s, dir).Acquire(ctx)
@@ -1084,7 +1084,7 @@ func TestCreateOutlivesItsSession(t *testing.T) {
 			default:
 				t.Fatalf("Acquire: %v, want an error matching ErrSessionLost (or, with retries, success)", err)
 			}
-			eventually(t, 10*time.Second, "no node left", func() bool { return len(in.Children(dir)) == 0 })
+			zktest.Eventually(t, 10*time.Second, "no node left", func() bool { return len(in.Children(dir)) == 0 })
 		})
 	}
 }

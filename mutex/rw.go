@@ -117,16 +117,17 @@ func (rw *RWMutex) Path() string { return rw.q.Dir() }
 // Downgrade takes the read side for the holder of write, a live lease of
 // this RWMutex's write side, without waiting and without losing the
 // writer's place: the read node is anchored to the write node (see the
-// type's doc), and the read lease's token is the write lease's. Release write afterwards to let other readers in; a writer
-// that queued meanwhile waits for the read to be released too (case C13).
+// type's doc), and the read lease's token is the write lease's. Release
+// write afterwards to let other readers in; a writer that queued meanwhile
+// waits for the read to be released too (case C13). The read node is
+// created in one multi with a check that the write node exists (see
+// docs/design.md#acquisition).
 //
-// ZooKeeper operations: one multi (check that the write node exists, and
-// create the read node), getChildren, and a getData watch on the own node.
 // Errors: recipe.ErrBadOption when write is not a write lease of this
 // RWMutex; an error matching recipe.ErrLeaseLost when write has ended or its
 // node is gone; otherwise as Acquire.
 func (rw *RWMutex) Downgrade(ctx context.Context, write recipe.Lease) (recipe.Lease, error) {
-	p, ok := write.(interface{ Path() string })
+	p, ok := write.(recipe.NodeLease)
 	if !ok || path.Dir(p.Path()) != rw.q.Dir() {
 		return nil, fmt.Errorf("%w: Downgrade needs a write lease of %s", recipe.ErrBadOption, recipe.ShortPath(rw.q.Dir()))
 	}
@@ -147,20 +148,14 @@ func (rw *RWMutex) Participants(ctx context.Context) ([]recipe.Participant, erro
 }
 
 // Acquire blocks until the caller holds this side, ctx ends, or the lock
-// can no longer be obtained. The Lease's Token is the czxid of the caller's
-// znode; its Context is done when ownership ends.
-//
-// ZooKeeper operations: one create (ephemeral sequential, protected name,
-// sent as create2) with a getChildren right behind it; per wakeup a
-// getChildren and a getData watch on the node it waits for (the immediate
-// predecessor for a writer, the nearest write node ahead for a reader); at
-// the grant a getData watch on the own znode, unless the listing that
-// granted it set a watch on the directory, which then stands in for it
-// (see recipe.Queue.Acquire).
+// can no longer be obtained: a writer watches its immediate predecessor, a
+// reader the nearest write node ahead (the ZooKeeper operations:
+// docs/design.md#acquisition). The Lease's Token is the czxid of the
+// caller's znode; its Context is done when ownership ends.
 //
 // Errors: ctx's cause (nothing left behind), recipe.ErrSessionLost,
-// recipe.ErrNodeDeleted, recipe.ErrSessionClosed, recipe.ErrMixedRecipes, *recipe.OpError (matching
-// recipe.ErrNoPermission on ACL refusals).
+// recipe.ErrNodeDeleted, recipe.ErrSessionClosed, recipe.ErrMixedRecipes,
+// *recipe.OpError (matching recipe.ErrNoPermission on ACL refusals).
 func (l *RWSide) Acquire(ctx context.Context) (recipe.Lease, error) {
 	return l.rw.q.Acquire(ctx, l.kind, l.rw.data)
 }

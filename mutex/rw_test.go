@@ -89,7 +89,7 @@ func (o *occupancy) assert(t *testing.T) {
 // write tokens accepted by a fence in increasing order; nothing left.
 func TestRWInvariantUnderContention(t *testing.T) {
 	cl := zktest.Shared(t)
-	in := inspect(t, cl)
+	in := zktest.Inspect(t, cl)
 	occ := sample(t, func(r, w int32) string {
 		if w > 1 || (w == 1 && r > 0) {
 			return "readers/writers overlap"
@@ -101,7 +101,7 @@ func TestRWInvariantUnderContention(t *testing.T) {
 	var reads, writes atomic.Int32
 	errs := make(chan error, 8)
 	for i := 0; i < 8; i++ {
-		rw := newRW(t, connect(t, cl))
+		rw := newRW(t, rtest.Connect(t, cl))
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -153,20 +153,20 @@ func TestRWInvariantUnderContention(t *testing.T) {
 // stream of readers never starves a queued writer).
 func TestRWReadersShareAndWriterIsNotStarved(t *testing.T) {
 	cl := zktest.Shared(t)
-	in := inspect(t, cl)
-	r1, err := newRW(t, connect(t, cl)).ReadLock().Acquire(context.Background())
+	in := zktest.Inspect(t, cl)
+	r1, err := newRW(t, rtest.Connect(t, cl)).ReadLock().Acquire(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	r2, err := newRW(t, connect(t, cl)).ReadLock().TryAcquire(ctx)
+	r2, err := newRW(t, rtest.Connect(t, cl)).ReadLock().TryAcquire(ctx)
 	if err != nil {
 		t.Fatalf("a second reader must share the lock: %v", err)
 	}
-	w := acquireAsync(context.Background(), newRW(t, connect(t, cl)).WriteLock())
-	eventually(t, 10*time.Second, "writer queued", func() bool { return len(in.Children(rwDir)) == 3 })
-	late := newRW(t, connect(t, cl))
+	w := acquireAsync(context.Background(), newRW(t, rtest.Connect(t, cl)).WriteLock())
+	zktest.Eventually(t, 10*time.Second, "writer queued", func() bool { return len(in.Children(rwDir)) == 3 })
+	late := newRW(t, rtest.Connect(t, cl))
 	if _, err := late.ReadLock().TryAcquire(ctx); !errors.Is(err, recipe.ErrLocked) {
 		t.Fatalf("reader behind a queued writer: TryAcquire = %v, want ErrLocked", err)
 	}
@@ -181,7 +181,7 @@ func TestRWReadersShareAndWriterIsNotStarved(t *testing.T) {
 	default:
 	}
 	release(t, r2)
-	wr := await(t, w, 10*time.Second)
+	wr := rtest.Await(t, w, 10*time.Second)
 	if wr.Err != nil {
 		t.Fatal(wr.Err)
 	}
@@ -191,7 +191,7 @@ func TestRWReadersShareAndWriterIsNotStarved(t *testing.T) {
 	case <-time.After(200 * time.Millisecond):
 	}
 	release(t, wr.Lease)
-	rr := await(t, r3, 10*time.Second)
+	rr := rtest.Await(t, r3, 10*time.Second)
 	if rr.Err != nil {
 		t.Fatal(rr.Err)
 	}
@@ -206,14 +206,14 @@ func TestRWReadersShareAndWriterIsNotStarved(t *testing.T) {
 // reader arriving meanwhile queues behind B.
 func TestC13_DowngradeKeepsTheWritersPlace(t *testing.T) {
 	cl := zktest.Shared(t)
-	in := inspect(t, cl)
-	a := newRW(t, connect(t, cl))
+	in := zktest.Inspect(t, cl)
+	a := newRW(t, rtest.Connect(t, cl))
 	aw, err := a.WriteLock().Acquire(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := acquireAsync(context.Background(), newRW(t, connect(t, cl)).WriteLock())
-	eventually(t, 10*time.Second, "B queued", func() bool { return len(in.Children(rwDir)) == 2 })
+	b := acquireAsync(context.Background(), newRW(t, rtest.Connect(t, cl)).WriteLock())
+	zktest.Eventually(t, 10*time.Second, "B queued", func() bool { return len(in.Children(rwDir)) == 2 })
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	ar, err := a.Downgrade(ctx, aw)
@@ -224,8 +224,8 @@ func TestC13_DowngradeKeepsTheWritersPlace(t *testing.T) {
 		t.Fatalf("the downgraded read's token %v is not the write's %v: it takes the writer's place", ar.Token(), aw.Token())
 	}
 	release(t, aw)
-	c := acquireAsync(context.Background(), newRW(t, connect(t, cl)).ReadLock())
-	eventually(t, 10*time.Second, "C queued", func() bool { return len(in.Children(rwDir)) == 3 })
+	c := acquireAsync(context.Background(), newRW(t, rtest.Connect(t, cl)).ReadLock())
+	zktest.Eventually(t, 10*time.Second, "C queued", func() bool { return len(in.Children(rwDir)) == 3 })
 	select {
 	case r := <-b:
 		t.Fatalf("B acquired write while A still reads (C13): %v", r.Err)
@@ -237,7 +237,7 @@ func TestC13_DowngradeKeepsTheWritersPlace(t *testing.T) {
 		t.Fatalf("A's read lease ended: %v", context.Cause(ar.Context()))
 	}
 	release(t, ar)
-	br := await(t, b, 10*time.Second)
+	br := rtest.Await(t, b, 10*time.Second)
 	if br.Err != nil {
 		t.Fatal(br.Err)
 	}
@@ -245,7 +245,7 @@ func TestC13_DowngradeKeepsTheWritersPlace(t *testing.T) {
 		t.Fatalf("B's token %v <= A's read token %v", br.Lease.Token(), ar.Token())
 	}
 	release(t, br.Lease)
-	cr := await(t, c, 10*time.Second)
+	cr := rtest.Await(t, c, 10*time.Second)
 	if cr.Err != nil {
 		t.Fatal(cr.Err)
 	}
@@ -259,7 +259,7 @@ func TestC13_DowngradeKeepsTheWritersPlace(t *testing.T) {
 // downgraded.
 func TestDowngradeBadInput(t *testing.T) {
 	cl := zktest.Shared(t)
-	s := connect(t, cl)
+	s := rtest.Connect(t, cl)
 	rw := newRW(t, s)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -305,19 +305,19 @@ func TestDowngradeBadInput(t *testing.T) {
 // writer's lease ended.
 func TestRWWriterSessionExpired(t *testing.T) {
 	cl := zktest.Shared(t)
-	in := inspect(t, cl)
+	in := zktest.Inspect(t, cl)
 	p := zktest.NewFaultProxy()
 	defer p.Close()
-	ws := connect(t, cl, recipe.WithDialer(p.Dial), recipe.WithSessionTimeout(time.Second))
+	ws := rtest.Connect(t, cl, recipe.WithDialer(p.Dial), recipe.WithSessionTimeout(time.Second))
 	wl, err := newRW(t, ws).WriteLock().Acquire(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
 	wDone := rtest.WatchDone(wl.Context())
-	rc := acquireAsync(context.Background(), newRW(t, connect(t, cl)).ReadLock())
-	eventually(t, 10*time.Second, "reader queued", func() bool { return len(in.Children(rwDir)) == 2 })
+	rc := acquireAsync(context.Background(), newRW(t, rtest.Connect(t, cl)).ReadLock())
+	zktest.Eventually(t, 10*time.Second, "reader queued", func() bool { return len(in.Children(rwDir)) == 2 })
 	p.Blackhole()
-	r := await(t, rc, 20*time.Second)
+	r := rtest.Await(t, rc, 20*time.Second)
 	if r.Err != nil {
 		t.Fatal(r.Err)
 	}
@@ -335,12 +335,12 @@ func TestRWWriterSessionExpired(t *testing.T) {
 // writer holds leave no node; the holder's release then frees the lock.
 func TestRWCancelLeavesNothing(t *testing.T) {
 	cl := zktest.Shared(t)
-	in := inspect(t, cl)
-	wl, err := newRW(t, connect(t, cl)).WriteLock().Acquire(context.Background())
+	in := zktest.Inspect(t, cl)
+	wl, err := newRW(t, rtest.Connect(t, cl)).WriteLock().Acquire(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := connect(t, cl)
+	s := rtest.Connect(t, cl)
 	rw := newRW(t, s)
 	for _, side := range []*mutex.RWSide{rw.ReadLock(), rw.WriteLock()} {
 		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
@@ -367,11 +367,11 @@ func TestRWCancelLeavesNothing(t *testing.T) {
 // the queue.
 func TestRWForeignChildrenIgnored(t *testing.T) {
 	cl := zktest.Shared(t)
-	in := inspect(t, cl)
+	in := zktest.Inspect(t, cl)
 	for _, c := range []string{"_c_8d6b1c7e-3f4a-4bde-9c0a-1b2c3d4e5f60-__WRIT__0000000000", "_c_8d6b1c7e-3f4a-4bde-9c0a-1b2c3d4e5f61-__READ__0000000001", "write-0000000002", "stray"} {
 		in.Create(rwDir+"/"+c, nil)
 	}
-	rw := newRW(t, connect(t, cl))
+	rw := newRW(t, rtest.Connect(t, cl))
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	w, err := rw.WriteLock().TryAcquire(ctx)

@@ -89,14 +89,8 @@ func (s *Semaphore) Path() string { return s.q.Dir() }
 
 // Acquire blocks until the caller holds one lease, ctx ends, or a lease can
 // no longer be obtained. Each call is one contender and gets its own Lease
-// (token: the czxid of its node).
-//
-// ZooKeeper operations: one create (ephemeral sequential, protected name,
-// sent as create2) with a getChildren right behind it; per wakeup a
-// getChildren and getData watches on the nodes it waits for (at most Leases
-// of them; watches are shared within a Session); at the grant a getData
-// watch on the own znode, unless the listing that granted it set a watch on
-// the directory, which then stands in for it (see recipe.Queue.Acquire).
+// (token: the czxid of its node); a waiter watches the Leases nodes right
+// ahead of it (the ZooKeeper operations: docs/design.md#acquisition).
 //
 // Errors: ctx's cause (nothing left behind), recipe.ErrSessionLost,
 // recipe.ErrNodeDeleted, recipe.ErrSessionClosed, recipe.ErrMixedRecipes

@@ -31,7 +31,7 @@ func newSem(t testing.TB, s *recipe.Session, n int) *mutex.Semaphore {
 // some point; every holder has its own token; nothing left.
 func TestSemaphoreBoundUnderContention(t *testing.T) {
 	cl := zktest.Shared(t)
-	in := inspect(t, cl)
+	in := zktest.Inspect(t, cl)
 	const leases = 3
 	occ := sample(t, func(r, _ int32) string {
 		if r > leases {
@@ -45,7 +45,7 @@ func TestSemaphoreBoundUnderContention(t *testing.T) {
 	seen := map[int64]bool{}
 	errs := make(chan error, 8)
 	for i := 0; i < 8; i++ {
-		sem := newSem(t, connect(t, cl), leases)
+		sem := newSem(t, rtest.Connect(t, cl), leases)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -93,13 +93,13 @@ func TestSemaphoreBoundUnderContention(t *testing.T) {
 // leaves nothing behind.
 func TestC14_ConcurrentTryAcquire(t *testing.T) {
 	cl := zktest.Shared(t)
-	in := inspect(t, cl)
+	in := zktest.Inspect(t, cl)
 	for _, leases := range []int{1, 2} {
 		t.Run(fmt.Sprint(leases), func(t *testing.T) {
 			const clients = 10
 			sems := make([]*mutex.Semaphore, clients)
 			for i := range sems {
-				sems[i] = newSem(t, connect(t, cl), leases)
+				sems[i] = newSem(t, rtest.Connect(t, cl), leases)
 			}
 			for round := 0; round < 8; round++ {
 				var holders atomic.Int32
@@ -156,22 +156,22 @@ func TestC14_ConcurrentTryAcquire(t *testing.T) {
 // waiter two places back gets in after two releases.
 func TestSemaphoreHandOffFromAnyHolder(t *testing.T) {
 	cl := zktest.Shared(t)
-	in := inspect(t, cl)
+	in := zktest.Inspect(t, cl)
 	ctx := context.Background()
-	a, err := newSem(t, connect(t, cl), 2).Acquire(ctx)
+	a, err := newSem(t, rtest.Connect(t, cl), 2).Acquire(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := newSem(t, connect(t, cl), 2).Acquire(ctx)
+	b, err := newSem(t, rtest.Connect(t, cl), 2).Acquire(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := acquireAsync(ctx, newSem(t, connect(t, cl), 2))
-	eventually(t, 10*time.Second, "C queued", func() bool { return len(in.Children(semDir)) == 3 })
-	d := acquireAsync(ctx, newSem(t, connect(t, cl), 2))
-	eventually(t, 10*time.Second, "D queued", func() bool { return len(in.Children(semDir)) == 4 })
+	c := acquireAsync(ctx, newSem(t, rtest.Connect(t, cl), 2))
+	zktest.Eventually(t, 10*time.Second, "C queued", func() bool { return len(in.Children(semDir)) == 3 })
+	d := acquireAsync(ctx, newSem(t, rtest.Connect(t, cl), 2))
+	zktest.Eventually(t, 10*time.Second, "D queued", func() bool { return len(in.Children(semDir)) == 4 })
 	release(t, b) // the second holder, not the first
-	cr := await(t, c, 10*time.Second)
+	cr := rtest.Await(t, c, 10*time.Second)
 	if cr.Err != nil {
 		t.Fatal(cr.Err)
 	}
@@ -181,7 +181,7 @@ func TestSemaphoreHandOffFromAnyHolder(t *testing.T) {
 	case <-time.After(200 * time.Millisecond):
 	}
 	release(t, cr.Lease) // C, now the newest holder: D must notice
-	dr := await(t, d, 10*time.Second)
+	dr := rtest.Await(t, d, 10*time.Second)
 	if dr.Err != nil {
 		t.Fatal(dr.Err)
 	}
@@ -200,23 +200,23 @@ func TestSemaphoreHandOffFromAnyHolder(t *testing.T) {
 // ended.
 func TestSemaphoreHolderSessionExpired(t *testing.T) {
 	cl := zktest.Shared(t)
-	in := inspect(t, cl)
+	in := zktest.Inspect(t, cl)
 	p := zktest.NewFaultProxy()
 	defer p.Close()
-	other, err := newSem(t, connect(t, cl), 2).Acquire(context.Background())
+	other, err := newSem(t, rtest.Connect(t, cl), 2).Acquire(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
-	cut := connect(t, cl, recipe.WithDialer(p.Dial), recipe.WithSessionTimeout(time.Second))
+	cut := rtest.Connect(t, cl, recipe.WithDialer(p.Dial), recipe.WithSessionTimeout(time.Second))
 	l, err := newSem(t, cut, 2).Acquire(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
 	done := rtest.WatchDone(l.Context())
-	w := acquireAsync(context.Background(), newSem(t, connect(t, cl), 2))
-	eventually(t, 10*time.Second, "waiter queued", func() bool { return len(in.Children(semDir)) == 3 })
+	w := acquireAsync(context.Background(), newSem(t, rtest.Connect(t, cl), 2))
+	zktest.Eventually(t, 10*time.Second, "waiter queued", func() bool { return len(in.Children(semDir)) == 3 })
 	p.Blackhole()
-	r := await(t, w, 20*time.Second)
+	r := rtest.Await(t, w, 20*time.Second)
 	if r.Err != nil {
 		t.Fatal(r.Err)
 	}
@@ -233,10 +233,10 @@ func TestSemaphoreHolderSessionExpired(t *testing.T) {
 // its GUID, never doubled, and a 1-lease semaphore never has two holders.
 func TestSemaphoreNoOverGrantAfterLostCreateReply(t *testing.T) {
 	cl := zktest.Shared(t)
-	in := inspect(t, cl)
+	in := zktest.Inspect(t, cl)
 	in.Create(semDir, nil) // so that the first create is the node's
 	var cuts, creates atomic.Int32
-	s := connect(t, cl, recipe.WithDialer(zktest.RequestHook(nil, func(op int32) zktest.Fault {
+	s := rtest.Connect(t, cl, recipe.WithDialer(zktest.RequestHook(nil, func(op int32) zktest.Fault {
 		if op == zktest.OpCreate || op == zktest.OpCreate2 {
 			creates.Add(1)
 			if cuts.Add(1) == 1 {
@@ -259,7 +259,7 @@ func TestSemaphoreNoOverGrantAfterLostCreateReply(t *testing.T) {
 	if n := in.Children(semDir); len(n) != 1 {
 		t.Fatalf("nodes %v, want exactly one", n)
 	}
-	if _, err := newSem(t, connect(t, cl), 1).TryAcquire(context.Background()); !errors.Is(err, recipe.ErrLocked) {
+	if _, err := newSem(t, rtest.Connect(t, cl), 1).TryAcquire(context.Background()); !errors.Is(err, recipe.ErrLocked) {
 		t.Fatalf("second holder of a 1-lease semaphore: %v, want ErrLocked", err)
 	}
 	release(t, l)
@@ -269,8 +269,8 @@ func TestSemaphoreNoOverGrantAfterLostCreateReply(t *testing.T) {
 // a lease count below 1 is refused.
 func TestSemaphoreCancelAndBadInput(t *testing.T) {
 	cl := zktest.Shared(t)
-	in := inspect(t, cl)
-	s := connect(t, cl)
+	in := zktest.Inspect(t, cl)
+	s := rtest.Connect(t, cl)
 	for _, n := range []int{0, -1} {
 		if _, err := mutex.NewSemaphore(s, semDir, n); !errors.Is(err, recipe.ErrBadOption) {
 			t.Fatalf("NewSemaphore(%d): %v, want ErrBadOption", n, err)
@@ -279,7 +279,7 @@ func TestSemaphoreCancelAndBadInput(t *testing.T) {
 	if _, err := mutex.NewSemaphore(s, "bad", 1); !errors.Is(err, recipe.ErrInvalidPath) {
 		t.Fatalf("NewSemaphore(bad path): %v, want ErrInvalidPath", err)
 	}
-	held, err := newSem(t, connect(t, cl), 1).Acquire(context.Background())
+	held, err := newSem(t, rtest.Connect(t, cl), 1).Acquire(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -301,13 +301,13 @@ func TestSemaphoreCancelAndBadInput(t *testing.T) {
 // leaves no node, and the first holder keeps the lock.
 func TestMixedRecipesRefused(t *testing.T) {
 	cl := zktest.Shared(t)
-	in := inspect(t, cl)
+	in := zktest.Inspect(t, cl)
 	ctx := context.Background()
-	held, err := newMutex(t, connect(t, cl), "/mixed").Acquire(ctx)
+	held, err := newMutex(t, rtest.Connect(t, cl), "/mixed").Acquire(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := connect(t, cl)
+	s := rtest.Connect(t, cl)
 	sem, err := mutex.NewSemaphore(s, "/mixed", 1)
 	if err != nil {
 		t.Fatal(err)

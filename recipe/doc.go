@@ -26,8 +26,8 @@
 //     read-write lock's downgrade); ObserveHead follows the first node (an
 //     election's observers); Drain waits for in-flight creates and deferred
 //     deletes (a recipe's final Close).
-//   - Notifications to user code go through Feed, which never blocks the
-//     client's event delivery.
+//   - Notifications to user code (Session.Listen) never block the client's
+//     event delivery: a slow reader delays only itself.
 //   - Every grant is a Lease with a fencing token (the node's czxid) and a
 //     context cancelled the moment ownership is released or in doubt.
 //   - Metrics (installed with WithMetrics) receives acquisitions, waiters,

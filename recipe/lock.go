@@ -45,12 +45,12 @@ type Lease interface {
 	// ErrSessionClosed or ErrNodeDeleted.
 	Context() context.Context
 	// Release gives the lock up. It ends Context first (cause ErrReleased),
-	// then removes the grant; for the ZooKeeper recipes that is a delete of
-	// the lease's znode with its known data version (if the node was written
-	// since, an exists checks ephemeral owner and czxid before the delete). The delete is sent even if ctx is already done, and retried on
-	// connection loss until ctx ends or the session's cleanup timeout (default:
-	// the session timeout) passes; a delete not completed by then is also
-	// handed to the session's cleaner, which retries on reconnection.
+	// then removes the grant (for the ZooKeeper recipes, a delete of the
+	// lease's znode by version: see docs/design.md#acquisition). The removal
+	// is sent even if ctx is already done, and retried on connection loss
+	// until ctx ends or the session's cleanup timeout (default: the session
+	// timeout) passes; one not completed by then is handed to the session's
+	// cleaner, which retries on reconnection.
 	//
 	// It is idempotent and can be retried after an error; concurrent calls
 	// are serialized. Errors: ErrLeaseLost (wrapping the cause) if ownership
@@ -60,3 +60,15 @@ type Lease interface {
 	// ACL forbids the delete.
 	Release(ctx context.Context) error
 }
+
+// NodeLease is a Lease that names its node: every lease of this module's
+// ZooKeeper recipes (mutex, read-write lock, semaphore, latch, election)
+// is one. Path is what tools and tests use to find the grant's znode, and
+// what the read-write lock's Downgrade checks a write lease by.
+type NodeLease interface {
+	Lease
+	// Path returns the lease's znode, relative to the session's chroot.
+	Path() string
+}
+
+var _ NodeLease = (*lease)(nil)

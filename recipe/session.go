@@ -13,6 +13,8 @@ import (
 
 	"github.com/cenkalti/backoff/v4"
 	"github.com/go-zookeeper/zk"
+
+	"github.com/zkrecipes/zkrecipes/internal/notify"
 )
 
 // Session owns one go-zookeeper connection (*zk.Conn) and turns its events
@@ -64,7 +66,7 @@ type Session struct {
 	// LOST): a lease's unchecked release needs none since its registration.
 	outages   uint64
 	changed   chan struct{} // closed and replaced on every transition
-	listeners map[*Feed[StateChange]]struct{}
+	listeners map[*notify.Feed[StateChange]]struct{}
 	byPath    map[string]*lease // live leases by absolute znode path
 	watches   map[watchKey]*nodeWatch
 	cleanup   []cleanupItem
@@ -163,7 +165,7 @@ func Connect(ctx context.Context, servers []string, opts ...Option) (*Session, e
 		log:          cfg.logger.With("component", "zkrecipes"),
 		chroot:       chroot,
 		changed:      make(chan struct{}),
-		listeners:    make(map[*Feed[StateChange]]struct{}),
+		listeners:    make(map[*notify.Feed[StateChange]]struct{}),
 		byPath:       make(map[string]*lease),
 		watches:      make(map[watchKey]*nodeWatch),
 		kickJanitor:  make(chan struct{}, 1),
@@ -755,11 +757,11 @@ func (s *Session) retryLate(ctx context.Context, sends *lostSends, op func() err
 // channel is closed). Delivery never blocks go-zookeeper's event dispatch: a
 // slow reader only delays its own channel (transitions queue up for it).
 func (s *Session) Listen(ctx context.Context) <-chan StateChange {
-	f := NewFeed[StateChange]()
+	f := notify.NewFeed[StateChange]()
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
-		close(f.out)
+		f.Close()
 		return f.C()
 	}
 	s.listeners[f] = struct{}{}

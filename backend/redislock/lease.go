@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/zkrecipes/zkrecipes/fence"
+	"github.com/zkrecipes/zkrecipes/internal/loop"
 	"github.com/zkrecipes/zkrecipes/recipe"
 )
 
@@ -155,7 +156,7 @@ func (l *lease) keepAlive(sent time.Time) {
 	s := l.m.s
 	defer s.ops.Done()
 	every := renewEvery(s.ttl)
-	b := recipe.LoopBackOff(every/10, every/2)
+	b := loop.BackOff(every/10, every/2)
 	next := sent.Add(every)
 	for {
 		t := time.NewTimer(time.Until(next))

@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/zkrecipes/zkrecipes/fence"
+	"github.com/zkrecipes/zkrecipes/internal/loop"
 	"github.com/zkrecipes/zkrecipes/recipe"
 )
 
@@ -100,7 +101,7 @@ func (m *Mutex) acquire(ctx context.Context, wait bool) (recipe.Lease, error) {
 		w       *waiter
 		unknown bool      // a request of this owner went unanswered: the key may be ours
 		failing time.Time // start of the current run of connection errors
-		b       = recipe.LoopBackOff(50*time.Millisecond, time.Second)
+		b       = loop.BackOff(50*time.Millisecond, time.Second)
 	)
 	defer func() { w.close() }()
 	giveUp := func(err error) (recipe.Lease, error) {
@@ -139,7 +140,7 @@ func (m *Mutex) acquire(ctx context.Context, wait bool) (recipe.Lease, error) {
 				return giveUp(err)
 			}
 			s.log.Warn("redislock: acquire failed; retrying", "key", m.key, "err", err)
-			if err := recipe.Pause(ctx, b, time.Second); err != nil {
+			if err := loop.Pause(ctx, b, time.Second); err != nil {
 				return giveUp(err)
 			}
 			continue
@@ -191,7 +192,7 @@ func (m *Mutex) try(ctx context.Context, owner string) (*lease, time.Duration, e
 func (m *Mutex) deleteOwned(ctx context.Context, owner string) error {
 	s := m.s
 	limit := time.Now().Add(s.ttl)
-	b := recipe.LoopBackOff(50*time.Millisecond, time.Second)
+	b := loop.BackOff(50*time.Millisecond, time.Second)
 	for {
 		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), min(time.Until(limit), opTimeout(s.ttl)))
 		n, err := releaseScript.Run(actx, s.cli, []string{m.key}, owner, m.channel).Int64()
@@ -262,7 +263,7 @@ func (m *Mutex) subscribe(ctx context.Context) *waiter {
 	// go-redis ends a blocked receive at a deadline but not on cancellation:
 	// closing the subscription does.
 	stop := context.AfterFunc(ctx, func() { _ = ps.Close() })
-	return &waiter{ps: ps, stop: stop, b: recipe.LoopBackOff(50*time.Millisecond, time.Second)}
+	return &waiter{ps: ps, stop: stop, b: loop.BackOff(50*time.Millisecond, time.Second)}
 }
 
 // wait returns after a message on the channel (a release, or the

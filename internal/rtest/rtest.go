@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/zkrecipes/zkrecipes/mutex"
 	"github.com/zkrecipes/zkrecipes/recipe"
 	"github.com/zkrecipes/zkrecipes/zktest"
 )
@@ -79,4 +80,21 @@ func Await(t testing.TB, ch <-chan Result, d time.Duration) Result {
 		t.Fatalf("the acquisition did not return within %v", d)
 		return Result{}
 	}
+}
+
+// HoldMutex takes a mutex (package mutex) on dir, on a Session of its own,
+// and returns its lease, failing the test if it cannot: another recipe's
+// node in a directory, for the tests of what a latch, an election or an
+// observer does when it meets one.
+func HoldMutex(ctx context.Context, t testing.TB, cl *zktest.Cluster, dir string) recipe.Lease {
+	t.Helper()
+	m, err := mutex.New(Connect(t, cl), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	held, err := m.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return held
 }

@@ -1,4 +1,8 @@
-package recipe
+// Package notify is how this module's notifications reach user code
+// without ever blocking the sender: Feed (one reader's unbounded queue),
+// Listeners (the set of Feeds of one source) and Broadcast (a channel
+// closed at every change, for waiters that re-check state).
+package notify
 
 import (
 	"context"
@@ -29,6 +33,10 @@ func NewFeed[T any]() *Feed[T] {
 
 // C returns the channel the reader receives from. Run closes it.
 func (f *Feed[T]) C() <-chan T { return f.out }
+
+// Close closes C at once, delivering nothing: for a Feed whose source has
+// ended before Run was started (Run must then not be called).
+func (f *Feed[T]) Close() { close(f.out) }
 
 // Push queues v for delivery. It never blocks. Values pushed after Finish
 // are dropped.
