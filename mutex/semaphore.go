@@ -31,9 +31,10 @@ const SemaphoreKind = "lease-"
 //
 // The limit is not stored in ZooKeeper: every client of one directory must
 // use the same limit (a client with a larger one could grant beyond the
-// smaller). Fencing tokens follow queue order: each holder's token is the
-// czxid of its own node, and a grant made because a permit was freed has a
-// larger token than every earlier grant. Concurrent holders hold different
+// smaller). Fencing tokens follow queue order, not grant time: each
+// holder's token is the czxid of its own node, so a node that waited behind
+// another can be granted first (two permits freed at once) with the larger
+// token. Concurrent holders hold different
 // tokens, so a fence.Guard that keeps only the highest token would reject
 // legitimate concurrent holders: fence a semaphore-protected resource per
 // permit-holder key, or use the tokens for identity and auditing.
