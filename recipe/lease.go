@@ -91,7 +91,7 @@ func (l *lease) Release(ctx context.Context) error {
 	// tolerated suspension keeps the lease live through it); otherwise, and
 	// on every retry, after checking owner and czxid.
 	l.s.mu.Lock()
-	unbroken := l.s.state.IsConnected() && l.s.outages == l.outages
+	unbroken := l.s.conns.state.IsConnected() && l.s.conns.outages == l.outages
 	it := cleanupItem{path: l.path, czxid: l.czxid, owner: l.owner, version: l.version, byVersion: unbroken}
 	l.s.mu.Unlock()
 	err := l.s.deleteOwned(ctx, it, true)
