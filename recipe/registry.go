@@ -10,9 +10,11 @@ import (
 // leaseRegistry is the Session's record of its leases: the generation they
 // belong to, the live ones by path (so that a watch event on a lease's own
 // node reaches it), those whose own-node watch must be set again, and the
-// child slots that stand in for own-node watches. Its fields are under
+// child slots that stand in for own-node watches; and the one routine that
+// sets an own-node watch again (watchOwn). Its fields are under
 // Session.mu.
 type leaseRegistry struct {
+	s       *Session
 	gen     *generation
 	byPath  map[string]*lease // live leases by absolute znode path
 	rewatch []*lease          // live leases whose own-node watch must be set again (by the janitor)
@@ -52,7 +54,7 @@ func (r *leaseRegistry) forget(l *lease) {
 // node included, fires it. It is registered before the listing is sent; a
 // slot fired before the grant is not used; one that fires after the grant
 // was decided on it makes the lease read its node with a data watch
-// (Session.watchOwn). A slot lives no longer than its early lease. See
+// (leaseRegistry.watchOwn). A slot lives no longer than its early lease. See
 // docs/design.md#the-child-watch-stand-in.
 type childSlot struct {
 	dir string // absolute
@@ -211,10 +213,11 @@ func (s *Session) useChildSlot(slot *childSlot) bool {
 	return true
 }
 
-// ---- ending leases (under Session.mu) ----
+// ---- ending leases (under Session.mu) and own-node watches ----
 
-func (s *Session) revokeGenLocked(cause error) {
-	gen := s.leases.gen
+// revokeGenLocked ends the current generation and every lease in it.
+func (r *leaseRegistry) revokeGenLocked(cause error) {
+	gen := r.gen
 	if gen == nil || gen.revoked {
 		return
 	}
@@ -224,70 +227,72 @@ func (s *Session) revokeGenLocked(cause error) {
 		// A lease's znode may still exist: delete it on reconnection (so a
 		// lock nobody holds is freed), unless it belongs to a Ticket that
 		// keeps its place across a suspension (leader latch).
-		s.revokeLeaseLocked(l, cause, !(l.keep && suspended))
+		r.revokeLocked(l, cause, !(l.keep && suspended))
 	}
 }
 
-// revokeLeaseLocked ends one lease. With queueDelete (its znode may still
+// revokeLocked ends one lease. With queueDelete (its znode may still
 // exist: suspension, presumed expiry) the node is queued for the cleaner,
 // which deletes it on reconnection of the same ZooKeeper session.
-func (s *Session) revokeLeaseLocked(l *lease, cause error, queueDelete bool) {
-	s.leases.forget(l)
+func (r *leaseRegistry) revokeLocked(l *lease, cause error, queueDelete bool) {
+	s := r.s
+	r.forget(l)
 	delete(l.gen.leases, l)
 	if s.cfg.metrics != nil && l.active && l.ctx.Err() == nil {
 		s.reportLeaseLost(l, cause)
 	}
 	l.cancel(cause)
 	if queueDelete && !s.closed {
-		s.queueCleanupLocked(cleanupItem{path: l.path, czxid: l.czxid, owner: l.owner})
+		s.cleaner.queueLocked(cleanupItem{path: l.path, czxid: l.czxid, owner: l.owner})
 	}
 }
 
-// ---- own-node watches ----
-
-// onLeaseEventLocked handles a watch event on a live lease's own node: a
+// onEventLocked handles a watch event on a live lease's own node: a
 // deletion ends it; a data change (someone wrote to it) consumed its watch,
 // which the janitor sets again. A lease not yet active reads its node after
 // this anyway, unless its Stat came with the create (early).
-func (s *Session) onLeaseEventLocked(l *lease, ev zk.Event) {
+func (r *leaseRegistry) onEventLocked(l *lease, ev zk.Event) {
+	s := r.s
 	switch ev.Type {
 	case zk.EventNodeDeleted:
-		s.revokeLeaseLocked(l, ErrNodeDeleted, false)
+		r.revokeLocked(l, ErrNodeDeleted, false)
 	case zk.EventNodeDataChanged:
 		if l.active || l.early {
-			s.leases.rewatch = append(s.leases.rewatch, l)
+			r.rewatch = append(r.rewatch, l)
 			kick(s.cleaner.kick)
 		}
 	}
 }
 
-// fireChildSlotsLocked spends every child slot on dir: a lease granted on
+// fireSlotsLocked spends every child slot on dir: a lease granted on
 // one reads its node now, on a worker (the event callback must not block),
 // once.
-func (s *Session) fireChildSlotsLocked(dir string) {
-	for _, l := range s.leases.fireSlots(dir) {
+func (r *leaseRegistry) fireSlotsLocked(dir string) {
+	s := r.s
+	for _, l := range r.fireSlots(dir) {
 		if l == nil || l.arming || l.ctx.Err() != nil || s.closed {
 			continue
 		}
 		l.arming = true
 		s.pool.run(func() {
-			if !s.watchOwn(l) {
+			if !r.watchOwn(l) {
 				kick(s.cleaner.kick)
 			}
 		})
 	}
 }
 
-// rewatchLeases runs watchOwn for every lease queued for it. It reports
+// rewatchAll runs watchOwn for every lease queued for it. It reports
 // false if some must be retried.
-func (s *Session) rewatchLeases() bool {
+func (r *leaseRegistry) rewatchAll() bool {
+	s := r.s
 	s.mu.Lock()
-	todo := s.leases.rewatch
-	s.leases.rewatch = nil
+	todo := r.rewatch
+	r.rewatch = nil
 	s.mu.Unlock()
 	ok := true
 	for _, l := range todo {
-		ok = s.watchOwn(l) && ok
+		ok = r.watchOwn(l) && ok
 	}
 	return ok
 }
@@ -296,7 +301,8 @@ func (s *Session) rewatchLeases() bool {
 // node granted: NoNode, or another czxid or owner, ends the lease
 // (ErrNodeDeleted). A connection error queues l for the janitor (which
 // retries on reconnection) and returns false.
-func (s *Session) watchOwn(l *lease) bool {
+func (r *leaseRegistry) watchOwn(l *lease) bool {
+	s := r.s
 	if l.ctx.Err() != nil {
 		return true
 	}
@@ -306,14 +312,14 @@ func (s *Session) watchOwn(l *lease) bool {
 	switch {
 	case l.ctx.Err() != nil:
 	case errors.Is(err, zk.ErrNoNode):
-		s.revokeLeaseLocked(l, ErrNodeDeleted, false)
+		r.revokeLocked(l, ErrNodeDeleted, false)
 	case err != nil:
 		if !s.closed {
-			s.leases.rewatch = append(s.leases.rewatch, l)
+			r.rewatch = append(r.rewatch, l)
 		}
 		return false
 	case st.Czxid != l.czxid || st.EphemeralOwner != l.owner:
-		s.revokeLeaseLocked(l, ErrNodeDeleted, false)
+		r.revokeLocked(l, ErrNodeDeleted, false)
 	default:
 		l.version = st.Version
 	}

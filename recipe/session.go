@@ -127,7 +127,7 @@ func Connect(ctx context.Context, servers []string, opts ...Option) (*Session, e
 	}
 	s.wg.Add(2)
 	go s.watchdog()
-	go s.janitor()
+	go s.cleaner.run()
 	s.log.Info("session connected", "session", fmt.Sprintf("0x%x", s.ID()), "timeout", s.SessionTimeout(), "chroot", ShortPath(chroot), "policy", cfg.policy.String())
 	return s, nil
 }
@@ -162,9 +162,11 @@ func newSession(cfg config, chroot string) *Session {
 		conns:   newConnState(),
 		leases:  newLeaseRegistry(),
 		watches: watchRegistry{byKey: make(map[watchKey]*nodeWatch)},
-		cleaner: cleaner{kick: make(chan struct{}, 1)},
-		quit:    make(chan struct{}),
+
+		quit: make(chan struct{}),
 	}
+	s.leases.s = s
+	s.cleaner = cleaner{s: s, kick: make(chan struct{}, 1)}
 	s.pool.quit = s.quit
 	return s
 }
@@ -352,9 +354,9 @@ func (s *Session) onEvent(ev zk.Event) {
 		s.checkDeadlinesLocked(time.Now())
 	}
 	s.watches.onEvent(ev)
-	s.fireChildSlotsLocked(ev.Path)
+	s.leases.fireSlotsLocked(ev.Path)
 	if l := s.leases.byPath[ev.Path]; l != nil {
-		s.onLeaseEventLocked(l, ev)
+		s.leases.onEventLocked(l, ev)
 	}
 }
 

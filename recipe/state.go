@@ -164,7 +164,7 @@ func (s *Session) suspendLocked(cause error) {
 		s.conns.set(StateSuspended, cause, s.cfg.metrics)
 	}
 	if !s.cfg.policy.tolerate {
-		s.revokeGenLocked(cause)
+		s.leases.revokeGenLocked(cause)
 	}
 	kick(s.conns.kick)
 }
@@ -180,7 +180,7 @@ func (s *Session) loseEpochLocked(cause error) {
 	}
 	ep.cause = cause
 	ep.cancel(cause)
-	s.revokeGenLocked(cause)
+	s.leases.revokeGenLocked(cause)
 	s.cleaner.finishOwner(ep.id)
 	s.conns.set(StateLost, cause, s.cfg.metrics)
 }
@@ -263,7 +263,7 @@ func (s *Session) checkDeadlinesLocked(now time.Time) time.Duration {
 	if c.epoch.cause == nil && silent >= revokeAfter && !(c.state == StateSuspended && s.leases.gen.revoked) {
 		cause := fmt.Errorf("%w: no server reply for %v (policy %s, session timeout %v)", ErrSuspended, silent.Round(time.Millisecond), s.cfg.policy, timeout)
 		s.suspendLocked(cause)
-		s.revokeGenLocked(cause)
+		s.leases.revokeGenLocked(cause)
 		dropConn = true
 	}
 	if c.epoch.cause == nil && silent >= timeout {
