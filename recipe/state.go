@@ -56,10 +56,11 @@ type StateChange struct {
 }
 
 // connState is the Session's connection state machine: the state, the
-// ZooKeeper session it concerns (epoch), and who hears of transitions.
-// Its fields are under Session.mu. The transitions that end leases or
-// cleanup items are Session methods below; the watchdog applies the
-// ownership deadlines (docs/design.md#connection-states-and-the-ownership-deadline).
+// ZooKeeper session it concerns (epoch), and who hears of transitions. Its
+// fields are under Session.mu. The transitions, which also end leases and
+// cleanup items, are Session methods below; the watchdog applies the
+// ownership deadlines. See
+// docs/design.md#connection-states-and-the-ownership-deadline.
 type connState struct {
 	state   ConnState
 	started bool // first session seen

@@ -2,6 +2,7 @@ package zkwire_test
 
 import (
 	"context"
+	"errors"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -90,6 +91,12 @@ func (w *wire) conn(i int) *recConn {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.conns[i]
+}
+
+func (w *wire) last() *recConn {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.conns[len(w.conns)-1]
 }
 
 func (w *wire) dialer(network, addr string, timeout time.Duration) (net.Conn, error) {
@@ -283,7 +290,7 @@ func TestAssumption_SetWatchesFirstAfterReconnect(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	for {
-		if ops := w.conn(1).ops(); len(ops) > 0 {
+		if ops := w.last().ops(); len(ops) > 0 {
 			if ops[0] != zkwire.OpSetWatches {
 				t.Fatalf("first request after the reconnection has opcode %d, want set-watches (%d)", ops[0], zkwire.OpSetWatches)
 			}
@@ -294,5 +301,33 @@ func TestAssumption_SetWatchesFirstAfterReconnect(t *testing.T) {
 			t.Fatal("no request written after the reconnection")
 		case <-time.After(10 * time.Millisecond):
 		}
+	}
+}
+
+// TestAssumption_OversizeFailsUnsent: with WithMaxConnBufferSize, a request
+// whose frame is over the buffer fails with zk.ErrShortBuffer before
+// anything is written, and the connection goes on (recipe sizes the buffer
+// to its packet limit).
+func TestAssumption_OversizeFailsUnsent(t *testing.T) {
+	w := &wire{}
+	c := zktest.Shared(t)
+	conn, events, err := zk.Connect(c.Addrs(), 4*time.Second, zk.WithDialer(w.dialer), zk.WithLogInfo(false),
+		zk.WithMaxConnBufferSize(128<<10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	waitState(t, events, zk.StateHasSession)
+	before := len(w.conn(0).ops())
+	if _, err := conn.Create(c.Chroot()+"/big", make([]byte, 128<<10), zk.FlagEphemeral, zk.WorldACL(zk.PermAll)); !errors.Is(err, zk.ErrShortBuffer) {
+		t.Fatalf("oversize create: %v, want zk.ErrShortBuffer", err)
+	}
+	for _, op := range w.conn(0).ops()[before:] {
+		if op == zkwire.OpCreate || op == zkwire.OpCreate2 {
+			t.Fatal("the oversize create was written")
+		}
+	}
+	if _, _, err := conn.Exists(c.Chroot()); err != nil {
+		t.Fatalf("the connection did not go on: %v", err)
 	}
 }
