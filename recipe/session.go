@@ -56,7 +56,7 @@ type Session struct {
 	conns   connState     // connection states, epochs, watchdog (state.go)
 	leases  leaseRegistry // generations, live leases, own-node watches, child slots (registry.go)
 	watches watchRegistry // watches shared by waiters (watch.go)
-	cleaner cleaner       // deletes of owned nodes left to retry, janitor (cleanup.go)
+	cleaner cleaner       // owned deletes left to retry, janitor (cleanup.go, delete.go)
 
 	pool workers // goroutines for requests run on behalf of a waiting caller (pool.go)
 	quit chan struct{}
@@ -337,6 +337,9 @@ func (s *Session) abs(p string) string { return s.chroot + p }
 
 // ---- events (go-zookeeper's event callback: never blocks) ----
 
+// onEvent is go-zookeeper's event callback: a watch event fires the shared
+// watches, the child slots and a lease's own-node handling; a session event
+// drives the state machine.
 func (s *Session) onEvent(ev zk.Event) {
 	if ev.Type == zk.EventSession {
 		s.onStateEvent(ev)

@@ -30,6 +30,7 @@ type wire struct {
 	replies  int
 	creates  zkwire.Creates
 	overlaps atomic.Int32 // concurrent Read calls seen
+	cutAfter atomic.Int32 // if set: close the connection after writing a request of this opcode, once
 }
 
 type shake struct {
@@ -49,7 +50,11 @@ func (c *recConn) Write(p []byte) (int, error) {
 	c.mu.Lock()
 	c.writes = append(c.writes, append([]byte(nil), p...))
 	c.mu.Unlock()
-	return c.Conn.Write(p)
+	n, err := c.Conn.Write(p)
+	if _, op, ok := zkwire.Request(p); ok && len(c.writes) > 1 && op != 0 && c.w.cutAfter.CompareAndSwap(op, 0) {
+		c.Conn.Close()
+	}
+	return n, err
 }
 
 func (c *recConn) Read(p []byte) (int, error) {
@@ -329,5 +334,28 @@ func TestAssumption_OversizeFailsUnsent(t *testing.T) {
 	}
 	if _, _, err := conn.Exists(c.Chroot()); err != nil {
 		t.Fatalf("the connection did not go on: %v", err)
+	}
+}
+
+// TestAssumption_WrittenRequestNotResent: a request written on a
+// connection that breaks before its reply fails with a connection error
+// and is not written again on the next connection (so "lost right after
+// sending" is an outcome the caller sees once per send).
+func TestAssumption_WrittenRequestNotResent(t *testing.T) {
+	w := &wire{}
+	conn, events, root := connect(t, w)
+	w.cutAfter.Store(zkwire.OpSetData)
+	_, err := conn.Set(root, []byte("x"), -1)
+	if err == nil || !errors.Is(err, zk.ErrConnectionClosed) {
+		t.Fatalf("setData on a cut connection: %v, want zk.ErrConnectionClosed", err)
+	}
+	waitState(t, events, zk.StateHasSession)
+	if _, _, err := conn.Exists(root); err != nil {
+		t.Fatal(err)
+	}
+	for _, op := range w.last().ops() {
+		if op == zkwire.OpSetData {
+			t.Fatal("the setData was written again on the new connection")
+		}
 	}
 }

@@ -22,8 +22,8 @@ const (
 // the path).
 const PathSlack = 96
 
-// ACLSize is the encoded size of an ACL vector.
-func ACLSize(acl []zk.ACL) int {
+// aclSize is the encoded size of an ACL vector.
+func aclSize(acl []zk.ACL) int {
 	n := 4
 	for _, a := range acl {
 		n += 4 + 4 + len(a.Scheme) + 4 + len(a.ID)
@@ -34,7 +34,7 @@ func ACLSize(acl []zk.ACL) int {
 // CreateBody is the size of a create request's body: path, data, ACL,
 // flags.
 func CreateBody(pathLen, dataLen int, acl []zk.ACL) int {
-	return 4 + pathLen + 4 + dataLen + ACLSize(acl) + 4
+	return 4 + pathLen + 4 + dataLen + aclSize(acl) + 4
 }
 
 // CreateFrame is the frame size of a create (or create2) request.
