@@ -12,17 +12,17 @@ import (
 type lease struct {
 	s   *Session
 	gen *generation
-	// outages is Session.outages when the lease was registered (under
-	// Session.mu): Release deletes by version without reading the node only
-	// if the connection has not been down since.
+	// connState.outages when the lease was registered (under Session.mu):
+	// Release deletes by version without reading the node only if the
+	// connection has not been down since.
 	outages uint64
 	path    string // absolute
 	czxid   int64  // set under Session.mu by activateLease
 	token   int64  // the fencing token when it is not czxid (anchored node); set before the grant
 	owner   int64
 	active  bool // granted (under Session.mu)
-	// Set at registration for a lease whose node's Stat came with the create
-	// (see Queue.join and fastStart): its own-node watch is armed in the background.
+	// Set at registration for a lease whose node's Stat came with the
+	// create (Queue.join): its own-node watch is armed in the background.
 	early  bool
 	arming bool       // its own-node watch request was started (under Session.mu)
 	child  *childSlot // the child watch standing in for its own-node watch, if any
@@ -56,15 +56,14 @@ func (l *lease) Context() context.Context { return l.ctx }
 // Path returns the lease znode's path relative to the chroot.
 func (l *lease) Path() string { return l.path[len(l.s.chroot):] }
 
-// Release gives the lease up: it ends the lease context (cause ErrReleased)
-// first, then deletes the znode (ZooKeeper operation: delete with the data
-// version it knows; if the node was written since, or the connection was
-// down, or on any retry: exists, checking ephemeral owner and czxid, then
-// delete), ignoring ctx's cancellation for the delete itself (the first
-// attempt is always sent) and retrying on connection loss until the cleanup
-// timeout; ctx's end only stops the retries early. A delete
-// that could not complete is also handed to the Session's cleaner, so the
-// lock is freed on reconnection even if Release is never called again.
+// Release gives the lease up: it ends the lease context (cause
+// ErrReleased) first, then deletes the znode, ignoring ctx's cancellation
+// for the delete itself (the first attempt is always sent) and retrying on
+// connection loss until the cleanup timeout; ctx's end only stops the
+// retries early. A delete that could not complete is handed to the
+// Session's cleaner, so the lock is freed on reconnection even if Release
+// is never called again. The ZooKeeper operations are described in
+// docs/design.md#acquisition.
 //
 // Errors: ErrLeaseLost (wrapping the cause) if ownership ended before
 // Release; a connection error if the delete could not be confirmed (call
@@ -77,21 +76,17 @@ func (l *lease) Release(ctx context.Context) error {
 	}
 	l.s.mu.Lock()
 	if l.ctx.Err() == nil {
-		l.s.revokeLeaseLocked(l, ErrReleased, false)
+		l.s.leases.revokeLocked(l, ErrReleased, false)
 	}
 	l.s.mu.Unlock()
 	if cause := context.Cause(l.ctx); cause != ErrReleased {
 		return errorf("%w (%w)", ErrLeaseLost, cause)
 	}
-	// Delete by path with the known data version, without reading the node
-	// first (the version check is the server's; see deleteOnce), when the
-	// connection is up and has not been down since the lease was registered
-	// (across an outage a watch event can be lost, and another client had
-	// the outage to delete our node and create one at its path: a
-	// tolerated suspension keeps the lease live through it); otherwise, and
-	// on every retry, after checking owner and czxid.
+	// Delete by version without reading the node only while the connection
+	// has not been down since the lease was registered (across an outage a
+	// watch event can be lost): docs/design.md#cleanup-and-delete-by-version.
 	l.s.mu.Lock()
-	unbroken := l.s.state.IsConnected() && l.s.outages == l.outages
+	unbroken := l.s.conns.state.IsConnected() && l.s.conns.outages == l.outages
 	it := cleanupItem{path: l.path, czxid: l.czxid, owner: l.owner, version: l.version, byVersion: unbroken}
 	l.s.mu.Unlock()
 	err := l.s.deleteOwned(ctx, it, true)

@@ -66,8 +66,8 @@ type Metrics interface {
 	// is set for SUSPENDED and LOST. Close reports one last call with to
 	// LOST and a cause matching ErrSessionClosed (from LOST too, when the
 	// session was already lost): the Session reports nothing after it. It
-	// is called while the Session holds its internal lock,
-	// from go-zookeeper's event delivery, the watchdog, or Close's caller.
+	// is called while the Session holds its internal lock, from
+	// go-zookeeper's event delivery, the watchdog, or Close's caller.
 	SessionState(from, to ConnState, cause error)
 
 	// StaleRejected is called when a fence.Guard rejects a write carrying a

@@ -155,24 +155,17 @@ func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l }
 // check their paths where they are given (a path too long fails NewQueue,
 // mutex.New and the like with an error matching ErrTooLarge and
 // ErrInvalidPath) and their node data where it is given or at the call
-// (ErrTooLarge); go-zookeeper's send buffer is sized to the limit, so a
-// request made through Conn that is over it fails with zk.ErrShortBuffer
-// (an *OpError wrapping it matches ErrTooLarge), and so does the request
-// that re-registers, after a reconnection, a watch set through Conn on a
-// path within 32 bytes of the limit (logged, and that watch is lost).
-// Either way the request fails alone, before it is sent; the connection
-// and every other operation go on.
+// (ErrTooLarge); a request made through Conn that is over it fails with
+// zk.ErrShortBuffer (an *OpError wrapping it matches ErrTooLarge), as does
+// go-zookeeper's re-registration, after a reconnection, of a watch set
+// through Conn on a path within 32 bytes of the limit (logged; that watch
+// is lost). Either way the request fails alone, before it is sent.
 //
-// A limit above DefaultMaxPacket is trusted only so far, since the servers
-// may refuse a request over their default by dropping the connection,
-// which the client cannot tell from a network failure: a request over
-// DefaultMaxPacket whose connection was lost right after it was sent,
-// twice in a row, is not sent again. The operation then fails with an
-// error matching ErrTooLarge, and a delete of the Session's cleaner is
-// given up, logged once at error level (the node, if it was ever created,
-// goes when the session ends). A single loss is retried as usual. Such
-// queues also send their first listing after the create's reply rather
-// than behind it.
+// Above DefaultMaxPacket the limit is trusted only so far: a request over
+// DefaultMaxPacket whose connection was lost right after it was sent, twice
+// in a row, is not sent again; the operation fails with an error matching
+// ErrTooLarge, and a cleanup delete is given up, logged at error level. See
+// docs/design.md#lost-sends-and-packet-limits.
 func WithMaxPacket(bytes int) Option { return func(c *config) { c.maxPacket = bytes } }
 
 // WithACL sets the ACL of every znode the recipes create (default

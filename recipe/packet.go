@@ -5,66 +5,22 @@ import (
 	"fmt"
 
 	"github.com/go-zookeeper/zk"
+	"github.com/zkrecipes/zkrecipes/internal/zkwire"
 )
 
 // The packet limit (WithMaxPacket) is kept in two places, one mechanism:
-//   - before sending, the recipes check every request they build against it
-//     with the sizes below, where the path or data is given (NewQueue,
-//     Queue.CheckNodeData, Queue.join), so the caller gets an error that
-//     names the problem; packages that build requests of their own
-//     (fence/fencezk) check them with CheckRequest and CheckMulti;
-//   - go-zookeeper's send buffer is sized to it (Connect), so that whatever
-//     was not checked (a request made through Conn, go-zookeeper's own
-//     re-registration of watches) fails alone, at encoding, instead of
-//     being sent for the server to drop the connection.
-//
-// Sizes are those of go-zookeeper's encoding, which is ZooKeeper's (jute):
-// a string or byte array is a 4-byte length and its bytes, a vector a
-// 4-byte count and its elements; a request is the header (xid, opcode: 8
-// bytes) and its body. TestPacketSizesMatchTheEncoding checks them against
-// go-zookeeper's encoder through the send buffer.
+// the recipes check every request they build against it before sending
+// (NewQueue, Queue.CheckNodeData, Queue.join; CheckRequest and CheckMulti
+// for packages that build their own), so the caller gets an error that
+// names the problem; and go-zookeeper's send buffer is sized to it
+// (Connect), so that whatever was not checked fails alone, at encoding,
+// instead of being sent for the server to drop the connection. Request
+// sizes are zkwire's; TestPacketSizesMatchTheEncoding checks them against
+// go-zookeeper's encoder. See docs/design.md#lost-sends-and-packet-limits.
 
-// pathSlack bounds what any request or reply that carries one path of the
-// recipes adds to that path: a create2 reply adds 88 bytes (reply header
-// 16, path length 4, Stat 68), the set-watches request go-zookeeper sends
-// after a reconnection 32 (header 8, zxid 8, three vector counts 12, path
-// length 4), getData, getChildren and exists requests 13, a watch event 28.
-// So a path within pathSlack of the limit is never in a packet over it,
-// whoever reads it: the server, go-zookeeper, or a client with the same
-// limit (listings grow with the number of children, not with the path).
-const pathSlack = 96
-
-// aclSize is the encoded size of an ACL vector.
-func aclSize(acl []zk.ACL) int {
-	n := 4
-	for _, a := range acl {
-		n += 4 + 4 + len(a.Scheme) + 4 + len(a.ID)
-	}
-	return n
-}
-
-// createBody is the encoded size of a create request's body: path, data,
-// ACL, flags.
-func createBody(pathLen, dataLen int, acl []zk.ACL) int {
-	return 4 + pathLen + 4 + dataLen + aclSize(acl) + 4
-}
-
-// createFrame is the frame size of a create (or create2) request.
-func createFrame(pathLen, dataLen int, acl []zk.ACL) int {
-	return 8 + createBody(pathLen, dataLen, acl)
-}
-
-// checkCreateFrame is the frame size of the multi an anchored node is
-// created with: a check of the anchor (path, version) and the create, each
-// behind a 9-byte operation header, and the closing header.
-func checkCreateFrame(anchorLen, pathLen, dataLen int, acl []zk.ACL) int {
-	return 8 + 9 + 4 + anchorLen + 4 + 9 + createBody(pathLen, dataLen, acl) + 9
-}
-
-// authFrame is the frame size of an auth request: type, scheme, auth.
-func authFrame(scheme string, auth []byte) int {
-	return 8 + 4 + 4 + len(scheme) + 4 + len(auth)
-}
+// pathSlack bounds what a request or reply adds to the one path it carries
+// (zkwire.PathSlack).
+const pathSlack = zkwire.PathSlack
 
 // maxNameLen is the longest child name of the given kinds in the node-name
 // grammar, sequence included; anchored names only for queues of two or
@@ -113,9 +69,9 @@ func (s *Session) queueRequestSize(adir string, kinds []string) int {
 func (s *Session) queueCreateFrame(adir string, kinds []string, dataLen int) int {
 	prefix := len(adir) + 1 + maxNameLen(kinds) - seqLen // the name sent has no sequence
 	if len(kinds) < 2 {
-		return createFrame(prefix, dataLen, s.cfg.acl)
+		return zkwire.CreateFrame(prefix, dataLen, s.cfg.acl)
 	}
-	return checkCreateFrame(len(adir)+1+maxNameLen(kinds), prefix, dataLen, s.cfg.acl)
+	return zkwire.CheckCreateFrame(len(adir)+1+maxNameLen(kinds), prefix, dataLen, s.cfg.acl)
 }
 
 // CheckNodeData reports whether a node of this queue may carry data: nil,
@@ -141,9 +97,9 @@ func (q *Queue) checkCreate(kind string, data []byte, anchor *anchorSpec) error 
 // carrying data (anchored to anchor, if set).
 func (q *Queue) createSize(kind string, data []byte, anchor *anchorSpec) int {
 	if anchor != nil {
-		return checkCreateFrame(len(anchor.path), len(q.adir)+1+len(nodePrefix("", kind, true, anchor.seq))+guidLen, len(data), q.s.cfg.acl)
+		return zkwire.CheckCreateFrame(len(anchor.path), len(q.adir)+1+len(nodePrefix("", kind, true, anchor.seq))+guidLen, len(data), q.s.cfg.acl)
 	}
-	return createFrame(len(q.adir)+1+len(nodePrefix("", kind, false, 0))+guidLen, len(data), q.s.cfg.acl)
+	return zkwire.CreateFrame(len(q.adir)+1+len(nodePrefix("", kind, false, 0))+guidLen, len(data), q.s.cfg.acl)
 }
 
 // checkFrame checks node data against MaxNodeData, and frame, the size of
@@ -158,11 +114,6 @@ func (q *Queue) checkFrame(data []byte, frame int) error {
 	}
 	return nil
 }
-
-// getDataReply is the frame size of the reply to a getData of a node with
-// dataLen bytes of data: reply header (xid, zxid, error: 16), data, Stat
-// (68).
-func getDataReply(dataLen int) int { return 16 + 4 + dataLen + 68 }
 
 // CheckRequest reports whether op, a request about to be sent through Conn
 // on its own (Create or Set; its path with the chroot, as Conn takes it),
@@ -188,9 +139,9 @@ func (s *Session) checkRequest(multi bool, ops []any) error {
 		data int
 	}
 	var writes []write // the node data the ops write
-	frame := 8         // request header
+	frame := zkwire.RequestHeaderLen
 	if multi {
-		frame += 9 // the closing header
+		frame += zkwire.MultiHeaderLen // the closing header
 	}
 	what, largest := "", -1 // the op with the largest body, for the message
 	for i, op := range ops {
@@ -198,15 +149,15 @@ func (s *Session) checkRequest(multi bool, ops []any) error {
 		var desc string
 		switch o := op.(type) {
 		case *zk.CreateRequest:
-			body, desc = createBody(len(o.Path), len(o.Data), o.Acl), fmt.Sprintf("create of %s with %d bytes of data", ShortPath(o.Path), len(o.Data))
+			body, desc = zkwire.CreateBody(len(o.Path), len(o.Data), o.Acl), fmt.Sprintf("create of %s with %d bytes of data", ShortPath(o.Path), len(o.Data))
 			writes = append(writes, write{o.Path, len(o.Data)})
 		case *zk.SetDataRequest:
-			body, desc = 4+len(o.Path)+4+len(o.Data)+4, fmt.Sprintf("setData of %s with %d bytes of data", ShortPath(o.Path), len(o.Data))
+			body, desc = zkwire.SetDataBody(len(o.Path), len(o.Data)), fmt.Sprintf("setData of %s with %d bytes of data", ShortPath(o.Path), len(o.Data))
 			writes = append(writes, write{o.Path, len(o.Data)})
 		case *zk.DeleteRequest:
-			body, desc = 4+len(o.Path)+4, "delete of "+ShortPath(o.Path)
+			body, desc = zkwire.DeleteBody(len(o.Path)), "delete of "+ShortPath(o.Path)
 		case *zk.CheckVersionRequest:
-			body, desc = 4+len(o.Path)+4, "check of "+ShortPath(o.Path)
+			body, desc = zkwire.CheckBody(len(o.Path)), "check of "+ShortPath(o.Path)
 		default:
 			return fmt.Errorf("%w: op %d: %T is not a create, setData, delete or check request", ErrBadOption, i, op)
 		}
@@ -214,7 +165,7 @@ func (s *Session) checkRequest(multi bool, ops []any) error {
 			largest, what = body, desc
 		}
 		if multi {
-			frame += 9 // the op's header
+			frame += zkwire.MultiHeaderLen // the op's header
 		}
 		frame += body
 	}
@@ -226,7 +177,7 @@ func (s *Session) checkRequest(multi bool, ops []any) error {
 			"(the servers' jute.maxbuffer: see recipe.WithMaxPacket)", ErrTooLarge, what, frame, s.cfg.maxPacket)
 	}
 	for _, w := range writes {
-		if n := getDataReply(w.data); n > s.cfg.maxPacket {
+		if n := zkwire.GetDataReply(w.data); n > s.cfg.maxPacket {
 			return fmt.Errorf("%w: %d bytes of data for %s would take a %d-byte getData reply to read back, over the session's packet limit of %d bytes "+
 				"(the servers' jute.maxbuffer: see recipe.WithMaxPacket)", ErrTooLarge, w.data, ShortPath(w.path), n, s.cfg.maxPacket)
 		}
@@ -234,26 +185,19 @@ func (s *Session) checkRequest(multi bool, ops []any) error {
 	return nil
 }
 
-// Above the default limit. With WithMaxPacket over DefaultMaxPacket, a
-// request over DefaultMaxPacket may be one the servers refuse after all, by
-// dropping the connection (their jute.maxbuffer is smaller than the
-// Session was told), which the client cannot tell from a network failure;
-// sent again, it would drop the connection again, and with it every other
-// request in flight, for ever. So every retry of a connection loss
-// (Session.retryLate, and the cleanup deletes: deleteOwned, the cleaner)
-// follows one rule:
+// Above the default limit, every retry of a connection loss
+// (Session.retryLate, and the cleanup deletes) follows one rule:
 //
 //	A request over DefaultMaxPacket whose connection was lost right after
 //	it was sent, twice in a row, is not sent again.
 //
-// The operation fails with an error matching ErrTooLarge (tooLargeLost);
-// the cleaner gives the delete up, logged once at error level (the node,
-// if it was ever created, goes when the session ends). One such loss is
-// retried: a network failure can hit any request, and servers whose limit
-// is indeed larger then answer the retry. What a request may weigh is
-// known before it is sent, from its paths and data (queueRequestSize,
-// createSize, cleanupItem.requestSize): an operation counts as over the
-// default when its largest request may be.
+// The servers may refuse such a request by dropping the connection (their
+// jute.maxbuffer smaller than the Session was told), which the client
+// cannot tell from a network failure. The operation fails with an error
+// matching ErrTooLarge (tooLargeLost); the cleaner gives the delete up,
+// logged at error level. What a request may weigh is known before it is
+// sent (queueRequestSize, createSize, cleanupItem.sized). See
+// docs/design.md#lost-sends-and-packet-limits.
 
 // maxLostSends is how many times in a row a request over DefaultMaxPacket
 // may lose its connection right after it was sent.

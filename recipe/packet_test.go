@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/go-zookeeper/zk"
+	"github.com/zkrecipes/zkrecipes/internal/zkwire"
 	"github.com/zkrecipes/zkrecipes/zktest"
 )
 
@@ -63,7 +64,7 @@ func TestOversizeRequestsAreNeverSent(t *testing.T) {
 
 	// The largest create the check allows is exactly the server's limit.
 	prefix := len(q.adir) + 1 + len(nodePrefix(newGUID(), "lock-", false, 0))
-	fits := DefaultMaxPacket - createFrame(prefix, 0, s.cfg.acl)
+	fits := DefaultMaxPacket - zkwire.CreateFrame(prefix, 0, s.cfg.acl)
 	l, err := q.Acquire(ctx, "lock-", make([]byte, fits))
 	if err != nil {
 		t.Fatalf("Acquire with a create of exactly %d bytes: %v", DefaultMaxPacket, err)
@@ -131,7 +132,7 @@ func TestPacketSizesMatchTheEncoding(t *testing.T) {
 	}{
 		{"create", nil,
 			func(n int) int {
-				return createFrame(len(q.adir)+1+len(nodePrefix(newGUID(), "read-", false, 0)), n, s.cfg.acl)
+				return zkwire.CreateFrame(len(q.adir)+1+len(nodePrefix(newGUID(), "read-", false, 0)), n, s.cfg.acl)
 			},
 			func(data []byte) error {
 				_, err := s.Conn().Create(q.adir+"/"+nodePrefix(newGUID(), "read-", false, 0), data, flags, s.cfg.acl)
@@ -139,7 +140,7 @@ func TestPacketSizesMatchTheEncoding(t *testing.T) {
 			}},
 		{"check and create", anchor,
 			func(n int) int {
-				return checkCreateFrame(len(anchor.path), len(q.adir)+1+len(nodePrefix(newGUID(), "read-", true, 0)), n, s.cfg.acl)
+				return zkwire.CheckCreateFrame(len(anchor.path), len(q.adir)+1+len(nodePrefix(newGUID(), "read-", true, 0)), n, s.cfg.acl)
 			},
 			func(data []byte) error {
 				_, err := s.Conn().Multi(&zk.CheckVersionRequest{Path: anchor.path, Version: -1},
@@ -265,7 +266,7 @@ func TestCheckRequestMatchesTheEncoding(t *testing.T) {
 	}
 
 	short := dir + "/s"
-	fits := MinMaxPacket - getDataReply(0)
+	fits := MinMaxPacket - zkwire.GetDataReply(0)
 	if err := s.CheckRequest(&zk.SetDataRequest{Path: short, Data: make([]byte, fits)}); err != nil {
 		t.Errorf("data whose getData reply is exactly the limit: %v", err)
 	}

@@ -3,24 +3,20 @@ package recipe
 import "sync"
 
 // workers runs functions on a Session's long-lived goroutines, so that the
-// per-request hand-offs of the acquire path (a request that must not block a
-// caller whose context can end, the listing pipelined behind a create, the
-// arming of a lease's own-node watch) start no goroutine and make no channel
-// per request. A worker that finds no work parks on its own channel; run
-// hands a function to a parked worker, or starts a new one when none is
-// parked (so a burst of concurrent requests is never queued behind a slow
-// one: the pool grows to the concurrency in flight).
+// per-request hand-offs of the acquire path (a request a caller may stop
+// waiting for, the listing pipelined behind a create, an own-node watch)
+// start no goroutine and make no channel per request. run hands a function
+// to a parked worker, or starts a new one when none is parked (a burst is
+// never queued behind a slow request: the pool grows to the concurrency in
+// flight).
 //
-// The bound: a worker exists only while it runs a function or is parked.
-// Running workers are at most the requests in flight on behalf of callers
-// at that moment (each blocked go-zookeeper call holds one; a request whose
-// caller stopped waiting holds it until go-zookeeper answers or gives up
-// the connection, at most the session timeout); at most maxIdleWorkers stay
-// parked, the rest end after their function. stop (called by
-// Session.Close after the connection is closed, so every request returns at
-// once) ends the parked workers and waits until every worker has ended: no
-// worker outlives Close. After stop, run calls the function on the calling
-// goroutine (a request on a closed connection returns at once).
+// Bound: running workers are at most the requests in flight on behalf of
+// callers (a request whose caller left holds its worker until go-zookeeper
+// answers or gives the connection up, at most the session timeout); at most
+// maxIdleWorkers stay parked. stop (Session.Close, after the connection is
+// closed, so every request returns at once) ends the parked workers and
+// waits for every worker. After stop, run calls the function on the
+// calling goroutine.
 type workers struct {
 	quit <-chan struct{} // closed before stop is called
 

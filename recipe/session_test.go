@@ -371,7 +371,7 @@ func TestStaleDeletionAfterPauseIsASessionLoss(t *testing.T) {
 		t.Fatal(err)
 	}
 	p.Blackhole()
-	s.lastReply.Store(time.Now().Add(-11 * time.Second).UnixNano())
+	s.wire.lastReply.Store(time.Now().Add(-11 * time.Second).UnixNano())
 	s.onEvent(zk.Event{Type: zk.EventNodeDeleted, Path: s.abs(l.(*lease).Path())})
 	cause := context.Cause(l.Context())
 	if errors.Is(cause, ErrNodeDeleted) || !(errors.Is(cause, ErrSuspended) || errors.Is(cause, ErrSessionLost)) {

@@ -75,91 +75,46 @@ func (s *Session) watchNodes(ctx context.Context, paths ...string) (*wakeup, fun
 	return w, stop, nil
 }
 
-// watchPath registers w on the shared watch of the given kind on path,
-// setting the server watch if it is not set yet. A data or children watch
-// on a missing node, and an exists watch on a node that exists, fire w at
-// once (the caller re-reads). It returns the deregistration.
-func (s *Session) watchPath(ctx context.Context, w *wakeup, kind watchKind, path string) (func(), error) {
-	key := watchKey{kind, path}
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		return nil, ErrSessionClosed
-	}
-	nw := s.watches[key]
-	if nw == nil {
-		nw = &nodeWatch{waiters: make(map[*wakeup]struct{})}
-		s.watches[key] = nw
-	}
-	nw.waiters[w] = struct{}{}
-	armed := nw.armed
-	s.mu.Unlock()
-
-	stop := func() {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		if s.watches[key] == nw {
-			delete(nw.waiters, w)
-			if !nw.armed && len(nw.waiters) == 0 {
-				delete(s.watches, key)
-			}
-		}
-	}
-	if armed {
-		return stop, nil
-	}
-	fireNow := false
-	err := s.retry(ctx, len(path)+pathSlack, func() (err error) {
-		switch kind {
-		case dataWatch:
-			_, _, _, err = s.conn.GetW(path)
-		case childWatch:
-			_, _, _, err = s.conn.ChildrenW(path)
-		case existWatch:
-			var ok bool
-			ok, _, _, err = s.conn.ExistsW(path)
-			fireNow = ok
-		}
-		return err
-	})
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	switch {
-	case err == nil && !fireNow:
-		if s.watches[key] == nw { // not fired meanwhile
-			nw.armed = true
-		}
-	case err == nil || errors.Is(err, zk.ErrNoNode):
-		// Gone already (or, for an exists watch, there already): everybody
-		// re-reads. An exists watch on a node that exists is a data watch
-		// at the server; it stays registered in go-zookeeper until the node
-		// changes, and is not tracked here.
-		if s.watches[key] == nw {
-			s.fireLocked(key, nw, kind == dataWatch && err != nil)
-		}
-	default:
-		if s.watches[key] == nw {
-			delete(nw.waiters, w)
-			if !nw.armed && len(nw.waiters) == 0 {
-				delete(s.watches, key)
-			}
-		}
-		return nil, err
-	}
-	return stop, nil
+// watchRegistry holds the shared watches of a Session, by kind and path.
+// byKey is under Session.mu.
+type watchRegistry struct {
+	byKey map[watchKey]*nodeWatch
 }
 
-// fireLocked wakes every waiter of nw and forgets the watch.
-func (s *Session) fireLocked(key watchKey, nw *nodeWatch, deleted bool) {
-	delete(s.watches, key)
+// join registers w on the watch at key (creating it) and reports whether
+// the server watch is set already.
+func (r *watchRegistry) join(key watchKey, w *wakeup) (_ *nodeWatch, armed bool) {
+	nw := r.byKey[key]
+	if nw == nil {
+		nw = &nodeWatch{waiters: make(map[*wakeup]struct{})}
+		r.byKey[key] = nw
+	}
+	nw.waiters[w] = struct{}{}
+	return nw, nw.armed
+}
+
+// leave deregisters w from nw (if nw is still the watch at key), forgetting
+// a watch that is not set and has no waiters left.
+func (r *watchRegistry) leave(key watchKey, nw *nodeWatch, w *wakeup) {
+	if r.byKey[key] == nw {
+		delete(nw.waiters, w)
+		if !nw.armed && len(nw.waiters) == 0 {
+			delete(r.byKey, key)
+		}
+	}
+}
+
+// fire wakes every waiter of nw and forgets the watch.
+func (r *watchRegistry) fire(key watchKey, nw *nodeWatch, deleted bool) {
+	delete(r.byKey, key)
 	for w := range nw.waiters {
 		w.fire(deleted)
 	}
 	nw.waiters = nil
 }
 
-// fireEventLocked dispatches a watch event to the shared watches it ends.
-func (s *Session) fireEventLocked(ev zk.Event) {
+// onEvent dispatches a watch event to the shared watches it ends.
+func (r *watchRegistry) onEvent(ev zk.Event) {
 	var kinds []watchKind
 	switch ev.Type {
 	case zk.EventNodeDeleted:
@@ -175,8 +130,69 @@ func (s *Session) fireEventLocked(ev zk.Event) {
 	}
 	for _, k := range kinds {
 		key := watchKey{k, ev.Path}
-		if nw := s.watches[key]; nw != nil {
-			s.fireLocked(key, nw, k == dataWatch && ev.Type == zk.EventNodeDeleted)
+		if nw := r.byKey[key]; nw != nil {
+			r.fire(key, nw, k == dataWatch && ev.Type == zk.EventNodeDeleted)
 		}
 	}
+}
+
+// watchPath registers w on the shared watch of the given kind on path,
+// setting the server watch if it is not set yet. A data or children watch
+// on a missing node, and an exists watch on a node that exists, fire w at
+// once (the caller re-reads). It returns the deregistration.
+func (s *Session) watchPath(ctx context.Context, w *wakeup, kind watchKind, path string) (func(), error) {
+	key := watchKey{kind, path}
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil, ErrSessionClosed
+	}
+	nw, armed := s.watches.join(key, w)
+	s.mu.Unlock()
+	stop := func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.watches.leave(key, nw, w)
+	}
+	if armed {
+		return stop, nil
+	}
+	exists, err := s.setWatch(ctx, kind, path)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case err == nil && !exists:
+		if s.watches.byKey[key] == nw { // not fired meanwhile
+			nw.armed = true
+		}
+	case err == nil || errors.Is(err, zk.ErrNoNode):
+		// Gone already (or, for an exists watch, there already): everybody
+		// re-reads. An exists watch on a node that exists is a data watch
+		// at the server; it stays registered in go-zookeeper until the node
+		// changes, and is not tracked here.
+		if s.watches.byKey[key] == nw {
+			s.watches.fire(key, nw, kind == dataWatch && err != nil)
+		}
+	default:
+		s.watches.leave(key, nw, w)
+		return nil, err
+	}
+	return stop, nil
+}
+
+// setWatch sends the request that sets a watch of kind on path, retrying
+// connection losses. exists reports an exists watch's node there already.
+func (s *Session) setWatch(ctx context.Context, kind watchKind, path string) (exists bool, _ error) {
+	err := s.retry(ctx, len(path)+pathSlack, func() (err error) {
+		switch kind {
+		case dataWatch:
+			_, _, _, err = s.conn.GetW(path)
+		case childWatch:
+			_, _, _, err = s.conn.ChildrenW(path)
+		case existWatch:
+			exists, _, _, err = s.conn.ExistsW(path)
+		}
+		return err
+	})
+	return exists, err
 }

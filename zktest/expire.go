@@ -5,12 +5,12 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"sync"
 	"time"
 
 	"github.com/go-zookeeper/zk"
+	"github.com/zkrecipes/zkrecipes/internal/zkwire"
 )
 
 // SessionTap records the ZooKeeper session ID and password that the servers
@@ -56,20 +56,12 @@ func (t *SessionTap) Dialer(base zk.Dialer) zk.Dialer {
 }
 
 func (t *SessionTap) record(frame []byte) {
-	// connect response: protocolVersion int32, timeOut int32, sessionId
-	// int64, passwd (int32 length + bytes), [readOnly bool].
-	if len(frame) < 20 {
+	if len(frame) < 20 { // up to the password's length
 		return
 	}
-	timeout := time.Duration(int32(binary.BigEndian.Uint32(frame[4:8]))) * time.Millisecond
-	id := int64(binary.BigEndian.Uint64(frame[8:16]))
-	n := int(int32(binary.BigEndian.Uint32(frame[16:20])))
-	var pw []byte
-	if n > 0 && 20+n <= len(frame) {
-		pw = append([]byte(nil), frame[20:20+n]...)
-	}
+	r, _ := zkwire.ParseConnectResponse(frame)
 	t.mu.Lock()
-	t.id, t.passwd, t.timeout = id, pw, timeout
+	t.id, t.passwd, t.timeout = r.SessionID, r.Passwd, r.Timeout
 	t.mu.Unlock()
 }
 
@@ -168,73 +160,48 @@ func expireAt(ctx context.Context, addr string, id int64, passwd []byte) (int64,
 	stop := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Unix(1, 0)) })
 	defer stop()
 
-	// connect request: protocolVersion, lastZxidSeen, timeOut, sessionId,
-	// passwd, readOnly.
-	req := make([]byte, 0, 64)
-	req = binary.BigEndian.AppendUint32(req, 0)
-	req = binary.BigEndian.AppendUint64(req, 0)
-	req = binary.BigEndian.AppendUint32(req, 30000)
-	req = binary.BigEndian.AppendUint64(req, uint64(id))
-	req = binary.BigEndian.AppendUint32(req, uint32(len(passwd)))
-	req = append(req, passwd...)
-	req = append(req, 0)
-	if err := writeFrame(conn, req); err != nil {
+	req := zkwire.ConnectRequest(id, passwd, 30*time.Second)
+	if err := zkwire.WriteFrame(conn, req); err != nil {
 		return 0, fmt.Errorf("%s: connect: %w", addr, err)
 	}
-	resp, err := readFrame(conn)
+	resp, err := zkwire.ReadFrame(conn, maxFrame)
 	if err != nil {
 		return 0, fmt.Errorf("%s: connect: %w", addr, err)
 	}
-	if len(resp) < 16 {
+	r, ok := zkwire.ParseConnectResponse(resp)
+	if !ok {
 		return 0, fmt.Errorf("%s: short connect response (%d bytes)", addr, len(resp))
 	}
-	if timeout := int32(binary.BigEndian.Uint32(resp[4:8])); timeout <= 0 {
+	if r.Timeout <= 0 {
 		return 0, fmt.Errorf("%s: %w (0x%x)", addr, ErrSessionGone, id)
 	}
-	if got := int64(binary.BigEndian.Uint64(resp[8:16])); got != id {
-		return 0, fmt.Errorf("%s: server gave session 0x%x, not 0x%x", addr, got, id)
+	if r.SessionID != id {
+		return 0, fmt.Errorf("%s: server gave session 0x%x, not 0x%x", addr, r.SessionID, id)
 	}
 	// closeSession: xid, type.
 	cl := binary.BigEndian.AppendUint32(nil, 1)
 	op := OpClose
 	cl = binary.BigEndian.AppendUint32(cl, uint32(op))
-	if err := writeFrame(conn, cl); err != nil {
+	if err := zkwire.WriteFrame(conn, cl); err != nil {
 		return 0, fmt.Errorf("%s: close: %w", addr, err)
 	}
 	for {
-		r, err := readFrame(conn)
+		r, err := zkwire.ReadFrame(conn, maxFrame)
 		if err != nil {
 			return 0, fmt.Errorf("%s: close: %w", addr, err)
 		}
-		// reply header: xid, zxid, err. Skip pings and notifications.
-		if len(r) >= 16 && int32(binary.BigEndian.Uint32(r[:4])) == 1 {
-			if code := int32(binary.BigEndian.Uint32(r[12:16])); code != 0 {
-				return 0, fmt.Errorf("%s: closeSession failed with code %d", addr, code)
+		// Skip pings and notifications.
+		if h, ok := zkwire.ParseReplyHeader(r); ok && h.Xid == 1 {
+			if h.Err != 0 {
+				return 0, fmt.Errorf("%s: closeSession failed with code %d", addr, h.Err)
 			}
-			return int64(binary.BigEndian.Uint64(r[4:12])), nil
+			return h.Zxid, nil
 		}
 	}
 }
 
-func writeFrame(w io.Writer, b []byte) error {
-	f := binary.BigEndian.AppendUint32(make([]byte, 0, 4+len(b)), uint32(len(b)))
-	_, err := w.Write(append(f, b...))
-	return err
-}
-
-func readFrame(r io.Reader) ([]byte, error) {
-	var h [4]byte
-	if _, err := io.ReadFull(r, h[:]); err != nil {
-		return nil, err
-	}
-	n := binary.BigEndian.Uint32(h[:])
-	if n > 1<<20 {
-		return nil, fmt.Errorf("frame of %d bytes", n)
-	}
-	b := make([]byte, n)
-	_, err := io.ReadFull(r, b)
-	return b, err
-}
+// maxFrame bounds a reply frame expireAt reads.
+const maxFrame = 1 << 20
 
 // BlackholeFor blackholes the proxy for d (see Blackhole) and then resumes
 // it, or resumes it early when ctx ends. It blocks meanwhile.

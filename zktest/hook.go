@@ -1,31 +1,31 @@
 package zktest
 
 import (
-	"encoding/binary"
 	"net"
 	"sync"
 	"time"
 
 	"github.com/go-zookeeper/zk"
+	"github.com/zkrecipes/zkrecipes/internal/zkwire"
 )
 
 // ZooKeeper request opcodes, as they appear in a request header, for
 // RequestHook.
 const (
-	OpCreate          int32 = 1
-	OpDelete          int32 = 2
-	OpExists          int32 = 3
-	OpGetData         int32 = 4
-	OpSetData         int32 = 5
-	OpSync            int32 = 9
-	OpPing            int32 = 11
-	OpGetChildren2    int32 = 12
-	OpMulti           int32 = 14
-	OpCreate2         int32 = 15 // create returning the new node's Stat: how package recipe sends its queue nodes' creates
-	OpCreateContainer int32 = 19
-	OpSetAuth         int32 = 100
-	OpSetWatches      int32 = 101
-	OpClose           int32 = -11
+	OpCreate          = zkwire.OpCreate
+	OpDelete          = zkwire.OpDelete
+	OpExists          = zkwire.OpExists
+	OpGetData         = zkwire.OpGetData
+	OpSetData         = zkwire.OpSetData
+	OpSync            = zkwire.OpSync
+	OpPing            = zkwire.OpPing
+	OpGetChildren2    = zkwire.OpGetChildren2
+	OpMulti           = zkwire.OpMulti
+	OpCreate2         = zkwire.OpCreate2 // create returning the new node's Stat: how package recipe sends its queue nodes' creates
+	OpCreateContainer = zkwire.OpCreateContainer
+	OpSetAuth         = zkwire.OpSetAuth
+	OpSetWatches      = zkwire.OpSetWatches
+	OpClose           = zkwire.OpClose
 )
 
 // Fault is what a RequestHook does to one request.
@@ -81,12 +81,11 @@ func (c *hookConn) Write(p []byte) (int, error) {
 	first := !c.handshake
 	c.handshake = true
 	c.mu.Unlock()
-	if first || len(p) < 12 {
+	_, op, ok := zkwire.Request(p) // one request per Write (zkwire's assumption)
+	if first || !ok {
 		return c.Conn.Write(p)
 	}
-	// Request header: length, xid, opcode. go-zookeeper writes one request
-	// per Write call.
-	switch c.hook(int32(binary.BigEndian.Uint32(p[8:12]))) {
+	switch c.hook(op) {
 	case DropAndCut:
 		c.Conn.Close()
 		return 0, &net.OpError{Op: "write", Net: "tcp", Err: net.ErrClosed}

@@ -1,0 +1,226 @@
+package zkwire
+
+import (
+	"encoding/binary"
+	"net"
+	"sync"
+	"time"
+)
+
+// Observer receives what a Conn reads off the wire. Its methods are called
+// on go-zookeeper's receive goroutine and must not block.
+type Observer interface {
+	// Handshake reports the server's connect response: the session ID and
+	// negotiated timeout it gives (both 0 when it refused the session), and
+	// the send time of the connect request (unix ns). It returns how long
+	// the first read of a reply waits for go-zookeeper's set-watches
+	// request (0: not at all); see Conn.
+	Handshake(sessionID int64, timeout time.Duration, sentAt int64) (hold time.Duration)
+	// Replied reports that a reply to a request written at sentAt (unix ns)
+	// was read.
+	Replied(sentAt int64)
+	// FailedBeforeHandshake reports a read error before the connect
+	// response was read.
+	FailedBeforeHandshake(err error)
+}
+
+// Conn is the net.Conn go-zookeeper is given. It:
+//   - reports the connect response and, for every reply, the send time of
+//     the request it answers (xids are echoed; watch events are not
+//     replies) to its Observer: a reply proves the server heard from the
+//     client at or after that time, however late it is read;
+//   - sends a create whose path is registered in its Creates as create2
+//     (the same body; the reply adds the node's Stat) and records the
+//     reply's path and Stat (docs/design.md#the-create2-token);
+//   - holds the first read after a handshake until go-zookeeper writes its
+//     set-watches request, or the Observer's hold passes, which dodges a
+//     data race of go-zookeeper v1.0.4 on Conn.lastZxid
+//     (docs/design.md#the-read-gate-after-a-reconnect).
+//
+// It relies on go-zookeeper writing one whole packet per Write and reading
+// from one goroutine at a time (docs/design.md#assumptions-about-go-zookeeper).
+type Conn struct {
+	net.Conn
+	obs     Observer
+	creates *Creates
+
+	mu          sync.Mutex
+	wroteHello  bool
+	helloSentAt int64
+	sent        map[int32][]int64 // xid -> send times, oldest first
+	create2     map[int32]*Create
+	wbuf        []byte // a rewritten create
+
+	gate     chan struct{} // closed when replies may be read after the handshake
+	gateOnce sync.Once
+
+	r reader // one reader at a time
+}
+
+// reader is the read side's frame parser state.
+type reader struct {
+	gotHello bool
+	hdr      [20]byte // frame header being assembled
+	nhdr     int
+	skip     int // body bytes left to skip in the current frame
+	capture  *Create
+	body     []byte // body of a create2 reply being captured
+}
+
+// NewConn wraps c. creates may be nil (no create is rewritten).
+func NewConn(c net.Conn, obs Observer, creates *Creates) *Conn {
+	return &Conn{Conn: c, obs: obs, creates: creates, sent: make(map[int32][]int64),
+		create2: make(map[int32]*Create), gate: make(chan struct{})}
+}
+
+// Write notes the send time of the request in p, rewrites a registered
+// create into create2, and opens the read gate on set-watches.
+func (c *Conn) Write(p []byte) (int, error) {
+	now := time.Now().UnixNano()
+	var cr *Create
+	c.mu.Lock()
+	if !c.wroteHello {
+		c.wroteHello = true
+		c.helloSentAt = now
+	} else if len(p) >= 8 {
+		xid := int32(binary.BigEndian.Uint32(p[4:8]))
+		c.sent[xid] = append(c.sent[xid], now)
+		if cr = c.createFor(p); cr != nil {
+			c.create2[xid] = cr
+			c.wbuf = append(c.wbuf[:0], p...)
+			binary.BigEndian.PutUint32(c.wbuf[8:12], uint32(OpCreate2))
+			p = c.wbuf
+		}
+	}
+	c.mu.Unlock()
+	if _, op, ok := Request(p); ok && op == OpSetWatches {
+		c.openGate()
+	}
+	if cr != nil {
+		// Before the write: a request queued from now on is written after
+		// this one (go-zookeeper's send goroutine, which is here, is the
+		// only writer and takes requests in order).
+		c.creates.written(cr)
+	}
+	return c.Conn.Write(p)
+}
+
+func (c *Conn) createFor(p []byte) *Create {
+	if c.creates == nil {
+		return nil
+	}
+	path, ok := CreatePath(p)
+	if !ok {
+		return nil
+	}
+	return c.creates.lookup(path)
+}
+
+// Read passes replies through, parsing their frames; after the handshake
+// it first waits for the read gate.
+func (c *Conn) Read(p []byte) (int, error) {
+	if c.r.gotHello {
+		<-c.gate
+	}
+	n, err := c.Conn.Read(p)
+	c.scan(p[:n])
+	if err != nil && !c.r.gotHello {
+		c.obs.FailedBeforeHandshake(err)
+	}
+	return n, err
+}
+
+// Close opens the read gate and closes the connection.
+func (c *Conn) Close() error {
+	c.openGate()
+	return c.Conn.Close()
+}
+
+func (c *Conn) openGate() { c.gateOnce.Do(func() { close(c.gate) }) }
+
+// scan walks the frames in b: [len uint32][payload of len bytes]. The first
+// frame is the connect response; later ones start with xid, zxid, err.
+func (c *Conn) scan(b []byte) {
+	for len(b) > 0 {
+		if c.r.skip > 0 {
+			b = c.skipBody(b)
+			continue
+		}
+		need := 8 // length + xid
+		if !c.r.gotHello {
+			need = 20 // length + protocol version + timeout + session id
+		}
+		k := copy(c.r.hdr[c.r.nhdr:need], b)
+		c.r.nhdr += k
+		b = b[k:]
+		if c.r.nhdr < need {
+			return
+		}
+		length := int(binary.BigEndian.Uint32(c.r.hdr[0:4]))
+		c.r.nhdr = 0
+		c.r.skip = max(length-(need-4), 0)
+		if !c.r.gotHello {
+			c.handshake()
+		} else {
+			c.reply(int32(binary.BigEndian.Uint32(c.r.hdr[4:8])))
+		}
+	}
+}
+
+// skipBody consumes the current frame's body from b (capturing it for a
+// create2 reply) and returns the rest of b.
+func (c *Conn) skipBody(b []byte) []byte {
+	k := min(c.r.skip, len(b))
+	if c.r.capture != nil {
+		c.r.body = append(c.r.body, b[:k]...)
+	}
+	c.r.skip -= k
+	if c.r.skip == 0 && c.r.capture != nil {
+		c.creates.replied(c.r.capture, c.r.body)
+		c.r.capture, c.r.body = nil, c.r.body[:0]
+	}
+	return b[k:]
+}
+
+// handshake handles the connect response header in c.r.hdr.
+func (c *Conn) handshake() {
+	c.r.gotHello = true
+	resp, _ := ParseConnectResponse(c.r.hdr[4:20])
+	c.mu.Lock()
+	sentAt := c.helloSentAt
+	c.mu.Unlock()
+	if hold := c.obs.Handshake(resp.SessionID, resp.Timeout, sentAt); hold > 0 {
+		time.AfterFunc(hold, c.openGate)
+	} else {
+		c.openGate()
+	}
+}
+
+// reply handles the header of a reply to xid.
+func (c *Conn) reply(xid int32) {
+	if xid == XidWatchEvent {
+		return // not a reply
+	}
+	c.mu.Lock()
+	var sentAt int64
+	if q := c.sent[xid]; len(q) > 0 {
+		sentAt = q[0]
+		if len(q) == 1 {
+			delete(c.sent, xid)
+		} else {
+			c.sent[xid] = q[1:]
+		}
+	}
+	if cr := c.create2[xid]; cr != nil {
+		delete(c.create2, xid)
+		c.r.capture = cr
+	}
+	c.mu.Unlock()
+	if sentAt != 0 {
+		c.obs.Replied(sentAt)
+	}
+	if c.r.capture != nil && c.r.skip == 0 {
+		c.creates.replied(c.r.capture, nil)
+		c.r.capture = nil
+	}
+}

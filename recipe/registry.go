@@ -1,0 +1,327 @@
+package recipe
+
+import (
+	"context"
+	"errors"
+
+	"github.com/go-zookeeper/zk"
+)
+
+// leaseRegistry is the Session's record of its leases: the generation they
+// belong to, the live ones by path (so that a watch event on a lease's own
+// node reaches it), those whose own-node watch must be set again, and the
+// child slots that stand in for own-node watches; and the one routine that
+// sets an own-node watch again (watchOwn). Its fields are under
+// Session.mu.
+type leaseRegistry struct {
+	s       *Session
+	gen     *generation
+	byPath  map[string]*lease // live leases by absolute znode path
+	rewatch []*lease          // live leases whose own-node watch must be set again (by the janitor)
+	// child watches of pipelined listings that may stand in for a lease's
+	// own-node watch, by absolute directory
+	childSlots map[string]map[*childSlot]struct{}
+}
+
+func newLeaseRegistry() leaseRegistry {
+	return leaseRegistry{byPath: make(map[string]*lease), childSlots: make(map[string]map[*childSlot]struct{})}
+}
+
+// generation is a period of uninterrupted ownership: it ends (revoked) at
+// SUSPENDED under the policy, at LOST, and at Close. Leases belong to the
+// generation in which they were granted.
+type generation struct {
+	revoked bool
+	leases  map[*lease]struct{}
+}
+
+func (r *leaseRegistry) newGeneration() {
+	r.gen = &generation{leases: make(map[*lease]struct{})}
+}
+
+// forget removes l from byPath (if it is there) and drops its child slot.
+func (r *leaseRegistry) forget(l *lease) {
+	if r.byPath[l.path] == l {
+		delete(r.byPath, l.path)
+	}
+	r.dropSlot(l.child)
+}
+
+// childSlot is the child watch of an Acquire's pipelined listing (a
+// getChildren with watch on the queue directory, sent right behind the
+// create), which stands in for the lease's own-node watch when that listing
+// grants: any later change of the directory's children, the deletion of our
+// node included, fires it. It is registered before the listing is sent; a
+// slot fired before the grant is not used; one that fires after the grant
+// was decided on it makes the lease read its node with a data watch
+// (leaseRegistry.watchOwn). A slot lives no longer than its early lease. See
+// docs/design.md#the-child-watch-stand-in.
+type childSlot struct {
+	dir string // absolute
+
+	// under Session.mu
+	fired    bool
+	granting bool   // the grant was decided on the listing that set the watch
+	l        *lease // the early lease it covers
+}
+
+func (r *leaseRegistry) addSlot(slot *childSlot) {
+	m := r.childSlots[slot.dir]
+	if m == nil {
+		m = make(map[*childSlot]struct{})
+		r.childSlots[slot.dir] = m
+	}
+	m[slot] = struct{}{}
+}
+
+func (r *leaseRegistry) dropSlot(slot *childSlot) {
+	if slot == nil {
+		return
+	}
+	if m := r.childSlots[slot.dir]; m != nil {
+		delete(m, slot)
+		if len(m) == 0 {
+			delete(r.childSlots, slot.dir)
+		}
+	}
+}
+
+// fireSlots spends every child slot on dir (a watch event there) and
+// returns the leases granted on one, which must read their node now.
+func (r *leaseRegistry) fireSlots(dir string) []*lease {
+	m := r.childSlots[dir]
+	if m == nil {
+		return nil
+	}
+	delete(r.childSlots, dir)
+	var arm []*lease
+	for slot := range m {
+		slot.fired = true
+		if slot.granting {
+			arm = append(arm, slot.l)
+		}
+	}
+	return arm
+}
+
+// ---- the Session's lease operations (the engine calls these) ----
+
+// prepareLease registers a lease for nodePath before its node is read, so a
+// deletion event that arrives between the read and the activation is not
+// missed. It returns the generation current now.
+func (s *Session) prepareLease(ctx context.Context, nodePath string, owner int64) (*lease, *generation) {
+	lctx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
+	l := &lease{s: s, path: nodePath, owner: owner, ctx: lctx, cancel: cancel}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	l.gen = s.leases.gen
+	l.outages = s.conns.outages
+	s.leases.byPath[nodePath] = l
+	return l, l.gen
+}
+
+// registerEarly registers l, filled in from its node's create2 Stat (with
+// slot, the child watch of its pipelined listing: l.child), before any
+// watch request on its node is sent, so no event is missed.
+func (s *Session) registerEarly(l *lease, slot *childSlot) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	l.gen = s.leases.gen
+	l.outages = s.conns.outages
+	l.early = true
+	s.leases.byPath[l.path] = l
+	if slot != nil {
+		l.child = slot
+		slot.l = l
+	}
+}
+
+// activateLease makes a prepared lease live if nothing ended ownership since
+// prepareLease; otherwise it drops it and returns the reason.
+func (s *Session) activateLease(l *lease, ep *epoch, gen *generation, czxid int64) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var cause error
+	switch {
+	case l.ctx.Err() != nil:
+		cause = context.Cause(l.ctx)
+	case s.closed:
+		cause = ErrSessionClosed
+	case ep.cause != nil:
+		cause = ep.cause
+	case s.conns.epoch != ep || s.leases.gen != gen || gen.revoked || !s.conns.state.IsConnected():
+		cause = ErrSuspended
+	}
+	if cause != nil {
+		s.leases.forget(l)
+		l.cancel(cause)
+		return cause
+	}
+	l.czxid = czxid
+	gen.leases[l] = struct{}{}
+	l.active = true
+	return nil
+}
+
+// dropLease forgets a prepared lease that was never activated.
+func (s *Session) dropLease(l *lease) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.leases.forget(l)
+	l.cancel(ErrReleased)
+}
+
+func (s *Session) addChildSlot(dir string) *childSlot {
+	slot := &childSlot{dir: dir}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.leases.addSlot(slot)
+	return slot
+}
+
+// addChildSlotFor registers a child slot on dir for the early lease l,
+// replacing l's previous one.
+func (s *Session) addChildSlotFor(dir string, l *lease) *childSlot {
+	slot := &childSlot{dir: dir, l: l}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.leases.dropSlot(l.child)
+	l.child = slot
+	s.leases.addSlot(slot)
+	return slot
+}
+
+func (s *Session) dropChildSlot(slot *childSlot) {
+	if slot == nil {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.leases.dropSlot(slot)
+}
+
+// useChildSlot reports whether the lease may be granted on its child watch:
+// the watch has not fired. From then on a firing makes the lease read its
+// node.
+func (s *Session) useChildSlot(slot *childSlot) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if slot.fired {
+		return false
+	}
+	slot.granting = true
+	return true
+}
+
+// ---- ending leases (under Session.mu) and own-node watches ----
+
+// revokeGenLocked ends the current generation and every lease in it.
+func (r *leaseRegistry) revokeGenLocked(cause error) {
+	gen := r.gen
+	if gen == nil || gen.revoked {
+		return
+	}
+	gen.revoked = true
+	suspended := errors.Is(cause, ErrSuspended)
+	for l := range gen.leases {
+		// A lease's znode may still exist: delete it on reconnection (so a
+		// lock nobody holds is freed), unless it belongs to a Ticket that
+		// keeps its place across a suspension (leader latch).
+		r.revokeLocked(l, cause, !(l.keep && suspended))
+	}
+}
+
+// revokeLocked ends one lease. With queueDelete (its znode may still
+// exist: suspension, presumed expiry) the node is queued for the cleaner,
+// which deletes it on reconnection of the same ZooKeeper session.
+func (r *leaseRegistry) revokeLocked(l *lease, cause error, queueDelete bool) {
+	s := r.s
+	r.forget(l)
+	delete(l.gen.leases, l)
+	if s.cfg.metrics != nil && l.active && l.ctx.Err() == nil {
+		s.reportLeaseLost(l, cause)
+	}
+	l.cancel(cause)
+	if queueDelete && !s.closed {
+		s.cleaner.queueLocked(cleanupItem{path: l.path, czxid: l.czxid, owner: l.owner})
+	}
+}
+
+// onEventLocked handles a watch event on a live lease's own node: a
+// deletion ends it; a data change (someone wrote to it) consumed its watch,
+// which the janitor sets again. A lease not yet active reads its node after
+// this anyway, unless its Stat came with the create (early).
+func (r *leaseRegistry) onEventLocked(l *lease, ev zk.Event) {
+	s := r.s
+	switch ev.Type {
+	case zk.EventNodeDeleted:
+		r.revokeLocked(l, ErrNodeDeleted, false)
+	case zk.EventNodeDataChanged:
+		if l.active || l.early {
+			r.rewatch = append(r.rewatch, l)
+			kick(s.cleaner.kick)
+		}
+	}
+}
+
+// fireSlotsLocked spends every child slot on dir: a lease granted on
+// one reads its node now, on a worker (the event callback must not block),
+// once.
+func (r *leaseRegistry) fireSlotsLocked(dir string) {
+	s := r.s
+	for _, l := range r.fireSlots(dir) {
+		if l == nil || l.arming || l.ctx.Err() != nil || s.closed {
+			continue
+		}
+		l.arming = true
+		s.pool.run(func() {
+			if !r.watchOwn(l) {
+				kick(s.cleaner.kick)
+			}
+		})
+	}
+}
+
+// rewatchAll runs watchOwn for every lease queued for it. It reports
+// false if some must be retried.
+func (r *leaseRegistry) rewatchAll() bool {
+	s := r.s
+	s.mu.Lock()
+	todo := r.rewatch
+	r.rewatch = nil
+	s.mu.Unlock()
+	ok := true
+	for _, l := range todo {
+		ok = r.watchOwn(l) && ok
+	}
+	return ok
+}
+
+// watchOwn sets a data watch on l's own node and checks it is still the
+// node granted: NoNode, or another czxid or owner, ends the lease
+// (ErrNodeDeleted). A connection error queues l for the janitor (which
+// retries on reconnection) and returns false.
+func (r *leaseRegistry) watchOwn(l *lease) bool {
+	s := r.s
+	if l.ctx.Err() != nil {
+		return true
+	}
+	_, st, _, err := s.conn.GetW(l.path)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case l.ctx.Err() != nil:
+	case errors.Is(err, zk.ErrNoNode):
+		r.revokeLocked(l, ErrNodeDeleted, false)
+	case err != nil:
+		if !s.closed {
+			r.rewatch = append(r.rewatch, l)
+		}
+		return false
+	case st.Czxid != l.czxid || st.EphemeralOwner != l.owner:
+		r.revokeLocked(l, ErrNodeDeleted, false)
+	default:
+		l.version = st.Version
+	}
+	return true
+}
