@@ -70,7 +70,7 @@ var _ recipe.Lock = (*RWSide)(nil)
 // checked for Downgrade's request too (a multi carrying two paths and the
 // data), so a path that fits a mutex may be too long for a read-write lock.
 func NewRW(s *recipe.Session, path string, opts ...Option) (*RWMutex, error) {
-	q, err := recipe.NewQueue(s, path, []string{WriteKind, ReadKind}, RWRule)
+	q, err := recipe.NewQueue(s, path, []string{WriteKind, ReadKind}, RWRule, recipe.AllowsAnchors())
 	if err != nil {
 		return nil, err
 	}
