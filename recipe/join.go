@@ -202,7 +202,7 @@ func (q *Queue) findByGUID(guid string) (string, error) {
 			return "", err
 		}
 		if ok && st.EphemeralOwner == cur {
-			if n, ok := ParseNodeName(c, q.kinds); ok {
+			if n, ok := parseNodeName(c, q.kinds); ok {
 				mine = append(mine, n)
 			}
 		}

@@ -76,7 +76,7 @@ func nodePrefix(guid, kind string, anchored bool, anchor int32) string {
 	return protectedPrefix + guid + "-" + kind
 }
 
-// ParseNodeName parses a child name of a queue directory, accepting only the
+// parseNodeName parses a child name of a queue directory, accepting only the
 // given kinds. The grammar of every node this module creates is
 //
 //	_c_<guid>-<kind><sequence>
@@ -88,7 +88,7 @@ func nodePrefix(guid, kind string, anchored bool, anchor int32) string {
 // it ("0000000042", "-000000001", "-2147483648" after the counter wraps).
 // It reports false for anything else: foreign children are ignored by every
 // recipe, never fatal.
-func ParseNodeName(name string, kinds []string) (NodeName, bool) {
+func parseNodeName(name string, kinds []string) (NodeName, bool) {
 	if len(name) < len(protectedPrefix)+guidLen+1 || !strings.HasPrefix(name, protectedPrefix) {
 		return NodeName{}, false
 	}
@@ -132,7 +132,7 @@ func ParseNodeName(name string, kinds []string) (NodeName, bool) {
 func parseListing(children []string, kinds []string) (nodes []NodeName, other string, found bool) {
 	nodes = make([]NodeName, 0, len(children))
 	for _, c := range children {
-		if n, ok := ParseNodeName(c, kinds); ok {
+		if n, ok := parseNodeName(c, kinds); ok {
 			nodes = append(nodes, n)
 			continue
 		}
@@ -140,7 +140,7 @@ func parseListing(children []string, kinds []string) (nodes []NodeName, other st
 			continue
 		}
 		if k := kindOf(c); k != "" {
-			if _, ok := ParseNodeName(c, []string{k}); ok {
+			if _, ok := parseNodeName(c, []string{k}); ok {
 				other, found = k, true
 			}
 		}
@@ -151,7 +151,7 @@ func parseListing(children []string, kinds []string) (nodes []NodeName, other st
 
 // kindOf returns what stands in the kind's place of a name in the grammar
 // (between "_c_<guid>-" and the sequence or the first '@'), or "" when the
-// name does not have that shape. ParseNodeName with that kind says whether
+// name does not have that shape. parseNodeName with that kind says whether
 // the whole name is in the grammar.
 func kindOf(name string) string {
 	head := len(protectedPrefix) + guidLen + 1

@@ -37,7 +37,7 @@ func BenchmarkParseNodeName(b *testing.B) {
 	name := nodePrefix("0123456789abcdef0123456789abcdef", "write-", false, 0) + formatSeq(-2147483648)
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, ok := ParseNodeName(name, benchKinds); !ok {
+		if _, ok := parseNodeName(name, benchKinds); !ok {
 			b.Fatal("no parse")
 		}
 	}

@@ -48,28 +48,28 @@ func FuzzNodeNameGrammar(f *testing.F) {
 			anchor = seq/3 - 7 // any int32: an anchored node's anchor
 		}
 		name := nodePrefix(guid, kind, anchored, anchor) + formatSeq(seq)
-		n, ok := ParseNodeName(name, fuzzKinds)
+		n, ok := parseNodeName(name, fuzzKinds)
 		want := NodeName{Name: name, GUID: guid, Kind: kind, Seq: seq, Anchored: anchored, Anchor: anchor}
 		if !ok || n != want {
-			t.Fatalf("ParseNodeName(%q) = %+v, %v; want %+v", name, n, ok, want)
+			t.Fatalf("parseNodeName(%q) = %+v, %v; want %+v", name, n, ok, want)
 		}
 		if got := parseChildren([]string{"foreign", name, mutated + "~"}, fuzzKinds); len(got) != 1 || got[0] != want {
 			t.Fatalf("parseChildren kept %+v, want just %+v", got, want)
 		}
-		if _, ok := ParseNodeName(name, nil); ok {
+		if _, ok := parseNodeName(name, nil); ok {
 			t.Fatalf("%q parsed with no kinds", name)
 		}
 
-		n, ok = ParseNodeName(mutated, fuzzKinds)
+		n, ok = parseNodeName(mutated, fuzzKinds)
 		if !ok {
 			return
 		}
 		if n.Name != mutated || len(n.GUID) != guidLen || strings.Trim(n.GUID, "0123456789abcdef") != "" ||
 			!slices.Contains(fuzzKinds, n.Kind) {
-			t.Fatalf("ParseNodeName(%q) = %+v: parts not in the grammar", mutated, n)
+			t.Fatalf("parseNodeName(%q) = %+v: parts not in the grammar", mutated, n)
 		}
 		if back := nodePrefix(n.GUID, n.Kind, n.Anchored, n.Anchor) + formatSeq(n.Seq); back != mutated {
-			t.Fatalf("ParseNodeName(%q) = %+v, which prints as %q", mutated, n, back)
+			t.Fatalf("parseNodeName(%q) = %+v, which prints as %q", mutated, n, back)
 		}
 		if s, ok := parseSeq(formatSeq(n.Seq)); !ok || s != n.Seq {
 			t.Fatalf("sequence %d does not round-trip through formatSeq/parseSeq", n.Seq)

@@ -46,9 +46,9 @@ func TestC1_NodeNameGrammar(t *testing.T) {
 		{"zookeeper", false, "", 0},
 	}
 	for _, c := range cases {
-		n, ok := ParseNodeName(c.name, kinds)
+		n, ok := parseNodeName(c.name, kinds)
 		if ok != c.ok || (ok && (n.Kind != c.kind || n.Seq != c.seq || n.GUID != g)) {
-			t.Errorf("ParseNodeName(%q) = %+v, %v; want kind %q seq %d ok %v", c.name, n, ok, c.kind, c.seq, c.ok)
+			t.Errorf("parseNodeName(%q) = %+v, %v; want kind %q seq %d ok %v", c.name, n, ok, c.kind, c.seq, c.ok)
 		}
 	}
 }
@@ -103,12 +103,12 @@ func TestAnchoredNames(t *testing.T) {
 	mk := func(kind string, anchored bool, anchor, seq int32) string {
 		return nodePrefix(g, kind, anchored, anchor) + formatSeq(seq)
 	}
-	n, ok := ParseNodeName(mk("read-", true, -5, 7), kinds)
+	n, ok := parseNodeName(mk("read-", true, -5, 7), kinds)
 	if !ok || !n.Anchored || n.Anchor != -5 || n.Seq != 7 || n.Kind != "read-" || n.Pos() != -5 {
 		t.Fatalf("anchored name parsed as %+v, %v", n, ok)
 	}
 	for _, bad := range []string{"_c_" + g + "-read-@0000000001", "_c_" + g + "-read-@1@0000000002", "_c_" + g + "-read-@0000000001@", "_c_" + g + "-read-@0000000001@@0000000002"} {
-		if n, ok := ParseNodeName(bad, kinds); ok {
+		if n, ok := parseNodeName(bad, kinds); ok {
 			t.Errorf("%q parsed as %+v", bad, n)
 		}
 	}
@@ -135,7 +135,7 @@ func FuzzParseNodeName(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, name string) {
-		n, ok := ParseNodeName(name, []string{"lock-", "my-lock-2-"})
+		n, ok := parseNodeName(name, []string{"lock-", "my-lock-2-"})
 		if ok && nodePrefix(n.GUID, n.Kind, n.Anchored, n.Anchor)+formatSeq(n.Seq) != name {
 			t.Fatalf("parse of %q does not round-trip: %+v", name, n)
 		}

@@ -277,3 +277,11 @@ func (q *Queue) participant(ctx context.Context, n NodeName) (_ Participant, ok 
 	return Participant{Name: n.Name, Kind: n.Kind, Seq: n.Seq, Token: fence.Token(st.Czxid),
 		SessionID: st.EphemeralOwner, Created: time.UnixMilli(st.Ctime), Data: data}, true, nil
 }
+
+// NodeName returns the participant's parsed node name, as a Rule sees it
+// (the zero NodeName if Name is not in the node-name grammar of Kind): a
+// tool can evaluate a Rule over a Participants listing.
+func (p Participant) NodeName() NodeName {
+	n, _ := parseNodeName(p.Name, []string{p.Kind})
+	return n
+}

@@ -62,16 +62,23 @@ type QueueOption func(*ruleContract)
 // See docs/design.md#waking-and-the-re-list-skip.
 func GrantsLowest() QueueOption { return func(c *ruleContract) { c.grantsLowest = true } }
 
-// AllowsAnchors declares that nodes may take an earlier node's queue
-// position (AcquireAnchored) and that the Rule lets an anchored node hold
+// AllowsAnchors declares that a node may take the queue position of an
+// earlier node (AcquireAnchored) of one of anchorKinds (all the queue's
+// kinds when none are given), and that the Rule lets an anchored node hold
 // while its anchor is ahead of it (the read-write lock's read rule). A
 // queue without it refuses AcquireAnchored.
-func AllowsAnchors() QueueOption { return func(c *ruleContract) { c.anchors = true } }
+func AllowsAnchors(anchorKinds ...string) QueueOption {
+	return func(c *ruleContract) {
+		c.anchors = true
+		c.anchorKinds = append(c.anchorKinds, anchorKinds...)
+	}
+}
 
 // ruleContract is what the engine may assume of a queue's Rule.
 type ruleContract struct {
-	grantsLowest bool // the lowest node holds whatever follows it
-	anchors      bool // anchored nodes may appear in the queue
+	grantsLowest bool     // the lowest node holds whatever follows it
+	anchors      bool     // anchored nodes may appear in the queue
+	anchorKinds  []string // the kinds of the nodes that may be anchors
 }
 
 // MaxNodeData is the most data a queue node may carry, in bytes: a
@@ -148,6 +155,14 @@ func NewQueue(s *Session, dir string, kinds []string, rule Rule, opts ...QueueOp
 			o(&q.contract)
 		}
 	}
+	if c := &q.contract; c.anchors && len(c.anchorKinds) == 0 {
+		c.anchorKinds = q.kinds
+	}
+	for _, k := range q.contract.anchorKinds {
+		if !slices.Contains(q.kinds, k) {
+			return nil, fmt.Errorf("%w: anchor kind %q is not one of %q", ErrBadOption, k, q.kinds)
+		}
+	}
 	return q, nil
 }
 
@@ -189,17 +204,19 @@ func (q *Queue) TryAcquire(ctx context.Context, kind string, data []byte) (Lease
 
 // AcquireAnchored is Acquire for a node that takes the queue position of
 // anchor, a live Lease granted by a Queue on the same directory and session
-// (see the node-name grammar): the read-write lock's downgrade. The node is
-// created in one transaction with a check that the anchor's node still
-// exists (a multi of check and create), so the position it takes was never
-// given to anyone else. The grant's token is the anchor's: every grant
-// behind that position, made after it, has a larger one.
+// to a node of an anchor kind (see AllowsAnchors) that is not itself
+// anchored: the read-write lock's downgrade. The node is created in one
+// transaction with a check that the anchor's node still exists (a multi of
+// check and create), so the position it takes was never given to anyone
+// else. The grant's token is the anchor's: every grant behind that
+// position, made after it, has a larger one.
 //
 // Errors: as Acquire; ErrBadOption when the queue was not declared with
 // AllowsAnchors or anchor is not such a lease; ErrLeaseLost (wrapping the
 // cause) when anchor has ended or its node is gone.
 func (q *Queue) AcquireAnchored(ctx context.Context, kind string, data []byte, anchor Lease) (Lease, error) {
-	if !q.contract.anchors {
+	c := q.contract
+	if !c.anchors {
 		return nil, fmt.Errorf("%w: anchored nodes need a queue declared with AllowsAnchors (%s)", ErrBadOption, ShortPath(q.dir))
 	}
 	var l *lease
@@ -207,16 +224,16 @@ func (q *Queue) AcquireAnchored(ctx context.Context, kind string, data []byte, a
 		l = a.queueNode()
 	}
 	if l == nil || l.s != q.s || path.Dir(l.path) != q.adir {
-		return nil, fmt.Errorf("%w: the anchor must be a lease of the same queue directory and session", ErrBadOption)
+		return nil, fmt.Errorf("%w: the anchor must be a lease of %s on the same session", ErrBadOption, ShortPath(q.dir))
+	}
+	n, ok := parseNodeName(path.Base(l.path), c.anchorKinds)
+	if !ok || n.Anchored {
+		return nil, fmt.Errorf("%w: the anchor must be a node of kind %q of %s, not %s", ErrBadOption, c.anchorKinds, ShortPath(q.dir), path.Base(l.path))
 	}
 	if l.ctx.Err() != nil {
 		return nil, errorf("%w (%w)", ErrLeaseLost, context.Cause(l.ctx))
 	}
-	n, ok := ParseNodeName(path.Base(l.path), l.kinds)
-	if !ok {
-		return nil, fmt.Errorf("%w: anchor node %s", ErrBadOption, ShortPath(l.path))
-	}
-	return q.acquire(ctx, kind, data, true, &anchorSpec{path: l.path, seq: n.Pos(), token: int64(l.Token())})
+	return q.acquire(ctx, kind, data, true, &anchorSpec{path: l.path, seq: n.Seq, token: int64(l.Token())})
 }
 
 // queueLease is a Lease granted by a Queue of this package: the leases
