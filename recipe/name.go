@@ -76,18 +76,9 @@ func nodePrefix(guid, kind string, anchored bool, anchor int32) string {
 	return protectedPrefix + guid + "-" + kind
 }
 
-// parseNodeName parses a child name of a queue directory, accepting only the
-// given kinds. The grammar of every node this module creates is
-//
-//	_c_<guid>-<kind><sequence>
-//	_c_<guid>-<kind>@<anchor>@<sequence>
-//
-// where <guid> is 32 lowercase hex digits (fresh for every Acquire call),
-// <kind> is one of kinds (it may contain digits and dashes), and <sequence>
-// is exactly the %010d form of a signed 32-bit number, as ZooKeeper appends
-// it ("0000000042", "-000000001", "-2147483648" after the counter wraps).
-// It reports false for anything else: foreign children are ignored by every
-// recipe, never fatal.
+// parseNodeName parses a child name of a queue directory in the grammar
+// above, accepting only the given kinds. It reports false for anything
+// else: foreign children are ignored by every recipe, never fatal.
 func parseNodeName(name string, kinds []string) (NodeName, bool) {
 	if len(name) < len(protectedPrefix)+guidLen+1 || !strings.HasPrefix(name, protectedPrefix) {
 		return NodeName{}, false

@@ -21,36 +21,30 @@ type Head struct {
 // ObserveHead reports the first node of the queue, at once and after every
 // change, including a change to "none" (an empty or missing directory:
 // case C16). Delivery coalesces: a slow reader skips intermediate heads but
-// always receives the latest one. The channel is closed when ctx ends, when
-// the Session is closed, or on an error that retrying cannot cure (below);
-// nothing is delivered after that.
+// always receives the latest one. It runs one goroutine, which never blocks
+// the client's event delivery; its requests are listed under "Reads" in
+// docs/design.md#acquisition, and its watches are shared with the
+// Session's other waiters.
 //
-// It runs one goroutine, which never blocks the client's event delivery.
-// ZooKeeper operations per change: getChildren (twice: before and after
-// setting the watch, so no change between the two is missed), getData of
-// the first node, and one watch: a data watch on the first node, a children
-// watch on the directory when it is empty, or an exists watch on it when it
-// is missing. Watches are shared with the Session's other waiters on the
-// same znode, so an observer that stops leaves no extra registration. A
-// read that fails on a connection loss is retried with the Session's retry
-// policy; one that fails otherwise is logged at warning level and tried
-// again a second later (the last delivered head stays current meanwhile),
+// A read that fails on a connection loss is retried with the Session's
+// retry policy; one that fails otherwise is logged at warning level and
+// tried again a second later (the last delivered head stays current),
 // unless retrying cannot cure it (Permanent: an ACL refusal; another
-// recipe's nodes in the directory, ErrMixedRecipes, once the read a second
-// later meets them too, as Stopper says): then it is logged once at error
-// level and the channel is closed. So a channel closed while ctx is live
-// and the Session open means such an error, as etcd's Observe closes its
-// channel when it cannot go on.
+// recipe's nodes, ErrMixedRecipes, met twice a second apart): then it is
+// logged at error level and the channel is closed. The channel is also
+// closed when ctx ends or the Session is closed; nothing is delivered
+// after that.
 func (q *Queue) ObserveHead(ctx context.Context) <-chan Head {
 	ch, _ := ObserveHeadAs(ctx, q, func(h Head) Head { return h }) // cannot fail
 	return ch
 }
 
 // ObserveHeadAs is ObserveHead delivering conv(head) instead of the head
-// itself, with the same coalescing: a recipe's own view of the head (an
-// election's leader) without a second goroutine or a second queue of
-// values. conv runs on the observer's goroutine and must not block.
-// Errors: ErrBadOption for a nil q or conv (then the channel is nil).
+// itself, with the same coalescing: a custom recipe's own view of the head
+// (an election's leader) without a second goroutine or a second queue of
+// values. conv runs on the observer's goroutine and must not block. (It is
+// a function because Go methods cannot have type parameters.) Errors:
+// ErrBadOption for a nil q or conv (then the channel is nil).
 func ObserveHeadAs[T any](ctx context.Context, q *Queue, conv func(Head) T) (<-chan T, error) {
 	if q == nil || conv == nil {
 		return nil, fmt.Errorf("%w: ObserveHeadAs needs a queue and a conversion", ErrBadOption)

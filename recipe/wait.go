@@ -33,11 +33,10 @@ func (q *Queue) wait(ctx context.Context, t *Ticket, wait bool, fs *fastStart) (
 		if err != nil {
 			return nil, err
 		}
-		nodes, k, mixed := parseListing(children, q.kinds)
-		if mixed {
-			return nil, q.mixed(k)
+		nodes, self, err := q.find(children, t.name)
+		if err != nil {
+			return nil, err
 		}
-		self := slices.IndexFunc(nodes, func(n NodeName) bool { return n.Name == t.name })
 		if self < 0 {
 			if piped {
 				continue // taken before the create was applied: list again
@@ -105,12 +104,15 @@ func (q *Queue) wait(ctx context.Context, t *Ticket, wait bool, fs *fastStart) (
 // one, otherwise a getChildren (with a child watch for a waiter with an
 // early lease: fastWait.relistSlot). A missing directory lists as empty:
 // the node went with it.
-func (q *Queue) list(ctx context.Context, fw *fastWait) (children []string, piped bool, err error) {
+func (q *Queue) list(ctx context.Context, fw *fastWait) ([]string, bool, error) {
 	if children, ok := fw.piped(); ok {
 		return children, true, nil
 	}
 	slot := fw.relistSlot()
-	err = q.s.retry(ctx, q.reqSize, func() (err error) {
+	// children is written by the request's worker, which may outlive an
+	// error return: read it only on success.
+	var children []string
+	err := q.s.retry(ctx, q.reqSize, func() (err error) {
 		if slot != nil {
 			children, _, _, err = q.s.conn.ChildrenW(q.adir)
 		} else {
@@ -126,6 +128,17 @@ func (q *Queue) list(ctx context.Context, fw *fastWait) (children []string, pipe
 		return nil, false, q.wrap("children", err)
 	}
 	return children, false, nil
+}
+
+// find parses and orders a listing and returns the index of the node name
+// in it (-1 when it is not listed). Another recipe's nodes in the listing
+// are ErrMixedRecipes.
+func (q *Queue) find(children []string, name string) ([]NodeName, int, error) {
+	nodes, k, mixed := parseListing(children, q.kinds)
+	if mixed {
+		return nil, -1, q.mixed(k)
+	}
+	return nodes, slices.IndexFunc(nodes, func(n NodeName) bool { return n.Name == name }), nil
 }
 
 // watchPaths turns the Rule's watch indexes into paths; a Rule that names
