@@ -43,8 +43,8 @@ func BenchmarkParseNodeName(b *testing.B) {
 	}
 }
 
-// BenchmarkParseChildren parses and orders a listing (what every wakeup of a
-// waiter does).
+// BenchmarkParseChildren parses and orders a listing with parseListing, as
+// every wakeup of a waiter does.
 func BenchmarkParseChildren(b *testing.B) {
 	for _, n := range benchSizes {
 		children := benchListing(n)
