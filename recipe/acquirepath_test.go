@@ -63,8 +63,13 @@ func TestAcquirePipelined(t *testing.T) {
 	cl := zktest.Shared(t)
 	var log opLog
 	s := connect(t, cl.Servers(), WithDialer(log.dialer()))
-	q := newTestQueue(t, s, "/pipe")
 	in := zktest.Inspect(t, cl)
+	// A persistent directory: the servers' container reaper (every second
+	// in the harness) may delete an empty container between two rounds,
+	// and the next create would then re-create it and list twice.
+	in.Create("/pipe", nil)
+	defer in.Delete("/pipe")
+	q := newTestQueue(t, s, "/pipe")
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel() // a cancellable ctx: the requests run on the Session's workers
 	for i := 0; i < 20; i++ {
