@@ -66,7 +66,8 @@ func GrantsLowest() QueueOption { return func(c *ruleContract) { c.grantsLowest 
 // earlier node (AcquireAnchored) of one of anchorKinds (all the queue's
 // kinds when none are given), and that the Rule lets an anchored node hold
 // while its anchor is ahead of it (the read-write lock's read rule). A
-// queue without it refuses AcquireAnchored.
+// queue without it refuses AcquireAnchored; NewQueue refuses it for a
+// queue of fewer than two kinds (ErrBadOption).
 func AllowsAnchors(anchorKinds ...string) QueueOption {
 	return func(c *ruleContract) {
 		c.anchors = true
@@ -157,6 +158,11 @@ func NewQueue(s *Session, dir string, kinds []string, rule Rule, opts ...QueueOp
 	}
 	if c := &q.contract; c.anchors && len(c.anchorKinds) == 0 {
 		c.anchorKinds = q.kinds
+	}
+	if q.contract.anchors && len(kinds) < 2 {
+		// The packet limit is checked for anchored names only in queues of
+		// two or more kinds (maxNameLen).
+		return nil, fmt.Errorf("%w: anchored nodes need a queue of two or more node kinds", ErrBadOption)
 	}
 	for _, k := range q.contract.anchorKinds {
 		if !slices.Contains(q.kinds, k) {
