@@ -23,6 +23,10 @@ import (
 //     (docs/design.md#the-child-watch-stand-in).
 //   - re-list skip: a waiter whose only predecessor was deleted is granted
 //     on a read of its own node (docs/design.md#waking-and-the-re-list-skip).
+//
+// Only the skip relies on the Rule beyond its stated contract: on the
+// declared GrantsLowest, and on no anchors (skipCandidate). The other three
+// hold whatever the Rule.
 
 // fastStart is what an Acquire learns while its create is in flight.
 type fastStart struct {

@@ -33,10 +33,13 @@ import (
 // lock watches the nearest write node before it; an N-permit semaphore holds
 // below index N and watches the N nodes before it.
 //
-// A Rule must be a pure function of the listing, and whenever its answer is
-// "wait" it must stay "wait" while every watched node exists: the engine
-// re-lists on every wakeup, so a Rule only has to name enough nodes that no
-// grant is missed. Anything more the engine may assume is declared with
+// A Rule must be a pure, cheap function of the names (no I/O, no data, no
+// time); whenever its answer is "wait" it must stay "wait" while every
+// watched node exists (the engine re-lists on every wakeup, so a Rule only
+// has to name enough nodes that no grant is missed); and a node it grants
+// must stay granted on every later listing that still shows it (later
+// nodes sort after it, but for an anchored node), since a grant is never
+// re-checked. Anything more the engine may assume is declared with
 // QueueOptions. See docs/design.md#the-rule-contract.
 type Rule func(nodes []NodeName, self int) (holds bool, watch []int)
 
