@@ -151,7 +151,7 @@ func (o Observation) String() string {
 // recipe.WithMaxPacket); recipe.ErrBadOption for a nil session;
 // recipe.ErrSessionClosed.
 func New(s *recipe.Session, path string, opts ...Option) (*Election, error) {
-	q, err := recipe.NewQueue(s, path, []string{Kind}, recipe.FirstHolds)
+	q, err := recipe.NewQueue(s, path, []string{Kind}, recipe.FirstHolds, recipe.GrantsLowest())
 	if err != nil {
 		return nil, err
 	}

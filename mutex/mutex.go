@@ -100,7 +100,7 @@ func buildConfig(q *recipe.Queue, opts []Option) (config, error) {
 // recipe.MaxNodeData; recipe.ErrTooLarge for data over it or too large for
 // the packet limit with the path; recipe.ErrSessionClosed.
 func New(s *recipe.Session, path string, opts ...Option) (*Mutex, error) {
-	q, err := recipe.NewQueue(s, path, []string{Kind}, recipe.FirstHolds)
+	q, err := recipe.NewQueue(s, path, []string{Kind}, recipe.FirstHolds, recipe.GrantsLowest())
 	if err != nil {
 		return nil, err
 	}

@@ -2,8 +2,6 @@ package mutex
 
 import (
 	"context"
-	"fmt"
-	"path"
 
 	"github.com/zkrecipes/zkrecipes/recipe"
 )
@@ -70,7 +68,7 @@ var _ recipe.Lock = (*RWSide)(nil)
 // checked for Downgrade's request too (a multi carrying two paths and the
 // data), so a path that fits a mutex may be too long for a read-write lock.
 func NewRW(s *recipe.Session, path string, opts ...Option) (*RWMutex, error) {
-	q, err := recipe.NewQueue(s, path, []string{WriteKind, ReadKind}, RWRule)
+	q, err := recipe.NewQueue(s, path, []string{WriteKind, ReadKind}, RWRule, recipe.AllowsAnchors(WriteKind))
 	if err != nil {
 		return nil, err
 	}
@@ -127,13 +125,6 @@ func (rw *RWMutex) Path() string { return rw.q.Dir() }
 // RWMutex; an error matching recipe.ErrLeaseLost when write has ended or its
 // node is gone; otherwise as Acquire.
 func (rw *RWMutex) Downgrade(ctx context.Context, write recipe.Lease) (recipe.Lease, error) {
-	p, ok := write.(recipe.NodeLease)
-	if !ok || path.Dir(p.Path()) != rw.q.Dir() {
-		return nil, fmt.Errorf("%w: Downgrade needs a write lease of %s", recipe.ErrBadOption, recipe.ShortPath(rw.q.Dir()))
-	}
-	if n, ok := recipe.ParseNodeName(path.Base(p.Path()), []string{WriteKind}); !ok || n.Anchored {
-		return nil, fmt.Errorf("%w: Downgrade needs a write lease of %s, not %s", recipe.ErrBadOption, recipe.ShortPath(rw.q.Dir()), path.Base(p.Path()))
-	}
 	return rw.q.AcquireAnchored(ctx, ReadKind, rw.data, write)
 }
 

@@ -55,7 +55,7 @@ func NewSemaphore(s *recipe.Session, path string, leases int, opts ...Option) (*
 	if leases < 1 {
 		return nil, fmt.Errorf("%w: a semaphore needs at least one lease, got %d", recipe.ErrBadOption, leases)
 	}
-	q, err := recipe.NewQueue(s, path, []string{SemaphoreKind}, SemaphoreRule(leases))
+	q, err := recipe.NewQueue(s, path, []string{SemaphoreKind}, SemaphoreRule(leases), recipe.GrantsLowest())
 	if err != nil {
 		return nil, err
 	}

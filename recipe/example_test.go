@@ -2,6 +2,7 @@ package recipe_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -49,4 +50,35 @@ func ExampleLease() {
 	lease.Release(ctx)
 	fmt.Println(context.Cause(lease.Context()))
 	// Output: recipe: lease released
+}
+
+// A custom recipe is a Queue: node kinds, a Rule, and the QueueOptions the
+// Rule satisfies. Here a gate lets two holders in at a time; its lowest node
+// always holds, which it declares with GrantsLowest.
+func ExampleNewQueue() {
+	ctx := context.Background()
+	s, err := recipe.Connect(ctx, zktest.ExampleServers())
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer s.Close()
+	twoAtATime := func(_ []recipe.NodeName, self int) (bool, []int) {
+		if self < 2 {
+			return true, nil
+		}
+		return false, []int{self - 2, self - 1} // either deletion may let self in
+	}
+	q, err := recipe.NewQueue(s, "/gates/two", []string{"gate-"}, twoAtATime, recipe.GrantsLowest())
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	a, _ := q.Acquire(ctx, "gate-", nil)
+	b, _ := q.Acquire(ctx, "gate-", nil)
+	_, err = q.TryAcquire(ctx, "gate-", nil)
+	fmt.Println(errors.Is(err, recipe.ErrLocked))
+	a.Release(ctx)
+	b.Release(ctx)
+	// Output: true
 }

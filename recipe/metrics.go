@@ -96,7 +96,7 @@ func (s *Session) reportLeaseLost(l *lease, cause error) {
 	}
 	rel := l.path[len(s.chroot):]
 	kind := ""
-	if n, ok := ParseNodeName(path.Base(rel), l.kinds); ok {
+	if n, ok := parseNodeName(path.Base(rel), l.kinds); ok {
 		kind = n.Kind
 	}
 	m.LeaseLost(metricKind(kind), path.Dir(rel), cause)

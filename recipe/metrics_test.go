@@ -147,6 +147,6 @@ func path0(t *testing.T, children []string) string {
 	if len(children) != 2 {
 		t.Fatalf("want holder and waiter, got %q", children)
 	}
-	n := ParseChildren(children, []string{"lock-"})
+	n := parseChildren(children, []string{"lock-"})
 	return n[0].Name
 }

@@ -76,19 +76,10 @@ func nodePrefix(guid, kind string, anchored bool, anchor int32) string {
 	return protectedPrefix + guid + "-" + kind
 }
 
-// ParseNodeName parses a child name of a queue directory, accepting only the
-// given kinds. The grammar of every node this module creates is
-//
-//	_c_<guid>-<kind><sequence>
-//	_c_<guid>-<kind>@<anchor>@<sequence>
-//
-// where <guid> is 32 lowercase hex digits (fresh for every Acquire call),
-// <kind> is one of kinds (it may contain digits and dashes), and <sequence>
-// is exactly the %010d form of a signed 32-bit number, as ZooKeeper appends
-// it ("0000000042", "-000000001", "-2147483648" after the counter wraps).
-// It reports false for anything else: foreign children are ignored by every
-// recipe, never fatal.
-func ParseNodeName(name string, kinds []string) (NodeName, bool) {
+// parseNodeName parses a child name of a queue directory in the grammar
+// above, accepting only the given kinds. It reports false for anything
+// else: foreign children are ignored by every recipe, never fatal.
+func parseNodeName(name string, kinds []string) (NodeName, bool) {
 	if len(name) < len(protectedPrefix)+guidLen+1 || !strings.HasPrefix(name, protectedPrefix) {
 		return NodeName{}, false
 	}
@@ -125,22 +116,14 @@ func ParseNodeName(name string, kinds []string) (NodeName, bool) {
 	return NodeName{}, false
 }
 
-// otherKind reports the kind of the first child that is in this module's
-// name grammar (protected prefix, GUID, a kind, a canonical sequence, or an
-// anchored position) but of none of kinds: a node another recipe created in
-// the same directory. Children outside the grammar are not reported.
-func otherKind(children []string, kinds []string) (string, bool) {
-	_, k, ok := parseListing(children, kinds)
-	return k, ok
-}
-
-// parseListing is ParseChildren that also reports, in the same pass, the
-// kind of the first child that is in the grammar but of none of kinds (see
-// otherKind).
+// parseListing parses and orders a children listing, dropping names outside
+// the grammar, and reports in the same pass the kind of the first child that
+// is in the grammar but of none of kinds: a node another recipe created in
+// the same directory (found true).
 func parseListing(children []string, kinds []string) (nodes []NodeName, other string, found bool) {
 	nodes = make([]NodeName, 0, len(children))
 	for _, c := range children {
-		if n, ok := ParseNodeName(c, kinds); ok {
+		if n, ok := parseNodeName(c, kinds); ok {
 			nodes = append(nodes, n)
 			continue
 		}
@@ -148,18 +131,18 @@ func parseListing(children []string, kinds []string) (nodes []NodeName, other st
 			continue
 		}
 		if k := kindOf(c); k != "" {
-			if _, ok := ParseNodeName(c, []string{k}); ok {
+			if _, ok := parseNodeName(c, []string{k}); ok {
 				other, found = k, true
 			}
 		}
 	}
-	SortNodes(nodes)
+	sortNodes(nodes)
 	return nodes, other, found
 }
 
 // kindOf returns what stands in the kind's place of a name in the grammar
 // (between "_c_<guid>-" and the sequence or the first '@'), or "" when the
-// name does not have that shape. ParseNodeName with that kind says whether
+// name does not have that shape. parseNodeName with that kind says whether
 // the whole name is in the grammar.
 func kindOf(name string) string {
 	head := len(protectedPrefix) + guidLen + 1
@@ -219,17 +202,17 @@ func appendSeq(b []byte, v int32) []byte {
 	return append(b, d[i:]...)
 }
 
-// SeqLess reports whether sequence a was assigned before b, with serial-number
+// seqLess reports whether sequence a was assigned before b, with serial-number
 // arithmetic so that the order survives the counter wrapping past
 // 2147483647 to negative values: a < b iff b-a, computed modulo 2^32, is a
 // positive int32. It is a total order on any set of live sequences that spans
 // less than 2^31 (ZooKeeper can't hold that many children under one parent).
-func SeqLess(a, b int32) bool { return int32(uint32(b)-uint32(a)) > 0 }
+func seqLess(a, b int32) bool { return int32(uint32(b)-uint32(a)) > 0 }
 
-// SortNodes orders nodes in queue order: by position (Pos, wrap-aware), an
+// sortNodes orders nodes in queue order: by position (Pos, wrap-aware), an
 // anchor before the nodes anchored to it, anchored nodes by their own
 // sequence, then by name.
-func SortNodes(nodes []NodeName) {
+func sortNodes(nodes []NodeName) {
 	slices.SortFunc(nodes, compareNodes)
 }
 
@@ -253,21 +236,9 @@ func compareSeq(a, b int32) int {
 	switch {
 	case a == b:
 		return 0
-	case SeqLess(a, b):
+	case seqLess(a, b):
 		return -1
 	default:
 		return 1
 	}
-}
-
-// ParseChildren parses and orders a children listing, dropping foreign names.
-func ParseChildren(children []string, kinds []string) []NodeName {
-	nodes := make([]NodeName, 0, len(children))
-	for _, c := range children {
-		if n, ok := ParseNodeName(c, kinds); ok {
-			nodes = append(nodes, n)
-		}
-	}
-	SortNodes(nodes)
-	return nodes
 }

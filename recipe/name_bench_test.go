@@ -37,21 +37,21 @@ func BenchmarkParseNodeName(b *testing.B) {
 	name := nodePrefix("0123456789abcdef0123456789abcdef", "write-", false, 0) + formatSeq(-2147483648)
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, ok := ParseNodeName(name, benchKinds); !ok {
+		if _, ok := parseNodeName(name, benchKinds); !ok {
 			b.Fatal("no parse")
 		}
 	}
 }
 
-// BenchmarkParseChildren parses and orders a listing (what every wakeup of a
-// waiter does).
+// BenchmarkParseChildren parses and orders a listing with parseListing, as
+// every wakeup of a waiter does.
 func BenchmarkParseChildren(b *testing.B) {
 	for _, n := range benchSizes {
 		children := benchListing(n)
 		b.Run(fmt.Sprintf("n=%d", n), func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				ParseChildren(children, benchKinds)
+				parseChildren(children, benchKinds)
 			}
 		})
 	}
@@ -60,7 +60,7 @@ func BenchmarkParseChildren(b *testing.B) {
 // BenchmarkSortNodes orders a parsed, shuffled listing.
 func BenchmarkSortNodes(b *testing.B) {
 	for _, n := range benchSizes {
-		nodes := ParseChildren(benchListing(n), benchKinds)
+		nodes := parseChildren(benchListing(n), benchKinds)
 		r := rand.New(rand.NewPCG(3, 4))
 		work := make([]NodeName, len(nodes))
 		b.Run(fmt.Sprintf("n=%d", n), func(b *testing.B) {
@@ -70,7 +70,7 @@ func BenchmarkSortNodes(b *testing.B) {
 				copy(work, nodes)
 				r.Shuffle(len(work), func(i, j int) { work[i], work[j] = work[j], work[i] })
 				b.StartTimer()
-				SortNodes(work)
+				sortNodes(work)
 			}
 		})
 	}
@@ -81,7 +81,7 @@ func BenchmarkSortNodes(b *testing.B) {
 // for the last node, which searches the whole listing).
 func BenchmarkFirstHolds(b *testing.B) {
 	for _, n := range benchSizes {
-		nodes := ParseChildren(benchListing(n), benchKinds)
+		nodes := parseChildren(benchListing(n), benchKinds)
 		name := nodes[len(nodes)-1].Name
 		b.Run(fmt.Sprintf("n=%d", n), func(b *testing.B) {
 			b.ReportAllocs()

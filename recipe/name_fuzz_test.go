@@ -25,7 +25,7 @@ func fuzzGUID(b []byte) string {
 //
 //   - every name this module can create (_c_<guid>-<kind><seq> for any GUID,
 //     kind and int32 sequence) parses back to exactly its parts, alone and
-//     through ParseChildren;
+//     through parseListing;
 //   - every string that parses (the fuzzer mutates the name as well) is in
 //     the canonical form: 32 lowercase hex digits, one of the kinds, a
 //     sequence whose %010d form is the suffix; printing the parts gives the
@@ -48,28 +48,28 @@ func FuzzNodeNameGrammar(f *testing.F) {
 			anchor = seq/3 - 7 // any int32: an anchored node's anchor
 		}
 		name := nodePrefix(guid, kind, anchored, anchor) + formatSeq(seq)
-		n, ok := ParseNodeName(name, fuzzKinds)
+		n, ok := parseNodeName(name, fuzzKinds)
 		want := NodeName{Name: name, GUID: guid, Kind: kind, Seq: seq, Anchored: anchored, Anchor: anchor}
 		if !ok || n != want {
-			t.Fatalf("ParseNodeName(%q) = %+v, %v; want %+v", name, n, ok, want)
+			t.Fatalf("parseNodeName(%q) = %+v, %v; want %+v", name, n, ok, want)
 		}
-		if got := ParseChildren([]string{"foreign", name, mutated + "~"}, fuzzKinds); len(got) != 1 || got[0] != want {
-			t.Fatalf("ParseChildren kept %+v, want just %+v", got, want)
+		if got := parseChildren([]string{"foreign", name, mutated + "~"}, fuzzKinds); len(got) != 1 || got[0] != want {
+			t.Fatalf("parseChildren kept %+v, want just %+v", got, want)
 		}
-		if _, ok := ParseNodeName(name, nil); ok {
+		if _, ok := parseNodeName(name, nil); ok {
 			t.Fatalf("%q parsed with no kinds", name)
 		}
 
-		n, ok = ParseNodeName(mutated, fuzzKinds)
+		n, ok = parseNodeName(mutated, fuzzKinds)
 		if !ok {
 			return
 		}
 		if n.Name != mutated || len(n.GUID) != guidLen || strings.Trim(n.GUID, "0123456789abcdef") != "" ||
 			!slices.Contains(fuzzKinds, n.Kind) {
-			t.Fatalf("ParseNodeName(%q) = %+v: parts not in the grammar", mutated, n)
+			t.Fatalf("parseNodeName(%q) = %+v: parts not in the grammar", mutated, n)
 		}
 		if back := nodePrefix(n.GUID, n.Kind, n.Anchored, n.Anchor) + formatSeq(n.Seq); back != mutated {
-			t.Fatalf("ParseNodeName(%q) = %+v, which prints as %q", mutated, n, back)
+			t.Fatalf("parseNodeName(%q) = %+v, which prints as %q", mutated, n, back)
 		}
 		if s, ok := parseSeq(formatSeq(n.Seq)); !ok || s != n.Seq {
 			t.Fatalf("sequence %d does not round-trip through formatSeq/parseSeq", n.Seq)
@@ -77,11 +77,11 @@ func FuzzNodeNameGrammar(f *testing.F) {
 	})
 }
 
-// FuzzSeqOrder checks SeqLess and SortNodes on sets of sequences that span
+// FuzzSeqOrder checks seqLess and sortNodes on sets of sequences that span
 // less than 2^31 (all ZooKeeper can hold under one parent), starting
-// anywhere, so across the wrap from 2147483647 to -2147483648: SeqLess is the
+// anywhere, so across the wrap from 2147483647 to -2147483648: seqLess is the
 // order in which the sequences were assigned (a strict order: irreflexive,
-// antisymmetric, total on distinct values) and SortNodes sorts by it, ties
+// antisymmetric, total on distinct values) and sortNodes sorts by it, ties
 // broken by name, keeping every node.
 func FuzzSeqOrder(f *testing.F) {
 	f.Add(int32(0), []byte{0, 0, 0, 1, 0, 0, 0, 2})
@@ -103,12 +103,12 @@ func FuzzSeqOrder(f *testing.F) {
 			nodes = append(nodes, node{NodeName{Name: name, GUID: name[3:35], Kind: "lock-", Seq: seq}, off})
 		}
 		for _, a := range nodes {
-			if SeqLess(a.n.Seq, a.n.Seq) {
-				t.Fatalf("SeqLess(%d, %d) is true", a.n.Seq, a.n.Seq)
+			if seqLess(a.n.Seq, a.n.Seq) {
+				t.Fatalf("seqLess(%d, %d) is true", a.n.Seq, a.n.Seq)
 			}
 			for _, b := range nodes {
-				if got, want := SeqLess(a.n.Seq, b.n.Seq), a.off < b.off; got != want {
-					t.Fatalf("SeqLess(%d, %d) = %v, but they were assigned at offsets %d and %d from %d",
+				if got, want := seqLess(a.n.Seq, b.n.Seq), a.off < b.off; got != want {
+					t.Fatalf("seqLess(%d, %d) = %v, but they were assigned at offsets %d and %d from %d",
 						a.n.Seq, b.n.Seq, got, a.off, b.off, base)
 				}
 			}
@@ -118,9 +118,9 @@ func FuzzSeqOrder(f *testing.F) {
 		names := make([]string, len(nodes))
 		for i, nd := range nodes {
 			sorted[i] = nd.n
-			names[len(nodes)-1-i] = nd.n.Name // reversed, for ParseChildren
+			names[len(nodes)-1-i] = nd.n.Name // reversed, for parseChildren
 		}
-		SortNodes(sorted)
+		sortNodes(sorted)
 		offOf := make(map[string]uint32, len(nodes))
 		for _, nd := range nodes {
 			offOf[nd.n.Name] = nd.off
@@ -128,7 +128,7 @@ func FuzzSeqOrder(f *testing.F) {
 		for i := 1; i < len(sorted); i++ {
 			p, c := sorted[i-1], sorted[i]
 			if offOf[p.Name] > offOf[c.Name] || (offOf[p.Name] == offOf[c.Name] && p.Name > c.Name) {
-				t.Fatalf("SortNodes put %s (offset %d) before %s (offset %d)", p.Name, offOf[p.Name], c.Name, offOf[c.Name])
+				t.Fatalf("sortNodes put %s (offset %d) before %s (offset %d)", p.Name, offOf[p.Name], c.Name, offOf[c.Name])
 			}
 		}
 		key := func(ns []NodeName) []string {
@@ -144,10 +144,10 @@ func FuzzSeqOrder(f *testing.F) {
 			orig[i] = nd.n
 		}
 		if !slices.Equal(key(sorted), key(orig)) {
-			t.Fatalf("SortNodes changed the set of nodes: %v -> %v", orig, sorted)
+			t.Fatalf("sortNodes changed the set of nodes: %v -> %v", orig, sorted)
 		}
-		if got := ParseChildren(names, []string{"lock-"}); !slices.Equal(got, sorted) {
-			t.Fatalf("ParseChildren of the names = %v, want the sorted nodes %v", got, sorted)
+		if got := parseChildren(names, []string{"lock-"}); !slices.Equal(got, sorted) {
+			t.Fatalf("parseChildren of the names = %v, want the sorted nodes %v", got, sorted)
 		}
 	})
 }

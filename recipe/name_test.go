@@ -46,9 +46,9 @@ func TestC1_NodeNameGrammar(t *testing.T) {
 		{"zookeeper", false, "", 0},
 	}
 	for _, c := range cases {
-		n, ok := ParseNodeName(c.name, kinds)
+		n, ok := parseNodeName(c.name, kinds)
 		if ok != c.ok || (ok && (n.Kind != c.kind || n.Seq != c.seq || n.GUID != g)) {
-			t.Errorf("ParseNodeName(%q) = %+v, %v; want kind %q seq %d ok %v", c.name, n, ok, c.kind, c.seq, c.ok)
+			t.Errorf("parseNodeName(%q) = %+v, %v; want kind %q seq %d ok %v", c.name, n, ok, c.kind, c.seq, c.ok)
 		}
 	}
 }
@@ -76,7 +76,7 @@ func TestC1_WrapAwareOrder(t *testing.T) {
 		names = append(names, fmt.Sprintf("_c_%s-lock-%s", g, formatSeq(seqs[i])))
 	}
 	names = append(names, "foreign", "_c_"+g+"-lock-x")
-	nodes := ParseChildren(names, []string{"lock-"})
+	nodes := parseChildren(names, []string{"lock-"})
 	var got []int32
 	for _, n := range nodes {
 		got = append(got, n.Seq)
@@ -84,8 +84,8 @@ func TestC1_WrapAwareOrder(t *testing.T) {
 	if !slices.Equal(got, seqs) {
 		t.Fatalf("order = %v, want %v", got, seqs)
 	}
-	if !SeqLess(2147483647, -2147483648) || SeqLess(-2147483648, 2147483647) || !SeqLess(1, 2) || SeqLess(3, 3) {
-		t.Fatal("SeqLess is not wrap-aware")
+	if !seqLess(2147483647, -2147483648) || seqLess(-2147483648, 2147483647) || !seqLess(1, 2) || seqLess(3, 3) {
+		t.Fatal("seqLess is not wrap-aware")
 	}
 }
 
@@ -103,19 +103,19 @@ func TestAnchoredNames(t *testing.T) {
 	mk := func(kind string, anchored bool, anchor, seq int32) string {
 		return nodePrefix(g, kind, anchored, anchor) + formatSeq(seq)
 	}
-	n, ok := ParseNodeName(mk("read-", true, -5, 7), kinds)
+	n, ok := parseNodeName(mk("read-", true, -5, 7), kinds)
 	if !ok || !n.Anchored || n.Anchor != -5 || n.Seq != 7 || n.Kind != "read-" || n.Pos() != -5 {
 		t.Fatalf("anchored name parsed as %+v, %v", n, ok)
 	}
 	for _, bad := range []string{"_c_" + g + "-read-@0000000001", "_c_" + g + "-read-@1@0000000002", "_c_" + g + "-read-@0000000001@", "_c_" + g + "-read-@0000000001@@0000000002"} {
-		if n, ok := ParseNodeName(bad, kinds); ok {
+		if n, ok := parseNodeName(bad, kinds); ok {
 			t.Errorf("%q parsed as %+v", bad, n)
 		}
 	}
 	// C13's queue: A's write (1), B's write (2), A's downgrade read anchored
 	// to 1 (seq 3), C's read (4). Queue order: A-w, A-r, B-w, C-r.
 	names := []string{mk("read-", false, 0, 4), mk("write-", false, 0, 2), mk("read-", true, 1, 3), mk("write-", false, 0, 1)}
-	nodes := ParseChildren(names, kinds)
+	nodes := parseChildren(names, kinds)
 	var got []int32
 	for _, n := range nodes {
 		got = append(got, n.Seq)
@@ -124,7 +124,7 @@ func TestAnchoredNames(t *testing.T) {
 		t.Fatalf("queue order %v, want %v", got, want)
 	}
 	// Once the anchor is gone, the anchored node still sorts before B.
-	nodes = ParseChildren(names[:3], kinds)
+	nodes = parseChildren(names[:3], kinds)
 	if nodes[0].Seq != 3 || nodes[1].Seq != 2 {
 		t.Fatalf("without its anchor the read must stay first: %+v", nodes)
 	}
@@ -135,7 +135,7 @@ func FuzzParseNodeName(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, name string) {
-		n, ok := ParseNodeName(name, []string{"lock-", "my-lock-2-"})
+		n, ok := parseNodeName(name, []string{"lock-", "my-lock-2-"})
 		if ok && nodePrefix(n.GUID, n.Kind, n.Anchored, n.Anchor)+formatSeq(n.Seq) != name {
 			t.Fatalf("parse of %q does not round-trip: %+v", name, n)
 		}
@@ -168,7 +168,7 @@ func TestFormatSeqIsPercent010d(t *testing.T) {
 	}
 }
 
-func TestOtherKind(t *testing.T) {
+func TestParseListingOtherKind(t *testing.T) {
 	g := strings.Repeat("ab", 16)
 	for _, tc := range []struct {
 		children []string
@@ -184,9 +184,15 @@ func TestOtherKind(t *testing.T) {
 		{[]string{"_c_" + strings.Repeat("z", 32) + "-lease-0000000002"}, "", false},     // not a GUID
 		{[]string{"_c_6f1d3a9e-1111-2222-3333-444455556666-lock-0000000001"}, "", false}, // Curator's protected name
 	} {
-		got, found := otherKind(tc.children, []string{"lock-"})
+		_, got, found := parseListing(tc.children, []string{"lock-"})
 		if got != tc.want || found != tc.found {
-			t.Errorf("otherKind(%q) = %q, %v; want %q, %v", tc.children, got, found, tc.want, tc.found)
+			t.Errorf("parseListing(%q) = %q, %v; want %q, %v", tc.children, got, found, tc.want, tc.found)
 		}
 	}
+}
+
+// parseChildren is parseListing's parsed and ordered nodes.
+func parseChildren(children []string, kinds []string) []NodeName {
+	nodes, _, _ := parseListing(children, kinds)
+	return nodes
 }

@@ -21,36 +21,30 @@ type Head struct {
 // ObserveHead reports the first node of the queue, at once and after every
 // change, including a change to "none" (an empty or missing directory:
 // case C16). Delivery coalesces: a slow reader skips intermediate heads but
-// always receives the latest one. The channel is closed when ctx ends, when
-// the Session is closed, or on an error that retrying cannot cure (below);
-// nothing is delivered after that.
+// always receives the latest one. It runs one goroutine, which never blocks
+// the client's event delivery; its requests are listed under "Reads" in
+// docs/design.md#acquisition, and its watches are shared with the
+// Session's other waiters.
 //
-// It runs one goroutine, which never blocks the client's event delivery.
-// ZooKeeper operations per change: getChildren (twice: before and after
-// setting the watch, so no change between the two is missed), getData of
-// the first node, and one watch: a data watch on the first node, a children
-// watch on the directory when it is empty, or an exists watch on it when it
-// is missing. Watches are shared with the Session's other waiters on the
-// same znode, so an observer that stops leaves no extra registration. A
-// read that fails on a connection loss is retried with the Session's retry
-// policy; one that fails otherwise is logged at warning level and tried
-// again a second later (the last delivered head stays current meanwhile),
+// A read that fails on a connection loss is retried with the Session's
+// retry policy; one that fails otherwise is logged at warning level and
+// tried again a second later (the last delivered head stays current),
 // unless retrying cannot cure it (Permanent: an ACL refusal; another
-// recipe's nodes in the directory, ErrMixedRecipes, once the read a second
-// later meets them too, as Stopper says): then it is logged once at error
-// level and the channel is closed. So a channel closed while ctx is live
-// and the Session open means such an error, as etcd's Observe closes its
-// channel when it cannot go on.
+// recipe's nodes, ErrMixedRecipes, met twice a second apart): then it is
+// logged at error level and the channel is closed. The channel is also
+// closed when ctx ends or the Session is closed; nothing is delivered
+// after that.
 func (q *Queue) ObserveHead(ctx context.Context) <-chan Head {
 	ch, _ := ObserveHeadAs(ctx, q, func(h Head) Head { return h }) // cannot fail
 	return ch
 }
 
 // ObserveHeadAs is ObserveHead delivering conv(head) instead of the head
-// itself, with the same coalescing: a recipe's own view of the head (an
-// election's leader) without a second goroutine or a second queue of
-// values. conv runs on the observer's goroutine and must not block.
-// Errors: ErrBadOption for a nil q or conv (then the channel is nil).
+// itself, with the same coalescing: a custom recipe's own view of the head
+// (an election's leader) without a second goroutine or a second queue of
+// values. conv runs on the observer's goroutine and must not block. (It is
+// a function because Go methods cannot have type parameters.) Errors:
+// ErrBadOption for a nil q or conv (then the channel is nil).
 func ObserveHeadAs[T any](ctx context.Context, q *Queue, conv func(Head) T) (<-chan T, error) {
 	if q == nil || conv == nil {
 		return nil, fmt.Errorf("%w: ObserveHeadAs needs a queue and a conversion", ErrBadOption)
@@ -130,11 +124,15 @@ func ObserveHeadAs[T any](ctx context.Context, q *Queue, conv func(Head) T) (<-c
 }
 
 // headAndWatch reads the queue head and sets the watch that fires when it
-// may have changed.
+// may have changed: a data watch on the first node (which changes only by
+// its deletion: later nodes sort after it), a child watch on an empty
+// directory, an exists watch on a missing one. An empty or missing
+// directory is read again after its watch is set, so a node created in
+// between is not missed.
 func (q *Queue) headAndWatch(ctx context.Context) (Head, <-chan struct{}, func(), error) {
 	s := q.s
 	for {
-		h, err := q.readHead(ctx)
+		h, missing, err := q.readHead(ctx)
 		if err != nil {
 			return Head{}, nil, nil, err
 		}
@@ -143,7 +141,7 @@ func (q *Queue) headAndWatch(ctx context.Context) (Head, <-chan struct{}, func()
 		switch {
 		case h.Present:
 			stop, err = s.watchPath(ctx, w, dataWatch, q.adir+"/"+h.Node.Name)
-		case h.Node.Name == "missing":
+		case missing:
 			stop, err = s.watchPath(ctx, w, existWatch, q.adir)
 		default:
 			stop, err = s.watchPath(ctx, w, childWatch, q.adir)
@@ -152,29 +150,23 @@ func (q *Queue) headAndWatch(ctx context.Context) (Head, <-chan struct{}, func()
 			return Head{}, nil, nil, q.wrap("watch", err)
 		}
 		if h.Present {
-			// The first node can only change by its deletion (later nodes
-			// sort after it), which the data watch reports.
 			return h, w.ch, stop, nil
 		}
-		// An empty or missing directory: a node may have been created
-		// before the watch was set. Look again now that it is set.
-		h2, err := q.readHead(ctx)
+		h2, missing2, err := q.readHead(ctx)
 		if err != nil {
 			stop()
 			return Head{}, nil, nil, err
 		}
-		if h2.Present == h.Present && h2.Node.Name == h.Node.Name {
-			h.Node.Name = ""
+		if !h2.Present && missing2 == missing {
 			return h, w.ch, stop, nil
 		}
 		stop()
 	}
 }
 
-// readHead lists the directory and reads the first node. A missing
-// directory is reported as Head{Node: Participant{Name: "missing"}}
-// (internal marker, cleared before delivery).
-func (q *Queue) readHead(ctx context.Context) (Head, error) {
+// readHead lists the directory and reads the first node; missing reports a
+// missing directory (Head is then not Present, as for an empty one).
+func (q *Queue) readHead(ctx context.Context) (_ Head, missing bool, _ error) {
 	s := q.s
 	for {
 		var children []string
@@ -183,33 +175,26 @@ func (q *Queue) readHead(ctx context.Context) (Head, error) {
 			return err
 		})
 		if errors.Is(err, zk.ErrNoNode) {
-			return Head{Node: Participant{Name: "missing"}}, nil
+			return Head{}, true, nil
 		}
 		if err != nil {
-			return Head{}, q.wrap("children", err)
+			return Head{}, false, q.wrap("children", err)
 		}
 		nodes, k, mixed := parseListing(children, q.kinds)
 		if mixed {
-			return Head{}, q.mixed(k)
+			return Head{}, false, q.mixed(k)
 		}
 		if len(nodes) == 0 {
-			return Head{}, nil
+			return Head{}, false, nil
 		}
-		n := nodes[0]
-		var data []byte
-		var st *zk.Stat
-		err = s.retry(ctx, q.reqSize, func() (err error) {
-			data, st, err = s.conn.Get(q.adir + "/" + n.Name)
-			return err
-		})
-		if errors.Is(err, zk.ErrNoNode) {
-			continue // gone meanwhile: list again
-		}
+		p, ok, err := q.participant(ctx, nodes[0])
 		if err != nil {
-			return Head{}, q.wrap("get", err)
+			return Head{}, false, err
 		}
-		return Head{Present: true, Node: Participant{Name: n.Name, Kind: n.Kind, Seq: n.Seq, Token: fence.Token(st.Czxid),
-			SessionID: st.EphemeralOwner, Created: time.UnixMilli(st.Ctime), Data: data}}, nil
+		if ok {
+			return Head{Present: true, Node: p}, false, nil
+		}
+		// gone meanwhile: list again
 	}
 }
 
@@ -218,9 +203,79 @@ func (q *Queue) readHead(ctx context.Context) (Head, error) {
 // getData of the first node. Errors: ErrMixedRecipes when the directory
 // holds another recipe's nodes, *OpError, ErrSessionClosed, ctx's cause.
 func (q *Queue) Head(ctx context.Context) (Head, error) {
-	h, err := q.readHead(ctx)
-	if !h.Present {
-		h.Node = Participant{}
-	}
+	h, _, err := q.readHead(ctx)
 	return h, err
+}
+
+// Participant is one node of a queue, as listed by Participants.
+type Participant struct {
+	Name      string      // child name
+	Kind      string      // node kind
+	Seq       int32       // ZooKeeper sequence number
+	Token     fence.Token // czxid: the fencing token it holds or will hold
+	SessionID int64       // ephemeral owner
+	Created   time.Time   // ctime
+	Data      []byte      // the data given at Acquire
+}
+
+// Participants lists the queue's nodes in queue order (for an exclusive lock
+// the first is the holder). Foreign children are left out. ZooKeeper
+// operations: getChildren, then getData per node (nodes that vanish meanwhile
+// are skipped). Errors: ErrMixedRecipes when the directory holds another
+// recipe's nodes (as for Acquire: the list would leave out who holds),
+// *OpError, ErrSessionClosed, ctx's cause. A missing directory gives an
+// empty list.
+func (q *Queue) Participants(ctx context.Context) ([]Participant, error) {
+	var children []string
+	err := q.s.retry(ctx, q.reqSize, func() (err error) {
+		children, _, err = q.s.conn.Children(q.adir)
+		return err
+	})
+	if errors.Is(err, zk.ErrNoNode) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, q.wrap("children", err)
+	}
+	nodes, k, mixed := parseListing(children, q.kinds)
+	if mixed {
+		return nil, q.mixed(k)
+	}
+	var out []Participant
+	for _, n := range nodes {
+		p, ok, err := q.participant(ctx, n)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			out = append(out, p)
+		}
+	}
+	return out, nil
+}
+
+// participant reads node n; ok is false when it is gone.
+func (q *Queue) participant(ctx context.Context, n NodeName) (_ Participant, ok bool, _ error) {
+	var data []byte
+	var st *zk.Stat
+	err := q.s.retry(ctx, q.reqSize, func() (err error) {
+		data, st, err = q.s.conn.Get(q.adir + "/" + n.Name)
+		return err
+	})
+	if errors.Is(err, zk.ErrNoNode) {
+		return Participant{}, false, nil
+	}
+	if err != nil {
+		return Participant{}, false, q.wrap("get", err)
+	}
+	return Participant{Name: n.Name, Kind: n.Kind, Seq: n.Seq, Token: fence.Token(st.Czxid),
+		SessionID: st.EphemeralOwner, Created: time.UnixMilli(st.Ctime), Data: data}, true, nil
+}
+
+// NodeName returns the participant's parsed node name, as a Rule sees it
+// (the zero NodeName if Name is not in the node-name grammar of Kind): a
+// tool can evaluate a Rule over a Participants listing.
+func (p Participant) NodeName() NodeName {
+	n, _ := parseNodeName(p.Name, []string{p.Kind})
+	return n
 }

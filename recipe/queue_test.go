@@ -3,6 +3,7 @@ package recipe
 import (
 	"context"
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -79,5 +80,26 @@ func TestObserveHeadAsBadInput(t *testing.T) {
 	}
 	if _, err := ObserveHeadAs(context.Background(), nil, func(Head) int { return 0 }); !errors.Is(err, ErrBadOption) {
 		t.Fatalf("nil queue: %v; want ErrBadOption", err)
+	}
+}
+
+// TestQueueOptionsChecked: the declared contract is checked where it is
+// given: anchors need two or more kinds, and anchor kinds must be the
+// queue's own.
+func TestQueueOptionsChecked(t *testing.T) {
+	cl := zktest.Shared(t)
+	s := connect(t, cl.Servers())
+	if _, err := NewQueue(s, "/declared", []string{"t-"}, FirstHolds, AllowsAnchors()); !errors.Is(err, ErrBadOption) {
+		t.Fatalf("anchors in a one-kind queue: %v, want ErrBadOption", err)
+	}
+	if _, err := NewQueue(s, "/declared", []string{"w-", "r-"}, FirstHolds, AllowsAnchors("x-")); !errors.Is(err, ErrBadOption) {
+		t.Fatalf("a foreign anchor kind: %v, want ErrBadOption", err)
+	}
+	q, err := NewQueue(s, "/declared", []string{"w-", "r-"}, FirstHolds, AllowsAnchors("w-"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := q.contract; !c.anchors || c.grantsLowest || !slices.Equal(c.anchorKinds, []string{"w-"}) {
+		t.Fatalf("contract %+v", c)
 	}
 }

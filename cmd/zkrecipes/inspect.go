@@ -204,7 +204,7 @@ func view(path string, exists bool, ps []recipe.Participant, leases int) View {
 	names := make([]recipe.NodeName, len(ps))
 	for i, p := range ps {
 		kinds[p.Kind] = true
-		names[i], _ = recipe.ParseNodeName(p.Name, allKinds)
+		names[i] = p.NodeName()
 	}
 	var rule recipe.Rule
 	holder := "holder"

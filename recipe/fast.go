@@ -1,0 +1,300 @@
+package recipe
+
+import (
+	"context"
+	"errors"
+	"path"
+
+	"github.com/go-zookeeper/zk"
+)
+
+// The fast paths of an Acquire, called from join and from the core loop in
+// wait.go at named points. Each saves a round trip and none changes what is
+// decided; a fast path that does not apply falls back to the loop's plain
+// step.
+//
+//   - create2 token: the create is sent as create2, whose reply carries the
+//     node's Stat (owner, czxid): the lease is prepared without a read
+//     (docs/design.md#the-create2-token).
+//   - pipelined listing: the first listing is sent right behind the create
+//     and used only if it shows the caller's node.
+//   - child-watch stand-in: a listing with a child watch on the directory
+//     stands in for the own-node watch of a lease granted on it
+//     (docs/design.md#the-child-watch-stand-in).
+//   - re-list skip: a waiter whose only predecessor was deleted is granted
+//     on a read of its own node (docs/design.md#waking-and-the-re-list-skip).
+//
+// Only the skip relies on the Rule beyond its stated contract: on the
+// declared GrantsLowest, and on no anchors (skipCandidate). The other three
+// hold whatever the Rule.
+
+// fastStart is what an Acquire learns while its create is in flight.
+type fastStart struct {
+	list    *listing   // the listing pipelined behind the create
+	pre     *lease     // the early lease, from the create2 reply's Stat
+	childOK bool       // an Acquire that waits: the listing may set the child watch
+	child   *childSlot // the listing's child watch, if it sets one
+}
+
+type listing struct {
+	done     chan struct{} // capacity 1: one send when the listing returns
+	children []string
+	err      error
+}
+
+// fastStartFor says whether an acquisition takes the fast paths. An
+// anchored create takes none: it is a multi, whose create is not rewritten
+// to create2. Nor does a queue whose requests may be over the servers'
+// default packet limit: a listing sent behind a refused create would be
+// sent again on the next connection, and refused too. TryAcquire never sets
+// the child watch, so a "not acquired" leaves no watch registered.
+func (q *Queue) fastStartFor(wait bool, anchor *anchorSpec) *fastStart {
+	if anchor != nil || q.reqSize > DefaultMaxPacket {
+		return nil
+	}
+	return &fastStart{childOK: wait}
+}
+
+// createPipe is the listing pipelined behind one create.
+type createPipe struct {
+	s      *Session
+	fs     *fastStart
+	prefix string
+	slot   *createSlot
+}
+
+// pipeListing arranges for the create of guid to go out as create2 and for
+// the listing (with a child watch when the queue was last found
+// uncontended) to be sent as soon as the create is written. Nil without fs.
+func (q *Queue) pipeListing(fs *fastStart, guid, kind string) *createPipe {
+	if fs == nil {
+		return nil
+	}
+	lst := &listing{done: make(chan struct{}, 1)}
+	if fs.childOK && q.solo.Load() {
+		fs.child = q.s.addChildSlot(q.adir)
+	}
+	watch := fs.child != nil
+	slot := &createSlot{onWritten: func() {
+		q.s.pool.run(func() {
+			if watch {
+				lst.children, _, _, lst.err = q.s.conn.ChildrenW(q.adir)
+			} else {
+				lst.children, _, lst.err = q.s.conn.Children(q.adir)
+			}
+			lst.done <- struct{}{}
+		})
+	}}
+	fs.list = lst
+	p := &createPipe{s: q.s, fs: fs, prefix: q.adir + "/" + nodePrefix(guid, kind, false, 0), slot: slot}
+	q.s.registerCreate(p.prefix, slot)
+	return p
+}
+
+// finish ends the pipe after the create returned name, err: it returns the
+// create2 reply's Stat if it is the reply to that create. A listing never
+// sent is dropped, and so is the child watch when no early lease can use it.
+func (p *createPipe) finish(name string, err error) (zk.Stat, bool) {
+	if p == nil {
+		return zk.Stat{}, false
+	}
+	fs := p.fs
+	written, replied, rpath, st := p.s.unregisterCreate(p.prefix, p.slot)
+	if !written {
+		fs.list = nil
+	}
+	ok := replied && err == nil && path.Base(rpath) == name
+	if fs.child != nil && (fs.list == nil || err != nil || !ok) {
+		p.s.dropChildSlot(fs.child)
+		fs.child = nil
+	}
+	return st, ok
+}
+
+// drop gives up all of fs (the node was created under another session).
+func (fs *fastStart) drop(s *Session) {
+	if fs != nil {
+		s.dropChildSlot(fs.child)
+		*fs = fastStart{}
+	}
+}
+
+// dropChild gives up fs's child watch (no early lease to cover).
+func (fs *fastStart) dropChild(s *Session) {
+	if fs != nil {
+		s.dropChildSlot(fs.child)
+		fs.child = nil
+	}
+}
+
+// earlyLease prepares t's lease from the server's Stat of the node just
+// created (reply, owned by the current session) and registers it before any
+// watch on its node is set.
+func (q *Queue) earlyLease(ctx context.Context, fs *fastStart, t *Ticket, reply zk.Stat) {
+	if fs == nil {
+		return
+	}
+	lctx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
+	fs.pre = &lease{s: q.s, path: t.path, owner: t.owner, czxid: reply.Czxid, version: reply.Version,
+		keep: t.keep, kinds: q.kinds, ctx: lctx, cancel: cancel}
+	q.s.registerEarly(fs.pre, fs.child)
+}
+
+// fastWait is the fast-path state of one wait: the pipelined listing until
+// used, and the early lease until granted or dropped. Its zero value (a
+// Ticket's Await, an anchored Acquire) takes no fast path.
+type fastWait struct {
+	q       *Queue
+	first   []string // the pipelined listing
+	pre     *lease   // the early lease
+	childOK bool     // the solo hint is updated (an Acquire that waits)
+	watched bool     // the current listing set pre's child watch
+}
+
+// startFast waits for the pipelined listing, if any.
+func (q *Queue) startFast(ctx context.Context, fs *fastStart) *fastWait {
+	fw := &fastWait{q: q}
+	if fs == nil {
+		return fw
+	}
+	fw.pre, fw.childOK = fs.pre, fs.childOK
+	if fs.list != nil {
+		select {
+		case <-fs.list.done:
+			if fs.list.err == nil {
+				fw.first = fs.list.children
+			}
+			fs.list = nil // not kept alive while waiting
+		case <-ctx.Done():
+		case <-q.s.quit:
+		}
+	}
+	return fw
+}
+
+// drop drops the early lease if it was not granted.
+func (fw *fastWait) drop() {
+	if fw.pre != nil {
+		fw.q.s.dropLease(fw.pre)
+		fw.pre = nil
+	}
+}
+
+// piped returns the pipelined listing, once.
+func (fw *fastWait) piped() ([]string, bool) {
+	if fw.first == nil {
+		return nil, false
+	}
+	children := fw.first
+	fw.first = nil
+	fw.watched = fw.pre != nil && fw.pre.child != nil
+	return children, true
+}
+
+// relistSlot returns the child watch a re-list sets: a waiter with an early
+// lease re-lists with one, which stands in for its own-node watch if the
+// listing grants it. Nil otherwise.
+func (fw *fastWait) relistSlot() *childSlot {
+	if fw.pre == nil {
+		return nil
+	}
+	return fw.q.s.addChildSlotFor(fw.q.adir, fw.pre)
+}
+
+// listed records whether the re-list set its child watch.
+func (fw *fastWait) listed(slot *childSlot, ok bool) { fw.watched = slot != nil && ok }
+
+// decided updates the solo hint from the pipelined listing's decision.
+func (fw *fastWait) decided(holds bool, nodes int) {
+	if fw.childOK {
+		fw.q.solo.Store(holds && nodes == 1)
+	}
+}
+
+// grantOnChildWatch grants the early lease on the listing that set its
+// child watch, if that watch has not fired: it covers the node from that
+// listing on. ok is false when the loop must grant by reading the node;
+// the early lease is dropped then.
+func (fw *fastWait) grantOnChildWatch(ep *epoch) (l *lease, ok bool, err error) {
+	if fw.watched && fw.q.s.useChildSlot(fw.pre.child) {
+		l, err = fw.q.grantEarly(ep, fw.pre)
+		fw.pre = nil
+		return l, true, err
+	}
+	fw.drop()
+	return nil, false, nil
+}
+
+// waiting drops the child watch: a waiter has no use for it.
+func (fw *fastWait) waiting() {
+	if fw.pre != nil && fw.pre.child != nil {
+		fw.q.s.dropChildSlot(fw.pre.child)
+	}
+}
+
+// ended is done when the early lease ends (its node was deleted).
+func (fw *fastWait) ended() <-chan struct{} {
+	if fw.pre == nil {
+		return nil
+	}
+	return fw.pre.ctx.Done()
+}
+
+// mayskip reports whether a deletion of the watched node may be decided
+// without a re-list (see skipCandidate). It is decided before waiting, so
+// that the listing is not kept alive while waiting.
+func (fw *fastWait) mayskip(nodes []NodeName, self int, watch []int) bool {
+	return fw.pre != nil && fw.q.skipCandidate(nodes, self, watch)
+}
+
+// skipCandidate is the re-list skip's condition on the listing: the Rule is
+// declared to grant the lowest node, the queue has no anchored nodes, the
+// caller's node is second and watches the first, and the Rule grants it on
+// the listing without the first. See
+// docs/design.md#waking-and-the-re-list-skip.
+func (q *Queue) skipCandidate(nodes []NodeName, self int, watch []int) bool {
+	c := q.contract
+	if !c.grantsLowest || c.anchors || self != 1 || len(watch) != 1 || watch[0] != 0 {
+		return false
+	}
+	for _, n := range nodes {
+		if n.Anchored {
+			return false
+		}
+	}
+	holds, _ := q.rule(nodes[1:], 0)
+	return holds
+}
+
+// grantOnSkip is the wakeup after the only predecessor's deletion, for a
+// skip candidate: a getData with watch on the own node, sent after the
+// deletion was seen, confirms it (same czxid and owner) and sets the
+// lease's own-node watch in the same request; the early lease is then
+// granted. It returns (nil, nil) when the loop must list again.
+func (q *Queue) grantOnSkip(ctx context.Context, ep *epoch, t *Ticket, fw *fastWait) (*lease, error) {
+	pre := fw.pre
+	var st *zk.Stat
+	err := q.s.retry(ctx, q.reqSize, func() (err error) {
+		_, st, _, err = q.s.conn.GetW(t.path)
+		return err
+	})
+	ok := err == nil
+	if errors.Is(err, zk.ErrNoNode) {
+		err = nil
+	}
+	if err != nil {
+		return nil, q.wrap("get", err)
+	}
+	if !ok || st.Czxid != pre.czxid || st.EphemeralOwner != ep.id {
+		return nil, nil
+	}
+	q.s.mu.Lock()
+	pre.arming, pre.version = true, st.Version
+	q.s.mu.Unlock()
+	l, err := q.grantEarly(ep, pre)
+	fw.pre = nil
+	if err != nil || l != nil {
+		return l, err
+	}
+	return nil, q.s.awaitConnected(ctx)
+}

@@ -1,0 +1,242 @@
+package recipe
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/go-zookeeper/zk"
+)
+
+// wait is the engine's core loop, from a created node to a grant: list the
+// directory, ask the Rule, grant or watch the nodes it names, wake, list
+// again. The fast paths (fast.go) are called at named points and fall back
+// to the plain step. With fs (an Acquire's) the first listing is the one
+// pipelined behind the create. See docs/design.md#acquisition.
+func (q *Queue) wait(ctx context.Context, t *Ticket, wait bool, fs *fastStart) (*lease, error) {
+	ep := t.ep
+	// Every wait also ends when the node's session is lost.
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	defer context.AfterFunc(ep.ctx, func() { cancel(context.Cause(ep.ctx)) })()
+	fw := q.startFast(ctx, fs)
+	defer fw.drop()
+	var gauge waitGauge
+	defer gauge.end()
+	for {
+		if ctx.Err() != nil {
+			return nil, context.Cause(ctx)
+		}
+		// List.
+		children, piped, err := q.list(ctx, fw)
+		if err != nil {
+			return nil, err
+		}
+		nodes, self, err := q.find(children, t.name)
+		if err != nil {
+			return nil, err
+		}
+		if self < 0 {
+			if piped {
+				continue // taken before the create was applied: list again
+			}
+			return nil, q.vanished(ep)
+		}
+		// Ask the Rule.
+		holds, watch := q.rule(nodes, self)
+		if piped {
+			fw.decided(holds, len(nodes))
+		}
+		if holds {
+			l, err := q.grantOn(ctx, ep, t, fw)
+			if err != nil || l != nil {
+				return l, err
+			}
+			// Suspended between the listing and the grant: wait for the
+			// connection (the node keeps its place), then decide again.
+			if err := q.s.awaitConnected(ctx); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		if !wait {
+			return nil, fmt.Errorf("%w: %s (holder %s)", ErrLocked, ShortPath(q.dir), nodes[0].Name)
+		}
+		// Watch the nodes the Rule named.
+		fw.waiting()
+		gauge.start(q, nodes[self].Kind)
+		paths, err := q.watchPaths(nodes, self, watch)
+		if err != nil {
+			return nil, err
+		}
+		skip := fw.mayskip(nodes, self, watch)
+		w, stop, err := q.s.watchNodes(ctx, paths...)
+		if err != nil {
+			return nil, q.wrap("get", err)
+		}
+		// Wake.
+		select {
+		case <-w.ch: // deleted, changed, or no longer watched
+			stop()
+			if skip && w.deleted {
+				if l, err := q.grantOnSkip(ctx, ep, t, fw); err != nil || l != nil {
+					return l, err
+				}
+			}
+		case <-fw.ended():
+			// The own node was deleted (or the early lease ended): the
+			// re-list reports it (case C10).
+			stop()
+			fw.drop()
+		case <-ctx.Done():
+			stop()
+			return nil, context.Cause(ctx)
+		case <-q.s.quit:
+			stop()
+			return nil, ErrSessionClosed
+		}
+		// List again.
+	}
+}
+
+// list reads the directory's children: the pipelined listing if there is
+// one, otherwise a getChildren (with a child watch for a waiter with an
+// early lease: fastWait.relistSlot). A missing directory lists as empty:
+// the node went with it.
+func (q *Queue) list(ctx context.Context, fw *fastWait) ([]string, bool, error) {
+	if children, ok := fw.piped(); ok {
+		return children, true, nil
+	}
+	slot := fw.relistSlot()
+	// children is written by the request's worker, which may outlive an
+	// error return: read it only on success.
+	var children []string
+	err := q.s.retry(ctx, q.reqSize, func() (err error) {
+		if slot != nil {
+			children, _, _, err = q.s.conn.ChildrenW(q.adir)
+		} else {
+			children, _, err = q.s.conn.Children(q.adir)
+		}
+		return err
+	})
+	fw.listed(slot, err == nil)
+	if errors.Is(err, zk.ErrNoNode) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, q.wrap("children", err)
+	}
+	return children, false, nil
+}
+
+// find parses and orders a listing and returns the index of the node name
+// in it (-1 when it is not listed). Another recipe's nodes in the listing
+// are ErrMixedRecipes.
+func (q *Queue) find(children []string, name string) ([]NodeName, int, error) {
+	nodes, k, mixed := parseListing(children, q.kinds)
+	if mixed {
+		return nil, -1, q.mixed(k)
+	}
+	return nodes, slices.IndexFunc(nodes, func(n NodeName) bool { return n.Name == name }), nil
+}
+
+// watchPaths turns the Rule's watch indexes into paths; a Rule that names
+// none, or an invalid index, is ErrBadOption.
+func (q *Queue) watchPaths(nodes []NodeName, self int, watch []int) ([]string, error) {
+	paths := make([]string, 0, len(watch))
+	for _, w := range watch {
+		if w < 0 || w >= len(nodes) || w == self {
+			return nil, fmt.Errorf("%w: the rule for %s named no valid node to watch (index %d of %d)", ErrBadOption, ShortPath(q.dir), w, len(nodes))
+		}
+		paths = append(paths, q.adir+"/"+nodes[w].Name)
+	}
+	if len(paths) == 0 {
+		return nil, fmt.Errorf("%w: the rule for %s named no node to watch", ErrBadOption, ShortPath(q.dir))
+	}
+	return paths, nil
+}
+
+// grantOn grants the node the Rule just granted: on the child watch of the
+// listing when it stands in for the own-node watch, otherwise by reading
+// the node. It returns (nil, nil) when the connection was suspended since
+// the listing.
+func (q *Queue) grantOn(ctx context.Context, ep *epoch, t *Ticket, fw *fastWait) (*lease, error) {
+	if l, ok, err := fw.grantOnChildWatch(ep); ok {
+		return l, err
+	}
+	return q.grant(ctx, ep, t)
+}
+
+// grant reads the own node's Stat with a data watch and turns it into a
+// lease. It returns (nil, nil) when the connection was suspended meanwhile.
+func (q *Queue) grant(ctx context.Context, ep *epoch, t *Ticket) (*lease, error) {
+	s := q.s
+	l, gen := s.prepareLease(ctx, t.path, ep.id)
+	l.keep = t.keep
+	l.kinds = q.kinds
+	l.token = t.token
+	var st *zk.Stat
+	err := s.retry(ctx, q.reqSize, func() (err error) {
+		_, st, _, err = s.conn.GetW(t.path)
+		return err
+	})
+	if err == nil && st.EphemeralOwner != ep.id {
+		err = fmt.Errorf("%w: own node belongs to session 0x%x, not 0x%x", ErrSessionLost, st.EphemeralOwner, ep.id)
+	}
+	if errors.Is(err, zk.ErrNoNode) {
+		err = q.vanished(ep)
+	}
+	if err != nil {
+		s.dropLease(l)
+		return nil, q.wrap("get", err)
+	}
+	l.version = st.Version
+	if cause := s.activateLease(l, ep, gen, st.Czxid); cause != nil {
+		if errors.Is(cause, ErrNodeDeleted) {
+			return nil, q.vanished(ep)
+		}
+		if ep.ctx.Err() != nil {
+			return nil, context.Cause(ep.ctx)
+		}
+		return nil, nil
+	}
+	return l, nil
+}
+
+// grantEarly activates an early lease (its Stat came with the create; its
+// own-node watch is its child watch or was set by the caller). It returns
+// (nil, nil) when the connection was suspended since.
+func (q *Queue) grantEarly(ep *epoch, l *lease) (*lease, error) {
+	cause := q.s.activateLease(l, ep, l.gen, l.czxid)
+	switch {
+	case cause == nil:
+		return l, nil
+	case errors.Is(cause, ErrNodeDeleted):
+		return nil, q.vanished(ep)
+	case ep.ctx.Err() != nil:
+		return nil, context.Cause(ep.ctx)
+	case errors.Is(cause, ErrSessionClosed):
+		return nil, cause
+	}
+	return nil, nil
+}
+
+// waitGauge reports a wait to Metrics.Waiting once, and its end.
+type waitGauge struct {
+	m         Metrics
+	kind, dir string
+}
+
+func (g *waitGauge) start(q *Queue, kind string) {
+	if m := q.s.cfg.metrics; m != nil && g.m == nil {
+		g.m, g.kind, g.dir = m, metricKind(kind), q.dir
+		m.Waiting(g.kind, g.dir, 1)
+	}
+}
+
+func (g *waitGauge) end() {
+	if g.m != nil {
+		g.m.Waiting(g.kind, g.dir, -1)
+	}
+}
