@@ -1,50 +1,66 @@
-// Package recipe is the foundation of zkrecipes: the ZooKeeper Session with
-// Curator's connection states, the backend-neutral Lock and Lease
-// interfaces, and the one ephemeral-sequential queue engine (Queue) that
-// every recipe (mutex, read-write lock, semaphore, leader latch, election)
-// drives.
+// Package recipe is the foundation of zkrecipes: the ZooKeeper Session,
+// the backend-neutral Lock and Lease interfaces that every recipe
+// implements, and Queue, the engine that the ZooKeeper recipes (packages
+// mutex, election and latch) are built on.
 //
-// The problem it solves: a lock built on ZooKeeper is a lease bound to a
-// session, and most hand-rolled (and several library) recipes get the edges
-// wrong: a create whose reply was lost leaves a node that deadlocks the
-// queue; a cancelled waiter's cleanup uses the cancelled context and never
-// runs; a holder keeps working after its session expired because nobody told
-// it. This package handles those edges once, for every recipe:
+// # Session
 //
-//   - Session turns go-zookeeper's events into CONNECTED, SUSPENDED,
-//     RECONNECTED and LOST without missing any, treats a new session ID as
-//     LOST for everything granted before, counts server silence from the send
-//     time of the newest request a server answered (not from when the client
-//     noticed), and retries cleanup deletes on reconnection.
-//   - Queue creates protected ephemeral sequential znodes, watches only the
-//     nodes its Rule names (a mutex: the predecessor; a read lock: the
-//     nearest writer ahead; a semaphore of N: the N nodes ahead),
-//     re-derives everything from a fresh listing on every wakeup, and never
-//     leaves a node behind on error. Acquire is one contender; Join returns
-//     a Ticket whose node keeps its place across suspensions (the leader
-//     latch); AcquireAnchored takes an existing grant's place (the
-//     read-write lock's downgrade); ObserveHead follows the first node (an
-//     election's observers); Drain waits for in-flight creates and deferred
-//     deletes (a recipe's final Close).
-//   - Notifications to user code (Session.Listen) never block the client's
-//     event delivery: a slow reader delays only itself.
-//   - Every grant is a Lease with a fencing token (the node's czxid) and a
-//     context cancelled the moment ownership is released or in doubt.
-//   - Metrics (installed with WithMetrics) receives acquisitions, waiters,
-//     lost leases and state changes, for any metrics library; package
-//     recipe/zkprom adapts it to Prometheus.
-//   - Logs go through log/slog: by default the records of level WARN and
-//     above, to slog.Default()'s handler (WithLogger sets another logger),
-//     so a healthy Session logs nothing and one that keeps failing is seen.
+// A Session (Connect) owns one go-zookeeper connection and the ZooKeeper
+// sessions opened on it one after another: when the server expires a
+// session, a new one is opened and everything granted under the old one is
+// lost. Every recipe runs on a Session, and one per process is usually
+// enough. Close ends the ZooKeeper session, and with it all its ephemeral
+// znodes.
 //
-// The guarantee: while a Lease's Context is not done, its node exists, is
-// owned by the current session, and the connection has not been suspended
-// past the SuspendPolicy. That is all a lock service can promise; the
-// resource must still reject stale tokens (package fence).
+// # Connection states
 //
-// Recipes follow the ZooKeeper recipes page
+// A Session reports Curator's connection states (State, Listen):
+// CONNECTED; SUSPENDED when the connection is down or no server has replied
+// for too long; RECONNECTED, in the same ZooKeeper session or a new one;
+// LOST when the session expired, was presumed expired (no reply within the
+// session timeout) or the Session was closed. Listen never blocks the
+// client: a slow reader delays only itself. Under the default suspend
+// policy (RevokeOnSuspend) every lease ends at SUSPENDED; TolerateSuspension
+// keeps leases through a short outage, up to a deadline counted from the
+// last server reply (WithSuspendPolicy).
+//
+// # Lock and Lease
+//
+// A Lock's Acquire blocks until the caller holds it; TryAcquire never waits.
+// Each grant is a Lease, and a lease is not a mutex: ownership can end at
+// any moment (a suspension, the session's loss, the lock's node deleted),
+// which the Lease's Context reports at once (context.Cause says why), and a
+// holder that pauses can resume after it ended. So every Lease carries a
+// fencing Token, larger than every earlier grant's of the same lock, for the
+// resource to check (package fence). Release gives the lease up; an error
+// from Acquire never leaves anything behind. The ZooKeeper recipes, the
+// etcd, PostgreSQL and Redis backends and recipe/memlock implement Lock;
+// recipe/locktest checks an implementation.
+//
+// For the ZooKeeper recipes: while a Lease's Context is not done, its znode
+// exists, is owned by the current session, and the connection has not been
+// suspended past the suspend policy.
+//
+// # Writing a recipe
+//
+// A ZooKeeper recipe is a Queue: a directory holding one ephemeral
+// sequential znode per contender, node kinds, and a Rule that decides from
+// the ordered listing whether a node holds and, if not, which nodes it
+// waits for. NewQueue also takes the QueueOptions that the Rule satisfies
+// beyond the contract stated on Rule (GrantsLowest, AllowsAnchors). The
+// engine does the creating, waiting, watching, retrying and cleaning up:
+// Acquire and TryAcquire grant Leases; Join returns a Ticket whose znode
+// keeps its place across suspensions; AcquireAnchored takes the place of a
+// granted node; Participants, Head and ObserveHead read the queue; Drain
+// waits for work left in flight. See ExampleNewQueue.
+//
+// Metrics (WithMetrics) and log/slog (WithLogger) report what Sessions and
+// recipes do; package recipe/zkprom exports the metrics to Prometheus.
+//
+// The recipes follow the ZooKeeper recipes page
 // (https://zookeeper.apache.org/doc/current/recipes.html) and Apache
-// Curator's LockInternals / InterProcessMutex.
+// Curator. How the engine works, and why it is safe, is told for
+// maintainers in docs/design.md of the repository.
 //
 // Usage:
 //
