@@ -152,9 +152,9 @@ func (l *Latch) Path() string { return l.q.Dir() }
 // runs the participant in one goroutine of its own until Close, until the
 // session is closed, or until an error that retrying cannot cure (see
 // Await). It does not wait for leadership: use Await or Listen. The
-// participant's ZooKeeper operations are a mutex's waiter's (see
-// docs/design.md#acquisition), except that its node keeps its place across
-// suspensions (recipe.Queue.Join).
+// participant's ZooKeeper operations are those of recipe.Queue.Join and
+// recipe.Ticket.Await (docs/design.md#acquisition): a mutex waiter's
+// without its fast paths, the node keeping its place across suspensions.
 //
 // Errors: ErrAlreadyStarted; ErrClosed (Close was called, also while Start
 // was joining: the node is then deleted); ctx's cause when ctx ends before

@@ -46,8 +46,9 @@ type listing struct {
 // anchored create takes none: it is a multi, whose create is not rewritten
 // to create2. Nor does a queue whose requests may be over the servers'
 // default packet limit: a listing sent behind a refused create would be
-// sent again on the next connection, and refused too. TryAcquire never sets
-// the child watch, so a "not acquired" leaves no watch registered.
+// sent again on the next connection, and refused too. TryAcquire's
+// pipelined listing never sets the child watch, so a "not acquired"
+// normally leaves no watch registered.
 func (q *Queue) fastStartFor(wait bool, anchor *anchorSpec) *fastStart {
 	if anchor != nil || q.reqSize > DefaultMaxPacket {
 		return nil

@@ -63,8 +63,7 @@ type Lease interface {
 
 // NodeLease is a Lease that names its node: every lease of this module's
 // ZooKeeper recipes (mutex, read-write lock, semaphore, latch, election)
-// is one. Path is what tools and tests use to find the grant's znode, and
-// what the read-write lock's Downgrade checks a write lease by.
+// is one. Path is what tools and tests use to find the grant's znode.
 type NodeLease interface {
 	Lease
 	// Path returns the lease's znode, relative to the session's chroot.

@@ -34,9 +34,8 @@ type Ticket struct {
 
 // Join creates the caller's node (ephemeral sequential, protected name, of
 // the given kind, carrying data) and returns its Ticket without waiting for
-// a grant. ZooKeeper operations: create (plus container creates for missing
-// parents; sync and getChildren after a lost reply). Errors: as Acquire
-// (none of them leaves a node behind).
+// a grant. Its ZooKeeper operations are in docs/design.md#acquisition.
+// Errors: as Acquire (none of them leaves a node behind).
 //
 // Join takes none of Acquire's fast paths (a Ticket is granted again,
 // possibly long after its create, and a latch does not acquire often enough
@@ -82,11 +81,11 @@ func (t *Ticket) Err() error {
 
 // Await blocks until the Rule grants the ticket's node, and returns the
 // lease (see Ticket for its token and for what happens at SUSPENDED). A
-// SUSPENDED connection is waited out. ZooKeeper operations: as Acquire,
-// without the create. Errors: ctx's cause (the node stays: call Leave to
-// give the place up); ErrSessionLost, ErrSessionClosed, ErrNodeDeleted or
-// ErrReleased when the ticket is dead (its node is gone, or deleted now);
-// *OpError for refusals.
+// SUSPENDED connection is waited out. Its ZooKeeper operations are in
+// docs/design.md#acquisition. Errors: ctx's cause (the node stays: call
+// Leave to give the place up); ErrSessionLost, ErrSessionClosed,
+// ErrNodeDeleted or ErrReleased when the ticket is dead (its node is gone,
+// or deleted now); *OpError for refusals.
 func (t *Ticket) Await(ctx context.Context) (Lease, error) {
 	l, err := t.await(ctx, true, nil)
 	if err != nil {

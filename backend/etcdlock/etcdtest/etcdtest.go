@@ -122,8 +122,9 @@ func Launch(ctx context.Context) (*Server, error) {
 			_ = os.RemoveAll(dir)
 			return nil, fmt.Errorf("%w: %v; %s", ErrNoServer, err, InstallHint)
 		}
-		// Another process took a port between freePorts and the bind: the
-		// member never started, so its data directory holds nothing useful.
+		// Another process took a port between zktest.FreePorts and the
+		// bind: the member never started, so its data directory holds
+		// nothing useful.
 		_ = os.RemoveAll(filepath.Join(dir, "data"))
 	}
 }
