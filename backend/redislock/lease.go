@@ -123,12 +123,6 @@ func (l *lease) lose(cause error, why string) {
 	}
 }
 
-// abandon gives back a grant nobody will use (its Acquire was cancelled).
-func (l *lease) abandon() {
-	l.end(recipe.ErrReleased)
-	l.m.cleanupLater(l.owner)
-}
-
 // extend moves the deadline to lossAfter from at, the send time of a
 // renewal that succeeded, unless the lease has ended (or the watchdog has
 // fired and is ending it).
