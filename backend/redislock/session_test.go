@@ -36,6 +36,7 @@ func TestConnectBadOptions(t *testing.T) {
 	ctx := context.Background()
 	for name, opt := range map[string]redislock.Option{
 		"short TTL":  redislock.WithTTL(redislock.MinTTL - time.Millisecond),
+		"100 ms TTL": redislock.WithTTL(100 * time.Millisecond), // a 33 ms margin: two holders overlapped under load
 		"zero TTL":   redislock.WithTTL(0),
 		"nil logger": redislock.WithLogger(nil),
 		"nil dialer": redislock.WithDialer(nil),
