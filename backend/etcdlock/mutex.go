@@ -40,10 +40,20 @@ func New(s *Session, name string) (*Mutex, error) {
 	if s == nil {
 		return nil, fmt.Errorf("%w: nil Session", recipe.ErrBadOption)
 	}
-	if why := checkName(name); why != "" {
-		return nil, fmt.Errorf("%w %q: %s", ErrInvalidName, name, why)
+	if err := CheckName(name); err != nil {
+		return nil, err
 	}
 	return &Mutex{s: s, name: name, dir: lockDir(s.prefix, name)}, nil
+}
+
+// CheckName returns the error New returns for name (matching ErrInvalidName
+// and recipe.ErrInvalidPath), or nil if New accepts it: a program can
+// refuse a bad name before it connects.
+func CheckName(name string) error {
+	if why := checkName(name); why != "" {
+		return fmt.Errorf("%w %q: %s", ErrInvalidName, name, why)
+	}
+	return nil
 }
 
 // Name returns the lock's name as given to New.

@@ -27,6 +27,12 @@ func TestNewRefusesBadNames(t *testing.T) {
 		if !errors.Is(err, etcdlock.ErrInvalidName) || !errors.Is(err, recipe.ErrInvalidPath) {
 			t.Errorf("New(%q): %v, want an error matching ErrInvalidName and recipe.ErrInvalidPath", n, err)
 		}
+		if cerr := etcdlock.CheckName(n); cerr == nil || cerr.Error() != err.Error() {
+			t.Errorf("CheckName(%q) = %v, want New's error %v", n, cerr, err)
+		}
+	}
+	if err := etcdlock.CheckName("/jobs/nightly"); err != nil {
+		t.Errorf("CheckName of a good name: %v", err)
 	}
 	if _, err := etcdlock.New(nil, "a"); !errors.Is(err, recipe.ErrBadOption) {
 		t.Errorf("New(nil, ...): %v, want recipe.ErrBadOption", err)

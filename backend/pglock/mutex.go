@@ -58,20 +58,30 @@ var _ recipe.Lock = (*Mutex)(nil)
 // *recipe.PathError (matching recipe.ErrInvalidPath). Nothing is sent to the
 // server.
 func New(s *Session, name string) (*Mutex, error) {
-	bad := func(reason string) error { return &recipe.PathError{Path: name, Reason: reason} }
-	switch {
-	case s == nil:
+	if s == nil {
 		return nil, fmt.Errorf("%w: pglock.New: nil *Session", recipe.ErrBadOption)
-	case name == "":
-		return nil, bad("empty lock name")
-	case len(name) > MaxNameLen:
-		return nil, bad(fmt.Sprintf("lock name of %d bytes, longer than pglock.MaxNameLen (%d)", len(name), MaxNameLen))
-	case !utf8.ValidString(name):
-		return nil, bad("lock name is not valid UTF-8")
-	case strings.IndexByte(name, 0) >= 0:
-		return nil, bad("lock name contains a NUL byte")
+	}
+	if err := CheckName(name); err != nil {
+		return nil, err
 	}
 	return &Mutex{s: s, name: name, key: Key(name)}, nil
+}
+
+// CheckName returns the error New returns for name (a *recipe.PathError), or
+// nil if New accepts it: a program can refuse a bad name before it connects.
+func CheckName(name string) error {
+	bad := func(reason string) error { return &recipe.PathError{Path: name, Reason: reason} }
+	switch {
+	case name == "":
+		return bad("empty lock name")
+	case len(name) > MaxNameLen:
+		return bad(fmt.Sprintf("lock name of %d bytes, longer than pglock.MaxNameLen (%d)", len(name), MaxNameLen))
+	case !utf8.ValidString(name):
+		return bad("lock name is not valid UTF-8")
+	case strings.IndexByte(name, 0) >= 0:
+		return bad("lock name contains a NUL byte")
+	}
+	return nil
 }
 
 // Name returns the lock's name.

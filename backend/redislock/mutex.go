@@ -38,16 +38,26 @@ var _ recipe.Lock = (*Mutex)(nil)
 // empty or longer than MaxNameLen bytes; recipe.ErrBadOption for a nil
 // session. New sends nothing to the server.
 func New(s *Session, name string) (*Mutex, error) {
-	switch {
-	case s == nil:
+	if s == nil {
 		return nil, fmt.Errorf("redislock: New: %w: nil session", recipe.ErrBadOption)
-	case name == "":
-		return nil, &recipe.PathError{Path: name, Reason: "empty lock name"}
-	case len(name) > MaxNameLen:
-		return nil, &recipe.PathError{Path: name[:32] + "...", Reason: fmt.Sprintf("lock name of %d bytes, more than MaxNameLen (%d)", len(name), MaxNameLen)}
+	}
+	if err := CheckName(name); err != nil {
+		return nil, err
 	}
 	base := s.prefix + name
 	return &Mutex{s: s, name: name, key: base + ":holder", counter: base + ":token", channel: base + ":released"}, nil
+}
+
+// CheckName returns the error New returns for name (a *recipe.PathError), or
+// nil if New accepts it: a program can refuse a bad name before it connects.
+func CheckName(name string) error {
+	switch {
+	case name == "":
+		return &recipe.PathError{Path: name, Reason: "empty lock name"}
+	case len(name) > MaxNameLen:
+		return &recipe.PathError{Path: name[:32] + "...", Reason: fmt.Sprintf("lock name of %d bytes, more than MaxNameLen (%d)", len(name), MaxNameLen)}
+	}
+	return nil
 }
 
 // Name returns the lock's name as given to New.
