@@ -164,6 +164,7 @@ func (m *Mutex) acquire(ctx context.Context, wait bool) (_ recipe.Lease, err err
 	case len(rows) == 0:
 		return nil, fail("", ErrPooler)
 	case !wait && string(rows[0][0]) != "true":
+		sentLock = false // refused: nothing to unlock
 		return nil, fail("", recipe.ErrLocked)
 	}
 
