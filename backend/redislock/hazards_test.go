@@ -334,9 +334,9 @@ func TestLostAnswerLeavesNothing(t *testing.T) {
 // of latency each way, an Acquire whose deadline passes while its request is
 // in flight (the request lands and takes the free lock; the answer is lost)
 // deletes the key before it returns, so another client is granted the lock
-// right after. (Without the synchronous delete, the key stayed about 0.3 s
-// after Acquire returned here: a new connection's handshake and the delete,
-// each a round trip.) The request's timeout at the caller's deadline is not
+// right after. (Before, the delete ran in the background and landed after
+// Acquire returned: a new connection's handshake and the delete, two round
+// trips here; the other client was refused.) The request's timeout at the caller's deadline is not
 // logged as a connection error ("acquire failed; retrying" was, at WARN
 // level, when the timeout came before the context was marked done).
 func TestFailedAcquireCleansUpBeforeReturning(t *testing.T) {
