@@ -40,10 +40,20 @@ func New(s *Session, name string) (*Mutex, error) {
 	if s == nil {
 		return nil, fmt.Errorf("%w: nil Session", recipe.ErrBadOption)
 	}
-	if why := checkName(name); why != "" {
-		return nil, fmt.Errorf("%w %q: %s", ErrInvalidName, name, why)
+	if err := CheckName(name); err != nil {
+		return nil, err
 	}
 	return &Mutex{s: s, name: name, dir: lockDir(s.prefix, name)}, nil
+}
+
+// CheckName returns the error New returns for name (matching ErrInvalidName
+// and recipe.ErrInvalidPath), or nil if New accepts it: a program can
+// refuse a bad name before it connects.
+func CheckName(name string) error {
+	if why := checkName(name); why != "" {
+		return fmt.Errorf("%w %q: %s", ErrInvalidName, name, why)
+	}
+	return nil
 }
 
 // Name returns the lock's name as given to New.
@@ -60,11 +70,15 @@ func (m *Mutex) Name() string { return m.name }
 // position after every event. It returns ErrNodeDeleted if its key is
 // deleted by someone else while it waits.
 //
-// On any error its key is deleted before it returns (one request; while the
-// server is unreachable, it returns when the etcd lease is presumed lost or
-// the cleanup timeout passes, and the delete goes on in the background), or
-// goes with the lost etcd lease. An Acquire cancelled while its put is in
-// flight returns at once and deletes the key when the put's answer arrives.
+// On any error its key is deleted before it returns, whatever ctx has
+// become (one request; while the server is unreachable, it returns when the
+// etcd lease is presumed lost or the cleanup timeout passes, and the delete
+// goes on in the background), or goes with the lost etcd lease. An Acquire
+// cancelled while its put is in flight waits for the put's answer and then
+// deletes the key the same way, unless the put has met a connection error
+// or no answer comes within a second: it then returns, and the key is
+// deleted in the background when the answer comes (or goes with the etcd
+// lease, within its TTL).
 func (m *Mutex) Acquire(ctx context.Context) (recipe.Lease, error) { return m.acquire(ctx, true) }
 
 // TryAcquire returns a Lease if the lock is free, or an error matching
@@ -88,22 +102,19 @@ func (m *Mutex) acquire(ctx context.Context, wait bool) (recipe.Lease, error) {
 
 	// The put is never abandoned while in flight: a put the server applies
 	// after we gave up would leave a key that blocks the lock while the
-	// lease lives. A caller who stops waiting gets its answer at once; the
-	// key, if the put made one, is deleted when the put's answer comes.
+	// lease lives. A caller who stops waiting still waits for the put's
+	// answer and the delete of its key, as any failed Acquire does, unless
+	// the server can't be reached (see abandon).
 	created := make(chan createResult, 1)
-	if !m.s.goTracked(func() { created <- a.create(wait) }) {
+	failing := make(chan struct{})
+	if !m.s.goTracked(func() { created <- a.create(wait, failing) }) {
 		return nil, recipe.ErrSessionClosed
 	}
 	var r createResult
 	select {
 	case r = <-created:
 	case <-ctx.Done():
-		m.s.goTracked(func() {
-			if r := <-created; r.err == nil && r.rev != 0 {
-				a.rev = r.rev
-				a.discard()
-			}
-		})
+		a.abandon(created, failing)
 		return nil, context.Cause(ctx)
 	}
 	switch {
@@ -151,8 +162,9 @@ type createResult struct {
 // for TryAcquire, on the lock having no key at all. The transaction is
 // idempotent (a retry finds the key a lost answer's put made, in its else
 // branch), so it is retried after every transient error until it gets an
-// answer, the lease is lost or the Session closes.
-func (a *attempt) create(wait bool) createResult {
+// answer, the lease is lost or the Session closes. failing is closed at the
+// first transient error.
+func (a *attempt) create(wait bool, failing chan struct{}) createResult {
 	ctx, cancel := a.m.s.bind(a.g.ctx)
 	defer cancel()
 	cond := clientv3.Compare(clientv3.CreateRevision(a.key), "=", 0)
@@ -182,6 +194,9 @@ func (a *attempt) create(wait bool) createResult {
 			return createResult{err: opError("put", a.key, err)}
 		}
 		a.m.s.log.Debug("etcdlock: put failed, retrying", "key", a.key, "error", err)
+		if try == 0 {
+			close(failing)
+		}
 		if !sleep(ctx, backoff(try)) {
 			return createResult{err: lostError(context.Cause(ctx))}
 		}
@@ -299,6 +314,37 @@ func (a *attempt) grant(ctx context.Context) (recipe.Lease, error) {
 		return nil, recipe.ErrSessionClosed
 	}
 	return l, nil
+}
+
+// abandonBudget bounds how long a caller who stopped waiting still waits for
+// its put's answer: a round trip, with room for a loaded machine. A put
+// unanswered by then is taken for a server that can't be reached.
+const abandonBudget = time.Second
+
+// abandon finishes an attempt whose caller stopped waiting while its put
+// was in flight: it waits for the put's answer and deletes the key the put
+// made (discard), so that the caller's error leaves nothing behind. When
+// the server can't be reached (the put met a transient error, or no answer
+// came within abandonBudget or the cleanup timeout if shorter), it returns
+// and that goes on in the background: the key is deleted when the answer
+// comes, or goes with the etcd lease.
+func (a *attempt) abandon(created <-chan createResult, failing <-chan struct{}) {
+	finish := func(r createResult) {
+		if r.err == nil && r.rev != 0 {
+			a.rev = r.rev
+			a.discard()
+		}
+	}
+	t := time.NewTimer(min(abandonBudget, a.g.cleanupTimeout()))
+	defer t.Stop()
+	select {
+	case r := <-created:
+		finish(r)
+		return
+	case <-failing:
+	case <-t.C:
+	}
+	a.m.s.goTracked(func() { finish(<-created) })
 }
 
 // discard deletes the attempt's key (its incarnation a.rev only) after a

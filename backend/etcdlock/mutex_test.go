@@ -27,6 +27,12 @@ func TestNewRefusesBadNames(t *testing.T) {
 		if !errors.Is(err, etcdlock.ErrInvalidName) || !errors.Is(err, recipe.ErrInvalidPath) {
 			t.Errorf("New(%q): %v, want an error matching ErrInvalidName and recipe.ErrInvalidPath", n, err)
 		}
+		if cerr := etcdlock.CheckName(n); cerr == nil || cerr.Error() != err.Error() {
+			t.Errorf("CheckName(%q) = %v, want New's error %v", n, cerr, err)
+		}
+	}
+	if err := etcdlock.CheckName("/jobs/nightly"); err != nil {
+		t.Errorf("CheckName of a good name: %v", err)
 	}
 	if _, err := etcdlock.New(nil, "a"); !errors.Is(err, recipe.ErrBadOption) {
 		t.Errorf("New(nil, ...): %v, want recipe.ErrBadOption", err)
@@ -72,8 +78,8 @@ func TestKeysAndNames(t *testing.T) {
 }
 
 // C4: an Acquire cancelled while its put is in flight (the server
-// unreachable) returns at once; when the put gets through after all, its
-// key is deleted, and the lock is not blocked.
+// unreachable) returns soon (within abandonBudget, 1 s); when the put gets
+// through after all, its key is deleted, and the lock is not blocked.
 func TestCancelledWhilePutInFlight(t *testing.T) {
 	e := newEnv(t)
 	holder, _ := e.connect(t)

@@ -95,6 +95,12 @@ func TestLockNames(t *testing.T) {
 		if _, err := New(s, name); !errors.Is(err, recipe.ErrInvalidPath) {
 			t.Errorf("New(%q) = %v, want an error matching recipe.ErrInvalidPath", name, err)
 		}
+		if err := CheckName(name); !errors.Is(err, recipe.ErrInvalidPath) {
+			t.Errorf("CheckName(%q) = %v, want an error matching recipe.ErrInvalidPath (no session needed)", name, err)
+		}
+	}
+	if err := CheckName("/jobs/nightly"); err != nil {
+		t.Errorf("CheckName of a good name: %v", err)
 	}
 	m, err := New(s, strings.Repeat("é", MaxNameLen/2))
 	if err != nil {

@@ -58,20 +58,30 @@ var _ recipe.Lock = (*Mutex)(nil)
 // *recipe.PathError (matching recipe.ErrInvalidPath). Nothing is sent to the
 // server.
 func New(s *Session, name string) (*Mutex, error) {
-	bad := func(reason string) error { return &recipe.PathError{Path: name, Reason: reason} }
-	switch {
-	case s == nil:
+	if s == nil {
 		return nil, fmt.Errorf("%w: pglock.New: nil *Session", recipe.ErrBadOption)
-	case name == "":
-		return nil, bad("empty lock name")
-	case len(name) > MaxNameLen:
-		return nil, bad(fmt.Sprintf("lock name of %d bytes, longer than pglock.MaxNameLen (%d)", len(name), MaxNameLen))
-	case !utf8.ValidString(name):
-		return nil, bad("lock name is not valid UTF-8")
-	case strings.IndexByte(name, 0) >= 0:
-		return nil, bad("lock name contains a NUL byte")
+	}
+	if err := CheckName(name); err != nil {
+		return nil, err
 	}
 	return &Mutex{s: s, name: name, key: Key(name)}, nil
+}
+
+// CheckName returns the error New returns for name (a *recipe.PathError), or
+// nil if New accepts it: a program can refuse a bad name before it connects.
+func CheckName(name string) error {
+	bad := func(reason string) error { return &recipe.PathError{Path: name, Reason: reason} }
+	switch {
+	case name == "":
+		return bad("empty lock name")
+	case len(name) > MaxNameLen:
+		return bad(fmt.Sprintf("lock name of %d bytes, longer than pglock.MaxNameLen (%d)", len(name), MaxNameLen))
+	case !utf8.ValidString(name):
+		return bad("lock name is not valid UTF-8")
+	case strings.IndexByte(name, 0) >= 0:
+		return bad("lock name contains a NUL byte")
+	}
+	return nil
 }
 
 // Name returns the lock's name.
@@ -83,7 +93,10 @@ func (m *Mutex) Name() string { return m.name }
 // the session is closed, ErrPooler, or a connection or server error (in a
 // *recipe.OpError for statements). Whatever the error, the attempt's
 // connection is closed, which withdraws it from the queue and frees a grant
-// that landed as the caller gave up.
+// that landed as the caller gave up. That grant is freed before Acquire
+// returns (the lock statement is cancelled, then pg_advisory_unlock_all
+// runs, at most a second each), unless the server does not answer: then it
+// is freed when the server ends the session.
 func (m *Mutex) Acquire(ctx context.Context) (recipe.Lease, error) { return m.acquire(ctx, true) }
 
 // TryAcquire takes the lock if it is free right now (pg_try_advisory_lock),
@@ -128,9 +141,12 @@ func (m *Mutex) acquire(ctx context.Context, wait bool) (_ recipe.Lease, err err
 	if err != nil {
 		return nil, fail("", err)
 	}
-	granted := false
+	granted, sentLock := false, false
 	defer func() {
 		if !granted {
+			if sentLock {
+				unlockAll(conn)
+			}
 			hangUp(conn) // frees whatever the session got, a late grant included
 		}
 	}()
@@ -140,13 +156,15 @@ func (m *Mutex) acquire(ctx context.Context, wait bool) (_ recipe.Lease, err err
 	if wait {
 		lockSQL = waitSQL
 	}
-	rows, err := query(actx, conn, lockSQL, key, pid)
+	sentLock = true
+	rows, err := queryCancelled(actx, conn, lockSQL, key, pid)
 	switch {
 	case err != nil:
 		return nil, fail("pg_advisory_lock", err)
 	case len(rows) == 0:
 		return nil, fail("", ErrPooler)
 	case !wait && string(rows[0][0]) != "true":
+		sentLock = false // refused: nothing to unlock
 		return nil, fail("", recipe.ErrLocked)
 	}
 
@@ -171,12 +189,47 @@ func (m *Mutex) acquire(ctx context.Context, wait bool) (_ recipe.Lease, err err
 	return l, nil
 }
 
+// queryCancelled is query for a statement that may wait (the lock's): when
+// ctx ends, the server is asked to cancel the statement (a cancel request,
+// as psql's Ctrl-C), which keeps the connection usable, so that the caller
+// can free a grant at once (unlockAll) rather than leave it to the end of
+// the server session. If the statement has not ended closeTimeout after
+// that, the connection is closed.
+func queryCancelled(ctx context.Context, conn *pgconn.PgConn, sql string, args ...string) ([][][]byte, error) {
+	qctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancel()
+	stop := context.AfterFunc(ctx, func() {
+		cctx, ccancel := context.WithTimeout(qctx, closeTimeout)
+		defer ccancel()
+		_ = conn.CancelRequest(cctx)
+		t := time.AfterFunc(closeTimeout, cancel)
+		<-qctx.Done()
+		t.Stop()
+	})
+	defer stop()
+	return query(qctx, conn, sql, args...)
+}
+
+// unlockAll frees every advisory lock conn's server session holds, waiting
+// (at most closeTimeout) for the server to say so: after a failed Acquire,
+// the lock is free when Acquire returns. A connection that can't run it
+// (closed, or the server does not answer) is left to hangUp: the server
+// frees the locks when the session ends.
+func unlockAll(conn *pgconn.PgConn) {
+	if conn.IsClosed() || conn.IsBusy() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
+	defer cancel()
+	_, _ = query(ctx, conn, "SELECT pg_advisory_unlock_all()")
+}
+
 // bump increments the lock's token counter on the holder's connection, in a
 // transaction of its own, and returns the new value and the name the key
 // was first used with. Only the holder bumps the counter, after its grant,
 // so counter order is grant order.
 func (m *Mutex) bump(ctx context.Context, conn *pgconn.PgConn) (fence.Token, string, error) {
-	rows, err := query(ctx, conn,
+	rows, err := queryCancelled(ctx, conn,
 		"INSERT INTO "+m.s.table+" AS t (key, name, n) VALUES ($1::bigint, $2::text, 1) "+
 			"ON CONFLICT (key) DO UPDATE SET n = t.n + 1 RETURNING t.n, t.name",
 		strconv.FormatInt(m.key, 10), m.name)

@@ -54,9 +54,20 @@
 //     after the crash, plus the waiter's jitter (at most T/10).
 //
 // The third of T between the two bounds absorbs the client's timer and
-// scheduling delays and the server's clock running slightly fast. It does
-// not cover a holder that pauses after its context ended and then writes:
-// fencing does (package fence).
+// scheduling delays and the server's clock running slightly fast (MinTTL
+// says why it is at least 1 s). It does not cover a holder that pauses after
+// its context ended and then writes: fencing does (package fence).
+//
+// A renewal the network held back (a partition that heals: TCP delivers
+// what it buffered) can reach the server after its lease gave up. Two
+// things keep it from holding the lock for nobody: the renewal script
+// refuses to extend a key with less than T/3 left (it runs more than 2/3·T
+// after the previous renewal ran, so after the lease's deadline), and a
+// lease that gave up (recipe.ErrSuspended) deletes its own key,
+// owner-checked, as soon as the server answers again, so a renewal landing
+// after that finds nothing of its owner to extend.
+// TestLateRenewalAfterHealLeavesNothing measures it (T = 4 s: the lock was
+// held by nobody for 3.7 s after the lease gave up, now 12 ms).
 //
 // # Restarts and durability
 //

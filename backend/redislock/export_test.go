@@ -35,3 +35,9 @@ func NewOwner() string { return newOwner() }
 // RecheckAfter is how long a waiter sleeps without a notification when the
 // holder's key has pttl left.
 func RecheckAfter(m *Mutex, pttl time.Duration) time.Duration { return m.recheckAfter(pttl) }
+
+// RenewAs sends one renewal of m's key for owner and returns the script's
+// answer: 1 extended, 0 not owner's, -1 too late (not extended).
+func RenewAs(ctx context.Context, m *Mutex, owner string) (int64, error) {
+	return m.renewAs(ctx, owner)
+}

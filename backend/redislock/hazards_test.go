@@ -3,6 +3,8 @@ package redislock_test
 import (
 	"context"
 	"errors"
+	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -326,6 +328,45 @@ func TestLostAnswerLeavesNothing(t *testing.T) {
 	}
 	tok, _ := rdb.Get(ctx, m.TokenKey()).Int()
 	t.Logf("token counter %d after 1 grant and 2 abandoned attempts (the in-flight ones were granted, then deleted)", tok)
+}
+
+// The cleanup of a failed Acquire is done when Acquire returns: with 100 ms
+// of latency each way, an Acquire whose deadline passes while its request is
+// in flight (the request lands and takes the free lock; the answer is lost)
+// deletes the key before it returns, so another client is granted the lock
+// right after. (Before, the delete ran in the background and landed after
+// Acquire returned: a new connection's handshake and the delete, two round
+// trips here; the other client was refused.) The request's timeout at the caller's deadline is not
+// logged as a connection error ("acquire failed; retrying" was, at WARN
+// level, when the timeout came before the context was marked done).
+func TestFailedAcquireCleansUpBeforeReturning(t *testing.T) {
+	srv := redistest.Start(t)
+	p := zktest.NewFaultProxy()
+	t.Cleanup(p.Close)
+	var logs syncBuffer
+	m := mustNew(t, connect(t, srv, p, redislock.WithLogger(slog.New(slog.NewTextHandler(&logs, nil)))), "cleanup-sync")
+	other := mustNew(t, connect(t, srv, nil), "cleanup-sync")
+	ctx := context.Background()
+	grantAndRelease(t, m, 1) // the scripts are known and a connection is pooled
+	p.SetLatency(100 * time.Millisecond)
+	for i := 0; i < 3; i++ {
+		dctx, cancel := context.WithTimeout(ctx, 150*time.Millisecond)
+		_, err := m.Acquire(dctx)
+		cancel()
+		returned := time.Now()
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("Acquire past its deadline = %v, want DeadlineExceeded", err)
+		}
+		l, err := other.TryAcquire(ctx)
+		if err != nil {
+			t.Fatalf("attempt %d: TryAcquire right after the failed Acquire returned: %v (its key was still there)", i, err)
+		}
+		t.Logf("attempt %d: another client was granted %v after the failed Acquire returned", i, time.Since(returned).Round(time.Millisecond))
+		release(t, l)
+	}
+	if strings.Contains(logs.String(), "acquire failed") {
+		t.Errorf("the caller's deadline was logged as a failed request:\n%s", logs.String())
+	}
 }
 
 // A request repeated with the same owner (what Acquire does after a lost

@@ -116,17 +116,20 @@ func (l *lease) end(cause error) bool {
 	return live
 }
 
-// lose ends the lease because ownership is in doubt.
+// lose ends the lease because ownership is in doubt. A lease that gave up
+// (ErrSuspended) while its key may still be its own deletes the key in the
+// background, owner-checked, as soon as the server answers: renewals the
+// network held back may still reach the server and extend the key, and
+// nobody alive holds it (a renewal that lands after the delete finds no key
+// of its owner and changes nothing).
 func (l *lease) lose(cause error, why string) {
-	if l.end(cause) {
-		l.m.s.log.Info("redislock: lease lost", "key", l.m.key, "token", l.token, "cause", cause, "why", why)
+	if !l.end(cause) {
+		return
 	}
-}
-
-// abandon gives back a grant nobody will use (its Acquire was cancelled).
-func (l *lease) abandon() {
-	l.end(recipe.ErrReleased)
-	l.m.cleanupLater(l.owner)
+	l.m.s.log.Info("redislock: lease lost", "key", l.m.key, "token", l.token, "cause", cause, "why", why)
+	if cause == recipe.ErrSuspended {
+		l.m.cleanupLater(l.owner)
+	}
 }
 
 // extend moves the deadline to lossAfter from at, the send time of a
@@ -167,14 +170,17 @@ func (l *lease) keepAlive(sent time.Time) {
 		case <-t.C:
 		}
 		at := time.Now()
-		ours, err := l.renew()
+		r, err := l.renew()
 		switch {
 		case l.ctx.Err() != nil:
 			return
-		case err == nil && ours:
+		case err == nil && r == renewed:
 			l.extend(at)
 			b.Reset()
 			next = at.Add(every)
+		case err == nil && r == renewedLate:
+			l.lose(recipe.ErrSuspended, "the server ran the renewal after the lease's deadline (clock rates differ)")
+			return
 		case err == nil:
 			l.lose(recipe.ErrNodeDeleted, "a renewal found the key deleted or held by another owner")
 			return
@@ -188,10 +194,25 @@ func (l *lease) keepAlive(sent time.Time) {
 
 // renew sends the renewal script, bounded by the lease's deadline (a
 // renewal answered after it could not save the lease).
-func (l *lease) renew() (ours bool, err error) {
-	s := l.m.s
+func (l *lease) renew() (renewal, error) {
 	ctx, cancel := context.WithDeadline(l.ctx, l.currentDeadline())
 	defer cancel()
-	n, err := renewScript.Run(ctx, s.cli, []string{l.m.key}, l.owner, s.ttl.Milliseconds()).Int64()
-	return n == 1, err
+	n, err := l.m.renewAs(ctx, l.owner)
+	return renewal(n), err
+}
+
+// renewal is the renewal script's answer.
+type renewal int64
+
+const (
+	renewedLate renewal = -1 // the server ran it after the lease's deadline: not extended
+	notOurs     renewal = 0  // the key is deleted or another owner's
+	renewed     renewal = 1
+)
+
+// renewAs sends the renewal script for owner once: 1 extended, 0 not
+// owner's, -1 run too late (not extended).
+func (m *Mutex) renewAs(ctx context.Context, owner string) (int64, error) {
+	ttl := m.s.ttl
+	return renewScript.Run(ctx, m.s.cli, []string{m.key}, owner, ttl.Milliseconds(), (ttl - lossAfter(ttl)).Milliseconds()).Int64()
 }

@@ -38,16 +38,26 @@ var _ recipe.Lock = (*Mutex)(nil)
 // empty or longer than MaxNameLen bytes; recipe.ErrBadOption for a nil
 // session. New sends nothing to the server.
 func New(s *Session, name string) (*Mutex, error) {
-	switch {
-	case s == nil:
+	if s == nil {
 		return nil, fmt.Errorf("redislock: New: %w: nil session", recipe.ErrBadOption)
-	case name == "":
-		return nil, &recipe.PathError{Path: name, Reason: "empty lock name"}
-	case len(name) > MaxNameLen:
-		return nil, &recipe.PathError{Path: name[:32] + "...", Reason: fmt.Sprintf("lock name of %d bytes, more than MaxNameLen (%d)", len(name), MaxNameLen)}
+	}
+	if err := CheckName(name); err != nil {
+		return nil, err
 	}
 	base := s.prefix + name
 	return &Mutex{s: s, name: name, key: base + ":holder", counter: base + ":token", channel: base + ":released"}, nil
+}
+
+// CheckName returns the error New returns for name (a *recipe.PathError), or
+// nil if New accepts it: a program can refuse a bad name before it connects.
+func CheckName(name string) error {
+	switch {
+	case name == "":
+		return &recipe.PathError{Path: name, Reason: "empty lock name"}
+	case len(name) > MaxNameLen:
+		return &recipe.PathError{Path: name[:32] + "...", Reason: fmt.Sprintf("lock name of %d bytes, more than MaxNameLen (%d)", len(name), MaxNameLen)}
+	}
+	return nil
 }
 
 // Name returns the lock's name as given to New.
@@ -75,8 +85,11 @@ func (m *Mutex) TokenKey() string { return m.counter }
 // 50 ms to 1 s) for up to the TTL; a *recipe.OpError is returned when they
 // last longer. Errors: ctx's cause, recipe.ErrSessionClosed (Close
 // started), a *recipe.OpError. No error leaves a key behind: when a
-// request's answer was lost, an owner-checked delete is sent in the
-// background (and if even that fails, the key expires within the TTL).
+// request's answer was lost (or a grant came after ctx ended), the
+// owner-checked delete is done before Acquire returns, whatever ctx has
+// become, bounded by a third of the TTL (one request); only when the server
+// can't be reached does it go on in the background, and the key, if the
+// request made one, expires within the TTL anyway.
 func (m *Mutex) Acquire(ctx context.Context) (recipe.Lease, error) { return m.acquire(ctx, true) }
 
 // TryAcquire takes the lock if it is free now. It returns an error matching
@@ -106,7 +119,7 @@ func (m *Mutex) acquire(ctx context.Context, wait bool) (recipe.Lease, error) {
 	defer func() { w.close() }()
 	giveUp := func(err error) (recipe.Lease, error) {
 		if unknown {
-			m.cleanupLater(owner)
+			m.discard(owner, !failing.IsZero())
 		}
 		return nil, err
 	}
@@ -115,8 +128,9 @@ func (m *Mutex) acquire(ctx context.Context, wait bool) (recipe.Lease, error) {
 		switch {
 		case err == nil && l != nil:
 			if ctx.Err() != nil { // the caller gave up while the grant was on its way
-				l.abandon()
-				return nil, context.Cause(ctx)
+				l.end(recipe.ErrReleased)
+				unknown = true
+				return giveUp(context.Cause(ctx))
 			}
 			return l, nil
 		case err == nil:
@@ -125,7 +139,7 @@ func (m *Mutex) acquire(ctx context.Context, wait bool) (recipe.Lease, error) {
 			if !wait {
 				return giveUp(fmt.Errorf("redislock: %s: %w", m.name, recipe.ErrLocked))
 			}
-		case ctx.Err() != nil:
+		case ended(ctx):
 			unknown = true
 			return giveUp(context.Cause(ctx))
 		case errors.Is(err, recipe.ErrSessionClosed):
@@ -215,6 +229,39 @@ func (m *Mutex) deleteOwned(ctx context.Context, owner string) error {
 		case <-t.C:
 		}
 	}
+}
+
+// discard deletes owner's key, if it is owner's, for an Acquire that failed
+// after a request whose outcome it does not know: one attempt now, whatever
+// the caller's context has become, bounded by opTimeout; the background
+// retries what that could not confirm. unreachable (the last requests met
+// connection errors) skips the attempt: the background retries at once.
+func (m *Mutex) discard(owner string, unreachable bool) {
+	if !unreachable {
+		ctx, cancel := context.WithTimeout(context.Background(), opTimeout(m.s.ttl))
+		err := m.deleteOwned(ctx, owner)
+		cancel()
+		if err == nil {
+			return
+		}
+	}
+	m.cleanupLater(owner)
+}
+
+// ended reports whether ctx is done or its deadline has passed. A request
+// bounded by ctx's deadline fails with a timeout at that deadline, which can
+// come before ctx's own timer has marked it done: that is the caller's
+// deadline, not a connection error to log and retry. ended then waits for
+// ctx to be marked done, so that context.Cause(ctx) is set.
+func ended(ctx context.Context) bool {
+	if ctx.Err() != nil {
+		return true
+	}
+	if d, ok := ctx.Deadline(); ok && !time.Now().Before(d) {
+		<-ctx.Done()
+		return true
+	}
+	return false
 }
 
 // cleanupLater deletes owner's key (if it is owner's) in the background.

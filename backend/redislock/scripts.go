@@ -31,12 +31,20 @@ return {0, redis.call('PTTL', KEYS[1])}
 
 	// renewScript sets the lock's expiry to ARGV[2] ms if ARGV[1] still
 	// holds it and returns 1, else 0 ("not ours": deleted, overwritten, or
-	// expired and maybe granted again).
+	// expired and maybe granted again). It returns -1 and leaves the expiry
+	// alone when less than ARGV[3] ms (the TTL minus lossAfter) is left:
+	// more than lossAfter has passed since the previous grant or renewal
+	// ran, so on the server's clock this renewal runs after its lease's
+	// deadline (which counts from the earlier send): a renewal the network
+	// held back must not give a lease that has ended another TTL.
 	renewScript = redis.NewScript(`
-if redis.call('GET', KEYS[1]) == ARGV[1] then
-  return redis.call('PEXPIRE', KEYS[1], ARGV[2])
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then
+  return 0
 end
-return 0
+if redis.call('PTTL', KEYS[1]) < tonumber(ARGV[3]) then
+  return -1
+end
+return redis.call('PEXPIRE', KEYS[1], ARGV[2])
 `)
 
 	// releaseScript deletes the lock if ARGV[1] holds it, tells the waiters

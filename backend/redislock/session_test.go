@@ -36,6 +36,7 @@ func TestConnectBadOptions(t *testing.T) {
 	ctx := context.Background()
 	for name, opt := range map[string]redislock.Option{
 		"short TTL":  redislock.WithTTL(redislock.MinTTL - time.Millisecond),
+		"100 ms TTL": redislock.WithTTL(100 * time.Millisecond), // a 33 ms margin: two holders overlapped under load
 		"zero TTL":   redislock.WithTTL(0),
 		"nil logger": redislock.WithLogger(nil),
 		"nil dialer": redislock.WithDialer(nil),
@@ -74,6 +75,12 @@ func TestNewBadName(t *testing.T) {
 		if _, err := redislock.New(s, n); !errors.Is(err, recipe.ErrInvalidPath) {
 			t.Errorf("New(%d bytes) = %v, want an error matching recipe.ErrInvalidPath", len(n), err)
 		}
+		if err := redislock.CheckName(n); !errors.Is(err, recipe.ErrInvalidPath) {
+			t.Errorf("CheckName(%d bytes) = %v, want an error matching recipe.ErrInvalidPath (no session needed)", len(n), err)
+		}
+	}
+	if err := redislock.CheckName(strings.Repeat("x", redislock.MaxNameLen)); err != nil {
+		t.Errorf("CheckName(MaxNameLen bytes) = %v", err)
 	}
 	if _, err := redislock.New(s, strings.Repeat("x", redislock.MaxNameLen)); err != nil {
 		t.Errorf("New(MaxNameLen bytes) = %v", err)

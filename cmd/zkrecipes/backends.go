@@ -154,6 +154,20 @@ func (f *lockFlags) open(ctx context.Context, log *slog.Logger, met *metricsServ
 	return ls, -1
 }
 
+// checkLockName returns the error the backend's New returns for the lock
+// name path, without a session.
+func checkLockName(b backend, path string) error {
+	switch b {
+	case etcdBackend:
+		return etcdlock.CheckName(path)
+	case pgBackend:
+		return pglock.CheckName(path)
+	case redisBackend:
+		return redislock.CheckName(path)
+	}
+	return nil
+}
+
 // redisLog takes go-redis's own messages (it prints failed dials to stderr
 // through the standard logger) into the log at debug level: the error
 // zkrecipes logs says the same, in the format and at the level asked for.

@@ -181,7 +181,9 @@ func TestLockOtherBackends(t *testing.T) {
 
 // TestLockOtherBackendsRefuseBadNames: a name the backend refuses (etcd: an
 // element starting with _lock_; PostgreSQL and Redis: longer than 1024
-// bytes) is a usage error, reported by the backend without a request.
+// bytes) is a usage error (64), reported by the backend without a request:
+// also when the server can't be reached (it was 69, unavailable: the name
+// was checked after connecting).
 func TestLockOtherBackendsRefuseBadNames(t *testing.T) {
 	t.Parallel()
 	bad := map[string]string{
@@ -194,10 +196,12 @@ func TestLockOtherBackendsRefuseBadNames(t *testing.T) {
 			t.Parallel()
 			url, addr := ls.start(t)
 			dir := t.TempDir()
-			p := startOn(t, url(addr), dir, "lock", bad[ls.name], "--", "true")
-			p.expect(exitUsage, 30*time.Second)
-			if p.logged("cannot use the path") == nil {
-				t.Errorf("no clear message:\n%s", p.stderr)
+			for _, servers := range []string{url(addr), ls.unreachable} {
+				p := startOn(t, servers, dir, "lock", bad[ls.name], "--", "true")
+				p.expect(exitUsage, 30*time.Second)
+				if p.logged("cannot use the path") == nil {
+					t.Errorf("%s: no clear message:\n%s", servers, p.stderr)
+				}
 			}
 		})
 	}

@@ -121,6 +121,11 @@ func lockMain(f *lockFlags, path string, argv []string, stderr io.Writer) int {
 	log := f.logger(stderr).With("path", recipe.ShortPath(path))
 	if f.backend != zkBackend {
 		log = log.With("backend", string(f.backend))
+		// Before connecting, as ZooKeeper paths are: a bad name is a usage
+		// error (64) even when the server can't be reached.
+		if err := checkLockName(f.backend, path); err != nil {
+			return failStatus(log, "lock", err)
+		}
 	}
 	host, _ := os.Hostname()
 	data := []byte(fmt.Sprintf("%s:%d", host, os.Getpid()))

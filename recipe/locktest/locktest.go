@@ -29,7 +29,9 @@
 //   - CancellationLeavesNothing: Acquire calls that end by cancellation or
 //     deadline (before or while waiting, or racing the request) and refused
 //     TryAcquire calls return the context's cause or ErrLocked and leave no
-//     entry behind.
+//     entry behind; an Acquire of a free lock cancelled while its request is
+//     in flight leaves nothing by the time it returns (another client's
+//     TryAcquire right after it is granted).
 //   - LeaderFailover: candidates elect a leader with the lock; the leader is
 //     cut off, then the next one crashes, then the next one steps down; each
 //     time exactly one new leader takes over, never while the previous

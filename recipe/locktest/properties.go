@@ -385,6 +385,48 @@ func (s *suite) cancellationLeavesNothing(t *testing.T) {
 		t.Fatalf("C: TryAcquire of the lock nobody holds: %v (something left behind blocks it)", err)
 	}
 	release(t, lc, "C")
+
+	// The lock is free: B's attempts, cancelled or given a deadline at
+	// assorted moments, are often granted while in flight. An error from
+	// Acquire leaves nothing behind by the time it returns, so C is granted
+	// right after each.
+	blocked := 0
+	for i := 0; i < 32; i++ {
+		after := time.Duration(i/2) * 500 * time.Microsecond
+		var l recipe.Lease
+		var err error
+		want := error(giveUp)
+		if i%2 == 0 {
+			rctx, rcancel := context.WithCancelCause(context.Background())
+			stop := time.AfterFunc(after, func() { rcancel(giveUp) })
+			l, err = acquireWithin(t, "B", b, rctx)
+			stop.Stop()
+			rcancel(nil)
+		} else {
+			want = context.DeadlineExceeded
+			dctx, dcancel := context.WithTimeout(context.Background(), after)
+			l, err = acquireWithin(t, "B", b, dctx)
+			dcancel()
+		}
+		if err == nil { // granted before the cancellation
+			release(t, l, "B")
+			continue
+		}
+		if !errors.Is(err, want) {
+			t.Errorf("B: Acquire of a free lock, ended by its context: %v, want an error matching %v", err, want)
+		}
+		lc, err := c.TryAcquire(stepCtx(t))
+		if err != nil {
+			blocked++
+			t.Errorf("C: TryAcquire right after B's cancelled Acquire returned, nobody holding: %v (B's attempt was still there)", err)
+			s.expectLeftovers(t, lock, 0, "B's cancelled attempt is gone")
+			continue
+		}
+		release(t, lc, "C")
+	}
+	if blocked > 0 {
+		t.Logf("%d of 32 cancelled attempts still blocked the lock when Acquire returned", blocked)
+	}
 }
 
 // leaderFailover: three candidates campaign for leadership with the lock.
