@@ -51,16 +51,7 @@ func ObserveHeadAs[T any](ctx context.Context, q *Queue, conv func(Head) T) (<-c
 	}
 	out := make(chan T)
 	s := q.s
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		close(out)
-		return out, nil
-	}
-	s.wg.Add(1)
-	s.mu.Unlock()
-	go func() {
-		defer s.wg.Done()
+	started := s.spawn(func() {
 		defer close(out)
 		var delivered, pendingHead Head // what the reader has; what it will have
 		var pending T                   // conv(pendingHead)
@@ -119,7 +110,10 @@ func ObserveHeadAs[T any](ctx context.Context, q *Queue, conv func(Head) T) (<-c
 			}
 			stop()
 		}
-	}()
+	})
+	if !started {
+		close(out)
+	}
 	return out, nil
 }
 

@@ -415,6 +415,22 @@ func (s *Session) Listen(ctx context.Context) <-chan StateChange {
 	return f.C()
 }
 
+// spawn runs f on a goroutine that Close waits for, and reports true;
+// once the Session is closed it reports false and runs nothing.
+func (s *Session) spawn(f func()) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return false
+	}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		f()
+	}()
+	return true
+}
+
 type zkLogger struct{ l *slog.Logger }
 
 // Printf logs a line of go-zookeeper's at debug level, except its failures
