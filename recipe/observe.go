@@ -8,6 +8,7 @@ import (
 
 	"github.com/go-zookeeper/zk"
 	"github.com/zkrecipes/zkrecipes/fence"
+	"github.com/zkrecipes/zkrecipes/internal/loop"
 )
 
 // Head is the first node of a queue at some moment: the holder of an
@@ -56,7 +57,7 @@ func ObserveHeadAs[T any](ctx context.Context, q *Queue, conv func(Head) T) (<-c
 		var delivered, pendingHead Head // what the reader has; what it will have
 		var pending T                   // conv(pendingHead)
 		havePending, first := false, true
-		var ends Stopper
+		ends := loop.Stopper{Confirm: ErrMixedRecipes}
 		for {
 			h, wake, stop, err := q.headAndWatch(ctx)
 			if err != nil {
