@@ -400,14 +400,14 @@ func (s *Session) Listen(ctx context.Context) <-chan StateChange {
 		f.Close()
 		return f.C()
 	}
-	s.conns.listeners[f] = struct{}{}
+	s.conns.listeners.Add(f)
 	s.wg.Add(1)
 	s.mu.Unlock()
 	go func() {
 		defer s.wg.Done()
 		defer func() {
 			s.mu.Lock()
-			delete(s.conns.listeners, f)
+			s.conns.listeners.Remove(f)
 			s.mu.Unlock()
 		}()
 		f.Run(ctx, s.quit)
