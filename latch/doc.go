@@ -38,7 +38,7 @@
 //     2 s) when they keep failing; they never spin. An error that retrying
 //     cannot cure (recipe.Permanent: another recipe's nodes in the
 //     directory, recipe.ErrMixedRecipes, once the next attempt after the
-//     backoff meets them too, as recipe.Stopper says; an ACL refusal) is
+//     backoff meets them too, as for leader.Run; an ACL refusal) is
 //     not retried: it ends the participant (logged at error level, its
 //     node deleted), Await returns it and listeners get a final Change
 //     with it as Cause.

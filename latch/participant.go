@@ -28,7 +28,7 @@ const (
 type participant struct {
 	l       *Latch
 	t       *recipe.Ticket // the current ticket: its node keeps our place
-	stop    recipe.Stopper
+	stop    loop.Stopper
 	joining bool // the attempt is joining again: a failure is the join's
 }
 
@@ -39,7 +39,7 @@ type participant struct {
 // that retrying cannot cure (then the latch ends with it).
 func (l *Latch) run(t *recipe.Ticket, done chan struct{}) {
 	defer close(done)
-	p := &participant{l: l, t: t}
+	p := &participant{l: l, t: t, stop: loop.Stopper{Confirm: recipe.ErrMixedRecipes}}
 	defer func() {
 		// Whatever ended the loop, the node goes now, even if Close stops
 		// waiting (its own Leave is then a confirmation, and reports

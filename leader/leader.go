@@ -127,10 +127,10 @@ func (c *config) isPermanent(err error) bool {
 // recipe.ErrSessionClosed when the session was closed,
 // recipe.ErrNoPermission, recipe.ErrMixedRecipes, recipe.ErrInvalidPath,
 // recipe.ErrTooLarge, recipe.ErrBadOption; and the errors of WithPermanent).
-// recipe.ErrMixedRecipes ends it only when confirmed (recipe.Stopper): when
-// the next Acquire, after the backoff, fails with it too, so that another
-// recipe's node that is on the path for a moment only does not stop a
-// standing leader. Any other Acquire error (recipe.ErrSessionLost, a
+// recipe.ErrMixedRecipes ends it only when confirmed: when the next
+// Acquire, after the backoff, fails with it too, so that another recipe's
+// node that is on the path for a moment only does not stop a standing
+// leader. Any other Acquire error (recipe.ErrSessionLost, a
 // connection failure, ...) is logged and retried. Errors of its own:
 // recipe.ErrBadOption for a nil lock or fn.
 func Run(ctx context.Context, lock recipe.Lock, fn func(ctx context.Context, token fence.Token) error, opts ...Option) error {
@@ -152,7 +152,7 @@ func Run(ctx context.Context, lock recipe.Lock, fn func(ctx context.Context, tok
 	if c.log == nil {
 		c.log = slog.Default()
 	}
-	var stop recipe.Stopper
+	stop := loop.Stopper{Confirm: recipe.ErrMixedRecipes}
 	lp := loop.Loop{
 		BackOff: c.backoff(),
 		Max:     MaxBackOff,

@@ -167,7 +167,7 @@ func TestPermanentErrorsEnd(t *testing.T) {
 	}
 
 	// recipe.ErrMixedRecipes ends Run only when the next Acquire meets it
-	// too (recipe.Stopper): once, the loop goes on to lead; twice in a
+	// too (loop.Stopper): once, the loop goes on to lead; twice in a
 	// row, it ends.
 	zero := leader.WithBackOff(func() backoff.BackOff { return &backoff.ZeroBackOff{} })
 	m3, _ := memLock(t)

@@ -375,10 +375,10 @@ func TestSkipRelistNotWhenOwnNodeGoesWithPredecessor(t *testing.T) {
 	}
 }
 
-// TestSkipRelistAnchoredRefused: in a queue of one kind, the holder's
-// session asks for an anchored node taking the holder's place while a
-// waiter (another session) waits behind the holder with the listing
-// [holder, waiter]. Were the anchored node made, it would sort before the
+// TestSkipRelistAnchoredRefused: in a one-kind queue not declared
+// AllowsAnchors, the holder's session asks for an anchored node taking the
+// holder's place while a waiter (another session) waits behind the holder
+// with the listing [holder, waiter]. Were the anchored node made, it would sort before the
 // waiter once the holder's node goes, and the waiter, granting without a
 // re-list (the skip), would hold together with it. AcquireAnchored must
 // refuse a queue not declared AllowsAnchors (ErrBadOption, no node made),
@@ -427,10 +427,10 @@ func TestSkipRelistAnchoredRefused(t *testing.T) {
 	if a.l != nil {
 		live := w.l.Context().Err() == nil && a.l.Context().Err() == nil
 		a.l.Release(ctx)
-		t.Fatalf("anchored node granted in a one-kind queue (both held at once: %v)", live)
+		t.Fatalf("anchored node granted in a queue not declared AllowsAnchors (both held at once: %v)", live)
 	}
 	if !errors.Is(a.err, ErrBadOption) {
-		t.Fatalf("AcquireAnchored on a one-kind queue: %v, want ErrBadOption", a.err)
+		t.Fatalf("AcquireAnchored on a queue not declared AllowsAnchors: %v, want ErrBadOption", a.err)
 	}
 	if kids := in.Children("/skipanchor"); len(kids) != 1 {
 		t.Fatalf("children %v, want the waiter's node only", kids)

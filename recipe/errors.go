@@ -104,8 +104,9 @@ var (
 // ErrMixedRecipes, ErrTooLarge, ErrBadOption, ErrInvalidPath,
 // ErrNoPermission and ErrSessionClosed. leader.Run, election.Run, the
 // leader latch and ObserveHead stop on such an error instead of retrying
-// it (ErrMixedRecipes once confirmed: see Stopper); a loop of the caller's
-// own should too.
+// it, ErrMixedRecipes only when the next attempt, after the loop's
+// backoff, meets it too (another recipe's node can be on the path for a
+// moment only); a loop of the caller's own should too.
 func Permanent(err error) bool {
 	for _, p := range []error{ErrMixedRecipes, ErrTooLarge, ErrBadOption, ErrInvalidPath, ErrNoPermission, ErrSessionClosed} {
 		if errors.Is(err, p) {
@@ -113,30 +114,6 @@ func Permanent(err error) bool {
 		}
 	}
 	return false
-}
-
-// Stopper tells a standing loop (leader.Run and so election.Run, the leader
-// latch, ObserveHead) when the error of an attempt ends it. An error that
-// retrying cannot cure (Permanent, or one the loop adds) ends it at once,
-// except ErrMixedRecipes, which ends it only when confirmed: met by the
-// next attempt too, after the loop's backoff. Another recipe's node can be
-// on the path for a moment only (a lock taken on an election's path by
-// mistake, and released at once), which must not stop a standing leader
-// for good; a path that another recipe keeps using still ends the loop
-// within one backoff. The zero value is ready to use; one per loop.
-type Stopper struct {
-	mixed bool // the last attempt met ErrMixedRecipes
-}
-
-// Stop records the outcome of an attempt (err nil for a success) and
-// reports whether the loop ends on it. permanent says whether err is one
-// that retrying cannot cure (Permanent(err), or an error of the loop's
-// own).
-func (s *Stopper) Stop(err error, permanent bool) bool {
-	mixed := errors.Is(err, ErrMixedRecipes)
-	confirmed := mixed && s.mixed
-	s.mixed = mixed
-	return permanent && (!mixed || confirmed)
 }
 
 // PathError reports an invalid znode path. It matches ErrInvalidPath, and

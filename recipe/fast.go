@@ -135,10 +135,7 @@ func (q *Queue) earlyLease(ctx context.Context, fs *fastStart, t *Ticket, reply 
 	if fs == nil {
 		return
 	}
-	lctx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
-	fs.pre = &lease{s: q.s, path: t.path, owner: t.owner, czxid: reply.Czxid, version: reply.Version,
-		keep: t.keep, kinds: q.kinds, ctx: lctx, cancel: cancel}
-	q.s.registerEarly(fs.pre, fs.child)
+	fs.pre = q.s.registerEarly(ctx, t.leaseNode(), reply, fs.child)
 }
 
 // fastWait is the fast-path state of one wait: the pipelined listing until
@@ -146,10 +143,11 @@ func (q *Queue) earlyLease(ctx context.Context, fs *fastStart, t *Ticket, reply 
 // Ticket's Await, an anchored Acquire) takes no fast path.
 type fastWait struct {
 	q       *Queue
-	first   []string // the pipelined listing
-	pre     *lease   // the early lease
-	childOK bool     // the solo hint is updated (an Acquire that waits)
-	watched bool     // the current listing set pre's child watch
+	first   []string   // the pipelined listing
+	pre     *lease     // the early lease
+	slot    *childSlot // pre's child watch, if any
+	childOK bool       // the solo hint is updated (an Acquire that waits)
+	watched bool       // the current listing set pre's child watch
 }
 
 // startFast waits for the pipelined listing, if any.
@@ -158,7 +156,7 @@ func (q *Queue) startFast(ctx context.Context, fs *fastStart) *fastWait {
 	if fs == nil {
 		return fw
 	}
-	fw.pre, fw.childOK = fs.pre, fs.childOK
+	fw.pre, fw.slot, fw.childOK = fs.pre, fs.child, fs.childOK
 	if fs.list != nil {
 		select {
 		case <-fs.list.done:
@@ -176,8 +174,8 @@ func (q *Queue) startFast(ctx context.Context, fs *fastStart) *fastWait {
 // drop drops the early lease if it was not granted.
 func (fw *fastWait) drop() {
 	if fw.pre != nil {
-		fw.q.s.dropLease(fw.pre)
-		fw.pre = nil
+		fw.q.s.dropLease(fw.pre) // and its child watch
+		fw.pre, fw.slot = nil, nil
 	}
 }
 
@@ -188,7 +186,7 @@ func (fw *fastWait) piped() ([]string, bool) {
 	}
 	children := fw.first
 	fw.first = nil
-	fw.watched = fw.pre != nil && fw.pre.child != nil
+	fw.watched = fw.pre != nil && fw.slot != nil
 	return children, true
 }
 
@@ -199,7 +197,8 @@ func (fw *fastWait) relistSlot() *childSlot {
 	if fw.pre == nil {
 		return nil
 	}
-	return fw.q.s.addChildSlotFor(fw.q.adir, fw.pre)
+	fw.slot = fw.q.s.addChildSlotFor(fw.q.adir, fw.pre)
+	return fw.slot
 }
 
 // listed records whether the re-list set its child watch.
@@ -217,9 +216,9 @@ func (fw *fastWait) decided(holds bool, nodes int) {
 // listing on. ok is false when the loop must grant by reading the node;
 // the early lease is dropped then.
 func (fw *fastWait) grantOnChildWatch(ep *epoch) (l *lease, ok bool, err error) {
-	if fw.watched && fw.q.s.useChildSlot(fw.pre.child) {
+	if fw.watched && fw.q.s.useChildSlot(fw.slot) {
 		l, err = fw.q.grantEarly(ep, fw.pre)
-		fw.pre = nil
+		fw.pre, fw.slot = nil, nil
 		return l, true, err
 	}
 	fw.drop()
@@ -228,8 +227,8 @@ func (fw *fastWait) grantOnChildWatch(ep *epoch) (l *lease, ok bool, err error) 
 
 // waiting drops the child watch: a waiter has no use for it.
 func (fw *fastWait) waiting() {
-	if fw.pre != nil && fw.pre.child != nil {
-		fw.q.s.dropChildSlot(fw.pre.child)
+	if fw.pre != nil {
+		fw.q.s.dropChildSlot(fw.slot)
 	}
 }
 
@@ -238,7 +237,7 @@ func (fw *fastWait) ended() <-chan struct{} {
 	if fw.pre == nil {
 		return nil
 	}
-	return fw.pre.ctx.Done()
+	return fw.pre.Context().Done()
 }
 
 // mayskip reports whether a deletion of the watched node may be decided
@@ -286,14 +285,12 @@ func (q *Queue) grantOnSkip(ctx context.Context, ep *epoch, t *Ticket, fw *fastW
 	if err != nil {
 		return nil, q.wrap("get", err)
 	}
-	if !ok || st.Czxid != pre.czxid || st.EphemeralOwner != ep.id {
+	if !ok || !pre.isNode(st) {
 		return nil, nil
 	}
-	q.s.mu.Lock()
-	pre.arming, pre.version = true, st.Version
-	q.s.mu.Unlock()
+	q.s.ownWatchRead(pre, st.Version)
 	l, err := q.grantEarly(ep, pre)
-	fw.pre = nil
+	fw.pre, fw.slot = nil, nil
 	if err != nil || l != nil {
 		return l, err
 	}

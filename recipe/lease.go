@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync"
 
+	"github.com/go-zookeeper/zk"
 	"github.com/zkrecipes/zkrecipes/fence"
 )
 
@@ -17,8 +18,8 @@ type lease struct {
 	// connection has not been down since.
 	outages uint64
 	path    string // absolute
-	czxid   int64  // set under Session.mu by activateLease
-	token   int64  // the fencing token when it is not czxid (anchored node); set before the grant
+	czxid   int64  // from the create2 reply (early), or set under Session.mu by activateLease
+	token   int64  // the fencing token when it is not czxid (anchored node)
 	owner   int64
 	active  bool // granted (under Session.mu)
 	// Set at registration for a lease whose node's Stat came with the
@@ -55,6 +56,12 @@ func (l *lease) Context() context.Context { return l.ctx }
 
 // Path returns the lease znode's path relative to the chroot.
 func (l *lease) Path() string { return l.path[len(l.s.chroot):] }
+
+// isNode reports whether st is the Stat of l's node: same czxid and owner
+// (not a node of the same name created since).
+func (l *lease) isNode(st *zk.Stat) bool {
+	return st.Czxid == l.czxid && st.EphemeralOwner == l.owner
+}
 
 // Release gives the lease up: it ends the lease context (cause
 // ErrReleased) first, then deletes the znode, ignoring ctx's cancellation

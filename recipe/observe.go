@@ -8,6 +8,7 @@ import (
 
 	"github.com/go-zookeeper/zk"
 	"github.com/zkrecipes/zkrecipes/fence"
+	"github.com/zkrecipes/zkrecipes/internal/loop"
 )
 
 // Head is the first node of a queue at some moment: the holder of an
@@ -51,21 +52,12 @@ func ObserveHeadAs[T any](ctx context.Context, q *Queue, conv func(Head) T) (<-c
 	}
 	out := make(chan T)
 	s := q.s
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		close(out)
-		return out, nil
-	}
-	s.wg.Add(1)
-	s.mu.Unlock()
-	go func() {
-		defer s.wg.Done()
+	started := s.spawn(func() {
 		defer close(out)
 		var delivered, pendingHead Head // what the reader has; what it will have
 		var pending T                   // conv(pendingHead)
 		havePending, first := false, true
-		var ends Stopper
+		ends := loop.Stopper{Confirm: ErrMixedRecipes}
 		for {
 			h, wake, stop, err := q.headAndWatch(ctx)
 			if err != nil {
@@ -119,7 +111,10 @@ func ObserveHeadAs[T any](ctx context.Context, q *Queue, conv func(Head) T) (<-c
 			}
 			stop()
 		}
-	}()
+	})
+	if !started {
+		close(out)
+	}
 	return out, nil
 }
 

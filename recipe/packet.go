@@ -23,15 +23,15 @@ import (
 const pathSlack = zkwire.PathSlack
 
 // maxNameLen is the longest child name of the given kinds in the node-name
-// grammar, sequence included; anchored names only for queues of two or
-// more kinds (AcquireAnchored refuses the others).
-func maxNameLen(kinds []string) int {
+// grammar, sequence included; anchored names only for a queue declared
+// AllowsAnchors (anchors: AcquireAnchored refuses the others).
+func maxNameLen(kinds []string, anchors bool) int {
 	k := 0
 	for _, kind := range kinds {
 		k = max(k, len(kind))
 	}
 	n := len(protectedPrefix) + guidLen + 1 + k + seqLen
-	if len(kinds) > 1 {
+	if anchors {
 		n += 1 + seqLen + 1 // "@<anchor>@"
 	}
 	return n
@@ -40,14 +40,15 @@ func maxNameLen(kinds []string) int {
 // seqLen is the longest sequence suffix ZooKeeper appends ("-2147483648").
 const seqLen = 11
 
-// checkQueueDir checks that every request a queue of the given kinds on
-// the directory dir (as given) and adir (absolute) builds fits the packet
+// checkQueueDir checks that every request a queue of the given kinds
+// (with anchored nodes if anchors) on the directory dir (as given) and
+// adir (absolute) builds fits the packet
 // limit without node data: the paths of its nodes (with pathSlack) and
 // its creates. Node data is checked where it is given (CheckNodeData) or
 // at the call (join). The error is a *PathError matching ErrTooLarge.
-func (s *Session) checkQueueDir(dir, adir string, kinds []string) error {
-	node := len(adir) + 1 + maxNameLen(kinds)
-	need := s.queueRequestSize(adir, kinds)
+func (s *Session) checkQueueDir(dir, adir string, kinds []string, anchors bool) error {
+	node := len(adir) + 1 + maxNameLen(kinds, anchors)
+	need := s.queueRequestSize(adir, kinds, anchors)
 	if need <= s.cfg.maxPacket {
 		return nil
 	}
@@ -56,22 +57,23 @@ func (s *Session) checkQueueDir(dir, adir string, kinds []string) error {
 	return &PathError{Path: dir, Reason: reason, Err: ErrTooLarge}
 }
 
-// queueRequestSize bounds every request a queue of the given kinds on adir
-// sends, but for the data its creates carry: the paths of its nodes (with
-// pathSlack) and its creates without data.
-func (s *Session) queueRequestSize(adir string, kinds []string) int {
-	return max(len(adir)+1+maxNameLen(kinds)+pathSlack, s.queueCreateFrame(adir, kinds, 0))
+// queueRequestSize bounds every request a queue of the given kinds (with
+// anchored nodes if anchors) on adir sends, but for the data its creates
+// carry: the paths of its nodes (with pathSlack) and its creates without
+// data.
+func (s *Session) queueRequestSize(adir string, kinds []string, anchors bool) int {
+	return max(len(adir)+1+maxNameLen(kinds, anchors)+pathSlack, s.queueCreateFrame(adir, kinds, anchors, 0))
 }
 
 // queueCreateFrame is the largest create request of a queue of the given
-// kinds on adir with dataLen bytes of data (for two or more kinds, the
-// anchored multi).
-func (s *Session) queueCreateFrame(adir string, kinds []string, dataLen int) int {
-	prefix := len(adir) + 1 + maxNameLen(kinds) - seqLen // the name sent has no sequence
-	if len(kinds) < 2 {
+// kinds on adir with dataLen bytes of data: with anchors, the anchored
+// multi.
+func (s *Session) queueCreateFrame(adir string, kinds []string, anchors bool, dataLen int) int {
+	prefix := len(adir) + 1 + maxNameLen(kinds, anchors) - seqLen // the name sent has no sequence
+	if !anchors {
 		return zkwire.CreateFrame(prefix, dataLen, s.cfg.acl)
 	}
-	return zkwire.CheckCreateFrame(len(adir)+1+maxNameLen(kinds), prefix, dataLen, s.cfg.acl)
+	return zkwire.CheckCreateFrame(len(adir)+1+maxNameLen(kinds, anchors), prefix, dataLen, s.cfg.acl)
 }
 
 // CheckNodeData reports whether a node of this queue may carry data: nil,
@@ -83,7 +85,7 @@ func (s *Session) queueCreateFrame(adir string, kinds []string, dataLen int) int
 // check the data they are given the same way. It performs no ZooKeeper
 // operation.
 func (q *Queue) CheckNodeData(data []byte) error {
-	return q.checkFrame(data, q.s.queueCreateFrame(q.adir, q.kinds, len(data)))
+	return q.checkFrame(data, q.s.queueCreateFrame(q.adir, q.kinds, q.contract.anchors, len(data)))
 }
 
 // checkCreate checks the create request join is about to send for a node

@@ -166,14 +166,14 @@ func TestPacketSizesMatchTheEncoding(t *testing.T) {
 
 // TestQueuePathLimit: a directory whose nodes' paths, with the slack for
 // the requests and replies that carry them, would be over the packet limit
-// is refused by NewQueue; one just under is accepted. For a queue of two
-// kinds the anchored create (a multi carrying two paths) is counted: on the
-// longest directory NewQueue accepts, that multi, with the longest names,
-// still passes the send buffer.
+// is refused by NewQueue; one just under is accepted. For a queue declared
+// AllowsAnchors the anchored create (a multi carrying two paths) is
+// counted: on the longest directory NewQueue accepts, that multi, with the
+// longest names, still passes the send buffer.
 func TestQueuePathLimit(t *testing.T) {
 	s := connect(t, zktest.Shared(t).Servers(), WithMaxPacket(MinMaxPacket))
 	kinds := []string{"lock-"}
-	room := MinMaxPacket - pathSlack - maxNameLen(kinds) - 1 - len(s.abs("/d"))
+	room := MinMaxPacket - pathSlack - maxNameLen(kinds, false) - 1 - len(s.abs("/d"))
 	for _, extra := range []int{0, 1} {
 		dir := "/d" + strings.Repeat("z", room+extra)
 		_, err := NewQueue(s, dir, kinds, FirstHolds)
@@ -184,10 +184,10 @@ func TestQueuePathLimit(t *testing.T) {
 
 	kinds = []string{"write-", "read-"}
 	longest := sort.Search(MinMaxPacket, func(n int) bool {
-		_, err := NewQueue(s, "/d"+strings.Repeat("z", n), kinds, FirstHolds)
+		_, err := NewQueue(s, "/d"+strings.Repeat("z", n), kinds, FirstHolds, AllowsAnchors())
 		return err != nil
 	}) - 1
-	q, err := NewQueue(s, "/d"+strings.Repeat("z", longest), kinds, FirstHolds)
+	q, err := NewQueue(s, "/d"+strings.Repeat("z", longest), kinds, FirstHolds, AllowsAnchors())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -69,8 +69,8 @@ func GrantsLowest() QueueOption { return func(c *ruleContract) { c.grantsLowest 
 // earlier node (AcquireAnchored) of one of anchorKinds (all the queue's
 // kinds when none are given), and that the Rule lets an anchored node hold
 // while its anchor is ahead of it (the read-write lock's read rule). A
-// queue without it refuses AcquireAnchored; NewQueue refuses it for a
-// queue of fewer than two kinds (ErrBadOption).
+// queue without it refuses AcquireAnchored, and its requests are sized
+// without room for anchored names (WithMaxPacket).
 func AllowsAnchors(anchorKinds ...string) QueueOption {
 	return func(c *ruleContract) {
 		c.anchors = true
@@ -149,11 +149,7 @@ func NewQueue(s *Session, dir string, kinds []string, rule Rule, opts ...QueueOp
 			return nil, fmt.Errorf("%w: node kind %q", ErrBadOption, k)
 		}
 	}
-	if err := s.checkQueueDir(dir, s.abs(dir), kinds); err != nil {
-		return nil, err
-	}
-	q := &Queue{s: s, dir: dir, adir: s.abs(dir), kinds: slices.Clone(kinds), rule: rule,
-		reqSize: s.queueRequestSize(s.abs(dir), kinds)}
+	q := &Queue{s: s, dir: dir, adir: s.abs(dir), kinds: slices.Clone(kinds), rule: rule}
 	for _, o := range opts {
 		if o != nil {
 			o(&q.contract)
@@ -162,11 +158,10 @@ func NewQueue(s *Session, dir string, kinds []string, rule Rule, opts ...QueueOp
 	if c := &q.contract; c.anchors && len(c.anchorKinds) == 0 {
 		c.anchorKinds = q.kinds
 	}
-	if q.contract.anchors && len(kinds) < 2 {
-		// The packet limit is checked for anchored names only in queues of
-		// two or more kinds (maxNameLen).
-		return nil, fmt.Errorf("%w: anchored nodes need a queue of two or more node kinds", ErrBadOption)
+	if err := s.checkQueueDir(dir, q.adir, q.kinds, q.contract.anchors); err != nil {
+		return nil, err
 	}
+	q.reqSize = s.queueRequestSize(q.adir, q.kinds, q.contract.anchors)
 	for _, k := range q.contract.anchorKinds {
 		if !slices.Contains(q.kinds, k) {
 			return nil, fmt.Errorf("%w: anchor kind %q is not one of %q", ErrBadOption, k, q.kinds)
@@ -239,8 +234,8 @@ func (q *Queue) AcquireAnchored(ctx context.Context, kind string, data []byte, a
 	if !ok || n.Anchored {
 		return nil, fmt.Errorf("%w: the anchor must be a node of kind %q of %s, not %s", ErrBadOption, c.anchorKinds, ShortPath(q.dir), path.Base(l.path))
 	}
-	if l.ctx.Err() != nil {
-		return nil, errorf("%w (%w)", ErrLeaseLost, context.Cause(l.ctx))
+	if lctx := l.Context(); lctx.Err() != nil {
+		return nil, errorf("%w (%w)", ErrLeaseLost, context.Cause(lctx))
 	}
 	return q.acquire(ctx, kind, data, true, &anchorSpec{path: l.path, seq: n.Seq, token: int64(l.Token())})
 }

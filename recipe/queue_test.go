@@ -83,14 +83,23 @@ func TestObserveHeadAsBadInput(t *testing.T) {
 	}
 }
 
-// TestQueueOptionsChecked: the declared contract is checked where it is
-// given: anchors need two or more kinds, and anchor kinds must be the
-// queue's own.
+// TestQueueOptionsChecked: the declared contract is checked and applied
+// where it is given: anchor kinds must be the queue's own, and a queue
+// declared AllowsAnchors, of one kind or more, sizes its requests for
+// anchored names.
 func TestQueueOptionsChecked(t *testing.T) {
 	cl := zktest.Shared(t)
 	s := connect(t, cl.Servers())
-	if _, err := NewQueue(s, "/declared", []string{"t-"}, FirstHolds, AllowsAnchors()); !errors.Is(err, ErrBadOption) {
-		t.Fatalf("anchors in a one-kind queue: %v, want ErrBadOption", err)
+	plain, err := NewQueue(s, "/declared", []string{"t-"}, FirstHolds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	anchored, err := NewQueue(s, "/declared", []string{"t-"}, FirstHolds, AllowsAnchors())
+	if err != nil {
+		t.Fatalf("anchors in a one-kind queue: %v", err)
+	}
+	if anchored.reqSize <= plain.reqSize {
+		t.Fatalf("request size %d with anchors, %d without: no room for anchored names", anchored.reqSize, plain.reqSize)
 	}
 	if _, err := NewQueue(s, "/declared", []string{"w-", "r-"}, FirstHolds, AllowsAnchors("x-")); !errors.Is(err, ErrBadOption) {
 		t.Fatalf("a foreign anchor kind: %v, want ErrBadOption", err)

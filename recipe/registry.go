@@ -106,41 +106,76 @@ func (r *leaseRegistry) fireSlots(dir string) []*lease {
 
 // ---- the Session's lease operations (the engine calls these) ----
 
-// prepareLease registers a lease for nodePath before its node is read, so a
-// deletion event that arrives between the read and the activation is not
-// missed. It returns the generation current now.
-func (s *Session) prepareLease(ctx context.Context, nodePath string, owner int64) (*lease, *generation) {
-	lctx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
-	l := &lease{s: s, path: nodePath, owner: owner, ctx: lctx, cancel: cancel}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	l.gen = s.leases.gen
-	l.outages = s.conns.outages
-	s.leases.byPath[nodePath] = l
-	return l, l.gen
+// leaseNode is the queue node a lease is granted on.
+type leaseNode struct {
+	path  string   // absolute
+	owner int64    // the session that created it
+	token int64    // for an anchored node, its anchor's token; 0 otherwise
+	keep  bool     // it outlives a suspension (a Ticket of Join)
+	kinds []string // its queue's node kinds
 }
 
-// registerEarly registers l, filled in from its node's create2 Stat (with
-// slot, the child watch of its pipelined listing: l.child), before any
-// watch request on its node is sent, so no event is missed.
-func (s *Session) registerEarly(l *lease, slot *childSlot) {
+// newLease returns a lease on n, not registered yet, whose context ends
+// only when the lease does (not with ctx).
+func (s *Session) newLease(ctx context.Context, n leaseNode) *lease {
+	lctx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
+	return &lease{s: s, path: n.path, owner: n.owner, token: n.token, keep: n.keep, kinds: n.kinds, ctx: lctx, cancel: cancel}
+}
+
+// registerLocked makes l reachable by the events on its node, in the
+// current generation.
+func (r *leaseRegistry) registerLocked(l *lease) {
+	l.gen = r.gen
+	l.outages = r.s.conns.outages
+	r.byPath[l.path] = l
+}
+
+// prepareLease registers a lease on n before its node is read, so a
+// deletion event that arrives between the read and the activation is not
+// missed.
+func (s *Session) prepareLease(ctx context.Context, n leaseNode) *lease {
+	l := s.newLease(ctx, n)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	l.gen = s.leases.gen
-	l.outages = s.conns.outages
-	l.early = true
-	s.leases.byPath[l.path] = l
+	s.leases.registerLocked(l)
+	return l
+}
+
+// registerEarly registers a lease on n from st, the Stat of its node that
+// came with the create (its owner checked by the caller), with slot (if
+// not nil) as the child watch standing in for its own-node watch. It is
+// called before any watch request on the node is sent, so no event is
+// missed.
+func (s *Session) registerEarly(ctx context.Context, n leaseNode, st zk.Stat, slot *childSlot) *lease {
+	l := s.newLease(ctx, n)
+	l.czxid, l.version, l.early = st.Czxid, st.Version, true
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.leases.registerLocked(l)
 	if slot != nil {
 		l.child = slot
 		slot.l = l
 	}
+	return l
 }
 
-// activateLease makes a prepared lease live if nothing ended ownership since
-// prepareLease; otherwise it drops it and returns the reason.
-func (s *Session) activateLease(l *lease, ep *epoch, gen *generation, czxid int64) error {
+// ownWatchRead records that the caller read the node of the early lease
+// l with a data watch (the re-list skip): its own-node watch is set, and
+// version is the node's data version from that read.
+func (s *Session) ownWatchRead(l *lease, version int32) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	l.arming, l.version = true, version
+}
+
+// activateLease makes a registered lease live if nothing ended ownership
+// since its registration; otherwise it drops it and returns the reason.
+// st is the node's Stat read for the grant (nil for an early lease, whose
+// Stat came with the create).
+func (s *Session) activateLease(l *lease, ep *epoch, st *zk.Stat) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	gen := l.gen
 	var cause error
 	switch {
 	case l.ctx.Err() != nil:
@@ -157,7 +192,9 @@ func (s *Session) activateLease(l *lease, ep *epoch, gen *generation, czxid int6
 		l.cancel(cause)
 		return cause
 	}
-	l.czxid = czxid
+	if st != nil {
+		l.czxid, l.version = st.Czxid, st.Version
+	}
 	gen.leases[l] = struct{}{}
 	l.active = true
 	return nil
@@ -180,7 +217,7 @@ func (s *Session) addChildSlot(dir string) *childSlot {
 }
 
 // addChildSlotFor registers a child slot on dir for the early lease l,
-// replacing l's previous one.
+// replacing l's previous one, and returns it.
 func (s *Session) addChildSlotFor(dir string, l *lease) *childSlot {
 	slot := &childSlot{dir: dir, l: l}
 	s.mu.Lock()
@@ -318,7 +355,7 @@ func (r *leaseRegistry) watchOwn(l *lease) bool {
 			r.rewatch = append(r.rewatch, l)
 		}
 		return false
-	case st.Czxid != l.czxid || st.EphemeralOwner != l.owner:
+	case !l.isNode(st):
 		r.revokeLocked(l, ErrNodeDeleted, false)
 	default:
 		l.version = st.Version

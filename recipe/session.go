@@ -400,19 +400,35 @@ func (s *Session) Listen(ctx context.Context) <-chan StateChange {
 		f.Close()
 		return f.C()
 	}
-	s.conns.listeners[f] = struct{}{}
+	s.conns.listeners.Add(f)
 	s.wg.Add(1)
 	s.mu.Unlock()
 	go func() {
 		defer s.wg.Done()
 		defer func() {
 			s.mu.Lock()
-			delete(s.conns.listeners, f)
+			s.conns.listeners.Remove(f)
 			s.mu.Unlock()
 		}()
 		f.Run(ctx, s.quit)
 	}()
 	return f.C()
+}
+
+// spawn runs f on a goroutine that Close waits for, and reports true;
+// once the Session is closed it reports false and runs nothing.
+func (s *Session) spawn(f func()) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return false
+	}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		f()
+	}()
+	return true
 }
 
 type zkLogger struct{ l *slog.Logger }

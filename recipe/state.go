@@ -70,15 +70,14 @@ type connState struct {
 	// outages counts transitions to a not-connected state (SUSPENDED,
 	// LOST): a lease's unchecked release needs none since its registration.
 	outages   uint64
-	changed   chan struct{} // closed and replaced on every transition
-	listeners map[*notify.Feed[StateChange]]struct{}
-	logq      []StateChange // logged by Session.unlock
-	kick      chan struct{} // wakes the watchdog
+	changed   notify.Broadcast              // wakes awaitConnected at every transition
+	listeners notify.Listeners[StateChange] // Listen's feeds
+	logq      []StateChange                 // logged by Session.unlock
+	kick      chan struct{}                 // wakes the watchdog
 }
 
 func newConnState() connState {
-	return connState{changed: make(chan struct{}), listeners: make(map[*notify.Feed[StateChange]]struct{}),
-		kick: make(chan struct{}, 1)}
+	return connState{kick: make(chan struct{}, 1)}
 }
 
 // epoch is one ZooKeeper session as seen by this Session.
@@ -120,12 +119,9 @@ func (c *connState) set(st ConnState, cause error, m Metrics) {
 	if !st.IsConnected() {
 		c.outages++
 	}
-	close(c.changed)
-	c.changed = make(chan struct{})
+	c.changed.Notify()
 	ch := StateChange{State: st, SessionID: c.id(), At: time.Now(), Cause: cause}
-	for l := range c.listeners {
-		l.Push(ch)
-	}
+	c.listeners.Push(ch)
 	c.logq = append(c.logq, ch)
 }
 
@@ -295,7 +291,7 @@ func (s *Session) checkDeadlinesLocked(now time.Time) time.Duration {
 func (s *Session) awaitConnected(ctx context.Context) error {
 	for {
 		s.mu.Lock()
-		st, ch, closed := s.conns.state, s.conns.changed, s.closed
+		st, ch, closed := s.conns.state, s.conns.changed.C(), s.closed
 		s.mu.Unlock()
 		if closed {
 			return ErrSessionClosed

@@ -66,7 +66,7 @@ func (t *Ticket) Err() error {
 	if t.lease != nil {
 		// The grant's Release deletes the node; a deletion by anyone else
 		// ends the grant: either way the place is gone.
-		switch c := context.Cause(t.lease.ctx); {
+		switch c := context.Cause(t.lease.Context()); {
 		case errors.Is(c, ErrReleased):
 			return ErrReleased
 		case errors.Is(c, ErrNodeDeleted):
@@ -116,6 +116,11 @@ func (t *Ticket) Leave(ctx context.Context) error {
 		return &OpError{Op: "delete", Path: t.q.dir + "/" + t.name, Err: err}
 	}
 	return nil
+}
+
+// leaseNode is what a lease of t is granted on.
+func (t *Ticket) leaseNode() leaseNode {
+	return leaseNode{path: t.path, owner: t.owner, token: t.token, keep: t.keep, kinds: t.q.kinds}
 }
 
 // abandon deletes the ticket's node after a failure, ignoring the caller's

@@ -172,10 +172,7 @@ func (q *Queue) grantOn(ctx context.Context, ep *epoch, t *Ticket, fw *fastWait)
 // lease. It returns (nil, nil) when the connection was suspended meanwhile.
 func (q *Queue) grant(ctx context.Context, ep *epoch, t *Ticket) (*lease, error) {
 	s := q.s
-	l, gen := s.prepareLease(ctx, t.path, ep.id)
-	l.keep = t.keep
-	l.kinds = q.kinds
-	l.token = t.token
+	l := s.prepareLease(ctx, t.leaseNode())
 	var st *zk.Stat
 	err := s.retry(ctx, q.reqSize, func() (err error) {
 		_, st, _, err = s.conn.GetW(t.path)
@@ -191,8 +188,7 @@ func (q *Queue) grant(ctx context.Context, ep *epoch, t *Ticket) (*lease, error)
 		s.dropLease(l)
 		return nil, q.wrap("get", err)
 	}
-	l.version = st.Version
-	if cause := s.activateLease(l, ep, gen, st.Czxid); cause != nil {
+	if cause := s.activateLease(l, ep, st); cause != nil {
 		if errors.Is(cause, ErrNodeDeleted) {
 			return nil, q.vanished(ep)
 		}
@@ -208,7 +204,7 @@ func (q *Queue) grant(ctx context.Context, ep *epoch, t *Ticket) (*lease, error)
 // own-node watch is its child watch or was set by the caller). It returns
 // (nil, nil) when the connection was suspended since.
 func (q *Queue) grantEarly(ep *epoch, l *lease) (*lease, error) {
-	cause := q.s.activateLease(l, ep, l.gen, l.czxid)
+	cause := q.s.activateLease(l, ep, nil)
 	switch {
 	case cause == nil:
 		return l, nil

@@ -127,7 +127,10 @@ func inspectMain(f *inspectFlags, path string, stdout, stderr io.Writer) int {
 		return code
 	}
 	defer s.Close()
-	q, err := recipe.NewQueue(s, path, allKinds, recipe.FirstHolds) // no ZooKeeper operation
+	// AllowsAnchors: the path may hold a read-write lock's anchored nodes,
+	// whose longer names the queue's requests are sized for. No ZooKeeper
+	// operation.
+	q, err := recipe.NewQueue(s, path, allKinds, recipe.FirstHolds, recipe.AllowsAnchors())
 	if err != nil {
 		log.Error("cannot read the path", "err", err)
 		return exitSoftware

@@ -2,11 +2,13 @@
 // (acquire a lock, wait for a latch's grant), lead while granted, back off,
 // attempt again, until the caller stops it or an error that retrying cannot
 // cure ends it. leader.Run (and so election.Run) and the leader latch run
-// it; BackOff and Pause are also the waits of the backends' own retries.
+// it; BackOff and Pause are also the waits of the backends' own retries;
+// Stopper is the rule that ends every standing loop of the module.
 package loop
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
@@ -41,6 +43,32 @@ func Pause(ctx context.Context, b backoff.BackOff, max time.Duration) error {
 	}
 }
 
+// Stopper tells a standing loop (leader.Run and so election.Run, the
+// leader latch, recipe's ObserveHead) when the error of an attempt ends
+// it. An error that retrying cannot cure (permanent) ends it at once,
+// except one matching Confirm, which ends it only when confirmed: met by
+// the next attempt too, after the loop's wait. For the recipes Confirm is
+// recipe.ErrMixedRecipes: another recipe's node can be on the path for a
+// moment only (a lock taken on an election's path by mistake, and
+// released at once), which must not stop a standing leader for good; a
+// path that another recipe keeps using still ends the loop within one
+// wait. One per loop.
+type Stopper struct {
+	Confirm error // matched with errors.Is; nil: every permanent error ends the loop at once
+	met     bool  // the last attempt's error matched Confirm
+}
+
+// Stop records the outcome of an attempt (err nil for a success) and
+// reports whether the loop ends on it. permanent says whether err is one
+// that retrying cannot cure (recipe.Permanent(err), or an error of the
+// loop's own).
+func (s *Stopper) Stop(err error, permanent bool) bool {
+	met := s.Confirm != nil && errors.Is(err, s.Confirm)
+	confirmed := met && s.met
+	s.met = met
+	return permanent && (!met || confirmed)
+}
+
 // Next is what the loop does after an attempt.
 type Next int
 
@@ -61,8 +89,8 @@ type Loop struct {
 	// Max is the wait when BackOff says backoff.Stop.
 	Max time.Duration
 	// Ends is told the error of every attempt (nil for a success) and
-	// reports whether it ends the loop: recipe.Stopper's Stop with the
-	// caller's idea of what retrying cannot cure.
+	// reports whether it ends the loop: a Stopper's Stop with the caller's
+	// idea of what retrying cannot cure.
 	Ends func(err error) bool
 	// Retrying, if set, is told every error that does not end the loop,
 	// before the wait: the place to log it.

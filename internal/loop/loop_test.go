@@ -81,3 +81,34 @@ func TestPauseStop(t *testing.T) {
 		t.Errorf("Pause waited %v, want max (20ms)", d)
 	}
 }
+
+// TestStopperConfirms: a permanent error ends the loop at once, but one
+// matching Confirm only when the next attempt meets it too; a success or
+// another error in between starts the count again; a transient error never
+// ends it.
+func TestStopperConfirms(t *testing.T) {
+	errMixed, errHard, errSoft := errors.New("mixed"), errors.New("hard"), errors.New("soft")
+	permanent := func(err error) bool { return errors.Is(err, errMixed) || errors.Is(err, errHard) }
+	s := Stopper{Confirm: errMixed}
+	for i, c := range []struct {
+		err  error
+		ends bool
+	}{
+		{errSoft, false},
+		{errMixed, false},
+		{nil, false},
+		{errMixed, false},
+		{errSoft, false},
+		{errMixed, false},
+		{errors.Join(errMixed, errSoft), true},
+		{errHard, true},
+	} {
+		if got := s.Stop(c.err, permanent(c.err)); got != c.ends {
+			t.Errorf("attempt %d (%v): Stop = %v, want %v", i, c.err, got, c.ends)
+		}
+	}
+	var zero Stopper
+	if !zero.Stop(errMixed, true) {
+		t.Error("a Stopper without Confirm did not end on a permanent error")
+	}
+}
