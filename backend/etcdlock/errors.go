@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/zkrecipes/zkrecipes/internal/lockname"
 	"github.com/zkrecipes/zkrecipes/recipe"
 )
 
@@ -28,10 +29,18 @@ var (
 	// error. It matches recipe.ErrUnreachable too.
 	ErrUnreachable error = &alias{"etcdlock: etcd unreachable", recipe.ErrUnreachable}
 
-	// ErrInvalidName is matched by the error of New for a lock name this
-	// package refuses (see New). It matches recipe.ErrInvalidPath too.
+	// ErrInvalidName is matched by the error of New (a *NameError) for a
+	// lock name this package refuses (see New). It matches
+	// recipe.ErrInvalidPath too.
 	ErrInvalidName error = &alias{"etcdlock: invalid lock name", recipe.ErrInvalidPath}
 )
+
+// NameError is the error of New and CheckName for a lock name this package
+// refuses: Name is the name as given, Reason the rule it breaks. It matches
+// ErrInvalidName and recipe.ErrInvalidPath; its message shows a name over
+// 200 bytes as its first 64 bytes and its length. pglock and redislock
+// return the same type.
+type NameError = lockname.Error
 
 // alias is a sentinel of this package that also matches a sentinel of
 // package recipe, so that code written for every backend can test for the

@@ -29,13 +29,14 @@ var _ recipe.Lock = (*Mutex)(nil)
 //
 //	<prefix>/<name>/_lock_<32 random hex digits>
 //
-// A name is one or more elements separated by "/", with an optional leading
-// "/" ("/jobs/nightly" and "jobs/nightly" are the same lock): at most
-// MaxNameLen bytes of UTF-8 without control characters, no empty element,
-// and no element starting with "_lock_" (which keeps every lock's keys apart
-// from every other lock's, "a" from "a/b" included). Other names return an
-// error matching ErrInvalidName (and recipe.ErrInvalidPath); nothing is sent
-// to the server.
+// A name is what every backend takes (not empty, valid UTF-8, no NUL byte)
+// of at most MaxNameLen bytes, with one rule of this package's own: no
+// element (part between "/") starts with "_lock_", which keeps every lock's
+// keys apart from every other lock's, "a" from "a/b" included. A leading "/"
+// is dropped ("/jobs/nightly" and "jobs/nightly" are the same lock), nothing
+// else ("a/" and "a" are two locks). Other names return a *NameError
+// (matching ErrInvalidName and recipe.ErrInvalidPath); nothing is sent to
+// the server.
 func New(s *Session, name string) (*Mutex, error) {
 	if s == nil {
 		return nil, fmt.Errorf("%w: nil Session", recipe.ErrBadOption)
@@ -46,15 +47,10 @@ func New(s *Session, name string) (*Mutex, error) {
 	return &Mutex{s: s, name: name, dir: lockDir(s.prefix, name)}, nil
 }
 
-// CheckName returns the error New returns for name (matching ErrInvalidName
-// and recipe.ErrInvalidPath), or nil if New accepts it: a program can
-// refuse a bad name before it connects.
-func CheckName(name string) error {
-	if why := checkName(name); why != "" {
-		return fmt.Errorf("%w %q: %s", ErrInvalidName, name, why)
-	}
-	return nil
-}
+// CheckName returns the error New returns for name (a *NameError matching
+// ErrInvalidName and recipe.ErrInvalidPath), or nil if New accepts it: a
+// program can refuse a bad name before it connects.
+func CheckName(name string) error { return nameRules.Check(name) }
 
 // Name returns the lock's name as given to New.
 func (m *Mutex) Name() string { return m.name }

@@ -18,7 +18,7 @@ import (
 func TestNewRefusesBadNames(t *testing.T) {
 	e := newEnv(t)
 	s, _ := e.connect(t)
-	for _, n := range []string{"", "/", "a//b", "a/", "_lock_x", "a/_lock_", "a\x00b", strings.Repeat("x", etcdlock.MaxNameLen+1)} {
+	for _, n := range []string{"", "_lock_x", "a/_lock_", "a\x00b", "a\xffb", strings.Repeat("x", etcdlock.MaxNameLen+1)} {
 		m, err := etcdlock.New(s, n)
 		if err == nil {
 			t.Errorf("New(%q) accepted", m.Name())
@@ -31,8 +31,10 @@ func TestNewRefusesBadNames(t *testing.T) {
 			t.Errorf("CheckName(%q) = %v, want New's error %v", n, cerr, err)
 		}
 	}
-	if err := etcdlock.CheckName("/jobs/nightly"); err != nil {
-		t.Errorf("CheckName of a good name: %v", err)
+	for _, n := range []string{"/jobs/nightly", "/", "a//b", "a/", "a\nb"} {
+		if _, err := etcdlock.New(s, n); err != nil {
+			t.Errorf("New(%q): %v", n, err)
+		}
 	}
 	if _, err := etcdlock.New(nil, "a"); !errors.Is(err, recipe.ErrBadOption) {
 		t.Errorf("New(nil, ...): %v, want recipe.ErrBadOption", err)
@@ -40,7 +42,8 @@ func TestNewRefusesBadNames(t *testing.T) {
 }
 
 // The key layout is <prefix>/<name>/_lock_<guid>; "/a" and "a" are one lock;
-// "a" and "a/b" are two.
+// "a" and "a/b" are two, and so are "a" and "a/" (only a leading "/" is
+// dropped).
 func TestKeysAndNames(t *testing.T) {
 	e := newEnv(t)
 	s, _ := e.connect(t)
@@ -65,7 +68,7 @@ func TestKeysAndNames(t *testing.T) {
 	if _, err := mutex(t, other, "jobs/nightly").TryAcquire(opCtx(t)); !errors.Is(err, recipe.ErrLocked) {
 		t.Errorf("TryAcquire of jobs/nightly while /jobs/nightly is held: %v, want recipe.ErrLocked", err)
 	}
-	for _, n := range []string{"jobs", "jobs/nightly/x", "jobs/nightly2"} {
+	for _, n := range []string{"jobs", "jobs/nightly/x", "jobs/nightly2", "jobs/nightly/", "jobs//nightly", "//jobs/nightly", "/", "jobs/"} {
 		l2, err := mutex(t, other, n).TryAcquire(opCtx(t))
 		if err != nil {
 			t.Errorf("TryAcquire of %s while jobs/nightly is held: %v", n, err)

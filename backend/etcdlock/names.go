@@ -9,6 +9,8 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/zkrecipes/zkrecipes/internal/lockname"
 )
 
 // marker starts the last element of every contender key: the keys of the
@@ -18,26 +20,19 @@ import (
 // ancestor of N).
 const marker = "_lock_"
 
-// checkName returns why name is not a lock name ("" if it is one). A lock
-// name is what New takes: one or more elements separated by "/", with an
-// optional leading "/" ("a/b" and "/a/b" are the same lock).
-func checkName(name string) string {
-	trimmed := strings.TrimPrefix(name, "/")
-	switch {
-	case trimmed == "":
-		return "empty"
-	case len(name) > MaxNameLen:
-		return fmt.Sprintf("%d bytes, longer than MaxNameLen (%d)", len(name), MaxNameLen)
-	}
-	if why := checkText(name); why != "" {
-		return why
-	}
-	for _, e := range strings.Split(trimmed, "/") {
-		switch {
-		case e == "":
-			return `an empty element ("//" or a trailing "/")`
-		case strings.HasPrefix(e, marker):
-			return fmt.Sprintf("element %q starts with %q, which this package reserves for its keys", e, marker)
+// nameRules are the shared lock-name rules (internal/lockname) with this
+// package's MaxNameLen and its one restriction of its own, markerElement.
+var nameRules = lockname.Rules{Backend: "etcdlock", MaxLen: MaxNameLen, Extra: markerElement, Err: ErrInvalidName}
+
+// markerElement returns why name is refused by the rule of this package's
+// own ("" if it is not): no element of it (its parts between "/") may start
+// with marker. That alone keeps every lock's key range apart from every
+// other lock's (see lockDir). Empty elements ("a//b", "a/", "/") and
+// control characters do no harm to the key layout and are accepted.
+func markerElement(name string) string {
+	for _, e := range strings.Split(name, "/") {
+		if strings.HasPrefix(e, marker) {
+			return fmt.Sprintf("element %s starts with %q, which this package reserves for its keys", lockname.Quote(e), marker)
 		}
 	}
 	return ""
@@ -69,7 +64,9 @@ func checkText(s string) string {
 	return ""
 }
 
-// lockDir is the range prefix of the keys of lock name under prefix.
+// lockDir is the range prefix of the keys of lock name under prefix. A
+// leading "/" of name is dropped ("/a" and "a" are one lock), nothing else:
+// "a/" and "//a" are locks of their own.
 func lockDir(prefix, name string) string {
 	return prefix + "/" + strings.TrimPrefix(name, "/") + "/" + marker
 }

@@ -2,6 +2,7 @@ package etcdlock
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -9,33 +10,75 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/zkrecipes/zkrecipes/backend/etcdlock/etcdtest"
+	"github.com/zkrecipes/zkrecipes/internal/lockname"
+	"github.com/zkrecipes/zkrecipes/recipe"
 )
 
+// TestCheckName: the shared rules (internal/lockname) with MaxNameLen, and
+// the one rule of this package's own (no element starting with "_lock_").
 func TestCheckName(t *testing.T) {
-	for _, n := range []string{"a", "/a", "jobs/nightly-report", "/jobs/nightly", "a/_lockx", "a/lock_", "é/ü", "a.b/c d"} {
-		if why := checkName(n); why != "" {
-			t.Errorf("checkName(%q) = %q, want a valid name", n, why)
+	for _, c := range []struct {
+		name string
+		why  string // "" if accepted, else the reason given
+	}{
+		{"a", ""},
+		{"/a", ""},
+		{"jobs/nightly-report", ""},
+		{"a/_lockx", ""},
+		{"a/lock_", ""},
+		{"a_lock_", ""},
+		{"é/ü", ""},
+		{"a.b/c d", ""},
+		{"a\nb", ""}, // control characters do no harm to keys
+		{"/", ""},    // the empty elements neither: "/", "a//b", "a/" are locks of their own
+		{"//a", ""},
+		{"a//b", ""},
+		{"a/", ""},
+		{strings.Repeat("x", MaxNameLen), ""},
+		{"", "empty"},
+		{"a\x00b", "contains a NUL byte"},
+		{"a\xffb", "not valid UTF-8"},
+		{strings.Repeat("x", MaxNameLen+1), "513 bytes, longer than etcdlock.MaxNameLen (512)"},
+		{strings.Repeat("x", 10<<20), "10485760 bytes, longer than etcdlock.MaxNameLen (512)"},
+		{"_lock_", `element "_lock_" starts with "_lock_", which this package reserves for its keys`},
+		{"/_lock_x", `element "_lock_x" starts with "_lock_", which this package reserves for its keys`},
+		{"a/_lock_b/c", `element "_lock_b" starts with "_lock_", which this package reserves for its keys`},
+		{"a/_lock_" + strings.Repeat("y", 300), `element "_lock_yy`},
+	} {
+		err := CheckName(c.name)
+		if c.why == "" {
+			if err != nil {
+				t.Errorf("CheckName(%s) = %v, want nil", lockname.Quote(c.name), err)
+			}
+			continue
 		}
-	}
-	for _, n := range []string{"", "/", "//a", "a//b", "a/", "_lock_", "_lock_x", "a/_lock_b/c", "a\x00b", "a\nb", "a\xffb",
-		strings.Repeat("x", MaxNameLen+1)} {
-		if checkName(n) == "" {
-			t.Errorf("checkName(%q) accepted an invalid name", n)
+		var ne *NameError
+		if !errors.As(err, &ne) || ne.Name != c.name || !strings.HasPrefix(ne.Reason, c.why) {
+			t.Errorf("CheckName(%s) = %v, want a *NameError: %s", lockname.Quote(c.name), err, c.why)
+			continue
 		}
-	}
-	if checkName(strings.Repeat("x", MaxNameLen)) != "" {
-		t.Errorf("a name of MaxNameLen bytes refused")
+		if !errors.Is(err, ErrInvalidName) || !errors.Is(err, recipe.ErrInvalidPath) {
+			t.Errorf("CheckName(%s) = %v, want it to match ErrInvalidName and recipe.ErrInvalidPath", lockname.Quote(c.name), err)
+		}
+		if msg := err.Error(); !strings.HasPrefix(msg, "etcdlock: invalid lock name ") || len(msg) > 400 {
+			t.Errorf("CheckName(%s): message %.500q, want one naming a lock name, at most 400 bytes", lockname.Quote(c.name), msg)
+		}
 	}
 }
 
 // No lock's key range holds another lock's keys: for every pair of distinct
 // names, no key of one starts with the other's range prefix.
 func TestLockRangesAreDisjoint(t *testing.T) {
-	names := []string{"a", "a/b", "a/b/c", "ab", "a/_", "a/_l", "a/_lock", "a/_lockx", "a/lock_", "b", "a_lock_", "a/b_lock_", "_", "_l"}
-	key := lockDir("/p", "x")[len("/p/x"):] + strings.Repeat("f", 32) // the part after the name
+	names := []string{"a", "a/b", "a/b/c", "ab", "a/_", "a/_l", "a/_lock", "a/_lockx", "a/lock_", "b", "a_lock_", "a/b_lock_", "_", "_l",
+		"/", "//", "//a", "a/", "a//", "a//b", "a/b/", "_/", "a\nb"}
+	for _, n := range names {
+		if err := CheckName(n); err != nil {
+			t.Fatalf("a name of the test is refused: %v", err)
+		}
+	}
 	for _, a := range names {
 		for _, b := range names {
-			if a != b && strings.HasPrefix("/p/"+b+key, lockDir("/p", a)) {
+			if a != b && strings.HasPrefix(lockDir("/p", b)+strings.Repeat("f", 32), lockDir("/p", a)) {
 				t.Errorf("a key of lock %q is in the range of lock %q", b, a)
 			}
 		}
