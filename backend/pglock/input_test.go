@@ -87,7 +87,7 @@ func TestBadOptions(t *testing.T) {
 }
 
 // TestLockNames: names the backend can't store are refused by New; the
-// longest allowed one works.
+// longest allowed one works, and so do names other backends once refused.
 func TestLockNames(t *testing.T) {
 	h := newHarness(t)
 	s := h.session(t, zktest.NewFaultProxy())
@@ -102,11 +102,13 @@ func TestLockNames(t *testing.T) {
 	if err := CheckName("/jobs/nightly"); err != nil {
 		t.Errorf("CheckName of a good name: %v", err)
 	}
-	m, err := New(s, strings.Repeat("é", MaxNameLen/2))
-	if err != nil {
-		t.Fatal(err)
+	for _, name := range []string{strings.Repeat("é", MaxNameLen/2), "a\nb", "/", "a//b", "a/"} {
+		m, err := New(s, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		mustRelease(t, mustAcquire(t, m))
 	}
-	mustRelease(t, mustAcquire(t, m))
 }
 
 // TestCancelledContext: an Acquire whose context is already done returns

@@ -7,13 +7,12 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/zkrecipes/zkrecipes/fence"
+	"github.com/zkrecipes/zkrecipes/internal/lockname"
 	"github.com/zkrecipes/zkrecipes/recipe"
 )
 
@@ -53,10 +52,12 @@ type Mutex struct {
 
 var _ recipe.Lock = (*Mutex)(nil)
 
-// New returns the lock named name on s. The name must be valid UTF-8,
-// without NUL bytes, and 1 to MaxNameLen bytes long; otherwise the error is a
-// *recipe.PathError (matching recipe.ErrInvalidPath). Nothing is sent to the
-// server.
+// New returns the lock named name on s. A name is what every backend takes:
+// not empty, valid UTF-8 (the tokens table stores it as text), no NUL byte
+// (which text cannot hold), at most MaxNameLen bytes; nothing else is
+// refused, and every byte counts ("/a" and "a" are two locks). Otherwise the
+// error is a *NameError (matching recipe.ErrInvalidPath). Nothing is sent
+// to the server.
 func New(s *Session, name string) (*Mutex, error) {
 	if s == nil {
 		return nil, fmt.Errorf("%w: pglock.New: nil *Session", recipe.ErrBadOption)
@@ -67,22 +68,21 @@ func New(s *Session, name string) (*Mutex, error) {
 	return &Mutex{s: s, name: name, key: Key(name)}, nil
 }
 
-// CheckName returns the error New returns for name (a *recipe.PathError), or
-// nil if New accepts it: a program can refuse a bad name before it connects.
-func CheckName(name string) error {
-	bad := func(reason string) error { return &recipe.PathError{Path: name, Reason: reason} }
-	switch {
-	case name == "":
-		return bad("empty lock name")
-	case len(name) > MaxNameLen:
-		return bad(fmt.Sprintf("lock name of %d bytes, longer than pglock.MaxNameLen (%d)", len(name), MaxNameLen))
-	case !utf8.ValidString(name):
-		return bad("lock name is not valid UTF-8")
-	case strings.IndexByte(name, 0) >= 0:
-		return bad("lock name contains a NUL byte")
-	}
-	return nil
-}
+// CheckName returns the error New returns for name (a *NameError matching
+// recipe.ErrInvalidPath), or nil if New accepts it: a program can refuse a
+// bad name before it connects.
+func CheckName(name string) error { return nameRules.Check(name) }
+
+// nameRules are the lock-name rules of every backend (internal/lockname)
+// with this package's MaxNameLen.
+var nameRules = lockname.Rules{Backend: "pglock", MaxLen: MaxNameLen}
+
+// NameError is the error of New and CheckName for a lock name this package
+// refuses: Name is the name as given, Reason the rule it breaks. It matches
+// recipe.ErrInvalidPath; its message shows a name over 200 bytes as its
+// first 64 bytes and its length. etcdlock and redislock return the same
+// type.
+type NameError = lockname.Error
 
 // Name returns the lock's name.
 func (m *Mutex) Name() string { return m.name }

@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/zkrecipes/zkrecipes/fence"
+	"github.com/zkrecipes/zkrecipes/internal/lockname"
 	"github.com/zkrecipes/zkrecipes/internal/loop"
 	"github.com/zkrecipes/zkrecipes/recipe"
 )
@@ -34,9 +35,12 @@ type Mutex struct {
 var _ recipe.Lock = (*Mutex)(nil)
 
 // New returns the lock named name on s's server (keys: see WithKeyPrefix).
-// Errors: a *recipe.PathError (matching recipe.ErrInvalidPath) if name is
-// empty or longer than MaxNameLen bytes; recipe.ErrBadOption for a nil
-// session. New sends nothing to the server.
+// A name is what every backend takes: not empty, valid UTF-8, no NUL byte,
+// at most MaxNameLen bytes; nothing else is refused (Redis keys hold any
+// bytes, and the keys of two names never meet, as each ends with a suffix
+// of its own), and every byte counts ("/a" and "a" are two locks).
+// Errors: a *NameError (matching recipe.ErrInvalidPath) for another name;
+// recipe.ErrBadOption for a nil session. New sends nothing to the server.
 func New(s *Session, name string) (*Mutex, error) {
 	if s == nil {
 		return nil, fmt.Errorf("redislock: New: %w: nil session", recipe.ErrBadOption)
@@ -48,17 +52,20 @@ func New(s *Session, name string) (*Mutex, error) {
 	return &Mutex{s: s, name: name, key: base + ":holder", counter: base + ":token", channel: base + ":released"}, nil
 }
 
-// CheckName returns the error New returns for name (a *recipe.PathError), or
-// nil if New accepts it: a program can refuse a bad name before it connects.
-func CheckName(name string) error {
-	switch {
-	case name == "":
-		return &recipe.PathError{Path: name, Reason: "empty lock name"}
-	case len(name) > MaxNameLen:
-		return &recipe.PathError{Path: name[:32] + "...", Reason: fmt.Sprintf("lock name of %d bytes, more than MaxNameLen (%d)", len(name), MaxNameLen)}
-	}
-	return nil
-}
+// CheckName returns the error New returns for name (a *NameError matching
+// recipe.ErrInvalidPath), or nil if New accepts it: a program can refuse a
+// bad name before it connects.
+func CheckName(name string) error { return nameRules.Check(name) }
+
+// nameRules are the lock-name rules of every backend (internal/lockname)
+// with this package's MaxNameLen.
+var nameRules = lockname.Rules{Backend: "redislock", MaxLen: MaxNameLen}
+
+// NameError is the error of New and CheckName for a lock name this package
+// refuses: Name is the name as given, Reason the rule it breaks. It matches
+// recipe.ErrInvalidPath; its message shows a name over 200 bytes as its
+// first 64 bytes and its length. etcdlock and pglock return the same type.
+type NameError = lockname.Error
 
 // Name returns the lock's name as given to New.
 func (m *Mutex) Name() string { return m.name }

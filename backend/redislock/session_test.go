@@ -71,13 +71,16 @@ func TestConnectUnreachable(t *testing.T) {
 func TestNewBadName(t *testing.T) {
 	srv := redistest.Start(t)
 	s := connect(t, srv, nil)
-	for _, n := range []string{"", strings.Repeat("x", redislock.MaxNameLen+1)} {
+	for _, n := range []string{"", "a\x00b", "a\xffb", strings.Repeat("x", redislock.MaxNameLen+1)} {
 		if _, err := redislock.New(s, n); !errors.Is(err, recipe.ErrInvalidPath) {
-			t.Errorf("New(%d bytes) = %v, want an error matching recipe.ErrInvalidPath", len(n), err)
+			t.Errorf("New(%.40q, %d bytes) = %v, want an error matching recipe.ErrInvalidPath", n, len(n), err)
 		}
 		if err := redislock.CheckName(n); !errors.Is(err, recipe.ErrInvalidPath) {
-			t.Errorf("CheckName(%d bytes) = %v, want an error matching recipe.ErrInvalidPath (no session needed)", len(n), err)
+			t.Errorf("CheckName(%.40q, %d bytes) = %v, want an error matching recipe.ErrInvalidPath (no session needed)", n, len(n), err)
 		}
+	}
+	for _, n := range []string{"a\nb", "/", "a//b", "a/"} { // names other backends once refused
+		release(t, acquire(t, mustNew(t, s, n)))
 	}
 	if err := redislock.CheckName(strings.Repeat("x", redislock.MaxNameLen)); err != nil {
 		t.Errorf("CheckName(MaxNameLen bytes) = %v", err)
