@@ -179,28 +179,40 @@ func TestLockOtherBackends(t *testing.T) {
 	}
 }
 
-// TestLockOtherBackendsRefuseBadNames: a name the backend refuses (etcd: an
-// element starting with _lock_; PostgreSQL and Redis: longer than 1024
-// bytes) is a usage error (64), reported by the backend without a request:
-// also when the server can't be reached (it was 69, unavailable: the name
-// was checked after connecting).
+// TestLockOtherBackendsRefuseBadNames: a name the backend refuses (every
+// backend: not valid UTF-8, longer than its MaxNameLen; etcd also: an
+// element starting with _lock_) is a usage error (64), reported by the
+// backend without a request: also when the server can't be reached (it was
+// 69, unavailable: the name was checked after connecting). The message
+// names a lock name, and shortens a long one.
 func TestLockOtherBackendsRefuseBadNames(t *testing.T) {
 	t.Parallel()
-	bad := map[string]string{
-		"etcd":       "/cli-test/_lock_x",
-		"PostgreSQL": "/" + strings.Repeat("n", pglock.MaxNameLen),
-		"Redis":      "/" + strings.Repeat("n", redislock.MaxNameLen),
+	bad := map[string][]string{
+		"etcd":       {"/cli-test/_lock_x", "/cli-test/\xff", "/" + strings.Repeat("n", etcdlock.MaxNameLen)},
+		"PostgreSQL": {"/cli-test/\xff", "/" + strings.Repeat("n", pglock.MaxNameLen)},
+		"Redis":      {"/cli-test/\xff", "/" + strings.Repeat("n", redislock.MaxNameLen)},
 	}
 	for _, ls := range lockServers {
 		t.Run(ls.name, func(t *testing.T) {
 			t.Parallel()
 			url, addr := ls.start(t)
 			dir := t.TempDir()
-			for _, servers := range []string{url(addr), ls.unreachable} {
-				p := startOn(t, servers, dir, "lock", bad[ls.name], "--", "true")
-				p.expect(exitUsage, 30*time.Second)
-				if p.logged("cannot use the path") == nil {
-					t.Errorf("%s: no clear message:\n%s", servers, p.stderr)
+			for i, name := range bad[ls.name] {
+				servers := []string{ls.unreachable}
+				if i == 0 {
+					servers = append(servers, url(addr))
+				}
+				for _, servers := range servers {
+					p := startOn(t, servers, dir, "lock", name, "--", "true")
+					p.expect(exitUsage, 30*time.Second)
+					r := p.logged("cannot use the lock name")
+					if r == nil {
+						t.Errorf("%s, %.40q: no clear message:\n%s", servers, name, p.stderr)
+						continue
+					}
+					if msg, _ := r["err"].(string); !strings.Contains(msg, "invalid lock name") || len(msg) > 400 {
+						t.Errorf("%s, %.40q: err %.500q, want one naming a lock name, at most 400 bytes", servers, name, msg)
+					}
 				}
 			}
 		})

@@ -124,7 +124,8 @@ func lockMain(f *lockFlags, path string, argv []string, stderr io.Writer) int {
 		// Before connecting, as ZooKeeper paths are: a bad name is a usage
 		// error (64) even when the server can't be reached.
 		if err := checkLockName(f.backend, path); err != nil {
-			return failStatus(log, "lock", err)
+			log.Error("cannot use the lock name", "err", err)
+			return exitUsage
 		}
 	}
 	host, _ := os.Hostname()
