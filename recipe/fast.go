@@ -220,7 +220,7 @@ func (fw *fastWait) decided(holds bool, nodes int) {
 // the early lease is dropped then.
 func (fw *fastWait) grantOnChildWatch(ep *epoch) (l *lease, ok bool, err error) {
 	if fw.watched && fw.q.s.useChildSlot(fw.slot) {
-		l, err = fw.q.grantEarly(ep, fw.pre)
+		l, err = fw.q.activate(ep, fw.pre, nil)
 		fw.pre, fw.slot = nil, nil
 		return l, true, err
 	}
@@ -293,7 +293,7 @@ func (q *Queue) grantOnSkip(ctx context.Context, ep *epoch, t *Ticket, fw *fastW
 		return nil, nil
 	}
 	q.s.ownWatchRead(pre, st.Version)
-	l, err := q.grantEarly(ep, pre)
+	l, err := q.activate(ep, pre, nil)
 	fw.pre, fw.slot = nil, nil
 	if err != nil || l != nil {
 		return l, err

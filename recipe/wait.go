@@ -225,23 +225,18 @@ func (q *Queue) grant(ctx context.Context, ep *epoch, t *Ticket) (*lease, error)
 		s.dropLease(l)
 		return nil, q.wrap("get", err)
 	}
-	if cause := s.activateLease(l, ep, st); cause != nil {
-		if errors.Is(cause, ErrNodeDeleted) {
-			return nil, q.vanished(ep)
-		}
-		if ep.ctx.Err() != nil {
-			return nil, context.Cause(ep.ctx)
-		}
-		return nil, nil
-	}
-	return l, nil
+	return q.activate(ep, l, st)
 }
 
-// grantEarly activates an early lease (its Stat came with the create; its
-// own-node watch is its child watch or was set by the caller). It returns
-// (nil, nil) when the connection was suspended since.
-func (q *Queue) grantEarly(ep *epoch, l *lease) (*lease, error) {
-	cause := q.s.activateLease(l, ep, nil)
+// activate makes the registered lease l live (st: see activateLease) and
+// turns a refusal into the wait's answer: the own node's loss, the
+// session's end (ep's cause; ErrSessionClosed too, since Close ends the
+// current epoch under the same lock that marks the Session closed), or
+// (nil, nil) when the connection was suspended since the listing. It
+// grants an early lease (its own-node watch is its child watch or was set
+// by the caller) as well as a read one.
+func (q *Queue) activate(ep *epoch, l *lease, st *zk.Stat) (*lease, error) {
+	cause := q.s.activateLease(l, ep, st)
 	switch {
 	case cause == nil:
 		return l, nil
@@ -249,8 +244,6 @@ func (q *Queue) grantEarly(ep *epoch, l *lease) (*lease, error) {
 		return nil, q.vanished(ep)
 	case ep.ctx.Err() != nil:
 		return nil, context.Cause(ep.ctx)
-	case errors.Is(cause, ErrSessionClosed):
-		return nil, cause
 	}
 	return nil, nil
 }
