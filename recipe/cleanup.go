@@ -8,8 +8,10 @@ import (
 // cleaner is the Session's queue of deletes of its own znodes that could
 // not be completed (connection loss during a release or a cancelled
 // acquisition), and the janitor goroutine that retries them on every
-// reconnection of the session that owns them, and sets own-node watches
-// again (leaseRegistry.rewatchAll). items is under Session.mu. See
+// reconnection of the session that owns them, and sets again the own-node
+// watches queued for it (leaseRegistry.rewatchAll: consumed by a data
+// change, or a read that failed; a reconnection's re-registration is
+// go-zookeeper's). items is under Session.mu. See
 // docs/design.md#cleanup-and-delete-by-version.
 type cleaner struct {
 	s     *Session

@@ -8,16 +8,24 @@ import (
 )
 
 // leaseRegistry is the Session's record of its leases: the generation they
-// belong to, the live ones by path (so that a watch event on a lease's own
-// node reaches it), those whose own-node watch must be set again, and the
+// belong to, every registered one by path (prepared, early and live, so
+// that a watch event on a lease's own node reaches it), those whose
+// own-node watch must be set again, and the
 // child slots that stand in for own-node watches; and the one routine that
 // sets an own-node watch again (watchOwn). Its fields are under
 // Session.mu.
 type leaseRegistry struct {
-	s       *Session
-	gen     *generation
-	byPath  map[string]*lease // live leases by absolute znode path
-	rewatch []*lease          // live leases whose own-node watch must be set again (by the janitor)
+	s      *Session
+	gen    *generation
+	byPath map[string]*lease // registered leases (prepared, early, live) by absolute znode path
+	// Leases whose own-node watch must be set again by the janitor: one
+	// consumed by a data change, or a read that failed. A reconnection
+	// is no reason: go-zookeeper's set-watches re-registers every watch
+	// it holds (own-node data watches and child watches included) on the
+	// new connection, and nothing here does it again. If that request
+	// fails on a connection that stays up, only a log line says so (see
+	// zkLogger and docs/design.md#assumptions-about-go-zookeeper, 12).
+	rewatch []*lease
 	// child watches of pipelined listings that may stand in for a lease's
 	// own-node watch, by absolute directory
 	childSlots map[string]map[*childSlot]struct{}

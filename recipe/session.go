@@ -436,9 +436,10 @@ func (s *Session) spawn(f func()) bool {
 type zkLogger struct{ l *slog.Logger }
 
 // Printf logs a line of go-zookeeper's at debug level, except its failures
-// to re-register watches or credentials on a new connection (watches, and
-// with them the wakeups of waiters, can be lost: see WithMaxPacket), at
-// error level.
+// to re-register watches or credentials on a new connection, at error
+// level: watches, and with them the wakeups of waiters and (under
+// TolerateSuspension) a holder's notice of its node's deletion, can be lost
+// (see WithMaxPacket and docs/design.md#assumptions-about-go-zookeeper, 12).
 func (z zkLogger) Printf(format string, args ...any) {
 	lvl := slog.LevelDebug
 	if strings.HasPrefix(format, "Failed to set previous watches") || strings.HasPrefix(format, "error in resending auth creds") {
