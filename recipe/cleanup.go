@@ -8,8 +8,10 @@ import (
 // cleaner is the Session's queue of deletes of its own znodes that could
 // not be completed (connection loss during a release or a cancelled
 // acquisition), and the janitor goroutine that retries them on every
-// reconnection of the session that owns them, and sets own-node watches
-// again (leaseRegistry.rewatchAll). items is under Session.mu. See
+// reconnection of the session that owns them, and sets again the own-node
+// watches queued for it (leaseRegistry.rewatchAll: consumed by a data
+// change, or a read that failed; a reconnection's re-registration is
+// go-zookeeper's). items is under Session.mu. See
 // docs/design.md#cleanup-and-delete-by-version.
 type cleaner struct {
 	s     *Session
@@ -17,9 +19,9 @@ type cleaner struct {
 	kick  chan struct{} // wakes the janitor
 }
 
-// keepOnly finishes and drops every item not owned by the session owner:
+// keepOnlyLocked finishes and drops every item not owned by the session owner:
 // the ephemerals of other sessions died with them.
-func (c *cleaner) keepOnly(owner int64) {
+func (c *cleaner) keepOnlyLocked(owner int64) {
 	kept := c.items[:0]
 	for _, it := range c.items {
 		if it.owner == owner {
@@ -31,9 +33,9 @@ func (c *cleaner) keepOnly(owner int64) {
 	c.items = kept
 }
 
-// finishOwner finishes the items of owner's session (lost: whoever waits
+// finishOwnerLocked finishes the items of owner's session (lost: whoever waits
 // for them stops waiting) but keeps them, in case the session comes back.
-func (c *cleaner) finishOwner(owner int64) {
+func (c *cleaner) finishOwnerLocked(owner int64) {
 	for i := range c.items {
 		if c.items[i].owner == owner {
 			c.items[i].finish()
@@ -42,9 +44,9 @@ func (c *cleaner) finishOwner(owner int64) {
 	}
 }
 
-// finishAll finishes every item and empties the queue (Close: a closed
+// finishAllLocked finishes every item and empties the queue (Close: a closed
 // session's ephemerals go with it).
-func (c *cleaner) finishAll() {
+func (c *cleaner) finishAllLocked() {
 	for _, it := range c.items {
 		it.finish()
 	}
@@ -103,7 +105,7 @@ func (c cleanupItem) String() string {
 func (cl *cleaner) queueLocked(it cleanupItem) {
 	s := cl.s
 	it = it.sized()
-	if s.conns.ownerLost(it.owner) {
+	if s.conns.ownerLostLocked(it.owner) {
 		it.finish()
 		it.done = nil
 	}
@@ -195,7 +197,7 @@ func (cl *cleaner) requeue(failed []cleanupItem) {
 		return
 	}
 	for i := range failed {
-		if s.conns.ownerLost(failed[i].owner) {
+		if s.conns.ownerLostLocked(failed[i].owner) {
 			failed[i].finish()
 			failed[i].done = nil
 		}

@@ -149,7 +149,7 @@ func (cl *cleaner) deferDelete(it cleanupItem, err error) error {
 	s := cl.s
 	it.byVersion = false // the cleaner's attempts are retries
 	s.mu.Lock()
-	lost := s.conns.ownerLost(it.owner)
+	lost := s.conns.ownerLostLocked(it.owner)
 	queued := !s.closed
 	if queued {
 		cl.queueLocked(it)
@@ -176,7 +176,7 @@ func (cl *cleaner) giveUp(it cleanupItem, err error) {
 func (cl *cleaner) deleteOnce(it cleanupItem) error {
 	s := cl.s
 	s.mu.Lock()
-	cur := s.conns.id()
+	cur := s.conns.idLocked()
 	s.mu.Unlock()
 	switch {
 	case cur != it.owner:

@@ -74,11 +74,19 @@ func ExampleNewQueue() {
 		fmt.Println(err)
 		return
 	}
-	a, _ := q.Acquire(ctx, "gate-", nil)
-	b, _ := q.Acquire(ctx, "gate-", nil)
+	a, err := q.Acquire(ctx, "gate-", nil)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer a.Release(ctx)
+	b, err := q.Acquire(ctx, "gate-", nil)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer b.Release(ctx)
 	_, err = q.TryAcquire(ctx, "gate-", nil)
 	fmt.Println(errors.Is(err, recipe.ErrLocked))
-	a.Release(ctx)
-	b.Release(ctx)
 	// Output: true
 }

@@ -112,16 +112,18 @@ func (p *createPipe) finish(name string, err error) (zk.Stat, bool) {
 	return st, ok
 }
 
-// drop gives up all of fs (the node was created under another session).
-func (fs *fastStart) drop(s *Session) {
+// discard gives up all of fs: the listing, the early lease's Stat and the
+// child watch (the node was created under another session).
+func (fs *fastStart) discard(s *Session) {
 	if fs != nil {
 		s.dropChildSlot(fs.child)
 		*fs = fastStart{}
 	}
 }
 
-// dropChild gives up fs's child watch (no early lease to cover).
-func (fs *fastStart) dropChild(s *Session) {
+// dropChildSlot gives up fs's child watch only (no early lease to cover);
+// the pipelined listing is kept.
+func (fs *fastStart) dropChildSlot(s *Session) {
 	if fs != nil {
 		s.dropChildSlot(fs.child)
 		fs.child = nil
@@ -171,8 +173,9 @@ func (q *Queue) startFast(ctx context.Context, fs *fastStart) *fastWait {
 	return fw
 }
 
-// drop drops the early lease if it was not granted.
-func (fw *fastWait) drop() {
+// dropEarlyLease drops the early lease (and its child watch) if it was not
+// granted.
+func (fw *fastWait) dropEarlyLease() {
 	if fw.pre != nil {
 		fw.q.s.dropLease(fw.pre) // and its child watch
 		fw.pre, fw.slot = nil, nil
@@ -217,16 +220,17 @@ func (fw *fastWait) decided(holds bool, nodes int) {
 // the early lease is dropped then.
 func (fw *fastWait) grantOnChildWatch(ep *epoch) (l *lease, ok bool, err error) {
 	if fw.watched && fw.q.s.useChildSlot(fw.slot) {
-		l, err = fw.q.grantEarly(ep, fw.pre)
+		l, err = fw.q.activate(ep, fw.pre, nil)
 		fw.pre, fw.slot = nil, nil
 		return l, true, err
 	}
-	fw.drop()
+	fw.dropEarlyLease()
 	return nil, false, nil
 }
 
-// waiting drops the child watch: a waiter has no use for it.
-func (fw *fastWait) waiting() {
+// dropChildSlot drops the early lease's child watch, keeping the lease: a
+// waiter has no use for the watch (a re-list sets a new one).
+func (fw *fastWait) dropChildSlot() {
 	if fw.pre != nil {
 		fw.q.s.dropChildSlot(fw.slot)
 	}
@@ -262,8 +266,8 @@ func (q *Queue) skipCandidate(nodes []NodeName, self int, watch []int) bool {
 			return false
 		}
 	}
-	holds, _ := q.rule(nodes[1:], 0)
-	return holds
+	holds, _, err := q.decide(nodes[1:], 0)
+	return holds && err == nil // a Rule that panics here: no skip; the re-list asks it again
 }
 
 // grantOnSkip is the wakeup after the only predecessor's deletion, for a
@@ -289,7 +293,7 @@ func (q *Queue) grantOnSkip(ctx context.Context, ep *epoch, t *Ticket, fw *fastW
 		return nil, nil
 	}
 	q.s.ownWatchRead(pre, st.Version)
-	l, err := q.grantEarly(ep, pre)
+	l, err := q.activate(ep, pre, nil)
 	fw.pre, fw.slot = nil, nil
 	if err != nil || l != nil {
 		return l, err

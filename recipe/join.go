@@ -31,7 +31,7 @@ func (q *Queue) join(ctx context.Context, kind string, data []byte, anchor *anch
 	guid := newGUID()
 	pipe := q.pipeListing(fs, guid, kind)
 	name, err := q.create(ctx, guid, kind, data, anchor)
-	reply, replied := pipe.finish(name, err)
+	reply, usable := pipe.finish(name, err)
 	if err != nil {
 		// The create may have been applied: remove whatever carries our GUID.
 		q.deleteOwned(ctx, cleanupItem{dir: q.adir, guid: guid, owner: q.s.ID(), sends: lostSends{size: q.reqSize}}, false)
@@ -55,16 +55,16 @@ func (q *Queue) join(ctx context.Context, kind string, data []byte, anchor *anch
 		return nil, err // closed: the node went with the session
 	}
 	if cur != ep || ep.ctx.Err() != nil {
-		fs.drop(q.s)
+		fs.discard(q.s)
 		if err := t.adopt(ctx, cur); err != nil {
 			return nil, err
 		}
 		return t, nil
 	}
-	if replied && reply.EphemeralOwner == ep.id {
+	if usable && reply.EphemeralOwner == ep.id {
 		q.earlyLease(ctx, fs, t, reply)
 	} else {
-		fs.dropChild(q.s)
+		fs.dropChildSlot(q.s)
 	}
 	return t, nil
 }

@@ -23,9 +23,16 @@ type lease struct {
 	owner   int64
 	active  bool // granted (under Session.mu)
 	// Set at registration for a lease whose node's Stat came with the
-	// create (Queue.join): its own-node watch is armed in the background.
-	early  bool
-	arming bool       // its own-node watch request was started (under Session.mu)
+	// create (Queue.join): it can be granted without a read of its node.
+	// Its own-node watch is then the child watch of the listing that
+	// granted it, or the data watch of the re-list skip's read (in the
+	// foreground).
+	early bool
+	// Its own-node data watch is set, or its read is under way, so none is
+	// started again (under Session.mu): set after the re-list skip's read
+	// completed (ownWatchRead), or when the background read is started
+	// because the granting child slot fired (fireSlotsLocked).
+	arming bool
 	child  *childSlot // the child watch standing in for its own-node watch, if any
 	// The node's data version last read, under Session.mu (Release
 	// deletes with it).

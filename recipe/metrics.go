@@ -87,9 +87,8 @@ func WithMetrics(m Metrics) Option { return func(c *config) { c.metrics = m } }
 // dash (no allocation).
 func metricKind(kind string) string { return strings.TrimSuffix(kind, "-") }
 
-// reportLeaseLost reports the loss of l (under Session.mu) to the
-// installed Metrics.
-func (s *Session) reportLeaseLost(l *lease, cause error) {
+// reportLeaseLostLocked reports the loss of l to the installed Metrics.
+func (s *Session) reportLeaseLostLocked(l *lease, cause error) {
 	m := s.cfg.metrics
 	if cause == ErrReleased {
 		return

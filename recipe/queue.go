@@ -41,6 +41,11 @@ import (
 // nodes sort after it, but for an anchored node), since a grant is never
 // re-checked. Anything more the engine may assume is declared with
 // QueueOptions. See docs/design.md#the-rule-contract.
+//
+// A Rule must not panic. If it does, the engine recovers: the Acquire (or
+// TryAcquire, Await) that asked it returns an error matching ErrBadOption
+// that wraps the panic value, and gives its node up as any failed Acquire
+// does (the stack is logged at debug level).
 type Rule func(nodes []NodeName, self int) (holds bool, watch []int)
 
 // FirstHolds is the Rule of an exclusive lock: the lowest node holds; every

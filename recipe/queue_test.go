@@ -3,7 +3,10 @@ package recipe
 import (
 	"context"
 	"errors"
+	"fmt"
+	"path"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -110,5 +113,113 @@ func TestQueueOptionsChecked(t *testing.T) {
 	}
 	if c := q.contract; !c.anchors || c.grantsLowest || !slices.Equal(c.anchorKinds, []string{"w-"}) {
 		t.Fatalf("contract %+v", c)
+	}
+}
+
+// TestRulePanicGivesNodeUp: a Rule that panics (here it indexes past the
+// end of the listing) makes Acquire and TryAcquire return ErrBadOption
+// instead of panicking, with nothing left behind: no node, no registered
+// lease, nothing for Drain to wait for; another client then takes the lock.
+func TestRulePanicGivesNodeUp(t *testing.T) {
+	cl := zktest.Shared(t)
+	in := zktest.Inspect(t, cl)
+	s1 := connect(t, cl.Servers())
+	s2 := connect(t, cl.Servers())
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	bad := func(nodes []NodeName, self int) (bool, []int) {
+		return nodes[self+1].Seq > 0, nil // out of range when self is last
+	}
+	q1, err := NewQueue(s1, "/rulepanic", []string{"lock-"}, bad, GrantsLowest())
+	if err != nil {
+		t.Fatal(err)
+	}
+	q2 := newTestQueue(t, s2, "/rulepanic")
+	attempt := func(name string, f func() (Lease, error)) {
+		t.Helper()
+		var l Lease
+		var err error
+		func() {
+			defer func() {
+				if v := recover(); v != nil {
+					err = fmt.Errorf("panicked: %v", v)
+				}
+			}()
+			l, err = f()
+		}()
+		if !errors.Is(err, ErrBadOption) || l != nil {
+			t.Fatalf("%s with a panicking rule: %v, %v; want ErrBadOption", name, l, err)
+		}
+		if err := q1.Drain(ctx); err != nil {
+			t.Fatalf("%s: Drain: %v", name, err)
+		}
+		s1.mu.Lock()
+		left := len(s1.leases.byPath)
+		s1.mu.Unlock()
+		if left != 0 {
+			t.Fatalf("%s: %d leases still registered", name, left)
+		}
+		if n := in.Owned("/rulepanic", s1.ID()); len(n) != 0 {
+			t.Fatalf("%s: node left behind: %v", name, n)
+		}
+	}
+	attempt("Acquire", func() (Lease, error) { return q1.Acquire(ctx, "lock-", nil) })
+	attempt("Acquire again", func() (Lease, error) { return q1.Acquire(ctx, "lock-", nil) }) // the queue found uncontended: child watch
+	attempt("TryAcquire", func() (Lease, error) { return q1.TryAcquire(ctx, "lock-", nil) })
+	h, err := q2.Acquire(ctx, "lock-", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	attempt("Acquire behind a holder", func() (Lease, error) { return q1.Acquire(ctx, "lock-", nil) })
+	if err := h.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	l, err := q2.TryAcquire(ctx, "lock-", nil)
+	if err != nil {
+		t.Fatalf("another client after the panics: %v", err)
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := in.Children("/rulepanic"); len(n) != 0 {
+		t.Fatalf("left behind: %v", n)
+	}
+}
+
+// TestTryAcquireLockedNamesWatched: TryAcquire's ErrLocked names the nodes
+// the caller would wait for (the Rule's watch list), not the lowest node:
+// for a two-permit gate, both holders.
+func TestTryAcquireLockedNamesWatched(t *testing.T) {
+	cl := zktest.Shared(t)
+	s := connect(t, cl.Servers())
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	two := func(_ []NodeName, self int) (bool, []int) {
+		if self < 2 {
+			return true, nil
+		}
+		return false, []int{self - 1} // the newer holder only
+	}
+	q, err := NewQueue(s, "/lockedmsg", []string{"gate-"}, two, GrantsLowest())
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := q.Acquire(ctx, "gate-", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Release(ctx)
+	b, err := q.Acquire(ctx, "gate-", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Release(ctx)
+	_, err = q.TryAcquire(ctx, "gate-", nil)
+	if !errors.Is(err, ErrLocked) {
+		t.Fatalf("TryAcquire: %v, want ErrLocked", err)
+	}
+	an, bn := path.Base(a.(*lease).path), path.Base(b.(*lease).path)
+	if msg := err.Error(); !strings.Contains(msg, bn) || strings.Contains(msg, an) {
+		t.Fatalf("ErrLocked %q: want it to name %s (watched), not %s", msg, bn, an)
 	}
 }

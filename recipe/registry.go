@@ -8,16 +8,24 @@ import (
 )
 
 // leaseRegistry is the Session's record of its leases: the generation they
-// belong to, the live ones by path (so that a watch event on a lease's own
-// node reaches it), those whose own-node watch must be set again, and the
+// belong to, every registered one by path (prepared, early and live, so
+// that a watch event on a lease's own node reaches it), those whose
+// own-node watch must be set again, and the
 // child slots that stand in for own-node watches; and the one routine that
 // sets an own-node watch again (watchOwn). Its fields are under
 // Session.mu.
 type leaseRegistry struct {
-	s       *Session
-	gen     *generation
-	byPath  map[string]*lease // live leases by absolute znode path
-	rewatch []*lease          // live leases whose own-node watch must be set again (by the janitor)
+	s      *Session
+	gen    *generation
+	byPath map[string]*lease // registered leases (prepared, early, live) by absolute znode path
+	// Leases whose own-node watch must be set again by the janitor: one
+	// consumed by a data change, or a read that failed. A reconnection
+	// is no reason: go-zookeeper's set-watches re-registers every watch
+	// it holds (own-node data watches and child watches included) on the
+	// new connection, and nothing here does it again. If that request
+	// fails on a connection that stays up, only a log line says so (see
+	// zkLogger and docs/design.md#assumptions-about-go-zookeeper, 12).
+	rewatch []*lease
 	// child watches of pipelined listings that may stand in for a lease's
 	// own-node watch, by absolute directory
 	childSlots map[string]map[*childSlot]struct{}
@@ -35,16 +43,16 @@ type generation struct {
 	leases  map[*lease]struct{}
 }
 
-func (r *leaseRegistry) newGeneration() {
+func (r *leaseRegistry) newGenerationLocked() {
 	r.gen = &generation{leases: make(map[*lease]struct{})}
 }
 
-// forget removes l from byPath (if it is there) and drops its child slot.
-func (r *leaseRegistry) forget(l *lease) {
+// forgetLocked removes l from byPath (if it is there) and drops its child slot.
+func (r *leaseRegistry) forgetLocked(l *lease) {
 	if r.byPath[l.path] == l {
 		delete(r.byPath, l.path)
 	}
-	r.dropSlot(l.child)
+	r.dropSlotLocked(l.child)
 }
 
 // childSlot is the child watch of an Acquire's pipelined listing (a
@@ -65,7 +73,7 @@ type childSlot struct {
 	l        *lease // the early lease it covers
 }
 
-func (r *leaseRegistry) addSlot(slot *childSlot) {
+func (r *leaseRegistry) addSlotLocked(slot *childSlot) {
 	m := r.childSlots[slot.dir]
 	if m == nil {
 		m = make(map[*childSlot]struct{})
@@ -74,7 +82,7 @@ func (r *leaseRegistry) addSlot(slot *childSlot) {
 	m[slot] = struct{}{}
 }
 
-func (r *leaseRegistry) dropSlot(slot *childSlot) {
+func (r *leaseRegistry) dropSlotLocked(slot *childSlot) {
 	if slot == nil {
 		return
 	}
@@ -86,9 +94,9 @@ func (r *leaseRegistry) dropSlot(slot *childSlot) {
 	}
 }
 
-// fireSlots spends every child slot on dir (a watch event there) and
+// spendSlotsLocked spends every child slot on dir (a watch event there) and
 // returns the leases granted on one, which must read their node now.
-func (r *leaseRegistry) fireSlots(dir string) []*lease {
+func (r *leaseRegistry) spendSlotsLocked(dir string) []*lease {
 	m := r.childSlots[dir]
 	if m == nil {
 		return nil
@@ -188,7 +196,7 @@ func (s *Session) activateLease(l *lease, ep *epoch, st *zk.Stat) error {
 		cause = ErrSuspended
 	}
 	if cause != nil {
-		s.leases.forget(l)
+		s.leases.forgetLocked(l)
 		l.cancel(cause)
 		return cause
 	}
@@ -204,7 +212,7 @@ func (s *Session) activateLease(l *lease, ep *epoch, st *zk.Stat) error {
 func (s *Session) dropLease(l *lease) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.leases.forget(l)
+	s.leases.forgetLocked(l)
 	l.cancel(ErrReleased)
 }
 
@@ -212,7 +220,7 @@ func (s *Session) addChildSlot(dir string) *childSlot {
 	slot := &childSlot{dir: dir}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.leases.addSlot(slot)
+	s.leases.addSlotLocked(slot)
 	return slot
 }
 
@@ -222,9 +230,9 @@ func (s *Session) addChildSlotFor(dir string, l *lease) *childSlot {
 	slot := &childSlot{dir: dir, l: l}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.leases.dropSlot(l.child)
+	s.leases.dropSlotLocked(l.child)
 	l.child = slot
-	s.leases.addSlot(slot)
+	s.leases.addSlotLocked(slot)
 	return slot
 }
 
@@ -234,7 +242,7 @@ func (s *Session) dropChildSlot(slot *childSlot) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.leases.dropSlot(slot)
+	s.leases.dropSlotLocked(slot)
 }
 
 // useChildSlot reports whether the lease may be granted on its child watch:
@@ -273,10 +281,10 @@ func (r *leaseRegistry) revokeGenLocked(cause error) {
 // which deletes it on reconnection of the same ZooKeeper session.
 func (r *leaseRegistry) revokeLocked(l *lease, cause error, queueDelete bool) {
 	s := r.s
-	r.forget(l)
+	r.forgetLocked(l)
 	delete(l.gen.leases, l)
 	if s.cfg.metrics != nil && l.active && l.ctx.Err() == nil {
-		s.reportLeaseLost(l, cause)
+		s.reportLeaseLostLocked(l, cause)
 	}
 	l.cancel(cause)
 	if queueDelete && !s.closed {
@@ -306,7 +314,7 @@ func (r *leaseRegistry) onEventLocked(l *lease, ev zk.Event) {
 // once.
 func (r *leaseRegistry) fireSlotsLocked(dir string) {
 	s := r.s
-	for _, l := range r.fireSlots(dir) {
+	for _, l := range r.spendSlotsLocked(dir) {
 		if l == nil || l.arming || l.ctx.Err() != nil || s.closed {
 			continue
 		}

@@ -50,9 +50,11 @@ type Session struct {
 	wire   wireState  // read off the wire by zkwire (wire.go)
 
 	// mu is the one lock of the parts below: it guards closed and every
-	// field of conns, leases, watches and cleaner. A method named
-	// ...Locked runs with it held; go-zookeeper's event callback takes it,
-	// so nothing blocks while holding it (requests are made outside).
+	// field of conns, leases, watches and cleaner. A method (of Session or
+	// of a part) is named ...Locked exactly when its caller must hold mu;
+	// every other method takes mu itself if it needs it. go-zookeeper's
+	// event callback takes it, so nothing blocks while holding it
+	// (requests are made outside).
 	mu      sync.Mutex
 	closed  bool
 	conns   connState     // connection states, epochs, watchdog (state.go)
@@ -232,7 +234,7 @@ func (s *Session) Conn() *zk.Conn { return s.conn }
 func (s *Session) ID() int64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.conns.id()
+	return s.conns.idLocked()
 }
 
 // State returns the current connection state. After Close it is StateLost.
@@ -292,12 +294,12 @@ func (s *Session) Close() error {
 	}
 	s.closed = true
 	wasLost := s.conns.state == StateLost
-	id := s.conns.id()
+	id := s.conns.idLocked()
 	s.loseEpochLocked(ErrSessionClosed)
 	if m := s.cfg.metrics; m != nil && wasLost {
 		m.SessionState(StateLost, StateLost, ErrSessionClosed) // the close of a lost session is no transition, but Metrics counts it
 	}
-	s.cleaner.finishAll() // a closed session's ephemerals go with it
+	s.cleaner.finishAllLocked() // a closed session's ephemerals go with it
 	s.unlock()
 	s.conn.Close()
 	s.shutdown()
@@ -358,7 +360,7 @@ func (s *Session) onEvent(ev zk.Event) {
 		// else.
 		s.checkDeadlinesLocked(time.Now())
 	}
-	s.watches.onEvent(ev)
+	s.watches.onEventLocked(ev)
 	s.leases.fireSlotsLocked(ev.Path)
 	if l := s.leases.byPath[ev.Path]; l != nil {
 		s.leases.onEventLocked(l, ev)
@@ -434,9 +436,10 @@ func (s *Session) spawn(f func()) bool {
 type zkLogger struct{ l *slog.Logger }
 
 // Printf logs a line of go-zookeeper's at debug level, except its failures
-// to re-register watches or credentials on a new connection (watches, and
-// with them the wakeups of waiters, can be lost: see WithMaxPacket), at
-// error level.
+// to re-register watches or credentials on a new connection, at error
+// level: watches, and with them the wakeups of waiters and (under
+// TolerateSuspension) a holder's notice of its node's deletion, can be lost
+// (see WithMaxPacket and docs/design.md#assumptions-about-go-zookeeper, 12).
 func (z zkLogger) Printf(format string, args ...any) {
 	lvl := slog.LevelDebug
 	if strings.HasPrefix(format, "Failed to set previous watches") || strings.HasPrefix(format, "error in resending auth creds") {

@@ -93,22 +93,22 @@ func newEpoch(id int64) *epoch {
 	return &epoch{id: id, ctx: ctx, cancel: cancel}
 }
 
-// id returns the current ZooKeeper session ID (0 before the first).
-func (c *connState) id() int64 {
+// idLocked returns the current ZooKeeper session ID (0 before the first).
+func (c *connState) idLocked() int64 {
 	if c.epoch == nil {
 		return 0
 	}
 	return c.epoch.id
 }
 
-// ownerLost reports whether owner's session is known lost: a later
+// ownerLostLocked reports whether owner's session is known lost: a later
 // session replaced it, or it is current but expired or presumed expired.
-func (c *connState) ownerLost(owner int64) bool {
+func (c *connState) ownerLostLocked(owner int64) bool {
 	return c.epoch == nil || c.epoch.id != owner || c.epoch.cause != nil
 }
 
-// set makes st the state, telling m, the listeners and the log queue.
-func (c *connState) set(st ConnState, cause error, m Metrics) {
+// setLocked makes st the state, telling m, the listeners and the log queue.
+func (c *connState) setLocked(st ConnState, cause error, m Metrics) {
 	if c.state == st {
 		return
 	}
@@ -120,7 +120,7 @@ func (c *connState) set(st ConnState, cause error, m Metrics) {
 		c.outages++
 	}
 	c.changed.Notify()
-	ch := StateChange{State: st, SessionID: c.id(), At: time.Now(), Cause: cause}
+	ch := StateChange{State: st, SessionID: c.idLocked(), At: time.Now(), Cause: cause}
 	c.listeners.Push(ch)
 	c.logq = append(c.logq, ch)
 }
@@ -136,23 +136,23 @@ func (s *Session) onSessionLocked(id int64) {
 	case !c.started:
 		c.started = true
 		c.epoch = newEpoch(id)
-		s.leases.newGeneration()
-		c.set(StateConnected, nil, s.cfg.metrics)
+		s.leases.newGenerationLocked()
+		c.setLocked(StateConnected, nil, s.cfg.metrics)
 	case id == c.epoch.id && c.epoch.cause == nil:
 		if c.state == StateSuspended {
 			if s.leases.gen.revoked {
-				s.leases.newGeneration()
+				s.leases.newGenerationLocked()
 			}
-			c.set(StateReconnected, nil, s.cfg.metrics)
+			c.setLocked(StateReconnected, nil, s.cfg.metrics)
 		}
 	default:
 		if c.epoch.cause == nil {
 			s.loseEpochLocked(fmt.Errorf("%w: server gave a new session 0x%x", ErrSessionLost, id))
 		}
 		c.epoch = newEpoch(id)
-		s.leases.newGeneration()
-		s.cleaner.keepOnly(id) // other sessions' ephemerals died with them
-		c.set(StateReconnected, nil, s.cfg.metrics)
+		s.leases.newGenerationLocked()
+		s.cleaner.keepOnlyLocked(id) // other sessions' ephemerals died with them
+		c.setLocked(StateReconnected, nil, s.cfg.metrics)
 	}
 	kick(s.cleaner.kick)
 	kick(c.kick)
@@ -160,7 +160,7 @@ func (s *Session) onSessionLocked(id int64) {
 
 func (s *Session) suspendLocked(cause error) {
 	if s.conns.state.IsConnected() {
-		s.conns.set(StateSuspended, cause, s.cfg.metrics)
+		s.conns.setLocked(StateSuspended, cause, s.cfg.metrics)
 	}
 	if !s.cfg.policy.tolerate {
 		s.leases.revokeGenLocked(cause)
@@ -180,8 +180,8 @@ func (s *Session) loseEpochLocked(cause error) {
 	ep.cause = cause
 	ep.cancel(cause)
 	s.leases.revokeGenLocked(cause)
-	s.cleaner.finishOwner(ep.id)
-	s.conns.set(StateLost, cause, s.cfg.metrics)
+	s.cleaner.finishOwnerLocked(ep.id)
+	s.conns.setLocked(StateLost, cause, s.cfg.metrics)
 }
 
 // unlock releases s.mu and then logs the transitions recorded meanwhile, so

@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path"
+	"runtime/debug"
 	"slices"
+	"strings"
 
 	"github.com/go-zookeeper/zk"
 )
@@ -13,15 +16,16 @@ import (
 // directory, ask the Rule, grant or watch the nodes it names, wake, list
 // again. The fast paths (fast.go) are called at named points and fall back
 // to the plain step. With fs (an Acquire's) the first listing is the one
-// pipelined behind the create. See docs/design.md#acquisition.
-func (q *Queue) wait(ctx context.Context, t *Ticket, wait bool, fs *fastStart) (*lease, error) {
+// pipelined behind the create. Without block (TryAcquire) a node the Rule
+// does not grant is ErrLocked. See docs/design.md#acquisition.
+func (q *Queue) wait(ctx context.Context, t *Ticket, block bool, fs *fastStart) (*lease, error) {
 	ep := t.ep
 	// Every wait also ends when the node's session is lost.
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	defer context.AfterFunc(ep.ctx, func() { cancel(context.Cause(ep.ctx)) })()
 	fw := q.startFast(ctx, fs)
-	defer fw.drop()
+	defer fw.dropEarlyLease()
 	var gauge waitGauge
 	defer gauge.end()
 	for {
@@ -44,7 +48,10 @@ func (q *Queue) wait(ctx context.Context, t *Ticket, wait bool, fs *fastStart) (
 			return nil, q.vanished(ep)
 		}
 		// Ask the Rule.
-		holds, watch := q.rule(nodes, self)
+		holds, watch, err := q.decide(nodes, self)
+		if err != nil {
+			return nil, err
+		}
 		if piped {
 			fw.decided(holds, len(nodes))
 		}
@@ -60,16 +67,16 @@ func (q *Queue) wait(ctx context.Context, t *Ticket, wait bool, fs *fastStart) (
 			}
 			continue
 		}
-		if !wait {
-			return nil, fmt.Errorf("%w: %s (holder %s)", ErrLocked, ShortPath(q.dir), nodes[0].Name)
-		}
-		// Watch the nodes the Rule named.
-		fw.waiting()
-		gauge.start(q, nodes[self].Kind)
 		paths, err := q.watchPaths(nodes, self, watch)
 		if err != nil {
 			return nil, err
 		}
+		if !block {
+			return nil, q.locked(nodes[self].Name, paths)
+		}
+		// Watch the nodes the Rule named.
+		fw.dropChildSlot()
+		gauge.start(q, nodes[self].Kind)
 		skip := fw.mayskip(nodes, self, watch)
 		w, stop, err := q.s.watchNodes(ctx, paths...)
 		if err != nil {
@@ -88,7 +95,7 @@ func (q *Queue) wait(ctx context.Context, t *Ticket, wait bool, fs *fastStart) (
 			// The own node was deleted (or the early lease ended): the
 			// re-list reports it (case C10).
 			stop()
-			fw.drop()
+			fw.dropEarlyLease()
 		case <-ctx.Done():
 			stop()
 			return nil, context.Cause(ctx)
@@ -98,6 +105,36 @@ func (q *Queue) wait(ctx context.Context, t *Ticket, wait bool, fs *fastStart) (
 		}
 		// List again.
 	}
+}
+
+// decide asks the Rule about nodes[self]. A Rule that panics (a bug in the
+// recipe: see Rule) is ErrBadOption wrapping the panic value, so that the
+// caller gives its node up as after any other failed wait; the stack goes
+// to the debug log.
+func (q *Queue) decide(nodes []NodeName, self int) (holds bool, watch []int, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			q.s.log.Debug("queue rule panicked", "dir", ShortPath(q.dir), "panic", v, "stack", string(debug.Stack()))
+			if e, ok := v.(error); ok {
+				err = fmt.Errorf("%w: the rule for %s panicked: %w", ErrBadOption, ShortPath(q.dir), e)
+			} else {
+				err = fmt.Errorf("%w: the rule for %s panicked: %v", ErrBadOption, ShortPath(q.dir), v)
+			}
+		}
+	}()
+	holds, watch = q.rule(nodes, self)
+	return holds, watch, nil
+}
+
+// locked is TryAcquire's ErrLocked for the node name, which the Rule did
+// not grant: it names the nodes whose deletion the caller would wait for
+// (the Rule's watch list), which are not necessarily holders.
+func (q *Queue) locked(name string, paths []string) error {
+	names := make([]string, len(paths))
+	for i, p := range paths {
+		names[i] = path.Base(p)
+	}
+	return fmt.Errorf("%w: %s (%s not granted; it would wait for a change to %s)", ErrLocked, ShortPath(q.dir), name, strings.Join(names, ", "))
 }
 
 // list reads the directory's children: the pipelined listing if there is
@@ -188,23 +225,18 @@ func (q *Queue) grant(ctx context.Context, ep *epoch, t *Ticket) (*lease, error)
 		s.dropLease(l)
 		return nil, q.wrap("get", err)
 	}
-	if cause := s.activateLease(l, ep, st); cause != nil {
-		if errors.Is(cause, ErrNodeDeleted) {
-			return nil, q.vanished(ep)
-		}
-		if ep.ctx.Err() != nil {
-			return nil, context.Cause(ep.ctx)
-		}
-		return nil, nil
-	}
-	return l, nil
+	return q.activate(ep, l, st)
 }
 
-// grantEarly activates an early lease (its Stat came with the create; its
-// own-node watch is its child watch or was set by the caller). It returns
-// (nil, nil) when the connection was suspended since.
-func (q *Queue) grantEarly(ep *epoch, l *lease) (*lease, error) {
-	cause := q.s.activateLease(l, ep, nil)
+// activate makes the registered lease l live (st: see activateLease) and
+// turns a refusal into the wait's answer: the own node's loss, the
+// session's end (ep's cause; ErrSessionClosed too, since Close ends the
+// current epoch under the same lock that marks the Session closed), or
+// (nil, nil) when the connection was suspended since the listing. It
+// grants an early lease (its own-node watch is its child watch or was set
+// by the caller) as well as a read one.
+func (q *Queue) activate(ep *epoch, l *lease, st *zk.Stat) (*lease, error) {
+	cause := q.s.activateLease(l, ep, st)
 	switch {
 	case cause == nil:
 		return l, nil
@@ -212,8 +244,6 @@ func (q *Queue) grantEarly(ep *epoch, l *lease) (*lease, error) {
 		return nil, q.vanished(ep)
 	case ep.ctx.Err() != nil:
 		return nil, context.Cause(ep.ctx)
-	case errors.Is(cause, ErrSessionClosed):
-		return nil, cause
 	}
 	return nil, nil
 }

@@ -81,9 +81,9 @@ type watchRegistry struct {
 	byKey map[watchKey]*nodeWatch
 }
 
-// join registers w on the watch at key (creating it) and reports whether
+// joinLocked registers w on the watch at key (creating it) and reports whether
 // the server watch is set already.
-func (r *watchRegistry) join(key watchKey, w *wakeup) (_ *nodeWatch, armed bool) {
+func (r *watchRegistry) joinLocked(key watchKey, w *wakeup) (_ *nodeWatch, armed bool) {
 	nw := r.byKey[key]
 	if nw == nil {
 		nw = &nodeWatch{waiters: make(map[*wakeup]struct{})}
@@ -93,9 +93,9 @@ func (r *watchRegistry) join(key watchKey, w *wakeup) (_ *nodeWatch, armed bool)
 	return nw, nw.armed
 }
 
-// leave deregisters w from nw (if nw is still the watch at key), forgetting
+// leaveLocked deregisters w from nw (if nw is still the watch at key), forgetting
 // a watch that is not set and has no waiters left.
-func (r *watchRegistry) leave(key watchKey, nw *nodeWatch, w *wakeup) {
+func (r *watchRegistry) leaveLocked(key watchKey, nw *nodeWatch, w *wakeup) {
 	if r.byKey[key] == nw {
 		delete(nw.waiters, w)
 		if !nw.armed && len(nw.waiters) == 0 {
@@ -104,8 +104,8 @@ func (r *watchRegistry) leave(key watchKey, nw *nodeWatch, w *wakeup) {
 	}
 }
 
-// fire wakes every waiter of nw and forgets the watch.
-func (r *watchRegistry) fire(key watchKey, nw *nodeWatch, deleted bool) {
+// fireLocked wakes every waiter of nw and forgets the watch.
+func (r *watchRegistry) fireLocked(key watchKey, nw *nodeWatch, deleted bool) {
 	delete(r.byKey, key)
 	for w := range nw.waiters {
 		w.fire(deleted)
@@ -113,8 +113,8 @@ func (r *watchRegistry) fire(key watchKey, nw *nodeWatch, deleted bool) {
 	nw.waiters = nil
 }
 
-// onEvent dispatches a watch event to the shared watches it ends.
-func (r *watchRegistry) onEvent(ev zk.Event) {
+// onEventLocked dispatches a watch event to the shared watches it ends.
+func (r *watchRegistry) onEventLocked(ev zk.Event) {
 	var kinds []watchKind
 	switch ev.Type {
 	case zk.EventNodeDeleted:
@@ -131,7 +131,7 @@ func (r *watchRegistry) onEvent(ev zk.Event) {
 	for _, k := range kinds {
 		key := watchKey{k, ev.Path}
 		if nw := r.byKey[key]; nw != nil {
-			r.fire(key, nw, k == dataWatch && ev.Type == zk.EventNodeDeleted)
+			r.fireLocked(key, nw, k == dataWatch && ev.Type == zk.EventNodeDeleted)
 		}
 	}
 }
@@ -147,12 +147,12 @@ func (s *Session) watchPath(ctx context.Context, w *wakeup, kind watchKind, path
 		s.mu.Unlock()
 		return nil, ErrSessionClosed
 	}
-	nw, armed := s.watches.join(key, w)
+	nw, armed := s.watches.joinLocked(key, w)
 	s.mu.Unlock()
 	stop := func() {
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		s.watches.leave(key, nw, w)
+		s.watches.leaveLocked(key, nw, w)
 	}
 	if armed {
 		return stop, nil
@@ -171,10 +171,10 @@ func (s *Session) watchPath(ctx context.Context, w *wakeup, kind watchKind, path
 		// at the server; it stays registered in go-zookeeper until the node
 		// changes, and is not tracked here.
 		if s.watches.byKey[key] == nw {
-			s.watches.fire(key, nw, kind == dataWatch && err != nil)
+			s.watches.fireLocked(key, nw, kind == dataWatch && err != nil)
 		}
 	default:
-		s.watches.leave(key, nw, w)
+		s.watches.leaveLocked(key, nw, w)
 		return nil, err
 	}
 	return stop, nil
