@@ -22,7 +22,13 @@ import (
 type Lock interface {
 	// Acquire blocks until the caller holds the lock, ctx ends (the error
 	// matches ctx's cause; nothing is left behind), or ownership can't be
-	// obtained (e.g. ErrSessionLost, ErrSessionClosed).
+	// obtained (e.g. ErrSessionLost, ErrSessionClosed). When it returns an
+	// error, no request of the attempt can still create an entry, and the
+	// entry it created, if any, is gone: for the ZooKeeper recipes it waits
+	// for that, ignoring ctx, up to 250 ms for a create in flight and 250 ms
+	// for the delete. Only with the connection down past that is an entry
+	// removed later (by the session's cleaner on reconnection, or when the
+	// create in flight lands), or with the session.
 	Acquire(ctx context.Context) (Lease, error)
 	// TryAcquire returns a Lease if the lock is free right now, or an error
 	// matching ErrLocked if another holder has it; it never waits for a
