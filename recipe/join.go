@@ -292,7 +292,7 @@ func (q *Queue) findByGUID(guid string) (string, error) {
 	}
 	sortNodes(mine)
 	for _, extra := range mine[1:] {
-		s.deleteOwned(context.Background(), cleanupItem{path: q.adir + "/" + extra.Name, owner: cur}, false)
+		q.deleteOwned(context.Background(), cleanupItem{path: q.adir + "/" + extra.Name, owner: cur}, false)
 	}
 	return mine[0].Name, nil
 }
