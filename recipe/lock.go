@@ -53,10 +53,12 @@ type Lease interface {
 	// Release gives the lock up. It ends Context first (cause ErrReleased),
 	// then removes the grant (for the ZooKeeper recipes, a delete of the
 	// lease's znode by version: see docs/design.md#acquisition). The removal
-	// is sent even if ctx is already done, and retried on connection loss
-	// until ctx ends or the session's cleanup timeout (default: the session
-	// timeout) passes; one not completed by then is handed to the session's
-	// cleaner, which retries on reconnection.
+	// ignores ctx's cancellation: it is made even if ctx is already done,
+	// and retried on connection loss until shortly after ctx ends (250 ms
+	// for the ZooKeeper recipes) or the session's cleanup timeout (default:
+	// the session timeout) passes; one not completed by then is handed to
+	// the session's cleaner, which retries on reconnection. A removal that
+	// completes is a success (nil), whatever ctx has become.
 	//
 	// It is idempotent and can be retried after an error; concurrent calls
 	// are serialized. Errors: ErrLeaseLost (wrapping the cause) if ownership
