@@ -19,36 +19,36 @@ type cleaner struct {
 
 // keepOnly finishes and drops every item not owned by the session owner:
 // the ephemerals of other sessions died with them.
-func (c *cleaner) keepOnly(owner int64) {
-	kept := c.items[:0]
-	for _, it := range c.items {
+func (cl *cleaner) keepOnly(owner int64) {
+	kept := cl.items[:0]
+	for _, it := range cl.items {
 		if it.owner == owner {
 			kept = append(kept, it)
 		} else {
 			it.finish()
 		}
 	}
-	c.items = kept
+	cl.items = kept
 }
 
 // finishOwner finishes the items of owner's session (lost: whoever waits
 // for them stops waiting) but keeps them, in case the session comes back.
-func (c *cleaner) finishOwner(owner int64) {
-	for i := range c.items {
-		if c.items[i].owner == owner {
-			c.items[i].finish()
-			c.items[i].done = nil
+func (cl *cleaner) finishOwner(owner int64) {
+	for i := range cl.items {
+		if cl.items[i].owner == owner {
+			cl.items[i].finish()
+			cl.items[i].done = nil
 		}
 	}
 }
 
 // finishAll finishes every item and empties the queue (Close: a closed
 // session's ephemerals go with it).
-func (c *cleaner) finishAll() {
-	for _, it := range c.items {
+func (cl *cleaner) finishAll() {
+	for _, it := range cl.items {
 		it.finish()
 	}
-	c.items = nil
+	cl.items = nil
 }
 
 // cleanupItem names a znode of ours that must go: either by path (czxid 0 =
