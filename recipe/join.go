@@ -138,17 +138,22 @@ func (q *Queue) create(ctx context.Context, guid, kind string, data []byte, anch
 				return errCreateStopped
 			}
 			p, err := q.createOnce(prefix, data, anchor)
+			if errors.Is(err, zk.ErrNoNode) && attempt < 10 {
+				// The directory is missing, or was deleted between our ensure
+				// and this create (case C18): create it and try again, in
+				// the same pass of the gate, so that a directory made for a
+				// caller who left gets its node (and is reaped once empty: a
+				// container that never had a child stays).
+				if err = q.ensureDir(); err == nil {
+					p, err = q.createOnce(prefix, data, anchor)
+				}
+			}
 			g.exit()
 			if err == nil {
 				name = path.Base(p)
 				return nil
 			}
 			if errors.Is(err, zk.ErrNoNode) && attempt < 10 {
-				// The directory is missing, or was deleted between our ensure
-				// and this create (case C18): create it and try again.
-				if err := q.ensureDir(); err != nil {
-					return err
-				}
 				continue
 			}
 			if isConnErr(err) && !errors.Is(err, zk.ErrNoServer) {
