@@ -196,8 +196,8 @@ func (e *Election) Path() string { return e.q.Dir() }
 // The ZooKeeper operations are a mutex's: docs/design.md#acquisition.
 //
 // Errors: ctx's cause (no node is left behind: case C5; Campaign can take up
-// to 250 ms past ctx's end to make sure of that when the server does not
-// answer); recipe.ErrBadOption and recipe.ErrTooLarge when value is longer
+// to 500 ms past ctx's end to make sure of that when the server does not
+// answer: 250 ms for a create in flight, 250 ms for the delete); recipe.ErrBadOption and recipe.ErrTooLarge when value is longer
 // than recipe.MaxNodeData, recipe.ErrTooLarge when it is too large for the
 // session's packet limit with the path; ErrCampaigning;
 // recipe.ErrSessionLost; recipe.ErrNodeDeleted (the node vanished while

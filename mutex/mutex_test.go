@@ -373,6 +373,51 @@ func TestC4_CancelledWhileCreateInFlight(t *testing.T) {
 	}
 }
 
+// TestC4_CancelledOnFreshLockLeavesNothing: an Acquire of a lock whose
+// directory does not exist yet (create, NoNode, directory, create again),
+// cancelled 0-2 ms after it starts: once it returns an error, no create of
+// that attempt can land any more, so another session's TryAcquire right
+// after it is granted every time; and no directory made for it is left
+// never used (a container that never had a child is never reaped).
+func TestC4_CancelledOnFreshLockLeavesNothing(t *testing.T) {
+	cl := zktest.Shared(t)
+	in := zktest.Inspect(t, cl)
+	bs, cs := rtest.Connect(t, cl), rtest.Connect(t, cl)
+	cancelled, blocked, unused := 0, 0, 0
+	for i := 0; i < 200; i++ {
+		p := fmt.Sprintf("/locks/fresh%d", i) // a new lock: no directory yet
+		b, c := newMutex(t, bs, p), newMutex(t, cs, p)
+		ctx, cancel := context.WithCancel(context.Background())
+		stop := time.AfterFunc(time.Duration(i%21)*100*time.Microsecond, cancel)
+		l, err := b.Acquire(ctx)
+		stop.Stop()
+		cancel()
+		if err == nil {
+			release(t, l)
+			continue
+		}
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("Acquire: %v, want Canceled", err)
+		}
+		cancelled++
+		if st := in.Stat(p); st != nil && st.Cversion == 0 {
+			unused++
+			t.Errorf("%s: the directory made for a cancelled Acquire never had a child", p)
+		}
+		lc, err := c.TryAcquire(context.Background())
+		if err != nil {
+			blocked++
+			t.Errorf("TryAcquire of %s right after a cancelled Acquire returned: %v", p, err)
+			continue
+		}
+		release(t, lc)
+	}
+	t.Logf("%d of 200 Acquires cancelled, %d left a node behind, %d a directory never used", cancelled, blocked, unused)
+	if cancelled == 0 {
+		t.Fatal("no Acquire was cancelled: the case was not exercised")
+	}
+}
+
 // TestC7_ReleaseRetry: the delete of Release fails with a connection loss,
 // not applied or applied; Release returns an error, the retried Release
 // returns nil, and the node is gone.

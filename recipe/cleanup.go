@@ -21,36 +21,36 @@ type cleaner struct {
 
 // keepOnlyLocked finishes and drops every item not owned by the session owner:
 // the ephemerals of other sessions died with them.
-func (c *cleaner) keepOnlyLocked(owner int64) {
-	kept := c.items[:0]
-	for _, it := range c.items {
+func (cl *cleaner) keepOnlyLocked(owner int64) {
+	kept := cl.items[:0]
+	for _, it := range cl.items {
 		if it.owner == owner {
 			kept = append(kept, it)
 		} else {
 			it.finish()
 		}
 	}
-	c.items = kept
+	cl.items = kept
 }
 
 // finishOwnerLocked finishes the items of owner's session (lost: whoever waits
 // for them stops waiting) but keeps them, in case the session comes back.
-func (c *cleaner) finishOwnerLocked(owner int64) {
-	for i := range c.items {
-		if c.items[i].owner == owner {
-			c.items[i].finish()
-			c.items[i].done = nil
+func (cl *cleaner) finishOwnerLocked(owner int64) {
+	for i := range cl.items {
+		if cl.items[i].owner == owner {
+			cl.items[i].finish()
+			cl.items[i].done = nil
 		}
 	}
 }
 
 // finishAllLocked finishes every item and empties the queue (Close: a closed
 // session's ephemerals go with it).
-func (c *cleaner) finishAllLocked() {
-	for _, it := range c.items {
+func (cl *cleaner) finishAllLocked() {
+	for _, it := range cl.items {
 		it.finish()
 	}
-	c.items = nil
+	cl.items = nil
 }
 
 // cleanupItem names a znode of ours that must go: either by path (czxid 0 =

@@ -59,43 +59,31 @@ func (cl *cleaner) delete(ctx context.Context, it cleanupItem, wait bool) error 
 
 // deleteContext returns the context of deleteOwned's attempts: ctx's
 // values, not its cancellation, bounded by the cleanup timeout (the session
-// timeout by default). With wait, the caller may stop waiting (ctx ends)
-// and a lost session's nodes went with it (its epoch ends). Without wait,
-// a caller that gave up already gets abandonBudget; one whose context is
-// live waits while the connection is up, and abandonBudget more should
-// its context end. done releases it.
+// timeout by default) and by abandonBudget after ctx ends (at once for a
+// ctx already done: the attempts still get that long, and a delete that
+// completes in it is a success). With wait, a lost session's nodes went
+// with it (its epoch ends). done releases it.
 func (cl *cleaner) deleteContext(ctx context.Context, owner int64, wait bool) (_ context.Context, done func()) {
 	s := cl.s
 	timeout := s.cfg.cleanupTimeout
 	if timeout == 0 {
 		timeout = s.SessionTimeout()
 	}
-	if !wait && ctx.Err() != nil {
-		timeout = min(timeout, abandonBudget)
-	}
 	cctx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
-	stops := []func() bool{}
-	if !wait && ctx.Err() == nil {
-		stops = append(stops, context.AfterFunc(ctx, func() {
-			time.AfterFunc(abandonBudget, func() { cancel(context.Cause(ctx)) })
-		}))
+	stops := []func() bool{context.AfterFunc(ctx, func() {
+		time.AfterFunc(abandonBudget, func() { cancel(context.Cause(ctx)) })
+	})}
+	if wait {
+		if ep := s.epochOf(owner); ep != nil {
+			stops = append(stops, context.AfterFunc(ep.ctx, func() { cancel(context.Cause(ep.ctx)) }))
+		}
 	}
 	tctx, tcancel := context.WithTimeoutCause(cctx, timeout, fmt.Errorf("recipe: cleanup timeout %v passed: %w", timeout, context.DeadlineExceeded))
-	var waitStops []func() bool
-	if wait {
-		waitStops = append(waitStops, context.AfterFunc(ctx, func() { cancel(context.Cause(ctx)) }))
-		if ep := s.epochOf(owner); ep != nil {
-			waitStops = append(waitStops, context.AfterFunc(ep.ctx, func() { cancel(context.Cause(ep.ctx)) }))
-		}
-	}
 	return tctx, func() {
-		for i := len(waitStops) - 1; i >= 0; i-- {
-			waitStops[i]()
-		}
-		tcancel()
 		for _, stop := range stops {
 			stop()
 		}
+		tcancel()
 		cancel(nil)
 	}
 }
@@ -260,12 +248,14 @@ func (cl *cleaner) deleteChecked(it cleanupItem) error {
 	}
 }
 
-// abandonBudget bounds how long a failed operation (a refused TryAcquire, a
-// cancelled Acquire) still waits for the delete of the node it leaves once
-// its caller's context is done; while that context is live it waits for the
-// delete as long as the connection is up (capped by the cleanup timeout),
-// so that a refusal under load returns only once its node is gone. What is
-// not done by then, the cleaner finishes.
+// abandonBudget bounds how long a delete (a Release, or a failed
+// operation's: a refused TryAcquire, a cancelled Acquire) still runs once
+// its caller's context is done, and how long a cancelled Acquire waits for
+// its create in flight (Queue.create). While that context is live a
+// failed operation waits for the delete as long as the connection is up,
+// and a Release through reconnections (both capped by the cleanup
+// timeout), so that a refusal under load returns only once its node is
+// gone. What is not done by then, the cleaner finishes.
 const abandonBudget = 250 * time.Millisecond
 
 // errNotConnected is the connection error of an attempt not made because

@@ -7,6 +7,8 @@ import (
 	"path"
 	"slices"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/go-zookeeper/zk"
 )
@@ -103,11 +105,18 @@ func (q *Queue) create(ctx context.Context, guid, kind string, data []byte, anch
 	}
 	unknown := false // an earlier attempt may have been applied
 	var name string
-	// A create still in flight when the caller stops waiting (case C4) is
-	// undone when it lands: the caller's own clean-up may already have run.
+	// A caller that stops waiting (ctx ends, case C4) closes the gate: no
+	// create of this attempt is sent after that, and the one in flight, if
+	// any, is waited for (abandonBudget), so that the caller's search by
+	// GUID finds whatever landed. One still in flight after the budget (the
+	// connection is down) is undone by late when it lands.
+	g := &createGate{}
 	q.pending.add()
 	late := func(err error) {
 		defer q.pending.done()
+		if g.settled() {
+			return // the caller's own clean-up ran after the last create
+		}
 		owner := s.ID()
 		switch {
 		case err == nil && name != "":
@@ -125,17 +134,26 @@ func (q *Queue) create(ctx context.Context, guid, kind string, data []byte, anch
 			}
 		}
 		for attempt := 0; ; attempt++ {
+			if !g.enter() {
+				return errCreateStopped
+			}
 			p, err := q.createOnce(prefix, data, anchor)
+			if errors.Is(err, zk.ErrNoNode) && attempt < 10 {
+				// The directory is missing, or was deleted between our ensure
+				// and this create (case C18): create it and try again, in
+				// the same pass of the gate, so that a directory made for a
+				// caller who left gets its node (and is reaped once empty: a
+				// container that never had a child stays).
+				if err = q.ensureDir(); err == nil {
+					p, err = q.createOnce(prefix, data, anchor)
+				}
+			}
+			g.exit()
 			if err == nil {
 				name = path.Base(p)
 				return nil
 			}
 			if errors.Is(err, zk.ErrNoNode) && attempt < 10 {
-				// The directory is missing, or was deleted between our ensure
-				// and this create (case C18): create it and try again.
-				if err := q.ensureDir(); err != nil {
-					return err
-				}
 				continue
 			}
 			if isConnErr(err) && !errors.Is(err, zk.ErrNoServer) {
@@ -144,13 +162,80 @@ func (q *Queue) create(ctx context.Context, guid, kind string, data []byte, anch
 			return err
 		}
 	}, late)
-	if !abandoned {
+	if abandoned {
+		g.close(s.quit, abandonBudget)
+	} else {
 		q.pending.done()
 	}
 	if err != nil {
 		return "", q.wrap("create", err)
 	}
 	return name, nil
+}
+
+// createGate is how a create's caller that stopped waiting keeps the
+// worker from sending another create of the attempt (enter fails once the
+// gate is closed) and waits for the one in flight (exit).
+type createGate struct {
+	mu     sync.Mutex
+	closed bool          // the caller left: no more creates
+	out    bool          // a create is in flight
+	done   bool          // close saw no create in flight, or saw it return
+	exited chan struct{} // made by close to wait for the create in flight
+}
+
+// errCreateStopped is the outcome of a create not sent because its caller left.
+var errCreateStopped = errors.New("recipe: create not sent: its caller left")
+
+func (g *createGate) enter() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.out = !g.closed
+	return g.out
+}
+
+func (g *createGate) exit() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.out = false
+	if g.exited != nil {
+		close(g.exited)
+		g.exited = nil
+	}
+}
+
+// close stops the creates and waits up to budget (or until quit is closed)
+// for the one in flight to return.
+func (g *createGate) close(quit <-chan struct{}, budget time.Duration) {
+	g.mu.Lock()
+	g.closed = true
+	if !g.out {
+		g.done = true
+		g.mu.Unlock()
+		return
+	}
+	ch := make(chan struct{})
+	g.exited = ch
+	g.mu.Unlock()
+	t := time.NewTimer(budget)
+	defer t.Stop()
+	select {
+	case <-ch:
+		g.mu.Lock()
+		g.done = true
+		g.mu.Unlock()
+	case <-t.C:
+	case <-quit:
+	}
+}
+
+// settled reports that close returned with no create in flight: every
+// create of the attempt was answered before its caller's search by GUID,
+// which runs after close, so late has nothing to undo.
+func (g *createGate) settled() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.done
 }
 
 // createOnce sends one create of prefix; an anchored node is created in a
@@ -212,7 +297,7 @@ func (q *Queue) findByGUID(guid string) (string, error) {
 	}
 	sortNodes(mine)
 	for _, extra := range mine[1:] {
-		s.deleteOwned(context.Background(), cleanupItem{path: q.adir + "/" + extra.Name, owner: cur}, false)
+		q.deleteOwned(context.Background(), cleanupItem{path: q.adir + "/" + extra.Name, owner: cur}, false)
 	}
 	return mine[0].Name, nil
 }

@@ -72,11 +72,12 @@ func (l *lease) isNode(st *zk.Stat) bool {
 
 // Release gives the lease up: it ends the lease context (cause
 // ErrReleased) first, then deletes the znode, ignoring ctx's cancellation
-// for the delete itself (the first attempt is always sent) and retrying on
-// connection loss until the cleanup timeout; ctx's end only stops the
-// retries early. A delete that could not complete is handed to the
-// Session's cleaner, so the lock is freed on reconnection even if Release
-// is never called again. The ZooKeeper operations are described in
+// for the delete itself and retrying on connection loss until the cleanup
+// timeout; ctx's end stops the retries 250 ms (abandonBudget) later, so a
+// ctx already done (a deferred Release at shutdown) still gets a delete
+// that completes in that time, and nil. A delete that could not complete
+// is handed to the Session's cleaner, so the lock is freed on reconnection
+// even if Release is never called again. The ZooKeeper operations are described in
 // docs/design.md#acquisition.
 //
 // Errors: ErrLeaseLost (wrapping the cause) if ownership ended before

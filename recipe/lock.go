@@ -22,7 +22,13 @@ import (
 type Lock interface {
 	// Acquire blocks until the caller holds the lock, ctx ends (the error
 	// matches ctx's cause; nothing is left behind), or ownership can't be
-	// obtained (e.g. ErrSessionLost, ErrSessionClosed).
+	// obtained (e.g. ErrSessionLost, ErrSessionClosed). When it returns an
+	// error, no request of the attempt can still create an entry, and the
+	// entry it created, if any, is gone: for the ZooKeeper recipes it waits
+	// for that, ignoring ctx, up to 250 ms for a create in flight and 250 ms
+	// for the delete. Only with the connection down past that is an entry
+	// removed later (by the session's cleaner on reconnection, or when the
+	// create in flight lands), or with the session.
 	Acquire(ctx context.Context) (Lease, error)
 	// TryAcquire returns a Lease if the lock is free right now, or an error
 	// matching ErrLocked if another holder has it; it never waits for a
@@ -47,10 +53,12 @@ type Lease interface {
 	// Release gives the lock up. It ends Context first (cause ErrReleased),
 	// then removes the grant (for the ZooKeeper recipes, a delete of the
 	// lease's znode by version: see docs/design.md#acquisition). The removal
-	// is sent even if ctx is already done, and retried on connection loss
-	// until ctx ends or the session's cleanup timeout (default: the session
-	// timeout) passes; one not completed by then is handed to the session's
-	// cleaner, which retries on reconnection.
+	// ignores ctx's cancellation: it is made even if ctx is already done,
+	// and retried on connection loss until shortly after ctx ends (250 ms
+	// for the ZooKeeper recipes) or the session's cleanup timeout (default:
+	// the session timeout) passes; one not completed by then is handed to
+	// the session's cleaner, which retries on reconnection. A removal that
+	// completes is a success (nil), whatever ctx has become.
 	//
 	// It is idempotent and can be retried after an error; concurrent calls
 	// are serialized. Errors: ErrLeaseLost (wrapping the cause) if ownership

@@ -114,3 +114,40 @@ func TestRoutineLines(t *testing.T) {
 		t.Fatal("the close does not name the session")
 	}
 }
+
+// TestReleaseWithDoneContext: Release with a context already done (a
+// deferred Release of a request's context at shutdown) still deletes the
+// node within the abandon budget and reports success, with no warning;
+// nothing is handed to the cleaner.
+func TestReleaseWithDoneContext(t *testing.T) {
+	cl := zktest.Shared(t)
+	in := zktest.Inspect(t, cl)
+	var recs records
+	s := connect(t, cl.Servers(), WithLogger(slog.New(&recs)))
+	q := newTestQueue(t, s, "/reldone")
+	for i := 0; i < 20; i++ {
+		ctx, cancel := context.WithCancel(context.Background())
+		l, err := q.Acquire(ctx, "lock-", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cancel()
+		if err := l.Release(ctx); err != nil {
+			t.Fatalf("Release with a done context: %v", err)
+		}
+		if st := in.Stat(l.(*lease).Path()); st != nil {
+			t.Fatalf("node left after Release: %+v", st)
+		}
+		if err := l.Release(context.Background()); err != nil {
+			t.Fatalf("second Release: %v", err)
+		}
+	}
+	if n := s.PendingCleanup(); n != 0 {
+		t.Fatalf("%d deletes handed to the cleaner", n)
+	}
+	for _, rec := range recs.all() {
+		if rec.Level >= slog.LevelWarn {
+			t.Errorf("logged %v %q", rec.Level, rec.Message)
+		}
+	}
+}

@@ -195,9 +195,11 @@ func (q *Queue) Session() *Session { return q.s }
 // data over MaxNodeData; ErrTooLarge for data over MaxNodeData or too large
 // for the packet limit with the node's path (see CheckNodeData). In every
 // error case the caller's node is deleted (or its deletion is queued with
-// the Session's cleaner until reconnection): Acquire waits up to 250 ms for
-// that delete after its own failure, even when ctx has ended, so it can
-// return that much after ctx's deadline when the server does not answer.
+// the Session's cleaner until reconnection): even when ctx has ended,
+// Acquire waits up to 250 ms for a create still in flight (none is started
+// after ctx ended) and up to 250 ms for that delete, so it can return up to
+// 500 ms after ctx's deadline when the server does not answer; a create
+// answered only later (connection down) is deleted when its reply arrives.
 func (q *Queue) Acquire(ctx context.Context, kind string, data []byte) (Lease, error) {
 	return q.acquire(ctx, kind, data, true, nil)
 }

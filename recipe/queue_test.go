@@ -7,8 +7,11 @@ import (
 	"path"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/go-zookeeper/zk"
 
 	"github.com/zkrecipes/zkrecipes/zktest"
 )
@@ -221,5 +224,55 @@ func TestTryAcquireLockedNamesWatched(t *testing.T) {
 	an, bn := path.Base(a.(*lease).path), path.Base(b.(*lease).path)
 	if msg := err.Error(); !strings.Contains(msg, bn) || strings.Contains(msg, an) {
 		t.Fatalf("ErrLocked %q: want it to name %s (watched), not %s", msg, bn, an)
+	}
+}
+
+// TestDrainWaitsForExtraCopies: the extra copies of a node that a lost
+// create reply left (findByGUID adopts the first and deletes the others)
+// are counted by their Queue: a delete of one that waits for a
+// reconnection keeps Drain waiting (case C12: no node after Close).
+func TestDrainWaitsForExtraCopies(t *testing.T) {
+	cl := zktest.Shared(t)
+	in := zktest.Inspect(t, cl)
+	p := zktest.NewFaultProxy()
+	defer p.Close()
+	var armed atomic.Bool
+	s := connect(t, cl.Servers(), WithDialer(zktest.RequestHook(p.Dial, func(op int32) zktest.Fault {
+		if op == zktest.OpDelete && armed.CompareAndSwap(true, false) {
+			p.Cut() // the delete goes to the cleaner: down until Resume
+			return zktest.DropAndCut
+		}
+		return zktest.Pass
+	})))
+	q := newTestQueue(t, s, "/dups")
+	guid := newGUID()
+	prefix := q.adir + "/" + nodePrefix(guid, "lock-", false, 0)
+	var names []string
+	for range 2 {
+		n, err := s.conn.Create(prefix, nil, zk.FlagEphemeral|zk.FlagSequence, s.cfg.acl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		names = append(names, path.Base(n))
+	}
+	armed.Store(true)
+	name, err := q.findByGUID(guid)
+	if err != nil || name != names[0] {
+		t.Fatalf("findByGUID: %q, %v; want %q", name, err, names[0])
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	err = q.Drain(ctx)
+	cancel()
+	if err == nil {
+		t.Fatal("Drain returned while the delete of the extra copy waits for a reconnection")
+	}
+	p.Resume()
+	ctx, cancel = context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := q.Drain(ctx); err != nil {
+		t.Fatalf("Drain after the reconnection: %v", err)
+	}
+	if c := in.Children("/dups"); !slices.Equal(c, names[:1]) {
+		t.Fatalf("left %v; want only the adopted %v", c, names[:1])
 	}
 }

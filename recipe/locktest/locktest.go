@@ -9,7 +9,9 @@
 //
 //   - Basics: TryAcquire answers ErrLocked while the lock is held, Release
 //     ends the lease context with ErrReleased and is idempotent, the next
-//     grant carries a larger token, and a released lock leaves no entry.
+//     grant carries a larger token, Release with a context already done
+//     still removes the grant and returns nil, and a released lock leaves
+//     no entry.
 //   - MutualExclusion: clients contending with Acquire and TryAcquire are
 //     never holders at the same time; tokens grow with every grant; every
 //     fenced write is accepted; nothing is left behind.
@@ -31,7 +33,7 @@
 //     TryAcquire calls return the context's cause or ErrLocked and leave no
 //     entry behind; an Acquire of a free lock cancelled while its request is
 //     in flight leaves nothing by the time it returns (another client's
-//     TryAcquire right after it is granted).
+//     TryAcquire right after it is granted), also on a lock nobody used yet.
 //   - LeaderFailover: candidates elect a leader with the lock; the leader is
 //     cut off, then the next one crashes, then the next one steps down; each
 //     time exactly one new leader takes over, never while the previous
@@ -68,8 +70,9 @@ import (
 type Harness interface {
 	// NewClient returns a new client of the lock named lock, on its own
 	// session. Clients created with the same name contend for the same lock;
-	// the suite uses a distinct name (lowercase letters, digits and dashes)
-	// for each property and never reuses one within a Run. NewClient must
+	// the suite uses distinct names (lowercase letters, digits and dashes)
+	// for each property (one, or several new ones for CancellationLeavesNothing)
+	// and never reuses one within a Run. NewClient must
 	// register the client's teardown (closing its session, freeing its
 	// resources, whatever hooks were called on it) with tb.Cleanup, and fail
 	// tb (tb.Fatal) if the client can't be created.

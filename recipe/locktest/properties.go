@@ -3,6 +3,7 @@ package locktest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -42,7 +43,14 @@ func (s *suite) basics(t *testing.T) {
 	if r.lease.Token() <= la.Token() {
 		t.Errorf("B's token %v is not larger than A's earlier token %v", r.lease.Token(), la.Token())
 	}
-	release(t, r.lease, "B")
+	// A deferred Release at shutdown: the removal ignores ctx's
+	// cancellation, and one that completes is a success.
+	done, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := r.lease.Release(done); err != nil {
+		t.Errorf("B: Release with a context already done = %v, want nil (the removal ignores the cancellation)", err)
+		release(t, r.lease, "B")
+	}
 	s.expectLeftovers(t, lock, 0, "every grant was released")
 }
 
@@ -426,6 +434,39 @@ func (s *suite) cancellationLeavesNothing(t *testing.T) {
 	}
 	if blocked > 0 {
 		t.Logf("%d of 32 cancelled attempts still blocked the lock when Acquire returned", blocked)
+	}
+
+	// The same on locks nobody used yet, each attempt on a new one (for
+	// ZooKeeper the lock's directory does not exist: the create takes
+	// several round trips, and a cancelled attempt must still have none
+	// left that could land after Acquire returned).
+	blocked = 0
+	for i := 0; i < 8; i++ {
+		fresh := fmt.Sprintf("%s-fresh-%d", lock, i)
+		b, c := s.h.NewClient(t, fresh), s.h.NewClient(t, fresh)
+		rctx, rcancel := context.WithCancelCause(context.Background())
+		stop := time.AfterFunc(time.Duration(i)*250*time.Microsecond, func() { rcancel(giveUp) })
+		l, err := acquireWithin(t, "B", b, rctx)
+		stop.Stop()
+		rcancel(nil)
+		if err == nil {
+			release(t, l, "B")
+			continue
+		}
+		if !errors.Is(err, giveUp) {
+			t.Errorf("B: Acquire of a new lock, cancelled: %v, want an error matching %v", err, giveUp)
+		}
+		lc, err := c.TryAcquire(stepCtx(t))
+		if err != nil {
+			blocked++
+			t.Errorf("C: TryAcquire of %s right after B's cancelled Acquire returned, nobody holding: %v (B's attempt was still there)", fresh, err)
+			s.expectLeftovers(t, fresh, 0, "B's cancelled attempt is gone")
+			continue
+		}
+		release(t, lc, "C")
+	}
+	if blocked > 0 {
+		t.Logf("%d of 8 cancelled attempts on new locks still blocked the lock when Acquire returned", blocked)
 	}
 }
 
