@@ -36,8 +36,7 @@ import (
 //	9  watches fire every registration TestAssumption_WatchFiresEveryRegistration
 //	10 oversize fails unsent           TestAssumption_OversizeFailsUnsent
 //	11 a new session after expiry      TestAssumption_NewSessionAfterExpiry
-//	12 failed re-sets only logged      TestAssumption_FailedWatchResendOnlyLogged,
-//	                                   TestAssumption_AuthResendCutOnlyLogged
+//	12 failed re-sets only logged      TestAssumption_FailedWatchResendOnlyLogged
 //
 // Not tested as stated:
 //   - 9, "watches cannot be removed", is an absence in go-zookeeper's API:
@@ -50,8 +49,11 @@ import (
 //     go-zookeeper v1.0.4 reports the error on the request's channel and
 //     leaves the request registered, so its connection loop then blocks for
 //     good handing the same request a second error (flushRequests) and
-//     never reconnects. A test of it would hang; the cut connection
-//     (TestAssumption_AuthResendCutOnlyLogged) is the case it can run.
+//     never reconnects. A test of it would hang. A connection cut right
+//     after the re-sent credentials were written can hit the same path
+//     when go-zookeeper's next write (a ping) lands on the closed socket:
+//     such a test flaked under load (the client stopped reconnecting until
+//     its session expired), so none is kept.
 
 func TestMain(m *testing.M) { zktest.Main(m) }
 
@@ -669,37 +671,5 @@ func TestAssumption_FailedWatchResendOnlyLogged(t *testing.T) {
 		}
 	case <-time.After(20 * time.Second):
 		t.Fatal("the watch was not set again after its failed re-set")
-	}
-}
-
-// TestAssumption_AuthResendCutOnlyLogged: when the connection breaks
-// while credentials added with AddAuth are sent again on a new connection,
-// go-zookeeper only logs it ("recv closed, cancel re-submitting
-// credentials", which the Session leaves at debug level: nothing is lost)
-// and sends them again on the next connection, before any other request.
-// (The line the Session raises, "error in resending auth creds", needs a
-// refused write or a server that refuses the credentials: see the list at
-// the top of this file.)
-func TestAssumption_AuthResendCutOnlyLogged(t *testing.T) {
-	w := &wire{}
-	var log logLines
-	conn, _, root := connect(t, w, zk.WithLogger(&log))
-	if err := conn.AddAuth("digest", []byte("assume:secret")); err != nil {
-		t.Fatal(err)
-	}
-	w.cutAfter.Store(zkwire.OpSetAuth)
-	w.conn(0).Conn.Close()
-	eventually(t, "the credentials sent again on a third connection", func() bool {
-		return w.connections() >= 3 && slices.Contains(w.last().ops(), zkwire.OpSetAuth)
-	})
-	if _, ok := log.find("recv closed, cancel re-submitting credentials"); !ok {
-		log.mu.Lock()
-		t.Fatalf("no log line of the cut re-send; lines %q", log.lines)
-	}
-	if _, _, err := conn.Exists(root); err != nil {
-		t.Fatalf("a request after the cut re-send: %v", err)
-	}
-	if ops := w.last().ops(); ops[0] != zkwire.OpSetAuth {
-		t.Fatalf("requests on the last connection %v: want the credentials first", ops)
 	}
 }
