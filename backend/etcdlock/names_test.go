@@ -2,7 +2,6 @@ package etcdlock
 
 import (
 	"context"
-	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -10,60 +9,27 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/zkrecipes/zkrecipes/backend/etcdlock/etcdtest"
-	"github.com/zkrecipes/zkrecipes/internal/lockname"
-	"github.com/zkrecipes/zkrecipes/recipe"
+	"github.com/zkrecipes/zkrecipes/internal/lockname/locknametest"
 )
 
 // TestCheckName: the shared rules (internal/lockname) with MaxNameLen, and
 // the one rule of this package's own (no element starting with "_lock_").
 func TestCheckName(t *testing.T) {
-	for _, c := range []struct {
-		name string
-		why  string // "" if accepted, else the reason given
-	}{
-		{"a", ""},
-		{"/a", ""},
-		{"jobs/nightly-report", ""},
-		{"a/_lockx", ""},
-		{"a/lock_", ""},
-		{"a_lock_", ""},
-		{"é/ü", ""},
-		{"a.b/c d", ""},
-		{"a\nb", ""}, // control characters do no harm to keys
-		{"/", ""},    // the empty elements neither: "/", "a//b", "a/" are locks of their own
-		{"//a", ""},
-		{"a//b", ""},
-		{"a/", ""},
-		{strings.Repeat("x", MaxNameLen), ""},
-		{"", "empty"},
-		{"a\x00b", "contains a NUL byte"},
-		{"a\xffb", "not valid UTF-8"},
-		{strings.Repeat("x", MaxNameLen+1), "513 bytes, longer than etcdlock.MaxNameLen (512)"},
-		{strings.Repeat("x", 10<<20), "10485760 bytes, longer than etcdlock.MaxNameLen (512)"},
-		{"_lock_", `element "_lock_" starts with "_lock_", which this package reserves for its keys`},
-		{"/_lock_x", `element "_lock_x" starts with "_lock_", which this package reserves for its keys`},
-		{"a/_lock_b/c", `element "_lock_b" starts with "_lock_", which this package reserves for its keys`},
-		{"a/_lock_" + strings.Repeat("y", 300), `element "_lock_yy`},
-	} {
-		err := CheckName(c.name)
-		if c.why == "" {
-			if err != nil {
-				t.Errorf("CheckName(%s) = %v, want nil", lockname.Quote(c.name), err)
-			}
-			continue
-		}
-		var ne *NameError
-		if !errors.As(err, &ne) || ne.Name != c.name || !strings.HasPrefix(ne.Reason, c.why) {
-			t.Errorf("CheckName(%s) = %v, want a *NameError: %s", lockname.Quote(c.name), err, c.why)
-			continue
-		}
-		if !errors.Is(err, ErrInvalidName) || !errors.Is(err, recipe.ErrInvalidPath) {
-			t.Errorf("CheckName(%s) = %v, want it to match ErrInvalidName and recipe.ErrInvalidPath", lockname.Quote(c.name), err)
-		}
-		if msg := err.Error(); !strings.HasPrefix(msg, "etcdlock: invalid lock name ") || len(msg) > 400 {
-			t.Errorf("CheckName(%s): message %.500q, want one naming a lock name, at most 400 bytes", lockname.Quote(c.name), msg)
-		}
-	}
+	const reserved = `" starts with "_lock_", which this package reserves for its keys`
+	cases := append(locknametest.Shared(MaxNameLen, "etcdlock.MaxNameLen"), []locknametest.Case{
+		{Name: "/a"},
+		{Name: "jobs/nightly-report"},
+		{Name: "a/_lockx"},
+		{Name: "a/lock_"},
+		{Name: "a_lock_"},
+		{Name: "a.b/c d"},
+		{Name: "//a"},
+		{Name: "_lock_", Why: `element "_lock_` + reserved},
+		{Name: "/_lock_x", Why: `element "_lock_x` + reserved},
+		{Name: "a/_lock_b/c", Why: `element "_lock_b` + reserved},
+		{Name: "a/_lock_" + strings.Repeat("y", 300), Why: `element "_lock_yy`, Prefix: true},
+	}...)
+	locknametest.Run(t, "etcdlock: invalid lock name ", CheckName, cases, ErrInvalidName)
 }
 
 // No lock's key range holds another lock's keys: for every pair of distinct

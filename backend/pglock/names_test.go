@@ -1,57 +1,22 @@
 package pglock
 
 import (
-	"errors"
 	"strings"
 	"testing"
 
-	"github.com/zkrecipes/zkrecipes/internal/lockname"
-	"github.com/zkrecipes/zkrecipes/recipe"
+	"github.com/zkrecipes/zkrecipes/internal/lockname/locknametest"
 )
 
 // TestCheckName: the lock-name rules of every backend (internal/lockname)
 // with this package's MaxNameLen, and nothing else: slashes, control
 // characters and spaces are names like any other.
 func TestCheckName(t *testing.T) {
-	for _, c := range []struct {
-		name string
-		why  string // "" if accepted, else the reason given
-	}{
-		{"a", ""},
-		{"/jobs/nightly", ""},
-		{"é/ü", ""},
-		{"a b", ""},
-		{"a\nb", ""},
-		{"/", ""},
-		{"a//b", ""},
-		{"a/", ""},
-		{"_lock_x", ""},
-		{"a:token", ""},
-		{strings.Repeat("x", MaxNameLen), ""},
-		{strings.Repeat("é", MaxNameLen/2), ""},
-		{"", "empty"},
-		{"a\x00b", "contains a NUL byte"},
-		{"a\xffb", "not valid UTF-8"},
-		{strings.Repeat("x", MaxNameLen+1), "1025 bytes, longer than pglock.MaxNameLen (1024)"},
-		{strings.Repeat("x", 10<<20), "10485760 bytes, longer than pglock.MaxNameLen (1024)"},
-	} {
-		err := CheckName(c.name)
-		if c.why == "" {
-			if err != nil {
-				t.Errorf("CheckName(%s) = %v, want nil", lockname.Quote(c.name), err)
-			}
-			continue
-		}
-		var ne *NameError
-		if !errors.As(err, &ne) || ne.Name != c.name || ne.Reason != c.why {
-			t.Errorf("CheckName(%s) = %v, want a *NameError: %s", lockname.Quote(c.name), err, c.why)
-			continue
-		}
-		if !errors.Is(err, recipe.ErrInvalidPath) {
-			t.Errorf("CheckName(%s) = %v, want it to match recipe.ErrInvalidPath", lockname.Quote(c.name), err)
-		}
-		if msg := err.Error(); !strings.HasPrefix(msg, "pglock: invalid lock name ") || len(msg) > 400 {
-			t.Errorf("CheckName(%s): message %.500q, want one naming a lock name, at most 400 bytes", lockname.Quote(c.name), msg)
-		}
-	}
+	cases := append(locknametest.Shared(MaxNameLen, "pglock.MaxNameLen"), []locknametest.Case{
+		{Name: "/jobs/nightly"},
+		{Name: "a b"},
+		{Name: "_lock_x"},
+		{Name: "a:token"},
+		{Name: strings.Repeat("é", MaxNameLen/2)},
+	}...)
+	locknametest.Run(t, "pglock: invalid lock name ", CheckName, cases)
 }
