@@ -5,8 +5,12 @@ import (
 	"strings"
 	"testing"
 
+	"go.uber.org/goleak"
+
 	"github.com/zkrecipes/zkrecipes/recipe"
 )
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 var errOwn = errors.New("own sentinel")
 
