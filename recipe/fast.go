@@ -141,8 +141,9 @@ func (q *Queue) earlyLease(ctx context.Context, fs *fastStart, t *Ticket, reply 
 }
 
 // fastWait is the fast-path state of one wait: the pipelined listing until
-// used, and the early lease until granted or dropped. Its zero value (a
-// Ticket's Await, an anchored Acquire) takes no fast path.
+// used, the early lease until granted or dropped, and the own-node read
+// sent with the current listing. Without fs (a Ticket's Await, an anchored
+// Acquire) a wait takes only the last.
 type fastWait struct {
 	q       *Queue
 	first   []string   // the pipelined listing
@@ -150,11 +151,13 @@ type fastWait struct {
 	slot    *childSlot // pre's child watch, if any
 	childOK bool       // the solo hint is updated (an Acquire that waits)
 	watched bool       // the current listing set pre's child watch
+	block   bool       // the wait blocks: a waiter without pre reads its node with each listing
+	own     *ownRead   // that read, until granted on or dropped
 }
 
 // startFast waits for the pipelined listing, if any.
-func (q *Queue) startFast(ctx context.Context, fs *fastStart) *fastWait {
-	fw := &fastWait{q: q}
+func (q *Queue) startFast(ctx context.Context, fs *fastStart, block bool) *fastWait {
+	fw := &fastWait{q: q, block: block}
 	if fs == nil {
 		return fw
 	}
@@ -171,6 +174,13 @@ func (q *Queue) startFast(ctx context.Context, fs *fastStart) *fastWait {
 		}
 	}
 	return fw
+}
+
+// drop ends the wait's fast paths: the own-node read and the early lease,
+// if they were not granted on.
+func (fw *fastWait) drop() {
+	fw.dropOwnRead()
+	fw.dropEarlyLease()
 }
 
 // dropEarlyLease drops the early lease (and its child watch) if it was not
@@ -215,11 +225,13 @@ func (fw *fastWait) decided(holds bool, nodes int) {
 }
 
 // grantOnChildWatch grants the early lease on the listing that set its
-// child watch, if that watch has not fired: it covers the node from that
-// listing on. ok is false when the loop must grant by reading the node;
-// the early lease is dropped then.
+// child watch: the watch covers the node from that listing on (fired
+// already, the lease reads its node at once: useChildSlot). ok is false
+// when the loop must grant by reading the node; the early lease is dropped
+// then.
 func (fw *fastWait) grantOnChildWatch(ep *epoch) (l *lease, ok bool, err error) {
-	if fw.watched && fw.q.s.useChildSlot(fw.slot) {
+	if fw.watched {
+		fw.q.s.useChildSlot(fw.slot)
 		l, err = fw.q.activate(ep, fw.pre, nil)
 		fw.pre, fw.slot = nil, nil
 		return l, true, err
@@ -299,4 +311,69 @@ func (q *Queue) grantOnSkip(ctx context.Context, ep *epoch, t *Ticket, fw *fastW
 		return l, err
 	}
 	return nil, q.s.awaitConnected(ctx)
+}
+
+// ownRead is the own-node read beside a listing: a waiter without an early
+// lease (a Ticket's Await, an anchored Acquire, an Acquire whose create2
+// Stat was not usable) reads its node with a data watch while it lists, on
+// a lease registered before the read is sent, so that a listing that
+// grants needs no second round trip. See
+// docs/design.md#the-own-node-read-beside-the-listing.
+type ownRead struct {
+	l    *lease
+	st   *zk.Stat // valid once done is closed, if err is nil
+	err  error
+	done chan struct{}
+}
+
+// readOwn sends the own-node read for the listing about to be sent, if
+// the wait has no early lease and blocks (a TryAcquire's refusal would
+// waste it), and returns the function that waits for its reply.
+func (fw *fastWait) readOwn(ctx context.Context, t *Ticket) (wait func()) {
+	fw.dropOwnRead()
+	if fw.pre != nil || !fw.block {
+		return func() {}
+	}
+	s := fw.q.s
+	o := &ownRead{l: s.prepareLease(ctx, t.leaseNode()), done: make(chan struct{})}
+	fw.own = o
+	go func() {
+		defer close(o.done)
+		// st is written by the request's worker, which may outlive an
+		// error return: published only on success.
+		var st *zk.Stat
+		o.err = s.call(ctx, func() (err error) {
+			_, st, _, err = s.conn.GetW(t.path)
+			return err
+		}, nil)
+		if o.err == nil {
+			o.st = st
+		}
+	}()
+	return func() { <-o.done }
+}
+
+// takeOwnRead hands the own-node read over to a grant: its lease (nil if
+// there was no read) and its outcome. A read lost with its connection is
+// dropped, and the caller reads again (nil lease).
+func (fw *fastWait) takeOwnRead() (*lease, *zk.Stat, error) {
+	o := fw.own
+	if o == nil {
+		return nil, nil, nil
+	}
+	fw.own = nil
+	if isConnErr(o.err) {
+		fw.q.s.dropLease(o.l)
+		return nil, nil, nil
+	}
+	return o.l, o.st, o.err
+}
+
+// dropOwnRead drops the own-node read's lease, if it was not granted. Its
+// watch stays set at the server until the node changes or goes (rule 6).
+func (fw *fastWait) dropOwnRead() {
+	if fw.own != nil {
+		fw.q.s.dropLease(fw.own.l)
+		fw.own = nil
+	}
 }

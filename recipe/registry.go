@@ -245,17 +245,21 @@ func (s *Session) dropChildSlot(slot *childSlot) {
 	s.leases.dropSlotLocked(slot)
 }
 
-// useChildSlot reports whether the lease may be granted on its child watch:
-// the watch has not fired. From then on a firing makes the lease read its
-// node.
-func (s *Session) useChildSlot(slot *childSlot) bool {
+// useChildSlot claims slot for a grant decided on the listing that set its
+// watch: from then on a firing makes the lease read its node. A slot found
+// fired already is used all the same, and the read starts now: the watch
+// was set by that listing, so whatever fired it happened after the state
+// the grant is decided on (or, fired by an earlier listing's watch on the
+// same directory, before it and seen by it), exactly as a firing right
+// after the grant; only the scheduling of two goroutines told them apart.
+// See docs/design.md#the-child-watch-stand-in.
+func (s *Session) useChildSlot(slot *childSlot) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if slot.fired {
-		return false
-	}
 	slot.granting = true
-	return true
+	if slot.fired {
+		s.leases.armLocked(slot.l)
+	}
 }
 
 // ---- ending leases (under Session.mu) and own-node watches ----
@@ -310,21 +314,26 @@ func (r *leaseRegistry) onEventLocked(l *lease, ev zk.Event) {
 }
 
 // fireSlotsLocked spends every child slot on dir: a lease granted on
-// one reads its node now, on a worker (the event callback must not block),
-// once.
+// one reads its node now.
 func (r *leaseRegistry) fireSlotsLocked(dir string) {
-	s := r.s
 	for _, l := range r.spendSlotsLocked(dir) {
-		if l == nil || l.arming || l.ctx.Err() != nil || s.closed {
-			continue
-		}
-		l.arming = true
-		s.pool.run(func() {
-			if !r.watchOwn(l) {
-				kick(s.cleaner.kick)
-			}
-		})
+		r.armLocked(l)
 	}
+}
+
+// armLocked starts the read that sets l's own-node watch (watchOwn), on a
+// worker (the event callback must not block), once per lease.
+func (r *leaseRegistry) armLocked(l *lease) {
+	s := r.s
+	if l == nil || l.arming || l.ctx.Err() != nil || s.closed {
+		return
+	}
+	l.arming = true
+	s.pool.run(func() {
+		if !r.watchOwn(l) {
+			kick(s.cleaner.kick)
+		}
+	})
 }
 
 // rewatchAll runs watchOwn for every lease queued for it. It reports

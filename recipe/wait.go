@@ -24,8 +24,8 @@ func (q *Queue) wait(ctx context.Context, t *Ticket, block bool, fs *fastStart) 
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	defer context.AfterFunc(ep.ctx, func() { cancel(context.Cause(ep.ctx)) })()
-	fw := q.startFast(ctx, fs)
-	defer fw.dropEarlyLease()
+	fw := q.startFast(ctx, fs, block)
+	defer fw.drop()
 	var gauge waitGauge
 	defer gauge.end()
 	for {
@@ -33,7 +33,7 @@ func (q *Queue) wait(ctx context.Context, t *Ticket, block bool, fs *fastStart) 
 			return nil, context.Cause(ctx)
 		}
 		// List.
-		children, piped, err := q.list(ctx, fw)
+		children, piped, err := q.list(ctx, t, fw)
 		if err != nil {
 			return nil, err
 		}
@@ -67,6 +67,7 @@ func (q *Queue) wait(ctx context.Context, t *Ticket, block bool, fs *fastStart) 
 			}
 			continue
 		}
+		fw.dropOwnRead()
 		paths, err := q.watchPaths(nodes, self, watch)
 		if err != nil {
 			return nil, err
@@ -138,14 +139,16 @@ func (q *Queue) locked(name string, paths []string) error {
 }
 
 // list reads the directory's children: the pipelined listing if there is
-// one, otherwise a getChildren (with a child watch for a waiter with an
-// early lease: fastWait.relistSlot). A missing directory lists as empty:
-// the node went with it.
-func (q *Queue) list(ctx context.Context, fw *fastWait) ([]string, bool, error) {
+// one, otherwise a getChildren, with a child watch for a waiter with an
+// early lease (fastWait.relistSlot), or beside a read of the own node for
+// a waiter without one (fastWait.readOwn). A missing directory lists as
+// empty: the node went with it.
+func (q *Queue) list(ctx context.Context, t *Ticket, fw *fastWait) ([]string, bool, error) {
 	if children, ok := fw.piped(); ok {
 		return children, true, nil
 	}
 	slot := fw.relistSlot()
+	defer fw.readOwn(ctx, t)()
 	// children is written by the request's worker, which may outlive an
 	// error return: read it only on success.
 	var children []string
@@ -202,6 +205,9 @@ func (q *Queue) grantOn(ctx context.Context, ep *epoch, t *Ticket, fw *fastWait)
 	if l, ok, err := fw.grantOnChildWatch(ep); ok {
 		return l, err
 	}
+	if l, st, err := fw.takeOwnRead(); l != nil {
+		return q.grantRead(ep, l, st, err)
+	}
 	return q.grant(ctx, ep, t)
 }
 
@@ -215,6 +221,19 @@ func (q *Queue) grant(ctx context.Context, ep *epoch, t *Ticket) (*lease, error)
 		_, st, _, err = s.conn.GetW(t.path)
 		return err
 	})
+	if err != nil {
+		// st is written by the request's worker, which may outlive an
+		// error return: read it only on success.
+		return q.grantRead(ep, l, nil, err)
+	}
+	return q.grantRead(ep, l, st, nil)
+}
+
+// grantRead grants the prepared lease l on the read (with a data watch,
+// sent after l was registered) of its node: st, or the read's error. A
+// node owned by another session is ErrSessionLost, a missing one the
+// node's loss (vanished).
+func (q *Queue) grantRead(ep *epoch, l *lease, st *zk.Stat, err error) (*lease, error) {
 	if err == nil && st.EphemeralOwner != ep.id {
 		err = fmt.Errorf("%w: own node belongs to session 0x%x, not 0x%x", ErrSessionLost, st.EphemeralOwner, ep.id)
 	}
@@ -222,7 +241,7 @@ func (q *Queue) grant(ctx context.Context, ep *epoch, t *Ticket) (*lease, error)
 		err = q.vanished(ep)
 	}
 	if err != nil {
-		s.dropLease(l)
+		q.s.dropLease(l)
 		return nil, q.wrap("get", err)
 	}
 	return q.activate(ep, l, st)
