@@ -24,7 +24,15 @@
 // p50/p99 (for waiters: hand-off latency, from the start of the previous
 // holder's release to the return of the next acquire), server packets per
 // acquisition (zk_packets_received + zk_packets_sent from mntr, over the
-// measured phase) and, for waiters, client heap bytes per queued waiter.
+// measured phase), CPU time per acquisition over the measured phase of the
+// process running the peer's clients and of the ZooKeeper server (when
+// zkbench started it; meter.go) and, for waiters, client heap bytes per
+// queued waiter.
+//
+// -latency D puts a proxy adding D in each direction between every
+// ZooKeeper peer and the server (proxy.go: zkbench itself, started again
+// in a hidden proxy mode, so the proxy's CPU is not the Go peers'); the
+// other backends' peers always connect directly.
 //
 // The server is warmed first (every peer runs a short loop, not recorded).
 // Then it runs -rounds rounds; in each, every workload is run by every peer
@@ -44,7 +52,7 @@
 // Usage:
 //
 //	go run ./cmd/zkbench [-peers zk,ours,curator,kazoo,etcd,pg,redis] [-rounds 3] [-duration 2s]
-//	    [-clients 8,32] [-waiters 2,10,100,1000] [-json out.jsonl] [-out DIR]
+//	    [-clients 8,32] [-waiters 2,10,100,1000] [-latency 0] [-json out.jsonl] [-out DIR]
 //	go run ./cmd/zkbench -charts out.jsonl -out DIR
 package main
 
