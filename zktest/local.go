@@ -446,6 +446,14 @@ func (lc *localCluster) running(i int) bool {
 	return err == nil && p != nil && !p.exited()
 }
 
+func (lc *localCluster) pid(i int) (int, error) {
+	p, err := lc.runningProc(i)
+	if err != nil {
+		return 0, err
+	}
+	return p.cmd.Process.Pid, nil
+}
+
 func (lc *localCluster) stop(i int) error {
 	p, err := lc.proc(i)
 	if err != nil || p == nil {

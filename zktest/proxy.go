@@ -17,6 +17,8 @@ import (
 //
 //	zk.Connect(servers, timeout, zk.WithDialer(p.Dial))
 //
+// or, for a client that takes only host:port, give it the address Listen
+// returns.
 // Each Dial connects to the real address and hands the client one end of a
 // net.Pipe (which supports deadlines); goroutines copy between the other end
 // and the real connection, as the proxy's state allows. A FaultProxy can serve
@@ -28,6 +30,10 @@ type FaultProxy struct {
 	latency time.Duration
 	closed  bool
 	conns   map[*proxyConn]struct{}
+	// listeners are Listen's; lwg counts their accept loops and the
+	// connections being attached.
+	listeners map[net.Listener]struct{}
+	lwg       sync.WaitGroup
 }
 
 type proxyMode int
@@ -53,38 +59,103 @@ var errProxyClosed = errors.New("zktest: fault proxy is closed")
 // connection that swallows what the client writes and never answers, until
 // Resume closes it. After Close it fails.
 func (p *FaultProxy) Dial(network, address string, timeout time.Duration) (net.Conn, error) {
+	client, inner := net.Pipe()
+	err := p.attach(inner, address, func() (net.Conn, error) {
+		return net.DialTimeout(network, address, timeout)
+	})
+	if err != nil {
+		_ = client.Close()
+		return nil, err
+	}
+	return client, nil
+}
+
+// Listen makes the proxy reachable over TCP, for clients in other processes
+// or that take only a host:port: it listens on a free port of 127.0.0.1 and
+// returns that address; each connection accepted there is forwarded to
+// target (host:port) exactly as Dial forwards, under the same cut,
+// blackhole and latency (a connection accepted while cut is closed at
+// once). On loopback, the connection to target is made from the client's
+// own source address (127.0.1.7, say), so that the server's per-address
+// limits (ZooKeeper's maxClientCnxns) count clients as without the proxy.
+// Listen may be called for several targets; Close stops every listener.
+// It fails after Close, or when no port can be opened.
+func (p *FaultProxy) Listen(target string) (string, error) {
+	host, _, err := net.SplitHostPort(target)
+	if err != nil {
+		return "", fmt.Errorf("zktest: fault proxy: listen for %q: %w", target, err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		_ = l.Close()
+		return "", errProxyClosed
+	}
+	if p.listeners == nil {
+		p.listeners = make(map[net.Listener]struct{})
+	}
+	p.listeners[l] = struct{}{}
+	loopbackTarget := host == "localhost" || net.ParseIP(host).IsLoopback()
+	p.lwg.Add(1)
+	go func() {
+		defer p.lwg.Done()
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return // closed by Close
+			}
+			p.lwg.Add(1)
+			go func() {
+				defer p.lwg.Done()
+				d := net.Dialer{Timeout: DefaultDialTimeout}
+				if src, ok := c.RemoteAddr().(*net.TCPAddr); ok && loopbackTarget && src.IP.IsLoopback() {
+					d.LocalAddr = &net.TCPAddr{IP: src.IP}
+				}
+				if err := p.attach(c, target, func() (net.Conn, error) { return d.Dial("tcp", target) }); err != nil {
+					_ = c.Close()
+				}
+			}()
+		}
+	}()
+	return l.Addr().String(), nil
+}
+
+// attach forwards inner, the proxy's end of a client connection, to the
+// connection dial opens to address, as the proxy's state allows; on an
+// error it has closed what it opened (not inner).
+func (p *FaultProxy) attach(inner net.Conn, address string, dial func() (net.Conn, error)) error {
 	p.mu.Lock()
 	closed, mode := p.closed, p.mode
 	p.mu.Unlock()
 	switch {
 	case closed:
-		return nil, errProxyClosed
+		return errProxyClosed
 	case mode == modeCut:
-		return nil, fmt.Errorf("zktest: fault proxy: dial %s: cut: %w", address, syscall.ECONNREFUSED)
+		return fmt.Errorf("zktest: fault proxy: dial %s: cut: %w", address, syscall.ECONNREFUSED)
 	}
 	var real net.Conn
 	if mode != modeBlackhole {
 		var err error
-		real, err = net.DialTimeout(network, address, timeout)
-		if err != nil {
-			return nil, err
+		if real, err = dial(); err != nil {
+			return err
 		}
 	}
-	client, inner := net.Pipe()
 	pc := &proxyConn{p: p, inner: inner, real: real, done: make(chan struct{})}
 
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed || p.mode == modeCut {
-		_ = inner.Close()
-		_ = client.Close()
 		if real != nil {
 			_ = real.Close()
 		}
 		if p.closed {
-			return nil, errProxyClosed
+			return errProxyClosed
 		}
-		return nil, fmt.Errorf("zktest: fault proxy: dial %s: cut: %w", address, syscall.ECONNREFUSED)
+		return fmt.Errorf("zktest: fault proxy: dial %s: cut: %w", address, syscall.ECONNREFUSED)
 	}
 	if p.mode == modeBlackhole {
 		pc.blackholed.Store(true)
@@ -97,7 +168,7 @@ func (p *FaultProxy) Dial(network, address string, timeout time.Duration) (net.C
 		pc.pump(inner, real)
 		pc.pump(real, inner)
 	}
-	return client, nil
+	return nil
 }
 
 // DialContext is Dial with the signature most client libraries take for a
@@ -170,11 +241,20 @@ func (p *FaultProxy) SetLatency(d time.Duration) {
 	p.mu.Unlock()
 }
 
-// Close closes every connection and makes Dial fail from now on. It returns
-// when all of the proxy's goroutines have ended. It is idempotent.
+// Close stops Listen's listeners, closes every connection and makes Dial
+// and Listen fail from now on. It returns when all of the proxy's
+// goroutines have ended. It is idempotent.
 func (p *FaultProxy) Close() {
 	p.mu.Lock()
 	p.closed = true
+	ls := p.listeners
+	p.listeners = nil
+	p.mu.Unlock()
+	for l := range ls {
+		_ = l.Close()
+	}
+	p.lwg.Wait() // no connection is attached after this
+	p.mu.Lock()
 	conns := p.snapshot(func(*proxyConn) bool { return true })
 	p.mu.Unlock()
 	closeAll(conns)

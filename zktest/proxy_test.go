@@ -274,3 +274,87 @@ func TestFaultProxyBlackholeHidesClose(t *testing.T) {
 		t.Fatal("the server's connection is still open after Resume")
 	}
 }
+
+// TestFaultProxyListen: a client connecting over TCP to the address Listen
+// returns reaches the target from its own loopback source address, with
+// the proxy's latency; Cut closes it and refuses new ones; Close stops the
+// listener (goleak, in Main, checks that its goroutines ended).
+func TestFaultProxyListen(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sources := make(chan string, 10)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			sources <- c.RemoteAddr().(*net.TCPAddr).IP.String()
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				_, _ = io.Copy(c, c)
+				_ = c.Close()
+			}()
+		}
+	}()
+	t.Cleanup(func() { _ = l.Close(); wg.Wait() })
+
+	p := NewFaultProxy()
+	defer p.Close()
+	addr, err := p.Listen(l.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	dial := func() (net.Conn, error) {
+		d := net.Dialer{Timeout: 2 * time.Second, LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 1, 7)}}
+		return d.Dial("tcp", addr)
+	}
+	c1, err := dial()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c1.Close()
+	if err := roundTrip(c1, "hello", 2*time.Second); err != nil {
+		t.Fatalf("through the listener: %v", err)
+	}
+	if src := <-sources; src != "127.0.1.7" {
+		t.Errorf("the target saw source %s, want the client's 127.0.1.7", src)
+	}
+
+	p.SetLatency(60 * time.Millisecond)
+	start := time.Now()
+	if err := roundTrip(c1, "slow", 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if rtt := time.Since(start); rtt < 120*time.Millisecond {
+		t.Errorf("round trip with 60ms one-way latency took %v", rtt)
+	}
+	p.SetLatency(0)
+
+	p.Cut()
+	for _, c := range []net.Conn{c1, func() net.Conn { c, _ := dial(); return c }()} {
+		if c == nil {
+			continue // refused outright: as good
+		}
+		_ = c.SetReadDeadline(time.Now().Add(2 * time.Second))
+		if _, err := c.Read(make([]byte, 1)); err == nil || isTimeout(err) {
+			t.Fatalf("read during Cut: %v, want closed", err)
+		}
+		_ = c.Close()
+	}
+	p.Resume()
+
+	p.Close()
+	if _, err := dial(); err == nil {
+		t.Fatal("dial after Close succeeded")
+	}
+	if _, err := p.Listen(l.Addr().String()); err == nil {
+		t.Fatal("Listen after Close succeeded")
+	}
+}

@@ -119,6 +119,8 @@ type controller interface {
 	resume(i int) error
 	// running reports whether server i's process is up (for Leader).
 	running(i int) bool
+	// pid returns server i's process id while it runs.
+	pid(i int) (int, error)
 }
 
 // Cluster is a set of real ZooKeeper servers, optionally seen through a
@@ -212,6 +214,21 @@ func (c *Cluster) ServerVersion(ctx context.Context, i int) (string, error) {
 		return "", fmt.Errorf("zktest: ServerVersion(%d): server index out of range [0,%d)", i, len(c.addrs))
 	}
 	return serverVersion(ctx, c.addrs[i])
+}
+
+// ServerPID returns the operating-system process id of server i (as in
+// Addrs): the JVM zktest started, for reading its resource use (CPU time
+// in /proc/<pid>/stat, say). It changes when Restart starts a new process.
+// The error wraps ErrUnsupported when the server is not a local process of
+// this cluster (an external ensemble from ZK_TEST_SERVERS, a container, a
+// Shared view), ErrClosed after Close, and says so when the index is out
+// of range or the server is not running (stopped or killed).
+func (c *Cluster) ServerPID(i int) (int, error) {
+	ctrl, err := c.control("ServerPID", i)
+	if err != nil {
+		return 0, err
+	}
+	return ctrl.pid(i)
 }
 
 func (c *Cluster) control(op string, i int) (controller, error) {

@@ -483,3 +483,36 @@ func TestServerVersion(t *testing.T) {
 		t.Error("ServerVersion of a stopped server: no error")
 	}
 }
+
+// TestServerPID: a local server's pid is its running JVM (QuorumPeerMain
+// on its command line); a stopped server, an index out of range and a
+// Shared view give errors, the view's wrapping ErrUnsupported.
+func TestServerPID(t *testing.T) {
+	cl := Start(t)
+	pid, err := cl.ServerPID(0)
+	if cl.Provider() != "local" {
+		if !errors.Is(err, ErrUnsupported) {
+			t.Fatalf("ServerPID on a %s cluster: %d, %v; want ErrUnsupported", cl.Provider(), pid, err)
+		}
+		return
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	if err != nil || !strings.Contains(string(cmdline), mainClass) {
+		t.Fatalf("pid %d: command line %q, %v; want the JVM running %s", pid, cmdline, err, mainClass)
+	}
+	if _, err := cl.ServerPID(1); err == nil {
+		t.Error("ServerPID(1) of a one-server cluster: no error")
+	}
+	if _, err := Shared(t).ServerPID(0); !errors.Is(err, ErrUnsupported) {
+		t.Errorf("ServerPID of a Shared view: %v, want ErrUnsupported", err)
+	}
+	if err := cl.Kill(0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cl.ServerPID(0); err == nil {
+		t.Error("ServerPID of a killed server: no error")
+	}
+}

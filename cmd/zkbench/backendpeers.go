@@ -26,7 +26,8 @@ import (
 // (or the one named by ETCD_TEST_ENDPOINTS, PG_TEST_DSN, REDIS_TEST_ADDR).
 // They run the uncontended and contended workloads only: the waiters
 // workloads wait until ZooKeeper lists every queued node. No packet
-// counts either (mntr is ZooKeeper's).
+// counts either (mntr is ZooKeeper's), no server CPU, and no -latency:
+// they connect directly, on loopback.
 
 // isBackendPeer reports whether name is one of the other backends' peers.
 func isBackendPeer(name string) bool { return name == "etcd" || name == "pg" || name == "redis" }
@@ -95,7 +96,9 @@ func startBackendPeer(ctx context.Context, name, root string) (*goPeer, func(), 
 	default:
 		return nil, nil, fmt.Errorf("no backend peer %q", name)
 	}
-	p := &goPeer{name: name, connect: func(ctx context.Context, _ []string, _ zk.Dialer) (goClient, error) { return connect(ctx) }}
+	// No server CPU: the harnesses do not expose their servers' processes
+	// (and PostgreSQL serves each connection from a process of its own).
+	p := &goPeer{name: name, meter: meter{clientPID: os.Getpid()}, connect: func(ctx context.Context, _ []string, _ zk.Dialer) (goClient, error) { return connect(ctx) }}
 	return p, stop, nil
 }
 

@@ -36,9 +36,13 @@ var errNotInstalled = errors.New("not installed")
 
 // extPeer is a peer driver running as a subprocess: it reads one
 // "run key=value ..." line per workload on stdin and writes one JSON Result
-// line on stdout.
+// line on stdout. Before that, at each edge of the workload's measured
+// phase, it writes {"mark":"start"} or {"mark":"end"} and waits for a "go"
+// line, while zkbench samples the phase (meter: packets, the driver's CPU,
+// the server's CPU).
 type extPeer struct {
 	name   string
+	meter  meter
 	cmd    *exec.Cmd
 	stdin  io.WriteCloser
 	out    *bufio.Scanner
@@ -53,7 +57,8 @@ func (p *extPeer) Waiters() bool { return true }
 
 // startExt writes the embedded sources to dir, prepares and starts the
 // driver named name ("curator" or "kazoo") and waits for its ready line.
-func startExt(ctx context.Context, name, dir, python string, servers string, spread bool) (*extPeer, error) {
+// m samples the phases; startExt sets its clientPID to the driver's.
+func startExt(ctx context.Context, name, dir, python string, servers string, spread bool, m meter) (*extPeer, error) {
 	if err := writeSources(dir); err != nil {
 		return nil, err
 	}
@@ -121,7 +126,8 @@ func startExt(ctx context.Context, name, dir, python string, servers string, spr
 		logf.Close()
 		return nil, err
 	}
-	p := &extPeer{name: name, cmd: cmd, stdin: stdin, out: bufio.NewScanner(stdout), logf: logf, logPth: logPth}
+	m.clientPID = cmd.Process.Pid
+	p := &extPeer{name: name, meter: m, cmd: cmd, stdin: stdin, out: bufio.NewScanner(stdout), logf: logf, logPth: logPth}
 	p.out.Buffer(make([]byte, 1<<20), 1<<20)
 	line, err := p.readLine(ctx, 2*time.Minute)
 	if err != nil || !strings.Contains(line, `"ready"`) {
@@ -188,23 +194,52 @@ func (p *extPeer) logTail() string {
 	return string(b)
 }
 
-// Run sends one workload and reads its result; when ctx ends it stops
-// waiting (Close then kills the driver).
+// Run sends one workload, samples its phase at the driver's marks and
+// reads its result; when ctx ends it stops waiting (Close then kills the
+// driver).
 func (p *extPeer) Run(ctx context.Context, s Spec) Result {
 	r := Result{Type: "run", Peer: p.name, Workload: s.Name(), HeapPerWaiter: -1}
 	if _, err := fmt.Fprintln(p.stdin, s.line()); err != nil {
 		r.Error = err.Error()
 		return r
 	}
-	line, err := p.readLine(ctx, 15*time.Minute)
-	if err != nil {
-		r.Error = fmt.Sprintf("%v; driver log:\n%s", err, p.logTail())
-		return r
-	}
-	if err := json.Unmarshal([]byte(line), &r); err != nil {
-		r.Error = fmt.Sprintf("bad driver line %q: %v", line, err)
+	var start phase
+	ph := phase{packets: -1, cli: -1, srv: -1}
+	var sampleErr error
+	for {
+		line, err := p.readLine(ctx, 15*time.Minute)
+		if err != nil {
+			r.Error = fmt.Sprintf("%v; driver log:\n%s", err, p.logTail())
+			return r
+		}
+		var mk struct {
+			Mark string `json:"mark"`
+		}
+		if json.Unmarshal([]byte(line), &mk) == nil && mk.Mark != "" {
+			switch mk.Mark {
+			case "start":
+				start, sampleErr = p.meter.begin(ctx)
+			case "end":
+				if sampleErr == nil {
+					ph, sampleErr = p.meter.end(ctx, start)
+				}
+			}
+			if _, err := fmt.Fprintln(p.stdin, "go"); err != nil {
+				r.Error = err.Error()
+				return r
+			}
+			continue
+		}
+		if err := json.Unmarshal([]byte(line), &r); err != nil {
+			r.Error = fmt.Sprintf("bad driver line %q: %v", line, err)
+		}
+		break
 	}
 	r.Type, r.Peer, r.Workload = "run", p.name, s.Name()
+	r.setPhase(ph)
+	if sampleErr != nil && r.Error == "" {
+		r.Error = "sampling the phase: " + sampleErr.Error()
+	}
 	return r
 }
 

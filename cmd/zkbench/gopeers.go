@@ -38,6 +38,7 @@ type goPeer struct {
 	name    string
 	servers []string // ZooKeeper's host:port; none for the other backends' peers
 	spread  bool     // spread client source addresses over 127.0.1.x
+	meter   meter    // samples the measured phase
 	connect func(ctx context.Context, servers []string, dial zk.Dialer) (goClient, error)
 }
 
@@ -47,15 +48,6 @@ func (p *goPeer) Close() error { return nil }
 // Waiters reports whether p runs the waiters workloads, which watch the
 // queue in ZooKeeper: the ZooKeeper peers only.
 func (p *goPeer) Waiters() bool { return len(p.servers) > 0 }
-
-// serverPackets returns the ZooKeeper server's packet count (see
-// packets), or -1 for another backend's peer.
-func (p *goPeer) serverPackets(ctx context.Context) (int64, error) {
-	if len(p.servers) == 0 {
-		return -1, nil
-	}
-	return packets(ctx, p.servers[0])
-}
 
 // dialSeq numbers the connections of every Go peer, for spreadDial.
 var dialSeq atomic.Int64
@@ -77,9 +69,10 @@ func (p *goPeer) dialer() zk.Dialer {
 	return net.DialTimeout
 }
 
-// oursPeer is this module's mutex.
-func oursPeer(servers []string, spread bool) *goPeer {
-	return &goPeer{name: "ours", servers: servers, spread: spread,
+// oursPeer is this module's mutex, connecting to servers; m samples its
+// phases (its clientPID is this process).
+func oursPeer(servers []string, spread bool, m meter) *goPeer {
+	return &goPeer{name: "ours", servers: servers, spread: spread, meter: m,
 		connect: func(ctx context.Context, servers []string, dial zk.Dialer) (goClient, error) {
 			s, err := recipe.Connect(ctx, servers, recipe.WithSessionTimeout(sessionTimeout),
 				recipe.WithDialer(dial), recipe.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
@@ -112,9 +105,9 @@ func (l leaseLock) lock(ctx context.Context) (func() error, error) {
 	return func() error { return lease.Release(context.Background()) }, nil
 }
 
-// zkPeer is go-zookeeper's built-in zk.Lock.
-func zkPeer(servers []string, spread bool) *goPeer {
-	return &goPeer{name: "zk", servers: servers, spread: spread,
+// zkPeer is go-zookeeper's built-in zk.Lock, as oursPeer.
+func zkPeer(servers []string, spread bool, m meter) *goPeer {
+	return &goPeer{name: "zk", servers: servers, spread: spread, meter: m,
 		connect: func(ctx context.Context, servers []string, dial zk.Dialer) (goClient, error) {
 			conn, _, err := zk.Connect(servers, sessionTimeout, zk.WithDialer(dial),
 				zk.WithLogger(nopLogger{}), zk.WithLogInfo(false))
@@ -235,7 +228,7 @@ func (p *goPeer) loop(ctx context.Context, s Spec, r *Result) error {
 		firstErr          error
 		wg                sync.WaitGroup
 	)
-	before, err := p.serverPackets(ctx)
+	before, err := p.meter.begin(ctx)
 	if err != nil {
 		return err
 	}
@@ -272,15 +265,11 @@ func (p *goPeer) loop(ctx context.Context, s Spec, r *Result) error {
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
-	after, err := p.serverPackets(ctx)
+	ph, err := p.meter.end(ctx, before)
 	if err != nil {
 		return err
 	}
-	n := int64(-1) // not counted
-	if before >= 0 {
-		n = after - before
-	}
-	r.finish(lat, elapsed, n)
+	r.finish(lat, elapsed, ph)
 	r.Overlaps = int(overlaps.Load())
 	return firstErr
 }
@@ -385,7 +374,7 @@ func (p *goPeer) waiters(ctx context.Context, s Spec, r *Result) error {
 	runtime.ReadMemStats(&m1)
 	r.HeapPerWaiter = (float64(m1.HeapAlloc) - float64(m0.HeapAlloc)) / float64(s.Waiters)
 
-	before, err := packets(ctx, p.servers[0])
+	before, err := p.meter.begin(ctx)
 	if err != nil {
 		return err
 	}
@@ -402,11 +391,11 @@ func (p *goPeer) waiters(ctx context.Context, s Spec, r *Result) error {
 		return fmt.Errorf("hand-offs not done: %w", ctx.Err())
 	}
 	elapsed := time.Since(start)
-	after, err := packets(ctx, p.servers[0])
+	ph, err := p.meter.end(ctx, before)
 	if err != nil {
 		return err
 	}
-	r.finish(lat, elapsed, after-before)
+	r.finish(lat, elapsed, ph)
 	r.Overlaps = int(overlaps.Load())
 	return firstErr
 }

@@ -24,7 +24,15 @@
 // p50/p99 (for waiters: hand-off latency, from the start of the previous
 // holder's release to the return of the next acquire), server packets per
 // acquisition (zk_packets_received + zk_packets_sent from mntr, over the
-// measured phase) and, for waiters, client heap bytes per queued waiter.
+// measured phase), CPU time per acquisition over the measured phase of the
+// process running the peer's clients and of the ZooKeeper server (when
+// zkbench started it; meter.go) and, for waiters, client heap bytes per
+// queued waiter.
+//
+// -latency D puts a proxy adding D in each direction between every
+// ZooKeeper peer and the server (proxy.go: zkbench itself, started again
+// in a hidden proxy mode, so the proxy's CPU is not the Go peers'); the
+// other backends' peers always connect directly.
 //
 // The server is warmed first (every peer runs a short loop, not recorded).
 // Then it runs -rounds rounds; in each, every workload is run by every peer
@@ -44,7 +52,7 @@
 // Usage:
 //
 //	go run ./cmd/zkbench [-peers zk,ours,curator,kazoo,etcd,pg,redis] [-rounds 3] [-duration 2s]
-//	    [-clients 8,32] [-waiters 2,10,100,1000] [-json out.jsonl] [-out DIR]
+//	    [-clients 8,32] [-waiters 2,10,100,1000] [-latency 0] [-json out.jsonl] [-out DIR]
 //	go run ./cmd/zkbench -charts out.jsonl -out DIR
 package main
 
@@ -93,9 +101,13 @@ type options struct {
 	outDir   string
 	python   string
 	spread   string
+	latency  time.Duration
 }
 
 func main() {
+	if spec, ok := os.LookupEnv(proxyEnv); ok {
+		os.Exit(runProxy(spec))
+	}
 	var o options
 	var peers, clients, waiters, modes string
 	flag.StringVar(&o.servers, "servers", os.Getenv("ZK_SERVERS"), "ZooKeeper host:port,... without chroot (default $ZK_SERVERS; empty: start a local server)")
@@ -111,6 +123,7 @@ func main() {
 	charts := flag.String("charts", "", "measure nothing: draw the charts of the medians in this JSON lines file into -out")
 	flag.StringVar(&o.python, "python", defaultPython(), "Python interpreter with kazoo, for the kazoo peer")
 	flag.StringVar(&o.spread, "spread", "auto", "spread client source addresses over 127.0.1.x (to stay under maxClientCnxns per address): auto (when the server is on loopback), true, false")
+	flag.DurationVar(&o.latency, "latency", 0, "added latency in each direction between every ZooKeeper peer's clients and the server (a proxy in a process of its own); 0: direct. The etcd, pg, redis peers always connect directly")
 	flag.Parse()
 	o.peers = splitList(peers)
 	o.modes = splitList(modes)
@@ -120,6 +133,9 @@ func main() {
 	}
 	if err == nil && *charts != "" && o.outDir == "" {
 		err = errors.New("-charts needs -out, the directory to draw into")
+	}
+	if err == nil && o.latency < 0 {
+		err = fmt.Errorf("-latency %v is negative", o.latency)
 	}
 	if err != nil || o.rounds < 1 || len(o.peers) == 0 {
 		fmt.Fprintln(os.Stderr, "zkbench: bad flags:", err)
@@ -216,6 +232,7 @@ func run(ctx context.Context, o options) error {
 	logf := func(format string, args ...any) { fmt.Fprintf(os.Stderr, "zkbench: "+format+"\n", args...) }
 
 	addrs := splitList(o.servers)
+	serverPID := 0 // unknown: no server CPU
 	if len(addrs) == 0 {
 		logf("no ZK_SERVERS given: starting a local ZooKeeper (zktest, tickTime 2s)")
 		cl, err := zktest.Launch(ctx, zktest.WithTickTime(2*time.Second))
@@ -224,6 +241,11 @@ func run(ctx context.Context, o options) error {
 		}
 		defer cl.Close()
 		addrs = cl.Addrs()
+		if serverPID, err = cl.ServerPID(0); err != nil {
+			logf("no server CPU column: %v", err)
+		}
+	} else {
+		logf("no server CPU column: the server is not a process zkbench started")
 	}
 	for _, a := range addrs {
 		if strings.Contains(a, "/") {
@@ -232,6 +254,20 @@ func run(ctx context.Context, o options) error {
 	}
 	spread := o.spread == "true" || (o.spread == "auto" && loopback(addrs))
 	logf("ZooKeeper at %s; client source addresses spread: %t", strings.Join(addrs, ","), spread)
+	// The ZooKeeper peers connect to zkAddrs: the servers, or the latency
+	// proxy in front of them (which keeps each client's source address on
+	// loopback, so spreading still works). mntr goes to the server itself.
+	zkAddrs := addrs
+	if o.latency > 0 {
+		proxied, stopProxy, err := startProxy(ctx, addrs, o.latency)
+		if err != nil {
+			return err
+		}
+		defer stopProxy()
+		zkAddrs = proxied
+		logf("ZooKeeper peers connect through a proxy process at %s adding %v each way", strings.Join(zkAddrs, ","), o.latency)
+	}
+	zkMeter := meter{mntr: addrs[0], clientPID: os.Getpid(), serverPID: serverPID}
 	if mn, err := zktest.Mntr(ctx, addrs[0]); err == nil {
 		logf("server %s, %d cores, GOMAXPROCS %d", mn["zk_version"], runtime.NumCPU(), runtime.GOMAXPROCS(0))
 	} else {
@@ -265,12 +301,12 @@ func run(ctx context.Context, o options) error {
 	for _, name := range o.peers {
 		switch name {
 		case "ours":
-			peers = append(peers, oursPeer(addrs, spread))
+			peers = append(peers, oursPeer(zkAddrs, spread, zkMeter))
 		case "zk":
-			peers = append(peers, zkPeer(addrs, spread))
+			peers = append(peers, zkPeer(zkAddrs, spread, zkMeter))
 		case "curator", "kazoo":
 			logf("starting the %s driver", name)
-			p, err := startExt(ctx, name, tmp, o.python, strings.Join(addrs, ","), spread)
+			p, err := startExt(ctx, name, tmp, o.python, strings.Join(zkAddrs, ","), spread, zkMeter)
 			if err != nil {
 				logf("SKIPPING peer %s: %v", name, err)
 				continue
@@ -322,13 +358,16 @@ func run(ctx context.Context, o options) error {
 				s.Path = path.Join(root, p.Name(), fmt.Sprintf("%s-r%d", s.Name(), round+1))
 				r := p.Run(ctx, s)
 				r.Round = round + 1
+				if !isBackendPeer(p.Name()) {
+					r.LatencyMs = float64(o.latency) / float64(time.Millisecond)
+				}
 				emit(r)
 				if r.Error != "" {
 					logf("round %d %-7s %-16s ERROR: %s", r.Round, p.Name(), s.Name(), r.Error)
 					continue
 				}
-				logf("round %d %-7s %-16s %8.0f acq/s  p50 %7.2f ms  p99 %7.2f ms  %5.1f pkts/acq", r.Round, p.Name(), s.Name(),
-					r.AcqPerS, r.P50us/1000, r.P99us/1000, max(r.PacketsPerAcq, 0))
+				logf("round %d %-7s %-16s %8.0f acq/s  p50 %7.2f ms  p99 %7.2f ms  %5.1f pkts/acq  cpu %s/%s µs/acq", r.Round, p.Name(), s.Name(),
+					r.AcqPerS, r.P50us/1000, r.P99us/1000, max(r.PacketsPerAcq, 0), cpuCell(r.ClientCPUus), cpuCell(r.ServerCPUus))
 				results[s.Name()+"/"+p.Name()] = append(results[s.Name()+"/"+p.Name()], r)
 			}
 		}
@@ -353,6 +392,30 @@ func run(ctx context.Context, o options) error {
 		logf("%d charts in %s, the JSON lines in %s", len(files), o.outDir, o.jsonOut)
 	}
 	return nil
+}
+
+// cpuCell formats a CPU µs/acq figure; 0 is not measured.
+func cpuCell(us float64) string {
+	if us <= 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.0f", us)
+}
+
+// linkLine says how the rows' clients reached their servers.
+func linkLine(latency time.Duration, peers []peer) string {
+	backends := false
+	for _, p := range peers {
+		backends = backends || isBackendPeer(p.Name())
+	}
+	if latency <= 0 {
+		return "link: direct, loopback (-latency 0)"
+	}
+	s := fmt.Sprintf("link: ZooKeeper peers through a proxy adding %v each way (-latency %v)", latency, latency)
+	if backends {
+		s += "; etcd, pg, redis rows: direct, loopback"
+	}
+	return s
 }
 
 // loopback reports whether every address is on the loopback interface.
@@ -395,9 +458,12 @@ func deleteAll(c *zk.Conn, p string) error {
 
 // printTable writes the medians, then ours against the best other peer.
 func printTable(w io.Writer, meds []Result, o options, peers []peer) {
-	fmt.Fprintf(w, "\nmedians of %d round(s); peer order rotated per round\n\n", o.rounds)
+	fmt.Fprintf(w, "\nmedians of %d round(s); peer order rotated per round\n", o.rounds)
+	fmt.Fprintln(w, linkLine(o.latency, peers))
+	fmt.Fprintln(w, "cli/srv µs/acq: CPU time per acquisition of the clients' process and of the server, - when not measured")
+	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "workload\tpeer\tacq/s\tp50 ms\tp99 ms\tpkts/acq\theap B/waiter\t")
+	fmt.Fprintln(tw, "workload\tpeer\tacq/s\tp50 ms\tp99 ms\tpkts/acq\theap B/waiter\tcli µs/acq\tsrv µs/acq\t")
 	last := ""
 	for _, m := range meds {
 		wl := m.Workload
@@ -412,7 +478,8 @@ func printTable(w io.Writer, meds []Result, o options, peers []peer) {
 		if m.PacketsPerAcq >= 0 {
 			pkts = fmt.Sprintf("%.1f", m.PacketsPerAcq)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%.0f\t%.2f\t%.2f\t%s\t%s\t\n", wl, m.Peer, m.AcqPerS, m.P50us/1000, m.P99us/1000, pkts, heap)
+		fmt.Fprintf(tw, "%s\t%s\t%.0f\t%.2f\t%.2f\t%s\t%s\t%s\t%s\t\n", wl, m.Peer, m.AcqPerS, m.P50us/1000, m.P99us/1000, pkts, heap,
+			cpuCell(m.ClientCPUus), cpuCell(m.ServerCPUus))
 	}
 	tw.Flush()
 

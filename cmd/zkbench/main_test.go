@@ -14,11 +14,19 @@ import (
 	"github.com/zkrecipes/zkrecipes/zktest"
 )
 
-func TestMain(m *testing.M) { zktest.Main(m) }
+// TestMain runs the tests, or, when startProxy runs this binary as
+// zkbench's latency proxy, that proxy.
+func TestMain(m *testing.M) {
+	if spec, ok := os.LookupEnv(proxyEnv); ok {
+		os.Exit(runProxy(spec))
+	}
+	zktest.Main(m)
+}
 
 // TestGoPeers runs every workload kind, briefly, for both in-process peers
 // against a real server, with spread source addresses: each must measure
-// something, with no overlapping holders and no error.
+// something (packets, this process's CPU), with no overlapping holders and
+// no error.
 func TestGoPeers(t *testing.T) {
 	cl := zktest.Shared(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -29,14 +37,15 @@ func TestGoPeers(t *testing.T) {
 		{Kind: "waiters", Waiters: 3},
 		{Kind: "waiters", Waiters: 3, Shared: true},
 	}
-	for _, p := range []*goPeer{oursPeer(cl.Addrs(), true), zkPeer(cl.Addrs(), true)} {
+	m := meter{mntr: cl.Addrs()[0], clientPID: os.Getpid()}
+	for _, p := range []*goPeer{oursPeer(cl.Addrs(), true, m), zkPeer(cl.Addrs(), true, m)} {
 		for _, s := range specs {
 			s.Path = cl.Chroot() + "/bench/" + p.Name() + "/" + s.Name()
 			r := p.Run(ctx, s)
 			switch {
 			case r.Error != "":
 				t.Errorf("%s %s: %s", p.Name(), s.Name(), r.Error)
-			case r.Ops == 0 || r.AcqPerS <= 0 || r.P50us <= 0 || r.P99us < r.P50us || r.Packets <= 0:
+			case r.Ops == 0 || r.AcqPerS <= 0 || r.P50us <= 0 || r.P99us < r.P50us || r.Packets <= 0 || r.ClientCPUus <= 0 || r.ServerCPUus != 0:
 				t.Errorf("%s %s: implausible result %+v", p.Name(), s.Name(), r)
 			case r.Overlaps != 0:
 				t.Errorf("%s %s: %d overlapping holders", p.Name(), s.Name(), r.Overlaps)
@@ -71,7 +80,8 @@ func TestBackendPeers(t *testing.T) {
 			switch {
 			case r.Error != "":
 				t.Errorf("%s %s: %s", name, s.Name(), r.Error)
-			case r.Ops == 0 || r.AcqPerS <= 0 || r.P50us <= 0 || r.P99us < r.P50us || r.Packets != -1 || r.PacketsPerAcq != -1:
+			case r.Ops == 0 || r.AcqPerS <= 0 || r.P50us <= 0 || r.P99us < r.P50us || r.Packets != -1 || r.PacketsPerAcq != -1 ||
+				r.ClientCPUus <= 0 || r.ServerCPUus != 0:
 				t.Errorf("%s %s: implausible result %+v", name, s.Name(), r)
 			case r.Overlaps != 0:
 				t.Errorf("%s %s: %d overlapping holders", name, s.Name(), r.Overlaps)
@@ -180,5 +190,96 @@ func TestReadMediansRefusesBadInput(t *testing.T) {
 		if _, _, err := readMedians(strings.NewReader(in)); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%q: got %v, want an error mentioning %q", in, err, want)
 		}
+	}
+}
+
+// TestLatencyProxy: through the proxy process that -latency starts (this
+// test binary again, see TestMain), with spread source addresses, a zk.Lock
+// acquisition takes at least the added round trips (create, then
+// getChildren: 2 × 2 × 5 ms), and the server is measured through its own
+// address; stop ends the proxy.
+func TestLatencyProxy(t *testing.T) {
+	cl := zktest.Shared(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	proxied, stop, err := startProxy(ctx, cl.Addrs(), 5*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	if proxied[0] == cl.Addrs()[0] {
+		t.Fatalf("proxied address %s is the server's", proxied[0])
+	}
+	p := zkPeer(proxied, true, meter{mntr: cl.Addrs()[0], clientPID: os.Getpid()})
+	s := Spec{Kind: "loop", Clients: 2, Duration: 300 * time.Millisecond, Path: cl.Chroot() + "/bench/latency"}
+	r := p.Run(ctx, s)
+	if r.Error != "" || r.Ops == 0 || r.Packets <= 0 {
+		t.Fatalf("through the proxy: %+v", r)
+	}
+	if r.P50us < 20000 {
+		t.Errorf("p50 %.0f µs through a proxy adding 5 ms each way: want at least 20 ms", r.P50us)
+	}
+}
+
+// TestProcessCPU: a process's CPU time grows while it computes, and an
+// unknown process gives an error (cpuOf: -1).
+func TestProcessCPU(t *testing.T) {
+	a, err := processCPU(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	x := 0
+	for i := range 50_000_000 {
+		x += i % 7
+	}
+	b, err := processCPU(os.Getpid())
+	if err != nil || b <= a {
+		t.Errorf("CPU time %v then %v (%v) around a busy loop (%d)", a, b, err, x)
+	}
+	if cpuOf(0) != -1 || cpuOf(1<<22) != -1 { // pid_max is at most 2^22
+		t.Error("cpuOf of no process is not -1")
+	}
+}
+
+// TestPhaseAndTable: the phase's figures per acquisition, - for what was
+// not measured, and the table's CPU columns and link line.
+func TestPhaseAndTable(t *testing.T) {
+	start := phase{packets: 100, cli: time.Second, srv: -1}
+	d := start.to(phase{packets: 160, cli: time.Second + 20*time.Millisecond, srv: 5 * time.Second})
+	if d != (phase{packets: 60, cli: 20 * time.Millisecond, srv: -1}) {
+		t.Fatalf("to = %+v", d)
+	}
+	r := Result{Ops: 10}
+	r.setPhase(d)
+	if r.Packets != 60 || r.PacketsPerAcq != 6 || r.ClientCPUus != 2000 || r.ServerCPUus != 0 {
+		t.Errorf("setPhase = %+v", r)
+	}
+	r.setPhase(phase{packets: -1, cli: -1, srv: -1})
+	if r.Packets != -1 || r.PacketsPerAcq != -1 || r.ClientCPUus != 0 {
+		t.Errorf("setPhase of nothing measured = %+v", r)
+	}
+	if b, _ := json.Marshal(Result{LatencyMs: 1}); strings.Contains(string(b), "cpu") || !strings.Contains(string(b), `"latency_ms":1`) {
+		t.Errorf("JSON %s: want no CPU fields when not measured, and the latency", b)
+	}
+
+	meds := []Result{
+		{Peer: "zk", Workload: "uncontended", AcqPerS: 1000, P50us: 500, P99us: 900, PacketsPerAcq: 6, ClientCPUus: 123.4, ServerCPUus: 456.6, LatencyMs: 1},
+		{Peer: "ours", Workload: "uncontended", AcqPerS: 1100, P50us: 400, P99us: 800, PacketsPerAcq: 7, ClientCPUus: 150, LatencyMs: 1},
+		{Peer: "etcd", Workload: "uncontended", AcqPerS: 300, P50us: 1500, P99us: 7000, PacketsPerAcq: -1, ClientCPUus: 80},
+	}
+	peers := []peer{&goPeer{name: "zk"}, &goPeer{name: "ours"}, &goPeer{name: "etcd"}}
+	var out strings.Builder
+	printTable(&out, meds, options{rounds: 1, latency: time.Millisecond}, peers)
+	for _, want := range []string{
+		"link: ZooKeeper peers through a proxy adding 1ms each way (-latency 1ms); etcd, pg, redis rows: direct, loopback",
+		"cli µs/acq  srv µs/acq", "6.0              -         123         457", "7.0              -         150           -",
+		"-              -          80           -",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("the table lacks %q:\n%s", want, out.String())
+		}
+	}
+	if l := linkLine(0, peers); l != "link: direct, loopback (-latency 0)" {
+		t.Errorf("linkLine(0) = %q", l)
 	}
 }

@@ -65,6 +65,20 @@ type Result struct {
 	// both -1 for the other backends' peers, whose servers do not count.
 	Packets       int64   `json:"packets"`
 	PacketsPerAcq float64 `json:"packets_per_acq"`
+	// ClientCPUus is the CPU time (user + system) per acquisition, in
+	// microseconds, over the measured phase, of the process that runs the
+	// peer's clients: zkbench for the Go peers (so it includes anything
+	// else zkbench does meanwhile), the Java or Python driver for Curator
+	// and kazoo. ServerCPUus is the ZooKeeper server's, over the same
+	// phase. Omitted (0) when not measured: the server's when it is not a
+	// process zkbench started (ZK_SERVERS, a container) and for the other
+	// backends' peers; both outside Linux.
+	ClientCPUus float64 `json:"cli_cpu_us_per_acq,omitempty"`
+	ServerCPUus float64 `json:"srv_cpu_us_per_acq,omitempty"`
+	// LatencyMs is the latency in milliseconds that -latency added in each
+	// direction between the peer's clients and ZooKeeper (a proxy); 0 for
+	// direct loopback connections and for the other backends' peers.
+	LatencyMs float64 `json:"latency_ms"`
 	// HeapPerWaiter is the client heap growth per queued waiter in bytes
 	// (waiters workloads only; -1 otherwise). Go: HeapAlloc; Java: used heap
 	// after System.gc(); Python: tracemalloc. Java's figure is noisy and can
@@ -76,8 +90,9 @@ type Result struct {
 	Error    string `json:"error,omitempty"`
 }
 
-// finish fills the derived fields.
-func (r *Result) finish(lat []time.Duration, elapsed time.Duration, packets int64) {
+// finish fills the derived fields from the latencies, the phase's length
+// and what the meter measured over it.
+func (r *Result) finish(lat []time.Duration, elapsed time.Duration, ph phase) {
 	r.Ops = len(lat)
 	r.Seconds = elapsed.Seconds()
 	if r.Seconds > 0 {
@@ -85,13 +100,30 @@ func (r *Result) finish(lat []time.Duration, elapsed time.Duration, packets int6
 	}
 	r.P50us = percentile(lat, 0.50)
 	r.P99us = percentile(lat, 0.99)
-	r.Packets = packets
-	switch {
-	case packets < 0:
+	r.setPhase(ph)
+}
+
+// setPhase fills the per-acquisition figures of the meter's phase, for
+// r.Ops acquisitions.
+func (r *Result) setPhase(ph phase) {
+	r.Packets, r.PacketsPerAcq = ph.packets, 0
+	r.ClientCPUus, r.ServerCPUus = 0, 0
+	if ph.packets < 0 {
 		r.Packets, r.PacketsPerAcq = -1, -1 // not counted
-	case r.Ops > 0:
-		r.PacketsPerAcq = float64(packets) / float64(r.Ops)
 	}
+	if r.Ops == 0 {
+		return
+	}
+	perAcq := func(d time.Duration) float64 {
+		if d < 0 {
+			return 0 // not measured
+		}
+		return float64(d) / float64(time.Microsecond) / float64(r.Ops)
+	}
+	if ph.packets >= 0 {
+		r.PacketsPerAcq = float64(ph.packets) / float64(r.Ops)
+	}
+	r.ClientCPUus, r.ServerCPUus = perAcq(ph.cli), perAcq(ph.srv)
 }
 
 // percentile returns the nearest-rank q-quantile of d in microseconds (it
@@ -130,6 +162,8 @@ func median(rs []Result) Result {
 	m.Packets = int64(med(func(r Result) float64 { return float64(r.Packets) }))
 	m.PacketsPerAcq = med(func(r Result) float64 { return r.PacketsPerAcq })
 	m.HeapPerWaiter = med(func(r Result) float64 { return r.HeapPerWaiter })
+	m.ClientCPUus = med(func(r Result) float64 { return r.ClientCPUus })
+	m.ServerCPUus = med(func(r Result) float64 { return r.ServerCPUus })
 	for _, r := range rs[1:] {
 		m.Overlaps += r.Overlaps
 	}

@@ -7,15 +7,15 @@
 // It prints {"ready":true}, then for every line "run kind=... clients=...
 // waiters=... shared=... duration_ms=... path=..." on stdin runs the workload
 // and prints one JSON line with ops, seconds, acq_per_s, p50_us, p99_us,
-// packets, packets_per_acq, heap_per_waiter, overlaps (and error on failure).
+// heap_per_waiter, overlaps (and error on failure). At the start and the end
+// of the measured phase it prints {"mark":"start"} or {"mark":"end"} and
+// waits for a line from zkbench, which samples the server's packets and the
+// CPU time of this process and of the server meanwhile.
 // The workloads are those of cmd/zkbench/gopeers.go; see there.
 
 import java.io.BufferedReader;
-import java.io.InputStream;
 import java.io.InputStreamReader;
-import java.io.OutputStream;
 import java.lang.management.ManagementFactory;
-import java.net.Socket;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.Collections;
@@ -37,6 +37,7 @@ import org.apache.curator.retry.RetryNTimes;
 public class Bench {
     static String servers = "";
     static final int SESSION_TIMEOUT_MS = 10000;
+    static BufferedReader in;
 
     public static void main(String[] args) throws Exception {
         for (int i = 0; i < args.length; i++) {
@@ -44,7 +45,7 @@ public class Bench {
         }
         System.out.println("{\"ready\":true}");
         System.out.flush();
-        BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
+        in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
         String line;
         while ((line = in.readLine()) != null) {
             String[] f = line.trim().split("\\s+");
@@ -106,25 +107,11 @@ public class Bench {
         for (CuratorFramework c : cs) c.close();
     }
 
-    /** zk_packets_received + zk_packets_sent from the mntr four-letter word. */
-    static long packets() throws Exception {
-        String first = servers.split(",")[0];
-        int colon = first.lastIndexOf(':');
-        try (Socket s = new Socket(first.substring(0, colon), Integer.parseInt(first.substring(colon + 1)))) {
-            OutputStream o = s.getOutputStream();
-            o.write("mntr".getBytes(StandardCharsets.US_ASCII));
-            o.flush();
-            InputStream i = s.getInputStream();
-            String text = new String(i.readAllBytes(), StandardCharsets.UTF_8);
-            long sum = 0;
-            for (String l : text.split("\n")) {
-                String[] kv = l.split("\t");
-                if (kv.length == 2 && (kv[0].equals("zk_packets_received") || kv[0].equals("zk_packets_sent"))) {
-                    sum += Long.parseLong(kv[1].trim());
-                }
-            }
-            return sum;
-        }
+    /** Marks an edge of the measured phase and waits until zkbench has sampled it. */
+    static void mark(String name) throws Exception {
+        System.out.println("{\"mark\":\"" + name + "\"}");
+        System.out.flush();
+        in.readLine();
     }
 
     static long heapUsed() {
@@ -141,7 +128,7 @@ public class Bench {
         return s.get(i) / 1000.0;
     }
 
-    static String result(List<Long> latNs, long elapsedNs, long packets, double heap, int overlaps, Throwable err) {
+    static String result(List<Long> latNs, long elapsedNs, double heap, int overlaps, Throwable err) {
         int n = latNs.size();
         double secs = elapsedNs / 1e9;
         StringBuilder b = new StringBuilder("{");
@@ -150,8 +137,6 @@ public class Bench {
         b.append(",\"acq_per_s\":").append(secs > 0 ? n / secs : 0);
         b.append(",\"p50_us\":").append(pct(latNs, 0.5));
         b.append(",\"p99_us\":").append(pct(latNs, 0.99));
-        b.append(",\"packets\":").append(packets);
-        b.append(",\"packets_per_acq\":").append(n > 0 ? (double) packets / n : 0);
         b.append(",\"heap_per_waiter\":").append(heap);
         b.append(",\"overlaps\":").append(overlaps);
         if (err != null) b.append(",\"error\":").append(quote(err.toString()));
@@ -177,7 +162,7 @@ public class Bench {
             AtomicInteger holders = new AtomicInteger(), overlaps = new AtomicInteger();
             AtomicReference<Throwable> err = new AtomicReference<>();
             List<Long> lat = Collections.synchronizedList(new ArrayList<>());
-            long before = packets();
+            mark("start");
             long start = System.nanoTime();
             long deadline = start + durNs;
             List<Thread> ts = new ArrayList<>();
@@ -204,7 +189,8 @@ public class Bench {
             }
             for (Thread t : ts) t.join();
             long elapsed = System.nanoTime() - start;
-            return result(lat, elapsed, packets() - before, -1, overlaps.get(), err.get());
+            mark("end");
+            return result(lat, elapsed, -1, overlaps.get(), err.get());
         } finally {
             closeAll(clients);
         }
@@ -249,13 +235,14 @@ public class Bench {
                 Thread.sleep(10);
             }
             double heap = (double) (heapUsed() - heap0) / n;
-            long before = packets();
+            mark("start");
             long start = System.nanoTime();
             lastRelease.set(start);
             holder.release();
             for (Thread t : ts) t.join();
             long elapsed = System.nanoTime() - start;
-            return result(lat, elapsed, packets() - before, heap, 0, err.get());
+            mark("end");
+            return result(lat, elapsed, heap, 0, err.get());
         } finally {
             closeAll(clients);
             hc.close();

@@ -4,7 +4,10 @@ Started by zkbench as: python3 -u kazoo_bench.py --servers host:port,... --sprea
 It prints {"ready": true}, then for every line "run kind=... clients=...
 waiters=... shared=... duration_ms=... path=..." on stdin runs the workload
 and prints one JSON line with ops, seconds, acq_per_s, p50_us, p99_us,
-packets, packets_per_acq, heap_per_waiter, overlaps (and error on failure).
+heap_per_waiter, overlaps (and error on failure). At the start and the end
+of the measured phase it prints {"mark": "start"} or {"mark": "end"} and
+waits for a line from zkbench, which samples the server's packets and the
+CPU time of this process and of the server meanwhile.
 The workloads are those of cmd/zkbench/gopeers.go; see there.
 """
 import gc
@@ -85,18 +88,11 @@ def close_all(clients):
                 pass
 
 
-def packets():
-    host, port = SERVERS.split(",")[0].rsplit(":", 1)
-    with socket.create_connection((host, int(port)), 5) as s:
-        s.sendall(b"mntr")
-        buf = b""
-        while True:
-            b = s.recv(65536)
-            if not b:
-                break
-            buf += b
-    kv = dict(l.split("\t", 1) for l in buf.decode().splitlines() if "\t" in l)
-    return int(kv["zk_packets_received"]) + int(kv["zk_packets_sent"])
+def mark(name):
+    """Marks an edge of the measured phase and waits until zkbench has
+    sampled it (see the module's doc)."""
+    print(json.dumps({"mark": name}), flush=True)
+    sys.stdin.readline()
 
 
 def pct(lat, q):
@@ -107,13 +103,12 @@ def pct(lat, q):
     return lat[i] * 1e6
 
 
-def result(lat, elapsed, pk, heap=-1.0, overlaps=0):
+def result(lat, elapsed, heap=-1.0, overlaps=0):
     n = len(lat)
     return {
         "ops": n, "seconds": elapsed,
         "acq_per_s": n / elapsed if elapsed > 0 else 0,
         "p50_us": pct(lat, 0.5), "p99_us": pct(lat, 0.99),
-        "packets": pk, "packets_per_acq": pk / n if n else 0,
         "heap_per_waiter": heap, "overlaps": overlaps,
     }
 
@@ -128,7 +123,7 @@ def loop(spec):
         mu = threading.Lock()
         lats = []
         errs = []
-        before = packets()
+        mark("start")
         start = time.monotonic()
         deadline = start + dur
 
@@ -156,7 +151,8 @@ def loop(spec):
         for t in ts:
             t.join()
         elapsed = time.monotonic() - start
-        r = result(lats, elapsed, packets() - before, overlaps=state["overlaps"])
+        mark("end")
+        r = result(lats, elapsed, overlaps=state["overlaps"])
         if errs:
             r["error"] = repr(errs[0])
         return r
@@ -205,14 +201,15 @@ def waiters(spec):
         gc.collect()
         heap = (tracemalloc.get_traced_memory()[0] - base) / n
         tracemalloc.stop()
-        before = packets()
+        mark("start")
         start = time.monotonic()
         last[0] = start
         holder.release()
         for t in ts:
             t.join()
         elapsed = time.monotonic() - start
-        r = result(lats, elapsed, packets() - before, heap=heap)
+        mark("end")
+        r = result(lats, elapsed, heap=heap)
         if errs:
             r["error"] = repr(errs[0])
         return r

@@ -1,0 +1,83 @@
+package main
+
+import (
+	"context"
+	"time"
+)
+
+// meter samples, at the two edges of a workload's measured phase, what
+// zkbench reports besides latency: the ZooKeeper server's packet count,
+// the CPU time of the process that runs the peer's clients and the CPU
+// time of the server's process. The Go peers call begin and end around
+// their phase; the Curator and kazoo drivers stop at each edge ({"mark":
+// ...}) until zkbench has sampled (extpeers.go). Only the phase is
+// counted: not the sessions' setup, not the queueing of waiters.
+type meter struct {
+	mntr      string // ZooKeeper's host:port for mntr; "" for the other backends (no packets)
+	clientPID int    // zkbench itself for the Go peers, the driver's process for the others
+	serverPID int    // the ZooKeeper server's process; 0 when unknown (external, container, other backends)
+}
+
+// phase is one sample, or the difference of two: -1 in a field means not
+// counted.
+type phase struct {
+	packets  int64
+	cli, srv time.Duration
+}
+
+// begin samples the start of a phase: packets first, CPU last, so that the
+// mntr exchange falls outside the CPU window.
+func (m meter) begin(ctx context.Context) (phase, error) {
+	ph := phase{packets: -1}
+	if m.mntr != "" {
+		n, err := packets(ctx, m.mntr)
+		if err != nil {
+			return ph, err
+		}
+		ph.packets = n
+	}
+	ph.srv = cpuOf(m.serverPID)
+	ph.cli = cpuOf(m.clientPID)
+	return ph, nil
+}
+
+// end samples the end of a phase (CPU first) and returns its difference
+// from start.
+func (m meter) end(ctx context.Context, start phase) (phase, error) {
+	ph := phase{cli: cpuOf(m.clientPID), srv: cpuOf(m.serverPID), packets: -1}
+	if m.mntr != "" {
+		n, err := packets(ctx, m.mntr)
+		if err != nil {
+			return ph, err
+		}
+		ph.packets = n
+	}
+	return start.to(ph), nil
+}
+
+// to returns the difference end - p, field by field; -1 where either is.
+func (p phase) to(end phase) phase {
+	d := phase{packets: -1, cli: -1, srv: -1}
+	if p.packets >= 0 && end.packets >= 0 {
+		d.packets = end.packets - p.packets
+	}
+	if p.cli >= 0 && end.cli >= 0 {
+		d.cli = end.cli - p.cli
+	}
+	if p.srv >= 0 && end.srv >= 0 {
+		d.srv = end.srv - p.srv
+	}
+	return d
+}
+
+// cpuOf is processCPU(pid), or -1 when pid is 0 or cannot be read.
+func cpuOf(pid int) time.Duration {
+	if pid <= 0 {
+		return -1
+	}
+	d, err := processCPU(pid)
+	if err != nil {
+		return -1
+	}
+	return d
+}
