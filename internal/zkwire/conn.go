@@ -1,6 +1,7 @@
 package zkwire
 
 import (
+	"bufio"
 	"encoding/binary"
 	"net"
 	"sync"
@@ -35,7 +36,12 @@ type Observer interface {
 //   - holds the first read after a handshake until go-zookeeper writes its
 //     set-watches request, or the Observer's hold passes, which dodges a
 //     data race of go-zookeeper v1.0.4 on Conn.lastZxid
-//     (docs/design.md#the-read-gate-after-a-reconnect).
+//     (docs/design.md#the-read-gate-after-a-reconnect);
+//   - buffers reads: go-zookeeper reads every frame in two reads (length,
+//     then body), which would be two system calls per reply or event; from
+//     the buffer it is at most one, and a burst of frames (an event and the
+//     reply behind it) is one. Bytes are handed out, and scanned, in order
+//     and only through the gate, as without the buffer.
 //
 // It relies on go-zookeeper writing one whole packet per Write and reading
 // from one goroutine at a time (docs/design.md#assumptions-about-go-zookeeper).
@@ -54,8 +60,14 @@ type Conn struct {
 	gate     chan struct{} // closed when replies may be read after the handshake
 	gateOnce sync.Once
 
-	r reader // one reader at a time
+	r  reader        // one reader at a time
+	br *bufio.Reader // over the net.Conn; read by the reader only
 }
+
+// readBuffer is the size of a Conn's read buffer: a few typical frames. A
+// larger frame (a long listing) is read past it, straight into
+// go-zookeeper's buffer.
+const readBuffer = 8 << 10
 
 // reader is the read side's frame parser state.
 type reader struct {
@@ -70,7 +82,7 @@ type reader struct {
 // NewConn wraps c. creates may be nil (no create is rewritten).
 func NewConn(c net.Conn, obs Observer, creates *Creates) *Conn {
 	return &Conn{Conn: c, obs: obs, creates: creates, sent: make(map[int32][]int64),
-		create2: make(map[int32]*Create), gate: make(chan struct{})}
+		create2: make(map[int32]*Create), gate: make(chan struct{}), br: bufio.NewReaderSize(c, readBuffer)}
 }
 
 // Write notes the send time of the request in p, rewrites a registered
@@ -122,7 +134,7 @@ func (c *Conn) Read(p []byte) (int, error) {
 	if c.r.gotHello {
 		<-c.gate
 	}
-	n, err := c.Conn.Read(p)
+	n, err := c.br.Read(p)
 	c.scan(p[:n])
 	if err != nil && !c.r.gotHello {
 		c.obs.FailedBeforeHandshake(err)
