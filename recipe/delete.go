@@ -78,7 +78,7 @@ func (cl *cleaner) deleteContext(ctx context.Context, owner int64, wait bool) (_
 			stops = append(stops, context.AfterFunc(ep.ctx, func() { cancel(context.Cause(ep.ctx)) }))
 		}
 	}
-	tctx, tcancel := context.WithTimeoutCause(cctx, timeout, fmt.Errorf("recipe: cleanup timeout %v passed: %w", timeout, context.DeadlineExceeded))
+	tctx, tcancel := context.WithTimeoutCause(cctx, timeout, cleanupTimeoutError(timeout))
 	return tctx, func() {
 		for _, stop := range stops {
 			stop()
@@ -87,6 +87,17 @@ func (cl *cleaner) deleteContext(ctx context.Context, owner int64, wait bool) (_
 		cancel(nil)
 	}
 }
+
+// cleanupTimeoutError is the cause of a delete's end at the cleanup
+// timeout (its value); it matches context.DeadlineExceeded. A type, not a
+// formatted error: every Release makes one.
+type cleanupTimeoutError time.Duration
+
+func (e cleanupTimeoutError) Error() string {
+	return fmt.Sprintf("recipe: cleanup timeout %v passed: %v", time.Duration(e), context.DeadlineExceeded)
+}
+
+func (e cleanupTimeoutError) Unwrap() error { return context.DeadlineExceeded }
 
 // deleteWaited retries the delete of it until done or ctx ends, waiting
 // for reconnections. The first attempt is sent even on a done ctx; only it
