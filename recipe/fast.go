@@ -23,9 +23,12 @@ import (
 //     (docs/design.md#the-child-watch-stand-in).
 //   - re-list skip: a waiter whose only predecessor was deleted is granted
 //     on a read of its own node (docs/design.md#waking-and-the-re-list-skip).
+//   - own-node read beside the listing: a waiter without an early lease
+//     reads its node while it lists, not after
+//     (docs/design.md#one-round-trip-per-hand-off).
 //
 // Only the skip relies on the Rule beyond its stated contract: on the
-// declared GrantsLowest, and on no anchors (skipCandidate). The other three
+// declared GrantsLowest, and on no anchors (skipCandidate). The others
 // hold whatever the Rule.
 
 // fastStart is what an Acquire learns while its create is in flight.

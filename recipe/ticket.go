@@ -37,11 +37,11 @@ type Ticket struct {
 // a grant. Its ZooKeeper operations are in docs/design.md#acquisition.
 // Errors: as Acquire (none of them leaves a node behind).
 //
-// Join takes none of Acquire's fast paths (a Ticket is granted again,
-// possibly long after its create, and a latch does not acquire often enough
-// to pay for keeping an early lease across Awaits): its create is a plain
-// create, and Await reads the node's Stat at each grant and re-lists on
-// every wakeup.
+// Join takes none of Acquire's create fast paths (a Ticket is granted
+// again, possibly long after its create, and a latch does not acquire
+// often enough to pay for keeping an early lease across Awaits): its
+// create is a plain create, and Await reads its node beside every listing
+// (one round trip per wakeup).
 func (q *Queue) Join(ctx context.Context, kind string, data []byte) (*Ticket, error) {
 	return q.join(ctx, kind, data, nil, true, nil)
 }
