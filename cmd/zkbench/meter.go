@@ -11,7 +11,9 @@ import (
 // time of the server's process. The Go peers call begin and end around
 // their phase; the Curator and kazoo drivers stop at each edge ({"mark":
 // ...}) until zkbench has sampled (extpeers.go). Only the phase is
-// counted: not the sessions' setup, not the queueing of waiters.
+// counted: not the sessions' setup, not the queueing of waiters. A waiters
+// workload has a phase per cycle (its hand-offs); their differences are
+// added up (phase.add).
 type meter struct {
 	mntr      string // ZooKeeper's host:port for mntr; "" for the other backends (no packets)
 	clientPID int    // zkbench itself for the Go peers, the driver's process for the others
@@ -68,6 +70,22 @@ func (p phase) to(end phase) phase {
 		d.srv = end.srv - p.srv
 	}
 	return d
+}
+
+// add returns the sum of two differences, field by field; -1 where either
+// is (a sum is only as measured as its least measured part).
+func (p phase) add(q phase) phase {
+	s := phase{packets: -1, cli: -1, srv: -1}
+	if p.packets >= 0 && q.packets >= 0 {
+		s.packets = p.packets + q.packets
+	}
+	if p.cli >= 0 && q.cli >= 0 {
+		s.cli = p.cli + q.cli
+	}
+	if p.srv >= 0 && q.srv >= 0 {
+		s.srv = p.srv + q.srv
+	}
+	return s
 }
 
 // cpuOf is processCPU(pid), or -1 when pid is 0 or cannot be read.
