@@ -28,8 +28,9 @@
 // waiter's acquire), acquire latency p50/p99 (for waiters: hand-off
 // latency, from the start of the previous holder's release to the return
 // of the next acquire, over every cycle), server packets per acquisition
-// (zk_packets_received + zk_packets_sent from mntr, over the measured phase;
-// for waiters, the sum of the cycles' hand-off phases), CPU time per
+// (zk_packets_received + zk_packets_sent from mntr, over the measured phase,
+// less what the mntr exchange itself counts; for waiters, the sum of the
+// cycles' hand-off phases), CPU time per
 // acquisition over the same phases of the process running the peer's
 // clients and of the ZooKeeper server (when zkbench started it; meter.go)
 // and, for waiters, client heap bytes per queued waiter (first cycle).
@@ -284,6 +285,10 @@ func run(ctx context.Context, o options) error {
 	} else {
 		return fmt.Errorf("mntr (four-letter words must be allowed): %w", err)
 	}
+	if err := zkMeter.calibrate(ctx); err != nil {
+		return err
+	}
+	logf("one mntr exchange counts %d packets: subtracted from every phase", zkMeter.mntrPackets)
 
 	obs, _, err := zk.Connect(addrs, sessionTimeout, zk.WithLogger(nopLogger{}), zk.WithLogInfo(false))
 	if err != nil {

@@ -340,3 +340,27 @@ func TestWaitersSpecs(t *testing.T) {
 		t.Errorf("line %q: fields %v, want %v", ws[0].line(), fields, want)
 	}
 }
+
+// TestMeterCalibrate: an mntr exchange counts packets on the server; once
+// calibrated, a phase with nothing in it measures (about) none: less than
+// one exchange (an idle session's ping may still fall in).
+func TestMeterCalibrate(t *testing.T) {
+	cl := zktest.Shared(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	m := meter{mntr: cl.Addrs()[0]}
+	if err := m.calibrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if m.mntrPackets <= 0 {
+		t.Fatalf("one mntr exchange counts %d packets; want some", m.mntrPackets)
+	}
+	start, err := m.begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := m.end(ctx, start)
+	if err != nil || d.packets < 0 || d.packets >= m.mntrPackets {
+		t.Errorf("an empty phase: %d packets (%v); want fewer than one exchange's %d", d.packets, err, m.mntrPackets)
+	}
+}

@@ -18,6 +18,37 @@ type meter struct {
 	mntr      string // ZooKeeper's host:port for mntr; "" for the other backends (no packets)
 	clientPID int    // zkbench itself for the Go peers, the driver's process for the others
 	serverPID int    // the ZooKeeper server's process; 0 when unknown (external, container, other backends)
+	// mntrPackets is what one mntr exchange adds to the server's packet
+	// count (ZooKeeper counts the four-letter word too): a phase's delta
+	// holds one exchange, which end subtracts. calibrate measures it; 0
+	// until then.
+	mntrPackets int64
+}
+
+// calibrate sets m.mntrPackets to the least packet delta between
+// back-to-back mntr exchanges (run before the workloads; the least is one
+// no idle session's ping fell into).
+func (m *meter) calibrate(ctx context.Context) error {
+	if m.mntr == "" {
+		return nil
+	}
+	prev, err := packets(ctx, m.mntr)
+	if err != nil {
+		return err
+	}
+	least := int64(-1)
+	for range 5 {
+		n, err := packets(ctx, m.mntr)
+		if err != nil {
+			return err
+		}
+		if d := n - prev; least < 0 || d < least {
+			least = d
+		}
+		prev = n
+	}
+	m.mntrPackets = max(0, least)
+	return nil
 }
 
 // phase is one sample, or the difference of two: -1 in a field means not
@@ -44,7 +75,7 @@ func (m meter) begin(ctx context.Context) (phase, error) {
 }
 
 // end samples the end of a phase (CPU first) and returns its difference
-// from start.
+// from start, less the packets of the sampling itself.
 func (m meter) end(ctx context.Context, start phase) (phase, error) {
 	ph := phase{cli: cpuOf(m.clientPID), srv: cpuOf(m.serverPID), packets: -1}
 	if m.mntr != "" {
@@ -54,7 +85,11 @@ func (m meter) end(ctx context.Context, start phase) (phase, error) {
 		}
 		ph.packets = n
 	}
-	return start.to(ph), nil
+	d := start.to(ph)
+	if d.packets >= 0 {
+		d.packets = max(0, d.packets-m.mntrPackets)
+	}
+	return d, nil
 }
 
 // to returns the difference end - p, field by field; -1 where either is.
