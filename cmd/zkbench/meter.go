@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"slices"
 	"time"
 )
 
@@ -25,9 +26,10 @@ type meter struct {
 	mntrPackets int64
 }
 
-// calibrate sets m.mntrPackets to the least packet delta between
-// back-to-back mntr exchanges (run before the workloads; the least is one
-// no idle session's ping fell into).
+// calibrate sets m.mntrPackets to the median packet delta of 7
+// back-to-back mntr exchanges, run before the workloads (the median: an
+// idle session's ping may fall into one; the count varies by one between
+// servers, by how the reply is written).
 func (m *meter) calibrate(ctx context.Context) error {
 	if m.mntr == "" {
 		return nil
@@ -36,18 +38,17 @@ func (m *meter) calibrate(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	least := int64(-1)
-	for range 5 {
+	var ds []int64
+	for range 7 {
 		n, err := packets(ctx, m.mntr)
 		if err != nil {
 			return err
 		}
-		if d := n - prev; least < 0 || d < least {
-			least = d
-		}
+		ds = append(ds, n-prev)
 		prev = n
 	}
-	m.mntrPackets = max(0, least)
+	slices.Sort(ds)
+	m.mntrPackets = max(0, ds[len(ds)/2])
 	return nil
 }
 
