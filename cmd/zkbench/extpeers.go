@@ -36,10 +36,11 @@ var errNotInstalled = errors.New("not installed")
 
 // extPeer is a peer driver running as a subprocess: it reads one
 // "run key=value ..." line per workload on stdin and writes one JSON Result
-// line on stdout. Before that, at each edge of the workload's measured
-// phase, it writes {"mark":"start"} or {"mark":"end"} and waits for a "go"
-// line, while zkbench samples the phase (meter: packets, the driver's CPU,
-// the server's CPU).
+// line on stdout. Before that, at each edge of each of the workload's
+// measured phases (a loop workload has one, a waiters workload one per
+// cycle: its hand-offs), it writes {"mark":"start"} or {"mark":"end"} and
+// waits for a "go" line, while zkbench samples the phase (meter: packets,
+// the driver's CPU, the server's CPU); the phases are added up.
 type extPeer struct {
 	name   string
 	meter  meter
@@ -194,7 +195,7 @@ func (p *extPeer) logTail() string {
 	return string(b)
 }
 
-// Run sends one workload, samples its phase at the driver's marks and
+// Run sends one workload, samples its phases at the driver's marks and
 // reads its result; when ctx ends it stops waiting (Close then kills the
 // driver).
 func (p *extPeer) Run(ctx context.Context, s Spec) Result {
@@ -203,8 +204,8 @@ func (p *extPeer) Run(ctx context.Context, s Spec) Result {
 		r.Error = err.Error()
 		return r
 	}
-	var start phase
-	ph := phase{packets: -1, cli: -1, srv: -1}
+	var start, sum phase // sum: of the phases ended so far
+	phases := 0
 	var sampleErr error
 	for {
 		line, err := p.readLine(ctx, 15*time.Minute)
@@ -218,10 +219,15 @@ func (p *extPeer) Run(ctx context.Context, s Spec) Result {
 		if json.Unmarshal([]byte(line), &mk) == nil && mk.Mark != "" {
 			switch mk.Mark {
 			case "start":
-				start, sampleErr = p.meter.begin(ctx)
+				if sampleErr == nil { // the first error stands
+					start, sampleErr = p.meter.begin(ctx)
+				}
 			case "end":
 				if sampleErr == nil {
+					var ph phase
 					ph, sampleErr = p.meter.end(ctx, start)
+					sum = sum.add(ph)
+					phases++
 				}
 			}
 			if _, err := fmt.Fprintln(p.stdin, "go"); err != nil {
@@ -236,7 +242,10 @@ func (p *extPeer) Run(ctx context.Context, s Spec) Result {
 		break
 	}
 	r.Type, r.Peer, r.Workload = "run", p.name, s.Name()
-	r.setPhase(ph)
+	if phases == 0 {
+		sum = phase{packets: -1, cli: -1, srv: -1} // no phase: nothing measured
+	}
+	r.setPhase(sum)
 	if sampleErr != nil && r.Error == "" {
 		r.Error = "sampling the phase: " + sampleErr.Error()
 	}

@@ -274,10 +274,13 @@ func (p *goPeer) loop(ctx context.Context, s Spec, r *Result) error {
 	return firstErr
 }
 
-// waiters: a holder, s.Waiters contenders queued behind it (on one session or
-// one each), then the holder releases and every waiter releases as soon as it
-// holds: s.Waiters hand-offs.
+// waiters runs s.Cycles cycles (fewer if s.Duration, a cap on the wall
+// time, passes first; at least one) on the same sessions: the holder's,
+// and the waiters' (one each, or one for all), connected once. Each cycle
+// is waitersCycle. The result adds up the cycles' hand-offs, hand-off
+// times and metered phases; the heap per waiter is the first cycle's.
 func (p *goPeer) waiters(ctx context.Context, s Spec, r *Result) error {
+	t0 := time.Now()
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
 	defer cancel()
 	hc, err := p.connectN(ctx, 1)
@@ -285,7 +288,57 @@ func (p *goPeer) waiters(ctx context.Context, s Spec, r *Result) error {
 		return err
 	}
 	defer closeAll(hc)
-	hl, err := hc[0].newLock(s.Path)
+	obs, _, err := zk.Connect(p.servers, sessionTimeout, zk.WithLogger(nopLogger{}), zk.WithLogInfo(false))
+	if err != nil {
+		return err
+	}
+	defer obs.Close()
+	w := &waitersRun{p: p, s: s, holder: hc[0], obs: obs, sum: phase{}}
+	// On any exit, closing the sessions ends waiters that can't be
+	// cancelled; then their goroutines end.
+	defer func() { closeAll(w.clients); w.wg.Wait() }()
+	for c := range max(1, s.Cycles) {
+		if c > 0 && s.Duration > 0 && time.Since(t0) >= s.Duration {
+			r.Capped = true
+			break
+		}
+		if err := w.cycle(ctx, r); err != nil {
+			return err
+		}
+		r.Cycles++
+	}
+	r.finish(w.lat, w.handoff, w.sum)
+	r.Overlaps = int(w.overlaps.Load())
+	return nil
+}
+
+// waitersRun is the state of a waiters workload across its cycles.
+type waitersRun struct {
+	p       *goPeer
+	s       Spec
+	holder  goClient   // the holder's session
+	clients []goClient // the waiters' sessions, connected in the first cycle
+	obs     *zk.Conn   // lists the queue
+
+	wg       sync.WaitGroup // the waiters' goroutines
+	overlaps atomic.Int32
+	lat      []time.Duration // every hand-off's latency
+	handoff  time.Duration   // the sum of the cycles' hand-off times
+	sum      phase           // the sum of the cycles' metered phases
+}
+
+// cycle runs one cycle: the holder acquires (with a new lock object, as
+// every waiter: no state is left from the previous cycle), W contenders
+// queue behind it (in the first cycle, the waiters' sessions are connected
+// here and the heap they and their waits take is measured), and once the
+// observer lists all W+1 nodes the hand-off phase starts: the holder
+// releases and each waiter releases as soon as it holds. The phase, hand-off
+// time and meter, ends when the last waiter's acquire returns; that waiter
+// releases only after the meter has sampled. The cycle returns once every
+// waiter has released.
+func (w *waitersRun) cycle(ctx context.Context, r *Result) error {
+	first := w.clients == nil
+	hl, err := w.holder.newLock(w.s.Path)
 	if err != nil {
 		return err
 	}
@@ -293,57 +346,63 @@ func (p *goPeer) waiters(ctx context.Context, s Spec, r *Result) error {
 	if err != nil {
 		return err
 	}
-	obs, _, err := zk.Connect(p.servers, sessionTimeout, zk.WithLogger(nopLogger{}), zk.WithLogInfo(false))
-	if err != nil {
-		return err
-	}
-	defer obs.Close()
-
 	var m0, m1 runtime.MemStats
-	runtime.GC()
-	runtime.GC()
-	runtime.ReadMemStats(&m0)
-	var clients []goClient
-	if s.Shared {
-		clients, err = p.connectN(ctx, 1)
-	} else {
-		clients, err = p.connectN(ctx, s.Waiters)
+	if first {
+		runtime.GC()
+		runtime.GC()
+		runtime.ReadMemStats(&m0)
+		n := w.s.Waiters
+		if w.s.Shared {
+			n = 1
+		}
+		if w.clients, err = w.p.connectN(ctx, n); err != nil {
+			return err
+		}
 	}
-	if err != nil {
-		return err
-	}
-	// On any exit, closing the sessions ends waiters that can't be cancelled.
-	var wg sync.WaitGroup
-	defer func() { closeAll(clients); wg.Wait() }()
-	locks := make([]goLock, s.Waiters)
+	locks := make([]goLock, w.s.Waiters)
 	for i := range locks {
-		if locks[i], err = clients[i%len(clients)].newLock(s.Path); err != nil {
+		if locks[i], err = w.clients[i%len(w.clients)].newLock(w.s.Path); err != nil {
 			return err
 		}
 	}
 	var (
-		lastRelease atomic.Int64 // unix ns when the previous holder began releasing
+		base        = time.Now()  // the timestamps below are monotonic offsets from it
+		lastRelease atomic.Int64  // when the previous holder began releasing
+		lastAcquire time.Duration // when the last waiter's acquire returned (written before allHeld closes)
+		acquired    atomic.Int32
 		holders     atomic.Int32
-		overlaps    atomic.Int32
+		allHeld     = make(chan struct{}) // closed by the last waiter to hold
+		sampled     = make(chan struct{}) // closed once the phase's end is sampled
 		mu          sync.Mutex
 		lat         []time.Duration
 		firstErr    error
+		wg          sync.WaitGroup
 	)
 	for _, l := range locks {
 		wg.Add(1)
+		w.wg.Add(1)
 		go func() {
+			defer w.wg.Done()
 			defer wg.Done()
 			unlock, err := l.lock(ctx)
 			if err == nil {
-				now := time.Now()
+				now := time.Since(base)
 				if holders.Add(1) > 1 {
-					overlaps.Add(1)
+					w.overlaps.Add(1)
 				}
 				holders.Add(-1)
 				mu.Lock()
-				lat = append(lat, now.Sub(time.Unix(0, lastRelease.Load())))
+				lat = append(lat, now-time.Duration(lastRelease.Load()))
 				mu.Unlock()
-				lastRelease.Store(time.Now().UnixNano())
+				if int(acquired.Add(1)) == len(locks) {
+					lastAcquire = now
+					close(allHeld)
+					select { // released after the sample, as the others before it
+					case <-sampled:
+					case <-ctx.Done():
+					}
+				}
+				lastRelease.Store(int64(time.Since(base)))
 				err = unlock()
 			}
 			if err != nil {
@@ -355,47 +414,58 @@ func (p *goPeer) waiters(ctx context.Context, s Spec, r *Result) error {
 			}
 		}()
 	}
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
 	for {
-		children, _, err := obs.Children(s.Path)
+		children, _, err := w.obs.Children(w.s.Path)
 		if err != nil {
 			return err
 		}
-		if len(children) >= s.Waiters+1 {
+		if len(children) >= w.s.Waiters+1 {
 			break
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("only %d of %d waiters queued: %w", len(children)-1, s.Waiters, ctx.Err())
+			return fmt.Errorf("only %d of %d waiters queued: %w", len(children)-1, w.s.Waiters, ctx.Err())
+		case <-done:
+			return fmt.Errorf("waiters ended before they queued: %w", firstErr)
 		case <-time.After(10 * time.Millisecond):
 		}
 	}
-	runtime.GC()
-	runtime.GC()
-	runtime.ReadMemStats(&m1)
-	r.HeapPerWaiter = (float64(m1.HeapAlloc) - float64(m0.HeapAlloc)) / float64(s.Waiters)
+	if first {
+		runtime.GC()
+		runtime.GC()
+		runtime.ReadMemStats(&m1)
+		r.HeapPerWaiter = (float64(m1.HeapAlloc) - float64(m0.HeapAlloc)) / float64(w.s.Waiters)
+	}
 
-	before, err := p.meter.begin(ctx)
+	before, err := w.p.meter.begin(ctx)
 	if err != nil {
 		return err
 	}
-	start := time.Now()
-	lastRelease.Store(start.UnixNano())
+	start := time.Since(base)
+	lastRelease.Store(int64(start))
 	if err := unlockHolder(); err != nil {
 		return err
 	}
-	done := make(chan struct{})
-	go func() { wg.Wait(); close(done) }()
 	select {
-	case <-done:
+	case <-allHeld:
+		ph, err := w.p.meter.end(ctx, before)
+		close(sampled)
+		if err != nil {
+			return err
+		}
+		w.sum = w.sum.add(ph)
+		w.handoff += lastAcquire - start
+	case <-done: // a waiter failed: no phase
 	case <-ctx.Done():
 		return fmt.Errorf("hand-offs not done: %w", ctx.Err())
 	}
-	elapsed := time.Since(start)
-	ph, err := p.meter.end(ctx, before)
-	if err != nil {
-		return err
+	select {
+	case <-done:
+	case <-ctx.Done():
+		return fmt.Errorf("releases not done: %w", ctx.Err())
 	}
-	r.finish(lat, elapsed, ph)
-	r.Overlaps = int(overlaps.Load())
+	w.lat = append(w.lat, lat...)
 	return firstErr
 }

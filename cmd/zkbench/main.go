@@ -18,16 +18,22 @@
 //
 // Workloads: uncontended (1 client, acquire+release in a loop), contended
 // (8 and 32 clients on separate sessions, each acquire → tiny critical
-// section → release), and waiters (2, 10, 100, 1000 contenders queued on one
-// lock, on separate sessions ("sep") and all on one session ("one"), then a
-// chain of hand-offs). For each it reports acquisitions/s, acquire latency
-// p50/p99 (for waiters: hand-off latency, from the start of the previous
-// holder's release to the return of the next acquire), server packets per
-// acquisition (zk_packets_received + zk_packets_sent from mntr, over the
-// measured phase), CPU time per acquisition over the measured phase of the
-// process running the peer's clients and of the ZooKeeper server (when
-// zkbench started it; meter.go) and, for waiters, client heap bytes per
-// queued waiter.
+// section → release), and waiters (2, 10, 100, 1000 contenders on separate
+// sessions ("sep") or all on one session ("one"), in repeated cycles on the
+// same sessions: a holder takes the lock, the W contenders queue behind it,
+// then a chain of W hand-offs; ceil(-handoffs / W) cycles, at least one,
+// fewer if -duration × 10 of wall time passes first). For each it reports
+// acquisitions/s (for waiters: hand-offs / the summed hand-off time, each
+// cycle's from the start of the holder's release to the return of the last
+// waiter's acquire), acquire latency p50/p99 (for waiters: hand-off
+// latency, from the start of the previous holder's release to the return
+// of the next acquire, over every cycle), server packets per acquisition
+// (zk_packets_received + zk_packets_sent from mntr, over the measured phase,
+// less what the mntr exchange itself counts; for waiters, the sum of the
+// cycles' hand-off phases), CPU time per
+// acquisition over the same phases of the process running the peer's
+// clients and of the ZooKeeper server (when zkbench started it; meter.go)
+// and, for waiters, client heap bytes per queued waiter (first cycle).
 //
 // -latency D puts a proxy adding D in each direction between every
 // ZooKeeper peer and the server (proxy.go: zkbench itself, started again
@@ -52,7 +58,7 @@
 // Usage:
 //
 //	go run ./cmd/zkbench [-peers zk,ours,curator,kazoo,etcd,pg,redis] [-rounds 3] [-duration 2s]
-//	    [-clients 8,32] [-waiters 2,10,100,1000] [-latency 0] [-json out.jsonl] [-out DIR]
+//	    [-clients 8,32] [-waiters 2,10,100,1000] [-handoffs 200] [-latency 0] [-json out.jsonl] [-out DIR]
 //	go run ./cmd/zkbench -charts out.jsonl -out DIR
 package main
 
@@ -96,6 +102,7 @@ type options struct {
 	warmup   time.Duration
 	clients  []int
 	waiters  []int
+	handoffs int
 	modes    []string
 	jsonOut  string
 	outDir   string
@@ -113,10 +120,11 @@ func main() {
 	flag.StringVar(&o.servers, "servers", os.Getenv("ZK_SERVERS"), "ZooKeeper host:port,... without chroot (default $ZK_SERVERS; empty: start a local server)")
 	flag.StringVar(&peers, "peers", "zk,ours,curator,kazoo", "peers to measure, in round-1 order: zk, ours, curator, kazoo; etcd, pg, redis (the other backends)")
 	flag.IntVar(&o.rounds, "rounds", 3, "rounds (peer order rotated by one per round); the table shows medians")
-	flag.DurationVar(&o.duration, "duration", 2*time.Second, "measured time of each uncontended and contended run")
+	flag.DurationVar(&o.duration, "duration", 2*time.Second, "measured time of each uncontended and contended run; × 10: the wall-time cap of each waiters run")
 	flag.DurationVar(&o.warmup, "warmup", 3*time.Second, "warm-up time per peer before the rounds (not recorded)")
 	flag.StringVar(&clients, "clients", "8,32", "client counts of the contended workloads (empty: none)")
 	flag.StringVar(&waiters, "waiters", "2,10,100,1000", "waiter counts of the waiters workloads (empty: none)")
+	flag.IntVar(&o.handoffs, "handoffs", 200, "hand-offs to measure per waiters workload and round: ceil(handoffs / W) cycles on the same sessions, at least one, fewer if -duration × 10 of wall time passes first")
 	flag.StringVar(&modes, "waiter-sessions", "sep,one", "waiters on separate sessions (sep) and/or all on one session (one)")
 	flag.StringVar(&o.jsonOut, "json", "", "write JSON lines (every round and the medians) to this file; - for stdout (the table then goes to stderr)")
 	flag.StringVar(&o.outDir, "out", "", "write the JSON lines (DIR/zkbench.jsonl, unless -json is given) and a chart per workload (DIR/<workload>.svg) to this directory")
@@ -133,6 +141,9 @@ func main() {
 	}
 	if err == nil && *charts != "" && o.outDir == "" {
 		err = errors.New("-charts needs -out, the directory to draw into")
+	}
+	if err == nil && o.handoffs < 0 {
+		err = fmt.Errorf("-handoffs %d is negative", o.handoffs)
 	}
 	if err == nil && o.latency < 0 {
 		err = fmt.Errorf("-latency %v is negative", o.latency)
@@ -183,7 +194,8 @@ func (o options) specs() []Spec {
 	}
 	for _, w := range o.waiters {
 		for _, m := range o.modes {
-			out = append(out, Spec{Kind: "waiters", Waiters: w, Shared: m == "one"})
+			out = append(out, Spec{Kind: "waiters", Waiters: w, Shared: m == "one",
+				Cycles: cyclesFor(o.handoffs, w), Duration: 10 * o.duration})
 		}
 	}
 	return out
@@ -273,6 +285,10 @@ func run(ctx context.Context, o options) error {
 	} else {
 		return fmt.Errorf("mntr (four-letter words must be allowed): %w", err)
 	}
+	if err := zkMeter.calibrate(ctx); err != nil {
+		return err
+	}
+	logf("one mntr exchange counts %d packets: subtracted from every phase", zkMeter.mntrPackets)
 
 	obs, _, err := zk.Connect(addrs, sessionTimeout, zk.WithLogger(nopLogger{}), zk.WithLogInfo(false))
 	if err != nil {
@@ -366,8 +382,8 @@ func run(ctx context.Context, o options) error {
 					logf("round %d %-7s %-16s ERROR: %s", r.Round, p.Name(), s.Name(), r.Error)
 					continue
 				}
-				logf("round %d %-7s %-16s %8.0f acq/s  p50 %7.2f ms  p99 %7.2f ms  %5.1f pkts/acq  cpu %s/%s µs/acq", r.Round, p.Name(), s.Name(),
-					r.AcqPerS, r.P50us/1000, r.P99us/1000, max(r.PacketsPerAcq, 0), cpuCell(r.ClientCPUus), cpuCell(r.ServerCPUus))
+				logf("round %d %-7s %-16s %8.0f acq/s  p50 %7.2f ms  p99 %7.2f ms  %5.1f pkts/acq  cpu %s/%s µs/acq%s", r.Round, p.Name(), s.Name(),
+					r.AcqPerS, r.P50us/1000, r.P99us/1000, max(r.PacketsPerAcq, 0), cpuCell(r.ClientCPUus), cpuCell(r.ServerCPUus), cyclesNote(r, s))
 				results[s.Name()+"/"+p.Name()] = append(results[s.Name()+"/"+p.Name()], r)
 			}
 		}
@@ -400,6 +416,30 @@ func cpuCell(us float64) string {
 		return "-"
 	}
 	return fmt.Sprintf("%.0f", us)
+}
+
+// cyclesNote tells, in the log, how many cycles a waiters run made.
+func cyclesNote(r Result, s Spec) string {
+	if s.Kind != "waiters" {
+		return ""
+	}
+	note := fmt.Sprintf("  %d/%d cycles", r.Cycles, s.Cycles)
+	if r.Capped {
+		note += fmt.Sprintf(" (stopped at the wall-time cap, %v)", s.Duration)
+	}
+	return note
+}
+
+// cyclesCell formats a result's cycles for the table: - for loop
+// workloads, a * when the wall-time cap stopped them.
+func cyclesCell(r Result) string {
+	if !strings.HasPrefix(r.Workload, "waiters") {
+		return "-"
+	}
+	if r.Capped {
+		return fmt.Sprintf("%d*", r.Cycles)
+	}
+	return fmt.Sprint(r.Cycles)
 }
 
 // linkLine says how the rows' clients reached their servers.
@@ -461,9 +501,10 @@ func printTable(w io.Writer, meds []Result, o options, peers []peer) {
 	fmt.Fprintf(w, "\nmedians of %d round(s); peer order rotated per round\n", o.rounds)
 	fmt.Fprintln(w, linkLine(o.latency, peers))
 	fmt.Fprintln(w, "cli/srv µs/acq: CPU time per acquisition of the clients' process and of the server, - when not measured")
+	fmt.Fprintf(w, "cycles (waiters): hand-offs = W × cycles, ceil(%d / W) asked; * stopped at the wall-time cap (-duration × 10)\n", o.handoffs)
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "workload\tpeer\tacq/s\tp50 ms\tp99 ms\tpkts/acq\theap B/waiter\tcli µs/acq\tsrv µs/acq\t")
+	fmt.Fprintln(tw, "workload\tpeer\tacq/s\tp50 ms\tp99 ms\tpkts/acq\theap B/waiter\tcli µs/acq\tsrv µs/acq\tcycles\t")
 	last := ""
 	for _, m := range meds {
 		wl := m.Workload
@@ -478,8 +519,8 @@ func printTable(w io.Writer, meds []Result, o options, peers []peer) {
 		if m.PacketsPerAcq >= 0 {
 			pkts = fmt.Sprintf("%.1f", m.PacketsPerAcq)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%.0f\t%.2f\t%.2f\t%s\t%s\t%s\t%s\t\n", wl, m.Peer, m.AcqPerS, m.P50us/1000, m.P99us/1000, pkts, heap,
-			cpuCell(m.ClientCPUus), cpuCell(m.ServerCPUus))
+		fmt.Fprintf(tw, "%s\t%s\t%.0f\t%.2f\t%.2f\t%s\t%s\t%s\t%s\t%s\t\n", wl, m.Peer, m.AcqPerS, m.P50us/1000, m.P99us/1000, pkts, heap,
+			cpuCell(m.ClientCPUus), cpuCell(m.ServerCPUus), cyclesCell(m))
 	}
 	tw.Flush()
 

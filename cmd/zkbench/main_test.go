@@ -26,7 +26,8 @@ func TestMain(m *testing.M) {
 // TestGoPeers runs every workload kind, briefly, for both in-process peers
 // against a real server, with spread source addresses: each must measure
 // something (packets, this process's CPU), with no overlapping holders and
-// no error.
+// no error; a waiters workload runs its cycles on the same sessions (W
+// hand-offs each), or one only when its wall-time cap has passed.
 func TestGoPeers(t *testing.T) {
 	cl := zktest.Shared(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -34,8 +35,9 @@ func TestGoPeers(t *testing.T) {
 	specs := []Spec{
 		{Kind: "loop", Clients: 1, Duration: 100 * time.Millisecond},
 		{Kind: "loop", Clients: 3, Duration: 100 * time.Millisecond},
-		{Kind: "waiters", Waiters: 3},
-		{Kind: "waiters", Waiters: 3, Shared: true},
+		{Kind: "waiters", Waiters: 3, Cycles: 3, Duration: time.Minute},
+		{Kind: "waiters", Waiters: 3, Shared: true, Cycles: 3},
+		{Kind: "waiters", Waiters: 2, Cycles: 5, Duration: time.Nanosecond}, // capped
 	}
 	m := meter{mntr: cl.Addrs()[0], clientPID: os.Getpid()}
 	for _, p := range []*goPeer{oursPeer(cl.Addrs(), true, m), zkPeer(cl.Addrs(), true, m)} {
@@ -49,8 +51,11 @@ func TestGoPeers(t *testing.T) {
 				t.Errorf("%s %s: implausible result %+v", p.Name(), s.Name(), r)
 			case r.Overlaps != 0:
 				t.Errorf("%s %s: %d overlapping holders", p.Name(), s.Name(), r.Overlaps)
-			case s.Kind == "waiters" && (r.Ops != s.Waiters || r.HeapPerWaiter == -1):
-				t.Errorf("%s %s: %d hand-offs (want %d), heap/waiter %v", p.Name(), s.Name(), r.Ops, s.Waiters, r.HeapPerWaiter)
+			case s.Kind == "waiters" && s.Duration == time.Nanosecond && (r.Cycles != 1 || !r.Capped || r.Ops != s.Waiters):
+				t.Errorf("%s %s capped: %d cycles, capped %t, %d hand-offs (want 1, true, %d)", p.Name(), s.Name(), r.Cycles, r.Capped, r.Ops, s.Waiters)
+			case s.Kind == "waiters" && s.Duration != time.Nanosecond && (r.Cycles != s.Cycles || r.Capped || r.Ops != s.Waiters*s.Cycles || r.HeapPerWaiter == -1):
+				t.Errorf("%s %s: %d cycles, capped %t, %d hand-offs (want %d, false, %d), heap/waiter %v", p.Name(), s.Name(),
+					r.Cycles, r.Capped, r.Ops, s.Cycles, s.Waiters*s.Cycles, r.HeapPerWaiter)
 			}
 		}
 	}
@@ -114,6 +119,10 @@ func TestStats(t *testing.T) {
 		if s.Name() != want {
 			t.Errorf("Name() = %q, want %q", s.Name(), want)
 		}
+	}
+	m = median([]Result{{Cycles: 5}, {Cycles: 3, Capped: true}, {Cycles: 5}})
+	if m.Cycles != 5 || !m.Capped {
+		t.Errorf("median of cycles = %d, capped %t; want 5, true", m.Cycles, m.Capped)
 	}
 	if got, err := parseInts("2, 10,1000"); err != nil || len(got) != 3 || got[2] != 1000 {
 		t.Errorf("parseInts = %v, %v", got, err)
@@ -249,6 +258,9 @@ func TestPhaseAndTable(t *testing.T) {
 	if d != (phase{packets: 60, cli: 20 * time.Millisecond, srv: -1}) {
 		t.Fatalf("to = %+v", d)
 	}
+	if sum := d.add(phase{packets: 40, cli: time.Millisecond, srv: 3}); sum != (phase{packets: 100, cli: 21 * time.Millisecond, srv: -1}) {
+		t.Errorf("add = %+v", sum)
+	}
 	r := Result{Ops: 10}
 	r.setPhase(d)
 	if r.Packets != 60 || r.PacketsPerAcq != 6 || r.ClientCPUus != 2000 || r.ServerCPUus != 0 {
@@ -266,14 +278,17 @@ func TestPhaseAndTable(t *testing.T) {
 		{Peer: "zk", Workload: "uncontended", AcqPerS: 1000, P50us: 500, P99us: 900, PacketsPerAcq: 6, ClientCPUus: 123.4, ServerCPUus: 456.6, LatencyMs: 1},
 		{Peer: "ours", Workload: "uncontended", AcqPerS: 1100, P50us: 400, P99us: 800, PacketsPerAcq: 7, ClientCPUus: 150, LatencyMs: 1},
 		{Peer: "etcd", Workload: "uncontended", AcqPerS: 300, P50us: 1500, P99us: 7000, PacketsPerAcq: -1, ClientCPUus: 80},
+		{Peer: "zk", Workload: "waiters-2-one", AcqPerS: 700, PacketsPerAcq: 4, Cycles: 100},
+		{Peer: "ours", Workload: "waiters-2-one", AcqPerS: 600, PacketsPerAcq: 4, Cycles: 37, Capped: true},
 	}
 	peers := []peer{&goPeer{name: "zk"}, &goPeer{name: "ours"}, &goPeer{name: "etcd"}}
 	var out strings.Builder
-	printTable(&out, meds, options{rounds: 1, latency: time.Millisecond}, peers)
+	printTable(&out, meds, options{rounds: 1, latency: time.Millisecond, handoffs: 200}, peers)
 	for _, want := range []string{
 		"link: ZooKeeper peers through a proxy adding 1ms each way (-latency 1ms); etcd, pg, redis rows: direct, loopback",
 		"cli µs/acq  srv µs/acq", "6.0              -         123         457", "7.0              -         150           -",
-		"-              -          80           -",
+		"-              -          80           -       -", "-     100", "-     37*",
+		"cycles (waiters): hand-offs = W × cycles, ceil(200 / W) asked; * stopped at the wall-time cap (-duration × 10)",
 	} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("the table lacks %q:\n%s", want, out.String())
@@ -281,5 +296,71 @@ func TestPhaseAndTable(t *testing.T) {
 	}
 	if l := linkLine(0, peers); l != "link: direct, loopback (-latency 0)" {
 		t.Errorf("linkLine(0) = %q", l)
+	}
+}
+
+// TestWaitersSpecs: the waiters workloads ask for ceil(handoffs / W)
+// cycles, at least one, capped at -duration × 10 of wall time, and the
+// request line carries both to the peer drivers (which parse key=value
+// fields split on blanks).
+func TestWaitersSpecs(t *testing.T) {
+	for _, c := range []struct{ handoffs, w, want int }{
+		{200, 2, 100}, {200, 3, 67}, {200, 100, 2}, {200, 1000, 1}, {0, 10, 1}, {1, 1, 1}, {5, 0, 1},
+	} {
+		if got := cyclesFor(c.handoffs, c.w); got != c.want {
+			t.Errorf("cyclesFor(%d, %d) = %d, want %d", c.handoffs, c.w, got, c.want)
+		}
+	}
+	o := options{duration: 2 * time.Second, waiters: []int{2, 1000}, modes: []string{"sep", "one"}, handoffs: 200}
+	var ws []Spec
+	for _, s := range o.specs() {
+		if s.Kind == "waiters" {
+			ws = append(ws, s)
+		}
+	}
+	if len(ws) != 4 || ws[0].Cycles != 100 || ws[1].Cycles != 100 || !ws[1].Shared || ws[3].Cycles != 1 || ws[0].Duration != 20*time.Second {
+		t.Fatalf("waiters specs = %+v", ws)
+	}
+	ws[0].Path = "/zkbench/1/ours/waiters-2-sep-r1"
+	fields := map[string]string{}
+	f := strings.Fields(ws[0].line())
+	if f[0] != "run" {
+		t.Fatalf("line %q does not start with run", ws[0].line())
+	}
+	for _, kv := range f[1:] {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok {
+			t.Fatalf("line %q: field %q is not key=value", ws[0].line(), kv)
+		}
+		fields[k] = v
+	}
+	want := map[string]string{"kind": "waiters", "clients": "0", "waiters": "2", "shared": "false",
+		"duration_ms": "20000", "cycles": "100", "path": "/zkbench/1/ours/waiters-2-sep-r1"}
+	if fmt.Sprint(fields) != fmt.Sprint(want) {
+		t.Errorf("line %q: fields %v, want %v", ws[0].line(), fields, want)
+	}
+}
+
+// TestMeterCalibrate: an mntr exchange counts packets on the server; once
+// calibrated, a phase with nothing in it measures (about) none: less than
+// one exchange (an idle session's ping may still fall in).
+func TestMeterCalibrate(t *testing.T) {
+	cl := zktest.Shared(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	m := meter{mntr: cl.Addrs()[0]}
+	if err := m.calibrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if m.mntrPackets <= 0 {
+		t.Fatalf("one mntr exchange counts %d packets; want some", m.mntrPackets)
+	}
+	start, err := m.begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := m.end(ctx, start)
+	if err != nil || d.packets < 0 || d.packets >= m.mntrPackets {
+		t.Errorf("an empty phase: %d packets (%v); want fewer than one exchange's %d", d.packets, err, m.mntrPackets)
 	}
 }

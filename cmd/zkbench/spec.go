@@ -13,14 +13,28 @@ import (
 // process, the peer drivers as a "run key=value ..." line on stdin).
 type Spec struct {
 	// Kind is "loop" (Clients sessions, each doing acquire → tiny critical
-	// section → release until Duration has passed) or "waiters" (a holder,
-	// Waiters contenders queued behind it, then a chain of hand-offs).
-	Kind     string
-	Clients  int           // loop: number of clients, each on its own session
-	Waiters  int           // waiters: number of queued contenders
-	Shared   bool          // waiters: all waiters on one session (else one session each)
-	Duration time.Duration // loop: measured time
-	Path     string        // the lock path (absolute, no chroot)
+	// section → release until Duration has passed) or "waiters" (Cycles
+	// cycles on the same sessions, each a holder, Waiters contenders queued
+	// behind it, then a chain of Waiters hand-offs).
+	Kind    string
+	Clients int  // loop: number of clients, each on its own session
+	Waiters int  // waiters: number of queued contenders
+	Shared  bool // waiters: all waiters on one session (else one session each)
+	// Duration is, for loop, the measured time; for waiters, the cap on
+	// the workload's wall time (sessions' setup included): no cycle starts
+	// after it, but the first always runs; 0 is no cap.
+	Duration time.Duration
+	Cycles   int    // waiters: cycles to run (at least one runs)
+	Path     string // the lock path (absolute, no chroot)
+}
+
+// cyclesFor is the number of waiters cycles of w hand-offs each that
+// measure at least handoffs hand-offs: at least one.
+func cyclesFor(handoffs, w int) int {
+	if w < 1 {
+		return 1
+	}
+	return max(1, (handoffs+w-1)/w)
 }
 
 // Name is the workload's name in tables and JSON: "uncontended",
@@ -40,8 +54,8 @@ func (s Spec) Name() string {
 
 // line is the request line of the peer driver protocol.
 func (s Spec) line() string {
-	return fmt.Sprintf("run kind=%s clients=%d waiters=%d shared=%t duration_ms=%d path=%s",
-		s.Kind, s.Clients, s.Waiters, s.Shared, s.Duration.Milliseconds(), s.Path)
+	return fmt.Sprintf("run kind=%s clients=%d waiters=%d shared=%t duration_ms=%d cycles=%d path=%s",
+		s.Kind, s.Clients, s.Waiters, s.Shared, s.Duration.Milliseconds(), s.Cycles, s.Path)
 }
 
 // Result is what a driver reports for one Spec: one JSON line.
@@ -50,18 +64,24 @@ type Result struct {
 	Peer     string `json:"peer"`
 	Workload string `json:"workload"`
 	Round    int    `json:"round"` // 1-based; 0 for medians
-	// Ops is the number of acquisitions measured (hand-offs for waiters).
-	Ops     int     `json:"ops"`
+	// Ops is the number of acquisitions measured (hand-offs for waiters,
+	// of every cycle).
+	Ops int `json:"ops"`
+	// Seconds is the measured time: for waiters, the sum over the cycles
+	// of each cycle's hand-off time, from the start of the holder's
+	// release to the return of the last waiter's acquire.
 	Seconds float64 `json:"seconds"`
 	// AcqPerS is Ops / Seconds.
 	AcqPerS float64 `json:"acq_per_s"`
 	// P50us and P99us are acquire latencies in microseconds (waiters: from
 	// the start of the previous holder's release to the return of the next
-	// holder's acquire).
+	// holder's acquire, over every cycle).
 	P50us float64 `json:"p50_us"`
 	P99us float64 `json:"p99_us"`
 	// Packets is the server's zk_packets_received + zk_packets_sent delta
-	// over the measured phase (mntr), PacketsPerAcq that divided by Ops;
+	// over the measured phase (mntr; for waiters, the sum over the cycles'
+	// hand-off phases, as for the CPU figures), PacketsPerAcq that divided
+	// by Ops;
 	// both -1 for the other backends' peers, whose servers do not count.
 	Packets       int64   `json:"packets"`
 	PacketsPerAcq float64 `json:"packets_per_acq"`
@@ -79,19 +99,25 @@ type Result struct {
 	// direction between the peer's clients and ZooKeeper (a proxy); 0 for
 	// direct loopback connections and for the other backends' peers.
 	LatencyMs float64 `json:"latency_ms"`
-	// HeapPerWaiter is the client heap growth per queued waiter in bytes
-	// (waiters workloads only; -1 otherwise). Go: HeapAlloc; Java: used heap
+	// HeapPerWaiter is the client heap growth per queued waiter in bytes,
+	// over the first cycle's queueing (waiters workloads only; -1
+	// otherwise). Go: HeapAlloc; Java: used heap
 	// after System.gc(); Python: tracemalloc. Java's figure is noisy and can
 	// come out negative when garbage of earlier runs is collected.
 	HeapPerWaiter float64 `json:"heap_per_waiter"`
 	// Overlaps counts critical sections entered while another was running
 	// (must be 0).
-	Overlaps int    `json:"overlaps"`
-	Error    string `json:"error,omitempty"`
+	Overlaps int `json:"overlaps"`
+	// Cycles is the number of waiters cycles run; Capped reports that they
+	// stopped at the wall-time cap (Spec.Duration) before Spec.Cycles
+	// (for a median: in some round).
+	Cycles int    `json:"cycles,omitempty"`
+	Capped bool   `json:"capped,omitempty"`
+	Error  string `json:"error,omitempty"`
 }
 
 // finish fills the derived fields from the latencies, the phase's length
-// and what the meter measured over it.
+// (for waiters, the sum of the cycles') and what the meter measured over it.
 func (r *Result) finish(lat []time.Duration, elapsed time.Duration, ph phase) {
 	r.Ops = len(lat)
 	r.Seconds = elapsed.Seconds()
@@ -164,8 +190,10 @@ func median(rs []Result) Result {
 	m.HeapPerWaiter = med(func(r Result) float64 { return r.HeapPerWaiter })
 	m.ClientCPUus = med(func(r Result) float64 { return r.ClientCPUus })
 	m.ServerCPUus = med(func(r Result) float64 { return r.ServerCPUus })
+	m.Cycles = int(med(func(r Result) float64 { return float64(r.Cycles) }))
 	for _, r := range rs[1:] {
 		m.Overlaps += r.Overlaps
+		m.Capped = m.Capped || r.Capped
 	}
 	return m
 }

@@ -5,12 +5,14 @@
 //   java -cp ... Bench --servers host:port,... --spread=true|false
 //
 // It prints {"ready":true}, then for every line "run kind=... clients=...
-// waiters=... shared=... duration_ms=... path=..." on stdin runs the workload
-// and prints one JSON line with ops, seconds, acq_per_s, p50_us, p99_us,
-// heap_per_waiter, overlaps (and error on failure). At the start and the end
-// of the measured phase it prints {"mark":"start"} or {"mark":"end"} and
-// waits for a line from zkbench, which samples the server's packets and the
-// CPU time of this process and of the server meanwhile.
+// waiters=... shared=... duration_ms=... cycles=... path=..." on stdin runs
+// the workload and prints one JSON line with ops, seconds, acq_per_s, p50_us,
+// p99_us, heap_per_waiter, overlaps, for waiters cycles and capped (and error
+// on failure). At the start and the end of each measured phase (a loop
+// workload has one, a waiters workload one per cycle: its hand-offs) it
+// prints {"mark":"start"} or {"mark":"end"} and waits for a line from
+// zkbench, which samples the server's packets and the CPU time of this
+// process and of the server meanwhile, and adds the phases up.
 // The workloads are those of cmd/zkbench/gopeers.go; see there.
 
 import java.io.BufferedReader;
@@ -107,8 +109,8 @@ public class Bench {
         for (CuratorFramework c : cs) c.close();
     }
 
-    /** Marks an edge of the measured phase and waits until zkbench has sampled it. */
-    static void mark(String name) throws Exception {
+    /** Marks an edge of a measured phase and waits until zkbench has sampled it (one thread at a time). */
+    static synchronized void mark(String name) throws Exception {
         System.out.println("{\"mark\":\"" + name + "\"}");
         System.out.flush();
         in.readLine();
@@ -128,7 +130,8 @@ public class Bench {
         return s.get(i) / 1000.0;
     }
 
-    static String result(List<Long> latNs, long elapsedNs, double heap, int overlaps, Throwable err) {
+    /** The result line; cycles and capped only for waiters (cycles > 0). */
+    static String result(List<Long> latNs, long elapsedNs, double heap, int overlaps, Throwable err, int cycles, boolean capped) {
         int n = latNs.size();
         double secs = elapsedNs / 1e9;
         StringBuilder b = new StringBuilder("{");
@@ -139,6 +142,7 @@ public class Bench {
         b.append(",\"p99_us\":").append(pct(latNs, 0.99));
         b.append(",\"heap_per_waiter\":").append(heap);
         b.append(",\"overlaps\":").append(overlaps);
+        if (cycles > 0) b.append(",\"cycles\":").append(cycles).append(",\"capped\":").append(capped);
         if (err != null) b.append(",\"error\":").append(quote(err.toString()));
         return b.append("}").toString();
     }
@@ -190,59 +194,91 @@ public class Bench {
             for (Thread t : ts) t.join();
             long elapsed = System.nanoTime() - start;
             mark("end");
-            return result(lat, elapsed, -1, overlaps.get(), err.get());
+            return result(lat, elapsed, -1, overlaps.get(), err.get(), 0, false);
         } finally {
             closeAll(clients);
         }
     }
 
+    /**
+     * Runs the cycles of a waiters workload on the same sessions, as goPeer.waiters: each cycle the
+     * holder acquires, n waiters (new InterProcessMutex objects, new threads) queue behind it, then
+     * the hand-offs; the last waiter to hold marks the phase's end before it releases.
+     */
     static String waiters(Map<String, String> spec) throws Exception {
+        long t0 = System.nanoTime();
         int n = Integer.parseInt(spec.get("waiters"));
         boolean shared = spec.get("shared").equals("true");
         String path = spec.get("path");
+        int cycles = Math.max(1, Integer.parseInt(spec.getOrDefault("cycles", "1")));
+        long capNs = Long.parseLong(spec.get("duration_ms")) * 1_000_000L;
         CuratorFramework hc = connect();
         List<CuratorFramework> clients = new ArrayList<>();
         List<Thread> ts = new ArrayList<>();
         try {
-            InterProcessMutex holder = new InterProcessMutex(hc, path);
-            holder.acquire();
-            long heap0 = heapUsed();
-            clients = connectN(shared ? 1 : n);
-            AtomicLong lastRelease = new AtomicLong();
-            AtomicReference<Throwable> err = new AtomicReference<>();
             List<Long> lat = Collections.synchronizedList(new ArrayList<>());
-            for (int i = 0; i < n; i++) {
-                InterProcessMutex m = new InterProcessMutex(clients.get(i % clients.size()), path);
-                Thread t = new Thread(null, () -> {
-                    try {
-                        m.acquire();
-                        long now = System.nanoTime();
-                        lat.add(now - lastRelease.get());
-                        lastRelease.set(System.nanoTime());
-                        m.release();
-                    } catch (Throwable e) {
-                        err.compareAndSet(null, e);
-                    }
-                }, "waiter-" + i, 256 * 1024);
-                ts.add(t);
-                t.start();
-            }
-            long deadline = System.nanoTime() + 600_000_000_000L;
-            while (hc.getChildren().forPath(path).size() < n + 1) {
-                if (System.nanoTime() > deadline || err.get() != null) {
-                    throw new Exception("waiters did not queue", err.get());
+            AtomicInteger holders = new AtomicInteger(), overlaps = new AtomicInteger();
+            AtomicReference<Throwable> err = new AtomicReference<>();
+            long handoffNs = 0;
+            double heap = -1;
+            int done = 0;
+            boolean capped = false;
+            for (int c = 0; c < cycles && err.get() == null; c++) {
+                if (c > 0 && capNs > 0 && System.nanoTime() - t0 >= capNs) {
+                    capped = true;
+                    break;
                 }
-                Thread.sleep(10);
+                InterProcessMutex holder = new InterProcessMutex(hc, path);
+                holder.acquire();
+                long heap0 = 0;
+                if (c == 0) {
+                    heap0 = heapUsed();
+                    clients = connectN(shared ? 1 : n);
+                }
+                AtomicLong lastRelease = new AtomicLong(), lastAcquire = new AtomicLong();
+                AtomicInteger acquired = new AtomicInteger();
+                ts.clear();
+                for (int i = 0; i < n; i++) {
+                    InterProcessMutex m = new InterProcessMutex(clients.get(i % clients.size()), path);
+                    Thread t = new Thread(null, () -> {
+                        try {
+                            m.acquire();
+                            long now = System.nanoTime();
+                            if (holders.incrementAndGet() > 1) overlaps.incrementAndGet(); // the critical section
+                            holders.decrementAndGet();
+                            lat.add(now - lastRelease.get());
+                            if (acquired.incrementAndGet() == n) {
+                                lastAcquire.set(now);
+                                mark("end");
+                            }
+                            lastRelease.set(System.nanoTime());
+                            m.release();
+                        } catch (Throwable e) {
+                            err.compareAndSet(null, e);
+                        }
+                    }, "waiter-" + i, 256 * 1024);
+                    ts.add(t);
+                    t.start();
+                }
+                long deadline = System.nanoTime() + 600_000_000_000L;
+                while (hc.getChildren().forPath(path).size() < n + 1) {
+                    if (System.nanoTime() > deadline || err.get() != null) {
+                        throw new Exception("waiters did not queue", err.get());
+                    }
+                    Thread.sleep(10);
+                }
+                if (c == 0) heap = (double) (heapUsed() - heap0) / n;
+                mark("start");
+                long start = System.nanoTime();
+                lastRelease.set(start);
+                holder.release();
+                for (Thread t : ts) t.join();
+                if (err.get() == null) {
+                    handoffNs += lastAcquire.get() - start;
+                    done++;
+                }
             }
-            double heap = (double) (heapUsed() - heap0) / n;
-            mark("start");
-            long start = System.nanoTime();
-            lastRelease.set(start);
-            holder.release();
-            for (Thread t : ts) t.join();
-            long elapsed = System.nanoTime() - start;
-            mark("end");
-            return result(lat, elapsed, heap, 0, err.get());
+            return result(lat, handoffNs, heap, overlaps.get(), err.get(), done, capped);
         } finally {
             closeAll(clients);
             hc.close();

@@ -2,12 +2,14 @@
 
 Started by zkbench as: python3 -u kazoo_bench.py --servers host:port,... --spread=true|false
 It prints {"ready": true}, then for every line "run kind=... clients=...
-waiters=... shared=... duration_ms=... path=..." on stdin runs the workload
-and prints one JSON line with ops, seconds, acq_per_s, p50_us, p99_us,
-heap_per_waiter, overlaps (and error on failure). At the start and the end
-of the measured phase it prints {"mark": "start"} or {"mark": "end"} and
-waits for a line from zkbench, which samples the server's packets and the
-CPU time of this process and of the server meanwhile.
+waiters=... shared=... duration_ms=... cycles=... path=..." on stdin runs
+the workload and prints one JSON line with ops, seconds, acq_per_s, p50_us,
+p99_us, heap_per_waiter, overlaps, for waiters cycles and capped (and error
+on failure). At the start and the end of each measured phase (a loop
+workload has one, a waiters workload one per cycle: its hand-offs) it
+prints {"mark": "start"} or {"mark": "end"} and waits for a line from
+zkbench, which samples the server's packets and the CPU time of this
+process and of the server meanwhile, and adds the phases up.
 The workloads are those of cmd/zkbench/gopeers.go; see there.
 """
 import gc
@@ -89,8 +91,8 @@ def close_all(clients):
 
 
 def mark(name):
-    """Marks an edge of the measured phase and waits until zkbench has
-    sampled it (see the module's doc)."""
+    """Marks an edge of a measured phase and waits until zkbench has
+    sampled it (see the module's doc); one thread at a time."""
     print(json.dumps({"mark": name}), flush=True)
     sys.stdin.readline()
 
@@ -161,55 +163,88 @@ def loop(spec):
 
 
 def waiters(spec):
+    """Runs the cycles of a waiters workload on the same sessions, as
+    goPeer.waiters: each cycle the holder acquires, n waiters (new Lock
+    objects, new threads) queue behind it, then the hand-offs; the last
+    waiter to hold marks the phase's end before it releases."""
+    t0 = time.monotonic()
     n = int(spec["waiters"])
     shared = spec["shared"] == "true"
     path = spec["path"]
+    cycles = max(1, int(spec.get("cycles", "1")))
+    cap = int(spec["duration_ms"]) / 1000.0
     holder_c = connect()
     clients = []
     try:
-        holder = holder_c.Lock(path)
-        holder.acquire()
-        gc.collect()
-        tracemalloc.start()
-        base = tracemalloc.get_traced_memory()[0]
-        clients = connect_n(1 if shared else n)
-        locks = [clients[i % len(clients)].Lock(path) for i in range(n)]
-        last = [0.0]
         lats = []
         errs = []
         mu = threading.Lock()
+        state = {"holders": 0, "overlaps": 0}
+        handoff = 0.0
+        heap = -1.0
+        done = 0
+        capped = False
+        for c in range(cycles):
+            if errs:
+                break
+            if c > 0 and cap > 0 and time.monotonic() - t0 >= cap:
+                capped = True
+                break
+            holder = holder_c.Lock(path)
+            holder.acquire()
+            if c == 0:
+                gc.collect()
+                tracemalloc.start()
+                base = tracemalloc.get_traced_memory()[0]
+                clients = connect_n(1 if shared else n)
+            locks = [clients[i % len(clients)].Lock(path) for i in range(n)]
+            last = [0.0]  # when the previous holder began releasing
+            last_acq = [0.0]
+            acquired = [0]
 
-        def waiter(lk):
-            try:
-                lk.acquire()
-                now = time.monotonic()
-                with mu:
-                    lats.append(now - last[0])
-                last[0] = time.monotonic()
-                lk.release()
-            except Exception as e:  # noqa: BLE001
-                errs.append(e)
+            def waiter(lk):
+                try:
+                    lk.acquire()
+                    now = time.monotonic()
+                    with mu:  # the critical section, and the bookkeeping
+                        state["holders"] += 1
+                        if state["holders"] > 1:
+                            state["overlaps"] += 1
+                        state["holders"] -= 1
+                        lats.append(now - last[0])
+                        acquired[0] += 1
+                        is_last = acquired[0] == n
+                    if is_last:
+                        last_acq[0] = now
+                        mark("end")
+                    last[0] = time.monotonic()
+                    lk.release()
+                except Exception as e:  # noqa: BLE001
+                    errs.append(e)
 
-        ts = [threading.Thread(target=waiter, args=(lk,)) for lk in locks]
-        for t in ts:
-            t.start()
-        deadline = time.monotonic() + 600
-        while len(holder_c.get_children(path)) < n + 1:
-            if time.monotonic() > deadline or errs:
-                raise RuntimeError("waiters did not queue: %r" % (errs[:1],))
-            time.sleep(0.01)
-        gc.collect()
-        heap = (tracemalloc.get_traced_memory()[0] - base) / n
-        tracemalloc.stop()
-        mark("start")
-        start = time.monotonic()
-        last[0] = start
-        holder.release()
-        for t in ts:
-            t.join()
-        elapsed = time.monotonic() - start
-        mark("end")
-        r = result(lats, elapsed, heap=heap)
+            ts = [threading.Thread(target=waiter, args=(lk,)) for lk in locks]
+            for t in ts:
+                t.start()
+            deadline = time.monotonic() + 600
+            while len(holder_c.get_children(path)) < n + 1:
+                if time.monotonic() > deadline or errs:
+                    raise RuntimeError("waiters did not queue: %r" % (errs[:1],))
+                time.sleep(0.01)
+            if c == 0:
+                gc.collect()
+                heap = (tracemalloc.get_traced_memory()[0] - base) / n
+                tracemalloc.stop()
+            mark("start")
+            start = time.monotonic()
+            last[0] = start
+            holder.release()
+            for t in ts:
+                t.join()
+            if not errs:
+                handoff += last_acq[0] - start
+                done += 1
+        r = result(lats, handoff, heap=heap, overlaps=state["overlaps"])
+        r["cycles"], r["capped"] = done, capped
         if errs:
             r["error"] = repr(errs[0])
         return r
