@@ -26,6 +26,9 @@ import (
 //   - own-node read beside the listing: a waiter without an early lease
 //     reads its node while it lists, not after
 //     (docs/design.md#one-round-trip-per-hand-off).
+//   - prefetch: a waiter with an early lease has its wakeup request (the
+//     re-list, or the skip's read) sent from the event callback that wakes
+//     it (docs/design.md#one-round-trip-per-hand-off).
 //
 // Only the skip relies on the Rule beyond its stated contract: on the
 // declared GrantsLowest, and on no anchors (skipCandidate). The others
@@ -156,6 +159,7 @@ type fastWait struct {
 	watched bool       // the current listing set pre's child watch
 	block   bool       // the wait blocks: a waiter without pre reads its node with each listing
 	own     *ownRead   // that read, until granted on or dropped
+	pf      *prefetch  // the request sent as the current watch fired
 }
 
 // startFast waits for the pipelined listing, if any.
@@ -292,11 +296,13 @@ func (q *Queue) skipCandidate(nodes []NodeName, self int, watch []int) bool {
 // granted. It returns (nil, nil) when the loop must list again.
 func (q *Queue) grantOnSkip(ctx context.Context, ep *epoch, t *Ticket, fw *fastWait) (*lease, error) {
 	pre := fw.pre
-	var st *zk.Stat
-	err := q.s.retry(ctx, q.reqSize, func() (err error) {
-		_, st, _, err = q.s.conn.GetW(t.path)
-		return err
-	})
+	st, err, fetched := fw.fetchedRead(ctx)
+	if !fetched {
+		err = q.s.retry(ctx, q.reqSize, func() (err error) {
+			_, st, _, err = q.s.conn.GetW(t.path)
+			return err
+		})
+	}
 	ok := err == nil
 	if errors.Is(err, zk.ErrNoNode) {
 		err = nil
@@ -379,4 +385,100 @@ func (fw *fastWait) dropOwnRead() {
 		fw.q.s.dropLease(fw.own.l)
 		fw.own = nil
 	}
+}
+
+// prefetch is the request a waiter with an early lease sends next, sent
+// as its watch fires, from go-zookeeper's event callback (on a worker: the
+// callback must not block), so that the waiter's goroutine, woken by the
+// same event, is not on the path from the event to the request: the
+// skip's own-node read when the skip applies and the wakeup is a deletion,
+// otherwise the re-list with its child slot (registered before it is
+// sent). Both are sent after the event was delivered, as the waiter's own
+// would be. The loop takes the result as its own request's (fetched,
+// fetchedRead); one that failed is sent again the plain way.
+type prefetch struct {
+	read     bool
+	slot     *childSlot
+	done     chan struct{}
+	children []string // valid once done is closed, if err is nil
+	st       *zk.Stat // likewise
+	err      error
+}
+
+// prefetcher returns the function that sends the prefetch as the watch
+// fires (under Session.mu), or nil without an early lease.
+func (fw *fastWait) prefetcher(t *Ticket, skip bool) func(deleted bool) {
+	fw.pf = nil
+	pre := fw.pre
+	if pre == nil {
+		return nil
+	}
+	q, s := fw.q, fw.q.s
+	return func(deleted bool) {
+		if s.closed || pre.ctx.Err() != nil {
+			return // nothing sent: the loop's own request reports why
+		}
+		p := &prefetch{read: skip && deleted, done: make(chan struct{})}
+		if !p.read {
+			p.slot = &childSlot{dir: q.adir, l: pre}
+			s.leases.dropSlotLocked(pre.child)
+			pre.child = p.slot
+			s.leases.addSlotLocked(p.slot)
+		}
+		fw.pf = p // read by the waiter after the wakeup's channel is closed
+		s.pool.run(func() {
+			defer close(p.done)
+			// Results are published only on success, as call's are.
+			if p.read {
+				_, st, _, err := s.conn.GetW(t.path)
+				p.st, p.err = st, err
+			} else {
+				children, _, _, err := s.conn.ChildrenW(q.adir)
+				p.children, p.err = children, err
+			}
+		})
+	}
+}
+
+// take returns the prefetch of the given kind, once; nil if none.
+func (fw *fastWait) take(read bool) *prefetch {
+	p := fw.pf
+	if p == nil || p.read != read {
+		return nil
+	}
+	fw.pf = nil
+	return p
+}
+
+// await waits for p's reply; false if ctx ended or the Session closed
+// first (the loop's own request then reports why).
+func (p *prefetch) await(ctx context.Context, quit <-chan struct{}) bool {
+	select {
+	case <-p.done:
+		return true
+	case <-ctx.Done():
+	case <-quit:
+	}
+	return false
+}
+
+// fetched returns the prefetched re-list, if there is one and it
+// succeeded; its child slot is then the one the listing set.
+func (fw *fastWait) fetched(ctx context.Context) ([]string, bool) {
+	p := fw.take(false)
+	if p == nil || !p.await(ctx, fw.q.s.quit) || p.err != nil {
+		return nil, false
+	}
+	fw.slot, fw.watched = p.slot, true
+	return p.children, true
+}
+
+// fetchedRead returns the prefetched skip read, if there is one and it
+// was answered: its Stat, or its error if it is not a connection error.
+func (fw *fastWait) fetchedRead(ctx context.Context) (*zk.Stat, error, bool) {
+	p := fw.take(true)
+	if p == nil || !p.await(ctx, fw.q.s.quit) || isConnErr(p.err) {
+		return nil, nil, false
+	}
+	return p.st, p.err, true
 }

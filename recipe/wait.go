@@ -79,7 +79,7 @@ func (q *Queue) wait(ctx context.Context, t *Ticket, block bool, fs *fastStart) 
 		fw.dropChildSlot()
 		gauge.start(q, nodes[self].Kind)
 		skip := fw.mayskip(nodes, self, watch)
-		w, stop, err := q.s.watchNodes(ctx, paths...)
+		w, stop, err := q.s.watchNodes(ctx, fw.prefetcher(t, skip), paths...)
 		if err != nil {
 			return nil, q.wrap("get", err)
 		}
@@ -146,6 +146,9 @@ func (q *Queue) locked(name string, paths []string) error {
 func (q *Queue) list(ctx context.Context, t *Ticket, fw *fastWait) ([]string, bool, error) {
 	if children, ok := fw.piped(); ok {
 		return children, true, nil
+	}
+	if children, ok := fw.fetched(ctx); ok {
+		return children, false, nil
 	}
 	slot := fw.relistSlot()
 	defer fw.readOwn(ctx, t)()

@@ -40,11 +40,19 @@ type wakeup struct {
 	ch      chan struct{}
 	once    sync.Once
 	deleted bool // set before ch is closed: fired because a watched data node does not exist any more
+	// then, if set, runs once as the wakeup fires, before ch is closed,
+	// under Session.mu (in go-zookeeper's event callback, or in watchPath):
+	// it must not block. It sends the waiter's next request (prefetch).
+	then func(deleted bool)
 }
 
+// fire is called under Session.mu.
 func (w *wakeup) fire(deleted bool) {
 	w.once.Do(func() {
 		w.deleted = deleted
+		if w.then != nil {
+			w.then(deleted)
+		}
 		close(w.ch)
 	})
 }
@@ -52,12 +60,13 @@ func (w *wakeup) fire(deleted bool) {
 // watchNodes waits on several znodes at once: it returns a channel that is
 // closed when any of the znodes at paths (absolute) is deleted or changed,
 // when a watch is dropped (session expiry), or at once if one of them does
-// not exist. stop deregisters the caller and must be called when it stops
-// waiting. The watches are data watches (getData), which leave nothing
-// behind on a missing node and are certain to fire for the ephemeral nodes
-// the recipes watch.
-func (s *Session) watchNodes(ctx context.Context, paths ...string) (*wakeup, func(), error) {
-	w := &wakeup{ch: make(chan struct{})}
+// not exist; then (may be nil) runs as it fires (see wakeup). stop
+// deregisters the caller and must be called when it stops waiting. The
+// watches are data watches (getData), which leave nothing behind on a
+// missing node and are certain to fire for the ephemeral nodes the recipes
+// watch.
+func (s *Session) watchNodes(ctx context.Context, then func(deleted bool), paths ...string) (*wakeup, func(), error) {
+	w := &wakeup{ch: make(chan struct{}), then: then}
 	var stops []func()
 	stop := func() {
 		for _, f := range stops {
