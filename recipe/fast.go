@@ -406,19 +406,20 @@ type prefetch struct {
 }
 
 // prefetcher returns the function that sends the prefetch as the watch
-// fires (under Session.mu), or nil without an early lease.
-func (fw *fastWait) prefetcher(t *Ticket, skip bool) func(deleted bool) {
+// fires (under Session.mu; see wakeup.then), or nil without an early
+// lease.
+func (fw *fastWait) prefetcher(t *Ticket, skip bool) func(*wakeup) bool {
 	fw.pf = nil
 	pre := fw.pre
 	if pre == nil {
 		return nil
 	}
 	q, s := fw.q, fw.q.s
-	return func(deleted bool) {
+	return func(w *wakeup) bool {
 		if s.closed || pre.ctx.Err() != nil {
-			return // nothing sent: the loop's own request reports why
+			return false // nothing sent: the loop's own request reports why
 		}
-		p := &prefetch{read: skip && deleted, done: make(chan struct{})}
+		p := &prefetch{read: skip && w.deleted, done: make(chan struct{})}
 		if !p.read {
 			p.slot = &childSlot{dir: q.adir, l: pre}
 			s.leases.dropSlotLocked(pre.child)
@@ -427,6 +428,7 @@ func (fw *fastWait) prefetcher(t *Ticket, skip bool) func(deleted bool) {
 		}
 		fw.pf = p // read by the waiter after the wakeup's channel is closed
 		s.pool.run(func() {
+			defer close(w.ch)
 			defer close(p.done)
 			// Results are published only on success, as call's are.
 			if p.read {
@@ -437,6 +439,7 @@ func (fw *fastWait) prefetcher(t *Ticket, skip bool) func(deleted bool) {
 				p.children, p.err = children, err
 			}
 		})
+		return true
 	}
 }
 

@@ -40,18 +40,20 @@ type wakeup struct {
 	ch      chan struct{}
 	once    sync.Once
 	deleted bool // set before ch is closed: fired because a watched data node does not exist any more
-	// then, if set, runs once as the wakeup fires, before ch is closed,
-	// under Session.mu (in go-zookeeper's event callback, or in watchPath):
-	// it must not block. It sends the waiter's next request (prefetch).
-	then func(deleted bool)
+	// then, if set, runs once as the wakeup fires, under Session.mu (in
+	// go-zookeeper's event callback, or in watchPath): it must not block.
+	// It sends the waiter's next request (prefetch); when it reports true,
+	// it closes ch itself once that request is answered, so the waiter
+	// wakes once, with the reply in hand.
+	then func(w *wakeup) (closesLater bool)
 }
 
 // fire is called under Session.mu.
 func (w *wakeup) fire(deleted bool) {
 	w.once.Do(func() {
 		w.deleted = deleted
-		if w.then != nil {
-			w.then(deleted)
+		if w.then != nil && w.then(w) {
+			return
 		}
 		close(w.ch)
 	})
@@ -65,7 +67,7 @@ func (w *wakeup) fire(deleted bool) {
 // watches are data watches (getData), which leave nothing behind on a
 // missing node and are certain to fire for the ephemeral nodes the recipes
 // watch.
-func (s *Session) watchNodes(ctx context.Context, then func(deleted bool), paths ...string) (*wakeup, func(), error) {
+func (s *Session) watchNodes(ctx context.Context, then func(*wakeup) bool, paths ...string) (*wakeup, func(), error) {
 	w := &wakeup{ch: make(chan struct{}), then: then}
 	var stops []func()
 	stop := func() {
