@@ -2,6 +2,7 @@ package recipe
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -195,4 +196,39 @@ func TestParseListingOtherKind(t *testing.T) {
 func parseChildren(children []string, kinds []string) []NodeName {
 	nodes, _, _ := parseListing(children, kinds)
 	return nodes
+}
+
+// TestSortNodesKeyed: a listing longer than keyedSortMin is sorted by packed
+// keys; the order must be compareNodes's exactly, across the wrap of the
+// sequence counter, with anchored nodes sharing their anchor's position and
+// several anchored to one anchor.
+func TestSortNodesKeyed(t *testing.T) {
+	r := rand.New(rand.NewPCG(11, 12))
+	for round := 0; round < 300; round++ {
+		base := int32(r.Uint32())
+		if round%3 == 0 {
+			base = math.MaxInt32 - int32(r.IntN(200)) // across the wrap
+		}
+		n := keyedSortMin + 1 + r.IntN(300)
+		nodes := make([]NodeName, n)
+		for i := range nodes {
+			seq := base + int32(r.IntN(4*n)) // wraps in two's complement
+			nd := NodeName{Name: nodePrefix(newGUID(), "lock-", false, 0) + formatSeq(seq), Kind: "lock-", Seq: seq}
+			if r.IntN(4) == 0 {
+				nd.Anchored, nd.Anchor = true, base+int32(r.IntN(4*n))
+			}
+			nodes[i] = nd
+		}
+		want := slices.Clone(nodes)
+		slices.SortFunc(want, compareNodes)
+		got := slices.Clone(nodes)
+		sortNodes(got)
+		if !slices.Equal(got, want) {
+			for i := range got {
+				if got[i] != want[i] {
+					t.Fatalf("round %d (base %d, %d nodes): index %d is %+v, want %+v", round, base, n, i, got[i], want[i])
+				}
+			}
+		}
+	}
 }
