@@ -16,12 +16,20 @@ import (
 // The hand-off costs one round trip: docs/design.md#one-round-trip-per-hand-off.
 
 // TestFiredChildWatchStillGrants: a waiter's re-list set a child watch and
-// granted it, but a change of the directory (a contender joining) fired the
-// watch before the engine claimed it. The grant stands without a read in
-// front of it (the watch fired for a change after the listing: whether
-// the callback ran before or after the claim is scheduling), and the lease
-// reads its node right after: a deletion of its node still ends it.
+// granted it, but a change of the directory fired the watch before the
+// engine claimed it. The grant stands without a read in front of it (the
+// watch fired for a change after the listing: whether the callback ran
+// before or after the claim is scheduling), and the lease reads its node
+// right after. A contender joining: the lease lives, and a later deletion
+// of its node ends it. The change was the deletion of the node itself (by
+// someone else, after the listing): the grant is refused, or its lease
+// ends with ErrNodeDeleted within one read.
 func TestFiredChildWatchStillGrants(t *testing.T) {
+	t.Run("a join", func(t *testing.T) { testFiredChildWatch(t, false) })
+	t.Run("the own node deleted", func(t *testing.T) { testFiredChildWatch(t, true) })
+}
+
+func testFiredChildWatch(t *testing.T, ownDeleted bool) {
 	cl := zktest.Shared(t)
 	var log opLog
 	s := connect(t, cl.Servers(), WithDialer(log.dialer()))
@@ -46,8 +54,12 @@ func TestFiredChildWatchStillGrants(t *testing.T) {
 		t.Fatalf("re-list: piped %v, child watch %v, %v", piped, fw.watched, err)
 	}
 	slot := fw.slot
-	in.Create("/firedslot/joined", nil) // any change of the children fires the watch
-	defer in.Delete("/firedslot/joined")
+	if ownDeleted {
+		in.Delete(tk.path[len(s.Chroot()):])
+	} else {
+		in.Create("/firedslot/joined", nil) // any change of the children fires the watch
+		defer in.Delete("/firedslot/joined")
+	}
 	zktest.Eventually(t, 10*time.Second, "child watch fired", func() bool {
 		s.mu.Lock()
 		defer s.mu.Unlock()
@@ -59,6 +71,26 @@ func TestFiredChildWatchStillGrants(t *testing.T) {
 	}
 	log.take()
 	l, ok, err := fw.grantOnChildWatch(ep)
+	if ownDeleted {
+		switch {
+		case !ok:
+			t.Fatal("the fired child watch was not used")
+		case err != nil:
+			if !errors.Is(err, ErrNodeDeleted) {
+				t.Fatalf("grant on a deleted node: %v, want ErrNodeDeleted", err)
+			}
+		default:
+			select {
+			case <-l.Context().Done():
+				if c := context.Cause(l.Context()); !errors.Is(c, ErrNodeDeleted) {
+					t.Fatalf("cause %v", c)
+				}
+			case <-time.After(5 * time.Second):
+				t.Fatal("a lease granted on a deleted node outlived its read")
+			}
+		}
+		return
+	}
 	if !ok || err != nil || l == nil {
 		t.Fatalf("grant on the fired child watch: ok %v, lease %v, %v", ok, l != nil, err)
 	}

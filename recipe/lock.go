@@ -48,7 +48,10 @@ type Lease interface {
 	// Context is done as soon as ownership is released or in doubt; it is not
 	// derived from Acquire's context (it keeps its values only).
 	// context.Cause tells why: ErrReleased, ErrSuspended, ErrSessionLost,
-	// ErrSessionClosed or ErrNodeDeleted.
+	// ErrSessionClosed or ErrNodeDeleted. A deletion of the lock node by
+	// someone else is seen at its watch event or, for a ZooKeeper lease
+	// whose watch on its directory stood in for one on its node, one read
+	// after it (docs/design.md#the-child-watch-stand-in).
 	Context() context.Context
 	// Release gives the lock up. It ends Context first (cause ErrReleased),
 	// then removes the grant (for the ZooKeeper recipes, a delete of the
