@@ -32,9 +32,10 @@ var (
 	ErrNoServer = errors.New("zktest: no ZooKeeper server available")
 
 	// ErrUnsupported is wrapped by the errors of the server controls (Stop,
-	// Kill, Restart, Pause, Resume) on clusters that cannot be controlled: an
-	// external ensemble from ZK_TEST_SERVERS, a container, or a Shared view.
-	ErrUnsupported = errors.New("zktest: operation not supported by this cluster")
+	// Kill, Restart, Pause, Resume) and of ServerPID on clusters that cannot
+	// be controlled: an external ensemble from ZK_TEST_SERVERS, a container,
+	// or a Shared view. It matches errors.ErrUnsupported too.
+	ErrUnsupported = fmt.Errorf("zktest: operation not supported by this cluster (%w)", errors.ErrUnsupported)
 
 	// ErrNoLeader is wrapped by the error of Cluster.Leader when no reachable
 	// server reports itself as leader (or standalone), for example during an

@@ -274,8 +274,8 @@ func TestSharedDistinctChroots(t *testing.T) {
 			if strings.Contains(c.Addrs()[0], "/") {
 				t.Errorf("Addrs() = %v has a chroot", c.Addrs())
 			}
-			if err := c.Kill(0); !errors.Is(err, ErrUnsupported) {
-				t.Errorf("Kill on a Shared view: %v, want ErrUnsupported", err)
+			if err := c.Kill(0); !errors.Is(err, ErrUnsupported) || !errors.Is(err, errors.ErrUnsupported) {
+				t.Errorf("Kill on a Shared view: %v, want ErrUnsupported (zktest's and errors')", err)
 			}
 			if i, err := c.Leader(); err != nil || i != 0 {
 				t.Errorf("Leader on a Shared view = %d, %v", i, err)

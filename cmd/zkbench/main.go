@@ -142,13 +142,10 @@ func main() {
 	if err == nil && *charts != "" && o.outDir == "" {
 		err = errors.New("-charts needs -out, the directory to draw into")
 	}
-	if err == nil && o.handoffs < 0 {
-		err = fmt.Errorf("-handoffs %d is negative", o.handoffs)
+	if err == nil && *charts == "" {
+		err = o.check()
 	}
-	if err == nil && o.latency < 0 {
-		err = fmt.Errorf("-latency %v is negative", o.latency)
-	}
-	if err != nil || o.rounds < 1 || len(o.peers) == 0 {
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "zkbench: bad flags:", err)
 		os.Exit(2)
 	}
@@ -166,6 +163,63 @@ func main() {
 		stop()
 		os.Exit(1)
 	}
+}
+
+// knownPeers are the peers zkbench can measure.
+var knownPeers = []string{"zk", "ours", "curator", "kazoo", "etcd", "pg", "redis"}
+
+// maxLatency bounds -latency: every client asks for a 10 s session, and a
+// round trip of more than 2 s leaves it no time to ping.
+const maxLatency = time.Second
+
+// check refuses flags that would measure nothing or something else than
+// asked, before any server is started.
+func (o options) check() error {
+	switch {
+	case o.rounds < 1:
+		return fmt.Errorf("-rounds %d: at least 1", o.rounds)
+	case len(o.peers) == 0:
+		return fmt.Errorf("-peers is empty: name one or more of %s", strings.Join(knownPeers, ", "))
+	case o.duration <= 0:
+		return fmt.Errorf("-duration %v: must be positive", o.duration)
+	case o.warmup < 0:
+		return fmt.Errorf("-warmup %v is negative", o.warmup)
+	case o.handoffs < 0:
+		return fmt.Errorf("-handoffs %d is negative", o.handoffs)
+	case o.latency < 0:
+		return fmt.Errorf("-latency %v is negative", o.latency)
+	case o.latency > maxLatency:
+		return fmt.Errorf("-latency %v: at most %v (every client's session is %v)", o.latency, maxLatency, sessionTimeout)
+	case len(o.waiters) > 0 && len(o.modes) == 0:
+		return errors.New("-waiter-sessions is empty: sep, one, or both")
+	case o.spread != "auto" && o.spread != "true" && o.spread != "false":
+		return fmt.Errorf("-spread %q: auto, true or false", o.spread)
+	}
+	for _, list := range []struct {
+		flag  string
+		items []string
+		known []string
+	}{{"-peers", o.peers, knownPeers}, {"-waiter-sessions", o.modes, []string{"sep", "one"}}} {
+		for i, it := range list.items {
+			if !slices.Contains(list.known, it) {
+				return fmt.Errorf("%s: unknown %q (want %s)", list.flag, it, strings.Join(list.known, ", "))
+			}
+			if slices.Contains(list.items[:i], it) {
+				return fmt.Errorf("%s: %q twice", list.flag, it)
+			}
+		}
+	}
+	for _, list := range []struct {
+		flag  string
+		items []int
+	}{{"-clients", o.clients}, {"-waiters", o.waiters}} {
+		for i, n := range list.items {
+			if slices.Contains(list.items[:i], n) {
+				return fmt.Errorf("%s: %d twice", list.flag, n)
+			}
+		}
+	}
+	return nil
 }
 
 func splitList(s string) []string {

@@ -364,3 +364,46 @@ func TestMeterCalibrate(t *testing.T) {
 		t.Errorf("an empty phase: %d packets (%v); want fewer than one exchange's %d", d.packets, err, m.mntrPackets)
 	}
 }
+
+// TestCheckFlags: flags that would measure nothing, or something else than
+// asked, are refused before any server starts, each with its own message.
+func TestCheckFlags(t *testing.T) {
+	good := options{rounds: 3, peers: []string{"zk", "ours"}, duration: 2 * time.Second, warmup: time.Second,
+		clients: []int{8, 32}, waiters: []int{2, 10}, modes: []string{"sep", "one"}, spread: "auto", latency: time.Millisecond}
+	if err := good.check(); err != nil {
+		t.Fatalf("good flags refused: %v", err)
+	}
+	for _, c := range []struct {
+		change func(*options)
+		want   string
+	}{
+		{func(o *options) { o.rounds = 0 }, "-rounds 0"},
+		{func(o *options) { o.peers = nil }, "-peers is empty"},
+		{func(o *options) { o.peers = []string{"zk", "bogus"} }, `unknown "bogus"`},
+		{func(o *options) { o.peers = []string{"zk", "zk"} }, `"zk" twice`},
+		{func(o *options) { o.duration = 0 }, "-duration 0s"},
+		{func(o *options) { o.duration = -time.Second }, "-duration -1s"},
+		{func(o *options) { o.warmup = -time.Second }, "-warmup -1s"},
+		{func(o *options) { o.handoffs = -5 }, "-handoffs -5"},
+		{func(o *options) { o.latency = -time.Millisecond }, "-latency -1ms"},
+		{func(o *options) { o.latency = time.Hour }, "-latency 1h0m0s: at most"},
+		{func(o *options) { o.modes = []string{"bogus"} }, `-waiter-sessions: unknown "bogus"`},
+		{func(o *options) { o.modes = nil }, "-waiter-sessions is empty"},
+		{func(o *options) { o.waiters = []int{2, 2} }, "-waiters: 2 twice"},
+		{func(o *options) { o.clients = []int{8, 8} }, "-clients: 8 twice"},
+		{func(o *options) { o.spread = "maybe" }, `-spread "maybe"`},
+	} {
+		o := good
+		o.peers, o.modes = append([]string(nil), good.peers...), append([]string(nil), good.modes...)
+		c.change(&o)
+		err := o.check()
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("want an error with %q, got %v", c.want, err)
+		}
+	}
+	noWaiters := good
+	noWaiters.waiters, noWaiters.modes = nil, nil
+	if err := noWaiters.check(); err != nil {
+		t.Errorf("no waiters workloads and no modes refused: %v", err)
+	}
+}
