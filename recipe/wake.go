@@ -75,7 +75,7 @@ func (q *Queue) grantOnSkip(ctx context.Context, ep *epoch, t *Ticket, fw *fastW
 // Stat was not usable) reads its node with a data watch while it lists, on
 // a lease registered before the read is sent, so that a listing that
 // grants needs no second round trip. See
-// docs/design.md#the-own-node-read-beside-the-listing.
+// docs/design.md#one-round-trip-per-hand-off.
 type ownRead struct {
 	l    *lease
 	st   *zk.Stat // valid once done is closed, if err is nil
