@@ -74,7 +74,6 @@ import (
 	"os/signal"
 	"path"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
 	"syscall"
@@ -82,7 +81,6 @@ import (
 	"time"
 
 	"github.com/go-zookeeper/zk"
-	"github.com/zkrecipes/zkrecipes/zktest"
 )
 
 // peer runs workloads for one lock implementation.
@@ -273,11 +271,49 @@ func drawCharts(file, dir string) error {
 	return err
 }
 
+// run measures o's workloads on every peer, rounds after a warm-up, and
+// prints the medians (and writes the JSON lines and charts asked for).
 func run(ctx context.Context, o options) error {
-	table, jsonW := io.Writer(os.Stdout), io.Writer(nil)
+	table, jsonW, closeOut, err := openOutputs(&o)
+	if err != nil {
+		return err
+	}
+	defer closeOut()
+	b := &bench{o: o}
+	defer b.close()
+	if err := b.setUp(ctx); err != nil {
+		return err
+	}
+	emit := func(r Result) {
+		if jsonW != nil {
+			line, _ := json.Marshal(r)
+			fmt.Fprintf(jsonW, "%s\n", line)
+		}
+	}
+	b.warmUp(ctx)
+	meds, err := b.measure(ctx, emit)
+	if err != nil {
+		return err
+	}
+	printTable(table, meds, o, b.peers)
+	if o.outDir != "" {
+		files, err := writeCharts(o.outDir, meds, o.rounds)
+		if err != nil {
+			return err
+		}
+		logf("%d charts in %s, the JSON lines in %s", len(files), o.outDir, o.jsonOut)
+	}
+	return nil
+}
+
+// openOutputs opens where the table and the JSON lines go (-json, -out):
+// the table to stdout (stderr with -json -), the JSON lines nowhere, to a
+// file, or to stdout. close closes what it opened.
+func openOutputs(o *options) (table, jsonW io.Writer, close func(), err error) {
+	table, close = os.Stdout, func() {}
 	if o.outDir != "" {
 		if err := os.MkdirAll(o.outDir, 0o755); err != nil {
-			return err
+			return nil, nil, nil, err
 		}
 		if o.jsonOut == "" {
 			o.jsonOut = filepath.Join(o.outDir, "zkbench.jsonl")
@@ -290,179 +326,15 @@ func run(ctx context.Context, o options) error {
 	default:
 		f, err := os.Create(o.jsonOut)
 		if err != nil {
-			return err
+			return nil, nil, nil, err
 		}
-		defer f.Close()
-		jsonW = f
+		jsonW, close = f, func() { f.Close() }
 	}
-	logf := func(format string, args ...any) { fmt.Fprintf(os.Stderr, "zkbench: "+format+"\n", args...) }
-
-	addrs := splitList(o.servers)
-	serverPID := 0 // unknown: no server CPU
-	if len(addrs) == 0 {
-		logf("no ZK_SERVERS given: starting a local ZooKeeper (zktest, tickTime 2s)")
-		cl, err := zktest.Launch(ctx, zktest.WithTickTime(2*time.Second))
-		if err != nil {
-			return err
-		}
-		defer cl.Close()
-		addrs = cl.Addrs()
-		if serverPID, err = cl.ServerPID(0); err != nil {
-			logf("no server CPU column: %v", err)
-		}
-	} else {
-		logf("no server CPU column: the server is not a process zkbench started")
-	}
-	for _, a := range addrs {
-		if strings.Contains(a, "/") {
-			return fmt.Errorf("server %q: give host:port without chroot", a)
-		}
-	}
-	spread := o.spread == "true" || (o.spread == "auto" && loopback(addrs))
-	logf("ZooKeeper at %s; client source addresses spread: %t", strings.Join(addrs, ","), spread)
-	// The ZooKeeper peers connect to zkAddrs: the servers, or the latency
-	// proxy in front of them (which keeps each client's source address on
-	// loopback, so spreading still works). mntr goes to the server itself.
-	zkAddrs := addrs
-	if o.latency > 0 {
-		proxied, stopProxy, err := startProxy(ctx, addrs, o.latency)
-		if err != nil {
-			return err
-		}
-		defer stopProxy()
-		zkAddrs = proxied
-		logf("ZooKeeper peers connect through a proxy process at %s adding %v each way", strings.Join(zkAddrs, ","), o.latency)
-	}
-	zkMeter := meter{mntr: addrs[0], clientPID: os.Getpid(), serverPID: serverPID}
-	if mn, err := zktest.Mntr(ctx, addrs[0]); err == nil {
-		logf("server %s, %d cores, GOMAXPROCS %d", mn["zk_version"], runtime.NumCPU(), runtime.GOMAXPROCS(0))
-	} else {
-		return fmt.Errorf("mntr (four-letter words must be allowed): %w", err)
-	}
-	if err := zkMeter.calibrate(ctx); err != nil {
-		return err
-	}
-	logf("one mntr exchange counts %d packets: subtracted from every phase", zkMeter.mntrPackets)
-
-	obs, _, err := zk.Connect(addrs, sessionTimeout, zk.WithLogger(nopLogger{}), zk.WithLogInfo(false))
-	if err != nil {
-		return err
-	}
-	defer obs.Close()
-	root := fmt.Sprintf("/zkbench/%d", time.Now().UnixNano())
-	defer func() {
-		if err := deleteAll(obs, root); err != nil {
-			logf("cleanup of %s: %v", root, err)
-		}
-	}()
-
-	tmp, err := os.MkdirTemp("", "zkbench-")
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(tmp)
-
-	var peers []peer
-	defer func() {
-		for _, p := range peers {
-			p.Close()
-		}
-	}()
-	for _, name := range o.peers {
-		switch name {
-		case "ours":
-			peers = append(peers, oursPeer(zkAddrs, spread, zkMeter))
-		case "zk":
-			peers = append(peers, zkPeer(zkAddrs, spread, zkMeter))
-		case "curator", "kazoo":
-			logf("starting the %s driver", name)
-			p, err := startExt(ctx, name, tmp, o.python, strings.Join(zkAddrs, ","), spread, zkMeter)
-			if err != nil {
-				logf("SKIPPING peer %s: %v", name, err)
-				continue
-			}
-			peers = append(peers, p)
-		case "etcd", "pg", "redis":
-			logf("starting the %s server (its test harness)", name)
-			p, stop, err := startBackendPeer(ctx, name, root)
-			if err != nil {
-				return fmt.Errorf("peer %s: %w", name, err)
-			}
-			defer stop()
-			peers = append(peers, p)
-		default:
-			return fmt.Errorf("unknown peer %q (want zk, ours, curator, kazoo, etcd, pg, redis)", name)
-		}
-	}
-	if len(peers) == 0 {
-		return errors.New("no peer to measure")
-	}
-
-	emit := func(r Result) {
-		if jsonW != nil {
-			b, _ := json.Marshal(r)
-			fmt.Fprintf(jsonW, "%s\n", b)
-		}
-	}
-	// Warm-up: the server's JIT and every peer's, not recorded.
-	for _, p := range peers {
-		for _, c := range []int{1, 8} {
-			s := Spec{Kind: "loop", Clients: c, Duration: o.warmup / 2, Path: path.Join(root, "warmup", p.Name(), fmt.Sprint(c))}
-			r := p.Run(ctx, s)
-			logf("warm-up %-7s %-12s %8.0f acq/s %s", p.Name(), s.Name(), r.AcqPerS, r.Error)
-		}
-	}
-
-	results := map[string][]Result{} // by workload + "/" + peer
-	specs := o.specs()
-	for round := range o.rounds {
-		order := slices.Concat(peers[round%len(peers):], peers[:round%len(peers)])
-		for _, s := range specs {
-			for _, p := range order {
-				if ctx.Err() != nil {
-					return ctx.Err()
-				}
-				if s.Kind == "waiters" && !p.Waiters() {
-					continue
-				}
-				s.Path = path.Join(root, p.Name(), fmt.Sprintf("%s-r%d", s.Name(), round+1))
-				r := p.Run(ctx, s)
-				r.Round = round + 1
-				if !isBackendPeer(p.Name()) {
-					r.LatencyMs = float64(o.latency) / float64(time.Millisecond)
-				}
-				emit(r)
-				if r.Error != "" {
-					logf("round %d %-7s %-16s ERROR: %s", r.Round, p.Name(), s.Name(), r.Error)
-					continue
-				}
-				logf("round %d %-7s %-16s %8.0f acq/s  p50 %7.2f ms  p99 %7.2f ms  %5.1f pkts/acq  cpu %s/%s µs/acq%s", r.Round, p.Name(), s.Name(),
-					r.AcqPerS, r.P50us/1000, r.P99us/1000, max(r.PacketsPerAcq, 0), cpuCell(r.ClientCPUus), cpuCell(r.ServerCPUus), cyclesNote(r, s))
-				results[s.Name()+"/"+p.Name()] = append(results[s.Name()+"/"+p.Name()], r)
-			}
-		}
-	}
-
-	var meds []Result
-	for _, s := range specs {
-		for _, p := range peers {
-			if rs := results[s.Name()+"/"+p.Name()]; len(rs) > 0 {
-				m := median(rs)
-				emit(m)
-				meds = append(meds, m)
-			}
-		}
-	}
-	printTable(table, meds, o, peers)
-	if o.outDir != "" {
-		files, err := writeCharts(o.outDir, meds, o.rounds)
-		if err != nil {
-			return err
-		}
-		logf("%d charts in %s, the JSON lines in %s", len(files), o.outDir, o.jsonOut)
-	}
-	return nil
+	return table, jsonW, close, nil
 }
+
+// logf writes one progress line to stderr.
+func logf(format string, args ...any) { fmt.Fprintf(os.Stderr, "zkbench: "+format+"\n", args...) }
 
 // cpuCell formats a CPU µs/acq figure; 0 is not measured.
 func cpuCell(us float64) string {
