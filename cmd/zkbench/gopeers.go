@@ -365,72 +365,9 @@ func (w *waitersRun) cycle(ctx context.Context, r *Result) error {
 			return err
 		}
 	}
-	var (
-		base        = time.Now()  // the timestamps below are monotonic offsets from it
-		lastRelease atomic.Int64  // when the previous holder began releasing
-		lastAcquire time.Duration // when the last waiter's acquire returned (written before allHeld closes)
-		acquired    atomic.Int32
-		holders     atomic.Int32
-		allHeld     = make(chan struct{}) // closed by the last waiter to hold
-		sampled     = make(chan struct{}) // closed once the phase's end is sampled
-		mu          sync.Mutex
-		lat         []time.Duration
-		firstErr    error
-		wg          sync.WaitGroup
-	)
-	for _, l := range locks {
-		wg.Add(1)
-		w.wg.Add(1)
-		go func() {
-			defer w.wg.Done()
-			defer wg.Done()
-			unlock, err := l.lock(ctx)
-			if err == nil {
-				now := time.Since(base)
-				if holders.Add(1) > 1 {
-					w.overlaps.Add(1)
-				}
-				holders.Add(-1)
-				mu.Lock()
-				lat = append(lat, now-time.Duration(lastRelease.Load()))
-				mu.Unlock()
-				if int(acquired.Add(1)) == len(locks) {
-					lastAcquire = now
-					close(allHeld)
-					select { // released after the sample, as the others before it
-					case <-sampled:
-					case <-ctx.Done():
-					}
-				}
-				lastRelease.Store(int64(time.Since(base)))
-				err = unlock()
-			}
-			if err != nil {
-				mu.Lock()
-				if firstErr == nil {
-					firstErr = err
-				}
-				mu.Unlock()
-			}
-		}()
-	}
-	done := make(chan struct{})
-	go func() { wg.Wait(); close(done) }()
-	for {
-		children, _, err := w.obs.Children(w.s.Path)
-		if err != nil {
-			return err
-		}
-		if len(children) >= w.s.Waiters+1 {
-			break
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("only %d of %d waiters queued: %w", len(children)-1, w.s.Waiters, ctx.Err())
-		case <-done:
-			return fmt.Errorf("waiters ended before they queued: %w", firstErr)
-		case <-time.After(10 * time.Millisecond):
-		}
+	h := w.startWaiters(ctx, locks)
+	if err := w.awaitQueued(ctx, h); err != nil {
+		return err
 	}
 	if first {
 		runtime.GC()
@@ -438,34 +375,137 @@ func (w *waitersRun) cycle(ctx context.Context, r *Result) error {
 		runtime.ReadMemStats(&m1)
 		r.HeapPerWaiter = (float64(m1.HeapAlloc) - float64(m0.HeapAlloc)) / float64(w.s.Waiters)
 	}
+	if err := w.handOff(ctx, h, unlockHolder); err != nil {
+		return err
+	}
+	w.lat = append(w.lat, h.lat...)
+	return h.err()
+}
 
+// handoffs is one cycle's waiters: their goroutines and what they record.
+// The timestamps are monotonic offsets from base.
+type handoffs struct {
+	n           int
+	base        time.Time
+	lastRelease atomic.Int64  // when the previous holder began releasing
+	lastAcquire time.Duration // when the last waiter's acquire returned (written before allHeld closes)
+	acquired    atomic.Int32
+	holders     atomic.Int32
+	allHeld     chan struct{} // closed by the last waiter to hold
+	sampled     chan struct{} // closed once the phase's end is sampled
+	done        chan struct{} // closed when every waiter has released (or failed)
+
+	mu       sync.Mutex
+	lat      []time.Duration
+	firstErr error
+}
+
+func (h *handoffs) err() error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.firstErr
+}
+
+// startWaiters starts one goroutine per lock: acquire, record the hand-off
+// latency and any overlap, release (the last one after the phase's end was
+// sampled).
+func (w *waitersRun) startWaiters(ctx context.Context, locks []goLock) *handoffs {
+	h := &handoffs{n: len(locks), base: time.Now(), allHeld: make(chan struct{}), sampled: make(chan struct{}), done: make(chan struct{})}
+	var wg sync.WaitGroup
+	for _, l := range locks {
+		wg.Add(1)
+		w.wg.Add(1)
+		go func() {
+			defer w.wg.Done()
+			defer wg.Done()
+			if err := w.waiter(ctx, h, l); err != nil {
+				h.mu.Lock()
+				if h.firstErr == nil {
+					h.firstErr = err
+				}
+				h.mu.Unlock()
+			}
+		}()
+	}
+	go func() { wg.Wait(); close(h.done) }()
+	return h
+}
+
+// waiter is one waiter of a cycle.
+func (w *waitersRun) waiter(ctx context.Context, h *handoffs, l goLock) error {
+	unlock, err := l.lock(ctx)
+	if err != nil {
+		return err
+	}
+	now := time.Since(h.base)
+	if h.holders.Add(1) > 1 {
+		w.overlaps.Add(1)
+	}
+	h.holders.Add(-1)
+	h.mu.Lock()
+	h.lat = append(h.lat, now-time.Duration(h.lastRelease.Load()))
+	h.mu.Unlock()
+	if int(h.acquired.Add(1)) == h.n {
+		h.lastAcquire = now
+		close(h.allHeld)
+		select { // released after the sample, as the others before it
+		case <-h.sampled:
+		case <-ctx.Done():
+		}
+	}
+	h.lastRelease.Store(int64(time.Since(h.base)))
+	return unlock()
+}
+
+// awaitQueued polls the observer until all the cycle's waiters are listed.
+func (w *waitersRun) awaitQueued(ctx context.Context, h *handoffs) error {
+	for {
+		children, _, err := w.obs.Children(w.s.Path)
+		if err != nil {
+			return err
+		}
+		if len(children) >= w.s.Waiters+1 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("only %d of %d waiters queued: %w", len(children)-1, w.s.Waiters, ctx.Err())
+		case <-h.done:
+			return fmt.Errorf("waiters ended before they queued: %w", h.err())
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+// handOff is the measured phase: the holder releases, the meter samples
+// when the last waiter holds; then every waiter's release is awaited.
+func (w *waitersRun) handOff(ctx context.Context, h *handoffs, unlockHolder func() error) error {
 	before, err := w.p.meter.begin(ctx)
 	if err != nil {
 		return err
 	}
-	start := time.Since(base)
-	lastRelease.Store(int64(start))
+	start := time.Since(h.base)
+	h.lastRelease.Store(int64(start))
 	if err := unlockHolder(); err != nil {
 		return err
 	}
 	select {
-	case <-allHeld:
+	case <-h.allHeld:
 		ph, err := w.p.meter.end(ctx, before)
-		close(sampled)
+		close(h.sampled)
 		if err != nil {
 			return err
 		}
 		w.sum = w.sum.add(ph)
-		w.handoff += lastAcquire - start
-	case <-done: // a waiter failed: no phase
+		w.handoff += h.lastAcquire - start
+	case <-h.done: // a waiter failed: no phase
 	case <-ctx.Done():
 		return fmt.Errorf("hand-offs not done: %w", ctx.Err())
 	}
 	select {
-	case <-done:
+	case <-h.done:
 	case <-ctx.Done():
 		return fmt.Errorf("releases not done: %w", ctx.Err())
 	}
-	w.lat = append(w.lat, lat...)
-	return firstErr
+	return nil
 }
