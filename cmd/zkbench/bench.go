@@ -162,8 +162,11 @@ func (b *bench) startPeers(ctx context.Context, zkAddrs []string, spread bool, m
 }
 
 // warmUp runs every peer uncontended and with 8 clients, unrecorded: the
-// server's JIT and every peer's.
+// server's JIT and every peer's. -warmup 0 skips it.
 func (b *bench) warmUp(ctx context.Context) {
+	if b.o.warmup <= 0 {
+		return
+	}
 	for _, p := range b.peers {
 		for _, c := range []int{1, 8} {
 			s := Spec{Kind: "loop", Clients: c, Duration: b.o.warmup / 2, Path: path.Join(b.root, "warmup", p.Name(), fmt.Sprint(c))}
