@@ -156,14 +156,7 @@ func TestChildWatchEndsLease(t *testing.T) {
 				}
 			}
 			in.Delete(l.(*lease).Path())
-			select {
-			case <-l.Context().Done():
-				if c := context.Cause(l.Context()); !errors.Is(c, ErrNodeDeleted) {
-					t.Fatalf("cause %v", c)
-				}
-			case <-time.After(5 * time.Second):
-				t.Fatal("the lease outlived the deletion of its node")
-			}
+			awaitNodeDeleted(t, l)
 			if joined {
 				if err := <-waiter; err != nil {
 					t.Fatal(err)
@@ -221,10 +214,17 @@ func TestRelistGrantsOnChildWatch(t *testing.T) {
 		t.Fatal("W2 not granted on its re-list's child watch")
 	}
 	in.Delete(r2.l.(*lease).Path())
+	awaitNodeDeleted(t, r2.l)
+}
+
+// awaitNodeDeleted waits (up to 5 s) for l to end with ErrNodeDeleted: its
+// node was deleted by someone else.
+func awaitNodeDeleted(t *testing.T, l Lease) {
+	t.Helper()
 	select {
-	case <-r2.l.Context().Done():
-		if c := context.Cause(r2.l.Context()); !errors.Is(c, ErrNodeDeleted) {
-			t.Fatalf("cause %v", c)
+	case <-l.Context().Done():
+		if c := context.Cause(l.Context()); !errors.Is(c, ErrNodeDeleted) {
+			t.Fatalf("lease ended with %v, want ErrNodeDeleted", c)
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("the lease outlived the deletion of its node")

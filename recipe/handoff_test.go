@@ -80,14 +80,7 @@ func testFiredChildWatch(t *testing.T, ownDeleted bool) {
 				t.Fatalf("grant on a deleted node: %v, want ErrNodeDeleted", err)
 			}
 		default:
-			select {
-			case <-l.Context().Done():
-				if c := context.Cause(l.Context()); !errors.Is(c, ErrNodeDeleted) {
-					t.Fatalf("cause %v", c)
-				}
-			case <-time.After(5 * time.Second):
-				t.Fatal("a lease granted on a deleted node outlived its read")
-			}
+			awaitNodeDeleted(t, l)
 		}
 		return
 	}
@@ -101,14 +94,7 @@ func testFiredChildWatch(t *testing.T, ownDeleted bool) {
 		return count(log.ops, zktest.OpGetData) == 1
 	})
 	in.Delete(l.Path())
-	select {
-	case <-l.Context().Done():
-		if c := context.Cause(l.Context()); !errors.Is(c, ErrNodeDeleted) {
-			t.Fatalf("cause %v", c)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("the lease outlived the deletion of its node")
-	}
+	awaitNodeDeleted(t, l)
 }
 
 // TestAwaitWakeupOneRoundTrip: a Ticket (no early lease) woken by its
