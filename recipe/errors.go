@@ -61,8 +61,10 @@ var (
 	ErrInvalidPath = errors.New("recipe: invalid path")
 
 	// ErrUnreachable is returned by Connect when no server of the ensemble
-	// established a session before the connect timeout or ctx ended.
-	ErrUnreachable = errors.New("recipe: ZooKeeper ensemble unreachable")
+	// established a session before the connect timeout or ctx ended; the
+	// other backends (etcd, PostgreSQL, Redis) return it when their server
+	// cannot be reached, so its text names no backend.
+	ErrUnreachable = errors.New("recipe: server unreachable")
 
 	// ErrNoPermission is matched (together with zk.ErrNoAuth,
 	// zk.ErrInvalidACL or zk.ErrAuthFailed) when ZooKeeper refused an

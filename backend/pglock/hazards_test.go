@@ -3,7 +3,12 @@ package pglock
 import (
 	"context"
 	"errors"
+	"log/slog"
+	"net"
+	"os"
+	"runtime"
 	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -347,5 +352,53 @@ func TestReleaseDuringCutIsBounded(t *testing.T) {
 func TestNewNilSession(t *testing.T) {
 	if _, err := New(nil, "x"); !errors.Is(err, recipe.ErrBadOption) {
 		t.Fatalf("New(nil, \"x\") = %v, want an error matching recipe.ErrBadOption", err)
+	}
+}
+
+// TestAcquireDeadlineAnswersWithCtx: an Acquire whose dial times out as its
+// ctx deadline passes returns ctx's cause, every time. A dial given ctx's
+// deadline (the kernel's connect timeout, pgconn's reads) can fail a moment
+// before ctx's timer marks ctx done; that timeout is not a connection
+// failure (it once failed CI's conformance run as "unreachable"). The dialer
+// here fails with a timeout exactly at the deadline, as such a dial does;
+// the first connection (the Session's own) goes to the real server.
+func TestAcquireDeadlineAnswersWithCtx(t *testing.T) {
+	h := newHarness(t)
+	cfg := h.cfg.Copy()
+	addr := net.JoinHostPort(cfg.Host, strconv.Itoa(int(cfg.Port)))
+	var atDeadline atomic.Bool
+	cfg.DialFunc = func(ctx context.Context, network, _ string) (net.Conn, error) {
+		if dl, ok := ctx.Deadline(); ok && atDeadline.Load() {
+			for time.Now().Before(dl) { // no timer: return the moment it passes
+				runtime.Gosched()
+			}
+			return nil, &net.OpError{Op: "dial", Net: network, Err: os.ErrDeadlineExceeded}
+		}
+		var d net.Dialer
+		return d.DialContext(ctx, network, addr)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+	defer cancel()
+	s, err := ConnectConfig(ctx, cfg, WithTTL(testTTL), WithLogger(slog.New(slog.DiscardHandler)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	m, err := New(s, "deadline-"+strconv.FormatInt(time.Now().UnixNano(), 36))
+	if err != nil {
+		t.Fatal(err)
+	}
+	atDeadline.Store(true)
+	for i := range 50 {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Duration(5+i%4*5)*time.Millisecond)
+		l, err := m.Acquire(ctx)
+		cancel()
+		if err == nil {
+			l.Release(context.Background())
+			t.Fatalf("attempt %d: granted without a connection", i)
+		}
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("attempt %d: %v, want an error matching context.DeadlineExceeded", i, err)
+		}
 	}
 }

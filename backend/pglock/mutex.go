@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/zkrecipes/zkrecipes/fence"
+	"github.com/zkrecipes/zkrecipes/internal/ctxend"
 	"github.com/zkrecipes/zkrecipes/internal/lockname"
 	"github.com/zkrecipes/zkrecipes/recipe"
 )
@@ -128,8 +129,8 @@ func (m *Mutex) acquire(ctx context.Context, wait bool) (_ recipe.Lease, err err
 	defer context.AfterFunc(s.ctx, func() { cancel(recipe.ErrSessionClosed) })()
 	// fail turns err into the caller's cause if the attempt was abandoned.
 	fail := func(op string, err error) error {
-		if actx.Err() != nil {
-			return context.Cause(actx)
+		if ctxend.Ended(actx) {
+			return ctxend.Cause(actx)
 		}
 		if op == "" {
 			return err

@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgconn/ctxwatch"
 
+	"github.com/zkrecipes/zkrecipes/internal/ctxend"
 	"github.com/zkrecipes/zkrecipes/recipe"
 )
 
@@ -213,11 +214,12 @@ func (s *Session) TTL() time.Duration { return s.ttl }
 func (s *Session) dial(ctx context.Context) (*pgconn.PgConn, error) {
 	conn, err := pgconn.ConnectConfig(ctx, s.cfg)
 	if err != nil {
-		if ctx.Err() != nil {
+		if ctxend.Ended(ctx) {
 			// A dial cut short by the caller's deadline or cancellation
 			// answers with ctx's cause (recipe.Lock's contract), not as a
-			// connection failure.
-			return nil, fmt.Errorf("%w (%w)", context.Cause(ctx), err)
+			// connection failure, also when the dial's own timeout saw the
+			// deadline before ctx's timer did.
+			return nil, fmt.Errorf("%w (%w)", ctxend.Cause(ctx), err)
 		}
 		var ne net.Error
 		if errors.As(err, &ne) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {

@@ -15,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/redis/go-redis/v9/maintnotifications"
 
+	"github.com/zkrecipes/zkrecipes/internal/ctxend"
 	"github.com/zkrecipes/zkrecipes/recipe"
 )
 
@@ -144,7 +145,7 @@ func parseURL(raw string) (*redis.Options, error) {
 
 func newSession(ctx context.Context, cli *redis.Client, owned bool, c *config) (*Session, error) {
 	if err := cli.Ping(ctx).Err(); err != nil {
-		if ctx.Err() == nil && isNetError(err) {
+		if !ctxend.Ended(ctx) && isNetError(err) {
 			err = fmt.Errorf("%w: %w", recipe.ErrUnreachable, err)
 		}
 		return nil, &recipe.OpError{Op: "connect", Err: err}
