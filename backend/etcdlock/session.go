@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
 
+	"github.com/zkrecipes/zkrecipes/internal/ctxend"
 	"github.com/zkrecipes/zkrecipes/recipe"
 )
 
@@ -323,8 +324,8 @@ func (s *Session) newGeneration(ctx context.Context) (*generation, error) {
 	sent := time.Now()
 	resp, err := s.cli.Grant(ctx, int64(s.cfg.ttl/time.Second))
 	if err != nil {
-		if ctx.Err() != nil {
-			return nil, context.Cause(ctx)
+		if ctxend.Ended(ctx) {
+			return nil, ctxend.Cause(ctx)
 		}
 		return nil, opError("grant", "", err)
 	}
