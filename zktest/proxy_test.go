@@ -2,6 +2,7 @@ package zktest
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"sync"
@@ -123,15 +124,9 @@ func TestFaultProxyStates(t *testing.T) {
 	}
 
 	// Latency applies in each direction.
-	p.SetLatency(60 * time.Millisecond)
-	start := time.Now()
-	if err := roundTrip(c3, "slow", 5*time.Second); err != nil {
+	if err := slowRoundTrip(p, c3); err != nil {
 		t.Fatal(err)
 	}
-	if rtt := time.Since(start); rtt < 120*time.Millisecond {
-		t.Fatalf("round trip with 60ms one-way latency took %v", rtt)
-	}
-	p.SetLatency(0)
 
 	// Cut closes live connections and refuses dials fast.
 	p.Cut()
@@ -139,7 +134,7 @@ func TestFaultProxyStates(t *testing.T) {
 	if _, err := c3.Read(make([]byte, 1)); err == nil || isTimeout(err) {
 		t.Fatalf("read after Cut: %v, want closed", err)
 	}
-	start = time.Now()
+	start := time.Now()
 	if _, err := p.Dial("tcp", addr, time.Second); !errors.Is(err, syscall.ECONNREFUSED) {
 		t.Fatalf("dial during Cut: %v, want ECONNREFUSED", err)
 	}
@@ -327,15 +322,9 @@ func TestFaultProxyListen(t *testing.T) {
 		t.Errorf("the target saw source %s, want the client's 127.0.1.7", src)
 	}
 
-	p.SetLatency(60 * time.Millisecond)
-	start := time.Now()
-	if err := roundTrip(c1, "slow", 5*time.Second); err != nil {
-		t.Fatal(err)
+	if err := slowRoundTrip(p, c1); err != nil {
+		t.Error(err)
 	}
-	if rtt := time.Since(start); rtt < 120*time.Millisecond {
-		t.Errorf("round trip with 60ms one-way latency took %v", rtt)
-	}
-	p.SetLatency(0)
 
 	p.Cut()
 	for _, c := range []net.Conn{c1, func() net.Conn { c, _ := dial(); return c }()} {
@@ -357,4 +346,20 @@ func TestFaultProxyListen(t *testing.T) {
 	if _, err := p.Listen(l.Addr().String()); err == nil {
 		t.Fatal("Listen after Close succeeded")
 	}
+}
+
+// slowRoundTrip sets 60 ms of latency on p, checks that a round trip on c
+// takes at least twice that (latency applies in each direction), and sets
+// it back to 0.
+func slowRoundTrip(p *FaultProxy, c net.Conn) error {
+	p.SetLatency(60 * time.Millisecond)
+	defer p.SetLatency(0)
+	start := time.Now()
+	if err := roundTrip(c, "slow", 5*time.Second); err != nil {
+		return err
+	}
+	if rtt := time.Since(start); rtt < 120*time.Millisecond {
+		return fmt.Errorf("round trip with 60ms one-way latency took %v", rtt)
+	}
+	return nil
 }
