@@ -39,7 +39,11 @@ func MainThen(m *testing.M, cleanup func()) {
 	}
 	stopSpawner()
 	if code == 0 {
-		if err := goleak.Find(); err != nil {
+		// go-zookeeper v1.0.4 can leave its connection loop blocked in
+		// flushRequests after Close when a request is queued in the same
+		// instant (docs/design.md, the hazards after the assumptions about
+		// go-zookeeper): upstream's leak, not ours.
+		if err := goleak.Find(goleak.IgnoreTopFunction("github.com/go-zookeeper/zk.(*Conn).flushRequests")); err != nil {
 			fmt.Fprintf(os.Stderr, "zktest: goroutines leaked after the tests:\n%v\n", err)
 			code = 1
 		}
