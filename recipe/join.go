@@ -73,15 +73,18 @@ func (q *Queue) join(ctx context.Context, kind string, data []byte, anchor *anch
 
 // adopt moves t to the session cur after its create was sent under an
 // earlier one: the node must exist and belong to cur, or t is abandoned.
+// The check is retried across connection losses (the new session's
+// connection may still be coming up when a thawed process gets here): a
+// connection error is not an answer.
 func (t *Ticket) adopt(ctx context.Context, cur *epoch) error {
 	s := t.q.s
 	t.ep, t.owner = cur, cur.id
 	var ok bool
 	var st *zk.Stat
-	err := s.call(ctx, func() (err error) {
+	err := s.retry(ctx, t.q.reqSize, func() (err error) {
 		ok, st, err = s.conn.Exists(t.path)
 		return err
-	}, nil)
+	})
 	if err == nil && (!ok || st.EphemeralOwner != cur.id) {
 		err = fmt.Errorf("%w: node created under a session that is gone", ErrSessionLost)
 	}
