@@ -123,7 +123,10 @@ func (rw *RWMutex) Path() string { return rw.q.Dir() }
 //
 // Errors: recipe.ErrBadOption when write is not a write lease of this
 // RWMutex; an error matching recipe.ErrLeaseLost when write has ended or its
-// node is gone; otherwise as Acquire.
+// node is gone; recipe.ErrSequenceLimit when the lock directory's sequence
+// counter has reached its limit (docs/design.md#the-sequence-limit: write is
+// still held, nothing was created; release it and take the read side);
+// otherwise as Acquire.
 func (rw *RWMutex) Downgrade(ctx context.Context, write recipe.Lease) (recipe.Lease, error) {
 	return rw.q.AcquireAnchored(ctx, ReadKind, rw.data, write)
 }

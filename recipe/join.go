@@ -1,6 +1,7 @@
 package recipe
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -44,6 +45,9 @@ func (q *Queue) join(ctx context.Context, kind string, data []byte, anchor *anch
 			err = errorf("%w (%w)", context.Cause(ep.ctx), err)
 		}
 		return nil, err
+	}
+	if n, ok := parseNodeName(name, q.kinds); ok {
+		q.noteSeq(kind, n.Seq)
 	}
 	t := &Ticket{q: q, name: name, path: q.adir + "/" + name, ep: ep, owner: ep.id, keep: keep}
 	if anchor != nil {
@@ -291,6 +295,7 @@ func (q *Queue) findByGUID(guid string) (string, error) {
 		}
 		if ok && st.EphemeralOwner == cur {
 			if n, ok := parseNodeName(c, q.kinds); ok {
+				n.czxid = st.Czxid
 				mine = append(mine, n)
 			}
 		}
@@ -298,7 +303,7 @@ func (q *Queue) findByGUID(guid string) (string, error) {
 	if len(mine) == 0 {
 		return "", nil
 	}
-	sortNodes(mine)
+	slices.SortFunc(mine, func(a, b NodeName) int { return cmp.Compare(a.czxid, b.czxid) }) // creation order, also at the sequence limit
 	for _, extra := range mine[1:] {
 		q.deleteOwned(context.Background(), cleanupItem{path: q.adir + "/" + extra.Name, owner: cur}, false)
 	}

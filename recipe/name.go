@@ -46,6 +46,8 @@ type NodeName struct {
 	// node whose sequence is Anchor (see the grammar above).
 	Anchored bool
 	Anchor   int32
+
+	czxid int64 // creation zxid: read only at the sequence limit (limit.go), 0 when unknown
 }
 
 // Pos returns the sequence that gives the node its queue position: Anchor

@@ -179,6 +179,10 @@ func (q *Queue) readHead(ctx context.Context) (_ Head, missing bool, _ error) {
 		if mixed {
 			return Head{}, false, q.mixed(k)
 		}
+		nodes, err = q.order(ctx, nodes, nil)
+		if err != nil {
+			return Head{}, false, err
+		}
 		if len(nodes) == 0 {
 			return Head{}, false, nil
 		}
@@ -235,6 +239,9 @@ func (q *Queue) Participants(ctx context.Context) ([]Participant, error) {
 	nodes, k, mixed := parseListing(children, q.kinds)
 	if mixed {
 		return nil, q.mixed(k)
+	}
+	if nodes, err = q.order(ctx, nodes, nil); err != nil {
+		return nil, err
 	}
 	var out []Participant
 	for _, n := range nodes {

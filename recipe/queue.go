@@ -21,12 +21,15 @@ import (
 //	           listing, child-watch stand-in, re-list skip
 //	ticket.go  Ticket: a node that keeps its place across grants
 //	observe.go reading a queue from outside: Participants, Head, ObserveHead
+//	limit.go   the order once a directory's sequence counter is at its limit
 //
 // See docs/design.md#acquisition for the ZooKeeper operations of an
 // acquisition, a release and a cancel.
 
 // Rule is a recipe's whole policy on top of the queue engine: given the
-// ordered, parsed listing of a queue directory and the index of the
+// ordered, parsed listing of a queue directory (creation order: by
+// sequence, and by czxid once the directory's counter is at its limit, see
+// docs/design.md#the-sequence-limit) and the index of the
 // caller's own node in it, it says whether that node holds a grant and, if
 // not, the indexes of the nodes whose deletion could change the answer (at
 // least one; not self). A mutex holds at index 0 and watches self-1; a read
@@ -190,7 +193,9 @@ func (q *Queue) Session() *Session { return q.s }
 // Errors: ctx's cause when ctx ends; ErrSessionLost when the session that
 // owns the node is lost; ErrNodeDeleted when the node is deleted by someone
 // else while waiting; ErrSessionClosed; ErrMixedRecipes (the directory
-// holds nodes of other kinds of this module); an *OpError for refusals
+// holds nodes of other kinds of this module); ErrSequenceLimit (a node
+// anchored past the directory counter's limit, written by an older
+// version, is in the queue); an *OpError for refusals
 // (matching ErrNoPermission for ACLs); ErrBadOption for an unknown kind or
 // data over MaxNodeData; ErrTooLarge for data over MaxNodeData or too large
 // for the packet limit with the node's path (see CheckNodeData). In every
@@ -224,7 +229,10 @@ func (q *Queue) TryAcquire(ctx context.Context, kind string, data []byte) (Lease
 //
 // Errors: as Acquire; ErrBadOption when the queue was not declared with
 // AllowsAnchors or anchor is not such a lease; ErrLeaseLost (wrapping the
-// cause) when anchor has ended or its node is gone.
+// cause) when anchor has ended or its node is gone; ErrSequenceLimit when
+// the anchor's sequence is at or past the directory counter's limit (its
+// position cannot be told apart from later nodes': nothing is created, and
+// anchor is still held).
 func (q *Queue) AcquireAnchored(ctx context.Context, kind string, data []byte, anchor Lease) (Lease, error) {
 	c := q.contract
 	if !c.anchors {
@@ -243,6 +251,10 @@ func (q *Queue) AcquireAnchored(ctx context.Context, kind string, data []byte, a
 	}
 	if lctx := l.Context(); lctx.Err() != nil {
 		return nil, errorf("%w (%w)", ErrLeaseLost, context.Cause(lctx))
+	}
+	if pastLimit(n.Seq) {
+		// Its position could not be placed in the creation order (see order).
+		return nil, fmt.Errorf("%w: %s: the anchor %s is past it", ErrSequenceLimit, ShortPath(q.dir), path.Base(l.path))
 	}
 	return q.acquire(ctx, kind, data, true, &anchorSpec{path: l.path, seq: n.Seq, token: int64(l.Token())})
 }

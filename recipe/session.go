@@ -62,6 +62,8 @@ type Session struct {
 	watches watchRegistry // watches shared by waiters (watch.go)
 	cleaner cleaner       // owned deletes left to retry, janitor (cleanup.go, delete.go)
 
+	limits limitWarnings // directories warned about at the sequence limit (limit.go)
+
 	pool workers // goroutines for requests run on behalf of a waiting caller (pool.go)
 	quit chan struct{}
 	wg   sync.WaitGroup

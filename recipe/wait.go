@@ -28,6 +28,7 @@ func (q *Queue) wait(ctx context.Context, t *Ticket, block bool, fs *fastStart) 
 	defer fw.drop()
 	var gauge waitGauge
 	defer gauge.end()
+	czxids := map[string]int64{} // at the sequence limit: see order
 	for {
 		if ctx.Err() != nil {
 			return nil, context.Cause(ctx)
@@ -37,7 +38,7 @@ func (q *Queue) wait(ctx context.Context, t *Ticket, block bool, fs *fastStart) 
 		if err != nil {
 			return nil, err
 		}
-		nodes, self, err := q.find(children, t.name)
+		nodes, self, err := q.find(ctx, children, t.name, czxids)
 		if err != nil {
 			return nil, err
 		}
@@ -173,13 +174,17 @@ func (q *Queue) list(ctx context.Context, t *Ticket, fw *fastWait) ([]string, bo
 	return children, false, nil
 }
 
-// find parses and orders a listing and returns the index of the node name
-// in it (-1 when it is not listed). Another recipe's nodes in the listing
-// are ErrMixedRecipes.
-func (q *Queue) find(children []string, name string) ([]NodeName, int, error) {
+// find parses and orders a listing (order, with its czxid cache) and
+// returns the index of the node name in it (-1 when it is not listed).
+// Another recipe's nodes in the listing are ErrMixedRecipes.
+func (q *Queue) find(ctx context.Context, children []string, name string, czxids map[string]int64) ([]NodeName, int, error) {
 	nodes, k, mixed := parseListing(children, q.kinds)
 	if mixed {
 		return nil, -1, q.mixed(k)
+	}
+	nodes, err := q.order(ctx, nodes, czxids)
+	if err != nil {
+		return nil, -1, err
 	}
 	return nodes, slices.IndexFunc(nodes, func(n NodeName) bool { return n.Name == name }), nil
 }

@@ -59,9 +59,11 @@ type Metrics struct {
 	sessions    *prometheus.GaugeVec
 	transitions *prometheus.CounterVec
 	rejections  *prometheus.CounterVec
+	headroom    *prometheus.GaugeVec
 }
 
 var _ recipe.Metrics = (*Metrics)(nil)
+var _ recipe.SequenceMetrics = (*Metrics)(nil)
 var _ prometheus.Collector = (*Metrics)(nil)
 
 type config struct {
@@ -120,12 +122,15 @@ func New(opts ...Option) *Metrics {
 			"Connection-state transitions, by the state entered.", "state"),
 		rejections: counter("fence_rejections_total",
 			"Writes rejected by a fence.Guard because their token was stale.", "resource"),
+		headroom: gauge("sequence_headroom",
+			"Sequences the directory's counter can still give before its limit (2147483647), as of this process's last create there; 0 at the limit, where nodes are ordered by creation at one read per node per wakeup.",
+			"kind", "path"),
 	}
 	return m
 }
 
 func (m *Metrics) collectors() []prometheus.Collector {
-	return []prometheus.Collector{m.started, m.duration, m.failures, m.waiters, m.lost, m.sessions, m.transitions, m.rejections}
+	return []prometheus.Collector{m.started, m.duration, m.failures, m.waiters, m.lost, m.sessions, m.transitions, m.rejections, m.headroom}
 }
 
 // Describe implements prometheus.Collector.
@@ -197,12 +202,20 @@ func (m *Metrics) StaleRejected(e *fence.StaleError) {
 	m.rejections.WithLabelValues(e.Resource).Inc()
 }
 
+// SequenceHeadroom implements recipe.SequenceMetrics: it sets
+// zkrecipes_sequence_headroom. With WithoutPathLabel it holds the value of
+// the last create in any directory.
+func (m *Metrics) SequenceHeadroom(kind, dir string, remaining int64) {
+	m.headroom.WithLabelValues(kind, m.path(dir)).Set(float64(remaining))
+}
+
 // Reason names an error of an acquisition or the cause of a lease's end as
 // the reason and cause labels do: "locked" (recipe.ErrLocked), "canceled"
 // (context.Canceled), "deadline" (context.DeadlineExceeded), "suspended"
 // (recipe.ErrSuspended), "session_lost", "session_closed", "node_deleted",
 // "lease_lost" (recipe.ErrLeaseLost, e.g. a downgrade's anchor ended),
-// "no_permission", "bad_option", "other" for anything else.
+// "no_permission", "bad_option", "sequence_limit" (recipe.ErrSequenceLimit),
+// "other" for anything else.
 func Reason(err error) string {
 	switch {
 	case errors.Is(err, recipe.ErrLocked):
@@ -225,6 +238,8 @@ func Reason(err error) string {
 		return "no_permission"
 	case errors.Is(err, recipe.ErrBadOption):
 		return "bad_option"
+	case errors.Is(err, recipe.ErrSequenceLimit):
+		return "sequence_limit"
 	}
 	return "other"
 }
