@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Installs what the demo and the tests need, if missing, from Debian
-# packages: a Java runtime and ZooKeeper (default-jre-headless, zookeeper);
+# packages: a Java runtime and ZooKeeper (default-jre-headless, zookeeper),
+# and a JDK (default-jdk-headless: zktest.WithSeqCounters runs a Java source
+# file, which needs the jdk.compiler module);
 # PostgreSQL's server binaries (postgresql) for the fencing helpers' and
 # backend/pglock's tests, and PgBouncer (pgbouncer) for backend/pglock's;
 # redis-server for backend/redislock's; etcd (etcd-server) for
@@ -11,6 +13,13 @@ set -euo pipefail
 have_java() { command -v java >/dev/null 2>&1 || [ -x "${JAVA_HOME:-/nonexistent}/bin/java" ]; }
 have_zookeeper() {
   [ -f /usr/share/java/zookeeper.jar ] || compgen -G "${ZOOKEEPER_HOME:-/nonexistent}/lib/zookeeper-*.jar" >/dev/null
+}
+# A JDK: the java that zktest runs ($JAVA_HOME/bin/java, else PATH's) has
+# the jdk.compiler module.
+have_jdk() {
+  local java=java
+  [ -n "${JAVA_HOME:-}" ] && java=$JAVA_HOME/bin/java
+  "$java" --list-modules 2>/dev/null | grep -q '^jdk\.compiler@'
 }
 have_postgres() { compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null || command -v initdb >/dev/null 2>&1; }
 # etcd: ETCD_TEST_ENDPOINTS names a running server, ETCD_BIN a binary.
@@ -24,6 +33,11 @@ have_pgbouncer() { [ -x /usr/sbin/pgbouncer ] || command -v pgbouncer >/dev/null
 pkgs=()
 if [ -z "${ZK_TEST_SERVERS:-}" ] && [ -z "${ZK_SERVERS:-}" ] && ! { have_java && have_zookeeper; }; then
   pkgs+=(zookeeper default-jre-headless)
+fi
+# zktest's seeded servers (WithSeqCounters) are local ones, whatever
+# ZK_TEST_SERVERS says.
+if ! have_jdk; then
+  pkgs+=(default-jdk-headless)
 fi
 if [ -z "${PG_TEST_DSN:-}" ] && ! have_postgres; then
   pkgs+=(postgresql)

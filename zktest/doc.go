@@ -37,6 +37,12 @@
 // Tests that use the controls (Stop, Kill, Restart, Pause, Resume) fail under
 // ZK_TEST_SERVERS or a container, which cannot be controlled.
 //
+// WithSeqCounters starts local servers on a snapshot (written with
+// ZooKeeper's own classes by seed/SeedCounters.java, which needs a JDK) whose
+// directories' sequential-node counters are where a test wants them, such
+// as just below their end at math.MaxInt32. The other providers cannot be
+// seeded: Start fails.
+//
 // The local servers use ZooKeeper's Netty connection factory where Netty's
 // codec jar is available, because the default NIO factory of ZooKeeper 3.8.0
 // leaves a client that connects while a (re)starting standalone server loads

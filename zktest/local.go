@@ -178,9 +178,17 @@ func startLocal(ctx context.Context, cfg config) (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
+	var seedDir string
+	if len(cfg.seqCounters) > 0 {
+		sweepOnce.Do(sweepStale)
+		if seedDir, err = seedData(ctx, cfg, in); err != nil {
+			return nil, err
+		}
+		defer os.RemoveAll(seedDir)
+	}
 	var lastErr error
 	for attempt := 1; attempt <= portAttempts; attempt++ {
-		lc, err := startLocalOnce(ctx, cfg, in)
+		lc, err := startLocalOnce(ctx, cfg, in, seedDir)
 		if err == nil {
 			return lc.cluster(), nil
 		}
@@ -213,7 +221,9 @@ func (lc *localCluster) keepDirs() string {
 	return lc.dir
 }
 
-func startLocalOnce(ctx context.Context, cfg config, in install) (*localCluster, error) {
+// startLocalOnce starts the servers on fresh ports; a seedDir that is not
+// empty holds the seeded data (seedData) to copy into each data directory.
+func startLocalOnce(ctx context.Context, cfg config, in install, seedDir string) (*localCluster, error) {
 	sweepOnce.Do(sweepStale)
 	dir, err := os.MkdirTemp("", "zktest-")
 	if err != nil {
@@ -247,6 +257,12 @@ func startLocalOnce(ctx context.Context, cfg config, in install) (*localCluster,
 		if err := lc.writeConfig(nd); err != nil {
 			_ = lc.close()
 			return nil, err
+		}
+		if seedDir != "" {
+			if err := copySeed(seedDir, filepath.Join(nd.dir, "data")); err != nil {
+				_ = lc.close()
+				return nil, seedError{fmt.Errorf("zktest: WithSeqCounters: copying the seeded data: %w", err)}
+			}
 		}
 	}
 	lc.mu.Lock()

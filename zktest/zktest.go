@@ -58,6 +58,8 @@ type config struct {
 	ensemble int
 	tick     time.Duration
 	logger   *slog.Logger
+	// seqCounters are the directories and counters to seed (WithSeqCounters).
+	seqCounters map[string]int32
 }
 
 func newConfig(opts []Option) config {
@@ -474,8 +476,17 @@ func (c *Cluster) chrootView(name string) (*Cluster, error) {
 // says whether an external ensemble gets a chroot of its own.
 func launch(ctx context.Context, cfg config, name string, withChroot bool) (*Cluster, error) {
 	var reasons []string
+	seeded := len(cfg.seqCounters) > 0
+	if seeded {
+		if err := checkSeqCounters(cfg.seqCounters); err != nil {
+			return nil, err
+		}
+	}
 
 	if env := strings.TrimSpace(os.Getenv(EnvServers)); env != "" {
+		if seeded {
+			return nil, errSeedUnsupported("the external ensemble " + EnvServers + "=" + env)
+		}
 		c, err := startExternal(ctx, cfg, env, name, withChroot)
 		if err == nil {
 			return c, nil
@@ -492,6 +503,13 @@ func launch(ctx context.Context, cfg config, name string, withChroot bool) (*Clu
 	}
 	if errors.Is(err, errExplicitInstall) {
 		return nil, fmt.Errorf("%w: %s. Local install: %v", ErrNoServer, InstallHint, err)
+	}
+	if errors.Is(err, errSeed) {
+		return nil, err
+	}
+	if seeded {
+		reasons = append(reasons, "local install: "+err.Error(), "docker: not tried: "+errSeedUnsupported("a container").Error())
+		return nil, fmt.Errorf("%w: %s. Providers tried: %s", ErrNoServer, InstallHint, strings.Join(reasons, "; "))
 	}
 	cfg.logger.Warn("zktest: local ZooKeeper unusable, trying the next provider", "err", err)
 	reasons = append(reasons, "local install: "+err.Error())
