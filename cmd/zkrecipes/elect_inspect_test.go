@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"os"
 	"os/exec"
@@ -285,5 +286,58 @@ func TestSignalIsNoLoss(t *testing.T) {
 				t.Errorf("%q: a normal stop logged %v %q:\n%s", mode, r["level"], r["msg"], p.stderr)
 			}
 		}
+	}
+}
+
+// TestInspectAtSequenceLimit: inspect of a lock whose directory's counter
+// is stuck at its limit (docs/design.md#the-sequence-limit) lists the
+// participants in creation order, with the first created as the only
+// holder, though three of them have the same sequence 2147483647.
+func TestInspectAtSequenceLimit(t *testing.T) {
+	t.Parallel()
+	const lock = "/limit/inspect"
+	cl := zktest.Start(t, zktest.WithSeqCounters(map[string]int32{lock: math.MaxInt32 - 1}))
+	zk := zktest.Inspect(t, cl)
+	dir := t.TempDir()
+	var gates []string
+	for i := range 4 {
+		gate := filepath.Join(dir, fmt.Sprintf("gate%d", i))
+		gates = append(gates, gate)
+		start(t, cl, dir, "lock", lock, "--", "sh", "-c", gateScript(gate))
+		zktest.Eventually(t, 20*time.Second, "the lock's node", func() bool { return len(zk.Children(lock)) == i+1 })
+	}
+	defer func() {
+		for _, g := range gates {
+			touch(t, g)
+		}
+	}()
+	stuck := 0
+	for _, c := range zk.Children(lock) {
+		if strings.HasSuffix(c, "-2147483647") {
+			stuck++
+		}
+	}
+	if stuck != 3 {
+		t.Fatalf("%d nodes with sequence 2147483647, want 3: %v", stuck, zk.Children(lock))
+	}
+	p := start(t, cl, dir, "inspect", "--json", lock)
+	p.expect(0, 30*time.Second)
+	var v View
+	if err := json.Unmarshal([]byte(p.stdout.String()), &v); err != nil {
+		t.Fatalf("inspect --json: %v: %s", err, p.stdout)
+	}
+	if v.Recipe != "mutex" || len(v.Participants) != 4 {
+		t.Fatalf("view: %+v", v)
+	}
+	for i, e := range v.Participants {
+		if want := map[bool]string{true: "holder", false: "waiting"}[i == 0]; e.Role != want {
+			t.Fatalf("participant %d is %s, want %s: %+v", i, e.Role, want, v.Participants)
+		}
+		if i > 0 && e.Token <= v.Participants[i-1].Token {
+			t.Fatalf("participants not in creation order: %+v", v.Participants)
+		}
+	}
+	if !strings.HasSuffix(v.Participants[0].Node, "-2147483646") {
+		t.Fatalf("holder %s, want the first node created (2147483646)", v.Participants[0].Node)
 	}
 }
