@@ -11,13 +11,15 @@ import (
 
 // wireState is what the Session learns off its connections through
 // zkwire.Conn, and the creates it asks zkwire to send as create2. It has
-// no lock of its own: atomics, and zkwire.Creates' lock.
+// no lock of its own: atomics, and zkwire.Creates' and zkwire.Watches'
+// locks.
 type wireState struct {
 	lastReply atomic.Int64 // unix nanos: send time of the newest request a server answered
 	sessionID atomic.Int64 // in the last connect response
 	timeout   atomic.Int64 // negotiated, in the last connect response (ns)
 	cur       atomic.Pointer[zkwire.Conn]
 	creates   zkwire.Creates
+	watches   zkwire.Watches // go-zookeeper's watch registrations, mirrored
 }
 
 // noteReply advances lastReply to sentAt (never backwards).
@@ -40,20 +42,20 @@ func (w *wireState) dropConn() {
 
 // track wraps a dialled connection c, making it the current one.
 func (s *Session) track(c net.Conn) net.Conn {
-	tc := zkwire.NewConn(c, wireObserver{s: s, c: c}, &s.wire.creates)
+	tc := zkwire.NewConn(c, wireObserver{s: s, c: c}, &s.wire.creates, &s.wire.watches)
 	s.wire.cur.Store(tc)
 	return tc
 }
 
-// setWatchesWait and setWatchesWaitLong bound how long the first read after
-// a handshake waits for go-zookeeper's set-watches request: the long wait
-// when the Session has set watches (the request must then come, unless
-// they all fired meanwhile), the short one otherwise. See
+// setWatchesWait bounds how long replies are held after a handshake for
+// go-zookeeper's set-watches request. zkwire holds them only when its
+// mirror of go-zookeeper's watches says the request will be written (and
+// then only the replies that would race with it), so the hold normally
+// ends at that write, a few scheduling delays after the handshake; the
+// bound only keeps a request that does not come after all (the *zk.Conn
+// closed in that instant) from holding replies for ever. See
 // docs/design.md#the-read-gate-after-a-reconnect.
-const (
-	setWatchesWait     = 20 * time.Millisecond
-	setWatchesWaitLong = 250 * time.Millisecond
-)
+const setWatchesWait = time.Second
 
 // wireObserver is the zkwire.Observer of one connection, c.
 type wireObserver struct {
@@ -62,26 +64,16 @@ type wireObserver struct {
 }
 
 // Handshake records the session ID and negotiated timeout, and counts the
-// connect request as answered. The first connection has no watches to
-// re-register and is not held.
+// connect request as answered. It returns the read gate's bound; zkwire
+// decides whether to hold at all.
 func (o wireObserver) Handshake(id int64, timeout time.Duration, sentAt int64) time.Duration {
 	s := o.s
-	hold := setWatchesWait
-	s.mu.Lock()
-	first := !s.conns.started
-	if len(s.watches.byKey) > 0 || len(s.leases.byPath) > 0 {
-		hold = setWatchesWaitLong
-	}
-	s.mu.Unlock()
 	s.wire.sessionID.Store(id)
 	if id != 0 && timeout > 0 {
 		s.wire.timeout.Store(int64(timeout))
 	}
 	s.wire.noteReply(sentAt)
-	if first {
-		return 0
-	}
-	return hold
+	return setWatchesWait
 }
 
 // Replied advances the last server reply.

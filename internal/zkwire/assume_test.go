@@ -2,6 +2,7 @@ package zkwire_test
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"net"
@@ -30,6 +31,9 @@ import (
 //	4  create reply read by its path   TestAssumption_Create2ReplyReadAsCreate
 //	5  set-watches first after a reconnect
 //	                                   TestAssumption_SetWatchesFirstAfterReconnect
+//	   ... naming exactly the watches held
+//	                                   TestAssumption_SetWatchesExactlyTheMirror
+//	   ... after re-sent credentials   TestAssumption_CredentialRepliesPassTheGate
 //	6  replies echo the xid            TestAssumption_HandshakeAndReplyFraming
 //	7  the event callback              TestAssumption_EventCallbackSynchronous
 //	8  a written request is not resent TestAssumption_WrittenRequestNotResent
@@ -65,6 +69,7 @@ type wire struct {
 	shakes   []shake
 	replies  int
 	creates  zkwire.Creates
+	watches  zkwire.Watches
 	overlaps atomic.Int32 // concurrent Read calls seen
 	cutAfter atomic.Int32 // if set: close the connection after writing a request of this opcode, once
 	failOp   atomic.Int32 // if set: fail the write of a request of this opcode (closing the connection), once
@@ -173,7 +178,7 @@ func (w *wire) dialer(network, addr string, timeout time.Duration) (net.Conn, er
 	w.mu.Lock()
 	w.conns = append(w.conns, rc)
 	w.mu.Unlock()
-	return zkwire.NewConn(rc, w, &w.creates), nil
+	return zkwire.NewConn(rc, w, &w.creates, &w.watches), nil
 }
 
 // connect opens a go-zookeeper connection through zkwire and waits for its
@@ -370,6 +375,137 @@ func TestAssumption_SetWatchesFirstAfterReconnect(t *testing.T) {
 			t.Fatal("no request written after the reconnection")
 		case <-time.After(10 * time.Millisecond):
 		}
+	}
+}
+
+// TestAssumption_SetWatchesExactlyTheMirror: go-zookeeper's set-watches
+// after a reconnection names exactly the registrations zkwire.Watches
+// mirrors (watches set by GetW, ExistsW on a node and on no node, ChildrenW,
+// less those that fired), and with none left it writes no set-watches. The
+// read gate holds replies only when set-watches is due.
+func TestAssumption_SetWatchesExactlyTheMirror(t *testing.T) {
+	w := &wire{gateLater: true}
+	conn, events, root := connect(t, w)
+	dir := root + "/mirror"
+	for _, p := range []string{dir, dir + "/a", dir + "/b"} {
+		if _, err := conn.Create(p, nil, 0, zk.WorldACL(zk.PermAll)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var fire []<-chan zk.Event
+	watch := func(ch <-chan zk.Event, err error) {
+		t.Helper()
+		if err != nil && !errors.Is(err, zk.ErrNoNode) {
+			t.Fatal(err)
+		}
+		fire = append(fire, ch)
+	}
+	_, _, ch, err := conn.GetW(dir + "/a")
+	watch(ch, err)
+	_, _, ch, err = conn.ExistsW(dir + "/b")
+	watch(ch, err)
+	_, _, ch, err = conn.ExistsW(dir + "/c")
+	watch(ch, err)
+	_, _, ch, err = conn.ChildrenW(dir)
+	watch(ch, err)
+	if _, _, _, err := conn.GetW(dir + "/none"); !errors.Is(err, zk.ErrNoNode) {
+		t.Fatalf("GetW of a missing node: %v", err)
+	}
+	if _, _, err := conn.Get(dir + "/b"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Set(dir+"/a", []byte("x"), -1); err != nil { // fires data /a
+		t.Fatal(err)
+	}
+	<-fire[0]
+	want := []string{"child " + dir, "data " + dir + "/b", "exist " + dir + "/c"}
+	if got := w.watches.Keys(); !slices.Equal(got, want) {
+		t.Fatalf("mirror %v, want %v", got, want)
+	}
+	reconnect := func() *recConn {
+		t.Helper()
+		w.last().Conn.Close()
+		waitState(t, events, zk.StateDisconnected)
+		waitState(t, events, zk.StateHasSession)
+		if _, _, err := conn.Exists(root); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(100 * time.Millisecond) // a set-watches due is queued at the handshake
+		return w.last()
+	}
+	rc := reconnect()
+	if got := setWatchesNames(t, rc); !slices.Equal(got, want) {
+		t.Fatalf("set-watches named %v; the mirror had %v", got, want)
+	}
+	if _, err := conn.Create(dir+"/c", nil, 0, zk.WorldACL(zk.PermAll)); err != nil { // fires exist /c and child dir
+		t.Fatal(err)
+	}
+	if err := conn.Delete(dir+"/b", -1); err != nil { // fires data /b
+		t.Fatal(err)
+	}
+	for _, ch := range fire[1:] {
+		<-ch
+	}
+	if got := w.watches.Keys(); len(got) != 0 {
+		t.Fatalf("mirror %v after every watch fired", got)
+	}
+	rc = reconnect()
+	if got := setWatchesNames(t, rc); got != nil {
+		t.Fatalf("set-watches written with no watches held: %v", got)
+	}
+}
+
+// setWatchesNames returns the watches named by the set-watches requests
+// written on rc ("data /p", "exist /p", "child /p", sorted), nil if none.
+func setWatchesNames(t *testing.T, rc *recConn) []string {
+	t.Helper()
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	var names []string
+	for _, p := range rc.writes[1:] {
+		if _, op, _ := zkwire.Request(p); op != zkwire.OpSetWatches {
+			continue
+		}
+		b := p[12+8:] // after the header and relativeZxid
+		for _, kind := range []string{"data", "exist", "child"} {
+			n := int(binary.BigEndian.Uint32(b))
+			b = b[4:]
+			for range n {
+				l := int(binary.BigEndian.Uint32(b))
+				names = append(names, kind+" "+string(b[4:4+l]))
+				b = b[4+l:]
+			}
+		}
+	}
+	slices.Sort(names)
+	return names
+}
+
+// TestAssumption_CredentialRepliesPassTheGate: on a reconnection with
+// credentials and watches, go-zookeeper re-sends the credentials and waits
+// for their replies before it writes anything else (set-watches included);
+// those replies carry no zxid, so the read gate lets them through and
+// set-watches follows at once instead of after the gate's bound.
+func TestAssumption_CredentialRepliesPassTheGate(t *testing.T) {
+	w := &wire{gateLater: true} // bound 10 s
+	conn, events, root := connect(t, w)
+	if err := conn.AddAuth("digest", []byte("user:secret")); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, _, err := conn.GetW(root); err != nil {
+		t.Fatal(err)
+	}
+	w.conn(0).Conn.Close()
+	waitState(t, events, zk.StateDisconnected)
+	waitState(t, events, zk.StateHasSession)
+	start := time.Now()
+	eventually(t, "set-watches written", func() bool { return slices.Contains(w.last().ops(), zkwire.OpSetWatches) })
+	if d := time.Since(start); d > 5*time.Second {
+		t.Fatalf("set-watches written %v after the handshake: the credentials' reply was held", d)
+	}
+	ops := w.last().ops()
+	if len(ops) < 2 || ops[0] != zkwire.OpSetAuth || ops[1] != zkwire.OpSetWatches {
+		t.Fatalf("opcodes written after the reconnection %v, want set-auth, then set-watches", ops)
 	}
 }
 
