@@ -4,7 +4,8 @@
 # Extra: make bench compares our mutex with zk.Lock, Curator and kazoo
 # (docs/performance.md), make nemesis runs the fault-injection test.
 # Each first runs scripts/setup.sh, which installs from Debian packages
-# whatever is missing of ZooKeeper and Java, PostgreSQL and PgBouncer,
+# whatever is missing of ZooKeeper and Java (a JDK: zktest seeds servers
+# with a Java source file), PostgreSQL and PgBouncer,
 # Redis, and etcd (a server named in the environment needs nothing).
 
 GO ?= go
@@ -20,7 +21,10 @@ demo: setup
 # The short nemesis run (3 servers, kills, pauses, 2 s sessions) runs on its
 # own after the rest, so that it never starves another package's 2 s
 # sessions on a 2-core machine. It runs even when the rest failed (one
-# report of everything); the target fails if either did.
+# report of everything); the target fails if either did. The last line runs
+# the sequence-limit tests again on ZooKeeper 3.9.3 (Debian 13's, laid out
+# by scripts/zk-debian.sh and cached), so that the behaviour at the limit is
+# checked on both server lines.
 # The backends, the command line tool and the benchmark are modules of
 # their own (backend/*, cmd/zkrecipes, cmd/zkbench: so that ZooKeeper-only
 # users of the library never require the other backends' client
@@ -34,6 +38,7 @@ test: setup
 	status=0; \
 	$(GO) test -race -count=1 -timeout 15m $$($(GO) list ./... | grep -v '/zktest/nemesis$$') $(BACKENDS) $(COMMANDS) || status=1; \
 	$(GO) test -race -count=1 -timeout 10m ./zktest/nemesis || status=1; \
+	h="$$(./scripts/zk-debian.sh)" && ZOOKEEPER_HOME="$$h" $(GO) test -race -count=1 -timeout 5m -run 'SequenceLimit|SeqCounters' ./recipe/ ./zktest/ || status=1; \
 	exit $$status
 
 bench: setup
