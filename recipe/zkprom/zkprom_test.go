@@ -3,6 +3,7 @@ package zkprom_test
 import (
 	"context"
 	"errors"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -49,6 +50,11 @@ func TestMetricsFromRealAcquisitions(t *testing.T) {
 	zktest.Eventually(t, 10*time.Second, "a waiter in zkrecipes_waiters", func() bool {
 		return value(t, reg, "zkrecipes_waiters") == 1
 	})
+	// Three creates in a fresh directory (the holder's, TryAcquire's, the
+	// waiter's): sequences 0 to 2.
+	if got := value(t, reg, "zkrecipes_sequence_headroom"); got != math.MaxInt32-2 {
+		t.Fatalf("zkrecipes_sequence_headroom %v after the third create, want %d", got, math.MaxInt32-2)
+	}
 	ps, err := mu.Participants(ctx)
 	if err != nil || len(ps) != 2 {
 		t.Fatalf("participants: %v, %v", ps, err)
@@ -120,7 +126,7 @@ func TestReason(t *testing.T) {
 		recipe.ErrSuspended: "suspended", recipe.ErrSessionLost: "session_lost",
 		recipe.ErrSessionClosed: "session_closed", recipe.ErrNodeDeleted: "node_deleted",
 		recipe.ErrLeaseLost: "lease_lost", &recipe.OpError{Op: "create", Err: zkNoAuth{}}: "other",
-		recipe.ErrBadOption: "bad_option", errors.New("x"): "other",
+		recipe.ErrBadOption: "bad_option", recipe.ErrSequenceLimit: "sequence_limit", errors.New("x"): "other",
 	} {
 		if got := zkprom.Reason(err); got != want {
 			t.Errorf("Reason(%v) = %q, want %q", err, got, want)
