@@ -579,3 +579,41 @@ func TestSequenceLimitWarns(t *testing.T) {
 		t.Fatalf("warnings %q: want one near the limit and one at it", msgs)
 	}
 }
+
+// TestSequenceLimitSemaphoreOrder: a two-lease semaphore whose waiters
+// queued across the limit grants them in creation order as leases free.
+func TestSequenceLimitSemaphoreOrder(t *testing.T) {
+	const dir = "/limit/sem"
+	cl := limitCluster(t, 2, dir)
+	in := zktest.Inspect(t, cl)
+	const n = 6
+	acq := make([]func(context.Context) (recipe.Lease, error), n)
+	for i := range acq {
+		s, err := mutex.NewSemaphore(rtest.Connect(t, cl), dir, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		acq[i] = s.Acquire
+	}
+	chs := queueUp(t, in, dir, 0, acq) // 2147483645, 2147483646, then 2147483647 four times
+	if got := stuckCount(t, in, dir); got < 3 {
+		t.Fatalf("%d nodes with sequence 2147483647, want 4 (children %v)", got, in.Children(dir))
+	}
+	held := []recipe.Lease{rtest.Await(t, chs[0], 10*time.Second).Lease, rtest.Await(t, chs[1], 10*time.Second).Lease}
+	for i := 2; i < n; i++ {
+		noneGranted(t, 100*time.Millisecond, fmt.Sprintf("before lease %d frees", i-2), chs[i:]...)
+		if err := held[0].Release(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		r := rtest.Await(t, chs[i], 10*time.Second)
+		if r.Err != nil {
+			t.Fatalf("waiter %d: %v", i, r.Err)
+		}
+		held = append(held[1:], r.Lease)
+	}
+	for _, l := range held {
+		if err := l.Release(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
