@@ -47,9 +47,11 @@ const seqWarnMargin = 1 << 27
 // is unknown: RWMutex.Downgrade (AcquireAnchored) in such a directory, or a
 // listing holding such a node written by an older version. Nothing is
 // granted and the caller's node is deleted. Every other acquisition in such
-// a directory is ordered by creation and goes on. Remedy: let the directory
-// become empty (its container is then removed by the server and the counter
-// starts again at 0), or give the lock a new path.
+// a directory is ordered by creation and goes on. Remedy: the counter starts
+// again at 0 only in a new directory. Let the directory become empty (a
+// container directory, as the recipes create, is then removed by the
+// server), delete it if it is a persistent one made by hand, or give the
+// lock a new path.
 var ErrSequenceLimit = errors.New("recipe: the directory's sequence counter is at its limit")
 
 // SequenceMetrics is an optional extension of Metrics: a Metrics that also
@@ -82,6 +84,9 @@ func (q *Queue) noteSeq(kind string, seq int32) {
 	}
 }
 
+// limitRemedy is what the WARNs tell an operator to do.
+const limitRemedy = "the counter starts again at 0 only in a new directory: let it empty (a container the recipes created is then removed by the server) or delete a persistent one, or use a new path"
+
 // limitWarnings remembers the directories a Session has warned about, so
 // that each is logged once per Session (and once more when it reaches the
 // limit after a near-limit warning).
@@ -104,12 +109,11 @@ func (w *limitWarnings) warn(q *Queue, remaining int64) {
 	w.warned[q.dir] = reached
 	w.mu.Unlock()
 	if reached {
-		q.s.log.Warn("sequence counter at its limit: ordering the directory's nodes by creation, one read per node per wakeup; let the directory empty or use a new path",
+		q.s.log.Warn("sequence counter at its limit: ordering the directory's nodes by creation, one read per node per wakeup; "+limitRemedy,
 			"dir", ShortPath(q.dir))
 		return
 	}
-	q.s.log.Warn("sequence counter near its limit: let the directory empty before it is reached, or use a new path",
-		"dir", ShortPath(q.dir), "remaining", remaining)
+	q.s.log.Warn("sequence counter near its limit; "+limitRemedy, "dir", ShortPath(q.dir), "remaining", remaining)
 }
 
 // order puts a parsed listing (parseListing's sequence order) in queue

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	_ "embed"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"maps"
@@ -14,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // seedSource is the program that writes the seeded snapshot: see
@@ -67,6 +69,12 @@ const JDKHint = "install a JDK: sudo apt-get install -y default-jdk-headless " +
 // the first is an ERROR in the server log), and the parent's pzxid stops
 // moving. Deleting a child does not change the counter. ZooKeeper 3.4
 // wrapped to negative suffixes instead.
+//
+// Paths are checked as ZooKeeper checks them (valid UTF-8, none of the
+// characters it refuses) and passed to Java as UTF-8, whatever the locale.
+// An empty map seeds nothing (the servers start empty, and an external
+// ensemble is used as usual); several WithSeqCounters options merge, the
+// last one's counter winning for a path named twice.
 func WithSeqCounters(counters map[string]int32) Option {
 	cp := make(map[string]int32, len(counters))
 	for k, v := range counters {
@@ -111,6 +119,16 @@ func checkServerPath(p string) error {
 			return fmt.Errorf("%q: relative path element %q", p, el)
 		case strings.ContainsRune(el, 0):
 			return fmt.Errorf("%q: NUL in path", p)
+		}
+	}
+	if !utf8.ValidString(p) {
+		return fmt.Errorf("%q: not valid UTF-8", p)
+	}
+	for _, r := range p {
+		// ZooKeeper's PathUtils.validatePath, on Java's UTF-16 units: a
+		// rune above U+FFFF is a surrogate pair there.
+		if r <= 0x1f || (r >= 0x7f && r <= 0x9f) || (r >= 0xd800 && r <= 0xf8ff) || r >= 0xfff0 {
+			return fmt.Errorf("%q: contains %U, a character ZooKeeper refuses", p, r)
 		}
 	}
 	if p == "/zookeeper" || strings.HasPrefix(p, "/zookeeper/") {
@@ -168,7 +186,7 @@ func seedData(ctx context.Context, cfg config, in install) (string, error) {
 		"-cp", in.classpath, src, data,
 	}
 	for _, p := range slices.Sorted(maps.Keys(cfg.seqCounters)) {
-		args = append(args, p+"="+strconv.FormatInt(int64(cfg.seqCounters[p]), 10))
+		args = append(args, hex.EncodeToString([]byte(p))+"="+strconv.FormatInt(int64(cfg.seqCounters[p]), 10))
 	}
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()

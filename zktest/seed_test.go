@@ -315,6 +315,11 @@ func TestSeqCountersInvalid(t *testing.T) {
 		{"/zookeeper/x": 1},
 		{"/zookeeper": 1},
 		{"/limit/a": -1},
+		{"/limit/a\x01b": 1},
+		{"/limit/a\x7fb": 1},
+		{"/limit/a\ufff5b": 1},
+		{"/limit/a\xffb": 1},
+		{"/limit/\U0001F600": 1},
 	} {
 		c, err := Launch(context.Background(), WithSeqCounters(m))
 		if err == nil {
@@ -362,4 +367,16 @@ func TestSeqCountersNeedJDK(t *testing.T) {
 	if !errors.Is(err, ErrNoServer) || !strings.Contains(err.Error(), JDKHint) {
 		t.Fatalf("Launch: %v; want ErrNoServer with JDKHint", err)
 	}
+}
+
+// TestSeqCountersLocale: a non-ASCII path is seeded under its own name
+// whatever the locale the JVM decodes its arguments in (under C or POSIX a
+// path given as an argument came out as another one, silently).
+func TestSeqCountersLocale(t *testing.T) {
+	t.Setenv("LANG", "C")
+	t.Setenv("LC_ALL", "C")
+	const dir = "/locks/über-été"
+	cl := Start(t, WithSeqCounters(map[string]int32{dir: math.MaxInt32 - 2}))
+	conn, _ := connect(t, cl.Addrs(), 5*time.Second, nil)
+	checkDir(t, conn, dir, math.MaxInt32-2, 0)
 }

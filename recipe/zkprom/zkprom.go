@@ -20,6 +20,7 @@
 //	zkrecipes_sessions{state}                                 gauge      open sessions per connection state
 //	zkrecipes_session_transitions_total{state}                counter    transitions into each state
 //	zkrecipes_fence_rejections_total{resource}                counter    stale writes rejected by a fence.Guard
+//	zkrecipes_sequence_headroom{kind,path}                    gauge      sequences left before the directory's limit
 //
 // The path label has one value per lock directory a process uses: keep
 // lock directories few and stable (not one per request), or use
@@ -204,7 +205,9 @@ func (m *Metrics) StaleRejected(e *fence.StaleError) {
 
 // SequenceHeadroom implements recipe.SequenceMetrics: it sets
 // zkrecipes_sequence_headroom. With WithoutPathLabel it holds the value of
-// the last create in any directory.
+// the last create in any directory of the kind, so a busy healthy directory
+// can hide one at the limit: alert on min_over_time of it, or rely on the
+// Session's WARN, which names the directory.
 func (m *Metrics) SequenceHeadroom(kind, dir string, remaining int64) {
 	m.headroom.WithLabelValues(kind, m.path(dir)).Set(float64(remaining))
 }

@@ -4,9 +4,11 @@
 // zktest runs it with Java's single-file source launcher, on the classpath
 // of the server it is about to start, before that server starts:
 //
-//	java -cp CLASSPATH SeedCounters.java DATADIR PATH=COUNTER...
+//	java -cp CLASSPATH SeedCounters.java DATADIR HEXPATH=COUNTER...
 //
-// COUNTER is the suffix the next sequential create in PATH gets (0 to
+// HEXPATH is the path's UTF-8 bytes in hexadecimal, so that the path does
+// not depend on how the JVM decodes its arguments (the platform charset: a
+// C or POSIX locale would turn a non-ASCII path into another one). COUNTER is the suffix the next sequential create in PATH gets (0 to
 // 2147483647). Missing parents are created as plain persistent znodes with
 // open ACLs. The snapshot goes to DATADIR/version-2 as snapshot.<zxid>,
 // where zxid is the last of the zxids (1, 2, ...) given to the changes.
@@ -36,16 +38,16 @@ public class SeedCounters {
 
     static void seed(String[] args) throws Exception {
         if (args.length < 2) {
-            throw new IllegalArgumentException("usage: SeedCounters DATADIR PATH=COUNTER...");
+            throw new IllegalArgumentException("usage: SeedCounters DATADIR HEXPATH=COUNTER...");
         }
         File dataDir = new File(args[0]);
         Map<String, Integer> counters = new LinkedHashMap<>();
         for (int i = 1; i < args.length; i++) {
             int eq = args[i].lastIndexOf('=');
             if (eq <= 0) {
-                throw new IllegalArgumentException("want PATH=COUNTER, got " + args[i]);
+                throw new IllegalArgumentException("want HEXPATH=COUNTER, got " + args[i]);
             }
-            counters.put(args[i].substring(0, eq), Integer.parseInt(args[i].substring(eq + 1)));
+            counters.put(unhex(args[i].substring(0, eq)), Integer.parseInt(args[i].substring(eq + 1)));
         }
 
         DataTree tree = new DataTree();
@@ -107,5 +109,17 @@ public class SeedCounters {
             out.clear();
         }
         return out;
+    }
+
+    // unhex decodes a path given as its UTF-8 bytes in hexadecimal.
+    static String unhex(String h) {
+        if (h.length() % 2 != 0) {
+            throw new IllegalArgumentException("odd-length hexadecimal path " + h);
+        }
+        byte[] b = new byte[h.length() / 2];
+        for (int i = 0; i < b.length; i++) {
+            b[i] = (byte) Integer.parseInt(h.substring(2 * i, 2 * i + 2), 16);
+        }
+        return new String(b, java.nio.charset.StandardCharsets.UTF_8);
     }
 }
