@@ -240,18 +240,27 @@ func (q *Queue) Participants(ctx context.Context) ([]Participant, error) {
 	if mixed {
 		return nil, q.mixed(k)
 	}
-	if nodes, err = q.order(ctx, nodes, nil); err != nil {
-		return nil, err
-	}
-	var out []Participant
+	// Each read gives the node's czxid: order, at the sequence limit, takes
+	// them from there instead of reading every node twice.
+	read := make(map[string]Participant, len(nodes))
+	czxids := make(map[string]int64, len(nodes))
+	present := nodes[:0]
 	for _, n := range nodes {
 		p, ok, err := q.participant(ctx, n)
 		if err != nil {
 			return nil, err
 		}
 		if ok {
-			out = append(out, p)
+			read[n.Name], czxids[n.Name] = p, int64(p.Token)
+			present = append(present, n)
 		}
+	}
+	if nodes, err = q.order(ctx, present, czxids); err != nil {
+		return nil, err
+	}
+	var out []Participant
+	for _, n := range nodes {
+		out = append(out, read[n.Name])
 	}
 	return out, nil
 }
