@@ -38,7 +38,7 @@ test: setup
 	status=0; \
 	$(GO) test -race -count=1 -timeout 15m $$($(GO) list ./... | grep -v '/zktest/nemesis$$') $(BACKENDS) $(COMMANDS) || status=1; \
 	$(GO) test -race -count=1 -timeout 10m ./zktest/nemesis || status=1; \
-	h="$$(./scripts/zk-debian.sh)" && ZOOKEEPER_HOME="$$h" $(GO) test -race -count=1 -timeout 5m -run 'SequenceLimit|SeqCounters' ./recipe/ ./zktest/ || status=1; \
+	h="$$(./scripts/zk-debian.sh)" && ZOOKEEPER_HOME="$$h" $(GO) test -race -count=1 -timeout 5m -run 'SequenceLimit|SeqCounters' ./zookeeper/ ./zktest/ || status=1; \
 	exit $$status
 
 bench: setup

@@ -9,6 +9,7 @@ import (
 	"github.com/zkrecipes/zkrecipes/recipe"
 	"github.com/zkrecipes/zkrecipes/recipe/locktest"
 	"github.com/zkrecipes/zkrecipes/zktest"
+	"github.com/zkrecipes/zkrecipes/zookeeper"
 )
 
 // TestConformance runs the backend-neutral conformance suite (recipe/locktest)
@@ -20,7 +21,7 @@ import (
 func TestConformance(t *testing.T) {
 	cl := zktest.Shared(t)
 	locktest.Run(t, &rtest.LockHarness{Cluster: cl, In: zktest.Inspect(t, cl),
-		Lock: func(tb testing.TB, s *recipe.Session, dir string) recipe.Lock {
+		Lock: func(tb testing.TB, s *zookeeper.Session, dir string) recipe.Lock {
 			if _, err := election.New(s, dir); err != nil { // the path is valid: fail here, not in Acquire
 				tb.Fatal(err)
 			}
@@ -30,7 +31,7 @@ func TestConformance(t *testing.T) {
 
 // electionLock is the election as a recipe.Lock.
 type electionLock struct {
-	s   *recipe.Session
+	s   *zookeeper.Session
 	dir string
 }
 

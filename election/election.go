@@ -6,7 +6,7 @@
 // as Apache Curator's LeaderSelector implements it: each candidate creates an
 // ephemeral sequential znode under the election directory and watches only
 // its immediate predecessor; the lowest node is the leader. It is driven by
-// the queue engine of package recipe (recipe.Queue with recipe.FirstHolds),
+// the queue engine of package recipe (zookeeper.Queue with zookeeper.FirstHolds),
 // so it shares every guarantee of package mutex: protected node names, no
 // node left behind by an error or a cancellation, missing directories
 // re-created (case C17), and leadership bound to the session.
@@ -47,6 +47,7 @@ import (
 	"github.com/zkrecipes/zkrecipes/fence"
 	"github.com/zkrecipes/zkrecipes/leader"
 	"github.com/zkrecipes/zkrecipes/recipe"
+	"github.com/zkrecipes/zkrecipes/zookeeper"
 )
 
 // Kind is the node kind of election znodes: their names are
@@ -74,7 +75,7 @@ var (
 // also by a handle that never campaigns. An Election is safe for concurrent
 // use.
 type Election struct {
-	q       *recipe.Queue
+	q       *zookeeper.Queue
 	log     *slog.Logger
 	backoff func() backoff.BackOff
 
@@ -88,7 +89,7 @@ type Option func(*Election)
 
 // WithLogger sets the logger Run uses for failed campaigns and errors
 // returned by the leader function (default: the Session's logger,
-// recipe.Session.Logger). A nil logger means the default.
+// zookeeper.Session.Logger). A nil logger means the default.
 func WithLogger(l *slog.Logger) Option { return func(e *Election) { e.log = l } }
 
 // WithBackOff sets the backoff Run waits between campaigns: after a failed
@@ -144,14 +145,14 @@ func (o Observation) String() string {
 // operation; the directory (and missing parents) is created as container
 // znodes on first use, and again whenever it was deleted (case C17).
 //
-// Errors: a *recipe.PathError (matching recipe.ErrInvalidPath) for "",
+// Errors: a *zookeeper.PathError (matching recipe.ErrInvalidPath) for "",
 // relative paths, "/", a trailing slash, empty or dot segments, characters
 // ZooKeeper refuses, the /zookeeper subtree, and a path too long for the
 // session's packet limit (matching recipe.ErrTooLarge too: see
-// recipe.WithMaxPacket); recipe.ErrBadOption for a nil session;
+// zookeeper.WithMaxPacket); recipe.ErrBadOption for a nil session;
 // recipe.ErrSessionClosed.
-func New(s *recipe.Session, path string, opts ...Option) (*Election, error) {
-	q, err := recipe.NewQueue(s, path, []string{Kind}, recipe.FirstHolds, recipe.GrantsLowest())
+func New(s *zookeeper.Session, path string, opts ...Option) (*Election, error) {
+	q, err := zookeeper.NewQueue(s, path, []string{Kind}, zookeeper.FirstHolds, zookeeper.GrantsLowest())
 	if err != nil {
 		return nil, err
 	}
@@ -185,7 +186,7 @@ func (e *Election) Path() string { return e.q.Dir() }
 // is done as soon as leadership ends or is in doubt, with context.Cause
 // telling why: recipe.ErrReleased (Resign or Lease.Release),
 // recipe.ErrSuspended (the connection was SUSPENDED: by default at once, see
-// recipe.WithSuspendPolicy; the node is then deleted on reconnection, and
+// zookeeper.WithSuspendPolicy; the node is then deleted on reconnection, and
 // the caller must Campaign again), recipe.ErrSessionLost,
 // recipe.ErrSessionClosed, recipe.ErrNodeDeleted (someone deleted the node
 // or the whole directory). The Election remembers the lease for Resign.
@@ -198,7 +199,7 @@ func (e *Election) Path() string { return e.q.Dir() }
 // Errors: ctx's cause (no node is left behind: case C5; Campaign can take up
 // to 500 ms past ctx's end to make sure of that when the server does not
 // answer: 250 ms for a create in flight, 250 ms for the delete); recipe.ErrBadOption and recipe.ErrTooLarge when value is longer
-// than recipe.MaxNodeData, recipe.ErrTooLarge when it is too large for the
+// than zookeeper.MaxNodeData, recipe.ErrTooLarge when it is too large for the
 // session's packet limit with the path; ErrCampaigning;
 // recipe.ErrSessionLost; recipe.ErrNodeDeleted (the node vanished while
 // waiting, e.g. the directory was deleted: campaign again);
@@ -213,7 +214,7 @@ func (e *Election) Campaign(ctx context.Context, value []byte) (recipe.Lease, er
 // node is the first of the directory on the first listing after its create
 // (no candidate was ahead of it); otherwise the node is deleted and the
 // error matches recipe.ErrLocked. A "not leader" answer leaves no node, also
-// across a connection blip. It is recipe.Queue.TryAcquire, as
+// across a connection blip. It is zookeeper.Queue.TryAcquire, as
 // mutex.(*Mutex).TryAcquire is; it gives the election a non-blocking
 // recipe.Lock (with Campaign as Acquire), which is what the conformance
 // suite (recipe/locktest) needs. Checking Leader first and campaigning
@@ -311,7 +312,7 @@ func (e *Election) Leader(ctx context.Context) (Leader, error) {
 	return leaderOf(h.Node), nil
 }
 
-func leaderOf(p recipe.Participant) Leader {
+func leaderOf(p zookeeper.Participant) Leader {
 	return Leader{Value: p.Data, Token: p.Token, SessionID: p.SessionID, Node: p.Name, Created: p.Created}
 }
 
@@ -320,6 +321,6 @@ func leaderOf(p recipe.Participant) Leader {
 // getChildren, then getData per znode. A missing directory gives an empty
 // list. Errors: recipe.ErrMixedRecipes when the directory holds another
 // recipe's nodes; *recipe.OpError, recipe.ErrSessionClosed, ctx's cause.
-func (e *Election) Participants(ctx context.Context) ([]recipe.Participant, error) {
+func (e *Election) Participants(ctx context.Context) ([]zookeeper.Participant, error) {
 	return e.q.Participants(ctx)
 }

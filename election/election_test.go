@@ -21,6 +21,7 @@ import (
 	"github.com/zkrecipes/zkrecipes/mutex"
 	"github.com/zkrecipes/zkrecipes/recipe"
 	"github.com/zkrecipes/zkrecipes/zktest"
+	"github.com/zkrecipes/zkrecipes/zookeeper"
 )
 
 const dir = "/election/svc"
@@ -223,7 +224,7 @@ func TestFailoverLeaderCutOff(t *testing.T) {
 	var log termLog
 	p := zktest.NewFaultProxy()
 	defer p.Close()
-	as := rtest.Connect(t, cl, recipe.WithDialer(p.Dial), recipe.WithSessionTimeout(timeout))
+	as := rtest.Connect(t, cl, zookeeper.WithDialer(p.Dial), zookeeper.WithSessionTimeout(timeout))
 	ra := startRun(newElection(t, as, dir), "a", log.fn("a"))
 	o := next(t, obs, 10*time.Second)
 	if !o.Present || string(o.Leader.Value) != "a" {
@@ -351,7 +352,7 @@ func TestC16_ObserveReportsNoLeaderAndLatest(t *testing.T) {
 		want := election.Observation{}
 		if keepLast {
 			want.Present = true
-			want.Leader.Node = path.Base(l.(recipe.NodeLease).Path())
+			want.Leader.Node = path.Base(l.(zookeeper.NodeLease).Path())
 		}
 		settled(want)
 		return l
@@ -539,7 +540,7 @@ func TestLeaderAndResign(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	node := l.(recipe.NodeLease).Path()
+	node := l.(zookeeper.NodeLease).Path()
 	if string(ld.Value) != "host-1" || ld.Token != l.Token() || ld.SessionID != s.ID() || dir+"/"+ld.Node != node ||
 		ld.Created.Before(before) || ld.Created.After(time.Now().Add(time.Second)) {
 		t.Fatalf("Leader %+v; lease token %v node %s session %x", ld, l.Token(), node, s.ID())
@@ -594,7 +595,7 @@ func TestOneCampaignPerElection(t *testing.T) {
 		t.Fatalf("e owns %v, want its one node", n)
 	}
 	// Lost leadership (an operator deletes the node): Campaign may go again.
-	if err := in.Conn().Delete(cl.Chroot()+r.Lease.(recipe.NodeLease).Path(), -1); err != nil {
+	if err := in.Conn().Delete(cl.Chroot()+r.Lease.(zookeeper.NodeLease).Path(), -1); err != nil {
 		t.Fatal(err)
 	}
 	select {
@@ -627,7 +628,7 @@ func TestBadInput(t *testing.T) {
 		t.Errorf("nil session: %v, want ErrBadOption", err)
 	}
 	e := newElection(t, s, dir)
-	big := make([]byte, recipe.MaxNodeData+1)
+	big := make([]byte, zookeeper.MaxNodeData+1)
 	if _, err := e.Campaign(context.Background(), big); !errors.Is(err, recipe.ErrBadOption) {
 		t.Errorf("oversized value: %v, want ErrBadOption", err)
 	}
@@ -915,7 +916,7 @@ func TestObserveEndsOnAnotherRecipesNodes(t *testing.T) {
 	defer cancel()
 	held := rtest.HoldMutex(ctx, t, cl, dir)
 	logs := &logCapture{}
-	e := newElection(t, rtest.Connect(t, cl, recipe.WithLogger(slog.New(logs))), dir)
+	e := newElection(t, rtest.Connect(t, cl, zookeeper.WithLogger(slog.New(logs))), dir)
 	select {
 	case o, ok := <-e.Observe(ctx):
 		if ok {

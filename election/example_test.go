@@ -7,8 +7,8 @@ import (
 
 	"github.com/zkrecipes/zkrecipes/election"
 	"github.com/zkrecipes/zkrecipes/fence"
-	"github.com/zkrecipes/zkrecipes/recipe"
 	"github.com/zkrecipes/zkrecipes/zktest"
+	"github.com/zkrecipes/zkrecipes/zookeeper"
 )
 
 // Explicit campaigning: become the leader, fence the leader's work with the
@@ -17,7 +17,7 @@ func Example() {
 	ctx := context.Background()
 	servers := zktest.ExampleServers() // e.g. []string{"zk1:2181,zk2:2181/myapp"}
 
-	s, err := recipe.Connect(ctx, servers)
+	s, err := zookeeper.Connect(ctx, servers)
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -66,7 +66,7 @@ func Example() {
 func ExampleRun() {
 	ctx, shutdown := context.WithCancel(context.Background())
 	defer shutdown()
-	s, err := recipe.Connect(ctx, zktest.ExampleServers())
+	s, err := zookeeper.Connect(ctx, zktest.ExampleServers())
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -108,13 +108,13 @@ func ExampleElection_Observe() {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	servers := zktest.ExampleServers()
-	s1, err := recipe.Connect(ctx, servers)
+	s1, err := zookeeper.Connect(ctx, servers)
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
 	defer s1.Close()
-	s2, err := recipe.Connect(ctx, servers)
+	s2, err := zookeeper.Connect(ctx, servers)
 	if err != nil {
 		fmt.Println(err)
 		return

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/zkrecipes/zkrecipes/internal/rtest"
+	"github.com/zkrecipes/zkrecipes/zookeeper"
 
 	"github.com/cenkalti/backoff/v4"
 
@@ -34,7 +35,7 @@ func fastBackOff() backoff.BackOff {
 }
 
 // newElection builds an Election or fails the test.
-func newElection(t testing.TB, s *recipe.Session, p string, opts ...election.Option) *election.Election {
+func newElection(t testing.TB, s *zookeeper.Session, p string, opts ...election.Option) *election.Election {
 	t.Helper()
 	opts = append([]election.Option{election.WithLogger(quietLogger), election.WithBackOff(fastBackOff)}, opts...)
 	e, err := election.New(s, p, opts...)

@@ -3,7 +3,7 @@ package election
 import (
 	"context"
 
-	"github.com/zkrecipes/zkrecipes/recipe"
+	"github.com/zkrecipes/zkrecipes/zookeeper"
 )
 
 // Observe reports the state of the election (etcd's Observe, which reports
@@ -29,17 +29,17 @@ import (
 // its znode goes (at its session's expiry, or when it reconnects and the
 // node is deleted). Fence effects with the token (package fence).
 //
-// It is recipe.ObserveHeadAs (one goroutine, never blocking the client's
+// It is zookeeper.ObserveHeadAs (one goroutine, never blocking the client's
 // event delivery; ZooKeeper operations per change: getChildren and getData
 // of the first node, and one watch shared with the Session's other waiters).
 // Other failing reads are retried (and logged at warning level); the last
 // delivered state stays current meanwhile.
 func (e *Election) Observe(ctx context.Context) <-chan Observation {
-	ch, _ := recipe.ObserveHeadAs(ctx, e.q, observation) // cannot fail: both are set
+	ch, _ := zookeeper.ObserveHeadAs(ctx, e.q, observation) // cannot fail: both are set
 	return ch
 }
 
-func observation(h recipe.Head) Observation {
+func observation(h zookeeper.Head) Observation {
 	if !h.Present {
 		return Observation{}
 	}

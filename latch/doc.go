@@ -20,13 +20,13 @@
 //     and re-decide; it never deletes and re-creates its own node (no
 //     leapfrog livelock, case C11). Only Close deletes the node.
 //   - SUSPENDED (the connection dropped, or no server replied for 2/3 of the
-//     session timeout; see recipe.RevokeOnSuspend) ends leadership at once
+//     session timeout; see zookeeper.RevokeOnSuspend) ends leadership at once
 //     by default: the grant's context ends with recipe.ErrSuspended and
 //     listeners are told "not leader". The znode is kept: when the
 //     connection comes back within the same ZooKeeper session
 //     (RECONNECTED), the participant is still in its place and, if it is
 //     still first, leads again with the same node and the same token.
-//     Session options such as recipe.TolerateSuspension change when
+//     Session options such as zookeeper.TolerateSuspension change when
 //     SUSPENDED ends ownership, exactly as for every other recipe.
 //   - When the session is lost (expired, or presumed expired), the node went
 //     with it: the participant joins again with a new node under the new
@@ -44,7 +44,7 @@
 //     with it as Cause.
 //   - Before leadership is claimed, the engine reads the node's Stat and
 //     checks that its ephemeral owner is the current ZooKeeper session
-//     (recipe.Queue's grant): a node created under an earlier session of
+//     (zookeeper.Queue's grant): a node created under an earlier session of
 //     the same client is never taken for ours.
 //   - Close is final (case C12): it stops the participant, deletes its node,
 //     waits for any create still in flight to land and be deleted, gives

@@ -6,8 +6,8 @@ import (
 
 	"github.com/zkrecipes/zkrecipes/fence"
 	"github.com/zkrecipes/zkrecipes/latch"
-	"github.com/zkrecipes/zkrecipes/recipe"
 	"github.com/zkrecipes/zkrecipes/zktest"
+	"github.com/zkrecipes/zkrecipes/zookeeper"
 )
 
 // A singleton worker: join the election, work only while leading, fence
@@ -16,7 +16,7 @@ func Example() {
 	ctx := context.Background()
 	servers := zktest.ExampleServers() // e.g. []string{"zk1:2181,zk2:2181/myapp"}
 
-	s, err := recipe.Connect(ctx, servers)
+	s, err := zookeeper.Connect(ctx, servers)
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -63,7 +63,7 @@ func Example() {
 // "not leader" at Close, after which the channel is closed.
 func ExampleLatch_Listen() {
 	ctx := context.Background()
-	s, err := recipe.Connect(ctx, zktest.ExampleServers())
+	s, err := zookeeper.Connect(ctx, zktest.ExampleServers())
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -91,9 +91,9 @@ func ExampleLatch_Listen() {
 func ExampleLatch_Participants() {
 	ctx := context.Background()
 	servers := zktest.ExampleServers()
-	s1, _ := recipe.Connect(ctx, servers)
+	s1, _ := zookeeper.Connect(ctx, servers)
 	defer s1.Close()
-	s2, _ := recipe.Connect(ctx, servers)
+	s2, _ := zookeeper.Connect(ctx, servers)
 	defer s2.Close()
 	a, _ := latch.New(s1, "/election/primary", "a")
 	b, _ := latch.New(s2, "/election/primary", "b")

@@ -13,6 +13,7 @@ import (
 	"github.com/zkrecipes/zkrecipes/latch"
 	"github.com/zkrecipes/zkrecipes/recipe"
 	"github.com/zkrecipes/zkrecipes/zktest"
+	"github.com/zkrecipes/zkrecipes/zookeeper"
 )
 
 func TestMain(m *testing.M) { zktest.Main(m) }
@@ -21,7 +22,7 @@ const dir = "/election/job"
 
 // newLatch builds a Latch (closed at cleanup, before its session) or fails
 // the test.
-func newLatch(t testing.TB, s *recipe.Session, id string, opts ...latch.Option) *latch.Latch {
+func newLatch(t testing.TB, s *zookeeper.Session, id string, opts ...latch.Option) *latch.Latch {
 	t.Helper()
 	l, err := latch.New(s, dir, id, opts...)
 	if err != nil {
@@ -38,7 +39,7 @@ func newLatch(t testing.TB, s *recipe.Session, id string, opts ...latch.Option) 
 }
 
 // started is newLatch and Start.
-func started(t testing.TB, s *recipe.Session, id string) *latch.Latch {
+func started(t testing.TB, s *zookeeper.Session, id string) *latch.Latch {
 	t.Helper()
 	l := newLatch(t, s, id)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -142,7 +143,7 @@ func leaderSeq(cs []latch.Change) string {
 }
 
 // nodesOf returns the participants carrying id.
-func nodesOf(t testing.TB, l *latch.Latch, id string) []recipe.Participant {
+func nodesOf(t testing.TB, l *latch.Latch, id string) []zookeeper.Participant {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -150,7 +151,7 @@ func nodesOf(t testing.TB, l *latch.Latch, id string) []recipe.Participant {
 	if err != nil {
 		t.Fatalf("Participants: %v", err)
 	}
-	var out []recipe.Participant
+	var out []zookeeper.Participant
 	for _, p := range ps {
 		if string(p.Data) == id {
 			out = append(out, p)
@@ -160,7 +161,7 @@ func nodesOf(t testing.TB, l *latch.Latch, id string) []recipe.Participant {
 }
 
 // participants lists the election.
-func participants(t testing.TB, l *latch.Latch) []recipe.Participant {
+func participants(t testing.TB, l *latch.Latch) []zookeeper.Participant {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

@@ -11,6 +11,7 @@ import (
 	"github.com/zkrecipes/zkrecipes/fence"
 	"github.com/zkrecipes/zkrecipes/internal/notify"
 	"github.com/zkrecipes/zkrecipes/recipe"
+	"github.com/zkrecipes/zkrecipes/zookeeper"
 )
 
 // Kind is the node kind of latch znodes: their names are
@@ -63,7 +64,7 @@ type Change struct {
 type Option func(*Latch)
 
 // WithLogger sets the logger for the participant's re-joins and retries
-// (default: the Session's logger, recipe.Session.Logger).
+// (default: the Session's logger, zookeeper.Session.Logger).
 func WithLogger(l *slog.Logger) Option {
 	return func(x *Latch) {
 		if l != nil {
@@ -86,7 +87,7 @@ const (
 // it with New, join with Start, leave for good with Close. All methods are
 // safe for concurrent use.
 type Latch struct {
-	q    *recipe.Queue
+	q    *zookeeper.Queue
 	id   string
 	data []byte
 	log  *slog.Logger
@@ -99,7 +100,7 @@ type Latch struct {
 	closed    bool          // Close was called
 	endErr    error         // why the loop ended (phaseEnded)
 	done      chan struct{} // closed when the current Start/loop is over; nil before Start
-	ticket    *recipe.Ticket
+	ticket    *zookeeper.Ticket
 	cur       *grant           // the current grant, nil when not leader
 	changed   notify.Broadcast // at every change of state
 	listeners notify.Listeners[Change]
@@ -111,14 +112,14 @@ type Latch struct {
 // Leader show it; it need not be unique, but it is what operators see.
 // New performs no ZooKeeper operation; Start joins.
 //
-// Errors: a *recipe.PathError (matching recipe.ErrInvalidPath) for an
+// Errors: a *zookeeper.PathError (matching recipe.ErrInvalidPath) for an
 // invalid path (also, matching recipe.ErrTooLarge, for one too long for the
 // session's packet limit); recipe.ErrBadOption for a nil session or an id
-// over recipe.MaxNodeData bytes; recipe.ErrTooLarge for an id over that or
+// over zookeeper.MaxNodeData bytes; recipe.ErrTooLarge for an id over that or
 // too large for the packet limit with the path; recipe.ErrSessionClosed
 // when s is closed.
-func New(s *recipe.Session, path string, id string, opts ...Option) (*Latch, error) {
-	q, err := recipe.NewQueue(s, path, []string{Kind}, recipe.FirstHolds)
+func New(s *zookeeper.Session, path string, id string, opts ...Option) (*Latch, error) {
+	q, err := zookeeper.NewQueue(s, path, []string{Kind}, zookeeper.FirstHolds)
 	if err != nil {
 		return nil, err
 	}
@@ -152,8 +153,8 @@ func (l *Latch) Path() string { return l.q.Dir() }
 // runs the participant in one goroutine of its own until Close, until the
 // session is closed, or until an error that retrying cannot cure (see
 // Await). It does not wait for leadership: use Await or Listen. The
-// participant's ZooKeeper operations are those of recipe.Queue.Join and
-// recipe.Ticket.Await (docs/design.md#acquisition): a mutex waiter's
+// participant's ZooKeeper operations are those of zookeeper.Queue.Join and
+// zookeeper.Ticket.Await (docs/design.md#acquisition): a mutex waiter's
 // without its fast paths, the node keeping its place across suspensions.
 //
 // Errors: ErrAlreadyStarted; ErrClosed (Close was called, also while Start
@@ -281,7 +282,7 @@ func (l *Latch) Await(ctx context.Context) (recipe.Lease, error) {
 // getChildren, then getData per znode. A missing directory gives an empty
 // list. Errors: recipe.ErrMixedRecipes when the directory holds another
 // recipe's nodes; *recipe.OpError, recipe.ErrSessionClosed, ctx's cause.
-func (l *Latch) Participants(ctx context.Context) ([]recipe.Participant, error) {
+func (l *Latch) Participants(ctx context.Context) ([]zookeeper.Participant, error) {
 	return l.q.Participants(ctx)
 }
 
@@ -293,13 +294,13 @@ func (l *Latch) Participants(ctx context.Context) ([]recipe.Participant, error) 
 // nobody participates (empty or missing directory); recipe.ErrMixedRecipes
 // when it holds another recipe's nodes; *recipe.OpError,
 // recipe.ErrSessionClosed, ctx's cause.
-func (l *Latch) Leader(ctx context.Context) (recipe.Participant, error) {
+func (l *Latch) Leader(ctx context.Context) (zookeeper.Participant, error) {
 	h, err := l.q.Head(ctx)
 	if err != nil {
-		return recipe.Participant{}, err
+		return zookeeper.Participant{}, err
 	}
 	if !h.Present {
-		return recipe.Participant{}, fmt.Errorf("%w: %s", ErrNoLeader, recipe.ShortPath(l.q.Dir()))
+		return zookeeper.Participant{}, fmt.Errorf("%w: %s", ErrNoLeader, recipe.ShortPath(l.q.Dir()))
 	}
 	return h.Node, nil
 }
@@ -315,14 +316,14 @@ func (l *Latch) Leader(ctx context.Context) (recipe.Participant, error) {
 //
 // When the connection is down, the delete of a node whose create's outcome
 // is unknown (or of the participant's node) waits for the reconnection of
-// the same ZooKeeper session, and Close waits with it (recipe.Queue.Drain),
+// the same ZooKeeper session, and Close waits with it (zookeeper.Queue.Drain),
 // until ctx ends; if the session is lost instead, its nodes went with it.
 // A node left by a Close that returned ctx's error is never granted (its
 // participant is gone) and is deleted by the Session's cleaner on
 // reconnection.
 //
 // The delete (the grant's Release while leading, else a delete that checks
-// the node's owner first: recipe.Ticket.Leave; see
+// the node's owner first: zookeeper.Ticket.Leave; see
 // docs/design.md#acquisition) is sent even if ctx is already done, and
 // retried on connection loss until the session's cleanup timeout.
 //
@@ -381,7 +382,7 @@ type grant struct {
 	at    time.Time // when the loop got it
 }
 
-var _ recipe.NodeLease = (*grant)(nil)
+var _ zookeeper.NodeLease = (*grant)(nil)
 
 // Token returns the czxid of the participant's znode: larger than the token
 // of every earlier leader of the election; equal to the token of this
@@ -394,7 +395,7 @@ func (g *grant) Context() context.Context { return g.inner.Context() }
 
 // Path returns the participant's znode (relative to the session's chroot).
 func (g *grant) Path() string {
-	if p, ok := g.inner.(recipe.NodeLease); ok {
+	if p, ok := g.inner.(zookeeper.NodeLease); ok {
 		return p.Path()
 	}
 	return ""

@@ -21,6 +21,7 @@ import (
 	"github.com/zkrecipes/zkrecipes/mutex"
 	"github.com/zkrecipes/zkrecipes/recipe"
 	"github.com/zkrecipes/zkrecipes/zktest"
+	"github.com/zkrecipes/zkrecipes/zookeeper"
 )
 
 // TestSafetyOneLeaderAtATime: 5 participants on separate sessions; each, when
@@ -172,7 +173,7 @@ func TestParticipantsLeaderAndListen(t *testing.T) {
 	if ps[0].Token != la.Token() {
 		t.Fatalf("lease token %v, leader node's czxid %v", la.Token(), ps[0].Token)
 	}
-	if p, ok := la.(recipe.NodeLease); !ok || p.Path() != dir+"/"+ps[0].Name {
+	if p, ok := la.(zookeeper.NodeLease); !ok || p.Path() != dir+"/"+ps[0].Name {
 		t.Fatalf("lease path, want %s", dir+"/"+ps[0].Name)
 	}
 	ctx := context.Background()
@@ -224,7 +225,7 @@ func TestParticipantsLeaderAndListen(t *testing.T) {
 func TestLivenessAfterLeaderSessionExpires(t *testing.T) {
 	cl := zktest.Shared(t)
 	p := newProxy(t)
-	sa := rtest.Connect(t, cl, recipe.WithDialer(p.Dial), recipe.WithSessionTimeout(2*time.Second))
+	sa := rtest.Connect(t, cl, zookeeper.WithDialer(p.Dial), zookeeper.WithSessionTimeout(2*time.Second))
 	oldID := sa.ID()
 	a := started(t, sa, "a")
 	la := awaitLeader(t, a, 10*time.Second)
@@ -288,7 +289,7 @@ func TestLivenessAfterLeaderSessionExpires(t *testing.T) {
 func TestSuspensionKeepsNodeAndToken(t *testing.T) {
 	cl := zktest.Shared(t)
 	p := newProxy(t)
-	sa := rtest.Connect(t, cl, recipe.WithDialer(p.Dial), recipe.WithSessionTimeout(4*time.Second))
+	sa := rtest.Connect(t, cl, zookeeper.WithDialer(p.Dial), zookeeper.WithSessionTimeout(4*time.Second))
 	id := sa.ID()
 	a := started(t, sa, "a")
 	ra := record(t, a)
@@ -342,9 +343,9 @@ func TestSuspensionKeepsNodeAndToken(t *testing.T) {
 
 // countingSession connects through a RequestHook that counts the creates and
 // deletes the session sends.
-func countingSession(t *testing.T, cl *zktest.Cluster) (*recipe.Session, *atomic.Int32, *atomic.Int32) {
+func countingSession(t *testing.T, cl *zktest.Cluster) (*zookeeper.Session, *atomic.Int32, *atomic.Int32) {
 	var creates, deletes atomic.Int32
-	s := rtest.Connect(t, cl, recipe.WithDialer(zktest.RequestHook(nil, func(op int32) zktest.Fault {
+	s := rtest.Connect(t, cl, zookeeper.WithDialer(zktest.RequestHook(nil, func(op int32) zktest.Fault {
 		switch op {
 		case zktest.OpCreate, zktest.OpCreate2, zktest.OpMulti: // a queue node's create may go out as create2
 			creates.Add(1)
@@ -367,7 +368,7 @@ func TestC11_PredecessorChurnKeepsNode(t *testing.T) {
 	awaitLeader(t, a, 10*time.Second)
 	const middles = 6
 	var ms []*latch.Latch
-	var mss []*recipe.Session
+	var mss []*zookeeper.Session
 	for i := range middles {
 		s := rtest.Connect(t, cl)
 		mss = append(mss, s)
@@ -483,7 +484,7 @@ func TestC12_CloseWhileCreateInFlight(t *testing.T) {
 				closeCtx, cancelCloses = context.WithTimeout(context.Background(), 10*time.Second)
 			)
 			defer cancelCloses()
-			s := rtest.Connect(t, cl, recipe.WithDialer(zktest.RequestHook(nil, func(op int32) zktest.Fault {
+			s := rtest.Connect(t, cl, zookeeper.WithDialer(zktest.RequestHook(nil, func(op int32) zktest.Fault {
 				if op != zktest.OpCreate && op != zktest.OpCreate2 { // a queue node's create may go out as create2
 					return zktest.Pass
 				}
@@ -619,7 +620,7 @@ func TestC17_DirectoryDeletedUnderLiveParticipants(t *testing.T) {
 	ps := participants(t, ls[0])
 	seen := map[string]bool{}
 	for _, p := range ps {
-		if seen[string(p.Data)] || p.Token <= oldMax || slices.ContainsFunc(old, func(o recipe.Participant) bool { return o.Name == p.Name }) {
+		if seen[string(p.Data)] || p.Token <= oldMax || slices.ContainsFunc(old, func(o zookeeper.Participant) bool { return o.Name == p.Name }) {
 			t.Fatalf("participants after re-creation %+v (before %+v)", ps, old)
 		}
 		seen[string(p.Data)] = true
@@ -786,10 +787,10 @@ func TestBadInput(t *testing.T) {
 	if _, err := latch.New(nil, dir, "x"); !errors.Is(err, recipe.ErrBadOption) {
 		t.Errorf("nil session: %v", err)
 	}
-	if _, err := latch.New(s, dir, string(make([]byte, recipe.MaxNodeData+1))); !errors.Is(err, recipe.ErrBadOption) {
+	if _, err := latch.New(s, dir, string(make([]byte, zookeeper.MaxNodeData+1))); !errors.Is(err, recipe.ErrBadOption) {
 		t.Errorf("id over MaxNodeData: %v", err)
 	}
-	if _, err := latch.New(s, dir, string(make([]byte, recipe.MaxNodeData)), latch.WithLogger(nil)); err != nil {
+	if _, err := latch.New(s, dir, string(make([]byte, zookeeper.MaxNodeData)), latch.WithLogger(nil)); err != nil {
 		t.Errorf("id of MaxNodeData: %v", err)
 	}
 	l := newLatch(t, s, "x")
@@ -845,7 +846,7 @@ func TestACLRefusal(t *testing.T) {
 func TestC19_ListenerThatNeverReads(t *testing.T) {
 	cl := zktest.Shared(t)
 	p := newProxy(t)
-	s := rtest.Connect(t, cl, recipe.WithDialer(p.Dial), recipe.WithSessionTimeout(4*time.Second))
+	s := rtest.Connect(t, cl, zookeeper.WithDialer(p.Dial), zookeeper.WithSessionTimeout(4*time.Second))
 	id := s.ID()
 	a := started(t, s, "a")
 	lctx, lcancel := context.WithCancel(context.Background())
@@ -905,7 +906,7 @@ func TestCloseDuringPartition(t *testing.T) {
 				cl := zktest.Shared(t)
 				in := zktest.Inspect(t, cl)
 				p := newProxy(t)
-				s := rtest.Connect(t, cl, recipe.WithDialer(p.Dial), recipe.WithSessionTimeout(2*time.Second))
+				s := rtest.Connect(t, cl, zookeeper.WithDialer(p.Dial), zookeeper.WithSessionTimeout(2*time.Second))
 				l := started(t, s, "a")
 				awaitLeader(t, l, 10*time.Second)
 				rec := record(t, l)

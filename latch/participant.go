@@ -10,6 +10,7 @@ import (
 	"github.com/zkrecipes/zkrecipes/internal/loop"
 	"github.com/zkrecipes/zkrecipes/internal/notify"
 	"github.com/zkrecipes/zkrecipes/recipe"
+	"github.com/zkrecipes/zkrecipes/zookeeper"
 )
 
 // Backoff between failed re-joins or waits.
@@ -27,7 +28,7 @@ const (
 // participant is the state of one run of the participant loop.
 type participant struct {
 	l       *Latch
-	t       *recipe.Ticket // the current ticket: its node keeps our place
+	t       *zookeeper.Ticket // the current ticket: its node keeps our place
 	stop    loop.Stopper
 	joining bool // the attempt is joining again: a failure is the join's
 }
@@ -37,7 +38,7 @@ type participant struct {
 // ticket while it lives (same session, node in place), join again with a
 // new ticket when it died. It ends when the latch is closed, or on an error
 // that retrying cannot cure (then the latch ends with it).
-func (l *Latch) run(t *recipe.Ticket, done chan struct{}) {
+func (l *Latch) run(t *zookeeper.Ticket, done chan struct{}) {
 	defer close(done)
 	p := &participant{l: l, t: t, stop: loop.Stopper{Confirm: recipe.ErrMixedRecipes}}
 	defer func() {

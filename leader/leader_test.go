@@ -18,6 +18,7 @@ import (
 	"github.com/zkrecipes/zkrecipes/recipe"
 	"github.com/zkrecipes/zkrecipes/recipe/memlock"
 	"github.com/zkrecipes/zkrecipes/zktest"
+	"github.com/zkrecipes/zkrecipes/zookeeper"
 )
 
 func TestMain(m *testing.M) { zktest.Main(m) }
@@ -28,7 +29,7 @@ func TestMain(m *testing.M) { zktest.Main(m) }
 func TestZooKeeper(t *testing.T) {
 	cl := zktest.Shared(t)
 	leadtest.Run(t, &rtest.LockHarness{Cluster: cl, In: zktest.Inspect(t, cl),
-		Lock: func(tb testing.TB, s *recipe.Session, dir string) recipe.Lock {
+		Lock: func(tb testing.TB, s *zookeeper.Session, dir string) recipe.Lock {
 			m, err := mutex.New(s, dir)
 			if err != nil {
 				tb.Fatal(err)

@@ -8,6 +8,7 @@ import (
 	"github.com/zkrecipes/zkrecipes/recipe"
 	"github.com/zkrecipes/zkrecipes/recipe/locktest"
 	"github.com/zkrecipes/zkrecipes/zktest"
+	"github.com/zkrecipes/zkrecipes/zookeeper"
 )
 
 // TestConformance runs the backend-neutral conformance suite (recipe/locktest)
@@ -18,17 +19,17 @@ import (
 func TestConformance(t *testing.T) {
 	for _, c := range []struct {
 		name string
-		lock func(testing.TB, *recipe.Session, string) recipe.Lock
+		lock func(testing.TB, *zookeeper.Session, string) recipe.Lock
 	}{
-		{"Mutex", func(tb testing.TB, s *recipe.Session, p string) recipe.Lock { return newMutex(tb, s, p) }},
-		{"RWWriteSide", func(tb testing.TB, s *recipe.Session, p string) recipe.Lock {
+		{"Mutex", func(tb testing.TB, s *zookeeper.Session, p string) recipe.Lock { return newMutex(tb, s, p) }},
+		{"RWWriteSide", func(tb testing.TB, s *zookeeper.Session, p string) recipe.Lock {
 			rw, err := mutex.NewRW(s, p)
 			if err != nil {
 				tb.Fatal(err)
 			}
 			return rw.WriteLock()
 		}},
-		{"SemaphoreOfOne", func(tb testing.TB, s *recipe.Session, p string) recipe.Lock {
+		{"SemaphoreOfOne", func(tb testing.TB, s *zookeeper.Session, p string) recipe.Lock {
 			sem, err := mutex.NewSemaphore(s, p, 1)
 			if err != nil {
 				tb.Fatal(err)

@@ -9,6 +9,7 @@ import (
 	"github.com/zkrecipes/zkrecipes/mutex"
 	"github.com/zkrecipes/zkrecipes/recipe"
 	"github.com/zkrecipes/zkrecipes/zktest"
+	"github.com/zkrecipes/zkrecipes/zookeeper"
 )
 
 // A cron job that must not double-fire: take the lock, fence the write with
@@ -17,7 +18,7 @@ func Example() {
 	ctx := context.Background()
 	servers := zktest.ExampleServers() // e.g. []string{"zk1:2181,zk2:2181/myapp"}
 
-	s, err := recipe.Connect(ctx, servers)
+	s, err := zookeeper.Connect(ctx, servers)
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -56,9 +57,9 @@ func Example() {
 func ExampleMutex_TryAcquire() {
 	ctx := context.Background()
 	servers := zktest.ExampleServers()
-	s1, _ := recipe.Connect(ctx, servers)
+	s1, _ := zookeeper.Connect(ctx, servers)
 	defer s1.Close()
-	s2, _ := recipe.Connect(ctx, servers)
+	s2, _ := zookeeper.Connect(ctx, servers)
 	defer s2.Close()
 	m1, _ := mutex.New(s1, "/locks/cron/hourly")
 	m2, _ := mutex.New(s2, "/locks/cron/hourly")
@@ -77,7 +78,7 @@ func ExampleMutex_TryAcquire() {
 // downgrade to a read without losing its place in the queue.
 func ExampleNewRW() {
 	ctx := context.Background()
-	s, err := recipe.Connect(ctx, zktest.ExampleServers())
+	s, err := zookeeper.Connect(ctx, zktest.ExampleServers())
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -111,7 +112,7 @@ func ExampleNewRW() {
 // exports run at once.
 func ExampleNewSemaphore() {
 	ctx := context.Background()
-	s, err := recipe.Connect(ctx, zktest.ExampleServers())
+	s, err := zookeeper.Connect(ctx, zktest.ExampleServers())
 	if err != nil {
 		fmt.Println(err)
 		return

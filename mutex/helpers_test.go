@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/zkrecipes/zkrecipes/internal/rtest"
+	"github.com/zkrecipes/zkrecipes/zookeeper"
 
 	"github.com/zkrecipes/zkrecipes/mutex"
 	"github.com/zkrecipes/zkrecipes/recipe"
@@ -15,7 +16,7 @@ import (
 func TestMain(m *testing.M) { zktest.Main(m) }
 
 // newMutex builds a Mutex or fails the test.
-func newMutex(t testing.TB, s *recipe.Session, p string) *mutex.Mutex {
+func newMutex(t testing.TB, s *zookeeper.Session, p string) *mutex.Mutex {
 	t.Helper()
 	m, err := mutex.New(s, p)
 	if err != nil {

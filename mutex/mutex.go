@@ -38,6 +38,7 @@ import (
 	"slices"
 
 	"github.com/zkrecipes/zkrecipes/recipe"
+	"github.com/zkrecipes/zkrecipes/zookeeper"
 )
 
 // Kind is the node kind of mutex znodes: their names are
@@ -49,7 +50,7 @@ const Kind = "lock-"
 // (not reentrant). A Mutex is safe for concurrent use; it holds no state of
 // its own beyond its configuration.
 type Mutex struct {
-	q    *recipe.Queue
+	q    *zookeeper.Queue
 	data []byte
 }
 
@@ -65,16 +66,16 @@ type Option func(*config)
 
 // WithData stores data in every znode the lock creates (for example a host
 // name or process id), visible to Participants and to operators. Default:
-// none. At most recipe.MaxNodeData bytes, and small enough for the create
+// none. At most zookeeper.MaxNodeData bytes, and small enough for the create
 // to fit the session's packet limit with the path (the constructors check:
-// recipe.Queue.CheckNodeData).
+// zookeeper.Queue.CheckNodeData).
 func WithData(data []byte) Option {
 	return func(c *config) { c.data = slices.Clone(data) }
 }
 
 // buildConfig applies the options (nil ones are skipped) and checks them
 // for nodes of q.
-func buildConfig(q *recipe.Queue, opts []Option) (config, error) {
+func buildConfig(q *zookeeper.Queue, opts []Option) (config, error) {
 	var c config
 	for _, o := range opts {
 		if o != nil {
@@ -92,15 +93,15 @@ func buildConfig(q *recipe.Queue, opts []Option) (config, error) {
 // directory (and missing parents) is created as container znodes on first
 // use.
 //
-// Errors: a *recipe.PathError (matching recipe.ErrInvalidPath) for "",
+// Errors: a *zookeeper.PathError (matching recipe.ErrInvalidPath) for "",
 // relative paths, "/", a trailing slash, empty or dot segments, characters
 // ZooKeeper refuses, the /zookeeper subtree, and a path too long for the
 // session's packet limit (matching recipe.ErrTooLarge too: see
-// recipe.WithMaxPacket); recipe.ErrBadOption for a nil session or data over
-// recipe.MaxNodeData; recipe.ErrTooLarge for data over it or too large for
+// zookeeper.WithMaxPacket); recipe.ErrBadOption for a nil session or data over
+// zookeeper.MaxNodeData; recipe.ErrTooLarge for data over it or too large for
 // the packet limit with the path; recipe.ErrSessionClosed.
-func New(s *recipe.Session, path string, opts ...Option) (*Mutex, error) {
-	q, err := recipe.NewQueue(s, path, []string{Kind}, recipe.FirstHolds, recipe.GrantsLowest())
+func New(s *zookeeper.Session, path string, opts ...Option) (*Mutex, error) {
+	q, err := zookeeper.NewQueue(s, path, []string{Kind}, zookeeper.FirstHolds, zookeeper.GrantsLowest())
 	if err != nil {
 		return nil, err
 	}
@@ -145,6 +146,6 @@ func (m *Mutex) TryAcquire(ctx context.Context) (recipe.Lease, error) {
 // getData per znode. A lock directory that does not exist yet gives an empty
 // list. Errors: recipe.ErrMixedRecipes when the directory holds another
 // recipe's nodes; *recipe.OpError, recipe.ErrSessionClosed, ctx's cause.
-func (m *Mutex) Participants(ctx context.Context) ([]recipe.Participant, error) {
+func (m *Mutex) Participants(ctx context.Context) ([]zookeeper.Participant, error) {
 	return m.q.Participants(ctx)
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/zkrecipes/zkrecipes/mutex"
 	"github.com/zkrecipes/zkrecipes/recipe"
 	"github.com/zkrecipes/zkrecipes/zktest"
+	"github.com/zkrecipes/zkrecipes/zookeeper"
 )
 
 const dir = "/locks/job"
@@ -244,7 +245,7 @@ func TestC6_TryAcquireLeavesNothing(t *testing.T) {
 	// budget a caller that gave up gets): a refusal whose context is live
 	// returns only once its node is gone.
 	var slowed atomic.Int32
-	slow := rtest.Connect(t, cl, recipe.WithDialer(zktest.RequestHook(nil, func(op int32) zktest.Fault {
+	slow := rtest.Connect(t, cl, zookeeper.WithDialer(zktest.RequestHook(nil, func(op int32) zktest.Fault {
 		if op == zktest.OpDelete && slowed.Add(1) == 1 {
 			time.Sleep(600 * time.Millisecond)
 		}
@@ -262,7 +263,7 @@ func TestC6_TryAcquireLeavesNothing(t *testing.T) {
 
 	// Across a blip: the delete is dropped and the connection cut.
 	var drops atomic.Int32
-	blip := rtest.Connect(t, cl, recipe.WithDialer(zktest.RequestHook(nil, func(op int32) zktest.Fault {
+	blip := rtest.Connect(t, cl, zookeeper.WithDialer(zktest.RequestHook(nil, func(op int32) zktest.Fault {
 		if op == zktest.OpDelete && drops.Add(1) == 1 {
 			return zktest.DropAndCut
 		}
@@ -299,7 +300,7 @@ func TestC2_ReplyLostAfterCreate(t *testing.T) {
 				t.Fatal(err)
 			}
 			var cuts, creates atomic.Int32
-			as := rtest.Connect(t, cl, recipe.WithDialer(zktest.RequestHook(nil, func(o int32) zktest.Fault {
+			as := rtest.Connect(t, cl, zookeeper.WithDialer(zktest.RequestHook(nil, func(o int32) zktest.Fault {
 				if o == zktest.OpCreate2 {
 					o = zktest.OpCreate // the queue's creates go out as create2
 				}
@@ -352,7 +353,7 @@ func TestC4_CancelledWhileCreateInFlight(t *testing.T) {
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			var hits atomic.Int32
-			s := rtest.Connect(t, cl, recipe.WithDialer(zktest.RequestHook(nil, func(op int32) zktest.Fault {
+			s := rtest.Connect(t, cl, zookeeper.WithDialer(zktest.RequestHook(nil, func(op int32) zktest.Fault {
 				if (op == zktest.OpCreate || op == zktest.OpCreate2) && hits.Add(1) == 1 {
 					cancel()
 					return fault
@@ -429,7 +430,7 @@ func TestC7_ReleaseRetry(t *testing.T) {
 			p := zktest.NewFaultProxy()
 			defer p.Close()
 			var armed atomic.Bool
-			s := rtest.Connect(t, cl, recipe.WithDialer(zktest.RequestHook(p.Dial, func(op int32) zktest.Fault {
+			s := rtest.Connect(t, cl, zookeeper.WithDialer(zktest.RequestHook(p.Dial, func(op int32) zktest.Fault {
 				if op == zktest.OpDelete && armed.CompareAndSwap(true, false) {
 					p.Cut() // keep the connection down until Resume
 					return fault
@@ -467,7 +468,7 @@ func TestC8_HolderCutOffPastSessionTimeout(t *testing.T) {
 	in := zktest.Inspect(t, cl)
 	p := zktest.NewFaultProxy()
 	defer p.Close()
-	as := rtest.Connect(t, cl, recipe.WithDialer(p.Dial), recipe.WithSessionTimeout(time.Second))
+	as := rtest.Connect(t, cl, zookeeper.WithDialer(p.Dial), zookeeper.WithSessionTimeout(time.Second))
 	la, err := newMutex(t, as, dir).Acquire(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -499,7 +500,7 @@ func TestC8_HolderCutOffPastSessionTimeout(t *testing.T) {
 		return as.State().IsConnected()
 	})
 	time.Sleep(200 * time.Millisecond) // give A's cleaner a chance to misbehave
-	if st := in.Stat(r.Lease.(recipe.NodeLease).Path()); st == nil || fence.Token(st.Czxid) != r.Lease.Token() {
+	if st := in.Stat(r.Lease.(zookeeper.NodeLease).Path()); st == nil || fence.Token(st.Czxid) != r.Lease.Token() {
 		t.Fatal("B's node was removed by A")
 	}
 	release(t, r.Lease)
@@ -513,7 +514,7 @@ func TestC9_SuspensionEndsOwnershipByDefault(t *testing.T) {
 	in := zktest.Inspect(t, cl)
 	p := zktest.NewFaultProxy()
 	defer p.Close()
-	as := rtest.Connect(t, cl, recipe.WithDialer(p.Dial), recipe.WithSessionTimeout(4*time.Second))
+	as := rtest.Connect(t, cl, zookeeper.WithDialer(p.Dial), zookeeper.WithSessionTimeout(4*time.Second))
 	id := as.ID()
 	la, err := newMutex(t, as, dir).Acquire(context.Background())
 	if err != nil {
@@ -546,8 +547,8 @@ func TestC9_TolerateSuspensionCountsFromLastReply(t *testing.T) {
 	p := zktest.NewFaultProxy()
 	defer p.Close()
 	const timeout = 4 * time.Second
-	as := rtest.Connect(t, cl, recipe.WithDialer(p.Dial), recipe.WithSessionTimeout(timeout),
-		recipe.WithSuspendPolicy(recipe.TolerateSuspension(0.5)))
+	as := rtest.Connect(t, cl, zookeeper.WithDialer(p.Dial), zookeeper.WithSessionTimeout(timeout),
+		zookeeper.WithSuspendPolicy(zookeeper.TolerateSuspension(0.5)))
 	la, err := newMutex(t, as, dir).Acquire(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -591,12 +592,12 @@ func TestC10_WaiterLosesItsNode(t *testing.T) {
 		name     string
 		want     error
 		promptly bool // A's error comes before the holder releases
-		fault    func(in *zktest.Inspector, a *recipe.Session, p *zktest.FaultProxy)
+		fault    func(in *zktest.Inspector, a *zookeeper.Session, p *zktest.FaultProxy)
 	}{
-		{"deleted", recipe.ErrNodeDeleted, false, func(in *zktest.Inspector, a *recipe.Session, _ *zktest.FaultProxy) {
+		{"deleted", recipe.ErrNodeDeleted, false, func(in *zktest.Inspector, a *zookeeper.Session, _ *zktest.FaultProxy) {
 			in.Delete(dir + "/" + in.Owned(dir, a.ID())[0])
 		}},
-		{"session expired", recipe.ErrSessionLost, true, func(_ *zktest.Inspector, _ *recipe.Session, p *zktest.FaultProxy) {
+		{"session expired", recipe.ErrSessionLost, true, func(_ *zktest.Inspector, _ *zookeeper.Session, p *zktest.FaultProxy) {
 			p.Blackhole()
 		}},
 	} {
@@ -609,7 +610,7 @@ func TestC10_WaiterLosesItsNode(t *testing.T) {
 			}
 			p := zktest.NewFaultProxy()
 			defer p.Close()
-			as := rtest.Connect(t, cl, recipe.WithDialer(p.Dial), recipe.WithSessionTimeout(time.Second))
+			as := rtest.Connect(t, cl, zookeeper.WithDialer(p.Dial), zookeeper.WithSessionTimeout(time.Second))
 			ra := acquireAsync(context.Background(), newMutex(t, as, dir))
 			zktest.Eventually(t, 10*time.Second, "A queued", func() bool { return len(in.Owned(dir, as.ID())) == 1 })
 			rc := acquireAsync(context.Background(), newMutex(t, rtest.Connect(t, cl), dir))
@@ -647,7 +648,7 @@ func TestC18_ParentRemovedBetweenEnsureAndCreate(t *testing.T) {
 	in := zktest.Inspect(t, cl)
 	in.Create(dir, nil)
 	var hits atomic.Int32
-	s := rtest.Connect(t, cl, recipe.WithDialer(zktest.RequestHook(nil, func(op int32) zktest.Fault {
+	s := rtest.Connect(t, cl, zookeeper.WithDialer(zktest.RequestHook(nil, func(op int32) zktest.Fault {
 		if (op == zktest.OpCreate || op == zktest.OpCreate2) && hits.Add(1) == 1 {
 			in.Delete(dir)
 		}
@@ -809,7 +810,7 @@ func TestLeaseEndsWhenOwnNodeDeleted(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			node := l.(recipe.NodeLease).Path()
+			node := l.(zookeeper.NodeLease).Path()
 			if writeFirst {
 				if _, err := in.Conn().Set(cl.Chroot()+node, []byte("x"), -1); err != nil {
 					t.Fatal(err)
@@ -906,7 +907,7 @@ func TestC9_ClientNoticesLate(t *testing.T) {
 		return &stallConn{Conn: c, until: &until}, nil
 	}
 	const timeout = 2 * time.Second
-	s := rtest.Connect(t, cl, recipe.WithSessionTimeout(timeout), recipe.WithDialer(dial))
+	s := rtest.Connect(t, cl, zookeeper.WithSessionTimeout(timeout), zookeeper.WithDialer(dial))
 	l, err := newMutex(t, s, dir).Acquire(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -942,7 +943,7 @@ func TestChrootBelowReadOnlyParent(t *testing.T) {
 	}()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	s, err := recipe.Connect(ctx, []string{cl.Addrs()[0] + cl.Chroot() + "/tenants/app"})
+	s, err := zookeeper.Connect(ctx, []string{cl.Addrs()[0] + cl.Chroot() + "/tenants/app"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -966,13 +967,13 @@ func TestContextHonouredWhenServerFrozen(t *testing.T) {
 	cl := zktest.Start(t)
 	in := zktest.Inspect(t, cl)
 	const timeout = 6 * time.Second
-	s := rtest.Connect(t, cl, recipe.WithSessionTimeout(timeout))
+	s := rtest.Connect(t, cl, zookeeper.WithSessionTimeout(timeout))
 	m := newMutex(t, s, dir)
 	held, err := m.Acquire(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
-	other := newMutex(t, rtest.Connect(t, cl, recipe.WithSessionTimeout(timeout)), dir)
+	other := newMutex(t, rtest.Connect(t, cl, zookeeper.WithSessionTimeout(timeout)), dir)
 	if err := cl.Pause(0); err != nil {
 		t.Fatal(err)
 	}
@@ -1018,7 +1019,7 @@ func TestDigestAuthAndACL(t *testing.T) {
 	in := zktest.Inspect(t, cl)
 	acl := append(zk.DigestACL(zk.PermAll, "locker", "secret"), zk.WorldACL(zk.PermRead)...)
 	in.Create(dir, acl)
-	authed := rtest.Connect(t, cl, recipe.WithAuth("digest", []byte("locker:secret")), recipe.WithACL(acl), nil)
+	authed := rtest.Connect(t, cl, zookeeper.WithAuth("digest", []byte("locker:secret")), zookeeper.WithACL(acl), nil)
 	l, err := newMutex(t, authed, dir).Acquire(context.Background())
 	if err != nil {
 		t.Fatalf("authenticated Acquire: %v", err)
@@ -1045,8 +1046,8 @@ func TestReleaseAfterToleratedOutageKeepsForeignNode(t *testing.T) {
 	for _, warm := range []bool{false, true} {
 		p := zktest.NewFaultProxy()
 		defer p.Close()
-		s := rtest.Connect(t, cl, recipe.WithDialer(p.Dial), recipe.WithSessionTimeout(8*time.Second),
-			recipe.WithSuspendPolicy(recipe.TolerateSuspension(0.6)))
+		s := rtest.Connect(t, cl, zookeeper.WithDialer(p.Dial), zookeeper.WithSessionTimeout(8*time.Second),
+			zookeeper.WithSuspendPolicy(zookeeper.TolerateSuspension(0.6)))
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		m := newMutex(t, s, dir)
@@ -1073,7 +1074,7 @@ func TestReleaseAfterToleratedOutageKeepsForeignNode(t *testing.T) {
 			t.Fatalf("no %v", want)
 		}
 		waitFor(recipe.StateSuspended)
-		node := l.(recipe.NodeLease).Path()
+		node := l.(zookeeper.NodeLease).Path()
 		in.Delete(node)
 		if _, err := in.Conn().Create(cl.Chroot()+node, []byte("foreign"), 0, zk.WorldACL(zk.PermAll)); err != nil {
 			t.Fatal(err)
@@ -1104,14 +1105,14 @@ func TestCreateOutlivesItsSession(t *testing.T) {
 			cl := zktest.Shared(t)
 			in := zktest.Inspect(t, cl)
 			var held atomic.Int32
-			opts := []recipe.Option{recipe.WithSessionTimeout(2 * time.Second), recipe.WithDialer(zktest.RequestHook(nil, func(op int32) zktest.Fault {
+			opts := []zookeeper.Option{zookeeper.WithSessionTimeout(2 * time.Second), zookeeper.WithDialer(zktest.RequestHook(nil, func(op int32) zktest.Fault {
 				if (op == zktest.OpCreate || op == zktest.OpCreate2) && held.Add(1) == 1 {
 					time.Sleep(2500 * time.Millisecond)
 				}
 				return zktest.Pass
 			}))}
 			if noRetry {
-				opts = append(opts, recipe.WithRetryPolicy(func() backoff.BackOff { return &backoff.StopBackOff{} }))
+				opts = append(opts, zookeeper.WithRetryPolicy(func() backoff.BackOff { return &backoff.StopBackOff{} }))
 			}
 			s := rtest.Connect(t, cl, opts...)
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/zkrecipes/zkrecipes/recipe"
+	"github.com/zkrecipes/zkrecipes/zookeeper"
 )
 
 // Node kinds of the read-write lock: its znodes are named
@@ -46,7 +47,7 @@ const (
 // mutex's, a semaphore's) make an acquisition fail with
 // recipe.ErrMixedRecipes. An RWMutex is safe for concurrent use.
 type RWMutex struct {
-	q     *recipe.Queue
+	q     *zookeeper.Queue
 	data  []byte
 	read  *RWSide
 	write *RWSide
@@ -67,8 +68,8 @@ var _ recipe.Lock = (*RWSide)(nil)
 // recipe.ErrTooLarge, recipe.ErrSessionClosed). The packet limit is
 // checked for Downgrade's request too (a multi carrying two paths and the
 // data), so a path that fits a mutex may be too long for a read-write lock.
-func NewRW(s *recipe.Session, path string, opts ...Option) (*RWMutex, error) {
-	q, err := recipe.NewQueue(s, path, []string{WriteKind, ReadKind}, RWRule, recipe.AllowsAnchors(WriteKind))
+func NewRW(s *zookeeper.Session, path string, opts ...Option) (*RWMutex, error) {
+	q, err := zookeeper.NewQueue(s, path, []string{WriteKind, ReadKind}, RWRule, zookeeper.AllowsAnchors(WriteKind))
 	if err != nil {
 		return nil, err
 	}
@@ -82,16 +83,16 @@ func NewRW(s *recipe.Session, path string, opts ...Option) (*RWMutex, error) {
 	return rw, nil
 }
 
-// RWRule is the read-write lock's recipe.Rule, for both kinds. A writer is
-// an exclusive lock (recipe.FirstHolds). A reader waits while a write node
+// RWRule is the read-write lock's zookeeper.Rule, for both kinds. A writer is
+// an exclusive lock (zookeeper.FirstHolds). A reader waits while a write node
 // is ahead of it, except the write node it was anchored to by a downgrade
 // (held by the same caller); the nearest such write node is the one to
 // watch: while it exists, the answer stays "wait". Tools that show who
 // holds a lock (zkrecipes inspect) apply it to a listing.
-func RWRule(nodes []recipe.NodeName, self int) (bool, []int) {
+func RWRule(nodes []zookeeper.NodeName, self int) (bool, []int) {
 	me := nodes[self]
 	if me.Kind == WriteKind {
-		return recipe.FirstHolds(nodes, self)
+		return zookeeper.FirstHolds(nodes, self)
 	}
 	for i := self - 1; i >= 0; i-- {
 		n := nodes[i]
@@ -123,7 +124,7 @@ func (rw *RWMutex) Path() string { return rw.q.Dir() }
 //
 // Errors: recipe.ErrBadOption when write is not a write lease of this
 // RWMutex; an error matching recipe.ErrLeaseLost when write has ended or its
-// node is gone; recipe.ErrSequenceLimit when the lock directory's sequence
+// node is gone; zookeeper.ErrSequenceLimit when the lock directory's sequence
 // counter has reached its limit (docs/design.md#the-sequence-limit: write is
 // still held, nothing was created; release it and take the read side);
 // otherwise as Acquire.
@@ -137,7 +138,7 @@ func (rw *RWMutex) Downgrade(ctx context.Context, write recipe.Lease) (recipe.Le
 // write's). ZooKeeper operations: getChildren, then getData per
 // znode. Errors: recipe.ErrMixedRecipes when the directory holds another
 // recipe's nodes; *recipe.OpError, recipe.ErrSessionClosed, ctx's cause.
-func (rw *RWMutex) Participants(ctx context.Context) ([]recipe.Participant, error) {
+func (rw *RWMutex) Participants(ctx context.Context) ([]zookeeper.Participant, error) {
 	return rw.q.Participants(ctx)
 }
 

@@ -13,11 +13,12 @@ import (
 	"github.com/zkrecipes/zkrecipes/mutex"
 	"github.com/zkrecipes/zkrecipes/recipe"
 	"github.com/zkrecipes/zkrecipes/zktest"
+	"github.com/zkrecipes/zkrecipes/zookeeper"
 )
 
 const rwDir = "/locks/rw"
 
-func newRW(t testing.TB, s *recipe.Session) *mutex.RWMutex {
+func newRW(t testing.TB, s *zookeeper.Session) *mutex.RWMutex {
 	t.Helper()
 	rw, err := mutex.NewRW(s, rwDir)
 	if err != nil {
@@ -308,7 +309,7 @@ func TestRWWriterSessionExpired(t *testing.T) {
 	in := zktest.Inspect(t, cl)
 	p := zktest.NewFaultProxy()
 	defer p.Close()
-	ws := rtest.Connect(t, cl, recipe.WithDialer(p.Dial), recipe.WithSessionTimeout(time.Second))
+	ws := rtest.Connect(t, cl, zookeeper.WithDialer(p.Dial), zookeeper.WithSessionTimeout(time.Second))
 	wl, err := newRW(t, ws).WriteLock().Acquire(context.Background())
 	if err != nil {
 		t.Fatal(err)

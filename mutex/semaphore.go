@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/zkrecipes/zkrecipes/recipe"
+	"github.com/zkrecipes/zkrecipes/zookeeper"
 )
 
 // SemaphoreKind is the node kind of semaphore znodes: their names are
@@ -39,7 +40,7 @@ const SemaphoreKind = "lease-"
 // legitimate concurrent holders: fence a semaphore-protected resource per
 // permit-holder key, or use the tokens for identity and auditing.
 type Semaphore struct {
-	q      *recipe.Queue
+	q      *zookeeper.Queue
 	data   []byte
 	leases int
 }
@@ -51,11 +52,11 @@ var _ recipe.Lock = (*Semaphore)(nil)
 // holders at a time. It performs no ZooKeeper operation. Errors:
 // recipe.ErrBadOption for leases < 1; otherwise the errors of New
 // (recipe.ErrInvalidPath, recipe.ErrTooLarge, recipe.ErrSessionClosed, ...).
-func NewSemaphore(s *recipe.Session, path string, leases int, opts ...Option) (*Semaphore, error) {
+func NewSemaphore(s *zookeeper.Session, path string, leases int, opts ...Option) (*Semaphore, error) {
 	if leases < 1 {
 		return nil, fmt.Errorf("%w: a semaphore needs at least one lease, got %d", recipe.ErrBadOption, leases)
 	}
-	q, err := recipe.NewQueue(s, path, []string{SemaphoreKind}, SemaphoreRule(leases), recipe.GrantsLowest())
+	q, err := zookeeper.NewQueue(s, path, []string{SemaphoreKind}, SemaphoreRule(leases), zookeeper.GrantsLowest())
 	if err != nil {
 		return nil, err
 	}
@@ -66,11 +67,11 @@ func NewSemaphore(s *recipe.Session, path string, leases int, opts ...Option) (*
 	return &Semaphore{q: q, data: c.data, leases: leases}, nil
 }
 
-// SemaphoreRule is the recipe.Rule of a semaphore of n leases: a node holds
+// SemaphoreRule is the zookeeper.Rule of a semaphore of n leases: a node holds
 // below index n and watches the n nodes right ahead of it. Tools that show
 // who holds a semaphore (zkrecipes inspect) apply it to a listing.
-func SemaphoreRule(n int) recipe.Rule {
-	return func(_ []recipe.NodeName, self int) (bool, []int) {
+func SemaphoreRule(n int) zookeeper.Rule {
+	return func(_ []zookeeper.NodeName, self int) (bool, []int) {
 		if self < n {
 			return true, nil
 		}
@@ -117,6 +118,6 @@ func (s *Semaphore) TryAcquire(ctx context.Context) (recipe.Lease, error) {
 // getData per znode. Errors: recipe.ErrMixedRecipes when the directory
 // holds another recipe's nodes (a mutex's, say: none of them would be
 // listed); *recipe.OpError, recipe.ErrSessionClosed, ctx's cause.
-func (s *Semaphore) Participants(ctx context.Context) ([]recipe.Participant, error) {
+func (s *Semaphore) Participants(ctx context.Context) ([]zookeeper.Participant, error) {
 	return s.q.Participants(ctx)
 }

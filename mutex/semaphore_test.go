@@ -13,11 +13,12 @@ import (
 	"github.com/zkrecipes/zkrecipes/mutex"
 	"github.com/zkrecipes/zkrecipes/recipe"
 	"github.com/zkrecipes/zkrecipes/zktest"
+	"github.com/zkrecipes/zkrecipes/zookeeper"
 )
 
 const semDir = "/locks/sem"
 
-func newSem(t testing.TB, s *recipe.Session, n int) *mutex.Semaphore {
+func newSem(t testing.TB, s *zookeeper.Session, n int) *mutex.Semaphore {
 	t.Helper()
 	sem, err := mutex.NewSemaphore(s, semDir, n)
 	if err != nil {
@@ -207,7 +208,7 @@ func TestSemaphoreHolderSessionExpired(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cut := rtest.Connect(t, cl, recipe.WithDialer(p.Dial), recipe.WithSessionTimeout(time.Second))
+	cut := rtest.Connect(t, cl, zookeeper.WithDialer(p.Dial), zookeeper.WithSessionTimeout(time.Second))
 	l, err := newSem(t, cut, 2).Acquire(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -236,7 +237,7 @@ func TestSemaphoreNoOverGrantAfterLostCreateReply(t *testing.T) {
 	in := zktest.Inspect(t, cl)
 	in.Create(semDir, nil) // so that the first create is the node's
 	var cuts, creates atomic.Int32
-	s := rtest.Connect(t, cl, recipe.WithDialer(zktest.RequestHook(nil, func(op int32) zktest.Fault {
+	s := rtest.Connect(t, cl, zookeeper.WithDialer(zktest.RequestHook(nil, func(op int32) zktest.Fault {
 		if op == zktest.OpCreate || op == zktest.OpCreate2 {
 			creates.Add(1)
 			if cuts.Add(1) == 1 {

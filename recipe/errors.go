@@ -3,22 +3,18 @@ package recipe
 import (
 	"errors"
 	"fmt"
-	"io"
-	"net"
 	"strings"
-	"syscall"
-
-	"github.com/go-zookeeper/zk"
 )
 
-// Sentinel errors. Every error returned by this module's recipes matches one
-// of these (or a go-zookeeper sentinel such as zk.ErrNoAuth, a context error,
-// or a sentinel of the recipe's own package: election.ErrNoLeader,
-// election.ErrCampaigning, latch.ErrClosed, ...) with errors.Is. The other
-// backends (etcd, PostgreSQL, Redis, memlock) return the same sentinels for
-// the same situations, so that code written against Lock and Lease can test
-// for them whatever the backend; the ZooKeeper terms below (znode, session)
-// stand for each backend's own (key, etcd lease, connection).
+// Sentinel errors. Every backend of this module (ZooKeeper, etcd,
+// PostgreSQL, Redis, memlock) returns these for the same situations, so that
+// code written against Lock and Lease can test for them with errors.Is
+// whatever the backend; a backend's own errors (a go-zookeeper sentinel such
+// as zk.ErrNoAuth, election.ErrNoLeader, ...) and context errors are
+// reachable beside them. "Entry" below is a backend's record of a grant or
+// a waiter (a znode, an etcd or Redis key, an advisory lock), "session" its
+// server-side liveness (a ZooKeeper session, an etcd lease, a PostgreSQL
+// connection, a Redis key's expiry).
 var (
 	// ErrLocked is returned by TryAcquire when another participant holds the
 	// lock (or all permits). Nothing of the caller (znode, key) is left
@@ -26,7 +22,7 @@ var (
 	ErrLocked = errors.New("recipe: held by another participant")
 
 	// ErrLeaseLost is returned by Lease.Release after ownership was lost
-	// (session lost, connection suspended past the policy, own znode deleted).
+	// (session lost, connection suspended past the policy, own entry deleted).
 	// Release then deletes nothing itself; context.Cause of the lease context
 	// tells why ownership ended.
 	ErrLeaseLost = errors.New("recipe: lease lost")
@@ -52,7 +48,7 @@ var (
 	// session lived (deleted by an operator or another client). It is the
 	// cause of a lease context ended that way and is returned by Acquire when
 	// a waiter's node disappears.
-	ErrNodeDeleted = errors.New("recipe: own znode deleted")
+	ErrNodeDeleted = errors.New("recipe: own entry deleted")
 
 	// ErrReleased is the cause of a lease context ended by Lease.Release.
 	ErrReleased = errors.New("recipe: lease released")
@@ -69,7 +65,7 @@ var (
 	// ErrNoPermission is matched (together with zk.ErrNoAuth,
 	// zk.ErrInvalidACL or zk.ErrAuthFailed) when ZooKeeper refused an
 	// operation because of ACLs, or refused the credentials of WithAuth.
-	ErrNoPermission = errors.New("recipe: refused by ZooKeeper ACL")
+	ErrNoPermission = errors.New("recipe: refused by the server's access control")
 
 	// ErrBadOption is matched by errors for invalid option values.
 	ErrBadOption = errors.New("recipe: invalid option")
@@ -118,23 +114,6 @@ func Permanent(err error) bool {
 	return false
 }
 
-// PathError reports an invalid znode path. It matches ErrInvalidPath, and
-// Err when set (ErrTooLarge for a path too long for the packet limit).
-type PathError struct {
-	Path   string // the path as given
-	Reason string // what is wrong with it
-	Err    error  // the kind of problem beyond ErrInvalidPath, if any
-}
-
-// Error implements error. A path longer than 200 bytes is shortened.
-func (e *PathError) Error() string {
-	p := fmt.Sprintf("%q", e.Path)
-	if len(e.Path) > 200 {
-		p = fmt.Sprintf("%q… (%d bytes)", e.Path[:64], len(e.Path))
-	}
-	return fmt.Sprintf("recipe: invalid path %s: %s", p, e.Reason)
-}
-
 // ShortPath returns p as the messages and log lines of this module show a
 // znode path: p itself, or, when it is longer than 200 bytes (a path may be
 // up to a packet long), its first 64 bytes, "…" and its length. Recipes
@@ -145,48 +124,6 @@ func ShortPath(p string) string {
 	}
 	return p
 }
-
-// errorf is fmt.Errorf for an error of this package that wraps others of
-// it: the message names the package once ("recipe: invalid option: request
-// over the ZooKeeper packet limit: ..."), dropping the "recipe: " prefix of
-// every wrapped error's message after the first (or after the format's own
-// prefix). errors.Is and errors.As see every wrapped error, as with
-// fmt.Errorf.
-func errorf(format string, args ...any) error {
-	shown := make([]any, len(args))
-	seen := strings.HasPrefix(format, prefix)
-	for i, a := range args {
-		shown[i] = a
-		if e, ok := a.(error); ok {
-			if seen {
-				shown[i] = unprefixed(e)
-			}
-			seen = true
-		}
-	}
-	return &prefixedOnce{err: fmt.Errorf(format, args...), msg: fmt.Sprintf(strings.ReplaceAll(format, "%w", "%v"), shown...)}
-}
-
-// prefix starts the message of every error of this package.
-const prefix = "recipe: "
-
-// unprefixed is err's message without a leading prefix.
-func unprefixed(err error) string { return strings.TrimPrefix(err.Error(), prefix) }
-
-// prefixedOnce is an error of errorf.
-type prefixedOnce struct {
-	err error // what fmt.Errorf made of it: the wrapping
-	msg string
-}
-
-func (e *prefixedOnce) Error() string { return e.msg }
-func (e *prefixedOnce) Unwrap() error { return e.err }
-
-// Is makes a *PathError match ErrInvalidPath.
-func (e *PathError) Is(target error) bool { return target == ErrInvalidPath }
-
-// Unwrap returns Err.
-func (e *PathError) Unwrap() error { return e.Err }
 
 // OpError describes a failed operation of a backend: which operation, on
 // what, and the underlying error, which stays reachable with errors.Is /
@@ -219,36 +156,8 @@ func (e *OpError) Error() string {
 // Unwrap returns the underlying error.
 func (e *OpError) Unwrap() error { return e.Err }
 
-// Is makes ZooKeeper's ACL refusals match ErrNoPermission as well, and a
-// request that go-zookeeper could not fit in its send buffer
-// (zk.ErrShortBuffer: sized to the packet limit, see WithMaxPacket)
-// ErrTooLarge.
-func (e *OpError) Is(target error) bool {
-	switch target {
-	case ErrNoPermission:
-		return errors.Is(e.Err, zk.ErrNoAuth) || errors.Is(e.Err, zk.ErrInvalidACL) || errors.Is(e.Err, zk.ErrAuthFailed)
-	case ErrTooLarge:
-		return errors.Is(e.Err, zk.ErrShortBuffer)
-	}
-	return false
-}
+// prefix starts the message of every error of this module's packages.
+const prefix = "recipe: "
 
-// isConnErr reports whether err is a transient connection-level failure after
-// which a request may or may not have been applied by the server.
-//
-// Besides go-zookeeper's sentinels this includes raw network errors:
-// go-zookeeper hands a failed socket write to the waiting request as is.
-func isConnErr(err error) bool {
-	if err == nil {
-		return false
-	}
-	var ne *net.OpError
-	return errors.Is(err, zk.ErrConnectionClosed) || errors.Is(err, zk.ErrNoServer) ||
-		errors.Is(err, zk.ErrSessionExpired) || errors.Is(err, zk.ErrSessionMoved) ||
-		errors.As(err, &ne) || errors.Is(err, net.ErrClosed) || errors.Is(err, io.EOF) ||
-		errors.Is(err, io.ErrClosedPipe) || errors.Is(err, io.ErrUnexpectedEOF) ||
-		errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNRESET)
-}
-
-// isClosing reports whether err means the client was closed.
-func isClosing(err error) bool { return errors.Is(err, zk.ErrClosing) }
+// unprefixed is err's message without a leading prefix.
+func unprefixed(err error) string { return strings.TrimPrefix(err.Error(), prefix) }

@@ -1,17 +1,16 @@
 package recipe
 
 import (
-	"path"
-	"strings"
 	"time"
 
 	"github.com/zkrecipes/zkrecipes/fence"
 )
 
-// Metrics receives the events of a Session and of every recipe that runs on
-// it, for metrics and tracing. Install it with WithMetrics; package
-// recipe/zkprom is a ready Prometheus adapter. This package itself depends on
-// no metrics library.
+// Metrics receives the events of a backend's session and of every lock that
+// runs on it, for metrics and tracing. Every backend installs it with an
+// option of its own (zookeeper.WithMetrics, etcdlock.WithMetrics, ...);
+// package recipe/zkprom is a ready Prometheus adapter. This package itself
+// depends on no metrics library.
 //
 // In every method, kind is the node kind of the recipe without its trailing
 // dash ("lock" for a mutex, "read" and "write" for the sides of a read-write
@@ -78,25 +77,3 @@ type Metrics interface {
 	StaleRejected(e *fence.StaleError)
 }
 
-// WithMetrics installs m on the Session: the Session and every recipe
-// created on it report their events to m (see Metrics). Default: none (a
-// nil m means none).
-func WithMetrics(m Metrics) Option { return func(c *config) { c.metrics = m } }
-
-// metricKind is the node kind as Metrics reports it: without its trailing
-// dash (no allocation).
-func metricKind(kind string) string { return strings.TrimSuffix(kind, "-") }
-
-// reportLeaseLostLocked reports the loss of l to the installed Metrics.
-func (s *Session) reportLeaseLostLocked(l *lease, cause error) {
-	m := s.cfg.metrics
-	if cause == ErrReleased {
-		return
-	}
-	rel := l.path[len(s.chroot):]
-	kind := ""
-	if n, ok := parseNodeName(path.Base(rel), l.kinds); ok {
-		kind = n.Kind
-	}
-	m.LeaseLost(metricKind(kind), path.Dir(rel), cause)
-}

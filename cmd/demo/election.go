@@ -9,8 +9,8 @@ import (
 
 	"github.com/zkrecipes/zkrecipes/election"
 	"github.com/zkrecipes/zkrecipes/fence"
-	"github.com/zkrecipes/zkrecipes/recipe"
 	"github.com/zkrecipes/zkrecipes/zktest"
+	"github.com/zkrecipes/zkrecipes/zookeeper"
 )
 
 // leaderElection plays scene 3: three participants run election.Run, each on
@@ -42,7 +42,7 @@ func (d *demo) leaderElection(ctx context.Context) bool {
 		p := zktest.NewFaultProxy()
 		defer p.Close()
 		proxies[who] = p
-		s, err := d.connect(ctx, recipe.WithDialer(p.Dial), recipe.WithSessionTimeout(2*time.Second))
+		s, err := d.connect(ctx, zookeeper.WithDialer(p.Dial), zookeeper.WithSessionTimeout(2*time.Second))
 		if err != nil {
 			return d.check(false, "connect %s: %v", who, err)
 		}

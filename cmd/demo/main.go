@@ -43,6 +43,7 @@ import (
 	"github.com/zkrecipes/zkrecipes/mutex"
 	"github.com/zkrecipes/zkrecipes/recipe"
 	"github.com/zkrecipes/zkrecipes/zktest"
+	"github.com/zkrecipes/zkrecipes/zookeeper"
 )
 
 func main() {
@@ -119,9 +120,9 @@ func (d *demo) check(cond bool, format string, args ...any) bool {
 	return cond
 }
 
-func (d *demo) connect(ctx context.Context, opts ...recipe.Option) (*recipe.Session, error) {
-	opts = append([]recipe.Option{recipe.WithLogger(d.logger)}, opts...)
-	return recipe.Connect(ctx, d.servers, opts...)
+func (d *demo) connect(ctx context.Context, opts ...zookeeper.Option) (*zookeeper.Session, error) {
+	opts = append([]zookeeper.Option{zookeeper.WithLogger(d.logger)}, opts...)
+	return zookeeper.Connect(ctx, d.servers, opts...)
 }
 
 // kleppmann plays the stale-holder scenario.
@@ -136,7 +137,7 @@ func (d *demo) kleppmann(ctx context.Context) bool {
 
 	proxy := zktest.NewFaultProxy() // A's network
 	defer proxy.Close()
-	sa, err := d.connect(ctx, recipe.WithDialer(proxy.Dial), recipe.WithSessionTimeout(2*time.Second))
+	sa, err := d.connect(ctx, zookeeper.WithDialer(proxy.Dial), zookeeper.WithSessionTimeout(2*time.Second))
 	if err != nil {
 		return d.check(false, "connect A: %v", err)
 	}
@@ -230,7 +231,7 @@ func (d *demo) contention(ctx context.Context, workers, rounds int) bool {
 		wg               sync.WaitGroup
 		failures         atomic.Int32
 	)
-	sessions := make([]*recipe.Session, workers)
+	sessions := make([]*zookeeper.Session, workers)
 	for i := range sessions {
 		s, err := d.connect(ctx)
 		if err != nil {

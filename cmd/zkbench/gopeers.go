@@ -17,6 +17,7 @@ import (
 	"github.com/zkrecipes/zkrecipes/mutex"
 	"github.com/zkrecipes/zkrecipes/recipe"
 	"github.com/zkrecipes/zkrecipes/zktest"
+	"github.com/zkrecipes/zkrecipes/zookeeper"
 )
 
 // sessionTimeout is asked for by every client of every peer.
@@ -74,8 +75,8 @@ func (p *goPeer) dialer() zk.Dialer {
 func oursPeer(servers []string, spread bool, m meter) *goPeer {
 	return &goPeer{name: "ours", servers: servers, spread: spread, meter: m,
 		connect: func(ctx context.Context, servers []string, dial zk.Dialer) (goClient, error) {
-			s, err := recipe.Connect(ctx, servers, recipe.WithSessionTimeout(sessionTimeout),
-				recipe.WithDialer(dial), recipe.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+			s, err := zookeeper.Connect(ctx, servers, zookeeper.WithSessionTimeout(sessionTimeout),
+				zookeeper.WithDialer(dial), zookeeper.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
 			if err != nil {
 				return nil, err
 			}
@@ -83,7 +84,7 @@ func oursPeer(servers []string, spread bool, m meter) *goPeer {
 		}}
 }
 
-type oursClient struct{ s *recipe.Session }
+type oursClient struct{ s *zookeeper.Session }
 
 func (c oursClient) close() { c.s.Close() }
 func (c oursClient) newLock(path string) (goLock, error) {

@@ -19,6 +19,7 @@ import (
 	"github.com/zkrecipes/zkrecipes/backend/redislock"
 	"github.com/zkrecipes/zkrecipes/mutex"
 	"github.com/zkrecipes/zkrecipes/recipe"
+	"github.com/zkrecipes/zkrecipes/zookeeper"
 )
 
 // backend is the lock service --servers names.
@@ -180,7 +181,7 @@ func (l redisLog) Printf(_ context.Context, format string, v ...any) {
 // zkLock returns lock's ZooKeeper lock at path: a mutex, one side of a
 // read-write lock (--rw) or a semaphore's lease (--semaphore), with data
 // in its node.
-func (f *lockFlags) zkLock(s *recipe.Session, path string, data []byte) (recipe.Lock, error) {
+func (f *lockFlags) zkLock(s *zookeeper.Session, path string, data []byte) (recipe.Lock, error) {
 	d := mutex.WithData(data)
 	switch {
 	case f.rw != "":

@@ -12,6 +12,7 @@ import (
 	"github.com/zkrecipes/zkrecipes/election"
 	"github.com/zkrecipes/zkrecipes/fence"
 	"github.com/zkrecipes/zkrecipes/recipe"
+	"github.com/zkrecipes/zkrecipes/zookeeper"
 )
 
 const electUsage = `Usage: zkrecipes elect [flags] PATH --id ID -- CMD [ARGS...]
@@ -67,8 +68,8 @@ func runElect(args []string, stdout, stderr io.Writer) int {
 		return usageError(stderr, fs, "no command: put it after --, as in: zkrecipes elect %s --id ID -- CMD [ARGS...]", pos[0])
 	case f.id == "" && flagSet(fs, "id"):
 		return usageError(stderr, fs, "--id must not be empty")
-	case len(f.id) > recipe.MaxNodeData:
-		return usageError(stderr, fs, "--id is %d bytes long; at most %d", len(f.id), recipe.MaxNodeData)
+	case len(f.id) > zookeeper.MaxNodeData:
+		return usageError(stderr, fs, "--id is %d bytes long; at most %d", len(f.id), zookeeper.MaxNodeData)
 	case f.grace < 0:
 		return usageError(stderr, fs, "--grace %v must not be negative", f.grace)
 	}
@@ -90,7 +91,7 @@ func runElect(args []string, stdout, stderr io.Writer) int {
 
 func electMain(f *electFlags, path string, argv []string, stderr io.Writer) int {
 	log := f.logger(stderr).With("path", recipe.ShortPath(path), "id", f.id)
-	var s *recipe.Session
+	var s *zookeeper.Session
 	sv, code := f.supervise(log, func(ctx context.Context, met *metricsServer) (func(), int) {
 		var code int
 		if s, code = f.connect(ctx, log, met.option()...); code >= 0 {
@@ -180,7 +181,7 @@ func electMain(f *electFlags, path string, argv []string, stderr io.Writer) int 
 }
 
 // resign gives leadership up, bounded by the session timeout.
-func resign(e *election.Election, s *recipe.Session, log *slog.Logger) {
+func resign(e *election.Election, s *zookeeper.Session, log *slog.Logger) {
 	ctx, cancel := context.WithTimeout(context.Background(), s.SessionTimeout())
 	defer cancel()
 	if err := e.Resign(ctx); err != nil {

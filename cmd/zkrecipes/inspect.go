@@ -19,6 +19,7 @@ import (
 	"github.com/zkrecipes/zkrecipes/latch"
 	"github.com/zkrecipes/zkrecipes/mutex"
 	"github.com/zkrecipes/zkrecipes/recipe"
+	"github.com/zkrecipes/zkrecipes/zookeeper"
 )
 
 const inspectUsage = `Usage: zkrecipes inspect [flags] PATH
@@ -130,7 +131,7 @@ func inspectMain(f *inspectFlags, path string, stdout, stderr io.Writer) int {
 	// AllowsAnchors: the path may hold a read-write lock's anchored nodes,
 	// whose longer names the queue's requests are sized for. No ZooKeeper
 	// operation.
-	q, err := recipe.NewQueue(s, path, allKinds, recipe.FirstHolds, recipe.AllowsAnchors())
+	q, err := zookeeper.NewQueue(s, path, allKinds, zookeeper.FirstHolds, zookeeper.AllowsAnchors())
 	if err != nil {
 		log.Error("cannot read the path", "err", err)
 		return exitSoftware
@@ -158,7 +159,7 @@ func inspectMain(f *inspectFlags, path string, stdout, stderr io.Writer) int {
 			log.Error("no such znode: nothing was ever locked or elected there, or it was removed when empty")
 			return exitNoNode
 		}
-		var ps []recipe.Participant
+		var ps []zookeeper.Participant
 		if exists {
 			if ps, err = q.Participants(ctx); err != nil {
 				return inspectError(ctx, log, err)
@@ -200,21 +201,21 @@ func inspectError(ctx context.Context, log *slog.Logger, err error) int {
 }
 
 // view turns a listing into roles, with the recipe's own rule.
-func view(path string, exists bool, ps []recipe.Participant, leases int) View {
+func view(path string, exists bool, ps []zookeeper.Participant, leases int) View {
 	now := time.Now()
 	v := View{Path: path, At: now, Exists: exists, Participants: []Entry{}}
 	kinds := map[string]bool{}
-	names := make([]recipe.NodeName, len(ps))
+	names := make([]zookeeper.NodeName, len(ps))
 	for i, p := range ps {
 		kinds[p.Kind] = true
 		names[i] = p.NodeName()
 	}
-	var rule recipe.Rule
+	var rule zookeeper.Rule
 	holder := "holder"
 	switch {
 	case len(kinds) == 0:
 	case len(kinds) == 1 && kinds[mutex.Kind]:
-		v.Recipe, rule = "mutex", recipe.FirstHolds
+		v.Recipe, rule = "mutex", zookeeper.FirstHolds
 	case len(kinds) <= 2 && !kinds[mutex.Kind] && (kinds[mutex.WriteKind] || kinds[mutex.ReadKind]) &&
 		len(kinds) == btoi(kinds[mutex.WriteKind])+btoi(kinds[mutex.ReadKind]):
 		v.Recipe, rule = "rwlock", mutex.RWRule
@@ -224,9 +225,9 @@ func view(path string, exists bool, ps []recipe.Participant, leases int) View {
 			rule = mutex.SemaphoreRule(leases)
 		}
 	case len(kinds) == 1 && kinds[election.Kind]:
-		v.Recipe, rule, holder = "election", recipe.FirstHolds, "leader"
+		v.Recipe, rule, holder = "election", zookeeper.FirstHolds, "leader"
 	case len(kinds) == 1 && kinds[latch.Kind]:
-		v.Recipe, rule, holder = "latch", recipe.FirstHolds, "leader"
+		v.Recipe, rule, holder = "latch", zookeeper.FirstHolds, "leader"
 	default:
 		v.Recipe = "mixed"
 	}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/zkrecipes/zkrecipes/recipe"
+	"github.com/zkrecipes/zkrecipes/zookeeper"
 )
 
 const lockUsage = `Usage: zkrecipes lock [flags] PATH -- CMD [ARGS...]
@@ -243,7 +244,7 @@ func acquireAgain(ctx context.Context, lk recipe.Lock, log *slog.Logger) (recipe
 // cannot be read within a second).
 func holderAttrs(lk recipe.Lock) []any {
 	p, ok := lk.(interface {
-		Participants(context.Context) ([]recipe.Participant, error)
+		Participants(context.Context) ([]zookeeper.Participant, error)
 	})
 	if !ok {
 		return nil

@@ -30,6 +30,7 @@ import (
 	"time"
 
 	"github.com/zkrecipes/zkrecipes/recipe"
+	"github.com/zkrecipes/zkrecipes/zookeeper"
 )
 
 // Exit statuses of zkrecipes itself. A child's own status is passed through
@@ -129,7 +130,7 @@ type common struct {
 // (inspect, a read-only query, is quiet unless something fails).
 func (c *common) register(fs *flag.FlagSet, withOwnership bool, logLevel string) {
 	fs.StringVar(&c.servers, "servers", os.Getenv(envServers), "ZooKeeper servers, `host:port,...[/chroot]`; a host without a port means port 2181 (default $"+envServers+")")
-	fs.DurationVar(&c.sessionTimeout, "session-timeout", recipe.DefaultSessionTimeout, "ZooKeeper session timeout requested from the server")
+	fs.DurationVar(&c.sessionTimeout, "session-timeout", zookeeper.DefaultSessionTimeout, "ZooKeeper session timeout requested from the server")
 	fs.DurationVar(&c.connectTimeout, "connect-timeout", 10*time.Second, "give up (exit 69) when no server answers within this `duration`")
 	fs.StringVar(&c.logFormat, "log-format", "text", "log format on stderr: text or json")
 	fs.StringVar(&c.logLevel, "log-level", logLevel, "log level: debug, info, warn or error")
@@ -229,19 +230,19 @@ func durationText(_ []string, a slog.Attr) slog.Attr {
 
 // connect opens the Session; on failure it logs and returns the exit
 // status (-1 on success).
-func (c *common) connect(ctx context.Context, log *slog.Logger, extra ...recipe.Option) (*recipe.Session, int) {
-	opts := []recipe.Option{
-		recipe.WithSessionTimeout(c.sessionTimeout),
-		recipe.WithConnectTimeout(c.connectTimeout),
-		recipe.WithLogger(log),
+func (c *common) connect(ctx context.Context, log *slog.Logger, extra ...zookeeper.Option) (*zookeeper.Session, int) {
+	opts := []zookeeper.Option{
+		zookeeper.WithSessionTimeout(c.sessionTimeout),
+		zookeeper.WithConnectTimeout(c.connectTimeout),
+		zookeeper.WithLogger(log),
 	}
 	if c.tolerate != 0 {
-		opts = append(opts, recipe.WithSuspendPolicy(recipe.TolerateSuspension(c.tolerate)))
+		opts = append(opts, zookeeper.WithSuspendPolicy(zookeeper.TolerateSuspension(c.tolerate)))
 	}
 	if hosts := portless(c.servers); len(hosts) > 0 {
-		log.Info("no port given: using ZooKeeper's default port", "hosts", hosts, "port", recipe.DefaultPort)
+		log.Info("no port given: using ZooKeeper's default port", "hosts", hosts, "port", zookeeper.DefaultPort)
 	}
-	s, err := recipe.Connect(ctx, []string{c.servers}, append(opts, extra...)...)
+	s, err := zookeeper.Connect(ctx, []string{c.servers}, append(opts, extra...)...)
 	switch {
 	case err == nil:
 		return s, -1
@@ -362,8 +363,8 @@ func quotePath(p string) string {
 
 // checkPath validates a recipe path, naming the path and the rule.
 func checkPath(stderr io.Writer, fs *flag.FlagSet, p string) int {
-	if err := recipe.ValidatePath(p); err != nil {
-		var pe *recipe.PathError
+	if err := zookeeper.ValidatePath(p); err != nil {
+		var pe *zookeeper.PathError
 		if errors.As(err, &pe) {
 			return usageError(stderr, fs, "invalid path %s: %s (a ZooKeeper path like /locks/nightly)", quotePath(pe.Path), pe.Reason)
 		}

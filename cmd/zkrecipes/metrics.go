@@ -12,8 +12,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/zkrecipes/zkrecipes/recipe"
 	"github.com/zkrecipes/zkrecipes/recipe/zkprom"
+	"github.com/zkrecipes/zkrecipes/zookeeper"
 )
 
 // metricsServer serves /metrics when --metrics-addr is set; the zero value
@@ -53,11 +53,11 @@ func startMetrics(addr string, log *slog.Logger) (*metricsServer, int) {
 }
 
 // option installs the metrics on a Session (none when off).
-func (ms *metricsServer) option() []recipe.Option {
+func (ms *metricsServer) option() []zookeeper.Option {
 	if ms.m == nil {
 		return nil
 	}
-	return []recipe.Option{recipe.WithMetrics(ms.m)}
+	return []zookeeper.Option{zookeeper.WithMetrics(ms.m)}
 }
 
 // close stops the server (waiting up to 2 s for scrapes in progress).

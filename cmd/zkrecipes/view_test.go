@@ -6,15 +6,15 @@ import (
 	"testing"
 
 	"github.com/zkrecipes/zkrecipes/fence"
-	"github.com/zkrecipes/zkrecipes/recipe"
+	"github.com/zkrecipes/zkrecipes/zookeeper"
 )
 
 // participants builds a listing from "kind-" names, in order.
-func participants(kinds ...string) []recipe.Participant {
-	var ps []recipe.Participant
+func participants(kinds ...string) []zookeeper.Participant {
+	var ps []zookeeper.Participant
 	for i, k := range kinds {
 		name := fmt.Sprintf("_c_%032x-%s%010d", i+1, k, i)
-		ps = append(ps, recipe.Participant{Name: name, Kind: k, Seq: int32(i), Token: fence.Token(100 + i), SessionID: int64(i + 1)})
+		ps = append(ps, zookeeper.Participant{Name: name, Kind: k, Seq: int32(i), Token: fence.Token(100 + i), SessionID: int64(i + 1)})
 	}
 	return ps
 }

@@ -8,15 +8,15 @@ import (
 	"github.com/zkrecipes/zkrecipes/fence"
 	"github.com/zkrecipes/zkrecipes/fence/fencezk"
 	"github.com/zkrecipes/zkrecipes/mutex"
-	"github.com/zkrecipes/zkrecipes/recipe"
 	"github.com/zkrecipes/zkrecipes/zktest"
+	"github.com/zkrecipes/zkrecipes/zookeeper"
 )
 
 // A holder keeps its output in a znode fenced with its lease's token; a
 // paused holder with an older token is refused by the register.
 func ExampleRegister() {
 	ctx := context.Background()
-	s, err := recipe.Connect(ctx, zktest.ExampleServers()) // e.g. []string{"zk1:2181,zk2:2181/myapp"}
+	s, err := zookeeper.Connect(ctx, zktest.ExampleServers()) // e.g. []string{"zk1:2181,zk2:2181/myapp"}
 	if err != nil {
 		fmt.Println(err)
 		return

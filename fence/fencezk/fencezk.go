@@ -29,6 +29,7 @@ import (
 	"github.com/go-zookeeper/zk"
 	"github.com/zkrecipes/zkrecipes/fence"
 	"github.com/zkrecipes/zkrecipes/recipe"
+	"github.com/zkrecipes/zkrecipes/zookeeper"
 )
 
 // ErrNotRegister is returned (wrapped) when the znode's data is not in the
@@ -51,7 +52,7 @@ type Value struct {
 // "token=<decimal token>\n" followed by the value's bytes; an empty znode
 // is the empty register (token zero). It is safe for concurrent use.
 type Register struct {
-	s    *recipe.Session
+	s    *zookeeper.Session
 	path string // as given, below the session's chroot
 	full string // with the chroot
 	acl  []zk.ACL
@@ -68,11 +69,11 @@ func WithACL(acl []zk.ACL) Option { return func(r *Register) { r.acl = acl } }
 // New returns the register at path, relative to the session's chroot like
 // every recipe path. The first write creates the znode (persistent) with
 // its value, and its missing parents as the recipes create their
-// directories (recipe.Session.EnsureDir: containers, and the chroot itself,
+// directories (zookeeper.Session.EnsureDir: containers, and the chroot itself,
 // persistent, if it does not exist yet). It sends nothing. Errors: a
-// *recipe.PathError (recipe.ErrInvalidPath).
-func New(s *recipe.Session, path string, opts ...Option) (*Register, error) {
-	if err := recipe.ValidatePath(path); err != nil {
+// *zookeeper.PathError (recipe.ErrInvalidPath).
+func New(s *zookeeper.Session, path string, opts ...Option) (*Register, error) {
+	if err := zookeeper.ValidatePath(path); err != nil {
 		return nil, err
 	}
 	r := &Register{s: s, path: path, full: s.Chroot() + path, acl: zk.WorldACL(zk.PermAll)}
@@ -113,7 +114,7 @@ func (r *Register) Read(ctx context.Context) (Value, error) {
 // an error matching recipe.ErrTooLarge when the write (the create of the
 // register or its setData, with the path and the "token=" line) would be
 // over the session's packet limit, or its data too large to read back
-// within it (recipe.Session.CheckRequest), nothing sent; ctx's error if
+// within it (zookeeper.Session.CheckRequest), nothing sent; ctx's error if
 // ctx ends between attempts; ErrNotRegister; fence.ErrUncertain wrapping
 // ZooKeeper's error when the write was sent and its answer lost
 // (connection loss, session expiry): it may have landed; otherwise
@@ -132,7 +133,7 @@ func (r *Register) Write(ctx context.Context, token fence.Token, data []byte) (p
 // exist).
 //
 // Errors: those of Write (recipe.ErrTooLarge when the whole multi would be
-// over the packet limit: recipe.Session.CheckMulti), and ErrBadOp for an
+// over the packet limit: zookeeper.Session.CheckMulti), and ErrBadOp for an
 // operation of another type or with an invalid path; if ZooKeeper refuses
 // one of ops (e.g. a create of an existing node), the multi applies nothing
 // and its error is returned with the op's index.
@@ -254,7 +255,7 @@ func definite(err error) bool {
 // root returns a copy of op with its path below the chroot.
 func (r *Register) root(op any) (any, error) {
 	check := func(p string) (string, error) {
-		if err := recipe.ValidatePath(p); err != nil {
+		if err := zookeeper.ValidatePath(p); err != nil {
 			return "", fmt.Errorf("%w: %w", ErrBadOp, err)
 		}
 		if p == r.path {

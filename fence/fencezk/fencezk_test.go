@@ -18,16 +18,17 @@ import (
 	"github.com/zkrecipes/zkrecipes/recipe"
 	"github.com/zkrecipes/zkrecipes/zktest"
 	"github.com/zkrecipes/zkrecipes/zktest/nemesis"
+	"github.com/zkrecipes/zkrecipes/zookeeper"
 )
 
 func TestMain(m *testing.M) { zktest.Main(m) }
 
-func connect(t *testing.T, cl *zktest.Cluster, opts ...recipe.Option) *recipe.Session {
+func connect(t *testing.T, cl *zktest.Cluster, opts ...zookeeper.Option) *zookeeper.Session {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	opts = append([]recipe.Option{recipe.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))}, opts...)
-	s, err := recipe.Connect(ctx, cl.Servers(), opts...)
+	opts = append([]zookeeper.Option{zookeeper.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))}, opts...)
+	s, err := zookeeper.Connect(ctx, cl.Servers(), opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -35,7 +36,7 @@ func connect(t *testing.T, cl *zktest.Cluster, opts ...recipe.Option) *recipe.Se
 	return s
 }
 
-func newRegister(t *testing.T, s *recipe.Session, path string) *fencezk.Register {
+func newRegister(t *testing.T, s *zookeeper.Session, path string) *fencezk.Register {
 	t.Helper()
 	r, err := fencezk.New(s, path)
 	if err != nil {
@@ -167,7 +168,7 @@ func TestUncertain(t *testing.T) {
 		}
 		return zktest.Pass
 	})
-	s := connect(t, cl, recipe.WithDialer(hook), recipe.WithSessionTimeout(4*time.Second))
+	s := connect(t, cl, zookeeper.WithDialer(hook), zookeeper.WithSessionTimeout(4*time.Second))
 	ctx := context.Background()
 	r := newRegister(t, s, "/reg")
 	if _, err := r.Write(ctx, 1, []byte("a")); err != nil {

@@ -14,6 +14,7 @@ import (
 	"github.com/zkrecipes/zkrecipes/fence"
 	"github.com/zkrecipes/zkrecipes/recipe"
 	"github.com/zkrecipes/zkrecipes/zktest"
+	"github.com/zkrecipes/zkrecipes/zookeeper"
 )
 
 // TestMissingChroot: a session whose chroot does not exist yet works as it
@@ -24,9 +25,9 @@ func TestMissingChroot(t *testing.T) {
 	cl := zktest.Shared(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	open := func(chroot string) *recipe.Session {
-		s, err := recipe.Connect(ctx, []string{cl.Addrs()[0] + cl.Chroot() + chroot},
-			recipe.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	open := func(chroot string) *zookeeper.Session {
+		s, err := zookeeper.Connect(ctx, []string{cl.Addrs()[0] + cl.Chroot() + chroot},
+			zookeeper.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
 		if err != nil {
 			t.Fatal(err)
 		}

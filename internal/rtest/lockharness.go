@@ -11,6 +11,7 @@ import (
 	"github.com/zkrecipes/zkrecipes/recipe"
 	"github.com/zkrecipes/zkrecipes/recipe/locktest"
 	"github.com/zkrecipes/zkrecipes/zktest"
+	"github.com/zkrecipes/zkrecipes/zookeeper"
 )
 
 // ConfTimeout is the session timeout of the conformance clients: the
@@ -26,7 +27,7 @@ const ConfTimeout = 2 * time.Second
 type LockHarness struct {
 	Cluster *zktest.Cluster
 	In      *zktest.Inspector // leftovers are counted through it, not through a client's proxy
-	Lock    func(tb testing.TB, s *recipe.Session, dir string) recipe.Lock
+	Lock    func(tb testing.TB, s *zookeeper.Session, dir string) recipe.Lock
 }
 
 // LockPath is the lock directory of the suite's lock named name.
@@ -39,7 +40,7 @@ func (h *LockHarness) NewClient(tb testing.TB, lock string) locktest.Client {
 	tb.Cleanup(p.Close) // after the session's Close (cleanups run last-in first-out)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	s, err := recipe.Connect(ctx, h.Cluster.Servers(), recipe.WithDialer(p.Dial), recipe.WithSessionTimeout(ConfTimeout))
+	s, err := zookeeper.Connect(ctx, h.Cluster.Servers(), zookeeper.WithDialer(p.Dial), zookeeper.WithSessionTimeout(ConfTimeout))
 	if err != nil {
 		tb.Fatalf("connect: %v", err)
 	}

@@ -12,15 +12,16 @@ import (
 	"github.com/zkrecipes/zkrecipes/mutex"
 	"github.com/zkrecipes/zkrecipes/recipe"
 	"github.com/zkrecipes/zkrecipes/zktest"
+	"github.com/zkrecipes/zkrecipes/zookeeper"
 )
 
 // Connect opens a Session to cl for the test (within 20 s, or the test
 // fails) and closes it at the test's cleanup.
-func Connect(t testing.TB, cl *zktest.Cluster, opts ...recipe.Option) *recipe.Session {
+func Connect(t testing.TB, cl *zktest.Cluster, opts ...zookeeper.Option) *zookeeper.Session {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	s, err := recipe.Connect(ctx, cl.Servers(), opts...)
+	s, err := zookeeper.Connect(ctx, cl.Servers(), opts...)
 	if err != nil {
 		t.Fatalf("connect: %v", err)
 	}

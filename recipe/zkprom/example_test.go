@@ -9,9 +9,9 @@ import (
 
 	"github.com/zkrecipes/zkrecipes/fence"
 	"github.com/zkrecipes/zkrecipes/mutex"
-	"github.com/zkrecipes/zkrecipes/recipe"
 	"github.com/zkrecipes/zkrecipes/recipe/zkprom"
 	"github.com/zkrecipes/zkrecipes/zktest"
+	"github.com/zkrecipes/zkrecipes/zookeeper"
 )
 
 // Wire the metrics hook: register the adapter, install it on the Session
@@ -23,7 +23,7 @@ func Example() {
 	m := zkprom.New()
 	reg.MustRegister(m)
 
-	s, err := recipe.Connect(ctx, zktest.ExampleServers(), recipe.WithMetrics(m))
+	s, err := zookeeper.Connect(ctx, zktest.ExampleServers(), zookeeper.WithMetrics(m))
 	if err != nil {
 		fmt.Println(err)
 		return

@@ -5,7 +5,7 @@
 //
 //	m := zkprom.New()
 //	prometheus.MustRegister(m)
-//	s, err := recipe.Connect(ctx, servers, recipe.WithMetrics(m))
+//	s, err := zookeeper.Connect(ctx, servers, zookeeper.WithMetrics(m))
 //	...
 //	guard.OnStale = m.StaleRejected // a fence.Guard at the resource
 //
@@ -35,6 +35,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/zkrecipes/zkrecipes/fence"
 	"github.com/zkrecipes/zkrecipes/recipe"
+	"github.com/zkrecipes/zkrecipes/zookeeper"
 )
 
 // Namespace prefixes every metric name.
@@ -64,7 +65,7 @@ type Metrics struct {
 }
 
 var _ recipe.Metrics = (*Metrics)(nil)
-var _ recipe.SequenceMetrics = (*Metrics)(nil)
+var _ zookeeper.SequenceMetrics = (*Metrics)(nil)
 var _ prometheus.Collector = (*Metrics)(nil)
 
 type config struct {
@@ -89,7 +90,7 @@ func WithoutPathLabel() Option { return func(c *config) { c.noPath = true } }
 func WithConstLabels(l prometheus.Labels) Option { return func(c *config) { c.labels = l } }
 
 // New returns a Metrics with every metric at zero; register it with a
-// prometheus.Registerer and pass it to recipe.WithMetrics.
+// prometheus.Registerer and pass it to zookeeper.WithMetrics.
 func New(opts ...Option) *Metrics {
 	c := config{buckets: DefaultBuckets}
 	for _, o := range opts {
@@ -203,7 +204,7 @@ func (m *Metrics) StaleRejected(e *fence.StaleError) {
 	m.rejections.WithLabelValues(e.Resource).Inc()
 }
 
-// SequenceHeadroom implements recipe.SequenceMetrics: it sets
+// SequenceHeadroom implements zookeeper.SequenceMetrics: it sets
 // zkrecipes_sequence_headroom. With WithoutPathLabel it holds the value of
 // the last create in any directory of the kind, so a busy healthy directory
 // can hide one at the limit: alert on min_over_time of it, or rely on the
@@ -217,7 +218,7 @@ func (m *Metrics) SequenceHeadroom(kind, dir string, remaining int64) {
 // (context.Canceled), "deadline" (context.DeadlineExceeded), "suspended"
 // (recipe.ErrSuspended), "session_lost", "session_closed", "node_deleted",
 // "lease_lost" (recipe.ErrLeaseLost, e.g. a downgrade's anchor ended),
-// "no_permission", "bad_option", "sequence_limit" (recipe.ErrSequenceLimit),
+// "no_permission", "bad_option", "sequence_limit" (zookeeper.ErrSequenceLimit),
 // "other" for anything else.
 func Reason(err error) string {
 	switch {
@@ -241,7 +242,7 @@ func Reason(err error) string {
 		return "no_permission"
 	case errors.Is(err, recipe.ErrBadOption):
 		return "bad_option"
-	case errors.Is(err, recipe.ErrSequenceLimit):
+	case errors.Is(err, zookeeper.ErrSequenceLimit):
 		return "sequence_limit"
 	}
 	return "other"

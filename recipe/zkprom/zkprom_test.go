@@ -17,6 +17,7 @@ import (
 	"github.com/zkrecipes/zkrecipes/recipe"
 	"github.com/zkrecipes/zkrecipes/recipe/zkprom"
 	"github.com/zkrecipes/zkrecipes/zktest"
+	"github.com/zkrecipes/zkrecipes/zookeeper"
 )
 
 func TestMain(m *testing.M) { zktest.Main(m) }
@@ -31,7 +32,7 @@ func TestMetricsFromRealAcquisitions(t *testing.T) {
 	reg := prometheus.NewPedanticRegistry()
 	m := zkprom.New()
 	reg.MustRegister(m)
-	s := rtest.Connect(t, cl, recipe.WithMetrics(m))
+	s := rtest.Connect(t, cl, zookeeper.WithMetrics(m))
 	mu, err := mutex.New(s, "/locks/prom")
 	if err != nil {
 		t.Fatal(err)
@@ -126,7 +127,7 @@ func TestReason(t *testing.T) {
 		recipe.ErrSuspended: "suspended", recipe.ErrSessionLost: "session_lost",
 		recipe.ErrSessionClosed: "session_closed", recipe.ErrNodeDeleted: "node_deleted",
 		recipe.ErrLeaseLost: "lease_lost", &recipe.OpError{Op: "create", Err: zkNoAuth{}}: "other",
-		recipe.ErrBadOption: "bad_option", recipe.ErrSequenceLimit: "sequence_limit", errors.New("x"): "other",
+		recipe.ErrBadOption: "bad_option", zookeeper.ErrSequenceLimit: "sequence_limit", errors.New("x"): "other",
 	} {
 		if got := zkprom.Reason(err); got != want {
 			t.Errorf("Reason(%v) = %q, want %q", err, got, want)
@@ -172,7 +173,7 @@ func TestSessionsGaugeThroughLossAndClose(t *testing.T) {
 	reg := prometheus.NewPedanticRegistry()
 	m := zkprom.New()
 	reg.MustRegister(m)
-	s := rtest.Connect(t, cl, recipe.WithMetrics(m), recipe.WithDialer(p.Dial), recipe.WithSessionTimeout(time.Second))
+	s := rtest.Connect(t, cl, zookeeper.WithMetrics(m), zookeeper.WithDialer(p.Dial), zookeeper.WithSessionTimeout(time.Second))
 	p.Blackhole()
 	zktest.Eventually(t, 10*time.Second, "LOST", func() bool { return s.State() == recipe.StateLost })
 	want := `

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/go-zookeeper/zk"
-	"github.com/zkrecipes/zkrecipes/recipe"
 	"github.com/zkrecipes/zkrecipes/zktest"
+	"github.com/zkrecipes/zkrecipes/zookeeper"
 )
 
 var errStuck = errors.New("stuck behind a blocker")
@@ -19,13 +19,13 @@ var errStuck = errors.New("stuck behind a blocker")
 // node in the directory and reports every attempt as failed.
 func stuck() Recipe {
 	return Recipe{Name: "stuck", Allowed: AtMost(1), Fenced: always,
-		Open: func(s *recipe.Session, dir string) (Participant, error) {
+		Open: func(s *zookeeper.Session, dir string) (Participant, error) {
 			return stuckParticipant{s: s, dir: s.Chroot() + dir}, nil
 		}}
 }
 
 type stuckParticipant struct {
-	s   *recipe.Session
+	s   *zookeeper.Session
 	dir string
 }
 

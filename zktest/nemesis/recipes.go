@@ -13,6 +13,7 @@ import (
 	"github.com/zkrecipes/zkrecipes/latch"
 	"github.com/zkrecipes/zkrecipes/mutex"
 	"github.com/zkrecipes/zkrecipes/recipe"
+	"github.com/zkrecipes/zkrecipes/zookeeper"
 )
 
 // Recipe adapts one recipe to the workload. Adding a recipe is one value of
@@ -26,7 +27,7 @@ type Recipe struct {
 	// (readers and semaphore permits only take samples).
 	Fenced func(Role) bool
 	// Open makes one client's participant on session s over directory dir.
-	Open func(s *recipe.Session, dir string) (Participant, error)
+	Open func(s *zookeeper.Session, dir string) (Participant, error)
 }
 
 // Participant takes grants until ctx ends: for each grant it calls hold,
@@ -90,7 +91,7 @@ func always(Role) bool { return true }
 func Mutex() Recipe {
 	return Recipe{
 		Name: "mutex", Allowed: AtMost(1), Fenced: always,
-		Open: func(s *recipe.Session, dir string) (Participant, error) {
+		Open: func(s *zookeeper.Session, dir string) (Participant, error) {
 			m, err := mutex.New(s, dir)
 			if err != nil {
 				return nil, err
@@ -106,7 +107,7 @@ func Mutex() Recipe {
 func RWLock() Recipe {
 	return Recipe{
 		Name: "rwlock", Allowed: ReadersOrOneWriter, Fenced: func(r Role) bool { return r == RoleWriter },
-		Open: func(s *recipe.Session, dir string) (Participant, error) {
+		Open: func(s *zookeeper.Session, dir string) (Participant, error) {
 			rw, err := mutex.NewRW(s, dir)
 			if err != nil {
 				return nil, err
@@ -128,7 +129,7 @@ func RWLock() Recipe {
 func Semaphore(n int) Recipe {
 	return Recipe{
 		Name: "semaphore", Allowed: AtMost(n), Fenced: func(Role) bool { return false },
-		Open: func(s *recipe.Session, dir string) (Participant, error) {
+		Open: func(s *zookeeper.Session, dir string) (Participant, error) {
 			sem, err := mutex.NewSemaphore(s, dir, n)
 			if err != nil {
 				return nil, err
@@ -143,7 +144,7 @@ func Semaphore(n int) Recipe {
 func Election() Recipe {
 	return Recipe{
 		Name: "election", Allowed: AtMost(1), Fenced: always,
-		Open: func(s *recipe.Session, dir string) (Participant, error) {
+		Open: func(s *zookeeper.Session, dir string) (Participant, error) {
 			e, err := election.New(s, dir, election.WithLogger(slog.New(slog.DiscardHandler)), election.WithBackOff(runBackOff))
 			if err != nil {
 				return nil, err
@@ -179,14 +180,14 @@ func (p electionParticipant) Run(ctx context.Context, _ *rand.Rand, hold func(He
 func Latch() Recipe {
 	return Recipe{
 		Name: "latch", Allowed: AtMost(1), Fenced: always,
-		Open: func(s *recipe.Session, dir string) (Participant, error) {
+		Open: func(s *zookeeper.Session, dir string) (Participant, error) {
 			return latchParticipant{s: s, dir: dir}, nil
 		},
 	}
 }
 
 type latchParticipant struct {
-	s   *recipe.Session
+	s   *zookeeper.Session
 	dir string
 }
 

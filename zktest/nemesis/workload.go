@@ -17,8 +17,8 @@ import (
 	"github.com/zkrecipes/zkrecipes/fence"
 	"github.com/zkrecipes/zkrecipes/fence/fencesql"
 	"github.com/zkrecipes/zkrecipes/fence/fencezk"
-	"github.com/zkrecipes/zkrecipes/recipe"
 	"github.com/zkrecipes/zkrecipes/zktest"
+	"github.com/zkrecipes/zkrecipes/zookeeper"
 	"go.uber.org/goleak"
 )
 
@@ -262,7 +262,7 @@ func waitTimeout(wg *sync.WaitGroup, d time.Duration) {
 
 type client struct {
 	id    int
-	s     *recipe.Session
+	s     *zookeeper.Session
 	proxy *zktest.FaultProxy
 	tap   *zktest.SessionTap
 	p     Participant
@@ -292,9 +292,9 @@ func (w *workload) connect(ctx context.Context, cl *zktest.Cluster, i int, dir s
 	// The nemesis suspends and cuts sessions all the time: their warnings
 	// (which a Session sends to slog.Default() by default) say nothing
 	// the history does not.
-	s, err := recipe.Connect(cctx, cl.Servers(), recipe.WithDialer(c.tap.Dialer(c.proxy.Dial)),
-		recipe.WithSessionTimeout(w.cfg.SessionTimeout), recipe.WithConnectTimeout(30*time.Second),
-		recipe.WithLogger(slog.New(slog.DiscardHandler)))
+	s, err := zookeeper.Connect(cctx, cl.Servers(), zookeeper.WithDialer(c.tap.Dialer(c.proxy.Dial)),
+		zookeeper.WithSessionTimeout(w.cfg.SessionTimeout), zookeeper.WithConnectTimeout(30*time.Second),
+		zookeeper.WithLogger(slog.New(slog.DiscardHandler)))
 	if err != nil {
 		c.proxy.Close()
 		return nil, fmt.Errorf("nemesis: client %d: %w", i, err)

@@ -1,0 +1,275 @@
+package zookeeper
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+	"github.com/zkrecipes/zkrecipes/recipe"
+)
+
+// The deletes of owned znodes: deleteOwned (a release, the node a failed
+// Acquire leaves) and the attempts the cleaner makes. Every attempt but a
+// release's first checks ephemeral owner and czxid before it deletes: see
+// docs/design.md#cleanup-and-delete-by-version.
+
+// deleteOwned deletes a znode of ours, whatever the caller's context has
+// become: it runs on its own context (the caller's values, not its
+// cancellation) bounded by the cleanup timeout, retries on connection loss,
+// and deletes only a node whose ephemeral owner is the item's session (and
+// whose czxid matches, when known). With wait false and the connection down
+// it does not wait for a reconnection. Whatever it cannot finish goes to the
+// cleaner. It returns nil when the node is gone or was never ours. A delete
+// given up by the rule of packet.go is logged at error level, not handed to
+// the cleaner.
+func (s *Session) deleteOwned(ctx context.Context, it cleanupItem, wait bool) error {
+	return s.cleaner.delete(ctx, it, wait)
+}
+
+// delete is deleteOwned.
+func (cl *cleaner) delete(ctx context.Context, it cleanupItem, wait bool) error {
+	s := cl.s
+	it = it.sized()
+	var err error
+	if !wait && !s.State().IsConnected() {
+		err = errNotConnected
+	} else {
+		tctx, done := cl.deleteContext(ctx, it.owner, wait)
+		if wait {
+			err = cl.deleteWaited(tctx, &it)
+		} else {
+			err = cl.deleteWhileConnected(tctx, &it)
+		}
+		done()
+		if err == nil || errors.Is(err, recipe.ErrSessionClosed) {
+			it.finish()
+			return nil // a closed session's ephemerals are gone with it
+		}
+		if it.sends.lost >= maxLostSends {
+			cl.giveUp(it, err)
+			it.finish()
+			return err
+		}
+	}
+	return cl.deferDelete(it, err)
+}
+
+// deleteContext returns the context of deleteOwned's attempts: ctx's
+// values, not its cancellation, bounded by the cleanup timeout (the session
+// timeout by default) and by abandonBudget after ctx ends (at once for a
+// ctx already done: the attempts still get that long, and a delete that
+// completes in it is a success). With wait, a lost session's nodes went
+// with it (its epoch ends). done releases it.
+func (cl *cleaner) deleteContext(ctx context.Context, owner int64, wait bool) (_ context.Context, done func()) {
+	s := cl.s
+	timeout := s.cfg.cleanupTimeout
+	if timeout == 0 {
+		timeout = s.SessionTimeout()
+	}
+	cctx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
+	stops := []func() bool{context.AfterFunc(ctx, func() {
+		time.AfterFunc(abandonBudget, func() { cancel(context.Cause(ctx)) })
+	})}
+	if wait {
+		if ep := s.epochOf(owner); ep != nil {
+			stops = append(stops, context.AfterFunc(ep.ctx, func() { cancel(context.Cause(ep.ctx)) }))
+		}
+	}
+	tctx, tcancel := context.WithTimeoutCause(cctx, timeout, cleanupTimeoutError(timeout))
+	return tctx, func() {
+		for _, stop := range stops {
+			stop()
+		}
+		tcancel()
+		cancel(nil)
+	}
+}
+
+// cleanupTimeoutError is the cause of a delete's end at the cleanup
+// timeout (its value); it matches context.DeadlineExceeded. A type, not a
+// formatted error: every Release makes one.
+type cleanupTimeoutError time.Duration
+
+func (e cleanupTimeoutError) Error() string {
+	return fmt.Sprintf("recipe: cleanup timeout %v passed: %v", time.Duration(e), context.DeadlineExceeded)
+}
+
+func (e cleanupTimeoutError) Unwrap() error { return context.DeadlineExceeded }
+
+// deleteWaited retries the delete of it until done or ctx ends, waiting
+// for reconnections. The first attempt is sent even on a done ctx; only it
+// may delete by version without reading the node: every retry, here or by
+// the cleaner, checks owner and czxid.
+func (cl *cleaner) deleteWaited(ctx context.Context, it *cleanupItem) error {
+	s := cl.s
+	var tried atomic.Bool
+	first := *it // never written: an abandoned attempt may still read it
+	err, _ := s.retryLate(ctx, &it.sends, func() error {
+		cur := first
+		if tried.Swap(true) {
+			cur.byVersion = false
+		}
+		return cl.deleteOnce(cur)
+	}, nil)
+	return err
+}
+
+// deleteWhileConnected retries the delete of it only while the connection
+// is up; the cleaner takes over as soon as it is not.
+func (cl *cleaner) deleteWhileConnected(ctx context.Context, it *cleanupItem) (err error) {
+	s := cl.s
+	for attempt := 0; ; attempt++ {
+		cur := *it
+		cur.byVersion = cur.byVersion && attempt == 0
+		err = s.call(ctx, func() error { return cl.deleteOnce(cur) }, nil)
+		if gerr := it.sends.note(err); gerr != nil {
+			err = gerr
+			break
+		}
+		if err == nil || !isConnErr(err) || ctx.Err() != nil || !s.State().IsConnected() {
+			break
+		}
+		time.Sleep(time.Duration(attempt+1) * 10 * time.Millisecond)
+	}
+	if isClosing(err) {
+		err = recipe.ErrSessionClosed
+	}
+	return err
+}
+
+// deferDelete hands an unfinished delete (err: why) to the cleaner and
+// returns what deleteOwned returns: nil when the owner's session is lost
+// (its nodes went with it; the cleaner still deletes the node if that
+// session comes back), else err.
+func (cl *cleaner) deferDelete(it cleanupItem, err error) error {
+	s := cl.s
+	it.byVersion = false // the cleaner's attempts are retries
+	s.mu.Lock()
+	lost := s.conns.ownerLostLocked(it.owner)
+	queued := !s.closed
+	if queued {
+		cl.queueLocked(it)
+	}
+	s.mu.Unlock()
+	if !queued {
+		it.finish()
+	}
+	if lost {
+		s.log.Debug("cleanup delete moot: the session is lost", "node", it.String())
+		return nil
+	}
+	s.log.Warn("cleanup delete deferred to the session cleaner", "node", it.String(), "err", err)
+	return err
+}
+
+// giveUp logs the end of a delete given up by the rule of packet.go.
+func (cl *cleaner) giveUp(it cleanupItem, err error) {
+	cl.s.log.Error("cleanup delete given up: the node, if it exists, stays until the session ends", "node", it.String(), "err", err)
+}
+
+// deleteOnce makes one attempt. It returns a connection error to be retried,
+// nil when done.
+func (cl *cleaner) deleteOnce(it cleanupItem) error {
+	s := cl.s
+	s.mu.Lock()
+	cur := s.conns.idLocked()
+	s.mu.Unlock()
+	switch {
+	case cur != it.owner:
+		return nil // that session is gone, and its ephemerals with it
+	case it.path == "":
+		return cl.deleteByGUID(it)
+	case it.byVersion:
+		if done, err := cl.deleteByVersion(it); done {
+			return err
+		}
+	}
+	return cl.deleteChecked(it)
+}
+
+// deleteByGUID deletes the nodes under it.dir whose names carry it.guid (a
+// create whose reply was lost). It syncs first: the server answering may
+// lag behind the one that applied the create.
+func (cl *cleaner) deleteByGUID(it cleanupItem) error {
+	s := cl.s
+	if _, err := s.conn.Sync(it.dir); err != nil && !errors.Is(err, zk.ErrNoNode) {
+		return err
+	}
+	children, _, err := s.conn.Children(it.dir)
+	if errors.Is(err, zk.ErrNoNode) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	for _, c := range children {
+		if strings.HasPrefix(c, protectedPrefix+it.guid+"-") {
+			if err := cl.deleteOnce(cleanupItem{path: it.dir + "/" + c, owner: it.owner}); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// deleteByVersion is a lease's release in one request instead of exists +
+// delete: made only as the first attempt of Release, while the connection
+// is up and has not been down since the lease was registered (every retry,
+// and the cleaner, check owner and czxid). The path names the node the
+// lease was granted alone (its name carries a fresh GUID), and a node
+// written since fails with BadVersion: done is false then, and the checked
+// delete decides. See docs/design.md#cleanup-and-delete-by-version.
+func (cl *cleaner) deleteByVersion(it cleanupItem) (done bool, err error) {
+	err = cl.s.conn.Delete(it.path, it.version)
+	switch {
+	case err == nil, errors.Is(err, zk.ErrNoNode):
+		return true, nil
+	case errors.Is(err, zk.ErrBadVersion):
+		return false, nil
+	}
+	return true, err
+}
+
+// deleteChecked deletes it.path only if its ephemeral owner (and czxid,
+// when known) is the item's: the delete follows the identity check in this
+// session's FIFO order, and its version makes it fail if the node was
+// replaced in between.
+func (cl *cleaner) deleteChecked(it cleanupItem) error {
+	s := cl.s
+	for {
+		ok, st, err := s.conn.Exists(it.path)
+		if err != nil {
+			return err
+		}
+		if !ok || st.EphemeralOwner != it.owner || (it.czxid != 0 && st.Czxid != it.czxid) {
+			return nil // gone, or not ours: never delete another session's node
+		}
+		err = s.conn.Delete(it.path, st.Version)
+		switch {
+		case err == nil, errors.Is(err, zk.ErrNoNode):
+			return nil
+		case errors.Is(err, zk.ErrBadVersion):
+			continue
+		default:
+			return err
+		}
+	}
+}
+
+// abandonBudget bounds how long a delete (a Release, or a failed
+// operation's: a refused TryAcquire, a cancelled Acquire) still runs once
+// its caller's context is done, and how long a cancelled Acquire waits for
+// its create in flight (Queue.create). While that context is live a
+// failed operation waits for the delete as long as the connection is up,
+// and a Release through reconnections (both capped by the cleanup
+// timeout), so that a refusal under load returns only once its node is
+// gone. What is not done by then, the cleaner finishes.
+const abandonBudget = 250 * time.Millisecond
+
+// errNotConnected is the connection error of an attempt not made because
+// the connection is down.
+var errNotConnected = fmt.Errorf("%w: not connected", zk.ErrConnectionClosed)

@@ -1,0 +1,67 @@
+// Package zookeeper is the ZooKeeper backend of zkrecipes: the Session, and
+// Queue, the engine that the ZooKeeper recipes (packages mutex, election and
+// latch) are built on.
+//
+// # Session
+//
+// A Session (Connect) owns one go-zookeeper connection and the ZooKeeper
+// sessions opened on it one after another: when the server expires a
+// session, a new one is opened and everything granted under the old one is
+// lost. Every recipe runs on a Session, and one per process is usually
+// enough. Close ends the ZooKeeper session, and with it all its ephemeral
+// znodes.
+//
+// # Connection states
+//
+// A Session reports Curator's connection states (State, Listen):
+// CONNECTED; SUSPENDED when the connection is down or no server has replied
+// for too long; RECONNECTED, in the same ZooKeeper session or a new one;
+// LOST when the session expired, was presumed expired (no reply within the
+// session timeout) or the Session was closed. Listen never blocks the
+// client: a slow reader delays only itself. Under the default suspend
+// policy (RevokeOnSuspend) every lease ends at SUSPENDED; TolerateSuspension
+// keeps leases through a short outage, up to a deadline counted from the
+// last server reply (WithSuspendPolicy).
+//
+// # Grants
+//
+// Every ZooKeeper recipe implements recipe.Lock, and every grant is a
+// recipe.Lease (a NodeLease, which also names its znode): see package recipe
+// for the contract, which every backend of the module shares.
+//
+// While a Lease's Context is not done, its znode
+// exists, is owned by the current session, and the connection has not been
+// suspended past the suspend policy.
+//
+// # Writing a recipe
+//
+// A ZooKeeper recipe is a Queue: a directory holding one ephemeral
+// sequential znode per contender, node kinds, and a Rule that decides from
+// the ordered listing whether a node holds and, if not, which nodes it
+// waits for. NewQueue also takes the QueueOptions that the Rule satisfies
+// beyond the contract stated on Rule (GrantsLowest, AllowsAnchors). The
+// engine does the creating, waiting, watching, retrying and cleaning up:
+// Acquire and TryAcquire grant Leases; Join returns a Ticket whose znode
+// keeps its place across suspensions; AcquireAnchored takes the place of a
+// granted node; Participants, Head and ObserveHead read the queue; Drain
+// waits for work left in flight. See ExampleNewQueue.
+//
+// recipe.Metrics (WithMetrics) and log/slog (WithLogger) report what Sessions and
+// recipes do; package recipe/zkprom exports the metrics to Prometheus.
+//
+// The recipes follow the ZooKeeper recipes page
+// (https://zookeeper.apache.org/doc/current/recipes.html) and Apache
+// Curator. How the engine works, and why it is safe, is told for
+// maintainers in docs/design.md of the repository.
+//
+// Usage:
+//
+//	s, err := zookeeper.Connect(ctx, []string{"127.0.0.1:2181/myapp"})
+//	if err != nil { ... }
+//	defer s.Close()
+//	m, err := mutex.New(s, "/locks/nightly-report")
+//	lease, err := m.Acquire(ctx)
+//	if err != nil { ... }
+//	defer lease.Release(context.Background())
+//	doWork(lease.Context(), lease.Token())
+package zookeeper

@@ -1,0 +1,114 @@
+package zookeeper
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strings"
+	"syscall"
+
+	"github.com/go-zookeeper/zk"
+	"github.com/zkrecipes/zkrecipes/recipe"
+)
+
+// PathError reports an invalid znode path. It matches recipe.ErrInvalidPath, and
+// Err when set (recipe.ErrTooLarge for a path too long for the packet limit).
+type PathError struct {
+	Path   string // the path as given
+	Reason string // what is wrong with it
+	Err    error  // the kind of problem beyond recipe.ErrInvalidPath, if any
+}
+
+// Error implements error. A path longer than 200 bytes is shortened.
+func (e *PathError) Error() string {
+	p := fmt.Sprintf("%q", e.Path)
+	if len(e.Path) > 200 {
+		p = fmt.Sprintf("%q… (%d bytes)", e.Path[:64], len(e.Path))
+	}
+	return fmt.Sprintf("recipe: invalid path %s: %s", p, e.Reason)
+}
+
+// errorf is fmt.Errorf for an error of this package that wraps others of
+// it: the message names the package once ("recipe: invalid option: request
+// over the ZooKeeper packet limit: ..."), dropping the "recipe: " prefix of
+// every wrapped error's message after the first (or after the format's own
+// prefix). errors.Is and errors.As see every wrapped error, as with
+// fmt.Errorf.
+func errorf(format string, args ...any) error {
+	shown := make([]any, len(args))
+	seen := strings.HasPrefix(format, prefix)
+	for i, a := range args {
+		shown[i] = a
+		if e, ok := a.(error); ok {
+			if seen {
+				shown[i] = unprefixed(e)
+			}
+			seen = true
+		}
+	}
+	return &prefixedOnce{err: fmt.Errorf(format, args...), msg: fmt.Sprintf(strings.ReplaceAll(format, "%w", "%v"), shown...)}
+}
+
+// prefix starts the message of every error of this package.
+const prefix = "recipe: "
+
+// unprefixed is err's message without a leading prefix.
+func unprefixed(err error) string { return strings.TrimPrefix(err.Error(), prefix) }
+
+// prefixedOnce is an error of errorf.
+type prefixedOnce struct {
+	err error // what fmt.Errorf made of it: the wrapping
+	msg string
+}
+
+func (e *prefixedOnce) Error() string { return e.msg }
+func (e *prefixedOnce) Unwrap() error { return e.err }
+
+// Is makes a *PathError match recipe.ErrInvalidPath.
+func (e *PathError) Is(target error) bool { return target == recipe.ErrInvalidPath }
+
+// Unwrap returns Err.
+func (e *PathError) Unwrap() error { return e.Err }
+
+// isConnErr reports whether err is a transient connection-level failure after
+// which a request may or may not have been applied by the server.
+//
+// Besides go-zookeeper's sentinels this includes raw network errors:
+// go-zookeeper hands a failed socket write to the waiting request as is.
+func isConnErr(err error) bool {
+	if err == nil {
+		return false
+	}
+	var ne *net.OpError
+	return errors.Is(err, zk.ErrConnectionClosed) || errors.Is(err, zk.ErrNoServer) ||
+		errors.Is(err, zk.ErrSessionExpired) || errors.Is(err, zk.ErrSessionMoved) ||
+		errors.As(err, &ne) || errors.Is(err, net.ErrClosed) || errors.Is(err, io.EOF) ||
+		errors.Is(err, io.ErrClosedPipe) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNRESET)
+}
+
+// isClosing reports whether err means the client was closed.
+func isClosing(err error) bool { return errors.Is(err, zk.ErrClosing) }
+
+// zkError is the Err of every *recipe.OpError of this package: it makes
+// ZooKeeper's ACL refusals (zk.ErrNoAuth, zk.ErrInvalidACL,
+// zk.ErrAuthFailed) match recipe.ErrNoPermission, and a request that
+// go-zookeeper could not fit in its send buffer (zk.ErrShortBuffer: sized
+// to the packet limit, see WithMaxPacket) match recipe.ErrTooLarge. Its
+// message is the wrapped error's.
+type zkError struct{ error }
+
+// Unwrap returns the wrapped error.
+func (e zkError) Unwrap() error { return e.error }
+
+// Is reports the matches described on zkError.
+func (e zkError) Is(target error) bool {
+	switch target {
+	case recipe.ErrNoPermission:
+		return errors.Is(e.error, zk.ErrNoAuth) || errors.Is(e.error, zk.ErrInvalidACL) || errors.Is(e.error, zk.ErrAuthFailed)
+	case recipe.ErrTooLarge:
+		return errors.Is(e.error, zk.ErrShortBuffer)
+	}
+	return false
+}

@@ -1,0 +1,154 @@
+package zookeeper
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/zkrecipes/zkrecipes/recipe"
+	"github.com/zkrecipes/zkrecipes/zktest"
+)
+
+// records is a slog handler that keeps every record it gets.
+type records struct {
+	mu   sync.Mutex
+	recs []slog.Record
+}
+
+func (r *records) Enabled(context.Context, slog.Level) bool { return true }
+func (r *records) Handle(_ context.Context, rec slog.Record) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.recs = append(r.recs, rec.Clone())
+	return nil
+}
+func (r *records) WithAttrs([]slog.Attr) slog.Handler { return r }
+func (r *records) WithGroup(string) slog.Handler      { return r }
+
+// find returns the records with message msg and attribute key=value ("" for
+// any value).
+func (r *records) find(msg, key, value string) []slog.Record {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []slog.Record
+	for _, rec := range r.recs {
+		if rec.Message != msg {
+			continue
+		}
+		ok := key == ""
+		rec.Attrs(func(a slog.Attr) bool {
+			if a.Key == key && (value == "" || a.Value.String() == value) {
+				ok = true
+			}
+			return !ok
+		})
+		if ok {
+			out = append(out, rec)
+		}
+	}
+	return out
+}
+
+func (r *records) all() []slog.Record {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]slog.Record(nil), r.recs...)
+}
+
+// TestDefaultLoggerWarnsThroughSlogDefault (issue 14): a Session given no
+// logger is not silent when something fails: its warnings (here, the
+// connection SUSPENDED) reach slog.Default(), and only they: the routine
+// INFO lines (connected, reconnected, closed) do not.
+func TestDefaultLoggerWarnsThroughSlogDefault(t *testing.T) {
+	rec := &records{}
+	old := slog.Default()
+	slog.SetDefault(slog.New(rec))
+	defer slog.SetDefault(old)
+	p := zktest.NewFaultProxy()
+	defer p.Close()
+	s := connect(t, zktest.Shared(t).Servers(), WithDialer(p.Dial), WithSessionTimeout(4*time.Second))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ch := s.Listen(ctx)
+	p.Cut()
+	if c := next(t, ch, 10*time.Second); c.State != recipe.StateSuspended {
+		t.Fatalf("got %+v, want SUSPENDED", c)
+	}
+	p.Resume()
+	if c := next(t, ch, 10*time.Second); c.State != recipe.StateReconnected {
+		t.Fatalf("got %+v, want RECONNECTED", c)
+	}
+	s.Close()
+	zktest.Eventually(t, 10*time.Second, "the SUSPENDED warning", func() bool {
+		return len(rec.find("connection state", "state", "SUSPENDED")) >= 1
+	})
+	for _, r := range rec.all() {
+		if r.Level < slog.LevelWarn {
+			t.Errorf("a %v record reached slog.Default(): %q", r.Level, r.Message)
+		}
+	}
+}
+
+// TestRoutineLines (issue 14): a Session that connects and closes logs
+// each once, as what it is: "session connected" and "session closed" with
+// the session's id, no CONNECTED transition beside the first, and no LOST
+// for a normal Close.
+func TestRoutineLines(t *testing.T) {
+	rec := &records{}
+	s := connect(t, zktest.Shared(t).Servers(), WithLogger(slog.New(rec)))
+	id := fmt.Sprintf("0x%x", s.ID())
+	s.Close()
+	var msgs []string
+	for _, r := range rec.all() {
+		if r.Level >= slog.LevelInfo {
+			msgs = append(msgs, r.Message)
+		}
+	}
+	if !slices.Equal(msgs, []string{"session connected", "session closed"}) {
+		t.Fatalf("INFO and above: %q, want session connected, session closed", msgs)
+	}
+	if len(rec.find("session closed", "session", id)) != 1 {
+		t.Fatal("the close does not name the session")
+	}
+}
+
+// TestReleaseWithDoneContext: Release with a context already done (a
+// deferred Release of a request's context at shutdown) still deletes the
+// node within the abandon budget and reports success, with no warning;
+// nothing is handed to the cleaner.
+func TestReleaseWithDoneContext(t *testing.T) {
+	cl := zktest.Shared(t)
+	in := zktest.Inspect(t, cl)
+	var recs records
+	s := connect(t, cl.Servers(), WithLogger(slog.New(&recs)))
+	q := newTestQueue(t, s, "/reldone")
+	for i := 0; i < 20; i++ {
+		ctx, cancel := context.WithCancel(context.Background())
+		l, err := q.Acquire(ctx, "lock-", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cancel()
+		if err := l.Release(ctx); err != nil {
+			t.Fatalf("Release with a done context: %v", err)
+		}
+		if st := in.Stat(l.(*lease).Path()); st != nil {
+			t.Fatalf("node left after Release: %+v", st)
+		}
+		if err := l.Release(context.Background()); err != nil {
+			t.Fatalf("second Release: %v", err)
+		}
+	}
+	if n := s.PendingCleanup(); n != 0 {
+		t.Fatalf("%d deletes handed to the cleaner", n)
+	}
+	for _, rec := range recs.all() {
+		if rec.Level >= slog.LevelWarn {
+			t.Errorf("logged %v %q", rec.Level, rec.Message)
+		}
+	}
+}

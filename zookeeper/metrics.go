@@ -1,0 +1,31 @@
+package zookeeper
+
+import (
+	"path"
+	"strings"
+
+	"github.com/zkrecipes/zkrecipes/recipe"
+)
+
+// WithMetrics installs m on the Session: the Session and every recipe
+// created on it report their events to m (see recipe.Metrics). Default: none (a
+// nil m means none).
+func WithMetrics(m recipe.Metrics) Option { return func(c *config) { c.metrics = m } }
+
+// metricKind is the node kind as recipe.Metrics reports it: without its trailing
+// dash (no allocation).
+func metricKind(kind string) string { return strings.TrimSuffix(kind, "-") }
+
+// reportLeaseLostLocked reports the loss of l to the installed recipe.Metrics.
+func (s *Session) reportLeaseLostLocked(l *lease, cause error) {
+	m := s.cfg.metrics
+	if cause == recipe.ErrReleased {
+		return
+	}
+	rel := l.path[len(s.chroot):]
+	kind := ""
+	if n, ok := parseNodeName(path.Base(rel), l.kinds); ok {
+		kind = n.Kind
+	}
+	m.LeaseLost(metricKind(kind), path.Dir(rel), cause)
+}

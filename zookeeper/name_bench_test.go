@@ -1,0 +1,96 @@
+package zookeeper
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"testing"
+)
+
+// benchKinds are the kinds of a read-write lock, so that parsing tries more
+// than one kind.
+var benchKinds = []string{"read-", "write-"}
+
+// benchListing returns n children of a queue directory as ZooKeeper lists
+// them (unordered), one in ten foreign, with sequences that wrap past
+// 2147483647 halfway through.
+func benchListing(n int) []string {
+	r := rand.New(rand.NewPCG(1, 2))
+	out := make([]string, 0, n)
+	for i := range n {
+		if i%10 == 9 {
+			out = append(out, fmt.Sprintf("foreign-%d", i))
+			continue
+		}
+		seq := int32(2147483647 - int32(n/2) + int32(i)) // wraps to negative
+		guid := fmt.Sprintf("%032x", r.Uint64())
+		out = append(out, nodePrefix(guid, benchKinds[i%2], false, 0)+formatSeq(seq))
+	}
+	r.Shuffle(len(out), func(i, j int) { out[i], out[j] = out[j], out[i] })
+	return out
+}
+
+var benchSizes = []int{2, 10, 100, 1000}
+
+// BenchmarkParseNodeName parses one protected name with a wrapped sequence.
+func BenchmarkParseNodeName(b *testing.B) {
+	name := nodePrefix("0123456789abcdef0123456789abcdef", "write-", false, 0) + formatSeq(-2147483648)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, ok := parseNodeName(name, benchKinds); !ok {
+			b.Fatal("no parse")
+		}
+	}
+}
+
+// BenchmarkParseChildren parses and orders a listing with parseListing, as
+// every wakeup of a waiter does.
+func BenchmarkParseChildren(b *testing.B) {
+	for _, n := range benchSizes {
+		children := benchListing(n)
+		b.Run(fmt.Sprintf("n=%d", n), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				parseChildren(children, benchKinds)
+			}
+		})
+	}
+}
+
+// BenchmarkSortNodes orders a parsed, shuffled listing.
+func BenchmarkSortNodes(b *testing.B) {
+	for _, n := range benchSizes {
+		nodes := parseChildren(benchListing(n), benchKinds)
+		r := rand.New(rand.NewPCG(3, 4))
+		work := make([]NodeName, len(nodes))
+		b.Run(fmt.Sprintf("n=%d", n), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				b.StopTimer()
+				copy(work, nodes)
+				r.Shuffle(len(work), func(i, j int) { work[i], work[j] = work[j], work[i] })
+				b.StartTimer()
+				sortNodes(work)
+			}
+		})
+	}
+}
+
+// BenchmarkFirstHolds is the queue decision over a parsed listing, as the
+// engine makes it: find the caller's node by name, then apply the Rule (here
+// for the last node, which searches the whole listing).
+func BenchmarkFirstHolds(b *testing.B) {
+	for _, n := range benchSizes {
+		nodes := parseChildren(benchListing(n), benchKinds)
+		name := nodes[len(nodes)-1].Name
+		b.Run(fmt.Sprintf("n=%d", n), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				self := slices.IndexFunc(nodes, func(x NodeName) bool { return x.Name == name })
+				if holds, watch := FirstHolds(nodes, self); holds != (self == 0) || (!holds && (len(watch) != 1 || watch[0] != self-1)) {
+					b.Fatalf("FirstHolds(%d) = %v, %v", self, holds, watch)
+				}
+			}
+		})
+	}
+}

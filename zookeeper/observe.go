@@ -1,0 +1,293 @@
+package zookeeper
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+	"github.com/zkrecipes/zkrecipes/fence"
+	"github.com/zkrecipes/zkrecipes/internal/loop"
+	"github.com/zkrecipes/zkrecipes/recipe"
+)
+
+// Head is the first node of a queue at some moment: the holder of an
+// exclusive lock, the leader of an election or latch. Present is false when
+// the queue is empty (no leader); Node is then the zero Participant.
+type Head struct {
+	Present bool
+	Node    Participant
+}
+
+// ObserveHead reports the first node of the queue, at once and after every
+// change, including a change to "none" (an empty or missing directory:
+// case C16). Delivery coalesces: a slow reader skips intermediate heads but
+// always receives the latest one. It runs one goroutine, which never blocks
+// the client's event delivery; its requests are listed under "Reads" in
+// docs/design.md#acquisition, and its watches are shared with the
+// Session's other waiters.
+//
+// A read that fails on a connection loss is retried with the Session's
+// retry policy; one that fails otherwise is logged at warning level and
+// tried again a second later (the last delivered head stays current),
+// unless retrying cannot cure it (recipe.Permanent: an ACL refusal; another
+// recipe's nodes, recipe.ErrMixedRecipes, met twice a second apart): then it is
+// logged at error level and the channel is closed. The channel is also
+// closed when ctx ends or the Session is closed; nothing is delivered
+// after that.
+func (q *Queue) ObserveHead(ctx context.Context) <-chan Head {
+	ch, _ := ObserveHeadAs(ctx, q, func(h Head) Head { return h }) // cannot fail
+	return ch
+}
+
+// ObserveHeadAs is ObserveHead delivering conv(head) instead of the head
+// itself, with the same coalescing: a custom recipe's own view of the head
+// (an election's leader) without a second goroutine or a second queue of
+// values. conv runs on the observer's goroutine and must not block. (It is
+// a function because Go methods cannot have type parameters.) Errors:
+// recipe.ErrBadOption for a nil q or conv (then the channel is nil).
+func ObserveHeadAs[T any](ctx context.Context, q *Queue, conv func(Head) T) (<-chan T, error) {
+	if q == nil || conv == nil {
+		return nil, fmt.Errorf("%w: ObserveHeadAs needs a queue and a conversion", recipe.ErrBadOption)
+	}
+	out := make(chan T)
+	s := q.s
+	started := s.spawn(func() {
+		defer close(out)
+		var delivered, pendingHead Head // what the reader has; what it will have
+		var pending T                   // conv(pendingHead)
+		havePending, first := false, true
+		ends := loop.Stopper{Confirm: recipe.ErrMixedRecipes}
+		for {
+			h, wake, stop, err := q.headAndWatch(ctx)
+			if err != nil {
+				if ctx.Err() != nil || errors.Is(err, recipe.ErrSessionClosed) {
+					return
+				}
+				if ends.Stop(err, recipe.Permanent(err)) {
+					s.log.Error("observe: reading the queue head failed, and retrying cannot help: the observation ends", "dir", recipe.ShortPath(q.dir), "err", err)
+					return
+				}
+				s.log.Warn("observe: reading the queue head failed; retrying", "dir", recipe.ShortPath(q.dir), "err", err)
+				t := time.NewTimer(time.Second)
+				select {
+				case <-t.C:
+				case <-ctx.Done():
+					t.Stop()
+					return
+				case <-s.quit:
+					t.Stop()
+					return
+				}
+				continue
+			}
+			ends.Stop(nil, false)
+			// Deliver h unless the reader already has it. A head read earlier
+			// but not delivered yet is dropped either way: it is stale now
+			// (case C16: a leader that came and went while the reader was
+			// slow must not be delivered after "no leader" was).
+			if first || h.Present != delivered.Present || h.Node.Name != delivered.Node.Name {
+				pending, pendingHead, havePending, first = conv(h), h, true, false
+			} else {
+				havePending = false
+			}
+			for waiting := true; waiting; {
+				var send chan T
+				if havePending {
+					send = out
+				}
+				select {
+				case send <- pending:
+					delivered, havePending = pendingHead, false
+				case <-wake:
+					waiting = false
+				case <-ctx.Done():
+					stop()
+					return
+				case <-s.quit:
+					stop()
+					return
+				}
+			}
+			stop()
+		}
+	})
+	if !started {
+		close(out)
+	}
+	return out, nil
+}
+
+// headAndWatch reads the queue head and sets the watch that fires when it
+// may have changed: a data watch on the first node (which changes only by
+// its deletion: later nodes sort after it), a child watch on an empty
+// directory, an exists watch on a missing one. An empty or missing
+// directory is read again after its watch is set, so a node created in
+// between is not missed.
+func (q *Queue) headAndWatch(ctx context.Context) (Head, <-chan struct{}, func(), error) {
+	s := q.s
+	for {
+		h, missing, err := q.readHead(ctx)
+		if err != nil {
+			return Head{}, nil, nil, err
+		}
+		w := &wakeup{ch: make(chan struct{})}
+		var stop func()
+		switch {
+		case h.Present:
+			stop, err = s.watchPath(ctx, w, dataWatch, q.adir+"/"+h.Node.Name)
+		case missing:
+			stop, err = s.watchPath(ctx, w, existWatch, q.adir)
+		default:
+			stop, err = s.watchPath(ctx, w, childWatch, q.adir)
+		}
+		if err != nil {
+			return Head{}, nil, nil, q.wrap("watch", err)
+		}
+		if h.Present {
+			return h, w.ch, stop, nil
+		}
+		h2, missing2, err := q.readHead(ctx)
+		if err != nil {
+			stop()
+			return Head{}, nil, nil, err
+		}
+		if !h2.Present && missing2 == missing {
+			return h, w.ch, stop, nil
+		}
+		stop()
+	}
+}
+
+// readHead lists the directory and reads the first node; missing reports a
+// missing directory (Head is then not Present, as for an empty one).
+func (q *Queue) readHead(ctx context.Context) (_ Head, missing bool, _ error) {
+	s := q.s
+	for {
+		var children []string
+		err := s.retry(ctx, q.reqSize, func() (err error) {
+			children, _, err = s.conn.Children(q.adir)
+			return err
+		})
+		if errors.Is(err, zk.ErrNoNode) {
+			return Head{}, true, nil
+		}
+		if err != nil {
+			return Head{}, false, q.wrap("children", err)
+		}
+		nodes, k, mixed := parseListing(children, q.kinds)
+		if mixed {
+			return Head{}, false, q.mixed(k)
+		}
+		nodes, err = q.order(ctx, nodes, nil)
+		if err != nil {
+			return Head{}, false, err
+		}
+		if len(nodes) == 0 {
+			return Head{}, false, nil
+		}
+		p, ok, err := q.participant(ctx, nodes[0])
+		if err != nil {
+			return Head{}, false, err
+		}
+		if ok {
+			return Head{Present: true, Node: p}, false, nil
+		}
+		// gone meanwhile: list again
+	}
+}
+
+// Head returns the queue's first node now (Present false when the queue is
+// empty or its directory missing). ZooKeeper operations: getChildren, then
+// getData of the first node. Errors: recipe.ErrMixedRecipes when the directory
+// holds another recipe's nodes, *recipe.OpError, recipe.ErrSessionClosed, ctx's cause.
+func (q *Queue) Head(ctx context.Context) (Head, error) {
+	h, _, err := q.readHead(ctx)
+	return h, err
+}
+
+// Participant is one node of a queue, as listed by Participants.
+type Participant struct {
+	Name      string      // child name
+	Kind      string      // node kind
+	Seq       int32       // ZooKeeper sequence number
+	Token     fence.Token // czxid: the fencing token it holds or will hold
+	SessionID int64       // ephemeral owner
+	Created   time.Time   // ctime
+	Data      []byte      // the data given at Acquire
+}
+
+// Participants lists the queue's nodes in queue order (for an exclusive lock
+// the first is the holder). Foreign children are left out. ZooKeeper
+// operations: getChildren, then getData per node (nodes that vanish meanwhile
+// are skipped). Errors: recipe.ErrMixedRecipes when the directory holds another
+// recipe's nodes (as for Acquire: the list would leave out who holds),
+// *recipe.OpError, recipe.ErrSessionClosed, ctx's cause. A missing directory gives an
+// empty list.
+func (q *Queue) Participants(ctx context.Context) ([]Participant, error) {
+	var children []string
+	err := q.s.retry(ctx, q.reqSize, func() (err error) {
+		children, _, err = q.s.conn.Children(q.adir)
+		return err
+	})
+	if errors.Is(err, zk.ErrNoNode) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, q.wrap("children", err)
+	}
+	nodes, k, mixed := parseListing(children, q.kinds)
+	if mixed {
+		return nil, q.mixed(k)
+	}
+	// Each read gives the node's czxid: order, at the sequence limit, takes
+	// them from there instead of reading every node twice.
+	read := make(map[string]Participant, len(nodes))
+	czxids := make(map[string]int64, len(nodes))
+	present := nodes[:0]
+	for _, n := range nodes {
+		p, ok, err := q.participant(ctx, n)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			read[n.Name], czxids[n.Name] = p, int64(p.Token)
+			present = append(present, n)
+		}
+	}
+	if nodes, err = q.order(ctx, present, czxids); err != nil {
+		return nil, err
+	}
+	var out []Participant
+	for _, n := range nodes {
+		out = append(out, read[n.Name])
+	}
+	return out, nil
+}
+
+// participant reads node n; ok is false when it is gone.
+func (q *Queue) participant(ctx context.Context, n NodeName) (_ Participant, ok bool, _ error) {
+	var data []byte
+	var st *zk.Stat
+	err := q.s.retry(ctx, q.reqSize, func() (err error) {
+		data, st, err = q.s.conn.Get(q.adir + "/" + n.Name)
+		return err
+	})
+	if errors.Is(err, zk.ErrNoNode) {
+		return Participant{}, false, nil
+	}
+	if err != nil {
+		return Participant{}, false, q.wrap("get", err)
+	}
+	return Participant{Name: n.Name, Kind: n.Kind, Seq: n.Seq, Token: fence.Token(st.Czxid),
+		SessionID: st.EphemeralOwner, Created: time.UnixMilli(st.Ctime), Data: data}, true, nil
+}
+
+// NodeName returns the participant's parsed node name, as a Rule sees it
+// (the zero NodeName if Name is not in the node-name grammar of Kind): a
+// tool can evaluate a Rule over a Participants listing.
+func (p Participant) NodeName() NodeName {
+	n, _ := parseNodeName(p.Name, []string{p.Kind})
+	return n
+}

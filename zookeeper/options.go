@@ -1,0 +1,252 @@
+package zookeeper
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"math"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+	"github.com/go-zookeeper/zk"
+	"github.com/zkrecipes/zkrecipes/recipe"
+)
+
+// Defaults for Connect's options.
+const (
+	// DefaultSessionTimeout is the session timeout requested from the server.
+	// The server may negotiate it into its [minSessionTimeout,
+	// maxSessionTimeout] range; the Session always works with the negotiated
+	// value.
+	DefaultSessionTimeout = 10 * time.Second
+	// DefaultConnectTimeout bounds how long Connect waits for the first
+	// session when ctx has no earlier deadline.
+	DefaultConnectTimeout = 15 * time.Second
+	// DefaultSuspendFraction is the fraction f of the negotiated session
+	// timeout used by TolerateSuspension when given 0.
+	DefaultSuspendFraction = 0.5
+	// DefaultMaxPacket is the packet limit (WithMaxPacket) unless set: the
+	// default jute.maxbuffer of ZooKeeper servers, 0xfffff bytes (1 MiB less
+	// one byte), the largest request a server accepts.
+	DefaultMaxPacket = 1<<20 - 1
+	// MinMaxPacket and MaxMaxPacket bound WithMaxPacket. go-zookeeper
+	// re-registers a connection's watches in requests of up to 128 KiB
+	// (MinMaxPacket), which a smaller limit would refuse; the client keeps
+	// a send buffer of the limit's size per connection.
+	MinMaxPacket = 128 << 10
+	MaxMaxPacket = 64 << 20
+)
+
+// SuspendPolicy says how long ownership survives a suspended connection.
+// Build one with RevokeOnSuspend or TolerateSuspension.
+type SuspendPolicy struct {
+	tolerate bool
+	fraction float64
+}
+
+// RevokeOnSuspend is the default policy (Curator's standard one): every lease
+// ends the moment the connection is SUSPENDED, i.e. when the client notices
+// the disconnect, and at the latest 2/3 of the negotiated session timeout
+// after the last server reply (Session.LastServerReply: the send time of the
+// newest request a server answered), which is when go-zookeeper itself
+// would declare the connection dead.
+func RevokeOnSuspend() SuspendPolicy { return SuspendPolicy{} }
+
+// TolerateSuspension keeps leases alive while the connection is SUSPENDED,
+// but only until LastServerReply + f × negotiated session timeout, counted
+// from the send time of the newest request a server answered, never from
+// when the client noticed the disconnect nor from when a late reply was read
+// (case C9). A reconnection to the same session before
+// then keeps every lease. f must be in [0.4, 0.9]: below 0.4 a healthy
+// connection (pinged every 1/3 of the timeout) would lose leases, at 1 or
+// above the server may already have expired the session and granted the lock
+// to someone else; Connect returns recipe.ErrBadOption for any other f (NaN
+// included). f == 0 means DefaultSuspendFraction.
+//
+// What "short" means is bounded by go-zookeeper: after a connection drops
+// it waits about 1 s before redialing, so a blip survives only if the
+// reconnection, about 1 s later, comes before f × the timeout.
+func TolerateSuspension(f float64) SuspendPolicy {
+	if f == 0 {
+		f = DefaultSuspendFraction
+	}
+	return SuspendPolicy{tolerate: true, fraction: f}
+}
+
+// String describes the policy.
+func (p SuspendPolicy) String() string {
+	if !p.tolerate {
+		return "revoke-on-suspend"
+	}
+	return fmt.Sprintf("tolerate-suspension(f=%.2f)", p.fraction)
+}
+
+// revokeAfter is how long after the last server reply ownership ends.
+func (p SuspendPolicy) revokeAfter(timeout time.Duration) time.Duration {
+	if !p.tolerate {
+		return timeout * 2 / 3
+	}
+	return time.Duration(float64(timeout) * p.fraction)
+}
+
+type config struct {
+	sessionTimeout time.Duration
+	connectTimeout time.Duration
+	cleanupTimeout time.Duration
+	logger         *slog.Logger
+	acl            []zk.ACL
+	auth           []authInfo
+	newBackOff     func() backoff.BackOff
+	policy         SuspendPolicy
+	dialer         zk.Dialer
+	metrics        recipe.Metrics
+	maxPacket      int
+}
+
+type authInfo struct {
+	scheme string
+	auth   []byte
+}
+
+// Option configures Connect.
+type Option func(*config)
+
+// WithSessionTimeout sets the requested session timeout (default
+// DefaultSessionTimeout; 1 ms to about 24 days, go-zookeeper sends it as int32
+// milliseconds). The server negotiates it into its configured range
+// (by default 2 to 20 ticks). Keep it at 2 s or more in practice:
+// go-zookeeper waits 1 s before redialing after it has tried every server,
+// so with a shorter timeout even a brief blip can expire the session.
+func WithSessionTimeout(d time.Duration) Option { return func(c *config) { c.sessionTimeout = d } }
+
+// WithConnectTimeout bounds how long Connect waits for the first session
+// (default DefaultConnectTimeout); ctx's deadline applies too.
+func WithConnectTimeout(d time.Duration) Option { return func(c *config) { c.connectTimeout = d } }
+
+// WithCleanupTimeout bounds how long a cleanup delete (of a waiter's znode
+// after cancellation, of a released lease's znode) keeps retrying on
+// connection loss before it is handed to the Session's background cleaner,
+// which retries on every reconnection of the same session. Default: the
+// negotiated session timeout.
+func WithCleanupTimeout(d time.Duration) Option { return func(c *config) { c.cleanupTimeout = d } }
+
+// WithLogger sets the logger for session state changes and cleanup, which
+// the recipes built on the Session use too (Session.Logger). go-zookeeper's
+// own log lines go to it at debug level, except its failures to re-register
+// watches or credentials after a reconnection, at error level.
+//
+// Default (also for a nil l): the records of level WARN and above, to the
+// handler of slog.Default() as it is when Connect is called. A healthy
+// Session logs nothing there; one that keeps failing (a connection that
+// keeps dropping, a delete the cleaner cannot finish, an election.Run or
+// latch whose campaigns keep failing) is seen. To see the INFO lines too
+// (connected, reconnected, closed), pass slog.Default(); to silence the
+// Session, slog.New(slog.DiscardHandler).
+func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l } }
+
+// WithMaxPacket sets the packet limit, in bytes: the largest request the
+// Session sends (its frame, after the 4-byte length prefix). Set it to the
+// servers' jute.maxbuffer when they run with a value other than the
+// default, and never above it: a server drops the connection of a request
+// over its limit, which the client cannot tell from a network failure.
+// Default DefaultMaxPacket; MinMaxPacket to MaxMaxPacket, else Connect
+// returns recipe.ErrBadOption.
+//
+// Nothing over the limit is sent, whoever builds the request: the recipes
+// check their paths where they are given (a path too long fails NewQueue,
+// mutex.New and the like with an error matching recipe.ErrTooLarge and
+// recipe.ErrInvalidPath) and their node data where it is given or at the call
+// (recipe.ErrTooLarge); a request made through Conn that is over it fails with
+// zk.ErrShortBuffer (an *recipe.OpError wrapping it matches recipe.ErrTooLarge), as does
+// go-zookeeper's re-registration, after a reconnection, of a watch set
+// through Conn on a path within 32 bytes of the limit (logged; that watch
+// is lost). Either way the request fails alone, before it is sent.
+//
+// Above DefaultMaxPacket the limit is trusted only so far: a request over
+// DefaultMaxPacket whose connection was lost right after it was sent, twice
+// in a row, is not sent again; the operation fails with an error matching
+// recipe.ErrTooLarge, and a cleanup delete is given up, logged at error level. See
+// docs/design.md#lost-sends-and-packet-limits.
+func WithMaxPacket(bytes int) Option { return func(c *config) { c.maxPacket = bytes } }
+
+// WithACL sets the ACL of every znode the recipes create (default
+// zk.WorldACL(zk.PermAll)).
+func WithACL(acl []zk.ACL) Option { return func(c *config) { c.acl = acl } }
+
+// WithAuth adds authentication (e.g. scheme "digest", auth "user:password"),
+// sent right after the session is established (within Connect's ctx and
+// connect timeout) and again by go-zookeeper on every reconnect. If the
+// server refuses it, Connect returns an *recipe.OpError (Op "auth") matching
+// recipe.ErrNoPermission and zk.ErrAuthFailed.
+func WithAuth(scheme string, auth []byte) Option {
+	return func(c *config) { c.auth = append(c.auth, authInfo{scheme, auth}) }
+}
+
+// WithRetryPolicy sets the backoff between retries of an operation that
+// failed with a connection-level error (default: exponential, 20 ms to 1 s,
+// no total limit: ctx, the session's loss or Close end the retries). A
+// policy that stops makes the operation return the last error.
+func WithRetryPolicy(newBackOff func() backoff.BackOff) Option {
+	return func(c *config) { c.newBackOff = newBackOff }
+}
+
+// WithSuspendPolicy sets the suspension policy (default RevokeOnSuspend()).
+func WithSuspendPolicy(p SuspendPolicy) Option { return func(c *config) { c.policy = p } }
+
+// WithDialer sets the function used to open TCP connections to servers
+// (go-zookeeper's zk.Dialer); zktest's fault proxy plugs in here.
+func WithDialer(d zk.Dialer) Option { return func(c *config) { c.dialer = d } }
+
+func defaultBackOff() backoff.BackOff {
+	b := backoff.NewExponentialBackOff()
+	b.InitialInterval = 20 * time.Millisecond
+	b.MaxInterval = time.Second
+	b.MaxElapsedTime = 0
+	return b
+}
+
+func buildConfig(opts []Option) (config, error) {
+	c := config{
+		sessionTimeout: DefaultSessionTimeout,
+		connectTimeout: DefaultConnectTimeout,
+		acl:            zk.WorldACL(zk.PermAll),
+		newBackOff:     defaultBackOff,
+		maxPacket:      DefaultMaxPacket,
+	}
+	for _, o := range opts {
+		if o != nil {
+			o(&c)
+		}
+	}
+	if c.logger == nil {
+		c.logger = slog.New(warnOnly{slog.Default().Handler()})
+	}
+	switch {
+	case c.sessionTimeout < time.Millisecond || c.sessionTimeout > math.MaxInt32*time.Millisecond:
+		return c, fmt.Errorf("%w: session timeout %v must be between 1ms and %v", recipe.ErrBadOption, c.sessionTimeout, math.MaxInt32*time.Millisecond)
+	case c.connectTimeout <= 0:
+		return c, fmt.Errorf("%w: connect timeout %v must be positive", recipe.ErrBadOption, c.connectTimeout)
+	case c.cleanupTimeout < 0:
+		return c, fmt.Errorf("%w: cleanup timeout %v must not be negative", recipe.ErrBadOption, c.cleanupTimeout)
+	case c.policy.tolerate && !(c.policy.fraction >= 0.4 && c.policy.fraction <= 0.9): // NaN too
+		return c, fmt.Errorf("%w: suspension fraction %v must be in [0.4, 0.9]", recipe.ErrBadOption, c.policy.fraction)
+	case len(c.acl) == 0:
+		return c, fmt.Errorf("%w: empty ACL", recipe.ErrBadOption)
+	case c.newBackOff == nil:
+		return c, fmt.Errorf("%w: nil retry policy", recipe.ErrBadOption)
+	case c.maxPacket < MinMaxPacket || c.maxPacket > MaxMaxPacket:
+		return c, fmt.Errorf("%w: packet limit %d bytes must be between %d and %d", recipe.ErrBadOption, c.maxPacket, MinMaxPacket, MaxMaxPacket)
+	}
+	return c, nil
+}
+
+// warnOnly passes the records of level WARN and above to h: the default
+// logger (see WithLogger).
+type warnOnly struct{ h slog.Handler }
+
+func (w warnOnly) Enabled(ctx context.Context, l slog.Level) bool {
+	return l >= slog.LevelWarn && w.h.Enabled(ctx, l)
+}
+func (w warnOnly) Handle(ctx context.Context, r slog.Record) error { return w.h.Handle(ctx, r) }
+func (w warnOnly) WithAttrs(as []slog.Attr) slog.Handler           { return warnOnly{w.h.WithAttrs(as)} }
+func (w warnOnly) WithGroup(name string) slog.Handler              { return warnOnly{w.h.WithGroup(name)} }

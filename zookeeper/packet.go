@@ -1,0 +1,245 @@
+package zookeeper
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/go-zookeeper/zk"
+	"github.com/zkrecipes/zkrecipes/internal/zkwire"
+	"github.com/zkrecipes/zkrecipes/recipe"
+)
+
+// The packet limit (WithMaxPacket) is kept in two places, one mechanism:
+// the recipes check every request they build against it before sending
+// (NewQueue, Queue.CheckNodeData, Queue.join; CheckRequest and CheckMulti
+// for packages that build their own), so the caller gets an error that
+// names the problem; and go-zookeeper's send buffer is sized to it
+// (Connect), so that whatever was not checked fails alone, at encoding,
+// instead of being sent for the server to drop the connection. Request
+// sizes are zkwire's; TestPacketSizesMatchTheEncoding checks them against
+// go-zookeeper's encoder. See docs/design.md#lost-sends-and-packet-limits.
+
+// pathSlack bounds what a request or reply adds to the one path it carries
+// (zkwire.PathSlack).
+const pathSlack = zkwire.PathSlack
+
+// maxNameLen is the longest child name of the given kinds in the node-name
+// grammar, sequence included; anchored names only for a queue declared
+// AllowsAnchors (anchors: AcquireAnchored refuses the others).
+func maxNameLen(kinds []string, anchors bool) int {
+	k := 0
+	for _, kind := range kinds {
+		k = max(k, len(kind))
+	}
+	n := len(protectedPrefix) + guidLen + 1 + k + seqLen
+	if anchors {
+		n += 1 + seqLen + 1 // "@<anchor>@"
+	}
+	return n
+}
+
+// seqLen is the longest sequence suffix ZooKeeper appends ("-2147483648").
+const seqLen = 11
+
+// checkQueueDir checks that every request a queue of the given kinds
+// (with anchored nodes if anchors) on the directory dir (as given) and
+// adir (absolute) builds fits the packet
+// limit without node data: the paths of its nodes (with pathSlack) and
+// its creates. Node data is checked where it is given (CheckNodeData) or
+// at the call (join). The error is a *PathError matching recipe.ErrTooLarge.
+func (s *Session) checkQueueDir(dir, adir string, kinds []string, anchors bool) error {
+	node := len(adir) + 1 + maxNameLen(kinds, anchors)
+	need := s.queueRequestSize(adir, kinds, anchors)
+	if need <= s.cfg.maxPacket {
+		return nil
+	}
+	reason := fmt.Sprintf("too long: its nodes' paths (%d bytes with the chroot) need %d-byte requests, over the session's packet limit of %d bytes "+
+		"(the servers' jute.maxbuffer: see zookeeper.WithMaxPacket)", node, need, s.cfg.maxPacket)
+	return &PathError{Path: dir, Reason: reason, Err: recipe.ErrTooLarge}
+}
+
+// queueRequestSize bounds every request a queue of the given kinds (with
+// anchored nodes if anchors) on adir sends, but for the data its creates
+// carry: the paths of its nodes (with pathSlack) and its creates without
+// data.
+func (s *Session) queueRequestSize(adir string, kinds []string, anchors bool) int {
+	return max(len(adir)+1+maxNameLen(kinds, anchors)+pathSlack, s.queueCreateFrame(adir, kinds, anchors, 0))
+}
+
+// queueCreateFrame is the largest create request of a queue of the given
+// kinds on adir with dataLen bytes of data: with anchors, the anchored
+// multi.
+func (s *Session) queueCreateFrame(adir string, kinds []string, anchors bool, dataLen int) int {
+	prefix := len(adir) + 1 + maxNameLen(kinds, anchors) - seqLen // the name sent has no sequence
+	if !anchors {
+		return zkwire.CreateFrame(prefix, dataLen, s.cfg.acl)
+	}
+	return zkwire.CheckCreateFrame(len(adir)+1+maxNameLen(kinds, anchors), prefix, dataLen, s.cfg.acl)
+}
+
+// CheckNodeData reports whether a node of this queue may carry data: nil,
+// or an error matching recipe.ErrBadOption and recipe.ErrTooLarge for data over
+// MaxNodeData, or recipe.ErrTooLarge when the create of such a node (with the
+// queue's path and the session's ACL) would be over the session's packet
+// limit. Recipes call it where data is given (mutex.WithData, a latch's
+// id), so that the mistake shows there; Acquire, Join and AcquireAnchored
+// check the data they are given the same way. It performs no ZooKeeper
+// operation.
+func (q *Queue) CheckNodeData(data []byte) error {
+	return q.checkFrame(data, q.s.queueCreateFrame(q.adir, q.kinds, q.contract.anchors, len(data)))
+}
+
+// checkCreate checks the create request join is about to send for a node
+// of kind carrying data (anchored to anchor, if set): data within
+// MaxNodeData, the request within the packet limit.
+func (q *Queue) checkCreate(kind string, data []byte, anchor *anchorSpec) error {
+	return q.checkFrame(data, q.createSize(kind, data, anchor))
+}
+
+// createSize is the frame size of the create join sends for a node of kind
+// carrying data (anchored to anchor, if set).
+func (q *Queue) createSize(kind string, data []byte, anchor *anchorSpec) int {
+	if anchor != nil {
+		return zkwire.CheckCreateFrame(len(anchor.path), len(q.adir)+1+len(nodePrefix("", kind, true, anchor.seq))+guidLen, len(data), q.s.cfg.acl)
+	}
+	return zkwire.CreateFrame(len(q.adir)+1+len(nodePrefix("", kind, false, 0))+guidLen, len(data), q.s.cfg.acl)
+}
+
+// checkFrame checks node data against MaxNodeData, and frame, the size of
+// the create that carries it, against the packet limit.
+func (q *Queue) checkFrame(data []byte, frame int) error {
+	if len(data) > MaxNodeData {
+		return errorf("%w: %w: node data of %d bytes (at most %d)", recipe.ErrBadOption, recipe.ErrTooLarge, len(data), MaxNodeData)
+	}
+	if frame > q.s.cfg.maxPacket {
+		return fmt.Errorf("%w: the create of a node of %s with %d bytes of data would be a %d-byte request, over the session's packet limit of %d bytes "+
+			"(the servers' jute.maxbuffer: see zookeeper.WithMaxPacket)", recipe.ErrTooLarge, recipe.ShortPath(q.dir), len(data), frame, q.s.cfg.maxPacket)
+	}
+	return nil
+}
+
+// CheckRequest reports whether op, a request about to be sent through Conn
+// on its own (Create or Set; its path with the chroot, as Conn takes it),
+// fits the session's packet limit, and whether the node data it writes can
+// be read back within it (a getData reply, for this client or another with
+// the same limit). It returns nil, an error matching recipe.ErrTooLarge that gives
+// the sizes, or one matching recipe.ErrBadOption for an op that is not a
+// *zk.CreateRequest, *zk.SetDataRequest, *zk.DeleteRequest or
+// *zk.CheckVersionRequest. It performs no ZooKeeper operation. Packages
+// that build their own requests (fence/fencezk) call it so that nothing
+// over the limit is sent: see WithMaxPacket.
+func (s *Session) CheckRequest(op any) error { return s.checkRequest(false, []any{op}) }
+
+// CheckMulti is CheckRequest for ops sent together in one Conn.Multi: the
+// multi's frame (each op behind its 9-byte header, and the closing header)
+// must fit the limit, and the data of each create and setData must be
+// readable.
+func (s *Session) CheckMulti(ops ...any) error { return s.checkRequest(true, ops) }
+
+func (s *Session) checkRequest(multi bool, ops []any) error {
+	type write struct {
+		path string
+		data int
+	}
+	var writes []write // the node data the ops write
+	frame := zkwire.RequestHeaderLen
+	if multi {
+		frame += zkwire.MultiHeaderLen // the closing header
+	}
+	what, largest := "", -1 // the op with the largest body, for the message
+	for i, op := range ops {
+		var body int
+		var desc string
+		switch o := op.(type) {
+		case *zk.CreateRequest:
+			body, desc = zkwire.CreateBody(len(o.Path), len(o.Data), o.Acl), fmt.Sprintf("create of %s with %d bytes of data", recipe.ShortPath(o.Path), len(o.Data))
+			writes = append(writes, write{o.Path, len(o.Data)})
+		case *zk.SetDataRequest:
+			body, desc = zkwire.SetDataBody(len(o.Path), len(o.Data)), fmt.Sprintf("setData of %s with %d bytes of data", recipe.ShortPath(o.Path), len(o.Data))
+			writes = append(writes, write{o.Path, len(o.Data)})
+		case *zk.DeleteRequest:
+			body, desc = zkwire.DeleteBody(len(o.Path)), "delete of "+recipe.ShortPath(o.Path)
+		case *zk.CheckVersionRequest:
+			body, desc = zkwire.CheckBody(len(o.Path)), "check of "+recipe.ShortPath(o.Path)
+		default:
+			return fmt.Errorf("%w: op %d: %T is not a create, setData, delete or check request", recipe.ErrBadOption, i, op)
+		}
+		if body > largest {
+			largest, what = body, desc
+		}
+		if multi {
+			frame += zkwire.MultiHeaderLen // the op's header
+		}
+		frame += body
+	}
+	if multi {
+		what = fmt.Sprintf("multi of %d operations (the largest: the %s)", len(ops), what)
+	}
+	if frame > s.cfg.maxPacket {
+		return fmt.Errorf("%w: the %s would be a %d-byte request, over the session's packet limit of %d bytes "+
+			"(the servers' jute.maxbuffer: see zookeeper.WithMaxPacket)", recipe.ErrTooLarge, what, frame, s.cfg.maxPacket)
+	}
+	for _, w := range writes {
+		if n := zkwire.GetDataReply(w.data); n > s.cfg.maxPacket {
+			return fmt.Errorf("%w: %d bytes of data for %s would take a %d-byte getData reply to read back, over the session's packet limit of %d bytes "+
+				"(the servers' jute.maxbuffer: see zookeeper.WithMaxPacket)", recipe.ErrTooLarge, w.data, recipe.ShortPath(w.path), n, s.cfg.maxPacket)
+		}
+	}
+	return nil
+}
+
+// Above the default limit, every retry of a connection loss
+// (Session.retryLate, and the cleanup deletes) follows one rule:
+//
+//	A request over DefaultMaxPacket whose connection was lost right after
+//	it was sent, twice in a row, is not sent again.
+//
+// The servers may refuse such a request by dropping the connection (their
+// jute.maxbuffer smaller than the Session was told), which the client
+// cannot tell from a network failure. The operation fails with an error
+// matching recipe.ErrTooLarge (tooLargeLost); the cleaner gives the delete up,
+// logged at error level. What a request may weigh is known before it is
+// sent (queueRequestSize, createSize, cleanupItem.sized). See
+// docs/design.md#lost-sends-and-packet-limits.
+
+// maxLostSends is how many times in a row a request over DefaultMaxPacket
+// may lose its connection right after it was sent.
+const maxLostSends = 2
+
+// lostAfterSend reports whether err is the loss of the connection a request
+// had been sent on, before its reply came: not a request that was never
+// sent (go-zookeeper's ErrNoServer for requests it flushed unsent,
+// errNotConnected), nor the end of the session or of the client.
+func lostAfterSend(err error) bool {
+	return isConnErr(err) && !errors.Is(err, zk.ErrNoServer) && !errors.Is(err, errNotConnected) &&
+		!errors.Is(err, zk.ErrSessionExpired) && !errors.Is(err, zk.ErrSessionMoved) && !isClosing(err)
+}
+
+// lostSends applies the rule above to one operation or cleanup delete.
+type lostSends struct {
+	size int // bounds its requests, in bytes
+	lost int // attempts in a row whose connection was lost right after sending
+}
+
+// note records an attempt that failed with err (nil: succeeded), and
+// returns the error that ends the operation when the rule says so (nil: it
+// may be tried again).
+func (c *lostSends) note(err error) error {
+	if c.size <= DefaultMaxPacket || !lostAfterSend(err) {
+		return nil
+	}
+	if c.lost++; c.lost < maxLostSends {
+		return nil
+	}
+	return tooLargeLost(c.size, err)
+}
+
+// tooLargeLost is the error of an operation whose requests of up to size
+// bytes, over DefaultMaxPacket, lost their connection right after they
+// were sent maxLostSends times in a row (err: the last loss).
+func tooLargeLost(size int, err error) error {
+	return errorf("%w: the connection was lost right after a request of up to %d bytes was sent, %d times in a row: "+
+		"not sent again, as the servers may refuse a request over their default limit of %d bytes by dropping the connection "+
+		"(their jute.maxbuffer may be below the session's packet limit: see zookeeper.WithMaxPacket): %w",
+		recipe.ErrTooLarge, size, maxLostSends, DefaultMaxPacket, err)
+}

@@ -1,0 +1,97 @@
+package zookeeper
+
+import "sync"
+
+// workers runs functions on a Session's long-lived goroutines, so that the
+// per-request hand-offs of the acquire path (a request a caller may stop
+// waiting for, the listing pipelined behind a create, an own-node watch)
+// start no goroutine and make no channel per request. run hands a function
+// to a parked worker, or starts a new one when none is parked (a burst is
+// never queued behind a slow request: the pool grows to the concurrency in
+// flight).
+//
+// Bound: running workers are at most the requests in flight on behalf of
+// callers (a request whose caller left holds its worker until go-zookeeper
+// answers or gives the connection up, at most the session timeout); at most
+// maxIdleWorkers stay parked. stop (Session.Close, after the connection is
+// closed, so every request returns at once) ends the parked workers and
+// waits for every worker. After stop, run calls the function on the
+// calling goroutine.
+type workers struct {
+	quit <-chan struct{} // closed before stop is called
+
+	mu      sync.Mutex
+	idle    []chan func()
+	stopped bool
+	wg      sync.WaitGroup // live workers; Add only under mu while !stopped
+}
+
+const maxIdleWorkers = 64
+
+func (p *workers) run(fn func()) {
+	p.mu.Lock()
+	if p.stopped {
+		p.mu.Unlock()
+		fn()
+		return
+	}
+	if n := len(p.idle); n > 0 {
+		ch := p.idle[n-1]
+		p.idle[n-1] = nil
+		p.idle = p.idle[:n-1]
+		p.mu.Unlock()
+		ch <- fn // buffered: never blocks
+		return
+	}
+	p.wg.Add(1)
+	p.mu.Unlock()
+	go p.work(make(chan func(), 1), fn)
+}
+
+// stop ends the pool: see workers. quit must be closed first.
+func (p *workers) stop() {
+	p.mu.Lock()
+	p.stopped = true
+	p.mu.Unlock()
+	p.wg.Wait()
+}
+
+func (p *workers) work(ch chan func(), fn func()) {
+	defer p.wg.Done()
+	for {
+		fn()
+		p.mu.Lock()
+		select {
+		case <-p.quit:
+			p.mu.Unlock()
+			return
+		default:
+		}
+		if len(p.idle) >= maxIdleWorkers {
+			p.mu.Unlock()
+			return
+		}
+		p.idle = append(p.idle, ch)
+		p.mu.Unlock()
+		select {
+		case fn = <-ch:
+		case <-p.quit:
+			// run may have taken ch from idle just before quit: a function
+			// handed over is still run (it finds the Session closed).
+			p.mu.Lock()
+			taken := true
+			for i, c := range p.idle {
+				if c == ch {
+					p.idle = append(p.idle[:i], p.idle[i+1:]...)
+					taken = false
+					break
+				}
+			}
+			p.mu.Unlock()
+			if !taken {
+				return
+			}
+			fn = <-ch // run took ch from idle: its send is coming
+		}
+	}
+}

@@ -1,0 +1,381 @@
+package zookeeper
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/zkrecipes/zkrecipes/recipe"
+)
+
+// The queue engine, by file:
+//
+//	queue.go   Queue, Rule and its declared contract, Acquire and its variants
+//	join.go    joining: the protected create, a lost reply, the directory
+//	wait.go    the core loop: list, ask the Rule, grant or watch, wake, list again
+//	fast.go    the fast paths the loop calls: create2 token, pipelined
+//	           listing, child-watch stand-in, re-list skip
+//	ticket.go  Ticket: a node that keeps its place across grants
+//	observe.go reading a queue from outside: Participants, Head, ObserveHead
+//	limit.go   the order once a directory's sequence counter is at its limit
+//
+// See docs/design.md#acquisition for the ZooKeeper operations of an
+// acquisition, a release and a cancel.
+
+// Rule is a recipe's whole policy on top of the queue engine: given the
+// ordered, parsed listing of a queue directory (creation order: by
+// sequence, and by czxid once the directory's counter is at its limit, see
+// docs/design.md#the-sequence-limit) and the index of the
+// caller's own node in it, it says whether that node holds a grant and, if
+// not, the indexes of the nodes whose deletion could change the answer (at
+// least one; not self). A mutex holds at index 0 and watches self-1; a read
+// lock watches the nearest write node before it; an N-permit semaphore holds
+// below index N and watches the N nodes before it.
+//
+// A Rule must be a pure, cheap function of the names (no I/O, no data, no
+// time); whenever its answer is "wait" it must stay "wait" while every
+// watched node exists (the engine re-lists on every wakeup, so a Rule only
+// has to name enough nodes that no grant is missed); and a node it grants
+// must stay granted on every later listing that still shows it (later
+// nodes sort after it, but for an anchored node), since a grant is never
+// re-checked. Anything more the engine may assume is declared with
+// QueueOptions. See docs/design.md#the-rule-contract.
+//
+// A Rule must not panic. If it does, the engine recovers: the Acquire (or
+// TryAcquire, Await) that asked it returns an error matching recipe.ErrBadOption
+// that wraps the panic value, and gives its node up as any failed Acquire
+// does (the stack is logged at debug level).
+type Rule func(nodes []NodeName, self int) (holds bool, watch []int)
+
+// FirstHolds is the Rule of an exclusive lock: the lowest node holds; every
+// other node watches its immediate predecessor. It grants the lowest node
+// (declare GrantsLowest).
+func FirstHolds(_ []NodeName, self int) (bool, []int) {
+	if self == 0 {
+		return true, nil
+	}
+	return false, []int{self - 1}
+}
+
+// QueueOption declares to NewQueue a property of the queue's Rule that the
+// engine may rely on. Without options the engine assumes only what Rule
+// states. See docs/design.md#the-rule-contract.
+type QueueOption func(*ruleContract)
+
+// GrantsLowest declares that the Rule grants the lowest node of every
+// listing, whatever nodes follow it (FirstHolds, a semaphore's rule). With
+// it, and without AllowsAnchors, a waiter whose only predecessor was
+// deleted is granted on a read of its own node instead of a new listing.
+// See docs/design.md#waking-and-the-re-list-skip.
+func GrantsLowest() QueueOption { return func(c *ruleContract) { c.grantsLowest = true } }
+
+// AllowsAnchors declares that a node may take the queue position of an
+// earlier node (AcquireAnchored) of one of anchorKinds (all the queue's
+// kinds when none are given), and that the Rule lets an anchored node hold
+// while its anchor is ahead of it (the read-write lock's read rule). A
+// queue without it refuses AcquireAnchored, and its requests are sized
+// without room for anchored names (WithMaxPacket).
+func AllowsAnchors(anchorKinds ...string) QueueOption {
+	return func(c *ruleContract) {
+		c.anchors = true
+		c.anchorKinds = append(c.anchorKinds, anchorKinds...)
+	}
+}
+
+// ruleContract is what the engine may assume of a queue's Rule.
+type ruleContract struct {
+	grantsLowest bool     // the lowest node holds whatever follows it
+	anchors      bool     // anchored nodes may appear in the queue
+	anchorKinds  []string // the kinds of the nodes that may be anchors
+}
+
+// MaxNodeData is the most data a queue node may carry, in bytes: a
+// participant's data is read by every Participants call and by observers
+// of the queue head, so it is meant to be small (a host name, an address).
+// The create that carries it must also fit the session's packet limit
+// (WithMaxPacket) together with the node's path: data over MaxNodeData, or
+// too large for the packet limit with the path, is refused before anything
+// is sent (recipe.ErrTooLarge; recipe.ErrBadOption too over MaxNodeData).
+const MaxNodeData = 512 << 10
+
+// Queue is the ephemeral-sequential queue engine that every recipe of this
+// module drives, and the way to write a custom recipe: the recipe supplies
+// node kinds and a Rule (with the QueueOptions its Rule satisfies); the
+// engine does the creating, waiting, watching, retrying and cleaning up. It
+// follows the ZooKeeper recipes page ("Locks") and has the shape of
+// Curator's LockInternals.
+//
+// Whatever the Rule, the engine guarantees: one ephemeral sequential znode
+// per Acquire, with a fresh GUID in its name, adopted after a lost create
+// reply only if the current session owns it; missing parents created as
+// containers; a waiter watches only the nodes the Rule names and re-lists
+// on every wakeup unless the skip is proven safe; children outside the
+// node-name grammar are ignored; an error return never leaves a node
+// behind; a grant is made only on the node's Stat from the server (owner
+// check, czxid as the fencing token) with a watch on the node set no later
+// than the state the grant was decided on. See docs/design.md#acquisition.
+type Queue struct {
+	s        *Session
+	dir      string // as given, relative to the chroot
+	adir     string // absolute (chroot prepended)
+	kinds    []string
+	rule     Rule
+	contract ruleContract
+	reqSize  int      // bounds its requests but for creates' data: queueRequestSize
+	pending  inflight // creates whose outcome nobody waits for yet
+	// solo: the last Acquire's pipelined listing showed its node alone and
+	// granted it (a hint for the child-watch stand-in: see fast.go).
+	solo atomic.Bool
+}
+
+// NewQueue returns a queue engine over directory dir (validated with
+// ValidatePath) whose nodes are of the given kinds (e.g. "lock-"; non-empty,
+// no "/" or "@"), deciding grants with rule under the declared opts. It
+// performs no ZooKeeper operation. Errors: recipe.ErrInvalidPath (also, together
+// with recipe.ErrTooLarge, for a path so long that the requests on its nodes would
+// be over the session's packet limit: see WithMaxPacket), recipe.ErrBadOption,
+// recipe.ErrSessionClosed (s already closed).
+func NewQueue(s *Session, dir string, kinds []string, rule Rule, opts ...QueueOption) (*Queue, error) {
+	if s == nil {
+		return nil, fmt.Errorf("%w: nil session", recipe.ErrBadOption)
+	}
+	if s.isClosed() {
+		return nil, recipe.ErrSessionClosed
+	}
+	if err := ValidatePath(dir); err != nil {
+		return nil, err
+	}
+	if len(kinds) == 0 || rule == nil {
+		return nil, fmt.Errorf("%w: a queue needs node kinds and a rule", recipe.ErrBadOption)
+	}
+	for _, k := range kinds {
+		if k == "" || strings.ContainsAny(k, "/@\x00") {
+			return nil, fmt.Errorf("%w: node kind %q", recipe.ErrBadOption, k)
+		}
+	}
+	q := &Queue{s: s, dir: dir, adir: s.abs(dir), kinds: slices.Clone(kinds), rule: rule}
+	for _, o := range opts {
+		if o != nil {
+			o(&q.contract)
+		}
+	}
+	if c := &q.contract; c.anchors && len(c.anchorKinds) == 0 {
+		c.anchorKinds = q.kinds
+	}
+	if err := s.checkQueueDir(dir, q.adir, q.kinds, q.contract.anchors); err != nil {
+		return nil, err
+	}
+	q.reqSize = s.queueRequestSize(q.adir, q.kinds, q.contract.anchors)
+	for _, k := range q.contract.anchorKinds {
+		if !slices.Contains(q.kinds, k) {
+			return nil, fmt.Errorf("%w: anchor kind %q is not one of %q", recipe.ErrBadOption, k, q.kinds)
+		}
+	}
+	return q, nil
+}
+
+// Dir returns the queue directory, relative to the session's chroot.
+func (q *Queue) Dir() string { return q.dir }
+
+// Session returns the session the queue runs on.
+func (q *Queue) Session() *Session { return q.s }
+
+// Acquire joins the queue with a node of the given kind carrying data, and
+// blocks until the Rule grants it, ctx ends, or the grant becomes
+// impossible. A connection SUSPENDED while waiting is waited out (the node
+// keeps its place); a grant is never made while SUSPENDED. Its ZooKeeper
+// operations are those of docs/design.md#acquisition.
+//
+// Errors: ctx's cause when ctx ends; recipe.ErrSessionLost when the session that
+// owns the node is lost; recipe.ErrNodeDeleted when the node is deleted by someone
+// else while waiting; recipe.ErrSessionClosed; recipe.ErrMixedRecipes (the directory
+// holds nodes of other kinds of this module); ErrSequenceLimit (a node
+// anchored past the directory counter's limit, written by an older
+// version, is in the queue); an *recipe.OpError for refusals
+// (matching recipe.ErrNoPermission for ACLs); recipe.ErrBadOption for an unknown kind or
+// data over MaxNodeData; recipe.ErrTooLarge for data over MaxNodeData or too large
+// for the packet limit with the node's path (see CheckNodeData). In every
+// error case the caller's node is deleted (or its deletion is queued with
+// the Session's cleaner until reconnection): even when ctx has ended,
+// Acquire waits up to 250 ms for a create still in flight (none is started
+// after ctx ended) and up to 250 ms for that delete, so it can return up to
+// 500 ms after ctx's deadline when the server does not answer; a create
+// answered only later (connection down) is deleted when its reply arrives.
+func (q *Queue) Acquire(ctx context.Context, kind string, data []byte) (recipe.Lease, error) {
+	return q.acquire(ctx, kind, data, true, nil)
+}
+
+// TryAcquire is Acquire without waiting: if the Rule does not grant the new
+// node on the first listing, the node is deleted and the error matches
+// recipe.ErrLocked. Its own-node watch is set only when it is granted. A "not
+// acquired" answer leaves no node, also across a connection blip (the
+// delete is retried, then handed to the cleaner).
+func (q *Queue) TryAcquire(ctx context.Context, kind string, data []byte) (recipe.Lease, error) {
+	return q.acquire(ctx, kind, data, false, nil)
+}
+
+// AcquireAnchored is Acquire for a node that takes the queue position of
+// anchor, a live recipe.Lease granted by a Queue on the same directory and session
+// to a node of an anchor kind (see AllowsAnchors) that is not itself
+// anchored: the read-write lock's downgrade. The node is created in one
+// transaction with a check that the anchor's node still exists (a multi of
+// check and create), so the position it takes was never given to anyone
+// else. The grant's token is the anchor's: every grant behind that
+// position, made after it, has a larger one.
+//
+// Errors: as Acquire; recipe.ErrBadOption when the queue was not declared with
+// AllowsAnchors or anchor is not such a lease; recipe.ErrLeaseLost (wrapping the
+// cause) when anchor has ended or its node is gone; ErrSequenceLimit when
+// the anchor's sequence is at or past the directory counter's limit (its
+// position cannot be told apart from later nodes': nothing is created, and
+// anchor is still held).
+func (q *Queue) AcquireAnchored(ctx context.Context, kind string, data []byte, anchor recipe.Lease) (recipe.Lease, error) {
+	c := q.contract
+	if !c.anchors {
+		return nil, fmt.Errorf("%w: anchored nodes need a queue declared with AllowsAnchors (%s)", recipe.ErrBadOption, recipe.ShortPath(q.dir))
+	}
+	var l *lease
+	if a, ok := anchor.(queueLease); ok {
+		l = a.queueNode()
+	}
+	if l == nil || l.s != q.s || path.Dir(l.path) != q.adir {
+		return nil, fmt.Errorf("%w: the anchor must be a lease of %s on the same session", recipe.ErrBadOption, recipe.ShortPath(q.dir))
+	}
+	n, ok := parseNodeName(path.Base(l.path), c.anchorKinds)
+	if !ok || n.Anchored {
+		return nil, fmt.Errorf("%w: the anchor must be a node of kind %q of %s, not %s", recipe.ErrBadOption, c.anchorKinds, recipe.ShortPath(q.dir), path.Base(l.path))
+	}
+	if lctx := l.Context(); lctx.Err() != nil {
+		return nil, errorf("%w (%w)", recipe.ErrLeaseLost, context.Cause(lctx))
+	}
+	if pastLimit(n.Seq) {
+		// Its position could not be placed in the creation order (see order).
+		return nil, fmt.Errorf("%w: %s: the anchor %s is past it", ErrSequenceLimit, recipe.ShortPath(q.dir), path.Base(l.path))
+	}
+	return q.acquire(ctx, kind, data, true, &anchorSpec{path: l.path, seq: n.Seq, token: int64(l.Token())})
+}
+
+// queueLease is a recipe.Lease granted by a Queue of this package: the leases
+// AcquireAnchored accepts as anchors.
+type queueLease interface {
+	recipe.Lease
+	queueNode() *lease // nil for a nil *lease
+}
+
+func (l *lease) queueNode() *lease { return l }
+
+type anchorSpec struct {
+	path  string // absolute
+	seq   int32  // the position taken
+	token int64  // the anchor's token, which the anchored grant carries
+}
+
+// acquire joins and waits: the whole of Acquire, TryAcquire and
+// AcquireAnchored. A failed wait gives the node up.
+func (q *Queue) acquire(ctx context.Context, kind string, data []byte, wait bool, anchor *anchorSpec) (_ recipe.Lease, err error) {
+	if m := q.s.cfg.metrics; m != nil {
+		start := time.Now()
+		m.AcquireStarted(metricKind(kind), q.dir)
+		defer func() { m.AcquireDone(metricKind(kind), q.dir, time.Since(start), err) }()
+	}
+	fs := q.fastStartFor(wait, anchor)
+	t, err := q.join(ctx, kind, data, anchor, false, fs)
+	if err != nil {
+		return nil, err
+	}
+	l, err := t.await(ctx, wait, fs)
+	if err != nil {
+		t.abandon(ctx)
+		return nil, err
+	}
+	return l, nil
+}
+
+// Drain waits until no create sent by this Queue is still in flight and
+// every delete of a node this Queue gave up (a failed or cancelled Acquire,
+// Ticket.Leave, a create that landed after its caller stopped waiting) is
+// finished: the node is deleted, found gone, or went with its session. A
+// delete waiting for a reconnection keeps Drain waiting until it is done
+// or ctx ends. A recipe's Close calls it so that no node of its exists
+// after Close returns (case C12). Errors: ctx's cause.
+func (q *Queue) Drain(ctx context.Context) error {
+	return q.pending.wait(ctx)
+}
+
+// deleteOwned is Session.deleteOwned, counted in q.pending until finished.
+func (q *Queue) deleteOwned(ctx context.Context, it cleanupItem, wait bool) error {
+	q.pending.add()
+	it.done = q.pending.done
+	return q.s.deleteOwned(ctx, it, wait)
+}
+
+// inflight counts operations and lets a caller wait for zero.
+type inflight struct {
+	mu   sync.Mutex
+	n    int
+	zero chan struct{} // closed when n drops to 0; nil while n == 0
+}
+
+func (f *inflight) add() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.n == 0 {
+		f.zero = make(chan struct{})
+	}
+	f.n++
+}
+
+func (f *inflight) done() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.n--
+	if f.n == 0 {
+		close(f.zero)
+		f.zero = nil
+	}
+}
+
+func (f *inflight) wait(ctx context.Context) error {
+	f.mu.Lock()
+	ch := f.zero
+	f.mu.Unlock()
+	if ch == nil {
+		return nil
+	}
+	select {
+	case <-ch:
+		return nil
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+}
+
+// mixed is the error of a listing that holds nodes of another recipe's
+// kind k.
+func (q *Queue) mixed(k string) error {
+	return fmt.Errorf("%w: %s has %q nodes beside this recipe's %q", recipe.ErrMixedRecipes, recipe.ShortPath(q.dir), k, q.kinds)
+}
+
+// vanished explains why the own node is no longer listed.
+func (q *Queue) vanished(ep *epoch) error {
+	if ep.ctx.Err() != nil {
+		return context.Cause(ep.ctx)
+	}
+	return fmt.Errorf("%w: %s", recipe.ErrNodeDeleted, recipe.ShortPath(q.dir))
+}
+
+func (q *Queue) wrap(op string, err error) error {
+	var oe *recipe.OpError
+	if err == nil || errors.As(err, &oe) || errors.Is(err, recipe.ErrSessionLost) || errors.Is(err, recipe.ErrNodeDeleted) ||
+		errors.Is(err, recipe.ErrSessionClosed) || errors.Is(err, recipe.ErrSuspended) || errors.Is(err, context.Canceled) ||
+		errors.Is(err, context.DeadlineExceeded) || errors.Is(err, recipe.ErrLocked) {
+		return err
+	}
+	return opErr(op, q.dir, err)
+}

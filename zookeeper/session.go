@@ -1,0 +1,458 @@
+package zookeeper
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+
+	"github.com/zkrecipes/zkrecipes/internal/notify"
+	"github.com/zkrecipes/zkrecipes/internal/zkwire"
+	"github.com/zkrecipes/zkrecipes/recipe"
+)
+
+// Session owns one go-zookeeper connection (*zk.Conn) and turns its events
+// into Curator's connection states (CONNECTED, SUSPENDED, RECONNECTED, LOST),
+// and into the ownership signal every lease depends on.
+//
+// A Session outlives the ZooKeeper sessions it carries: when the server
+// expires a session, go-zookeeper silently opens a new one; the Session then
+// reports LOST for everything granted under the old session ID and
+// RECONNECTED with the new ID. It never misses a transition (it reads
+// go-zookeeper's event callback, not its lossy event channel), and measures
+// server silence itself from the bytes read off the wire, so a client that
+// notices a disconnect late (a paused process, case C9) still gives up
+// ownership on time.
+//
+// A chroot suffix in the server list ("host:port/app") is applied to every
+// path the recipes use. The raw connection returned by Conn does not know
+// the chroot.
+//
+// A delete of one of its own znodes that could not be completed
+// (connection loss during a release or a cancelled acquisition) is retried
+// on every reconnection of the same ZooKeeper session, with an identity
+// check (ephemeral owner and czxid) before each delete (and given up only
+// as WithMaxPacket says). Close ends the ZooKeeper session, which deletes
+// all of its ephemeral znodes at once.
+//
+// All methods are safe for concurrent use.
+type Session struct {
+	cfg    config
+	log    *slog.Logger
+	conn   *zk.Conn
+	chroot string
+	dials  *dialWatch // Connect's attempts (dial.go)
+	wire   wireState  // read off the wire by zkwire (wire.go)
+
+	// mu is the one lock of the parts below: it guards closed and every
+	// field of conns, leases, watches and cleaner. A method (of Session or
+	// of a part) is named ...Locked exactly when its caller must hold mu;
+	// every other method takes mu itself if it needs it. go-zookeeper's
+	// event callback takes it, so nothing blocks while holding it
+	// (requests are made outside).
+	mu      sync.Mutex
+	closed  bool
+	conns   connState     // connection states, epochs, watchdog (state.go)
+	leases  leaseRegistry // generations, live leases, own-node watches, child slots (registry.go)
+	watches watchRegistry // watches shared by waiters (watch.go)
+	cleaner cleaner       // owned deletes left to retry, janitor (cleanup.go, delete.go)
+
+	limits limitWarnings // directories warned about at the sequence limit (limit.go)
+
+	pool workers // goroutines for requests run on behalf of a waiting caller (pool.go)
+	quit chan struct{}
+	wg   sync.WaitGroup
+}
+
+// Connect opens a Session to the given servers ("host:port" each, or a host
+// alone for port DefaultPort, 2181; a comma-separated connect string is
+// accepted too, and a chroot suffix such as "host:port/app" applies to every
+// path) and waits until the first ZooKeeper session is established.
+//
+// It returns an error matching recipe.ErrBadOption for invalid options (a port
+// that is not a number in 1..65535 included), recipe.ErrInvalidPath for a
+// malformed chroot, and recipe.ErrUnreachable when no server established a
+// session within the connect timeout (WithConnectTimeout, default 15 s) or
+// before ctx ended (the error then also matches ctx's error). The error
+// names the servers with their ports and wraps the last attempt's failure
+// (a *net.OpError from the dial, matching syscall.ECONNREFUSED when
+// nothing listened; a connection closed before the handshake), or says that
+// a server accepted the connection but did not answer. It returns as soon
+// as ctx ends or the connect timeout passes, also when a server accepted
+// the connection and never answers (that connection is closed at once;
+// go-zookeeper's own shutdown finishes in the background within about a
+// second). When every address of every server refused the connection twice
+// in a row (nothing listens), Connect returns about a second after the
+// first refusal instead of waiting out the connect timeout. The chroot
+// znode itself is not created here; recipes create missing parents (as
+// container znodes) when they first need them.
+func Connect(ctx context.Context, servers []string, opts ...Option) (*Session, error) {
+	cfg, hosts, chroot, err := connectConfig(servers, opts)
+	if err != nil {
+		return nil, err
+	}
+	s := newSession(cfg, chroot)
+	start := time.Now()
+	gctx, giveUp := context.WithCancelCause(ctx)
+	defer giveUp(nil)
+	cctx, cancel := context.WithTimeoutCause(gctx, cfg.connectTimeout,
+		fmt.Errorf("connect timeout %v passed", cfg.connectTimeout))
+	defer cancel()
+	hp := zk.NewDNSHostProvider()
+	s.dials = &dialWatch{addrs: hp.Len}
+	s.dials.waiting(giveUp)
+	defer s.dials.waiting(nil)
+	conn, _, err := zk.Connect(hosts, cfg.sessionTimeout,
+		zk.WithHostProvider(hp),
+		zk.WithDialer(s.dialer()),
+		zk.WithEventCallback(s.onEvent),
+		zk.WithLogger(zkLogger{s.log}),
+		zk.WithLogInfo(false),
+		// Nothing over the packet limit is sent (see packet.go): the frame
+		// is encoded after the 4-byte length.
+		zk.WithMaxConnBufferSize(cfg.maxPacket+4),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", recipe.ErrUnreachable, err) // e.g. a host name that does not resolve
+	}
+	s.conn = conn
+	if err := s.awaitConnected(cctx); err != nil {
+		err = s.unreachable(hosts, time.Since(start), err)
+		s.abandonConn()
+		s.shutdown()
+		return nil, err
+	}
+	if err := s.addAuth(cctx); err != nil {
+		s.Close()
+		return nil, err
+	}
+	s.wg.Add(2)
+	go s.watchdog()
+	go s.cleaner.run()
+	s.log.Info("session connected", "session", fmt.Sprintf("0x%x", s.ID()), "timeout", s.SessionTimeout(), "chroot", recipe.ShortPath(chroot), "policy", cfg.policy.String())
+	return s, nil
+}
+
+// connectConfig checks Connect's options and server list.
+func connectConfig(servers []string, opts []Option) (cfg config, hosts []string, chroot string, err error) {
+	cfg, err = buildConfig(opts)
+	if err != nil {
+		return cfg, nil, "", err
+	}
+	hosts, chroot, err = splitServers(servers)
+	if err != nil {
+		return cfg, nil, "", err
+	}
+	for _, a := range cfg.auth {
+		if n := zkwire.AuthFrame(a.scheme, a.auth); n > cfg.maxPacket {
+			return cfg, nil, "", errorf("%w: %w: WithAuth(%q) would be a %d-byte request, over the packet limit of %d bytes",
+				recipe.ErrBadOption, recipe.ErrTooLarge, a.scheme, n, cfg.maxPacket)
+		}
+	}
+	if len(hosts) == 0 {
+		return cfg, nil, "", fmt.Errorf("%w: empty server list", recipe.ErrBadOption)
+	}
+	return cfg, hosts, chroot, nil
+}
+
+func newSession(cfg config, chroot string) *Session {
+	s := &Session{
+		cfg:     cfg,
+		log:     cfg.logger.With("component", "zkrecipes"),
+		chroot:  chroot,
+		conns:   newConnState(),
+		leases:  newLeaseRegistry(),
+		watches: watchRegistry{byKey: make(map[watchKey]*nodeWatch)},
+
+		quit: make(chan struct{}),
+	}
+	s.leases.s = s
+	s.cleaner = cleaner{s: s, kick: make(chan struct{}, 1)}
+	s.pool.quit = s.quit
+	return s
+}
+
+// dialer is go-zookeeper's dialer: every connection goes through the dial
+// watch and zkwire.
+func (s *Session) dialer() zk.Dialer {
+	dial := s.cfg.dialer
+	if dial == nil {
+		dial = net.DialTimeout
+	}
+	dw := s.dials
+	return func(network, addr string, timeout time.Duration) (net.Conn, error) {
+		if dw.isAbandoned() {
+			return nil, errAbandoned
+		}
+		c, err := dial(network, addr, timeout)
+		dw.dialed(addr, err)
+		if err != nil {
+			return nil, err
+		}
+		return dw.admit(c, func() net.Conn { return s.track(c) })
+	}
+}
+
+// unreachable is Connect's error when no session came within waited.
+func (s *Session) unreachable(hosts []string, waited time.Duration, err error) error {
+	err = fmt.Errorf("%w: no session with %s after %v: %w", recipe.ErrUnreachable, strings.Join(hosts, ","),
+		waited.Round(time.Millisecond), err)
+	if last := s.dials.lastError(); last != nil && !errors.Is(err, last) {
+		err = fmt.Errorf("%w (last attempt: %w)", err, last)
+	}
+	return err
+}
+
+// addAuth sends the credentials of WithAuth.
+func (s *Session) addAuth(ctx context.Context) error {
+	for _, a := range s.cfg.auth {
+		if err := s.call(ctx, func() error { return s.conn.AddAuth(a.scheme, a.auth) }, nil); err != nil {
+			return &recipe.OpError{Op: "auth", Path: a.scheme, Err: zkError{err}}
+		}
+	}
+	return nil
+}
+
+// Conn returns the underlying go-zookeeper connection, for operations the
+// recipes don't cover. Paths given to it are not adjusted for the chroot.
+// Don't Close it: close the Session.
+//
+// The other way round is not offered: a Session cannot be built on a
+// *zk.Conn the caller already has. It must see every state transition,
+// which go-zookeeper delivers reliably only to the event callback given to
+// zk.Connect (its event channel drops events when nobody reads in time),
+// and it must read the wire through the dialer given there (the last
+// server reply that ownership deadlines count from, the create2 replies
+// that carry a grant's token). Connect a Session beside your own
+// connection; one more connection per process costs the ensemble little.
+func (s *Session) Conn() *zk.Conn { return s.conn }
+
+// ID returns the current ZooKeeper session ID (0 before the first session).
+func (s *Session) ID() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.conns.idLocked()
+}
+
+// State returns the current connection state. After Close it is recipe.StateLost.
+func (s *Session) State() recipe.ConnState {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.conns.state
+}
+
+// Done returns a channel closed when the ZooKeeper session that is current at
+// the time of the call is LOST (expired, presumed expired, or closed). After a
+// new session is established, Done returns a new channel.
+func (s *Session) Done() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.conns.epoch.ctx.Done()
+}
+
+// Logger returns the Session's logger (WithLogger, which states the
+// default: WARN and above to slog.Default()'s handler), for recipes built
+// on the Session to log through.
+func (s *Session) Logger() *slog.Logger { return s.cfg.logger }
+
+// Chroot returns the chroot parsed from the server list ("" if none).
+func (s *Session) Chroot() string { return s.chroot }
+
+// SessionTimeout returns the session timeout negotiated with the server (the
+// requested one until a server has answered).
+func (s *Session) SessionTimeout() time.Duration {
+	if t := s.wire.timeout.Load(); t > 0 {
+		return time.Duration(t)
+	}
+	return s.cfg.sessionTimeout
+}
+
+// LastServerReply returns the send time of the newest request (pings
+// included) that a server has answered: a lower bound for when the server
+// last heard from this client, so the server cannot expire the session
+// before LastServerReply + the session timeout. Ownership deadlines are
+// counted from it, never from when a reply was read (after a pause, old
+// replies read late would otherwise look fresh).
+func (s *Session) LastServerReply() time.Time { return time.Unix(0, s.wire.lastReply.Load()) }
+
+// Close ends the ZooKeeper session, ends every live lease with cause
+// recipe.ErrSessionClosed, stops the Session's goroutines (its watchdog, cleaner,
+// listeners and request workers) and waits for them (up to about 2 s when
+// no server answers). When a server receives the close, it
+// deletes all the session's ephemeral znodes at once; when none can be
+// reached, they stay until the server expires the session (one session
+// timeout). It is idempotent and returns nil; operations after Close return
+// recipe.ErrSessionClosed.
+func (s *Session) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	wasLost := s.conns.state == recipe.StateLost
+	id := s.conns.idLocked()
+	s.loseEpochLocked(recipe.ErrSessionClosed)
+	if m := s.cfg.metrics; m != nil && wasLost {
+		m.SessionState(recipe.StateLost, recipe.StateLost, recipe.ErrSessionClosed) // the close of a lost session is no transition, but recipe.Metrics counts it
+	}
+	s.cleaner.finishAllLocked() // a closed session's ephemerals go with it
+	s.unlock()
+	s.conn.Close()
+	s.shutdown()
+	s.log.Info("session closed", "session", fmt.Sprintf("0x%x", id))
+	return nil
+}
+
+// abandonConn ends the connection of a Connect that got no session,
+// without making the caller wait. go-zookeeper's Close waits up to a second
+// for the answer to its close request, which a server that accepted the
+// connection but never answers (a hung server, a load balancer) never
+// sends; and its connection goroutine would stay blocked reading the
+// handshake reply for ten times the receive timeout. So no new dial is
+// made, the connection open now is closed (which ends that read at once),
+// and go-zookeeper's Close runs on a goroutine of its own: it stops the
+// connection goroutine at once and returns itself within that second.
+func (s *Session) abandonConn() {
+	s.dials.abandon()
+	s.wire.dropConn()
+	go s.conn.Close()
+}
+
+func (s *Session) shutdown() {
+	s.mu.Lock()
+	s.closed = true
+	select {
+	case <-s.quit:
+	default:
+		close(s.quit)
+	}
+	s.loseEpochLocked(recipe.ErrSessionClosed)
+	s.unlock()
+	s.wg.Wait()
+	s.pool.stop() // after conn.Close: every request a worker runs returns at once
+}
+
+// abs turns a recipe path into the server path (chroot prepended).
+func (s *Session) abs(p string) string { return s.chroot + p }
+
+// ---- events (go-zookeeper's event callback: never blocks) ----
+
+// onEvent is go-zookeeper's event callback: a watch event fires the shared
+// watches, the child slots and a lease's own-node handling; a session event
+// drives the state machine.
+func (s *Session) onEvent(ev zk.Event) {
+	if ev.Type == zk.EventSession {
+		s.onStateEvent(ev)
+		return
+	}
+	s.mu.Lock()
+	defer s.unlock()
+	if ev.Type == zk.EventNodeDeleted && s.leases.byPath[ev.Path] != nil {
+		// A process paused past its session timeout reads, when it resumes,
+		// the notifications that waited in its socket: the deletion of its
+		// own node by the session's expiry among them. Apply the ownership
+		// deadlines first, so that such a loss is reported as the
+		// suspension or session loss it is, not as a deletion by someone
+		// else.
+		s.checkDeadlinesLocked(time.Now())
+	}
+	s.watches.onEventLocked(ev)
+	s.leases.fireSlotsLocked(ev.Path)
+	if l := s.leases.byPath[ev.Path]; l != nil {
+		s.leases.onEventLocked(l, ev)
+	}
+}
+
+// onStateEvent drives the state machine from go-zookeeper's session events.
+func (s *Session) onStateEvent(ev zk.Event) {
+	s.mu.Lock()
+	defer s.unlock()
+	if s.closed {
+		return
+	}
+	switch ev.State {
+	case zk.StateHasSession:
+		s.onSessionLocked(s.wire.sessionID.Load())
+	case zk.StateDisconnected:
+		if s.conns.state.IsConnected() {
+			s.suspendLocked(fmt.Errorf("%w: disconnected from %s", recipe.ErrSuspended, ev.Server))
+		}
+	case zk.StateExpired:
+		if s.conns.epoch != nil {
+			s.loseEpochLocked(fmt.Errorf("%w: expired by the server", recipe.ErrSessionLost))
+		}
+	}
+}
+
+// ---- listeners ----
+
+// Listen returns a channel that receives every connection-state transition
+// from now on, in order, until ctx ends or the Session is closed (then the
+// channel is closed). Delivery never blocks go-zookeeper's event dispatch: a
+// slow reader only delays its own channel (transitions queue up for it).
+func (s *Session) Listen(ctx context.Context) <-chan StateChange {
+	f := notify.NewFeed[StateChange]()
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		f.Close()
+		return f.C()
+	}
+	s.conns.listeners.Add(f)
+	s.wg.Add(1)
+	s.mu.Unlock()
+	go func() {
+		defer s.wg.Done()
+		defer func() {
+			s.mu.Lock()
+			s.conns.listeners.Remove(f)
+			s.mu.Unlock()
+		}()
+		f.Run(ctx, s.quit)
+	}()
+	return f.C()
+}
+
+// spawn runs f on a goroutine that Close waits for, and reports true;
+// once the Session is closed it reports false and runs nothing.
+func (s *Session) spawn(f func()) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return false
+	}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		f()
+	}()
+	return true
+}
+
+type zkLogger struct{ l *slog.Logger }
+
+// Printf logs a line of go-zookeeper's at debug level, except its failures
+// to re-register watches or credentials on a new connection, at error
+// level: watches, and with them the wakeups of waiters and (under
+// TolerateSuspension) a holder's notice of its node's deletion, can be lost
+// (see WithMaxPacket and docs/design.md#assumptions-about-go-zookeeper, 12).
+func (z zkLogger) Printf(format string, args ...any) {
+	lvl := slog.LevelDebug
+	if strings.HasPrefix(format, "Failed to set previous watches") || strings.HasPrefix(format, "error in resending auth creds") {
+		lvl = slog.LevelError
+	}
+	z.l.Log(context.Background(), lvl, fmt.Sprintf(format, args...), "source", "go-zookeeper")
+}
+
+func (s *Session) isClosed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closed
+}

@@ -1,0 +1,164 @@
+package zookeeper
+
+import (
+	"context"
+	"errors"
+	"sync"
+
+	"github.com/zkrecipes/zkrecipes/recipe"
+)
+
+// Ticket is a node of a Queue that keeps its place across grants: the
+// shape of Curator's LeaderLatch, where a participant's znode outlives a
+// suspension of the connection and leadership is granted again to the same
+// znode when the connection comes back in the same ZooKeeper session.
+//
+// A lease granted to a Ticket ends at SUSPENDED under the Session's suspend
+// policy (and at session loss, or when its node is deleted) like any lease,
+// but its node is not deleted then: Await can grant it again, with the same
+// token (the czxid of the same znode, which kept its place). The ticket
+// dies with its ZooKeeper session or its node; Await then fails and the
+// caller joins again with a new Ticket. A Ticket is safe for concurrent
+// use, but one Await at a time is meaningful.
+type Ticket struct {
+	q     *Queue
+	name  string // child name
+	path  string // absolute
+	ep    *epoch
+	owner int64
+	keep  bool
+	token int64 // for an anchored node: its anchor's token
+
+	mu    sync.Mutex
+	dead  error // why the ticket can no longer be granted
+	lease *lease
+}
+
+// Join creates the caller's node (ephemeral sequential, protected name, of
+// the given kind, carrying data) and returns its Ticket without waiting for
+// a grant. Its ZooKeeper operations are in docs/design.md#acquisition.
+// Errors: as Acquire (none of them leaves a node behind).
+//
+// Join takes none of Acquire's create fast paths (a Ticket is granted
+// again, possibly long after its create, and a latch does not acquire
+// often enough to pay for keeping an early lease across Awaits): its
+// create is a plain create, and Await reads its node beside every listing
+// (one round trip per wakeup).
+func (q *Queue) Join(ctx context.Context, kind string, data []byte) (*Ticket, error) {
+	return q.join(ctx, kind, data, nil, true, nil)
+}
+
+// Name returns the ticket's znode name (a child of the queue directory).
+func (t *Ticket) Name() string { return t.name }
+
+// SessionID returns the ZooKeeper session that owns the ticket's znode.
+func (t *Ticket) SessionID() int64 { return t.owner }
+
+// Err returns nil while the ticket can still be granted, and otherwise why
+// not: recipe.ErrSessionLost or recipe.ErrSessionClosed (the node went with its session),
+// recipe.ErrNodeDeleted (deleted by someone else), recipe.ErrReleased (Leave was called,
+// or its grant was released, which deletes the node). The first cause
+// found sticks.
+func (t *Ticket) Err() error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.dead != nil {
+		return t.dead
+	}
+	if t.lease != nil {
+		// The grant's Release deletes the node; a deletion by anyone else
+		// ends the grant: either way the place is gone.
+		switch c := context.Cause(t.lease.Context()); {
+		case errors.Is(c, recipe.ErrReleased):
+			return recipe.ErrReleased
+		case errors.Is(c, recipe.ErrNodeDeleted):
+			return recipe.ErrNodeDeleted
+		}
+	}
+	if t.ep.ctx.Err() != nil {
+		return context.Cause(t.ep.ctx)
+	}
+	return nil
+}
+
+// Await blocks until the Rule grants the ticket's node, and returns the
+// lease (see Ticket for its token and for what happens at SUSPENDED). A
+// SUSPENDED connection is waited out. Its ZooKeeper operations are in
+// docs/design.md#acquisition. Errors: ctx's cause (the node stays: call
+// Leave to give the place up); recipe.ErrSessionLost, recipe.ErrSessionClosed,
+// recipe.ErrNodeDeleted or recipe.ErrReleased when the ticket is dead (its node is gone,
+// or deleted now); *recipe.OpError for refusals.
+func (t *Ticket) Await(ctx context.Context) (recipe.Lease, error) {
+	l, err := t.await(ctx, true, nil)
+	if err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
+// Leave gives the ticket's place up: it ends a live lease of the ticket
+// (cause recipe.ErrReleased) and deletes the node with an identity check, ignoring
+// ctx's cancellation for the first attempt and handing a delete that can't
+// complete to the Session's cleaner. It is idempotent. Errors: as
+// recipe.Lease.Release for the delete (recipe.ErrLeaseLost is not reported).
+func (t *Ticket) Leave(ctx context.Context) error {
+	t.mu.Lock()
+	if t.dead == nil {
+		t.dead = recipe.ErrReleased
+	}
+	l := t.lease
+	t.mu.Unlock()
+	if l != nil {
+		if err := l.Release(ctx); err == nil || !errors.Is(err, recipe.ErrLeaseLost) {
+			return err
+		}
+	}
+	err := t.q.deleteOwned(ctx, cleanupItem{path: t.path, owner: t.owner}, true)
+	if err != nil {
+		return &recipe.OpError{Op: "delete", Path: t.q.dir + "/" + t.name, Err: zkError{err}}
+	}
+	return nil
+}
+
+// leaseNode is what a lease of t is granted on.
+func (t *Ticket) leaseNode() leaseNode {
+	return leaseNode{path: t.path, owner: t.owner, token: t.token, keep: t.keep, kinds: t.q.kinds}
+}
+
+// abandon deletes the ticket's node after a failure, ignoring the caller's
+// cancellation, without waiting long (the cleaner finishes the job).
+func (t *Ticket) abandon(ctx context.Context) {
+	t.mu.Lock()
+	if t.dead == nil {
+		t.dead = recipe.ErrReleased
+	}
+	t.mu.Unlock()
+	t.q.deleteOwned(ctx, cleanupItem{path: t.path, owner: t.owner}, false)
+}
+
+// await runs the core loop for t; an error that kills a kept ticket marks
+// it dead and deletes a node a presumed-lost session may still own.
+func (t *Ticket) await(ctx context.Context, wait bool, fs *fastStart) (*lease, error) {
+	if err := t.Err(); err != nil {
+		if fs != nil && fs.pre != nil {
+			t.q.s.dropLease(fs.pre)
+		}
+		return nil, err
+	}
+	l, err := t.q.wait(ctx, t, wait, fs)
+	if err != nil {
+		if t.keep && (errors.Is(err, recipe.ErrSessionLost) || errors.Is(err, recipe.ErrNodeDeleted) || errors.Is(err, recipe.ErrSessionClosed)) {
+			t.mu.Lock()
+			if t.dead == nil {
+				t.dead = err
+			}
+			t.mu.Unlock()
+			t.abandon(ctx)
+		}
+		return nil, err
+	}
+	t.mu.Lock()
+	t.lease = l
+	t.mu.Unlock()
+	return l, nil
+}

@@ -1,0 +1,235 @@
+package zookeeper
+
+import (
+	"context"
+	"errors"
+
+	"github.com/go-zookeeper/zk"
+)
+
+// The wakeup's fast paths (see fast.go for the list): the re-list skip,
+// the own-node read beside a listing, and the prefetch of the wakeup's
+// request from the event callback. docs/design.md#one-round-trip-per-hand-off.
+
+// mayskip reports whether a deletion of the watched node may be decided
+// without a re-list (see skipCandidate). It is decided before waiting, so
+// that the listing is not kept alive while waiting.
+func (fw *fastWait) mayskip(nodes []NodeName, self int, watch []int) bool {
+	return fw.pre != nil && fw.q.skipCandidate(nodes, self, watch)
+}
+
+// skipCandidate is the re-list skip's condition on the listing: the Rule is
+// declared to grant the lowest node, the queue has no anchored nodes, the
+// caller's node is second and watches the first, and the Rule grants it on
+// the listing without the first. See
+// docs/design.md#waking-and-the-re-list-skip.
+func (q *Queue) skipCandidate(nodes []NodeName, self int, watch []int) bool {
+	c := q.contract
+	if !c.grantsLowest || c.anchors || self != 1 || len(watch) != 1 || watch[0] != 0 {
+		return false
+	}
+	for _, n := range nodes {
+		if n.Anchored {
+			return false
+		}
+	}
+	holds, _, err := q.decide(nodes[1:], 0)
+	return holds && err == nil // a Rule that panics here: no skip; the re-list asks it again
+}
+
+// grantOnSkip is the wakeup after the only predecessor's deletion, for a
+// skip candidate: a getData with watch on the own node, sent after the
+// deletion was seen, confirms it (same czxid and owner) and sets the
+// lease's own-node watch in the same request; the early lease is then
+// granted. It returns (nil, nil) when the loop must list again.
+func (q *Queue) grantOnSkip(ctx context.Context, ep *epoch, t *Ticket, fw *fastWait) (*lease, error) {
+	pre := fw.pre
+	st, err, fetched := fw.fetchedRead(ctx)
+	if !fetched {
+		err = q.s.retry(ctx, q.reqSize, func() (err error) {
+			_, st, _, err = q.s.conn.GetW(t.path)
+			return err
+		})
+	}
+	ok := err == nil
+	if errors.Is(err, zk.ErrNoNode) {
+		err = nil
+	}
+	if err != nil {
+		return nil, q.wrap("get", err)
+	}
+	if !ok || !pre.isNode(st) {
+		return nil, nil
+	}
+	q.s.ownWatchRead(pre, st.Version)
+	l, err := q.activate(ep, pre, nil)
+	fw.pre, fw.slot = nil, nil
+	if err != nil || l != nil {
+		return l, err
+	}
+	return nil, q.s.awaitConnected(ctx)
+}
+
+// ownRead is the own-node read beside a listing: a waiter without an early
+// lease (a Ticket's Await, an anchored Acquire, an Acquire whose create2
+// Stat was not usable) reads its node with a data watch while it lists, on
+// a lease registered before the read is sent, so that a listing that
+// grants needs no second round trip. See
+// docs/design.md#one-round-trip-per-hand-off.
+type ownRead struct {
+	l    *lease
+	st   *zk.Stat // valid once done is closed, if err is nil
+	err  error
+	done chan struct{}
+}
+
+// readOwn sends the own-node read for the listing about to be sent, if
+// the wait has no early lease and blocks (a TryAcquire's refusal would
+// waste it), and returns the function that waits for its reply.
+func (fw *fastWait) readOwn(ctx context.Context, t *Ticket) (wait func()) {
+	fw.dropOwnRead()
+	if fw.pre != nil || !fw.block {
+		return func() {}
+	}
+	s := fw.q.s
+	o := &ownRead{l: s.prepareLease(ctx, t.leaseNode()), done: make(chan struct{})}
+	fw.own = o
+	go func() {
+		defer close(o.done)
+		// st is written by the request's worker, which may outlive an
+		// error return: published only on success.
+		var st *zk.Stat
+		o.err = s.call(ctx, func() (err error) {
+			_, st, _, err = s.conn.GetW(t.path)
+			return err
+		}, nil)
+		if o.err == nil {
+			o.st = st
+		}
+	}()
+	return func() { <-o.done }
+}
+
+// takeOwnRead hands the own-node read over to a grant: its lease (nil if
+// there was no read) and its outcome. A read lost with its connection is
+// dropped, and the caller reads again (nil lease).
+func (fw *fastWait) takeOwnRead() (*lease, *zk.Stat, error) {
+	o := fw.own
+	if o == nil {
+		return nil, nil, nil
+	}
+	fw.own = nil
+	if isConnErr(o.err) {
+		fw.q.s.dropLease(o.l)
+		return nil, nil, nil
+	}
+	return o.l, o.st, o.err
+}
+
+// dropOwnRead drops the own-node read's lease, if it was not granted. Its
+// watch stays set at the server until the node changes or goes (rule 6).
+func (fw *fastWait) dropOwnRead() {
+	if fw.own != nil {
+		fw.q.s.dropLease(fw.own.l)
+		fw.own = nil
+	}
+}
+
+// prefetch is the request a waiter with an early lease sends next, sent
+// as its watch fires, from go-zookeeper's event callback (on a worker: the
+// callback must not block), so that the waiter's goroutine, woken by the
+// same event, is not on the path from the event to the request: the
+// skip's own-node read when the skip applies and the wakeup is a deletion,
+// otherwise the re-list with its child slot (registered before it is
+// sent). Both are sent after the event was delivered, as the waiter's own
+// would be. The loop takes the result as its own request's (fetched,
+// fetchedRead); one that failed is sent again the plain way.
+type prefetch struct {
+	read     bool
+	slot     *childSlot
+	done     chan struct{}
+	children []string // valid once done is closed, if err is nil
+	st       *zk.Stat // likewise
+	err      error
+}
+
+// prefetcher returns the function that sends the prefetch as the watch
+// fires (under Session.mu; see wakeup.then), or nil without an early
+// lease.
+func (fw *fastWait) prefetcher(t *Ticket, skip bool) func(*wakeup) bool {
+	fw.pf = nil
+	pre := fw.pre
+	if pre == nil {
+		return nil
+	}
+	q, s := fw.q, fw.q.s
+	return func(w *wakeup) bool {
+		if s.closed || pre.ctx.Err() != nil {
+			return false // nothing sent: the loop's own request reports why
+		}
+		p := &prefetch{read: skip && w.deleted, done: make(chan struct{})}
+		if !p.read {
+			p.slot = &childSlot{dir: q.adir, l: pre}
+			s.leases.dropSlotLocked(pre.child)
+			pre.child = p.slot
+			s.leases.addSlotLocked(p.slot)
+		}
+		fw.pf = p // read by the waiter after the wakeup's channel is closed
+		s.pool.run(func() {
+			defer close(w.ch)
+			defer close(p.done)
+			// Results are published only on success, as call's are.
+			if p.read {
+				_, st, _, err := s.conn.GetW(t.path)
+				p.st, p.err = st, err
+			} else {
+				children, _, _, err := s.conn.ChildrenW(q.adir)
+				p.children, p.err = children, err
+			}
+		})
+		return true
+	}
+}
+
+// take returns the prefetch of the given kind, once; nil if none.
+func (fw *fastWait) take(read bool) *prefetch {
+	p := fw.pf
+	if p == nil || p.read != read {
+		return nil
+	}
+	fw.pf = nil
+	return p
+}
+
+// await waits for p's reply; false if ctx ended or the Session closed
+// first (the loop's own request then reports why).
+func (p *prefetch) await(ctx context.Context, quit <-chan struct{}) bool {
+	select {
+	case <-p.done:
+		return true
+	case <-ctx.Done():
+	case <-quit:
+	}
+	return false
+}
+
+// fetched returns the prefetched re-list, if there is one and it
+// succeeded; its child slot is then the one the listing set.
+func (fw *fastWait) fetched(ctx context.Context) ([]string, bool) {
+	p := fw.take(false)
+	if p == nil || !p.await(ctx, fw.q.s.quit) || p.err != nil {
+		return nil, false
+	}
+	fw.slot, fw.watched = p.slot, true
+	return p.children, true
+}
+
+// fetchedRead returns the prefetched skip read, if there is one and it
+// was answered: its Stat, or its error if it is not a connection error.
+func (fw *fastWait) fetchedRead(ctx context.Context) (*zk.Stat, error, bool) {
+	p := fw.take(true)
+	if p == nil || !p.await(ctx, fw.q.s.quit) || isConnErr(p.err) {
+		return nil, nil, false
+	}
+	return p.st, p.err, true
+}

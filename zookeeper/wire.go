@@ -1,0 +1,103 @@
+package zookeeper
+
+import (
+	"net"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+	"github.com/zkrecipes/zkrecipes/internal/zkwire"
+)
+
+// wireState is what the Session learns off its connections through
+// zkwire.Conn, and the creates it asks zkwire to send as create2. It has
+// no lock of its own: atomics, and zkwire.Creates' and zkwire.Watches'
+// locks.
+type wireState struct {
+	lastReply atomic.Int64 // unix nanos: send time of the newest request a server answered
+	sessionID atomic.Int64 // in the last connect response
+	timeout   atomic.Int64 // negotiated, in the last connect response (ns)
+	cur       atomic.Pointer[zkwire.Conn]
+	creates   zkwire.Creates
+	watches   zkwire.Watches // go-zookeeper's watch registrations, mirrored
+}
+
+// noteReply advances lastReply to sentAt (never backwards).
+func (w *wireState) noteReply(sentAt int64) {
+	for {
+		old := w.lastReply.Load()
+		if sentAt <= old || w.lastReply.CompareAndSwap(old, sentAt) {
+			return
+		}
+	}
+}
+
+// dropConn closes the current connection, which makes go-zookeeper
+// reconnect.
+func (w *wireState) dropConn() {
+	if c := w.cur.Load(); c != nil {
+		c.Close()
+	}
+}
+
+// track wraps a dialled connection c, making it the current one.
+func (s *Session) track(c net.Conn) net.Conn {
+	tc := zkwire.NewConn(c, wireObserver{s: s, c: c}, &s.wire.creates, &s.wire.watches)
+	s.wire.cur.Store(tc)
+	return tc
+}
+
+// setWatchesWait bounds how long replies are held after a handshake for
+// go-zookeeper's set-watches request. zkwire holds them only when its
+// mirror of go-zookeeper's watches says the request will be written (and
+// then only the replies that would race with it), so the hold normally
+// ends at that write, a few scheduling delays after the handshake; the
+// bound only keeps a request that does not come after all (the *zk.Conn
+// closed in that instant) from holding replies for ever. See
+// docs/design.md#the-read-gate-after-a-reconnect.
+const setWatchesWait = time.Second
+
+// wireObserver is the zkwire.Observer of one connection, c.
+type wireObserver struct {
+	s *Session
+	c net.Conn
+}
+
+// Handshake records the session ID and negotiated timeout, and counts the
+// connect request as answered. It returns the read gate's bound; zkwire
+// decides whether to hold at all.
+func (o wireObserver) Handshake(id int64, timeout time.Duration, sentAt int64) time.Duration {
+	s := o.s
+	s.wire.sessionID.Store(id)
+	if id != 0 && timeout > 0 {
+		s.wire.timeout.Store(int64(timeout))
+	}
+	s.wire.noteReply(sentAt)
+	return setWatchesWait
+}
+
+// Replied advances the last server reply.
+func (o wireObserver) Replied(sentAt int64) { o.s.wire.noteReply(sentAt) }
+
+// FailedBeforeHandshake tells Connect's dial watch.
+func (o wireObserver) FailedBeforeHandshake(err error) {
+	o.s.dials.failedBeforeHandshake(o.c.RemoteAddr().String(), err)
+}
+
+// createSlot is a create the engine asks to be sent as create2, so that
+// its reply carries the node's Stat (docs/design.md#the-create2-token).
+type createSlot struct {
+	onWritten func() // if set: called once as the create is written; must not block
+	w         *zkwire.Create
+}
+
+// registerCreate asks that the create request sent with exactly path (the
+// sequential prefix) be sent as create2; unregisterCreate ends that and
+// returns what was seen (zkwire.Creates).
+func (s *Session) registerCreate(path string, slot *createSlot) {
+	slot.w = s.wire.creates.Register(path, slot.onWritten)
+}
+
+func (s *Session) unregisterCreate(path string, slot *createSlot) (written, replied bool, replyPath string, st zk.Stat) {
+	return s.wire.creates.Unregister(path, slot.w)
+}
