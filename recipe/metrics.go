@@ -76,4 +76,3 @@ type Metrics interface {
 	// outside the Guard's locks).
 	StaleRejected(e *fence.StaleError)
 }
-
