@@ -1,0 +1,134 @@
+// Package grant is what every backend's Lease shares, written once: the
+// lease core (the fencing token, the context that ends when ownership
+// does, with the cause of the first end, the report of a loss, and the
+// serialized, idempotent Release of recipe.Lease) and the ownership
+// deadline (Deadline). A backend keeps only its storage protocol: how a
+// grant is made, kept alive and removed.
+package grant
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/zkrecipes/zkrecipes/fence"
+	"github.com/zkrecipes/zkrecipes/recipe"
+)
+
+// Reporter is where a Core reports the end of its lease: the backend's
+// logger and Metrics (nil for none), and the names Metrics and the log
+// line use. Kind is the recipe's node kind without its dash ("lock" for
+// every backend's mutex); Dir is the lock's name or directory.
+type Reporter struct {
+	Log     *slog.Logger // nil: slog.Default()
+	Metrics recipe.Metrics
+	Backend string // the package logging: "zookeeper", "etcdlock", ...
+	Kind    string
+	Dir     string
+}
+
+// Core is the part of a Lease that every backend shares. Embed it (by
+// value, after calling Init) and implement Release with Core.Release.
+type Core struct {
+	token  fence.Token
+	rep    *Reporter
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	ended  atomic.Bool
+
+	mu       sync.Mutex // serializes Release
+	released bool       // the removal completed, or nothing is left to remove
+}
+
+// Init sets the core of a grant with token; its context keeps the values of
+// acquireCtx, not its cancellation. rep may be nil (nothing reported).
+func (c *Core) Init(acquireCtx context.Context, token fence.Token, rep *Reporter) {
+	c.token, c.rep = token, rep
+	c.ctx, c.cancel = context.WithCancelCause(context.WithoutCancel(acquireCtx))
+}
+
+// Token returns the grant's fencing token.
+func (c *Core) Token() fence.Token { return c.token }
+
+// SetToken replaces the token of a grant whose token is known only after
+// its core was made (before the lease is handed to anyone).
+func (c *Core) SetToken(t fence.Token) { c.token = t }
+
+// Context is done as soon as ownership is released or in doubt;
+// context.Cause tells why.
+func (c *Core) Context() context.Context { return c.ctx }
+
+// Live reports whether the lease has not ended.
+func (c *Core) Live() bool { return !c.ended.Load() }
+
+// End ends the lease with cause unless it has ended already (the first
+// cause wins), and reports whether this call ended it. A loss (any cause
+// but recipe.ErrReleased) is reported: logged at WARN with the cause
+// (DEBUG for recipe.ErrSessionClosed, which the program asked for), and
+// given to Metrics.LeaseLost. End may be called under the backend's locks:
+// it takes none, and the Metrics contract forbids calling back.
+func (c *Core) End(cause error) bool {
+	if !c.ended.CompareAndSwap(false, true) {
+		return false
+	}
+	c.cancel(cause)
+	if c.rep != nil && cause != recipe.ErrReleased {
+		c.rep.lost(c.token, cause)
+	}
+	return true
+}
+
+// lost reports the loss of the grant with token.
+func (r *Reporter) lost(token fence.Token, cause error) {
+	if r.Metrics != nil {
+		r.Metrics.LeaseLost(r.Kind, r.Dir, cause)
+	}
+	log, level := r.Log, slog.LevelWarn
+	if log == nil {
+		log = slog.Default()
+	}
+	if errors.Is(cause, recipe.ErrSessionClosed) {
+		level = slog.LevelDebug
+	}
+	log.Log(context.Background(), level, r.Backend+": lease lost", "lock", recipe.ShortPath(r.Dir), "token", int64(token), "cause", cause)
+}
+
+// Release is the Release of recipe.Lease, given the backend's two steps:
+// end ends the lease with recipe.ErrReleased if it is live (the backend's
+// own bookkeeping around Core.End: a registry, a timer, a goroutine to wait
+// for); remove removes the grant, and runs only when the lease ended by
+// this Release. Remove reports done when nothing is left to remove, even
+// with an error (an unlock attempted on a connection then closed): a later
+// Release returns nil then, as after a removal that succeeded.
+//
+// Release is idempotent and serialized. It returns nil once the grant is
+// removed, an error matching recipe.ErrLeaseLost and wrapping the cause if
+// the lease had ended before (nothing is removed then), or remove's error.
+func (c *Core) Release(ctx context.Context, end func(), remove func(context.Context) (done bool, err error)) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.released {
+		return nil
+	}
+	end()
+	if cause := context.Cause(c.ctx); cause != recipe.ErrReleased {
+		return lostError{cause}
+	}
+	done, err := remove(ctx)
+	c.released = done || err == nil
+	return err
+}
+
+// lostError is Release's error for a lease that had ended: it matches
+// recipe.ErrLeaseLost and the cause, and names the module once
+// ("recipe: lease lost (connection suspended: ...)").
+type lostError struct{ cause error }
+
+func (e lostError) Error() string {
+	return recipe.ErrLeaseLost.Error() + " (" + strings.TrimPrefix(e.cause.Error(), "recipe: ") + ")"
+}
+
+func (e lostError) Unwrap() []error { return []error{recipe.ErrLeaseLost, e.cause} }

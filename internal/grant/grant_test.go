@@ -1,0 +1,125 @@
+package grant
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/zkrecipes/zkrecipes/fence"
+	"github.com/zkrecipes/zkrecipes/recipe"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+type lostCount struct {
+	recipe.Metrics
+	n     atomic.Int32
+	cause error
+}
+
+func (m *lostCount) LeaseLost(kind, dir string, cause error) { m.n.Add(1); m.cause = cause }
+
+// TestEndFirstCauseWins: the first End sets the cause and reports the loss
+// once; a later End changes nothing; Release then says ErrLeaseLost with
+// the cause, and removes nothing.
+func TestEndFirstCauseWins(t *testing.T) {
+	m := &lostCount{}
+	var c Core
+	c.Init(context.WithValue(context.Background(), "k", "v"), 7, &Reporter{Metrics: m, Backend: "test", Kind: "lock", Dir: "a"})
+	if c.Token() != fence.Token(7) || c.Context().Value("k") != "v" {
+		t.Fatal("token or values not kept")
+	}
+	if !c.End(recipe.ErrSuspended) || c.End(recipe.ErrSessionLost) || c.Live() {
+		t.Fatal("End did not report the first end only")
+	}
+	if !errors.Is(context.Cause(c.Context()), recipe.ErrSuspended) || m.n.Load() != 1 {
+		t.Fatalf("cause %v, %d reports", context.Cause(c.Context()), m.n.Load())
+	}
+	removed := false
+	err := c.Release(context.Background(), func() { c.End(recipe.ErrReleased) }, func(context.Context) (bool, error) { removed = true; return true, nil })
+	if !errors.Is(err, recipe.ErrLeaseLost) || !errors.Is(err, recipe.ErrSuspended) || removed {
+		t.Fatalf("Release after a loss: %v (removed %v)", err, removed)
+	}
+	if got, want := err.Error(), "recipe: lease lost (connection suspended)"; got != want {
+		t.Fatalf("message %q, want %q", got, want)
+	}
+}
+
+// TestReleaseIdempotent: a failed removal is tried again by the next
+// Release; once done, Release returns nil without removing; a release is
+// no loss.
+func TestReleaseIdempotent(t *testing.T) {
+	m := &lostCount{}
+	var c Core
+	c.Init(context.Background(), 1, &Reporter{Metrics: m})
+	tries := 0
+	remove := func(context.Context) (bool, error) {
+		tries++
+		if tries == 1 {
+			return false, errors.New("unconfirmed")
+		}
+		return true, nil
+	}
+	end := func() { c.End(recipe.ErrReleased) }
+	if err := c.Release(context.Background(), end, remove); err == nil {
+		t.Fatal("first removal's error not returned")
+	}
+	for range 2 {
+		if err := c.Release(context.Background(), end, remove); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if tries != 2 || m.n.Load() != 0 || context.Cause(c.Context()) != recipe.ErrReleased {
+		t.Fatalf("%d removals, %d losses reported, cause %v", tries, m.n.Load(), context.Cause(c.Context()))
+	}
+}
+
+// TestDeadlineAck: an Ack moves the deadline to its send time + span; an
+// older send does not move it back; the deadline expires once when no Ack
+// comes; an Ack after that changes nothing.
+func TestDeadlineAck(t *testing.T) {
+	fired := make(chan struct{}, 2)
+	start := time.Now()
+	d := NewDeadline(start, 50*time.Millisecond, func() { fired <- struct{}{} })
+	d.Ack(start.Add(20 * time.Millisecond))
+	d.Ack(start.Add(10 * time.Millisecond))
+	if got := d.At(); !got.Equal(start.Add(70 * time.Millisecond)) {
+		t.Fatalf("deadline %v after start, want 70ms", got.Sub(start))
+	}
+	<-fired
+	if time.Since(start) < 70*time.Millisecond {
+		t.Fatal("expired before the acknowledged deadline")
+	}
+	d.Ack(time.Now())
+	if !d.Check() {
+		t.Fatal("Check after expiry says not passed")
+	}
+	select {
+	case <-fired:
+		t.Fatal("expired twice")
+	case <-time.After(100 * time.Millisecond):
+	}
+}
+
+// TestDeadlineCheckAndStop: Check expires a passed deadline at once (a late
+// timer); Stop keeps expire from running.
+func TestDeadlineCheckAndStop(t *testing.T) {
+	var n atomic.Int32
+	d := NewDeadline(time.Now().Add(-time.Second), time.Millisecond, func() { n.Add(1) })
+	d.Check()
+	d.Check()
+	time.Sleep(20 * time.Millisecond)
+	if n.Load() != 1 {
+		t.Fatalf("expired %d times", n.Load())
+	}
+	s := NewDeadline(time.Now(), 10*time.Millisecond, func() { n.Add(1) })
+	s.Stop()
+	time.Sleep(30 * time.Millisecond)
+	if n.Load() != 1 || s.Check() != true {
+		t.Fatalf("stopped deadline expired (%d)", n.Load())
+	}
+}
