@@ -15,6 +15,8 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
+type ctxKey struct{}
+
 type lostCount struct {
 	recipe.Metrics
 	n     atomic.Int32
@@ -29,8 +31,8 @@ func (m *lostCount) LeaseLost(kind, dir string, cause error) { m.n.Add(1); m.cau
 func TestEndFirstCauseWins(t *testing.T) {
 	m := &lostCount{}
 	var c Core
-	c.Init(context.WithValue(context.Background(), "k", "v"), 7, &Reporter{Metrics: m, Backend: "test", Kind: "lock", Dir: "a"})
-	if c.Token() != fence.Token(7) || c.Context().Value("k") != "v" {
+	c.Init(context.WithValue(context.Background(), ctxKey{}, "v"), 7, &Reporter{Metrics: m, Backend: "test", Kind: "lock", Dir: "a"})
+	if c.Token() != fence.Token(7) || c.Context().Value(ctxKey{}) != "v" {
 		t.Fatal("token or values not kept")
 	}
 	if !c.End(recipe.ErrSuspended) || c.End(recipe.ErrSessionLost) || c.Live() {
