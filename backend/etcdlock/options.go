@@ -78,8 +78,10 @@ func WithCleanupTimeout(d time.Duration) Option {
 	return func(c *config) { c.cleanupTimeout = d }
 }
 
-// WithLogger sets the logger of the Session (default slog.Default()): lease
-// grants and losses at Info, failed keep-alives and retries at Debug.
+// WithLogger sets the logger of the Session (default slog.Default()): a lost
+// Lease at Warn with its lock, token and cause (Debug when the Session was
+// closed); etcd lease grants and losses, failed keep-alives and retries at
+// Debug.
 func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l } }
 
 // WithDialer makes Connect open its TCP connections with dial (for an SSH
