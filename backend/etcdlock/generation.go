@@ -21,7 +21,7 @@ type generation struct {
 	s   *Session
 	id  clientv3.LeaseID
 	ttl time.Duration // as granted
-	// ctx is done when the lease is lost; its
+	// ctx is done when the lease is lost, after the loss was reported; its
 	// cause says why (matching recipe.ErrSessionLost, recipe.ErrSuspended
 	// or recipe.ErrSessionClosed).
 	ctx    context.Context
@@ -35,6 +35,11 @@ type generation struct {
 
 	mu     sync.Mutex
 	leases map[*lease]struct{} // live grants under this lease, ended by lose
+
+	// Guarded by Session.mu, for SessionState: announced when reported
+	// granted, down when lost (a generation lost before it was announced
+	// is never reported).
+	announced, down bool
 }
 
 // current returns the Session's live etcd lease, granting a new one when the
@@ -51,7 +56,7 @@ func (s *Session) current(ctx context.Context) (*generation, error) {
 			if g.live() {
 				return g, nil
 			}
-			<-g.ctx.Done() // lose is ending it: the next grant comes after it
+			<-g.ctx.Done() // lose is reporting the loss: the next grant comes after it
 		}
 		select {
 		case s.granting <- struct{}{}:
@@ -155,7 +160,7 @@ func (g *generation) forget(l *lease) {
 }
 
 // lose ends the lease, and every grant under it, with cause (the first
-// cause wins). A lease presumed
+// cause wins), reporting the loss before the context ends. A lease presumed
 // lost (recipe.ErrSuspended) may still live on the server: one revoke is
 // tried in the background, so that its keys go at once if the server is
 // reachable again.
@@ -170,6 +175,7 @@ func (g *generation) lose(cause error) {
 	}
 	g.leases = nil
 	g.dl.Stop()
+	g.s.lost(g, cause)
 	g.cancel(cause)
 	g.mu.Unlock()
 	s := g.s

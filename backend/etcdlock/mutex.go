@@ -47,7 +47,7 @@ func New(s *Session, name string) (*Mutex, error) {
 	if err := CheckName(name); err != nil {
 		return nil, err
 	}
-	rep := &grant.Reporter{Log: s.log, Backend: "etcdlock", Kind: kind, Dir: name}
+	rep := &grant.Reporter{Log: s.log, Metrics: s.cfg.metrics, Backend: "etcdlock", Kind: kind, Dir: name}
 	return &Mutex{s: s, name: name, dir: lockDir(s.prefix, name), rep: rep}, nil
 }
 
@@ -90,10 +90,25 @@ func (m *Mutex) TryAcquire(ctx context.Context) (recipe.Lease, error) {
 	return m.acquire(ctx, false)
 }
 
-// kind is the node kind of a Mutex's leases, in their reports.
+// kind is the Metrics kind of a Mutex's events.
 const kind = "lock"
 
+// acquire is Acquire (wait) or TryAcquire, reported to Metrics.
 func (m *Mutex) acquire(ctx context.Context, wait bool) (recipe.Lease, error) {
+	mx := m.s.cfg.metrics
+	if mx == nil {
+		return m.contend(ctx, wait)
+	}
+	mx.AcquireStarted(kind, m.name)
+	start := time.Now()
+	l, err := m.contend(ctx, wait)
+	mx.AcquireDone(kind, m.name, time.Since(start), err)
+	return l, err
+}
+
+// contend is one acquisition: a key of its own, then, if wait, the wait for
+// the keys below it to go.
+func (m *Mutex) contend(ctx context.Context, wait bool) (recipe.Lease, error) {
 	if ctx.Err() != nil {
 		return nil, context.Cause(ctx)
 	}
@@ -132,7 +147,7 @@ func (m *Mutex) acquire(ctx context.Context, wait bool) (recipe.Lease, error) {
 			a.discard()
 			return nil, recipe.ErrLocked
 		}
-		if err := a.wait(ctx); err != nil {
+		if err := m.waitFirst(ctx, a); err != nil {
 			a.discard()
 			return nil, err
 		}
@@ -142,6 +157,17 @@ func (m *Mutex) acquire(ctx context.Context, wait bool) (recipe.Lease, error) {
 		return nil, context.Cause(ctx)
 	}
 	return a.grant(ctx)
+}
+
+// waitFirst is attempt.wait, reported to Metrics.Waiting.
+func (m *Mutex) waitFirst(ctx context.Context, a *attempt) error {
+	mx := m.s.cfg.metrics
+	if mx == nil {
+		return a.wait(ctx)
+	}
+	mx.Waiting(kind, m.name, +1)
+	defer mx.Waiting(kind, m.name, -1)
+	return a.wait(ctx)
 }
 
 // attempt is one contender: a key of its own under one etcd lease.

@@ -35,8 +35,10 @@ type Session struct {
 	life     *life.Group   // Close ends its context (cause ErrSessionClosed) and waits for its goroutines
 	granting chan struct{} // one lease grant at a time
 
-	mu  sync.Mutex
-	gen *generation // the newest etcd lease (possibly lost); nil before the first
+	mu    sync.Mutex
+	gen   *generation      // the newest etcd lease (possibly lost); nil before the first
+	state recipe.ConnState // the last one reported to Metrics.SessionState; 0 before the first
+	ended bool             // Close reported the last state
 }
 
 // Connect opens a Session on the etcd cluster named by url:
@@ -220,6 +222,10 @@ func (s *Session) Close() error {
 		}
 		cancel()
 	}
+	s.mu.Lock()
+	s.report(recipe.StateLost, recipe.ErrSessionClosed)
+	s.ended = true
+	s.mu.Unlock()
 	s.life.Wait()
 	if s.own {
 		_ = s.cli.Close()
@@ -228,8 +234,9 @@ func (s *Session) Close() error {
 	return nil
 }
 
-// publish makes g the Session's newest etcd lease, or reports false
-// (publishing nothing) when the Session is closed.
+// publish makes g the Session's newest etcd lease and reports it granted
+// (CONNECTED for the first, RECONNECTED after) unless it is lost already,
+// or reports false (publishing nothing) when the Session is closed.
 func (s *Session) publish(g *generation) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -237,5 +244,42 @@ func (s *Session) publish(g *generation) bool {
 		return false
 	}
 	s.gen = g
+	if !g.down {
+		g.announced = true
+		to := recipe.StateReconnected
+		if s.state == 0 {
+			to = recipe.StateConnected
+		}
+		s.report(to, nil)
+	}
 	return true
+}
+
+// lost reports the loss of g (called by lose, before g's context ends):
+// SUSPENDED for a presumed loss, LOST otherwise; nothing for a generation
+// never reported granted, nor at Close, which reports the last LOST itself.
+func (s *Session) lost(g *generation, cause error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	g.down = true
+	if !g.announced || errors.Is(cause, recipe.ErrSessionClosed) {
+		return
+	}
+	to := recipe.StateLost
+	if errors.Is(cause, recipe.ErrSuspended) {
+		to = recipe.StateSuspended
+	}
+	s.report(to, cause)
+}
+
+// report records the Session's state to (s.mu held) and gives the
+// transition to Metrics.SessionState, unless Close reported the last one.
+func (s *Session) report(to recipe.ConnState, cause error) {
+	if s.ended {
+		return
+	}
+	if m := s.cfg.metrics; m != nil {
+		m.SessionState(s.state, to, cause)
+	}
+	s.state = to
 }
