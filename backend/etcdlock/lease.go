@@ -3,68 +3,47 @@ package etcdlock
 import (
 	"context"
 	"fmt"
-	"sync"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/zkrecipes/zkrecipes/fence"
+	"github.com/zkrecipes/zkrecipes/internal/grant"
+	"github.com/zkrecipes/zkrecipes/internal/loop"
 	"github.com/zkrecipes/zkrecipes/recipe"
 )
 
-// lease is one grant of a Mutex: the key key, created at revision rev under
-// the etcd lease of generation g.
+// lease is one grant of a Mutex: the key key, created at revision rev (the
+// token) under the etcd lease of generation g. Its context's causes:
+// recipe.ErrReleased, recipe.ErrSuspended (no keep-alive acknowledged in
+// time), recipe.ErrSessionLost (the server said the etcd lease is gone),
+// recipe.ErrSessionClosed, recipe.ErrNodeDeleted (the key was deleted by
+// someone else).
 type lease struct {
-	s      *Session
-	g      *generation
-	key    string
-	rev    int64
-	ctx    context.Context
-	cancel context.CancelCauseFunc
-
-	mu       sync.Mutex
-	released bool // the delete was confirmed
+	grant.Core
+	s   *Session
+	g   *generation
+	key string
+	rev int64
 }
 
 var _ recipe.Lease = (*lease)(nil)
 
-// newLease makes the Lease of a granted attempt. Its context keeps the
-// values of acquireCtx, not its cancellation, and ends when the etcd lease
-// is lost, with the loss's cause (generation.lose ends it; if the etcd lease
-// is lost already, it ends at once).
+// newLease makes the Lease of a granted attempt (its token is the key's
+// create revision, which only grows); its context keeps the values of
+// acquireCtx, not its cancellation.
 func newLease(a *attempt, acquireCtx context.Context) *lease {
 	l := &lease{s: a.m.s, g: a.g, key: a.key, rev: a.rev}
-	l.ctx, l.cancel = context.WithCancelCause(context.WithoutCancel(acquireCtx))
-	g := a.g
-	g.mu.Lock()
-	if g.ctx.Err() != nil {
-		l.cancel(context.Cause(g.ctx))
-	} else {
-		g.leases[l] = struct{}{}
-	}
-	g.mu.Unlock()
+	l.Init(acquireCtx, fence.Token(a.rev), a.m.rep)
 	return l
 }
 
-// end ends the lease context with cause (the first cause wins) and forgets
-// the lease in its generation.
+// end ends the lease with cause (the first cause wins) and forgets it in
+// its generation.
 func (l *lease) end(cause error) {
-	l.cancel(cause)
-	l.g.mu.Lock()
-	delete(l.g.leases, l)
-	l.g.mu.Unlock()
+	if l.End(cause) {
+		l.g.forget(l)
+	}
 }
-
-// Token returns the create revision of the lease's key: etcd's revision
-// counter only grows, so it is larger than the token of every earlier grant
-// of the lock (of any lock on the cluster, in fact).
-func (l *lease) Token() fence.Token { return fence.Token(l.rev) }
-
-// Context is done as soon as ownership is released or in doubt; see
-// recipe.Lease. Causes: recipe.ErrReleased, recipe.ErrSuspended (no
-// keep-alive acknowledged in time), recipe.ErrSessionLost (the server said
-// the etcd lease is gone), recipe.ErrSessionClosed, recipe.ErrNodeDeleted
-// (the key was deleted by someone else).
-func (l *lease) Context() context.Context { return l.ctx }
 
 // Release gives the lock up: it ends the lease context (cause
 // recipe.ErrReleased), then deletes the key in one transaction that
@@ -81,21 +60,17 @@ func (l *lease) Context() context.Context { return l.ctx }
 // with the lost etcd lease); a *recipe.OpError if the delete could not be
 // confirmed.
 func (l *lease) Release(ctx context.Context) error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.released {
-		return nil
-	}
-	l.end(recipe.ErrReleased)
-	if cause := context.Cause(l.ctx); cause != recipe.ErrReleased {
-		return fmt.Errorf("%w (%w)", recipe.ErrLeaseLost, cause)
-	}
+	return l.Core.Release(ctx, func() { l.end(recipe.ErrReleased) }, l.remove)
+}
+
+// remove deletes the key of a released lease; what it could not confirm
+// goes on in the background.
+func (l *lease) remove(ctx context.Context) (bool, error) {
 	if err := l.s.deleteOwned(ctx, l.g, l.key, l.rev); err != nil {
 		l.s.deleteLater(l.g, l.key, l.rev)
-		return err
+		return false, err
 	}
-	l.released = true
-	return nil
+	return true, nil
 }
 
 // watchOwn ends the lease context with recipe.ErrNodeDeleted when the key is
@@ -104,10 +79,12 @@ func (l *lease) Release(ctx context.Context) error {
 // leader), it reads the key and watches again from the read's revision. It
 // returns when the lease context is done.
 func (l *lease) watchOwn() {
-	ctx := clientv3.WithRequireLeader(l.ctx)
+	lctx := l.Context()
+	ctx := clientv3.WithRequireLeader(lctx)
 	cli := l.s.cli
 	rev := l.rev + 1
-	for try := 0; l.ctx.Err() == nil; {
+	b := loop.BackOff(retryFirst, retryMax)
+	for lctx.Err() == nil {
 		wctx, cancel := context.WithCancel(ctx)
 		deleted := false
 		for wr := range cli.Watch(wctx, l.key, clientv3.WithRev(rev), clientv3.WithFilterPut()) {
@@ -125,16 +102,16 @@ func (l *lease) watchOwn() {
 		}
 		resp, err := cli.Get(ctx, l.key, clientv3.WithKeysOnly())
 		switch {
-		case l.ctx.Err() != nil:
+		case lctx.Err() != nil:
 			return
 		case err != nil:
-			sleep(l.ctx, backoff(try))
-			try++
+			_ = loop.Pause(lctx, b, retryMax)
 		case len(resp.Kvs) == 0 || resp.Kvs[0].CreateRevision != l.rev:
 			l.lostKey(ctx)
 			return
 		default:
-			rev, try = resp.Header.Revision+1, 0
+			rev = resp.Header.Revision + 1
+			b.Reset()
 		}
 	}
 }

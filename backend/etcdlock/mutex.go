@@ -9,6 +9,8 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/zkrecipes/zkrecipes/internal/grant"
+	"github.com/zkrecipes/zkrecipes/internal/loop"
 	"github.com/zkrecipes/zkrecipes/recipe"
 )
 
@@ -20,7 +22,8 @@ import (
 type Mutex struct {
 	s    *Session
 	name string
-	dir  string // the range prefix of the lock's keys
+	dir  string          // the range prefix of the lock's keys
+	rep  *grant.Reporter // where its leases report their loss
 }
 
 var _ recipe.Lock = (*Mutex)(nil)
@@ -44,7 +47,8 @@ func New(s *Session, name string) (*Mutex, error) {
 	if err := CheckName(name); err != nil {
 		return nil, err
 	}
-	return &Mutex{s: s, name: name, dir: lockDir(s.prefix, name)}, nil
+	rep := &grant.Reporter{Log: s.log, Metrics: s.cfg.metrics, Backend: "etcdlock", Kind: kind, Dir: name}
+	return &Mutex{s: s, name: name, dir: lockDir(s.prefix, name), rep: rep}, nil
 }
 
 // CheckName returns the error New returns for name (a *NameError matching
@@ -86,7 +90,25 @@ func (m *Mutex) TryAcquire(ctx context.Context) (recipe.Lease, error) {
 	return m.acquire(ctx, false)
 }
 
+// kind is the Metrics kind of a Mutex's events.
+const kind = "lock"
+
+// acquire is Acquire (wait) or TryAcquire, reported to Metrics.
 func (m *Mutex) acquire(ctx context.Context, wait bool) (recipe.Lease, error) {
+	mx := m.s.cfg.metrics
+	if mx == nil {
+		return m.contend(ctx, wait)
+	}
+	mx.AcquireStarted(kind, m.name)
+	start := time.Now()
+	l, err := m.contend(ctx, wait)
+	mx.AcquireDone(kind, m.name, time.Since(start), err)
+	return l, err
+}
+
+// contend is one acquisition: a key of its own, then, if wait, the wait for
+// the keys below it to go.
+func (m *Mutex) contend(ctx context.Context, wait bool) (recipe.Lease, error) {
 	if ctx.Err() != nil {
 		return nil, context.Cause(ctx)
 	}
@@ -103,7 +125,7 @@ func (m *Mutex) acquire(ctx context.Context, wait bool) (recipe.Lease, error) {
 	// the server can't be reached (see abandon).
 	created := make(chan createResult, 1)
 	failing := make(chan struct{})
-	if !m.s.goTracked(func() { created <- a.create(wait, failing) }) {
+	if !m.s.life.Go(func() { created <- a.create(wait, failing) }) {
 		return nil, recipe.ErrSessionClosed
 	}
 	var r createResult
@@ -125,7 +147,7 @@ func (m *Mutex) acquire(ctx context.Context, wait bool) (recipe.Lease, error) {
 			a.discard()
 			return nil, recipe.ErrLocked
 		}
-		if err := a.wait(ctx); err != nil {
+		if err := m.waitFirst(ctx, a); err != nil {
 			a.discard()
 			return nil, err
 		}
@@ -135,6 +157,17 @@ func (m *Mutex) acquire(ctx context.Context, wait bool) (recipe.Lease, error) {
 		return nil, context.Cause(ctx)
 	}
 	return a.grant(ctx)
+}
+
+// waitFirst is attempt.wait, reported to Metrics.Waiting.
+func (m *Mutex) waitFirst(ctx context.Context, a *attempt) error {
+	mx := m.s.cfg.metrics
+	if mx == nil {
+		return a.wait(ctx)
+	}
+	mx.Waiting(kind, m.name, +1)
+	defer mx.Waiting(kind, m.name, -1)
+	return a.wait(ctx)
 }
 
 // attempt is one contender: a key of its own under one etcd lease.
@@ -161,7 +194,7 @@ type createResult struct {
 // answer, the lease is lost or the Session closes. failing is closed at the
 // first transient error.
 func (a *attempt) create(wait bool, failing chan struct{}) createResult {
-	ctx, cancel := a.m.s.bind(a.g.ctx)
+	ctx, cancel := a.m.s.life.Bind(a.g.ctx)
 	defer cancel()
 	cond := clientv3.Compare(clientv3.CreateRevision(a.key), "=", 0)
 	if !wait {
@@ -173,6 +206,7 @@ func (a *attempt) create(wait bool, failing chan struct{}) createResult {
 			Then(clientv3.OpPut(a.key, "", clientv3.WithLease(a.g.id)), first).
 			Else(clientv3.OpGet(a.key), first).Commit()
 	}
+	b := loop.BackOff(retryFirst, retryMax)
 	for try := 0; ; try++ {
 		resp, err := txn()
 		if err == nil {
@@ -193,7 +227,7 @@ func (a *attempt) create(wait bool, failing chan struct{}) createResult {
 		if try == 0 {
 			close(failing)
 		}
-		if !sleep(ctx, backoff(try)) {
+		if loop.Pause(ctx, b, retryMax) != nil {
 			return createResult{err: lostError(context.Cause(ctx))}
 		}
 	}
@@ -225,12 +259,13 @@ func (a *attempt) parseCreate(resp *clientv3.TxnResponse) createResult {
 // from an event alone.
 func (a *attempt) wait(ctx context.Context) error {
 	s := a.m.s
-	ctx, cancel := s.bind(ctx)
+	ctx, cancel := s.life.Bind(ctx)
 	defer cancel()
-	ctx, cancel2 := withAlso(ctx, a.g.ctx)
+	ctx, cancel2 := a.g.bind(ctx)
 	defer cancel2()
 	lower := append(clientv3.WithLastCreate(), clientv3.WithMaxCreateRev(a.rev-1), clientv3.WithKeysOnly())
-	for try := 0; ; {
+	b := loop.BackOff(retryFirst, retryMax)
+	for {
 		resp, err := s.cli.Txn(ctx).Then(clientv3.OpGet(a.key, clientv3.WithKeysOnly()), clientv3.OpGet(a.m.dir, lower...)).Commit()
 		if err != nil {
 			if done := a.stopped(ctx); done != nil {
@@ -239,13 +274,12 @@ func (a *attempt) wait(ctx context.Context) error {
 			if !transient(err) {
 				return opError("get", a.m.dir, err)
 			}
-			if !sleep(ctx, backoff(try)) {
+			if loop.Pause(ctx, b, retryMax) != nil {
 				return a.stopped(ctx)
 			}
-			try++
 			continue
 		}
-		try = 0
+		b.Reset()
 		if own := resp.Responses[0].GetResponseRange().Kvs; len(own) == 0 || own[0].CreateRevision != a.rev {
 			a.g.gone(ctx)
 			if done := a.stopped(ctx); done != nil {
@@ -300,15 +334,19 @@ func (a *attempt) stopped(ctx context.Context) error {
 // grant turns the attempt into a Lease, unless its etcd lease was lost
 // meanwhile.
 func (a *attempt) grant(ctx context.Context) (recipe.Lease, error) {
-	l := newLease(a, ctx)
-	if !a.g.live() {
-		l.end(context.Cause(a.g.ctx))
-		return nil, lostError(context.Cause(a.g.ctx))
-	}
-	if !a.m.s.goTracked(l.watchOwn) {
-		l.end(recipe.ErrSessionClosed)
+	s := a.m.s
+	if !s.life.Enter() {
 		return nil, recipe.ErrSessionClosed
 	}
+	l := newLease(a, ctx)
+	if !a.g.add(l) {
+		s.life.Exit()
+		return nil, lostError(context.Cause(a.g.ctx))
+	}
+	go func() {
+		defer s.life.Exit()
+		l.watchOwn()
+	}()
 	return l, nil
 }
 
@@ -340,7 +378,7 @@ func (a *attempt) abandon(created <-chan createResult, failing <-chan struct{}) 
 	case <-failing:
 	case <-t.C:
 	}
-	a.m.s.goTracked(func() { finish(<-created) })
+	a.m.s.life.Go(func() { finish(<-created) })
 }
 
 // discard deletes the attempt's key (its incarnation a.rev only) after a
@@ -350,77 +388,5 @@ func (a *attempt) abandon(created <-chan createResult, failing <-chan struct{}) 
 func (a *attempt) discard() {
 	if a.g.ctx.Err() == nil && a.m.s.deleteOwned(context.Background(), a.g, a.key, a.rev) != nil {
 		a.m.s.deleteLater(a.g, a.key, a.rev)
-	}
-}
-
-// deleteOwned deletes key if its create revision is still rev: one
-// transaction comparing the create revision, so that no retry can delete a
-// newer key of the same name (etcd issue 22082). It ignores ctx's
-// cancellation for the first try, and retries transient errors until ctx
-// ends, the cleanup timeout passes or g's etcd lease is lost (the key goes
-// with it: nil if the server said the lease is gone, else an error saying
-// the key goes with the lease).
-func (s *Session) deleteOwned(ctx context.Context, g *generation, key string, rev int64) error {
-	bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.cleanupTimeout())
-	defer cancel()
-	bctx, cancel2 := s.bind(bctx)
-	defer cancel2()
-	bctx, cancel3 := withAlso(bctx, g.ctx)
-	defer cancel3()
-	for try := 0; ; try++ {
-		_, err := s.cli.Txn(bctx).If(clientv3.Compare(clientv3.CreateRevision(key), "=", rev)).
-			Then(clientv3.OpDelete(key)).Commit()
-		switch {
-		case err == nil || goneWithLease(g):
-			return nil // deleted now, or not there any more
-		case g.ctx.Err() != nil:
-			return opError("delete", key, fmt.Errorf("the key goes with its etcd lease (%w): %w", context.Cause(g.ctx), err))
-		case !transient(err) || bctx.Err() != nil || ctx.Err() != nil:
-			return opError("delete", key, err)
-		}
-		s.log.Debug("etcdlock: delete failed, retrying", "key", key, "error", err)
-		if !sleep(bctx, backoff(try)) || ctx.Err() != nil {
-			return opError("delete", key, err)
-		}
-	}
-}
-
-// deleteLater retries deleteOwned in the background until it succeeds, the
-// key's lease is lost (its keys go with it) or the Session closes.
-func (s *Session) deleteLater(g *generation, key string, rev int64) {
-	s.goTracked(func() {
-		ctx, cancel := s.bind(g.ctx)
-		defer cancel()
-		for try := 0; ; try++ {
-			if s.deleteOwned(ctx, g, key, rev) == nil || ctx.Err() != nil {
-				return
-			}
-			if !sleep(ctx, backoff(try)) {
-				return
-			}
-		}
-	})
-}
-
-// goneWithLease reports whether the server said g's lease is gone (and with
-// it every key put under it).
-func goneWithLease(g *generation) bool {
-	return g.ctx.Err() != nil && errors.Is(context.Cause(g.ctx), recipe.ErrSessionLost)
-}
-
-// backoff is the pause before retry number try+1: 50 ms doubling to 1 s.
-func backoff(try int) time.Duration {
-	return min(50*time.Millisecond<<min(try, 5), time.Second)
-}
-
-// sleep waits d or until ctx ends; it reports whether d passed.
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
 	}
 }

@@ -41,6 +41,7 @@ type config struct {
 	connectTimeout time.Duration
 	cleanupTimeout time.Duration // 0: the granted TTL
 	logger         *slog.Logger
+	metrics        recipe.Metrics // nil: none
 	dialer         func(ctx context.Context, addr string) (net.Conn, error)
 	// Options that only Connect uses, for NewSession's check.
 	connectOnly []string
@@ -78,9 +79,24 @@ func WithCleanupTimeout(d time.Duration) Option {
 	return func(c *config) { c.cleanupTimeout = d }
 }
 
-// WithLogger sets the logger of the Session (default slog.Default()): lease
-// grants and losses at Info, failed keep-alives and retries at Debug.
+// WithLogger sets the logger of the Session (default slog.Default()): a lost
+// Lease at Warn with its lock, token and cause (Debug when the Session was
+// closed); etcd lease grants and losses, failed keep-alives and retries at
+// Debug.
 func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l } }
+
+// WithMetrics installs m on the Session (default, and nil: none). Every
+// event has kind "lock" and dir the lock's name as given to New:
+// AcquireStarted and AcquireDone for every Acquire and TryAcquire, on the
+// caller's goroutine; Waiting +1 and -1 around the time an Acquire waits
+// behind another holder; LeaseLost when a granted Lease ends other than by
+// its Release (with its context's cause); SessionState when an etcd lease
+// is granted (CONNECTED for the first, RECONNECTED after) and when it is
+// lost (SUSPENDED for a presumed loss, matching recipe.ErrSuspended; LOST
+// otherwise), and one last LOST with recipe.ErrSessionClosed at Close.
+// LeaseLost and SessionState may be called under the Session's locks.
+// StaleRejected is never called (wire it at a fence.Guard).
+func WithMetrics(m recipe.Metrics) Option { return func(c *config) { c.metrics = m } }
 
 // WithDialer makes Connect open its TCP connections with dial (for an SSH
 // tunnel, a SOCKS proxy, or a fault-injecting proxy in tests). addr is

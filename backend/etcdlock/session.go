@@ -10,12 +10,11 @@ import (
 	"sync"
 	"time"
 
-	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
 
-	"github.com/zkrecipes/zkrecipes/internal/ctxend"
+	"github.com/zkrecipes/zkrecipes/internal/life"
 	"github.com/zkrecipes/zkrecipes/recipe"
 )
 
@@ -28,37 +27,18 @@ import (
 //
 // A Session is safe for concurrent use. Close it when done.
 type Session struct {
-	cli    *clientv3.Client
-	own    bool // Connect made cli: Close closes it
-	cfg    config
-	prefix string
-	log    *slog.Logger
+	cli      *clientv3.Client
+	own      bool // Connect made cli: Close closes it
+	cfg      config
+	prefix   string
+	log      *slog.Logger
+	life     *life.Group   // Close ends its context (cause ErrSessionClosed) and waits for its goroutines
+	granting chan struct{} // one lease grant at a time
 
-	ctx    context.Context // done at Close, cause ErrSessionClosed
-	cancel context.CancelCauseFunc
-	grant  chan struct{} // one lease grant at a time
-
-	mu     sync.Mutex
-	closed bool
-	gen    *generation // the newest etcd lease (possibly lost); nil before the first
-	wg     sync.WaitGroup
-}
-
-// generation is one etcd lease of a Session and the keep-alive loop that
-// renews it.
-type generation struct {
-	s   *Session
-	id  clientv3.LeaseID
-	ttl time.Duration // as granted
-	// ctx is done when the lease is lost; its cause says why (matching
-	// recipe.ErrSessionLost, recipe.ErrSuspended or recipe.ErrSessionClosed).
-	ctx    context.Context
-	cancel context.CancelCauseFunc
-
-	mu     sync.Mutex
-	acked  time.Time           // send time of the newest acknowledged grant or keep-alive
-	timer  *time.Timer         // fires at the ownership deadline
-	leases map[*lease]struct{} // live grants under this lease, ended by lose
+	mu    sync.Mutex
+	gen   *generation      // the newest etcd lease (possibly lost); nil before the first
+	state recipe.ConnState // the last one reported to Metrics.SessionState; 0 before the first
+	ended bool             // Close reported the last state
 }
 
 // Connect opens a Session on the etcd cluster named by url:
@@ -146,10 +126,9 @@ func newSession(ctx context.Context, cli *clientv3.Client, own bool, cfg config)
 	if cfg.prefix == "" {
 		cfg.prefix = DefaultPrefix
 	}
-	s := &Session{cli: cli, own: own, cfg: cfg, prefix: cfg.prefix, log: cfg.logger, grant: make(chan struct{}, 1)}
-	s.ctx, s.cancel = context.WithCancelCause(context.Background())
+	s := &Session{cli: cli, own: own, cfg: cfg, prefix: cfg.prefix, log: cfg.logger, life: life.New(), granting: make(chan struct{}, 1)}
 	if _, err := s.current(ctx); err != nil {
-		s.cancel(recipe.ErrSessionClosed)
+		s.life.Close()
 		if errors.Is(err, context.DeadlineExceeded) || transient(err) {
 			return nil, fmt.Errorf("%w: granting a lease: %w", ErrUnreachable, err)
 		}
@@ -228,12 +207,10 @@ func (s *Session) Done() <-chan struct{} {
 // the client. It is idempotent and returns nil; later acquisitions return
 // recipe.ErrSessionClosed.
 func (s *Session) Close() error {
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
+	if !s.life.Close() {
 		return nil
 	}
-	s.closed = true
+	s.mu.Lock()
 	g := s.gen
 	s.mu.Unlock()
 	if g.ctx.Err() == nil { // a lease presumed lost has its own revoke running
@@ -245,8 +222,11 @@ func (s *Session) Close() error {
 		}
 		cancel()
 	}
-	s.cancel(recipe.ErrSessionClosed)
-	s.wg.Wait()
+	s.mu.Lock()
+	s.report(recipe.StateLost, recipe.ErrSessionClosed)
+	s.ended = true
+	s.mu.Unlock()
+	s.life.Wait()
 	if s.own {
 		_ = s.cli.Close()
 	}
@@ -254,237 +234,52 @@ func (s *Session) Close() error {
 	return nil
 }
 
-// goTracked runs f on a goroutine that Close waits for, or reports false
-// (running nothing) when the Session is closed.
-func (s *Session) goTracked(f func()) bool {
+// publish makes g the Session's newest etcd lease and reports it granted
+// (CONNECTED for the first, RECONNECTED after) unless it is lost already,
+// or reports false (publishing nothing) when the Session is closed.
+func (s *Session) publish(g *generation) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed {
+	if s.life.Closed() {
 		return false
 	}
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
-		f()
-	}()
+	s.gen = g
+	if !g.down {
+		g.announced = true
+		to := recipe.StateReconnected
+		if s.state == 0 {
+			to = recipe.StateConnected
+		}
+		s.report(to, nil)
+	}
 	return true
 }
 
-// bind returns a context done when ctx or the Session ends (cause
-// recipe.ErrSessionClosed for the latter).
-func (s *Session) bind(ctx context.Context) (context.Context, context.CancelFunc) {
-	return withAlso(ctx, s.ctx)
-}
-
-// withAlso returns a context done when ctx or other is, with the cause of
-// the one that ended first.
-func withAlso(ctx, other context.Context) (context.Context, context.CancelFunc) {
-	c, cancel := context.WithCancelCause(ctx)
-	stop := context.AfterFunc(other, func() { cancel(context.Cause(other)) })
-	return c, func() { stop(); cancel(context.Canceled) }
-}
-
-// current returns the Session's live etcd lease, granting a new one when the
-// newest is lost (one grant at a time; concurrent callers share it).
-func (s *Session) current(ctx context.Context) (*generation, error) {
-	for {
-		s.mu.Lock()
-		closed, g := s.closed, s.gen
-		s.mu.Unlock()
-		if closed {
-			return nil, recipe.ErrSessionClosed
-		}
-		if g != nil && g.live() {
-			return g, nil
-		}
-		select {
-		case s.grant <- struct{}{}:
-		case <-ctx.Done():
-			return nil, context.Cause(ctx)
-		case <-s.ctx.Done():
-			return nil, recipe.ErrSessionClosed
-		}
-		s.mu.Lock()
-		fresh := s.gen != g
-		s.mu.Unlock()
-		if fresh { // granted by another caller meanwhile: look again
-			<-s.grant
-			continue
-		}
-		g, err := s.newGeneration(ctx)
-		<-s.grant
-		return g, err
-	}
-}
-
-// newGeneration grants a new etcd lease and starts keeping it alive.
-func (s *Session) newGeneration(ctx context.Context) (*generation, error) {
-	ctx, cancel := s.bind(ctx)
-	defer cancel()
-	sent := time.Now()
-	resp, err := s.cli.Grant(ctx, int64(s.cfg.ttl/time.Second))
-	if err != nil {
-		if ctxend.Ended(ctx) {
-			return nil, ctxend.Cause(ctx)
-		}
-		return nil, opError("grant", "", err)
-	}
-	g := &generation{s: s, id: resp.ID, ttl: time.Duration(resp.TTL) * time.Second, acked: sent, leases: map[*lease]struct{}{}}
-	g.ctx, g.cancel = context.WithCancelCause(context.Background())
+// lost reports the loss of g (called by lose, before g's context ends):
+// SUSPENDED for a presumed loss, LOST otherwise; nothing for a generation
+// never reported granted, nor at Close, which reports the last LOST itself.
+func (s *Session) lost(g *generation, cause error) {
 	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		g.cancel(recipe.ErrSessionClosed)
-		rctx, rcancel := context.WithTimeout(context.Background(), closeTimeout)
-		_, _ = s.cli.Revoke(rctx, g.id)
-		rcancel()
-		return nil, recipe.ErrSessionClosed
-	}
-	s.gen = g
-	g.mu.Lock()
-	g.timer = time.AfterFunc(time.Until(g.deadlineLocked()), g.checkDeadline)
-	g.mu.Unlock()
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
-		g.keepAlive()
-	}()
-	s.mu.Unlock()
-	s.log.Debug("etcdlock: lease granted", "lease", fmt.Sprintf("%x", int64(g.id)), "ttl", g.ttl)
-	return g, nil
-}
-
-// cleanupTimeout is the configured one, or the granted TTL.
-func (g *generation) cleanupTimeout() time.Duration {
-	if t := g.s.cfg.cleanupTimeout; t > 0 {
-		return t
-	}
-	return g.ttl
-}
-
-// deadlineLocked is when ownership under this lease ends unless a newer
-// keep-alive is acknowledged: 2/3 of the TTL after the send of the newest
-// acknowledged one. The server can't expire the lease before a full TTL
-// after it received that keep-alive, which was after we sent it; the last
-// third is the margin for our timer firing late and for clock drift.
-func (g *generation) deadlineLocked() time.Time { return g.acked.Add(g.ttl * 2 / 3) }
-
-// live reports whether the lease is live, ending it if its deadline passed
-// (in case the timer has not fired yet).
-func (g *generation) live() bool {
-	g.checkDeadline()
-	return g.ctx.Err() == nil
-}
-
-// checkDeadline ends the lease (recipe.ErrSuspended) if its deadline passed.
-func (g *generation) checkDeadline() {
-	g.mu.Lock()
-	late := !time.Now().Before(g.deadlineLocked())
-	g.mu.Unlock()
-	if late {
-		g.lose(fmt.Errorf("%w: no keep-alive of etcd lease %x acknowledged within %v of its send",
-			recipe.ErrSuspended, int64(g.id), g.ttl*2/3))
-	}
-}
-
-// ack records an acknowledged keep-alive sent at sent.
-func (g *generation) ack(sent time.Time) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if g.ctx.Err() != nil || !sent.After(g.acked) {
+	defer s.mu.Unlock()
+	g.down = true
+	if !g.announced || errors.Is(cause, recipe.ErrSessionClosed) {
 		return
 	}
-	g.acked = sent
-	g.timer.Reset(time.Until(g.deadlineLocked()))
-}
-
-// lose ends the lease, and every grant under it, with cause (the first
-// cause wins). A lease presumed
-// lost (recipe.ErrSuspended) may still live on the server: one revoke is
-// tried in the background, so that its keys go at once if the server is
-// reachable again.
-func (g *generation) lose(cause error) {
-	g.mu.Lock()
-	if g.ctx.Err() != nil {
-		g.mu.Unlock()
-		return
-	}
-	for l := range g.leases { // at once, and before Session.Done is closed
-		l.cancel(cause)
-	}
-	g.leases = nil
-	g.cancel(cause)
-	if g.timer != nil {
-		g.timer.Stop()
-	}
-	g.mu.Unlock()
-	s := g.s
-	level := slog.LevelInfo
-	if errors.Is(cause, recipe.ErrSessionClosed) {
-		level = slog.LevelDebug
-	}
-	s.log.Log(context.Background(), level, "etcdlock: lease lost", "lease", fmt.Sprintf("%x", int64(g.id)), "cause", cause)
+	to := recipe.StateLost
 	if errors.Is(cause, recipe.ErrSuspended) {
-		s.goTracked(func() {
-			ctx, cancel := s.bind(context.Background())
-			defer cancel()
-			ctx, cancel2 := context.WithTimeout(ctx, g.ttl)
-			defer cancel2()
-			_, err := s.cli.Revoke(ctx, g.id)
-			s.log.Debug("etcdlock: revoke of a lease presumed lost", "lease", fmt.Sprintf("%x", int64(g.id)), "error", err)
-		})
+		to = recipe.StateSuspended
 	}
+	s.report(to, cause)
 }
 
-// gone asks the server whether the lease still exists, ending it with
-// recipe.ErrSessionLost if not, and reports whether it is lost. It tells a
-// key deleted by someone else from a key that went with its lease.
-func (g *generation) gone(ctx context.Context) bool {
-	resp, err := g.s.cli.TimeToLive(ctx, g.id)
-	if err == nil && resp.TTL <= 0 || errors.Is(err, rpctypes.ErrLeaseNotFound) {
-		g.lose(fmt.Errorf("%w: etcd lease %x is gone (expired or revoked)", recipe.ErrSessionLost, int64(g.id)))
+// report records the Session's state to (s.mu held) and gives the
+// transition to Metrics.SessionState, unless Close reported the last one.
+func (s *Session) report(to recipe.ConnState, cause error) {
+	if s.ended {
+		return
 	}
-	return g.ctx.Err() != nil
-}
-
-// keepAlive renews the lease every TTL/6 until it is lost, recording the
-// send time of each acknowledged keep-alive. It sends one keep-alive at a
-// time, each bounded by the ownership deadline, and retries a failed one
-// after a short pause. The answer "lease not found" ends the lease with
-// recipe.ErrSessionLost.
-func (g *generation) keepAlive() {
-	every := g.ttl / 6
-	retry := min(every/4, 250*time.Millisecond)
-	g.mu.Lock()
-	next := g.acked.Add(every)
-	g.mu.Unlock()
-	t := time.NewTimer(time.Until(next))
-	defer t.Stop()
-	for {
-		select {
-		case <-g.ctx.Done():
-			return
-		case <-t.C:
-		}
-		sent := time.Now()
-		g.mu.Lock()
-		ctx, cancel := context.WithDeadline(g.ctx, g.deadlineLocked())
-		g.mu.Unlock()
-		_, err := g.s.cli.KeepAliveOnce(ctx, g.id)
-		cancel()
-		switch {
-		case err == nil:
-			g.ack(sent)
-			next = sent.Add(every)
-		case g.ctx.Err() != nil:
-			return
-		case errors.Is(err, rpctypes.ErrLeaseNotFound):
-			g.lose(fmt.Errorf("%w: etcd lease %x is gone (expired or revoked)", recipe.ErrSessionLost, int64(g.id)))
-			return
-		default:
-			g.s.log.Debug("etcdlock: keep-alive failed", "lease", fmt.Sprintf("%x", int64(g.id)), "error", err)
-			next = time.Now().Add(retry)
-		}
-		t.Reset(time.Until(next))
+	if m := s.cfg.metrics; m != nil {
+		m.SessionState(s.state, to, cause)
 	}
+	s.state = to
 }
