@@ -21,7 +21,7 @@ const (
 	// context ends 2/3 of the TTL after the send of its last successful
 	// renewal; the server expires the key the TTL after it ran that renewal,
 	// which is later. The third in between (333 ms here) must absorb what
-	// can make the holder learn late: its watchdog timer firing late
+	// can make the holder learn late: its deadline timer firing late
 	// (scheduling delay of a loaded machine, GC, -race: tens of
 	// milliseconds, more on an overloaded one) and the two clocks' rates
 	// (the client's monotonic clock against the server's wall clock, which
