@@ -51,7 +51,7 @@ func New(s *Session, name string) (*Mutex, error) {
 		return nil, err
 	}
 	base := s.prefix + name
-	rep := &grant.Reporter{Log: s.log, Backend: "redislock", Kind: kind, Dir: name}
+	rep := &grant.Reporter{Log: s.log, Metrics: s.metrics, Backend: "redislock", Kind: kind, Dir: name}
 	return &Mutex{s: s, name: name, key: base + ":holder", counter: base + ":token", channel: base + ":released", rep: rep}, nil
 }
 
@@ -100,16 +100,29 @@ func (m *Mutex) TokenKey() string { return m.counter }
 // become, bounded by a third of the TTL (one request); only when the server
 // can't be reached does it go on in the background, and the key, if the
 // request made one, expires within the TTL anyway.
-func (m *Mutex) Acquire(ctx context.Context) (recipe.Lease, error) { return m.acquire(ctx, true) }
+func (m *Mutex) Acquire(ctx context.Context) (recipe.Lease, error) { return m.measured(ctx, true) }
 
 // TryAcquire takes the lock if it is free now. It returns an error matching
 // recipe.ErrLocked if someone holds it, and otherwise what Acquire returns,
 // without retrying connection errors.
-func (m *Mutex) TryAcquire(ctx context.Context) (recipe.Lease, error) { return m.acquire(ctx, false) }
+func (m *Mutex) TryAcquire(ctx context.Context) (recipe.Lease, error) { return m.measured(ctx, false) }
 
 // kind is the node kind of every lock of this package, as Metrics and the
 // loss report name it.
 const kind = "lock"
+
+// measured is acquire, reported to the session's Metrics.
+func (m *Mutex) measured(ctx context.Context, wait bool) (recipe.Lease, error) {
+	mt := m.s.metrics
+	if mt == nil {
+		return m.acquire(ctx, wait)
+	}
+	start := time.Now()
+	mt.AcquireStarted(kind, m.name)
+	l, err := m.acquire(ctx, wait)
+	mt.AcquireDone(kind, m.name, time.Since(start), err)
+	return l, err
+}
 
 func (m *Mutex) acquire(ctx context.Context, wait bool) (recipe.Lease, error) {
 	if ctx.Err() != nil {
@@ -298,8 +311,9 @@ func (m *Mutex) recheckAfter(pttl time.Duration) time.Duration {
 }
 
 // waiter is a subscription to a lock's release channel, held by one waiting
-// Acquire.
+// Acquire, which counts in Metrics.Waiting while it has one.
 type waiter struct {
+	m    *Mutex
 	ps   *redis.PubSub
 	stop func() bool
 	b    backoff.BackOff // between attempts after the subscription's connection failed
@@ -310,11 +324,14 @@ type waiter struct {
 // receipt makes the caller try again, so a release that happens before the
 // subscription is active is seen by that try.
 func (m *Mutex) subscribe(ctx context.Context) *waiter {
+	if m.s.metrics != nil {
+		m.s.metrics.Waiting(kind, m.name, +1)
+	}
 	ps := m.s.cli.Subscribe(ctx, m.channel) // an error resurfaces in wait, which reconnects
 	// go-redis ends a blocked receive at a deadline but not on cancellation:
 	// closing the subscription does.
 	stop := context.AfterFunc(ctx, func() { _ = ps.Close() })
-	return &waiter{ps: ps, stop: stop, b: loop.BackOff(50*time.Millisecond, time.Second)}
+	return &waiter{m: m, ps: ps, stop: stop, b: loop.BackOff(50*time.Millisecond, time.Second)}
 }
 
 // wait returns after a message on the channel (a release, or the
@@ -349,6 +366,9 @@ func (w *waiter) close() {
 	}
 	w.stop()
 	_ = w.ps.Close()
+	if mt := w.m.s.metrics; mt != nil {
+		mt.Waiting(kind, w.m.name, -1)
+	}
 }
 
 // newOwner returns a new owner id: host, process and 130 random bits, so

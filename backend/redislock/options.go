@@ -46,11 +46,12 @@ const (
 type Option func(*config)
 
 type config struct {
-	ttl    time.Duration
-	prefix string
-	logger *slog.Logger
-	dialer func(ctx context.Context, network, addr string) (net.Conn, error)
-	err    error
+	ttl     time.Duration
+	prefix  string
+	logger  *slog.Logger
+	metrics recipe.Metrics
+	dialer  func(ctx context.Context, network, addr string) (net.Conn, error)
+	err     error
 }
 
 // WithTTL sets the lease time of every grant of the session's locks (default
@@ -89,6 +90,14 @@ func WithLogger(l *slog.Logger) Option {
 		c.logger = l
 	}
 }
+
+// WithMetrics reports the session's events to m (nil: none, the default),
+// with kind "lock" and dir the lock's name as given to New:
+// AcquireStarted and AcquireDone for every Acquire and TryAcquire, Waiting
+// while an Acquire waits behind another holder, and LeaseLost. Redis has no
+// session state machine, so SessionState is never called; nor is
+// StaleRejected (wire it to a fence.Guard's OnStale).
+func WithMetrics(m recipe.Metrics) Option { return func(c *config) { c.metrics = m } }
 
 // WithDialer makes Connect's client open its connections with dial (go-redis
 // Options.Dialer), for example through a proxy or a test's fault injector.

@@ -28,11 +28,12 @@ import (
 //
 // A Session is safe for concurrent use.
 type Session struct {
-	cli    *redis.Client
-	owned  bool // Close closes cli
-	ttl    time.Duration
-	prefix string
-	log    *slog.Logger
+	cli     *redis.Client
+	owned   bool // Close closes cli
+	ttl     time.Duration
+	prefix  string
+	log     *slog.Logger
+	metrics recipe.Metrics // nil: none
 
 	// life counts what uses cli (acquisitions, renewers, releases,
 	// background cleanups); its Context ends waiting acquisitions at Close.
@@ -147,7 +148,7 @@ func newSession(ctx context.Context, cli *redis.Client, owned bool, c *config) (
 		}
 		return nil, &recipe.OpError{Op: "connect", Err: err}
 	}
-	s := &Session{cli: cli, owned: owned, ttl: c.ttl, prefix: c.prefix, log: c.logger,
+	s := &Session{cli: cli, owned: owned, ttl: c.ttl, prefix: c.prefix, log: c.logger, metrics: c.metrics,
 		life: life.New(), leases: make(map[*lease]struct{})}
 	if err := s.checkServer(ctx); err != nil {
 		return nil, err
