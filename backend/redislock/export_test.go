@@ -10,7 +10,7 @@ import (
 // Internals for the tests of package redislock_test.
 
 // Deadline returns when l's context ends unless a renewal succeeds.
-func Deadline(l recipe.Lease) time.Time { return l.(*lease).currentDeadline() }
+func Deadline(l recipe.Lease) time.Time { return l.(*lease).deadline.At() }
 
 // Owner returns l's owner id (the lock key's value while l holds it).
 func Owner(l recipe.Lease) string { return l.(*lease).owner }

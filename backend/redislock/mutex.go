@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/zkrecipes/zkrecipes/fence"
+	"github.com/zkrecipes/zkrecipes/internal/grant"
 	"github.com/zkrecipes/zkrecipes/internal/lockname"
 	"github.com/zkrecipes/zkrecipes/internal/loop"
 	"github.com/zkrecipes/zkrecipes/recipe"
@@ -30,6 +31,7 @@ type Mutex struct {
 	key     string // the lock key: the holder's owner id, with a PX expiry
 	counter string // the token counter: an integer, never expires, never deleted
 	channel string // pub/sub channel told of every release
+	rep     *grant.Reporter
 }
 
 var _ recipe.Lock = (*Mutex)(nil)
@@ -49,7 +51,8 @@ func New(s *Session, name string) (*Mutex, error) {
 		return nil, err
 	}
 	base := s.prefix + name
-	return &Mutex{s: s, name: name, key: base + ":holder", counter: base + ":token", channel: base + ":released"}, nil
+	rep := &grant.Reporter{Log: s.log, Metrics: s.metrics, Backend: "redislock", Kind: kind, Dir: name}
+	return &Mutex{s: s, name: name, key: base + ":holder", counter: base + ":token", channel: base + ":released", rep: rep}, nil
 }
 
 // CheckName returns the error New returns for name (a *NameError matching
@@ -97,23 +100,40 @@ func (m *Mutex) TokenKey() string { return m.counter }
 // become, bounded by a third of the TTL (one request); only when the server
 // can't be reached does it go on in the background, and the key, if the
 // request made one, expires within the TTL anyway.
-func (m *Mutex) Acquire(ctx context.Context) (recipe.Lease, error) { return m.acquire(ctx, true) }
+func (m *Mutex) Acquire(ctx context.Context) (recipe.Lease, error) { return m.measured(ctx, true) }
 
 // TryAcquire takes the lock if it is free now. It returns an error matching
 // recipe.ErrLocked if someone holds it, and otherwise what Acquire returns,
 // without retrying connection errors.
-func (m *Mutex) TryAcquire(ctx context.Context) (recipe.Lease, error) { return m.acquire(ctx, false) }
+func (m *Mutex) TryAcquire(ctx context.Context) (recipe.Lease, error) { return m.measured(ctx, false) }
+
+// kind is the node kind of every lock of this package, as Metrics and the
+// loss report name it.
+const kind = "lock"
+
+// measured is acquire, reported to the session's Metrics.
+func (m *Mutex) measured(ctx context.Context, wait bool) (recipe.Lease, error) {
+	mt := m.s.metrics
+	if mt == nil {
+		return m.acquire(ctx, wait)
+	}
+	start := time.Now()
+	mt.AcquireStarted(kind, m.name)
+	l, err := m.acquire(ctx, wait)
+	mt.AcquireDone(kind, m.name, time.Since(start), err)
+	return l, err
+}
 
 func (m *Mutex) acquire(ctx context.Context, wait bool) (recipe.Lease, error) {
 	if ctx.Err() != nil {
 		return nil, context.Cause(ctx)
 	}
 	s := m.s
-	if err := s.beginAcquire(); err != nil {
-		return nil, err
+	if !s.life.Enter() {
+		return nil, errClosed
 	}
-	defer s.ops.Done()
-	ctx, unbind := s.bind(ctx)
+	defer s.life.Exit()
+	ctx, unbind := s.life.Bind(ctx)
 	defer unbind()
 
 	owner := newOwner()
@@ -214,6 +234,8 @@ func (m *Mutex) deleteOwned(ctx context.Context, owner string) error {
 	s := m.s
 	limit := time.Now().Add(s.ttl)
 	b := loop.BackOff(50*time.Millisecond, time.Second)
+	retry, cancel := context.WithDeadline(ctx, limit)
+	defer cancel()
 	for {
 		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), min(time.Until(limit), opTimeout(s.ttl)))
 		n, err := releaseScript.Run(actx, s.cli, []string{m.key}, owner, m.channel).Int64()
@@ -224,16 +246,8 @@ func (m *Mutex) deleteOwned(ctx context.Context, owner string) error {
 			}
 			return nil
 		}
-		wait := min(b.NextBackOff(), time.Until(limit))
-		if ctx.Err() != nil || wait <= 0 {
+		if loop.Pause(retry, b, time.Second) != nil {
 			return err
-		}
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return err
-		case <-t.C:
 		}
 	}
 }
@@ -274,15 +288,11 @@ func ended(ctx context.Context) bool {
 // cleanupLater deletes owner's key (if it is owner's) in the background.
 func (m *Mutex) cleanupLater(owner string) {
 	s := m.s
-	if !s.beginOp() {
-		return // Close is finishing: the key, if any, expires within the TTL
-	}
-	go func() {
-		defer s.ops.Done()
+	s.life.Go(func() { // not after Close started: the key, if any, expires within the TTL
 		if err := m.deleteOwned(s.bg, owner); err != nil {
 			s.log.Warn("redislock: cleanup failed; the key expires within the TTL", "key", m.key, "owner", owner, "err", err)
 		}
-	}()
+	})
 }
 
 // recheckAfter is how long a waiter sleeps without a notification, given
@@ -301,8 +311,9 @@ func (m *Mutex) recheckAfter(pttl time.Duration) time.Duration {
 }
 
 // waiter is a subscription to a lock's release channel, held by one waiting
-// Acquire.
+// Acquire, which counts in Metrics.Waiting while it has one.
 type waiter struct {
+	m    *Mutex
 	ps   *redis.PubSub
 	stop func() bool
 	b    backoff.BackOff // between attempts after the subscription's connection failed
@@ -313,11 +324,14 @@ type waiter struct {
 // receipt makes the caller try again, so a release that happens before the
 // subscription is active is seen by that try.
 func (m *Mutex) subscribe(ctx context.Context) *waiter {
+	if m.s.metrics != nil {
+		m.s.metrics.Waiting(kind, m.name, +1)
+	}
 	ps := m.s.cli.Subscribe(ctx, m.channel) // an error resurfaces in wait, which reconnects
 	// go-redis ends a blocked receive at a deadline but not on cancellation:
 	// closing the subscription does.
 	stop := context.AfterFunc(ctx, func() { _ = ps.Close() })
-	return &waiter{ps: ps, stop: stop, b: loop.BackOff(50*time.Millisecond, time.Second)}
+	return &waiter{m: m, ps: ps, stop: stop, b: loop.BackOff(50*time.Millisecond, time.Second)}
 }
 
 // wait returns after a message on the channel (a release, or the
@@ -336,22 +350,25 @@ func (w *waiter) wait(ctx context.Context, d time.Duration) error {
 	case isTimeout(err):
 		return nil
 	}
-	t := time.NewTimer(min(w.b.NextBackOff(), d))
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
+	pctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	_ = loop.Pause(pctx, w.b, time.Second)
+	if ctx.Err() != nil {
 		return context.Cause(ctx)
-	case <-t.C:
-		return nil
 	}
+	return nil
 }
 
+// close ends the subscription (nil: none was made).
 func (w *waiter) close() {
 	if w == nil {
 		return
 	}
 	w.stop()
 	_ = w.ps.Close()
+	if mt := w.m.s.metrics; mt != nil {
+		mt.Waiting(kind, w.m.name, -1)
+	}
 }
 
 // newOwner returns a new owner id: host, process and 130 random bits, so

@@ -21,7 +21,7 @@ const (
 	// context ends 2/3 of the TTL after the send of its last successful
 	// renewal; the server expires the key the TTL after it ran that renewal,
 	// which is later. The third in between (333 ms here) must absorb what
-	// can make the holder learn late: its watchdog timer firing late
+	// can make the holder learn late: its deadline timer firing late
 	// (scheduling delay of a loaded machine, GC, -race: tens of
 	// milliseconds, more on an overloaded one) and the two clocks' rates
 	// (the client's monotonic clock against the server's wall clock, which
@@ -46,11 +46,12 @@ const (
 type Option func(*config)
 
 type config struct {
-	ttl    time.Duration
-	prefix string
-	logger *slog.Logger
-	dialer func(ctx context.Context, network, addr string) (net.Conn, error)
-	err    error
+	ttl     time.Duration
+	prefix  string
+	logger  *slog.Logger
+	metrics recipe.Metrics
+	dialer  func(ctx context.Context, network, addr string) (net.Conn, error)
+	err     error
 }
 
 // WithTTL sets the lease time of every grant of the session's locks (default
@@ -89,6 +90,14 @@ func WithLogger(l *slog.Logger) Option {
 		c.logger = l
 	}
 }
+
+// WithMetrics reports the session's events to m (nil: none, the default),
+// with kind "lock" and dir the lock's name as given to New:
+// AcquireStarted and AcquireDone for every Acquire and TryAcquire, Waiting
+// while an Acquire waits behind another holder, and LeaseLost. Redis has no
+// session state machine, so SessionState is never called; nor is
+// StaleRejected (wire it to a fence.Guard's OnStale).
+func WithMetrics(m recipe.Metrics) Option { return func(c *config) { c.metrics = m } }
 
 // WithDialer makes Connect's client open its connections with dial (go-redis
 // Options.Dialer), for example through a proxy or a test's fault injector.

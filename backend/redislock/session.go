@@ -16,6 +16,8 @@ import (
 	"github.com/redis/go-redis/v9/maintnotifications"
 
 	"github.com/zkrecipes/zkrecipes/internal/ctxend"
+	"github.com/zkrecipes/zkrecipes/internal/grant"
+	"github.com/zkrecipes/zkrecipes/internal/life"
 	"github.com/zkrecipes/zkrecipes/recipe"
 )
 
@@ -26,27 +28,23 @@ import (
 //
 // A Session is safe for concurrent use.
 type Session struct {
-	cli    *redis.Client
-	owned  bool // Close closes cli
-	ttl    time.Duration
-	prefix string
-	log    *slog.Logger
+	cli     *redis.Client
+	owned   bool // Close closes cli
+	ttl     time.Duration
+	prefix  string
+	log     *slog.Logger
+	metrics recipe.Metrics // nil: none
 
-	// closing is done (cause recipe.ErrSessionClosed) when Close starts:
-	// waiting acquisitions end. bg is the context of background cleanups,
-	// cancelled when Close has released the session's leases.
-	closing    context.Context
-	endClosing context.CancelCauseFunc
-	bg         context.Context
-	stopBG     context.CancelFunc
+	// life counts what uses cli (acquisitions, renewers, releases,
+	// background cleanups); its Context ends waiting acquisitions at Close.
+	// bg is the context of background cleanups, cancelled when Close has
+	// released the session's leases.
+	life   *life.Group
+	bg     context.Context
+	stopBG context.CancelFunc
 
 	mu     sync.Mutex
-	closed bool // Close started: no new acquisitions or grants
-	ended  bool // Close waits for ops: no new operations
-	leases map[*lease]struct{}
-	// ops counts what uses cli: acquisitions, renewers, releases and
-	// background cleanups. Add only under mu while !ended.
-	ops sync.WaitGroup
+	leases map[*lease]struct{} // the live leases
 }
 
 // Connect parses url (redis://[user:password@]host:port[/db], or rediss://
@@ -150,11 +148,11 @@ func newSession(ctx context.Context, cli *redis.Client, owned bool, c *config) (
 		}
 		return nil, &recipe.OpError{Op: "connect", Err: err}
 	}
-	s := &Session{cli: cli, owned: owned, ttl: c.ttl, prefix: c.prefix, log: c.logger, leases: make(map[*lease]struct{})}
+	s := &Session{cli: cli, owned: owned, ttl: c.ttl, prefix: c.prefix, log: c.logger, metrics: c.metrics,
+		life: life.New(), leases: make(map[*lease]struct{})}
 	if err := s.checkServer(ctx); err != nil {
 		return nil, err
 	}
-	s.closing, s.endClosing = context.WithCancelCause(context.Background())
 	s.bg, s.stopBG = context.WithCancel(context.Background())
 	return s, nil
 }
@@ -209,19 +207,16 @@ func (s *Session) TTL() time.Duration { return s.ttl }
 // recipe.ErrLeaseLost wrapping it). Close is idempotent; it returns the
 // client's close error.
 func (s *Session) Close() error {
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
+	if !s.life.Close() {
 		return nil
 	}
-	s.closed = true
+	s.mu.Lock()
 	live := make([]*lease, 0, len(s.leases))
 	for l := range s.leases {
 		live = append(live, l)
 	}
 	s.mu.Unlock()
 
-	s.endClosing(recipe.ErrSessionClosed)
 	var wg sync.WaitGroup
 	for _, l := range live {
 		if l.end(recipe.ErrSessionClosed) {
@@ -233,12 +228,8 @@ func (s *Session) Close() error {
 		}
 	}
 	wg.Wait()
-
-	s.mu.Lock()
-	s.ended = true
-	s.mu.Unlock()
 	s.stopBG()
-	s.ops.Wait()
+	s.life.Wait()
 	if s.owned {
 		return s.cli.Close()
 	}
@@ -248,59 +239,22 @@ func (s *Session) Close() error {
 // errClosed is the error of operations on a closed session.
 var errClosed = fmt.Errorf("redislock: %w", recipe.ErrSessionClosed)
 
-// beginAcquire counts an acquisition among ops, or refuses it once Close
-// has started.
-func (s *Session) beginAcquire() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		return errClosed
-	}
-	s.ops.Add(1)
-	return nil
-}
-
-// beginOp counts a release or a cleanup among ops; false once Close waits
-// for ops (a key left then expires within the TTL).
-func (s *Session) beginOp() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.ended {
-		return false
-	}
-	s.ops.Add(1)
-	return true
-}
-
-// bind returns ctx that also ends, with cause recipe.ErrSessionClosed, when
-// Close starts.
-func (s *Session) bind(ctx context.Context) (context.Context, func()) {
-	ctx, cancel := context.WithCancelCause(ctx)
-	stop := context.AfterFunc(s.closing, func() { cancel(recipe.ErrSessionClosed) })
-	return ctx, func() { stop(); cancel(nil) }
-}
-
-// register makes l a live lease of the session and starts its renewals, or
-// returns errClosed if Close has started (the caller then deletes its key).
+// register makes l a live lease of the session, arms its deadline for the
+// grant sent at sent and starts its renewals, or returns errClosed if Close
+// has started (the caller then deletes its key).
 func (s *Session) register(l *lease, sent time.Time) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed {
+	if !s.life.Enter() { // the renewer's count
 		return errClosed
 	}
+	l.deadline = grant.NewDeadline(sent, lossAfter(s.ttl), func() { l.lose(errNoRenewal) })
 	s.leases[l] = struct{}{}
-	s.ops.Add(1)
-	l.start(sent)
+	go func() {
+		defer s.life.Exit()
+		l.keepAlive(sent)
+	}()
 	return nil
-}
-
-// unregister removes l from the live leases; it reports whether l was live.
-func (s *Session) unregister(l *lease) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	_, live := s.leases[l]
-	delete(s.leases, l)
-	return live
 }
 
 // isTimeout reports whether err is a network timeout (a read deadline that

@@ -204,3 +204,31 @@ func TestReplicas(t *testing.T) {
 		t.Errorf("Connect to a primary with a replica logged no warning; logs:\n%s", logs.String())
 	}
 }
+
+// A Release racing Close returns nil or an error matching
+// recipe.ErrSessionClosed, and either way the key is gone when Close
+// returns: Close deletes it, or waits for the Release that does.
+func TestReleaseDuringClose(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := srv.Client(t)
+	ctx := context.Background()
+	for i := range 20 {
+		s := connect(t, srv, nil)
+		m := mustNew(t, s, "release-close")
+		l := acquire(t, m)
+		done := make(chan error, 1)
+		go func() { done <- l.Release(ctx) }()
+		if i%2 == 0 {
+			time.Sleep(time.Duration(i) * 100 * time.Microsecond)
+		}
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if n, err := rdb.Exists(ctx, m.Key()).Result(); err != nil || n != 0 {
+			t.Fatalf("round %d: the key after Close: exists=%d, %v", i, n, err)
+		}
+		if err := <-done; err != nil && !errors.Is(err, recipe.ErrSessionClosed) {
+			t.Fatalf("round %d: Release during Close = %v", i, err)
+		}
+	}
+}
