@@ -48,6 +48,10 @@
 //	m, err := memlock.New(s, "nightly-report") // a recipe.Lock
 //	... code under test takes m; s.CutOff() to make it lose the lock ...
 //
+// Connect's options: WithMetrics reports acquisitions, waiters and lost
+// leases to a recipe.Metrics (recipe/zkprom exports them to Prometheus);
+// WithLogger sets where a lost lease is logged (WARN, as on every backend).
+//
 // Every Session runs a goroutine until Close (or Crash): close them all
 // before a goroutine-leak check (goleak) runs.
 package memlock

@@ -3,38 +3,28 @@ package memlock
 import (
 	"context"
 	"errors"
-	"fmt"
-	"sync"
 	"time"
 
-	"github.com/zkrecipes/zkrecipes/fence"
+	"github.com/cenkalti/backoff/v4"
+
+	"github.com/zkrecipes/zkrecipes/internal/grant"
+	"github.com/zkrecipes/zkrecipes/internal/loop"
 	"github.com/zkrecipes/zkrecipes/recipe"
 )
 
-// lease is one grant: a recipe.Lease.
+// lease is one grant: a recipe.Lease on the shared lease core. Its token is
+// the Server's counter as raised by this grant. Its context ends with
+// recipe.ErrReleased (Release), recipe.ErrSuspended (no answered request
+// for TTL/2), recipe.ErrSessionLost (the server session expired) or
+// recipe.ErrSessionClosed (Close, Crash); it keeps Acquire's context's
+// values only.
 type lease struct {
+	grant.Core
 	m        *Mutex
 	sid, eid int64
-	token    fence.Token
-	ctx      context.Context
-	cancel   context.CancelCauseFunc
-
-	mu        sync.Mutex // serializes Release
-	releasing bool
-	done      bool
 }
 
 var _ recipe.Lease = (*lease)(nil)
-
-// Token is the Server's counter as raised by this grant: larger than every
-// earlier grant's token of every lock of the Server.
-func (l *lease) Token() fence.Token { return l.token }
-
-// Context ends when the lease is released (recipe.ErrReleased) or ownership
-// is in doubt: no answered request for TTL/2 (recipe.ErrSuspended), the
-// server session expired (recipe.ErrSessionLost), Close or Crash
-// (recipe.ErrSessionClosed). It keeps Acquire's context's values only.
-func (l *lease) Context() context.Context { return l.ctx }
 
 // Release ends the lease context (recipe.ErrReleased), then deletes the
 // grant's entry. The delete is sent even if ctx is done, and retried while
@@ -47,28 +37,30 @@ func (l *lease) Context() context.Context { return l.ctx }
 // with the server session); a *recipe.OpError matching ErrUnreachable when
 // the delete could not be made.
 func (l *lease) Release(ctx context.Context) error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.done {
-		return nil
+	if l.m.s.srv.mut == releaseAnyHolder {
+		return l.releaseAnyHolder()
 	}
+	return l.Core.Release(ctx, l.end, l.remove)
+}
+
+// end ends the lease with recipe.ErrReleased if the Session still counts
+// it live.
+func (l *lease) end() {
 	c := l.m.s
-	if c.srv.mut == releaseAnyHolder {
-		// The mutant deletes "the lock" without checking whose grant it is.
-		l.cancel(recipe.ErrReleased)
-		_, err := c.call(func(int64) error { c.srv.removeHolder(l.m.name); return nil })
-		return err
-	}
 	c.mu.Lock()
+	defer c.mu.Unlock()
 	if _, live := c.leases[l]; live {
 		c.endLocked(l, recipe.ErrReleased)
-		l.releasing = true
 	}
-	c.mu.Unlock()
-	if !l.releasing {
-		return fmt.Errorf("%w: %w", recipe.ErrLeaseLost, context.Cause(l.ctx))
-	}
+}
+
+// remove deletes the grant's entry, retrying while the Server can't be
+// reached until ctx ends or the TTL passes; then it hands the entry to the
+// keep-alive loop. An entry of an expired session went with it.
+func (l *lease) remove(ctx context.Context) (done bool, err error) {
+	c := l.m.s
 	giveUp := time.Now().Add(c.srv.ttl)
+	retry := backoff.NewConstantBackOff(pollInterval)
 	for {
 		_, err := c.call(func(sid int64) error {
 			if sid != l.sid {
@@ -77,22 +69,26 @@ func (l *lease) Release(ctx context.Context) error {
 			return c.srv.remove(sid, l.eid)
 		})
 		if err == nil || errors.Is(err, recipe.ErrSessionLost) {
-			l.done = true
-			return nil
+			return true, nil
 		}
 		if !errors.Is(err, ErrUnreachable) {
-			return err
+			return false, err
 		}
-		if ctx.Err() == nil && time.Now().Before(giveUp) {
-			select {
-			case <-ctx.Done():
-			case <-time.After(pollInterval):
-				continue
-			}
+		if ctx.Err() == nil && time.Now().Before(giveUp) && loop.Pause(ctx, retry, pollInterval) == nil {
+			continue
 		}
 		c.mu.Lock()
 		c.orphans = append(c.orphans, orphan{l.sid, l.eid})
 		c.mu.Unlock()
-		return &recipe.OpError{Op: "release", Path: l.m.name, Err: err}
+		return false, &recipe.OpError{Op: "release", Path: l.m.name, Err: err}
 	}
+}
+
+// releaseAnyHolder is the mutant's Release: it deletes "the lock", whoever
+// holds it, without checking whose grant it is or whether it is still ours.
+func (l *lease) releaseAnyHolder() error {
+	c := l.m.s
+	l.End(recipe.ErrReleased)
+	_, err := c.call(func(int64) error { c.srv.removeHolder(l.m.name); return nil })
+	return err
 }

@@ -6,7 +6,11 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/cenkalti/backoff/v4"
+
 	"github.com/zkrecipes/zkrecipes/fence"
+	"github.com/zkrecipes/zkrecipes/internal/grant"
+	"github.com/zkrecipes/zkrecipes/internal/loop"
 	"github.com/zkrecipes/zkrecipes/recipe"
 )
 
@@ -16,6 +20,7 @@ import (
 type Mutex struct {
 	s    *Session
 	name string
+	rep  *grant.Reporter // where its leases report their loss
 }
 
 var _ recipe.Lock = (*Mutex)(nil)
@@ -30,7 +35,8 @@ func New(s *Session, name string) (*Mutex, error) {
 	case name == "":
 		return nil, fmt.Errorf("%w: memlock: empty lock name", recipe.ErrInvalidPath)
 	}
-	return &Mutex{s: s, name: name}, nil
+	rep := &grant.Reporter{Log: s.log, Metrics: s.metrics, Backend: "memlock", Kind: kindLock, Dir: name}
+	return &Mutex{s: s, name: name, rep: rep}, nil
 }
 
 // Name returns the lock's name.
@@ -55,39 +61,78 @@ func (m *Mutex) Acquire(ctx context.Context) (recipe.Lease, error) { return m.ac
 // Session had just given up its leases), recipe.ErrSessionClosed.
 func (m *Mutex) TryAcquire(ctx context.Context) (recipe.Lease, error) { return m.acquire(ctx, true) }
 
+// acquire is Acquire (try false) or TryAcquire, reported to the Session's
+// metrics.
 func (m *Mutex) acquire(ctx context.Context, try bool) (recipe.Lease, error) {
-	c := m.s
-	if c.srv.mut == ignoresContext && !try {
+	mt := m.s.metrics
+	if mt == nil {
+		return m.attempt(ctx, try)
+	}
+	mt.AcquireStarted(kindLock, m.name)
+	start := time.Now()
+	l, err := m.attempt(ctx, try)
+	mt.AcquireDone(kindLock, m.name, time.Since(start), err)
+	return l, err
+}
+
+// kindLock is the kind every event of a Mutex is reported with.
+const kindLock = "lock"
+
+// attempt is one Acquire or TryAcquire: enqueue, then wait for the grant.
+// Its context ends at the Session's Close too.
+func (m *Mutex) attempt(ctx context.Context, try bool) (recipe.Lease, error) {
+	if m.s.srv.mut == ignoresContext && !try {
 		ctx = context.Background()
 	}
+	ctx, cancel := m.s.g.Bind(ctx)
+	defer cancel()
 	if ctx.Err() != nil {
 		return nil, context.Cause(ctx)
 	}
-	var (
-		sid, eid int64
-		tok      fence.Token
-	)
+	sid, eid, tok, err := m.enqueue(ctx, try)
+	if err != nil {
+		return nil, err // not enqueued: nothing to clean up
+	}
+	return m.await(ctx, try, sid, eid, tok)
+}
+
+// enqueue adds the caller's entry to the lock's queue (with try only if the
+// lock is free); Acquire waits for the Server while it can't be reached or
+// its server session is being replaced. It returns the entry and its token
+// (zero while it waits).
+func (m *Mutex) enqueue(ctx context.Context, try bool) (sid, eid int64, tok fence.Token, err error) {
+	c := m.s
+	retry := backoff.NewConstantBackOff(pollInterval)
 	for {
-		var err error
 		sid, err = c.call(func(sid int64) (err error) {
 			eid, tok, err = c.srv.enqueue(sid, m.name, try)
 			return err
 		})
-		if err == nil {
-			break
-		}
 		switch {
+		case err == nil:
+			return sid, eid, tok, nil
 		case try && errors.Is(err, ErrUnreachable):
-			return nil, &recipe.OpError{Op: "enqueue", Path: m.name, Err: err}
+			return 0, 0, 0, &recipe.OpError{Op: "enqueue", Path: m.name, Err: err}
 		case try || !errors.Is(err, ErrUnreachable) && !errors.Is(err, recipe.ErrSessionLost):
-			return nil, err // ErrLocked, ErrSessionClosed; ErrSessionLost of a TryAcquire
+			return 0, 0, 0, err // ErrLocked, ErrSessionClosed; ErrSessionLost of a TryAcquire
 		}
-		select { // not enqueued: nothing to clean up
-		case <-ctx.Done():
-			return nil, context.Cause(ctx)
-		case <-time.After(pollInterval):
+		if err := loop.Pause(ctx, retry, pollInterval); err != nil {
+			return 0, 0, 0, err
 		}
 	}
+}
+
+// await turns entry eid of session sid into a lease once it is granted
+// (tok non-zero), waiting in the queue until then. An entry given up is
+// deleted, or left to the keep-alive loop.
+func (m *Mutex) await(ctx context.Context, try bool, sid, eid int64, tok fence.Token) (recipe.Lease, error) {
+	c := m.s
+	waiting := false
+	defer func() {
+		if waiting {
+			m.reportWaiting(-1)
+		}
+	}()
 	for {
 		if tok != 0 {
 			if l := c.activate(ctx, m, sid, eid, tok); l != nil {
@@ -97,6 +142,9 @@ func (m *Mutex) acquire(ctx context.Context, try bool) (recipe.Lease, error) {
 				c.abandon(sid, eid)
 				return nil, recipe.ErrSuspended
 			}
+		} else if !waiting {
+			waiting = true
+			m.reportWaiting(+1)
 		}
 		var changed <-chan struct{}
 		_, err := c.call(func(cur int64) (err error) {
@@ -128,6 +176,13 @@ func (m *Mutex) acquire(ctx context.Context, try bool) (recipe.Lease, error) {
 	}
 }
 
+// reportWaiting reports a waiter's start (+1) or end (-1) to the metrics.
+func (m *Mutex) reportWaiting(delta int) {
+	if mt := m.s.metrics; mt != nil {
+		mt.Waiting(kindLock, m.name, delta)
+	}
+}
+
 // abandon deletes a waiter's entry, or leaves it to the keep-alive loop.
 func (c *Session) abandon(sid, eid int64) {
 	if c.srv.mut == leakCancelled {
@@ -141,11 +196,11 @@ func (c *Session) abandon(sid, eid int64) {
 func (c *Session) activate(ctx context.Context, m *Mutex, sid, eid int64, tok fence.Token) *lease {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.suspended || c.sid != sid || c.closed || c.crashed {
+	if c.deadline == nil || c.sid != sid || c.g.Closed() {
 		return nil
 	}
-	lctx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
-	l := &lease{m: m, sid: sid, eid: eid, token: tok, ctx: lctx, cancel: cancel}
+	l := &lease{m: m, sid: sid, eid: eid}
+	l.Init(ctx, tok, m.rep)
 	c.leases[l] = struct{}{}
 	return l
 }

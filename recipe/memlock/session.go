@@ -3,9 +3,12 @@ package memlock
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"time"
 
+	"github.com/zkrecipes/zkrecipes/internal/grant"
+	"github.com/zkrecipes/zkrecipes/internal/life"
 	"github.com/zkrecipes/zkrecipes/recipe"
 )
 
@@ -14,38 +17,58 @@ import (
 // act on. Its Mutexes share the session, as a process's locks share its
 // ZooKeeper session or etcd lease. It is safe for concurrent use.
 type Session struct {
-	srv *Server
+	srv     *Server
+	g       *life.Group // closed by Close or Crash; runs keepAlive
+	metrics recipe.Metrics
+	log     *slog.Logger
 
-	mu        sync.Mutex
-	cut       bool
-	crashed   bool
-	closed    bool
-	sid       int64     // current server session; 0: open one at the next request
-	lastAck   time.Time // send time of the newest answered request
-	suspended bool      // the watchdog fired and no request was answered since
-	watchdog  *time.Timer
-	leases    map[*lease]struct{} // live leases
-	orphans   []orphan            // entries to delete once the Server is reachable
-
-	quit chan struct{}
-	stop sync.Once
-	wg   sync.WaitGroup
+	mu  sync.Mutex
+	cut bool
+	sid int64 // current server session; 0: open one at the next request
+	// deadline is the ownership deadline, TTL/2 after the send of the
+	// newest answered request; nil once it passed (every lease was given
+	// up) until a request is answered in time again.
+	deadline *grant.Deadline
+	leases   map[*lease]struct{} // live leases
+	orphans  []orphan            // entries to delete once the Server is reachable
 }
 
 // orphan is an entry of session sid that a lease or a waiter gave up
 // without being able to delete it.
 type orphan struct{ sid, eid int64 }
 
+// SessionOption configures Connect.
+type SessionOption func(*Session)
+
+// WithMetrics reports the Session's events to m (nil: none, the default),
+// with kind "lock" and dir the lock's name as given to New: AcquireStarted
+// and AcquireDone for every Acquire and TryAcquire, Waiting while an
+// Acquire waits behind another holder, and LeaseLost when a lease ends
+// other than by its Release. A Session has no connection to report, so
+// SessionState is never called; nor is StaleRejected (wire it to a
+// fence.Guard's OnStale).
+func WithMetrics(m recipe.Metrics) SessionOption { return func(c *Session) { c.metrics = m } }
+
+// WithLogger sets the logger of lost leases (default slog.Default(); nil
+// means the default): WARN "memlock: lease lost" with the lock, the token
+// and the cause, DEBUG for recipe.ErrSessionClosed.
+func WithLogger(l *slog.Logger) SessionOption { return func(c *Session) { c.log = l } }
+
 // Connect returns a new Session of the Server. It opens its server session
 // at once, or at its first request if the Server is closed. Close it when
 // done: it runs a keep-alive goroutine.
-func (s *Server) Connect() *Session {
-	c := &Session{srv: s, leases: map[*lease]struct{}{}, quit: make(chan struct{})}
+func (s *Server) Connect(opts ...SessionOption) *Session {
+	c := &Session{srv: s, g: life.New(), leases: map[*lease]struct{}{}}
+	for _, o := range opts {
+		if o != nil {
+			o(c)
+		}
+	}
+	c.mu.Lock()
 	c.sid, _ = s.open() // 0 on a closed Server: call opens one later
-	c.lastAck = time.Now()
-	c.watchdog = time.AfterFunc(s.ttl/2, c.checkContact)
-	c.wg.Add(1)
-	go c.keepAlive()
+	c.armLocked(time.Now())
+	c.mu.Unlock()
+	c.g.Go(c.keepAlive)
 	return c
 }
 
@@ -54,7 +77,7 @@ func (s *Server) Connect() *Session {
 // errExpired ends the server session (and becomes recipe.ErrSessionLost).
 func (c *Session) call(req func(sid int64) error) (int64, error) {
 	c.mu.Lock()
-	if c.closed || c.crashed {
+	if c.g.Closed() {
 		c.mu.Unlock()
 		return 0, recipe.ErrSessionClosed
 	}
@@ -72,7 +95,6 @@ func (c *Session) call(req func(sid int64) error) (int64, error) {
 	}
 	sid := c.sid
 	c.mu.Unlock()
-
 	sent := time.Now()
 	err := req(sid)
 	c.mu.Lock()
@@ -84,29 +106,46 @@ func (c *Session) call(req func(sid int64) error) (int64, error) {
 		c.loseSessionLocked(sid)
 		return sid, fmt.Errorf("%w: %w", recipe.ErrSessionLost, err)
 	}
-	if sid == c.sid && sent.After(c.lastAck) {
-		c.lastAck = sent
-		c.suspended = false
-		if !c.closed && !c.crashed && c.srv.mut != noWatchdog {
-			c.watchdog.Reset(time.Until(sent.Add(c.srv.ttl / 2)))
-		}
+	if sid == c.sid {
+		c.ackLocked(sent)
 	}
 	return sid, err
 }
 
-// checkContact is the watchdog: without an answered request sent in the last
-// TTL/2, every lease ends (the Server may expire the session from TTL on).
-func (c *Session) checkContact() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.closed || c.crashed || c.srv.mut == noWatchdog {
+// armLocked starts an ownership deadline TTL/2 after sent. When it passes
+// with no later answered request, every lease ends (the Server may expire
+// the session from TTL on).
+func (c *Session) armLocked(sent time.Time) {
+	var d *grant.Deadline
+	d = grant.NewDeadline(sent, c.srv.ttl/2, func() {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if c.deadline == d { // d is read under c.mu, as it was written
+			c.suspendLocked()
+		}
+	})
+	c.deadline = d
+}
+
+// ackLocked records that a request sent at sent was answered: the deadline
+// moves to TTL/2 after it, or, if it had passed (the leases were given
+// up), starts again, unless the answer came too late to count.
+func (c *Session) ackLocked(sent time.Time) {
+	switch {
+	case c.deadline != nil:
+		c.deadline.Ack(sent)
+	case !c.g.Closed() && time.Now().Before(sent.Add(c.srv.ttl/2)):
+		c.armLocked(sent)
+	}
+}
+
+// suspendLocked ends every lease (recipe.ErrSuspended) when the deadline
+// passed; their entries are deleted once the Server can be reached.
+func (c *Session) suspendLocked() {
+	if c.g.Closed() || c.srv.mut == noWatchdog {
 		return
 	}
-	if wait := time.Until(c.lastAck.Add(c.srv.ttl / 2)); wait > 0 {
-		c.watchdog.Reset(wait)
-		return
-	}
-	c.suspended = true
+	c.deadline = nil
 	for l := range c.leases {
 		c.orphans = append(c.orphans, orphan{l.sid, l.eid})
 		c.endLocked(l, recipe.ErrSuspended)
@@ -119,27 +158,26 @@ func (c *Session) loseSessionLocked(sid int64) {
 		return
 	}
 	c.sid = 0
-	c.suspended = false
 	for l := range c.leases {
 		c.endLocked(l, recipe.ErrSessionLost)
 	}
 	c.orphans = nil
 }
 
+// endLocked ends a live lease with cause (the core reports a loss).
 func (c *Session) endLocked(l *lease, cause error) {
 	delete(c.leases, l)
-	l.cancel(cause)
+	l.End(cause)
 }
 
 // keepAlive pings every TTL/5 and deletes orphaned entries once the Server
 // is reachable.
 func (c *Session) keepAlive() {
-	defer c.wg.Done()
 	tick := time.NewTicker(c.srv.ttl / 5)
 	defer tick.Stop()
 	for {
 		select {
-		case <-c.quit:
+		case <-c.g.Context().Done():
 			return
 		case <-tick.C:
 		}
@@ -200,7 +238,7 @@ func (c *Session) Heal() {
 // Every later call on the Session or its Mutexes returns
 // recipe.ErrSessionClosed.
 func (c *Session) Crash() {
-	if sid, _ := c.end(true); c.srv.mut == instantExpiry {
+	if sid, _ := c.end(); c.srv.mut == instantExpiry {
 		c.srv.close(sid)
 	}
 }
@@ -211,34 +249,27 @@ func (c *Session) Crash() {
 // Server expires it after the TTL). It always returns nil, and is
 // idempotent.
 func (c *Session) Close() error {
-	if sid, reachable := c.end(false); reachable {
+	if sid, reachable := c.end(); reachable {
 		c.srv.close(sid)
 	}
 	return nil
 }
 
-// end marks the Session crashed or closed, ends its leases and stops its
-// goroutine. It returns the server session and whether the Server can be
-// told (the Session was live, not cut off, and had a server session).
-func (c *Session) end(crash bool) (sid int64, reachable bool) {
+// end closes the Session (the first Close or Crash), ends its leases and
+// waits for its goroutine. It returns the server session and whether the
+// Server can be told (this call closed a Session that was not cut off and
+// had a server session).
+func (c *Session) end() (sid int64, reachable bool) {
 	c.mu.Lock()
-	reachable = !c.cut && !c.crashed && !c.closed && c.sid != 0
-	if crash {
-		c.crashed = true
-	} else {
-		c.closed = true
+	reachable = c.g.Close() && !c.cut && c.sid != 0
+	if c.deadline != nil {
+		c.deadline.Stop()
 	}
-	c.watchdog.Stop()
 	for l := range c.leases {
 		c.endLocked(l, recipe.ErrSessionClosed)
 	}
 	sid = c.sid
 	c.mu.Unlock()
-	c.stopKeepAlive()
+	c.g.Wait()
 	return sid, reachable
-}
-
-func (c *Session) stopKeepAlive() {
-	c.stop.Do(func() { close(c.quit) })
-	c.wg.Wait()
 }
