@@ -2,8 +2,9 @@
 // (acquire a lock, wait for a latch's grant), lead while granted, back off,
 // attempt again, until the caller stops it or an error that retrying cannot
 // cure ends it. leader.Run (and so election.Run) and the leader latch run
-// it; BackOff and Pause are also the waits of the backends' own retries;
-// Stopper is the rule that ends every standing loop of the module.
+// it; BackOff and Pause also pace the backends' own retries (a request
+// retried while the server can't be reached); Stopper is the rule that ends
+// every standing loop of the module.
 package loop
 
 import (
@@ -27,7 +28,7 @@ func BackOff(initial, max time.Duration) backoff.BackOff {
 
 // Pause waits for b's next interval (or for max when b says backoff.Stop),
 // and returns nil, or ctx's cause if ctx ends first. It is the one wait
-// between attempts of every loop of this module.
+// between attempts of every loop and retry of this module.
 func Pause(ctx context.Context, b backoff.BackOff, max time.Duration) error {
 	d := b.NextBackOff()
 	if d == backoff.Stop {

@@ -127,6 +127,7 @@ func (m *Mutex) enqueue(ctx context.Context, try bool) (sid, eid int64, tok fenc
 // deleted, or left to the keep-alive loop.
 func (m *Mutex) await(ctx context.Context, try bool, sid, eid int64, tok fence.Token) (recipe.Lease, error) {
 	c := m.s
+	retry := backoff.NewConstantBackOff(pollInterval)
 	waiting := false
 	defer func() {
 		if waiting {
@@ -161,19 +162,33 @@ func (m *Mutex) await(ctx context.Context, try bool, sid, eid int64, tok fence.T
 			return nil, err
 		case errors.Is(err, errNoEntry):
 			return nil, recipe.ErrNodeDeleted
-		case err != nil: // unreachable: poll
+		case err != nil: // unreachable: ask again after a pause
 			changed = nil
 		case tok != 0:
 			continue
 		}
-		select {
-		case <-changed:
-		case <-time.After(pollInterval):
-		case <-ctx.Done():
+		if err := m.wait(ctx, changed, retry); err != nil {
 			c.abandon(sid, eid)
-			return nil, context.Cause(ctx)
+			return nil, err
 		}
 	}
+}
+
+// wait waits for changed (a change of the lock's queue, polled every
+// pollInterval as a fallback), or, when changed is nil (the Server could
+// not be reached), for the retry's pause. It returns ctx's cause if ctx
+// ends first.
+func (m *Mutex) wait(ctx context.Context, changed <-chan struct{}, retry backoff.BackOff) error {
+	if changed == nil {
+		return loop.Pause(ctx, retry, pollInterval)
+	}
+	select {
+	case <-changed:
+	case <-time.After(pollInterval):
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+	return nil
 }
 
 // reportWaiting reports a waiter's start (+1) or end (-1) to the metrics.
