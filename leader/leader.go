@@ -19,8 +19,10 @@
 //	}
 //	return err // an error retrying cannot cure (recipe.Permanent)
 //
-// election.Run is this loop over a ZooKeeper election that also publishes a
-// value (a leader's address, say) for others to read.
+// WithMetrics reports each attempt and each lost term to a recipe.Metrics
+// (recipe/zkprom exports them to Prometheus). election.Run is this loop
+// over a ZooKeeper election that also publishes a value (a leader's
+// address, say) for others to read.
 package leader
 
 import (
@@ -48,6 +50,8 @@ type config struct {
 	backoff   func() backoff.BackOff
 	log       *slog.Logger
 	permanent []error
+	metrics   recipe.Metrics // WithMetrics; nil: none
+	name      string         // WithMetrics' dir
 }
 
 // WithBackOff sets the backoff Run waits between acquisitions: after a failed
@@ -166,7 +170,7 @@ func Run(ctx context.Context, lock recipe.Lock, fn func(ctx context.Context, tok
 		},
 	}
 	return lp.Run(ctx, func(ctx context.Context) (loop.Next, error) {
-		lease, err := lock.Acquire(ctx)
+		lease, err := c.acquire(ctx, lock)
 		if err != nil {
 			return loop.Wait, err
 		}
@@ -184,10 +188,16 @@ func defaultBackOff() backoff.BackOff { return loop.BackOff(100*time.Millisecond
 // context was still live.
 func (c *config) lead(ctx context.Context, lease recipe.Lease, fn func(context.Context, fence.Token) error) (failed bool) {
 	fctx, cancel := context.WithCancelCause(lease.Context())
-	stop := context.AfterFunc(ctx, func() { cancel(context.Cause(ctx)) })
+	t := c.startTerm(fctx)
+	stop := context.AfterFunc(ctx, func() {
+		t.endsIt(fctx)
+		cancel(context.Cause(ctx))
+	})
 	defer func() {
 		stop()
+		t.endsIt(fctx)
 		cancel(recipe.ErrReleased)
+		t.wait()
 		// Release on a context of its own: ctx may be done, and the release
 		// must still be sent (the backend bounds its retries).
 		err := lease.Release(context.WithoutCancel(ctx))

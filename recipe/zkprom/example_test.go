@@ -8,7 +8,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/zkrecipes/zkrecipes/fence"
+	"github.com/zkrecipes/zkrecipes/leader"
 	"github.com/zkrecipes/zkrecipes/mutex"
+	"github.com/zkrecipes/zkrecipes/recipe/memlock"
 	"github.com/zkrecipes/zkrecipes/recipe/zkprom"
 	"github.com/zkrecipes/zkrecipes/zktest"
 	"github.com/zkrecipes/zkrecipes/zookeeper"
@@ -45,4 +47,36 @@ func Example() {
 	n, _ := testutil.GatherAndCount(reg, "zkrecipes_acquire_started_total", "zkrecipes_fence_rejections_total")
 	fmt.Println(n, "series")
 	// Output: 2 series
+}
+
+// The same adapter for any other backend and for leader.Run: here memlock
+// (in memory) with its WithMetrics, and leader.WithMetrics, both reporting
+// to one Metrics. etcdlock, pglock and redislock take WithMetrics(m) in
+// their Connect the same way.
+func Example_leader() {
+	reg := prometheus.NewRegistry()
+	m := zkprom.New()
+	reg.MustRegister(m)
+
+	srv, err := memlock.NewServer()
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer srv.Close()
+	s := srv.Connect(memlock.WithMetrics(m))
+	defer s.Close()
+	lock, _ := memlock.New(s, "scheduler")
+
+	ctx, stop := context.WithCancel(context.Background())
+	leader.Run(ctx, lock, func(ctx context.Context, _ fence.Token) error {
+		stop() // one term, then the service shuts down
+		return nil
+	}, leader.WithMetrics(m, "scheduler"))
+
+	// zkrecipes_acquire_started_total{kind="leader",path="scheduler"} and
+	// {kind="lock",path="scheduler"}, zkrecipes_leading{path="scheduler"}
+	n, _ := testutil.GatherAndCount(reg, "zkrecipes_acquire_started_total", "zkrecipes_leading")
+	fmt.Println(n, "series")
+	// Output: 3 series
 }

@@ -1,30 +1,38 @@
-// Package zkprom exports the events of zkrecipes sessions and recipes (the
-// recipe.Metrics hook) as Prometheus metrics, with
-// github.com/prometheus/client_golang. It lives in its own package so that
-// the recipes themselves depend on no metrics library.
+// Package zkprom exports the events of this module's sessions, locks and
+// leader loops (the recipe.Metrics hook) as Prometheus metrics, with
+// github.com/prometheus/client_golang. It works for every backend
+// (ZooKeeper, etcd, PostgreSQL, Redis, memlock) and for leader.Run, and
+// links none of their clients; it lives in a package of its own so that the
+// backends depend on no metrics library. Install one Metrics with each
+// backend's WithMetrics and with leader.WithMetrics:
 //
 //	m := zkprom.New()
 //	prometheus.MustRegister(m)
 //	s, err := zookeeper.Connect(ctx, servers, zookeeper.WithMetrics(m))
+//	// or etcdlock.Connect(ctx, url, etcdlock.WithMetrics(m)), pglock.Connect,
+//	// redislock.Connect (the same option), srv.Connect(memlock.WithMetrics(m))
 //	...
+//	err = leader.Run(ctx, lock, fn, leader.WithMetrics(m, "scheduler"))
 //	guard.OnStale = m.StaleRejected // a fence.Guard at the resource
 //
-// The metrics (all prefixed zkrecipes_; kind is the recipe's node kind:
-// lock, read, write, lease, elect, latch; path is the recipe's directory):
+// The metrics (all prefixed zkrecipes_; kind and path are the kind and dir
+// of recipe.Metrics: on ZooKeeper the recipe's node kind (lock, read,
+// write, lease, elect, latch) and directory, on the other backends "lock"
+// and the lock's name, for leader.Run "leader" and its name):
 //
 //	zkrecipes_acquire_started_total{kind,path}                counter
 //	zkrecipes_acquire_duration_seconds{kind,path,result}      histogram  result: acquired | failed
 //	zkrecipes_acquire_failures_total{kind,path,reason}        counter    reason: see Reason
 //	zkrecipes_waiters{kind,path}                              gauge      this process's contenders queued
 //	zkrecipes_leases_lost_total{kind,path,cause}              counter    cause: see Reason
-//	zkrecipes_sessions{state}                                 gauge      open sessions per connection state
-//	zkrecipes_session_transitions_total{state}                counter    transitions into each state
+//	zkrecipes_leading{path}                                   gauge      leader.Run terms leading now (LeadingMetrics)
+//	zkrecipes_sessions{state}                                 gauge      open sessions per connection state (ZooKeeper, etcd)
+//	zkrecipes_session_transitions_total{state}                counter    transitions into each state (ZooKeeper, etcd)
 //	zkrecipes_fence_rejections_total{resource}                counter    stale writes rejected by a fence.Guard
-//	zkrecipes_sequence_headroom{kind,path}                    gauge      sequences left before the directory's limit
+//	zkrecipes_sequence_headroom{kind,path}                    gauge      sequences left before the directory's limit (ZooKeeper)
 //
-// The path label has one value per lock directory a process uses: keep
-// lock directories few and stable (not one per request), or use
-// WithoutPathLabel.
+// The path label has one value per lock directory or name a process uses:
+// keep them few and stable (not one per request), or use WithoutPathLabel.
 package zkprom
 
 import (
@@ -34,8 +42,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/zkrecipes/zkrecipes/fence"
+	"github.com/zkrecipes/zkrecipes/leader"
 	"github.com/zkrecipes/zkrecipes/recipe"
-	"github.com/zkrecipes/zkrecipes/zookeeper"
 )
 
 // Namespace prefixes every metric name.
@@ -47,9 +55,11 @@ const Namespace = "zkrecipes"
 var DefaultBuckets = []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300}
 
 // Metrics implements recipe.Metrics by updating Prometheus metrics, and
-// prometheus.Collector so that it can be registered as one. One Metrics can
-// serve many Sessions. It is safe for concurrent use, and its recipe.Metrics
-// methods never block (they only update in-memory metrics).
+// prometheus.Collector so that it can be registered as one; also
+// leader.LeadingMetrics and ZooKeeper's SequenceMetrics. One Metrics can
+// serve many sessions of any backends and many leader loops at once. It is
+// safe for concurrent use, and its methods never block (they only update
+// in-memory metrics).
 type Metrics struct {
 	noPath bool
 
@@ -58,6 +68,7 @@ type Metrics struct {
 	failures    *prometheus.CounterVec
 	waiters     *prometheus.GaugeVec
 	lost        *prometheus.CounterVec
+	leading     *prometheus.GaugeVec
 	sessions    *prometheus.GaugeVec
 	transitions *prometheus.CounterVec
 	rejections  *prometheus.CounterVec
@@ -65,7 +76,7 @@ type Metrics struct {
 }
 
 var _ recipe.Metrics = (*Metrics)(nil)
-var _ zookeeper.SequenceMetrics = (*Metrics)(nil)
+var _ leader.LeadingMetrics = (*Metrics)(nil)
 var _ prometheus.Collector = (*Metrics)(nil)
 
 type config struct {
@@ -90,7 +101,9 @@ func WithoutPathLabel() Option { return func(c *config) { c.noPath = true } }
 func WithConstLabels(l prometheus.Labels) Option { return func(c *config) { c.labels = l } }
 
 // New returns a Metrics with every metric at zero; register it with a
-// prometheus.Registerer and pass it to zookeeper.WithMetrics.
+// prometheus.Registerer and pass it to a backend's WithMetrics
+// (zookeeper.WithMetrics, etcdlock.WithMetrics, ...) and to
+// leader.WithMetrics.
 func New(opts ...Option) *Metrics {
 	c := config{buckets: DefaultBuckets}
 	for _, o := range opts {
@@ -118,6 +131,8 @@ func New(opts ...Option) *Metrics {
 			"Contenders of this process currently queued behind other holders.", "kind", "path"),
 		lost: counter("leases_lost_total",
 			"Granted leases that ended without their own Release, by cause.", "kind", "path", "cause"),
+		leading: gauge("leading",
+			"Terms of leader.Run that this process leads now, by name.", "path"),
 		sessions: gauge("sessions",
 			"Open sessions of this process per connection state (CONNECTED, SUSPENDED, RECONNECTED, LOST).", "state"),
 		transitions: counter("session_transitions_total",
@@ -132,7 +147,7 @@ func New(opts ...Option) *Metrics {
 }
 
 func (m *Metrics) collectors() []prometheus.Collector {
-	return []prometheus.Collector{m.started, m.duration, m.failures, m.waiters, m.lost, m.sessions, m.transitions, m.rejections, m.headroom}
+	return []prometheus.Collector{m.started, m.duration, m.failures, m.waiters, m.lost, m.leading, m.sessions, m.transitions, m.rejections, m.headroom}
 }
 
 // Describe implements prometheus.Collector.
@@ -185,6 +200,12 @@ func (m *Metrics) LeaseLost(kind, dir string, cause error) {
 	m.lost.WithLabelValues(kind, m.path(dir), Reason(cause)).Inc()
 }
 
+// Leading implements leader.LeadingMetrics: it adds delta to
+// zkrecipes_leading.
+func (m *Metrics) Leading(name string, delta int) {
+	m.leading.WithLabelValues(m.path(name)).Add(float64(delta))
+}
+
 // SessionState implements recipe.Metrics: it moves one session from state
 // from to state to in zkrecipes_sessions (a closed session leaves it), and
 // counts zkrecipes_session_transitions_total.
@@ -204,7 +225,7 @@ func (m *Metrics) StaleRejected(e *fence.StaleError) {
 	m.rejections.WithLabelValues(e.Resource).Inc()
 }
 
-// SequenceHeadroom implements zookeeper.SequenceMetrics: it sets
+// SequenceHeadroom implements zookeeper.SequenceMetrics (ZooKeeper only): it sets
 // zkrecipes_sequence_headroom. With WithoutPathLabel it holds the value of
 // the last create in any directory of the kind, so a busy healthy directory
 // can hide one at the limit: alert on min_over_time of it, or rely on the
@@ -242,8 +263,38 @@ func Reason(err error) string {
 		return "no_permission"
 	case errors.Is(err, recipe.ErrBadOption):
 		return "bad_option"
-	case errors.Is(err, zookeeper.ErrSequenceLimit):
+	case hasText(err, seqLimitText):
 		return "sequence_limit"
 	}
 	return "other"
+}
+
+// seqLimitText is the message of zookeeper.ErrSequenceLimit. Reason finds
+// that sentinel by its message, so that this package links no ZooKeeper
+// client into a program of another backend; TestReason keeps the two in
+// step.
+const seqLimitText = "recipe: the directory's sequence counter is at its limit"
+
+// hasText reports whether an error in err's tree has exactly the message
+// text.
+func hasText(err error, text string) bool {
+	for err != nil {
+		if err.Error() == text {
+			return true
+		}
+		switch u := err.(type) {
+		case interface{ Unwrap() error }:
+			err = u.Unwrap()
+		case interface{ Unwrap() []error }:
+			for _, e := range u.Unwrap() {
+				if hasText(e, text) {
+					return true
+				}
+			}
+			return false
+		default:
+			return false
+		}
+	}
+	return false
 }

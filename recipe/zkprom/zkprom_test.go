@@ -3,6 +3,7 @@ package zkprom_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -21,6 +22,29 @@ import (
 )
 
 func TestMain(m *testing.M) { zktest.Main(m) }
+
+// afterAcquisitions is the scrape TestMetricsFromRealAcquisitions expects
+// before the Close.
+const afterAcquisitions = `
+# HELP zkrecipes_acquire_failures_total Acquisitions that ended without a grant, by reason (locked: TryAcquire found it held; canceled, deadline: the caller gave up).
+# TYPE zkrecipes_acquire_failures_total counter
+zkrecipes_acquire_failures_total{kind="lock",path="/locks/prom",reason="locked"} 1
+# HELP zkrecipes_acquire_started_total Acquisitions (Acquire, TryAcquire, Campaign) started.
+# TYPE zkrecipes_acquire_started_total counter
+zkrecipes_acquire_started_total{kind="lock",path="/locks/prom"} 3
+# HELP zkrecipes_fence_rejections_total Writes rejected by a fence.Guard because their token was stale.
+# TYPE zkrecipes_fence_rejections_total counter
+zkrecipes_fence_rejections_total{resource="report"} 1
+# HELP zkrecipes_leases_lost_total Granted leases that ended without their own Release, by cause.
+# TYPE zkrecipes_leases_lost_total counter
+zkrecipes_leases_lost_total{cause="node_deleted",kind="lock",path="/locks/prom"} 1
+# HELP zkrecipes_sessions Open sessions of this process per connection state (CONNECTED, SUSPENDED, RECONNECTED, LOST).
+# TYPE zkrecipes_sessions gauge
+zkrecipes_sessions{state="CONNECTED"} 1
+# HELP zkrecipes_waiters Contenders of this process currently queued behind other holders.
+# TYPE zkrecipes_waiters gauge
+zkrecipes_waiters{kind="lock",path="/locks/prom"} 0
+`
 
 // TestMetricsFromRealAcquisitions registers the adapter with a real
 // registry and checks what a scrape shows after a grant, a TryAcquire that
@@ -73,26 +97,7 @@ func TestMetricsFromRealAcquisitions(t *testing.T) {
 		t.Fatalf("stale check: %v", err)
 	}
 
-	want := `
-# HELP zkrecipes_acquire_failures_total Acquisitions that ended without a grant, by reason (locked: TryAcquire found it held; canceled, deadline: the caller gave up).
-# TYPE zkrecipes_acquire_failures_total counter
-zkrecipes_acquire_failures_total{kind="lock",path="/locks/prom",reason="locked"} 1
-# HELP zkrecipes_acquire_started_total Acquisitions (Acquire, TryAcquire, Campaign) started.
-# TYPE zkrecipes_acquire_started_total counter
-zkrecipes_acquire_started_total{kind="lock",path="/locks/prom"} 3
-# HELP zkrecipes_fence_rejections_total Writes rejected by a fence.Guard because their token was stale.
-# TYPE zkrecipes_fence_rejections_total counter
-zkrecipes_fence_rejections_total{resource="report"} 1
-# HELP zkrecipes_leases_lost_total Granted leases that ended without their own Release, by cause.
-# TYPE zkrecipes_leases_lost_total counter
-zkrecipes_leases_lost_total{cause="node_deleted",kind="lock",path="/locks/prom"} 1
-# HELP zkrecipes_sessions Open sessions of this process per connection state (CONNECTED, SUSPENDED, RECONNECTED, LOST).
-# TYPE zkrecipes_sessions gauge
-zkrecipes_sessions{state="CONNECTED"} 1
-# HELP zkrecipes_waiters Contenders of this process currently queued behind other holders.
-# TYPE zkrecipes_waiters gauge
-zkrecipes_waiters{kind="lock",path="/locks/prom"} 0
-`
+	want := afterAcquisitions
 	names := []string{"zkrecipes_acquire_failures_total", "zkrecipes_acquire_started_total", "zkrecipes_fence_rejections_total",
 		"zkrecipes_leases_lost_total", "zkrecipes_sessions", "zkrecipes_waiters"}
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), names...); err != nil {
@@ -128,12 +133,21 @@ func TestReason(t *testing.T) {
 		recipe.ErrSessionClosed: "session_closed", recipe.ErrNodeDeleted: "node_deleted",
 		recipe.ErrLeaseLost: "lease_lost", &recipe.OpError{Op: "create", Err: zkNoAuth{}}: "other",
 		recipe.ErrBadOption: "bad_option", zookeeper.ErrSequenceLimit: "sequence_limit", errors.New("x"): "other",
+		// Wrapped as the backends return them.
+		fmt.Errorf("%w: /locks/a holds x", zookeeper.ErrSequenceLimit):                           "sequence_limit",
+		&recipe.OpError{Op: "create", Err: fmt.Errorf("%w: anchor", zookeeper.ErrSequenceLimit)}: "sequence_limit",
+		errors.Join(errors.New("a"), zookeeper.ErrSequenceLimit):                                 "sequence_limit",
+		errors.New(zookeeper.ErrSequenceLimit.Error() + " (and more)"):                           "other",
 	} {
 		if got := zkprom.Reason(err); got != want {
 			t.Errorf("Reason(%v) = %q, want %q", err, got, want)
 		}
 	}
 }
+
+// Metrics is ZooKeeper's SequenceMetrics too (checked here: the package
+// itself imports no ZooKeeper client).
+var _ zookeeper.SequenceMetrics = (*zkprom.Metrics)(nil)
 
 type zkNoAuth struct{}
 
