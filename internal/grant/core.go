@@ -37,7 +37,8 @@ type Core struct {
 	rep    *Reporter
 	ctx    context.Context
 	cancel context.CancelCauseFunc
-	ended  atomic.Bool
+	endMu  sync.Mutex  // makes End's check and cancel one step
+	ended  atomic.Bool // set after the cancel, under endMu
 
 	mu       sync.Mutex // serializes Release
 	released bool       // the removal completed, or nothing is left to remove
@@ -61,20 +62,27 @@ func (c *Core) SetToken(t fence.Token) { c.token = t }
 // context.Cause tells why.
 func (c *Core) Context() context.Context { return c.ctx }
 
-// Live reports whether the lease has not ended.
+// Live reports whether the lease has not ended; once it reports false,
+// context.Cause is set.
 func (c *Core) Live() bool { return !c.ended.Load() }
 
 // End ends the lease with cause unless it has ended already (the first
 // cause wins), and reports whether this call ended it. A loss (any cause
 // but recipe.ErrReleased) is reported: logged at WARN with the cause
 // (DEBUG for recipe.ErrSessionClosed, which the program asked for), and
-// given to Metrics.LeaseLost. End may be called under the backend's locks:
-// it takes none, and the Metrics contract forbids calling back.
+// given to Metrics.LeaseLost. When any End returns, the context is done
+// with its cause, whichever call set it. End may be called under the
+// backend's locks: it takes only a leaf lock of its own, and the Metrics
+// contract forbids calling back.
 func (c *Core) End(cause error) bool {
-	if !c.ended.CompareAndSwap(false, true) {
+	c.endMu.Lock()
+	if c.ended.Load() {
+		c.endMu.Unlock()
 		return false
 	}
 	c.cancel(cause)
+	c.ended.Store(true)
+	c.endMu.Unlock()
 	if c.rep != nil && cause != recipe.ErrReleased {
 		c.rep.lost(c.token, cause)
 	}

@@ -3,6 +3,7 @@ package grant
 import (
 	"context"
 	"errors"
+	"runtime"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -123,5 +124,35 @@ func TestDeadlineCheckAndStop(t *testing.T) {
 	time.Sleep(30 * time.Millisecond)
 	if n.Load() != 1 || s.Check() != true {
 		t.Fatalf("stopped deadline expired (%d)", n.Load())
+	}
+}
+
+// TestEndSetsCauseFirst: whoever sees the lease ended (Live false, or an End
+// that lost the race) finds the context's cause set.
+func TestEndSetsCauseFirst(t *testing.T) {
+	for range 200 {
+		var c Core
+		c.Init(context.Background(), 1, nil)
+		start := make(chan struct{})
+		done := make(chan error, 2)
+		for _, cause := range []error{recipe.ErrSuspended, recipe.ErrReleased} {
+			go func() {
+				<-start
+				c.End(cause)
+				done <- context.Cause(c.Context())
+			}()
+		}
+		close(start)
+		for c.Live() {
+			runtime.Gosched()
+		}
+		if context.Cause(c.Context()) == nil {
+			t.Fatal("Live false before the cause was set")
+		}
+		for range 2 {
+			if err := <-done; err == nil {
+				t.Fatal("End returned before the cause was set")
+			}
+		}
 	}
 }
