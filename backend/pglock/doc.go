@@ -15,8 +15,9 @@
 //     lock belongs to the server session that took it, and must neither
 //     return to a pool nor be shared with other statements. Acquire opens it,
 //     checks it leads to a server session of its own (ErrPooler otherwise),
-//     and waits in PostgreSQL's lock queue (first come, first served;
-//     TryAcquire uses pg_try_advisory_lock and does not queue). The lease
+//     takes the lock if it is free (pg_try_advisory_lock), else waits in
+//     PostgreSQL's lock queue (first come, first served; TryAcquire does not
+//     queue). The lease
 //     keeps the connection until it ends; Release unlocks (so the lock is
 //     free when Release returns) and closes it.
 //   - Cancellation without a racing grant: an Acquire that ends without a

@@ -72,11 +72,12 @@ func New(s *Session, name string) (*Mutex, error) {
 }
 
 func newMutex(s *Session, name string, key int64) *Mutex {
-	rep := &grant.Reporter{Log: s.log, Backend: "pglock", Kind: metricKind, Dir: name}
+	rep := &grant.Reporter{Log: s.log, Metrics: s.metrics, Backend: "pglock", Kind: metricKind, Dir: name}
 	return &Mutex{s: s, name: name, key: key, rep: rep}
 }
 
-// metricKind is the kind a lost lease reports: a mutex's.
+// metricKind is the kind every event of this package reports to
+// recipe.Metrics: a mutex's.
 const metricKind = "lock"
 
 // CheckName returns the error New returns for name (a *NameError matching
@@ -98,8 +99,9 @@ type NameError = lockname.Error
 // Name returns the lock's name.
 func (m *Mutex) Name() string { return m.name }
 
-// Acquire waits in PostgreSQL's lock queue for the lock (first come, first
-// served) and returns its lease once the grant's token is committed. It
+// Acquire takes the lock if it is free, else waits in PostgreSQL's lock
+// queue for it (first come, first served), and returns its lease once the
+// grant's token is committed. It
 // returns context.Cause(ctx) if ctx ends first, recipe.ErrSessionClosed if
 // the session is closed, ErrPooler, or a connection or server error (in a
 // *recipe.OpError for statements). Whatever the error, the attempt's
@@ -125,8 +127,13 @@ const (
 	trySQL  = "SELECT pg_try_advisory_lock($1::bigint)::text WHERE pg_backend_pid() = $2::bigint"
 )
 
-// acquire is Acquire (wait) and TryAcquire.
-func (m *Mutex) acquire(ctx context.Context, wait bool) (recipe.Lease, error) {
+// acquire is Acquire (wait) and TryAcquire, with their metrics.
+func (m *Mutex) acquire(ctx context.Context, wait bool) (_ recipe.Lease, err error) {
+	if mt := m.s.metrics; mt != nil {
+		start := time.Now()
+		mt.AcquireStarted(metricKind, m.name)
+		defer func() { mt.AcquireDone(metricKind, m.name, time.Since(start), err) }()
+	}
 	if ctx.Err() != nil {
 		return nil, context.Cause(ctx)
 	}
@@ -176,24 +183,33 @@ func (m *Mutex) acquire(ctx context.Context, wait bool) (recipe.Lease, error) {
 	return l, nil
 }
 
-// lock takes the lock on conn: pg_advisory_lock (Acquire, which waits in
-// the server's queue) or pg_try_advisory_lock (TryAcquire). sent reports
-// whether a statement that may have locked was sent: a failed Acquire
-// unlocks then.
+// lock takes the lock on conn: pg_try_advisory_lock, then, for Acquire of a
+// held lock, pg_advisory_lock, which waits in the server's queue (reported
+// to Metrics.Waiting). sent reports whether a statement that may have
+// locked was sent: a failed Acquire unlocks then.
 func (m *Mutex) lock(ctx context.Context, conn *pgconn.PgConn, wait bool) (sent bool, err error) {
 	key, pid := strconv.FormatInt(m.key, 10), strconv.FormatUint(uint64(conn.PID()), 10)
-	lockSQL := trySQL
-	if wait {
-		lockSQL = waitSQL
-	}
-	rows, err := queryCancelled(ctx, conn, lockSQL, key, pid)
+	rows, err := queryCancelled(ctx, conn, trySQL, key, pid)
 	switch {
 	case err != nil:
 		return true, m.fail(ctx, "pg_advisory_lock", err)
 	case len(rows) == 0:
 		return true, m.fail(ctx, "", ErrPooler)
-	case !wait && string(rows[0][0]) != "true":
+	case string(rows[0][0]) == "true":
+		return true, nil
+	case !wait:
 		return false, m.fail(ctx, "", recipe.ErrLocked) // refused: nothing to unlock
+	}
+	if mt := m.s.metrics; mt != nil {
+		mt.Waiting(metricKind, m.name, 1)
+		defer mt.Waiting(metricKind, m.name, -1)
+	}
+	rows, err = queryCancelled(ctx, conn, waitSQL, key, pid)
+	switch {
+	case err != nil:
+		return true, m.fail(ctx, "pg_advisory_lock", err)
+	case len(rows) == 0:
+		return true, m.fail(ctx, "", ErrPooler)
 	}
 	return true, nil
 }

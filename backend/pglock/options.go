@@ -35,9 +35,10 @@ const (
 type Option func(*options)
 
 type options struct {
-	ttl   time.Duration
-	table string
-	log   *slog.Logger
+	ttl     time.Duration
+	table   string
+	log     *slog.Logger
+	metrics recipe.Metrics
 }
 
 // WithTTL sets the lease time to live (default DefaultTTL, between MinTTL
@@ -57,6 +58,14 @@ func WithTable(name string) Option { return func(o *options) { o.table = name } 
 // Debug, lost leases (with their cause) and key collisions at Warn, a lease
 // ended by Session.Close at Debug.
 func WithLogger(l *slog.Logger) Option { return func(o *options) { o.log = l } }
+
+// WithMetrics installs m (default and nil: none). Every Acquire and
+// TryAcquire reports AcquireStarted and AcquireDone, an Acquire that finds
+// the lock held reports Waiting +1 and -1 around its wait, and a lease that
+// ends other than by its Release reports LeaseLost; kind is "lock", dir the
+// name given to New. There is no SessionState: a Session has no connection
+// of its own, so no connection state to report.
+func WithMetrics(m recipe.Metrics) Option { return func(o *options) { o.metrics = m } }
 
 var tableName = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}(\.[a-z_][a-z0-9_]{0,62})?$`)
 

@@ -24,12 +24,13 @@ import (
 // the lease keeps until it ends (see the package documentation). Its methods
 // are safe for concurrent use.
 type Session struct {
-	cfg   *pgconn.Config // our copy, with the session parameters of pgParams
-	ttl   time.Duration
-	ping  time.Duration // the holder's ping interval
-	loss  time.Duration // the holder's loss deadline, from the send time of the last answered ping
-	table string
-	log   *slog.Logger
+	cfg     *pgconn.Config // our copy, with the session parameters of pgParams
+	ttl     time.Duration
+	ping    time.Duration // the holder's ping interval
+	loss    time.Duration // the holder's loss deadline, from the send time of the last answered ping
+	table   string
+	log     *slog.Logger
+	metrics recipe.Metrics // nil: none
 
 	life *life.Group // Acquire calls in flight and lease monitors; its context ends with Close
 }
@@ -70,7 +71,7 @@ func ConnectConfig(ctx context.Context, cfg *pgconn.Config, opts ...Option) (*Se
 	}
 	s := &Session{
 		cfg: cfg.Copy(), ttl: o.ttl, ping: o.ttl / 10, loss: o.ttl / 2,
-		table: o.table, log: o.log, life: life.New(),
+		table: o.table, log: o.log, metrics: o.metrics, life: life.New(),
 	}
 	if s.cfg.ConnectTimeout == 0 {
 		s.cfg.ConnectTimeout = DefaultConnectTimeout
