@@ -21,8 +21,7 @@ import (
 
 // Session connects the locks of one process to one PostgreSQL database. It
 // holds no connection of its own: every Acquire opens a dedicated one, which
-// the lease keeps until it ends (see the package documentation). Its methods
-// are safe for concurrent use.
+// the lease keeps until it ends. Its methods are safe for concurrent use.
 type Session struct {
 	cfg     *pgconn.Config // our copy, with the session parameters of pgParams
 	ttl     time.Duration
@@ -51,8 +50,9 @@ func Connect(ctx context.Context, url string, opts ...Option) (*Session, error) 
 // from pgconn.ParseConfig; it is copied, not changed; its DialFunc, TLS and
 // fallback hosts are used for every lock connection, so several hosts need
 // target_session_attrs=read-write: every contender must reach the same
-// primary). The session parameters of the package documentation override
-// cfg's (application_name only if cfg has none). It checks that the
+// primary). This package's session parameters (docs/backends.md: TTL's
+// timeouts, synchronous_commit on) override cfg's (application_name only if
+// cfg has none). It checks that the
 // server answers, accepts this package's session parameters (PostgreSQL 14
 // or later), is not behind a pooler (ErrPooler) and has the token table,
 // creating it if missing (ErrTokenTable if it can't). Errors: an invalid
