@@ -13,6 +13,7 @@ import (
 
 	"github.com/zkrecipes/zkrecipes/fence"
 	"github.com/zkrecipes/zkrecipes/internal/ctxend"
+	"github.com/zkrecipes/zkrecipes/internal/grant"
 	"github.com/zkrecipes/zkrecipes/internal/lockname"
 	"github.com/zkrecipes/zkrecipes/recipe"
 )
@@ -49,6 +50,7 @@ type Mutex struct {
 	s    *Session
 	name string
 	key  int64
+	rep  *grant.Reporter // where its leases report their loss
 }
 
 var _ recipe.Lock = (*Mutex)(nil)
@@ -66,8 +68,17 @@ func New(s *Session, name string) (*Mutex, error) {
 	if err := CheckName(name); err != nil {
 		return nil, err
 	}
-	return &Mutex{s: s, name: name, key: Key(name)}, nil
+	return newMutex(s, name, Key(name)), nil
 }
+
+func newMutex(s *Session, name string, key int64) *Mutex {
+	rep := &grant.Reporter{Log: s.log, Metrics: s.metrics, Backend: "pglock", Kind: metricKind, Dir: name}
+	return &Mutex{s: s, name: name, key: key, rep: rep}
+}
+
+// metricKind is the kind every event of this package reports to
+// recipe.Metrics: a mutex's.
+const metricKind = "lock"
 
 // CheckName returns the error New returns for name (a *NameError matching
 // recipe.ErrInvalidPath), or nil if New accepts it: a program can refuse a
@@ -88,8 +99,9 @@ type NameError = lockname.Error
 // Name returns the lock's name.
 func (m *Mutex) Name() string { return m.name }
 
-// Acquire waits in PostgreSQL's lock queue for the lock (first come, first
-// served) and returns its lease once the grant's token is committed. It
+// Acquire takes the lock if it is free, else waits in PostgreSQL's lock
+// queue for it (first come, first served), and returns its lease once the
+// grant's token is committed. It
 // returns context.Cause(ctx) if ctx ends first, recipe.ErrSessionClosed if
 // the session is closed, ErrPooler, or a connection or server error (in a
 // *recipe.OpError for statements). Whatever the error, the attempt's
@@ -115,64 +127,45 @@ const (
 	trySQL  = "SELECT pg_try_advisory_lock($1::bigint)::text WHERE pg_backend_pid() = $2::bigint"
 )
 
+// acquire is Acquire (wait) and TryAcquire, with their metrics.
 func (m *Mutex) acquire(ctx context.Context, wait bool) (_ recipe.Lease, err error) {
+	if mt := m.s.metrics; mt != nil {
+		start := time.Now()
+		mt.AcquireStarted(metricKind, m.name)
+		defer func() { mt.AcquireDone(metricKind, m.name, time.Since(start), err) }()
+	}
 	if ctx.Err() != nil {
 		return nil, context.Cause(ctx)
 	}
 	s := m.s
-	if !s.enter() {
+	if !s.life.Enter() {
 		return nil, recipe.ErrSessionClosed
 	}
-	defer s.wg.Done()
-	actx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	defer context.AfterFunc(s.ctx, func() { cancel(recipe.ErrSessionClosed) })()
-	// fail turns err into the caller's cause if the attempt was abandoned.
-	fail := func(op string, err error) error {
-		if ctxend.Ended(actx) {
-			return ctxend.Cause(actx)
-		}
-		if op == "" {
-			return err
-		}
-		return &recipe.OpError{Op: op, Path: m.name, Err: err}
-	}
+	defer s.life.Exit()
+	actx, cancel := s.life.Bind(ctx)
+	defer cancel()
 
 	conn, err := s.dial(actx)
 	if err != nil {
-		return nil, fail("", err)
+		return nil, m.fail(actx, "", err)
 	}
-	granted, sentLock := false, false
+	granted, locking := false, false
 	defer func() {
 		if !granted {
-			if sentLock {
+			if locking {
 				unlockAll(conn)
 			}
 			hangUp(conn) // frees whatever the session got, a late grant included
 		}
 	}()
-
-	key, pid := strconv.FormatInt(m.key, 10), strconv.FormatUint(uint64(conn.PID()), 10)
-	lockSQL := trySQL
-	if wait {
-		lockSQL = waitSQL
-	}
-	sentLock = true
-	rows, err := queryCancelled(actx, conn, lockSQL, key, pid)
-	switch {
-	case err != nil:
-		return nil, fail("pg_advisory_lock", err)
-	case len(rows) == 0:
-		return nil, fail("", ErrPooler)
-	case !wait && string(rows[0][0]) != "true":
-		sentLock = false // refused: nothing to unlock
-		return nil, fail("", recipe.ErrLocked)
+	if locking, err = m.lock(actx, conn, wait); err != nil {
+		return nil, err
 	}
 
 	sent := time.Now()
 	tok, first, err := m.bump(actx, conn)
 	if err != nil {
-		return nil, fail("token bump", err)
+		return nil, m.fail(actx, "token bump", err)
 	}
 	if actx.Err() != nil {
 		return nil, context.Cause(actx) // gave up after the grant: hangUp frees it
@@ -182,12 +175,56 @@ func (m *Mutex) acquire(ctx context.Context, wait bool) (_ recipe.Lease, err err
 			"lock", m.name, "other", first, "key", m.key)
 	}
 	l := newLease(ctx, m, conn, tok)
-	if !s.adopt(l, sent) {
+	if !s.life.Go(func() { l.monitor(sent) }) {
 		return nil, recipe.ErrSessionClosed
 	}
 	granted = true
 	s.log.Debug("pglock: granted", "lock", m.name, "token", tok)
 	return l, nil
+}
+
+// lock takes the lock on conn: pg_try_advisory_lock, then, for Acquire of a
+// held lock, pg_advisory_lock, which waits in the server's queue (reported
+// to Metrics.Waiting). sent reports whether a statement that may have
+// locked was sent: a failed Acquire unlocks then.
+func (m *Mutex) lock(ctx context.Context, conn *pgconn.PgConn, wait bool) (sent bool, err error) {
+	key, pid := strconv.FormatInt(m.key, 10), strconv.FormatUint(uint64(conn.PID()), 10)
+	rows, err := queryCancelled(ctx, conn, trySQL, key, pid)
+	switch {
+	case err != nil:
+		return true, m.fail(ctx, "pg_advisory_lock", err)
+	case len(rows) == 0:
+		return true, m.fail(ctx, "", ErrPooler)
+	case string(rows[0][0]) == "true":
+		return true, nil
+	case !wait:
+		return false, m.fail(ctx, "", recipe.ErrLocked) // refused: nothing to unlock
+	}
+	if mt := m.s.metrics; mt != nil {
+		mt.Waiting(metricKind, m.name, 1)
+		defer mt.Waiting(metricKind, m.name, -1)
+	}
+	rows, err = queryCancelled(ctx, conn, waitSQL, key, pid)
+	switch {
+	case err != nil:
+		return true, m.fail(ctx, "pg_advisory_lock", err)
+	case len(rows) == 0:
+		return true, m.fail(ctx, "", ErrPooler)
+	}
+	return true, nil
+}
+
+// fail is Acquire's error for err of statement op ("" for none): ctx's
+// cause if the attempt was abandoned, else err, in a *recipe.OpError for a
+// statement.
+func (m *Mutex) fail(ctx context.Context, op string, err error) error {
+	if ctxend.Ended(ctx) {
+		return ctxend.Cause(ctx)
+	}
+	if op == "" {
+		return err
+	}
+	return &recipe.OpError{Op: op, Path: m.name, Err: err}
 }
 
 // queryCancelled is query for a statement that may wait (the lock's): when

@@ -8,87 +8,30 @@ import (
 	"log/slog"
 	"math"
 	"net"
-	"regexp"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgconn/ctxwatch"
 
 	"github.com/zkrecipes/zkrecipes/internal/ctxend"
+	"github.com/zkrecipes/zkrecipes/internal/life"
 	"github.com/zkrecipes/zkrecipes/recipe"
 )
 
-// Defaults and limits of the options.
-const (
-	// DefaultTTL is the lease time to live of WithTTL's default: the server
-	// ends a holder's session (and frees its lock) once it has heard nothing
-	// from it for this long; the holder gives the lease up after half of it.
-	DefaultTTL = 10 * time.Second
-	// MinTTL and MaxTTL bound WithTTL.
-	MinTTL = time.Second
-	MaxTTL = 24 * time.Hour
-
-	// DefaultTable is the token table's name (WithTable's default).
-	DefaultTable = "zkrecipes_lock_tokens"
-
-	// DefaultConnectTimeout bounds each connection attempt when the URL sets
-	// no connect_timeout.
-	DefaultConnectTimeout = 10 * time.Second
-
-	// keepAliveCount is the number of unanswered TCP keep-alive probes after
-	// which the server drops a connection.
-	keepAliveCount = 5
-)
-
-// Option configures a Session (Connect, ConnectConfig).
-type Option func(*options)
-
-type options struct {
-	ttl   time.Duration
-	table string
-	log   *slog.Logger
-}
-
-// WithTTL sets the lease time to live (default DefaultTTL, between MinTTL
-// and MaxTTL). It is the server's bound: a session the server has heard
-// nothing from for ttl is ended by the server (idle_session_timeout; the TCP
-// keep-alive and user timeouts are set no shorter), which frees its lock. The
-// holder pings every ttl/10 and ends its lease context ttl/2 after the send
-// time of the last ping answered, so it always gives up first.
-func WithTTL(ttl time.Duration) Option { return func(o *options) { o.ttl = ttl } }
-
-// WithTable sets the token table (default DefaultTable): a lowercase
-// identifier, optionally schema-qualified ("locks.tokens"). It is created on
-// first use if missing.
-func WithTable(name string) Option { return func(o *options) { o.table = name } }
-
-// WithLogger sets the logger (default slog.Default()): grants and releases at
-// Debug, lost leases and key collisions at Warn.
-func WithLogger(l *slog.Logger) Option { return func(o *options) { o.log = l } }
-
-var tableName = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}(\.[a-z_][a-z0-9_]{0,62})?$`)
-
 // Session connects the locks of one process to one PostgreSQL database. It
 // holds no connection of its own: every Acquire opens a dedicated one, which
-// the lease keeps until it ends (see the package documentation). Its methods
-// are safe for concurrent use.
+// the lease keeps until it ends. Its methods are safe for concurrent use.
 type Session struct {
-	cfg   *pgconn.Config // our copy, with the session parameters of pgParams
-	ttl   time.Duration
-	ping  time.Duration // the holder's ping interval
-	loss  time.Duration // the holder's loss deadline, from the send time of the last answered ping
-	table string
-	log   *slog.Logger
+	cfg     *pgconn.Config // our copy, with the session parameters of pgParams
+	ttl     time.Duration
+	ping    time.Duration // the holder's ping interval
+	loss    time.Duration // the holder's loss deadline, from the send time of the last answered ping
+	table   string
+	log     *slog.Logger
+	metrics recipe.Metrics // nil: none
 
-	ctx    context.Context // ended by Close
-	cancel context.CancelFunc
-
-	mu     sync.Mutex
-	closed bool
-	leases map[*lease]struct{}
-	wg     sync.WaitGroup // Acquire calls in flight and lease monitors
+	life *life.Group // Acquire calls in flight and lease monitors; its context ends with Close
 }
 
 // Connect parses url (postgres://user@host:5432/db?sslmode=..., or any
@@ -107,8 +50,9 @@ func Connect(ctx context.Context, url string, opts ...Option) (*Session, error) 
 // from pgconn.ParseConfig; it is copied, not changed; its DialFunc, TLS and
 // fallback hosts are used for every lock connection, so several hosts need
 // target_session_attrs=read-write: every contender must reach the same
-// primary). The session parameters of the package documentation override
-// cfg's (application_name only if cfg has none). It checks that the
+// primary). This package's session parameters (docs/backends.md: TTL's
+// timeouts, synchronous_commit on) override cfg's (application_name only if
+// cfg has none). It checks that the
 // server answers, accepts this package's session parameters (PostgreSQL 14
 // or later), is not behind a pooler (ErrPooler) and has the token table,
 // creating it if missing (ErrTokenTable if it can't). Errors: an invalid
@@ -121,21 +65,13 @@ func Connect(ctx context.Context, url string, opts ...Option) (*Session, error) 
 // pooled connection returns to its pool with the lock still held, and a
 // shared one can be closed or reset by someone else.
 func ConnectConfig(ctx context.Context, cfg *pgconn.Config, opts ...Option) (*Session, error) {
-	o := options{ttl: DefaultTTL, table: DefaultTable, log: slog.Default()}
-	for _, opt := range opts {
-		opt(&o)
-	}
-	switch {
-	case o.ttl < MinTTL || o.ttl > MaxTTL:
-		return nil, fmt.Errorf("%w: pglock: TTL %v outside [%v, %v]", recipe.ErrBadOption, o.ttl, MinTTL, MaxTTL)
-	case !tableName.MatchString(o.table):
-		return nil, fmt.Errorf("%w: pglock: table %q is not a lowercase identifier, optionally schema-qualified", recipe.ErrBadOption, o.table)
-	case o.log == nil:
-		return nil, fmt.Errorf("%w: pglock: nil logger", recipe.ErrBadOption)
+	o, err := newOptions(opts)
+	if err != nil {
+		return nil, err
 	}
 	s := &Session{
 		cfg: cfg.Copy(), ttl: o.ttl, ping: o.ttl / 10, loss: o.ttl / 2,
-		table: o.table, log: o.log, leases: make(map[*lease]struct{}),
+		table: o.table, log: o.log, metrics: o.metrics, life: life.New(),
 	}
 	if s.cfg.ConnectTimeout == 0 {
 		s.cfg.ConnectTimeout = DefaultConnectTimeout
@@ -150,11 +86,10 @@ func ConnectConfig(ctx context.Context, cfg *pgconn.Config, opts ...Option) (*Se
 	s.cfg.BuildContextWatcherHandler = func(c *pgconn.PgConn) ctxwatch.Handler {
 		return &pgconn.DeadlineContextWatcherHandler{Conn: c.Conn()}
 	}
-	s.ctx, s.cancel = context.WithCancel(context.Background())
 
 	conn, err := s.dial(ctx)
 	if err != nil {
-		s.cancel()
+		s.life.Close()
 		return nil, err
 	}
 	defer hangUp(conn)
@@ -166,7 +101,7 @@ func ConnectConfig(ctx context.Context, cfg *pgconn.Config, opts ...Option) (*Se
 		err = s.ensureTable(ctx, conn)
 	}
 	if err != nil {
-		s.cancel()
+		s.life.Close()
 		return nil, err
 	}
 	return s, nil
@@ -273,50 +208,9 @@ func (s *Session) ensureTable(ctx context.Context, conn *pgconn.PgConn) error {
 // return recipe.ErrSessionClosed. Close returns when all of them have
 // finished; it is idempotent and returns nil.
 func (s *Session) Close() error {
-	s.mu.Lock()
-	s.closed = true
-	live := make([]*lease, 0, len(s.leases))
-	for l := range s.leases {
-		live = append(live, l)
-	}
-	s.mu.Unlock()
-	for _, l := range live {
-		l.cancel(recipe.ErrSessionClosed)
-	}
-	s.cancel() // after the leases' causes are set: it interrupts their pings
-	s.wg.Wait()
+	s.life.Close() // each lease's monitor ends its lease and hangs up
+	s.life.Wait()
 	return nil
-}
-
-// enter registers a blocking call; false if the session is closed.
-func (s *Session) enter() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		return false
-	}
-	s.wg.Add(1)
-	return true
-}
-
-// adopt registers a new lease and starts its monitor; false if the session
-// was closed meanwhile.
-func (s *Session) adopt(l *lease, lastAck time.Time) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		return false
-	}
-	s.leases[l] = struct{}{}
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
-		l.monitor(lastAck)
-		s.mu.Lock()
-		delete(s.leases, l)
-		s.mu.Unlock()
-	}()
-	return true
 }
 
 // closeTimeout bounds the goodbye (Terminate) written on a connection being

@@ -163,24 +163,24 @@ func (d Dialect) retryable(err error) bool {
 
 // missing reports whether err says a table (kind ErrNoTable) or a column
 // (ErrNoColumn) does not exist, and which one if the message names it.
-func (d Dialect) missing(err error) (kind error, name string) {
+func (d Dialect) missing(err error) (name string, kind error) {
 	if d == Postgres {
 		switch sqlState(err) {
 		case "42P01":
-			return ErrNoTable, quoted(err.Error())
+			return quoted(err.Error()), ErrNoTable
 		case "42703":
-			return ErrNoColumn, quoted(err.Error())
+			return quoted(err.Error()), ErrNoColumn
 		}
-		return nil, ""
+		return "", nil
 	}
 	msg := err.Error()
 	if _, after, ok := strings.Cut(msg, "no such table: "); ok {
-		return ErrNoTable, firstWord(after)
+		return firstWord(after), ErrNoTable
 	}
 	if _, after, ok := strings.Cut(msg, "no such column: "); ok {
-		return ErrNoColumn, firstWord(after)
+		return firstWord(after), ErrNoColumn
 	}
-	return nil, ""
+	return "", nil
 }
 
 // quoted returns the first double-quoted name in PostgreSQL's message

@@ -56,40 +56,7 @@ func TestUpdatePlaceholderCount(t *testing.T) {
 		}
 		t.Log(fencesql.Update(ctx, db, 777, row, anon, 100))
 
-		// Placeholder-like text that is not a placeholder: in string
-		// literals, quoted identifiers, comments, casts.
-		type okCase struct {
-			set  string
-			args []any
-			note string
-		}
-		ok := []okCase{
-			{"balance = " + p(1) + ", note = '" + p(2) + " ?'", []any{5}, p(2) + " ?"},
-			{"note = 'it''s " + p(2) + "' || " + p(1), []any{"!"}, "it's " + p(2) + "!"},
-			{"balance = " + p(1) + " /* " + p(3) + " */, note = " + p(2) + " -- " + p(3), []any{6, "c"}, "c"}, // a trailing line comment
-			{"balance = CAST(" + p(1) + " AS BIGINT), note = " + p(2), []any{7, "cast"}, "cast"},
-			{"note = " + p(1) + " || " + p(1), []any{"8"}, "88"},
-			{`note = "q?$2" || ` + p(1), []any{"h"}, "Qh"},
-		}
-		if f.Dialect() == fencesql.Postgres {
-			ok = append(ok,
-				okCase{"balance = $1::bigint, note = $$ $2 $$ || E'\\' $3' || $2::text", []any{9, "d"}, " $2 ' $3d"},
-				okCase{"note = $t$ $1 '$t$ || note || $1 /* nested /* $2 */ $3 */", []any{"e"}, " $1 'orige"})
-		} else {
-			ok = append(ok,
-				okCase{"balance = ?, note = [q?$2] || `q?$2` || ?", []any{10, "f"}, "QQf"},
-				okCase{"balance = :b, note = :n || :b", []any{sql.Named("b", 11), sql.Named("n", "g")}, "g11"})
-		}
-		for _, c := range ok {
-			mustExec(t, db, "UPDATE acc2 SET note = 'orig' WHERE id = 1")
-			if err := fencesql.Update(ctx, db, 778, row, c.set, c.args...); err != nil {
-				t.Errorf("Update(%q): %v", c.set, err)
-				continue
-			}
-			if _, note, tok := state(); note != c.note || tok != 778 {
-				t.Errorf("Update(%q): note %q, fence %d; want %q, 778", c.set, note, tok, c.note)
-			}
-		}
+		placeholderLikeText(t, f, db, row, state)
 		// A trailing line comment once swallowed the WHERE clause: every
 		// row changed, whatever its fence.
 		err = fencesql.Update(ctx, db, 1, row, "note = "+p(1)+" -- the note", "stale")
@@ -100,4 +67,44 @@ func TestUpdatePlaceholderCount(t *testing.T) {
 			t.Errorf("an Update of row 1 changed row 2")
 		}
 	})
+}
+
+// placeholderLikeText: placeholder-like text that is not a placeholder (in
+// string literals, quoted identifiers, comments, casts) is not counted.
+func placeholderLikeText(t *testing.T, f *fencesql.Fence, db *sql.DB, row fencesql.Row, state func() (int64, string, int64)) {
+	t.Helper()
+	ctx := ctxT(t)
+	p := f.Dialect().Placeholder
+	type okCase struct {
+		set  string
+		args []any
+		note string
+	}
+	ok := []okCase{
+		{"balance = " + p(1) + ", note = '" + p(2) + " ?'", []any{5}, p(2) + " ?"},
+		{"note = 'it''s " + p(2) + "' || " + p(1), []any{"!"}, "it's " + p(2) + "!"},
+		{"balance = " + p(1) + " /* " + p(3) + " */, note = " + p(2) + " -- " + p(3), []any{6, "c"}, "c"}, // a trailing line comment
+		{"balance = CAST(" + p(1) + " AS BIGINT), note = " + p(2), []any{7, "cast"}, "cast"},
+		{"note = " + p(1) + " || " + p(1), []any{"8"}, "88"},
+		{`note = "q?$2" || ` + p(1), []any{"h"}, "Qh"},
+	}
+	if f.Dialect() == fencesql.Postgres {
+		ok = append(ok,
+			okCase{"balance = $1::bigint, note = $$ $2 $$ || E'\\' $3' || $2::text", []any{9, "d"}, " $2 ' $3d"},
+			okCase{"note = $t$ $1 '$t$ || note || $1 /* nested /* $2 */ $3 */", []any{"e"}, " $1 'orige"})
+	} else {
+		ok = append(ok,
+			okCase{"balance = ?, note = [q?$2] || `q?$2` || ?", []any{10, "f"}, "QQf"},
+			okCase{"balance = :b, note = :n || :b", []any{sql.Named("b", 11), sql.Named("n", "g")}, "g11"})
+	}
+	for _, c := range ok {
+		mustExec(t, db, "UPDATE acc2 SET note = 'orig' WHERE id = 1")
+		if err := fencesql.Update(ctx, db, 778, row, c.set, c.args...); err != nil {
+			t.Errorf("Update(%q): %v", c.set, err)
+			continue
+		}
+		if _, note, tok := state(); note != c.note || tok != 778 {
+			t.Errorf("Update(%q): note %q, fence %d; want %q, 778", c.set, note, tok, c.note)
+		}
+	}
 }

@@ -138,7 +138,7 @@ func (f *Fence) Update(ctx context.Context, q Querier, token fence.Token, row Ro
 
 // rowError classifies an error of Update's statements.
 func (f *Fence) rowError(err error, row Row) error {
-	switch kind, name := f.d.missing(err); {
+	switch name, kind := f.d.missing(err); {
 	case kind == ErrNoTable:
 		return &SchemaError{Kind: kind, Table: row.Table, Name: name, Err: err}
 	case kind == ErrNoColumn && name == row.fence():

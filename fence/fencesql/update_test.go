@@ -71,47 +71,60 @@ func TestUpdate(t *testing.T) {
 			t.Fatalf("after a rolled back transaction: balance %d fence %d", b, tok)
 		}
 
-		// Bad input, before any statement.
-		for _, c := range []struct {
-			row  fencesql.Row
-			tok  fence.Token
-			set  string
-			want error
-		}{
-			{row, 0, set, fence.ErrNoToken},
-			{row, 1 << 63, set, fencesql.ErrTokenRange},
-			{fencesql.Row{Table: "accounts; drop table accounts", Key: "id", ID: 42}, 70, set, fencesql.ErrBadName},
-			{fencesql.Row{Table: "accounts", Key: "", ID: 42}, 70, set, fencesql.ErrBadName},
-			{fencesql.Row{Table: "accounts", Key: "id", ID: 42, Fence: "fence or 1=1"}, 70, set, fencesql.ErrBadName},
-			{row, 70, "", fencesql.ErrBadName},
-		} {
-			if err := f.Update(ctx, db, c.tok, c.row, c.set, 1, "bad"); !errors.Is(err, c.want) {
-				t.Errorf("Update(%v, %v, %q): %v, want %v", c.row, c.tok, c.set, err, c.want)
-			}
-		}
+		updateBadInput(t, f, db, row, set)
 		if b, tok := state(42); b != 205 || tok != 34 {
 			t.Fatalf("after bad input: balance %d fence %d", b, tok)
 		}
-
-		// Missing schema.
-		mustExec(t, db, "CREATE TABLE plain (id INTEGER PRIMARY KEY, v TEXT)", "INSERT INTO plain VALUES (1, 'a')")
-		err = f.Update(ctx, db, 5, fencesql.Row{Table: "plain", Key: "id", ID: 1}, "v = "+p(1), "b")
-		var sch *fencesql.SchemaError
-		if !errors.Is(err, fencesql.ErrNoColumn) || !errors.As(err, &sch) || sch.DDL != "ALTER TABLE plain ADD COLUMN fence BIGINT NOT NULL DEFAULT 0" {
-			t.Fatalf("missing fence column: %v", err)
-		}
-		t.Logf("%s: %v", f.Dialect(), err)
-		mustExec(t, db, sch.DDL)
-		if err := f.Update(ctx, db, 5, fencesql.Row{Table: "plain", Key: "id", ID: 1}, "v = "+p(1), "b"); err != nil {
-			t.Fatalf("after the ALTER TABLE: %v", err)
-		}
-		err = f.Update(ctx, db, 5, fencesql.Row{Table: "nosuch", Key: "id", ID: 1}, "v = "+p(1), "b")
-		if !errors.Is(err, fencesql.ErrNoTable) || !strings.Contains(err.Error(), "nosuch") {
-			t.Fatalf("missing table: %v", err)
-		}
+		updateMissingSchema(t, f, db)
 		// The package-level shorthand.
 		if err := fencesql.Update(ctx, db, 10, row, set, 1, "x"); !errors.Is(err, fence.ErrStale) {
 			t.Fatalf("fencesql.Update: %v", err)
 		}
 	})
+}
+
+// updateBadInput: bad input is refused before any statement.
+func updateBadInput(t *testing.T, f *fencesql.Fence, db *sql.DB, row fencesql.Row, set string) {
+	t.Helper()
+	ctx := ctxT(t)
+	for _, c := range []struct {
+		row  fencesql.Row
+		tok  fence.Token
+		set  string
+		want error
+	}{
+		{row, 0, set, fence.ErrNoToken},
+		{row, 1 << 63, set, fencesql.ErrTokenRange},
+		{fencesql.Row{Table: "accounts; drop table accounts", Key: "id", ID: 42}, 70, set, fencesql.ErrBadName},
+		{fencesql.Row{Table: "accounts", Key: "", ID: 42}, 70, set, fencesql.ErrBadName},
+		{fencesql.Row{Table: "accounts", Key: "id", ID: 42, Fence: "fence or 1=1"}, 70, set, fencesql.ErrBadName},
+		{row, 70, "", fencesql.ErrBadName},
+	} {
+		if err := f.Update(ctx, db, c.tok, c.row, c.set, 1, "bad"); !errors.Is(err, c.want) {
+			t.Errorf("Update(%v, %v, %q): %v, want %v", c.row, c.tok, c.set, err, c.want)
+		}
+	}
+}
+
+// updateMissingSchema: a missing fence column is named with the ALTER TABLE
+// that adds it, a missing table by its name.
+func updateMissingSchema(t *testing.T, f *fencesql.Fence, db *sql.DB) {
+	t.Helper()
+	ctx := ctxT(t)
+	p := f.Dialect().Placeholder
+	mustExec(t, db, "CREATE TABLE plain (id INTEGER PRIMARY KEY, v TEXT)", "INSERT INTO plain VALUES (1, 'a')")
+	err := f.Update(ctx, db, 5, fencesql.Row{Table: "plain", Key: "id", ID: 1}, "v = "+p(1), "b")
+	var sch *fencesql.SchemaError
+	if !errors.Is(err, fencesql.ErrNoColumn) || !errors.As(err, &sch) || sch.DDL != "ALTER TABLE plain ADD COLUMN fence BIGINT NOT NULL DEFAULT 0" {
+		t.Fatalf("missing fence column: %v", err)
+	}
+	t.Logf("%s: %v", f.Dialect(), err)
+	mustExec(t, db, sch.DDL)
+	if err := f.Update(ctx, db, 5, fencesql.Row{Table: "plain", Key: "id", ID: 1}, "v = "+p(1), "b"); err != nil {
+		t.Fatalf("after the ALTER TABLE: %v", err)
+	}
+	err = f.Update(ctx, db, 5, fencesql.Row{Table: "nosuch", Key: "id", ID: 1}, "v = "+p(1), "b")
+	if !errors.Is(err, fencesql.ErrNoTable) || !strings.Contains(err.Error(), "nosuch") {
+		t.Fatalf("missing table: %v", err)
+	}
 }
