@@ -206,4 +206,3 @@ func (b *Bouncer) stop() {
 		<-b.exit
 	}
 }
-
