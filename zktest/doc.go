@@ -9,6 +9,26 @@
 // server can be had — they fail loudly with InstallHint, which says what to
 // install.
 //
+// # One face for every test server
+//
+// zktest is the model of the repository's server harnesses (etcd:
+// backend/etcdlock/etcdtest; PostgreSQL and PgBouncer: internal/pgtest;
+// Redis: backend/redislock/redistest), which all have this face:
+//
+//   - Launch(ctx, opts...) returns a server (here a Cluster) for programs
+//     such as cmd/demo, cmd/nemesis and cmd/zkbench, which Close it; its
+//     error wraps ErrNoServer and holds InstallHint when none can be had
+//     (etcdtest and pgtest have no options: Launch(ctx), Start(tb));
+//   - Start(tb, opts...) is Launch for a test: the test fails at once with
+//     InstallHint when no server can be had (it never skips), and the
+//     server is closed at the test's cleanup;
+//   - Shared(tb) returns the same type as Start, on one server per test
+//     binary that Main stops (where a harness shares one);
+//   - one environment variable names an existing server to use instead,
+//     <SERVER>_TEST_<what it holds>: ZK_TEST_SERVERS, ETCD_TEST_ENDPOINTS,
+//     PG_TEST_DSN, REDIS_TEST_ADDR. The servers it names cannot be
+//     stopped, killed or restarted, so the tests that do fail.
+//
 // # Where servers come from
 //
 // Start, Shared and Launch try these providers in order:

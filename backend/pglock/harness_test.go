@@ -49,7 +49,7 @@ type harness struct {
 
 func newHarness(t *testing.T) *harness {
 	t.Helper()
-	dsn := pgtest.Shared(t)
+	dsn := pgtest.Shared(t).Database(t)
 	cfg, err := pgconn.ParseConfig(dsn)
 	if err != nil {
 		t.Fatal(err)
@@ -60,7 +60,7 @@ func newHarness(t *testing.T) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { hangUp(adm) }) // before Shared drops the database
+	t.Cleanup(func() { hangUp(adm) }) // before Database drops the database
 	return &harness{dsn: dsn, cfg: cfg, adm: adm}
 }
 

@@ -22,7 +22,7 @@ func TestServerCrashRestart(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
 	defer cancel()
-	srv, err := pgtest.Start(ctx) // not the shared server, which other tests use meanwhile
+	srv, err := pgtest.Launch(ctx) // not the shared server, which other tests use meanwhile
 	if err != nil {
 		t.Fatalf("%v (%s)", err, pgtest.InstallHint)
 	}

@@ -46,7 +46,7 @@ func TestDemoScenes(t *testing.T) {
 func TestDemoStorePostgres(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	dsn := pgtest.Shared(t)
+	dsn := pgtest.Shared(t).Database(t)
 	st, err := openStore(ctx, dsn)
 	if err != nil {
 		t.Fatal(err)

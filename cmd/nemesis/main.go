@@ -181,9 +181,9 @@ func openSQL(ctx context.Context, kind string) (db *sql.DB, what string, closeDB
 	}
 	sctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
-	srv, err := pgtest.Start(sctx)
+	srv, err := pgtest.Launch(sctx)
 	if err != nil {
-		return nil, "", nil, fmt.Errorf("%w (%s; or -sql sqlite)", err, pgtest.InstallHint)
+		return nil, "", nil, fmt.Errorf("%w (or -sql sqlite)", err)
 	}
 	dsn, err := srv.NewDatabase(sctx, "nemesis")
 	if err == nil {

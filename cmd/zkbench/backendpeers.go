@@ -2,12 +2,10 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
-	"testing"
 
 	"github.com/go-zookeeper/zk"
 
@@ -23,7 +21,8 @@ import (
 // The peers of the library's other backends: etcd, PostgreSQL advisory
 // locks and Redis (packages etcdlock, pglock, redislock), driven through
 // recipe.Lock as ours is, each on a server started by its test harness
-// (or the one named by ETCD_TEST_ENDPOINTS, PG_TEST_DSN, REDIS_TEST_ADDR).
+// with Launch (or the one named by ETCD_TEST_ENDPOINTS, PG_TEST_DSN,
+// REDIS_TEST_ADDR).
 // They run the uncontended and contended workloads only: the waiters
 // workloads wait until ZooKeeper lists every queued node. No packet
 // counts either (mntr is ZooKeeper's), no server CPU, and no -latency:
@@ -57,7 +56,7 @@ func startBackendPeer(ctx context.Context, name, root string) (*goPeer, func(), 
 		}
 		stop = func() { srv.Close() }
 	case "pg":
-		srv, err := pgtest.Start(ctx)
+		srv, err := pgtest.Launch(ctx)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -78,10 +77,8 @@ func startBackendPeer(ctx context.Context, name, root string) (*goPeer, func(), 
 			srv.Close()
 		}
 	case "redis":
-		tb := &programTB{}
-		srv, err := tb.run(func() *redistest.Server { return redistest.Start(tb) })
+		srv, err := redistest.Launch(ctx)
 		if err != nil {
-			tb.cleanup()
 			return nil, nil, err
 		}
 		connect = func(ctx context.Context) (goClient, error) {
@@ -92,7 +89,7 @@ func startBackendPeer(ctx context.Context, name, root string) (*goPeer, func(), 
 			}
 			return lockClient{mk: func(p string) (recipe.Lock, error) { return redislock.New(s, p) }, end: func() { s.Close() }}, nil
 		}
-		stop = tb.cleanup
+		stop = func() { srv.Close() }
 	default:
 		return nil, nil, fmt.Errorf("no backend peer %q", name)
 	}
@@ -115,64 +112,4 @@ func (c lockClient) newLock(path string) (goLock, error) {
 		return nil, err
 	}
 	return leaseLock{l}, nil
-}
-
-// programTB is the testing.TB that redistest.Start wants, for a program:
-// a temporary directory and cleanups that cleanup runs, and Fatal, which
-// ends the call that run makes. Only the methods Start uses are
-// implemented; the embedded TB is nil, so any other panics.
-type programTB struct {
-	testing.TB
-	dirs     []string
-	cleanups []func()
-}
-
-// errFatal carries Fatal's message out of run.
-type errFatal struct{ msg string }
-
-func (tb *programTB) Helper() {}
-
-func (tb *programTB) TempDir() string {
-	dir, err := os.MkdirTemp("", "zkbench-")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.dirs = append(tb.dirs, dir)
-	return dir
-}
-
-func (tb *programTB) Cleanup(f func()) { tb.cleanups = append(tb.cleanups, f) }
-
-func (tb *programTB) Errorf(format string, args ...any) {
-	fmt.Fprintf(os.Stderr, "zkbench: "+format+"\n", args...)
-}
-
-func (tb *programTB) Fatal(args ...any) { panic(errFatal{fmt.Sprint(args...)}) }
-
-func (tb *programTB) Fatalf(format string, args ...any) {
-	panic(errFatal{fmt.Sprintf(format, args...)})
-}
-
-// run calls start, turning a Fatal into an error.
-func (tb *programTB) run(start func() *redistest.Server) (srv *redistest.Server, err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			f, ok := r.(errFatal)
-			if !ok {
-				panic(r)
-			}
-			err = errors.New(f.msg)
-		}
-	}()
-	return start(), nil
-}
-
-// cleanup runs the cleanups, last first, and removes the directories.
-func (tb *programTB) cleanup() {
-	for i := len(tb.cleanups) - 1; i >= 0; i-- {
-		tb.cleanups[i]()
-	}
-	for _, d := range tb.dirs {
-		os.RemoveAll(d)
-	}
 }

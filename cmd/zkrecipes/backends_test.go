@@ -55,7 +55,7 @@ var lockServers = []lockServer{
 	{
 		name: "PostgreSQL",
 		start: func(t *testing.T) (func(string) string, string) {
-			u, err := url.Parse(pgtest.Shared(t)) // a database of its own
+			u, err := url.Parse(pgtest.Shared(t).Database(t)) // a database of its own
 			if err != nil {
 				t.Fatal(err)
 			}

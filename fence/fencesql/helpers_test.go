@@ -46,7 +46,7 @@ var pgBase struct {
 
 func openPostgres(t *testing.T) *sql.DB {
 	t.Helper()
-	srv := pgtest.SharedServer(t)
+	srv := pgtest.Shared(t)
 	pgBase.once.Do(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()

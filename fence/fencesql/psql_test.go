@@ -40,7 +40,7 @@ func TestCLIDocPsqlFencing(t *testing.T) {
 		t.Fatalf("no psql (%v): %s", err, pgtest.InstallHint)
 	}
 	t.Logf("psql: %s", psql)
-	dsn := pgtest.Shared(t)
+	dsn := pgtest.Shared(t).Database(t)
 	db := openPostgresDSN(t, dsn)
 	newFence(t, db)
 	mustExec(t, db, "CREATE TABLE sales (day DATE NOT NULL, amount BIGINT NOT NULL)",

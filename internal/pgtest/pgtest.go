@@ -1,8 +1,21 @@
-// Package pgtest starts throwaway PostgreSQL servers for tests, as zktest
-// does for ZooKeeper: a fresh cluster made with initdb in a temporary
-// directory, served by a postgres child process on a free loopback port, and
-// removed on Close. Set PG_TEST_DSN to use an existing server instead (its
-// role needs CREATEDB: every test gets a database of its own).
+// Package pgtest starts throwaway PostgreSQL servers, as zktest does for
+// ZooKeeper: a fresh cluster made with initdb in a temporary directory,
+// served by a postgres child process on a free loopback port, and removed
+// on Close. It has the face of every server harness of this repository:
+//
+//   - Launch(ctx) for programs (cmd/zkbench, cmd/nemesis), which Close the
+//     server themselves;
+//   - Start(tb) for tests: the test fails at once with InstallHint when no
+//     server can be had (never a skip), and the server is closed at the
+//     test's cleanup;
+//   - Shared(tb): one server for the whole test binary, stopped by Main (or
+//     StopShared); each test takes a database of its own with Database;
+//   - PG_TEST_DSN (EnvDSN), the one environment variable that names an
+//     existing server to use instead (its role needs CREATEDB: every test
+//     gets a database of its own). Restart then fails: it needs a server
+//     of pgtest's own.
+//
+// LaunchBouncer and StartBouncer put a PgBouncer in front of a server.
 //
 // The server binaries come from Debian's postgresql package
 // (/usr/lib/postgresql/<version>/bin, newest first) or PATH. A process
@@ -15,16 +28,10 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"net/url"
 	"os"
 	"os/exec"
-	"os/user"
 	"path/filepath"
-	"sort"
 	"strconv"
-	"strings"
-	"sync"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -34,17 +41,23 @@ import (
 	"github.com/zkrecipes/zkrecipes/zktest"
 )
 
-// EnvDSN names the environment variable that points the tests at an existing
+// EnvDSN names the environment variable that points pgtest at an existing
 // server, e.g. postgres://me@127.0.0.1:5432/postgres?sslmode=disable.
 const EnvDSN = "PG_TEST_DSN"
 
-// InstallHint is what a test that cannot start PostgreSQL tells its reader.
+// InstallHint tells a person how to make a PostgreSQL server available. It
+// is part of every error that wraps ErrNoServer.
 const InstallHint = "install PostgreSQL (apt-get install -y postgresql, or make setup) or set " + EnvDSN + " to an existing server"
+
+// ErrNoServer is wrapped by the errors of Launch and LaunchBouncer when no
+// server could be started or reached; the message holds the install hint
+// and the reason.
+var ErrNoServer = errors.New("pgtest: no PostgreSQL server available")
 
 // readyTimeout bounds initdb plus the first successful connection.
 const readyTimeout = 60 * time.Second
 
-// Server is one PostgreSQL server: started by Start, or the existing one
+// Server is one PostgreSQL server: started by pgtest, or the existing one
 // named by PG_TEST_DSN.
 type Server struct {
 	admin string // DSN of the maintenance database, as a superuser or a CREATEDB role
@@ -64,12 +77,40 @@ func (s *Server) DSN() string { return s.admin }
 // named by PG_TEST_DSN).
 func (s *Server) Port() int { return s.port }
 
-// Start starts a new server, or returns the one named by PG_TEST_DSN. The
-// error names the install hint when no server binaries are found.
-func Start(ctx context.Context) (*Server, error) {
+// Launch starts a new server, or returns the one named by PG_TEST_DSN once
+// it answers; the caller must Close it. ctx bounds the startup. The error
+// wraps ErrNoServer and holds InstallHint when no server can be had.
+func Launch(ctx context.Context) (*Server, error) {
+	s, err := launch(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v; %s", ErrNoServer, err, InstallHint)
+	}
+	return s, nil
+}
+
+// Start launches a server for the test and closes it at the test's
+// cleanup. When none can be had the test fails at once, with InstallHint.
+func Start(tb testing.TB) *Server {
+	tb.Helper()
+	s, err := Launch(context.Background())
+	if err != nil {
+		tb.Fatalf("pgtest.Start: %v", err)
+	}
+	tb.Cleanup(func() {
+		if err := s.Close(); err != nil {
+			tb.Errorf("pgtest: closing the server: %v", err)
+		}
+	})
+	return s
+}
+
+func launch(ctx context.Context) (*Server, error) {
 	if dsn := os.Getenv(EnvDSN); dsn != "" {
 		s := &Server{admin: dsn}
-		return s, s.waitReady(ctx)
+		if err := s.waitReady(ctx); err != nil {
+			return nil, fmt.Errorf("%s: %w", EnvDSN, err)
+		}
+		return s, nil
 	}
 	bin, err := findBinDir()
 	if err != nil {
@@ -180,7 +221,7 @@ func (s *Server) waitReady(ctx context.Context) error {
 	defer cancel()
 	db, err := sql.Open("pgx", s.admin)
 	if err != nil {
-		return fmt.Errorf("pgtest: %s: %w", s.admin, err)
+		return fmt.Errorf("pgtest: %s: %w", redacted(s.admin), err)
 	}
 	defer db.Close()
 	for {
@@ -192,44 +233,10 @@ func (s *Server) waitReady(ctx context.Context) error {
 		case <-s.exit:
 			return errors.New("pgtest: postgres exited during start")
 		case <-ctx.Done():
-			return fmt.Errorf("pgtest: %s does not answer: %w", s.admin, err)
+			return fmt.Errorf("pgtest: %s does not answer: %w", redacted(s.admin), err)
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
-}
-
-var dbSeq atomic.Int64
-
-// NewDatabase creates an empty database with a fresh name that starts with
-// prefix and returns its DSN. Names are lowercased and reduced to letters,
-// digits and underscores.
-func (s *Server) NewDatabase(ctx context.Context, prefix string) (string, error) {
-	name := fmt.Sprintf("%s_%d_%d", sanitize(prefix), os.Getpid(), dbSeq.Add(1))
-	db, err := sql.Open("pgx", s.admin)
-	if err != nil {
-		return "", err
-	}
-	defer db.Close()
-	if _, err := db.ExecContext(ctx, "CREATE DATABASE "+name); err != nil {
-		return "", fmt.Errorf("pgtest: create database %s: %w", name, err)
-	}
-	return withDatabase(s.admin, name)
-}
-
-// DropDatabase drops the database of dsn (one NewDatabase returned),
-// ending its remaining connections first.
-func (s *Server) DropDatabase(ctx context.Context, dsn string) error {
-	name, err := databaseOf(dsn)
-	if err != nil {
-		return err
-	}
-	db, err := sql.Open("pgx", s.admin)
-	if err != nil {
-		return err
-	}
-	defer db.Close()
-	_, err = db.ExecContext(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)")
-	return err
 }
 
 // Close stops a started server (SIGINT, PostgreSQL's fast shutdown; SIGKILL
@@ -251,179 +258,4 @@ func (s *Server) stop() {
 		syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
 		<-s.exit
 	}
-}
-
-var shared struct {
-	mu       sync.Mutex
-	srv      *Server
-	err      error
-	examples []string // DSNs handed out by ExampleDSN
-}
-
-// Shared returns the DSN of a new database on a server shared by the whole
-// test binary (started on first use), dropped when tb ends. It fails tb
-// with the install hint if no server can be started. Call StopShared from
-// TestMain after m.Run.
-func Shared(tb testing.TB) string {
-	tb.Helper()
-	srv := SharedServer(tb)
-	ctx, cancel := context.WithTimeout(context.Background(), readyTimeout)
-	defer cancel()
-	dsn, err := srv.NewDatabase(ctx, tb.Name())
-	if err != nil {
-		tb.Fatalf("pgtest: %v", err)
-	}
-	tb.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), readyTimeout)
-		defer cancel()
-		if err := srv.DropDatabase(ctx, dsn); err != nil {
-			tb.Errorf("pgtest: %v", err)
-		}
-	})
-	return dsn
-}
-
-// SharedServer returns the server behind Shared, starting it on first use.
-func SharedServer(tb testing.TB) *Server {
-	tb.Helper()
-	srv, err := sharedServer()
-	if err != nil {
-		tb.Fatalf("pgtest: no PostgreSQL server: %v (%s)", err, InstallHint)
-	}
-	return srv
-}
-
-func sharedServer() (*Server, error) {
-	shared.mu.Lock()
-	defer shared.mu.Unlock()
-	if shared.srv == nil && shared.err == nil {
-		shared.srv, shared.err = Start(context.Background())
-	}
-	return shared.srv, shared.err
-}
-
-// ExampleDSN is for runnable Example functions, which have no testing.TB:
-// it returns the DSN of a new database on the shared server, dropped by
-// StopShared. It panics with the install hint when no server can be started
-// (an example must not pass without a server).
-func ExampleDSN() string {
-	srv, err := sharedServer()
-	if err != nil {
-		panic(fmt.Sprintf("pgtest.ExampleDSN: no PostgreSQL server: %v (%s)", err, InstallHint))
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), readyTimeout)
-	defer cancel()
-	dsn, err := srv.NewDatabase(ctx, "example")
-	if err != nil {
-		panic(fmt.Sprintf("pgtest.ExampleDSN: %v", err))
-	}
-	shared.mu.Lock()
-	shared.examples = append(shared.examples, dsn)
-	shared.mu.Unlock()
-	return dsn
-}
-
-// StopShared drops the databases of ExampleDSN and stops the shared server,
-// if one was started.
-func StopShared() {
-	shared.mu.Lock()
-	defer shared.mu.Unlock()
-	if shared.srv != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), readyTimeout)
-		for _, dsn := range shared.examples {
-			shared.srv.DropDatabase(ctx, dsn)
-		}
-		cancel()
-		shared.srv.Close()
-	}
-	shared.srv, shared.err, shared.examples = nil, nil, nil
-}
-
-// findBinDir returns the directory of initdb and postgres.
-func findBinDir() (string, error) {
-	dirs, _ := filepath.Glob("/usr/lib/postgresql/*/bin")
-	sort.Slice(dirs, func(i, j int) bool { return version(dirs[i]) > version(dirs[j]) })
-	if p, err := exec.LookPath("initdb"); err == nil {
-		dirs = append(dirs, filepath.Dir(p))
-	}
-	for _, d := range dirs {
-		if isExec(filepath.Join(d, "initdb")) && isExec(filepath.Join(d, "postgres")) {
-			return d, nil
-		}
-	}
-	return "", fmt.Errorf("pgtest: no initdb and postgres found in /usr/lib/postgresql/*/bin or PATH: %s", InstallHint)
-}
-
-func version(binDir string) int {
-	n, _ := strconv.Atoi(filepath.Base(filepath.Dir(binDir)))
-	return n
-}
-
-func isExec(p string) bool {
-	st, err := os.Stat(p)
-	return err == nil && !st.IsDir() && st.Mode()&0o111 != 0
-}
-
-// credential returns the user to run the server as (postgres when running as
-// root, nil otherwise) and gives it dir.
-func credential(dir string) (*syscall.Credential, error) {
-	if os.Geteuid() != 0 {
-		return nil, nil
-	}
-	u, err := user.Lookup("postgres")
-	if err != nil {
-		return nil, fmt.Errorf("pgtest: running as root needs a postgres user to run the server as: %w (%s)", err, InstallHint)
-	}
-	uid, _ := strconv.Atoi(u.Uid)
-	gid, _ := strconv.Atoi(u.Gid)
-	if err := os.Chown(dir, uid, gid); err != nil {
-		return nil, err
-	}
-	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}, nil
-}
-
-func sanitize(s string) string {
-	var b strings.Builder
-	for _, r := range strings.ToLower(s) {
-		switch {
-		case r >= 'a' && r <= 'z', r >= '0' && r <= '9':
-			b.WriteRune(r)
-		default:
-			b.WriteByte('_')
-		}
-		if b.Len() >= 30 {
-			break
-		}
-	}
-	if b.Len() == 0 || (b.String()[0] >= '0' && b.String()[0] <= '9') {
-		return "t" + b.String()
-	}
-	return b.String()
-}
-
-func lastLines(s string, n int) string {
-	lines := strings.Split(strings.TrimSpace(s), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
-}
-
-// withDatabase returns dsn (a postgres:// URL) with its database replaced.
-func withDatabase(dsn, name string) (string, error) {
-	u, err := url.Parse(dsn)
-	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
-		return "", fmt.Errorf("pgtest: %s must be a postgres:// URL", EnvDSN)
-	}
-	u.Path = "/" + name
-	return u.String(), nil
-}
-
-// databaseOf returns the database named by dsn (a postgres:// URL).
-func databaseOf(dsn string) (string, error) {
-	u, err := url.Parse(dsn)
-	if err != nil || len(u.Path) < 2 {
-		return "", fmt.Errorf("pgtest: no database in %q", dsn)
-	}
-	return sanitize(u.Path[1:]), nil
 }

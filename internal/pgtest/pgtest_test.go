@@ -3,19 +3,25 @@ package pgtest
 import (
 	"context"
 	"database/sql"
+	"errors"
+	"strings"
 	"testing"
-
-	"github.com/zkrecipes/zkrecipes/zktest"
+	"time"
 )
 
-func TestMain(m *testing.M) { zktest.MainThen(m, StopShared) }
+func TestMain(m *testing.M) { Main(m) }
 
-// TestSharedDatabases: two tests' databases are separate, and each answers.
+// TestSharedDatabases: Shared is one server; two tests' databases on it are
+// separate, and each answers.
 func TestSharedDatabases(t *testing.T) {
 	ctx := context.Background()
-	a, b := Shared(t), Shared(t)
+	s1, s2 := Shared(t), Shared(t)
+	if s1 != s2 {
+		t.Fatal("two Shared calls returned two servers")
+	}
+	a, b := s1.Database(t), s2.Database(t)
 	if a == b {
-		t.Fatalf("two Shared calls returned one database: %s", a)
+		t.Fatalf("two Database calls returned one database: %s", a)
 	}
 	for _, dsn := range []string{a, b} {
 		db, err := sql.Open("pgx", dsn)
@@ -43,11 +49,7 @@ func TestSanitize(t *testing.T) {
 // on the same address afterwards.
 func TestRestart(t *testing.T) {
 	ctx := context.Background()
-	srv, err := Start(ctx)
-	if err != nil {
-		t.Fatalf("%v (%s)", err, InstallHint)
-	}
-	defer srv.Close()
+	srv := Start(t)
 	db, err := sql.Open("pgx", srv.DSN())
 	if err != nil {
 		t.Fatal(err)
@@ -64,5 +66,57 @@ func TestRestart(t *testing.T) {
 		if err := db.QueryRowContext(ctx, "SELECT x FROM t").Scan(&x); err != nil || x != 7 {
 			t.Fatalf("after Restart(crash=%v): x = %d, %v; want 7", crash, x, err)
 		}
+	}
+}
+
+// TestLaunchUnreachable: a PG_TEST_DSN that nothing answers is no server:
+// the error wraps ErrNoServer, names the variable, holds the install hint
+// and not the password.
+func TestLaunchUnreachable(t *testing.T) {
+	t.Setenv(EnvDSN, "postgres://me:secret@127.0.0.1:1/postgres?sslmode=disable")
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	srv, err := Launch(ctx)
+	if err == nil {
+		srv.Close()
+		t.Fatal("Launch on an unreachable PG_TEST_DSN succeeded")
+	}
+	msg := err.Error()
+	if !errors.Is(err, ErrNoServer) || !strings.Contains(msg, EnvDSN) || !strings.Contains(msg, InstallHint) || strings.Contains(msg, "secret") {
+		t.Errorf("Launch: %v; want ErrNoServer naming %s with the install hint, no password", err, EnvDSN)
+	}
+}
+
+// TestBouncer: a PgBouncer in session mode passes queries through to the
+// database of the DSN it was given, and Close stops it (idempotently).
+func TestBouncer(t *testing.T) {
+	ctx := context.Background()
+	dsn := Shared(t).Database(t)
+	b, err := LaunchBouncer(ctx, dsn, "session")
+	if err != nil {
+		t.Fatal(err)
+	}
+	db, err := sql.Open("pgx", b.DSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var name string
+	if err := db.QueryRowContext(ctx, "SELECT current_database()").Scan(&name); err != nil {
+		t.Fatal(err)
+	}
+	if want, _ := databaseOf(dsn); name != want {
+		t.Errorf("through PgBouncer: current_database() = %q, want %q", name, want)
+	}
+	db.Close()
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Close(); err != nil {
+		t.Errorf("second Close: %v", err)
+	}
+	select {
+	case <-b.exit:
+	default:
+		t.Error("PgBouncer still runs after Close")
 	}
 }

@@ -1,6 +1,16 @@
-// Package etcdtest starts real etcd servers for tests: package etcdlock's
-// own, and those of code built on it. Tests never mock etcd and never skip
-// when no server can be had: they fail with InstallHint.
+// Package etcdtest starts real etcd servers for tests and programs:
+// package etcdlock's tests, those of code built on it, and cmd/zkbench.
+// Tests never mock etcd and never skip when no server can be had: they
+// fail with InstallHint. It has the face of every server harness of this
+// repository:
+//
+//   - Launch(ctx) for programs, which Close the server themselves;
+//   - Start(tb) for tests: the test fails at once with InstallHint when no
+//     server can be had, and the server is closed at the test's cleanup;
+//   - Shared(tb): one server for the whole test binary, stopped by Main (or
+//     StopShared); each test keeps to a key prefix of its own (Prefix);
+//   - ETCD_TEST_ENDPOINTS (EnvEndpoints), the one environment variable that
+//     names an existing server to use instead.
 //
 // Where a server comes from, in this order:
 //
@@ -89,7 +99,8 @@ type process struct {
 }
 
 // Launch starts (or, with ETCD_TEST_ENDPOINTS, names) a server. The caller
-// must Close it. The error wraps ErrNoServer when none could be had.
+// must Close it. ctx bounds the startup (at most a minute). The error wraps
+// ErrNoServer and holds InstallHint when none could be had.
 func Launch(ctx context.Context) (*Server, error) {
 	if env := strings.TrimSpace(os.Getenv(EnvEndpoints)); env != "" {
 		return &Server{endpoints: strings.Split(env, ","), external: true}, nil
@@ -135,7 +146,7 @@ func Start(tb testing.TB) *Server {
 	tb.Helper()
 	s, err := Launch(context.Background())
 	if err != nil {
-		tb.Fatal(err)
+		tb.Fatalf("etcdtest.Start: %v", err)
 	}
 	tb.Cleanup(func() {
 		if err := s.Close(); err != nil {
@@ -153,12 +164,14 @@ var shared struct {
 
 // Shared returns the test binary's shared server, launching it on first use.
 // Tests that share it must keep to their own key prefixes (Prefix) and must
-// not Kill or Restart it. Main stops it after the tests.
+// not Kill or Restart it. Main stops it after the tests. When no server can
+// be had the test fails at once with InstallHint, and later calls fail the
+// same way without retrying.
 func Shared(tb testing.TB) *Server {
 	tb.Helper()
 	s, err := sharedServer()
 	if err != nil {
-		tb.Fatal(err)
+		tb.Fatalf("etcdtest.Shared: %v", err)
 	}
 	return s
 }

@@ -1,14 +1,26 @@
-// Package redistest provides real Redis servers to tests: never a mock, and
-// never a skipped test when none can be had (the test fails with
-// InstallHint).
+// Package redistest provides real Redis servers to tests and programs:
+// never a mock, and never a skipped test when none can be had (the test
+// fails with InstallHint). It has the face of every server harness of this
+// repository:
 //
-// Start runs redis-server (Debian package redis-server) on a free 127.0.0.1
-// port in a temporary directory, as a child that dies with the test binary
-// (zktest.StartChild), configured for durable locks: an append-only file
-// fsynced before every reply (appendonly yes, appendfsync always) and no
-// snapshots. REDIS_TEST_ADDR=host:port makes Start use that server instead
-// (each Server then gets its own key prefix, and its keys are deleted at
-// cleanup); it can't be killed or restarted, so tests that do fail.
+//   - Launch(ctx, opts...) for programs (cmd/zkbench), which Close the
+//     server themselves;
+//   - Start(tb, opts...) for tests: the test fails at once with
+//     InstallHint when no server can be had, and the server is closed at
+//     the test's cleanup;
+//   - REDIS_TEST_ADDR=host:port (EnvAddr), the one environment variable
+//     that names an existing server to use instead: each Server then gets
+//     its own key prefix (KeyPrefix), whose keys Close deletes; it can't be
+//     killed or restarted, so the tests that do fail.
+//
+// A server is so cheap to start that tests take one each: there is no
+// Shared, except the one server of ExampleURL for Example functions.
+//
+// Launch runs redis-server (Debian package redis-server) on a free
+// 127.0.0.1 port in a temporary directory, as a child that dies with the
+// test binary or program (zktest.StartChild), configured for durable locks:
+// an append-only file fsynced before every reply (appendonly yes,
+// appendfsync always) and no snapshots.
 //
 // A test binary using it ends with Main in TestMain (or zktest.Main, if it
 // uses no ExampleURL):
@@ -37,17 +49,23 @@ import (
 	"github.com/zkrecipes/zkrecipes/zktest"
 )
 
-// EnvAddr names the environment variable that points the tests at an
+// EnvAddr names the environment variable that points redistest at an
 // existing server (host:port) instead of starting one.
 const EnvAddr = "REDIS_TEST_ADDR"
 
-// InstallHint is the failure message when no server can be had.
-const InstallHint = "redistest: redis-server not found: install it (Debian: apt-get install -y redis-server; or run make setup), or set " + EnvAddr + "=host:port to use an existing server"
+// InstallHint tells a person how to make a Redis server available. It is
+// part of every error that wraps ErrNoServer.
+const InstallHint = "install Redis: apt-get install -y redis-server (or make setup), or set " + EnvAddr + "=host:port to use an existing server"
+
+// ErrNoServer is wrapped by the error of Launch when no server could be
+// started or reached; the message holds InstallHint and the reason.
+var ErrNoServer = errors.New("redistest: no Redis server available")
 
 // readyTimeout bounds how long a started server may take to answer PING.
 const readyTimeout = 20 * time.Second
 
-// Server is one Redis server for a test.
+// Server is one Redis server: started by redistest, or the existing one
+// named by REDIS_TEST_ADDR. Its methods are safe for concurrent use.
 type Server struct {
 	addr     string
 	dir      string
@@ -60,7 +78,7 @@ type Server struct {
 	exited chan struct{} // closed when cmd has been reaped
 }
 
-// Option configures Start.
+// Option configures Launch and Start.
 type Option func(*[]string)
 
 // WithoutPersistence starts the server with no append-only file and no
@@ -76,43 +94,60 @@ func WithArgs(args ...string) Option {
 	return func(a *[]string) { *a = append(*a, args...) }
 }
 
-// Start returns a running server for tb, stopped (and its directory
-// removed, or, on an external server, its keys deleted) at tb's cleanup. It
-// fails tb with InstallHint when redis-server is missing.
+// Launch starts a server (or names the one of REDIS_TEST_ADDR, once it
+// answers PING); the caller must Close it. ctx bounds the startup. The
+// error wraps ErrNoServer and holds InstallHint when no server can be had.
+func Launch(ctx context.Context, opts ...Option) (*Server, error) {
+	s, err := launch(ctx, opts)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v; %s", ErrNoServer, err, InstallHint)
+	}
+	return s, nil
+}
+
+// Start launches a server for the test and closes it at the test's
+// cleanup (stopped and its directory removed, or, on an external server,
+// its keys deleted). When none can be had the test fails at once, with
+// InstallHint.
 func Start(tb testing.TB, opts ...Option) *Server {
 	tb.Helper()
-	s, err := launch(tb.TempDir(), opts)
+	s, err := Launch(context.Background(), opts...)
 	if err != nil {
-		tb.Fatal(err)
+		tb.Fatalf("redistest.Start: %v", err)
 	}
 	tb.Cleanup(func() {
 		if err := s.Close(); err != nil {
-			tb.Errorf("redistest: %v", err)
+			tb.Errorf("redistest: closing the server: %v", err)
 		}
 	})
 	return s
 }
 
-func launch(dir string, opts []Option) (*Server, error) {
+func launch(ctx context.Context, opts []Option) (*Server, error) {
 	prefix := "zkrecipes-test:" + rand.Text()[:12] + ":"
 	if addr := os.Getenv(EnvAddr); addr != "" {
 		s := &Server{addr: addr, prefix: prefix, external: true}
 		if err := ping(addr, 10*time.Second); err != nil {
-			return nil, fmt.Errorf("redistest: %s=%s: %w", EnvAddr, addr, err)
+			return nil, fmt.Errorf("%s=%s: %w", EnvAddr, addr, err)
 		}
 		return s, nil
 	}
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
-		return nil, errors.New(InstallHint)
+		return nil, err
 	}
 	var extra []string
 	for _, o := range opts {
 		o(&extra)
 	}
+	dir, err := os.MkdirTemp("", "redistest-")
+	if err != nil {
+		return nil, err
+	}
 	for attempt := 0; ; attempt++ {
 		ports, err := zktest.FreePorts(1)
 		if err != nil {
+			_ = os.RemoveAll(dir)
 			return nil, err
 		}
 		port := ports[0]
@@ -123,19 +158,21 @@ func launch(dir string, opts []Option) (*Server, error) {
 			"--appendonly", "yes", "--appendfsync", "always",
 			"--logfile", filepath.Join(dir, "redis.log"),
 		}, extra...)
-		err = s.start()
+		err = s.start(ctx)
 		if err == nil {
 			return s, nil
 		}
-		if attempt < 4 && strings.Contains(s.LogTail(5), "Address already in use") {
+		if attempt < 4 && ctx.Err() == nil && strings.Contains(s.LogTail(5), "Address already in use") {
 			continue // another process took the port between FreePorts and the bind
 		}
+		_ = os.RemoveAll(dir)
 		return nil, err
 	}
 }
 
-// start runs the server and waits until it answers PING.
-func (s *Server) start() error {
+// start runs the server and waits until it answers PING, for up to
+// readyTimeout or until ctx ends.
+func (s *Server) start(ctx context.Context) error {
 	cmd := exec.Command(s.args[0], s.args[1:]...)
 	if err := zktest.StartChild(cmd); err != nil {
 		return fmt.Errorf("redistest: starting redis-server: %w", err)
@@ -145,7 +182,8 @@ func (s *Server) start() error {
 	s.mu.Lock()
 	s.cmd, s.exited = cmd, exited
 	s.mu.Unlock()
-	deadline := time.Now().Add(readyTimeout)
+	ctx, cancel := context.WithTimeout(ctx, readyTimeout)
+	defer cancel()
 	for {
 		err := ping(s.addr, time.Second)
 		if err == nil {
@@ -154,13 +192,11 @@ func (s *Server) start() error {
 		select {
 		case <-exited:
 			return fmt.Errorf("redistest: redis-server exited at start: %v\n%s", err, s.LogTail(20))
-		default:
-		}
-		if time.Now().After(deadline) {
+		case <-ctx.Done():
 			s.kill()
-			return fmt.Errorf("redistest: redis-server not ready after %v: %v\n%s", readyTimeout, err, s.LogTail(20))
+			return fmt.Errorf("redistest: redis-server not ready (%v): %v\n%s", ctx.Err(), err, s.LogTail(20))
+		case <-time.After(10 * time.Millisecond):
 		}
-		time.Sleep(10 * time.Millisecond)
 	}
 }
 
@@ -200,7 +236,7 @@ func (s *Server) Kill(tb testing.TB) {
 func (s *Server) Restart(tb testing.TB) {
 	tb.Helper()
 	s.Kill(tb)
-	if err := s.start(); err != nil {
+	if err := s.start(context.Background()); err != nil {
 		tb.Fatal(err)
 	}
 }
@@ -216,12 +252,12 @@ func (s *Server) kill() {
 	<-exited
 }
 
-// Close stops a server Start started, or deletes this Server's keys from an
-// external one.
+// Close stops a server redistest started and removes its directory, or
+// deletes this Server's keys from an external one. It may be called again.
 func (s *Server) Close() error {
 	if !s.external {
 		s.kill()
-		return nil
+		return os.RemoveAll(s.dir)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -275,41 +311,40 @@ func ping(addr string, timeout time.Duration) error {
 var example struct {
 	mu  sync.Mutex
 	srv *Server
-	dir string
 }
 
 // ExampleURL returns the URL of a server for runnable Example functions,
-// which have no testing.TB: started on first use and stopped by Main. It
-// panics when no server can be had.
+// which have no testing.TB: started on first use and stopped by Main (or
+// StopShared). It panics, with InstallHint, when no server can be had.
 func ExampleURL() string {
 	example.mu.Lock()
 	defer example.mu.Unlock()
 	if example.srv == nil {
-		dir, err := os.MkdirTemp("", "redistest-example-")
+		s, err := Launch(context.Background())
 		if err != nil {
 			panic(err)
 		}
-		s, err := launch(dir, nil)
-		if err != nil {
-			_ = os.RemoveAll(dir)
-			panic(err)
-		}
-		example.srv, example.dir = s, dir
+		example.srv = s
 	}
 	return example.srv.URL()
 }
 
-// Main is for TestMain: it runs the tests with zktest.MainThen (child
-// processes stopped, goroutines checked with goleak) and stops ExampleURL's
-// server after them.
-func Main(m *testing.M) {
-	zktest.MainThen(m, func() {
-		example.mu.Lock()
-		defer example.mu.Unlock()
-		if example.srv != nil {
-			_ = example.srv.Close()
-			_ = os.RemoveAll(example.dir)
-			example.srv = nil
+// Main is for TestMain: func TestMain(m *testing.M) { redistest.Main(m) }.
+// It runs the tests with zktest.MainThen (child processes stopped,
+// goroutines checked with goleak) and StopShared after them. A test binary
+// that also uses other harnesses' shared servers calls zktest.MainThen
+// itself, with each harness's StopShared in its cleanup.
+func Main(m *testing.M) { zktest.MainThen(m, StopShared) }
+
+// StopShared stops the server of ExampleURL, if one was started; a later
+// ExampleURL launches a new one.
+func StopShared() {
+	example.mu.Lock()
+	defer example.mu.Unlock()
+	if example.srv != nil {
+		if err := example.srv.Close(); err != nil {
+			fmt.Fprintf(os.Stderr, "redistest: stopping the example server: %v\n", err)
 		}
-	})
+		example.srv = nil
+	}
 }
