@@ -37,6 +37,9 @@ func NewDeadline(sent time.Time, span time.Duration, expire func()) *Deadline {
 // Ack records that a request sent at sent was acknowledged: the deadline
 // moves to sent+span if that is later. An Ack after the deadline passed
 // changes nothing: ownership has ended, whatever the server says now.
+// It leaves the timer alone (one timer operation per span, not per Ack:
+// a backend acks every reply): the timer, set for an earlier deadline,
+// finds it moved and sets itself again (fire).
 func (d *Deadline) Ack(sent time.Time) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -45,7 +48,6 @@ func (d *Deadline) Ack(sent time.Time) {
 		return
 	}
 	d.at = at
-	d.timer.Reset(time.Until(at))
 }
 
 // At returns the deadline: a request that could extend ownership is
