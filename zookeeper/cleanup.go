@@ -120,7 +120,6 @@ func (cl *cleaner) queueLocked(it cleanupItem) {
 // deferred deletes while the connection is up.
 func (cl *cleaner) run() {
 	s := cl.s
-	defer s.wg.Done()
 	var retry <-chan time.Time
 	for {
 		select {

@@ -41,7 +41,7 @@ func (q *Queue) join(ctx context.Context, kind string, data []byte, anchor *anch
 		q.deleteOwned(ctx, cleanupItem{dir: q.adir, guid: guid, owner: q.s.ID(), sends: lostSends{size: q.reqSize}}, false)
 		if isConnErr(err) && ep.ctx.Err() != nil && !errors.Is(err, recipe.ErrSessionLost) {
 			// The connection failed because the session it served is
-			// lost (expired, or presumed expired by the watchdog): say so,
+			// lost (expired, or presumed expired at its deadline): say so,
 			// so that a caller can join again on the next session.
 			err = errorf("%w (%w)", context.Cause(ep.ctx), err)
 		}
@@ -50,7 +50,7 @@ func (q *Queue) join(ctx context.Context, kind string, data []byte, anchor *anch
 	if n, ok := parseNodeName(name, q.kinds); ok {
 		q.noteSeq(kind, n.Seq)
 	}
-	t := &Ticket{q: q, name: name, path: q.adir + "/" + name, ep: ep, owner: ep.id, keep: keep}
+	t := &Ticket{q: q, name: name, path: q.adir + "/" + name, ep: ep, owner: ep.id, keep: keep, rep: q.reps[kind]}
 	if anchor != nil {
 		t.token = anchor.token
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -150,5 +151,49 @@ func TestReleaseWithDoneContext(t *testing.T) {
 		if rec.Level >= slog.LevelWarn {
 			t.Errorf("logged %v %q", rec.Level, rec.Message)
 		}
+	}
+}
+
+// TestLostLeaseLoggedOnce: a lease lost (its node deleted by someone else)
+// is logged once, at WARN, with its cause, after the Session's lock is
+// released; a released one is not logged.
+func TestLostLeaseLoggedOnce(t *testing.T) {
+	cl := zktest.Shared(t)
+	in := zktest.Inspect(t, cl)
+	var recs records
+	s := connect(t, cl.Servers(), WithLogger(slog.New(&recs)))
+	q := newTestQueue(t, s, "/lostlog")
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	l, err := q.Acquire(ctx, "lock-", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in.Delete(l.(*lease).Path())
+	<-l.Context().Done()
+	zktest.Eventually(t, 10*time.Second, "the lost lease logged", func() bool {
+		return len(recs.find("zookeeper: lease lost", "lock", "/lostlog")) > 0
+	})
+	r2, err := q.Acquire(ctx, "lock-", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r2.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	got := recs.find("zookeeper: lease lost", "", "")
+	if len(got) != 1 || got[0].Level != slog.LevelWarn {
+		t.Fatalf("%d lease-lost records (want 1 at WARN): %v", len(got), got)
+	}
+	found := false
+	got[0].Attrs(func(a slog.Attr) bool {
+		if a.Key == "cause" {
+			found = strings.Contains(a.Value.String(), recipe.ErrNodeDeleted.Error())
+		}
+		return true
+	})
+	if !found {
+		t.Fatalf("the record does not give the cause: %v", got[0])
 	}
 }

@@ -1,7 +1,6 @@
 package zookeeper
 
 import (
-	"path"
 	"strings"
 
 	"github.com/zkrecipes/zkrecipes/recipe"
@@ -15,17 +14,3 @@ func WithMetrics(m recipe.Metrics) Option { return func(c *config) { c.metrics =
 // metricKind is the node kind as recipe.Metrics reports it: without its trailing
 // dash (no allocation).
 func metricKind(kind string) string { return strings.TrimSuffix(kind, "-") }
-
-// reportLeaseLostLocked reports the loss of l to the installed recipe.Metrics.
-func (s *Session) reportLeaseLostLocked(l *lease, cause error) {
-	m := s.cfg.metrics
-	if cause == recipe.ErrReleased {
-		return
-	}
-	rel := l.path[len(s.chroot):]
-	kind := ""
-	if n, ok := parseNodeName(path.Base(rel), l.kinds); ok {
-		kind = n.Kind
-	}
-	m.LeaseLost(metricKind(kind), path.Dir(rel), cause)
-}

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/zkrecipes/zkrecipes/internal/grant"
 	"github.com/zkrecipes/zkrecipes/recipe"
 )
 
@@ -127,8 +128,9 @@ type Queue struct {
 	kinds    []string
 	rule     Rule
 	contract ruleContract
-	reqSize  int      // bounds its requests but for creates' data: queueRequestSize
-	pending  inflight // creates whose outcome nobody waits for yet
+	reqSize  int                        // bounds its requests but for creates' data: queueRequestSize
+	pending  inflight                   // creates whose outcome nobody waits for yet
+	reps     map[string]*grant.Reporter // where its leases' losses are reported, by kind
 	// solo: the last Acquire's pipelined listing showed its node alone and
 	// granted it (a hint for the child-watch stand-in: see fast.go).
 	solo atomic.Bool
@@ -159,7 +161,10 @@ func NewQueue(s *Session, dir string, kinds []string, rule Rule, opts ...QueueOp
 			return nil, fmt.Errorf("%w: node kind %q", recipe.ErrBadOption, k)
 		}
 	}
-	q := &Queue{s: s, dir: dir, adir: s.abs(dir), kinds: slices.Clone(kinds), rule: rule}
+	q := &Queue{s: s, dir: dir, adir: s.abs(dir), kinds: slices.Clone(kinds), rule: rule, reps: make(map[string]*grant.Reporter, len(kinds))}
+	for _, k := range q.kinds {
+		q.reps[k] = &grant.Reporter{Log: s.leaseLog, Metrics: s.cfg.metrics, Backend: "zookeeper", Kind: metricKind(k), Dir: dir}
+	}
 	for _, o := range opts {
 		if o != nil {
 			o(&q.contract)

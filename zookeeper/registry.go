@@ -5,6 +5,8 @@ import (
 	"errors"
 
 	"github.com/go-zookeeper/zk"
+	"github.com/zkrecipes/zkrecipes/fence"
+	"github.com/zkrecipes/zkrecipes/internal/grant"
 	"github.com/zkrecipes/zkrecipes/recipe"
 )
 
@@ -117,18 +119,24 @@ func (r *leaseRegistry) spendSlotsLocked(dir string) []*lease {
 
 // leaseNode is the queue node a lease is granted on.
 type leaseNode struct {
-	path  string   // absolute
-	owner int64    // the session that created it
-	token int64    // for an anchored node, its anchor's token; 0 otherwise
-	keep  bool     // it outlives a suspension (a Ticket of Join)
-	kinds []string // its queue's node kinds
+	path  string          // absolute
+	owner int64           // the session that created it
+	token int64           // for an anchored node, its anchor's token; 0 otherwise
+	keep  bool            // it outlives a suspension (a Ticket of Join)
+	rep   *grant.Reporter // where its loss is reported: its queue's, for its kind
 }
 
-// newLease returns a lease on n, not registered yet, whose context ends
-// only when the lease does (not with ctx).
-func (s *Session) newLease(ctx context.Context, n leaseNode) *lease {
-	lctx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
-	return &lease{s: s, path: n.path, owner: n.owner, token: n.token, keep: n.keep, kinds: n.kinds, ctx: lctx, cancel: cancel}
+// newLease returns a lease on n, not registered yet, whose context keeps
+// ctx's values but ends only when the lease does; czxid is its node's when
+// known (early), else 0.
+func (s *Session) newLease(ctx context.Context, n leaseNode, czxid int64) *lease {
+	l := &lease{s: s, path: n.path, owner: n.owner, czxid: czxid, anchored: n.token != 0, keep: n.keep}
+	token := n.token
+	if token == 0 {
+		token = czxid
+	}
+	l.Init(ctx, fence.Token(token), n.rep)
+	return l
 }
 
 // registerLocked makes l reachable by the events on its node, in the
@@ -143,7 +151,7 @@ func (r *leaseRegistry) registerLocked(l *lease) {
 // deletion event that arrives between the read and the activation is not
 // missed.
 func (s *Session) prepareLease(ctx context.Context, n leaseNode) *lease {
-	l := s.newLease(ctx, n)
+	l := s.newLease(ctx, n, 0)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.leases.registerLocked(l)
@@ -156,8 +164,8 @@ func (s *Session) prepareLease(ctx context.Context, n leaseNode) *lease {
 // called before any watch request on the node is sent, so no event is
 // missed.
 func (s *Session) registerEarly(ctx context.Context, n leaseNode, st zk.Stat, slot *childSlot) *lease {
-	l := s.newLease(ctx, n)
-	l.czxid, l.version, l.early = st.Czxid, st.Version, true
+	l := s.newLease(ctx, n, st.Czxid)
+	l.version, l.early = st.Version, true
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.leases.registerLocked(l)
@@ -183,12 +191,12 @@ func (s *Session) ownWatchRead(l *lease, version int32) {
 // Stat came with the create).
 func (s *Session) activateLease(l *lease, ep *epoch, st *zk.Stat) error {
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.unlock()
 	gen := l.gen
 	var cause error
 	switch {
-	case l.ctx.Err() != nil:
-		cause = context.Cause(l.ctx)
+	case !l.Live():
+		cause = l.dropped
 	case s.closed:
 		cause = recipe.ErrSessionClosed
 	case ep.cause != nil:
@@ -198,23 +206,19 @@ func (s *Session) activateLease(l *lease, ep *epoch, st *zk.Stat) error {
 	}
 	if cause != nil {
 		s.leases.forgetLocked(l)
-		l.cancel(cause)
+		l.endLocked(cause)
 		return cause
 	}
-	if st != nil {
-		l.czxid, l.version = st.Czxid, st.Version
-	}
-	gen.leases[l] = struct{}{}
-	l.active = true
+	l.grantLocked(st)
 	return nil
 }
 
 // dropLease forgets a prepared lease that was never activated.
 func (s *Session) dropLease(l *lease) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.unlock()
 	s.leases.forgetLocked(l)
-	l.cancel(recipe.ErrReleased)
+	l.endLocked(recipe.ErrReleased)
 }
 
 func (s *Session) addChildSlot(dir string) *childSlot {
@@ -288,10 +292,7 @@ func (r *leaseRegistry) revokeLocked(l *lease, cause error, queueDelete bool) {
 	s := r.s
 	r.forgetLocked(l)
 	delete(l.gen.leases, l)
-	if s.cfg.metrics != nil && l.active && l.ctx.Err() == nil {
-		s.reportLeaseLostLocked(l, cause)
-	}
-	l.cancel(cause)
+	l.endLocked(cause)
 	if queueDelete && !s.closed {
 		s.cleaner.queueLocked(cleanupItem{path: l.path, czxid: l.czxid, owner: l.owner})
 	}
@@ -326,7 +327,7 @@ func (r *leaseRegistry) fireSlotsLocked(dir string) {
 // worker (the event callback must not block), once per lease.
 func (r *leaseRegistry) armLocked(l *lease) {
 	s := r.s
-	if l == nil || l.arming || l.ctx.Err() != nil || s.closed {
+	if l == nil || l.arming || !l.Live() || s.closed {
 		return
 	}
 	l.arming = true
@@ -358,14 +359,14 @@ func (r *leaseRegistry) rewatchAll() bool {
 // retries on reconnection) and returns false.
 func (r *leaseRegistry) watchOwn(l *lease) bool {
 	s := r.s
-	if l.ctx.Err() != nil {
+	if !l.Live() {
 		return true
 	}
 	_, st, _, err := s.conn.GetW(l.path)
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.unlock()
 	switch {
-	case l.ctx.Err() != nil:
+	case !l.Live():
 	case errors.Is(err, zk.ErrNoNode):
 		r.revokeLocked(l, recipe.ErrNodeDeleted, false)
 	case err != nil:

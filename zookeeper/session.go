@@ -12,6 +12,7 @@ import (
 
 	"github.com/go-zookeeper/zk"
 
+	"github.com/zkrecipes/zkrecipes/internal/life"
 	"github.com/zkrecipes/zkrecipes/internal/notify"
 	"github.com/zkrecipes/zkrecipes/internal/zkwire"
 	"github.com/zkrecipes/zkrecipes/recipe"
@@ -58,16 +59,26 @@ type Session struct {
 	// (requests are made outside).
 	mu      sync.Mutex
 	closed  bool
-	conns   connState     // connection states, epochs, watchdog (state.go)
+	conns   connState     // connection states, epochs, ownership deadlines (state.go)
 	leases  leaseRegistry // generations, live leases, own-node watches, child slots (registry.go)
 	watches watchRegistry // watches shared by waiters (watch.go)
 	cleaner cleaner       // owned deletes left to retry, janitor (cleanup.go, delete.go)
 
+	// leaseLog is where leases report their loss (grant.Reporter): its
+	// records are kept in heldRecs (under mu) and logged by unlock (log.go).
+	leaseLog *slog.Logger
+	heldRecs []heldRecord
+
 	limits limitWarnings // directories warned about at the sequence limit (limit.go)
 
 	pool workers // goroutines for requests run on behalf of a waiting caller (pool.go)
-	quit chan struct{}
-	wg   sync.WaitGroup
+	// life tracks the Session's goroutines (the janitor, listeners,
+	// observers), which Close waits for; quit is its context's Done, closed
+	// once Close has closed the connection. closed (under mu) is set
+	// before, as Close begins, so that the state machine, the lease
+	// registry and the cleaner stop under the same lock they run under.
+	life *life.Group
+	quit <-chan struct{}
 }
 
 // Connect opens a Session to the given servers ("host:port" each, or a host
@@ -132,9 +143,7 @@ func Connect(ctx context.Context, servers []string, opts ...Option) (*Session, e
 		s.Close()
 		return nil, err
 	}
-	s.wg.Add(2)
-	go s.watchdog()
-	go s.cleaner.run()
+	s.life.Go(s.cleaner.run)
 	s.log.Info("session connected", "session", fmt.Sprintf("0x%x", s.ID()), "timeout", s.SessionTimeout(), "chroot", recipe.ShortPath(chroot), "policy", cfg.policy.String())
 	return s, nil
 }
@@ -166,12 +175,12 @@ func newSession(cfg config, chroot string) *Session {
 		cfg:     cfg,
 		log:     cfg.logger.With("component", "zkrecipes"),
 		chroot:  chroot,
-		conns:   newConnState(),
 		leases:  newLeaseRegistry(),
 		watches: watchRegistry{byKey: make(map[watchKey]*nodeWatch)},
-
-		quit: make(chan struct{}),
+		life:    life.New(),
 	}
+	s.leaseLog = slog.New(heldLog{s.log.Handler(), &s.heldRecs})
+	s.quit = s.life.Context().Done()
 	s.leases.s = s
 	s.cleaner = cleaner{s: s, kick: make(chan struct{}, 1)}
 	s.pool.quit = s.quit
@@ -282,7 +291,7 @@ func (s *Session) SessionTimeout() time.Duration {
 func (s *Session) LastServerReply() time.Time { return time.Unix(0, s.wire.lastReply.Load()) }
 
 // Close ends the ZooKeeper session, ends every live lease with cause
-// recipe.ErrSessionClosed, stops the Session's goroutines (its watchdog, cleaner,
+// recipe.ErrSessionClosed, stops the Session's goroutines (its deadlines, cleaner,
 // listeners and request workers) and waits for them (up to about 2 s when
 // no server answers). When a server receives the close, it
 // deletes all the session's ephemeral znodes at once; when none can be
@@ -325,17 +334,16 @@ func (s *Session) abandonConn() {
 	go s.conn.Close()
 }
 
+// shutdown stops the Session's goroutines and waits for them (and, if
+// Close did not, marks it closed and ends the current epoch).
 func (s *Session) shutdown() {
 	s.mu.Lock()
 	s.closed = true
-	select {
-	case <-s.quit:
-	default:
-		close(s.quit)
-	}
+	s.life.Close()
 	s.loseEpochLocked(recipe.ErrSessionClosed)
+	s.disarmLocked()
 	s.unlock()
-	s.wg.Wait()
+	s.life.Wait()
 	s.pool.stop() // after conn.Close: every request a worker runs returns at once
 }
 
@@ -406,17 +414,15 @@ func (s *Session) Listen(ctx context.Context) <-chan StateChange {
 		return f.C()
 	}
 	s.conns.listeners.Add(f)
-	s.wg.Add(1)
-	s.mu.Unlock()
-	go func() {
-		defer s.wg.Done()
+	s.life.Go(func() { // the Group closes after closed is set: never refused here
 		defer func() {
 			s.mu.Lock()
 			s.conns.listeners.Remove(f)
 			s.mu.Unlock()
 		}()
 		f.Run(ctx, s.quit)
-	}()
+	})
+	s.mu.Unlock()
 	return f.C()
 }
 
@@ -425,30 +431,7 @@ func (s *Session) Listen(ctx context.Context) <-chan StateChange {
 func (s *Session) spawn(f func()) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed {
-		return false
-	}
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
-		f()
-	}()
-	return true
-}
-
-type zkLogger struct{ l *slog.Logger }
-
-// Printf logs a line of go-zookeeper's at debug level, except its failures
-// to re-register watches or credentials on a new connection, at error
-// level: watches, and with them the wakeups of waiters and (under
-// TolerateSuspension) a holder's notice of its node's deletion, can be lost
-// (see WithMaxPacket and docs/design.md#assumptions-about-go-zookeeper, 12).
-func (z zkLogger) Printf(format string, args ...any) {
-	lvl := slog.LevelDebug
-	if strings.HasPrefix(format, "Failed to set previous watches") || strings.HasPrefix(format, "error in resending auth creds") {
-		lvl = slog.LevelError
-	}
-	z.l.Log(context.Background(), lvl, fmt.Sprintf(format, args...), "source", "go-zookeeper")
+	return !s.closed && s.life.Go(f)
 }
 
 func (s *Session) isClosed() bool {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/go-zookeeper/zk"
+	"github.com/zkrecipes/zkrecipes/internal/grant"
 	"github.com/zkrecipes/zkrecipes/recipe"
 	"github.com/zkrecipes/zkrecipes/zktest"
 	"go.uber.org/goleak"
@@ -372,7 +373,13 @@ func TestStaleDeletionAfterPauseIsASessionLoss(t *testing.T) {
 		t.Fatal(err)
 	}
 	p.Blackhole()
-	s.wire.lastReply.Store(time.Now().Add(-11 * time.Second).UnixNano())
+	// The pause: the deadlines passed while their timers could not run.
+	past := time.Now().Add(-11 * time.Second)
+	s.wire.lastReply.Store(past.UnixNano())
+	o := &ownership{revokeAfter: s.cfg.policy.revokeAfter(10 * time.Second), timeout: 10 * time.Second}
+	o.suspend = grant.NewDeadline(past, o.revokeAfter, func() {})
+	o.expire.Store(grant.NewDeadline(past, o.timeout, func() {}))
+	s.conns.deadlines.Swap(o).stop()
 	s.onEvent(zk.Event{Type: zk.EventNodeDeleted, Path: s.abs(l.(*lease).Path())})
 	cause := context.Cause(l.Context())
 	if errors.Is(cause, recipe.ErrNodeDeleted) || !(errors.Is(cause, recipe.ErrSuspended) || errors.Is(cause, recipe.ErrSessionLost)) {

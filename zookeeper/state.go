@@ -2,11 +2,11 @@ package zookeeper
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"log/slog"
+	"sync/atomic"
 	"time"
 
+	"github.com/zkrecipes/zkrecipes/internal/grant"
 	"github.com/zkrecipes/zkrecipes/internal/notify"
 	"github.com/zkrecipes/zkrecipes/recipe"
 )
@@ -20,10 +20,10 @@ type StateChange struct {
 }
 
 // connState is the Session's connection state machine: the state, the
-// ZooKeeper session it concerns (epoch), and who hears of transitions. Its
-// fields are under Session.mu. The transitions, which also end leases and
-// cleanup items, are Session methods below; the watchdog applies the
-// ownership deadlines. See
+// ZooKeeper session it concerns (epoch), who hears of transitions, and the
+// ownership deadlines. Its fields are under Session.mu, but for the
+// deadlines' pointer, which replies read without it. The transitions, which
+// also end leases and cleanup items, are Session methods below. See
 // docs/design.md#connection-states-and-the-ownership-deadline.
 type connState struct {
 	state   recipe.ConnState
@@ -35,11 +35,9 @@ type connState struct {
 	changed   notify.Broadcast              // wakes awaitConnected at every transition
 	listeners notify.Listeners[StateChange] // Listen's feeds
 	logq      []StateChange                 // logged by Session.unlock
-	kick      chan struct{}                 // wakes the watchdog
-}
-
-func newConnState() connState {
-	return connState{kick: make(chan struct{}, 1)}
+	// The ownership deadlines of the current session; nil before the first
+	// session, after its loss, and after Close.
+	deadlines atomic.Pointer[ownership]
 }
 
 // epoch is one ZooKeeper session as seen by this Session.
@@ -116,8 +114,8 @@ func (s *Session) onSessionLocked(id int64) {
 		s.cleaner.keepOnlyLocked(id) // other sessions' ephemerals died with them
 		c.setLocked(recipe.StateReconnected, nil, s.cfg.metrics)
 	}
+	s.armLocked()
 	kick(s.cleaner.kick)
-	kick(c.kick)
 }
 
 func (s *Session) suspendLocked(cause error) {
@@ -127,7 +125,6 @@ func (s *Session) suspendLocked(cause error) {
 	if !s.cfg.policy.tolerate {
 		s.leases.revokeGenLocked(cause)
 	}
-	kick(s.conns.kick)
 }
 
 // loseEpochLocked ends the current ZooKeeper session's ownership for good.
@@ -141,31 +138,10 @@ func (s *Session) loseEpochLocked(cause error) {
 	}
 	ep.cause = cause
 	ep.cancel(cause)
+	s.disarmLocked()
 	s.leases.revokeGenLocked(cause)
 	s.cleaner.finishOwnerLocked(ep.id)
 	s.conns.setLocked(recipe.StateLost, cause, s.cfg.metrics)
-}
-
-// unlock releases s.mu and then logs the transitions recorded meanwhile, so
-// that a slow (or re-entrant) log handler never runs under the mutex nor
-// stalls go-zookeeper's event dispatch for longer than it takes to log.
-// The first CONNECTED and the LOST of Close are not logged as transitions:
-// Connect logs "session connected", Close "session closed".
-func (s *Session) unlock() {
-	q, closed := s.conns.logq, s.closed
-	s.conns.logq = nil
-	s.mu.Unlock()
-	for _, ch := range q {
-		if ch.State == recipe.StateConnected || (ch.State == recipe.StateLost && errors.Is(ch.Cause, recipe.ErrSessionClosed)) {
-			continue
-		}
-		lvl := slog.LevelInfo
-		if (ch.State == recipe.StateSuspended || ch.State == recipe.StateLost) && !closed {
-			lvl = slog.LevelWarn
-		}
-		s.log.Log(context.Background(), lvl, "connection state", "state", ch.State.String(),
-			"session", fmt.Sprintf("0x%x", ch.SessionID), "cause", ch.Cause)
-	}
 }
 
 // kick wakes the goroutine waiting on ch, without blocking.
@@ -176,59 +152,113 @@ func kick(ch chan struct{}) {
 	}
 }
 
-// ---- watchdog: ownership deadlines counted from the last server reply ----
+// ---- ownership deadlines, counted from the last server reply ----
 
-func (s *Session) watchdog() {
-	defer s.wg.Done()
-	timer := time.NewTimer(time.Hour)
-	defer timer.Stop()
-	for {
-		next := s.checkDeadlines(time.Now())
-		timer.Reset(next)
-		select {
-		case <-s.quit:
-			return
-		case <-timer.C:
-		case <-s.conns.kick:
-			if !timer.Stop() {
-				select {
-				case <-timer.C:
-				default:
-				}
-			}
+// ownership is the pair of ownership deadlines of one session (epoch), in
+// grant.Deadline: both count from the send time of the newest request a
+// server answered (Session.replied acks them), ownership is suspended
+// revokeAfter (the policy's) after it, and the session presumed expired a
+// session timeout after it. A connection (re)established arms a new pair
+// (armLocked); the session's loss and Close disarm it. The expiry
+// deadline is made only once the suspension deadline has passed, from the
+// same last reply (it cannot pass earlier: revokeAfter is below the
+// timeout), so that a healthy connection's reply acks one deadline.
+type ownership struct {
+	revokeAfter, timeout time.Duration
+	suspend              *grant.Deadline
+	expire               atomic.Pointer[grant.Deadline] // nil until suspend has passed; set under Session.mu
+}
+
+// ack moves the deadlines to a request sent at sent that was answered.
+func (o *ownership) ack(sent time.Time) {
+	o.suspend.Ack(sent)
+	if e := o.expire.Load(); e != nil {
+		e.Ack(sent)
+	}
+}
+
+func (o *ownership) stop() {
+	o.suspend.Stop()
+	if e := o.expire.Load(); e != nil {
+		e.Stop()
+	}
+}
+
+// armLocked arms the deadlines of the current session from its last
+// server reply (a new session's handshake included), replacing the
+// previous pair.
+func (s *Session) armLocked() {
+	timeout := s.SessionTimeout()
+	o := &ownership{revokeAfter: s.cfg.policy.revokeAfter(timeout), timeout: timeout}
+	o.suspend = grant.NewDeadline(s.LastServerReply(), o.revokeAfter, s.deadlinePassed)
+	if old := s.conns.deadlines.Swap(o); old != nil {
+		old.stop()
+	}
+	o.ack(s.LastServerReply()) // a reply that acked the old pair meanwhile
+}
+
+// expireLocked returns o's expiry deadline, made now if it was not.
+func (s *Session) expireLocked(o *ownership) *grant.Deadline {
+	if e := o.expire.Load(); e != nil {
+		return e
+	}
+	e := grant.NewDeadline(s.LastServerReply(), o.timeout, s.deadlinePassed)
+	o.expire.Store(e)
+	e.Ack(s.LastServerReply()) // a reply noted before the Store, not acked to e
+	return e
+}
+
+// disarmLocked stops the deadlines (the session is lost or closed: a new
+// session arms its own).
+func (s *Session) disarmLocked() {
+	if o := s.conns.deadlines.Swap(nil); o != nil {
+		o.stop()
+	}
+}
+
+// replied records that a request sent at sentAt (unix nanoseconds) was
+// answered: the last server reply, and the deadlines. It runs on
+// go-zookeeper's receive path (through zkwire), without Session.mu.
+func (s *Session) replied(sentAt int64) {
+	if s.wire.noteReply(sentAt) {
+		if o := s.conns.deadlines.Load(); o != nil {
+			o.ack(time.Unix(0, sentAt))
 		}
 	}
 }
 
-// checkDeadlines applies the suspension policy and the client-side expiry,
-// and returns how long to sleep before the next check.
-func (s *Session) checkDeadlines(now time.Time) time.Duration {
+// deadlinePassed is the deadlines' expire function.
+func (s *Session) deadlinePassed() {
 	s.mu.Lock()
 	defer s.unlock()
-	return s.checkDeadlinesLocked(now)
+	s.checkDeadlinesLocked(time.Now())
 }
 
-// checkDeadlinesLocked is checkDeadlines under s.mu. Deadlines count from
-// the send time of the newest request a server answered: the server heard
-// from us no earlier than that, so it cannot expire the session before
-// that + the session timeout.
-func (s *Session) checkDeadlinesLocked(now time.Time) time.Duration {
+// checkDeadlinesLocked applies the deadlines that have passed at now: the
+// suspension policy, then the client-side expiry. The server heard from us
+// no earlier than the send time they count from, so it cannot expire the
+// session before that + the session timeout. A deadline applied twice (its
+// timer and a deletion event, see onEvent) changes nothing the second time.
+func (s *Session) checkDeadlinesLocked(now time.Time) {
 	c := &s.conns
-	if s.closed || c.epoch == nil {
-		return time.Hour
+	o := c.deadlines.Load()
+	if s.closed || c.epoch == nil || o == nil {
+		return
 	}
-	timeout := s.SessionTimeout()
-	revokeAfter := s.cfg.policy.revokeAfter(timeout)
-	silent := now.Sub(s.LastServerReply())
+	at := o.suspend.At()
+	if now.Before(at) {
+		return
+	}
 	dropConn := false
-	if c.epoch.cause == nil && silent >= revokeAfter && !(c.state == recipe.StateSuspended && s.leases.gen.revoked) {
-		cause := fmt.Errorf("%w: no server reply for %v (policy %s, session timeout %v)", recipe.ErrSuspended, silent.Round(time.Millisecond), s.cfg.policy, timeout)
+	if c.epoch.cause == nil && !(c.state == recipe.StateSuspended && s.leases.gen.revoked) {
+		silent := now.Sub(at.Add(-o.revokeAfter))
+		cause := fmt.Errorf("%w: no server reply for %v (policy %s, session timeout %v)", recipe.ErrSuspended, silent.Round(time.Millisecond), s.cfg.policy, o.timeout)
 		s.suspendLocked(cause)
 		s.leases.revokeGenLocked(cause)
 		dropConn = true
 	}
-	if c.epoch.cause == nil && silent >= timeout {
-		s.loseEpochLocked(fmt.Errorf("%w: no server reply within the session timeout %v; presumed expired", recipe.ErrSessionLost, timeout))
+	if c.epoch.cause == nil && !now.Before(s.expireLocked(o).At()) {
+		s.loseEpochLocked(fmt.Errorf("%w: no server reply within the session timeout %v; presumed expired", recipe.ErrSessionLost, o.timeout))
 		dropConn = true
 	}
 	if dropConn {
@@ -238,15 +268,6 @@ func (s *Session) checkDeadlinesLocked(now time.Time) time.Duration {
 		// the session survived.
 		s.wire.dropConn()
 	}
-	switch {
-	case c.epoch.cause != nil:
-		return time.Hour // a new session will kick us
-	case silent < revokeAfter:
-		return revokeAfter - silent
-	case silent < timeout:
-		return timeout - silent
-	}
-	return time.Hour
 }
 
 // awaitConnected blocks until the state is CONNECTED or RECONNECTED.

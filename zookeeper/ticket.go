@@ -5,6 +5,7 @@ import (
 	"errors"
 	"sync"
 
+	"github.com/zkrecipes/zkrecipes/internal/grant"
 	"github.com/zkrecipes/zkrecipes/recipe"
 )
 
@@ -27,7 +28,8 @@ type Ticket struct {
 	ep    *epoch
 	owner int64
 	keep  bool
-	token int64 // for an anchored node: its anchor's token
+	token int64           // for an anchored node: its anchor's token
+	rep   *grant.Reporter // its queue's, for its kind
 
 	mu    sync.Mutex
 	dead  error // why the ticket can no longer be granted
@@ -122,7 +124,7 @@ func (t *Ticket) Leave(ctx context.Context) error {
 
 // leaseNode is what a lease of t is granted on.
 func (t *Ticket) leaseNode() leaseNode {
-	return leaseNode{path: t.path, owner: t.owner, token: t.token, keep: t.keep, kinds: t.q.kinds}
+	return leaseNode{path: t.path, owner: t.owner, token: t.token, keep: t.keep, rep: t.rep}
 }
 
 // abandon deletes the ticket's node after a failure, ignoring the caller's

@@ -164,7 +164,7 @@ func (fw *fastWait) prefetcher(t *Ticket, skip bool) func(*wakeup) bool {
 	}
 	q, s := fw.q, fw.q.s
 	return func(w *wakeup) bool {
-		if s.closed || pre.ctx.Err() != nil {
+		if s.closed || !pre.Live() {
 			return false // nothing sent: the loop's own request reports why
 		}
 		p := &prefetch{read: skip && w.deleted, done: make(chan struct{})}

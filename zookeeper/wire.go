@@ -22,12 +22,16 @@ type wireState struct {
 	watches   zkwire.Watches // go-zookeeper's watch registrations, mirrored
 }
 
-// noteReply advances lastReply to sentAt (never backwards).
-func (w *wireState) noteReply(sentAt int64) {
+// noteReply advances lastReply to sentAt (never backwards), and reports
+// whether it moved.
+func (w *wireState) noteReply(sentAt int64) bool {
 	for {
 		old := w.lastReply.Load()
-		if sentAt <= old || w.lastReply.CompareAndSwap(old, sentAt) {
-			return
+		if sentAt <= old {
+			return false
+		}
+		if w.lastReply.CompareAndSwap(old, sentAt) {
+			return true
 		}
 	}
 }
@@ -72,12 +76,12 @@ func (o wireObserver) Handshake(id int64, timeout time.Duration, sentAt int64) t
 	if id != 0 && timeout > 0 {
 		s.wire.timeout.Store(int64(timeout))
 	}
-	s.wire.noteReply(sentAt)
+	s.replied(sentAt)
 	return setWatchesWait
 }
 
-// Replied advances the last server reply.
-func (o wireObserver) Replied(sentAt int64) { o.s.wire.noteReply(sentAt) }
+// Replied advances the last server reply and the ownership deadlines.
+func (o wireObserver) Replied(sentAt int64) { o.s.replied(sentAt) }
 
 // FailedBeforeHandshake tells Connect's dial watch.
 func (o wireObserver) FailedBeforeHandshake(err error) {
