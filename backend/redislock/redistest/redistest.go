@@ -20,7 +20,9 @@
 // 127.0.0.1 port in a temporary directory, as a child that dies with the
 // test binary or program (zktest.StartChild), configured for durable locks:
 // an append-only file fsynced before every reply (appendonly yes,
-// appendfsync always) and no snapshots.
+// appendfsync always) and no snapshots. Kill and Close end the server's
+// whole process family, the children it forks (an AOF rewrite, a
+// replica's sync) included, before they return.
 //
 // A test binary using it ends with Main in TestMain (or zktest.Main, if it
 // uses no ExampleURL):
@@ -34,6 +36,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -41,6 +44,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -61,8 +65,12 @@ const InstallHint = "install Redis: apt-get install -y redis-server (or make set
 // started or reached; the message holds InstallHint and the reason.
 var ErrNoServer = errors.New("redistest: no Redis server available")
 
-// readyTimeout bounds how long a started server may take to answer PING.
-const readyTimeout = 20 * time.Second
+const (
+	// readyTimeout bounds how long a started server may take to answer PING.
+	readyTimeout = 20 * time.Second
+	// goneTimeout bounds how long a killed server's processes may take to end.
+	goneTimeout = 10 * time.Second
+)
 
 // Server is one Redis server: started by redistest, or the existing one
 // named by REDIS_TEST_ADDR. Its methods are safe for concurrent use.
@@ -73,9 +81,14 @@ type Server struct {
 	prefix   string
 	external bool
 
-	mu     sync.Mutex
-	cmd    *exec.Cmd
-	exited chan struct{} // closed when cmd has been reaped
+	mu   sync.Mutex
+	proc *process // nil while killed
+}
+
+// process is one run of redis-server and the processes it forks.
+type process struct {
+	cmd  *exec.Cmd
+	gone chan struct{} // closed when cmd and every process it forked have ended
 }
 
 // Option configures Launch and Start.
@@ -173,30 +186,74 @@ func launch(ctx context.Context, opts []Option) (*Server, error) {
 // start runs the server and waits until it answers PING, for up to
 // readyTimeout or until ctx ends.
 func (s *Server) start(ctx context.Context) error {
-	cmd := exec.Command(s.args[0], s.args[1:]...)
-	if err := zktest.StartChild(cmd); err != nil {
-		return fmt.Errorf("redistest: starting redis-server: %w", err)
+	p, err := spawn(s.args)
+	if err != nil {
+		return err
 	}
-	exited := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(exited) }()
-	s.mu.Lock()
-	s.cmd, s.exited = cmd, exited
-	s.mu.Unlock()
 	ctx, cancel := context.WithTimeout(ctx, readyTimeout)
 	defer cancel()
 	for {
 		err := ping(s.addr, time.Second)
 		if err == nil {
+			s.mu.Lock()
+			s.proc = p
+			s.mu.Unlock()
 			return nil
 		}
 		select {
-		case <-exited:
+		case <-p.gone:
 			return fmt.Errorf("redistest: redis-server exited at start: %v\n%s", err, s.LogTail(20))
 		case <-ctx.Done():
-			s.kill()
+			_ = p.kill()
 			return fmt.Errorf("redistest: redis-server not ready (%v): %v\n%s", ctx.Err(), err, s.LogTail(20))
 		case <-time.After(10 * time.Millisecond):
 		}
+	}
+}
+
+// spawn starts redis-server (args[0]) in a process group of its own, with
+// the write end of a pipe as its file 3, a lifeline: redis-server closes no
+// file it inherits, so every process it forks holds the lifeline too, and
+// the read end sees EOF once the last of them has ended. Reaping
+// redis-server is not enough: a child it forked (an AOF rewrite, an RDB
+// save) outlives its SIGKILL and keeps writing into its directory.
+func spawn(args []string) (*process, error) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(args[0], args[1:]...)
+	cmd.ExtraFiles = []*os.File{w}
+	err = zktest.StartChild(cmd)
+	_ = w.Close()
+	if err != nil {
+		_ = r.Close()
+		return nil, fmt.Errorf("redistest: starting redis-server: %w", err)
+	}
+	p := &process{cmd: cmd, gone: make(chan struct{})}
+	go func() {
+		_, _ = io.Copy(io.Discard, r) // returns at EOF: the last holder ended
+		_ = r.Close()
+		_ = cmd.Wait()
+		close(p.gone)
+	}()
+	return p, nil
+}
+
+// kill sends SIGKILL to the process group (redis-server and its children)
+// and waits until all of them have ended.
+func (p *process) kill() error {
+	select {
+	case <-p.gone:
+		return nil // nothing left, and the group's ID may be reused
+	default:
+	}
+	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+	select {
+	case <-p.gone:
+		return nil
+	case <-time.After(goneTimeout):
+		return fmt.Errorf("redistest: redis-server %d or a process it forked still runs %v after SIGKILL", p.cmd.Process.Pid, goneTimeout)
 	}
 }
 
@@ -220,15 +277,17 @@ func (s *Server) Client(tb testing.TB) *redis.Client {
 	return c
 }
 
-// Kill kills the server with SIGKILL (as a crash or power loss would, minus
-// the disk's own cache) and waits until it is gone. It fails tb on an
-// external server.
+// Kill kills the server with SIGKILL, with the processes it forked (as a
+// crash or power loss would, minus the disk's own cache), and waits until
+// all of them have ended. It fails tb on an external server.
 func (s *Server) Kill(tb testing.TB) {
 	tb.Helper()
 	if s.external {
 		tb.Fatalf("redistest: can't kill the external server %s (%s): run this test without it", s.addr, EnvAddr)
 	}
-	s.kill()
+	if err := s.kill(); err != nil {
+		tb.Fatal(err)
+	}
 }
 
 // Restart kills the server (if it runs) and starts it again on the same port
@@ -241,22 +300,25 @@ func (s *Server) Restart(tb testing.TB) {
 	}
 }
 
-func (s *Server) kill() {
+// kill ends the server's processes, if they run, keeping its directory.
+func (s *Server) kill() error {
 	s.mu.Lock()
-	cmd, exited := s.cmd, s.exited
+	p := s.proc
+	s.proc = nil
 	s.mu.Unlock()
-	if cmd == nil {
-		return
+	if p == nil {
+		return nil
 	}
-	_ = cmd.Process.Kill()
-	<-exited
+	return p.kill()
 }
 
 // Close stops a server redistest started and removes its directory, or
 // deletes this Server's keys from an external one. It may be called again.
 func (s *Server) Close() error {
 	if !s.external {
-		s.kill()
+		if err := s.kill(); err != nil {
+			return err
+		}
 		return os.RemoveAll(s.dir)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
