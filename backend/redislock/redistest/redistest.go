@@ -10,8 +10,8 @@
 //     the test's cleanup;
 //   - REDIS_TEST_ADDR=host:port (EnvAddr), the one environment variable
 //     that names an existing server to use instead: each Server then gets
-//     its own key prefix (KeyPrefix), whose keys Close deletes; it can't be
-//     killed or restarted, so the tests that do fail.
+//     its own key prefix (KeyPrefix), whose keys Close deletes; Kill and
+//     Restart return ErrUnsupported on it, so the tests that use them fail.
 //
 // A server is so cheap to start that tests take one each: there is no
 // Shared, except the one server of ExampleURL for Example functions.
@@ -61,9 +61,14 @@ const EnvAddr = "REDIS_TEST_ADDR"
 // part of every error that wraps ErrNoServer.
 const InstallHint = "install Redis: apt-get install -y redis-server (or make setup), or set " + EnvAddr + "=host:port to use an existing server"
 
-// ErrNoServer is wrapped by the error of Launch when no server could be
-// started or reached; the message holds InstallHint and the reason.
-var ErrNoServer = errors.New("redistest: no Redis server available")
+var (
+	// ErrNoServer is wrapped by the error of Launch when no server could be
+	// started or reached; the message holds InstallHint and the reason.
+	ErrNoServer = errors.New("redistest: no Redis server available")
+	// ErrUnsupported is wrapped by the errors of Kill and Restart on the
+	// server named by REDIS_TEST_ADDR, which can't be controlled.
+	ErrUnsupported = errors.New("redistest: operation not supported on an external server")
+)
 
 const (
 	// readyTimeout bounds how long a started server may take to answer PING.
@@ -279,29 +284,13 @@ func (s *Server) Client(tb testing.TB) *redis.Client {
 
 // Kill kills the server with SIGKILL, with the processes it forked (as a
 // crash or power loss would, minus the disk's own cache), and waits until
-// all of them have ended. It fails tb on an external server.
-func (s *Server) Kill(tb testing.TB) {
-	tb.Helper()
+// all of them have ended, keeping its directory; Restart starts it again.
+// It is a no-op on a killed server. On the server of REDIS_TEST_ADDR it
+// returns an error wrapping ErrUnsupported.
+func (s *Server) Kill() error {
 	if s.external {
-		tb.Fatalf("redistest: can't kill the external server %s (%s): run this test without it", s.addr, EnvAddr)
+		return fmt.Errorf("kill %s (%s): %w", s.addr, EnvAddr, ErrUnsupported)
 	}
-	if err := s.kill(); err != nil {
-		tb.Fatal(err)
-	}
-}
-
-// Restart kills the server (if it runs) and starts it again on the same port
-// and directory, where it reads back its append-only file.
-func (s *Server) Restart(tb testing.TB) {
-	tb.Helper()
-	s.Kill(tb)
-	if err := s.start(context.Background()); err != nil {
-		tb.Fatal(err)
-	}
-}
-
-// kill ends the server's processes, if they run, keeping its directory.
-func (s *Server) kill() error {
 	s.mu.Lock()
 	p := s.proc
 	s.proc = nil
@@ -312,11 +301,21 @@ func (s *Server) kill() error {
 	return p.kill()
 }
 
+// Restart kills the server (if it runs) and starts it again on the same
+// port and directory, where it reads back its append-only file; it returns
+// when the server answers PING, within ctx and at most readyTimeout (20 s).
+func (s *Server) Restart(ctx context.Context) error {
+	if err := s.Kill(); err != nil {
+		return fmt.Errorf("restart: %w", err)
+	}
+	return s.start(ctx)
+}
+
 // Close stops a server redistest started and removes its directory, or
 // deletes this Server's keys from an external one. It may be called again.
 func (s *Server) Close() error {
 	if !s.external {
-		if err := s.kill(); err != nil {
+		if err := s.Kill(); err != nil {
 			return err
 		}
 		return os.RemoveAll(s.dir)

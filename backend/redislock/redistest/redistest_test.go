@@ -44,7 +44,8 @@ func TestLaunchClose(t *testing.T) {
 }
 
 // TestExternal: with REDIS_TEST_ADDR each Server is the named server under
-// a key prefix of its own, whose keys Close deletes (and only those).
+// a key prefix of its own, whose keys Close deletes (and only those); it
+// can't be killed or restarted.
 func TestExternal(t *testing.T) {
 	ctx := context.Background()
 	own := Start(t)
@@ -56,6 +57,12 @@ func TestExternal(t *testing.T) {
 	ext := Start(t)
 	if ext.Addr() != own.Addr() || ext.KeyPrefix() == own.KeyPrefix() {
 		t.Fatalf("external Server %s prefix %q; want %s with a prefix of its own", ext.Addr(), ext.KeyPrefix(), own.Addr())
+	}
+	if err := ext.Kill(); !errors.Is(err, ErrUnsupported) {
+		t.Errorf("Kill of the external server = %v, want ErrUnsupported", err)
+	}
+	if err := ext.Restart(ctx); !errors.Is(err, ErrUnsupported) {
+		t.Errorf("Restart of the external server = %v, want ErrUnsupported", err)
 	}
 	if err := c.Set(ctx, ext.KeyPrefix()+"k", "1", 0).Err(); err != nil {
 		t.Fatal(err)
