@@ -77,7 +77,9 @@ func TestTokensSurviveServerCrash(t *testing.T) {
 	m := mustNew(t, connect(t, srv, nil), "restart")
 	before := grantAndRelease(t, m, 3)
 
-	srv.Restart(t) // SIGKILL, then start on the same port and directory
+	if err := srv.Restart(context.Background()); err != nil { // SIGKILL, then start on the same port and directory
+		t.Fatal(err)
+	}
 	l := acquireAfterRestart(t, m)
 	t.Logf("token %v before the crash, %v after", before, l.Token())
 	if l.Token() <= before {
@@ -103,7 +105,9 @@ func TestHeldLockSurvivesServerCrash(t *testing.T) {
 	b := mustNew(t, connect(t, srv, nil, redislock.WithTTL(ttl)), "held-restart")
 	la := acquire(t, a)
 
-	srv.Restart(t)
+	if err := srv.Restart(context.Background()); err != nil {
+		t.Fatal(err)
+	}
 	restarted := time.Now()
 	ctx := context.Background()
 	rdb := srv.Client(t)
@@ -164,7 +168,9 @@ func TestWithoutPersistenceTokensRepeat(t *testing.T) {
 	m := mustNew(t, s, "no-fsync")
 	before := grantAndRelease(t, m, 3)
 
-	srv.Restart(t)
+	if err := srv.Restart(context.Background()); err != nil {
+		t.Fatal(err)
+	}
 	l := acquireAfterRestart(t, m)
 	t.Logf("without persistence: token %v before the crash, %v after", before, l.Token())
 	if l.Token() > before {

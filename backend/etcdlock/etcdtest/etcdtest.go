@@ -14,8 +14,10 @@
 //
 // Where a server comes from, in this order:
 //
-//  1. ETCD_TEST_ENDPOINTS=host:port,... names a running server. It is used
-//     as it is; Kill and Restart return ErrUnsupported. Give each test its
+//  1. ETCD_TEST_ENDPOINTS=host:port,... names a running server. Launch
+//     checks that each endpoint answers /health as a healthy member (else
+//     its error wraps ErrNoServer and names the variable); then it is used
+//     as it is: Kill and Restart return ErrUnsupported. Give each test its
 //     own key prefix (Prefix) so that tests can share it.
 //  2. The etcd binary (ETCD_BIN, else etcd on PATH, as Debian's etcd-server
 //     package installs it): one member on two free 127.0.0.1 ports (client
@@ -74,9 +76,14 @@ var (
 	ErrUnsupported = errors.New("etcdtest: operation not supported on an external server")
 )
 
-// launchTimeout bounds how long Launch waits for a local server to answer,
-// retries after port clashes included.
-const launchTimeout = 60 * time.Second
+const (
+	// launchTimeout bounds how long Launch waits for a local server to
+	// answer, retries after port clashes included.
+	launchTimeout = 60 * time.Second
+	// externalTimeout bounds Launch's check of the server of
+	// ETCD_TEST_ENDPOINTS.
+	externalTimeout = 10 * time.Second
+)
 
 // Server is one etcd server for tests. Its methods are safe for concurrent
 // use.
@@ -98,12 +105,17 @@ type process struct {
 	log    *os.File
 }
 
-// Launch starts (or, with ETCD_TEST_ENDPOINTS, names) a server. The caller
-// must Close it. ctx bounds the startup (at most a minute). The error wraps
-// ErrNoServer and holds InstallHint when none could be had.
+// Launch starts a server, or names the one of ETCD_TEST_ENDPOINTS once
+// every endpoint listed reports itself healthy. The caller must Close it.
+// ctx bounds the startup (at most a minute). The error wraps ErrNoServer
+// and holds InstallHint when none could be had.
 func Launch(ctx context.Context) (*Server, error) {
 	if env := strings.TrimSpace(os.Getenv(EnvEndpoints)); env != "" {
-		return &Server{endpoints: strings.Split(env, ","), external: true}, nil
+		s, err := external(ctx, env)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %s=%s: %v; %s", ErrNoServer, EnvEndpoints, env, err, InstallHint)
+		}
+		return s, nil
 	}
 	bin := os.Getenv(EnvBinary)
 	if bin == "" {
@@ -138,6 +150,28 @@ func Launch(ctx context.Context) (*Server, error) {
 		// nothing useful.
 		_ = os.RemoveAll(filepath.Join(dir, "data"))
 	}
+}
+
+// external names the running server of ETCD_TEST_ENDPOINTS (list), once
+// each of its endpoints has answered /health with a healthy member, within
+// externalTimeout: an endpoint that does not answer fails at once.
+func external(ctx context.Context, list string) (*Server, error) {
+	s := &Server{external: true}
+	for _, ep := range strings.Split(list, ",") {
+		if ep = strings.TrimSpace(ep); ep != "" {
+			s.endpoints = append(s.endpoints, ep)
+		}
+	}
+	ctx, cancel := context.WithTimeout(ctx, externalTimeout)
+	defer cancel()
+	hc := &http.Client{}
+	defer hc.CloseIdleConnections()
+	for _, ep := range s.endpoints {
+		if err := health(ctx, hc, "http://"+ep); err != nil {
+			return nil, fmt.Errorf("%s: %w", ep, err)
+		}
+	}
+	return s, nil
 }
 
 // Start launches a server for the test and closes it at the test's cleanup,
@@ -368,28 +402,39 @@ func serverEnv() []string {
 // process exits, or ctx ends.
 func waitHealthy(ctx context.Context, client string, exited <-chan struct{}) error {
 	hc := &http.Client{Timeout: time.Second}
-	var last error
+	defer hc.CloseIdleConnections()
 	for {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, client+"/health", nil)
-		resp, err := hc.Do(req)
+		err := health(ctx, hc, client)
 		if err == nil {
-			body, _ := io.ReadAll(resp.Body)
-			_ = resp.Body.Close()
-			if resp.StatusCode == http.StatusOK && strings.Contains(string(body), `"true"`) {
-				hc.CloseIdleConnections()
-				return nil
-			}
-			err = fmt.Errorf("health: %s %s", resp.Status, body)
+			return nil
 		}
-		last = err
 		select {
 		case <-exited:
 			return errors.New("the server exited")
 		case <-ctx.Done():
-			return fmt.Errorf("not healthy: %v (%w)", last, ctx.Err())
+			return fmt.Errorf("not healthy: %v (%w)", err, ctx.Err())
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
+}
+
+// health asks the server at client (http://host:port) once for /health and
+// returns nil if it reports itself healthy (a member with a leader).
+func health(ctx context.Context, hc *http.Client, client string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, client+"/health", nil)
+	if err != nil {
+		return err
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return err
+	}
+	body, _ := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `"true"`) {
+		return fmt.Errorf("health: %s %s", resp.Status, body)
+	}
+	return nil
 }
 
 // logTail returns the end of the server's log, for error messages.

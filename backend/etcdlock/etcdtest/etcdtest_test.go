@@ -146,3 +146,17 @@ func TestExternalServer(t *testing.T) {
 		t.Errorf("a client of the external server: %v", err)
 	}
 }
+
+// An ETCD_TEST_ENDPOINTS that nothing answers is no server: Launch fails
+// with ErrNoServer, naming the variable, with the install hint.
+func TestExternalUnreachable(t *testing.T) {
+	t.Setenv(etcdtest.EnvEndpoints, "127.0.0.1:1")
+	s, err := etcdtest.Launch(context.Background())
+	if err == nil {
+		s.Close()
+		t.Fatal("Launch on an unreachable ETCD_TEST_ENDPOINTS succeeded")
+	}
+	if !errors.Is(err, etcdtest.ErrNoServer) || !strings.Contains(err.Error(), etcdtest.EnvEndpoints) || !strings.Contains(err.Error(), etcdtest.InstallHint) {
+		t.Errorf("Launch: %v; want ErrNoServer naming %s with the install hint", err, etcdtest.EnvEndpoints)
+	}
+}

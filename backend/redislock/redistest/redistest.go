@@ -10,8 +10,8 @@
 //     the test's cleanup;
 //   - REDIS_TEST_ADDR=host:port (EnvAddr), the one environment variable
 //     that names an existing server to use instead: each Server then gets
-//     its own key prefix (KeyPrefix), whose keys Close deletes; it can't be
-//     killed or restarted, so the tests that do fail.
+//     its own key prefix (KeyPrefix), whose keys Close deletes; Kill and
+//     Restart return ErrUnsupported on it, so the tests that use them fail.
 //
 // A server is so cheap to start that tests take one each: there is no
 // Shared, except the one server of ExampleURL for Example functions.
@@ -20,7 +20,9 @@
 // 127.0.0.1 port in a temporary directory, as a child that dies with the
 // test binary or program (zktest.StartChild), configured for durable locks:
 // an append-only file fsynced before every reply (appendonly yes,
-// appendfsync always) and no snapshots.
+// appendfsync always) and no snapshots. Kill and Close end the server's
+// whole process family, the children it forks (an AOF rewrite, a
+// replica's sync) included, before they return.
 //
 // A test binary using it ends with Main in TestMain (or zktest.Main, if it
 // uses no ExampleURL):
@@ -34,6 +36,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -41,6 +44,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -57,12 +61,21 @@ const EnvAddr = "REDIS_TEST_ADDR"
 // part of every error that wraps ErrNoServer.
 const InstallHint = "install Redis: apt-get install -y redis-server (or make setup), or set " + EnvAddr + "=host:port to use an existing server"
 
-// ErrNoServer is wrapped by the error of Launch when no server could be
-// started or reached; the message holds InstallHint and the reason.
-var ErrNoServer = errors.New("redistest: no Redis server available")
+var (
+	// ErrNoServer is wrapped by the error of Launch when no server could be
+	// started or reached; the message holds InstallHint and the reason.
+	ErrNoServer = errors.New("redistest: no Redis server available")
+	// ErrUnsupported is wrapped by the errors of Kill and Restart on the
+	// server named by REDIS_TEST_ADDR, which can't be controlled.
+	ErrUnsupported = errors.New("redistest: operation not supported on an external server")
+)
 
-// readyTimeout bounds how long a started server may take to answer PING.
-const readyTimeout = 20 * time.Second
+const (
+	// readyTimeout bounds how long a started server may take to answer PING.
+	readyTimeout = 20 * time.Second
+	// goneTimeout bounds how long a killed server's processes may take to end.
+	goneTimeout = 10 * time.Second
+)
 
 // Server is one Redis server: started by redistest, or the existing one
 // named by REDIS_TEST_ADDR. Its methods are safe for concurrent use.
@@ -73,9 +86,14 @@ type Server struct {
 	prefix   string
 	external bool
 
-	mu     sync.Mutex
-	cmd    *exec.Cmd
-	exited chan struct{} // closed when cmd has been reaped
+	mu   sync.Mutex
+	proc *process // nil while killed
+}
+
+// process is one run of redis-server and the processes it forks.
+type process struct {
+	cmd  *exec.Cmd
+	gone chan struct{} // closed when cmd and every process it forked have ended
 }
 
 // Option configures Launch and Start.
@@ -173,30 +191,74 @@ func launch(ctx context.Context, opts []Option) (*Server, error) {
 // start runs the server and waits until it answers PING, for up to
 // readyTimeout or until ctx ends.
 func (s *Server) start(ctx context.Context) error {
-	cmd := exec.Command(s.args[0], s.args[1:]...)
-	if err := zktest.StartChild(cmd); err != nil {
-		return fmt.Errorf("redistest: starting redis-server: %w", err)
+	p, err := spawn(s.args)
+	if err != nil {
+		return err
 	}
-	exited := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(exited) }()
-	s.mu.Lock()
-	s.cmd, s.exited = cmd, exited
-	s.mu.Unlock()
 	ctx, cancel := context.WithTimeout(ctx, readyTimeout)
 	defer cancel()
 	for {
 		err := ping(s.addr, time.Second)
 		if err == nil {
+			s.mu.Lock()
+			s.proc = p
+			s.mu.Unlock()
 			return nil
 		}
 		select {
-		case <-exited:
+		case <-p.gone:
 			return fmt.Errorf("redistest: redis-server exited at start: %v\n%s", err, s.LogTail(20))
 		case <-ctx.Done():
-			s.kill()
+			_ = p.kill()
 			return fmt.Errorf("redistest: redis-server not ready (%v): %v\n%s", ctx.Err(), err, s.LogTail(20))
 		case <-time.After(10 * time.Millisecond):
 		}
+	}
+}
+
+// spawn starts redis-server (args[0]) in a process group of its own, with
+// the write end of a pipe as its file 3, a lifeline: redis-server closes no
+// file it inherits, so every process it forks holds the lifeline too, and
+// the read end sees EOF once the last of them has ended. Reaping
+// redis-server is not enough: a child it forked (an AOF rewrite, an RDB
+// save) outlives its SIGKILL and keeps writing into its directory.
+func spawn(args []string) (*process, error) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(args[0], args[1:]...)
+	cmd.ExtraFiles = []*os.File{w}
+	err = zktest.StartChild(cmd)
+	_ = w.Close()
+	if err != nil {
+		_ = r.Close()
+		return nil, fmt.Errorf("redistest: starting redis-server: %w", err)
+	}
+	p := &process{cmd: cmd, gone: make(chan struct{})}
+	go func() {
+		_, _ = io.Copy(io.Discard, r) // returns at EOF: the last holder ended
+		_ = r.Close()
+		_ = cmd.Wait()
+		close(p.gone)
+	}()
+	return p, nil
+}
+
+// kill sends SIGKILL to the process group (redis-server and its children)
+// and waits until all of them have ended.
+func (p *process) kill() error {
+	select {
+	case <-p.gone:
+		return nil // nothing left, and the group's ID may be reused
+	default:
+	}
+	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+	select {
+	case <-p.gone:
+		return nil
+	case <-time.After(goneTimeout):
+		return fmt.Errorf("redistest: redis-server %d or a process it forked still runs %v after SIGKILL", p.cmd.Process.Pid, goneTimeout)
 	}
 }
 
@@ -220,43 +282,42 @@ func (s *Server) Client(tb testing.TB) *redis.Client {
 	return c
 }
 
-// Kill kills the server with SIGKILL (as a crash or power loss would, minus
-// the disk's own cache) and waits until it is gone. It fails tb on an
-// external server.
-func (s *Server) Kill(tb testing.TB) {
-	tb.Helper()
+// Kill kills the server with SIGKILL, with the processes it forked (as a
+// crash or power loss would, minus the disk's own cache), and waits until
+// all of them have ended, keeping its directory; Restart starts it again.
+// It is a no-op on a killed server. On the server of REDIS_TEST_ADDR it
+// returns an error wrapping ErrUnsupported.
+func (s *Server) Kill() error {
 	if s.external {
-		tb.Fatalf("redistest: can't kill the external server %s (%s): run this test without it", s.addr, EnvAddr)
+		return fmt.Errorf("kill %s (%s): %w", s.addr, EnvAddr, ErrUnsupported)
 	}
-	s.kill()
-}
-
-// Restart kills the server (if it runs) and starts it again on the same port
-// and directory, where it reads back its append-only file.
-func (s *Server) Restart(tb testing.TB) {
-	tb.Helper()
-	s.Kill(tb)
-	if err := s.start(context.Background()); err != nil {
-		tb.Fatal(err)
-	}
-}
-
-func (s *Server) kill() {
 	s.mu.Lock()
-	cmd, exited := s.cmd, s.exited
+	p := s.proc
+	s.proc = nil
 	s.mu.Unlock()
-	if cmd == nil {
-		return
+	if p == nil {
+		return nil
 	}
-	_ = cmd.Process.Kill()
-	<-exited
+	return p.kill()
+}
+
+// Restart kills the server (if it runs) and starts it again on the same
+// port and directory, where it reads back its append-only file; it returns
+// when the server answers PING, within ctx and at most readyTimeout (20 s).
+func (s *Server) Restart(ctx context.Context) error {
+	if err := s.Kill(); err != nil {
+		return fmt.Errorf("restart: %w", err)
+	}
+	return s.start(ctx)
 }
 
 // Close stops a server redistest started and removes its directory, or
 // deletes this Server's keys from an external one. It may be called again.
 func (s *Server) Close() error {
 	if !s.external {
-		s.kill()
+		if err := s.Kill(); err != nil {
+			return err
+		}
 		return os.RemoveAll(s.dir)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

@@ -1,11 +1,18 @@
 package redistest
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"net"
 	"os"
+	"regexp"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 func TestMain(m *testing.M) { Main(m) }
@@ -37,7 +44,8 @@ func TestLaunchClose(t *testing.T) {
 }
 
 // TestExternal: with REDIS_TEST_ADDR each Server is the named server under
-// a key prefix of its own, whose keys Close deletes (and only those).
+// a key prefix of its own, whose keys Close deletes (and only those); it
+// can't be killed or restarted.
 func TestExternal(t *testing.T) {
 	ctx := context.Background()
 	own := Start(t)
@@ -49,6 +57,12 @@ func TestExternal(t *testing.T) {
 	ext := Start(t)
 	if ext.Addr() != own.Addr() || ext.KeyPrefix() == own.KeyPrefix() {
 		t.Fatalf("external Server %s prefix %q; want %s with a prefix of its own", ext.Addr(), ext.KeyPrefix(), own.Addr())
+	}
+	if err := ext.Kill(); !errors.Is(err, ErrUnsupported) {
+		t.Errorf("Kill of the external server = %v, want ErrUnsupported", err)
+	}
+	if err := ext.Restart(ctx); !errors.Is(err, ErrUnsupported) {
+		t.Errorf("Restart of the external server = %v, want ErrUnsupported", err)
 	}
 	if err := c.Set(ctx, ext.KeyPrefix()+"k", "1", 0).Err(); err != nil {
 		t.Fatal(err)
@@ -74,4 +88,47 @@ func TestLaunchUnreachable(t *testing.T) {
 	if !errors.Is(err, ErrNoServer) || !strings.Contains(err.Error(), EnvAddr) || !strings.Contains(err.Error(), InstallHint) {
 		t.Errorf("Launch: %v; want ErrNoServer naming %s with the install hint", err, EnvAddr)
 	}
+}
+
+// TestCloseEndsForkedChildren: Close returns only once the processes the
+// server forked have ended too, such as the AOF rewrite a replica starts
+// after its sync (made to last 2 s here): none of them writes into the
+// directory after Close removed it.
+func TestCloseEndsForkedChildren(t *testing.T) {
+	ctx := context.Background()
+	primary := Start(t)
+	c := primary.Client(t)
+	for i := range 20 {
+		if err := c.Set(ctx, fmt.Sprint("k", i), "v", 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	host, port, _ := net.SplitHostPort(primary.Addr())
+	replica := Start(t, WithArgs("--replicaof", host, port, "--rdb-key-save-delay", "100000")) // 100 ms a key
+	started := regexp.MustCompile(`rewriting started by pid (\d+)`)
+	var m []string
+	for deadline := time.Now().Add(readyTimeout); m == nil; {
+		if m = started.FindStringSubmatch(replica.LogTail(100)); m == nil && time.Now().After(deadline) {
+			t.Fatalf("the replica started no AOF rewrite; log:\n%s", replica.LogTail(30))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	child, _ := strconv.Atoi(m[1])
+	if err := replica.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if !ended(child) {
+		t.Errorf("the replica's AOF rewrite child %d runs after Close", child)
+	}
+}
+
+// ended reports whether process pid has ended (a zombie waiting to be
+// reaped counts as ended).
+func ended(pid int) bool {
+	if errors.Is(syscall.Kill(pid, 0), syscall.ESRCH) {
+		return true
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	i := bytes.LastIndexByte(b, ')')
+	return err == nil && i >= 0 && i+2 < len(b) && b[i+2] == 'Z'
 }
