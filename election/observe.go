@@ -6,28 +6,13 @@ import (
 	"github.com/zkrecipes/zkrecipes/zookeeper"
 )
 
-// Observe reports the state of the election (etcd's Observe, which reports
-// leaders only, never the gaps): the current state at once,
-// then every change of leader and every change to "no leader" (an empty or
-// missing directory: case C16). Delivery coalesces: a reader that falls
-// behind skips intermediate states, but the latest state is always
-// delivered, and the first value it reads after falling behind is the
-// latest state known at that moment. Consecutive observations always differ
-// (a different leader node, or a change between leader and no leader).
-//
-// The channel is closed when ctx ends or the Session is closed, and on an
-// error that retrying cannot cure (logged once at error level): another
-// recipe's nodes in the directory (recipe.ErrMixedRecipes, met by two reads
-// in a row a second apart), an ACL refusal. So a channel closed while ctx
-// is live and the Session open means such an error, as etcd's Observe
-// closes its channel when it cannot go on. Nothing is delivered after the
-// close. A reader that stops reading must end ctx, or the observer's
-// goroutines and its watch registration stay until then.
-//
-// Observe reports znodes, not leases: a leader whose connection is SUSPENDED
-// has already given leadership up (its lease ended) but is reported until
-// its znode goes (at its session's expiry, or when it reconnects and the
-// node is deleted). Fence effects with the token (package fence).
+// Observe reports the election's state: the current one at once, then every
+// change of leader and every change to "no leader" (case C16), coalesced for
+// a slow reader but always ending on the latest state; consecutive values
+// differ. It reports znodes, not leases: a suspended leader stays until its
+// znode goes. The channel closes when ctx ends, the Session closes, or on an
+// error retrying cannot cure (recipe.Permanent, recipe.ErrMixedRecipes met
+// twice a second apart; logged once). A reader that stops must end ctx.
 //
 // It is zookeeper.ObserveHeadAs (one goroutine, never blocking the client's
 // event delivery; ZooKeeper operations per change: getChildren and getData
