@@ -14,8 +14,7 @@ import (
 	"github.com/zkrecipes/zkrecipes/zookeeper"
 )
 
-// Kind is the node kind of latch znodes: their names are
-// "_c_<guid>-latch-<sequence>".
+// Kind is the node kind of latch znodes ("_c_<guid>-latch-<sequence>").
 const Kind = "latch-"
 
 // Errors of this package. Each matches with errors.Is.
@@ -24,24 +23,21 @@ var (
 	// the Cause of the final Change a listener receives from Close.
 	ErrClosed = errors.New("latch: closed")
 
-	// ErrAlreadyStarted is returned by Start when the latch was already
-	// started (or a Start is in progress).
+	// ErrAlreadyStarted is returned by Start while the latch is started or
+	// starting.
 	ErrAlreadyStarted = errors.New("latch: already started")
 
-	// ErrNotStarted is returned by Await when Start has not been called (or
-	// every Start so far failed).
+	// ErrNotStarted is returned by Await before a Start succeeded.
 	ErrNotStarted = errors.New("latch: not started")
 
-	// ErrNoLeader is returned by Leader when the election has no
-	// participant (an empty or missing directory).
+	// ErrNoLeader is returned by Leader for an empty or missing directory.
 	ErrNoLeader = errors.New("latch: no leader")
 )
 
-// Change is one change of this participant's leadership, as delivered by
-// Listen.
+// Change is one change of this participant's leadership, from Listen.
 type Change struct {
 	// Leader is true when this participant became leader, false when it
-	// stopped being leader (or, for the final Change, never was).
+	// stopped (or, for the final Change, never was).
 	Leader bool
 	// Token is the fencing token of the grant that began (Leader true) or
 	// ended (Leader false; zero if there was none).
@@ -52,11 +48,9 @@ type Change struct {
 	// At is when the latch observed the change (for the current grant
 	// delivered first by Listen: when it was granted).
 	At time.Time
-	// Cause says why leadership ended (nil when Leader is true):
-	// recipe.ErrSuspended, recipe.ErrSessionLost, recipe.ErrNodeDeleted,
-	// recipe.ErrSessionClosed, ErrClosed for the final Change of Close, or
-	// for the final Change of a participant that stopped on an error
-	// retrying cannot cure, that error (see Await).
+	// Cause says why leadership ended (nil when Leader): recipe.ErrSuspended,
+	// ErrSessionLost, ErrNodeDeleted, ErrSessionClosed; for the final Change,
+	// ErrClosed or the error that stopped the participant (see Await).
 	Cause error
 }
 
@@ -82,10 +76,8 @@ const (
 	phaseEnded                 // the loop ended: Close, or the session closed
 )
 
-// Latch is one participant of a leader election under a directory, with
-// Curator's LeaderLatch semantics (see the package documentation). Create
-// it with New, join with Start, leave for good with Close. All methods are
-// safe for concurrent use.
+// Latch is one participant of a leader election (see the package doc):
+// New, Start, Close. All methods are safe for concurrent use.
 type Latch struct {
 	q    *zookeeper.Queue
 	id   string
@@ -107,17 +99,9 @@ type Latch struct {
 }
 
 // New returns a participant with the given id in the election under the
-// directory path (relative to the session's chroot) on session s. The id is
-// stored as the data of the participant's znode, where Participants and
-// Leader show it; it need not be unique, but it is what operators see.
-// New performs no ZooKeeper operation; Start joins.
-//
-// Errors: a *zookeeper.PathError (matching recipe.ErrInvalidPath) for an
-// invalid path (also, matching recipe.ErrTooLarge, for one too long for the
-// session's packet limit); recipe.ErrBadOption for a nil session or an id
-// over zookeeper.MaxNodeData bytes; recipe.ErrTooLarge for an id over that or
-// too large for the packet limit with the path; recipe.ErrSessionClosed
-// when s is closed.
+// directory path on session s. The id is its znode's data, shown by
+// Participants and Leader; it need not be unique. New performs no ZooKeeper
+// operation. Errors: as mutex.New, with the id as the data.
 func New(s *zookeeper.Session, path string, id string, opts ...Option) (*Latch, error) {
 	q, err := zookeeper.NewQueue(s, path, []string{Kind}, zookeeper.FirstHolds)
 	if err != nil {
@@ -148,21 +132,15 @@ func (l *Latch) ID() string { return l.id }
 func (l *Latch) Path() string { return l.q.Dir() }
 
 // Start joins the election: it creates the participant's znode (ephemeral
-// sequential, protected name, data: the id; plus container znodes for a
-// missing directory and its parents) and returns once the node exists, then
-// runs the participant in one goroutine of its own until Close, until the
-// session is closed, or until an error that retrying cannot cure (see
-// Await). It does not wait for leadership: use Await or Listen. The
-// participant's ZooKeeper operations are those of zookeeper.Queue.Join and
-// zookeeper.Ticket.Await (docs/design.md#acquisition): a mutex waiter's
-// without its fast paths, the node keeping its place across suspensions.
-//
-// Errors: ErrAlreadyStarted; ErrClosed (Close was called, also while Start
-// was joining: the node is then deleted); ctx's cause when ctx ends before
-// the node exists (nothing is left behind); recipe.ErrSessionClosed; an
-// *recipe.OpError for refusals (matching recipe.ErrNoPermission for ACLs).
-// After an error other than ErrAlreadyStarted and ErrClosed, Start may be
-// called again.
+// sequential, data: the id) and returns once it exists, then runs the
+// participant in a goroutine until Close, the session's close, or an error
+// retrying cannot cure (see Await). It does not wait for leadership: use
+// Await or Listen. ZooKeeper operations: Queue.Join and Ticket.Await in
+// docs/design.md#acquisition. Errors: ErrAlreadyStarted; ErrClosed (also
+// when Close ran during the join: the node is then deleted); ctx's cause
+// (nothing left behind); recipe.ErrSessionClosed; *recipe.OpError (matching
+// recipe.ErrNoPermission on ACL refusals). After the last three, Start may
+// be called again.
 func (l *Latch) Start(ctx context.Context) error {
 	l.mu.Lock()
 	switch {
@@ -218,31 +196,21 @@ func (l *Latch) Start(ctx context.Context) error {
 	return nil
 }
 
-// IsLeader reports whether this participant is the leader now: it holds a
-// grant whose context is not done. It performs no ZooKeeper operation and
-// never blocks on the network.
+// IsLeader reports whether this participant leads now (its grant's context
+// is live), without any ZooKeeper operation.
 func (l *Latch) IsLeader() bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return !l.closed && l.cur != nil && l.cur.inner.Context().Err() == nil
 }
 
-// Await blocks until this participant is the leader and returns the grant:
-// a recipe.Lease whose Token is the czxid of the participant's node, whose
-// Context ends when this leadership ends (context.Cause says why), and
-// whose Release closes the latch: Release is Close (leadership is given up
-// for good, the node deleted, listeners told), and returns
-// recipe.ErrLeaseLost (wrapping the cause) when this leadership had already
-// ended before Release, after closing the latch all the same. If the
-// participant leads when Await is called, Await returns the current grant at
-// once; after a suspension that healed it returns a new grant with the same
-// token. Await performs no ZooKeeper operation itself.
-//
-// Errors: ctx's cause; ErrNotStarted (before Start, or after a failed Start);
-// ErrClosed; recipe.ErrSessionClosed when the latch ended with its session;
-// the error that ended the participant when retrying could not cure it
-// (recipe.Permanent: recipe.ErrMixedRecipes when the directory holds
-// another recipe's nodes, recipe.ErrNoPermission, ...).
+// Await blocks until this participant leads and returns the grant, at once
+// if it leads now: a recipe.Lease whose Token is its node's czxid, whose
+// Context ends with this leadership, and whose Release is Close (returning
+// recipe.ErrLeaseLost, wrapping the cause, if leadership had ended before).
+// It performs no ZooKeeper operation. Errors: ctx's cause; ErrNotStarted;
+// ErrClosed; recipe.ErrSessionClosed; the error that stopped the
+// participant when retrying could not cure it (recipe.Permanent).
 func (l *Latch) Await(ctx context.Context) (recipe.Lease, error) {
 	for {
 		l.mu.Lock()
@@ -275,25 +243,17 @@ func (l *Latch) Await(ctx context.Context) (recipe.Lease, error) {
 	}
 }
 
-// Participants lists the election's participants in queue order: the first
-// is the leader (or will be, once its grant is made), the others follow in
-// the order they joined. Each Participant's Data is its id, Token its
-// node's czxid, SessionID its node's ephemeral owner. ZooKeeper operations:
-// getChildren, then getData per znode. A missing directory gives an empty
-// list. Errors: recipe.ErrMixedRecipes when the directory holds another
-// recipe's nodes; *recipe.OpError, recipe.ErrSessionClosed, ctx's cause.
+// Participants lists the participants in queue order, the leader (or the
+// next to be granted) first, each with its id as Data; operations and
+// errors as mutex.Mutex.Participants.
 func (l *Latch) Participants(ctx context.Context) ([]zookeeper.Participant, error) {
 	return l.q.Participants(ctx)
 }
 
-// Leader returns the first participant of the election now: the leader, or
-// the participant that will be granted leadership next (a leader whose
-// connection is SUSPENDED keeps its place but does not lead until
-// RECONNECTED; Curator's getLeader answers the same). ZooKeeper operations:
-// getChildren, then getData of the first znode. Errors: ErrNoLeader when
-// nobody participates (empty or missing directory); recipe.ErrMixedRecipes
-// when it holds another recipe's nodes; *recipe.OpError,
-// recipe.ErrSessionClosed, ctx's cause.
+// Leader returns the first participant (getChildren, then getData of its
+// znode): the leader, or the next to lead (a suspended leader keeps its
+// place; Curator's getLeader answers the same). Errors: ErrNoLeader for an
+// empty or missing directory; else as Participants.
 func (l *Latch) Leader(ctx context.Context) (zookeeper.Participant, error) {
 	h, err := l.q.Head(ctx)
 	if err != nil {
@@ -305,34 +265,17 @@ func (l *Latch) Leader(ctx context.Context) (zookeeper.Participant, error) {
 	return h.Node, nil
 }
 
-// Close leaves the election for good (case C12). It stops the participant
-// (a join or wait in progress is abandoned), waits for its goroutine to end,
-// deletes its znode (ending a grant with cause recipe.ErrReleased), waits
-// until a create that was still in flight has landed and been deleted, and
-// then delivers a final Change (Leader false, Cause ErrClosed) to every
-// listener and closes their channels. After Close returns nil, this
-// participant has no znode and never creates one again: Start and Await
-// return ErrClosed.
-//
-// When the connection is down, the delete of a node whose create's outcome
-// is unknown (or of the participant's node) waits for the reconnection of
-// the same ZooKeeper session, and Close waits with it (zookeeper.Queue.Drain),
-// until ctx ends; if the session is lost instead, its nodes went with it.
-// A node left by a Close that returned ctx's error is never granted (its
-// participant is gone) and is deleted by the Session's cleaner on
-// reconnection.
-//
-// The delete (the grant's Release while leading, else a delete that checks
-// the node's owner first: zookeeper.Ticket.Leave; see
-// docs/design.md#acquisition) is sent even if ctx is already done, and
-// retried on connection loss until the session's cleanup timeout.
-//
-// Close is idempotent and may be called before Start. Errors: ctx's cause
-// when ctx ended before the participant stopped or before an in-flight create
-// landed; an *recipe.OpError when the delete could not be confirmed (it was
-// handed to the Session's cleaner, which retries on reconnection; the node
-// goes with the session at the latest). Call Close again to wait for the
-// rest; listeners get their final Change in any case, when Close returns.
+// Close leaves the election for good (case C12): it stops the participant,
+// deletes its znode (ending a grant with recipe.ErrReleased; sent even if ctx
+// is done, retried on connection loss up to the cleanup timeout), waits
+// until a create still in flight has landed and been deleted, then gives
+// every listener a final Change (Leader false, Cause ErrClosed) and closes
+// it. After Close returns nil the participant has no znode and never
+// creates one; Start and Await return ErrClosed. Close is idempotent and may
+// precede Start. Errors: ctx's cause when it ended first (with the
+// connection down, Close waits for the session to reconnect); an
+// *recipe.OpError when the delete could not be confirmed (the Session's
+// cleaner retries it). Call Close again to wait for the rest.
 func (l *Latch) Close(ctx context.Context) error {
 	l.mu.Lock()
 	if !l.closed {
@@ -384,10 +327,8 @@ type grant struct {
 
 var _ zookeeper.NodeLease = (*grant)(nil)
 
-// Token returns the czxid of the participant's znode: larger than the token
-// of every earlier leader of the election; equal to the token of this
-// participant's previous grant when leadership came back after a suspension
-// within the same session.
+// Token is the czxid of the participant's znode (the same after a healed
+// suspension).
 func (g *grant) Token() fence.Token { return g.inner.Token() }
 
 // Context is done when this leadership ends; context.Cause says why.
@@ -401,10 +342,8 @@ func (g *grant) Path() string {
 	return ""
 }
 
-// Release closes the latch (Latch.Close: leadership is given up for good,
-// the node deleted, listeners told). Errors: recipe.ErrLeaseLost (wrapping
-// the cause) when this leadership had already ended before Release (the
-// latch is closed all the same); otherwise Close's errors.
+// Release is Latch.Close; it returns recipe.ErrLeaseLost (wrapping the
+// cause) when this leadership had ended before, else Close's error.
 func (g *grant) Release(ctx context.Context) error {
 	lostBefore := g.inner.Context().Err() != nil
 	cause := context.Cause(g.inner.Context())

@@ -34,10 +34,9 @@ type participant struct {
 }
 
 // run is the participant loop (loop.Loop, as leader.Run's): wait for the
-// grant on the ticket, lead until the grant ends, wait again on the same
-// ticket while it lives (same session, node in place), join again with a
-// new ticket when it died. It ends when the latch is closed, or on an error
-// that retrying cannot cure (then the latch ends with it).
+// grant on the ticket, lead until it ends, and wait again on the same ticket
+// while it lives, or join again with a new one. It ends at Close, or on an
+// error retrying cannot cure (the latch then ends with it).
 func (l *Latch) run(t *zookeeper.Ticket, done chan struct{}) {
 	defer close(done)
 	p := &participant{l: l, t: t, stop: loop.Stopper{Confirm: recipe.ErrMixedRecipes}}
@@ -152,9 +151,8 @@ func (l *Latch) follow(g *grant, cause error) {
 	l.changed.Notify()
 }
 
-// stop ends the participant on an error that retrying cannot cure
-// (recipe.Permanent): its node goes (run's deferred Leave), Await returns
-// err, listeners get their final Change with it.
+// stop ends the participant on an error retrying cannot cure: its node goes
+// (run's deferred Leave), Await returns err, listeners get it as final Cause.
 func (l *Latch) stop(err error) {
 	if !errors.Is(err, recipe.ErrSessionClosed) {
 		l.log.Error("latch: stopped: retrying cannot help", "dir", recipe.ShortPath(l.q.Dir()), "id", l.id, "err", err)
@@ -183,21 +181,14 @@ func (l *Latch) finishLocked(cause error) {
 	l.changed.Notify()
 }
 
-// Listen returns a channel that receives every change of this
-// participant's leadership from now on, in order: Leader true when it
-// becomes leader, Leader false (with the Cause) when that leadership ends.
-// If the participant leads when Listen is called, the current grant comes
-// first. Close (or the end of the session) delivers a final Change with
-// Leader false (Cause ErrClosed, or recipe.ErrSessionClosed) and then
-// closes the channel; when ctx ends, the channel is closed at once
-// (undelivered changes are dropped). After Close, Listen returns a closed
-// channel.
-//
-// Delivery never blocks the latch, the Session nor go-zookeeper's event
-// dispatch (case C19): each listener has its own unbounded queue and
-// goroutine, so a slow reader only delays itself. That goroutine lives until
-// the channel is closed, so a reader must keep reading until then or cancel
-// ctx.
+// Listen returns a channel that receives every change of this participant's
+// leadership from now on, in order, the current grant first if it leads.
+// Close or the session's end delivers a final Change (Leader false, Cause
+// ErrClosed or recipe.ErrSessionClosed) and closes the channel; when ctx ends
+// it is closed at once, and after Close it is returned closed. Delivery
+// never blocks the latch nor go-zookeeper (case C19): each listener has its
+// own unbounded queue and goroutine, which lives until the channel closes,
+// so read until then or cancel ctx.
 func (l *Latch) Listen(ctx context.Context) <-chan Change {
 	f := notify.NewFeed[Change]()
 	l.mu.Lock()
