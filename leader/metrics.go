@@ -8,42 +8,25 @@ import (
 	"github.com/zkrecipes/zkrecipes/recipe"
 )
 
-// WithMetrics reports Run's events to m (nil: none, the default), with
-// kind "leader" and dir name (the election's name; a lock's name is a good
-// one):
-//
-//   - AcquireStarted and AcquireDone for every attempt to take the lock,
-//     with the time it took and Acquire's error (nil for a grant; ctx's
-//     cause when Run was stopped while waiting);
-//   - LeaseLost with the lease's cause (an error matching
-//     recipe.ErrSuspended, recipe.ErrSessionLost, recipe.ErrNodeDeleted,
-//     ...) when a term ends because the lease was lost; not when fn
-//     returns or ctx ends;
-//   - if m also implements LeadingMetrics, Leading +1 and -1 around every
-//     term.
-//
-// Waiting and SessionState are not called: the lock's backend reports its
-// waiters and its session with its own WithMetrics (kind "lock"); nor is
-// StaleRejected, which belongs to the resource's fence.Guard. One m can
-// serve the backend and Run at once.
+// WithMetrics reports Run's events to m (default nil: none) with kind
+// "leader" and dir name: AcquireStarted and AcquireDone for every attempt to
+// take the lock; LeaseLost with the lease's cause when a term ends because
+// the lease was lost (not when fn returns or ctx ends); and, if m implements
+// LeadingMetrics, Leading +1 and -1 around every term. The lock's backend
+// reports Waiting and SessionState with its own WithMetrics; StaleRejected
+// belongs to the fence.Guard (docs/metrics.md).
 func WithMetrics(m recipe.Metrics, name string) Option {
 	return func(c *config) { c.metrics, c.name = m, name }
 }
 
-// LeadingMetrics is an optional extension of the recipe.Metrics given to
-// WithMetrics: a Metrics that also implements it is told when this process
-// leads, as client-go's leader election exports leader_election_master_status
-// (package recipe/zkprom exports it as zkrecipes_leading).
+// LeadingMetrics is an optional extension of the Metrics of WithMetrics,
+// told when this process leads (client-go's leader_election_master_status;
+// recipe/zkprom's zkrecipes_leading).
 type LeadingMetrics interface {
-	// Leading is called with delta +1 when a term starts (the lock was
-	// granted; fn is about to run), on Run's goroutine, and with delta -1
-	// when it ends: when fn's context ends (the lease was lost or Run's
-	// ctx ended) or fn returns, whichever comes first, on a goroutine of
-	// its own that Run waits for before it releases the lease. The sum of
-	// deltas per name is the number of this process's Run loops of that
-	// name that lead. Summed over every process it is 1 while someone
-	// leads: a holder learns of its loss before another is granted, so
-	// only a paused process's stale value can make it 2.
+	// Leading is called with +1 when a term starts (on Run's goroutine,
+	// before fn runs) and -1 when fn's context ends or fn returns, whichever
+	// comes first (on a goroutine that Run waits for before it releases the
+	// lease). Summed over every process it is 1 while someone leads.
 	Leading(name string, delta int)
 }
 
@@ -63,8 +46,7 @@ func (c *config) acquire(ctx context.Context, lock recipe.Lock) (recipe.Lease, e
 	return l, err
 }
 
-// term reports the end of one leadership to the metrics. Its methods do
-// nothing on a nil term (no metrics).
+// term reports the end of one term to the metrics; nil without metrics.
 type term struct {
 	byRun    atomic.Bool   // Run ended fn's context (ctx ended, or fn returned), not the lease
 	reported chan struct{} // closed once the end was reported
