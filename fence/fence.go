@@ -1,18 +1,17 @@
-// Package fence provides fencing tokens and the resource-side check that makes
-// a lease-based lock safe.
+// Package fence provides fencing tokens and the resource-side check that
+// makes a lease-based lock safe. A holder can pause (GC, swap, a frozen VM)
+// past its lease, lose the lock, and resume believing it holds it: only the
+// resource can reject its late write. Every grant of a zkrecipes lock
+// carries a Token larger than every earlier grant's; the resource keeps the
+// highest token it accepted and refuses anything lower.
 //
-// A distributed lock is a lease: its holder can pause (GC, swap, a frozen VM)
-// past its session timeout, lose the lock to another client, and resume
-// believing it still holds it. No lock service can prevent the paused holder's
-// late write; only the resource can reject it. Every grant of a zkrecipes lock
-// therefore carries a [Token] that grows with every grant (the czxid of the
-// lock's znode), and the resource keeps the highest token it has accepted and
-// refuses anything older. [Guard] is that check for an in-process resource;
-// packages fence/fencesql (a SQL database through database/sql) and
-// fence/fencezk (data kept in a znode) make it at those resources, atomically
-// with the write; docs/fencing.md says what each protects.
+//	var guard fence.Guard // at the resource
+//	err := guard.Do("account", lease.Token(), func() error { return save(balance) })
+//	// errors.Is(err, fence.ErrStale): a later holder has written; stop
 //
-// This package has no dependency: it imports neither ZooKeeper nor SQL.
+// [Guard] is that check in process; fence/fencesql (database/sql) and
+// fence/fencezk (a znode) make it atomically with the write at those
+// resources (docs/fencing.md). This package imports neither ZooKeeper nor SQL.
 package fence
 
 import (
@@ -22,14 +21,10 @@ import (
 	"sync"
 )
 
-// Token is a fencing token: a 64-bit number that grows with every grant of a
-// lock. For the ZooKeeper recipes it is the czxid (creation zxid) of the znode
-// that won the grant, which ZooKeeper assigns from a single, strictly
-// increasing counter for the whole ensemble, so a later grant always carries a
-// larger token, across lock directories and even after a directory is
-// deleted and re-created.
-//
-// The zero Token means "no token"; it is never the token of a grant.
+// Token is a fencing token: a 64-bit number that grows with every grant of
+// a lock (on ZooKeeper the winning znode's czxid, from one counter for the
+// whole ensemble, so larger also across directories and re-created ones).
+// The zero Token means "no token"; it is never a grant's.
 type Token uint64
 
 // IsZero reports whether t is the zero ("no token") value.
@@ -38,14 +33,12 @@ func (t Token) IsZero() bool { return t == 0 }
 // String formats t as a decimal number, the form [ParseToken] reads.
 func (t Token) String() string { return strconv.FormatUint(uint64(t), 10) }
 
-// ErrBadToken is returned (wrapped) by [ParseToken] for text that is not a
-// token.
+// ErrBadToken is matched by [ParseToken]'s error for text that is not a token.
 var ErrBadToken = errors.New("fence: malformed token")
 
-// ParseToken parses the decimal form written by [Token.String]. It returns an
-// error matching [ErrBadToken] for empty input, signs, non-digits, leading
-// zeros (so that parsing and printing round-trip), values that overflow 64
-// bits, and "0" (the zero token is never a grant's token).
+// ParseToken parses the decimal form of [Token.String]. Errors: [ErrBadToken]
+// (wrapped) for empty input, signs, non-digits, leading zeros (parsing and
+// printing round-trip), values over 64 bits, and "0".
 func ParseToken(s string) (Token, error) {
 	if s == "" || s[0] == '+' || s[0] == '-' {
 		return 0, fmt.Errorf("%w: %q", ErrBadToken, s)
@@ -60,24 +53,20 @@ func ParseToken(s string) (Token, error) {
 	return Token(v), nil
 }
 
-// ErrStale is returned (wrapped in a [*StaleError]) when a write carries a
-// token lower than one the resource has already accepted: its holder has lost
-// the lock to a later holder.
+// ErrStale is matched by a [*StaleError]: a write's token is lower than one
+// the resource accepted, so its holder has lost the lock to a later one.
 var ErrStale = errors.New("fence: stale fencing token")
 
 // ErrNoToken is returned when a write carries the zero token.
 var ErrNoToken = errors.New("fence: zero fencing token")
 
 // ErrUncertain is matched by the error of a fenced write to a remote
-// resource (a database, ZooKeeper) whose request was sent but whose answer
-// was lost, e.g. to a broken connection during a commit: the write may or
-// may not have been applied. Read the resource to find out; writing again
-// with the same token is accepted if nothing newer landed meanwhile. A
-// [Guard] never returns it.
+// resource whose answer was lost (a connection broken during the commit):
+// it may have been applied. Read the resource to find out; the same token
+// is accepted again if nothing newer landed. A [Guard] never returns it.
 var ErrUncertain = errors.New("fence: outcome unknown")
 
-// StaleError describes a rejected write. It matches [ErrStale] with
-// errors.Is.
+// StaleError describes a rejected write; it matches [ErrStale].
 type StaleError struct {
 	Resource string // the resource the write was aimed at
 	Token    Token  // the token the write carried
@@ -92,13 +81,11 @@ func (e *StaleError) Error() string {
 // Is makes a *StaleError match [ErrStale].
 func (e *StaleError) Is(target error) bool { return target == ErrStale }
 
-// Guard is an in-memory fencing check for resources inside one process: it
-// keeps, per resource name, the highest token accepted so far, and applies a
-// write only if its token is at least that high, atomically with the check.
-//
-// An equal token is accepted: it is the current holder writing again.
-// The zero value is ready to use; a Guard must not be copied after first use.
-// All methods are safe for concurrent use.
+// Guard is an in-memory fencing check for resources in one process: it keeps
+// the highest token accepted per resource name and applies a write only if
+// its token is at least that high (an equal token is the current holder
+// writing again), atomically with the check. The zero value is ready to
+// use; do not copy a Guard after first use. Safe for concurrent use.
 type Guard struct {
 	mu   sync.Mutex
 	high map[string]*entry
@@ -127,18 +114,13 @@ func (g *Guard) entry(resource string) *entry {
 	return e
 }
 
-// Do runs write if token is not lower than the highest token accepted for
-// resource, and records token as the new highest when write returns nil.
-// Check, write and record are atomic with respect to every other Do on the
-// same resource (writes to one resource are serialized; different resources
-// proceed in parallel).
-//
-// Errors: a [*StaleError] (matching [ErrStale]) when token is lower than the
-// highest accepted token, in which case write does not run; [ErrNoToken] for
-// the zero token; otherwise whatever write returns. A failed write (non-nil
-// error, or a panic, which propagates) does not raise the high-water mark.
-// write must not call Do or Check on the same resource: that deadlocks, as
-// re-locking a sync.Mutex does.
+// Do runs write if token is not lower than the highest accepted for
+// resource, and records token as the highest when write returns nil; check,
+// write and record are atomic per resource (different resources proceed in
+// parallel). Errors: a [*StaleError] when token is lower (write does not
+// run); [ErrNoToken] for the zero token; otherwise write's error. A failed
+// or panicking write (the panic propagates) does not raise the mark. write
+// must not call Do or Check on the same resource: that deadlocks.
 func (g *Guard) Do(resource string, token Token, write func() error) error {
 	if token.IsZero() {
 		return ErrNoToken
@@ -154,8 +136,7 @@ func (g *Guard) Do(resource string, token Token, write func() error) error {
 	return se
 }
 
-// apply holds the resource's lock for the check and the write; the lock is
-// released even if write panics (the mark is then not raised).
+// apply runs the check and the write under the resource's lock.
 func (e *entry) apply(resource string, token Token, write func() error) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -169,10 +150,8 @@ func (e *entry) apply(resource string, token Token, write func() error) error {
 	return nil
 }
 
-// Check is Do without a write: it accepts token (raising the high-water mark)
-// or rejects it with a [*StaleError]. Use it when the effect itself happens
-// elsewhere but the acceptance must be recorded, e.g. before answering a
-// holder's request.
+// Check is Do without a write: it accepts token (raising the mark) or
+// rejects it, e.g. to record acceptance before answering a holder.
 func (g *Guard) Check(resource string, token Token) error {
 	return g.Do(resource, token, func() error { return nil })
 }
