@@ -7,17 +7,14 @@ type ConnState int
 const (
 	// StateConnected: the first session was established.
 	StateConnected ConnState = iota + 1
-	// StateSuspended: the connection is down (or no server has replied for
-	// longer than the policy allows); the session may still be alive at the
-	// server. Under the default policy every lease ends here.
+	// StateSuspended: the connection is down or silent past the policy; the
+	// session may live on at the server. By default every lease ends here.
 	StateSuspended
-	// StateReconnected: a connection is up again after SUSPENDED or LOST. The
-	// session ID tells whether it is the same session (its entries survived)
-	// or a new one (everything granted before is gone).
+	// StateReconnected: a connection is up again after SUSPENDED or LOST, in
+	// the same session (its entries survived) or a new one (all is gone).
 	StateReconnected
-	// StateLost: the session expired at the server, was presumed expired
-	// because no server replied within the session timeout, or the session
-	// was closed. Everything granted under it is lost.
+	// StateLost: the session expired, was presumed expired, or was closed;
+	// everything granted under it is lost.
 	StateLost
 )
 
