@@ -3,62 +3,22 @@ package leader_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/zkrecipes/zkrecipes/fence"
+	"github.com/zkrecipes/zkrecipes/internal/rtest/metricstest"
+	"github.com/zkrecipes/zkrecipes/internal/rtest/promtest"
 	"github.com/zkrecipes/zkrecipes/leader"
 	"github.com/zkrecipes/zkrecipes/recipe"
 	"github.com/zkrecipes/zkrecipes/recipe/memlock"
-	"github.com/zkrecipes/zkrecipes/recipe/zkprom"
 )
 
-// events is a recipe.Metrics and a leader.LeadingMetrics that records
-// every call as a line of text.
-type events struct {
-	mu    sync.Mutex
-	lines []string
-}
-
-var _ leader.LeadingMetrics = (*events)(nil)
-
-func (r *events) add(format string, args ...any) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.lines = append(r.lines, fmt.Sprintf(format, args...))
-}
-
-func (r *events) AcquireStarted(kind, dir string) { r.add("started %s %s", kind, dir) }
-func (r *events) AcquireDone(kind, dir string, took time.Duration, err error) {
-	if took <= 0 {
-		r.add("done %s %s with a non-positive duration %v", kind, dir, took)
-		return
-	}
-	r.add("done %s %s %v", kind, dir, err)
-}
-func (r *events) Waiting(kind, dir string, delta int)     { r.add("waiting %s %s %+d", kind, dir, delta) }
-func (r *events) LeaseLost(kind, dir string, cause error) { r.add("lost %s %s %v", kind, dir, cause) }
-func (r *events) SessionState(from, to recipe.ConnState, cause error) {
-	r.add("state %v->%v", from, to)
-}
-func (r *events) StaleRejected(e *fence.StaleError) { r.add("stale %s", e.Resource) }
-func (r *events) Leading(name string, delta int)    { r.add("leading %s %+d", name, delta) }
-
-func (r *events) take() []string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	l := r.lines
-	r.lines = nil
-	return l
-}
+// The events of these tests include leader.LeadingMetrics's.
+var _ leader.LeadingMetrics = (*metricstest.Events)(nil)
 
 // noWait is a backoff that does not wait.
 var noWait = leader.WithBackOff(func() backoff.BackOff { return &backoff.ZeroBackOff{} })
@@ -118,19 +78,17 @@ func threeTerms(t *testing.T, lock recipe.Lock, s *memlock.Session, opts ...lead
 // that stepped down nor for the one the caller ended.
 func TestMetrics(t *testing.T) {
 	lock, s := cutLock(t, memlock.WithLogger(quietLog))
-	rec := &events{}
+	rec := &metricstest.Events{Messages: true}
 	err, stopped := threeTerms(t, lock, s, leader.WithMetrics(rec, "job"))
 	if !errors.Is(err, stopped) {
 		t.Fatalf("Run = %v, want the stop's cause", err)
 	}
-	term := []string{"started leader job", "done leader job <nil>", "leading job +1"}
+	term := []string{"started leader job", "done leader job nil", "leading job +1"}
 	var want []string
 	want = append(append(want, term...), "leading job -1")
-	want = append(append(want, term...), "lost leader job recipe: connection suspended", "leading job -1")
+	want = append(append(want, term...), "lost leader job suspended (recipe: connection suspended)", "leading job -1")
 	want = append(append(want, term...), "leading job -1")
-	if got := rec.take(); strings.Join(got, "\n") != strings.Join(want, "\n") {
-		t.Errorf("events:\n got %q\nwant %q", got, want)
-	}
+	rec.Expect(t, "three terms", want...)
 
 	// Stopped while waiting for the lock: the attempt ends with the cause.
 	other, _ := cutLock(t)
@@ -142,38 +100,29 @@ func TestMetrics(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
 	err = leader.Run(ctx, other, func(context.Context, fence.Token) error { return nil }, leader.WithMetrics(rec, "job"))
-	want = []string{"started leader job", "done leader job context deadline exceeded"}
-	if got := rec.take(); !errors.Is(err, context.DeadlineExceeded) || strings.Join(got, "\n") != strings.Join(want, "\n") {
-		t.Errorf("Run = %v, events %q; want context.DeadlineExceeded and %q", err, got, want)
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Run = %v, want context.DeadlineExceeded", err)
 	}
+	rec.Expect(t, "stopped while waiting", "started leader job", "done leader job deadline (context deadline exceeded)")
 }
 
 // TestMetricsPrometheus: one zkprom.Metrics serves the lock's backend
 // (memlock.WithMetrics: kind "lock") and Run (leader.WithMetrics: kind
 // "leader"), as docs/metrics.md wires it; a scrape after three terms.
 func TestMetricsPrometheus(t *testing.T) {
-	reg := prometheus.NewPedanticRegistry()
-	m := zkprom.New()
-	reg.MustRegister(m)
+	m, reg := promtest.New()
 	lock, s := cutLock(t, memlock.WithMetrics(m), memlock.WithLogger(quietLog))
 	if err, stopped := threeTerms(t, lock, s, leader.WithMetrics(m, "job")); !errors.Is(err, stopped) {
 		t.Fatalf("Run = %v, want the stop's cause", err)
 	}
 	want := `
-# HELP zkrecipes_acquire_started_total Acquisitions (Acquire, TryAcquire, Campaign) started.
-# TYPE zkrecipes_acquire_started_total counter
 zkrecipes_acquire_started_total{kind="leader",path="job"} 3
 zkrecipes_acquire_started_total{kind="lock",path="job-lock"} 3
-# HELP zkrecipes_leading Terms of leader.Run that this process leads now, by name.
-# TYPE zkrecipes_leading gauge
 zkrecipes_leading{path="job"} 0
-# HELP zkrecipes_leases_lost_total Granted leases that ended without their own Release, by cause.
-# TYPE zkrecipes_leases_lost_total counter
 zkrecipes_leases_lost_total{cause="suspended",kind="leader",path="job"} 1
 zkrecipes_leases_lost_total{cause="suspended",kind="lock",path="job-lock"} 1
 `
-	if err := testutil.GatherAndCompare(reg, strings.NewReader(want),
-		"zkrecipes_acquire_started_total", "zkrecipes_leading", "zkrecipes_leases_lost_total"); err != nil {
+	if err := promtest.Compare(reg, want); err != nil {
 		t.Error(err)
 	}
 }

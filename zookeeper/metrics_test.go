@@ -4,60 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/zkrecipes/zkrecipes/fence"
+	"github.com/zkrecipes/zkrecipes/internal/rtest/metricstest"
 	"github.com/zkrecipes/zkrecipes/recipe"
 	"github.com/zkrecipes/zkrecipes/zktest"
 )
-
-// recorder is a recipe.Metrics that records every call as a line of text.
-type recorder struct {
-	mu    sync.Mutex
-	lines []string
-}
-
-func (r *recorder) add(format string, args ...any) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.lines = append(r.lines, fmt.Sprintf(format, args...))
-}
-
-func (r *recorder) AcquireStarted(kind, dir string) { r.add("started %s %s", kind, dir) }
-func (r *recorder) AcquireDone(kind, dir string, took time.Duration, err error) {
-	switch {
-	case took <= 0:
-		r.add("done %s %s with a non-positive duration %v", kind, dir, took)
-	case err == nil:
-		r.add("done %s %s ok", kind, dir)
-	case errors.Is(err, recipe.ErrLocked):
-		r.add("done %s %s locked", kind, dir)
-	default:
-		r.add("done %s %s %v", kind, dir, err)
-	}
-}
-func (r *recorder) Waiting(kind, dir string, delta int) { r.add("waiting %s %s %+d", kind, dir, delta) }
-func (r *recorder) LeaseLost(kind, dir string, cause error) {
-	r.add("lost %s %s deleted=%v", kind, dir, errors.Is(cause, recipe.ErrNodeDeleted))
-}
-func (r *recorder) SessionState(from, to recipe.ConnState, cause error) {
-	r.add("state %v->%v closed=%v", from, to, errors.Is(cause, recipe.ErrSessionClosed))
-}
-func (r *recorder) StaleRejected(e *fence.StaleError) {
-	r.add("stale %s %v<%v", e.Resource, e.Token, e.Highest)
-}
-
-func (r *recorder) take() []string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	l := r.lines
-	r.lines = nil
-	return l
-}
 
 // TestMetricsHook: every event of an acquisition's life reaches the hook
 // once, with the recipe's kind and directory: a grant, a TryAcquire that
@@ -67,11 +21,9 @@ func (r *recorder) take() []string {
 func TestMetricsHook(t *testing.T) {
 	cl := zktest.Shared(t)
 	in := zktest.Inspect(t, cl)
-	rec := &recorder{}
+	rec := &metricstest.Events{}
 	s := connect(t, cl.Servers(), WithMetrics(rec))
-	if got := rec.take(); strings.Join(got, "|") != "state UNKNOWN->CONNECTED closed=false" {
-		t.Fatalf("after Connect: %q", got)
-	}
+	rec.Expect(t, "Connect", "state UNKNOWN CONNECTED nil")
 	q, err := NewQueue(s, "/metered", []string{"lock-"}, FirstHolds)
 	if err != nil {
 		t.Fatal(err)
@@ -86,13 +38,9 @@ func TestMetricsHook(t *testing.T) {
 	if _, err := q.TryAcquire(ctx, "lock-", nil); !errors.Is(err, recipe.ErrLocked) {
 		t.Fatalf("TryAcquire while held: %v", err)
 	}
-	want := []string{
-		"started lock /metered", "done lock /metered ok",
-		"started lock /metered", "done lock /metered locked",
-	}
-	if got := rec.take(); strings.Join(got, "|") != strings.Join(want, "|") {
-		t.Fatalf("grant and TryAcquire:\n got %q\nwant %q", got, want)
-	}
+	rec.Expect(t, "grant and TryAcquire",
+		"started lock /metered", "done lock /metered nil",
+		"started lock /metered", "done lock /metered locked")
 
 	ch := make(chan error, 1)
 	var b recipe.Lease
@@ -101,11 +49,7 @@ func TestMetricsHook(t *testing.T) {
 		b, err = q.Acquire(ctx, "lock-", nil)
 		ch <- err
 	}()
-	zktest.Eventually(t, 10*time.Second, "the second contender queued", func() bool {
-		rec.mu.Lock()
-		defer rec.mu.Unlock()
-		return len(rec.lines) == 2
-	})
+	rec.WaitFor(t, 10*time.Second, "waiting lock /metered +1") // the second contender queued
 	in.Delete("/metered/" + path0(t, in.Children("/metered")))
 	if err := <-ch; err != nil {
 		t.Fatal(err)
@@ -114,32 +58,21 @@ func TestMetricsHook(t *testing.T) {
 	if err := b.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
-	want = []string{
-		"started lock /metered", "waiting lock /metered +1",
-		"lost lock /metered deleted=true",
-		"waiting lock /metered -1", "done lock /metered ok",
-	}
 	// The loss is reported from the event delivery, the rest from the
 	// waiter's goroutine: compare without order.
-	got := rec.take()
-	slices.Sort(got)
-	slices.Sort(want)
-	if !slices.Equal(got, want) {
-		t.Fatalf("queued, holder deleted, granted, released:\n got %q\nwant %q", got, want)
-	}
+	rec.ExpectAnyOrder(t, "queued, holder deleted, granted, released",
+		"started lock /metered", "waiting lock /metered +1",
+		"lost lock /metered node_deleted",
+		"waiting lock /metered -1", "done lock /metered nil")
 
 	var guard fence.Guard
 	guard.OnStale = rec.StaleRejected
 	guard.Check("db", b.Token())
 	guard.Check("db", a.Token())
 	s.Close()
-	want = []string{
+	rec.Expect(t, "stale write and Close",
 		fmt.Sprintf("stale db %v<%v", a.Token(), b.Token()),
-		"state CONNECTED->LOST closed=true",
-	}
-	if got := rec.take(); strings.Join(got, "|") != strings.Join(want, "|") {
-		t.Fatalf("stale write and Close:\n got %q\nwant %q", got, want)
-	}
+		"state CONNECTED LOST session_closed")
 }
 
 // path0 returns the first of two queued nodes, or fails.

@@ -3,7 +3,6 @@ package etcdlock_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"slices"
 	"strings"
@@ -11,63 +10,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/zkrecipes/zkrecipes/backend/etcdlock"
-	"github.com/zkrecipes/zkrecipes/fence"
+	"github.com/zkrecipes/zkrecipes/internal/rtest/metricstest"
+	"github.com/zkrecipes/zkrecipes/internal/rtest/promtest"
 	"github.com/zkrecipes/zkrecipes/recipe"
 	"github.com/zkrecipes/zkrecipes/recipe/zkprom"
 	"github.com/zkrecipes/zkrecipes/zktest"
 )
-
-// recorder is a recipe.Metrics that records every event as a line.
-type recorder struct {
-	mu     sync.Mutex
-	events []string
-}
-
-func (r *recorder) add(format string, args ...any) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.events = append(r.events, fmt.Sprintf(format, args...))
-}
-
-// take returns the events recorded since the last take.
-func (r *recorder) take() []string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	ev := r.events
-	r.events = nil
-	return ev
-}
-
-func (r *recorder) has(event string) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return slices.Contains(r.events, event)
-}
-
-// reason names err for the events: "nil", or zkprom's Reason.
-func reason(err error) string {
-	if err == nil {
-		return "nil"
-	}
-	return zkprom.Reason(err)
-}
-
-func (r *recorder) AcquireStarted(kind, dir string) { r.add("started %s %s", kind, dir) }
-func (r *recorder) AcquireDone(kind, dir string, took time.Duration, err error) {
-	r.add("done %s %s %s", kind, dir, reason(err))
-}
-func (r *recorder) Waiting(kind, dir string, delta int) { r.add("waiting %s %s %+d", kind, dir, delta) }
-func (r *recorder) LeaseLost(kind, dir string, cause error) {
-	r.add("lost %s %s %s", kind, dir, reason(cause))
-}
-func (r *recorder) SessionState(from, to recipe.ConnState, cause error) {
-	r.add("state %v %v %s", from, to, reason(cause))
-}
-func (r *recorder) StaleRejected(e *fence.StaleError) { r.add("stale %s", e.Resource) }
 
 // logs is a slog.Handler that keeps the lease-lost lines of grant.Reporter
 // and every record at INFO or above.
@@ -101,21 +52,13 @@ func (h *logs) lines() []string {
 				line += " lock=" + a.Value.String()
 			case "cause":
 				err, _ := a.Value.Any().(error)
-				line += " cause=" + reason(err)
+				line += " cause=" + zkprom.Reason(err)
 			}
 			return true
 		})
 		out = append(out, line)
 	}
 	return out
-}
-
-// expectEvents fails the test unless the events since the last call are want.
-func expectEvents(t *testing.T, r *recorder, step string, want ...string) {
-	t.Helper()
-	if got := r.take(); !slices.Equal(got, want) {
-		t.Errorf("%s: events\n\t%s\nwant\n\t%s", step, strings.Join(got, "\n\t"), strings.Join(want, "\n\t"))
-	}
 }
 
 // TestMetrics checks the events a Session reports to WithMetrics through a
@@ -125,9 +68,9 @@ func expectEvents(t *testing.T, r *recorder, step string, want ...string) {
 // (DEBUG at Close).
 func TestMetrics(t *testing.T) {
 	e := newEnv(t)
-	rec, h := &recorder{}, &logs{}
+	rec, h := &metricstest.Events{}, &logs{}
 	s, p := e.connect(t, etcdlock.WithMetrics(rec), etcdlock.WithLogger(slog.New(h)))
-	expectEvents(t, rec, "Connect", "state UNKNOWN CONNECTED nil")
+	rec.Expect(t, "Connect", "state UNKNOWN CONNECTED nil")
 	const name = "metrics"
 	m := mutex(t, s, name)
 	l1, err := m.Acquire(opCtx(t))
@@ -137,11 +80,11 @@ func TestMetrics(t *testing.T) {
 	if _, err := m.TryAcquire(opCtx(t)); !errors.Is(err, recipe.ErrLocked) {
 		t.Fatalf("TryAcquire while held: %v", err)
 	}
-	expectEvents(t, rec, "Acquire, TryAcquire", "started lock metrics", "done lock metrics nil",
+	rec.Expect(t, "Acquire, TryAcquire", "started lock metrics", "done lock metrics nil",
 		"started lock metrics", "done lock metrics locked")
 
 	ch := acquireAsync(opCtx(t), m)
-	zktest.Eventually(t, 10*time.Second, "the waiter's Waiting +1", func() bool { return rec.has("waiting lock metrics +1") })
+	rec.WaitFor(t, 10*time.Second, "waiting lock metrics +1")
 	if err := l1.Release(opCtx(t)); err != nil {
 		t.Fatal(err)
 	}
@@ -149,20 +92,20 @@ func TestMetrics(t *testing.T) {
 	if r.err != nil {
 		t.Fatal(r.err)
 	}
-	expectEvents(t, rec, "a waiter granted after a Release", "started lock metrics", "waiting lock metrics +1",
+	rec.Expect(t, "a waiter granted after a Release", "started lock metrics", "waiting lock metrics +1",
 		"waiting lock metrics -1", "done lock metrics nil")
 
 	done := s.Done() // closed once the loss is reported
 	p.Blackhole()
 	<-done
-	expectEvents(t, rec, "cut off", "lost lock metrics suspended", "state CONNECTED SUSPENDED suspended")
+	rec.Expect(t, "cut off", "lost lock metrics suspended", "state CONNECTED SUSPENDED suspended")
 	p.Resume()
 	e.expectKeys(t, name, 0, "the lost etcd lease's key revoked or expired")
 	l3, err := m.Acquire(opCtx(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	expectEvents(t, rec, "Acquire after the cut", "started lock metrics", "state SUSPENDED RECONNECTED nil",
+	rec.Expect(t, "Acquire after the cut", "started lock metrics", "state SUSPENDED RECONNECTED nil",
 		"done lock metrics nil")
 
 	done = s.Done()
@@ -173,17 +116,17 @@ func TestMetrics(t *testing.T) {
 	if err := l3.Release(opCtx(t)); !errors.Is(err, recipe.ErrLeaseLost) {
 		t.Errorf("Release of the revoked lease: %v, want recipe.ErrLeaseLost", err)
 	}
-	expectEvents(t, rec, "lease revoked", "lost lock metrics session_lost", "state RECONNECTED LOST session_lost")
+	rec.Expect(t, "lease revoked", "lost lock metrics session_lost", "state RECONNECTED LOST session_lost")
 	l4, err := m.Acquire(opCtx(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	expectEvents(t, rec, "Acquire after the revoke", "started lock metrics", "state LOST RECONNECTED nil",
+	rec.Expect(t, "Acquire after the revoke", "started lock metrics", "state LOST RECONNECTED nil",
 		"done lock metrics nil")
 	s.Close()
 	s.Close()
 	<-l4.Context().Done()
-	expectEvents(t, rec, "Close", "lost lock metrics session_closed", "state RECONNECTED LOST session_closed")
+	rec.Expect(t, "Close", "lost lock metrics session_closed", "state RECONNECTED LOST session_closed")
 
 	want := []string{
 		"WARN etcdlock: lease lost lock=metrics cause=suspended",
@@ -200,9 +143,7 @@ func TestMetrics(t *testing.T) {
 // a queued waiter, a holder whose etcd lease an operator revoked, and Close.
 func TestPrometheus(t *testing.T) {
 	e := newEnv(t)
-	reg := prometheus.NewPedanticRegistry()
-	pm := zkprom.New()
-	reg.MustRegister(pm)
+	pm, reg := promtest.New()
 	s1, _ := e.connect(t, etcdlock.WithMetrics(pm))
 	s2, _ := e.connect(t, etcdlock.WithMetrics(pm))
 	holder, err := mutex(t, s1, "prom").Acquire(opCtx(t))
@@ -215,7 +156,7 @@ func TestPrometheus(t *testing.T) {
 	}
 	ch := acquireAsync(opCtx(t), m2)
 	zktest.Eventually(t, 10*time.Second, "a waiter in zkrecipes_waiters", func() bool {
-		return compare(reg, `zkrecipes_waiters{kind="lock",path="prom"} 1`, "zkrecipes_waiters") == nil
+		return promtest.Compare(reg, `zkrecipes_waiters{kind="lock",path="prom"} 1`) == nil
 	})
 	done := s1.Done() // closed once the loss is reported
 	if _, err := e.in.Revoke(opCtx(t), s1.ID()); err != nil {
@@ -229,15 +170,14 @@ func TestPrometheus(t *testing.T) {
 	if cause := context.Cause(holder.Context()); !errors.Is(cause, recipe.ErrSessionLost) {
 		t.Fatalf("the holder's cause: %v, want recipe.ErrSessionLost", cause)
 	}
-	if err := compare(reg, `
+	if err := promtest.Compare(reg, `
 zkrecipes_acquire_failures_total{kind="lock",path="prom",reason="locked"} 1
 zkrecipes_acquire_started_total{kind="lock",path="prom"} 3
 zkrecipes_leases_lost_total{cause="session_lost",kind="lock",path="prom"} 1
 zkrecipes_sessions{state="CONNECTED"} 1
 zkrecipes_sessions{state="LOST"} 1
 zkrecipes_waiters{kind="lock",path="prom"} 0
-`, "zkrecipes_acquire_failures_total", "zkrecipes_acquire_started_total", "zkrecipes_leases_lost_total",
-		"zkrecipes_sessions", "zkrecipes_waiters"); err != nil {
+`); err != nil {
 		t.Fatal(err)
 	}
 	if n := testutil.CollectAndCount(pm, "zkrecipes_acquire_duration_seconds"); n != 2 {
@@ -248,34 +188,12 @@ zkrecipes_waiters{kind="lock",path="prom"} 0
 	}
 	s1.Close()
 	s2.Close()
-	if err := compare(reg, `
+	if err := promtest.Compare(reg, `
 zkrecipes_sessions{state="CONNECTED"} 0
 zkrecipes_sessions{state="LOST"} 0
 zkrecipes_session_transitions_total{state="CONNECTED"} 2
 zkrecipes_session_transitions_total{state="LOST"} 3
-`, "zkrecipes_sessions", "zkrecipes_session_transitions_total"); err != nil {
+`); err != nil {
 		t.Fatal(err)
 	}
-}
-
-// compare compares the named metrics of reg with samples (HELP and TYPE
-// lines are added from reg's own).
-func compare(reg *prometheus.Registry, samples string, names ...string) error {
-	mfs, err := reg.Gather()
-	if err != nil {
-		return err
-	}
-	var want strings.Builder
-	for _, mf := range mfs {
-		if !slices.Contains(names, mf.GetName()) {
-			continue
-		}
-		fmt.Fprintf(&want, "# HELP %s %s\n# TYPE %s %s\n", mf.GetName(), mf.GetHelp(), mf.GetName(), strings.ToLower(mf.GetType().String()))
-		for _, line := range strings.Split(samples, "\n") {
-			if strings.HasPrefix(line, mf.GetName()+"{") {
-				want.WriteString(line + "\n")
-			}
-		}
-	}
-	return testutil.GatherAndCompare(reg, strings.NewReader(want.String()), names...)
 }

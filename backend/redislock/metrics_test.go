@@ -3,87 +3,20 @@ package redislock_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/zkrecipes/zkrecipes/backend/redislock"
 	"github.com/zkrecipes/zkrecipes/backend/redislock/redistest"
-	"github.com/zkrecipes/zkrecipes/fence"
+	"github.com/zkrecipes/zkrecipes/internal/rtest/metricstest"
+	"github.com/zkrecipes/zkrecipes/internal/rtest/promtest"
 	"github.com/zkrecipes/zkrecipes/recipe"
-	"github.com/zkrecipes/zkrecipes/recipe/zkprom"
 	"github.com/zkrecipes/zkrecipes/zktest"
 )
-
-// recorder is a recipe.Metrics that keeps every event as a line
-// ("started", "done <err>", "waiting +1", "lost <cause>"), each checked to
-// name kind "lock" and the lock's name. SessionState and StaleRejected
-// fail the test: the package never calls them.
-type recorder struct {
-	t    *testing.T
-	name string
-
-	mu     sync.Mutex
-	events []string
-	took   []time.Duration // of each "done"
-}
-
-func (r *recorder) add(kind, dir, ev string) {
-	if kind != "lock" || dir != r.name {
-		r.t.Errorf("event %q with kind %q, dir %q; want lock, %q", ev, kind, dir, r.name)
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.events = append(r.events, ev)
-}
-
-func (r *recorder) AcquireStarted(kind, dir string) { r.add(kind, dir, "started") }
-
-func (r *recorder) AcquireDone(kind, dir string, took time.Duration, err error) {
-	r.add(kind, dir, fmt.Sprintf("done %v", err))
-	r.mu.Lock()
-	r.took = append(r.took, took)
-	r.mu.Unlock()
-}
-
-func (r *recorder) Waiting(kind, dir string, delta int) {
-	r.add(kind, dir, fmt.Sprintf("waiting %+d", delta))
-}
-
-func (r *recorder) LeaseLost(kind, dir string, cause error) {
-	r.add(kind, dir, fmt.Sprintf("lost %v", cause))
-}
-
-func (r *recorder) SessionState(from, to recipe.ConnState, cause error) {
-	r.t.Errorf("SessionState(%v, %v, %v) called", from, to, cause)
-}
-
-func (r *recorder) StaleRejected(e *fence.StaleError) { r.t.Errorf("StaleRejected(%v) called", e) }
-
-// count returns how many events equal ev.
-func (r *recorder) count(ev string) int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	n := 0
-	for _, e := range r.events {
-		if e == ev {
-			n++
-		}
-	}
-	return n
-}
-
-func (r *recorder) String() string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return strings.Join(r.events, "\n")
-}
 
 // TestMetrics checks the events of a grant, a TryAcquire that finds the
 // lock held, a waiter, a holder whose key an operator deleted, a cut-off
@@ -92,7 +25,8 @@ func (r *recorder) String() string {
 func TestMetrics(t *testing.T) {
 	srv := redistest.Start(t)
 	const name = "metrics"
-	rec := &recorder{t: t, name: name}
+	rec := &metricstest.Events{Messages: true}
+	rec.Forbid(t, "state", "stale") // the package never calls SessionState or StaleRejected
 	var logs syncBuffer
 	p := zktest.NewFaultProxy()
 	t.Cleanup(p.Close)
@@ -102,7 +36,7 @@ func TestMetrics(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 
-	la, lb := contend(t, srv, m, func() bool { return rec.count("waiting +1") == 1 })
+	la, lb := contend(t, srv, m, func() bool { return rec.Count("waiting lock metrics +1") == 1 })
 	if err := la.Release(ctx); !errors.Is(err, recipe.ErrLeaseLost) {
 		t.Errorf("Release of the lost lease = %v, want ErrLeaseLost", err)
 	}
@@ -129,34 +63,37 @@ func TestMetrics(t *testing.T) {
 }
 
 // checkEvents checks TestMetrics's events and log: every event counted,
-// and one WARN line per loss but Close's (DEBUG), with the cause.
-func checkEvents(t *testing.T, rec *recorder, logs string) {
+// each with kind "lock" and the lock's name, and one WARN line per loss
+// but Close's (DEBUG), with the cause.
+func checkEvents(t *testing.T, rec *metricstest.Events, logs string) {
 	t.Helper()
-	deleted := "lost recipe: own entry deleted: a renewal found the key deleted or held by another owner"
-	suspended := "lost recipe: connection suspended: no renewal succeeded before the lease's deadline"
+	deleted := "recipe: own entry deleted: a renewal found the key deleted or held by another owner"
+	suspended := "recipe: connection suspended: no renewal succeeded before the lease's deadline"
 	for ev, want := range map[string]int{
-		"started": 5, "done <nil>": 4, "done redislock: metrics: recipe: held by another participant": 1,
-		"waiting +1": 1, "waiting -1": 1, deleted: 1, suspended: 1, "lost recipe: session closed": 1,
+		"started lock metrics": 5, "done lock metrics nil": 4,
+		"done lock metrics locked (redislock: metrics: recipe: held by another participant)": 1,
+		"waiting lock metrics +1": 1, "waiting lock metrics -1": 1,
+		"lost lock metrics node_deleted (" + deleted + ")":          1,
+		"lost lock metrics suspended (" + suspended + ")":           1,
+		"lost lock metrics session_closed (recipe: session closed)": 1,
 	} {
-		if n := rec.count(ev); n != want {
-			t.Errorf("%d events %q, want %d; events:\n%v", n, ev, want, rec)
+		if n := rec.Count(ev); n != want {
+			t.Errorf("%d events %q, want %d; events:\n\t%s", n, ev, want, strings.Join(rec.Lines(), "\n\t"))
 		}
 	}
-	if n := len(strings.Split(rec.String(), "\n")); n != 15 {
-		t.Errorf("%d events, want 15:\n%v", n, rec)
+	if n := len(rec.Lines()); n != 15 {
+		t.Errorf("%d events, want 15:\n\t%s", n, strings.Join(rec.Lines(), "\n\t"))
 	}
-	rec.mu.Lock()
-	for _, d := range rec.took {
+	for _, d := range rec.Took() {
 		if d <= 0 || d > 20*time.Second {
 			t.Errorf("AcquireDone took %v", d)
 		}
 	}
-	rec.mu.Unlock()
 	if n := strings.Count(logs, `msg="redislock: lease lost"`); n != 2 {
 		t.Errorf("%d lease-lost lines, want 2:\n%s", n, logs)
 	}
 	for _, why := range []string{deleted, suspended} {
-		if !hasLine(logs, `level=WARN msg="redislock: lease lost" lock=metrics token=`, strings.TrimPrefix(why, "lost ")) {
+		if !hasLine(logs, `level=WARN msg="redislock: lease lost" lock=metrics token=`, why) {
 			t.Errorf("no WARN line with %q:\n%s", why, logs)
 		}
 	}
@@ -214,53 +151,21 @@ func contend(t *testing.T, srv *redistest.Server, m *redislock.Mutex, counted fu
 // reports no session states, so zkrecipes_sessions has no series.
 func TestPrometheusAdapter(t *testing.T) {
 	srv := redistest.Start(t)
-	reg := prometheus.NewPedanticRegistry()
-	pm := zkprom.New()
-	reg.MustRegister(pm)
+	pm, reg := promtest.New()
 	s := connect(t, srv, nil, redislock.WithMetrics(pm))
-	_, lb := contend(t, srv, mustNew(t, s, "prom"), func() bool { return gathered(t, reg, "zkrecipes_waiters") == 1 })
+	_, lb := contend(t, srv, mustNew(t, s, "prom"), func() bool { return promtest.Value(t, reg, "zkrecipes_waiters") == 1 })
 	release(t, lb)
 
 	want := `
-# HELP zkrecipes_acquire_failures_total Acquisitions that ended without a grant, by reason (locked: TryAcquire found it held; canceled, deadline: the caller gave up).
-# TYPE zkrecipes_acquire_failures_total counter
 zkrecipes_acquire_failures_total{kind="lock",path="prom",reason="locked"} 1
-# HELP zkrecipes_acquire_started_total Acquisitions (Acquire, TryAcquire, Campaign) started.
-# TYPE zkrecipes_acquire_started_total counter
 zkrecipes_acquire_started_total{kind="lock",path="prom"} 3
-# HELP zkrecipes_leases_lost_total Granted leases that ended without their own Release, by cause.
-# TYPE zkrecipes_leases_lost_total counter
 zkrecipes_leases_lost_total{cause="node_deleted",kind="lock",path="prom"} 1
-# HELP zkrecipes_waiters Contenders of this process currently queued behind other holders.
-# TYPE zkrecipes_waiters gauge
 zkrecipes_waiters{kind="lock",path="prom"} 0
 `
-	names := []string{"zkrecipes_acquire_failures_total", "zkrecipes_acquire_started_total",
-		"zkrecipes_leases_lost_total", "zkrecipes_waiters", "zkrecipes_sessions"}
-	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), names...); err != nil {
+	if err := promtest.Compare(reg, want, "zkrecipes_sessions"); err != nil {
 		t.Fatal(err)
 	}
 	if n := testutil.CollectAndCount(pm, "zkrecipes_acquire_duration_seconds"); n != 2 {
 		t.Fatalf("acquire duration series: %d, want 2 (acquired, failed)", n)
 	}
-}
-
-// gathered returns the value of the only series of a gauge or counter (0
-// when it has none yet).
-func gathered(t *testing.T, g prometheus.Gatherer, name string) float64 {
-	t.Helper()
-	mfs, err := g.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != name || len(mf.GetMetric()) != 1 {
-			continue
-		}
-		if gg := mf.GetMetric()[0].GetGauge(); gg != nil {
-			return gg.GetValue()
-		}
-		return mf.GetMetric()[0].GetCounter().GetValue()
-	}
-	return 0
 }

@@ -3,62 +3,12 @@ package memlock
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
-	"slices"
-	"strings"
-	"sync"
 	"testing"
-	"time"
 
-	"github.com/zkrecipes/zkrecipes/fence"
+	"github.com/zkrecipes/zkrecipes/internal/rtest/metricstest"
 	"github.com/zkrecipes/zkrecipes/recipe"
 )
-
-// recorder is a recipe.Metrics that records every call as a line of text.
-type recorder struct {
-	mu    sync.Mutex
-	lines []string
-}
-
-func (r *recorder) add(format string, args ...any) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.lines = append(r.lines, fmt.Sprintf(format, args...))
-}
-
-func (r *recorder) AcquireStarted(kind, dir string) { r.add("started %s %s", kind, dir) }
-func (r *recorder) AcquireDone(kind, dir string, took time.Duration, err error) {
-	switch {
-	case took <= 0:
-		r.add("done %s %s with a non-positive duration %v", kind, dir, took)
-	case err == nil:
-		r.add("done %s %s ok", kind, dir)
-	default:
-		r.add("done %s %s %v", kind, dir, err)
-	}
-}
-func (r *recorder) Waiting(kind, dir string, delta int) { r.add("waiting %s %s %+d", kind, dir, delta) }
-func (r *recorder) LeaseLost(kind, dir string, cause error) {
-	r.add("lost %s %s %v", kind, dir, cause)
-}
-func (r *recorder) SessionState(from, to recipe.ConnState, cause error) {
-	r.add("state %v->%v", from, to)
-}
-func (r *recorder) StaleRejected(e *fence.StaleError) { r.add("stale %s", e.Resource) }
-
-// take returns the lines recorded since the last take, sorted when
-// unordered (events of several goroutines).
-func (r *recorder) take(unordered bool) string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	l := r.lines
-	r.lines = nil
-	if unordered {
-		slices.Sort(l)
-	}
-	return strings.Join(l, "|")
-}
 
 // TestMetrics: a Session's WithMetrics reports each acquisition (a grant, a
 // TryAcquire that finds the lock held), a waiter queued and granted, a
@@ -67,7 +17,7 @@ func (r *recorder) take(unordered bool) string {
 func TestMetrics(t *testing.T) {
 	srv := newServer(testTTL, correct)
 	defer srv.Close()
-	rec := &recorder{}
+	rec := &metricstest.Events{Messages: true}
 	quiet := WithLogger(slog.New(slog.DiscardHandler))
 	a, b := srv.Connect(WithMetrics(rec), quiet), srv.Connect(WithMetrics(rec), quiet)
 	defer a.Close()
@@ -81,10 +31,8 @@ func TestMetrics(t *testing.T) {
 	if _, err := mb.TryAcquire(ctx); !errors.Is(err, recipe.ErrLocked) {
 		t.Fatalf("TryAcquire while held: %v", err)
 	}
-	want := "started lock job|done lock job ok|started lock job|done lock job recipe: held by another participant: job"
-	if got := rec.take(false); got != want {
-		t.Fatalf("grant and TryAcquire:\n got %q\nwant %q", got, want)
-	}
+	rec.Expect(t, "grant and TryAcquire", "started lock job", "done lock job nil",
+		"started lock job", "done lock job locked (recipe: held by another participant: job)")
 
 	ch := make(chan error, 1)
 	var lb recipe.Lease
@@ -98,10 +46,9 @@ func TestMetrics(t *testing.T) {
 	if err := <-ch; err != nil {
 		t.Fatal(err)
 	}
-	want = "done lock job ok|lost lock job recipe: connection suspended|started lock job|waiting lock job +1|waiting lock job -1"
-	if got := rec.take(true); got != want {
-		t.Fatalf("queued, holder cut off, granted:\n got %q\nwant %q", got, want)
-	}
+	rec.ExpectAnyOrder(t, "queued, holder cut off, granted", "done lock job nil",
+		"lost lock job suspended (recipe: connection suspended)",
+		"started lock job", "waiting lock job +1", "waiting lock job -1")
 	if err := la.Release(ctx); !errors.Is(err, recipe.ErrLeaseLost) {
 		t.Fatalf("Release after the loss: %v", err)
 	}
@@ -112,8 +59,6 @@ func TestMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 	b.Close()
-	want = "started lock job|done lock job ok|lost lock job recipe: session closed"
-	if got := rec.take(false); got != want {
-		t.Fatalf("Releases, a grant, Close:\n got %q\nwant %q", got, want)
-	}
+	rec.Expect(t, "Releases, a grant, Close", "started lock job", "done lock job nil",
+		"lost lock job session_closed (recipe: session closed)")
 }

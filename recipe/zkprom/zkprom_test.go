@@ -9,11 +9,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/zkrecipes/zkrecipes/fence"
 	"github.com/zkrecipes/zkrecipes/internal/rtest"
+	"github.com/zkrecipes/zkrecipes/internal/rtest/promtest"
 	"github.com/zkrecipes/zkrecipes/mutex"
 	"github.com/zkrecipes/zkrecipes/recipe"
 	"github.com/zkrecipes/zkrecipes/recipe/zkprom"
@@ -26,23 +26,11 @@ func TestMain(m *testing.M) { zktest.Main(m) }
 // afterAcquisitions is the scrape TestMetricsFromRealAcquisitions expects
 // before the Close.
 const afterAcquisitions = `
-# HELP zkrecipes_acquire_failures_total Acquisitions that ended without a grant, by reason (locked: TryAcquire found it held; canceled, deadline: the caller gave up).
-# TYPE zkrecipes_acquire_failures_total counter
 zkrecipes_acquire_failures_total{kind="lock",path="/locks/prom",reason="locked"} 1
-# HELP zkrecipes_acquire_started_total Acquisitions (Acquire, TryAcquire, Campaign) started.
-# TYPE zkrecipes_acquire_started_total counter
 zkrecipes_acquire_started_total{kind="lock",path="/locks/prom"} 3
-# HELP zkrecipes_fence_rejections_total Writes rejected by a fence.Guard because their token was stale.
-# TYPE zkrecipes_fence_rejections_total counter
 zkrecipes_fence_rejections_total{resource="report"} 1
-# HELP zkrecipes_leases_lost_total Granted leases that ended without their own Release, by cause.
-# TYPE zkrecipes_leases_lost_total counter
 zkrecipes_leases_lost_total{cause="node_deleted",kind="lock",path="/locks/prom"} 1
-# HELP zkrecipes_sessions Open sessions of this process per connection state (CONNECTED, SUSPENDED, RECONNECTED, LOST).
-# TYPE zkrecipes_sessions gauge
 zkrecipes_sessions{state="CONNECTED"} 1
-# HELP zkrecipes_waiters Contenders of this process currently queued behind other holders.
-# TYPE zkrecipes_waiters gauge
 zkrecipes_waiters{kind="lock",path="/locks/prom"} 0
 `
 
@@ -53,9 +41,7 @@ zkrecipes_waiters{kind="lock",path="/locks/prom"} 0
 func TestMetricsFromRealAcquisitions(t *testing.T) {
 	cl := zktest.Shared(t)
 	in := zktest.Inspect(t, cl)
-	reg := prometheus.NewPedanticRegistry()
-	m := zkprom.New()
-	reg.MustRegister(m)
+	m, reg := promtest.New()
 	s := rtest.Connect(t, cl, zookeeper.WithMetrics(m))
 	mu, err := mutex.New(s, "/locks/prom")
 	if err != nil {
@@ -73,11 +59,11 @@ func TestMetricsFromRealAcquisitions(t *testing.T) {
 	}
 	ch := rtest.Async(ctx, mu.Acquire)
 	zktest.Eventually(t, 10*time.Second, "a waiter in zkrecipes_waiters", func() bool {
-		return value(t, reg, "zkrecipes_waiters") == 1
+		return promtest.Value(t, reg, "zkrecipes_waiters") == 1
 	})
 	// Three creates in a fresh directory (the holder's, TryAcquire's, the
 	// waiter's): sequences 0 to 2.
-	if got := value(t, reg, "zkrecipes_sequence_headroom"); got != math.MaxInt32-2 {
+	if got := promtest.Value(t, reg, "zkrecipes_sequence_headroom"); got != math.MaxInt32-2 {
 		t.Fatalf("zkrecipes_sequence_headroom %v after the third create, want %d", got, math.MaxInt32-2)
 	}
 	ps, err := mu.Participants(ctx)
@@ -97,10 +83,7 @@ func TestMetricsFromRealAcquisitions(t *testing.T) {
 		t.Fatalf("stale check: %v", err)
 	}
 
-	want := afterAcquisitions
-	names := []string{"zkrecipes_acquire_failures_total", "zkrecipes_acquire_started_total", "zkrecipes_fence_rejections_total",
-		"zkrecipes_leases_lost_total", "zkrecipes_sessions", "zkrecipes_waiters"}
-	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), names...); err != nil {
+	if err := promtest.Compare(reg, afterAcquisitions); err != nil {
 		t.Fatal(err)
 	}
 	if n := testutil.CollectAndCount(m, "zkrecipes_acquire_duration_seconds"); n != 2 {
@@ -111,16 +94,12 @@ func TestMetricsFromRealAcquisitions(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.Close()
-	want = `
-# HELP zkrecipes_sessions Open sessions of this process per connection state (CONNECTED, SUSPENDED, RECONNECTED, LOST).
-# TYPE zkrecipes_sessions gauge
+	want := `
 zkrecipes_sessions{state="CONNECTED"} 0
-# HELP zkrecipes_session_transitions_total Connection-state transitions, by the state entered.
-# TYPE zkrecipes_session_transitions_total counter
 zkrecipes_session_transitions_total{state="CONNECTED"} 1
 zkrecipes_session_transitions_total{state="LOST"} 1
 `
-	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "zkrecipes_sessions", "zkrecipes_session_transitions_total"); err != nil {
+	if err := promtest.Compare(reg, want); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -153,30 +132,6 @@ type zkNoAuth struct{}
 
 func (zkNoAuth) Error() string { return "boom" }
 
-// value returns the value of the only series of a gauge or counter (0 when
-// it has none yet).
-func value(t *testing.T, g prometheus.Gatherer, name string) float64 {
-	t.Helper()
-	mfs, err := g.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-		if len(mf.GetMetric()) != 1 {
-			t.Fatalf("%s has %d series", name, len(mf.GetMetric()))
-		}
-		mt := mf.GetMetric()[0]
-		if mt.GetGauge() != nil {
-			return mt.GetGauge().GetValue()
-		}
-		return mt.GetCounter().GetValue()
-	}
-	return 0
-}
-
 // TestSessionsGaugeThroughLossAndClose: a session cut off past its timeout
 // moves from CONNECTED through SUSPENDED to LOST in zkrecipes_sessions, and
 // leaves the gauge when it is closed while still LOST.
@@ -184,25 +139,21 @@ func TestSessionsGaugeThroughLossAndClose(t *testing.T) {
 	cl := zktest.Shared(t)
 	p := zktest.NewFaultProxy()
 	defer p.Close()
-	reg := prometheus.NewPedanticRegistry()
-	m := zkprom.New()
-	reg.MustRegister(m)
+	m, reg := promtest.New()
 	s := rtest.Connect(t, cl, zookeeper.WithMetrics(m), zookeeper.WithDialer(p.Dial), zookeeper.WithSessionTimeout(time.Second))
 	p.Blackhole()
 	zktest.Eventually(t, 10*time.Second, "LOST", func() bool { return s.State() == recipe.StateLost })
 	want := `
-# HELP zkrecipes_sessions Open sessions of this process per connection state (CONNECTED, SUSPENDED, RECONNECTED, LOST).
-# TYPE zkrecipes_sessions gauge
 zkrecipes_sessions{state="CONNECTED"} 0
 zkrecipes_sessions{state="LOST"} 1
 zkrecipes_sessions{state="SUSPENDED"} 0
 `
-	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "zkrecipes_sessions"); err != nil {
+	if err := promtest.Compare(reg, want); err != nil {
 		t.Fatal(err)
 	}
 	s.Close()
 	want = strings.Replace(want, `{state="LOST"} 1`, `{state="LOST"} 0`, 1)
-	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "zkrecipes_sessions"); err != nil {
+	if err := promtest.Compare(reg, want); err != nil {
 		t.Fatal(err)
 	}
 }
