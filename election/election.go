@@ -26,6 +26,7 @@ import (
 
 	"github.com/cenkalti/backoff/v4"
 	"github.com/zkrecipes/zkrecipes/fence"
+	"github.com/zkrecipes/zkrecipes/internal/zkside"
 	"github.com/zkrecipes/zkrecipes/leader"
 	"github.com/zkrecipes/zkrecipes/recipe"
 	"github.com/zkrecipes/zkrecipes/zookeeper"
@@ -50,6 +51,7 @@ var (
 // time, also without campaigning. Safe for concurrent use.
 type Election struct {
 	q       *zookeeper.Queue
+	path    string
 	log     *slog.Logger
 	backoff func() backoff.BackOff
 
@@ -63,7 +65,7 @@ type Option func(*Election)
 
 // WithLogger sets the logger Run uses for failed campaigns and errors
 // returned by the leader function (default: the Session's logger,
-// zookeeper.Session.Logger). A nil logger means the default.
+// zookeeper.WithLogger). A nil logger means the default.
 func WithLogger(l *slog.Logger) Option { return func(e *Election) { e.log = l } }
 
 // WithBackOff sets the backoff between Run's campaigns, as
@@ -113,14 +115,14 @@ func New(s *zookeeper.Session, path string, opts ...Option) (*Election, error) {
 	if err != nil {
 		return nil, err
 	}
-	e := &Election{q: q}
+	e := &Election{q: q, path: path}
 	for _, o := range opts {
 		if o != nil {
 			o(e)
 		}
 	}
 	if e.log == nil {
-		e.log = s.Logger()
+		e.log = zkside.SessionOf(s).Logger()
 	}
 	return e, nil
 }
@@ -130,7 +132,7 @@ func New(s *zookeeper.Session, path string, opts ...Option) (*Election, error) {
 const MaxRunBackOff = leader.MaxBackOff
 
 // Path returns the election directory (relative to the session's chroot).
-func (e *Election) Path() string { return e.q.Dir() }
+func (e *Election) Path() string { return e.path }
 
 // Campaign joins the election with a znode carrying value and blocks until
 // the caller leads (FIFO), ctx ends, or leadership can no longer be obtained:
@@ -156,7 +158,7 @@ func (e *Election) TryCampaign(ctx context.Context, value []byte) (recipe.Lease,
 }
 
 func (e *Election) campaign(ctx context.Context, value []byte, wait bool) (recipe.Lease, error) {
-	if err := e.q.CheckNodeData(value); err != nil {
+	if err := zkside.QueueOf(e.q).CheckNodeData(value); err != nil {
 		return nil, fmt.Errorf("campaign value: %w", err)
 	}
 	e.mu.Lock()

@@ -3,6 +3,7 @@ package election
 import (
 	"context"
 
+	"github.com/zkrecipes/zkrecipes/internal/zkside"
 	"github.com/zkrecipes/zkrecipes/zookeeper"
 )
 
@@ -14,13 +15,13 @@ import (
 // error retrying cannot cure (recipe.Permanent, recipe.ErrMixedRecipes met
 // twice a second apart; logged once). A reader that stops must end ctx.
 //
-// It is zookeeper.ObserveHeadAs (one goroutine, never blocking the client's
+// It is zookeeper.Queue.ObserveHead's loop (one goroutine, never blocking the client's
 // event delivery; ZooKeeper operations per change: getChildren and getData
 // of the first node, and one watch shared with the Session's other waiters).
 // Other failing reads are retried (and logged at warning level); the last
 // delivered state stays current meanwhile.
 func (e *Election) Observe(ctx context.Context) <-chan Observation {
-	ch, _ := zookeeper.ObserveHeadAs(ctx, e.q, observation) // cannot fail: both are set
+	ch, _ := zkside.ObserveHeadAs(ctx, e.q, observation) // cannot fail: both are set
 	return ch
 }
 

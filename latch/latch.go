@@ -10,6 +10,7 @@ import (
 
 	"github.com/zkrecipes/zkrecipes/fence"
 	"github.com/zkrecipes/zkrecipes/internal/notify"
+	"github.com/zkrecipes/zkrecipes/internal/zkside"
 	"github.com/zkrecipes/zkrecipes/recipe"
 	"github.com/zkrecipes/zkrecipes/zookeeper"
 )
@@ -58,7 +59,7 @@ type Change struct {
 type Option func(*Latch)
 
 // WithLogger sets the logger for the participant's re-joins and retries
-// (default: the Session's logger, zookeeper.Session.Logger).
+// (default: the Session's logger, zookeeper.WithLogger).
 func WithLogger(l *slog.Logger) Option {
 	return func(x *Latch) {
 		if l != nil {
@@ -80,6 +81,7 @@ const (
 // New, Start, Close. All methods are safe for concurrent use.
 type Latch struct {
 	q    *zookeeper.Queue
+	path string
 	id   string
 	data []byte
 	log  *slog.Logger
@@ -107,14 +109,15 @@ func New(s *zookeeper.Session, path string, id string, opts ...Option) (*Latch, 
 	if err != nil {
 		return nil, err
 	}
-	if err := q.CheckNodeData([]byte(id)); err != nil {
+	if err := zkside.QueueOf(q).CheckNodeData([]byte(id)); err != nil {
 		return nil, fmt.Errorf("latch id: %w", err)
 	}
 	l := &Latch{
 		q:    q,
+		path: path,
 		id:   id,
 		data: []byte(id),
-		log:  s.Logger(),
+		log:  zkside.SessionOf(s).Logger(),
 	}
 	for _, o := range opts {
 		if o != nil {
@@ -129,7 +132,7 @@ func New(s *zookeeper.Session, path string, id string, opts ...Option) (*Latch, 
 func (l *Latch) ID() string { return l.id }
 
 // Path returns the election directory (relative to the session's chroot).
-func (l *Latch) Path() string { return l.q.Dir() }
+func (l *Latch) Path() string { return l.path }
 
 // Start joins the election: it creates the participant's znode (ephemeral
 // sequential, data: the id) and returns once it exists, then runs the
@@ -260,7 +263,7 @@ func (l *Latch) Leader(ctx context.Context) (zookeeper.Participant, error) {
 		return zookeeper.Participant{}, err
 	}
 	if !h.Present {
-		return zookeeper.Participant{}, fmt.Errorf("%w: %s", ErrNoLeader, recipe.ShortPath(l.q.Dir()))
+		return zookeeper.Participant{}, fmt.Errorf("%w: %s", ErrNoLeader, recipe.ShortPath(l.path))
 	}
 	return h.Node, nil
 }

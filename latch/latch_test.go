@@ -17,6 +17,7 @@ import (
 
 	"github.com/zkrecipes/zkrecipes/fence"
 	"github.com/zkrecipes/zkrecipes/internal/rtest"
+	"github.com/zkrecipes/zkrecipes/internal/zkside"
 	"github.com/zkrecipes/zkrecipes/latch"
 	"github.com/zkrecipes/zkrecipes/mutex"
 	"github.com/zkrecipes/zkrecipes/recipe"
@@ -536,7 +537,7 @@ func TestC12_CloseWhileCreateInFlight(t *testing.T) {
 				// handed to the Session's cleaner, which runs on
 				// reconnection (go-zookeeper redials after about 1 s).
 				zktest.Eventually(t, 10*time.Second, "reconnected, cleaner done, no node", func() bool {
-					return s.State() == recipe.StateReconnected && s.PendingCleanup() == 0 && len(in.Children(dir)) == 0
+					return s.State() == recipe.StateReconnected && zkside.SessionOf(s).PendingCleanup() == 0 && len(in.Children(dir)) == 0
 				})
 			}
 			time.Sleep(300 * time.Millisecond)
@@ -573,7 +574,7 @@ func TestC17_DirectoryDeletedUnderLiveParticipants(t *testing.T) {
 		oldMax = max(oldMax, p.Token)
 	}
 	ops := rtest.Connect(t, cl)
-	conn, abs := ops.Conn(), ops.Chroot()+dir
+	conn, abs := ops.Conn(), zkside.SessionOf(ops).Chroot()+dir
 	deleted := false
 	for try := 0; try < 50 && !deleted; try++ {
 		children, _, err := conn.Children(abs)

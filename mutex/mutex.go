@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/zkrecipes/zkrecipes/internal/zkside"
 	"github.com/zkrecipes/zkrecipes/recipe"
 	"github.com/zkrecipes/zkrecipes/zookeeper"
 )
@@ -32,6 +33,7 @@ const Kind = "lock-"
 // independent FIFO contender (not reentrant). Safe for concurrent use.
 type Mutex struct {
 	q    *zookeeper.Queue
+	path string
 	data []byte
 }
 
@@ -61,7 +63,7 @@ func buildConfig(q *zookeeper.Queue, opts []Option) (config, error) {
 			o(&c)
 		}
 	}
-	if err := q.CheckNodeData(c.data); err != nil {
+	if err := zkside.QueueOf(q).CheckNodeData(c.data); err != nil {
 		return c, fmt.Errorf("WithData: %w", err)
 	}
 	return c, nil
@@ -83,11 +85,11 @@ func New(s *zookeeper.Session, path string, opts ...Option) (*Mutex, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Mutex{q: q, data: c.data}, nil
+	return &Mutex{q: q, path: path, data: c.data}, nil
 }
 
 // Path returns the lock directory (relative to the session's chroot).
-func (m *Mutex) Path() string { return m.q.Dir() }
+func (m *Mutex) Path() string { return m.path }
 
 // Acquire blocks until the caller holds the lock, ctx ends, or the lock can
 // no longer be obtained (docs/design.md#acquisition). The Lease's Token is

@@ -17,6 +17,7 @@ import (
 
 	"github.com/zkrecipes/zkrecipes/fence"
 	"github.com/zkrecipes/zkrecipes/internal/rtest"
+	"github.com/zkrecipes/zkrecipes/internal/zkside"
 	"github.com/zkrecipes/zkrecipes/mutex"
 	"github.com/zkrecipes/zkrecipes/recipe"
 	"github.com/zkrecipes/zkrecipes/zktest"
@@ -771,7 +772,7 @@ func TestNewRefusesWhatCannotFit(t *testing.T) {
 		t.Fatalf("the connection changed state: %+v", c)
 	default:
 	}
-	if n := s.PendingCleanup(); n != 0 {
+	if n := zkside.SessionOf(s).PendingCleanup(); n != 0 {
 		t.Fatalf("%d deletes left for the cleaner", n)
 	}
 }

@@ -22,6 +22,7 @@ const (
 // not offered: it deadlocks every queue lock. Safe for concurrent use.
 type RWMutex struct {
 	q     *zookeeper.Queue
+	path  string
 	data  []byte
 	read  *RWSide
 	write *RWSide
@@ -47,7 +48,7 @@ func NewRW(s *zookeeper.Session, path string, opts ...Option) (*RWMutex, error) 
 	if err != nil {
 		return nil, err
 	}
-	rw := &RWMutex{q: q, data: c.data}
+	rw := &RWMutex{q: q, path: path, data: c.data}
 	rw.read = &RWSide{rw: rw, kind: ReadKind}
 	rw.write = &RWSide{rw: rw, kind: WriteKind}
 	return rw, nil
@@ -77,7 +78,7 @@ func (rw *RWMutex) ReadLock() *RWSide { return rw.read }
 func (rw *RWMutex) WriteLock() *RWSide { return rw.write }
 
 // Path returns the lock directory (relative to the session's chroot).
-func (rw *RWMutex) Path() string { return rw.q.Dir() }
+func (rw *RWMutex) Path() string { return rw.path }
 
 // Downgrade takes the read side for the holder of write (a live write lease
 // of rw) without waiting: the read node is created in one multi with a check

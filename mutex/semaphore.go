@@ -20,6 +20,7 @@ const SemaphoreKind = "lease-"
 // (docs/recipes.md#counting-semaphore-mutexnewsemaphores-path-n).
 type Semaphore struct {
 	q      *zookeeper.Queue
+	path   string
 	data   []byte
 	leases int
 }
@@ -40,7 +41,7 @@ func NewSemaphore(s *zookeeper.Session, path string, leases int, opts ...Option)
 	if err != nil {
 		return nil, err
 	}
-	return &Semaphore{q: q, data: c.data, leases: leases}, nil
+	return &Semaphore{q: q, path: path, data: c.data, leases: leases}, nil
 }
 
 // SemaphoreRule is the zookeeper.Rule of a semaphore of n leases: a node
@@ -63,7 +64,7 @@ func SemaphoreRule(n int) zookeeper.Rule {
 func (s *Semaphore) Leases() int { return s.leases }
 
 // Path returns the semaphore directory (relative to the session's chroot).
-func (s *Semaphore) Path() string { return s.q.Dir() }
+func (s *Semaphore) Path() string { return s.path }
 
 // Acquire blocks until the caller holds one lease, ctx ends, or a lease can
 // no longer be obtained; each call is one contender. As Mutex.Acquire.

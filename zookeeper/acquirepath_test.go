@@ -244,7 +244,7 @@ func TestReleaseAfterDataWrite(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := in.Conn().Set(s.Chroot()+l.(*lease).Path(), []byte("x"), -1); err != nil {
+	if _, err := in.Conn().Set(s.chroot+l.(*lease).Path(), []byte("x"), -1); err != nil {
 		t.Fatal(err)
 	}
 	if err := l.Release(context.Background()); err != nil {
@@ -357,7 +357,7 @@ func TestSkipRelistNotWhenOwnNodeGoesWithPredecessor(t *testing.T) {
 		})
 		time.Sleep(50 * time.Millisecond) // let the waiter set its watches
 		nodes := parseChildren(kids, []string{"lock-"})
-		base := ws.Chroot() + "/skipmulti/"
+		base := ws.chroot + "/skipmulti/"
 		if _, err := in.Conn().Multi(&zk.DeleteRequest{Path: base + nodes[0].Name, Version: -1},
 			&zk.DeleteRequest{Path: base + nodes[1].Name, Version: -1}); err != nil {
 			t.Fatal(err)
@@ -467,7 +467,7 @@ func TestReleaseRetryChecksOwner(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	target = s.Chroot() + l.(*lease).Path()
+	target = s.chroot + l.(*lease).Path()
 	armed.Store(true)
 	if err := l.Release(ctx); err != nil {
 		t.Fatalf("Release: %v", err)
@@ -479,7 +479,7 @@ func TestReleaseRetryChecksOwner(t *testing.T) {
 	if st == nil || st.EphemeralOwner != in.Conn().SessionID() {
 		t.Fatalf("the other session's node at the lease's path was deleted or replaced: %+v", st)
 	}
-	if n := s.PendingCleanup(); n != 0 {
+	if n := s.pendingCleanup(); n != 0 {
 		t.Fatalf("%d cleanup items left", n)
 	}
 }

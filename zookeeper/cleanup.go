@@ -206,9 +206,9 @@ func (cl *cleaner) requeue(failed []cleanupItem) {
 	cl.items = append(failed, cl.items...)
 }
 
-// PendingCleanup returns how many deletes of this Session's own znodes are
-// waiting for a reconnection (normally 0). Exposed for tests and metrics.
-func (s *Session) PendingCleanup() int {
+// pendingCleanup returns how many deletes of this Session's own znodes are
+// waiting for a reconnection (normally 0): zkside.Session.PendingCleanup.
+func (s *Session) pendingCleanup() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return len(s.cleaner.items)

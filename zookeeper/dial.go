@@ -10,14 +10,12 @@ import (
 	"sync"
 	"syscall"
 
+	"github.com/zkrecipes/zkrecipes/internal/zkside"
 	"github.com/zkrecipes/zkrecipes/recipe"
 )
 
-// DefaultPort is the port of a server given without one: ZooKeeper's
-// client port.
-const DefaultPort = 2181
-
-// withDefaultPort returns host:port for a server entry, adding DefaultPort
+// withDefaultPort returns host:port for a server entry, adding the
+// default port (2181, zkside.DefaultPort)
 // when the entry has none ("zk1", "127.0.0.1", "[::1]", "::1"). It returns
 // an error matching recipe.ErrBadOption for a port that is not a number in
 // 1..65535.
@@ -28,7 +26,7 @@ func withDefaultPort(h string) (string, error) {
 		if strings.Contains(host, ":") && net.ParseIP(host) == nil {
 			return "", fmt.Errorf("%w: server entry %q is not host:port", recipe.ErrBadOption, h)
 		}
-		return net.JoinHostPort(host, strconv.Itoa(DefaultPort)), nil
+		return net.JoinHostPort(host, strconv.Itoa(zkside.DefaultPort)), nil
 	}
 	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 || host == "" {
 		return "", fmt.Errorf("%w: server entry %q is not host:port with a port in 1..65535", recipe.ErrBadOption, h)

@@ -56,7 +56,7 @@ func testFiredChildWatch(t *testing.T, ownDeleted bool) {
 	}
 	slot := fw.slot
 	if ownDeleted {
-		in.Delete(tk.path[len(s.Chroot()):])
+		in.Delete(tk.path[len(s.chroot):])
 	} else {
 		in.Create("/firedslot/joined", nil) // any change of the children fires the watch
 		defer in.Delete("/firedslot/joined")

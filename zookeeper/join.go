@@ -347,23 +347,12 @@ func (s *Session) ensurePath(p string, acl []zk.ACL) error {
 	return fmt.Errorf("creating the %s %s: %w", what, recipe.ShortPath(p), err)
 }
 
-// EnsureDir creates dir, a path below the session's chroot as every recipe
-// path, and its missing ancestors, as the recipes create their
-// directories: containers below the chroot (removed by the server once
-// empty), the chroot itself and its missing ancestors persistent, creating
-// nothing above the first existing ancestor. dir "/" stands for the chroot
-// itself (nothing to create without one). acl is the new znodes' ACL (nil:
-// the session's, WithACL). It retries on connection loss until ctx ends.
-// Packages that create znodes of their own below a directory
-// (fence/fencezk's registers) call it on a NoNode, so that a session whose
-// chroot does not exist yet works as it does for the recipes.
-//
-// Errors: a *PathError (recipe.ErrInvalidPath); an *recipe.OpError naming the znode
-// that could not be created (recipe.ErrNoPermission for an ACL refusal);
-// recipe.ErrSessionClosed; ctx's cause.
-func (s *Session) EnsureDir(ctx context.Context, dir string, acl []zk.ACL) error {
+// ensureDir is zkside.Session.EnsureDir: dir below the chroot ("/" for the
+// chroot itself) and its missing ancestors, as ensurePath makes them,
+// retrying on connection loss until ctx ends.
+func (s *Session) ensureDir(ctx context.Context, dir string, acl []zk.ACL) error {
 	if dir != "/" {
-		if err := ValidatePath(dir); err != nil {
+		if err := validatePath(dir); err != nil {
 			return err
 		}
 	}

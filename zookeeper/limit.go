@@ -124,7 +124,7 @@ func (w *limitWarnings) warn(q *Queue, remaining int64) {
 // left out, as a later listing would. A node anchored to a position past
 // the limit cannot be placed: ErrSequenceLimit.
 func (q *Queue) order(ctx context.Context, nodes []NodeName, cache map[string]int64) ([]NodeName, error) {
-	if !slices.ContainsFunc(nodes, func(n NodeName) bool { return pastLimit(n.Seq) || pastLimit(n.Pos()) }) {
+	if !slices.ContainsFunc(nodes, func(n NodeName) bool { return pastLimit(n.Seq) || pastLimit(n.pos()) }) {
 		return nodes, nil
 	}
 	for _, n := range nodes {
@@ -205,7 +205,7 @@ const maxCzxidReads = 64
 // past it by czxid. A node anchored past the limit is never compared (order
 // refuses the listing).
 func compareCreation(x, y NodeName) int {
-	xl, yl := pastLimit(x.Pos()), pastLimit(y.Pos())
+	xl, yl := pastLimit(x.pos()), pastLimit(y.pos())
 	switch {
 	case xl && yl:
 		return cmp.Compare(x.czxid, y.czxid)
@@ -214,7 +214,7 @@ func compareCreation(x, y NodeName) int {
 	case yl:
 		return -1
 	}
-	if x.Pos() == y.Pos() && x.Anchored && y.Anchored && x.czxid > 0 && y.czxid > 0 {
+	if x.pos() == y.pos() && x.Anchored && y.Anchored && x.czxid > 0 && y.czxid > 0 {
 		return cmp.Compare(x.czxid, y.czxid)
 	}
 	return compareNodes(x, y)

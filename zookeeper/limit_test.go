@@ -63,7 +63,7 @@ func TestCreationOrderAtLimit(t *testing.T) {
 // orderModel is Queue.order without the reads: the czxids are known.
 func orderModel(nodes []NodeName) []NodeName {
 	sortNodes(nodes)
-	if slices.ContainsFunc(nodes, func(n NodeName) bool { return pastLimit(n.Seq) || pastLimit(n.Pos()) }) {
+	if slices.ContainsFunc(nodes, func(n NodeName) bool { return pastLimit(n.Seq) || pastLimit(n.pos()) }) {
 		slices.SortFunc(nodes, compareCreation)
 	}
 	return nodes

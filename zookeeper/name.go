@@ -50,9 +50,9 @@ type NodeName struct {
 	czxid int64 // creation zxid: read only at the sequence limit (limit.go), 0 when unknown
 }
 
-// Pos returns the sequence that gives the node its queue position: Anchor
+// pos returns the sequence that gives the node its queue position: Anchor
 // for an anchored node, Seq otherwise.
-func (n NodeName) Pos() int32 {
+func (n NodeName) pos() int32 {
 	if n.Anchored {
 		return n.Anchor
 	}
@@ -211,7 +211,7 @@ func appendSeq(b []byte, v int32) []byte {
 // less than 2^31 (ZooKeeper can't hold that many children under one parent).
 func seqLess(a, b int32) bool { return int32(uint32(b)-uint32(a)) > 0 }
 
-// sortNodes orders nodes in queue order: by position (Pos, wrap-aware), an
+// sortNodes orders nodes in queue order: by position (pos, wrap-aware), an
 // anchor before the nodes anchored to it, anchored nodes by their own
 // sequence, then by name (compareNodes). A long listing is sorted by
 // packed keys instead of by compareNodes: a waiter sorts its whole queue
@@ -225,10 +225,10 @@ func sortNodes(nodes []NodeName) {
 	// key: position relative to the first node's (wrap-aware order made
 	// linear: exact while the positions span less than 2^31, which the
 	// wrap-aware order assumes anyway), then anchored, then the index.
-	ref := nodes[0].Pos()
+	ref := nodes[0].pos()
 	keys := make([]uint64, len(nodes))
 	for i, n := range nodes {
-		rel := uint64(uint32(n.Pos()-ref) ^ 1<<31) // int32 order as uint32 order
+		rel := uint64(uint32(n.pos()-ref) ^ 1<<31) // int32 order as uint32 order
 		var anchored uint64
 		if n.Anchored {
 			anchored = 1
@@ -259,7 +259,7 @@ func sortNodes(nodes []NodeName) {
 const keyedSortMin = 32
 
 func compareNodes(x, y NodeName) int {
-	if c := compareSeq(x.Pos(), y.Pos()); c != 0 {
+	if c := compareSeq(x.pos(), y.pos()); c != 0 {
 		return c
 	}
 	if x.Anchored != y.Anchored {

@@ -105,7 +105,7 @@ func TestAnchoredNames(t *testing.T) {
 		return nodePrefix(g, kind, anchored, anchor) + formatSeq(seq)
 	}
 	n, ok := parseNodeName(mk("read-", true, -5, 7), kinds)
-	if !ok || !n.Anchored || n.Anchor != -5 || n.Seq != 7 || n.Kind != "read-" || n.Pos() != -5 {
+	if !ok || !n.Anchored || n.Anchor != -5 || n.Seq != 7 || n.Kind != "read-" || n.pos() != -5 {
 		t.Fatalf("anchored name parsed as %+v, %v", n, ok)
 	}
 	for _, bad := range []string{"_c_" + g + "-read-@0000000001", "_c_" + g + "-read-@1@0000000002", "_c_" + g + "-read-@0000000001@", "_c_" + g + "-read-@0000000001@@0000000002"} {

@@ -3,13 +3,11 @@ package zookeeper
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/go-zookeeper/zk"
 	"github.com/zkrecipes/zkrecipes/fence"
-	"github.com/zkrecipes/zkrecipes/internal/loop"
-	"github.com/zkrecipes/zkrecipes/recipe"
+	"github.com/zkrecipes/zkrecipes/internal/zkside"
 )
 
 // Head is the first node of a queue at some moment: the holder of an
@@ -37,87 +35,24 @@ type Head struct {
 // closed when ctx ends or the Session is closed; nothing is delivered
 // after that.
 func (q *Queue) ObserveHead(ctx context.Context) <-chan Head {
-	ch, _ := ObserveHeadAs(ctx, q, func(h Head) Head { return h }) // cannot fail
-	return ch
+	return zkside.Observe(ctx, q.heads(), func(h Head) Head { return h })
 }
 
-// ObserveHeadAs is ObserveHead delivering conv(head) instead of the head
-// itself, with the same coalescing: a custom recipe's own view of the head
-// (an election's leader) without a second goroutine or a second queue of
-// values. conv runs on the observer's goroutine and must not block. (It is
-// a function because Go methods cannot have type parameters.) Errors:
-// recipe.ErrBadOption for a nil q or conv (then the channel is nil).
-func ObserveHeadAs[T any](ctx context.Context, q *Queue, conv func(Head) T) (<-chan T, error) {
-	if q == nil || conv == nil {
-		return nil, fmt.Errorf("%w: ObserveHeadAs needs a queue and a conversion", recipe.ErrBadOption)
-	}
-	out := make(chan T)
-	s := q.s
-	started := s.spawn(func() {
-		defer close(out)
-		var delivered, pendingHead Head // what the reader has; what it will have
-		var pending T                   // conv(pendingHead)
-		havePending, first := false, true
-		ends := loop.Stopper{Confirm: recipe.ErrMixedRecipes}
-		for {
-			h, wake, stop, err := q.headAndWatch(ctx)
-			if err != nil {
-				if ctx.Err() != nil || errors.Is(err, recipe.ErrSessionClosed) {
-					return
-				}
-				if ends.Stop(err, recipe.Permanent(err)) {
-					s.log.Error("observe: reading the queue head failed, and retrying cannot help: the observation ends", "dir", recipe.ShortPath(q.dir), "err", err)
-					return
-				}
-				s.log.Warn("observe: reading the queue head failed; retrying", "dir", recipe.ShortPath(q.dir), "err", err)
-				t := time.NewTimer(time.Second)
-				select {
-				case <-t.C:
-				case <-ctx.Done():
-					t.Stop()
-					return
-				case <-s.quit:
-					t.Stop()
-					return
-				}
-				continue
-			}
-			ends.Stop(nil, false)
-			// Deliver h unless the reader already has it. A head read earlier
-			// but not delivered yet is dropped either way: it is stale now
-			// (case C16: a leader that came and went while the reader was
-			// slow must not be delivered after "no leader" was).
-			if first || h.Present != delivered.Present || h.Node.Name != delivered.Node.Name {
-				pending, pendingHead, havePending, first = conv(h), h, true, false
-			} else {
-				havePending = false
-			}
-			for waiting := true; waiting; {
-				var send chan T
-				if havePending {
-					send = out
-				}
-				select {
-				case send <- pending:
-					delivered, havePending = pendingHead, false
-				case <-wake:
-					waiting = false
-				case <-ctx.Done():
-					stop()
-					return
-				case <-s.quit:
-					stop()
-					return
-				}
-			}
-			stop()
-		}
-	})
-	if !started {
-		close(out)
-	}
-	return out, nil
+// heads is the queue's head as zkside.Observe (ObserveHead, and a
+// recipe's zkside.ObserveHeadAs) observes it.
+func (q *Queue) heads() zkside.Observed {
+	return zkside.Observed{Source: headSource{q}, Go: q.s.spawn, Quit: q.s.quit, Log: q.s.log, Dir: q.dir}
 }
+
+// headSource is a queue's zkside.Source.
+type headSource struct{ q *Queue }
+
+func (h headSource) Read(ctx context.Context) (Head, <-chan struct{}, func(), error) {
+	return h.q.headAndWatch(ctx)
+}
+
+// Same reports whether a and b are the same node, or both no node.
+func (headSource) Same(a, b Head) bool { return a.Present == b.Present && a.Node.Name == b.Node.Name }
 
 // headAndWatch reads the queue head and sets the watch that fires when it
 // may have changed: a data watch on the first node (which changes only by
@@ -284,10 +219,9 @@ func (q *Queue) participant(ctx context.Context, n NodeName) (_ Participant, ok 
 		SessionID: st.EphemeralOwner, Created: time.UnixMilli(st.Ctime), Data: data}, true, nil
 }
 
-// NodeName returns the participant's parsed node name, as a Rule sees it
-// (the zero NodeName if Name is not in the node-name grammar of Kind): a
-// tool can evaluate a Rule over a Participants listing.
-func (p Participant) NodeName() NodeName {
+// participantName returns p's parsed node name, as a Rule sees it (the
+// zero NodeName if Name is not in the node-name grammar of Kind).
+func participantName(p Participant) NodeName {
 	n, _ := parseNodeName(p.Name, []string{p.Kind})
 	return n
 }

@@ -19,22 +19,25 @@ const (
 	// maxSessionTimeout] range; the Session always works with the negotiated
 	// value.
 	DefaultSessionTimeout = 10 * time.Second
-	// DefaultConnectTimeout bounds how long Connect waits for the first
-	// session when ctx has no earlier deadline.
-	DefaultConnectTimeout = 15 * time.Second
-	// DefaultSuspendFraction is the fraction f of the negotiated session
-	// timeout used by TolerateSuspension when given 0.
-	DefaultSuspendFraction = 0.5
 	// DefaultMaxPacket is the packet limit (WithMaxPacket) unless set: the
 	// default jute.maxbuffer of ZooKeeper servers, 0xfffff bytes (1 MiB less
 	// one byte), the largest request a server accepts.
 	DefaultMaxPacket = 1<<20 - 1
-	// MinMaxPacket and MaxMaxPacket bound WithMaxPacket. go-zookeeper
+)
+
+const (
+	// defaultConnectTimeout bounds how long Connect waits for the first
+	// session when ctx has no earlier deadline (WithConnectTimeout).
+	defaultConnectTimeout = 15 * time.Second
+	// defaultSuspendFraction is the fraction f of the negotiated session
+	// timeout used by TolerateSuspension when given 0.
+	defaultSuspendFraction = 0.5
+	// minMaxPacket and maxMaxPacket bound WithMaxPacket. go-zookeeper
 	// re-registers a connection's watches in requests of up to 128 KiB
-	// (MinMaxPacket), which a smaller limit would refuse; the client keeps
+	// (minMaxPacket), which a smaller limit would refuse; the client keeps
 	// a send buffer of the limit's size per connection.
-	MinMaxPacket = 128 << 10
-	MaxMaxPacket = 64 << 20
+	minMaxPacket = 128 << 10
+	maxMaxPacket = 64 << 20
 )
 
 // SuspendPolicy says how long ownership survives a suspended connection.
@@ -61,20 +64,20 @@ func RevokeOnSuspend() SuspendPolicy { return SuspendPolicy{} }
 // connection (pinged every 1/3 of the timeout) would lose leases, at 1 or
 // above the server may already have expired the session and granted the lock
 // to someone else; Connect returns recipe.ErrBadOption for any other f (NaN
-// included). f == 0 means DefaultSuspendFraction.
+// included). f == 0 means 0.5.
 //
 // What "short" means is bounded by go-zookeeper: after a connection drops
 // it waits about 1 s before redialing, so a blip survives only if the
 // reconnection, about 1 s later, comes before f × the timeout.
 func TolerateSuspension(f float64) SuspendPolicy {
 	if f == 0 {
-		f = DefaultSuspendFraction
+		f = defaultSuspendFraction
 	}
 	return SuspendPolicy{tolerate: true, fraction: f}
 }
 
-// String describes the policy.
-func (p SuspendPolicy) String() string {
+// describe names the policy in log lines and errors.
+func (p SuspendPolicy) describe() string {
 	if !p.tolerate {
 		return "revoke-on-suspend"
 	}
@@ -120,7 +123,7 @@ type Option func(*config)
 func WithSessionTimeout(d time.Duration) Option { return func(c *config) { c.sessionTimeout = d } }
 
 // WithConnectTimeout bounds how long Connect waits for the first session
-// (default DefaultConnectTimeout); ctx's deadline applies too.
+// (default 15 s); ctx's deadline applies too.
 func WithConnectTimeout(d time.Duration) Option { return func(c *config) { c.connectTimeout = d } }
 
 // WithCleanupTimeout bounds how long a cleanup delete (of a waiter's znode
@@ -130,8 +133,8 @@ func WithConnectTimeout(d time.Duration) Option { return func(c *config) { c.con
 // negotiated session timeout.
 func WithCleanupTimeout(d time.Duration) Option { return func(c *config) { c.cleanupTimeout = d } }
 
-// WithLogger sets the logger for session state changes and cleanup, which
-// the recipes built on the Session use too (Session.Logger). go-zookeeper's
+// WithLogger sets the logger for session state changes, lost leases and
+// cleanup, which the recipes built on the Session use too. go-zookeeper's
 // own log lines go to it at debug level, except its failures to re-register
 // watches or credentials after a reconnection, at error level.
 //
@@ -149,8 +152,8 @@ func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l }
 // servers' jute.maxbuffer when they run with a value other than the
 // default, and never above it: a server drops the connection of a request
 // over its limit, which the client cannot tell from a network failure.
-// Default DefaultMaxPacket; MinMaxPacket to MaxMaxPacket, else Connect
-// returns recipe.ErrBadOption.
+// Default DefaultMaxPacket; 128 KiB (go-zookeeper re-registers watches in
+// requests that large) to 64 MiB, else Connect returns recipe.ErrBadOption.
 //
 // Nothing over the limit is sent, whoever builds the request: the recipes
 // check their paths where they are given (a path too long fails NewQueue,
@@ -208,7 +211,7 @@ func defaultBackOff() backoff.BackOff {
 func buildConfig(opts []Option) (config, error) {
 	c := config{
 		sessionTimeout: DefaultSessionTimeout,
-		connectTimeout: DefaultConnectTimeout,
+		connectTimeout: defaultConnectTimeout,
 		acl:            zk.WorldACL(zk.PermAll),
 		newBackOff:     defaultBackOff,
 		maxPacket:      DefaultMaxPacket,
@@ -234,8 +237,8 @@ func buildConfig(opts []Option) (config, error) {
 		return c, fmt.Errorf("%w: empty ACL", recipe.ErrBadOption)
 	case c.newBackOff == nil:
 		return c, fmt.Errorf("%w: nil retry policy", recipe.ErrBadOption)
-	case c.maxPacket < MinMaxPacket || c.maxPacket > MaxMaxPacket:
-		return c, fmt.Errorf("%w: packet limit %d bytes must be between %d and %d", recipe.ErrBadOption, c.maxPacket, MinMaxPacket, MaxMaxPacket)
+	case c.maxPacket < minMaxPacket || c.maxPacket > maxMaxPacket:
+		return c, fmt.Errorf("%w: packet limit %d bytes must be between %d and %d", recipe.ErrBadOption, c.maxPacket, minMaxPacket, maxMaxPacket)
 	}
 	return c, nil
 }

@@ -11,9 +11,10 @@ import (
 
 // The packet limit (WithMaxPacket) is kept in two places, one mechanism:
 // the recipes check every request they build against it before sending
-// (NewQueue, Queue.CheckNodeData, Queue.join; CheckRequest and CheckMulti
-// for packages that build their own), so the caller gets an error that
-// names the problem; and go-zookeeper's send buffer is sized to it
+// (NewQueue, Queue.checkNodeData, Queue.join; zkside.Session's
+// CheckRequest and CheckMulti for packages that build their own), so the
+// caller gets an error that names the problem; and go-zookeeper's send
+// buffer is sized to it
 // (Connect), so that whatever was not checked fails alone, at encoding,
 // instead of being sent for the server to drop the connection. Request
 // sizes are zkwire's; TestPacketSizesMatchTheEncoding checks them against
@@ -45,7 +46,7 @@ const seqLen = 11
 // (with anchored nodes if anchors) on the directory dir (as given) and
 // adir (absolute) builds fits the packet
 // limit without node data: the paths of its nodes (with pathSlack) and
-// its creates. Node data is checked where it is given (CheckNodeData) or
+// its creates. Node data is checked where it is given (checkNodeData) or
 // at the call (join). The error is a *PathError matching recipe.ErrTooLarge.
 func (s *Session) checkQueueDir(dir, adir string, kinds []string, anchors bool) error {
 	node := len(adir) + 1 + maxNameLen(kinds, anchors)
@@ -77,15 +78,11 @@ func (s *Session) queueCreateFrame(adir string, kinds []string, anchors bool, da
 	return zkwire.CheckCreateFrame(len(adir)+1+maxNameLen(kinds, anchors), prefix, dataLen, s.cfg.acl)
 }
 
-// CheckNodeData reports whether a node of this queue may carry data: nil,
-// or an error matching recipe.ErrBadOption and recipe.ErrTooLarge for data over
-// MaxNodeData, or recipe.ErrTooLarge when the create of such a node (with the
-// queue's path and the session's ACL) would be over the session's packet
-// limit. Recipes call it where data is given (mutex.WithData, a latch's
-// id), so that the mistake shows there; Acquire, Join and AcquireAnchored
-// check the data they are given the same way. It performs no ZooKeeper
-// operation.
-func (q *Queue) CheckNodeData(data []byte) error {
+// checkNodeData is zkside.Queue.CheckNodeData: data within MaxNodeData,
+// and the create of a node carrying it (with the queue's path and the
+// session's ACL) within the packet limit. Acquire, Join and
+// AcquireAnchored check the data they are given the same way (checkCreate).
+func (q *Queue) checkNodeData(data []byte) error {
 	return q.checkFrame(data, q.s.queueCreateFrame(q.adir, q.kinds, q.contract.anchors, len(data)))
 }
 
@@ -118,24 +115,10 @@ func (q *Queue) checkFrame(data []byte, frame int) error {
 	return nil
 }
 
-// CheckRequest reports whether op, a request about to be sent through Conn
-// on its own (Create or Set; its path with the chroot, as Conn takes it),
-// fits the session's packet limit, and whether the node data it writes can
-// be read back within it (a getData reply, for this client or another with
-// the same limit). It returns nil, an error matching recipe.ErrTooLarge that gives
-// the sizes, or one matching recipe.ErrBadOption for an op that is not a
-// *zk.CreateRequest, *zk.SetDataRequest, *zk.DeleteRequest or
-// *zk.CheckVersionRequest. It performs no ZooKeeper operation. Packages
-// that build their own requests (fence/fencezk) call it so that nothing
-// over the limit is sent: see WithMaxPacket.
-func (s *Session) CheckRequest(op any) error { return s.checkRequest(false, []any{op}) }
-
-// CheckMulti is CheckRequest for ops sent together in one Conn.Multi: the
-// multi's frame (each op behind its 9-byte header, and the closing header)
-// must fit the limit, and the data of each create and setData must be
-// readable.
-func (s *Session) CheckMulti(ops ...any) error { return s.checkRequest(true, ops) }
-
+// checkRequest is zkside.Session's CheckRequest (one op) and CheckMulti
+// (multi: the ops of one Conn.Multi, each behind its 9-byte header, and
+// the closing header): the frame must fit the limit, and the data of each
+// create and setData must be readable back within it.
 func (s *Session) checkRequest(multi bool, ops []any) error {
 	type write struct {
 		path string

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/go-zookeeper/zk"
+	"github.com/zkrecipes/zkrecipes/internal/zkside"
 	"github.com/zkrecipes/zkrecipes/internal/zkwire"
 	"github.com/zkrecipes/zkrecipes/recipe"
 	"github.com/zkrecipes/zkrecipes/zktest"
@@ -84,7 +85,7 @@ func TestOversizeRequestsAreNeverSent(t *testing.T) {
 	}
 
 	noTransition(t, states)
-	if n := s.PendingCleanup(); n != 0 {
+	if n := s.pendingCleanup(); n != 0 {
 		t.Fatalf("%d deletes left for the cleaner", n)
 	}
 	other, err := NewQueue(s, "/lib/other", []string{"lock-"}, FirstHolds)
@@ -107,7 +108,7 @@ func TestOversizeRequestsAreNeverSent(t *testing.T) {
 // anchored multi is what the send buffer (sized to the limit) does with the
 // same request, and a request the check allows is accepted by the server.
 func TestPacketSizesMatchTheEncoding(t *testing.T) {
-	s := connect(t, zktest.Shared(t).Servers(), WithMaxPacket(MinMaxPacket))
+	s := connect(t, zktest.Shared(t).Servers(), WithMaxPacket(minMaxPacket))
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	states := s.Listen(ctx)
@@ -149,7 +150,7 @@ func TestPacketSizesMatchTheEncoding(t *testing.T) {
 				return err
 			}},
 	} {
-		at := MinMaxPacket - c.frame(0) // data length of a request of exactly the limit
+		at := minMaxPacket - c.frame(0) // data length of a request of exactly the limit
 		for _, n := range []int{at - 1, at, at + 1} {
 			data := make([]byte, n)
 			checked := q.checkCreate("read-", data, c.anchor)
@@ -158,7 +159,7 @@ func TestPacketSizesMatchTheEncoding(t *testing.T) {
 				t.Errorf("%s of %d bytes: the check says %v, the send buffer %v", c.name, c.frame(n), checked, sent)
 			}
 			if (checked == nil) != (n <= at) || (checked != nil && !errors.Is(checked, recipe.ErrTooLarge)) {
-				t.Errorf("%s of %d bytes, limit %d: the check says %v", c.name, c.frame(n), MinMaxPacket, checked)
+				t.Errorf("%s of %d bytes, limit %d: the check says %v", c.name, c.frame(n), minMaxPacket, checked)
 			}
 		}
 	}
@@ -172,9 +173,9 @@ func TestPacketSizesMatchTheEncoding(t *testing.T) {
 // counted: on the longest directory NewQueue accepts, that multi, with the
 // longest names, still passes the send buffer.
 func TestQueuePathLimit(t *testing.T) {
-	s := connect(t, zktest.Shared(t).Servers(), WithMaxPacket(MinMaxPacket))
+	s := connect(t, zktest.Shared(t).Servers(), WithMaxPacket(minMaxPacket))
 	kinds := []string{"lock-"}
-	room := MinMaxPacket - pathSlack - maxNameLen(kinds, false) - 1 - len(s.abs("/d"))
+	room := minMaxPacket - pathSlack - maxNameLen(kinds, false) - 1 - len(s.abs("/d"))
 	for _, extra := range []int{0, 1} {
 		dir := "/d" + strings.Repeat("z", room+extra)
 		_, err := NewQueue(s, dir, kinds, FirstHolds)
@@ -184,7 +185,7 @@ func TestQueuePathLimit(t *testing.T) {
 	}
 
 	kinds = []string{"write-", "read-"}
-	longest := sort.Search(MinMaxPacket, func(n int) bool {
+	longest := sort.Search(minMaxPacket, func(n int) bool {
 		_, err := NewQueue(s, "/d"+strings.Repeat("z", n), kinds, FirstHolds, AllowsAnchors())
 		return err != nil
 	}) - 1
@@ -203,7 +204,7 @@ func TestQueuePathLimit(t *testing.T) {
 
 func TestMaxPacketOption(t *testing.T) {
 	ctx := context.Background()
-	for _, n := range []int{MinMaxPacket - 1, MaxMaxPacket + 1, -1} {
+	for _, n := range []int{minMaxPacket - 1, maxMaxPacket + 1, -1} {
 		if _, err := Connect(ctx, []string{"127.0.0.1:2181"}, WithMaxPacket(n)); !errors.Is(err, recipe.ErrBadOption) {
 			t.Errorf("WithMaxPacket(%d): %v, want ErrBadOption", n, err)
 		}
@@ -220,7 +221,7 @@ func TestMaxPacketOption(t *testing.T) {
 // one byte more is refused by both. Data too large to be read back within
 // the limit (a getData reply) is refused even when its request would fit.
 func TestCheckRequestMatchesTheEncoding(t *testing.T) {
-	s := connect(t, zktest.Shared(t).Servers(), WithMaxPacket(MinMaxPacket))
+	s := connect(t, zktest.Shared(t).Servers(), WithMaxPacket(minMaxPacket))
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	states := s.Listen(ctx)
@@ -240,15 +241,17 @@ func TestCheckRequestMatchesTheEncoding(t *testing.T) {
 		send  func(data []byte) error
 	}{
 		{"setData",
-			func(d []byte) error { return s.CheckRequest(&zk.SetDataRequest{Path: node, Data: d, Version: -1}) },
+			func(d []byte) error {
+				return zkside.SessionOf(s).CheckRequest(&zk.SetDataRequest{Path: node, Data: d, Version: -1})
+			},
 			func(d []byte) error { _, err := s.Conn().Set(node, d, -1); return err }},
 		{"create",
 			func(d []byte) error {
-				return s.CheckRequest(&zk.CreateRequest{Path: seq, Data: d, Acl: s.cfg.acl, Flags: flags})
+				return zkside.SessionOf(s).CheckRequest(&zk.CreateRequest{Path: seq, Data: d, Acl: s.cfg.acl, Flags: flags})
 			},
 			func(d []byte) error { _, err := s.Conn().Create(seq, d, flags, s.cfg.acl); return err }},
 		{"multi", func(d []byte) error {
-			return s.CheckMulti(&zk.CheckVersionRequest{Path: node, Version: -1}, &zk.SetDataRequest{Path: node, Data: d, Version: -1},
+			return zkside.SessionOf(s).CheckMulti(&zk.CheckVersionRequest{Path: node, Version: -1}, &zk.SetDataRequest{Path: node, Data: d, Version: -1},
 				&zk.CreateRequest{Path: seq, Acl: s.cfg.acl, Flags: flags}, &zk.DeleteRequest{Path: dir + "/none", Version: -1})
 		}, func(d []byte) error {
 			_, err := s.Conn().Multi(&zk.CheckVersionRequest{Path: node, Version: -1}, &zk.SetDataRequest{Path: node, Data: d, Version: -1},
@@ -256,7 +259,7 @@ func TestCheckRequestMatchesTheEncoding(t *testing.T) {
 			return err
 		}},
 	} {
-		at := sort.Search(MinMaxPacket, func(n int) bool { return c.check(make([]byte, n)) != nil }) - 1
+		at := sort.Search(minMaxPacket, func(n int) bool { return c.check(make([]byte, n)) != nil }) - 1
 		if err := c.send(make([]byte, at)); c.name == "multi" && !errors.Is(err, zk.ErrNoNode) || c.name != "multi" && err != nil {
 			t.Errorf("%s with the most data the check allows (%d bytes): %v", c.name, at, err)
 		}
@@ -267,16 +270,16 @@ func TestCheckRequestMatchesTheEncoding(t *testing.T) {
 	}
 
 	short := dir + "/s"
-	fits := MinMaxPacket - zkwire.GetDataReply(0)
-	if err := s.CheckRequest(&zk.SetDataRequest{Path: short, Data: make([]byte, fits)}); err != nil {
+	fits := minMaxPacket - zkwire.GetDataReply(0)
+	if err := zkside.SessionOf(s).CheckRequest(&zk.SetDataRequest{Path: short, Data: make([]byte, fits)}); err != nil {
 		t.Errorf("data whose getData reply is exactly the limit: %v", err)
 	}
-	err := s.CheckRequest(&zk.SetDataRequest{Path: short, Data: make([]byte, fits+1)})
+	err := zkside.SessionOf(s).CheckRequest(&zk.SetDataRequest{Path: short, Data: make([]byte, fits+1)})
 	if !errors.Is(err, recipe.ErrTooLarge) || !strings.Contains(err.Error(), "to read back") {
 		t.Errorf("data whose getData reply is over the limit: %v", err)
 	}
 	t.Log(err)
-	if err := s.CheckRequest("not a request"); !errors.Is(err, recipe.ErrBadOption) {
+	if err := zkside.SessionOf(s).CheckRequest("not a request"); !errors.Is(err, recipe.ErrBadOption) {
 		t.Errorf("an unknown op: %v", err)
 	}
 	noTransition(t, states)
@@ -315,7 +318,7 @@ func TestOverTheServersLimitNotSentAgain(t *testing.T) {
 	}
 	const gaveUp = "cleanup delete given up: the node, if it exists, stays until the session ends"
 	zktest.Eventually(t, 40*time.Second, "the cleaner giving up", func() bool {
-		return s.PendingCleanup() == 0 && len(rec.find(gaveUp, "", "")) > 0
+		return s.pendingCleanup() == 0 && len(rec.find(gaveUp, "", "")) > 0
 	})
 	waitState(t, s, recipe.StateReconnected)
 	states := s.Listen(ctx)
@@ -363,7 +366,7 @@ func TestMessagesNameThePackageOnce(t *testing.T) {
 		err  error
 		want []error
 	}{
-		{q.CheckNodeData(make([]byte, MaxNodeData+1)), []error{recipe.ErrBadOption, recipe.ErrTooLarge}},
+		{zkside.QueueOf(q).CheckNodeData(make([]byte, MaxNodeData+1)), []error{recipe.ErrBadOption, recipe.ErrTooLarge}},
 		{auth, []error{recipe.ErrBadOption, recipe.ErrTooLarge}},
 		{wrapped, []error{recipe.ErrLeaseLost, recipe.ErrSuspended}},
 	} {
@@ -376,7 +379,7 @@ func TestMessagesNameThePackageOnce(t *testing.T) {
 			t.Errorf("%q says \"recipe: \" %d times", c.err, n)
 		}
 	}
-	if got, want := q.CheckNodeData(make([]byte, MaxNodeData+1)).Error(),
+	if got, want := zkside.QueueOf(q).CheckNodeData(make([]byte, MaxNodeData+1)).Error(),
 		"recipe: invalid option: request over the ZooKeeper packet limit: node data of 524289 bytes (at most 524288)"; got != want {
 		t.Errorf("got %q, want %q", got, want)
 	}

@@ -5,11 +5,11 @@ import (
 	"unicode/utf8"
 )
 
-// ValidatePath checks a znode path given to a recipe: it must be absolute,
+// validatePath checks a znode path given to a recipe: it must be absolute,
 // not the root, have no trailing slash, no empty, "." or ".." segments, no
 // characters ZooKeeper refuses, be valid UTF-8, and stay out of the reserved
 // /zookeeper subtree. The error is a *PathError matching recipe.ErrInvalidPath.
-func ValidatePath(p string) error {
+func validatePath(p string) error {
 	bad := func(reason string) error { return &PathError{Path: p, Reason: reason} }
 	switch {
 	case p == "":
@@ -49,7 +49,7 @@ func ValidatePath(p string) error {
 // Each element may itself be a comma-separated connect string; a chroot suffix
 // ("host:port/app") may appear on any element and must be the same wherever it
 // appears. A chroot of "/" means none. An entry without a port gets
-// DefaultPort; a port that is not a number in 1..65535 is recipe.ErrBadOption.
+// port 2181; a port that is not a number in 1..65535 is recipe.ErrBadOption.
 func splitServers(servers []string) (hosts []string, chroot string, err error) {
 	for _, s := range servers {
 		for _, h := range strings.Split(s, ",") {
@@ -64,7 +64,7 @@ func splitServers(servers []string) (hosts []string, chroot string, err error) {
 					c = ""
 				}
 				if c != "" {
-					if err := ValidatePath(c); err != nil {
+					if err := validatePath(c); err != nil {
 						return nil, "", err
 					}
 				}

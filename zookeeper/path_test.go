@@ -11,17 +11,17 @@ import (
 func TestValidatePath(t *testing.T) {
 	good := []string{"/a", "/locks/job-1", "/a/b/c", "/zookeeperx", "/ünïcode", "/a.b"}
 	for _, p := range good {
-		if err := ValidatePath(p); err != nil {
-			t.Errorf("ValidatePath(%q) = %v, want nil", p, err)
+		if err := validatePath(p); err != nil {
+			t.Errorf("validatePath(%q) = %v, want nil", p, err)
 		}
 	}
 	bad := []string{"", "a", "a/b", "/", "/a/", "/a//b", "/a/./b", "/a/..", "/zookeeper", "/zookeeper/quota",
 		"/a\x00b", "/a\x01", "/a\x1f", "/a\u007f", "/\xff\xfe", "/emoji\U0001F600"}
 	for _, p := range bad {
-		err := ValidatePath(p)
+		err := validatePath(p)
 		var pe *PathError
 		if !errors.Is(err, recipe.ErrInvalidPath) || !errors.As(err, &pe) || pe.Path != p || pe.Reason == "" {
-			t.Errorf("ValidatePath(%q) = %v, want a *PathError matching ErrInvalidPath", p, err)
+			t.Errorf("validatePath(%q) = %v, want a *PathError matching ErrInvalidPath", p, err)
 		}
 	}
 }
@@ -62,7 +62,7 @@ func FuzzValidatePath(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, p string) {
-		if err := ValidatePath(p); err != nil && !errors.Is(err, recipe.ErrInvalidPath) {
+		if err := validatePath(p); err != nil && !errors.Is(err, recipe.ErrInvalidPath) {
 			t.Fatalf("untyped error %v", err)
 		}
 	})

@@ -136,8 +136,9 @@ type Queue struct {
 	solo atomic.Bool
 }
 
-// NewQueue returns a queue engine over directory dir (validated with
-// ValidatePath) whose nodes are of the given kinds (e.g. "lock-"; non-empty,
+// NewQueue returns a queue engine over directory dir (an absolute path,
+// not the root, with no trailing slash, no empty, "." or ".." segment, no
+// character ZooKeeper refuses, valid UTF-8, outside /zookeeper) whose nodes are of the given kinds (e.g. "lock-"; non-empty,
 // no "/" or "@"), deciding grants with rule under the declared opts. It
 // performs no ZooKeeper operation. Errors: recipe.ErrInvalidPath (also, together
 // with recipe.ErrTooLarge, for a path so long that the requests on its nodes would
@@ -150,7 +151,7 @@ func NewQueue(s *Session, dir string, kinds []string, rule Rule, opts ...QueueOp
 	if s.isClosed() {
 		return nil, recipe.ErrSessionClosed
 	}
-	if err := ValidatePath(dir); err != nil {
+	if err := validatePath(dir); err != nil {
 		return nil, err
 	}
 	if len(kinds) == 0 || rule == nil {
@@ -185,12 +186,6 @@ func NewQueue(s *Session, dir string, kinds []string, rule Rule, opts ...QueueOp
 	return q, nil
 }
 
-// Dir returns the queue directory, relative to the session's chroot.
-func (q *Queue) Dir() string { return q.dir }
-
-// Session returns the session the queue runs on.
-func (q *Queue) Session() *Session { return q.s }
-
 // Acquire joins the queue with a node of the given kind carrying data, and
 // blocks until the Rule grants it, ctx ends, or the grant becomes
 // impossible. A connection SUSPENDED while waiting is waited out (the node
@@ -205,7 +200,7 @@ func (q *Queue) Session() *Session { return q.s }
 // version, is in the queue); an *recipe.OpError for refusals
 // (matching recipe.ErrNoPermission for ACLs); recipe.ErrBadOption for an unknown kind or
 // data over MaxNodeData; recipe.ErrTooLarge for data over MaxNodeData or too large
-// for the packet limit with the node's path (see CheckNodeData). In every
+// for the packet limit with the node's path. In every
 // error case the caller's node is deleted (or its deletion is queued with
 // the Session's cleaner until reconnection): even when ctx has ended,
 // Acquire waits up to 250 ms for a create still in flight (none is started

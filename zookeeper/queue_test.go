@@ -13,6 +13,7 @@ import (
 
 	"github.com/go-zookeeper/zk"
 
+	"github.com/zkrecipes/zkrecipes/internal/zkside"
 	"github.com/zkrecipes/zkrecipes/recipe"
 	"github.com/zkrecipes/zkrecipes/zktest"
 )
@@ -82,10 +83,10 @@ func TestObserveHeadAsBadInput(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ch, err := ObserveHeadAs[int](context.Background(), q, nil); !errors.Is(err, recipe.ErrBadOption) || ch != nil {
+	if ch, err := zkside.ObserveHeadAs[Head, int](context.Background(), q, nil); !errors.Is(err, recipe.ErrBadOption) || ch != nil {
 		t.Fatalf("nil conv: %v, %v; want recipe.ErrBadOption and no channel", ch, err)
 	}
-	if _, err := ObserveHeadAs(context.Background(), nil, func(Head) int { return 0 }); !errors.Is(err, recipe.ErrBadOption) {
+	if _, err := zkside.ObserveHeadAs(context.Background(), nil, func(Head) int { return 0 }); !errors.Is(err, recipe.ErrBadOption) {
 		t.Fatalf("nil queue: %v; want ErrBadOption", err)
 	}
 }

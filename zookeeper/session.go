@@ -82,7 +82,7 @@ type Session struct {
 }
 
 // Connect opens a Session to the given servers ("host:port" each, or a host
-// alone for port DefaultPort, 2181; a comma-separated connect string is
+// alone for port 2181, ZooKeeper's client port; a comma-separated connect string is
 // accepted too, and a chroot suffix such as "host:port/app" applies to every
 // path) and waits until the first ZooKeeper session is established.
 //
@@ -144,7 +144,7 @@ func Connect(ctx context.Context, servers []string, opts ...Option) (*Session, e
 		return nil, err
 	}
 	s.life.Go(s.cleaner.run)
-	s.log.Info("session connected", "session", fmt.Sprintf("0x%x", s.ID()), "timeout", s.SessionTimeout(), "chroot", recipe.ShortPath(chroot), "policy", cfg.policy.String())
+	s.log.Info("session connected", "session", fmt.Sprintf("0x%x", s.ID()), "timeout", s.SessionTimeout(), "chroot", recipe.ShortPath(chroot), "policy", cfg.policy.describe())
 	return s, nil
 }
 
@@ -264,14 +264,6 @@ func (s *Session) Done() <-chan struct{} {
 	defer s.mu.Unlock()
 	return s.conns.epoch.ctx.Done()
 }
-
-// Logger returns the Session's logger (WithLogger, which states the
-// default: WARN and above to slog.Default()'s handler), for recipes built
-// on the Session to log through.
-func (s *Session) Logger() *slog.Logger { return s.cfg.logger }
-
-// Chroot returns the chroot parsed from the server list ("" if none).
-func (s *Session) Chroot() string { return s.chroot }
 
 // SessionTimeout returns the session timeout negotiated with the server (the
 // requested one until a server has answered).

@@ -286,8 +286,8 @@ func TestC3_AdoptOnlyCurrentSessionsNode(t *testing.T) {
 	if err != nil || q.adir+"/"+name != p {
 		t.Fatalf("findByGUID = %q, %v; want %s", name, err, p)
 	}
-	if a.Chroot() == "" || q.adir != a.Chroot()+"/c3" {
-		t.Fatalf("chroot not applied: %q %q", a.Chroot(), q.adir)
+	if a.chroot == "" || q.adir != a.chroot+"/c3" {
+		t.Fatalf("chroot not applied: %q %q", a.chroot, q.adir)
 	}
 }
 
@@ -328,11 +328,11 @@ func TestServerRestartKeepsSession(t *testing.T) {
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		p, err := q.Participants(context.Background())
-		if err == nil && len(p) == 0 && s.PendingCleanup() == 0 {
+		if err == nil && len(p) == 0 && s.pendingCleanup() == 0 {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("orphaned node not cleaned: %v %v, pending %d", p, err, s.PendingCleanup())
+			t.Fatalf("orphaned node not cleaned: %v %v, pending %d", p, err, s.pendingCleanup())
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

@@ -252,7 +252,7 @@ func (s *Session) checkDeadlinesLocked(now time.Time) {
 	dropConn := false
 	if c.epoch.cause == nil && !(c.state == recipe.StateSuspended && s.leases.gen.revoked) {
 		silent := now.Sub(at.Add(-o.revokeAfter))
-		cause := fmt.Errorf("%w: no server reply for %v (policy %s, session timeout %v)", recipe.ErrSuspended, silent.Round(time.Millisecond), s.cfg.policy, o.timeout)
+		cause := fmt.Errorf("%w: no server reply for %v (policy %s, session timeout %v)", recipe.ErrSuspended, silent.Round(time.Millisecond), s.cfg.policy.describe(), o.timeout)
 		s.suspendLocked(cause)
 		s.leases.revokeGenLocked(cause)
 		dropConn = true

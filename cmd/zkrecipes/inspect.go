@@ -16,6 +16,7 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/zkrecipes/zkrecipes/election"
+	"github.com/zkrecipes/zkrecipes/internal/zkside"
 	"github.com/zkrecipes/zkrecipes/latch"
 	"github.com/zkrecipes/zkrecipes/mutex"
 	"github.com/zkrecipes/zkrecipes/recipe"
@@ -136,7 +137,7 @@ func inspectMain(f *inspectFlags, path string, stdout, stderr io.Writer) int {
 		log.Error("cannot read the path", "err", err)
 		return exitSoftware
 	}
-	abs := s.Chroot() + path
+	abs := zkside.SessionOf(s).Chroot() + path
 	for first := true; ; first = false {
 		// Watch first, then read: a change after the read fires the watch.
 		var ev <-chan zk.Event
@@ -205,11 +206,10 @@ func view(path string, exists bool, ps []zookeeper.Participant, leases int) View
 	now := time.Now()
 	v := View{Path: path, At: now, Exists: exists, Participants: []Entry{}}
 	kinds := map[string]bool{}
-	names := make([]zookeeper.NodeName, len(ps))
-	for i, p := range ps {
+	for _, p := range ps {
 		kinds[p.Kind] = true
-		names[i] = p.NodeName()
 	}
+	names := zkside.NodeNames[zookeeper.Participant, zookeeper.NodeName](ps)
 	var rule zookeeper.Rule
 	holder := "holder"
 	switch {

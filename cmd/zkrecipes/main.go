@@ -29,6 +29,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/zkrecipes/zkrecipes/internal/zkside"
 	"github.com/zkrecipes/zkrecipes/recipe"
 	"github.com/zkrecipes/zkrecipes/zookeeper"
 )
@@ -240,7 +241,7 @@ func (c *common) connect(ctx context.Context, log *slog.Logger, extra ...zookeep
 		opts = append(opts, zookeeper.WithSuspendPolicy(zookeeper.TolerateSuspension(c.tolerate)))
 	}
 	if hosts := portless(c.servers); len(hosts) > 0 {
-		log.Info("no port given: using ZooKeeper's default port", "hosts", hosts, "port", zookeeper.DefaultPort)
+		log.Info("no port given: using ZooKeeper's default port", "hosts", hosts, "port", zkside.DefaultPort)
 	}
 	s, err := zookeeper.Connect(ctx, []string{c.servers}, append(opts, extra...)...)
 	switch {
@@ -363,7 +364,7 @@ func quotePath(p string) string {
 
 // checkPath validates a recipe path, naming the path and the rule.
 func checkPath(stderr io.Writer, fs *flag.FlagSet, p string) int {
-	if err := zookeeper.ValidatePath(p); err != nil {
+	if err := zkside.ValidatePath(p); err != nil {
 		var pe *zookeeper.PathError
 		if errors.As(err, &pe) {
 			return usageError(stderr, fs, "invalid path %s: %s (a ZooKeeper path like /locks/nightly)", quotePath(pe.Path), pe.Reason)

@@ -28,6 +28,7 @@ import (
 
 	"github.com/go-zookeeper/zk"
 	"github.com/zkrecipes/zkrecipes/fence"
+	"github.com/zkrecipes/zkrecipes/internal/zkside"
 	"github.com/zkrecipes/zkrecipes/recipe"
 	"github.com/zkrecipes/zkrecipes/zookeeper"
 )
@@ -53,6 +54,7 @@ type Value struct {
 // is the empty register (token zero). It is safe for concurrent use.
 type Register struct {
 	s    *zookeeper.Session
+	side zkside.Session
 	path string // as given, below the session's chroot
 	full string // with the chroot
 	acl  []zk.ACL
@@ -69,14 +71,15 @@ func WithACL(acl []zk.ACL) Option { return func(r *Register) { r.acl = acl } }
 // New returns the register at path, relative to the session's chroot like
 // every recipe path. The first write creates the znode (persistent) with
 // its value, and its missing parents as the recipes create their
-// directories (zookeeper.Session.EnsureDir: containers, and the chroot itself,
-// persistent, if it does not exist yet). It sends nothing. Errors: a
+// directories (containers, and the chroot itself, persistent, if it does
+// not exist yet). It sends nothing. Errors: a
 // *zookeeper.PathError (recipe.ErrInvalidPath).
 func New(s *zookeeper.Session, path string, opts ...Option) (*Register, error) {
-	if err := zookeeper.ValidatePath(path); err != nil {
+	if err := zkside.ValidatePath(path); err != nil {
 		return nil, err
 	}
-	r := &Register{s: s, path: path, full: s.Chroot() + path, acl: zk.WorldACL(zk.PermAll)}
+	side := zkside.SessionOf(s)
+	r := &Register{s: s, side: side, path: path, full: side.Chroot() + path, acl: zk.WorldACL(zk.PermAll)}
 	for _, o := range opts {
 		o(r)
 	}
@@ -114,7 +117,7 @@ func (r *Register) Read(ctx context.Context) (Value, error) {
 // an error matching recipe.ErrTooLarge when the write (the create of the
 // register or its setData, with the path and the "token=" line) would be
 // over the session's packet limit, or its data too large to read back
-// within it (zookeeper.Session.CheckRequest), nothing sent; ctx's error if
+// within it, nothing sent; ctx's error if
 // ctx ends between attempts; ErrNotRegister; fence.ErrUncertain wrapping
 // ZooKeeper's error when the write was sent and its answer lost
 // (connection loss, session expiry): it may have landed; otherwise
@@ -133,7 +136,7 @@ func (r *Register) Write(ctx context.Context, token fence.Token, data []byte) (p
 // exist).
 //
 // Errors: those of Write (recipe.ErrTooLarge when the whole multi would be
-// over the packet limit: zookeeper.Session.CheckMulti), and ErrBadOp for an
+// over the packet limit), and ErrBadOp for an
 // operation of another type or with an invalid path; if ZooKeeper refuses
 // one of ops (e.g. a create of an existing node), the multi applies nothing
 // and its error is returned with the op's index.
@@ -187,7 +190,7 @@ func (r *Register) write(ctx context.Context, token fence.Token, data []byte, op
 		var res []zk.MultiResponse
 		failed := 0 // index of the refused op
 		if ops == nil {
-			if err := r.s.CheckRequest(req); err != nil {
+			if err := r.side.CheckRequest(req); err != nil {
 				return cur, nil, fmt.Errorf("fencezk: writing %s: %w", r.path, err)
 			}
 			if set, ok := req.(*zk.SetDataRequest); ok {
@@ -197,7 +200,7 @@ func (r *Register) write(ctx context.Context, token fence.Token, data []byte, op
 			}
 		} else {
 			all := append([]any{req}, ops...)
-			if err := r.s.CheckMulti(all...); err != nil {
+			if err := r.side.CheckMulti(all...); err != nil {
 				return cur, nil, fmt.Errorf("fencezk: writing %s: %w", r.path, err)
 			}
 			res, err = conn.Multi(all...)
@@ -211,7 +214,7 @@ func (r *Register) write(ctx context.Context, token fence.Token, data []byte, op
 		case failed == 0 && errors.Is(err, zk.ErrNoNode) && cur.Version < 0:
 			// The register's parent is missing (or the chroot): create
 			// them as the recipes create their directories.
-			if err := r.s.EnsureDir(ctx, path.Dir(r.path), r.acl); err != nil {
+			if err := r.side.EnsureDir(ctx, path.Dir(r.path), r.acl); err != nil {
 				return cur, nil, fmt.Errorf("fencezk: creating the parents of %s: %w", recipe.ShortPath(r.path), err)
 			}
 			continue
@@ -255,13 +258,13 @@ func definite(err error) bool {
 // root returns a copy of op with its path below the chroot.
 func (r *Register) root(op any) (any, error) {
 	check := func(p string) (string, error) {
-		if err := zookeeper.ValidatePath(p); err != nil {
+		if err := zkside.ValidatePath(p); err != nil {
 			return "", fmt.Errorf("%w: %w", ErrBadOp, err)
 		}
 		if p == r.path {
 			return "", fmt.Errorf("%w: %s is the register itself", ErrBadOp, p)
 		}
-		return r.s.Chroot() + p, nil
+		return r.side.Chroot() + p, nil
 	}
 	var err error
 	switch o := op.(type) {
@@ -287,7 +290,7 @@ func (r *Register) root(op any) (any, error) {
 
 // unroot strips the chroot from the created paths of res.
 func (r *Register) unroot(res []zk.MultiResponse) []zk.MultiResponse {
-	if c := r.s.Chroot(); c != "" {
+	if c := r.side.Chroot(); c != "" {
 		for i := range res {
 			res[i].String = strings.TrimPrefix(res[i].String, c)
 		}

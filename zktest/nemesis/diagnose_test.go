@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/go-zookeeper/zk"
+	"github.com/zkrecipes/zkrecipes/internal/zkside"
 	"github.com/zkrecipes/zkrecipes/zktest"
 	"github.com/zkrecipes/zkrecipes/zookeeper"
 )
@@ -20,7 +21,7 @@ var errStuck = errors.New("stuck behind a blocker")
 func stuck() Recipe {
 	return Recipe{Name: "stuck", Allowed: AtMost(1), Fenced: always,
 		Open: func(s *zookeeper.Session, dir string) (Participant, error) {
-			return stuckParticipant{s: s, dir: s.Chroot() + dir}, nil
+			return stuckParticipant{s: s, dir: zkside.SessionOf(s).Chroot() + dir}, nil
 		}}
 }
 

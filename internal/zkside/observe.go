@@ -1,0 +1,105 @@
+package zkside
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/zkrecipes/zkrecipes/internal/loop"
+	"github.com/zkrecipes/zkrecipes/recipe"
+)
+
+// Source is a queue's head as Observe reads it.
+type Source[H any] interface {
+	// Read returns the head now, a channel closed when it may have changed,
+	// and the release of that watch.
+	Read(ctx context.Context) (h H, changed <-chan struct{}, release func(), err error)
+	// Same reports whether a reader that has a has nothing new in b.
+	Same(a, b H) bool
+}
+
+// Observe is the loop of zookeeper.Queue.ObserveHead and ObserveHeadAs: it
+// delivers conv(head) at once and after every change, on one goroutine of
+// o.Go. Delivery coalesces: a slow reader skips intermediate heads but
+// always receives the latest one, and a head read but not delivered yet is
+// dropped when a newer one is read. A read that fails is retried a second
+// later (logged at warning level) unless retrying cannot cure it
+// (recipe.Permanent; recipe.ErrMixedRecipes met twice a second apart):
+// then it is logged at error level and the channel is closed. The channel
+// is also closed when ctx ends or the Session is closed.
+func Observe[H, T any](ctx context.Context, o Observed, conv func(H) T) <-chan T {
+	out := make(chan T)
+	src := o.Source.(Source[H])
+	if !o.Go(func() { defer close(out); observe(ctx, o, src, conv, out) }) {
+		close(out)
+	}
+	return out
+}
+
+// observe is Observe's goroutine.
+func observe[H, T any](ctx context.Context, o Observed, src Source[H], conv func(H) T, out chan<- T) {
+	var delivered, pendingHead H // what the reader has; what it will have
+	var pending T                // conv(pendingHead)
+	havePending, first := false, true
+	ends := loop.Stopper{Confirm: recipe.ErrMixedRecipes}
+	for {
+		h, wake, stop, err := src.Read(ctx)
+		if err != nil {
+			if !retryRead(ctx, o, &ends, err) {
+				return
+			}
+			continue
+		}
+		ends.Stop(nil, false)
+		// Deliver h unless the reader already has it. A head read earlier
+		// but not delivered yet is dropped either way: it is stale now
+		// (case C16: a leader that came and went while the reader was
+		// slow must not be delivered after "no leader" was).
+		if first || !src.Same(delivered, h) {
+			pending, pendingHead, havePending, first = conv(h), h, true, false
+		} else {
+			havePending = false
+		}
+		for waiting := true; waiting; {
+			var send chan<- T
+			if havePending {
+				send = out
+			}
+			select {
+			case send <- pending:
+				delivered, havePending = pendingHead, false
+			case <-wake:
+				waiting = false
+			case <-ctx.Done():
+				stop()
+				return
+			case <-o.Quit:
+				stop()
+				return
+			}
+		}
+		stop()
+	}
+}
+
+// retryRead logs a failed read and waits a second before the next one; it
+// reports false when the observation ends instead.
+func retryRead(ctx context.Context, o Observed, ends *loop.Stopper, err error) bool {
+	if ctx.Err() != nil || errors.Is(err, recipe.ErrSessionClosed) {
+		return false
+	}
+	if ends.Stop(err, recipe.Permanent(err)) {
+		o.Log.Error("observe: reading the queue head failed, and retrying cannot help: the observation ends", "dir", recipe.ShortPath(o.Dir), "err", err)
+		return false
+	}
+	o.Log.Warn("observe: reading the queue head failed; retrying", "dir", recipe.ShortPath(o.Dir), "err", err)
+	t := time.NewTimer(time.Second)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+	case <-o.Quit:
+	}
+	return false
+}
