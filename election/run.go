@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/zkrecipes/zkrecipes/fence"
+	"github.com/zkrecipes/zkrecipes/internal/shortpath"
 	"github.com/zkrecipes/zkrecipes/internal/zkside"
 	"github.com/zkrecipes/zkrecipes/leader"
 	"github.com/zkrecipes/zkrecipes/recipe"
@@ -35,7 +36,7 @@ func Run(ctx context.Context, e *Election, value []byte, fn func(ctx context.Con
 		return fmt.Errorf("campaign value: %w", err)
 	}
 	return leader.Run(ctx, candidate{e, value}, fn, leader.WithBackOff(e.backoff),
-		leader.WithLogger(e.log.With("dir", recipe.ShortPath(e.Path()))), leader.WithPermanent(ErrCampaigning))
+		leader.WithLogger(e.log.With("dir", shortpath.Of(e.Path()))), leader.WithPermanent(ErrCampaigning))
 }
 
 // candidate is e campaigning with value, as the recipe.Lock of leader.Run:

@@ -10,6 +10,7 @@ import (
 
 	"github.com/zkrecipes/zkrecipes/fence"
 	"github.com/zkrecipes/zkrecipes/internal/notify"
+	"github.com/zkrecipes/zkrecipes/internal/shortpath"
 	"github.com/zkrecipes/zkrecipes/internal/zkside"
 	"github.com/zkrecipes/zkrecipes/recipe"
 	"github.com/zkrecipes/zkrecipes/zookeeper"
@@ -263,7 +264,7 @@ func (l *Latch) Leader(ctx context.Context) (zookeeper.Participant, error) {
 		return zookeeper.Participant{}, err
 	}
 	if !h.Present {
-		return zookeeper.Participant{}, fmt.Errorf("%w: %s", ErrNoLeader, recipe.ShortPath(l.path))
+		return zookeeper.Participant{}, fmt.Errorf("%w: %s", ErrNoLeader, shortpath.Of(l.path))
 	}
 	return h.Node, nil
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/zkrecipes/zkrecipes/fence"
 	"github.com/zkrecipes/zkrecipes/internal/loop"
 	"github.com/zkrecipes/zkrecipes/internal/notify"
+	"github.com/zkrecipes/zkrecipes/internal/shortpath"
 	"github.com/zkrecipes/zkrecipes/recipe"
 	"github.com/zkrecipes/zkrecipes/zookeeper"
 )
@@ -76,7 +77,7 @@ func (p *participant) attempt(ctx context.Context) (loop.Next, error) {
 		l.mu.Lock()
 		l.ticket = nt
 		l.mu.Unlock()
-		l.log.Info("latch: re-joined", "dir", recipe.ShortPath(l.path), "id", l.id, "node", nt.Name(),
+		l.log.Info("latch: re-joined", "dir", shortpath.Of(l.path), "id", l.id, "node", nt.Name(),
 			"session", fmt.Sprintf("0x%x", nt.SessionID()), "after", why)
 		p.joining = false
 	}
@@ -97,9 +98,9 @@ func (p *participant) retrying(err error) {
 	l := p.l
 	switch {
 	case p.joining:
-		l.log.Warn(rejoinFailed, "dir", recipe.ShortPath(l.path), "id", l.id, "err", err)
+		l.log.Warn(rejoinFailed, "dir", shortpath.Of(l.path), "id", l.id, "err", err)
 	case p.t.Err() == nil:
-		l.log.Warn(waitFailed, "dir", recipe.ShortPath(l.path), "id", l.id, "err", err)
+		l.log.Warn(waitFailed, "dir", shortpath.Of(l.path), "id", l.id, "err", err)
 	}
 }
 
@@ -155,7 +156,7 @@ func (l *Latch) follow(g *grant, cause error) {
 // (run's deferred Leave), Await returns err, listeners get it as final Cause.
 func (l *Latch) stop(err error) {
 	if !errors.Is(err, recipe.ErrSessionClosed) {
-		l.log.Error("latch: stopped: retrying cannot help", "dir", recipe.ShortPath(l.path), "id", l.id, "err", err)
+		l.log.Error("latch: stopped: retrying cannot help", "dir", shortpath.Of(l.path), "id", l.id, "err", err)
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/zkrecipes/zkrecipes/internal/shortpath"
 )
 
 // Sentinel errors, returned by every backend (ZooKeeper, etcd, PostgreSQL,
@@ -78,17 +80,6 @@ func Permanent(err error) bool {
 	return false
 }
 
-// ShortPath returns p as the messages and log lines of this module show a
-// znode path: p itself, or, when it is longer than 200 bytes (a path may be
-// up to a packet long), its first 64 bytes, "…" and its length. Recipes
-// built on a Session use it for the paths they log or put in errors.
-func ShortPath(p string) string {
-	if len(p) > 200 {
-		return fmt.Sprintf("%s… (%d bytes)", p[:64], len(p))
-	}
-	return p
-}
-
 // OpError describes a failed operation of a backend: which operation, on
 // what, and the underlying error, which stays reachable with errors.Is /
 // errors.As: a request the server refused or that could not be confirmed.
@@ -106,7 +97,7 @@ func (e *OpError) Error() string {
 	if e.Path == "" {
 		return fmt.Sprintf("recipe: %s: %s", e.Op, unprefixed(e.Err))
 	}
-	return fmt.Sprintf("recipe: %s %s: %s", e.Op, ShortPath(e.Path), unprefixed(e.Err))
+	return fmt.Sprintf("recipe: %s %s: %s", e.Op, shortpath.Of(e.Path), unprefixed(e.Err))
 }
 
 // Unwrap returns the underlying error.

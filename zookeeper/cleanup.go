@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/zkrecipes/zkrecipes/internal/shortpath"
 	"github.com/zkrecipes/zkrecipes/recipe"
 )
 
@@ -93,12 +94,12 @@ func (c cleanupItem) finish() {
 	}
 }
 
-// String names the node for a log line, its path shortened (recipe.ShortPath).
+// String names the node for a log line, its path shortened (shortpath.Of).
 func (c cleanupItem) String() string {
 	if c.path != "" {
-		return recipe.ShortPath(c.path)
+		return shortpath.Of(c.path)
 	}
-	return recipe.ShortPath(c.dir) + "/*" + c.guid + "*"
+	return shortpath.Of(c.dir) + "/*" + c.guid + "*"
 }
 
 // queueLocked hands it to the cleaner. An item of a lost session is

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/go-zookeeper/zk"
+	"github.com/zkrecipes/zkrecipes/internal/shortpath"
 	"github.com/zkrecipes/zkrecipes/recipe"
 )
 
@@ -344,7 +345,7 @@ func (s *Session) ensurePath(p string, acl []zk.ACL) error {
 	if !strings.HasPrefix(p, s.chroot+"/") {
 		what = "chroot znode"
 	}
-	return fmt.Errorf("creating the %s %s: %w", what, recipe.ShortPath(p), err)
+	return fmt.Errorf("creating the %s %s: %w", what, shortpath.Of(p), err)
 }
 
 // ensureDir is zkside.Session.EnsureDir: dir below the chroot ("/" for the

@@ -10,7 +10,7 @@ import (
 	"sync"
 
 	"github.com/go-zookeeper/zk"
-	"github.com/zkrecipes/zkrecipes/recipe"
+	"github.com/zkrecipes/zkrecipes/internal/shortpath"
 )
 
 // The sequence limit (docs/design.md#the-sequence-limit).
@@ -111,10 +111,10 @@ func (w *limitWarnings) warn(q *Queue, remaining int64) {
 	w.mu.Unlock()
 	if reached {
 		q.s.log.Warn("sequence counter at its limit: ordering the directory's nodes by creation, one read per node per wakeup; "+limitRemedy,
-			"dir", recipe.ShortPath(q.dir))
+			"dir", shortpath.Of(q.dir))
 		return
 	}
-	q.s.log.Warn("sequence counter near its limit; "+limitRemedy, "dir", recipe.ShortPath(q.dir), "remaining", remaining)
+	q.s.log.Warn("sequence counter near its limit; "+limitRemedy, "dir", shortpath.Of(q.dir), "remaining", remaining)
 }
 
 // order puts a parsed listing (parseListing's sequence order) in queue
@@ -129,7 +129,7 @@ func (q *Queue) order(ctx context.Context, nodes []NodeName, cache map[string]in
 	}
 	for _, n := range nodes {
 		if n.Anchored && pastLimit(n.Anchor) {
-			return nil, fmt.Errorf("%w: %s holds %s, anchored to a position past it", ErrSequenceLimit, recipe.ShortPath(q.dir), n.Name)
+			return nil, fmt.Errorf("%w: %s holds %s, anchored to a position past it", ErrSequenceLimit, shortpath.Of(q.dir), n.Name)
 		}
 	}
 	q.s.limits.warn(q, 0)

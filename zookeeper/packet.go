@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/go-zookeeper/zk"
+	"github.com/zkrecipes/zkrecipes/internal/shortpath"
 	"github.com/zkrecipes/zkrecipes/internal/zkwire"
 	"github.com/zkrecipes/zkrecipes/recipe"
 )
@@ -110,7 +111,7 @@ func (q *Queue) checkFrame(data []byte, frame int) error {
 	}
 	if frame > q.s.cfg.maxPacket {
 		return fmt.Errorf("%w: the create of a node of %s with %d bytes of data would be a %d-byte request, over the session's packet limit of %d bytes "+
-			"(the servers' jute.maxbuffer: see zookeeper.WithMaxPacket)", recipe.ErrTooLarge, recipe.ShortPath(q.dir), len(data), frame, q.s.cfg.maxPacket)
+			"(the servers' jute.maxbuffer: see zookeeper.WithMaxPacket)", recipe.ErrTooLarge, shortpath.Of(q.dir), len(data), frame, q.s.cfg.maxPacket)
 	}
 	return nil
 }
@@ -135,15 +136,15 @@ func (s *Session) checkRequest(multi bool, ops []any) error {
 		var desc string
 		switch o := op.(type) {
 		case *zk.CreateRequest:
-			body, desc = zkwire.CreateBody(len(o.Path), len(o.Data), o.Acl), fmt.Sprintf("create of %s with %d bytes of data", recipe.ShortPath(o.Path), len(o.Data))
+			body, desc = zkwire.CreateBody(len(o.Path), len(o.Data), o.Acl), fmt.Sprintf("create of %s with %d bytes of data", shortpath.Of(o.Path), len(o.Data))
 			writes = append(writes, write{o.Path, len(o.Data)})
 		case *zk.SetDataRequest:
-			body, desc = zkwire.SetDataBody(len(o.Path), len(o.Data)), fmt.Sprintf("setData of %s with %d bytes of data", recipe.ShortPath(o.Path), len(o.Data))
+			body, desc = zkwire.SetDataBody(len(o.Path), len(o.Data)), fmt.Sprintf("setData of %s with %d bytes of data", shortpath.Of(o.Path), len(o.Data))
 			writes = append(writes, write{o.Path, len(o.Data)})
 		case *zk.DeleteRequest:
-			body, desc = zkwire.DeleteBody(len(o.Path)), "delete of "+recipe.ShortPath(o.Path)
+			body, desc = zkwire.DeleteBody(len(o.Path)), "delete of "+shortpath.Of(o.Path)
 		case *zk.CheckVersionRequest:
-			body, desc = zkwire.CheckBody(len(o.Path)), "check of "+recipe.ShortPath(o.Path)
+			body, desc = zkwire.CheckBody(len(o.Path)), "check of "+shortpath.Of(o.Path)
 		default:
 			return fmt.Errorf("%w: op %d: %T is not a create, setData, delete or check request", recipe.ErrBadOption, i, op)
 		}
@@ -165,7 +166,7 @@ func (s *Session) checkRequest(multi bool, ops []any) error {
 	for _, w := range writes {
 		if n := zkwire.GetDataReply(w.data); n > s.cfg.maxPacket {
 			return fmt.Errorf("%w: %d bytes of data for %s would take a %d-byte getData reply to read back, over the session's packet limit of %d bytes "+
-				"(the servers' jute.maxbuffer: see zookeeper.WithMaxPacket)", recipe.ErrTooLarge, w.data, recipe.ShortPath(w.path), n, s.cfg.maxPacket)
+				"(the servers' jute.maxbuffer: see zookeeper.WithMaxPacket)", recipe.ErrTooLarge, w.data, shortpath.Of(w.path), n, s.cfg.maxPacket)
 		}
 	}
 	return nil

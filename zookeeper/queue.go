@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/zkrecipes/zkrecipes/internal/grant"
+	"github.com/zkrecipes/zkrecipes/internal/shortpath"
 	"github.com/zkrecipes/zkrecipes/recipe"
 )
 
@@ -238,25 +239,25 @@ func (q *Queue) TryAcquire(ctx context.Context, kind string, data []byte) (recip
 func (q *Queue) AcquireAnchored(ctx context.Context, kind string, data []byte, anchor recipe.Lease) (recipe.Lease, error) {
 	c := q.contract
 	if !c.anchors {
-		return nil, fmt.Errorf("%w: anchored nodes need a queue declared with AllowsAnchors (%s)", recipe.ErrBadOption, recipe.ShortPath(q.dir))
+		return nil, fmt.Errorf("%w: anchored nodes need a queue declared with AllowsAnchors (%s)", recipe.ErrBadOption, shortpath.Of(q.dir))
 	}
 	var l *lease
 	if a, ok := anchor.(queueLease); ok {
 		l = a.queueNode()
 	}
 	if l == nil || l.s != q.s || path.Dir(l.path) != q.adir {
-		return nil, fmt.Errorf("%w: the anchor must be a lease of %s on the same session", recipe.ErrBadOption, recipe.ShortPath(q.dir))
+		return nil, fmt.Errorf("%w: the anchor must be a lease of %s on the same session", recipe.ErrBadOption, shortpath.Of(q.dir))
 	}
 	n, ok := parseNodeName(path.Base(l.path), c.anchorKinds)
 	if !ok || n.Anchored {
-		return nil, fmt.Errorf("%w: the anchor must be a node of kind %q of %s, not %s", recipe.ErrBadOption, c.anchorKinds, recipe.ShortPath(q.dir), path.Base(l.path))
+		return nil, fmt.Errorf("%w: the anchor must be a node of kind %q of %s, not %s", recipe.ErrBadOption, c.anchorKinds, shortpath.Of(q.dir), path.Base(l.path))
 	}
 	if lctx := l.Context(); lctx.Err() != nil {
 		return nil, errorf("%w (%w)", recipe.ErrLeaseLost, context.Cause(lctx))
 	}
 	if pastLimit(n.Seq) {
 		// Its position could not be placed in the creation order (see order).
-		return nil, fmt.Errorf("%w: %s: the anchor %s is past it", ErrSequenceLimit, recipe.ShortPath(q.dir), path.Base(l.path))
+		return nil, fmt.Errorf("%w: %s: the anchor %s is past it", ErrSequenceLimit, shortpath.Of(q.dir), path.Base(l.path))
 	}
 	return q.acquire(ctx, kind, data, true, &anchorSpec{path: l.path, seq: n.Seq, token: int64(l.Token())})
 }
@@ -359,7 +360,7 @@ func (f *inflight) wait(ctx context.Context) error {
 // mixed is the error of a listing that holds nodes of another recipe's
 // kind k.
 func (q *Queue) mixed(k string) error {
-	return fmt.Errorf("%w: %s has %q nodes beside this recipe's %q", recipe.ErrMixedRecipes, recipe.ShortPath(q.dir), k, q.kinds)
+	return fmt.Errorf("%w: %s has %q nodes beside this recipe's %q", recipe.ErrMixedRecipes, shortpath.Of(q.dir), k, q.kinds)
 }
 
 // vanished explains why the own node is no longer listed.
@@ -367,7 +368,7 @@ func (q *Queue) vanished(ep *epoch) error {
 	if ep.ctx.Err() != nil {
 		return context.Cause(ep.ctx)
 	}
-	return fmt.Errorf("%w: %s", recipe.ErrNodeDeleted, recipe.ShortPath(q.dir))
+	return fmt.Errorf("%w: %s", recipe.ErrNodeDeleted, shortpath.Of(q.dir))
 }
 
 func (q *Queue) wrap(op string, err error) error {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/zkrecipes/zkrecipes/internal/life"
 	"github.com/zkrecipes/zkrecipes/internal/notify"
+	"github.com/zkrecipes/zkrecipes/internal/shortpath"
 	"github.com/zkrecipes/zkrecipes/internal/zkwire"
 	"github.com/zkrecipes/zkrecipes/recipe"
 )
@@ -144,7 +145,7 @@ func Connect(ctx context.Context, servers []string, opts ...Option) (*Session, e
 		return nil, err
 	}
 	s.life.Go(s.cleaner.run)
-	s.log.Info("session connected", "session", fmt.Sprintf("0x%x", s.ID()), "timeout", s.SessionTimeout(), "chroot", recipe.ShortPath(chroot), "policy", cfg.policy.describe())
+	s.log.Info("session connected", "session", fmt.Sprintf("0x%x", s.ID()), "timeout", s.SessionTimeout(), "chroot", shortpath.Of(chroot), "policy", cfg.policy.describe())
 	return s, nil
 }
 

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/go-zookeeper/zk"
+	"github.com/zkrecipes/zkrecipes/internal/shortpath"
 	"github.com/zkrecipes/zkrecipes/recipe"
 )
 
@@ -117,11 +118,11 @@ func (q *Queue) wait(ctx context.Context, t *Ticket, block bool, fs *fastStart) 
 func (q *Queue) decide(nodes []NodeName, self int) (holds bool, watch []int, err error) {
 	defer func() {
 		if v := recover(); v != nil {
-			q.s.log.Debug("queue rule panicked", "dir", recipe.ShortPath(q.dir), "panic", v, "stack", string(debug.Stack()))
+			q.s.log.Debug("queue rule panicked", "dir", shortpath.Of(q.dir), "panic", v, "stack", string(debug.Stack()))
 			if e, ok := v.(error); ok {
-				err = fmt.Errorf("%w: the rule for %s panicked: %w", recipe.ErrBadOption, recipe.ShortPath(q.dir), e)
+				err = fmt.Errorf("%w: the rule for %s panicked: %w", recipe.ErrBadOption, shortpath.Of(q.dir), e)
 			} else {
-				err = fmt.Errorf("%w: the rule for %s panicked: %v", recipe.ErrBadOption, recipe.ShortPath(q.dir), v)
+				err = fmt.Errorf("%w: the rule for %s panicked: %v", recipe.ErrBadOption, shortpath.Of(q.dir), v)
 			}
 		}
 	}()
@@ -137,7 +138,7 @@ func (q *Queue) locked(name string, paths []string) error {
 	for i, p := range paths {
 		names[i] = path.Base(p)
 	}
-	return fmt.Errorf("%w: %s (%s not granted; it would wait for a change to %s)", recipe.ErrLocked, recipe.ShortPath(q.dir), name, strings.Join(names, ", "))
+	return fmt.Errorf("%w: %s (%s not granted; it would wait for a change to %s)", recipe.ErrLocked, shortpath.Of(q.dir), name, strings.Join(names, ", "))
 }
 
 // list reads the directory's children: the pipelined listing if there is
@@ -196,12 +197,12 @@ func (q *Queue) watchPaths(nodes []NodeName, self int, watch []int) ([]string, e
 	paths := make([]string, 0, len(watch))
 	for _, w := range watch {
 		if w < 0 || w >= len(nodes) || w == self {
-			return nil, fmt.Errorf("%w: the rule for %s named no valid node to watch (index %d of %d)", recipe.ErrBadOption, recipe.ShortPath(q.dir), w, len(nodes))
+			return nil, fmt.Errorf("%w: the rule for %s named no valid node to watch (index %d of %d)", recipe.ErrBadOption, shortpath.Of(q.dir), w, len(nodes))
 		}
 		paths = append(paths, q.adir+"/"+nodes[w].Name)
 	}
 	if len(paths) == 0 {
-		return nil, fmt.Errorf("%w: the rule for %s named no node to watch", recipe.ErrBadOption, recipe.ShortPath(q.dir))
+		return nil, fmt.Errorf("%w: the rule for %s named no node to watch", recipe.ErrBadOption, shortpath.Of(q.dir))
 	}
 	return paths, nil
 }

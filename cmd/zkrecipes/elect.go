@@ -11,7 +11,7 @@ import (
 
 	"github.com/zkrecipes/zkrecipes/election"
 	"github.com/zkrecipes/zkrecipes/fence"
-	"github.com/zkrecipes/zkrecipes/recipe"
+	"github.com/zkrecipes/zkrecipes/internal/shortpath"
 	"github.com/zkrecipes/zkrecipes/zookeeper"
 )
 
@@ -90,7 +90,7 @@ func runElect(args []string, stdout, stderr io.Writer) int {
 }
 
 func electMain(f *electFlags, path string, argv []string, stderr io.Writer) int {
-	log := f.logger(stderr).With("path", recipe.ShortPath(path), "id", f.id)
+	log := f.logger(stderr).With("path", shortpath.Of(path), "id", f.id)
 	var s *zookeeper.Session
 	sv, code := f.supervise(log, func(ctx context.Context, met *metricsServer) (func(), int) {
 		var code int

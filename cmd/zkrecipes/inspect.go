@@ -16,10 +16,10 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/zkrecipes/zkrecipes/election"
+	"github.com/zkrecipes/zkrecipes/internal/shortpath"
 	"github.com/zkrecipes/zkrecipes/internal/zkside"
 	"github.com/zkrecipes/zkrecipes/latch"
 	"github.com/zkrecipes/zkrecipes/mutex"
-	"github.com/zkrecipes/zkrecipes/recipe"
 	"github.com/zkrecipes/zkrecipes/zookeeper"
 )
 
@@ -107,7 +107,7 @@ type Entry struct {
 }
 
 func inspectMain(f *inspectFlags, path string, stdout, stderr io.Writer) int {
-	log := f.logger(stderr).With("path", recipe.ShortPath(path))
+	log := f.logger(stderr).With("path", shortpath.Of(path))
 	sigs := notifySignals()
 	defer signal.Stop(sigs)
 	ctx, stop := context.WithCancel(context.Background())

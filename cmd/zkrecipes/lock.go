@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/zkrecipes/zkrecipes/internal/shortpath"
 	"github.com/zkrecipes/zkrecipes/recipe"
 	"github.com/zkrecipes/zkrecipes/zookeeper"
 )
@@ -119,7 +120,7 @@ func runLock(args []string, stdout, stderr io.Writer) int {
 }
 
 func lockMain(f *lockFlags, path string, argv []string, stderr io.Writer) int {
-	log := f.logger(stderr).With("path", recipe.ShortPath(path))
+	log := f.logger(stderr).With("path", shortpath.Of(path))
 	if f.backend != zkBackend {
 		log = log.With("backend", string(f.backend))
 		// Before connecting, as ZooKeeper paths are: a bad name is a usage

@@ -29,6 +29,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/zkrecipes/zkrecipes/internal/shortpath"
 	"github.com/zkrecipes/zkrecipes/internal/zkside"
 	"github.com/zkrecipes/zkrecipes/recipe"
 	"github.com/zkrecipes/zkrecipes/zookeeper"
@@ -353,10 +354,10 @@ func usageError(stderr io.Writer, fs *flag.FlagSet, format string, args ...any) 
 	return exitUsage
 }
 
-// quotePath quotes p for a message: a path recipe.ShortPath shortens is
+// quotePath quotes p for a message: a path shortpath.Of shortens is
 // shortened the same way (its first 64 bytes, quoted, and its length).
 func quotePath(p string) string {
-	if recipe.ShortPath(p) == p {
+	if shortpath.Of(p) == p {
 		return strconv.Quote(p)
 	}
 	return fmt.Sprintf("%q… (%d bytes)", p[:64], len(p))

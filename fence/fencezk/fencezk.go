@@ -28,6 +28,7 @@ import (
 
 	"github.com/go-zookeeper/zk"
 	"github.com/zkrecipes/zkrecipes/fence"
+	"github.com/zkrecipes/zkrecipes/internal/shortpath"
 	"github.com/zkrecipes/zkrecipes/internal/zkside"
 	"github.com/zkrecipes/zkrecipes/recipe"
 	"github.com/zkrecipes/zkrecipes/zookeeper"
@@ -101,7 +102,7 @@ func (r *Register) Read(ctx context.Context) (Value, error) {
 		return Value{Version: -1}, nil
 	}
 	if err != nil {
-		return Value{}, fmt.Errorf("fencezk: reading %s: %w", recipe.ShortPath(r.path), err)
+		return Value{}, fmt.Errorf("fencezk: reading %s: %w", shortpath.Of(r.path), err)
 	}
 	return decode(r.path, data, st.Version)
 }
@@ -168,7 +169,7 @@ func (r *Register) write(ctx context.Context, token fence.Token, data []byte, op
 		switch {
 		case errors.Is(err, zk.ErrNoNode): // the empty register: created below with the write
 		case err != nil:
-			return Value{}, nil, fmt.Errorf("fencezk: reading %s: %w", recipe.ShortPath(r.path), err)
+			return Value{}, nil, fmt.Errorf("fencezk: reading %s: %w", shortpath.Of(r.path), err)
 		default:
 			if cur, err = decode(r.path, raw, st.Version); err != nil {
 				return Value{}, nil, err
@@ -215,7 +216,7 @@ func (r *Register) write(ctx context.Context, token fence.Token, data []byte, op
 			// The register's parent is missing (or the chroot): create
 			// them as the recipes create their directories.
 			if err := r.side.EnsureDir(ctx, path.Dir(r.path), r.acl); err != nil {
-				return cur, nil, fmt.Errorf("fencezk: creating the parents of %s: %w", recipe.ShortPath(r.path), err)
+				return cur, nil, fmt.Errorf("fencezk: creating the parents of %s: %w", shortpath.Of(r.path), err)
 			}
 			continue
 		case failed == 0 && errors.Is(err, zk.ErrNoNode):
@@ -223,11 +224,11 @@ func (r *Register) write(ctx context.Context, token fence.Token, data []byte, op
 		case failed > 0:
 			return cur, r.unroot(res), fmt.Errorf("fencezk: op %d refused, nothing applied: %w", failed-1, err)
 		case errors.Is(err, zk.ErrShortBuffer): // over the send buffer: never sent
-			return cur, nil, fmt.Errorf("fencezk: writing %s: %w: %w", recipe.ShortPath(r.path), recipe.ErrTooLarge, err)
+			return cur, nil, fmt.Errorf("fencezk: writing %s: %w: %w", shortpath.Of(r.path), recipe.ErrTooLarge, err)
 		case res == nil && !definite(err):
-			return cur, nil, fmt.Errorf("%w: writing %s: %w", fence.ErrUncertain, recipe.ShortPath(r.path), err)
+			return cur, nil, fmt.Errorf("%w: writing %s: %w", fence.ErrUncertain, shortpath.Of(r.path), err)
 		}
-		return cur, nil, fmt.Errorf("fencezk: writing %s: %w", recipe.ShortPath(r.path), err)
+		return cur, nil, fmt.Errorf("fencezk: writing %s: %w", shortpath.Of(r.path), err)
 	}
 }
 
@@ -314,11 +315,11 @@ func decode(path string, raw []byte, version int32) (Value, error) {
 	}
 	line, data, ok := bytes.Cut(raw, []byte{'\n'})
 	if !ok || !bytes.HasPrefix(line, []byte(header)) {
-		return Value{}, fmt.Errorf("%w: %s holds %.40q", ErrNotRegister, recipe.ShortPath(path), raw)
+		return Value{}, fmt.Errorf("%w: %s holds %.40q", ErrNotRegister, shortpath.Of(path), raw)
 	}
 	t, err := fence.ParseToken(string(line[len(header):]))
 	if err != nil {
-		return Value{}, fmt.Errorf("%w: %s: %w", ErrNotRegister, recipe.ShortPath(path), err)
+		return Value{}, fmt.Errorf("%w: %s: %w", ErrNotRegister, shortpath.Of(path), err)
 	}
 	return Value{Token: t, Data: data, Version: version}, nil
 }

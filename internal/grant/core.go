@@ -15,6 +15,7 @@ import (
 	"sync/atomic"
 
 	"github.com/zkrecipes/zkrecipes/fence"
+	"github.com/zkrecipes/zkrecipes/internal/shortpath"
 	"github.com/zkrecipes/zkrecipes/recipe"
 )
 
@@ -101,7 +102,7 @@ func (r *Reporter) lost(token fence.Token, cause error) {
 	if errors.Is(cause, recipe.ErrSessionClosed) {
 		level = slog.LevelDebug
 	}
-	log.Log(context.Background(), level, r.Backend+": lease lost", "lock", recipe.ShortPath(r.Dir), "token", int64(token), "cause", cause)
+	log.Log(context.Background(), level, r.Backend+": lease lost", "lock", shortpath.Of(r.Dir), "token", int64(token), "cause", cause)
 }
 
 // Release is the Release of recipe.Lease, given the backend's two steps:

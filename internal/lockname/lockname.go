@@ -15,6 +15,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/zkrecipes/zkrecipes/internal/shortpath"
 	"github.com/zkrecipes/zkrecipes/recipe"
 )
 
@@ -28,7 +29,7 @@ type Error struct {
 }
 
 // Error implements error. A name longer than 200 bytes is shortened as
-// recipe.ShortPath shortens a path (Quote).
+// shortpath.Of shortens a path (Quote).
 func (e *Error) Error() string {
 	return fmt.Sprintf("%s: invalid lock name %s: %s", e.Backend, Quote(e.Name), e.Reason)
 }
@@ -39,11 +40,11 @@ func (e *Error) Is(target error) bool { return target == recipe.ErrInvalidPath }
 // Unwrap returns Err.
 func (e *Error) Unwrap() error { return e.Err }
 
-// Quote returns name quoted (strconv.Quote), or, when recipe.ShortPath
+// Quote returns name quoted (strconv.Quote), or, when shortpath.Of
 // would shorten it (over 200 bytes), its first 64 bytes quoted, "…" and its
 // length: an error about a 10 MiB name stays a line long.
 func Quote(name string) string {
-	if recipe.ShortPath(name) == name {
+	if shortpath.Of(name) == name {
 		return strconv.Quote(name)
 	}
 	return fmt.Sprintf("%q… (%d bytes)", name[:64], len(name))

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/zkrecipes/zkrecipes/internal/loop"
+	"github.com/zkrecipes/zkrecipes/internal/shortpath"
 	"github.com/zkrecipes/zkrecipes/recipe"
 )
 
@@ -89,10 +90,10 @@ func retryRead(ctx context.Context, o Observed, ends *loop.Stopper, err error) b
 		return false
 	}
 	if ends.Stop(err, recipe.Permanent(err)) {
-		o.Log.Error("observe: reading the queue head failed, and retrying cannot help: the observation ends", "dir", recipe.ShortPath(o.Dir), "err", err)
+		o.Log.Error("observe: reading the queue head failed, and retrying cannot help: the observation ends", "dir", shortpath.Of(o.Dir), "err", err)
 		return false
 	}
-	o.Log.Warn("observe: reading the queue head failed; retrying", "dir", recipe.ShortPath(o.Dir), "err", err)
+	o.Log.Warn("observe: reading the queue head failed; retrying", "dir", shortpath.Of(o.Dir), "err", err)
 	t := time.NewTimer(time.Second)
 	defer t.Stop()
 	select {
