@@ -300,7 +300,7 @@ func TestSkipRelistOnlyWhenProven(t *testing.T) {
 	two := []NodeName{node(1, false), node(2, false)}
 	// The loop skips on skipCandidate and a wakeup by deletion.
 	skips := func(q *Queue, nodes []NodeName, self int, watch []int, w *wakeup) bool {
-		return w.deleted && q.skipCandidate(nodes, self, watch)
+		return w.deleted && (&fastWait{q: q}).skipCandidate(nodes, self, watch)
 	}
 	fired := &wakeup{deleted: true}
 	changed := &wakeup{deleted: false}
@@ -479,7 +479,7 @@ func TestReleaseRetryChecksOwner(t *testing.T) {
 	if st == nil || st.EphemeralOwner != in.Conn().SessionID() {
 		t.Fatalf("the other session's node at the lease's path was deleted or replaced: %+v", st)
 	}
-	if n := s.pendingCleanup(); n != 0 {
+	if n := s.cleaner.pending(); n != 0 {
 		t.Fatalf("%d cleanup items left", n)
 	}
 }

@@ -10,9 +10,16 @@ import (
 	"github.com/zkrecipes/zkrecipes/recipe"
 )
 
-// Requests on behalf of a caller: one attempt (call), or attempts until
-// success, a lasting error, ctx's end or Close (retry). They run on the
-// Session's workers (pool.go) so that the caller can stop waiting.
+// requests runs requests on behalf of a caller: one attempt (call), or
+// attempts until success, a lasting error, ctx's end or Close (retry).
+// They run on the Session's workers (pool.go) so that the caller can stop
+// waiting.
+type requests struct {
+	pool       *workers
+	conns      *connState // retries wait for the connection
+	quit       <-chan struct{}
+	newBackOff func() backoff.BackOff
+}
 
 // retry runs op until it succeeds, fails with a non-connection error, ctx
 // ends, or the session is closed. Between attempts it waits for the
@@ -20,8 +27,8 @@ import (
 // op sends: over DefaultMaxPacket, op is not tried again once they lost
 // their connection right after being sent maxLostSends times in a row (see
 // packet.go); it then fails with an error matching recipe.ErrTooLarge.
-func (s *Session) retry(ctx context.Context, size int, op func() error) error {
-	err, _ := s.retryLate(ctx, &lostSends{size: size}, op, nil)
+func (r *requests) retry(ctx context.Context, size int, op func() error) error {
+	err, _ := r.retryLate(ctx, &lostSends{size: size}, op, nil)
 	return err
 }
 
@@ -32,7 +39,7 @@ func (s *Session) retry(ctx context.Context, size int, op func() error) error {
 // abandoned reports that this happened: late will be called (once) after
 // the in-flight request completes. sends carries the size of op's requests
 // and counts its connection losses (see packet.go).
-func (s *Session) retryLate(ctx context.Context, sends *lostSends, op func() error, late func(error)) (_ error, abandoned bool) {
+func (r *requests) retryLate(ctx context.Context, sends *lostSends, op func() error, late func(error)) (_ error, abandoned bool) {
 	var b backoff.BackOff
 	for first := true; ; first = false {
 		// The first attempt is made even on a done ctx: cleanup deletes rely
@@ -40,7 +47,7 @@ func (s *Session) retryLate(ctx context.Context, sends *lostSends, op func() err
 		if err := ctx.Err(); err != nil && !first {
 			return context.Cause(ctx), false
 		}
-		err, abandoned := s.callLate(ctx, op, late)
+		err, abandoned := r.callLate(ctx, op, late)
 		if abandoned {
 			return err, true
 		}
@@ -54,13 +61,13 @@ func (s *Session) retryLate(ctx context.Context, sends *lostSends, op func() err
 			return err, false
 		}
 		if b == nil {
-			b = s.cfg.newBackOff()
+			b = r.newBackOff()
 		}
 		d := b.NextBackOff()
 		if d == backoff.Stop {
 			return err, false
 		}
-		if werr := s.awaitConnected(ctx); werr != nil {
+		if werr := r.conns.awaitConnected(ctx); werr != nil {
 			return werr, false
 		}
 		t := time.NewTimer(d)
@@ -69,7 +76,7 @@ func (s *Session) retryLate(ctx context.Context, sends *lostSends, op func() err
 		case <-ctx.Done():
 			t.Stop()
 			return context.Cause(ctx), false
-		case <-s.quit:
+		case <-r.quit:
 			t.Stop()
 			return recipe.ErrSessionClosed, false
 		}
@@ -83,8 +90,8 @@ func (s *Session) retryLate(ctx context.Context, sends *lostSends, op func() err
 // ctx can never end, the request runs on a goroutine of its own and the
 // caller stops waiting when ctx ends (or the session is closed); the request
 // still completes in the background, and late (if set) gets its outcome.
-func (s *Session) call(ctx context.Context, op func() error, late func(error)) error {
-	err, _ := s.callLate(ctx, op, late)
+func (r *requests) call(ctx context.Context, op func() error, late func(error)) error {
+	err, _ := r.callLate(ctx, op, late)
 	return err
 }
 
@@ -93,13 +100,13 @@ func (s *Session) call(ctx context.Context, op func() error, late func(error)) e
 //
 // The request runs on one of the Session's workers (no goroutine and no
 // channel is made per request: the handshake below is pooled).
-func (s *Session) callLate(ctx context.Context, op func() error, late func(error)) (_ error, abandoned bool) {
+func (r *requests) callLate(ctx context.Context, op func() error, late func(error)) (_ error, abandoned bool) {
 	if ctx.Done() == nil {
 		return op(), false
 	}
 	c := callPool.Get().(*pendingCall)
 	c.state.Store(0)
-	s.pool.run(func() {
+	r.pool.run(func() {
 		err := op()
 		if c.state.CompareAndSwap(0, 1) {
 			c.done <- err
@@ -117,7 +124,7 @@ func (s *Session) callLate(ctx context.Context, op func() error, late func(error
 		return err, false
 	case <-ctx.Done():
 		cause = context.Cause(ctx)
-	case <-s.quit:
+	case <-r.quit:
 		cause = recipe.ErrSessionClosed
 	}
 	if c.state.CompareAndSwap(0, 2) {

@@ -2,8 +2,10 @@ package zookeeper
 
 import (
 	"fmt"
+	"log/slog"
 	"time"
 
+	"github.com/go-zookeeper/zk"
 	"github.com/zkrecipes/zkrecipes/internal/shortpath"
 	"github.com/zkrecipes/zkrecipes/recipe"
 )
@@ -14,10 +16,19 @@ import (
 // reconnection of the session that owns them, and sets again the own-node
 // watches queued for it (leaseRegistry.rewatchAll: consumed by a data
 // change, or a read that failed; a reconnection's re-registration is
-// go-zookeeper's). items is under Session.mu. See
+// go-zookeeper's). items is under mu. See
 // docs/design.md#cleanup-and-delete-by-version.
 type cleaner struct {
-	s     *Session
+	mu             *sessionLock
+	conns          *connState     // whose session owns an item, whether it is connected
+	leases         *leaseRegistry // own-node watches to set again
+	req            *requests
+	wire           *wireState // the session timeout, the default cleanup timeout
+	conn           *zk.Conn   // set once Connect has it
+	log            *slog.Logger
+	cleanupTimeout time.Duration // WithCleanupTimeout (0: the session timeout)
+	quit           <-chan struct{}
+
 	items []cleanupItem
 	kick  chan struct{} // wakes the janitor
 }
@@ -106,9 +117,8 @@ func (c cleanupItem) String() string {
 // finished at once (its node went with the session, as far as anyone
 // waiting for it is concerned) but kept, in case the session comes back.
 func (cl *cleaner) queueLocked(it cleanupItem) {
-	s := cl.s
 	it = it.sized()
-	if s.conns.ownerLostLocked(it.owner) {
+	if cl.conns.ownerLostLocked(it.owner) {
 		it.finish()
 		it.done = nil
 	}
@@ -120,22 +130,21 @@ func (cl *cleaner) queueLocked(it cleanupItem) {
 // something is left, it sets own-node watches again and retries the
 // deferred deletes while the connection is up.
 func (cl *cleaner) run() {
-	s := cl.s
 	var retry <-chan time.Time
 	for {
 		select {
-		case <-s.quit:
+		case <-cl.quit:
 			return
 		case <-cl.kick:
 		case <-retry:
 		}
 		retry = nil
-		ok := s.leases.rewatchAll()
-		s.mu.Lock()
+		ok := cl.leases.rewatchAll()
+		cl.mu.Lock()
 		items := cl.items
 		cl.items = nil
-		connected := s.conns.state.IsConnected()
-		s.mu.Unlock()
+		connected := cl.conns.state.IsConnected()
+		cl.mu.Unlock()
 		failed, closing := cl.round(items, connected)
 		if closing {
 			return
@@ -154,7 +163,6 @@ func (cl *cleaner) run() {
 // up, and returns those to try again. closing reports that the Session is
 // closing (every item left is finished).
 func (cl *cleaner) round(items []cleanupItem, connected bool) (failed []cleanupItem, closing bool) {
-	s := cl.s
 	for i, it := range items {
 		if !connected {
 			return append(failed, items[i:]...), false
@@ -163,14 +171,14 @@ func (cl *cleaner) round(items []cleanupItem, connected bool) (failed []cleanupI
 		switch {
 		case err == nil:
 			it.finish()
-			s.log.Debug("session cleaner: deleted", "node", it.String())
+			cl.log.Debug("session cleaner: deleted", "node", it.String())
 		case isClosing(err):
 			for _, it := range items[i:] {
 				it.finish()
 			}
 			return nil, true
 		case !isConnErr(err):
-			s.log.Error("session cleaner: delete failed", "node", it.String(), "err", err)
+			cl.log.Error("session cleaner: delete failed", "node", it.String(), "err", err)
 			it.finish()
 		default:
 			connected = false
@@ -189,17 +197,16 @@ func (cl *cleaner) round(items []cleanupItem, connected bool) (failed []cleanupI
 // lost session finished, as queueLocked does), or finishes them
 // when the Session is closed.
 func (cl *cleaner) requeue(failed []cleanupItem) {
-	s := cl.s
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	if cl.mu.closed {
 		for _, it := range failed {
 			it.finish()
 		}
 		return
 	}
 	for i := range failed {
-		if s.conns.ownerLostLocked(failed[i].owner) {
+		if cl.conns.ownerLostLocked(failed[i].owner) {
 			failed[i].finish()
 			failed[i].done = nil
 		}
@@ -207,12 +214,12 @@ func (cl *cleaner) requeue(failed []cleanupItem) {
 	cl.items = append(failed, cl.items...)
 }
 
-// pendingCleanup returns how many deletes of this Session's own znodes are
-// waiting for a reconnection (normally 0): zkside.Session.PendingCleanup.
-func (s *Session) pendingCleanup() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return len(s.cleaner.items)
+// pending returns how many deletes wait for a reconnection (normally 0):
+// zkside.Session.PendingCleanup.
+func (cl *cleaner) pending() int {
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	return len(cl.items)
 }
 
 func opErr(op, path string, err error) error {

@@ -12,30 +12,23 @@ import (
 	"github.com/zkrecipes/zkrecipes/recipe"
 )
 
-// The deletes of owned znodes: deleteOwned (a release, the node a failed
+// The deletes of owned znodes: cleaner.delete (a release, the node a failed
 // Acquire leaves) and the attempts the cleaner makes. Every attempt but a
 // release's first checks ephemeral owner and czxid before it deletes: see
 // docs/design.md#cleanup-and-delete-by-version.
 
-// deleteOwned deletes a znode of ours, whatever the caller's context has
+// delete deletes a znode of ours, whatever the caller's context has
 // become: it runs on its own context (the caller's values, not its
 // cancellation) bounded by the cleanup timeout, retries on connection loss,
 // and deletes only a node whose ephemeral owner is the item's session (and
 // whose czxid matches, when known). With wait false and the connection down
 // it does not wait for a reconnection. Whatever it cannot finish goes to the
-// cleaner. It returns nil when the node is gone or was never ours. A delete
-// given up by the rule of packet.go is logged at error level, not handed to
-// the cleaner.
-func (s *Session) deleteOwned(ctx context.Context, it cleanupItem, wait bool) error {
-	return s.cleaner.delete(ctx, it, wait)
-}
-
-// delete is deleteOwned.
+// queue. It returns nil when the node is gone or was never ours. A delete
+// given up by the rule of packet.go is logged at error level, not queued.
 func (cl *cleaner) delete(ctx context.Context, it cleanupItem, wait bool) error {
-	s := cl.s
 	it = it.sized()
 	var err error
-	if !wait && !s.State().IsConnected() {
+	if !wait && !cl.conns.connected() {
 		err = errNotConnected
 	} else {
 		tctx, done := cl.deleteContext(ctx, it.owner, wait)
@@ -65,17 +58,16 @@ func (cl *cleaner) delete(ctx context.Context, it cleanupItem, wait bool) error 
 // completes in it is a success). With wait, a lost session's nodes went
 // with it (its epoch ends). done releases it.
 func (cl *cleaner) deleteContext(ctx context.Context, owner int64, wait bool) (_ context.Context, done func()) {
-	s := cl.s
-	timeout := s.cfg.cleanupTimeout
+	timeout := cl.cleanupTimeout
 	if timeout == 0 {
-		timeout = s.SessionTimeout()
+		timeout = cl.wire.sessionTimeout()
 	}
 	cctx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
 	stops := []func() bool{context.AfterFunc(ctx, func() {
 		time.AfterFunc(abandonBudget, func() { cancel(context.Cause(ctx)) })
 	})}
 	if wait {
-		if ep := s.epochOf(owner); ep != nil {
+		if ep := cl.conns.epochOf(owner); ep != nil {
 			stops = append(stops, context.AfterFunc(ep.ctx, func() { cancel(context.Cause(ep.ctx)) }))
 		}
 	}
@@ -105,10 +97,9 @@ func (e cleanupTimeoutError) Unwrap() error { return context.DeadlineExceeded }
 // may delete by version without reading the node: every retry, here or by
 // the cleaner, checks owner and czxid.
 func (cl *cleaner) deleteWaited(ctx context.Context, it *cleanupItem) error {
-	s := cl.s
 	var tried atomic.Bool
 	first := *it // never written: an abandoned attempt may still read it
-	err, _ := s.retryLate(ctx, &it.sends, func() error {
+	err, _ := cl.req.retryLate(ctx, &it.sends, func() error {
 		cur := first
 		if tried.Swap(true) {
 			cur.byVersion = false
@@ -121,16 +112,15 @@ func (cl *cleaner) deleteWaited(ctx context.Context, it *cleanupItem) error {
 // deleteWhileConnected retries the delete of it only while the connection
 // is up; the cleaner takes over as soon as it is not.
 func (cl *cleaner) deleteWhileConnected(ctx context.Context, it *cleanupItem) (err error) {
-	s := cl.s
 	for attempt := 0; ; attempt++ {
 		cur := *it
 		cur.byVersion = cur.byVersion && attempt == 0
-		err = s.call(ctx, func() error { return cl.deleteOnce(cur) }, nil)
+		err = cl.req.call(ctx, func() error { return cl.deleteOnce(cur) }, nil)
 		if gerr := it.sends.note(err); gerr != nil {
 			err = gerr
 			break
 		}
-		if err == nil || !isConnErr(err) || ctx.Err() != nil || !s.State().IsConnected() {
+		if err == nil || !isConnErr(err) || ctx.Err() != nil || !cl.conns.connected() {
 			break
 		}
 		time.Sleep(time.Duration(attempt+1) * 10 * time.Millisecond)
@@ -146,38 +136,36 @@ func (cl *cleaner) deleteWhileConnected(ctx context.Context, it *cleanupItem) (e
 // (its nodes went with it; the cleaner still deletes the node if that
 // session comes back), else err.
 func (cl *cleaner) deferDelete(it cleanupItem, err error) error {
-	s := cl.s
 	it.byVersion = false // the cleaner's attempts are retries
-	s.mu.Lock()
-	lost := s.conns.ownerLostLocked(it.owner)
-	queued := !s.closed
+	cl.mu.Lock()
+	lost := cl.conns.ownerLostLocked(it.owner)
+	queued := !cl.mu.closed
 	if queued {
 		cl.queueLocked(it)
 	}
-	s.mu.Unlock()
+	cl.mu.Unlock()
 	if !queued {
 		it.finish()
 	}
 	if lost {
-		s.log.Debug("cleanup delete moot: the session is lost", "node", it.String())
+		cl.log.Debug("cleanup delete moot: the session is lost", "node", it.String())
 		return nil
 	}
-	s.log.Warn("cleanup delete deferred to the session cleaner", "node", it.String(), "err", err)
+	cl.log.Warn("cleanup delete deferred to the session cleaner", "node", it.String(), "err", err)
 	return err
 }
 
 // giveUp logs the end of a delete given up by the rule of packet.go.
 func (cl *cleaner) giveUp(it cleanupItem, err error) {
-	cl.s.log.Error("cleanup delete given up: the node, if it exists, stays until the session ends", "node", it.String(), "err", err)
+	cl.log.Error("cleanup delete given up: the node, if it exists, stays until the session ends", "node", it.String(), "err", err)
 }
 
 // deleteOnce makes one attempt. It returns a connection error to be retried,
 // nil when done.
 func (cl *cleaner) deleteOnce(it cleanupItem) error {
-	s := cl.s
-	s.mu.Lock()
-	cur := s.conns.idLocked()
-	s.mu.Unlock()
+	cl.mu.Lock()
+	cur := cl.conns.idLocked()
+	cl.mu.Unlock()
 	switch {
 	case cur != it.owner:
 		return nil // that session is gone, and its ephemerals with it
@@ -195,11 +183,10 @@ func (cl *cleaner) deleteOnce(it cleanupItem) error {
 // create whose reply was lost). It syncs first: the server answering may
 // lag behind the one that applied the create.
 func (cl *cleaner) deleteByGUID(it cleanupItem) error {
-	s := cl.s
-	if _, err := s.conn.Sync(it.dir); err != nil && !errors.Is(err, zk.ErrNoNode) {
+	if _, err := cl.conn.Sync(it.dir); err != nil && !errors.Is(err, zk.ErrNoNode) {
 		return err
 	}
-	children, _, err := s.conn.Children(it.dir)
+	children, _, err := cl.conn.Children(it.dir)
 	if errors.Is(err, zk.ErrNoNode) {
 		return nil
 	}
@@ -224,7 +211,7 @@ func (cl *cleaner) deleteByGUID(it cleanupItem) error {
 // written since fails with BadVersion: done is false then, and the checked
 // delete decides. See docs/design.md#cleanup-and-delete-by-version.
 func (cl *cleaner) deleteByVersion(it cleanupItem) (done bool, err error) {
-	err = cl.s.conn.Delete(it.path, it.version)
+	err = cl.conn.Delete(it.path, it.version)
 	switch {
 	case err == nil, errors.Is(err, zk.ErrNoNode):
 		return true, nil
@@ -239,16 +226,15 @@ func (cl *cleaner) deleteByVersion(it cleanupItem) (done bool, err error) {
 // session's FIFO order, and its version makes it fail if the node was
 // replaced in between.
 func (cl *cleaner) deleteChecked(it cleanupItem) error {
-	s := cl.s
 	for {
-		ok, st, err := s.conn.Exists(it.path)
+		ok, st, err := cl.conn.Exists(it.path)
 		if err != nil {
 			return err
 		}
 		if !ok || st.EphemeralOwner != it.owner || (it.czxid != 0 && st.Czxid != it.czxid) {
 			return nil // gone, or not ours: never delete another session's node
 		}
-		err = s.conn.Delete(it.path, st.Version)
+		err = cl.conn.Delete(it.path, st.Version)
 		switch {
 		case err == nil, errors.Is(err, zk.ErrNoNode):
 			return nil

@@ -36,6 +36,7 @@ import (
 
 // fastStart is what an Acquire learns while its create is in flight.
 type fastStart struct {
+	q       *Queue
 	list    *listing   // the listing pipelined behind the create
 	pre     *lease     // the early lease, from the create2 reply's Stat
 	childOK bool       // an Acquire that waits: the listing may set the child watch
@@ -59,27 +60,29 @@ func (q *Queue) fastStartFor(wait bool, anchor *anchorSpec) *fastStart {
 	if anchor != nil || q.reqSize > DefaultMaxPacket {
 		return nil
 	}
-	return &fastStart{childOK: wait}
+	return &fastStart{q: q, childOK: wait}
 }
 
 // createPipe is the listing pipelined behind one create.
 type createPipe struct {
-	s      *Session
+	wire   *wireState
+	leases *leaseRegistry
 	fs     *fastStart
 	prefix string
 	slot   *createSlot
 }
 
-// pipeListing arranges for the create of guid to go out as create2 and for
+// pipe arranges for the create of guid to go out as create2 and for
 // the listing (with a child watch when the queue was last found
 // uncontended) to be sent as soon as the create is written. Nil without fs.
-func (q *Queue) pipeListing(fs *fastStart, guid, kind string) *createPipe {
+func (fs *fastStart) pipe(guid, kind string) *createPipe {
 	if fs == nil {
 		return nil
 	}
+	q := fs.q
 	lst := &listing{done: make(chan struct{}, 1)}
 	if fs.childOK && q.solo.Load() {
-		fs.child = q.s.addChildSlot(q.adir)
+		fs.child = q.s.leases.addSlot(q.adir)
 	}
 	watch := fs.child != nil
 	slot := &createSlot{onWritten: func() {
@@ -93,8 +96,8 @@ func (q *Queue) pipeListing(fs *fastStart, guid, kind string) *createPipe {
 		})
 	}}
 	fs.list = lst
-	p := &createPipe{s: q.s, fs: fs, prefix: q.adir + "/" + nodePrefix(guid, kind, false, 0), slot: slot}
-	q.s.registerCreate(p.prefix, slot)
+	p := &createPipe{wire: &q.s.wire, leases: &q.s.leases, fs: fs, prefix: q.adir + "/" + nodePrefix(guid, kind, false, 0), slot: slot}
+	q.s.wire.registerCreate(p.prefix, slot)
 	return p
 }
 
@@ -106,13 +109,13 @@ func (p *createPipe) finish(name string, err error) (zk.Stat, bool) {
 		return zk.Stat{}, false
 	}
 	fs := p.fs
-	written, replied, rpath, st := p.s.unregisterCreate(p.prefix, p.slot)
+	written, replied, rpath, st := p.wire.unregisterCreate(p.prefix, p.slot)
 	if !written {
 		fs.list = nil
 	}
 	ok := replied && err == nil && path.Base(rpath) == name
 	if fs.child != nil && (fs.list == nil || err != nil || !ok) {
-		p.s.dropChildSlot(fs.child)
+		p.leases.dropSlot(fs.child)
 		fs.child = nil
 	}
 	return st, ok
@@ -120,18 +123,18 @@ func (p *createPipe) finish(name string, err error) (zk.Stat, bool) {
 
 // discard gives up all of fs: the listing, the early lease's Stat and the
 // child watch (the node was created under another session).
-func (fs *fastStart) discard(s *Session) {
+func (fs *fastStart) discard() {
 	if fs != nil {
-		s.dropChildSlot(fs.child)
+		fs.q.s.leases.dropSlot(fs.child)
 		*fs = fastStart{}
 	}
 }
 
 // dropChildSlot gives up fs's child watch only (no early lease to cover);
 // the pipelined listing is kept.
-func (fs *fastStart) dropChildSlot(s *Session) {
+func (fs *fastStart) dropChildSlot() {
 	if fs != nil {
-		s.dropChildSlot(fs.child)
+		fs.q.s.leases.dropSlot(fs.child)
 		fs.child = nil
 	}
 }
@@ -139,11 +142,10 @@ func (fs *fastStart) dropChildSlot(s *Session) {
 // earlyLease prepares t's lease from the server's Stat of the node just
 // created (reply, owned by the current session) and registers it before any
 // watch on its node is set.
-func (q *Queue) earlyLease(ctx context.Context, fs *fastStart, t *Ticket, reply zk.Stat) {
-	if fs == nil {
-		return
+func (fs *fastStart) earlyLease(ctx context.Context, t *Ticket, reply zk.Stat) {
+	if fs != nil {
+		fs.pre = fs.q.s.leases.registerEarly(ctx, t.leaseNode(), reply, fs.child)
 	}
-	fs.pre = q.s.registerEarly(ctx, t.leaseNode(), reply, fs.child)
 }
 
 // fastWait is the fast-path state of one wait: the pipelined listing until
@@ -194,7 +196,7 @@ func (fw *fastWait) drop() {
 // granted.
 func (fw *fastWait) dropEarlyLease() {
 	if fw.pre != nil {
-		fw.q.s.dropLease(fw.pre) // and its child watch
+		fw.q.s.leases.drop(fw.pre) // and its child watch
 		fw.pre, fw.slot = nil, nil
 	}
 }
@@ -217,7 +219,7 @@ func (fw *fastWait) relistSlot() *childSlot {
 	if fw.pre == nil {
 		return nil
 	}
-	fw.slot = fw.q.s.addChildSlotFor(fw.q.adir, fw.pre)
+	fw.slot = fw.q.s.leases.addSlotFor(fw.q.adir, fw.pre)
 	return fw.slot
 }
 
@@ -238,7 +240,7 @@ func (fw *fastWait) decided(holds bool, nodes int) {
 // then.
 func (fw *fastWait) grantOnChildWatch(ep *epoch) (l *lease, ok bool, err error) {
 	if fw.watched {
-		fw.q.s.useChildSlot(fw.slot)
+		fw.q.s.leases.useSlot(fw.slot)
 		l, err = fw.q.activate(ep, fw.pre, nil)
 		fw.pre, fw.slot = nil, nil
 		return l, true, err
@@ -251,7 +253,7 @@ func (fw *fastWait) grantOnChildWatch(ep *epoch) (l *lease, ok bool, err error) 
 // waiter has no use for the watch (a re-list sets a new one).
 func (fw *fastWait) dropChildSlot() {
 	if fw.pre != nil {
-		fw.q.s.dropChildSlot(fw.slot)
+		fw.q.s.leases.dropSlot(fw.slot)
 	}
 }
 

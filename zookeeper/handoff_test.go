@@ -66,7 +66,7 @@ func testFiredChildWatch(t *testing.T, ownDeleted bool) {
 		defer s.mu.Unlock()
 		return slot.fired
 	})
-	ep, err := s.current()
+	ep, err := s.conns.current()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,7 +18,7 @@ import (
 // under Session.mu unless noted.
 type lease struct {
 	grant.Core
-	s   *Session
+	reg *leaseRegistry // set at creation
 	gen *generation
 	// connState.outages when the lease was registered: Release deletes by
 	// version without reading the node only if the connection has not been
@@ -48,7 +48,7 @@ type lease struct {
 var _ recipe.Lease = (*lease)(nil)
 
 // Path returns the lease znode's path relative to the chroot.
-func (l *lease) Path() string { return l.path[len(l.s.chroot):] }
+func (l *lease) Path() string { return l.path[len(l.reg.chroot):] }
 
 // isNode reports whether st is the Stat of l's node: same czxid and owner
 // (not a node of the same name created since).
@@ -102,11 +102,11 @@ func (l *lease) Release(ctx context.Context) error {
 // end is Release's first step: the lease ends, if it is live, under
 // Session.mu, as every end of a lease.
 func (l *lease) end() {
-	s := l.s
-	s.mu.Lock()
-	defer s.unlock()
+	r := l.reg
+	r.mu.Lock()
+	defer r.mu.unlock()
 	if l.Live() {
-		s.leases.revokeLocked(l, recipe.ErrReleased, false)
+		r.revokeLocked(l, recipe.ErrReleased, false)
 	}
 }
 
@@ -115,12 +115,12 @@ func (l *lease) end() {
 // the lease was registered (across an outage a watch event can be lost):
 // docs/design.md#cleanup-and-delete-by-version.
 func (l *lease) remove(ctx context.Context) (done bool, _ error) {
-	s := l.s
-	s.mu.Lock()
-	unbroken := s.conns.state.IsConnected() && s.conns.outages == l.outages
+	r := l.reg
+	r.mu.Lock()
+	unbroken := r.conns.state.IsConnected() && r.conns.outages == l.outages
 	it := cleanupItem{path: l.path, czxid: l.czxid, owner: l.owner, version: l.version, byVersion: unbroken}
-	s.mu.Unlock()
-	if err := s.deleteOwned(ctx, it, true); err != nil {
+	r.mu.Unlock()
+	if err := r.cleaner.delete(ctx, it, true); err != nil {
 		return false, &recipe.OpError{Op: "delete", Path: l.Path(), Err: zkError{err}}
 	}
 	return true, nil

@@ -167,7 +167,7 @@ func (q *Queue) readCzxids(ctx context.Context, nodes []NodeName, cache map[stri
 			defer func() { <-sem; wg.Done() }()
 			var ok bool
 			var st *zk.Stat
-			err := q.s.retry(ctx, q.reqSize, func() (err error) {
+			err := q.s.req.retry(ctx, q.reqSize, func() (err error) {
 				ok, st, err = q.s.conn.Exists(q.adir + "/" + nodes[i].Name)
 				return err
 			})

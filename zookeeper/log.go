@@ -6,19 +6,39 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
 
 	"github.com/zkrecipes/zkrecipes/recipe"
 )
 
-// What happens under Session.mu is logged after it is released
-// (Session.unlock): a slow (or re-entrant) log handler never runs under
-// the mutex, nor stalls go-zookeeper's event dispatch for longer than it
-// takes to log. Two things are logged so: state transitions (connState's
-// logq) and lost leases (heldLog: grant.Core reports a loss as the lease
-// ends, which is under Session.mu).
+// sessionLock is Session.mu: the one lock of the Session's parts (the
+// state machine, the lease registry, the watch registry, the cleaner's
+// queue), the closed flag, and what is logged once it is released
+// (unlock): state transitions, and lost leases (grant.Core reports a loss
+// as the lease ends, which is under it). So a slow (or re-entrant) log
+// handler never runs under the mutex, nor stalls go-zookeeper's event
+// dispatch for longer than it takes to log. Parts keep a pointer to it.
+type sessionLock struct {
+	sync.Mutex
+	// closed is set, under the lock, as Close begins: from then on the
+	// parts start nothing (no lease activated, no delete queued).
+	closed      bool
+	log         *slog.Logger
+	transitions []StateChange
+	held        []heldRecord
+	// leaseLog is where leases report their loss (grant.Reporter): a
+	// logger whose records are held until unlock.
+	leaseLog *slog.Logger
+}
 
-// heldLog is the handler of Session.leaseLog: it keeps records made under
-// Session.mu (recs is under it) for Session.unlock to hand to h.
+func newSessionLock(log *slog.Logger) *sessionLock {
+	l := &sessionLock{log: log}
+	l.leaseLog = slog.New(heldLog{log.Handler(), &l.held})
+	return l
+}
+
+// heldLog is the handler of sessionLock.leaseLog: it keeps records made
+// under the lock (recs is under it) for unlock to hand to h.
 type heldLog struct {
 	h    slog.Handler
 	recs *[]heldRecord
@@ -43,14 +63,14 @@ func (l heldLog) WithAttrs(as []slog.Attr) slog.Handler {
 
 func (l heldLog) WithGroup(name string) slog.Handler { return heldLog{l.h.WithGroup(name), l.recs} }
 
-// unlock releases s.mu and then logs what was recorded meanwhile: the
+// unlock releases the lock and then logs what was recorded meanwhile: the
 // transitions, then the lost leases. The first CONNECTED and the LOST of
 // Close are not logged as transitions: Connect logs "session connected",
 // Close "session closed".
-func (s *Session) unlock() {
-	q, recs, closed := s.conns.logq, s.heldRecs, s.closed
-	s.conns.logq, s.heldRecs = nil, nil
-	s.mu.Unlock()
+func (l *sessionLock) unlock() {
+	q, recs, closed := l.transitions, l.held, l.closed
+	l.transitions, l.held = nil, nil
+	l.Unlock()
 	for _, ch := range q {
 		if ch.State == recipe.StateConnected || (ch.State == recipe.StateLost && errors.Is(ch.Cause, recipe.ErrSessionClosed)) {
 			continue
@@ -59,7 +79,7 @@ func (s *Session) unlock() {
 		if (ch.State == recipe.StateSuspended || ch.State == recipe.StateLost) && !closed {
 			lvl = slog.LevelWarn
 		}
-		s.log.Log(context.Background(), lvl, "connection state", "state", ch.State.String(),
+		l.log.Log(context.Background(), lvl, "connection state", "state", ch.State.String(),
 			"session", fmt.Sprintf("0x%x", ch.SessionID), "cause", ch.Cause)
 	}
 	for _, r := range recs {

@@ -144,7 +144,7 @@ func TestReleaseWithDoneContext(t *testing.T) {
 			t.Fatalf("second Release: %v", err)
 		}
 	}
-	if n := s.pendingCleanup(); n != 0 {
+	if n := s.cleaner.pending(); n != 0 {
 		t.Fatalf("%d deletes handed to the cleaner", n)
 	}
 	for _, rec := range recs.all() {

@@ -71,11 +71,11 @@ func (q *Queue) headAndWatch(ctx context.Context) (Head, <-chan struct{}, func()
 		var stop func()
 		switch {
 		case h.Present:
-			stop, err = s.watchPath(ctx, w, dataWatch, q.adir+"/"+h.Node.Name)
+			stop, err = s.watches.watchPath(ctx, w, dataWatch, q.adir+"/"+h.Node.Name)
 		case missing:
-			stop, err = s.watchPath(ctx, w, existWatch, q.adir)
+			stop, err = s.watches.watchPath(ctx, w, existWatch, q.adir)
 		default:
-			stop, err = s.watchPath(ctx, w, childWatch, q.adir)
+			stop, err = s.watches.watchPath(ctx, w, childWatch, q.adir)
 		}
 		if err != nil {
 			return Head{}, nil, nil, q.wrap("watch", err)
@@ -101,7 +101,7 @@ func (q *Queue) readHead(ctx context.Context) (_ Head, missing bool, _ error) {
 	s := q.s
 	for {
 		var children []string
-		err := s.retry(ctx, q.reqSize, func() (err error) {
+		err := s.req.retry(ctx, q.reqSize, func() (err error) {
 			children, _, err = s.conn.Children(q.adir)
 			return err
 		})
@@ -162,7 +162,7 @@ type Participant struct {
 // empty list.
 func (q *Queue) Participants(ctx context.Context) ([]Participant, error) {
 	var children []string
-	err := q.s.retry(ctx, q.reqSize, func() (err error) {
+	err := q.s.req.retry(ctx, q.reqSize, func() (err error) {
 		children, _, err = q.s.conn.Children(q.adir)
 		return err
 	})
@@ -205,7 +205,7 @@ func (q *Queue) Participants(ctx context.Context) ([]Participant, error) {
 func (q *Queue) participant(ctx context.Context, n NodeName) (_ Participant, ok bool, _ error) {
 	var data []byte
 	var st *zk.Stat
-	err := q.s.retry(ctx, q.reqSize, func() (err error) {
+	err := q.s.req.retry(ctx, q.reqSize, func() (err error) {
 		data, st, err = q.s.conn.Get(q.adir + "/" + n.Name)
 		return err
 	})

@@ -21,6 +21,13 @@ import (
 // sizes are zkwire's; TestPacketSizesMatchTheEncoding checks them against
 // go-zookeeper's encoder. See docs/design.md#lost-sends-and-packet-limits.
 
+// packetLimit is the Session's packet limit (WithMaxPacket) and the ACL
+// its creates carry: the sizes every request is checked against.
+type packetLimit struct {
+	max int
+	acl []zk.ACL
+}
+
 // pathSlack bounds what a request or reply adds to the one path it carries
 // (zkwire.PathSlack).
 const pathSlack = zkwire.PathSlack
@@ -49,14 +56,14 @@ const seqLen = 11
 // limit without node data: the paths of its nodes (with pathSlack) and
 // its creates. Node data is checked where it is given (checkNodeData) or
 // at the call (join). The error is a *PathError matching recipe.ErrTooLarge.
-func (s *Session) checkQueueDir(dir, adir string, kinds []string, anchors bool) error {
+func (pl packetLimit) checkQueueDir(dir, adir string, kinds []string, anchors bool) error {
 	node := len(adir) + 1 + maxNameLen(kinds, anchors)
-	need := s.queueRequestSize(adir, kinds, anchors)
-	if need <= s.cfg.maxPacket {
+	need := pl.queueRequestSize(adir, kinds, anchors)
+	if need <= pl.max {
 		return nil
 	}
 	reason := fmt.Sprintf("too long: its nodes' paths (%d bytes with the chroot) need %d-byte requests, over the session's packet limit of %d bytes "+
-		"(the servers' jute.maxbuffer: see zookeeper.WithMaxPacket)", node, need, s.cfg.maxPacket)
+		"(the servers' jute.maxbuffer: see zookeeper.WithMaxPacket)", node, need, pl.max)
 	return &PathError{Path: dir, Reason: reason, Err: recipe.ErrTooLarge}
 }
 
@@ -64,19 +71,19 @@ func (s *Session) checkQueueDir(dir, adir string, kinds []string, anchors bool) 
 // anchored nodes if anchors) on adir sends, but for the data its creates
 // carry: the paths of its nodes (with pathSlack) and its creates without
 // data.
-func (s *Session) queueRequestSize(adir string, kinds []string, anchors bool) int {
-	return max(len(adir)+1+maxNameLen(kinds, anchors)+pathSlack, s.queueCreateFrame(adir, kinds, anchors, 0))
+func (pl packetLimit) queueRequestSize(adir string, kinds []string, anchors bool) int {
+	return max(len(adir)+1+maxNameLen(kinds, anchors)+pathSlack, pl.queueCreateFrame(adir, kinds, anchors, 0))
 }
 
 // queueCreateFrame is the largest create request of a queue of the given
 // kinds on adir with dataLen bytes of data: with anchors, the anchored
 // multi.
-func (s *Session) queueCreateFrame(adir string, kinds []string, anchors bool, dataLen int) int {
+func (pl packetLimit) queueCreateFrame(adir string, kinds []string, anchors bool, dataLen int) int {
 	prefix := len(adir) + 1 + maxNameLen(kinds, anchors) - seqLen // the name sent has no sequence
 	if !anchors {
-		return zkwire.CreateFrame(prefix, dataLen, s.cfg.acl)
+		return zkwire.CreateFrame(prefix, dataLen, pl.acl)
 	}
-	return zkwire.CheckCreateFrame(len(adir)+1+maxNameLen(kinds, anchors), prefix, dataLen, s.cfg.acl)
+	return zkwire.CheckCreateFrame(len(adir)+1+maxNameLen(kinds, anchors), prefix, dataLen, pl.acl)
 }
 
 // checkNodeData is zkside.Queue.CheckNodeData: data within MaxNodeData,
@@ -84,7 +91,7 @@ func (s *Session) queueCreateFrame(adir string, kinds []string, anchors bool, da
 // session's ACL) within the packet limit. Acquire, Join and
 // AcquireAnchored check the data they are given the same way (checkCreate).
 func (q *Queue) checkNodeData(data []byte) error {
-	return q.checkFrame(data, q.s.queueCreateFrame(q.adir, q.kinds, q.contract.anchors, len(data)))
+	return q.checkFrame(data, q.s.limit.queueCreateFrame(q.adir, q.kinds, q.contract.anchors, len(data)))
 }
 
 // checkCreate checks the create request join is about to send for a node
@@ -98,9 +105,9 @@ func (q *Queue) checkCreate(kind string, data []byte, anchor *anchorSpec) error 
 // carrying data (anchored to anchor, if set).
 func (q *Queue) createSize(kind string, data []byte, anchor *anchorSpec) int {
 	if anchor != nil {
-		return zkwire.CheckCreateFrame(len(anchor.path), len(q.adir)+1+len(nodePrefix("", kind, true, anchor.seq))+guidLen, len(data), q.s.cfg.acl)
+		return zkwire.CheckCreateFrame(len(anchor.path), len(q.adir)+1+len(nodePrefix("", kind, true, anchor.seq))+guidLen, len(data), q.s.limit.acl)
 	}
-	return zkwire.CreateFrame(len(q.adir)+1+len(nodePrefix("", kind, false, 0))+guidLen, len(data), q.s.cfg.acl)
+	return zkwire.CreateFrame(len(q.adir)+1+len(nodePrefix("", kind, false, 0))+guidLen, len(data), q.s.limit.acl)
 }
 
 // checkFrame checks node data against MaxNodeData, and frame, the size of
@@ -109,9 +116,9 @@ func (q *Queue) checkFrame(data []byte, frame int) error {
 	if len(data) > MaxNodeData {
 		return errorf("%w: %w: node data of %d bytes (at most %d)", recipe.ErrBadOption, recipe.ErrTooLarge, len(data), MaxNodeData)
 	}
-	if frame > q.s.cfg.maxPacket {
+	if frame > q.s.limit.max {
 		return fmt.Errorf("%w: the create of a node of %s with %d bytes of data would be a %d-byte request, over the session's packet limit of %d bytes "+
-			"(the servers' jute.maxbuffer: see zookeeper.WithMaxPacket)", recipe.ErrTooLarge, shortpath.Of(q.dir), len(data), frame, q.s.cfg.maxPacket)
+			"(the servers' jute.maxbuffer: see zookeeper.WithMaxPacket)", recipe.ErrTooLarge, shortpath.Of(q.dir), len(data), frame, q.s.limit.max)
 	}
 	return nil
 }
@@ -120,7 +127,7 @@ func (q *Queue) checkFrame(data []byte, frame int) error {
 // (multi: the ops of one Conn.Multi, each behind its 9-byte header, and
 // the closing header): the frame must fit the limit, and the data of each
 // create and setData must be readable back within it.
-func (s *Session) checkRequest(multi bool, ops []any) error {
+func (pl packetLimit) checkRequest(multi bool, ops []any) error {
 	type write struct {
 		path string
 		data int
@@ -159,14 +166,14 @@ func (s *Session) checkRequest(multi bool, ops []any) error {
 	if multi {
 		what = fmt.Sprintf("multi of %d operations (the largest: the %s)", len(ops), what)
 	}
-	if frame > s.cfg.maxPacket {
+	if frame > pl.max {
 		return fmt.Errorf("%w: the %s would be a %d-byte request, over the session's packet limit of %d bytes "+
-			"(the servers' jute.maxbuffer: see zookeeper.WithMaxPacket)", recipe.ErrTooLarge, what, frame, s.cfg.maxPacket)
+			"(the servers' jute.maxbuffer: see zookeeper.WithMaxPacket)", recipe.ErrTooLarge, what, frame, pl.max)
 	}
 	for _, w := range writes {
-		if n := zkwire.GetDataReply(w.data); n > s.cfg.maxPacket {
+		if n := zkwire.GetDataReply(w.data); n > pl.max {
 			return fmt.Errorf("%w: %d bytes of data for %s would take a %d-byte getData reply to read back, over the session's packet limit of %d bytes "+
-				"(the servers' jute.maxbuffer: see zookeeper.WithMaxPacket)", recipe.ErrTooLarge, w.data, shortpath.Of(w.path), n, s.cfg.maxPacket)
+				"(the servers' jute.maxbuffer: see zookeeper.WithMaxPacket)", recipe.ErrTooLarge, w.data, shortpath.Of(w.path), n, pl.max)
 		}
 	}
 	return nil

@@ -85,7 +85,7 @@ func TestOversizeRequestsAreNeverSent(t *testing.T) {
 	}
 
 	noTransition(t, states)
-	if n := s.pendingCleanup(); n != 0 {
+	if n := s.cleaner.pending(); n != 0 {
 		t.Fatalf("%d deletes left for the cleaner", n)
 	}
 	other, err := NewQueue(s, "/lib/other", []string{"lock-"}, FirstHolds)
@@ -318,7 +318,7 @@ func TestOverTheServersLimitNotSentAgain(t *testing.T) {
 	}
 	const gaveUp = "cleanup delete given up: the node, if it exists, stays until the session ends"
 	zktest.Eventually(t, 40*time.Second, "the cleaner giving up", func() bool {
-		return s.pendingCleanup() == 0 && len(rec.find(gaveUp, "", "")) > 0
+		return s.cleaner.pending() == 0 && len(rec.find(gaveUp, "", "")) > 0
 	})
 	waitState(t, s, recipe.StateReconnected)
 	states := s.Listen(ctx)

@@ -16,16 +16,42 @@ import (
 	"github.com/zkrecipes/zkrecipes/recipe"
 )
 
-// The queue engine, by file:
+// The package, by file. The queue engine:
 //
-//	queue.go   Queue, Rule and its declared contract, Acquire and its variants
-//	join.go    joining: the protected create, a lost reply, the directory
-//	wait.go    the core loop: list, ask the Rule, grant or watch, wake, list again
-//	fast.go    the fast paths the loop calls: create2 token, pipelined
-//	           listing, child-watch stand-in, re-list skip
-//	ticket.go  Ticket: a node that keeps its place across grants
-//	observe.go reading a queue from outside: Participants, Head, ObserveHead
-//	limit.go   the order once a directory's sequence counter is at its limit
+//	queue.go    Queue, Rule and its declared contract, Acquire and its variants
+//	join.go     joining: the node's create, the session that owns it
+//	create.go   the protected create: a lost reply, a caller who left
+//	dirs.go     the queue directory and its parents, created when missing
+//	wait.go     the core loop: list, ask the Rule, grant or watch, wake, list again
+//	fast.go     the fast paths of the create and the grant: create2 token,
+//	            pipelined listing, child-watch stand-in
+//	wake.go     the fast paths of the wakeup: re-list skip, own-node read
+//	            beside the listing, prefetch from the event callback
+//	ticket.go   Ticket: a node that keeps its place across grants
+//	observe.go  reading a queue from outside: Participants, Head, ObserveHead
+//	name.go     the node-name grammar and the queue order
+//	limit.go    the order once a directory's sequence counter is at its limit
+//	packet.go   the packet limit: request sizes, lost sends
+//	lease.go    lease: a grant (grant.Core), its Release
+//	lock.go     NodeLease
+//
+// The Session, a front over its parts (all under one lock, log.go):
+//
+//	session.go  Session: Connect, Close, events, Listen
+//	options.go  Option, SuspendPolicy, config;  metrics.go  WithMetrics
+//	dial.go     Connect's attempts, default port; path.go  paths, server lists
+//	state.go    connState: states, epochs, transitions
+//	deadline.go the ownership deadlines (grant.Deadline)
+//	registry.go leaseRegistry: generations, leases, activation, revocation
+//	slots.go    child slots and own-node watches
+//	watch.go    watchRegistry: watches shared by waiters
+//	cleanup.go  cleaner: owned deletes left to retry, the janitor
+//	delete.go   the owned deletes (by version, checked, by GUID)
+//	call.go     requests: one attempt or retries, on pool.go's workers
+//	wire.go     wireState: what zkwire reads off the connection
+//	log.go      sessionLock, and what is logged after it
+//	errors.go   PathError, the package's error helpers
+//	side.go     what internal/zkside lends the module's other packages
 //
 // See docs/design.md#acquisition for the ZooKeeper operations of an
 // acquisition, a release and a cancel.
@@ -165,7 +191,7 @@ func NewQueue(s *Session, dir string, kinds []string, rule Rule, opts ...QueueOp
 	}
 	q := &Queue{s: s, dir: dir, adir: s.abs(dir), kinds: slices.Clone(kinds), rule: rule, reps: make(map[string]*grant.Reporter, len(kinds))}
 	for _, k := range q.kinds {
-		q.reps[k] = &grant.Reporter{Log: s.leaseLog, Metrics: s.cfg.metrics, Backend: "zookeeper", Kind: metricKind(k), Dir: dir}
+		q.reps[k] = &grant.Reporter{Log: s.mu.leaseLog, Metrics: s.cfg.metrics, Backend: "zookeeper", Kind: metricKind(k), Dir: dir}
 	}
 	for _, o := range opts {
 		if o != nil {
@@ -175,10 +201,10 @@ func NewQueue(s *Session, dir string, kinds []string, rule Rule, opts ...QueueOp
 	if c := &q.contract; c.anchors && len(c.anchorKinds) == 0 {
 		c.anchorKinds = q.kinds
 	}
-	if err := s.checkQueueDir(dir, q.adir, q.kinds, q.contract.anchors); err != nil {
+	if err := s.limit.checkQueueDir(dir, q.adir, q.kinds, q.contract.anchors); err != nil {
 		return nil, err
 	}
-	q.reqSize = s.queueRequestSize(q.adir, q.kinds, q.contract.anchors)
+	q.reqSize = s.limit.queueRequestSize(q.adir, q.kinds, q.contract.anchors)
 	for _, k := range q.contract.anchorKinds {
 		if !slices.Contains(q.kinds, k) {
 			return nil, fmt.Errorf("%w: anchor kind %q is not one of %q", recipe.ErrBadOption, k, q.kinds)
@@ -245,7 +271,7 @@ func (q *Queue) AcquireAnchored(ctx context.Context, kind string, data []byte, a
 	if a, ok := anchor.(queueLease); ok {
 		l = a.queueNode()
 	}
-	if l == nil || l.s != q.s || path.Dir(l.path) != q.adir {
+	if l == nil || l.reg != &q.s.leases || path.Dir(l.path) != q.adir {
 		return nil, fmt.Errorf("%w: the anchor must be a lease of %s on the same session", recipe.ErrBadOption, shortpath.Of(q.dir))
 	}
 	n, ok := parseNodeName(path.Base(l.path), c.anchorKinds)
@@ -313,7 +339,7 @@ func (q *Queue) Drain(ctx context.Context) error {
 func (q *Queue) deleteOwned(ctx context.Context, it cleanupItem, wait bool) error {
 	q.pending.add()
 	it.done = q.pending.done
-	return q.s.deleteOwned(ctx, it, wait)
+	return q.s.cleaner.delete(ctx, it, wait)
 }
 
 // inflight counts operations and lets a caller wait for zero.

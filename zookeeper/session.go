@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/go-zookeeper/zk"
@@ -52,32 +51,25 @@ type Session struct {
 	dials  *dialWatch // Connect's attempts (dial.go)
 	wire   wireState  // read off the wire by zkwire (wire.go)
 
-	// mu is the one lock of the parts below: it guards closed and every
-	// field of conns, leases, watches and cleaner. A method (of Session or
-	// of a part) is named ...Locked exactly when its caller must hold mu;
-	// every other method takes mu itself if it needs it. go-zookeeper's
-	// event callback takes it, so nothing blocks while holding it
-	// (requests are made outside).
-	mu      sync.Mutex
-	closed  bool
-	conns   connState     // connection states, epochs, ownership deadlines (state.go)
-	leases  leaseRegistry // generations, live leases, own-node watches, child slots (registry.go)
+	// The parts, which own their operations. mu is the one lock of the
+	// first four: a method is named ...Locked exactly when its caller must
+	// hold mu; every other method takes it itself if it needs it.
+	// go-zookeeper's event callback takes it, so nothing blocks while
+	// holding it (requests are made outside).
+	mu      *sessionLock  // and closed, and what is logged after it (log.go)
+	conns   connState     // connection states, epochs, ownership deadlines (state.go, deadline.go)
+	leases  leaseRegistry // generations, leases, child slots, own-node watches (registry.go, slots.go)
 	watches watchRegistry // watches shared by waiters (watch.go)
 	cleaner cleaner       // owned deletes left to retry, janitor (cleanup.go, delete.go)
+	req     requests      // requests on behalf of a caller (call.go)
+	pool    workers       // the goroutines that run them (pool.go)
+	limit   packetLimit   // the sizes requests are checked against (packet.go)
+	limits  limitWarnings // directories warned about at the sequence limit (limit.go)
 
-	// leaseLog is where leases report their loss (grant.Reporter): its
-	// records are kept in heldRecs (under mu) and logged by unlock (log.go).
-	leaseLog *slog.Logger
-	heldRecs []heldRecord
-
-	limits limitWarnings // directories warned about at the sequence limit (limit.go)
-
-	pool workers // goroutines for requests run on behalf of a waiting caller (pool.go)
 	// life tracks the Session's goroutines (the janitor, listeners,
 	// observers), which Close waits for; quit is its context's Done, closed
-	// once Close has closed the connection. closed (under mu) is set
-	// before, as Close begins, so that the state machine, the lease
-	// registry and the cleaner stop under the same lock they run under.
+	// once Close has closed the connection. mu.closed is set before, as
+	// Close begins, so that the parts stop under the lock they run under.
 	life *life.Group
 	quit <-chan struct{}
 }
@@ -133,8 +125,8 @@ func Connect(ctx context.Context, servers []string, opts ...Option) (*Session, e
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", recipe.ErrUnreachable, err) // e.g. a host name that does not resolve
 	}
-	s.conn = conn
-	if err := s.awaitConnected(cctx); err != nil {
+	s.setConn(conn)
+	if err := s.conns.awaitConnected(cctx); err != nil {
 		err = s.unreachable(hosts, time.Since(start), err)
 		s.abandonConn()
 		s.shutdown()
@@ -171,21 +163,29 @@ func connectConfig(servers []string, opts []Option) (cfg config, hosts []string,
 	return cfg, hosts, chroot, nil
 }
 
+// newSession makes a Session and wires its parts; the connection is set
+// by setConn.
 func newSession(cfg config, chroot string) *Session {
-	s := &Session{
-		cfg:     cfg,
-		log:     cfg.logger.With("component", "zkrecipes"),
-		chroot:  chroot,
-		leases:  newLeaseRegistry(),
-		watches: watchRegistry{byKey: make(map[watchKey]*nodeWatch)},
-		life:    life.New(),
-	}
-	s.leaseLog = slog.New(heldLog{s.log.Handler(), &s.heldRecs})
+	s := &Session{cfg: cfg, log: cfg.logger.With("component", "zkrecipes"), chroot: chroot, life: life.New()}
 	s.quit = s.life.Context().Done()
-	s.leases.s = s
-	s.cleaner = cleaner{s: s, kick: make(chan struct{}, 1)}
+	s.mu = newSessionLock(s.log)
+	s.wire.requested = cfg.sessionTimeout
+	s.limit = packetLimit{max: cfg.maxPacket, acl: cfg.acl}
 	s.pool.quit = s.quit
+	s.req = requests{pool: &s.pool, conns: &s.conns, quit: s.quit, newBackOff: cfg.newBackOff}
+	s.conns = connState{mu: s.mu, leases: &s.leases, cleaner: &s.cleaner, wire: &s.wire,
+		policy: cfg.policy, metrics: cfg.metrics, quit: s.quit}
+	s.leases = leaseRegistry{mu: s.mu, conns: &s.conns, cleaner: &s.cleaner, pool: &s.pool, chroot: chroot,
+		byPath: make(map[string]*lease), childSlots: make(map[string]map[*childSlot]struct{})}
+	s.watches = watchRegistry{mu: s.mu, req: &s.req, byKey: make(map[watchKey]*nodeWatch)}
+	s.cleaner = cleaner{mu: s.mu, conns: &s.conns, leases: &s.leases, req: &s.req, wire: &s.wire, log: s.log,
+		cleanupTimeout: cfg.cleanupTimeout, quit: s.quit, kick: make(chan struct{}, 1)}
 	return s
+}
+
+// setConn gives the parts that send requests the connection.
+func (s *Session) setConn(conn *zk.Conn) {
+	s.conn, s.leases.conn, s.watches.conn, s.cleaner.conn = conn, conn, conn, conn
 }
 
 // dialer is go-zookeeper's dialer: every connection goes through the dial
@@ -205,7 +205,7 @@ func (s *Session) dialer() zk.Dialer {
 		if err != nil {
 			return nil, err
 		}
-		return dw.admit(c, func() net.Conn { return s.track(c) })
+		return dw.admit(c, func() net.Conn { return s.wire.track(c, &s.conns, dw) })
 	}
 }
 
@@ -222,7 +222,7 @@ func (s *Session) unreachable(hosts []string, waited time.Duration, err error) e
 // addAuth sends the credentials of WithAuth.
 func (s *Session) addAuth(ctx context.Context) error {
 	for _, a := range s.cfg.auth {
-		if err := s.call(ctx, func() error { return s.conn.AddAuth(a.scheme, a.auth) }, nil); err != nil {
+		if err := s.req.call(ctx, func() error { return s.conn.AddAuth(a.scheme, a.auth) }, nil); err != nil {
 			return &recipe.OpError{Op: "auth", Path: a.scheme, Err: zkError{err}}
 		}
 	}
@@ -244,11 +244,7 @@ func (s *Session) addAuth(ctx context.Context) error {
 func (s *Session) Conn() *zk.Conn { return s.conn }
 
 // ID returns the current ZooKeeper session ID (0 before the first session).
-func (s *Session) ID() int64 {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.conns.idLocked()
-}
+func (s *Session) ID() int64 { return s.conns.id() }
 
 // State returns the current connection state. After Close it is recipe.StateLost.
 func (s *Session) State() recipe.ConnState {
@@ -268,12 +264,7 @@ func (s *Session) Done() <-chan struct{} {
 
 // SessionTimeout returns the session timeout negotiated with the server (the
 // requested one until a server has answered).
-func (s *Session) SessionTimeout() time.Duration {
-	if t := s.wire.timeout.Load(); t > 0 {
-		return time.Duration(t)
-	}
-	return s.cfg.sessionTimeout
-}
+func (s *Session) SessionTimeout() time.Duration { return s.wire.sessionTimeout() }
 
 // LastServerReply returns the send time of the newest request (pings
 // included) that a server has answered: a lower bound for when the server
@@ -281,7 +272,7 @@ func (s *Session) SessionTimeout() time.Duration {
 // before LastServerReply + the session timeout. Ownership deadlines are
 // counted from it, never from when a reply was read (after a pause, old
 // replies read late would otherwise look fresh).
-func (s *Session) LastServerReply() time.Time { return time.Unix(0, s.wire.lastReply.Load()) }
+func (s *Session) LastServerReply() time.Time { return s.wire.lastReplyTime() }
 
 // Close ends the ZooKeeper session, ends every live lease with cause
 // recipe.ErrSessionClosed, stops the Session's goroutines (its deadlines, cleaner,
@@ -293,19 +284,19 @@ func (s *Session) LastServerReply() time.Time { return time.Unix(0, s.wire.lastR
 // recipe.ErrSessionClosed.
 func (s *Session) Close() error {
 	s.mu.Lock()
-	if s.closed {
+	if s.mu.closed {
 		s.mu.Unlock()
 		return nil
 	}
-	s.closed = true
+	s.mu.closed = true
 	wasLost := s.conns.state == recipe.StateLost
 	id := s.conns.idLocked()
-	s.loseEpochLocked(recipe.ErrSessionClosed)
+	s.conns.loseEpochLocked(recipe.ErrSessionClosed)
 	if m := s.cfg.metrics; m != nil && wasLost {
 		m.SessionState(recipe.StateLost, recipe.StateLost, recipe.ErrSessionClosed) // the close of a lost session is no transition, but recipe.Metrics counts it
 	}
 	s.cleaner.finishAllLocked() // a closed session's ephemerals go with it
-	s.unlock()
+	s.mu.unlock()
 	s.conn.Close()
 	s.shutdown()
 	s.log.Info("session closed", "session", fmt.Sprintf("0x%x", id))
@@ -331,11 +322,11 @@ func (s *Session) abandonConn() {
 // Close did not, marks it closed and ends the current epoch).
 func (s *Session) shutdown() {
 	s.mu.Lock()
-	s.closed = true
+	s.mu.closed = true
 	s.life.Close()
-	s.loseEpochLocked(recipe.ErrSessionClosed)
-	s.disarmLocked()
-	s.unlock()
+	s.conns.loseEpochLocked(recipe.ErrSessionClosed)
+	s.conns.disarmLocked()
+	s.mu.unlock()
 	s.life.Wait()
 	s.pool.stop() // after conn.Close: every request a worker runs returns at once
 }
@@ -354,7 +345,7 @@ func (s *Session) onEvent(ev zk.Event) {
 		return
 	}
 	s.mu.Lock()
-	defer s.unlock()
+	defer s.mu.unlock()
 	if ev.Type == zk.EventNodeDeleted && s.leases.byPath[ev.Path] != nil {
 		// A process paused past its session timeout reads, when it resumes,
 		// the notifications that waited in its socket: the deletion of its
@@ -362,7 +353,7 @@ func (s *Session) onEvent(ev zk.Event) {
 		// deadlines first, so that such a loss is reported as the
 		// suspension or session loss it is, not as a deletion by someone
 		// else.
-		s.checkDeadlinesLocked(time.Now())
+		s.conns.checkDeadlinesLocked(time.Now())
 	}
 	s.watches.onEventLocked(ev)
 	s.leases.fireSlotsLocked(ev.Path)
@@ -374,20 +365,20 @@ func (s *Session) onEvent(ev zk.Event) {
 // onStateEvent drives the state machine from go-zookeeper's session events.
 func (s *Session) onStateEvent(ev zk.Event) {
 	s.mu.Lock()
-	defer s.unlock()
-	if s.closed {
+	defer s.mu.unlock()
+	if s.mu.closed {
 		return
 	}
 	switch ev.State {
 	case zk.StateHasSession:
-		s.onSessionLocked(s.wire.sessionID.Load())
+		s.conns.onSessionLocked(s.wire.sessionID.Load())
 	case zk.StateDisconnected:
 		if s.conns.state.IsConnected() {
-			s.suspendLocked(fmt.Errorf("%w: disconnected from %s", recipe.ErrSuspended, ev.Server))
+			s.conns.suspendLocked(fmt.Errorf("%w: disconnected from %s", recipe.ErrSuspended, ev.Server))
 		}
 	case zk.StateExpired:
 		if s.conns.epoch != nil {
-			s.loseEpochLocked(fmt.Errorf("%w: expired by the server", recipe.ErrSessionLost))
+			s.conns.loseEpochLocked(fmt.Errorf("%w: expired by the server", recipe.ErrSessionLost))
 		}
 	}
 }
@@ -401,7 +392,7 @@ func (s *Session) onStateEvent(ev zk.Event) {
 func (s *Session) Listen(ctx context.Context) <-chan StateChange {
 	f := notify.NewFeed[StateChange]()
 	s.mu.Lock()
-	if s.closed {
+	if s.mu.closed {
 		s.mu.Unlock()
 		f.Close()
 		return f.C()
@@ -424,11 +415,11 @@ func (s *Session) Listen(ctx context.Context) <-chan StateChange {
 func (s *Session) spawn(f func()) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return !s.closed && s.life.Go(f)
+	return !s.mu.closed && s.life.Go(f)
 }
 
 func (s *Session) isClosed() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.closed
+	return s.mu.closed
 }

@@ -328,11 +328,11 @@ func TestServerRestartKeepsSession(t *testing.T) {
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		p, err := q.Participants(context.Background())
-		if err == nil && len(p) == 0 && s.pendingCleanup() == 0 {
+		if err == nil && len(p) == 0 && s.cleaner.pending() == 0 {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("orphaned node not cleaned: %v %v, pending %d", p, err, s.pendingCleanup())
+			t.Fatalf("orphaned node not cleaned: %v %v, pending %d", p, err, s.cleaner.pending())
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

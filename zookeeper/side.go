@@ -36,17 +36,17 @@ type sessionSide Session
 
 func (s *sessionSide) Chroot() string       { return s.chroot }
 func (s *sessionSide) Logger() *slog.Logger { return s.cfg.logger }
-func (s *sessionSide) PendingCleanup() int  { return (*Session)(s).pendingCleanup() }
+func (s *sessionSide) PendingCleanup() int  { return s.cleaner.pending() }
 
 func (s *sessionSide) EnsureDir(ctx context.Context, dir string, acl []zk.ACL) error {
 	return (*Session)(s).ensureDir(ctx, dir, acl)
 }
 
 func (s *sessionSide) CheckRequest(op any) error {
-	return (*Session)(s).checkRequest(false, []any{op})
+	return s.limit.checkRequest(false, []any{op})
 }
 
-func (s *sessionSide) CheckMulti(ops ...any) error { return (*Session)(s).checkRequest(true, ops) }
+func (s *sessionSide) CheckMulti(ops ...any) error { return s.limit.checkRequest(true, ops) }
 
 // queueSide is a Queue's zkside.Queue.
 type queueSide Queue

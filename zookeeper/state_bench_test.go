@@ -16,14 +16,14 @@ func BenchmarkReplied(b *testing.B) {
 	s := newSession(cfg, "")
 	s.wire.lastReply.Store(time.Now().UnixNano())
 	s.mu.Lock()
-	s.armLocked()
+	s.conns.armLocked()
 	s.mu.Unlock()
 	defer func() {
 		s.mu.Lock()
-		s.disarmLocked()
+		s.conns.disarmLocked()
 		s.mu.Unlock()
 	}()
-	o := wireObserver{s: s}
+	o := wireObserver{w: &s.wire, conns: &s.conns}
 	for b.Loop() {
 		o.Replied(time.Now().UnixNano())
 	}

@@ -143,7 +143,7 @@ func (t *Ticket) abandon(ctx context.Context) {
 func (t *Ticket) await(ctx context.Context, wait bool, fs *fastStart) (*lease, error) {
 	if err := t.Err(); err != nil {
 		if fs != nil && fs.pre != nil {
-			t.q.s.dropLease(fs.pre)
+			t.q.s.leases.drop(fs.pre)
 		}
 		return nil, err
 	}

@@ -65,7 +65,7 @@ func (q *Queue) wait(ctx context.Context, t *Ticket, block bool, fs *fastStart) 
 			}
 			// Suspended between the listing and the grant: wait for the
 			// connection (the node keeps its place), then decide again.
-			if err := q.s.awaitConnected(ctx); err != nil {
+			if err := q.s.conns.awaitConnected(ctx); err != nil {
 				return nil, err
 			}
 			continue
@@ -82,7 +82,7 @@ func (q *Queue) wait(ctx context.Context, t *Ticket, block bool, fs *fastStart) 
 		fw.dropChildSlot()
 		gauge.start(q, nodes[self].Kind)
 		skip := fw.mayskip(nodes, self, watch)
-		w, stop, err := q.s.watchNodes(ctx, fw.prefetcher(t, skip), paths...)
+		w, stop, err := q.s.watches.watchNodes(ctx, fw.prefetcher(t, skip), paths...)
 		if err != nil {
 			return nil, q.wrap("get", err)
 		}
@@ -91,7 +91,7 @@ func (q *Queue) wait(ctx context.Context, t *Ticket, block bool, fs *fastStart) 
 		case <-w.ch: // deleted, changed, or no longer watched
 			stop()
 			if skip && w.deleted {
-				if l, err := q.grantOnSkip(ctx, ep, t, fw); err != nil || l != nil {
+				if l, err := fw.grantOnSkip(ctx, ep, t); err != nil || l != nil {
 					return l, err
 				}
 			}
@@ -158,7 +158,7 @@ func (q *Queue) list(ctx context.Context, t *Ticket, fw *fastWait) ([]string, bo
 	// children is written by the request's worker, which may outlive an
 	// error return: read it only on success.
 	var children []string
-	err := q.s.retry(ctx, q.reqSize, func() (err error) {
+	err := q.s.req.retry(ctx, q.reqSize, func() (err error) {
 		if slot != nil {
 			children, _, _, err = q.s.conn.ChildrenW(q.adir)
 		} else {
@@ -225,9 +225,9 @@ func (q *Queue) grantOn(ctx context.Context, ep *epoch, t *Ticket, fw *fastWait)
 // lease. It returns (nil, nil) when the connection was suspended meanwhile.
 func (q *Queue) grant(ctx context.Context, ep *epoch, t *Ticket) (*lease, error) {
 	s := q.s
-	l := s.prepareLease(ctx, t.leaseNode())
+	l := s.leases.prepare(ctx, t.leaseNode())
 	var st *zk.Stat
-	err := s.retry(ctx, q.reqSize, func() (err error) {
+	err := s.req.retry(ctx, q.reqSize, func() (err error) {
 		_, st, _, err = s.conn.GetW(t.path)
 		return err
 	})
@@ -251,7 +251,7 @@ func (q *Queue) grantRead(ep *epoch, l *lease, st *zk.Stat, err error) (*lease, 
 		err = q.vanished(ep)
 	}
 	if err != nil {
-		q.s.dropLease(l)
+		q.s.leases.drop(l)
 		return nil, q.wrap("get", err)
 	}
 	return q.activate(ep, l, st)
@@ -265,7 +265,7 @@ func (q *Queue) grantRead(ep *epoch, l *lease, st *zk.Stat, err error) (*lease, 
 // grants an early lease (its own-node watch is its child watch or was set
 // by the caller) as well as a read one.
 func (q *Queue) activate(ep *epoch, l *lease, st *zk.Stat) (*lease, error) {
-	cause := q.s.activateLease(l, ep, st)
+	cause := q.s.leases.activate(l, ep, st)
 	switch {
 	case cause == nil:
 		return l, nil

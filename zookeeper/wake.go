@@ -15,7 +15,7 @@ import (
 // without a re-list (see skipCandidate). It is decided before waiting, so
 // that the listing is not kept alive while waiting.
 func (fw *fastWait) mayskip(nodes []NodeName, self int, watch []int) bool {
-	return fw.pre != nil && fw.q.skipCandidate(nodes, self, watch)
+	return fw.pre != nil && fw.skipCandidate(nodes, self, watch)
 }
 
 // skipCandidate is the re-list skip's condition on the listing: the Rule is
@@ -23,7 +23,8 @@ func (fw *fastWait) mayskip(nodes []NodeName, self int, watch []int) bool {
 // caller's node is second and watches the first, and the Rule grants it on
 // the listing without the first. See
 // docs/design.md#waking-and-the-re-list-skip.
-func (q *Queue) skipCandidate(nodes []NodeName, self int, watch []int) bool {
+func (fw *fastWait) skipCandidate(nodes []NodeName, self int, watch []int) bool {
+	q := fw.q
 	c := q.contract
 	if !c.grantsLowest || c.anchors || self != 1 || len(watch) != 1 || watch[0] != 0 {
 		return false
@@ -42,11 +43,11 @@ func (q *Queue) skipCandidate(nodes []NodeName, self int, watch []int) bool {
 // deletion was seen, confirms it (same czxid and owner) and sets the
 // lease's own-node watch in the same request; the early lease is then
 // granted. It returns (nil, nil) when the loop must list again.
-func (q *Queue) grantOnSkip(ctx context.Context, ep *epoch, t *Ticket, fw *fastWait) (*lease, error) {
-	pre := fw.pre
+func (fw *fastWait) grantOnSkip(ctx context.Context, ep *epoch, t *Ticket) (*lease, error) {
+	q, pre := fw.q, fw.pre
 	st, err, fetched := fw.fetchedRead(ctx)
 	if !fetched {
-		err = q.s.retry(ctx, q.reqSize, func() (err error) {
+		err = q.s.req.retry(ctx, q.reqSize, func() (err error) {
 			_, st, _, err = q.s.conn.GetW(t.path)
 			return err
 		})
@@ -61,13 +62,13 @@ func (q *Queue) grantOnSkip(ctx context.Context, ep *epoch, t *Ticket, fw *fastW
 	if !ok || !pre.isNode(st) {
 		return nil, nil
 	}
-	q.s.ownWatchRead(pre, st.Version)
+	q.s.leases.ownWatchRead(pre, st.Version)
 	l, err := q.activate(ep, pre, nil)
 	fw.pre, fw.slot = nil, nil
 	if err != nil || l != nil {
 		return l, err
 	}
-	return nil, q.s.awaitConnected(ctx)
+	return nil, q.s.conns.awaitConnected(ctx)
 }
 
 // ownRead is the own-node read beside a listing: a waiter without an early
@@ -92,14 +93,14 @@ func (fw *fastWait) readOwn(ctx context.Context, t *Ticket) (wait func()) {
 		return func() {}
 	}
 	s := fw.q.s
-	o := &ownRead{l: s.prepareLease(ctx, t.leaseNode()), done: make(chan struct{})}
+	o := &ownRead{l: s.leases.prepare(ctx, t.leaseNode()), done: make(chan struct{})}
 	fw.own = o
 	go func() {
 		defer close(o.done)
 		// st is written by the request's worker, which may outlive an
 		// error return: published only on success.
 		var st *zk.Stat
-		o.err = s.call(ctx, func() (err error) {
+		o.err = s.req.call(ctx, func() (err error) {
 			_, st, _, err = s.conn.GetW(t.path)
 			return err
 		}, nil)
@@ -120,7 +121,7 @@ func (fw *fastWait) takeOwnRead() (*lease, *zk.Stat, error) {
 	}
 	fw.own = nil
 	if isConnErr(o.err) {
-		fw.q.s.dropLease(o.l)
+		fw.q.s.leases.drop(o.l)
 		return nil, nil, nil
 	}
 	return o.l, o.st, o.err
@@ -130,7 +131,7 @@ func (fw *fastWait) takeOwnRead() (*lease, *zk.Stat, error) {
 // watch stays set at the server until the node changes or goes (rule 6).
 func (fw *fastWait) dropOwnRead() {
 	if fw.own != nil {
-		fw.q.s.dropLease(fw.own.l)
+		fw.q.s.leases.drop(fw.own.l)
 		fw.own = nil
 	}
 }
@@ -164,15 +165,12 @@ func (fw *fastWait) prefetcher(t *Ticket, skip bool) func(*wakeup) bool {
 	}
 	q, s := fw.q, fw.q.s
 	return func(w *wakeup) bool {
-		if s.closed || !pre.Live() {
+		if s.mu.closed || !pre.Live() {
 			return false // nothing sent: the loop's own request reports why
 		}
 		p := &prefetch{read: skip && w.deleted, done: make(chan struct{})}
 		if !p.read {
-			p.slot = &childSlot{dir: q.adir, l: pre}
-			s.leases.dropSlotLocked(pre.child)
-			pre.child = p.slot
-			s.leases.addSlotLocked(p.slot)
+			p.slot = s.leases.addSlotForLocked(q.adir, pre) // the registry edits the lease
 		}
 		fw.pf = p // read by the waiter after the wakeup's channel is closed
 		s.pool.run(func() {

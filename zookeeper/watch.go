@@ -68,7 +68,7 @@ func (w *wakeup) fire(deleted bool) {
 // watches are data watches (getData), which leave nothing behind on a
 // missing node and are certain to fire for the ephemeral nodes the recipes
 // watch.
-func (s *Session) watchNodes(ctx context.Context, then func(*wakeup) bool, paths ...string) (*wakeup, func(), error) {
+func (r *watchRegistry) watchNodes(ctx context.Context, then func(*wakeup) bool, paths ...string) (*wakeup, func(), error) {
 	w := &wakeup{ch: make(chan struct{}), then: then}
 	var stops []func()
 	stop := func() {
@@ -77,7 +77,7 @@ func (s *Session) watchNodes(ctx context.Context, then func(*wakeup) bool, paths
 		}
 	}
 	for _, p := range paths {
-		f, err := s.watchPath(ctx, w, dataWatch, p)
+		f, err := r.watchPath(ctx, w, dataWatch, p)
 		if err != nil {
 			stop()
 			return nil, nil, err
@@ -87,9 +87,12 @@ func (s *Session) watchNodes(ctx context.Context, then func(*wakeup) bool, paths
 	return w, stop, nil
 }
 
-// watchRegistry holds the shared watches of a Session, by kind and path.
-// byKey is under Session.mu.
+// watchRegistry holds the shared watches of a Session, by kind and path,
+// and sets them. byKey is under mu.
 type watchRegistry struct {
+	mu    *sessionLock
+	req   *requests
+	conn  *zk.Conn // set once Connect has it
 	byKey map[watchKey]*nodeWatch
 }
 
@@ -152,29 +155,29 @@ func (r *watchRegistry) onEventLocked(ev zk.Event) {
 // setting the server watch if it is not set yet. A data or children watch
 // on a missing node, and an exists watch on a node that exists, fire w at
 // once (the caller re-reads). It returns the deregistration.
-func (s *Session) watchPath(ctx context.Context, w *wakeup, kind watchKind, path string) (func(), error) {
+func (r *watchRegistry) watchPath(ctx context.Context, w *wakeup, kind watchKind, path string) (func(), error) {
 	key := watchKey{kind, path}
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
+	r.mu.Lock()
+	if r.mu.closed {
+		r.mu.Unlock()
 		return nil, recipe.ErrSessionClosed
 	}
-	nw, armed := s.watches.joinLocked(key, w)
-	s.mu.Unlock()
+	nw, armed := r.joinLocked(key, w)
+	r.mu.Unlock()
 	stop := func() {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		s.watches.leaveLocked(key, nw, w)
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		r.leaveLocked(key, nw, w)
 	}
 	if armed {
 		return stop, nil
 	}
-	exists, err := s.setWatch(ctx, kind, path)
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	exists, err := r.setWatch(ctx, kind, path)
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	switch {
 	case err == nil && !exists:
-		if s.watches.byKey[key] == nw { // not fired meanwhile
+		if r.byKey[key] == nw { // not fired meanwhile
 			nw.armed = true
 		}
 	case err == nil || errors.Is(err, zk.ErrNoNode):
@@ -182,11 +185,11 @@ func (s *Session) watchPath(ctx context.Context, w *wakeup, kind watchKind, path
 		// re-reads. An exists watch on a node that exists is a data watch
 		// at the server; it stays registered in go-zookeeper until the node
 		// changes, and is not tracked here.
-		if s.watches.byKey[key] == nw {
-			s.watches.fireLocked(key, nw, kind == dataWatch && err != nil)
+		if r.byKey[key] == nw {
+			r.fireLocked(key, nw, kind == dataWatch && err != nil)
 		}
 	default:
-		s.watches.leaveLocked(key, nw, w)
+		r.leaveLocked(key, nw, w)
 		return nil, err
 	}
 	return stop, nil
@@ -194,15 +197,15 @@ func (s *Session) watchPath(ctx context.Context, w *wakeup, kind watchKind, path
 
 // setWatch sends the request that sets a watch of kind on path, retrying
 // connection losses. exists reports an exists watch's node there already.
-func (s *Session) setWatch(ctx context.Context, kind watchKind, path string) (exists bool, _ error) {
-	err := s.retry(ctx, len(path)+pathSlack, func() (err error) {
+func (r *watchRegistry) setWatch(ctx context.Context, kind watchKind, path string) (exists bool, _ error) {
+	err := r.req.retry(ctx, len(path)+pathSlack, func() (err error) {
 		switch kind {
 		case dataWatch:
-			_, _, _, err = s.conn.GetW(path)
+			_, _, _, err = r.conn.GetW(path)
 		case childWatch:
-			_, _, _, err = s.conn.ChildrenW(path)
+			_, _, _, err = r.conn.ChildrenW(path)
 		case existWatch:
-			exists, _, _, err = s.conn.ExistsW(path)
+			exists, _, _, err = r.conn.ExistsW(path)
 		}
 		return err
 	})

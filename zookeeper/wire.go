@@ -14,13 +14,26 @@ import (
 // no lock of its own: atomics, and zkwire.Creates' and zkwire.Watches'
 // locks.
 type wireState struct {
-	lastReply atomic.Int64 // unix nanos: send time of the newest request a server answered
-	sessionID atomic.Int64 // in the last connect response
-	timeout   atomic.Int64 // negotiated, in the last connect response (ns)
+	requested time.Duration // the session timeout asked for (WithSessionTimeout)
+	lastReply atomic.Int64  // unix nanos: send time of the newest request a server answered
+	sessionID atomic.Int64  // in the last connect response
+	timeout   atomic.Int64  // negotiated, in the last connect response (ns)
 	cur       atomic.Pointer[zkwire.Conn]
 	creates   zkwire.Creates
 	watches   zkwire.Watches // go-zookeeper's watch registrations, mirrored
 }
+
+// sessionTimeout is the negotiated session timeout (the requested one
+// until a server has answered).
+func (w *wireState) sessionTimeout() time.Duration {
+	if t := w.timeout.Load(); t > 0 {
+		return time.Duration(t)
+	}
+	return w.requested
+}
+
+// lastReplyTime is lastReply as a time.
+func (w *wireState) lastReplyTime() time.Time { return time.Unix(0, w.lastReply.Load()) }
 
 // noteReply advances lastReply to sentAt (never backwards), and reports
 // whether it moved.
@@ -44,10 +57,12 @@ func (w *wireState) dropConn() {
 	}
 }
 
-// track wraps a dialled connection c, making it the current one.
-func (s *Session) track(c net.Conn) net.Conn {
-	tc := zkwire.NewConn(c, wireObserver{s: s, c: c}, &s.wire.creates, &s.wire.watches)
-	s.wire.cur.Store(tc)
+// track wraps a dialled connection c, making it the current one; replies
+// read on it move conns' deadlines, a failure before the handshake is
+// dials'.
+func (w *wireState) track(c net.Conn, conns *connState, dials *dialWatch) net.Conn {
+	tc := zkwire.NewConn(c, wireObserver{w: w, conns: conns, dials: dials, c: c}, &w.creates, &w.watches)
+	w.cur.Store(tc)
 	return tc
 }
 
@@ -63,29 +78,30 @@ const setWatchesWait = time.Second
 
 // wireObserver is the zkwire.Observer of one connection, c.
 type wireObserver struct {
-	s *Session
-	c net.Conn
+	w     *wireState
+	conns *connState
+	dials *dialWatch
+	c     net.Conn
 }
 
 // Handshake records the session ID and negotiated timeout, and counts the
 // connect request as answered. It returns the read gate's bound; zkwire
 // decides whether to hold at all.
 func (o wireObserver) Handshake(id int64, timeout time.Duration, sentAt int64) time.Duration {
-	s := o.s
-	s.wire.sessionID.Store(id)
+	o.w.sessionID.Store(id)
 	if id != 0 && timeout > 0 {
-		s.wire.timeout.Store(int64(timeout))
+		o.w.timeout.Store(int64(timeout))
 	}
-	s.replied(sentAt)
+	o.conns.replied(sentAt)
 	return setWatchesWait
 }
 
 // Replied advances the last server reply and the ownership deadlines.
-func (o wireObserver) Replied(sentAt int64) { o.s.replied(sentAt) }
+func (o wireObserver) Replied(sentAt int64) { o.conns.replied(sentAt) }
 
 // FailedBeforeHandshake tells Connect's dial watch.
 func (o wireObserver) FailedBeforeHandshake(err error) {
-	o.s.dials.failedBeforeHandshake(o.c.RemoteAddr().String(), err)
+	o.dials.failedBeforeHandshake(o.c.RemoteAddr().String(), err)
 }
 
 // createSlot is a create the engine asks to be sent as create2, so that
@@ -98,10 +114,10 @@ type createSlot struct {
 // registerCreate asks that the create request sent with exactly path (the
 // sequential prefix) be sent as create2; unregisterCreate ends that and
 // returns what was seen (zkwire.Creates).
-func (s *Session) registerCreate(path string, slot *createSlot) {
-	slot.w = s.wire.creates.Register(path, slot.onWritten)
+func (w *wireState) registerCreate(path string, slot *createSlot) {
+	slot.w = w.creates.Register(path, slot.onWritten)
 }
 
-func (s *Session) unregisterCreate(path string, slot *createSlot) (written, replied bool, replyPath string, st zk.Stat) {
-	return s.wire.creates.Unregister(path, slot.w)
+func (w *wireState) unregisterCreate(path string, slot *createSlot) (written, replied bool, replyPath string, st zk.Stat) {
+	return w.creates.Unregister(path, slot.w)
 }

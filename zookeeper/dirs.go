@@ -1,0 +1,73 @@
+package zookeeper
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path"
+	"strings"
+
+	"github.com/go-zookeeper/zk"
+	"github.com/zkrecipes/zkrecipes/internal/shortpath"
+)
+
+// The queue directories and their parents: created as containers below the
+// chroot, bottom-up, only when a create finds them missing (case C18).
+
+// ensureDir creates the queue directory and its missing ancestors: see
+// ensurePath.
+func (q *Queue) ensureDir() error {
+	return q.s.ensurePath(q.adir, q.s.cfg.acl)
+}
+
+// ensurePath creates the znode p (a server path, chroot included) and its
+// missing ancestors below the chroot as container znodes (removed by the
+// server once empty, Curator's creatingParentContainersIfNeeded), bottom-up:
+// it starts at p and walks up only on NoNode, so it never needs permissions
+// above the first existing ancestor. A missing chroot (and its missing
+// ancestors) is created persistent: it is an application's root and must
+// not vanish when empty. NodeExists is success. An error names the znode
+// it could not create.
+func (s *Session) ensurePath(p string, acl []zk.ACL) error {
+	flags, create := int32(zk.FlagContainer), s.conn.CreateContainer
+	if p == s.chroot || !strings.HasPrefix(p, s.chroot+"/") {
+		flags, create = 0, s.conn.Create
+	}
+	_, err := create(p, nil, flags, acl)
+	if errors.Is(err, zk.ErrNoNode) {
+		if err := s.ensurePath(path.Dir(p), acl); err != nil {
+			return err
+		}
+		_, err = create(p, nil, flags, acl)
+	}
+	if err == nil || errors.Is(err, zk.ErrNodeExists) {
+		return nil
+	}
+	what := "directory"
+	if !strings.HasPrefix(p, s.chroot+"/") {
+		what = "chroot znode"
+	}
+	return fmt.Errorf("creating the %s %s: %w", what, shortpath.Of(p), err)
+}
+
+// ensureDir is zkside.Session.EnsureDir: dir below the chroot ("/" for the
+// chroot itself) and its missing ancestors, as ensurePath makes them,
+// retrying on connection loss until ctx ends.
+func (s *Session) ensureDir(ctx context.Context, dir string, acl []zk.ACL) error {
+	if dir != "/" {
+		if err := validatePath(dir); err != nil {
+			return err
+		}
+	}
+	p := s.abs(dir)
+	if dir == "/" {
+		if s.chroot == "" {
+			return nil
+		}
+		p = s.chroot
+	}
+	if acl == nil {
+		acl = s.cfg.acl
+	}
+	return s.req.retry(ctx, len(p)+pathSlack, func() error { return opErr("create", dir, s.ensurePath(p, acl)) })
+}
