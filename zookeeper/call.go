@@ -96,10 +96,9 @@ func (r *requests) call(ctx context.Context, op func() error, late func(error)) 
 }
 
 // callLate is call that also reports whether the caller stopped waiting
-// while the request was in flight (then late, if set, will be called).
-//
-// The request runs on one of the Session's workers (no goroutine and no
-// channel is made per request: the handshake below is pooled).
+// while the request was in flight (then late, if set, will be called). The
+// request runs on one of the Session's workers; the hand-off below is
+// pooled, so no goroutine and no channel is made per request.
 func (r *requests) callLate(ctx context.Context, op func() error, late func(error)) (_ error, abandoned bool) {
 	if ctx.Done() == nil {
 		return op(), false

@@ -34,22 +34,15 @@ func (q *Queue) create(ctx context.Context, guid, kind string, data []byte, anch
 }
 
 // protectedCreate is one attempt's create, retried across connection
-// losses (Session.req's retryLate):
-//
-//   - after a loss that may have applied it (a lost reply), the node is
-//     looked up by GUID (findByGUID) before the create is sent again, and
-//     adopted only if the current session owns it (C2, C3);
-//   - a missing directory is created, with its parents, and the create
-//     sent again in the same pass (C18);
-//   - a caller that stops waiting (ctx ends, C4) closes the gate: no create
-//     is sent after that, and the one in flight, if any, is waited for
-//     (abandonBudget), so that the caller's search by GUID finds whatever
-//     landed; one still in flight after the budget (the connection is
-//     down) is undone by late when it lands.
-//
+// losses: after a loss that may have applied it (a lost reply) the node is
+// looked up by GUID before the create is sent again, and adopted only if
+// the current session owns it (C2, C3); a missing directory is created and
+// the create sent again in the same pass (C18); a caller that stops waiting
+// (C4) closes the gate, so that no create is sent after that and the one in
+// flight is waited for (abandonBudget) before the caller's own search by
+// GUID, and one still in flight after that is undone by late when it lands.
 // name and unknown are written by the attempts, on the request's worker,
-// and read by the caller only once retryLate returned without abandoning
-// it.
+// and read by the caller only once retryLate returned without abandoning.
 type protectedCreate struct {
 	q      *Queue
 	guid   string

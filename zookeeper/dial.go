@@ -34,17 +34,12 @@ func withDefaultPort(h string) (string, error) {
 	return h, nil
 }
 
-// dialWatch follows Connect's attempts to reach a server, so that Connect
-// can say why no session came (the last failure, which go-zookeeper only
-// logs), and give up early when nothing listens at any address.
-//
-// Nothing listening (connection refused) is answered at once by the
-// server's host; a server that is starting, or restarting, binds its port
-// within moments. So Connect gives up when every address refused twice in
-// a row: go-zookeeper waits one second after each round over the
-// addresses, so that is about one second after the first refusal. Any
-// other outcome (a dial timeout, a connection accepted) starts the count
-// again, and Connect then waits for its timeout.
+// dialWatch follows Connect's attempts, so that Connect can say why no
+// session came (the last failure, which go-zookeeper only logs) and give up
+// when nothing listens: when every address refused twice in a row (a
+// starting server binds its port within moments; go-zookeeper waits a
+// second per round, so about a second after the first refusal). Any other
+// outcome (a dial timeout, a connection accepted) starts the count again.
 type dialWatch struct {
 	addrs func() int // how many addresses the servers resolved to
 

@@ -71,11 +71,10 @@ func (e *PathError) Is(target error) bool { return target == recipe.ErrInvalidPa
 // Unwrap returns Err.
 func (e *PathError) Unwrap() error { return e.Err }
 
-// isConnErr reports whether err is a transient connection-level failure after
-// which a request may or may not have been applied by the server.
-//
-// Besides go-zookeeper's sentinels this includes raw network errors:
-// go-zookeeper hands a failed socket write to the waiting request as is.
+// isConnErr reports whether err is a transient connection-level failure
+// after which a request may or may not have been applied by the server:
+// go-zookeeper's sentinels, and raw network errors (go-zookeeper hands a
+// failed socket write to the waiting request as is).
 func isConnErr(err error) bool {
 	if err == nil {
 		return false

@@ -83,18 +83,15 @@ func (l *lease) grantLocked(st *zk.Stat) {
 }
 
 // Release gives the lease up: it ends the lease context (cause
-// recipe.ErrReleased) first, then deletes the znode, ignoring ctx's
-// cancellation for the delete itself and retrying on connection loss until
-// the cleanup timeout; ctx's end stops the retries 250 ms (abandonBudget)
-// later, so a ctx already done (a deferred Release at shutdown) still gets
-// a delete that completes in that time, and nil. A delete that could not
-// complete is handed to the Session's cleaner, so the lock is freed on
-// reconnection even if Release is never called again. The ZooKeeper
-// operations are described in docs/design.md#acquisition.
-//
-// Errors: recipe.ErrLeaseLost (wrapping the cause) if ownership ended
-// before Release; a connection error if the delete could not be confirmed
-// (call Release again: it returns nil once the node is gone).
+// recipe.ErrReleased), then deletes the znode, ignoring ctx's cancellation
+// for the delete and retrying connection losses until the cleanup timeout,
+// and until 250 ms (abandonBudget) after ctx ends, so a ctx already done (a
+// deferred Release at shutdown) still gets a delete that completes in that
+// time; one that cannot complete goes to the Session's cleaner, which frees
+// the lock on reconnection (operations: docs/design.md#acquisition).
+// Errors: recipe.ErrLeaseLost wrapping the cause if ownership ended before;
+// a connection error if the delete was not confirmed (Release again returns
+// nil once the node is gone).
 func (l *lease) Release(ctx context.Context) error {
 	return l.Core.Release(ctx, l.end, l.remove)
 }

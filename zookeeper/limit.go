@@ -42,17 +42,14 @@ func pastLimit(seq int32) bool { return seq == math.MaxInt32 || seq < 0 }
 const seqWarnMargin = 1 << 27
 
 // ErrSequenceLimit is matched by the error of an acquisition that cannot be
-// ordered because its directory's sequence counter reached its limit
-// (2147483647; see docs/design.md#the-sequence-limit) and a node in it is
-// anchored to a position past the limit, whose place in the creation order
-// is unknown: RWMutex.Downgrade (AcquireAnchored) in such a directory, or a
-// listing holding such a node written by an older version. Nothing is
-// granted and the caller's node is deleted. Every other acquisition in such
-// a directory is ordered by creation and goes on. Remedy: the counter starts
-// again at 0 only in a new directory. Let the directory become empty (a
-// container directory, as the recipes create, is then removed by the
-// server), delete it if it is a persistent one made by hand, or give the
-// lock a new path.
+// ordered because its directory's sequence counter is at its limit
+// (2147483647; docs/design.md#the-sequence-limit) and a node in it is, or
+// would be, anchored past the limit: RWMutex.Downgrade (AcquireAnchored)
+// there, or a listing holding such a node written by an older version.
+// Nothing is granted and the caller's node is deleted; every other
+// acquisition there is ordered by creation and goes on. The counter starts
+// again at 0 only in a new directory: let it empty (a container the recipes
+// created is then removed), delete a persistent one, or use a new path.
 var ErrSequenceLimit = errors.New("recipe: the directory's sequence counter is at its limit")
 
 // SequenceMetrics is an optional extension of recipe.Metrics: a recipe.Metrics that also

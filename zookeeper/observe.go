@@ -18,22 +18,18 @@ type Head struct {
 	Node    Participant
 }
 
-// ObserveHead reports the first node of the queue, at once and after every
-// change, including a change to "none" (an empty or missing directory:
-// case C16). Delivery coalesces: a slow reader skips intermediate heads but
-// always receives the latest one. It runs one goroutine, which never blocks
-// the client's event delivery; its requests are listed under "Reads" in
-// docs/design.md#acquisition, and its watches are shared with the
-// Session's other waiters.
-//
-// A read that fails on a connection loss is retried with the Session's
-// retry policy; one that fails otherwise is logged at warning level and
-// tried again a second later (the last delivered head stays current),
-// unless retrying cannot cure it (recipe.Permanent: an ACL refusal; another
-// recipe's nodes, recipe.ErrMixedRecipes, met twice a second apart): then it is
-// logged at error level and the channel is closed. The channel is also
-// closed when ctx ends or the Session is closed; nothing is delivered
-// after that.
+// ObserveHead reports the first node of the queue at once and after every
+// change, a change to "none" (an empty or missing directory, C16)
+// included, on one goroutine that never blocks the client's events and
+// watches shared with the Session's waiters (operations: "Reads" in
+// docs/design.md#acquisition). Delivery coalesces: a slow reader skips
+// intermediate heads but always gets the latest. A read failing on a
+// connection loss is retried with the retry policy, any other a second
+// later (logged at warning level; the last head stays current), unless
+// retrying cannot cure it (recipe.Permanent: an ACL refusal, another
+// recipe's nodes met twice a second apart): then it is logged at error
+// level and the channel closed. The channel is also closed when ctx ends or
+// the Session is closed; nothing is delivered after that.
 func (q *Queue) ObserveHead(ctx context.Context) <-chan Head {
 	return zkside.Observe(ctx, q.heads(), func(h Head) Head { return h })
 }

@@ -56,19 +56,16 @@ type SuspendPolicy struct {
 func RevokeOnSuspend() SuspendPolicy { return SuspendPolicy{} }
 
 // TolerateSuspension keeps leases alive while the connection is SUSPENDED,
-// but only until LastServerReply + f × negotiated session timeout, counted
-// from the send time of the newest request a server answered, never from
-// when the client noticed the disconnect nor from when a late reply was read
-// (case C9). A reconnection to the same session before
-// then keeps every lease. f must be in [0.4, 0.9]: below 0.4 a healthy
-// connection (pinged every 1/3 of the timeout) would lose leases, at 1 or
-// above the server may already have expired the session and granted the lock
-// to someone else; Connect returns recipe.ErrBadOption for any other f (NaN
-// included). f == 0 means 0.5.
-//
-// What "short" means is bounded by go-zookeeper: after a connection drops
-// it waits about 1 s before redialing, so a blip survives only if the
-// reconnection, about 1 s later, comes before f × the timeout.
+// until LastServerReply + f × the negotiated session timeout (counted from
+// the send time of the newest request a server answered, never from when a
+// disconnect or a late reply was noticed, C9); a reconnection to the same
+// session before then keeps every lease. f must be in [0.4, 0.9] (below, a
+// healthy connection pinged every third of the timeout could lose leases;
+// at 1 the server may have expired the session and granted the lock to
+// someone else): Connect returns recipe.ErrBadOption for any other f, NaN
+// included; f == 0 means 0.5. go-zookeeper redials about 1 s after a
+// connection drops, so a blip survives only if that comes before f × the
+// timeout.
 func TolerateSuspension(f float64) SuspendPolicy {
 	if f == 0 {
 		f = defaultSuspendFraction
@@ -134,42 +131,30 @@ func WithConnectTimeout(d time.Duration) Option { return func(c *config) { c.con
 func WithCleanupTimeout(d time.Duration) Option { return func(c *config) { c.cleanupTimeout = d } }
 
 // WithLogger sets the logger for session state changes, lost leases and
-// cleanup, which the recipes built on the Session use too. go-zookeeper's
-// own log lines go to it at debug level, except its failures to re-register
-// watches or credentials after a reconnection, at error level.
-//
-// Default (also for a nil l): the records of level WARN and above, to the
-// handler of slog.Default() as it is when Connect is called. A healthy
-// Session logs nothing there; one that keeps failing (a connection that
-// keeps dropping, a delete the cleaner cannot finish, an election.Run or
-// latch whose campaigns keep failing) is seen. To see the INFO lines too
-// (connected, reconnected, closed), pass slog.Default(); to silence the
-// Session, slog.New(slog.DiscardHandler).
+// cleanup, which the recipes built on the Session use too; go-zookeeper's
+// own lines go to it at debug level, but its failures to re-register
+// watches or credentials at error level. Default (also for nil): WARN and
+// above, to the handler of slog.Default() when Connect is called, so a
+// healthy Session logs nothing and a failing one is seen; pass
+// slog.Default() for the INFO lines too (connected, reconnected, closed),
+// slog.New(slog.DiscardHandler) for none.
 func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l } }
 
 // WithMaxPacket sets the packet limit, in bytes: the largest request the
-// Session sends (its frame, after the 4-byte length prefix). Set it to the
-// servers' jute.maxbuffer when they run with a value other than the
-// default, and never above it: a server drops the connection of a request
-// over its limit, which the client cannot tell from a network failure.
-// Default DefaultMaxPacket; 128 KiB (go-zookeeper re-registers watches in
-// requests that large) to 64 MiB, else Connect returns recipe.ErrBadOption.
-//
-// Nothing over the limit is sent, whoever builds the request: the recipes
-// check their paths where they are given (a path too long fails NewQueue,
-// mutex.New and the like with an error matching recipe.ErrTooLarge and
-// recipe.ErrInvalidPath) and their node data where it is given or at the call
-// (recipe.ErrTooLarge); a request made through Conn that is over it fails with
-// zk.ErrShortBuffer (an *recipe.OpError wrapping it matches recipe.ErrTooLarge), as does
-// go-zookeeper's re-registration, after a reconnection, of a watch set
-// through Conn on a path within 32 bytes of the limit (logged; that watch
-// is lost). Either way the request fails alone, before it is sent.
-//
-// Above DefaultMaxPacket the limit is trusted only so far: a request over
-// DefaultMaxPacket whose connection was lost right after it was sent, twice
-// in a row, is not sent again; the operation fails with an error matching
-// recipe.ErrTooLarge, and a cleanup delete is given up, logged at error level. See
-// docs/design.md#lost-sends-and-packet-limits.
+// Session sends (its frame, after the 4-byte length prefix): the servers'
+// jute.maxbuffer when they run with another value than the default, never
+// above it (a server drops the connection of a request over its limit).
+// Default DefaultMaxPacket; 128 KiB to 64 MiB, else Connect returns
+// recipe.ErrBadOption. Nothing over it is sent: a recipe path too long
+// fails where it is given (recipe.ErrTooLarge and recipe.ErrInvalidPath),
+// node data where it is given or at the call (recipe.ErrTooLarge), a
+// request through Conn with zk.ErrShortBuffer (an *recipe.OpError wrapping
+// it matches recipe.ErrTooLarge), as does go-zookeeper's re-registration of
+// a watch set through Conn on a path within 32 bytes of the limit (logged;
+// that watch is lost). Above DefaultMaxPacket, a request whose connection
+// was lost right after it was sent, twice in a row, is not sent again: the
+// operation fails with recipe.ErrTooLarge, a cleanup delete is given up
+// (logged at error level). See docs/design.md#lost-sends-and-packet-limits.
 func WithMaxPacket(bytes int) Option { return func(c *config) { c.maxPacket = bytes } }
 
 // WithACL sets the ACL of every znode the recipes create (default

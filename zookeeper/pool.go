@@ -3,20 +3,15 @@ package zookeeper
 import "sync"
 
 // workers runs functions on a Session's long-lived goroutines, so that the
-// per-request hand-offs of the acquire path (a request a caller may stop
-// waiting for, the listing pipelined behind a create, an own-node watch)
-// start no goroutine and make no channel per request. run hands a function
-// to a parked worker, or starts a new one when none is parked (a burst is
-// never queued behind a slow request: the pool grows to the concurrency in
-// flight).
-//
-// Bound: running workers are at most the requests in flight on behalf of
-// callers (a request whose caller left holds its worker until go-zookeeper
-// answers or gives the connection up, at most the session timeout); at most
-// maxIdleWorkers stay parked. stop (Session.Close, after the connection is
-// closed, so every request returns at once) ends the parked workers and
-// waits for every worker. After stop, run calls the function on the
-// calling goroutine.
+// hand-offs of the acquire path (a request a caller may stop waiting for,
+// the listing pipelined behind a create, an own-node read) start no
+// goroutine and make no channel per request: run hands a function to a
+// parked worker, or starts one when none is parked (a burst never queues
+// behind a slow request). Running workers are at most the requests in
+// flight (one whose caller left holds its worker until go-zookeeper answers
+// or drops the connection), at most maxIdleWorkers stay parked; stop (after
+// the connection is closed) ends them and waits, and run then calls the
+// function on the calling goroutine.
 type workers struct {
 	quit <-chan struct{} // closed before stop is called
 

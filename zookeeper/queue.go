@@ -57,28 +57,21 @@ import (
 // acquisition, a release and a cancel.
 
 // Rule is a recipe's whole policy on top of the queue engine: given the
-// ordered, parsed listing of a queue directory (creation order: by
-// sequence, and by czxid once the directory's counter is at its limit, see
-// docs/design.md#the-sequence-limit) and the index of the
-// caller's own node in it, it says whether that node holds a grant and, if
-// not, the indexes of the nodes whose deletion could change the answer (at
-// least one; not self). A mutex holds at index 0 and watches self-1; a read
-// lock watches the nearest write node before it; an N-permit semaphore holds
-// below index N and watches the N nodes before it.
-//
-// A Rule must be a pure, cheap function of the names (no I/O, no data, no
-// time); whenever its answer is "wait" it must stay "wait" while every
-// watched node exists (the engine re-lists on every wakeup, so a Rule only
-// has to name enough nodes that no grant is missed); and a node it grants
-// must stay granted on every later listing that still shows it (later
-// nodes sort after it, but for an anchored node), since a grant is never
-// re-checked. Anything more the engine may assume is declared with
-// QueueOptions. See docs/design.md#the-rule-contract.
-//
-// A Rule must not panic. If it does, the engine recovers: the Acquire (or
-// TryAcquire, Await) that asked it returns an error matching recipe.ErrBadOption
-// that wraps the panic value, and gives its node up as any failed Acquire
-// does (the stack is logged at debug level).
+// listing of a queue directory in queue order (creation order: by sequence,
+// and by czxid once the directory's counter is at its limit) and the index
+// of the caller's node, it says whether that node holds and, if not, the
+// indexes of the nodes whose deletion could change the answer (at least
+// one; not self). A mutex holds at index 0 and watches self-1; a read lock
+// watches the nearest write node before it; an N-permit semaphore holds
+// below index N and watches the N nodes before it. A Rule must be a pure,
+// cheap function of the names (no I/O, data or time); a "wait" must stay
+// "wait" while every watched node exists; a node it grants must stay
+// granted on every later listing that shows it (a grant is never checked
+// again); anything more is declared with QueueOptions
+// (docs/design.md#the-rule-contract). A Rule that panics fails the Acquire,
+// TryAcquire or Await that asked it with an error matching
+// recipe.ErrBadOption wrapping the panic value, its node given up (the
+// stack logged at debug level).
 type Rule func(nodes []NodeName, self int) (holds bool, watch []int)
 
 // FirstHolds is the Rule of an exclusive lock: the lowest node holds; every
@@ -132,22 +125,18 @@ type ruleContract struct {
 // is sent (recipe.ErrTooLarge; recipe.ErrBadOption too over MaxNodeData).
 const MaxNodeData = 512 << 10
 
-// Queue is the ephemeral-sequential queue engine that every recipe of this
-// module drives, and the way to write a custom recipe: the recipe supplies
-// node kinds and a Rule (with the QueueOptions its Rule satisfies); the
-// engine does the creating, waiting, watching, retrying and cleaning up. It
-// follows the ZooKeeper recipes page ("Locks") and has the shape of
-// Curator's LockInternals.
-//
-// Whatever the Rule, the engine guarantees: one ephemeral sequential znode
-// per Acquire, with a fresh GUID in its name, adopted after a lost create
-// reply only if the current session owns it; missing parents created as
-// containers; a waiter watches only the nodes the Rule names and re-lists
-// on every wakeup unless the skip is proven safe; children outside the
-// node-name grammar are ignored; an error return never leaves a node
-// behind; a grant is made only on the node's Stat from the server (owner
-// check, czxid as the fencing token) with a watch on the node set no later
-// than the state the grant was decided on. See docs/design.md#acquisition.
+// Queue is the ephemeral-sequential queue engine that every ZooKeeper recipe
+// of this module drives, and the way to write a custom recipe: the recipe
+// supplies node kinds and a Rule (with the QueueOptions it satisfies), the
+// engine creates, waits, watches, retries and cleans up (the shape of
+// Curator's LockInternals). Whatever the Rule: one ephemeral sequential
+// znode per Acquire, with a fresh GUID in its name, adopted after a lost
+// create reply only if the current session owns it; missing parents
+// created as containers; a waiter watches only the nodes the Rule names;
+// children outside the node-name grammar are ignored; an error return never
+// leaves a node behind; a grant is made only on the node's Stat (owner
+// checked, czxid the fencing token) with a watch on the node set no later
+// than the state the grant was decided on (docs/design.md#acquisition).
 type Queue struct {
 	s        *Session
 	dir      string // as given, relative to the chroot
@@ -213,27 +202,23 @@ func NewQueue(s *Session, dir string, kinds []string, rule Rule, opts ...QueueOp
 	return q, nil
 }
 
-// Acquire joins the queue with a node of the given kind carrying data, and
-// blocks until the Rule grants it, ctx ends, or the grant becomes
-// impossible. A connection SUSPENDED while waiting is waited out (the node
-// keeps its place); a grant is never made while SUSPENDED. Its ZooKeeper
-// operations are those of docs/design.md#acquisition.
-//
-// Errors: ctx's cause when ctx ends; recipe.ErrSessionLost when the session that
-// owns the node is lost; recipe.ErrNodeDeleted when the node is deleted by someone
-// else while waiting; recipe.ErrSessionClosed; recipe.ErrMixedRecipes (the directory
-// holds nodes of other kinds of this module); ErrSequenceLimit (a node
-// anchored past the directory counter's limit, written by an older
-// version, is in the queue); an *recipe.OpError for refusals
-// (matching recipe.ErrNoPermission for ACLs); recipe.ErrBadOption for an unknown kind or
-// data over MaxNodeData; recipe.ErrTooLarge for data over MaxNodeData or too large
-// for the packet limit with the node's path. In every
-// error case the caller's node is deleted (or its deletion is queued with
-// the Session's cleaner until reconnection): even when ctx has ended,
-// Acquire waits up to 250 ms for a create still in flight (none is started
-// after ctx ended) and up to 250 ms for that delete, so it can return up to
-// 500 ms after ctx's deadline when the server does not answer; a create
-// answered only later (connection down) is deleted when its reply arrives.
+// Acquire joins the queue with a node of kind carrying data, and blocks
+// until the Rule grants it, ctx ends, or the grant becomes impossible; a
+// SUSPENDED connection is waited out (the node keeps its place), and no
+// grant is made while SUSPENDED (operations: docs/design.md#acquisition).
+// Errors: ctx's cause; recipe.ErrSessionLost (the node's session is lost);
+// recipe.ErrNodeDeleted (deleted by someone else while waiting);
+// recipe.ErrSessionClosed; recipe.ErrMixedRecipes (another recipe's nodes in
+// the directory); ErrSequenceLimit (a node anchored past the counter's
+// limit, by an older version, is queued); an *recipe.OpError for refusals
+// (matching recipe.ErrNoPermission for ACLs); recipe.ErrBadOption for an
+// unknown kind; recipe.ErrTooLarge (and recipe.ErrBadOption) for data over
+// MaxNodeData, recipe.ErrTooLarge for data too large for the packet limit
+// with the node's path. After any error the node is deleted or its delete
+// queued with the Session's cleaner: even after ctx ended Acquire waits up
+// to 250 ms for a create in flight and 250 ms for the delete (so up to
+// 500 ms past ctx's deadline when the server does not answer); a create
+// answered later is deleted when its reply arrives.
 func (q *Queue) Acquire(ctx context.Context, kind string, data []byte) (recipe.Lease, error) {
 	return q.acquire(ctx, kind, data, true, nil)
 }
@@ -248,20 +233,16 @@ func (q *Queue) TryAcquire(ctx context.Context, kind string, data []byte) (recip
 }
 
 // AcquireAnchored is Acquire for a node that takes the queue position of
-// anchor, a live recipe.Lease granted by a Queue on the same directory and session
-// to a node of an anchor kind (see AllowsAnchors) that is not itself
-// anchored: the read-write lock's downgrade. The node is created in one
-// transaction with a check that the anchor's node still exists (a multi of
-// check and create), so the position it takes was never given to anyone
-// else. The grant's token is the anchor's: every grant behind that
-// position, made after it, has a larger one.
-//
-// Errors: as Acquire; recipe.ErrBadOption when the queue was not declared with
-// AllowsAnchors or anchor is not such a lease; recipe.ErrLeaseLost (wrapping the
-// cause) when anchor has ended or its node is gone; ErrSequenceLimit when
-// the anchor's sequence is at or past the directory counter's limit (its
-// position cannot be told apart from later nodes': nothing is created, and
-// anchor is still held).
+// anchor: a live lease of a Queue on the same directory and Session, of an
+// anchor kind (AllowsAnchors) and not itself anchored (the read-write
+// lock's downgrade). The node is created in one multi with a check that the
+// anchor's node exists, so its position was never given to anyone else,
+// and the grant carries the anchor's token. Errors: as Acquire;
+// recipe.ErrBadOption when the queue was not declared AllowsAnchors or
+// anchor is not such a lease; recipe.ErrLeaseLost (wrapping the cause) when
+// anchor has ended or its node is gone; ErrSequenceLimit when the anchor's
+// sequence is at or past the counter's limit (nothing is created, anchor is
+// still held).
 func (q *Queue) AcquireAnchored(ctx context.Context, kind string, data []byte, anchor recipe.Lease) (recipe.Lease, error) {
 	c := q.contract
 	if !c.anchors {

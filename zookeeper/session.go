@@ -18,31 +18,18 @@ import (
 	"github.com/zkrecipes/zkrecipes/recipe"
 )
 
-// Session owns one go-zookeeper connection (*zk.Conn) and turns its events
-// into Curator's connection states (CONNECTED, SUSPENDED, RECONNECTED, LOST),
-// and into the ownership signal every lease depends on.
-//
-// A Session outlives the ZooKeeper sessions it carries: when the server
-// expires a session, go-zookeeper silently opens a new one; the Session then
-// reports LOST for everything granted under the old session ID and
-// RECONNECTED with the new ID. It never misses a transition (it reads
-// go-zookeeper's event callback, not its lossy event channel), and measures
-// server silence itself from the bytes read off the wire, so a client that
-// notices a disconnect late (a paused process, case C9) still gives up
-// ownership on time.
-//
-// A chroot suffix in the server list ("host:port/app") is applied to every
-// path the recipes use. The raw connection returned by Conn does not know
-// the chroot.
-//
-// A delete of one of its own znodes that could not be completed
-// (connection loss during a release or a cancelled acquisition) is retried
-// on every reconnection of the same ZooKeeper session, with an identity
-// check (ephemeral owner and czxid) before each delete (and given up only
-// as WithMaxPacket says). Close ends the ZooKeeper session, which deletes
-// all of its ephemeral znodes at once.
-//
-// All methods are safe for concurrent use.
+// Session is one go-zookeeper connection and the ZooKeeper sessions it
+// carries one after another, reported as Curator's connection states (State,
+// Listen): when the server expires a session, go-zookeeper opens a new one,
+// and everything granted under the old one is LOST. It reads every
+// transition from go-zookeeper's event callback and measures server silence
+// itself, so ownership ends on time even when a disconnect is noticed late
+// (case C9; docs/design.md#connection-states-and-the-ownership-deadline). A
+// chroot suffix in the server list applies to every recipe path, not to
+// Conn's. A delete of its own znode that could not complete is retried on
+// every reconnection of the same session, after an identity check; Close
+// ends the session and with it all its ephemeral znodes. All methods are
+// safe for concurrent use.
 type Session struct {
 	cfg    config
 	log    *slog.Logger
@@ -74,28 +61,21 @@ type Session struct {
 	quit <-chan struct{}
 }
 
-// Connect opens a Session to the given servers ("host:port" each, or a host
-// alone for port 2181, ZooKeeper's client port; a comma-separated connect string is
-// accepted too, and a chroot suffix such as "host:port/app" applies to every
-// path) and waits until the first ZooKeeper session is established.
-//
-// It returns an error matching recipe.ErrBadOption for invalid options (a port
-// that is not a number in 1..65535 included), recipe.ErrInvalidPath for a
-// malformed chroot, and recipe.ErrUnreachable when no server established a
-// session within the connect timeout (WithConnectTimeout, default 15 s) or
-// before ctx ended (the error then also matches ctx's error). The error
-// names the servers with their ports and wraps the last attempt's failure
-// (a *net.OpError from the dial, matching syscall.ECONNREFUSED when
-// nothing listened; a connection closed before the handshake), or says that
-// a server accepted the connection but did not answer. It returns as soon
-// as ctx ends or the connect timeout passes, also when a server accepted
-// the connection and never answers (that connection is closed at once;
-// go-zookeeper's own shutdown finishes in the background within about a
-// second). When every address of every server refused the connection twice
-// in a row (nothing listens), Connect returns about a second after the
-// first refusal instead of waiting out the connect timeout. The chroot
-// znode itself is not created here; recipes create missing parents (as
-// container znodes) when they first need them.
+// Connect opens a Session to servers ("host:port" each, a host alone for
+// port 2181, or comma-separated connect strings; a chroot suffix such as
+// "host:port/app" applies to every recipe path) and waits until the first
+// ZooKeeper session is established: at most the connect timeout
+// (WithConnectTimeout, default 15 s) or until ctx ends, and about a second
+// after the first refusal when every address refused twice in a row
+// (nothing listens). It creates no znode (recipes create missing parents
+// when they first need them). Errors: recipe.ErrBadOption for invalid
+// options (a port outside 1..65535 included); recipe.ErrInvalidPath for a
+// malformed chroot; recipe.ErrUnreachable (also matching ctx's error when
+// ctx ended) naming the servers and wrapping the last attempt's failure: a
+// *net.OpError (matching syscall.ECONNREFUSED when nothing listened), a
+// connection closed before the handshake, or a server that accepted the
+// connection and did not answer (that connection is closed at once;
+// go-zookeeper's shutdown finishes in the background within a second).
 func Connect(ctx context.Context, servers []string, opts ...Option) (*Session, error) {
 	cfg, hosts, chroot, err := connectConfig(servers, opts)
 	if err != nil {
@@ -230,17 +210,10 @@ func (s *Session) addAuth(ctx context.Context) error {
 }
 
 // Conn returns the underlying go-zookeeper connection, for operations the
-// recipes don't cover. Paths given to it are not adjusted for the chroot.
-// Don't Close it: close the Session.
-//
-// The other way round is not offered: a Session cannot be built on a
-// *zk.Conn the caller already has. It must see every state transition,
-// which go-zookeeper delivers reliably only to the event callback given to
-// zk.Connect (its event channel drops events when nobody reads in time),
-// and it must read the wire through the dialer given there (the last
-// server reply that ownership deadlines count from, the create2 replies
-// that carry a grant's token). Connect a Session beside your own
-// connection; one more connection per process costs the ensemble little.
+// recipes don't cover; paths given to it are not adjusted for the chroot.
+// Don't Close it: close the Session. A Session cannot be built on a
+// *zk.Conn of the caller's (it needs the event callback and the dialer it
+// gives zk.Connect): connect one beside it.
 func (s *Session) Conn() *zk.Conn { return s.conn }
 
 // ID returns the current ZooKeeper session ID (0 before the first session).

@@ -9,18 +9,13 @@ import (
 	"github.com/zkrecipes/zkrecipes/recipe"
 )
 
-// Ticket is a node of a Queue that keeps its place across grants: the
-// shape of Curator's LeaderLatch, where a participant's znode outlives a
-// suspension of the connection and leadership is granted again to the same
-// znode when the connection comes back in the same ZooKeeper session.
-//
-// A lease granted to a Ticket ends at SUSPENDED under the Session's suspend
-// policy (and at session loss, or when its node is deleted) like any lease,
-// but its node is not deleted then: Await can grant it again, with the same
-// token (the czxid of the same znode, which kept its place). The ticket
-// dies with its ZooKeeper session or its node; Await then fails and the
-// caller joins again with a new Ticket. A Ticket is safe for concurrent
-// use, but one Await at a time is meaningful.
+// Ticket is a node of a Queue that keeps its place across grants (Curator's
+// LeaderLatch): a lease granted to it ends like any lease (at SUSPENDED
+// under the suspend policy, at session loss, when its node is deleted), but
+// its node is not deleted then, and Await can grant it again with the same
+// token once the connection is back in the same ZooKeeper session. It dies
+// with its session or its node; Await then fails and the caller joins again.
+// Safe for concurrent use, though one Await at a time is meaningful.
 type Ticket struct {
 	q     *Queue
 	name  string // child name
@@ -37,15 +32,10 @@ type Ticket struct {
 }
 
 // Join creates the caller's node (ephemeral sequential, protected name, of
-// the given kind, carrying data) and returns its Ticket without waiting for
-// a grant. Its ZooKeeper operations are in docs/design.md#acquisition.
-// Errors: as Acquire (none of them leaves a node behind).
-//
-// Join takes none of Acquire's create fast paths (a Ticket is granted
-// again, possibly long after its create, and a latch does not acquire
-// often enough to pay for keeping an early lease across Awaits): its
-// create is a plain create, and Await reads its node beside every listing
-// (one round trip per wakeup).
+// kind, carrying data) and returns its Ticket without waiting for a grant
+// (operations: docs/design.md#acquisition): a plain create, none of
+// Acquire's fast paths, as a Ticket may be granted long after it. Errors: as
+// Acquire (none leaves a node behind).
 func (q *Queue) Join(ctx context.Context, kind string, data []byte) (*Ticket, error) {
 	return q.join(ctx, kind, data, nil, true, nil)
 }

@@ -78,37 +78,43 @@ func (q *Queue) wait(ctx context.Context, t *Ticket, block bool, fs *fastStart) 
 		if !block {
 			return nil, q.locked(nodes[self].Name, paths)
 		}
-		// Watch the nodes the Rule named.
+		// Watch the nodes the Rule named, wake, list again.
 		fw.dropChildSlot()
 		gauge.start(q, nodes[self].Kind)
-		skip := fw.mayskip(nodes, self, watch)
-		w, stop, err := q.s.watches.watchNodes(ctx, fw.prefetcher(t, skip), paths...)
-		if err != nil {
-			return nil, q.wrap("get", err)
+		if l, err := q.sleep(ctx, ep, t, fw, paths, fw.mayskip(nodes, self, watch)); err != nil || l != nil {
+			return l, err
 		}
-		// Wake.
-		select {
-		case <-w.ch: // deleted, changed, or no longer watched
-			stop()
-			if skip && w.deleted {
-				if l, err := fw.grantOnSkip(ctx, ep, t); err != nil || l != nil {
-					return l, err
-				}
-			}
-		case <-fw.ended():
-			// The own node was deleted (or the early lease ended): the
-			// re-list reports it (case C10).
-			stop()
-			fw.dropEarlyLease()
-		case <-ctx.Done():
-			stop()
-			return nil, context.Cause(ctx)
-		case <-q.s.quit:
-			stop()
-			return nil, recipe.ErrSessionClosed
-		}
-		// List again.
 	}
+}
+
+// sleep watches the nodes at paths until one is deleted or changes (or its
+// watch is dropped), the own node goes (an early lease's end), ctx ends or
+// the Session is closed. A deletion the re-list skip applies to (skip) may
+// grant at once. It returns (nil, nil) when the loop must list again.
+func (q *Queue) sleep(ctx context.Context, ep *epoch, t *Ticket, fw *fastWait, paths []string, skip bool) (*lease, error) {
+	w, stop, err := q.s.watches.watchNodes(ctx, fw.prefetcher(t, skip), paths...)
+	if err != nil {
+		return nil, q.wrap("get", err)
+	}
+	select {
+	case <-w.ch: // deleted, changed, or no longer watched
+		stop()
+		if skip && w.deleted {
+			return fw.grantOnSkip(ctx, ep, t)
+		}
+	case <-fw.ended():
+		// The own node was deleted (or the early lease ended): the re-list
+		// reports it (case C10).
+		stop()
+		fw.dropEarlyLease()
+	case <-ctx.Done():
+		stop()
+		return nil, context.Cause(ctx)
+	case <-q.s.quit:
+		stop()
+		return nil, recipe.ErrSessionClosed
+	}
+	return nil, nil
 }
 
 // decide asks the Rule about nodes[self]. A Rule that panics (a bug in the

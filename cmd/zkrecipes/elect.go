@@ -103,7 +103,7 @@ func electMain(f *electFlags, path string, argv []string, stderr io.Writer) int 
 		return code
 	}
 	defer sv.close()
-	ctx, cancel, sigs, stopWatch := sv.ctx, sv.cancel, sv.sigs, sv.stopWatch
+	ctx, sigs, stopWatch := sv.ctx, sv.sigs, sv.stopWatch
 	e, err := election.New(s, path, election.WithLogger(log))
 	if err != nil {
 		return failStatus(log, "leadership", err)
@@ -114,53 +114,8 @@ func electMain(f *electFlags, path string, argv []string, stderr io.Writer) int 
 	}
 
 	if !f.once {
-		var startErr error // set by the leader function, which Run calls on this goroutine
-		// The loop: the signal watcher ends ctx, which ends the leader
-		// function's context, which stops the command.
-		err := election.Run(ctx, e, []byte(f.id), func(lctx context.Context, token fence.Token) error {
-			log.Info("leading", "token", token, "session", fmt.Sprintf("0x%x", s.ID()))
-			c, err := startChild(log, argv, env(token))
-			if err != nil {
-				// Campaigning again cannot help: stop, as lock does.
-				startErr = err
-				cancel(err)
-				return err
-			}
-			// The watcher takes the first signal and ends ctx, and so
-			// lctx, with it: supervise forwards it to the command as lock
-			// does, and reads a second one (SIGKILL at once) from sigs.
-			switch out, sig := c.supervise(lctx, nil, sigs, f.grace); out {
-			case interrupted:
-				log.Info("interrupted; the command has exited", "signal", sig, "command", c.describe())
-				return nil
-			case lost:
-				if ctx.Err() != nil {
-					log.Info("interrupted; the command was stopped", "command", c.describe())
-				} else {
-					log.Warn("leadership ended; the command was stopped", "token", token,
-						"cause", context.Cause(lctx), "command", c.describe())
-				}
-				return nil
-			}
-			if st := c.status(); st != 0 {
-				return fmt.Errorf("the command exited with status %d", st)
-			}
-			log.Info("the command exited; campaigning again", "command", c.describe())
-			return nil
-		})
-		stopWatch()
-		switch {
-		case sv.got != nil:
-			log.Info("interrupted", "signal", sv.got)
-			return signalStatus(sv.got)
-		case startErr != nil:
-			log.Error("cannot start the command", "argv", argv, "err", startErr)
-			return startStatus(startErr)
-		}
-		// Run ends only on an error that campaigning again cannot cure.
-		return failStatus(log, "leadership", err)
+		return electRun(sv, f, log, e, s, argv, env)
 	}
-
 	lease, err := e.Campaign(ctx, []byte(f.id))
 	stopWatch()
 	if err != nil {
@@ -178,6 +133,57 @@ func electMain(f *electFlags, path string, argv []string, stderr io.Writer) int 
 	}
 	log.Info("leading", "token", lease.Token(), "session", fmt.Sprintf("0x%x", s.ID()))
 	return runUnder(log, lease, argv, env(lease.Token()), sigs, f.grace, "leadership", func() { resign(e, s, log) })
+}
+
+// electRun is elect without --once: election.Run, with the command started
+// for every term of leadership and stopped at its end.
+func electRun(sv *supervisor, f *electFlags, log *slog.Logger, e *election.Election, s *zookeeper.Session, argv []string, env func(fence.Token) []string) int {
+	ctx, cancel, sigs := sv.ctx, sv.cancel, sv.sigs
+	var startErr error // set by the leader function, which Run calls on this goroutine
+	// The loop: the signal watcher ends ctx, which ends the leader
+	// function's context, which stops the command.
+	err := election.Run(ctx, e, []byte(f.id), func(lctx context.Context, token fence.Token) error {
+		log.Info("leading", "token", token, "session", fmt.Sprintf("0x%x", s.ID()))
+		c, err := startChild(log, argv, env(token))
+		if err != nil {
+			// Campaigning again cannot help: stop, as lock does.
+			startErr = err
+			cancel(err)
+			return err
+		}
+		// The watcher takes the first signal and ends ctx, and so
+		// lctx, with it: supervise forwards it to the command as lock
+		// does, and reads a second one (SIGKILL at once) from sigs.
+		switch out, sig := c.supervise(lctx, nil, sigs, f.grace); out {
+		case interrupted:
+			log.Info("interrupted; the command has exited", "signal", sig, "command", c.describe())
+			return nil
+		case lost:
+			if ctx.Err() != nil {
+				log.Info("interrupted; the command was stopped", "command", c.describe())
+			} else {
+				log.Warn("leadership ended; the command was stopped", "token", token,
+					"cause", context.Cause(lctx), "command", c.describe())
+			}
+			return nil
+		}
+		if st := c.status(); st != 0 {
+			return fmt.Errorf("the command exited with status %d", st)
+		}
+		log.Info("the command exited; campaigning again", "command", c.describe())
+		return nil
+	})
+	sv.stopWatch()
+	switch {
+	case sv.got != nil:
+		log.Info("interrupted", "signal", sv.got)
+		return signalStatus(sv.got)
+	case startErr != nil:
+		log.Error("cannot start the command", "argv", argv, "err", startErr)
+		return startStatus(startErr)
+	}
+	// Run ends only on an error that campaigning again cannot cure.
+	return failStatus(log, "leadership", err)
 }
 
 // resign gives leadership up, bounded by the session timeout.

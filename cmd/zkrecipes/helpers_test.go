@@ -9,7 +9,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -35,8 +34,9 @@ func TestMain(m *testing.M) {
 	if raceEnabled {
 		args = append(args, "-race")
 	}
-	gocmd := filepath.Join(runtime.GOROOT(), "bin", "go")
-	if out, err := exec.Command(gocmd, append(args, ".")...).CombinedOutput(); err != nil {
+	// go test puts its own GOROOT/bin first in the PATH it gives the test:
+	// "go" is the toolchain running the test.
+	if out, err := exec.Command("go", append(args, ".")...).CombinedOutput(); err != nil {
 		fmt.Fprintf(os.Stderr, "go build: %v\n%s", err, out)
 		os.RemoveAll(dir)
 		os.Exit(1)

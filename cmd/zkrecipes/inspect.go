@@ -139,19 +139,9 @@ func inspectMain(f *inspectFlags, path string, stdout, stderr io.Writer) int {
 	}
 	abs := zkside.SessionOf(s).Chroot() + path
 	for first := true; ; first = false {
-		// Watch first, then read: a change after the read fires the watch.
-		var ev <-chan zk.Event
-		var exists bool
-		exists, _, err = s.Conn().Exists(abs)
-		if err == nil && f.watch {
-			if exists {
-				_, _, ev, err = s.Conn().ChildrenW(abs) // fires on a child created or deleted, and on its deletion
-				if errors.Is(err, zk.ErrNoNode) {
-					continue // deleted in between: look again
-				}
-			} else if exists, _, ev, err = s.Conn().ExistsW(abs); err == nil && exists {
-				continue // created in between: look again (the data watch set stays until it fires)
-			}
+		exists, ev, again, err := lookAt(s.Conn(), abs, f.watch)
+		if again {
+			continue
 		}
 		if err != nil {
 			return inspectError(ctx, log, err)
@@ -188,6 +178,29 @@ func inspectMain(f *inspectFlags, path string, stdout, stderr io.Writer) int {
 			return 0
 		}
 	}
+}
+
+// lookAt reads whether abs exists; with watch it first sets the watch that
+// fires at the next change (a child watch on an existing node, which fires
+// on a child created or deleted and on its deletion; an exists watch on a
+// missing one), so that a change after the read fires it. again reports a
+// change in between: look again.
+func lookAt(conn *zk.Conn, abs string, watch bool) (exists bool, ev <-chan zk.Event, again bool, err error) {
+	exists, _, err = conn.Exists(abs)
+	if err != nil || !watch {
+		return exists, nil, false, err
+	}
+	if exists {
+		_, _, ev, err = conn.ChildrenW(abs)
+		if errors.Is(err, zk.ErrNoNode) {
+			return false, nil, true, nil // deleted in between
+		}
+		return true, ev, false, err
+	}
+	if exists, _, ev, err = conn.ExistsW(abs); err == nil && exists {
+		return true, nil, true, nil // created in between (the data watch set stays until it fires)
+	}
+	return exists, ev, false, err
 }
 
 func inspectError(ctx context.Context, log *slog.Logger, err error) int {
