@@ -22,17 +22,7 @@ func (d *demo) leaderElection(ctx context.Context) bool {
 	dir := d.root + "/scheduler-election"
 	var guard fence.Guard
 
-	type term struct {
-		who          string
-		token        fence.Token
-		started, end time.Time
-		cause        error
-	}
-	var (
-		mu    sync.Mutex
-		terms []term
-		newT  = make(chan string, 16) // who became leader
-	)
+	lt := &leaderTerms{newT: make(chan string, 16)}
 	names := []string{"P1", "P2", "P3"}
 	proxies := map[string]*zktest.FaultProxy{}
 	rctx, stopAll := context.WithCancel(ctx)
@@ -54,40 +44,14 @@ func (d *demo) leaderElection(ctx context.Context) bool {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			election.Run(rctx, e, []byte(who), func(lctx context.Context, tok fence.Token) error {
-				mu.Lock()
-				terms = append(terms, term{who: who, token: tok, started: time.Now()})
-				i := len(terms) - 1
-				mu.Unlock()
-				d.say(who, "is leader, token %v: runs the scheduler", tok)
-				newT <- who
-				// The leader's work: fenced writes until leadership ends.
-				tick := time.NewTicker(100 * time.Millisecond)
-				defer tick.Stop()
-				for {
-					select {
-					case <-lctx.Done():
-						mu.Lock()
-						terms[i].end, terms[i].cause = time.Now(), context.Cause(lctx)
-						mu.Unlock()
-						if cause := context.Cause(lctx); errors.Is(cause, context.Canceled) {
-							d.say(who, "stops: the demo is over")
-						} else {
-							d.say(who, "leadership ended: %v", cause)
-						}
-						return nil
-					case <-tick.C:
-						_ = guard.Do("schedule", tok, func() error { return nil })
-					}
-				}
-			})
+			election.Run(rctx, e, []byte(who), lt.lead(d, &guard, who))
 		}()
 	}
 	stop := func() { stopAll(); wg.Wait() }
 
 	var first string
 	select {
-	case first = <-newT:
+	case first = <-lt.newT:
 	case <-time.After(30 * time.Second):
 		stop()
 		return d.check(false, "no leader within 30 s")
@@ -97,15 +61,15 @@ func (d *demo) leaderElection(ctx context.Context) bool {
 	d.say(first, "is cut off from ZooKeeper")
 	var second string
 	select {
-	case second = <-newT:
+	case second = <-lt.newT:
 	case <-time.After(30 * time.Second):
 		stop()
 		return d.check(false, "no new leader within 30 s of the cut")
 	}
 	time.Sleep(300 * time.Millisecond)
-	mu.Lock()
-	t1, t2 := terms[0], terms[len(terms)-1]
-	mu.Unlock()
+	lt.mu.Lock()
+	t1, t2 := lt.terms[0], lt.terms[len(lt.terms)-1]
+	lt.mu.Unlock()
 	staleErr := guard.Do("schedule", t1.token, func() error { return nil })
 	d.say(first, "resumes and writes with its old token %v: %v", t1.token, staleErr)
 	proxies[first].Resume()
@@ -117,4 +81,50 @@ func (d *demo) leaderElection(ctx context.Context) bool {
 		first, t1.cause, second) && ok
 	ok = d.check(errors.Is(staleErr, fence.ErrStale), "the old leader's late write rejected as stale") && ok
 	return ok
+}
+
+// term is one term of leadership in scene 3.
+type term struct {
+	who          string
+	token        fence.Token
+	started, end time.Time
+	cause        error
+}
+
+// leaderTerms records scene 3's terms, and tells who became leader.
+type leaderTerms struct {
+	mu    sync.Mutex
+	terms []term
+	newT  chan string // who became leader
+}
+
+// lead is who's leader function: it records the term and makes fenced
+// writes until leadership ends.
+func (lt *leaderTerms) lead(d *demo, guard *fence.Guard, who string) func(context.Context, fence.Token) error {
+	return func(lctx context.Context, tok fence.Token) error {
+		lt.mu.Lock()
+		lt.terms = append(lt.terms, term{who: who, token: tok, started: time.Now()})
+		i := len(lt.terms) - 1
+		lt.mu.Unlock()
+		d.say(who, "is leader, token %v: runs the scheduler", tok)
+		lt.newT <- who
+		tick := time.NewTicker(100 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-lctx.Done():
+				lt.mu.Lock()
+				lt.terms[i].end, lt.terms[i].cause = time.Now(), context.Cause(lctx)
+				lt.mu.Unlock()
+				if cause := context.Cause(lctx); errors.Is(cause, context.Canceled) {
+					d.say(who, "stops: the demo is over")
+				} else {
+					d.say(who, "leadership ended: %v", cause)
+				}
+				return nil
+			case <-tick.C:
+				_ = guard.Do("schedule", tok, func() error { return nil })
+			}
+		}
+	}
 }

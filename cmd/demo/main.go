@@ -137,21 +137,11 @@ func (d *demo) kleppmann(ctx context.Context) bool {
 
 	proxy := zktest.NewFaultProxy() // A's network
 	defer proxy.Close()
-	sa, err := d.connect(ctx, zookeeper.WithDialer(proxy.Dial), zookeeper.WithSessionTimeout(2*time.Second))
+	sa, ma, mb, done, err := d.lockPair(ctx, lockPath, proxy)
 	if err != nil {
-		return d.check(false, "connect A: %v", err)
+		return d.check(false, "%v", err)
 	}
-	defer sa.Close()
-	sb, err := d.connect(ctx)
-	if err != nil {
-		return d.check(false, "connect B: %v", err)
-	}
-	defer sb.Close()
-	ma, _ := mutex.New(sa, lockPath)
-	mb, err := mutex.New(sb, lockPath)
-	if err != nil {
-		return d.check(false, "mutex: %v", err)
-	}
+	defer done()
 
 	la, err := ma.Acquire(ctx)
 	if err != nil {
@@ -216,6 +206,28 @@ func (d *demo) kleppmann(ctx context.Context) bool {
 		ok = d.check(false, "B release: %v", err) && ok
 	}
 	return ok
+}
+
+// lockPair connects A (through proxy, with 2 s sessions) and B, and
+// returns A's session and both mutexes on lockPath; done closes the
+// sessions.
+func (d *demo) lockPair(ctx context.Context, lockPath string, proxy *zktest.FaultProxy) (sa *zookeeper.Session, ma, mb *mutex.Mutex, done func(), err error) {
+	sa, err = d.connect(ctx, zookeeper.WithDialer(proxy.Dial), zookeeper.WithSessionTimeout(2*time.Second))
+	if err != nil {
+		return nil, nil, nil, nil, fmt.Errorf("connect A: %w", err)
+	}
+	sb, err := d.connect(ctx)
+	if err != nil {
+		sa.Close()
+		return nil, nil, nil, nil, fmt.Errorf("connect B: %w", err)
+	}
+	done = func() { sb.Close(); sa.Close() }
+	ma, _ = mutex.New(sa, lockPath)
+	if mb, err = mutex.New(sb, lockPath); err != nil {
+		done()
+		return nil, nil, nil, nil, fmt.Errorf("mutex: %w", err)
+	}
+	return sa, ma, mb, done, nil
 }
 
 // contention runs workers × rounds fenced increments.

@@ -64,74 +64,18 @@ import (
 )
 
 func main() {
-	total := flag.Duration("duration", 10*time.Minute, "total time: new runs start until it has passed (the last one then finishes its fault phase, heal and checks)")
-	seed := flag.Uint64("seed", 1, "seed of the first run (run i uses seed+i)")
-	runFor := flag.Duration("run", 60*time.Second, "fault phase of each run (default 60s, or -duration if that is shorter)")
-	clients := flag.Int("clients", 4, "clients per run, each with its own session")
-	servers := flag.Int("ensemble", 3, "servers in the ensemble")
-	names := flag.String("recipes", "mutex,rwlock,semaphore,election,latch", "recipes to run, in turn")
-	every := flag.Duration("fault-every", 600*time.Millisecond, "mean wait between two faults")
-	faultList := flag.String("faults", "", "fault kinds to inject, comma-separated (default: all)")
-	histDir := flag.String("history-dir", os.TempDir(), "where to write the history of a run with a violation")
-	outDir := flag.String("out", "", "write each run's history and page (timeline, check results, porcupine's views) to a directory of its own in this one")
-	renderFile := flag.String("render", "", "run nothing: check this history file again and write its page to -out")
-	sqlKind := flag.String("sql", "postgres", "the SQL register's database: postgres (a throwaway server, or PG_TEST_DSN), sqlite (a temporary file) or none")
-	flag.Parse()
-	*runFor = faultPhase(*runFor, *total, flagSet("run"))
-	usage := func(format string, args ...any) {
-		fmt.Fprintf(os.Stderr, "nemesis: "+format+"\n", args...)
-		flag.Usage()
-		os.Exit(2)
-	}
-	switch {
-	case flag.NArg() > 0:
-		usage("unexpected argument %q (flags only)", flag.Arg(0))
-	case *total <= 0 || *runFor <= 0 || *every <= 0:
-		usage("-duration, -run and -fault-every must be positive")
-	case *clients <= 0:
-		usage("-clients must be positive")
-	case *servers <= 0:
-		usage("-ensemble must be positive")
-	case *renderFile != "" && *outDir == "":
-		usage("-render needs -out, the directory to write the page to")
-	case *sqlKind != "postgres" && *sqlKind != "sqlite" && *sqlKind != "none":
-		usage("-sql must be postgres, sqlite or none")
-	}
-
-	all := map[string]nemesis.Recipe{"mutex": nemesis.Mutex(), "rwlock": nemesis.RWLock(),
-		"semaphore": nemesis.Semaphore(2), "election": nemesis.Election(), "latch": nemesis.Latch(),
-		// not in the default list: a recipe that is wrong on purpose, to
-		// see the command report a violation and keep the evidence
-		"broken-mutex": nemesis.Broken()}
-	var recipes []nemesis.Recipe
-	for _, n := range strings.Split(*names, ",") {
-		r, ok := all[strings.TrimSpace(n)]
-		if !ok {
-			usage("unknown recipe %q (known: mutex, rwlock, semaphore, election, latch)", n)
-		}
-		recipes = append(recipes, r)
-	}
-	if *renderFile != "" {
-		if err := render(*renderFile, *outDir, all); err != nil {
+	o, all, recipes, kinds := parseFlags()
+	if o.renderFile != "" {
+		if err := render(o.renderFile, o.outDir, all); err != nil {
 			fmt.Fprintln(os.Stderr, "nemesis:", err)
 			os.Exit(1)
 		}
 		return
 	}
 
-	var kinds []string
-	if *faultList != "" {
-		for _, k := range strings.Split(*faultList, ",") {
-			kinds = append(kinds, strings.TrimSpace(k))
-		}
-	}
-	if err := (nemesis.Config{Faults: kinds}).Validate(); err != nil {
-		usage("%v", err)
-	}
-
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	db, what, closeDB, err := openSQL(ctx, *sqlKind)
+	db, what, closeDB, err := openSQL(ctx, o.sqlKind)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "nemesis: the SQL register:", err)
 		os.Exit(1)
@@ -140,7 +84,7 @@ func main() {
 	launch := func() (*zktest.Cluster, error) {
 		lctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 		defer cancel()
-		return zktest.Launch(lctx, zktest.WithEnsemble(*servers))
+		return zktest.Launch(lctx, zktest.WithEnsemble(o.servers))
 	}
 	cl, err := launch()
 	if err != nil {
@@ -149,7 +93,7 @@ func main() {
 		os.Exit(1)
 	}
 	fmt.Printf("nemesis: SQL register: %s\n", what)
-	code := run(ctx, &cl, launch, recipes, kinds, db, *total, *seed, *runFor, *clients, *every, *histDir, *outDir)
+	code := run(ctx, &cl, launch, recipes, kinds, db, o.total, o.seed, o.runFor, o.clients, o.every, o.histDir, o.outDir)
 	if cl != nil {
 		if err := cl.Close(); err != nil {
 			fmt.Fprintln(os.Stderr, "nemesis: closing the ensemble:", err)
@@ -157,6 +101,77 @@ func main() {
 	}
 	closeDB()
 	os.Exit(code)
+}
+
+// options are the command's flags.
+type options struct {
+	total, runFor, every                                   time.Duration
+	seed                                                   uint64
+	clients, servers                                       int
+	names, faultList, histDir, outDir, renderFile, sqlKind string
+}
+
+// parseFlags parses and checks the flags (a bad one exits with status 2),
+// and returns them with every known recipe, the recipes to run and the
+// fault kinds (none with -render, which runs nothing).
+func parseFlags() (o options, all map[string]nemesis.Recipe, recipes []nemesis.Recipe, kinds []string) {
+	flag.DurationVar(&o.total, "duration", 10*time.Minute, "total time: new runs start until it has passed (the last one then finishes its fault phase, heal and checks)")
+	flag.Uint64Var(&o.seed, "seed", 1, "seed of the first run (run i uses seed+i)")
+	flag.DurationVar(&o.runFor, "run", 60*time.Second, "fault phase of each run (default 60s, or -duration if that is shorter)")
+	flag.IntVar(&o.clients, "clients", 4, "clients per run, each with its own session")
+	flag.IntVar(&o.servers, "ensemble", 3, "servers in the ensemble")
+	flag.StringVar(&o.names, "recipes", "mutex,rwlock,semaphore,election,latch", "recipes to run, in turn")
+	flag.DurationVar(&o.every, "fault-every", 600*time.Millisecond, "mean wait between two faults")
+	flag.StringVar(&o.faultList, "faults", "", "fault kinds to inject, comma-separated (default: all)")
+	flag.StringVar(&o.histDir, "history-dir", os.TempDir(), "where to write the history of a run with a violation")
+	flag.StringVar(&o.outDir, "out", "", "write each run's history and page (timeline, check results, porcupine's views) to a directory of its own in this one")
+	flag.StringVar(&o.renderFile, "render", "", "run nothing: check this history file again and write its page to -out")
+	flag.StringVar(&o.sqlKind, "sql", "postgres", "the SQL register's database: postgres (a throwaway server, or PG_TEST_DSN), sqlite (a temporary file) or none")
+	flag.Parse()
+	o.runFor = faultPhase(o.runFor, o.total, flagSet("run"))
+	usage := func(format string, args ...any) {
+		fmt.Fprintf(os.Stderr, "nemesis: "+format+"\n", args...)
+		flag.Usage()
+		os.Exit(2)
+	}
+	switch {
+	case flag.NArg() > 0:
+		usage("unexpected argument %q (flags only)", flag.Arg(0))
+	case o.total <= 0 || o.runFor <= 0 || o.every <= 0:
+		usage("-duration, -run and -fault-every must be positive")
+	case o.clients <= 0:
+		usage("-clients must be positive")
+	case o.servers <= 0:
+		usage("-ensemble must be positive")
+	case o.renderFile != "" && o.outDir == "":
+		usage("-render needs -out, the directory to write the page to")
+	case o.sqlKind != "postgres" && o.sqlKind != "sqlite" && o.sqlKind != "none":
+		usage("-sql must be postgres, sqlite or none")
+	}
+	all = map[string]nemesis.Recipe{"mutex": nemesis.Mutex(), "rwlock": nemesis.RWLock(),
+		"semaphore": nemesis.Semaphore(2), "election": nemesis.Election(), "latch": nemesis.Latch(),
+		// not in the default list: a recipe that is wrong on purpose, to
+		// see the command report a violation and keep the evidence
+		"broken-mutex": nemesis.Broken()}
+	for _, n := range strings.Split(o.names, ",") {
+		r, ok := all[strings.TrimSpace(n)]
+		if !ok {
+			usage("unknown recipe %q (known: mutex, rwlock, semaphore, election, latch)", n)
+		}
+		recipes = append(recipes, r)
+	}
+	if o.renderFile != "" {
+		return o, all, recipes, nil
+	}
+	if o.faultList != "" {
+		for _, k := range strings.Split(o.faultList, ",") {
+			kinds = append(kinds, strings.TrimSpace(k))
+		}
+	}
+	if err := (nemesis.Config{Faults: kinds}).Validate(); err != nil {
+		usage("%v", err)
+	}
+	return o, all, recipes, kinds
 }
 
 // openSQL opens the SQL register's database: kind "postgres" (a database of
@@ -222,10 +237,7 @@ func run(ctx context.Context, clp **zktest.Cluster, launch func() (*zktest.Clust
 	db *sql.DB, total time.Duration, seed uint64, runFor time.Duration, clients int, every time.Duration, histDir, outDir string) int {
 	cl := *clp
 	start := time.Now()
-	var runs, ops, grants, stale, violations, excused, writes, faultErrs int
-	faults := map[string]int{}
-	perRecipe := map[string]int{}
-	var maxRecovery time.Duration
+	var t tally
 	fmt.Printf("nemesis: %d servers %s (ZooKeeper %s), %d clients, 2 s sessions, %v of faults per run, new runs for %v, first seed %d\n",
 		len(cl.Addrs()), strings.Join(cl.Addrs(), ","), version(ctx, cl), clients, runFor, total, seed)
 	for i := 0; time.Since(start) < total && ctx.Err() == nil; i++ {
@@ -239,27 +251,11 @@ func run(ctx context.Context, clp **zktest.Cluster, launch func() (*zktest.Clust
 				break
 			}
 			fmt.Printf("run %d %s seed %d: %v\n", i, r.Name, s, err)
-			violations++
+			t.violations++
 			continue
 		}
 		rep := res.Report
-		runs++
-		perRecipe[r.Name]++
-		ops += rep.Operations()
-		grants += rep.Grants
-		stale += rep.StaleRejected()
-		excused += rep.Excused
-		faultErrs += rep.FaultErrors
-		violations += len(rep.Violations)
-		for _, m := range rep.Writes {
-			for _, c := range m {
-				writes += c
-			}
-		}
-		for k, c := range rep.Faults {
-			faults[k] += c
-		}
-		maxRecovery = max(maxRecovery, rep.Recovery)
+		t.add(r.Name, rep)
 		fmt.Printf("run %d %s seed %d (%v): %s\n", i, r.Name, s, time.Since(t0).Round(time.Second), rep.Summary())
 		if outDir != "" {
 			dir := filepath.Join(outDir, fmt.Sprintf("run%d-%s-seed%d", i, r.Name, s))
@@ -281,7 +277,7 @@ func run(ctx context.Context, clp **zktest.Cluster, launch func() (*zktest.Clust
 				*clp = nil
 				if cl, err = launch(); err != nil {
 					fmt.Printf("  a fresh ensemble for the next runs: %v\n", err)
-					violations++
+					t.violations++
 					break
 				}
 				*clp = cl
@@ -289,29 +285,66 @@ func run(ctx context.Context, clp **zktest.Cluster, launch func() (*zktest.Clust
 			}
 		}
 	}
-	seen := make([]string, 0, len(faults))
+	t.print(time.Since(start), recipes)
+	switch {
+	case t.violations > 0:
+		return 1
+	case ctx.Err() != nil:
+		fmt.Printf("interrupted (%v): the figures cover the %d complete run(s) only\n", context.Cause(ctx), t.runs)
+		return 130
+	case t.runs == 0:
+		return 1
+	}
+	return 0
+}
+
+// tally adds up the runs' reports.
+type tally struct {
+	runs, ops, grants, stale, violations, excused, writes, faultErrs int
+	faults                                                           map[string]int
+	perRecipe                                                        map[string]int
+	maxRecovery                                                      time.Duration
+}
+
+// add counts a run of recipe with report rep.
+func (t *tally) add(recipe string, rep *nemesis.Report) {
+	if t.faults == nil {
+		t.faults, t.perRecipe = map[string]int{}, map[string]int{}
+	}
+	t.runs++
+	t.perRecipe[recipe]++
+	t.ops += rep.Operations()
+	t.grants += rep.Grants
+	t.stale += rep.StaleRejected()
+	t.excused += rep.Excused
+	t.faultErrs += rep.FaultErrors
+	t.violations += len(rep.Violations)
+	for _, m := range rep.Writes {
+		for _, c := range m {
+			t.writes += c
+		}
+	}
+	for k, c := range rep.Faults {
+		t.faults[k] += c
+	}
+	t.maxRecovery = max(t.maxRecovery, rep.Recovery)
+}
+
+// print writes the totals, after took.
+func (t *tally) print(took time.Duration, recipes []nemesis.Recipe) {
+	seen := make([]string, 0, len(t.faults))
 	nf := 0
-	for k, c := range faults {
+	for k, c := range t.faults {
 		seen = append(seen, k)
 		nf += c
 	}
 	slices.Sort(seen)
 	fmt.Printf("\ntotal: %v, %d runs (%s), %d operations (%d grants, %d register writes), %d stale writes rejected, %d excused samples, max recovery %v, %d violations\n",
-		time.Since(start).Round(time.Second), runs, counts(recipes, perRecipe), ops, grants, writes, stale, excused, maxRecovery.Round(time.Millisecond), violations)
-	fmt.Printf("faults: %d attempted (%d failed or of uncertain effect)\n", nf, faultErrs)
+		took.Round(time.Second), t.runs, counts(recipes, t.perRecipe), t.ops, t.grants, t.writes, t.stale, t.excused, t.maxRecovery.Round(time.Millisecond), t.violations)
+	fmt.Printf("faults: %d attempted (%d failed or of uncertain effect)\n", nf, t.faultErrs)
 	for _, k := range seen {
-		fmt.Printf("  %-17s %d\n", k, faults[k])
+		fmt.Printf("  %-17s %d\n", k, t.faults[k])
 	}
-	switch {
-	case violations > 0:
-		return 1
-	case ctx.Err() != nil:
-		fmt.Printf("interrupted (%v): the figures cover the %d complete run(s) only\n", context.Cause(ctx), runs)
-		return 130
-	case runs == 0:
-		return 1
-	}
-	return 0
 }
 
 // faultPhase is each run's fault phase: -run if it was given (set), else
