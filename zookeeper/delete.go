@@ -51,7 +51,7 @@ func (cl *cleaner) delete(ctx context.Context, it cleanupItem, wait bool) error 
 	return cl.deferDelete(it, err)
 }
 
-// deleteContext returns the context of deleteOwned's attempts: ctx's
+// deleteContext returns the context of delete's attempts: ctx's
 // values, not its cancellation, bounded by the cleanup timeout (the session
 // timeout by default) and by abandonBudget after ctx ends (at once for a
 // ctx already done: the attempts still get that long, and a delete that
@@ -132,7 +132,7 @@ func (cl *cleaner) deleteWhileConnected(ctx context.Context, it *cleanupItem) (e
 }
 
 // deferDelete hands an unfinished delete (err: why) to the cleaner and
-// returns what deleteOwned returns: nil when the owner's session is lost
+// returns what delete returns: nil when the owner's session is lost
 // (its nodes went with it; the cleaner still deletes the node if that
 // session comes back), else err.
 func (cl *cleaner) deferDelete(it cleanupItem, err error) error {

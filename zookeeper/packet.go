@@ -180,7 +180,7 @@ func (pl packetLimit) checkRequest(multi bool, ops []any) error {
 }
 
 // Above the default limit, every retry of a connection loss
-// (Session.retryLate, and the cleanup deletes) follows one rule:
+// (requests.retryLate, and the cleanup deletes) follows one rule:
 //
 //	A request over DefaultMaxPacket whose connection was lost right after
 //	it was sent, twice in a row, is not sent again.

@@ -316,7 +316,7 @@ func (q *Queue) Drain(ctx context.Context) error {
 	return q.pending.wait(ctx)
 }
 
-// deleteOwned is Session.deleteOwned, counted in q.pending until finished.
+// deleteOwned is the cleaner's delete, counted in q.pending until finished.
 func (q *Queue) deleteOwned(ctx context.Context, it cleanupItem, wait bool) error {
 	q.pending.add()
 	it.done = q.pending.done
