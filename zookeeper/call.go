@@ -4,9 +4,10 @@ import (
 	"context"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/cenkalti/backoff/v4"
+	"github.com/zkrecipes/zkrecipes/internal/life"
+	"github.com/zkrecipes/zkrecipes/internal/loop"
 	"github.com/zkrecipes/zkrecipes/recipe"
 )
 
@@ -18,6 +19,7 @@ type requests struct {
 	pool       *workers
 	conns      *connState // retries wait for the connection
 	quit       <-chan struct{}
+	life       *life.Group // the Session's: retries end at Close
 	newBackOff func() backoff.BackOff
 }
 
@@ -70,15 +72,11 @@ func (r *requests) retryLate(ctx context.Context, sends *lostSends, op func() er
 		if werr := r.conns.awaitConnected(ctx); werr != nil {
 			return werr, false
 		}
-		t := time.NewTimer(d)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
-			return context.Cause(ctx), false
-		case <-r.quit:
-			t.Stop()
-			return recipe.ErrSessionClosed, false
+		wctx, cancel := r.life.Bind(ctx) // ends with ErrSessionClosed at Close
+		werr := loop.Sleep(wctx, d)
+		cancel()
+		if werr != nil {
+			return werr, false
 		}
 	}
 }

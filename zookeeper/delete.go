@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/go-zookeeper/zk"
+	"github.com/zkrecipes/zkrecipes/internal/loop"
 	"github.com/zkrecipes/zkrecipes/recipe"
 )
 
@@ -123,7 +124,7 @@ func (cl *cleaner) deleteWhileConnected(ctx context.Context, it *cleanupItem) (e
 		if err == nil || !isConnErr(err) || ctx.Err() != nil || !cl.conns.connected() {
 			break
 		}
-		time.Sleep(time.Duration(attempt+1) * 10 * time.Millisecond)
+		_ = loop.Sleep(cl.req.life.Context(), time.Duration(attempt+1)*10*time.Millisecond)
 	}
 	if isClosing(err) {
 		err = recipe.ErrSessionClosed

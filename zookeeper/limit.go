@@ -3,7 +3,6 @@ package zookeeper
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -50,7 +49,17 @@ const seqWarnMargin = 1 << 27
 // acquisition there is ordered by creation and goes on. The counter starts
 // again at 0 only in a new directory: let it empty (a container the recipes
 // created is then removed), delete a persistent one, or use a new path.
-var ErrSequenceLimit = errors.New("recipe: the directory's sequence counter is at its limit")
+var ErrSequenceLimit error = &labeled{"recipe: the directory's sequence counter is at its limit", "sequence_limit"}
+
+// labeled is a sentinel error of this package that names its metrics
+// reason, so that a metrics adapter (recipe/zkprom) can label it without
+// importing this package and, with it, a ZooKeeper client.
+type labeled struct{ msg, reason string }
+
+func (e *labeled) Error() string { return e.msg }
+
+// MetricReason is the label of the error in metrics ("sequence_limit").
+func (e *labeled) MetricReason() string { return e.reason }
 
 // SequenceMetrics is an optional extension of recipe.Metrics: a recipe.Metrics that also
 // implements it is told the headroom of the sequence counter of a queue

@@ -152,7 +152,7 @@ func newSession(cfg config, chroot string) *Session {
 	s.wire.requested = cfg.sessionTimeout
 	s.limit = packetLimit{max: cfg.maxPacket, acl: cfg.acl}
 	s.pool.quit = s.quit
-	s.req = requests{pool: &s.pool, conns: &s.conns, quit: s.quit, newBackOff: cfg.newBackOff}
+	s.req = requests{pool: &s.pool, conns: &s.conns, quit: s.quit, life: s.life, newBackOff: cfg.newBackOff}
 	s.conns = connState{mu: s.mu, leases: &s.leases, cleaner: &s.cleaner, wire: &s.wire,
 		policy: cfg.policy, metrics: cfg.metrics, quit: s.quit}
 	s.leases = leaseRegistry{mu: s.mu, conns: &s.conns, cleaner: &s.cleaner, pool: &s.pool, chroot: chroot,

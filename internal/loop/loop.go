@@ -27,13 +27,19 @@ func BackOff(initial, max time.Duration) backoff.BackOff {
 }
 
 // Pause waits for b's next interval (or for max when b says backoff.Stop),
-// and returns nil, or ctx's cause if ctx ends first. It is the one wait
-// between attempts of every loop and retry of this module.
+// and returns nil, or ctx's cause if ctx ends first.
 func Pause(ctx context.Context, b backoff.BackOff, max time.Duration) error {
 	d := b.NextBackOff()
 	if d == backoff.Stop {
 		d = max
 	}
+	return Sleep(ctx, d)
+}
+
+// Sleep waits d, and returns nil, or ctx's cause if ctx ends first. It is
+// the one wait between attempts of every loop and retry of this module
+// (Pause waits with it).
+func Sleep(ctx context.Context, d time.Duration) error {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {

@@ -263,38 +263,12 @@ func Reason(err error) string {
 		return "no_permission"
 	case errors.Is(err, recipe.ErrBadOption):
 		return "bad_option"
-	case hasText(err, seqLimitText):
-		return "sequence_limit"
+	}
+	// A backend's own sentinel names its label (zookeeper.ErrSequenceLimit:
+	// "sequence_limit"), so that this package imports no backend.
+	var labeled interface{ MetricReason() string }
+	if errors.As(err, &labeled) {
+		return labeled.MetricReason()
 	}
 	return "other"
-}
-
-// seqLimitText is the message of zookeeper.ErrSequenceLimit. Reason finds
-// that sentinel by its message, so that this package links no ZooKeeper
-// client into a program of another backend; TestReason keeps the two in
-// step.
-const seqLimitText = "recipe: the directory's sequence counter is at its limit"
-
-// hasText reports whether an error in err's tree has exactly the message
-// text.
-func hasText(err error, text string) bool {
-	for err != nil {
-		if err.Error() == text {
-			return true
-		}
-		switch u := err.(type) {
-		case interface{ Unwrap() error }:
-			err = u.Unwrap()
-		case interface{ Unwrap() []error }:
-			for _, e := range u.Unwrap() {
-				if hasText(e, text) {
-					return true
-				}
-			}
-			return false
-		default:
-			return false
-		}
-	}
-	return false
 }
