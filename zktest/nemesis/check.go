@@ -3,11 +3,8 @@ package nemesis
 import (
 	"fmt"
 	"slices"
-	"sort"
 	"strings"
 	"time"
-
-	"github.com/anishathalye/porcupine"
 )
 
 // Allowed says whether a set of live grants' roles is one a recipe allows at
@@ -99,10 +96,6 @@ func span(ops ...Op) Span {
 	return s
 }
 
-// CheckTimeout bounds the linearizability search per register; a search
-// that does not finish in time is reported as a violation (not proven).
-var CheckTimeout = 60 * time.Second
-
 // Check verifies the history h of a recipe whose live grants must satisfy
 // allowed. See the package documentation for the invariants.
 func Check(h *History, allowed Allowed) *Report {
@@ -113,12 +106,25 @@ func Check(h *History, allowed Allowed) *Report {
 			r.FaultErrors++
 		}
 	}
+	for reg, ops := range r.countWrites(h.Ops) {
+		checkRegister(r, reg, ops, h.End)
+	}
 	grants := make(map[int]*Grant, len(h.Grants))
 	for i := range h.Grants {
 		grants[h.Grants[i].ID] = &h.Grants[i]
 	}
+	bound := h.SessionTimeout + time.Second // how long a revoked lease may seem live; the recovery's limit
+	r.checkSamples(h, grants, allowed, bound)
+	r.checkRevoked(h, bound)
+	r.checkRecovery(h, bound)
+	return r
+}
+
+// countWrites counts the writes of ops in r.Writes and returns them by
+// register.
+func (r *Report) countWrites(ops []Op) map[string][]Op {
 	byReg := map[string][]Op{}
-	for _, o := range h.Ops {
+	for _, o := range ops {
 		if o.Kind == OpWrite {
 			if r.Writes[o.Register] == nil {
 				r.Writes[o.Register] = map[Outcome]int{}
@@ -127,14 +133,13 @@ func Check(h *History, allowed Allowed) *Report {
 			byReg[o.Register] = append(byReg[o.Register], o)
 		}
 	}
+	return byReg
+}
 
-	for reg, ops := range byReg {
-		checkRegister(r, reg, ops, h.End)
-	}
-
-	// At every sample the live lease contexts are a set the recipe allows,
-	// once those a forced revocation had removed are left out (revokedAt).
-	bound := h.SessionTimeout + time.Second
+// checkSamples checks that at every sample the live lease contexts are a
+// set the recipe allows, once those a forced revocation had removed are
+// left out (revokedAt).
+func (r *Report) checkSamples(h *History, grants map[int]*Grant, allowed Allowed, bound time.Duration) {
 	for _, o := range h.Ops {
 		if len(o.Live) == 0 {
 			continue
@@ -158,10 +163,12 @@ func Check(h *History, allowed Allowed) *Report {
 		}
 		r.violateAt(overlap(grants, kept, o, h.End), "%d lease contexts live at once (%s), which %s does not allow: %v", len(o.Live), describe(grants, o.Live), h.Recipe, o)
 	}
+}
 
-	// A lease whose node a forced revocation removed ends within the bound
-	// of the revocation's end, however it ends (its holder may release it
-	// before it hears of the removal).
+// checkRevoked checks that a lease whose node a forced revocation removed
+// ends within the bound of the revocation's end, however it ends (its
+// holder may release it before it hears of the removal).
+func (r *Report) checkRevoked(h *History, bound time.Duration) {
 	for _, f := range h.Faults {
 		for i := range h.Grants {
 			g := &h.Grants[i]
@@ -178,8 +185,11 @@ func Check(h *History, allowed Allowed) *Report {
 			}
 		}
 	}
+}
 
-	// Recovery after the heal.
+// checkRecovery checks that some client was granted within the bound of
+// the heal, and sets r.Recovery.
+func (r *Report) checkRecovery(h *History, bound time.Duration) {
 	if h.FirstGrantAfterHeal >= 0 {
 		r.Recovery = h.FirstGrantAfterHeal - h.Healed
 	}
@@ -190,7 +200,6 @@ func Check(h *History, allowed Allowed) *Report {
 		}
 		r.violateAt(where, "no grant within %v of the heal at %v (first grant after it: %v)", bound, h.Healed, h.FirstGrantAfterHeal)
 	}
-	return r
 }
 
 // overlap is the interval during which the leases ids, seen live together
@@ -216,47 +225,6 @@ func overlap(grants map[int]*Grant, ids []int, o Op, end time.Duration) Span {
 		s.From, s.To = max(s.From, g.Granted), min(s.To, ended)
 	}
 	return Span{s.From, max(s.To, o.Return)}
-}
-
-// CheckRegister checks the writes to one fenced register on their own (the
-// part of Check that does not need grants or faults) and returns the
-// violations: no accepted write with a token lower than the one it
-// overwrote; no two accepted writes over the same state (lost update); when
-// every accepted write carries its order of application (Seq > 0) and none
-// is Unknown, each overwrote exactly the state left by the one before; and
-// the history is linearizable (porcupine) for a register that applies a
-// write iff its token is at least the stored one. end is when the history
-// ends: an Unknown write may take effect until then. The tests of
-// fence/fencesql check their concurrent runs with it.
-func CheckRegister(reg string, ops []Op, end time.Duration) []string {
-	r := &Report{}
-	checkRegister(r, reg, ops, end)
-	return r.Violations
-}
-
-func checkRegister(r *Report, reg string, ops []Op, end time.Duration) {
-	over := map[State]Op{}
-	ordered := true
-	for _, o := range ops {
-		if o.Outcome == Unknown {
-			ordered = false
-		}
-		if o.Outcome != Accepted {
-			continue
-		}
-		ordered = ordered && o.Seq > 0
-		if o.Token < o.Prev.Token {
-			r.violateAt(span(o), "register %s: a write with token %s was applied over token %s: %v", reg, TokenText(o.Token), TokenText(o.Prev.Token), o)
-		}
-		if p, dup := over[o.Prev]; dup {
-			r.violateAt(span(p, o), "register %s: two accepted writes overwrote the same state (lost update): %v and %v", reg, p, o)
-		}
-		over[o.Prev] = o
-	}
-	if ordered {
-		checkOrder(r, reg, ops)
-	}
-	checkLinearizable(r, reg, ops, end)
 }
 
 // revokedAt reports whether g no longer counts in sample o, because a
@@ -336,107 +304,6 @@ func describe(grants map[int]*Grant, ids []int) string {
 		parts = append(parts, fmt.Sprintf("grant %d: client %d %s token %s granted %v ended %v (%s)", g.ID, g.Client, g.Role, TokenText(g.Token), g.Granted, g.Ended, g.Cause))
 	}
 	return strings.Join(parts, "; ")
-}
-
-// checkOrder replays a register's accepted writes in the order they were
-// applied (Seq): each must overwrite exactly the state left by the previous.
-func checkOrder(r *Report, reg string, ops []Op) {
-	var acc []Op
-	for _, o := range ops {
-		if o.Outcome == Accepted {
-			acc = append(acc, o)
-		}
-	}
-	sort.Slice(acc, func(i, j int) bool { return acc[i].Seq < acc[j].Seq })
-	var cur State
-	for _, o := range acc {
-		if o.Prev != cur {
-			r.violateAt(span(o), "register %s: write #%d overwrote (%s,%q), but the register held (%s,%q): %v", reg, o.Seq, TokenText(o.Prev.Token), o.Prev.Value, TokenText(cur.Token), cur.Value, o)
-		}
-		cur = State{o.Token, o.Value}
-	}
-}
-
-// regInput and regOutput are a write's porcupine input and output.
-type regInput struct {
-	State // what is written
-}
-
-type regOutput struct {
-	Outcome Outcome
-	Prev    State
-}
-
-// registerModel is a fenced register: a write is applied iff its token is
-// at least the stored one. An accepted write names the state it overwrote;
-// a stale one saw a higher token; an unknown one may or may not have been
-// applied.
-var registerModel = porcupine.NondeterministicModel{
-	Init: func() []any { return []any{State{}} },
-	Step: func(state, input, output any) []any {
-		s, in, out := state.(State), input.(regInput), output.(regOutput)
-		switch out.Outcome {
-		case Accepted:
-			if s == out.Prev && in.Token >= s.Token {
-				return []any{in.State}
-			}
-		case Stale:
-			if in.Token < s.Token {
-				return []any{s}
-			}
-		case Unknown:
-			if in.Token >= s.Token {
-				return []any{s, in.State}
-			}
-			return []any{s}
-		}
-		return nil
-	},
-	DescribeOperation: func(input, output any) string {
-		in, out := input.(regInput), output.(regOutput)
-		if out.Outcome != Accepted {
-			return fmt.Sprintf("write(%s,%q) -> %s", ShortToken(in.Token), in.Value, out.Outcome)
-		}
-		return fmt.Sprintf("write(%s,%q) -> %s over (%s,%q)", ShortToken(in.Token), in.Value, out.Outcome, ShortToken(out.Prev.Token), out.Prev.Value)
-	},
-	DescribeState: func(state any) string {
-		s := state.(State)
-		return fmt.Sprintf("(%s,%q)", ShortToken(s.Token), s.Value)
-	},
-}
-
-// porcupineOps is a register's writes as porcupine operations: a failed
-// write, certainly not applied, has no effect to explain and is left out;
-// an unknown one may take effect any time after its call.
-func porcupineOps(writes []Op, end time.Duration) []porcupine.Operation {
-	var hist []porcupine.Operation
-	for _, o := range writes {
-		if o.Outcome == Failed {
-			continue
-		}
-		ret := int64(o.Return)
-		if o.Outcome == Unknown {
-			ret = int64(max(end, o.Return)) + 1
-		}
-		hist = append(hist, porcupine.Operation{ClientId: o.Client, Input: regInput{State{o.Token, o.Value}},
-			Call: int64(o.Call), Output: regOutput{o.Outcome, o.Prev}, Return: ret})
-	}
-	return hist
-}
-
-func checkLinearizable(r *Report, reg string, ops []Op, end time.Duration) {
-	hist := porcupineOps(ops, end)
-	if len(hist) == 0 {
-		return
-	}
-	switch res := porcupine.CheckOperationsTimeout(registerModel.ToModel(), hist, CheckTimeout); res {
-	case porcupine.Ok:
-	case porcupine.Illegal:
-		_, info := porcupine.CheckOperationsVerbose(registerModel.ToModel(), hist, CheckTimeout)
-		r.violateAt(unplaceable(hist, info), "register %s: the history of %d writes is not linearizable", reg, len(hist))
-	default:
-		r.violate("register %s: linearizability not decided within %v (%d writes)", reg, CheckTimeout, len(hist))
-	}
 }
 
 // Summary is one line of figures.
