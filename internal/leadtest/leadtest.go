@@ -50,93 +50,20 @@ func Run(t *testing.T, h locktest.Harness) {
 	for i := range clients {
 		clients[i] = h.NewClient(t, lock)
 	}
-	log := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
-
-	var (
-		mu    sync.Mutex
-		cur   *term
-		terms []fence.Token
-		guard fence.Guard
-	)
-	elected := make(chan *term, 16)
-	fn := func(who int) func(context.Context, fence.Token) error {
-		return func(ctx context.Context, token fence.Token) error {
-			tm := &term{who: who, token: token, ctx: ctx, stepDown: make(chan struct{})}
-			mu.Lock()
-			if cur != nil && cur.ctx.Err() == nil {
-				t.Errorf("two leaders: candidate %d leads (token %v) while candidate %d's leadership (token %v) is live",
-					who, token, cur.who, cur.token)
-			}
-			cur = tm
-			terms = append(terms, token)
-			mu.Unlock()
-			if err := guard.Check("leadtest", token); err != nil {
-				t.Errorf("candidate %d: fenced write as leader refused: %v", who, err)
-			}
-			select {
-			case elected <- tm:
-			default:
-				t.Errorf("candidate %d: more leaderships than expected", who)
-			}
-			select {
-			case <-ctx.Done():
-			case <-tm.stepDown:
-			}
-			return nil
-		}
-	}
-
+	ls := &leaderships{t: t, elected: make(chan *term, 16)}
 	stopped := errors.New("leadtest: stopped by the test")
 	ctx, stop := context.WithCancelCause(context.Background())
-	results := make(chan error, n)
 	var wg sync.WaitGroup
 	defer func() { stop(stopped); wg.Wait() }()
-	for i, c := range clients {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			err := leader.Run(ctx, c, fn(i), leader.WithLogger(log.With("candidate", i)))
-			if ctx.Err() == nil {
-				t.Errorf("candidate %d: leader.Run returned before the stop: %v", i, err)
-			}
-			results <- err
-		}()
-	}
-	next := func(what string, d time.Duration) *term {
-		t.Helper()
-		select {
-		case tm := <-elected:
-			return tm
-		case <-time.After(d):
-			t.Fatalf("no leader within %v %s", d, what)
-			return nil
-		}
-	}
+	results := runCandidates(ctx, t, &wg, clients, ls)
 
-	first := next("at the start", locktest.OpTimeout)
+	first := ls.next("at the start", locktest.OpTimeout)
 	close(first.stepDown)
-	second := next("after the leader's fn returned", locktest.OpTimeout)
+	second := ls.next("after the leader's fn returned", locktest.OpTimeout)
 	if second.token <= first.token {
 		t.Errorf("token %v after a step-down is not larger than %v", second.token, first.token)
 	}
-
-	cut := time.Now()
-	clients[second.who].CutOff()
-	third := next("after the leader was cut off", wait)
-	took := time.Since(cut)
-	if third.who == second.who {
-		t.Fatalf("the cut-off candidate %d led again while cut off", second.who)
-	}
-	if err := second.ctx.Err(); err == nil {
-		t.Errorf("the cut-off leader's fn context is live while candidate %d leads", third.who)
-	} else if cause := context.Cause(second.ctx); !lost(cause) {
-		t.Errorf("the cut-off leader's fn context ended with %v, want an ownership-loss cause", cause)
-	}
-	if took > lt.Max {
-		t.Errorf("a new leader took over %v after the leader was cut off, later than LeaseTime.Max = %v", took, lt.Max)
-	}
-	t.Logf("cut-off leader replaced after %v", took.Round(time.Millisecond))
-	clients[second.who].Heal()
+	third := cutOff(t, ls, clients[second.who], second, lt.Max, wait)
 
 	stop(stopped)
 	for range n {
@@ -152,16 +79,124 @@ func Run(t *testing.T, h locktest.Harness) {
 	if cause := context.Cause(third.ctx); !errors.Is(cause, stopped) {
 		t.Errorf("the leader's fn context ended with %v at the stop, want the stop's cause", cause)
 	}
-	mu.Lock()
-	for i := 1; i < len(terms); i++ {
-		if terms[i] <= terms[i-1] {
-			t.Errorf("leadership %d's token %v is not larger than its predecessor's %v", i, terms[i], terms[i-1])
-		}
-	}
-	mu.Unlock()
+	ls.checkTokens()
 	if err := waitLeftovers(h, lock, wait); err != nil {
 		t.Error(err)
 	}
+}
+
+// leaderships is what the candidates' fns saw: the current leadership,
+// every leadership's token in order, a fenced register every leader
+// writes, and each new leadership, sent on elected.
+type leaderships struct {
+	t       *testing.T
+	mu      sync.Mutex
+	cur     *term
+	terms   []fence.Token
+	guard   fence.Guard
+	elected chan *term
+}
+
+// fn is candidate who's leader function: it checks that no other
+// leadership is live and that its fenced write is accepted, reports the
+// leadership on elected, and leads until its context ends or it is told
+// to step down.
+func (ls *leaderships) fn(who int) func(context.Context, fence.Token) error {
+	t := ls.t
+	return func(ctx context.Context, token fence.Token) error {
+		tm := &term{who: who, token: token, ctx: ctx, stepDown: make(chan struct{})}
+		ls.mu.Lock()
+		if ls.cur != nil && ls.cur.ctx.Err() == nil {
+			t.Errorf("two leaders: candidate %d leads (token %v) while candidate %d's leadership (token %v) is live",
+				who, token, ls.cur.who, ls.cur.token)
+		}
+		ls.cur = tm
+		ls.terms = append(ls.terms, token)
+		ls.mu.Unlock()
+		if err := ls.guard.Check("leadtest", token); err != nil {
+			t.Errorf("candidate %d: fenced write as leader refused: %v", who, err)
+		}
+		select {
+		case ls.elected <- tm:
+		default:
+			t.Errorf("candidate %d: more leaderships than expected", who)
+		}
+		select {
+		case <-ctx.Done():
+		case <-tm.stepDown:
+		}
+		return nil
+	}
+}
+
+// next waits up to d for the next leadership; what says when, if none
+// comes.
+func (ls *leaderships) next(what string, d time.Duration) *term {
+	ls.t.Helper()
+	select {
+	case tm := <-ls.elected:
+		return tm
+	case <-time.After(d):
+		ls.t.Fatalf("no leader within %v %s", d, what)
+		return nil
+	}
+}
+
+// checkTokens checks that every leadership's token is larger than its
+// predecessor's.
+func (ls *leaderships) checkTokens() {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	for i := 1; i < len(ls.terms); i++ {
+		if ls.terms[i] <= ls.terms[i-1] {
+			ls.t.Errorf("leadership %d's token %v is not larger than its predecessor's %v", i, ls.terms[i], ls.terms[i-1])
+		}
+	}
+}
+
+// runCandidates runs leader.Run on each client until ctx ends, with its
+// warnings in the test's log, and sends what each returns on the returned
+// channel; wg is done when every one has returned.
+func runCandidates(ctx context.Context, t *testing.T, wg *sync.WaitGroup, clients []locktest.Client, ls *leaderships) <-chan error {
+	log := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	results := make(chan error, len(clients))
+	for i, c := range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			err := leader.Run(ctx, c, ls.fn(i), leader.WithLogger(log.With("candidate", i)))
+			if ctx.Err() == nil {
+				t.Errorf("candidate %d: leader.Run returned before the stop: %v", i, err)
+			}
+			results <- err
+		}()
+	}
+	return results
+}
+
+// cutOff cuts off c, the client of the leadership old, and checks that
+// another candidate leads within leaseMax (waiting up to wait for it),
+// after old's fn context ended with an ownership-loss cause; it heals c
+// and returns the new leadership.
+func cutOff(t *testing.T, ls *leaderships, c locktest.Client, old *term, leaseMax, wait time.Duration) *term {
+	cut := time.Now()
+	c.CutOff()
+	next := ls.next("after the leader was cut off", wait)
+	took := time.Since(cut)
+	if next.who == old.who {
+		t.Fatalf("the cut-off candidate %d led again while cut off", old.who)
+	}
+	if err := old.ctx.Err(); err == nil {
+		t.Errorf("the cut-off leader's fn context is live while candidate %d leads", next.who)
+	} else if cause := context.Cause(old.ctx); !lost(cause) {
+		t.Errorf("the cut-off leader's fn context ended with %v, want an ownership-loss cause", cause)
+	}
+	if took > leaseMax {
+		t.Errorf("a new leader took over %v after the leader was cut off, later than LeaseTime.Max = %v", took, leaseMax)
+	}
+	t.Logf("cut-off leader replaced after %v", took.Round(time.Millisecond))
+	c.Heal()
+	return next
 }
 
 // lost reports whether cause is one that ends a lease without a Release.
