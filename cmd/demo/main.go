@@ -154,24 +154,9 @@ func (d *demo) kleppmann(ctx context.Context) bool {
 	}
 	d.say("A", "writes to the database with token %v: accepted (fence row %s = %v)", a, resource, a)
 
-	type acq struct {
-		l   recipe.Lease
-		err error
-		at  time.Time
-	}
-	bch := make(chan acq, 1)
-	go func() {
-		l, err := mb.Acquire(ctx)
-		bch <- acq{l, err, time.Now()}
-	}()
+	bch := acquireLater(ctx, mb)
 	d.say("B", "waits for the lock")
-
-	var lostAt atomic.Int64
-	context.AfterFunc(la.Context(), func() { lostAt.Store(time.Now().UnixNano()) })
-	proxy.Blackhole()
-	d.say("A", "is cut off from ZooKeeper and pauses (think: a long GC pause)")
-	<-la.Context().Done()
-	d.say("A", "lease context done: %v", context.Cause(la.Context()))
+	lostAt := d.pauseHolder(la, proxy)
 
 	b := <-bch
 	if b.err != nil {
@@ -206,6 +191,36 @@ func (d *demo) kleppmann(ctx context.Context) bool {
 		ok = d.check(false, "B release: %v", err) && ok
 	}
 	return ok
+}
+
+// acq is an Acquire's outcome and when it returned.
+type acq struct {
+	l   recipe.Lease
+	err error
+	at  time.Time
+}
+
+// acquireLater acquires m in the background; the channel gets the outcome.
+func acquireLater(ctx context.Context, m *mutex.Mutex) <-chan acq {
+	ch := make(chan acq, 1)
+	go func() {
+		l, err := m.Acquire(ctx)
+		ch <- acq{l, err, time.Now()}
+	}()
+	return ch
+}
+
+// pauseHolder cuts A off through its proxy and waits until A's lease
+// context ends; the returned value is when it ended (Unix ns, 0 until
+// then).
+func (d *demo) pauseHolder(la recipe.Lease, proxy *zktest.FaultProxy) *atomic.Int64 {
+	var lostAt atomic.Int64
+	context.AfterFunc(la.Context(), func() { lostAt.Store(time.Now().UnixNano()) })
+	proxy.Blackhole()
+	d.say("A", "is cut off from ZooKeeper and pauses (think: a long GC pause)")
+	<-la.Context().Done()
+	d.say("A", "lease context done: %v", context.Cause(la.Context()))
+	return &lostAt
 }
 
 // lockPair connects A (through proxy, with 2 s sessions) and B, and
