@@ -91,6 +91,7 @@ type recConn struct {
 	mu      sync.Mutex
 	writes  [][]byte
 	reading atomic.Int32
+	cut     atomic.Bool // cutAfter chose this connection: nothing more is read
 }
 
 func (c *recConn) Write(p []byte) (int, error) {
@@ -105,8 +106,15 @@ func (c *recConn) Write(p []byte) (int, error) {
 	}
 	c.writes = append(c.writes, append([]byte(nil), p...))
 	c.mu.Unlock()
+	// A cut is marked before the write: the reply can arrive (and a Read
+	// return it) before Close below runs, and a cut connection must not
+	// deliver it.
+	cut := request && c.w.cutAfter.CompareAndSwap(op, 0)
+	if cut {
+		c.cut.Store(true)
+	}
 	n, err := c.Conn.Write(p)
-	if request && c.w.cutAfter.CompareAndSwap(op, 0) {
+	if cut {
 		c.Conn.Close()
 	}
 	return n, err
@@ -117,7 +125,11 @@ func (c *recConn) Read(p []byte) (int, error) {
 		c.w.overlaps.Add(1)
 	}
 	defer c.reading.Add(-1)
-	return c.Conn.Read(p)
+	n, err := c.Conn.Read(p)
+	if c.cut.Load() {
+		return 0, net.ErrClosed // what arrived after the cut is lost with it
+	}
+	return n, err
 }
 
 // ops returns the opcodes of the requests written on c after the handshake.
