@@ -41,7 +41,8 @@ var (
 	// ErrReleased is the cause of a lease context ended by Lease.Release.
 	ErrReleased = errors.New("recipe: lease released")
 
-	// ErrInvalidPath is matched by every *PathError.
+	// ErrInvalidPath is matched by the error of every path or lock name a
+	// backend refuses (zookeeper.PathError, the other backends' name errors).
 	ErrInvalidPath = errors.New("recipe: invalid path")
 
 	// ErrUnreachable is returned by Connect when no server could be reached

@@ -36,14 +36,17 @@ const (
 	guidLen         = 32
 )
 
-// NodeName is a parsed queue znode name.
+// NodeName is a parsed queue znode name: _c_<guid>-<kind><sequence>, or
+// _c_<guid>-<kind>@<anchor>@<sequence> for an anchored node, which takes the
+// queue place of the node whose sequence is its anchor (a read-write lock's
+// downgrade). The sequences are ZooKeeper's %010d suffixes, signed 32-bit.
 type NodeName struct {
 	Name string // the full child name
 	GUID string // 32 hex digits
 	Kind string // one of the queue's kinds
 	Seq  int32  // the sequence number ZooKeeper assigned
 	// Anchored reports whether the node takes the queue position of the
-	// node whose sequence is Anchor (see the grammar above).
+	// node whose sequence is Anchor.
 	Anchored bool
 	Anchor   int32
 
