@@ -172,7 +172,9 @@ func WithAuth(scheme string, auth []byte) Option {
 
 // WithRetryPolicy sets the backoff between retries of an operation that
 // failed with a connection-level error (default: exponential, 20 ms to 1 s,
-// no total limit: ctx, the session's loss or Close end the retries). A
+// no total limit: ctx or Close end the retries; while no server answers, a
+// retry waits for the connection, across a session's loss, so bound it with
+// ctx's deadline). A
 // policy that stops makes the operation return the last error.
 func WithRetryPolicy(newBackOff func() backoff.BackOff) Option {
 	return func(c *config) { c.newBackOff = newBackOff }

@@ -227,7 +227,9 @@ func (q *Queue) Acquire(ctx context.Context, kind string, data []byte) (recipe.L
 // node on the first listing, the node is deleted and the error matches
 // recipe.ErrLocked. Its own-node watch is set only when it is granted. A "not
 // acquired" answer leaves no node, also across a connection blip (the
-// delete is retried, then handed to the cleaner).
+// delete is retried, then handed to the cleaner). It does not wait for a
+// holder, but like every request it waits for a connection while no server
+// answers: give ctx a deadline.
 func (q *Queue) TryAcquire(ctx context.Context, kind string, data []byte) (recipe.Lease, error) {
 	return q.acquire(ctx, kind, data, false, nil)
 }
