@@ -11,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/zkrecipes/zkrecipes/internal/lockname"
+	"github.com/zkrecipes/zkrecipes/internal/userinfo"
 )
 
 // marker starts the last element of every contender key: the keys of the
@@ -81,9 +82,19 @@ func newGUID() string {
 }
 
 // parseURL splits etcd://host:port[,host:port...][/prefix] into endpoints
-// and the key prefix ("" when the URL has no path or only "/").
+// and the key prefix ("" when the URL has no path or only "/"). Its errors
+// show raw with any password hidden (userinfo.Redact), and quote an endpoint
+// only when nothing was hidden: in "etcd://u:pa/ss@h:1" the first endpoint
+// is "u:pa".
 func parseURL(raw string) (endpoints []string, prefix string, err error) {
-	bad := func(why string) error { return fmt.Errorf("%w %q: %s", ErrBadURL, raw, why) }
+	shown := userinfo.Redact(raw)
+	bad := func(why string) error { return fmt.Errorf("%w %q: %s", ErrBadURL, shown, why) }
+	badEndpoint := func(h, why string) error {
+		if shown != raw { // h and why (net's errors quote h) may hold a part of the password
+			return bad("an endpoint is not host:port with a port from 1 to 65535")
+		}
+		return bad(fmt.Sprintf("endpoint %q: %s", h, why))
+	}
 	rest, ok := strings.CutPrefix(raw, "etcd://")
 	if !ok {
 		return nil, "", bad(`want etcd://host:port[,host:port...][/prefix]`)
@@ -98,10 +109,10 @@ func parseURL(raw string) (endpoints []string, prefix string, err error) {
 	for _, h := range strings.Split(hosts, ",") {
 		host, port, err := net.SplitHostPort(h)
 		if err != nil {
-			return nil, "", bad(fmt.Sprintf("endpoint %q: %v", h, err))
+			return nil, "", badEndpoint(h, err.Error())
 		}
 		if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 || host == "" {
-			return nil, "", bad(fmt.Sprintf("endpoint %q: want host:port with a port from 1 to 65535", h))
+			return nil, "", badEndpoint(h, "want host:port with a port from 1 to 65535")
 		}
 		endpoints = append(endpoints, h)
 	}

@@ -79,7 +79,7 @@ func WithCleanupTimeout(d time.Duration) Option {
 	return func(c *config) { c.cleanupTimeout = d }
 }
 
-// WithLogger sets the logger of the Session (default slog.Default()): a lost
+// WithLogger sets the logger of the Session (default, and nil: slog.Default()): a lost
 // Lease at Warn with its lock, token and cause (Debug when the Session was
 // closed); etcd lease grants and losses, failed keep-alives and retries at
 // Debug.

@@ -78,7 +78,6 @@ func TestBadOptions(t *testing.T) {
 		"table injection":  WithTable("t; DROP TABLE x"),
 		"table three dots": WithTable("a.b.c"),
 		"table empty":      WithTable(""),
-		"nil logger":       WithLogger(nil),
 	} {
 		if _, err := ConnectConfig(context.Background(), cfg, opt); !errors.Is(err, recipe.ErrBadOption) {
 			t.Errorf("%s: %v, want an error matching recipe.ErrBadOption", name, err)

@@ -54,7 +54,7 @@ func WithTTL(ttl time.Duration) Option { return func(o *options) { o.ttl = ttl }
 // first use if missing.
 func WithTable(name string) Option { return func(o *options) { o.table = name } }
 
-// WithLogger sets the logger (default slog.Default()): grants and releases at
+// WithLogger sets the logger (default, and nil: slog.Default()): grants and releases at
 // Debug, lost leases (with their cause) and key collisions at Warn, a lease
 // ended by Session.Close at Debug.
 func WithLogger(l *slog.Logger) Option { return func(o *options) { o.log = l } }
@@ -74,15 +74,18 @@ var tableName = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}(\.[a-z_][a-z0-9_]{0,6
 func newOptions(opts []Option) (options, error) {
 	o := options{ttl: DefaultTTL, table: DefaultTable, log: slog.Default()}
 	for _, opt := range opts {
-		opt(&o)
+		if opt != nil { // a nil Option is skipped, as zookeeper.Connect does
+			opt(&o)
+		}
+	}
+	if o.log == nil {
+		o.log = slog.Default()
 	}
 	switch {
 	case o.ttl < MinTTL || o.ttl > MaxTTL:
 		return o, fmt.Errorf("%w: pglock: TTL %v outside [%v, %v]", recipe.ErrBadOption, o.ttl, MinTTL, MaxTTL)
 	case !tableName.MatchString(o.table):
 		return o, fmt.Errorf("%w: pglock: table %q is not a lowercase identifier, optionally schema-qualified", recipe.ErrBadOption, o.table)
-	case o.log == nil:
-		return o, fmt.Errorf("%w: pglock: nil logger", recipe.ErrBadOption)
 	}
 	return o, nil
 }

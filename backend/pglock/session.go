@@ -56,7 +56,7 @@ func Connect(ctx context.Context, url string, opts ...Option) (*Session, error) 
 // server answers, accepts this package's session parameters (PostgreSQL 14
 // or later), is not behind a pooler (ErrPooler) and has the token table,
 // creating it if missing (ErrTokenTable if it can't). Errors: an invalid
-// option (recipe.ErrBadOption); for an unreachable server, within the
+// option or a nil cfg (recipe.ErrBadOption); for an unreachable server, within the
 // connect timeout (the URL's connect_timeout, else DefaultConnectTimeout),
 // a *recipe.OpError matching recipe.ErrUnreachable and wrapping the
 // connection error (*pgconn.ConnectError); ctx's cause if ctx ended first.
@@ -68,6 +68,9 @@ func ConnectConfig(ctx context.Context, cfg *pgconn.Config, opts ...Option) (*Se
 	o, err := newOptions(opts)
 	if err != nil {
 		return nil, err
+	}
+	if cfg == nil {
+		return nil, fmt.Errorf("%w: pglock: nil *pgconn.Config", recipe.ErrBadOption)
 	}
 	s := &Session{
 		cfg: cfg.Copy(), ttl: o.ttl, ping: o.ttl / 10, loss: o.ttl / 2,

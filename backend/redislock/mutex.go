@@ -42,10 +42,15 @@ var _ recipe.Lock = (*Mutex)(nil)
 // bytes, and the keys of two names never meet, as each ends with a suffix
 // of its own), and every byte counts ("/a" and "a" are two locks).
 // Errors: a *NameError (matching recipe.ErrInvalidPath) for another name;
-// recipe.ErrBadOption for a nil session. New sends nothing to the server.
+// recipe.ErrBadOption for a nil session; an error matching
+// recipe.ErrSessionClosed once Close has started. New sends nothing to the
+// server.
 func New(s *Session, name string) (*Mutex, error) {
 	if s == nil {
 		return nil, fmt.Errorf("redislock: New: %w: nil session", recipe.ErrBadOption)
+	}
+	if s.life.Closed() {
+		return nil, errClosed
 	}
 	if err := CheckName(name); err != nil {
 		return nil, err

@@ -79,17 +79,9 @@ func WithTTL(d time.Duration) Option {
 func WithKeyPrefix(p string) Option { return func(c *config) { c.prefix = p } }
 
 // WithLogger sets the logger for renewal failures, losses, cleanup and
-// server warnings (default: slog.Default(), so that a warning such as a
-// server without fsync is seen).
-func WithLogger(l *slog.Logger) Option {
-	return func(c *config) {
-		if l == nil {
-			c.fail(fmt.Errorf("%w: nil logger", recipe.ErrBadOption))
-			return
-		}
-		c.logger = l
-	}
-}
+// server warnings (default, and nil: slog.Default(), so that a warning such
+// as a server without fsync is seen).
+func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l } }
 
 // WithMetrics reports the session's events to m (nil: none, the default),
 // with kind "lock" and dir the lock's name as given to New:
@@ -121,7 +113,9 @@ func (c *config) fail(err error) {
 func newConfig(opts []Option) (*config, error) {
 	c := &config{ttl: DefaultTTL, prefix: DefaultKeyPrefix}
 	for _, o := range opts {
-		o(c)
+		if o != nil { // a nil Option is skipped, as zookeeper.Connect does
+			o(c)
+		}
 	}
 	if c.logger == nil {
 		c.logger = slog.Default()

@@ -18,6 +18,7 @@ import (
 	"github.com/zkrecipes/zkrecipes/internal/ctxend"
 	"github.com/zkrecipes/zkrecipes/internal/grant"
 	"github.com/zkrecipes/zkrecipes/internal/life"
+	"github.com/zkrecipes/zkrecipes/internal/userinfo"
 	"github.com/zkrecipes/zkrecipes/recipe"
 )
 
@@ -121,22 +122,32 @@ func NewSession(ctx context.Context, cli *redis.Client, opts ...Option) (*Sessio
 	return newSession(ctx, cli, false, c)
 }
 
+// parseURL checks raw and returns go-redis's options for it. Its errors show
+// raw with the password hidden (userinfo.Redact) and never net/url's error
+// as it is: that quotes the whole URL, and, in its detail, a host that can
+// be a part of a misplaced password ("redis://:pa/ss@h": host ":pa").
 func parseURL(raw string) (*redis.Options, error) {
+	shown := userinfo.Redact(raw)
+	bad := func(why string) error { return fmt.Errorf("%w: %q: %s", ErrBadURL, shown, why) }
 	u, err := url.Parse(raw)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrBadURL, err)
+		var ue *url.Error
+		if shown != raw || !errors.As(err, &ue) { // it may quote a part of the password
+			return nil, bad("not a URL")
+		}
+		return nil, bad("not a URL: " + ue.Err.Error())
 	}
 	switch {
 	case u.Scheme != "redis" && u.Scheme != "rediss":
-		return nil, fmt.Errorf("%w: %q: the scheme must be redis:// or rediss://", ErrBadURL, raw)
+		return nil, bad("the scheme must be redis:// or rediss://")
 	case u.Hostname() == "":
-		return nil, fmt.Errorf("%w: %q: no host", ErrBadURL, raw)
+		return nil, bad("no host")
 	case strings.Contains(u.Host, ","):
-		return nil, fmt.Errorf("%w: %q: one server only (locks live on a single Redis node)", ErrBadURL, raw)
+		return nil, bad("one server only (locks live on a single Redis node)")
 	}
 	ro, err := redis.ParseURL(raw)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrBadURL, err)
+	if err != nil { // it quotes the scheme, path or query, never the user information
+		return nil, bad(err.Error())
 	}
 	return ro, nil
 }

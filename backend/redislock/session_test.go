@@ -38,7 +38,6 @@ func TestConnectBadOptions(t *testing.T) {
 		"short TTL":  redislock.WithTTL(redislock.MinTTL - time.Millisecond),
 		"100 ms TTL": redislock.WithTTL(100 * time.Millisecond), // a 33 ms margin: two holders overlapped under load
 		"zero TTL":   redislock.WithTTL(0),
-		"nil logger": redislock.WithLogger(nil),
 		"nil dialer": redislock.WithDialer(nil),
 	} {
 		if _, err := redislock.Connect(ctx, "redis://127.0.0.1:1", opt); !errors.Is(err, recipe.ErrBadOption) {

@@ -17,6 +17,7 @@ import (
 	"github.com/zkrecipes/zkrecipes/backend/etcdlock"
 	"github.com/zkrecipes/zkrecipes/backend/pglock"
 	"github.com/zkrecipes/zkrecipes/backend/redislock"
+	"github.com/zkrecipes/zkrecipes/internal/userinfo"
 	"github.com/zkrecipes/zkrecipes/mutex"
 	"github.com/zkrecipes/zkrecipes/recipe"
 	"github.com/zkrecipes/zkrecipes/zookeeper"
@@ -242,24 +243,6 @@ func unavailable(err error) bool {
 }
 
 // redact hides the password in a URL's user information ("user:xxxxx@"),
-// for logs and messages: --servers may carry one.
-func redact(servers string) string {
-	i := strings.Index(servers, "://")
-	if i < 0 {
-		return servers
-	}
-	rest := servers[i+3:]
-	end := strings.IndexAny(rest, "/?#")
-	if end < 0 {
-		end = len(rest)
-	}
-	at := strings.LastIndexByte(rest[:end], '@')
-	if at < 0 {
-		return servers
-	}
-	user := rest[:at]
-	if c := strings.IndexByte(user, ':'); c >= 0 {
-		user = user[:c] + ":xxxxx"
-	}
-	return servers[:i+3] + user + rest[at:]
-}
+// for logs and messages: --servers may carry one. It is the backends' own
+// redaction (internal/userinfo), which also covers URLs that don't parse.
+func redact(servers string) string { return userinfo.Redact(servers) }

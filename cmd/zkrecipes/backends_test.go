@@ -437,6 +437,31 @@ func TestRedact(t *testing.T) {
 	}
 }
 
+// TestLockBadURLsHidePassword: `zkrecipes lock --servers URL` never shows
+// the URL's password, whatever its output, for URLs each backend refuses
+// (some that net/url can't parse) and one pointing at a real Redis server.
+func TestLockBadURLsHidePassword(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	srv := redistest.Start(t)
+	for _, u := range []string{
+		"redis://:S3cretRedisPW@a:1,b:2/0", "redis://:S3cretRedisPW@/0", "redis://:S3cret RedisPW@h:1",
+		"redis://:S3cret/RedisPW@h:1", "redis://u:S3cretRedisPW@h:1/notadb", "rediss://:S3cretRedisPW@/0",
+		"redis://nobody:S3cretRedisPW@" + srv.Addr() + "/0",
+		"etcd://user:S3cretEtcdPW@127.0.0.1:1", "etcd://user:S3cret/EtcdPW@127.0.0.1:1",
+		"postgres://u:S3cretPgPW@h:notaport/db", "postgres://u:S3cret PgPW@h/db",
+		"mysql://u:S3cretPW@h/db",
+	} {
+		p := start(t, nil, dir, "lock", "--servers", u, "--connect-timeout", "10s", "/cli-test/x", "--", "true")
+		if code := p.wait(30 * time.Second); code == 0 {
+			t.Errorf("zkrecipes lock --servers %q exited 0", u)
+		}
+		if out := p.stderr.String() + p.stdout.String(); strings.Contains(out, "S3cret") || strings.Contains(out, "PW") {
+			t.Errorf("zkrecipes lock --servers %q shows the password:\n%s", u, out)
+		}
+	}
+}
+
 // TestUnavailable: which failures say "try again later" (69).
 func TestUnavailable(t *testing.T) {
 	refused := &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}

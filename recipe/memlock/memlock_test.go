@@ -138,6 +138,28 @@ func TestBadInput(t *testing.T) {
 	}
 }
 
+// TestNamesAsEveryBackend: New refuses what every backend refuses
+// (internal/lockname) and accepts the longest name.
+func TestNamesAsEveryBackend(t *testing.T) {
+	srv, err := NewServer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	s := srv.Connect()
+	defer s.Close()
+	for _, name := range []string{"", "a\x00b", "a\xffb", strings.Repeat("x", MaxNameLen+1)} {
+		if _, err := New(s, name); !errors.Is(err, recipe.ErrInvalidPath) {
+			t.Errorf("New(s, %q) = %v, want recipe.ErrInvalidPath", name, err)
+		}
+	}
+	for _, name := range []string{strings.Repeat("x", MaxNameLen), "/a", "a//b", "é"} {
+		if _, err := New(s, name); err != nil {
+			t.Errorf("New(s, %q) = %v", name, err)
+		}
+	}
+}
+
 // mustNew is New, failing the test on an error.
 func mustNew(t *testing.T, s *Session, name string) *Mutex {
 	t.Helper()

@@ -10,6 +10,7 @@ import (
 
 	"github.com/zkrecipes/zkrecipes/fence"
 	"github.com/zkrecipes/zkrecipes/internal/grant"
+	"github.com/zkrecipes/zkrecipes/internal/lockname"
 	"github.com/zkrecipes/zkrecipes/internal/loop"
 	"github.com/zkrecipes/zkrecipes/recipe"
 )
@@ -25,15 +26,26 @@ type Mutex struct {
 
 var _ recipe.Lock = (*Mutex)(nil)
 
-// New returns the lock named name on session s. Any non-empty string names
-// a lock. Errors: recipe.ErrBadOption for a nil Session, one matching
-// recipe.ErrInvalidPath for an empty name.
+// MaxNameLen is the longest lock name New accepts, in bytes: the smallest
+// of the backends' limits (etcdlock's), so that a name memlock accepts is
+// one every backend accepts.
+const MaxNameLen = 512
+
+// nameRules are the lock-name rules of every backend (internal/lockname)
+// with this package's MaxNameLen: code tested on memlock meets the real
+// backends' contract.
+var nameRules = lockname.Rules{Backend: "memlock", MaxLen: MaxNameLen}
+
+// New returns the lock named name on session s. A name is what every
+// backend takes: not empty, valid UTF-8, no NUL byte, at most MaxNameLen
+// bytes. Errors: recipe.ErrBadOption for a nil Session, a
+// *lockname.Error matching recipe.ErrInvalidPath for another name.
 func New(s *Session, name string) (*Mutex, error) {
-	switch {
-	case s == nil:
+	if s == nil {
 		return nil, fmt.Errorf("%w: nil *memlock.Session", recipe.ErrBadOption)
-	case name == "":
-		return nil, fmt.Errorf("%w: memlock: empty lock name", recipe.ErrInvalidPath)
+	}
+	if err := nameRules.Check(name); err != nil {
+		return nil, err
 	}
 	rep := &grant.Reporter{Log: s.log, Metrics: s.metrics, Backend: "memlock", Kind: kindLock, Dir: name}
 	return &Mutex{s: s, name: name, rep: rep}, nil
