@@ -3,8 +3,8 @@ package leader
 import (
 	"context"
 	"sync/atomic"
-	"time"
 
+	"github.com/zkrecipes/zkrecipes/internal/grant"
 	"github.com/zkrecipes/zkrecipes/recipe"
 )
 
@@ -35,15 +35,7 @@ const kindLeader = "leader"
 
 // acquire is one attempt to take lock, reported to the metrics.
 func (c *config) acquire(ctx context.Context, lock recipe.Lock) (recipe.Lease, error) {
-	m := c.metrics
-	if m == nil {
-		return lock.Acquire(ctx)
-	}
-	m.AcquireStarted(kindLeader, c.name)
-	start := time.Now()
-	l, err := lock.Acquire(ctx)
-	m.AcquireDone(kindLeader, c.name, time.Since(start), err)
-	return l, err
+	return grant.Measure(c.metrics, kindLeader, c.name, func() (recipe.Lease, error) { return lock.Acquire(ctx) })
 }
 
 // term reports the end of one term to the metrics; nil without metrics.

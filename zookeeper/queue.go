@@ -9,7 +9,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/zkrecipes/zkrecipes/internal/grant"
 	"github.com/zkrecipes/zkrecipes/internal/shortpath"
@@ -286,14 +285,16 @@ type anchorSpec struct {
 	token int64  // the anchor's token, which the anchored grant carries
 }
 
-// acquire joins and waits: the whole of Acquire, TryAcquire and
-// AcquireAnchored. A failed wait gives the node up.
-func (q *Queue) acquire(ctx context.Context, kind string, data []byte, wait bool, anchor *anchorSpec) (_ recipe.Lease, err error) {
-	if m := q.s.cfg.metrics; m != nil {
-		start := time.Now()
-		m.AcquireStarted(metricKind(kind), q.dir)
-		defer func() { m.AcquireDone(metricKind(kind), q.dir, time.Since(start), err) }()
-	}
+// acquire is the whole of Acquire, TryAcquire and AcquireAnchored, with
+// their metrics.
+func (q *Queue) acquire(ctx context.Context, kind string, data []byte, wait bool, anchor *anchorSpec) (recipe.Lease, error) {
+	return grant.Measure(q.s.cfg.metrics, metricKind(kind), q.dir, func() (recipe.Lease, error) {
+		return q.joinAndWait(ctx, kind, data, wait, anchor)
+	})
+}
+
+// joinAndWait joins and waits. A failed wait gives the node up.
+func (q *Queue) joinAndWait(ctx context.Context, kind string, data []byte, wait bool, anchor *anchorSpec) (_ recipe.Lease, err error) {
 	fs := q.fastStartFor(wait, anchor)
 	t, err := q.join(ctx, kind, data, anchor, false, fs)
 	if err != nil {

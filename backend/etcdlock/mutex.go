@@ -95,15 +95,7 @@ const kind = "lock"
 
 // acquire is Acquire (wait) or TryAcquire, reported to Metrics.
 func (m *Mutex) acquire(ctx context.Context, wait bool) (recipe.Lease, error) {
-	mx := m.s.cfg.metrics
-	if mx == nil {
-		return m.contend(ctx, wait)
-	}
-	mx.AcquireStarted(kind, m.name)
-	start := time.Now()
-	l, err := m.contend(ctx, wait)
-	mx.AcquireDone(kind, m.name, time.Since(start), err)
-	return l, err
+	return grant.Measure(m.s.cfg.metrics, kind, m.name, func() (recipe.Lease, error) { return m.contend(ctx, wait) })
 }
 
 // contend is one acquisition: a key of its own, then, if wait, the wait for

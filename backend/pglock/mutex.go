@@ -128,12 +128,13 @@ const (
 )
 
 // acquire is Acquire (wait) and TryAcquire, with their metrics.
-func (m *Mutex) acquire(ctx context.Context, wait bool) (_ recipe.Lease, err error) {
-	if mt := m.s.metrics; mt != nil {
-		start := time.Now()
-		mt.AcquireStarted(metricKind, m.name)
-		defer func() { mt.AcquireDone(metricKind, m.name, time.Since(start), err) }()
-	}
+func (m *Mutex) acquire(ctx context.Context, wait bool) (recipe.Lease, error) {
+	return grant.Measure(m.s.metrics, metricKind, m.name, func() (recipe.Lease, error) { return m.take(ctx, wait) })
+}
+
+// take is one acquisition: a connection of its own that takes the advisory
+// lock (waiting for it if wait), then the token bump.
+func (m *Mutex) take(ctx context.Context, wait bool) (_ recipe.Lease, err error) {
 	if ctx.Err() != nil {
 		return nil, context.Cause(ctx)
 	}

@@ -118,15 +118,7 @@ const kind = "lock"
 
 // measured is acquire, reported to the session's Metrics.
 func (m *Mutex) measured(ctx context.Context, wait bool) (recipe.Lease, error) {
-	mt := m.s.metrics
-	if mt == nil {
-		return m.acquire(ctx, wait)
-	}
-	start := time.Now()
-	mt.AcquireStarted(kind, m.name)
-	l, err := m.acquire(ctx, wait)
-	mt.AcquireDone(kind, m.name, time.Since(start), err)
-	return l, err
+	return grant.Measure(m.s.metrics, kind, m.name, func() (recipe.Lease, error) { return m.acquire(ctx, wait) })
 }
 
 func (m *Mutex) acquire(ctx context.Context, wait bool) (recipe.Lease, error) {

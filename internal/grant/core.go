@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/zkrecipes/zkrecipes/fence"
 	"github.com/zkrecipes/zkrecipes/internal/shortpath"
@@ -141,3 +142,17 @@ func (e lostError) Error() string {
 }
 
 func (e lostError) Unwrap() []error { return []error{recipe.ErrLeaseLost, e.cause} }
+
+// Measure runs acquire and reports it to m (nil: nothing, at no cost) as
+// AcquireStarted and AcquireDone with kind and dir, and how long it took:
+// the one place every backend and leader.Run measure an acquisition.
+func Measure(m recipe.Metrics, kind, dir string, acquire func() (recipe.Lease, error)) (recipe.Lease, error) {
+	if m == nil {
+		return acquire()
+	}
+	m.AcquireStarted(kind, dir)
+	start := time.Now()
+	l, err := acquire()
+	m.AcquireDone(kind, dir, time.Since(start), err)
+	return l, err
+}

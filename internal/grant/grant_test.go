@@ -156,3 +156,31 @@ func TestEndSetsCauseFirst(t *testing.T) {
 		}
 	}
 }
+
+type measured struct {
+	recipe.Metrics
+	started, done int
+	err           error
+}
+
+func (m *measured) AcquireStarted(kind, dir string) { m.started++ }
+func (m *measured) AcquireDone(kind, dir string, took time.Duration, err error) {
+	m.done++
+	m.err = err
+}
+
+// TestMeasure: one AcquireStarted and one AcquireDone with the acquisition's
+// error; nil Metrics runs the acquisition alone.
+func TestMeasure(t *testing.T) {
+	m := &measured{}
+	if _, err := Measure(m, "lock", "a", func() (recipe.Lease, error) { return nil, recipe.ErrLocked }); err != recipe.ErrLocked {
+		t.Fatal(err)
+	}
+	if m.started != 1 || m.done != 1 || m.err != recipe.ErrLocked {
+		t.Fatalf("%+v", m)
+	}
+	ran := false
+	if _, err := Measure(nil, "lock", "a", func() (recipe.Lease, error) { ran = true; return nil, nil }); err != nil || !ran {
+		t.Fatal("nil Metrics: acquisition not run")
+	}
+}

@@ -76,15 +76,7 @@ func (m *Mutex) TryAcquire(ctx context.Context) (recipe.Lease, error) { return m
 // acquire is Acquire (try false) or TryAcquire, reported to the Session's
 // metrics.
 func (m *Mutex) acquire(ctx context.Context, try bool) (recipe.Lease, error) {
-	mt := m.s.metrics
-	if mt == nil {
-		return m.attempt(ctx, try)
-	}
-	mt.AcquireStarted(kindLock, m.name)
-	start := time.Now()
-	l, err := m.attempt(ctx, try)
-	mt.AcquireDone(kindLock, m.name, time.Since(start), err)
-	return l, err
+	return grant.Measure(m.s.metrics, kindLock, m.name, func() (recipe.Lease, error) { return m.attempt(ctx, try) })
 }
 
 // kindLock is the kind every event of a Mutex is reported with.
