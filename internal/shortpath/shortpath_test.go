@@ -3,7 +3,11 @@ package shortpath
 import (
 	"strings"
 	"testing"
+
+	"go.uber.org/goleak"
 )
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 func TestOf(t *testing.T) {
 	if got := Of("/locks/a"); got != "/locks/a" {
