@@ -132,9 +132,7 @@ func (g *generation) expire() {
 // bind returns a context done when ctx is or when the lease is lost, with
 // the cause of whichever came first.
 func (g *generation) bind(ctx context.Context) (context.Context, context.CancelFunc) {
-	c, cancel := context.WithCancelCause(ctx)
-	stop := context.AfterFunc(g.ctx, func() { cancel(context.Cause(g.ctx)) })
-	return c, func() { stop(); cancel(context.Canceled) }
+	return ctxend.Also(ctx, g.ctx)
 }
 
 // add registers l under the lease, to be ended by its loss, and reports

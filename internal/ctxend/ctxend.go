@@ -29,3 +29,11 @@ func Cause(ctx context.Context) error {
 	<-ctx.Done()
 	return context.Cause(ctx)
 }
+
+// Also returns a context done when ctx or other is, with the cause of
+// whichever ended first (a Session's close, a lost lease), and its cancel.
+func Also(ctx, other context.Context) (context.Context, context.CancelFunc) {
+	c, cancel := context.WithCancelCause(ctx)
+	stop := context.AfterFunc(other, func() { cancel(context.Cause(other)) })
+	return c, func() { stop(); cancel(context.Canceled) }
+}

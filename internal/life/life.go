@@ -8,6 +8,7 @@ import (
 	"context"
 	"sync"
 
+	"github.com/zkrecipes/zkrecipes/internal/ctxend"
 	"github.com/zkrecipes/zkrecipes/recipe"
 )
 
@@ -71,9 +72,7 @@ func (g *Group) Go(f func()) bool {
 // Bind returns a context done when ctx is or when Close is called, with
 // the cause of whichever came first.
 func (g *Group) Bind(ctx context.Context) (context.Context, context.CancelFunc) {
-	c, cancel := context.WithCancelCause(ctx)
-	stop := context.AfterFunc(g.ctx, func() { cancel(context.Cause(g.ctx)) })
-	return c, func() { stop(); cancel(context.Canceled) }
+	return ctxend.Also(ctx, g.ctx)
 }
 
 // Close marks the Group closed and ends its Context, and reports whether
