@@ -37,7 +37,7 @@ type lease struct {
 // bound (WithMaxConns), once.
 func (l *lease) hangUp() {
 	l.hung.Do(func() {
-		hangUp(l.conn)
+		l.m.s.closeConn(l.conn)
 		l.m.s.limit.slots.release()
 	})
 }

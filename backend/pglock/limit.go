@@ -4,7 +4,11 @@ import (
 	"container/list"
 	"context"
 	"fmt"
+	"io"
 	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/zkrecipes/zkrecipes/internal/ctxend"
 )
@@ -208,4 +212,24 @@ func (w *waitMark) stop() {
 		w.on = false
 		w.m.s.metrics.Waiting(metricKind, w.m.name, -1)
 	}
+}
+
+// closeConn closes a lock connection and, while the session is open, waits
+// (at most closeTimeout) for the server to end the session: PostgreSQL
+// closes the socket only as the backend process exits, after it has left
+// pg_stat_activity and given its connection slot back. Only then is the
+// connection's slot of WithMaxConns given to the next waiter, so the
+// server never counts more than the bound for a session, not even for the
+// moment a closed connection's process takes to exit. After Close (or on
+// a broken connection) it is hangUp.
+func (s *Session) closeConn(conn *pgconn.PgConn) {
+	if s.life.Context().Err() == nil && !conn.IsClosed() && !conn.IsBusy() {
+		nc := conn.Conn()
+		if nc.SetDeadline(time.Now().Add(closeTimeout)) == nil {
+			if _, err := nc.Write([]byte{'X', 0, 0, 0, 4}); err == nil { // Terminate
+				_, _ = io.Copy(io.Discard, nc) // until the server's EOF, or the deadline
+			}
+		}
+	}
+	hangUp(conn)
 }

@@ -175,7 +175,7 @@ func (m *Mutex) take(ctx context.Context, wait bool) (_ recipe.Lease, err error)
 			if locking {
 				unlockAll(conn)
 			}
-			hangUp(conn) // frees whatever the session got, a late grant included
+			s.closeConn(conn) // frees whatever the session got, a late grant included
 		}
 	}()
 	if locking, err = m.lock(actx, conn, wait, w); err != nil {

@@ -99,7 +99,7 @@ func ConnectConfig(ctx context.Context, cfg *pgconn.Config, opts ...Option) (*Se
 		s.life.Close()
 		return nil, err
 	}
-	defer hangUp(conn)
+	defer s.closeConn(conn) // gone from the server when ConnectConfig returns
 	rows, err := query(ctx, conn, "SELECT pg_backend_pid()")
 	if err == nil && (len(rows) != 1 || string(rows[0][0]) != strconv.FormatUint(uint64(conn.PID()), 10)) {
 		err = ErrPooler
