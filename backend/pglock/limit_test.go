@@ -18,7 +18,7 @@ import (
 
 // boundedSession opens a session whose lock connections carry app as
 // application_name, so that conns can count them.
-func (h *harness) boundedSession(t *testing.T, cfg *pgconn.Config, app string, opts ...Option) *Session {
+func (h *harness) boundedSession(t testing.TB, cfg *pgconn.Config, app string, opts ...Option) *Session {
 	t.Helper()
 	cfg = cfg.Copy()
 	cfg.RuntimeParams["application_name"] = app
@@ -34,7 +34,7 @@ func (h *harness) boundedSession(t *testing.T, cfg *pgconn.Config, app string, o
 }
 
 // conns counts the server sessions named app in pg_stat_activity.
-func (h *harness) conns(t *testing.T, app string) int {
+func (h *harness) conns(t testing.TB, app string) int {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	rows, err := query(context.Background(), h.adm, "SELECT count(*) FROM pg_stat_activity WHERE application_name = $1", app)
@@ -141,11 +141,8 @@ func TestConnBoundFIFO(t *testing.T) {
 			order <- i
 			mustRelease(t, l)
 		})
-		waitFor(t, func() bool { // i+1: the holder's turn ended at its grant
-			s.limit.mu.Lock()
-			defer s.limit.mu.Unlock()
-			return s.limit.turns[m.key] != nil && s.limit.turns[m.key].users == i+1
-		}, "waiter not queued")
+		// i+1: the holder's turn ended at its grant
+		waitFor(t, func() bool { return queuedOn(s, m.key) == i+1 }, "waiter not queued")
 	}
 	mustRelease(t, held)
 	wg.Wait()
