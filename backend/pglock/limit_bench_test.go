@@ -19,7 +19,7 @@ import (
 func BenchmarkThousandWaiters(b *testing.B) {
 	const waiters, app = 1000, "bench-1000"
 	h := newHarness(b)
-	s := h.boundedSession(b, h.cfg, app)
+	s := h.boundedSession(b, h.cfg, app, WithTTL(DefaultTTL)) // the default TTL, as a program would run
 	m, err := New(s, "thousand")
 	if err != nil {
 		b.Fatal(err)
