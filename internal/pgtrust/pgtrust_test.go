@@ -95,7 +95,9 @@ func TestRefused(t *testing.T) {
 		{"planted", "t1", "owned by role", func() { f.exec(t, f.as, "CREATE TABLE public.t1"+ddl, "GRANT ALL ON public.t1 TO "+f.app) }, true},
 		{"granted", "t2", "UPDATE to " + f.mallory, func() { f.exec(t, f.asApp, "CREATE TABLE public.t2"+ddl, "GRANT UPDATE ON public.t2 TO "+f.mallory) }, true},
 		{"public", "t3", "TRUNCATE to PUBLIC", func() { f.exec(t, f.asApp, "CREATE TABLE public.t3"+ddl, "GRANT TRUNCATE ON public.t3 TO PUBLIC") }, false},
-		{"column", "t4", "UPDATE (n) to " + f.mallory, func() { f.exec(t, f.asApp, "CREATE TABLE public.t4"+ddl, "GRANT UPDATE (n) ON public.t4 TO "+f.mallory) }, true},
+		{"column", "t4", "UPDATE (n) to " + f.mallory, func() {
+			f.exec(t, f.asApp, "CREATE TABLE public.t4"+ddl, "GRANT UPDATE (n) ON public.t4 TO "+f.mallory)
+		}, true},
 		{"trigger", "t5", `trigger "rewind"`, func() {
 			f.exec(t, f.asApp, "CREATE TABLE public.t5"+ddl,
 				"CREATE FUNCTION public.rewind() RETURNS trigger LANGUAGE plpgsql AS $$BEGIN NEW.n := 1; RETURN NEW; END$$",
