@@ -88,8 +88,31 @@ func (d Dialect) checkIsolation(l sql.IsolationLevel) error {
 	return fmt.Errorf("%w: PostgreSQL has no %v (it has READ COMMITTED, its default, REPEATABLE READ, its snapshot isolation, and SERIALIZABLE)", ErrIsolation, l)
 }
 
+// quote returns name (checked by checkName: one or two plain
+// identifiers) quoted by d's rules, each part on its own, so that a name
+// that is also a keyword or a function (order, user, current_user, true,
+// current_date) is the table or column of that name and nothing else.
+//
+// PostgreSQL: "part", folded to lower case first, as PostgreSQL folds an
+// unquoted name, so that a name means what it meant unquoted. SQLite:
+// `part` (its names ignore ASCII case quoted or not). Not "part": SQLite
+// takes a double-quoted name that matches no column for a string literal,
+// so WHERE "nosuch" = 'nosuch' would be true on every row.
+func (d Dialect) quote(name string) string {
+	parts := strings.Split(name, ".")
+	for i, p := range parts {
+		if d == Postgres {
+			parts[i] = `"` + strings.ReplaceAll(strings.ToLower(p), `"`, `""`) + `"`
+		} else {
+			parts[i] = "`" + strings.ReplaceAll(p, "`", "``") + "`"
+		}
+	}
+	return strings.Join(parts, ".")
+}
+
 // ddl is the fence table's CREATE TABLE statement.
 func (d Dialect) ddl(table string) string {
+	table = d.quote(table)
 	if d == Postgres {
 		return fmt.Sprintf("CREATE TABLE IF NOT EXISTS %s (resource VARCHAR(%d) PRIMARY KEY, token BIGINT NOT NULL CHECK (token > 0))", table, MaxResourceLen)
 	}
@@ -104,12 +127,14 @@ func (d Dialect) ddl(table string) string {
 // commit and then re-checks against our token. On SQLite the statement
 // takes the database's write lock, held until commit.
 func (d Dialect) advance(table string) string {
+	table = d.quote(table)
 	return fmt.Sprintf("INSERT INTO %s AS f (resource, token) VALUES (%s, %s) ON CONFLICT (resource) DO UPDATE SET token = excluded.token WHERE f.token <= excluded.token",
 		table, d.ph(1), d.ph(2))
 }
 
 // highest reads a fence row's token ($1 resource).
 func (d Dialect) highest(table string) string {
+	table = d.quote(table)
 	return fmt.Sprintf("SELECT token FROM %s WHERE resource = %s", table, d.ph(1))
 }
 

@@ -35,7 +35,9 @@ type config struct {
 func WithDialect(d Dialect) Option { return func(c *config) { c.dialect = d } }
 
 // WithTable sets the fence table's name (default DefaultTable): a plain
-// identifier, optionally schema-qualified ("app.fence").
+// identifier, optionally schema-qualified ("app.fence"), quoted in every
+// statement by the dialect's rules (folded to lower case first on
+// PostgreSQL, as an unquoted name is).
 func WithTable(name string) Option { return func(c *config) { c.table = name } }
 
 // WithIsolation sets the isolation level of Do's transactions (default:
