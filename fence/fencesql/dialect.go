@@ -102,24 +102,30 @@ func (d Dialect) quote(name string) string {
 	parts := strings.Split(name, ".")
 	for i, p := range parts {
 		if d == Postgres {
-			parts[i] = `"` + strings.ReplaceAll(strings.ToLower(p), `"`, `""`) + `"`
-		} else {
-			parts[i] = "`" + strings.ReplaceAll(p, "`", "``") + "`"
+			p = strings.ToLower(p)
 		}
+		parts[i] = d.quotePart(p)
 	}
 	return strings.Join(parts, ".")
 }
 
-// ddl is the fence table's CREATE TABLE statement.
+// quotePart quotes one name as it is (no folding).
+func (d Dialect) quotePart(p string) string {
+	if d == Postgres {
+		return `"` + strings.ReplaceAll(p, `"`, `""`) + `"`
+	}
+	return "`" + strings.ReplaceAll(p, "`", "``") + "`"
+}
+
+// ddl is the fence table's CREATE TABLE statement; table is quoted.
 func (d Dialect) ddl(table string) string {
-	table = d.quote(table)
 	if d == Postgres {
 		return fmt.Sprintf("CREATE TABLE IF NOT EXISTS %s (resource VARCHAR(%d) PRIMARY KEY, token BIGINT NOT NULL CHECK (token > 0))", table, MaxResourceLen)
 	}
 	return fmt.Sprintf("CREATE TABLE IF NOT EXISTS %s (resource TEXT PRIMARY KEY NOT NULL, token INTEGER NOT NULL CHECK (token > 0))", table)
 }
 
-// advance is the fence statement ($1 resource, $2 token): insert the fence
+// advance is the fence statement on table, quoted ($1 resource, $2 token): insert the fence
 // row, or raise its token if the stored one is not larger. It changes one
 // row when the token is accepted and none when it is stale. On PostgreSQL
 // the conflicting row is locked first and the WHERE evaluated on its newest
@@ -127,14 +133,12 @@ func (d Dialect) ddl(table string) string {
 // commit and then re-checks against our token. On SQLite the statement
 // takes the database's write lock, held until commit.
 func (d Dialect) advance(table string) string {
-	table = d.quote(table)
 	return fmt.Sprintf("INSERT INTO %s AS f (resource, token) VALUES (%s, %s) ON CONFLICT (resource) DO UPDATE SET token = excluded.token WHERE f.token <= excluded.token",
 		table, d.ph(1), d.ph(2))
 }
 
 // highest reads a fence row's token ($1 resource).
 func (d Dialect) highest(table string) string {
-	table = d.quote(table)
 	return fmt.Sprintf("SELECT token FROM %s WHERE resource = %s", table, d.ph(1))
 }
 

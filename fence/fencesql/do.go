@@ -122,7 +122,11 @@ func (f *Fence) try(ctx context.Context, resource string, token fence.Token, fn 
 		return false, err
 	}
 	defer t.end() // also when fn panics
-	if err := f.advanceRow(ctx, t.tx, resource, token); err != nil {
+	ft, err := f.fenceTable(ctx, t.tx)
+	if err != nil {
+		return false, err
+	}
+	if err := f.advanceRow(ctx, t.tx, ft, resource, token); err != nil {
 		return false, err
 	}
 	if fn != nil {
@@ -202,8 +206,8 @@ func (t *txn) end() {
 
 // advanceRow runs the fence statement in tx: resource's row goes to token,
 // or a *fence.StaleError says which larger token it holds.
-func (f *Fence) advanceRow(ctx context.Context, tx *sql.Tx, resource string, token fence.Token) error {
-	res, err := tx.ExecContext(ctx, f.advance, resource, int64(token))
+func (f *Fence) advanceRow(ctx context.Context, tx *sql.Tx, t *table, resource string, token fence.Token) error {
+	res, err := tx.ExecContext(ctx, t.advance, resource, int64(token))
 	if err != nil {
 		return f.schemaError(err)
 	}
@@ -213,7 +217,7 @@ func (f *Fence) advanceRow(ctx context.Context, tx *sql.Tx, resource string, tok
 	}
 	if n == 0 {
 		var high int64
-		if err := tx.QueryRowContext(ctx, f.highest, resource).Scan(&high); err != nil {
+		if err := tx.QueryRowContext(ctx, t.highest, resource).Scan(&high); err != nil {
 			return fmt.Errorf("fencesql: %s is stale, reading the highest token: %w", token, err)
 		}
 		return &fence.StaleError{Resource: resource, Token: token, Highest: fence.Token(high)}
