@@ -122,11 +122,7 @@ func (f *Fence) try(ctx context.Context, resource string, token fence.Token, fn 
 		return false, err
 	}
 	defer t.end() // also when fn panics
-	ft, err := f.fenceTable(ctx, t.tx)
-	if err != nil {
-		return false, err
-	}
-	if err := f.advanceRow(ctx, t.tx, ft, resource, token); err != nil {
+	if err := f.advanceRow(ctx, t.tx, t.table, resource, token); err != nil {
 		return false, err
 	}
 	if fn != nil {
@@ -146,6 +142,7 @@ func (f *Fence) try(ctx context.Context, resource string, token fence.Token, fn 
 // back), and once the COMMIT is sent its outcome is the server's alone.
 type txn struct {
 	conn       *sql.Conn
+	table      *table // the fence table, checked on conn before the BEGIN
 	tx         *sql.Tx
 	abort      context.CancelFunc // cancels the transaction's context
 	stop       func() bool        // stops the watcher
@@ -172,7 +169,14 @@ func (f *Fence) begin(ctx context.Context) (*txn, error) {
 			return nil, err
 		}
 	}
-	t := &txn{conn: conn}
+	// Outside the transaction, so that on SQLite its first statement is
+	// still the fence statement, a write (see the package documentation).
+	table, err := f.fenceTable(ctx, conn)
+	if err != nil {
+		conn.Close()
+		return nil, err
+	}
+	t := &txn{conn: conn, table: table}
 	// ctx's values, cancelled by the watcher only while the COMMIT is not
 	// sent (database/sql then rolls back).
 	txCtx, abort := context.WithCancel(context.WithoutCancel(ctx))

@@ -50,7 +50,8 @@ func (f *Fence) trustSQLite(ctx context.Context, q pgtrust.Queryer) (string, boo
 		}
 		switch {
 		case !strings.EqualFold(db[0], schema):
-			return untrusted("the bare name %q resolves to a table of schema %q (a temp table or an attached database), not of main: name the schema (schema.table)", name, db[0])
+			qname = f.d.quotePart(db[0]) + "." + f.d.quotePart(name)
+			return untrusted("the bare name %q resolves to it (a temp table or an attached database), not to a table of main: name the schema (schema.table)", name)
 		case strings.EqualFold(schema, "temp"):
 			return untrusted("it is a temporary table: its rows end with the connection")
 		case rows[0][0] != "table":
