@@ -45,6 +45,9 @@ const (
 //     before any statement;
 //   - a *SchemaError (ErrNoTable) naming the DDL when the fence table does
 //     not exist;
+//   - ErrUntrustedTable, naming the table and the rule, when the fence
+//     table is one that others could write or that stands in for the
+//     intended one (checked at the first use; fn was not called);
 //   - fn's error, as it returned it (wrapped with ErrConflict too if the
 //     database refused a statement for a concurrent transaction);
 //   - ctx's error if ctx ended before the COMMIT was sent (the

@@ -146,6 +146,7 @@ func (f *Fence) schemaError(err error) error {
 }
 
 // Highest returns the highest token accepted for resource (zero if none).
+// Errors as Do's: ErrBadResource, ErrUntrustedTable, a *SchemaError.
 func (f *Fence) Highest(ctx context.Context, resource string) (fence.Token, error) {
 	if err := checkResource(resource); err != nil {
 		return 0, err
