@@ -54,7 +54,7 @@ func TestAuthCreatorACL(t *testing.T) {
 	}
 	anon := start(t, cl, dir, "lock", "--wait", "0", "/acl/x", "--", "true")
 	anon.expect(exitSoftware, 30*time.Second)
-	if anon.logged("ZooKeeper refused by the path's ACL: give the credentials the path's nodes were created with (--auth-file or ZK_AUTH)") == nil {
+	if anon.logged("permission denied (with ZooKeeper: the path's ACL; give the credentials its nodes were created with, --auth-file or ZK_AUTH)") == nil {
 		t.Errorf("no clear message for the refusal:\n%s", anon.stderr)
 	}
 	look := start(t, cl, dir, "inspect", "/acl/x")

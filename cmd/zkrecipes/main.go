@@ -280,7 +280,7 @@ func failStatus(log *slog.Logger, what string, err error) int {
 		log.Error("cannot use the path", "err", err)
 		return exitUsage
 	case errors.Is(err, recipe.ErrNoPermission):
-		log.Error("ZooKeeper refused by the path's ACL: give the credentials the path's nodes were created with (--auth-file or "+envAuth+")", "err", err)
+		log.Error("permission denied (with ZooKeeper: the path's ACL; give the credentials its nodes were created with, --auth-file or "+envAuth+")", "err", err)
 		return exitSoftware
 	case errors.Is(err, recipe.ErrSessionLost), errors.Is(err, recipe.ErrUnreachable):
 		log.Error("the session was lost before the "+what+" was granted", "err", err)
