@@ -158,7 +158,9 @@ func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l }
 func WithMaxPacket(bytes int) Option { return func(c *config) { c.maxPacket = bytes } }
 
 // WithACL sets the ACL of every znode the recipes create (default
-// zk.WorldACL(zk.PermAll)).
+// zk.WorldACL(zk.PermAll)), their directories included: it must grant the
+// Session itself READ, CREATE and DELETE (ZooKeeper deletes a node only
+// with DELETE on its parent), else Connect returns ErrUnusableACL.
 func WithACL(acl []zk.ACL) Option { return func(c *config) { c.acl = acl } }
 
 // WithAuth adds authentication (e.g. scheme "digest", auth "user:password"),

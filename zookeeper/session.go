@@ -140,6 +140,9 @@ func connectConfig(servers []string, opts []Option) (cfg config, hosts []string,
 	if len(hosts) == 0 {
 		return cfg, nil, "", fmt.Errorf("%w: empty server list", recipe.ErrBadOption)
 	}
+	if err := checkACL(cfg.acl, cfg.auth); err != nil {
+		return cfg, nil, "", err
+	}
 	return cfg, hosts, chroot, nil
 }
 

@@ -62,6 +62,8 @@ var zkOnlyFlags = []struct{ name, why string }{
 	{"session-timeout", "it is a ZooKeeper session's; the lease's bound is --ttl"},
 	{"tolerate-suspension", "it is a ZooKeeper session's suspension policy"},
 	{"metrics-addr", "only the ZooKeeper session reports metrics"},
+	{"auth-file", "it holds ZooKeeper's digest credentials; the others take theirs from the URL or the driver's environment"},
+	{"acl", "it is the ACL of ZooKeeper's nodes"},
 }
 
 // checkBackendFlags refuses, as a usage error naming the flag and the

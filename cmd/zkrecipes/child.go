@@ -27,12 +27,13 @@ type child struct {
 	guard *os.File // write end of the guard's pipe (nil: no guard)
 }
 
-// startChild starts argv with the extra environment variables env. An
-// error means it did not start; startStatus says which status a shell
-// would give for it (127 not found, 126 not executable).
+// startChild starts argv with the environment env (made by childEnv:
+// without the secrets --pass-env does not name). An error means it did
+// not start; startStatus says which status a shell would give for it (127
+// not found, 126 not executable).
 func startChild(log *slog.Logger, argv, env []string) (*child, error) {
 	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Env = append(os.Environ(), env...)
+	cmd.Env = env
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
 	cmd.SysProcAttr = sysProcAttr()
 	if err := cmd.Start(); err != nil {
@@ -73,9 +74,11 @@ func (c *child) signal(sig syscall.Signal) {
 
 // stop ends the child: sig (SIGTERM, or the signal zkrecipes received) to
 // its process group, then SIGKILL to the group after grace, or at once when
-// a second signal arrives on sigs or ownership ends (owned closed) while it
-// stops; nil channels never fire. It returns once the child has exited.
-func (c *child) stop(sig syscall.Signal, grace time.Duration, sigs <-chan os.Signal, owned <-chan struct{}) {
+// a signal arrives on sigs or end is closed (the reason is why, for the
+// log) while it stops; nil channels never fire. A signal during the grace
+// period is the operator saying "now": it is never ignored. It returns
+// once the child has exited.
+func (c *child) stop(sig syscall.Signal, grace time.Duration, sigs <-chan os.Signal, end <-chan struct{}, why string) {
 	select {
 	case <-c.done:
 	default:
@@ -87,10 +90,10 @@ func (c *child) stop(sig syscall.Signal, grace time.Duration, sigs <-chan os.Sig
 		case <-c.done:
 		case <-t.C:
 			c.log.Warn("the command outlived its grace period: SIGKILL", "grace", grace)
-		case <-sigs:
-			c.log.Warn("second signal: SIGKILL")
-		case <-owned:
-			c.log.Warn("ownership lost while the command was stopping: SIGKILL")
+		case got := <-sigs:
+			c.log.Warn("signal received while the command was stopping: SIGKILL", "signal", got)
+		case <-end:
+			c.log.Warn(why)
 		}
 		c.signal(syscall.SIGKILL)
 		<-c.done
@@ -121,12 +124,13 @@ const (
 // supervise waits until the child exits, ownership ends (owned is done),
 // or a signal arrives on sigs (forwarded to the child, which then gets
 // grace to exit before SIGKILL). On loss the child is stopped with SIGTERM
-// and SIGKILL after grace. An owned ended by a signal (its cause an
+// and SIGKILL after grace, or at once on a signal meanwhile (on sigs, or
+// quit closed). An owned ended by a signal (its cause an
 // interrupt: elect's loop, where the supervisor's watcher takes the first
-// signal and ends the leader function's context with it) is not a loss:
-// the signal is forwarded as if it had come on sigs, and later signals
-// arrive on later. It returns once the child has exited.
-func (c *child) supervise(owned context.Context, sigs, later <-chan os.Signal, grace time.Duration) (outcome, os.Signal) {
+// signal, closes quit and ends the leader function's context with it) is
+// not a loss: the signal is forwarded as if it had come on sigs, and later
+// signals arrive on later. It returns once the child has exited.
+func (c *child) supervise(owned context.Context, sigs, later <-chan os.Signal, quit <-chan struct{}, grace time.Duration) (outcome, os.Signal) {
 	defer c.disarm()
 	select {
 	case <-c.done:
@@ -142,25 +146,27 @@ func (c *child) supervise(owned context.Context, sigs, later <-chan os.Signal, g
 	case <-owned.Done():
 		var in interrupt
 		if errors.As(context.Cause(owned), &in) {
-			return c.interrupt(in.sig, grace, later, nil)
+			return c.interrupt(in.sig, grace, later, nil, "")
 		}
 		c.log.Warn("ownership lost: stopping the command", "cause", context.Cause(owned))
-		c.stop(syscall.SIGTERM, grace, nil, nil)
+		// Not later: elect's watcher still waits for the first signal (it
+		// must end the campaign too), and closes quit when it has it.
+		c.stop(syscall.SIGTERM, grace, sigs, quit, "signal received while the command was stopping: SIGKILL")
 		return lost, nil
 	case sig := <-sigs:
-		return c.interrupt(sig, grace, sigs, owned.Done())
+		return c.interrupt(sig, grace, sigs, owned.Done(), "ownership lost while the command was stopping: SIGKILL")
 	}
 }
 
 // interrupt forwards sig, which zkrecipes received, to the child and stops
 // it (see stop).
-func (c *child) interrupt(sig os.Signal, grace time.Duration, sigs <-chan os.Signal, owned <-chan struct{}) (outcome, os.Signal) {
+func (c *child) interrupt(sig os.Signal, grace time.Duration, sigs <-chan os.Signal, end <-chan struct{}, why string) (outcome, os.Signal) {
 	c.log.Info("signal received: forwarding it to the command", "signal", sig)
 	s, _ := sig.(syscall.Signal)
 	if s == 0 {
 		s = syscall.SIGTERM
 	}
-	c.stop(s, grace, sigs, owned)
+	c.stop(s, grace, sigs, end, why)
 	return interrupted, sig
 }
 
@@ -196,6 +202,7 @@ func startGuard(pgid int) (*os.File, error) {
 		return nil, err
 	}
 	g := exec.Command(exe, guardArg, strconv.Itoa(pgid))
+	g.Env = []string{} // it needs nothing, and must hold no secret of zkrecipes'
 	g.Stdin = r
 	g.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	err = g.Start()

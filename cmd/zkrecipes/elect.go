@@ -30,7 +30,9 @@ redis:// servers).
 
 CMD runs in a process group of its own, with ZKRECIPES_TOKEN (the
 leadership's fencing token), ZKRECIPES_PATH, ZKRECIPES_SESSION_ID and
-ZKRECIPES_ID in its environment.
+ZKRECIPES_ID in its environment, but not ZK_SERVERS and ZK_AUTH (unless
+--pass-env names them). A signal while CMD is being stopped after a lost
+leadership sends it SIGKILL at once.
 
 Examples:
   # one scheduler in the fleet; another machine takes over within the session timeout
@@ -109,8 +111,8 @@ func electMain(f *electFlags, path string, argv []string, stderr io.Writer) int 
 		return failStatus(log, "leadership", err)
 	}
 	env := func(token fence.Token) []string {
-		return []string{envToken + "=" + token.String(), envPath + "=" + path,
-			envSessionID + "=0x" + strconv.FormatInt(s.ID(), 16), envID + "=" + f.id}
+		return childEnv(os.Environ(), f.sec.passEnv, envToken+"="+token.String(), envPath+"="+path,
+			envSessionID+"=0x"+strconv.FormatInt(s.ID(), 16), envID+"="+f.id)
 	}
 
 	if !f.once {
@@ -153,8 +155,9 @@ func electRun(sv *supervisor, f *electFlags, log *slog.Logger, e *election.Elect
 		}
 		// The watcher takes the first signal and ends ctx, and so
 		// lctx, with it: supervise forwards it to the command as lock
-		// does, and reads a second one (SIGKILL at once) from sigs.
-		switch out, sig := c.supervise(lctx, nil, sigs, f.grace); out {
+		// does, and reads a second one (SIGKILL at once) from sigs. While
+		// a lost leadership's command stops, ctx's end is that signal.
+		switch out, sig := c.supervise(lctx, nil, sigs, ctx.Done(), f.grace); out {
 		case interrupted:
 			log.Info("interrupted; the command has exited", "signal", sig, "command", c.describe())
 			return nil

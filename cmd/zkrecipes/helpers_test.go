@@ -106,12 +106,19 @@ func startOn(t testing.TB, servers, dir string, args ...string) *proc {
 
 func startServers(t testing.TB, servers, dir string, lines bool, args ...string) *proc {
 	t.Helper()
+	return startEnv(t, []string{"ZK_SERVERS=" + servers}, dir, lines, args...)
+}
+
+// startEnv runs zkrecipes as start does, with env added to the test's
+// environment.
+func startEnv(t testing.TB, env []string, dir string, lines bool, args ...string) *proc {
+	t.Helper()
 	if len(args) > 0 && args[0] != "--help" {
 		args = append([]string{args[0], "--log-format", "json", "--log-level", "debug"}, args[1:]...)
 	}
 	cmd := exec.Command(bin, args...)
 	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "ZK_SERVERS="+servers)
+	cmd.Env = append(os.Environ(), env...)
 	p := &proc{t: t, cmd: cmd, stderr: &syncBuffer{}, stdout: &syncBuffer{}, done: make(chan struct{})}
 	cmd.Stderr = p.stderr
 	var pr io.ReadCloser

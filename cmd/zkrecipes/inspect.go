@@ -158,7 +158,7 @@ func inspectMain(f *inspectFlags, path string, stdout, stderr io.Writer) int {
 		}
 		v := view(path, exists, ps, f.semaphore)
 		if f.json {
-			enc := json.NewEncoder(stdout)
+			enc := json.NewEncoder(jsonWriter{stdout}) // escapes what terminals obey
 			if !f.watch {
 				enc.SetIndent("", "  ")
 			}
@@ -270,6 +270,8 @@ func btoi(b bool) int {
 	return 0
 }
 
+// printView prints v as a table; data, node names and the path are
+// escaped for the terminal (termSafe).
 func printView(w io.Writer, v View, watch, first bool) {
 	if watch && !first {
 		fmt.Fprintln(w)
@@ -280,18 +282,18 @@ func printView(w io.Writer, v View, watch, first bool) {
 	}
 	switch {
 	case !v.Exists:
-		fmt.Fprintf(w, "%s: does not exist (%s)\n", v.Path, v.At.Format(time.RFC3339))
+		fmt.Fprintf(w, "%s: does not exist (%s)\n", termSafe(v.Path), v.At.Format(time.RFC3339))
 		return
 	case len(v.Participants) == 0:
-		fmt.Fprintf(w, "%s: no participants (%s)\n", v.Path, v.At.Format(time.RFC3339))
+		fmt.Fprintf(w, "%s: no participants (%s)\n", termSafe(v.Path), v.At.Format(time.RFC3339))
 		return
 	}
-	fmt.Fprintf(w, "%s: %s, %d participant(s) (%s)\n", v.Path, what, len(v.Participants), v.At.Format(time.RFC3339))
+	fmt.Fprintf(w, "%s: %s, %d participant(s) (%s)\n", termSafe(v.Path), what, len(v.Participants), v.At.Format(time.RFC3339))
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "#\tROLE\tKIND\tTOKEN\tSESSION\tAGE\tDATA\tNODE")
 	for _, e := range v.Participants {
 		fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", e.Position, e.Role, e.Kind, e.Token, e.SessionID,
-			time.Duration(e.AgeSec*float64(time.Second)).Round(100*time.Millisecond), e.Data, e.Node)
+			time.Duration(e.AgeSec*float64(time.Second)).Round(100*time.Millisecond), termSafe(e.Data), termSafe(e.Node))
 	}
 	tw.Flush()
 	if v.Recipe == "semaphore" && v.Participants[0].Role == "queued" {

@@ -34,13 +34,16 @@ the holder; ZooKeeper's is the session (--session-timeout).
 
 CMD runs in a process group of its own, with ZKRECIPES_TOKEN (the fencing
 token: pass it to the resource you write to), ZKRECIPES_PATH and, with
-ZooKeeper, ZKRECIPES_SESSION_ID in its environment. When ownership is lost
-(session expired or connection suspended per policy, lease not renewed in
-time, lock node or key deleted, connection to PostgreSQL ended) CMD's group
-gets SIGTERM, then SIGKILL after --grace, and zkrecipes exits 79. SIGINT,
+ZooKeeper, ZKRECIPES_SESSION_ID in its environment, but not ZK_SERVERS,
+ZK_AUTH, PGPASSWORD and PGSSLPASSWORD (unless --pass-env names them).
+When ownership is lost (session expired or connection suspended per
+policy, lease not renewed in time, lock node or key deleted, connection to
+PostgreSQL ended) CMD's group gets SIGTERM, then SIGKILL after --grace,
+and zkrecipes exits 79. SIGINT,
 SIGTERM and SIGHUP sent to zkrecipes are forwarded to CMD's group (SIGKILL
-after --grace or on a second signal); the lock is then released and CMD's
-status returned.
+after --grace, or at once on a signal while CMD is being stopped); the
+lock is then released and CMD's status returned. With ZooKeeper
+credentials (--auth-file or ZK_AUTH) the nodes are created with --acl.
 
 Examples:
   # cron singleton: run on whichever machine gets the lock, exit 75 on the others
@@ -184,7 +187,7 @@ func lockMain(f *lockFlags, path string, argv []string, stderr io.Writer) int {
 		release()
 		return signalStatus(sv.got)
 	}
-	env := []string{envToken + "=" + lease.Token().String(), envPath + "=" + path}
+	env := childEnv(os.Environ(), f.sec.passEnv, envToken+"="+lease.Token().String(), envPath+"="+path)
 	granted := []any{"token", lease.Token()}
 	if id := ls.session(); id != "" {
 		env = append(env, envSessionID+"="+id)
@@ -205,7 +208,7 @@ func runUnder(log *slog.Logger, lease recipe.Lease, argv, env []string, sigs <-c
 		giveUp()
 		return startStatus(err)
 	}
-	out, sig := c.supervise(lease.Context(), sigs, nil, grace)
+	out, sig := c.supervise(lease.Context(), sigs, nil, nil, grace)
 	switch out {
 	case lost:
 		log.Error(what+" lost; the command was stopped", "token", lease.Token(),

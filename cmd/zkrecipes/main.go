@@ -125,7 +125,8 @@ type common struct {
 	logLevel       string
 	metricsAddr    string
 	tolerate       float64
-	backend        backend // of servers, set by check
+	sec            secFlags // credentials, ACL, --pass-env (auth.go)
+	backend        backend  // of servers, set by check
 }
 
 // register registers the common flags; logLevel is --log-level's default
@@ -141,6 +142,7 @@ func (c *common) register(fs *flag.FlagSet, withOwnership bool, logLevel string)
 		fs.Float64Var(&c.tolerate, "tolerate-suspension", 0,
 			"keep ownership through a connection blip until `f` x session timeout after the last server reply (0.4-0.9; 0: give it up the moment the connection is suspended)")
 	}
+	c.sec.register(fs, withOwnership)
 }
 
 // check validates the common flags and sets c.backend; the error is a
@@ -169,6 +171,9 @@ func (c *common) check() error {
 	c.backend = b
 	if b != zkBackend {
 		return nil // the backend's Connect parses its URL
+	}
+	if err := c.sec.load(); err != nil {
+		return err
 	}
 	return checkServers(c.servers)
 }
@@ -216,7 +221,10 @@ func (c *common) logger(stderr io.Writer) *slog.Logger {
 	_ = lvl.UnmarshalText([]byte(c.logLevel)) // checked by check
 	opts := &slog.HandlerOptions{Level: lvl, ReplaceAttr: durationText}
 	if c.logFormat == "json" {
-		return slog.New(slog.NewJSONHandler(stderr, opts))
+		// Node data and names in records (a holder's data) may hold what a
+		// terminal obeys: the text handler quotes them, jsonWriter escapes
+		// what JSON leaves as it is.
+		return slog.New(slog.NewJSONHandler(jsonWriter{stderr}, opts))
 	}
 	return slog.New(slog.NewTextHandler(stderr, opts))
 }
@@ -241,6 +249,7 @@ func (c *common) connect(ctx context.Context, log *slog.Logger, extra ...zookeep
 	if c.tolerate != 0 {
 		opts = append(opts, zookeeper.WithSuspendPolicy(zookeeper.TolerateSuspension(c.tolerate)))
 	}
+	opts = append(opts, c.sec.options(log)...)
 	if hosts := portless(c.servers); len(hosts) > 0 {
 		log.Info("no port given: using ZooKeeper's default port", "hosts", hosts, "port", zkside.DefaultPort)
 	}
@@ -270,6 +279,9 @@ func failStatus(log *slog.Logger, what string, err error) int {
 	case errors.Is(err, recipe.ErrInvalidPath), errors.Is(err, recipe.ErrTooLarge), errors.Is(err, recipe.ErrBadOption):
 		log.Error("cannot use the path", "err", err)
 		return exitUsage
+	case errors.Is(err, recipe.ErrNoPermission):
+		log.Error("permission denied (with ZooKeeper: the path's ACL; give the credentials its nodes were created with, --auth-file or "+envAuth+")", "err", err)
+		return exitSoftware
 	case errors.Is(err, recipe.ErrSessionLost), errors.Is(err, recipe.ErrUnreachable):
 		log.Error("the session was lost before the "+what+" was granted", "err", err)
 		return exitUnavailable
