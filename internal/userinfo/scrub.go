@@ -15,14 +15,16 @@ const minPiece = 4
 // '='), each of its parts of at least 4 bytes: a driver that misreads the
 // string quotes such parts (the host "u:pa" of "redis://u:pa/ss@h").
 // Empty values are left out.
-func Secrets(raw string) []string {
+func Secrets(raw string) []string { return secrets(raw, find(raw)) }
+
+func secrets(raw string, spans []span) []string {
 	var out []string
 	add := func(s string) {
 		if s != "" && !slices.Contains(out, s) {
 			out = append(out, s)
 		}
 	}
-	for _, s := range find(raw) {
+	for _, s := range spans {
 		for _, v := range []string{raw[s.start:s.end], s.value} {
 			add(v)
 			if strings.ContainsAny(v, "/?#@:&=") {

@@ -28,7 +28,8 @@ const Mask = "xxxxx"
 // user information ("redis:/:pw@host"), everything between the scheme and
 // the last '@' counts as user information and only its user name (the text
 // before its first ':') is kept. An unterminated quoted value is hidden to
-// the end of the string. Over-redacting is harmless, printing a password is
+// the end of the string. A password of 4 bytes or more is hidden wherever
+// else it appears in raw too ("?application_name=" + the password). Over-redacting is harmless, printing a password is
 // not. A string that holds none is returned as it is.
 func Redact(raw string) string {
 	spans := find(raw)
@@ -43,7 +44,13 @@ func Redact(raw string) string {
 		last = s.end
 	}
 	b.WriteString(raw[last:])
-	return b.String()
+	out := b.String()
+	for _, v := range secrets(raw, spans) { // a password repeated elsewhere (a misplaced value)
+		if len(v) >= minPiece {
+			out = strings.ReplaceAll(out, v, Mask)
+		}
+	}
+	return out
 }
 
 // span is one hidden part of a string: raw[start:end], whose meaning (the

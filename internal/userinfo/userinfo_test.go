@@ -102,3 +102,12 @@ func TestSecrets(t *testing.T) {
 		t.Error("Hide with no secret or no error must return the error as it is")
 	}
 }
+
+// TestRedactRepeated: a password that also sits in another parameter is
+// hidden there too.
+func TestRedactRepeated(t *testing.T) {
+	in := "redis://u:S3cret@h:1/0?dial_timeout=xS3cret"
+	if got, want := Redact(in), "redis://u:xxxxx@h:1/0?dial_timeout=xxxxxx"; got != want {
+		t.Errorf("Redact(%q) = %q, want %q", in, got, want)
+	}
+}
