@@ -2,10 +2,11 @@ package userinfo
 
 import "strings"
 
-// isKeywordValue reports whether raw is a keyword/value connection string
-// ("host=db password=pw"): its text before the first '=' is one keyword
-// (letters, digits, '_', with spaces around it), not a URL or server list.
-func isKeywordValue(raw string) bool {
+// IsKeywordValue reports whether raw is a keyword/value connection string
+// ("host=db password=pw", PostgreSQL's other form besides a URL): its text
+// before the first '=' is one keyword (letters, digits, '_', with spaces
+// around it), which no URL and no ZooKeeper server list is.
+func IsKeywordValue(raw string) bool {
 	eq := strings.IndexByte(raw, '=')
 	if eq < 0 {
 		return false

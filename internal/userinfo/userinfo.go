@@ -27,7 +27,8 @@ const Mask = "xxxxx"
 // does not parse, or where an '@' lies outside what net/url took for the
 // user information ("redis:/:pw@host"), everything between the scheme and
 // the last '@' counts as user information and only its user name (the text
-// before its first ':') is kept. An unterminated quoted value is hidden to
+// before its first ':') is kept; "user:pw@host", which net/url reads as
+// the scheme "user", keeps "user:". An unterminated quoted value is hidden to
 // the end of the string. A password of 4 bytes or more is hidden wherever
 // else it appears in raw too ("?application_name=" + the password). Over-redacting is harmless, printing a password is
 // not. A string that holds none is returned as it is.
@@ -62,7 +63,7 @@ type span struct {
 
 // find returns the spans of raw's passwords, in order and not overlapping.
 func find(raw string) []span {
-	if isKeywordValue(raw) {
+	if IsKeywordValue(raw) {
 		return keywordSpans(raw)
 	}
 	var spans []span
@@ -97,11 +98,15 @@ func userSpan(raw string) (span, bool) {
 	}
 	at := strings.LastIndexByte(raw, '@')
 	start := schemeEnd(raw[:at])
+	opaque := start > 0 && start < at && raw[start] != '/' // "user:pw@host" read as scheme "user"
 	for start < at && raw[start] == '/' {
 		start++
 	}
 	c := strings.IndexByte(raw[start:at], ':')
-	if c < 0 {
+	switch {
+	case c < 0 && opaque:
+		c = -1 // what follows the "scheme" is the password
+	case c < 0:
 		return span{}, false
 	}
 	s := span{start: start + c + 1, end: at}

@@ -24,6 +24,7 @@ func TestRedact(t *testing.T) {
 		"postgres://cron:s3cr%40t@db:5432/app?sslmode=require": "postgres://cron:xxxxx@db:5432/app?sslmode=require",
 		"postgres://u:a@b@db/app":                              "postgres://u:xxxxx@db/app",
 		":S3cret@host":                                         ":xxxxx@host",
+		"zk:S3cret@127.0.0.1:2181/app":                         "zk:xxxxx@127.0.0.1:2181/app",
 		"redis://user@cache":                                   "redis://user@cache",
 		"etcd://e1:2379,e2:2379/app":                           "etcd://e1:2379,e2:2379/app",
 		"zk1:2181/app":                                         "zk1:2181/app",
