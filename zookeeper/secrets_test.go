@@ -15,8 +15,8 @@ import (
 
 	"github.com/zkrecipes/zkrecipes/mutex"
 	"github.com/zkrecipes/zkrecipes/recipe"
-	"github.com/zkrecipes/zkrecipes/zookeeper"
 	"github.com/zkrecipes/zkrecipes/zktest"
+	"github.com/zkrecipes/zkrecipes/zookeeper"
 )
 
 // The test password: `make test` fails if its output holds "s3cr3t-zkr-"
