@@ -6,11 +6,14 @@
 // the measurements.
 //
 // Mutex N is pg_advisory_lock(Key(N)), held by a server session of its own:
-// each Acquire opens a dedicated connection (never a pooled one: ErrPooler
+// each Acquire opens a dedicated connection (at most WithMaxConns per
+// Session; an Acquire beyond it waits in the process, and so do all but one
+// of a Session's waiters for one lock), never a pooled one (ErrPooler
 // when the statements run on another backend than the connection announced),
 // takes the lock if free, else waits in the server's first-come-first-served
 // queue, and keeps the connection as the lease. Right after the grant the
-// holder bumps its key's counter in the token table (WithTable), committed
+// holder bumps its key's counter in the token table (WithTable; Connect
+// refuses one that others could write, ErrUntrustedTable), committed
 // before Acquire returns: only holders bump, so counter order is grant
 // order. An Acquire that ends without a lease frees whatever its connection
 // got before it returns, or by closing the connection. Release unlocks, so
@@ -34,7 +37,7 @@
 // same primary (several hosts need target_session_attrs=read-write), and
 // advisory locks are not replicated (a failover ends every lease; with
 // asynchronous replication tokens could repeat: raise the counters); every
-// holder and waiter uses a server connection; a cut-off waiter notices
+// holder uses a server connection; a cut-off waiter notices
 // nothing until its context ends.
 //
 // WithLogger and WithMetrics report grants, waits and lost leases (a lost

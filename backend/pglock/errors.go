@@ -22,4 +22,10 @@ var (
 	// through a pooler in transaction mode (the lock stays on a server
 	// connection other clients then use), so nothing is locked then.
 	ErrPooler = errors.New("pglock: connection goes through a pooler, not to a server session of its own")
+
+	// ErrConnLimit is matched when a lock connection can't be had within
+	// the bounds: TryAcquire while all WithMaxConns connections of its
+	// Session are in use (it does not wait), or the server refusing a
+	// connection for having too many (SQLSTATE 53300).
+	ErrConnLimit = errors.New("pglock: connection limit reached")
 )

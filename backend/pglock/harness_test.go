@@ -47,7 +47,7 @@ type harness struct {
 	adm *pgconn.PgConn
 }
 
-func newHarness(t *testing.T) *harness {
+func newHarness(t testing.TB) *harness {
 	t.Helper()
 	dsn := pgtest.Shared(t).Database(t)
 	cfg, err := pgconn.ParseConfig(dsn)

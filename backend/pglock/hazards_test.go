@@ -49,7 +49,7 @@ func acquireAsync(t *testing.T, m *Mutex, ctx context.Context) <-chan result {
 }
 
 // mustAcquire takes m or fails the test.
-func mustAcquire(t *testing.T, m *Mutex) recipe.Lease {
+func mustAcquire(t testing.TB, m *Mutex) recipe.Lease {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
 	defer cancel()
@@ -60,7 +60,7 @@ func mustAcquire(t *testing.T, m *Mutex) recipe.Lease {
 	return l
 }
 
-func mustRelease(t *testing.T, l recipe.Lease) {
+func mustRelease(t testing.TB, l recipe.Lease) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
 	defer cancel()

@@ -165,16 +165,16 @@ func TestTokenTable(t *testing.T) {
 		"missing schema": h.dsn,
 		"read-only role": h.dsn + "&default_transaction_read_only=on",
 	} {
-		table := DefaultTable
+		table, want := DefaultTable, "public."+DefaultTable // created schema-qualified
 		if name == "missing schema" {
-			table = "nosuchschema.tokens"
+			table, want = "nosuchschema.tokens", "nosuchschema.tokens"
 		}
 		cfg, err := pgconn.ParseConfig(dsn)
 		if err != nil {
 			t.Fatal(err)
 		}
 		_, err = ConnectConfig(context.Background(), cfg, WithTable(table))
-		if !errors.Is(err, ErrTokenTable) || !strings.Contains(err.Error(), "CREATE TABLE IF NOT EXISTS "+table) {
+		if !errors.Is(err, ErrTokenTable) || !strings.Contains(err.Error(), "CREATE TABLE IF NOT EXISTS "+want) {
 			t.Errorf("%s: %v, want ErrTokenTable with the statement to run", name, err)
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -29,6 +30,16 @@ type lease struct {
 	m    *Mutex
 	conn *pgconn.PgConn
 	done chan struct{} // closed when the monitor has returned
+	hung sync.Once     // hangUp's
+}
+
+// hangUp closes the lease's connection and frees its slot of the session's
+// bound (WithMaxConns), once.
+func (l *lease) hangUp() {
+	l.hung.Do(func() {
+		l.m.s.closeConn(l.conn)
+		l.m.s.limit.slots.release()
+	})
 }
 
 var _ recipe.Lease = (*lease)(nil)
@@ -86,7 +97,7 @@ func (l *lease) monitor(sent time.Time) {
 	// cause a moment after Live turns false: wait for it.
 	<-ctx.Done()
 	if context.Cause(ctx) != recipe.ErrReleased {
-		hangUp(l.conn) // Release unlocks and hangs up otherwise
+		l.hangUp() // Release unlocks and hangs up otherwise
 	}
 }
 
@@ -138,7 +149,7 @@ func (l *lease) unlock(ctx context.Context) (done bool, err error) {
 	defer cancel()
 	rows, err := query(ctx, l.conn, "SELECT pg_advisory_unlock($1::bigint)", strconv.FormatInt(l.m.key, 10))
 
-	hangUp(l.conn)
+	l.hangUp()
 	switch {
 	case err != nil:
 		if ctx.Err() != nil {

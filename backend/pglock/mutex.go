@@ -146,20 +146,39 @@ func (m *Mutex) take(ctx context.Context, wait bool) (_ recipe.Lease, err error)
 	actx, cancel := s.life.Bind(ctx)
 	defer cancel()
 
-	conn, err := s.dial(actx)
+	w := &waitMark{m: m}
+	defer w.stop()
+	endTurn, err := m.enter(actx, wait, w)
 	if err != nil {
 		return nil, m.fail(actx, "", err)
 	}
-	granted, locking := false, false
+	if endTurn != nil {
+		defer endTurn() // at the grant (or failure): the next local waiter may queue at the server
+	}
+	granted := false
+	defer func() {
+		if !granted {
+			s.limit.slots.release() // after hangUp (deferred below, so run first)
+		}
+	}()
+	conn, err := s.dial(actx)
+	if err != nil {
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) && pgErr.Code == "53300" { // too_many_connections
+			err = fmt.Errorf("%w: %w", ErrConnLimit, err)
+		}
+		return nil, m.fail(actx, "", err)
+	}
+	locking := false
 	defer func() {
 		if !granted {
 			if locking {
 				unlockAll(conn)
 			}
-			hangUp(conn) // frees whatever the session got, a late grant included
+			s.closeConn(conn) // frees whatever the session got, a late grant included
 		}
 	}()
-	if locking, err = m.lock(actx, conn, wait); err != nil {
+	if locking, err = m.lock(actx, conn, wait, w); err != nil {
 		return nil, err
 	}
 
@@ -186,9 +205,9 @@ func (m *Mutex) take(ctx context.Context, wait bool) (_ recipe.Lease, err error)
 
 // lock takes the lock on conn: pg_try_advisory_lock, then, for Acquire of a
 // held lock, pg_advisory_lock, which waits in the server's queue (reported
-// to Metrics.Waiting). sent reports whether a statement that may have
+// to Metrics.Waiting through w, if enter has not already). sent reports whether a statement that may have
 // locked was sent: a failed Acquire unlocks then.
-func (m *Mutex) lock(ctx context.Context, conn *pgconn.PgConn, wait bool) (sent bool, err error) {
+func (m *Mutex) lock(ctx context.Context, conn *pgconn.PgConn, wait bool, w *waitMark) (sent bool, err error) {
 	key, pid := strconv.FormatInt(m.key, 10), strconv.FormatUint(uint64(conn.PID()), 10)
 	rows, err := queryCancelled(ctx, conn, trySQL, key, pid)
 	switch {
@@ -201,10 +220,8 @@ func (m *Mutex) lock(ctx context.Context, conn *pgconn.PgConn, wait bool) (sent 
 	case !wait:
 		return false, m.fail(ctx, "", recipe.ErrLocked) // refused: nothing to unlock
 	}
-	if mt := m.s.metrics; mt != nil {
-		mt.Waiting(metricKind, m.name, 1)
-		defer mt.Waiting(metricKind, m.name, -1)
-	}
+	w.start()
+	defer w.stop()
 	rows, err = queryCancelled(ctx, conn, waitSQL, key, pid)
 	switch {
 	case err != nil:

@@ -39,6 +39,9 @@ type options struct {
 	table   string
 	log     *slog.Logger
 	metrics recipe.Metrics
+
+	maxConns int      // WithMaxConns (limit.go)
+	trusted  []string // WithTrustedRoles (trust.go)
 }
 
 // WithTTL sets the lease time to live (default DefaultTTL, between MinTTL
@@ -50,8 +53,11 @@ type options struct {
 func WithTTL(ttl time.Duration) Option { return func(o *options) { o.ttl = ttl } }
 
 // WithTable sets the token table (default DefaultTable): a lowercase
-// identifier, optionally schema-qualified ("locks.tokens"). It is created on
-// first use if missing.
+// identifier, optionally schema-qualified ("locks.tokens"). A name without
+// a schema means current_schema() (the first existing schema of
+// search_path). It is created there on first use if missing; an existing
+// table must pass the trust rules (WithTrustedRoles, ErrUntrustedTable).
+// Connect resolves it once: every statement after uses the qualified name.
 func WithTable(name string) Option { return func(o *options) { o.table = name } }
 
 // WithLogger sets the logger (default, and nil: slog.Default()): grants and releases at
@@ -72,7 +78,7 @@ var tableName = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}(\.[a-z_][a-z0-9_]{0,6
 // newOptions applies opts to the defaults and checks the result
 // (recipe.ErrBadOption).
 func newOptions(opts []Option) (options, error) {
-	o := options{ttl: DefaultTTL, table: DefaultTable, log: slog.Default()}
+	o := options{ttl: DefaultTTL, table: DefaultTable, log: slog.Default(), maxConns: DefaultMaxConns}
 	for _, opt := range opts {
 		if opt != nil { // a nil Option is skipped, as zookeeper.Connect does
 			opt(&o)
@@ -86,6 +92,8 @@ func newOptions(opts []Option) (options, error) {
 		return o, fmt.Errorf("%w: pglock: TTL %v outside [%v, %v]", recipe.ErrBadOption, o.ttl, MinTTL, MaxTTL)
 	case !tableName.MatchString(o.table):
 		return o, fmt.Errorf("%w: pglock: table %q is not a lowercase identifier, optionally schema-qualified", recipe.ErrBadOption, o.table)
+	case o.maxConns < 1 || o.maxConns > MaxMaxConns:
+		return o, fmt.Errorf("%w: pglock: max conns %d outside [1, %d]", recipe.ErrBadOption, o.maxConns, MaxMaxConns)
 	}
 	return o, nil
 }

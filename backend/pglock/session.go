@@ -23,13 +23,15 @@ import (
 // holds no connection of its own: every Acquire opens a dedicated one, which
 // the lease keeps until it ends. Its methods are safe for concurrent use.
 type Session struct {
-	cfg     *pgconn.Config // our copy, with the session parameters of pgParams
-	ttl     time.Duration
-	ping    time.Duration // the holder's ping interval
-	loss    time.Duration // the holder's loss deadline, from the send time of the last answered ping
-	table   string
-	log     *slog.Logger
-	metrics recipe.Metrics // nil: none
+	cfg      *pgconn.Config // our copy, with the session parameters of pgParams
+	ttl      time.Duration
+	ping     time.Duration // the holder's ping interval
+	loss     time.Duration // the holder's loss deadline, from the send time of the last answered ping
+	table    string        // schema-qualified and quoted, once ConnectConfig has checked it
+	limit    *limiter      // WithMaxConns's bound and the waiters beyond it
+	maxConns int
+	log      *slog.Logger
+	metrics  recipe.Metrics // nil: none
 
 	life *life.Group // Acquire calls in flight and lease monitors; its context ends with Close
 }
@@ -60,7 +62,8 @@ func Connect(ctx context.Context, url string, opts ...Option) (*Session, error) 
 // cfg has none). It checks that the
 // server answers, accepts this package's session parameters (PostgreSQL 14
 // or later), is not behind a pooler (ErrPooler) and has the token table,
-// creating it if missing (ErrTokenTable if it can't). Errors: an invalid
+// creating it if missing (ErrTokenTable if it can't), and that the table can
+// be trusted (ErrUntrustedTable; WithTrustedRoles). Errors: an invalid
 // option or a nil cfg (recipe.ErrBadOption); for an unreachable server, within the
 // connect timeout (the URL's connect_timeout, else DefaultConnectTimeout),
 // a *recipe.OpError matching recipe.ErrUnreachable and wrapping the
@@ -80,6 +83,7 @@ func ConnectConfig(ctx context.Context, cfg *pgconn.Config, opts ...Option) (*Se
 	s := &Session{
 		cfg: cfg.Copy(), ttl: o.ttl, ping: o.ttl / 10, loss: o.ttl / 2,
 		table: o.table, log: o.log, metrics: o.metrics, life: life.New(),
+		limit: newLimiter(o.maxConns), maxConns: o.maxConns,
 	}
 	if s.cfg.ConnectTimeout == 0 {
 		s.cfg.ConnectTimeout = DefaultConnectTimeout
@@ -100,13 +104,13 @@ func ConnectConfig(ctx context.Context, cfg *pgconn.Config, opts ...Option) (*Se
 		s.life.Close()
 		return nil, err
 	}
-	defer hangUp(conn)
+	defer s.closeConn(conn) // gone from the server when ConnectConfig returns
 	rows, err := query(ctx, conn, "SELECT pg_backend_pid()")
 	if err == nil && (len(rows) != 1 || string(rows[0][0]) != strconv.FormatUint(uint64(conn.PID()), 10)) {
 		err = ErrPooler
 	}
 	if err == nil {
-		err = s.ensureTable(ctx, conn)
+		err = s.checkTable(ctx, conn, o.trusted)
 	}
 	if err != nil {
 		s.life.Close()
@@ -180,19 +184,11 @@ func (s *Session) dial(ctx context.Context) (*pgconn.PgConn, error) {
 	return conn, nil
 }
 
-// ensureTable creates the token table if it does not exist.
-func (s *Session) ensureTable(ctx context.Context, conn *pgconn.PgConn) error {
-	exists := func() (bool, error) {
-		rows, err := query(ctx, conn, "SELECT to_regclass($1) IS NOT NULL", s.table)
-		if err != nil {
-			return false, err
-		}
-		return len(rows) == 1 && string(rows[0][0]) == "t", nil
-	}
-	if ok, err := exists(); ok || err != nil {
-		return err
-	}
-	create := "CREATE TABLE IF NOT EXISTS " + s.table + " (\n" +
+// createTable creates the token table, qualified as pgtrust quoted it. It
+// is no error if someone else created it meanwhile (checkTable checks it
+// next).
+func (s *Session) createTable(ctx context.Context, conn *pgconn.PgConn, table string) error {
+	create := "CREATE TABLE IF NOT EXISTS " + table + " (\n" +
 		"  key  bigint PRIMARY KEY, -- pglock.Key(name)\n" +
 		"  name text   NOT NULL,    -- the first lock name that used key\n" +
 		"  n    bigint NOT NULL CHECK (n > 0) -- the last token granted\n)"
@@ -200,14 +196,15 @@ func (s *Session) ensureTable(ctx context.Context, conn *pgconn.PgConn) error {
 	if err == nil {
 		return nil
 	}
-	if ok, err2 := exists(); ok && err2 == nil {
+	if rows, err2 := query(ctx, conn, "SELECT to_regclass($1) IS NOT NULL", table); err2 == nil && len(rows) == 1 && string(rows[0][0]) == "t" {
 		return nil // created by someone else meanwhile
 	}
 	if ctx.Err() != nil {
 		return context.Cause(ctx)
 	}
-	return fmt.Errorf("%w: %w; an administrator can create it with:\n%s;\nGRANT SELECT, INSERT, UPDATE ON %s TO <role>;",
-		ErrTokenTable, err, create, s.table)
+	return fmt.Errorf("%w: %w; an administrator can create it with:\n%s;\nGRANT SELECT, INSERT, UPDATE ON %s TO <role>;"+
+		"\n(then every role granted INSERT or UPDATE must be the connecting one or named by WithTrustedRoles)",
+		ErrTokenTable, err, create, table)
 }
 
 // Close ends the session: Acquire calls in flight return

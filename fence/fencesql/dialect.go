@@ -88,7 +88,36 @@ func (d Dialect) checkIsolation(l sql.IsolationLevel) error {
 	return fmt.Errorf("%w: PostgreSQL has no %v (it has READ COMMITTED, its default, REPEATABLE READ, its snapshot isolation, and SERIALIZABLE)", ErrIsolation, l)
 }
 
-// ddl is the fence table's CREATE TABLE statement.
+// quote returns name (checked by checkName: one or two plain
+// identifiers) quoted by d's rules, each part on its own, so that a name
+// that is also a keyword or a function (order, user, current_user, true,
+// current_date) is the table or column of that name and nothing else.
+//
+// PostgreSQL: "part", folded to lower case first, as PostgreSQL folds an
+// unquoted name, so that a name means what it meant unquoted. SQLite:
+// `part` (its names ignore ASCII case quoted or not). Not "part": SQLite
+// takes a double-quoted name that matches no column for a string literal,
+// so WHERE "nosuch" = 'nosuch' would be true on every row.
+func (d Dialect) quote(name string) string {
+	parts := strings.Split(name, ".")
+	for i, p := range parts {
+		if d == Postgres {
+			p = strings.ToLower(p)
+		}
+		parts[i] = d.quotePart(p)
+	}
+	return strings.Join(parts, ".")
+}
+
+// quotePart quotes one name as it is (no folding).
+func (d Dialect) quotePart(p string) string {
+	if d == Postgres {
+		return `"` + strings.ReplaceAll(p, `"`, `""`) + `"`
+	}
+	return "`" + strings.ReplaceAll(p, "`", "``") + "`"
+}
+
+// ddl is the fence table's CREATE TABLE statement; table is quoted.
 func (d Dialect) ddl(table string) string {
 	if d == Postgres {
 		return fmt.Sprintf("CREATE TABLE IF NOT EXISTS %s (resource VARCHAR(%d) PRIMARY KEY, token BIGINT NOT NULL CHECK (token > 0))", table, MaxResourceLen)
@@ -96,7 +125,7 @@ func (d Dialect) ddl(table string) string {
 	return fmt.Sprintf("CREATE TABLE IF NOT EXISTS %s (resource TEXT PRIMARY KEY NOT NULL, token INTEGER NOT NULL CHECK (token > 0))", table)
 }
 
-// advance is the fence statement ($1 resource, $2 token): insert the fence
+// advance is the fence statement on table, quoted ($1 resource, $2 token): insert the fence
 // row, or raise its token if the stored one is not larger. It changes one
 // row when the token is accepted and none when it is stale. On PostgreSQL
 // the conflicting row is locked first and the WHERE evaluated on its newest

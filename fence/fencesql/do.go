@@ -45,6 +45,9 @@ const (
 //     before any statement;
 //   - a *SchemaError (ErrNoTable) naming the DDL when the fence table does
 //     not exist;
+//   - ErrUntrustedTable, naming the table and the rule, when the fence
+//     table is one that others could write or that stands in for the
+//     intended one (checked at the first use; fn was not called);
 //   - fn's error, as it returned it (wrapped with ErrConflict too if the
 //     database refused a statement for a concurrent transaction);
 //   - ctx's error if ctx ended before the COMMIT was sent (the
@@ -122,7 +125,7 @@ func (f *Fence) try(ctx context.Context, resource string, token fence.Token, fn 
 		return false, err
 	}
 	defer t.end() // also when fn panics
-	if err := f.advanceRow(ctx, t.tx, resource, token); err != nil {
+	if err := f.advanceRow(ctx, t.tx, t.table, resource, token); err != nil {
 		return false, err
 	}
 	if fn != nil {
@@ -142,6 +145,7 @@ func (f *Fence) try(ctx context.Context, resource string, token fence.Token, fn 
 // back), and once the COMMIT is sent its outcome is the server's alone.
 type txn struct {
 	conn       *sql.Conn
+	table      *table // the fence table, checked on conn before the BEGIN
 	tx         *sql.Tx
 	abort      context.CancelFunc // cancels the transaction's context
 	stop       func() bool        // stops the watcher
@@ -168,7 +172,14 @@ func (f *Fence) begin(ctx context.Context) (*txn, error) {
 			return nil, err
 		}
 	}
-	t := &txn{conn: conn}
+	// Outside the transaction, so that on SQLite its first statement is
+	// still the fence statement, a write (see the package documentation).
+	table, err := f.fenceTable(ctx, conn)
+	if err != nil {
+		conn.Close()
+		return nil, err
+	}
+	t := &txn{conn: conn, table: table}
 	// ctx's values, cancelled by the watcher only while the COMMIT is not
 	// sent (database/sql then rolls back).
 	txCtx, abort := context.WithCancel(context.WithoutCancel(ctx))
@@ -202,8 +213,8 @@ func (t *txn) end() {
 
 // advanceRow runs the fence statement in tx: resource's row goes to token,
 // or a *fence.StaleError says which larger token it holds.
-func (f *Fence) advanceRow(ctx context.Context, tx *sql.Tx, resource string, token fence.Token) error {
-	res, err := tx.ExecContext(ctx, f.advance, resource, int64(token))
+func (f *Fence) advanceRow(ctx context.Context, tx *sql.Tx, t *table, resource string, token fence.Token) error {
+	res, err := tx.ExecContext(ctx, t.advance, resource, int64(token))
 	if err != nil {
 		return f.schemaError(err)
 	}
@@ -213,7 +224,7 @@ func (f *Fence) advanceRow(ctx context.Context, tx *sql.Tx, resource string, tok
 	}
 	if n == 0 {
 		var high int64
-		if err := tx.QueryRowContext(ctx, f.highest, resource).Scan(&high); err != nil {
+		if err := tx.QueryRowContext(ctx, t.highest, resource).Scan(&high); err != nil {
 			return fmt.Errorf("fencesql: %s is stale, reading the highest token: %w", token, err)
 		}
 		return &fence.StaleError{Resource: resource, Token: token, Highest: fence.Token(high)}

@@ -66,6 +66,20 @@
 // that transaction (see Fence.Do). With ":memory:", each connection of the
 // pool is a database of its own: use a file.
 //
+// # The fence table
+//
+// Whoever can write the fence table can lower its tokens, and a stale
+// holder's write then lands. Before its first use (CreateTable, Do,
+// Highest) a Fence checks the table and refuses one that others could
+// write or that stands in for the intended one with ErrUntrustedTable:
+// on PostgreSQL through internal/pgtrust (owner and schema owner trusted,
+// no write privileges for others, no triggers, rules or policies, a bare
+// name found in current_schema(); WithTrustedRoles names more trusted
+// roles), on SQLite what can be seen cheaply (a view, triggers, a temp or
+// attached table shadowing main's, files others can write). From then on
+// the table is named with its schema. docs/fencing.md says what each
+// database protects.
+//
 // # What it does not protect
 //
 // Only what is written through the transaction (or by the fenced UPDATE)

@@ -40,10 +40,12 @@ var (
 	ErrNoColumn = errors.New("fencesql: column does not exist")
 	// ErrPlaceholders: Update's set clause uses placeholders other than
 	// exactly 1 to len(args) (one too many would bind the fencing token or
-	// the key into the caller's column), or has a string literal, quoted
-	// identifier or comment that does not end (it would swallow the fence
-	// check appended after it).
-	ErrPlaceholders = errors.New("fencesql: the set clause's placeholders do not match its arguments")
+	// the key into the caller's column), or holds something that could
+	// hide a placeholder from the count or swallow what Update appends: a
+	// comment, a backslash, a dollar quote, a statement separator, a
+	// string or quoted identifier that does not end, unbalanced
+	// parentheses, a placeholder touching a name (see Update).
+	ErrPlaceholders = errors.New("fencesql: the set clause's placeholders cannot be counted or do not match its arguments")
 	// ErrNoRow: Update found no row with the given key (as opposed to a
 	// row whose fence holds a larger token: fence.ErrStale).
 	ErrNoRow = errors.New("fencesql: no such row")

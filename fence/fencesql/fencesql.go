@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/zkrecipes/zkrecipes/fence"
@@ -28,6 +29,7 @@ type config struct {
 	table   string
 	iso     sql.IsolationLevel
 	busy    time.Duration
+	trusted []string
 }
 
 // WithDialect sets the dialect instead of detecting it from the driver:
@@ -35,7 +37,9 @@ type config struct {
 func WithDialect(d Dialect) Option { return func(c *config) { c.dialect = d } }
 
 // WithTable sets the fence table's name (default DefaultTable): a plain
-// identifier, optionally schema-qualified ("app.fence").
+// identifier, optionally schema-qualified ("app.fence"), quoted in every
+// statement by the dialect's rules (folded to lower case first on
+// PostgreSQL, as an unquoted name is).
 func WithTable(name string) Option { return func(c *config) { c.table = name } }
 
 // WithIsolation sets the isolation level of Do's transactions (default:
@@ -62,8 +66,8 @@ type Fence struct {
 	table   string
 	txOpts  *sql.TxOptions
 	busy    time.Duration
-	advance string // the fence statement
-	highest string
+	trusted []string
+	checked atomic.Pointer[table] // the fence table, once found trusted
 }
 
 // New returns a Fence for db. It sends nothing. Errors: ErrUnknownDriver
@@ -96,8 +100,7 @@ func New(db *sql.DB, opts ...Option) (*Fence, error) {
 	if err := c.dialect.checkIsolation(c.iso); err != nil {
 		return nil, err
 	}
-	f := &Fence{db: db, d: c.dialect, table: c.table, busy: max(c.busy, 0),
-		advance: c.dialect.advance(c.table), highest: c.dialect.highest(c.table)}
+	f := &Fence{db: db, d: c.dialect, table: c.table, busy: max(c.busy, 0), trusted: c.trusted}
 	if c.iso != sql.LevelDefault {
 		f.txOpts = &sql.TxOptions{Isolation: c.iso}
 	}
@@ -108,12 +111,29 @@ func New(db *sql.DB, opts ...Option) (*Fence, error) {
 func (f *Fence) Dialect() Dialect { return f.d }
 
 // DDL returns the statement that creates the fence table if it does not
-// exist.
-func (f *Fence) DDL() string { return f.d.ddl(f.table) }
+// exist. CreateTable runs it with the table's schema named.
+func (f *Fence) DDL() string { return f.d.ddl(f.d.quote(f.table)) }
 
-// CreateTable creates the fence table if it does not exist (DDL).
+// CreateTable creates the fence table if it does not exist (DDL), and
+// checks it as Do does: an existing table that is not trusted is refused
+// with ErrUntrustedTable (see [WithTrustedRoles]), also when someone else
+// created it between the check and the CREATE.
 func (f *Fence) CreateTable(ctx context.Context) error {
-	_, err := f.db.ExecContext(ctx, f.DDL())
+	conn, err := f.db.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	t, err := f.fenceTable(ctx, conn)
+	if err != nil || t.exists {
+		return err
+	}
+	if _, err := conn.ExecContext(ctx, f.d.ddl(t.name)); err != nil {
+		return err
+	}
+	if t, err = f.fenceTable(ctx, conn); err == nil && !t.exists {
+		err = fmt.Errorf("fencesql: %s does not exist after its CREATE TABLE", t.name)
+	}
 	return err
 }
 
@@ -126,12 +146,22 @@ func (f *Fence) schemaError(err error) error {
 }
 
 // Highest returns the highest token accepted for resource (zero if none).
+// Errors as Do's: ErrBadResource, ErrUntrustedTable, a *SchemaError.
 func (f *Fence) Highest(ctx context.Context, resource string) (fence.Token, error) {
 	if err := checkResource(resource); err != nil {
 		return 0, err
 	}
+	conn, err := f.db.Conn(ctx)
+	if err != nil {
+		return 0, err
+	}
+	defer conn.Close()
+	t, err := f.fenceTable(ctx, conn)
+	if err != nil {
+		return 0, err
+	}
 	var high int64
-	err := f.db.QueryRowContext(ctx, f.highest, resource).Scan(&high)
+	err = conn.QueryRowContext(ctx, t.highest, resource).Scan(&high)
 	if errors.Is(err, sql.ErrNoRows) {
 		return 0, nil
 	}

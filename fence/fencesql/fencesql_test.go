@@ -177,7 +177,7 @@ func TestMissingTable(t *testing.T) {
 		}
 		err = f.Do(ctx, "r", 1, func(*sql.Tx) error { t.Error("fn ran without a fence table"); return nil })
 		var se *fencesql.SchemaError
-		if !errors.Is(err, fencesql.ErrNoTable) || !errors.As(err, &se) || se.DDL != f.DDL() || !strings.Contains(err.Error(), "CREATE TABLE IF NOT EXISTS zkrecipes_fence") {
+		if !errors.Is(err, fencesql.ErrNoTable) || !errors.As(err, &se) || se.DDL != f.DDL() || !strings.Contains(err.Error(), "CREATE TABLE IF NOT EXISTS "+quoted(f.Dialect(), "zkrecipes_fence")) {
 			t.Fatalf("Do without the table: %v", err)
 		}
 		t.Logf("%s: %v", f.Dialect(), err)
@@ -347,7 +347,7 @@ func TestDetect(t *testing.T) {
 		t.Fatalf("Do with an unknown driver: %v", err)
 	}
 	f, err := fencesql.New(db, fencesql.WithDialect(fencesql.Postgres))
-	if err != nil || f.Dialect() != fencesql.Postgres || !strings.HasPrefix(f.DDL(), "CREATE TABLE IF NOT EXISTS zkrecipes_fence (resource VARCHAR(200)") {
+	if err != nil || f.Dialect() != fencesql.Postgres || !strings.HasPrefix(f.DDL(), `CREATE TABLE IF NOT EXISTS "zkrecipes_fence" (resource VARCHAR(200)`) {
 		t.Fatalf("WithDialect: %v, %v", f, err)
 	}
 }

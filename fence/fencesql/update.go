@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/zkrecipes/zkrecipes/fence"
 )
@@ -50,14 +51,23 @@ type Querier interface {
 //	UPDATE <Table> SET <set>, <Fence> = token
 //	 WHERE <Key> = <ID> AND COALESCE(<Fence>, 0) <= token
 //
+// The table, key and fence names are quoted by the dialect's rules (on
+// PostgreSQL after folding to lower case, as unquoted names are), so a
+// keyword (order, user) or a function's name (current_user) is a column.
+//
 // set is the caller's assignments with the dialect's placeholders for args,
 // numbered from 1: "balance = $1, note = $2" on PostgreSQL, "balance = ?,
 // note = ?" (or ?1, ?2, or :name with sql.Named) on SQLite. Update appends
 // its own placeholders after them, so set must use exactly 1 to len(args):
-// Update counts them first, as the database's tokenizer does (not inside
-// string literals, quoted identifiers or comments), and refuses any other
-// count with ErrPlaceholders, since a placeholder beyond len(args) would
-// bind the token or the key into the caller's column.
+// a placeholder beyond len(args) would bind the token or the key into the
+// caller's column. Update counts them first and refuses any other count
+// with ErrPlaceholders; so that the count is the database's whatever its
+// version and settings, set may hold no comment, backslash, dollar quote,
+// semicolon, unbalanced parenthesis or placeholder touching a name (a$1,
+// $1_0, SQLite's $a(x)); strings '…' and quoted identifiers "…" (SQLite
+// also […] and `…`) are fine, placeholder-like text inside them is not
+// counted. Pass any value that needs what is refused in args. Never build
+// set from untrusted input: it is SQL.
 //
 // The check and the write are one statement; see the package documentation
 // for isolation. When no row changed, Update reads the row's fence to say
@@ -79,7 +89,7 @@ func (f *Fence) Update(ctx context.Context, q Querier, token fence.Token, row Ro
 	if set == "" {
 		return fmt.Errorf("%w: nothing to set on %v", ErrBadName, row)
 	}
-	switch high, err := f.d.highestParam(set); {
+	switch high, err := f.d.setParams(set); {
 	case err != nil:
 		return fmt.Errorf("%w: %w in %q", ErrPlaceholders, err, set)
 	case high != len(args):
@@ -105,11 +115,10 @@ func (f *Fence) Update(ctx context.Context, q Querier, token fence.Token, row Ro
 		}
 	}
 	n := len(args)
-	fc := row.fence()
-	// The newline ends a -- comment at the end of set.
-	update := fmt.Sprintf("UPDATE %s SET %s\n, %s = %s WHERE %s = %s AND COALESCE(%s, 0) <= %s",
-		row.Table, set, fc, f.d.ph(n+1), row.Key, f.d.ph(n+2), fc, f.d.ph(n+1))
-	read := fmt.Sprintf("SELECT COALESCE(%s, 0) FROM %s WHERE %s = %s", fc, row.Table, row.Key, f.d.ph(1))
+	table, key, fc := f.d.quote(row.Table), f.d.quote(row.Key), f.d.quote(row.fence())
+	update := fmt.Sprintf("UPDATE %s SET %s, %s = %s WHERE %s = %s AND COALESCE(%s, 0) <= %s",
+		table, set, fc, f.d.ph(n+1), key, f.d.ph(n+2), fc, f.d.ph(n+1))
+	read := fmt.Sprintf("SELECT COALESCE(%s, 0) FROM %s WHERE %s = %s", fc, table, key, f.d.ph(1))
 	all := append(append(make([]any, 0, n+2), args...), int64(token), row.ID)
 
 	// Between the UPDATE and the read the row can appear (or its fence be
@@ -141,8 +150,8 @@ func (f *Fence) rowError(err error, row Row) error {
 	switch name, kind := f.d.missing(err); {
 	case kind == ErrNoTable:
 		return &SchemaError{Kind: kind, Table: row.Table, Name: name, Err: err}
-	case kind == ErrNoColumn && name == row.fence():
-		ddl := fmt.Sprintf("ALTER TABLE %s ADD COLUMN %s BIGINT NOT NULL DEFAULT 0", row.Table, name)
+	case kind == ErrNoColumn && strings.EqualFold(name, row.fence()):
+		ddl := fmt.Sprintf("ALTER TABLE %s ADD COLUMN %s BIGINT NOT NULL DEFAULT 0", f.d.quote(row.Table), f.d.quote(row.fence()))
 		return &SchemaError{Kind: kind, Table: row.Table, Name: name, DDL: ddl, Err: err}
 	case kind == ErrNoColumn:
 		return &SchemaError{Kind: kind, Table: row.Table, Name: name, Err: err}

@@ -115,7 +115,11 @@ func updateMissingSchema(t *testing.T, f *fencesql.Fence, db *sql.DB) {
 	mustExec(t, db, "CREATE TABLE plain (id INTEGER PRIMARY KEY, v TEXT)", "INSERT INTO plain VALUES (1, 'a')")
 	err := f.Update(ctx, db, 5, fencesql.Row{Table: "plain", Key: "id", ID: 1}, "v = "+p(1), "b")
 	var sch *fencesql.SchemaError
-	if !errors.Is(err, fencesql.ErrNoColumn) || !errors.As(err, &sch) || sch.DDL != "ALTER TABLE plain ADD COLUMN fence BIGINT NOT NULL DEFAULT 0" {
+	ddl := "ALTER TABLE `plain` ADD COLUMN `fence` BIGINT NOT NULL DEFAULT 0"
+	if f.Dialect() == fencesql.Postgres {
+		ddl = `ALTER TABLE "plain" ADD COLUMN "fence" BIGINT NOT NULL DEFAULT 0`
+	}
+	if !errors.Is(err, fencesql.ErrNoColumn) || !errors.As(err, &sch) || sch.DDL != ddl {
 		t.Fatalf("missing fence column: %v", err)
 	}
 	t.Logf("%s: %v", f.Dialect(), err)

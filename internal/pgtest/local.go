@@ -94,13 +94,24 @@ func withDatabase(dsn, name string) (string, error) {
 	return u.String(), nil
 }
 
-// databaseOf returns the database named by dsn (a postgres:// URL).
+// databaseOf returns the database named by dsn (a postgres:// URL): a
+// name as NewDatabase makes them (lower-case letters, digits, _), which
+// can be written unquoted. It is not sanitized: sanitize truncates to 30
+// bytes, and DROP DATABASE IF EXISTS of a truncated name dropped nothing
+// (a test named with more than 30 characters left its database, and the
+// roles it granted to could not be dropped).
 func databaseOf(dsn string) (string, error) {
 	u, err := url.Parse(dsn)
 	if err != nil || len(u.Path) < 2 {
 		return "", fmt.Errorf("pgtest: no database in %q", redacted(dsn))
 	}
-	return sanitize(u.Path[1:]), nil
+	name := u.Path[1:]
+	for _, r := range name {
+		if !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '_') {
+			return "", fmt.Errorf("pgtest: database %q is not one pgtest made", name)
+		}
+	}
+	return name, nil
 }
 
 // redacted returns dsn with its password, if any, replaced by "xxxxx", for
