@@ -9,7 +9,6 @@ import (
 	"os"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -20,51 +19,43 @@ import (
 // binary.
 var hbaMu sync.Mutex
 
-var roleSeq atomic.Int64
-
-// PasswordRole creates a login role that must give password (SCRAM) on the
-// server's loopback TCP connections, where every other role is trusted, and
-// returns a URL for it, without the password, to the database of dsn (one
-// Database returned). The role, and what it owns or was granted in that
-// database, is dropped at the test's cleanup. It is for
-// tests of what a wrong or missing password does: pgtest's own servers trust
-// every connection otherwise. It fails the test for an existing server
+// PasswordRole creates a login role as Role does, that must give password
+// (SCRAM) on the server's loopback TCP connections, where every other role
+// is trusted, and returns a URL for it, without the password, to the
+// database of dsn (one Database returned; what role owns or was granted
+// there is dropped at the test's cleanup). It is for tests of what a wrong
+// or missing password does. It fails the test for an existing server
 // (PG_TEST_DSN), whose pg_hba.conf pgtest does not touch.
 func (s *Server) PasswordRole(tb testing.TB, dsn, password string) string {
 	tb.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), readyTimeout)
-	defer cancel()
-	role := fmt.Sprintf("%s_pw%d", sanitize(tb.Name()), roleSeq.Add(1))
-	if err := s.passwordRole(ctx, role, password); err != nil {
-		tb.Fatalf("pgtest.PasswordRole: %v", err)
-	}
-	tb.Cleanup(func() { // what the test granted role in dsn's database goes too
-		err := execOn(context.Background(), dsn, "DROP OWNED BY "+role)
-		if err == nil {
-			err = s.exec(context.Background(), "DROP ROLE IF EXISTS "+role)
-		}
-		if err != nil {
+	role := s.Role(tb, tb.Name()+"_pw")
+	tb.Cleanup(func() { // before Role's: what role owns or was granted in dsn's database
+		if err := execOn(context.Background(), dsn, "DROP OWNED BY "+role); err != nil {
 			tb.Errorf("pgtest: %v", err)
 		}
 	})
-	u, err := url.Parse(dsn)
-	if err != nil {
-		tb.Fatalf("pgtest.PasswordRole: %s", redacted(dsn))
+	ctx, cancel := context.WithTimeout(context.Background(), readyTimeout)
+	defer cancel()
+	if err := s.passwordRole(ctx, role, password); err != nil {
+		tb.Fatalf("pgtest.PasswordRole: %v", err)
 	}
-	u.User = url.User(role)
-	return u.String()
+	u, err := AsRole(dsn, role)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return u
 }
 
-// passwordRole creates role with password, puts SCRAM lines for it at the
-// top of pg_hba.conf, reloads the configuration and waits until the server
-// asks role for its password.
+// passwordRole gives role password, puts SCRAM lines for it at the top of
+// pg_hba.conf, reloads the configuration and waits until the server asks
+// role for its password.
 func (s *Server) passwordRole(ctx context.Context, role, password string) error {
 	if s.cmd == nil {
 		return errors.New("needs a server started by pgtest, not " + EnvDSN)
 	}
 	lit := "'" + strings.ReplaceAll(password, "'", "''") + "'"
-	if err := s.exec(ctx, "CREATE ROLE "+role+" LOGIN PASSWORD "+lit); err != nil {
-		return errors.New("creating the role failed") // the error may quote the statement
+	if err := s.exec(ctx, "ALTER ROLE "+role+" PASSWORD "+lit); err != nil {
+		return errors.New("setting the role's password failed") // the error may quote the statement
 	}
 	hbaMu.Lock()
 	defer hbaMu.Unlock()
