@@ -33,13 +33,28 @@ demo: setup
 BACKENDS := ./backend/etcdlock/... ./backend/pglock/... ./backend/redislock/...
 COMMANDS := ./cmd/zkrecipes/... ./cmd/zkbench/...
 
+#
+# No secret in any output: the tests of failure paths give passwords that
+# start with TEST_SECRET (e.g. "s3cr3t-zkr-pglock"), and the whole output of
+# the run (tee'd to a scratch file) must not hold one anywhere: a password
+# that leaked into an error, a log line or a panic fails the target, even
+# when the test that leaked it passed.
+TEST_SECRET := s3cr3t-zkr-
+
 test: setup
 	$(GO) vet ./... $(BACKENDS) $(COMMANDS)
-	status=0; \
-	$(GO) test -race -count=1 -timeout 15m $$($(GO) list ./... | grep -v '/zktest/nemesis$$') $(BACKENDS) $(COMMANDS) || status=1; \
-	$(GO) test -race -count=1 -timeout 10m ./zktest/nemesis || status=1; \
-	h="$$(./scripts/zk-debian.sh)" && ZOOKEEPER_HOME="$$h" $(GO) test -race -count=1 -timeout 5m -run 'SequenceLimit|SeqCounters' ./zookeeper/ ./zktest/ || status=1; \
-	exit $$status
+	out="$$(mktemp -d)"; status=0; \
+	{ \
+	$(GO) test -race -count=1 -timeout 15m $$($(GO) list ./... | grep -v '/zktest/nemesis$$') $(BACKENDS) $(COMMANDS) || touch "$$out/failed"; \
+	$(GO) test -race -count=1 -timeout 10m ./zktest/nemesis || touch "$$out/failed"; \
+	h="$$(./scripts/zk-debian.sh)" && ZOOKEEPER_HOME="$$h" $(GO) test -race -count=1 -timeout 5m -run 'SequenceLimit|SeqCounters' ./zookeeper/ ./zktest/ || touch "$$out/failed"; \
+	} 2>&1 | tee "$$out/log"; \
+	[ ! -e "$$out/failed" ] || status=1; \
+	if grep -q -F -e '$(TEST_SECRET)' "$$out/log"; then \
+		echo "make test: FAIL: $$(grep -c -F -e '$(TEST_SECRET)' "$$out/log") line(s) of the test output above hold a test password ($(TEST_SECRET)...): a secret leaked into an error, log line or panic" >&2; \
+		status=1; \
+	fi; \
+	rm -rf "$$out"; exit $$status
 
 bench: setup
 	$(GO) run ./cmd/zkbench -json zkbench.jsonl

@@ -39,13 +39,18 @@ type Session struct {
 // Connect parses url (postgres://user@host:5432/db?sslmode=..., or any
 // connection string pgconn.ParseConfig accepts, environment variables
 // included) and calls ConnectConfig. A string that can't be parsed gives an
-// error matching ErrBadURL.
+// error matching ErrBadURL. No error shows a password, wherever it was
+// given (the URL, a keyword/value string, PGPASSWORD, the password file).
 func Connect(ctx context.Context, url string, opts ...Option) (*Session, error) {
 	cfg, err := pgconn.ParseConfig(url)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrBadURL, err)
+		return nil, badURL(url, err)
 	}
-	return ConnectConfig(ctx, cfg, opts...)
+	s, err := ConnectConfig(ctx, cfg, opts...)
+	if err != nil {
+		return nil, hideConnect(err, url, cfg)
+	}
+	return s, nil
 }
 
 // ConnectConfig returns a session on the database of cfg (which must come
@@ -156,6 +161,7 @@ func (s *Session) TTL() time.Duration { return s.ttl }
 func (s *Session) dial(ctx context.Context) (*pgconn.PgConn, error) {
 	conn, err := pgconn.ConnectConfig(ctx, s.cfg)
 	if err != nil {
+		err = hideConnect(err, "", s.cfg) // no password in any error (secrets.go)
 		if ctxend.Ended(ctx) {
 			// A dial cut short by the caller's deadline or cancellation
 			// answers with ctx's cause (recipe.Lock's contract), not as a

@@ -67,6 +67,7 @@ type Session struct {
 // failed (not for ctx's end); ErrNotPrimary if it is a replica. The server's persistence
 // settings are checked too: without appendonly yes and appendfsync always a
 // warning is logged (see the package documentation for what can go wrong).
+// No error shows the URL's password (or a query parameter named like one).
 func Connect(ctx context.Context, rawURL string, opts ...Option) (*Session, error) {
 	c, err := newConfig(opts)
 	if err != nil {
@@ -91,7 +92,7 @@ func Connect(ctx context.Context, rawURL string, opts ...Option) (*Session, erro
 	s, err := newSession(ctx, cli, true, c)
 	if err != nil {
 		_ = cli.Close()
-		return nil, err
+		return nil, hideClient(err, cli, rawURL)
 	}
 	return s, nil
 }
@@ -119,11 +120,15 @@ func NewSession(ctx context.Context, cli *redis.Client, opts ...Option) (*Sessio
 	case c.dialer != nil:
 		return nil, fmt.Errorf("%w: WithDialer is for Connect; the client has its own dialer", recipe.ErrBadOption)
 	}
-	return newSession(ctx, cli, false, c)
+	s, err := newSession(ctx, cli, false, c)
+	if err != nil {
+		return nil, hideClient(err, cli, "")
+	}
+	return s, nil
 }
 
 // parseURL checks raw and returns go-redis's options for it. Its errors show
-// raw with the password hidden (userinfo.Redact) and never net/url's error
+// raw with the passwords hidden (userinfo.Redact) and never net/url's error
 // as it is: that quotes the whole URL, and, in its detail, a host that can
 // be a part of a misplaced password ("redis://:pa/ss@h": host ":pa").
 func parseURL(raw string) (*redis.Options, error) {
@@ -146,8 +151,8 @@ func parseURL(raw string) (*redis.Options, error) {
 		return nil, bad("one server only (locks live on a single Redis node)")
 	}
 	ro, err := redis.ParseURL(raw)
-	if err != nil { // it quotes the scheme, path or query, never the user information
-		return nil, bad(err.Error())
+	if err != nil { // it quotes the scheme, path or query values, which can hold a password
+		return nil, bad(userinfo.Scrub(err.Error(), userinfo.Secrets(raw)...))
 	}
 	return ro, nil
 }

@@ -33,10 +33,14 @@ const (
 	redisBackend backend = "Redis"      // redis://host:port[/db], or rediss:// (TLS)
 )
 
-// backendOf returns the backend named by the scheme of servers; a list
+// backendOf returns the backend named by the scheme of servers; a
+// keyword/value string ("host=db dbname=app") is PostgreSQL's, a list
 // without a scheme is ZooKeeper's. An unknown scheme is a usage error.
 func backendOf(servers string) (backend, error) {
 	s := strings.TrimSpace(servers)
+	if userinfo.IsKeywordValue(s) {
+		return pgBackend, nil
+	}
 	i := strings.Index(s, "://")
 	if i < 0 {
 		return zkBackend, nil
@@ -244,7 +248,7 @@ func unavailable(err error) bool {
 	return false
 }
 
-// redact hides the password in a URL's user information ("user:xxxxx@"),
-// for logs and messages: --servers may carry one. It is the backends' own
+// redact hides the passwords of --servers ("user:xxxxx@", "?password=xxxxx",
+// "password=xxxxx"), for logs and messages. It is the backends' own
 // redaction (internal/userinfo), which also covers URLs that don't parse.
 func redact(servers string) string { return userinfo.Redact(servers) }

@@ -26,7 +26,8 @@ while holding it, release it when CMD exits, and exit with CMD's status.
 The lock service is the one --servers (or ZK_SERVERS) names:
   host:port,host:port[/chroot]           ZooKeeper (no scheme)
   etcd://host:2379[,host:2379][/prefix]  etcd: keys under prefix (default /zkrecipes)
-  postgres://user@host:5432/db?...       PostgreSQL advisory locks (also postgresql://)
+  postgres://user@host:5432/db?...       PostgreSQL advisory locks (also postgresql://,
+                                         or "host=... dbname=..." keyword/value)
   redis://[:password@]host:6379[/db]     a single Redis primary (rediss:// for TLS)
 PATH is the lock's name: a ZooKeeper path such as /cron/nightly, which the
 other backends take as it is. Their lease lasts --ttl without news from

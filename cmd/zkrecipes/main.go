@@ -188,14 +188,14 @@ func checkServers(servers string) error {
 			a = a[:i]
 		}
 		if a == "" {
-			return fmt.Errorf("--servers %q: an empty server address", servers)
+			return fmt.Errorf("--servers %q: an empty server address", redact(servers))
 		}
 		h, p, err := net.SplitHostPort(a)
 		if err != nil {
 			continue // a host without a port (2181), or an IPv6 address
 		}
 		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 || h == "" {
-			return fmt.Errorf("--servers %q: %q is not host:port with a port in 1..65535", servers, a)
+			return fmt.Errorf("--servers %q: %q is not host:port with a port in 1..65535", redact(servers), hide(servers, redact(a)))
 		}
 	}
 	return nil
@@ -219,7 +219,7 @@ func portless(servers string) []string {
 func (c *common) logger(stderr io.Writer) *slog.Logger {
 	var lvl slog.Level
 	_ = lvl.UnmarshalText([]byte(c.logLevel)) // checked by check
-	opts := &slog.HandlerOptions{Level: lvl, ReplaceAttr: durationText}
+	opts := &slog.HandlerOptions{Level: lvl, ReplaceAttr: scrubbing(c.secrets(), durationText)}
 	if c.logFormat == "json" {
 		// Node data and names in records (a holder's data) may hold what a
 		// terminal obeys: the text handler quotes them, jsonWriter escapes
@@ -258,13 +258,13 @@ func (c *common) connect(ctx context.Context, log *slog.Logger, extra ...zookeep
 	case err == nil:
 		return s, -1
 	case errors.Is(err, recipe.ErrBadOption), errors.Is(err, recipe.ErrInvalidPath):
-		log.Error("bad --servers or option", "servers", c.servers, "err", err)
+		log.Error("bad --servers or option", "servers", redact(c.servers), "err", err)
 		return nil, exitUsage
 	case errors.Is(err, recipe.ErrUnreachable):
-		log.Error("cannot connect to ZooKeeper", "servers", c.servers, "err", err)
+		log.Error("cannot connect to ZooKeeper", "servers", redact(c.servers), "err", err)
 		return nil, exitUnavailable
 	}
-	log.Error("cannot connect to ZooKeeper", "servers", c.servers, "err", err)
+	log.Error("cannot connect to ZooKeeper", "servers", redact(c.servers), "err", err)
 	return nil, exitSoftware
 }
 

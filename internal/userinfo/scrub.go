@@ -1,0 +1,74 @@
+package userinfo
+
+import (
+	"slices"
+	"strings"
+)
+
+// minPiece is the shortest part of a password that Secrets lists on its
+// own (see Secrets): shorter ones would hide ordinary words of a message.
+const minPiece = 4
+
+// Secrets returns the passwords that Redact hides in raw, each as written
+// and as a driver reads it (unescaped, percent-decoded), and, for one that
+// holds a character a URL parser splits at ('/', '?', '#', '@', ':', '&',
+// '='), each of its parts of at least 4 bytes: a driver that misreads the
+// string quotes such parts (the host "u:pa" of "redis://u:pa/ss@h").
+// Empty values are left out.
+func Secrets(raw string) []string { return secrets(raw, find(raw)) }
+
+func secrets(raw string, spans []span) []string {
+	var out []string
+	add := func(s string) {
+		if s != "" && !slices.Contains(out, s) {
+			out = append(out, s)
+		}
+	}
+	for _, s := range spans {
+		for _, v := range []string{raw[s.start:s.end], s.value} {
+			add(v)
+			if strings.ContainsAny(v, "/?#@:&=") {
+				for _, p := range strings.FieldsFunc(v, func(r rune) bool { return strings.ContainsRune("/?#@:&=", r) }) {
+					if len(p) >= minPiece {
+						add(p)
+					}
+				}
+			}
+		}
+	}
+	return out
+}
+
+// Scrub returns text with every occurrence of each of secrets replaced by
+// Mask, the longest first (so that a secret that holds another is hidden
+// whole). Empty secrets are ignored.
+func Scrub(text string, secrets ...string) string {
+	s := slices.Clone(secrets)
+	slices.SortFunc(s, func(a, b string) int { return len(b) - len(a) })
+	for _, v := range s {
+		if v != "" {
+			text = strings.ReplaceAll(text, v, Mask)
+		}
+	}
+	return text
+}
+
+// Hide returns err with its message scrubbed of secrets (Scrub); errors.Is
+// and errors.As see through it to err. It returns err itself when err is
+// nil or there is no non-empty secret. It is for errors a driver made, whose
+// text is not ours to vouch for: a caller that unwraps and prints err's
+// parts itself gets the driver's text as it was.
+func Hide(err error, secrets ...string) error {
+	if err == nil || !slices.ContainsFunc(secrets, func(s string) bool { return s != "" }) {
+		return err
+	}
+	return &hidden{err: err, secrets: secrets}
+}
+
+type hidden struct {
+	err     error
+	secrets []string
+}
+
+func (h *hidden) Error() string { return Scrub(h.err.Error(), h.secrets...) }
+func (h *hidden) Unwrap() error { return h.err }
