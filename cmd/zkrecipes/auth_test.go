@@ -19,7 +19,7 @@ import (
 
 const (
 	authUser   = "locker"
-	authSecret = "cli-secret-4711"
+	authSecret = "s3cr3t-zkr-cli-4711"
 )
 
 // TestAuthCreatorACL: with credentials from --auth-file (or ZK_AUTH),

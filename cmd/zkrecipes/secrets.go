@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strings"
 
 	"github.com/zkrecipes/zkrecipes/internal/userinfo"
 )
@@ -11,7 +12,8 @@ import (
 // No output of zkrecipes shows a password it was given. The secrets it
 // knows of are those of --servers (or ZK_SERVERS: a URL's user information,
 // a query parameter or keyword named like a password, see
-// internal/userinfo) and PGPASSWORD; each backend hides its own driver's
+// internal/userinfo), PGPASSWORD and ZooKeeper's digest credentials
+// (--auth-file or ZK_AUTH); each backend hides its own driver's
 // errors (pglock also the password file's password). Every log line goes
 // through scrubbing, so that an error text a backend or a driver made
 // cannot carry one past this point either.
@@ -20,6 +22,9 @@ import (
 func (c *common) secrets() []string {
 	s := userinfo.Secrets(c.servers)
 	if pw := os.Getenv("PGPASSWORD"); pw != "" {
+		s = append(s, pw)
+	}
+	if _, pw, ok := strings.Cut(string(c.sec.digest), ":"); ok && pw != "" {
 		s = append(s, pw)
 	}
 	return s

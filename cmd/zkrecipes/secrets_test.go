@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -88,5 +89,15 @@ func TestScrubbing(t *testing.T) {
 	out := b.String()
 	if strings.Contains(out, "zkr-cli") || !strings.Contains(out, `"n":3`) || !strings.Contains(out, `"d":"1s"`) {
 		t.Errorf("scrubbed log line: %s", strings.ReplaceAll(out, cliPW, "PW"))
+	}
+}
+
+// The digest credentials' password (--auth-file, ZK_AUTH) is one of the
+// secrets every log line is scrubbed of.
+func TestSecretsIncludeDigest(t *testing.T) {
+	c := &common{servers: "127.0.0.1:2181"}
+	c.sec.digest = []byte("alice:" + cliPW)
+	if s := c.secrets(); !slices.Contains(s, cliPW) {
+		t.Errorf("secrets() lacks the digest password (%d secrets)", len(s))
 	}
 }
