@@ -1,6 +1,7 @@
 package pglock
 
 import (
+	"crypto/tls"
 	"fmt"
 	"log/slog"
 	"regexp"
@@ -39,6 +40,8 @@ type options struct {
 	table   string
 	log     *slog.Logger
 	metrics recipe.Metrics
+	tls     *tls.Config // WithTLS's, nil: the system's roots
+	tlsSet  bool        // WithTLS was given
 }
 
 // WithTTL sets the lease time to live (default DefaultTTL, between MinTTL
