@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/go-zookeeper/zk"
+	"github.com/zkrecipes/zkrecipes/internal/tlsconf"
 	"github.com/zkrecipes/zkrecipes/recipe"
 )
 
@@ -45,23 +46,23 @@ import (
 func WithTLS(cfg *tls.Config) Option {
 	return func(c *config) {
 		if cfg == nil {
-			cfg = &tls.Config{}
+			cfg = &tls.Config{} // TLS on, with the defaults
 		}
 		c.tls = cfg
 	}
 }
 
 // prepareTLS checks WithTLS's configuration and replaces it with the clone
-// the Session uses.
+// the Session uses: the rule every backend's WithTLS follows
+// (internal/tlsconf).
 func prepareTLS(c *config) error {
 	if c.tls == nil {
 		return nil
 	}
-	if c.tls.InsecureSkipVerify && c.tls.VerifyConnection == nil && c.tls.VerifyPeerCertificate == nil {
-		return fmt.Errorf("%w: WithTLS: InsecureSkipVerify without VerifyConnection or VerifyPeerCertificate would accept any server", recipe.ErrBadOption)
+	if err := tlsconf.Check(c.tls); err != nil {
+		return fmt.Errorf("%w: WithTLS: %w", recipe.ErrBadOption, err)
 	}
-	c.tls = c.tls.Clone()
-	c.tls.MinVersion = max(c.tls.MinVersion, tls.VersionTLS12)
+	c.tls = tlsconf.Clone(c.tls)
 	return nil
 }
 
@@ -69,11 +70,7 @@ func prepareTLS(c *config) error {
 // host:port), and returns the TLS connection; raw is closed on failure.
 // The handshake ends early when the Session closes.
 func (s *Session) handshake(raw net.Conn, addr string, timeout time.Duration) (net.Conn, error) {
-	cfg := s.cfg.tls
-	if cfg.ServerName == "" {
-		cfg = cfg.Clone()
-		cfg.ServerName = s.hosts.name(addr)
-	}
+	cfg := tlsconf.ForHost(s.cfg.tls, s.hosts.name(addr))
 	c := tls.Client(raw, cfg)
 	ctx, cancel := context.WithTimeout(s.life.Context(), max(timeout, s.wire.sessionTimeout()))
 	defer cancel()
