@@ -42,7 +42,7 @@ func backendOf(servers string) (backend, error) {
 		return zkBackend, nil
 	}
 	switch strings.ToLower(s[:i]) {
-	case "etcd":
+	case "etcd", "etcds":
 		return etcdBackend, nil
 	case "postgres", "postgresql":
 		return pgBackend, nil
