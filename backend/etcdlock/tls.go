@@ -3,9 +3,12 @@ package etcdlock
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
+	"io"
 	"net"
 	"strings"
+	"time"
 
 	"github.com/zkrecipes/zkrecipes/internal/tlsconf"
 	"github.com/zkrecipes/zkrecipes/recipe"
@@ -59,9 +62,18 @@ func (c *config) clientTLS(url string) (*tls.Config, error) {
 	return tlsconf.Clone(c.tls), nil
 }
 
-// handshake completes a TLS handshake on conn, a fresh connection to ep
-// (host:port), so that a server certificate that fails verification is
-// reported at once (gRPC would only retry until the connect timeout).
+// http2Preface is what an HTTP/2 client sends first: the connection
+// preface and an empty SETTINGS frame.
+const http2Preface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + "\x00\x00\x00\x04\x00\x00\x00\x00\x00"
+
+// handshake runs TLS on conn, a fresh connection to ep (host:port), and
+// waits for the server's first answer, so that a refusal is reported at
+// once with its reason: gRPC would only retry until the connect timeout and
+// report that. A server certificate that fails verification fails the
+// handshake; a client certificate the server refuses comes back as an alert
+// on the first read (in TLS 1.3 the client's handshake ends before the
+// server has checked it). Any answer (etcd's SETTINGS frame, an HTTP/1.1
+// error) or a plain close counts as accepted.
 func handshake(ctx context.Context, conn net.Conn, ep string, cfg *tls.Config) error {
 	host, _, err := net.SplitHostPort(ep)
 	if err != nil {
@@ -71,6 +83,18 @@ func handshake(ctx context.Context, conn net.Conn, ep string, cfg *tls.Config) e
 	defer tc.Close()
 	if err := tc.HandshakeContext(ctx); err != nil {
 		return fmt.Errorf("TLS handshake with %s: %w", ep, err)
+	}
+	if dl, ok := ctx.Deadline(); ok {
+		_ = tc.SetDeadline(dl)
+	}
+	stop := context.AfterFunc(ctx, func() { _ = tc.SetDeadline(time.Now()) })
+	defer stop()
+	var b [1]byte
+	if _, err = tc.Write([]byte(http2Preface)); err == nil {
+		_, err = tc.Read(b[:])
+	}
+	if err != nil && !errors.Is(err, io.EOF) {
+		return fmt.Errorf("TLS session with %s: %w", ep, err)
 	}
 	return nil
 }
