@@ -207,6 +207,8 @@ func (f *lockFlags) zkLock(s *zookeeper.Session, path string, data []byte) (reci
 func connectStatus(log *slog.Logger, b backend, servers string, err error) int {
 	servers = redact(servers)
 	switch {
+	case tlsRejected(err):
+		return tlsStatus(log, b, servers, err)
 	case errors.Is(err, etcdlock.ErrBadURL), errors.Is(err, pglock.ErrBadURL), errors.Is(err, redislock.ErrBadURL),
 		errors.Is(err, recipe.ErrBadOption), errors.Is(err, recipe.ErrInvalidPath):
 		log.Error("bad --servers or option", "servers", servers, "err", err)

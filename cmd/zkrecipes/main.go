@@ -254,6 +254,8 @@ func (c *common) connect(ctx context.Context, log *slog.Logger, extra ...zookeep
 	switch {
 	case err == nil:
 		return s, -1
+	case tlsRejected(err):
+		return nil, tlsStatus(log, zkBackend, c.servers, err)
 	case errors.Is(err, recipe.ErrBadOption), errors.Is(err, recipe.ErrInvalidPath):
 		log.Error("bad --servers or option", "servers", c.servers, "err", err)
 		return nil, exitUsage

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"log/slog"
+	"net"
 	"os"
 
 	"github.com/zkrecipes/zkrecipes/backend/etcdlock"
@@ -68,6 +70,24 @@ func (t *tlsFlags) check() error {
 	}
 	t.cfg = cfg
 	return nil
+}
+
+// tlsRejected reports whether err is a TLS handshake that failed on its
+// merits, which no retry mends: a server certificate that failed
+// verification, or a TLS alert from the server (a client certificate
+// refused, or none presented where one is required).
+func tlsRejected(err error) bool {
+	var verr *tls.CertificateVerificationError
+	var oerr *net.OpError
+	return errors.As(err, &verr) || (errors.As(err, &oerr) && oerr.Op == "remote error")
+}
+
+// tlsStatus logs a rejected TLS handshake with b and returns its exit
+// status: 70, as for a refused password (not 69: the server answered).
+func tlsStatus(log *slog.Logger, b backend, servers string, err error) int {
+	log.Error("the TLS handshake with "+string(b)+" failed: check --tls-ca, --tls-cert, --tls-key and --tls-server-name",
+		"servers", redact(servers), "err", err)
+	return exitSoftware
 }
 
 // zookeeper returns the ZooKeeper options of the flags.

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -8,7 +9,9 @@ import (
 	"time"
 
 	"github.com/zkrecipes/zkrecipes/backend/etcdlock/etcdtest"
+	"github.com/zkrecipes/zkrecipes/backend/redislock/redistest"
 	"github.com/zkrecipes/zkrecipes/internal/certtest"
+	"github.com/zkrecipes/zkrecipes/internal/pgtest"
 	"github.com/zkrecipes/zkrecipes/zktest"
 )
 
@@ -31,25 +34,37 @@ func (s tlsServer) tlsArgs(ca string) []string {
 	return []string{"--tls-ca", ca, "--tls-cert", s.cert, "--tls-key", s.key}
 }
 
-// tlsServers starts a TLS server of each backend whose harness can serve
-// one: ZooKeeper (zktest.WithTLS, the servers' secureClientPort) and etcd
-// (etcdtest.SharedTLS, reached with a plain etcd:// URL: the flags turn
-// TLS on).
+// tlsServers starts a TLS server of each backend that requires a client
+// certificate: ZooKeeper (zktest.WithTLS, the servers' secureClientPort),
+// etcd, PostgreSQL and Redis (their harnesses' SharedTLS). The URLs are
+// plain ones (etcd://, postgres:// without ssl parameters, redis://): the
+// flags alone turn TLS on.
 func tlsServers(t *testing.T) []tlsServer {
 	cl := zktest.Start(t, zktest.WithTLS())
 	zf, _ := cl.TLSFiles()
 	ec := etcdtest.SharedTLS(t)
 	ef, _ := ec.TLSFiles()
+	pg := pgtest.SharedTLS(t)
+	pf, _ := pg.TLSFiles()
+	u, err := url.Parse(pg.Database(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.RawQuery = "" // sslmode, sslrootcert, sslcert, sslkey: the flags say it
+	rs := redistest.SharedTLS(t)
+	rf, _ := rs.TLSFiles()
 	return []tlsServer{
 		{"ZooKeeper", strings.Join(cl.SecureServers(), ","), zf.CA, zf.ClientCert, zf.ClientKey},
 		{"etcd", "etcd://" + strings.Join(ec.Endpoints(), ",") + etcdtest.Prefix(t, ec), ef.CA, ef.ClientCert, ef.ClientKey},
+		{"PostgreSQL", u.String(), pf.CA, pf.ClientCert, pf.ClientKey},
+		{"Redis", "redis://" + rs.Addr() + "/0", rf.CA, rf.ClientCert, rf.ClientKey},
 	}
 }
 
 // TestLockTLS: with --tls-ca, --tls-cert and --tls-key, lock runs its
 // command under the lock of a server that requires TLS and a client
-// certificate; without the certificate, or trusting another authority, it
-// exits 69 and says why.
+// certificate, on every backend; without the certificate, or trusting
+// another authority, it exits 70 on every backend and says why.
 func TestLockTLS(t *testing.T) {
 	other, err := certtest.Generate(filepath.Join(t.TempDir(), "other"))
 	if err != nil {
@@ -62,7 +77,7 @@ func TestLockTLS(t *testing.T) {
 			// etcd retries a refused handshake until the connect timeout.
 			lock := func(timeout string, extra ...string) *proc {
 				args := append([]string{"lock", "--connect-timeout", timeout}, extra...)
-				return startOn(t, s.servers, dir, append(args, "/cli-test/tls", "--", "touch", ran)...)
+				return startOn(t, s.servers, dir, append(args, lockName(t), "--", "touch", ran)...)
 			}
 			lock("20s", s.tlsArgs("")...).expect(0, 60*time.Second)
 			if _, err := os.Stat(ran); err != nil {
@@ -72,10 +87,13 @@ func TestLockTLS(t *testing.T) {
 
 			start := time.Now()
 			p := lock("5s", "--tls-ca", s.ca)
-			p.expect(exitUnavailable, 60*time.Second)
-			t.Logf("without a client certificate: exit %d after %v", p.code, time.Since(start).Round(time.Millisecond))
+			p.expect(exitSoftware, 60*time.Second)
+			t.Logf("without a client certificate: exit 70 after %v", time.Since(start).Round(time.Millisecond))
+			if !strings.Contains(p.stderr.String(), "certificate") {
+				t.Errorf("without a client certificate: the log does not say why:\n%s", p.stderr)
+			}
 			p = lock("5s", s.tlsArgs(other.CA)...)
-			p.expect(exitUnavailable, 60*time.Second)
+			p.expect(exitSoftware, 60*time.Second)
 			if !strings.Contains(p.stderr.String(), "certificate signed by unknown authority") {
 				t.Errorf("trusting another authority: the log does not say why:\n%s", p.stderr)
 			}
@@ -94,7 +112,7 @@ func TestZooKeeperTLSSaysWhy(t *testing.T) {
 	f, _ := cl.TLSFiles()
 	servers, dir := strings.Join(cl.SecureServers(), ","), t.TempDir()
 	p := startOn(t, servers, dir, "inspect", "--tls-ca", f.CA, "/cli-test")
-	p.expect(exitUnavailable, 60*time.Second)
+	p.expect(exitSoftware, 60*time.Second)
 	if !strings.Contains(p.stderr.String(), "refused the client certificate (none was presented)") {
 		t.Errorf("the log does not say the server refused the missing certificate:\n%s", p.stderr)
 	}
