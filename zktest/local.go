@@ -173,13 +173,8 @@ func (lc *localCluster) cluster() *Cluster {
 	for i, n := range lc.nodes {
 		addrs[i] = net.JoinHostPort("127.0.0.1", strconv.Itoa(n.clientPort))
 	}
-	c := &Cluster{provider: "local", addrs: addrs, ctrl: lc, closeFn: lc.close, logTails: lc.logTails, keep: lc.keepDirs, tls: lc.tls}
-	for _, n := range lc.nodes {
-		if a := n.secureAddr(); a != "" {
-			c.secureAddrs = append(c.secureAddrs, a)
-		}
-	}
-	return c
+	return &Cluster{provider: "local", addrs: addrs, ctrl: lc, closeFn: lc.close, logTails: lc.logTails, keep: lc.keepDirs,
+		tls: lc.tls, secureAddrs: lc.secureAddrs()}
 }
 
 // keepDirs makes close leave lc.dir and takes it out of sweepStale's reach
@@ -212,13 +207,11 @@ func startLocalOnce(ctx context.Context, cfg config, in install, seedDir string)
 	if n > 1 {
 		perNode = 3
 	}
-	if cfg.tls {
-		if lc.tls, err = newTLSSetup(dir, in); err != nil {
-			_ = os.RemoveAll(dir)
-			return nil, err
-		}
-		perNode++ // the last port of each node is its TLS port
+	if lc.tls, err = newTLSSetup(dir, cfg, in); err != nil {
+		_ = os.RemoveAll(dir)
+		return nil, err
 	}
+	perNode += lc.tls.ports() // the last port of each node is its TLS port
 	ports, err := FreePorts(n * perNode)
 	if err != nil {
 		_ = os.RemoveAll(dir)

@@ -99,8 +99,12 @@ type tlsSetup struct {
 var errNoNetty = errors.New("WithTLS needs Netty's codec on the server's classpath " +
 	"(Debian: sudo apt-get install -y libnetty-java; a ZooKeeper release has it in lib/)")
 
-// newTLSSetup writes the cluster's certificates into dir/tls.
-func newTLSSetup(dir string, in install) (*tlsSetup, error) {
+// newTLSSetup writes the cluster's certificates into dir/tls; nil without
+// WithTLS.
+func newTLSSetup(dir string, cfg config, in install) (*tlsSetup, error) {
+	if !cfg.tls {
+		return nil, nil
+	}
 	if !in.netty {
 		return nil, errNoNetty
 	}
@@ -118,6 +122,25 @@ func newTLSSetup(dir string, in install) (*tlsSetup, error) {
 	}
 	ts := &tlsSetup{Files: f, keyStore: filepath.Join(f.Dir, "server-keystore.pem")}
 	return ts, os.WriteFile(ts.keyStore, append(key, cert...), 0o600)
+}
+
+// ports is how many ports a server needs for TLS: 1, or 0 for a nil setup.
+func (ts *tlsSetup) ports() int {
+	if ts == nil {
+		return 0
+	}
+	return 1
+}
+
+// secureAddrs returns the TLS address of each server (nil without TLS).
+func (lc *localCluster) secureAddrs() []string {
+	var out []string
+	for _, nd := range lc.nodes {
+		if a := nd.secureAddr(); a != "" {
+			out = append(out, a)
+		}
+	}
+	return out
 }
 
 // writeConfig adds the TLS lines of a server whose TLS port is port to b:
