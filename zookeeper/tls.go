@@ -37,8 +37,8 @@ import (
 // bounded by the larger of go-zookeeper's dial timeout (1 s) and the
 // session timeout. Connect gives up about a second after every address
 // failed the handshake twice in a row (a certificate that fails
-// verification, a server refusing the client's certificate, a port that
-// does not speak TLS), with recipe.ErrUnreachable wrapping the last
+// verification, a server refusing the client's certificate, an answer
+// that is not TLS), with recipe.ErrUnreachable wrapping the last
 // failure: errors.As finds a *tls.CertificateVerificationError when the
 // server's certificate failed verification, and errors.Is matches
 // recipe.ErrNoPermission when a server refused the client's certificate
