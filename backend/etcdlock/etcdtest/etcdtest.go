@@ -33,11 +33,9 @@ package etcdtest
 import (
 	"context"
 	"crypto/rand"
-	"crypto/tls"
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"os"
@@ -138,13 +136,9 @@ func launchLocal(ctx context.Context, secure bool) (*Server, error) {
 		return nil, fmt.Errorf("%w: %v", ErrNoServer, err)
 	}
 	s := &Server{bin: bin, dir: dir}
-	if secure {
-		f, err := certtest.Generate(filepath.Join(dir, "certs"))
-		if err != nil {
-			_ = os.RemoveAll(dir)
-			return nil, fmt.Errorf("%w: %v", ErrNoServer, err)
-		}
-		s.certs = &f
+	if s.certs, err = generateCerts(dir, secure); err != nil {
+		_ = os.RemoveAll(dir)
+		return nil, fmt.Errorf("%w: %v", ErrNoServer, err)
 	}
 	ctx, cancel := context.WithTimeout(ctx, launchTimeout)
 	defer cancel()
@@ -416,48 +410,6 @@ func serverEnv() []string {
 		}
 	}
 	return env
-}
-
-// waitHealthy polls the server's /health until it reports healthy, the
-// process exits, or ctx ends.
-func waitHealthy(ctx context.Context, client string, tlsCfg *tls.Config, exited <-chan struct{}) error {
-	hc := &http.Client{Timeout: time.Second}
-	if tlsCfg != nil {
-		hc.Transport = &http.Transport{TLSClientConfig: tlsCfg}
-	}
-	defer hc.CloseIdleConnections()
-	for {
-		err := health(ctx, hc, client)
-		if err == nil {
-			return nil
-		}
-		select {
-		case <-exited:
-			return errors.New("the server exited")
-		case <-ctx.Done():
-			return fmt.Errorf("not healthy: %v (%w)", err, ctx.Err())
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
-}
-
-// health asks the server at client (http://host:port) once for /health and
-// returns nil if it reports itself healthy (a member with a leader).
-func health(ctx context.Context, hc *http.Client, client string) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, client+"/health", nil)
-	if err != nil {
-		return err
-	}
-	resp, err := hc.Do(req)
-	if err != nil {
-		return err
-	}
-	body, _ := io.ReadAll(resp.Body)
-	_ = resp.Body.Close()
-	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `"true"`) {
-		return fmt.Errorf("health: %s %s", resp.Status, body)
-	}
-	return nil
 }
 
 // logTail returns the end of the server's log, for error messages.

@@ -3,6 +3,7 @@ package etcdtest
 import (
 	"context"
 	"crypto/tls"
+	"path/filepath"
 	"sync"
 	"testing"
 
@@ -72,6 +73,19 @@ func (s *Server) clientTLS() *tls.Config {
 		panic("etcdtest: " + err.Error())
 	}
 	return c
+}
+
+// generateCerts writes the certificates of a TLS server into dir/certs, or
+// does nothing (nil) for a plain one.
+func generateCerts(dir string, secure bool) (*certtest.Files, error) {
+	if !secure {
+		return nil, nil
+	}
+	f, err := certtest.Generate(filepath.Join(dir, "certs"))
+	if err != nil {
+		return nil, err
+	}
+	return &f, nil
 }
 
 // scheme is the scheme of URL: etcds:// for a TLS server.
