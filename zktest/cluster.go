@@ -31,6 +31,10 @@ type Cluster struct {
 	ctrl     controller // nil when the cluster cannot be controlled
 	noCtrl   string     // why ctrl is nil
 
+	// secureAddrs and tls are the TLS ports and certificates (WithTLS).
+	secureAddrs []string
+	tls         *tlsSetup
+
 	closeOnce sync.Once
 	closeErr  error
 	closeFn   func() error

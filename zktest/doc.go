@@ -63,6 +63,11 @@
 // as just below their end at math.MaxInt32. The other providers cannot be
 // seeded: Start fails.
 //
+// WithTLS makes local servers also serve TLS on a secureClientPort, with
+// certificates generated for the cluster (internal/certtest) and a client
+// certificate required: SecureServers and ClientTLS give a client what it
+// needs. The other providers are not tried.
+//
 // The local servers use ZooKeeper's Netty connection factory where Netty's
 // codec jar is available, because the default NIO factory of ZooKeeper 3.8.0
 // leaves a client that connects while a (re)starting standalone server loads

@@ -121,6 +121,7 @@ type localCluster struct {
 	in  install
 	cfg config
 	dir string
+	tls *tlsSetup // nil without WithTLS
 
 	mu     sync.Mutex // guards nodes' processes, closed and keep
 	nodes  []*node
@@ -132,6 +133,7 @@ type node struct {
 	index                 int
 	clientPort, peerPort  int
 	electionPort          int
+	securePort            int // 0 without WithTLS
 	dir, cfgPath, logPath string
 	proc                  *process // nil when not started or reaped
 }
@@ -171,7 +173,8 @@ func (lc *localCluster) cluster() *Cluster {
 	for i, n := range lc.nodes {
 		addrs[i] = net.JoinHostPort("127.0.0.1", strconv.Itoa(n.clientPort))
 	}
-	return &Cluster{provider: "local", addrs: addrs, ctrl: lc, closeFn: lc.close, logTails: lc.logTails, keep: lc.keepDirs}
+	return &Cluster{provider: "local", addrs: addrs, ctrl: lc, closeFn: lc.close, logTails: lc.logTails, keep: lc.keepDirs,
+		tls: lc.tls, secureAddrs: lc.secureAddrs()}
 }
 
 // keepDirs makes close leave lc.dir and takes it out of sweepStale's reach
@@ -204,6 +207,11 @@ func startLocalOnce(ctx context.Context, cfg config, in install, seedDir string)
 	if n > 1 {
 		perNode = 3
 	}
+	if lc.tls, err = newTLSSetup(dir, cfg, in); err != nil {
+		_ = os.RemoveAll(dir)
+		return nil, err
+	}
+	perNode += lc.tls.ports() // the last port of each node is its TLS port
 	ports, err := FreePorts(n * perNode)
 	if err != nil {
 		_ = os.RemoveAll(dir)
@@ -213,6 +221,9 @@ func startLocalOnce(ctx context.Context, cfg config, in install, seedDir string)
 		nd := &node{index: i, clientPort: ports[i*perNode], dir: filepath.Join(dir, fmt.Sprintf("server%d", i+1))}
 		if n > 1 {
 			nd.peerPort, nd.electionPort = ports[i*perNode+1], ports[i*perNode+2]
+		}
+		if lc.tls != nil {
+			nd.securePort = ports[i*perNode+perNode-1]
 		}
 		nd.cfgPath = filepath.Join(nd.dir, "zoo.cfg")
 		nd.logPath = filepath.Join(nd.dir, "server.log")
@@ -262,6 +273,9 @@ func (lc *localCluster) writeConfig(nd *node) error {
 	fmt.Fprintf(&b, "clientPort=%d\nclientPortAddress=127.0.0.1\n", nd.clientPort)
 	b.WriteString("admin.enableServer=false\nforceSync=no\n4lw.commands.whitelist=*\n")
 	fmt.Fprintf(&b, "minSessionTimeout=%d\nmaxSessionTimeout=60000\n", 2*tick)
+	if lc.tls != nil {
+		lc.tls.writeConfig(&b, nd.securePort)
+	}
 	if len(lc.nodes) > 1 {
 		b.WriteString("standaloneEnabled=false\n")
 		for _, o := range lc.nodes {
@@ -335,8 +349,10 @@ func (lc *localCluster) waitReady(ctx context.Context, nd *node) error {
 		mode, err := serverMode(qctx, addr)
 		qcancel()
 		switch {
-		case err == nil && mode != "read-only":
+		case err == nil && mode != "read-only" && nd.secureListening(ctx):
 			return nil
+		case err == nil && mode != "read-only":
+			last = fmt.Errorf("TLS port %s not listening", nd.secureAddr())
 		case err == nil:
 			last = fmt.Errorf("mode %s", mode)
 		default:

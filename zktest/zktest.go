@@ -60,6 +60,7 @@ type config struct {
 	logger   *slog.Logger
 	// seqCounters are the directories and counters to seed (WithSeqCounters).
 	seqCounters map[string]int32
+	tls         bool // WithTLS
 }
 
 func newConfig(opts []Option) config {
@@ -234,6 +235,9 @@ func (c *Cluster) chrootView(name string) (*Cluster, error) {
 // launch tries the providers in order. name is used for chroots; withChroot
 // says whether an external ensemble gets a chroot of its own.
 func launch(ctx context.Context, cfg config, name string, withChroot bool) (*Cluster, error) {
+	if cfg.tls {
+		return launchTLS(ctx, cfg)
+	}
 	var reasons []string
 	seeded := len(cfg.seqCounters) > 0
 	if seeded {

@@ -2,6 +2,7 @@ package zookeeper
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -40,8 +41,12 @@ func withDefaultPort(h string) (string, error) {
 // starting server binds its port within moments; go-zookeeper waits a
 // second per round, so about a second after the first refusal). Any other
 // outcome (a dial timeout, a connection accepted) starts the count again.
+// With TLS, a handshake rejected (tlsRejected) counts as a refusal, and
+// an established TLS connection does not start the count again: a TLS 1.3
+// server refuses the client's certificate only on the first read.
 type dialWatch struct {
-	addrs func() int // how many addresses the servers resolved to
+	addrs func() int  // how many addresses the servers resolved to
+	tls   *tls.Config // WithTLS's; nil without TLS
 
 	mu      sync.Mutex
 	last    error                   // the last failure
@@ -88,17 +93,31 @@ func (w *dialWatch) dialed(addr string, err error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if err == nil {
-		w.open, w.refused = addr, 0
+		w.open = addr
+		if w.tls == nil {
+			w.refused = 0
+		}
 		return
 	}
 	w.last, w.open = err, ""
-	if !errors.Is(err, syscall.ECONNREFUSED) {
+	w.countLocked(err)
+}
+
+// countLocked counts a failed attempt: a refusal towards giving up, any
+// other failure starts the count again. w.mu must be held.
+func (w *dialWatch) countLocked(err error) {
+	refused := errors.Is(err, syscall.ECONNREFUSED)
+	if !refused && !rejected(err) {
 		w.refused = 0
 		return
 	}
 	w.refused++
 	if n := w.addrs(); n > 0 && w.refused >= 2*n && w.giveUp != nil {
-		w.giveUp(fmt.Errorf("every server refused the connection (nothing listens at %s): %w", itsAddresses(n), err))
+		if refused {
+			w.giveUp(fmt.Errorf("every server refused the connection (nothing listens at %s): %w", itsAddresses(n), err))
+		} else {
+			w.giveUp(fmt.Errorf("the TLS handshake failed, twice at every address: %w", err))
+		}
 	}
 }
 
@@ -118,8 +137,16 @@ func itsAddresses(n int) string {
 func (w *dialWatch) failedBeforeHandshake(addr string, err error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.last = fmt.Errorf("%s accepted the connection but closed it before the handshake: %w", addr, err)
 	w.open = ""
+	if w.tls != nil {
+		if terr := tlsFailure(addr, w.tls, err); rejected(terr) {
+			w.last = terr
+			w.countLocked(terr)
+			return
+		}
+		w.refused = 0
+	}
+	w.last = fmt.Errorf("%s accepted the connection but closed it before the handshake: %w", addr, err)
 }
 
 // lastError describes the last failure (nil if there was none).

@@ -2,6 +2,7 @@ package zookeeper
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"log/slog"
 	"math"
@@ -99,6 +100,7 @@ type config struct {
 	newBackOff     func() backoff.BackOff
 	policy         SuspendPolicy
 	dialer         zk.Dialer
+	tls            *tls.Config // WithTLS; nil: plain TCP
 	metrics        recipe.Metrics
 	maxPacket      int
 }
@@ -186,7 +188,8 @@ func WithRetryPolicy(newBackOff func() backoff.BackOff) Option {
 func WithSuspendPolicy(p SuspendPolicy) Option { return func(c *config) { c.policy = p } }
 
 // WithDialer sets the function used to open TCP connections to servers
-// (go-zookeeper's zk.Dialer); zktest's fault proxy plugs in here.
+// (go-zookeeper's zk.Dialer); zktest's fault proxy plugs in here. With
+// WithTLS, TLS runs over the connections it returns.
 func WithDialer(d zk.Dialer) Option { return func(c *config) { c.dialer = d } }
 
 func defaultBackOff() backoff.BackOff {
@@ -212,6 +215,9 @@ func buildConfig(opts []Option) (config, error) {
 	}
 	if c.logger == nil {
 		c.logger = slog.New(warnOnly{slog.Default().Handler()})
+	}
+	if err := prepareTLS(&c); err != nil {
+		return c, err
 	}
 	switch {
 	case c.sessionTimeout < time.Millisecond || c.sessionTimeout > math.MaxInt32*time.Millisecond:

@@ -35,8 +35,9 @@ type Session struct {
 	log    *slog.Logger
 	conn   *zk.Conn
 	chroot string
-	dials  *dialWatch // Connect's attempts (dial.go)
-	wire   wireState  // read off the wire by zkwire (wire.go)
+	dials  *dialWatch  // Connect's attempts (dial.go)
+	hosts  *namedHosts // with TLS: the host names of the addresses (tls.go)
+	wire   wireState   // read off the wire by zkwire (wire.go)
 
 	// The parts, which own their operations. mu is the one lock of the
 	// first four: a method is named ...Locked exactly when its caller must
@@ -88,8 +89,8 @@ func Connect(ctx context.Context, servers []string, opts ...Option) (*Session, e
 	cctx, cancel := context.WithTimeoutCause(gctx, cfg.connectTimeout,
 		fmt.Errorf("connect timeout %v passed", cfg.connectTimeout))
 	defer cancel()
-	hp := zk.NewDNSHostProvider()
-	s.dials = &dialWatch{addrs: hp.Len}
+	hp := s.hostProvider()
+	s.dials = &dialWatch{addrs: hp.Len, tls: cfg.tls}
 	s.dials.waiting(giveUp)
 	defer s.dials.waiting(nil)
 	conn, _, err := zk.Connect(hosts, cfg.sessionTimeout,
@@ -184,6 +185,9 @@ func (s *Session) dialer() zk.Dialer {
 			return nil, errAbandoned
 		}
 		c, err := dial(network, addr, timeout)
+		if err == nil && s.cfg.tls != nil {
+			c, err = s.handshake(c, addr, timeout)
+		}
 		dw.dialed(addr, err)
 		if err != nil {
 			return nil, err

@@ -20,7 +20,7 @@ import (
 // error.
 var (
 	// ErrBadURL is matched by the error of Connect for a URL that is not of
-	// the form etcd://host:port[,host:port...][/prefix].
+	// the form etcd[s]://host:port[,host:port...][/prefix].
 	ErrBadURL = errors.New("etcdlock: bad URL")
 
 	// ErrUnreachable is matched by the error of Connect (and NewSession)

@@ -31,6 +31,7 @@ type env struct {
 	srv    *etcdtest.Server
 	prefix string
 	in     *clientv3.Client
+	opts   []etcdlock.Option // every connect's first options (WithTLS for the TLS server)
 }
 
 func newEnv(t testing.TB) *env {
@@ -46,7 +47,7 @@ func (e *env) connect(t testing.TB, opts ...etcdlock.Option) (*etcdlock.Session,
 	p := zktest.NewFaultProxy()
 	t.Cleanup(p.Close) // after the Session's Close (cleanups run last-in first-out)
 	dial := func(ctx context.Context, addr string) (net.Conn, error) { return p.DialContext(ctx, "tcp", addr) }
-	opts = append([]etcdlock.Option{etcdlock.WithTTL(testTTL), etcdlock.WithLogger(quiet), etcdlock.WithDialer(dial)}, opts...)
+	opts = append(append([]etcdlock.Option{etcdlock.WithTTL(testTTL), etcdlock.WithLogger(quiet), etcdlock.WithDialer(dial)}, e.opts...), opts...)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	s, err := etcdlock.Connect(ctx, e.srv.URL(e.prefix), opts...)

@@ -95,9 +95,9 @@ func parseURL(raw string) (endpoints []string, prefix string, err error) {
 		}
 		return bad(fmt.Sprintf("endpoint %q: %s", h, why))
 	}
-	rest, ok := strings.CutPrefix(raw, "etcd://")
+	rest, ok := cutScheme(raw)
 	if !ok {
-		return nil, "", bad(`want etcd://host:port[,host:port...][/prefix]`)
+		return nil, "", bad(`want etcd[s]://host:port[,host:port...][/prefix]`)
 	}
 	if strings.ContainsAny(rest, "?#") {
 		return nil, "", bad("a query or fragment is not supported")

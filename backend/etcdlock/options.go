@@ -2,6 +2,7 @@ package etcdlock
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"log/slog"
 	"net"
@@ -43,6 +44,8 @@ type config struct {
 	logger         *slog.Logger
 	metrics        recipe.Metrics // nil: none
 	dialer         func(ctx context.Context, addr string) (net.Conn, error)
+	tls            *tls.Config // WithTLS's, not checked yet
+	tlsSet         bool        // WithTLS was given (nil means the system's roots)
 	// Options that only Connect uses, for NewSession's check.
 	connectOnly []string
 }

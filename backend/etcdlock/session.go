@@ -2,6 +2,7 @@ package etcdlock
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -44,14 +45,16 @@ type Session struct {
 // Connect opens a Session on the etcd cluster named by url:
 //
 //	etcd://host:port[,host:port...][/prefix]
+//	etcds://host:port[,host:port...][/prefix]   (TLS: see WithTLS)
 //
 // The prefix (default: WithPrefix, else DefaultPrefix) is where the
 // Session's locks keep their keys. Connect dials every endpoint first and
 // fails at once with an error matching ErrUnreachable (and wrapping the dial
 // errors) when none accepts a connection; then it grants the Session's first
-// lease, waiting at most the connect timeout. The connection is plain
-// (no TLS, no authentication): for those, configure a clientv3.Client
-// yourself and use NewSession.
+// lease, waiting at most the connect timeout. The connection is plain for
+// etcd:// and TLS for etcds:// or with WithTLS (the handshake is part of the
+// first check); there is no authentication by user name and password: for
+// that, configure a clientv3.Client yourself and use NewSession.
 //
 // Errors: ErrBadURL, recipe.ErrBadOption, ErrUnreachable, ctx's cause.
 func Connect(ctx context.Context, url string, opts ...Option) (*Session, error) {
@@ -66,12 +69,16 @@ func Connect(ctx context.Context, url string, opts ...Option) (*Session, error) 
 	if prefix != "" {
 		cfg.prefix = prefix
 	}
+	tlsCfg, err := cfg.clientTLS(url)
+	if err != nil {
+		return nil, err
+	}
 	if ctx.Err() != nil {
 		return nil, context.Cause(ctx)
 	}
 	ctx, cancel := context.WithTimeout(ctx, cfg.connectTimeout)
 	defer cancel()
-	if err := probe(ctx, endpoints, cfg.dialer); err != nil {
+	if err := probe(ctx, endpoints, cfg.dialer, tlsCfg); err != nil {
 		return nil, err
 	}
 	cc := clientv3.Config{
@@ -83,6 +90,7 @@ func Connect(ctx context.Context, url string, opts ...Option) (*Session, error) 
 		// minimum; etcd refuses pings more often than every 5 s).
 		DialKeepAliveTime:    10 * time.Second,
 		DialKeepAliveTimeout: 5 * time.Second,
+		TLS:                  tlsCfg, // nil: plaintext
 	}
 	if cfg.dialer != nil {
 		cc.DialOptions = append(cc.DialOptions, grpc.WithContextDialer(cfg.dialer))
@@ -138,9 +146,10 @@ func newSession(ctx context.Context, cli *clientv3.Client, own bool, cfg config)
 }
 
 // probe dials every endpoint at once and returns nil as soon as one
-// accepts a TCP connection, or an error matching ErrUnreachable with every
-// dial error when none does.
-func probe(ctx context.Context, endpoints []string, dial func(context.Context, string) (net.Conn, error)) error {
+// accepts a TCP connection (and completes a TLS handshake with tlsCfg, when
+// not nil), or an error matching ErrUnreachable with every dial error when
+// none does.
+func probe(ctx context.Context, endpoints []string, dial func(context.Context, string) (net.Conn, error), tlsCfg *tls.Config) error {
 	if dial == nil {
 		var d net.Dialer
 		dial = func(ctx context.Context, addr string) (net.Conn, error) { return d.DialContext(ctx, "tcp", addr) }
@@ -151,6 +160,9 @@ func probe(ctx context.Context, endpoints []string, dial func(context.Context, s
 	for _, ep := range endpoints {
 		go func() {
 			c, err := dial(ctx, ep)
+			if err == nil && tlsCfg != nil {
+				err = handshake(ctx, c, ep, tlsCfg)
+			}
 			if err == nil {
 				_ = c.Close()
 			}

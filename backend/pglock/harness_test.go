@@ -40,8 +40,9 @@ func TestConformance(t *testing.T) {
 // harness is the locktest.Harness of pglock: every client has its own
 // session behind its own FaultProxy, on a database of the test's own.
 type harness struct {
-	dsn string
-	cfg *pgconn.Config
+	dsn  string
+	cfg  *pgconn.Config
+	opts []Option // every client session's options (WithTLS on the TLS server)
 
 	mu  sync.Mutex // serializes adm
 	adm *pgconn.PgConn
@@ -49,7 +50,13 @@ type harness struct {
 
 func newHarness(t testing.TB) *harness {
 	t.Helper()
-	dsn := pgtest.Shared(t).Database(t)
+	return newHarnessOn(t, pgtest.Shared(t).Database(t))
+}
+
+// newHarnessOn is newHarness on the database of dsn, every session with
+// opts.
+func newHarnessOn(t testing.TB, dsn string, opts ...Option) *harness {
+	t.Helper()
 	cfg, err := pgconn.ParseConfig(dsn)
 	if err != nil {
 		t.Fatal(err)
@@ -61,7 +68,7 @@ func newHarness(t testing.TB) *harness {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { hangUp(adm) }) // before Database drops the database
-	return &harness{dsn: dsn, cfg: cfg, adm: adm}
+	return &harness{dsn: dsn, cfg: cfg, adm: adm, opts: opts}
 }
 
 // session opens a session whose connections all go through p.
@@ -91,7 +98,7 @@ func (h *harness) NewClient(tb testing.TB, lock string) locktest.Client {
 	tb.Helper()
 	p := zktest.NewFaultProxy()
 	tb.Cleanup(p.Close) // after the session's Close (cleanups run last-in first-out)
-	s := h.session(tb, p)
+	s := h.session(tb, p, h.opts...)
 	m, err := New(s, lock)
 	if err != nil {
 		tb.Fatal(err)

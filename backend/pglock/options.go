@@ -1,6 +1,7 @@
 package pglock
 
 import (
+	"crypto/tls"
 	"fmt"
 	"log/slog"
 	"regexp"
@@ -40,8 +41,10 @@ type options struct {
 	log     *slog.Logger
 	metrics recipe.Metrics
 
-	maxConns int      // WithMaxConns (limit.go)
-	trusted  []string // WithTrustedRoles (trust.go)
+	maxConns int         // WithMaxConns (limit.go)
+	trusted  []string    // WithTrustedRoles (trust.go)
+	tls      *tls.Config // WithTLS's, nil: the system's roots
+	tlsSet   bool        // WithTLS was given
 }
 
 // WithTTL sets the lease time to live (default DefaultTTL, between MinTTL

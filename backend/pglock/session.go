@@ -55,7 +55,8 @@ func Connect(ctx context.Context, url string, opts ...Option) (*Session, error) 
 
 // ConnectConfig returns a session on the database of cfg (which must come
 // from pgconn.ParseConfig; it is copied, not changed; its DialFunc, TLS and
-// fallback hosts are used for every lock connection, so several hosts need
+// fallback hosts are used for every lock connection (WithTLS replaces the
+// TLS of every host), so several hosts need
 // target_session_attrs=read-write: every contender must reach the same
 // primary). This package's session parameters (docs/backends.md: TTL's
 // timeouts, synchronous_commit on) override cfg's (application_name only if
@@ -87,6 +88,12 @@ func ConnectConfig(ctx context.Context, cfg *pgconn.Config, opts ...Option) (*Se
 	}
 	if s.cfg.ConnectTimeout == 0 {
 		s.cfg.ConnectTimeout = DefaultConnectTimeout
+	}
+	if o.tlsSet {
+		if err := applyTLS(s.cfg, o.tls); err != nil {
+			s.life.Close()
+			return nil, err
+		}
 	}
 	for k, v := range s.pgParams() {
 		s.cfg.RuntimeParams[k] = v

@@ -29,6 +29,8 @@ type harness struct {
 	srv *redistest.Server
 	in  *redislock.Session // direct, for key names
 	rdb *redis.Client      // direct, for Leftovers
+	// opts are every client's options (WithTLS on the TLS server).
+	opts []redislock.Option
 }
 
 func newHarness(t *testing.T) *harness {
@@ -67,7 +69,7 @@ func (h *harness) NewClient(tb testing.TB, lock string) locktest.Client {
 	tb.Helper()
 	p := zktest.NewFaultProxy()
 	tb.Cleanup(p.Close) // after the session's Close (cleanups run last-in first-out)
-	s := connect(tb, h.srv, p)
+	s := connect(tb, h.srv, p, h.opts...)
 	return &client{Lock: mustNew(tb, s, lock), p: p}
 }
 

@@ -2,6 +2,7 @@ package redislock
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"log/slog"
 	"net"
@@ -51,6 +52,8 @@ type config struct {
 	logger  *slog.Logger
 	metrics recipe.Metrics
 	dialer  func(ctx context.Context, network, addr string) (net.Conn, error)
+	tls     *tls.Config // WithTLS's (checked), nil: the system's roots
+	tlsSet  bool        // WithTLS was given
 	err     error
 }
 

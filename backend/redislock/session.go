@@ -49,7 +49,9 @@ type Session struct {
 }
 
 // Connect parses url (redis://[user:password@]host:port[/db], or rediss://
-// for TLS; go-redis query parameters such as dial_timeout are honoured),
+// for TLS with the system's roots, or either with WithTLS for TLS with a
+// configuration of one's own; go-redis query parameters such as
+// dial_timeout are honoured),
 // checks that the server answers PING and is a primary, and returns a
 // Session that owns its client.
 //
@@ -88,6 +90,7 @@ func Connect(ctx context.Context, rawURL string, opts ...Option) (*Session, erro
 	if c.dialer != nil {
 		ro.Dialer = c.dialer
 	}
+	c.applyTLS(ro)
 	cli := redis.NewClient(ro)
 	s, err := newSession(ctx, cli, true, c)
 	if err != nil {
@@ -102,10 +105,10 @@ func Connect(ctx context.Context, rawURL string, opts ...Option) (*Session, erro
 // (not a failover client: a promoted replica can lose grants and tokens) and
 // must have ContextTimeoutEnabled set, so that requests end at their
 // context's deadline; its MaxRetries is harmless (every script of the
-// package can be repeated). WithDialer is not accepted.
+// package can be repeated). WithDialer and WithTLS are not accepted.
 //
 // Errors: recipe.ErrBadOption for a nil client, a client without
-// ContextTimeoutEnabled, WithDialer or an invalid option; otherwise as
+// ContextTimeoutEnabled, WithDialer, WithTLS or an invalid option; otherwise as
 // Connect.
 func NewSession(ctx context.Context, cli *redis.Client, opts ...Option) (*Session, error) {
 	c, err := newConfig(opts)
@@ -119,6 +122,8 @@ func NewSession(ctx context.Context, cli *redis.Client, opts ...Option) (*Sessio
 		return nil, fmt.Errorf("%w: the client must have ContextTimeoutEnabled set (a renewal must end at the lease's deadline)", recipe.ErrBadOption)
 	case c.dialer != nil:
 		return nil, fmt.Errorf("%w: WithDialer is for Connect; the client has its own dialer", recipe.ErrBadOption)
+	case c.tlsSet:
+		return nil, fmt.Errorf("%w: WithTLS is for Connect; set the client's TLSConfig", recipe.ErrBadOption)
 	}
 	s, err := newSession(ctx, cli, false, c)
 	if err != nil {

@@ -28,7 +28,7 @@ type backend string
 
 const (
 	zkBackend    backend = "ZooKeeper"  // a host:port list, with an optional chroot
-	etcdBackend  backend = "etcd"       // etcd://host:port[,host:port...][/prefix]
+	etcdBackend  backend = "etcd"       // etcd://host:port[,host:port...][/prefix], or etcds:// (TLS)
 	pgBackend    backend = "PostgreSQL" // postgres:// or postgresql://
 	redisBackend backend = "Redis"      // redis://host:port[/db], or rediss:// (TLS)
 )
@@ -46,14 +46,14 @@ func backendOf(servers string) (backend, error) {
 		return zkBackend, nil
 	}
 	switch strings.ToLower(s[:i]) {
-	case "etcd":
+	case "etcd", "etcds":
 		return etcdBackend, nil
 	case "postgres", "postgresql":
 		return pgBackend, nil
 	case "redis", "rediss":
 		return redisBackend, nil
 	}
-	return "", fmt.Errorf("--servers %q: unknown scheme %q: want etcd://, postgres://, redis://, or a ZooKeeper host:port list without a scheme",
+	return "", fmt.Errorf("--servers %q: unknown scheme %q: want etcd://, etcds://, postgres://, redis://, rediss://, or a ZooKeeper host:port list without a scheme",
 		redact(servers), s[:i])
 }
 
@@ -134,15 +134,15 @@ func (f *lockFlags) open(ctx context.Context, log *slog.Logger, met *metricsServ
 	switch f.backend {
 	case etcdBackend:
 		var s *etcdlock.Session
-		s, err = etcdlock.Connect(cctx, f.servers, etcdlock.WithTTL(f.ttl),
-			etcdlock.WithConnectTimeout(f.connectTimeout), etcdlock.WithLogger(log))
+		s, err = etcdlock.Connect(cctx, f.servers, f.tls.etcd(etcdlock.WithTTL(f.ttl),
+			etcdlock.WithConnectTimeout(f.connectTimeout), etcdlock.WithLogger(log))...)
 		if err == nil {
 			ls.newLock = func(path string) (recipe.Lock, error) { return etcdlock.New(s, path) }
 			ls.bound, ls.close = s.TTL(), func() { s.Close() }
 		}
 	case pgBackend:
 		var s *pglock.Session
-		s, err = pglock.Connect(cctx, f.servers, pglock.WithTTL(f.ttl), pglock.WithLogger(log))
+		s, err = pglock.Connect(cctx, f.servers, f.tls.postgres(pglock.WithTTL(f.ttl), pglock.WithLogger(log))...)
 		if err == nil {
 			ls.newLock = func(path string) (recipe.Lock, error) { return pglock.New(s, path) }
 			ls.bound, ls.close = s.TTL(), func() { s.Close() }
@@ -150,7 +150,7 @@ func (f *lockFlags) open(ctx context.Context, log *slog.Logger, met *metricsServ
 	case redisBackend:
 		redis.SetLogger(redisLog{log})
 		var s *redislock.Session
-		s, err = redislock.Connect(cctx, f.servers, redislock.WithTTL(f.ttl), redislock.WithLogger(log))
+		s, err = redislock.Connect(cctx, f.servers, f.tls.redis(redislock.WithTTL(f.ttl), redislock.WithLogger(log))...)
 		if err == nil {
 			ls.newLock = func(path string) (recipe.Lock, error) { return redislock.New(s, path) }
 			ls.bound, ls.close = s.TTL(), func() { s.Close() }
@@ -213,6 +213,8 @@ func (f *lockFlags) zkLock(s *zookeeper.Session, path string, data []byte) (reci
 func connectStatus(log *slog.Logger, b backend, servers string, err error) int {
 	servers = redact(servers)
 	switch {
+	case tlsRejected(err):
+		return tlsStatus(log, b, servers, err)
 	case errors.Is(err, etcdlock.ErrBadURL), errors.Is(err, pglock.ErrBadURL), errors.Is(err, redislock.ErrBadURL),
 		errors.Is(err, recipe.ErrBadOption), errors.Is(err, recipe.ErrInvalidPath):
 		log.Error("bad --servers or option", "servers", servers, "err", err)

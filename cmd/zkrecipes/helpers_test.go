@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/zkrecipes/zkrecipes/backend/etcdlock/etcdtest"
+	"github.com/zkrecipes/zkrecipes/backend/redislock/redistest"
 	"github.com/zkrecipes/zkrecipes/internal/pgtest"
 	"github.com/zkrecipes/zkrecipes/zktest"
 )
@@ -47,6 +48,7 @@ func TestMain(m *testing.M) {
 	zktest.MainThen(m, func() {
 		etcdtest.StopShared()
 		pgtest.StopShared()
+		redistest.StopShared() // its SharedTLS server
 		os.RemoveAll(dir)
 	})
 }

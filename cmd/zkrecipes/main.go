@@ -126,6 +126,7 @@ type common struct {
 	metricsAddr    string
 	tolerate       float64
 	sec            secFlags // credentials, ACL, --pass-env (auth.go)
+	tls            tlsFlags // --tls and --tls-* (tls.go)
 	backend        backend  // of servers, set by check
 }
 
@@ -138,6 +139,7 @@ func (c *common) register(fs *flag.FlagSet, withOwnership bool, logLevel string)
 	fs.StringVar(&c.logFormat, "log-format", "text", "log format on stderr: text or json")
 	fs.StringVar(&c.logLevel, "log-level", logLevel, "log level: debug, info, warn or error")
 	fs.StringVar(&c.metricsAddr, "metrics-addr", "", "serve Prometheus metrics at http://`addr`/metrics (e.g. :9464; empty: off)")
+	c.tls.register(fs)
 	if withOwnership {
 		fs.Float64Var(&c.tolerate, "tolerate-suspension", 0,
 			"keep ownership through a connection blip until `f` x session timeout after the last server reply (0.4-0.9; 0: give it up the moment the connection is suspended)")
@@ -163,6 +165,9 @@ func (c *common) check() error {
 	var lvl slog.Level
 	if err := lvl.UnmarshalText([]byte(c.logLevel)); err != nil {
 		return fmt.Errorf("--log-level %q: want debug, info, warn or error", c.logLevel)
+	}
+	if err := c.tls.check(); err != nil {
+		return err
 	}
 	b, err := backendOf(c.servers)
 	if err != nil {
@@ -250,6 +255,7 @@ func (c *common) connect(ctx context.Context, log *slog.Logger, extra ...zookeep
 		opts = append(opts, zookeeper.WithSuspendPolicy(zookeeper.TolerateSuspension(c.tolerate)))
 	}
 	opts = append(opts, c.sec.options(log)...)
+	opts = append(opts, c.tls.zookeeper()...)
 	if hosts := portless(c.servers); len(hosts) > 0 {
 		log.Info("no port given: using ZooKeeper's default port", "hosts", hosts, "port", zkside.DefaultPort)
 	}
@@ -257,6 +263,8 @@ func (c *common) connect(ctx context.Context, log *slog.Logger, extra ...zookeep
 	switch {
 	case err == nil:
 		return s, -1
+	case tlsRejected(err):
+		return nil, tlsStatus(log, zkBackend, c.servers, err)
 	case errors.Is(err, recipe.ErrBadOption), errors.Is(err, recipe.ErrInvalidPath):
 		log.Error("bad --servers or option", "servers", redact(c.servers), "err", err)
 		return nil, exitUsage

@@ -38,6 +38,7 @@ import (
 
 	_ "github.com/jackc/pgx/v5/stdlib" // the "pgx" database/sql driver
 
+	"github.com/zkrecipes/zkrecipes/internal/certtest"
 	"github.com/zkrecipes/zkrecipes/zktest"
 )
 
@@ -67,6 +68,7 @@ type Server struct {
 	cmd   *exec.Cmd
 	exit  chan struct{} // closed when cmd has been waited for
 	port  int
+	certs *certtest.Files // nil: plain; else TLS with client certificates only (tls.go)
 }
 
 // DSN returns the address of the server's maintenance database
@@ -81,7 +83,7 @@ func (s *Server) Port() int { return s.port }
 // it answers; the caller must Close it. ctx bounds the startup. The error
 // wraps ErrNoServer and holds InstallHint when no server can be had.
 func Launch(ctx context.Context) (*Server, error) {
-	s, err := launch(ctx)
+	s, err := launch(ctx, false)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v; %s", ErrNoServer, err, InstallHint)
 	}
@@ -104,8 +106,10 @@ func Start(tb testing.TB) *Server {
 	return s
 }
 
-func launch(ctx context.Context) (*Server, error) {
-	if dsn := os.Getenv(EnvDSN); dsn != "" {
+// launch starts (or names) a server; secure makes it a TLS one (tls.go),
+// always started from the binaries.
+func launch(ctx context.Context, secure bool) (*Server, error) {
+	if dsn := os.Getenv(EnvDSN); dsn != "" && !secure {
 		s := &Server{admin: dsn}
 		if err := s.waitReady(ctx); err != nil {
 			return nil, fmt.Errorf("%s: %w", EnvDSN, err)
@@ -126,15 +130,20 @@ func launch(ctx context.Context) (*Server, error) {
 		return nil, err
 	}
 	data := filepath.Join(dir, "data")
-	initdb := exec.CommandContext(ctx, filepath.Join(bin, "initdb"), "-D", data, "-U", "postgres",
+	initdb := exec.CommandContext(ctx, filepath.Join(bin, "initdb"), "-D", data, "-U", superuser(secure),
 		"-A", "trust", "-E", "UTF8", "--no-sync", "--locale=C")
 	initdb.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
 	if out, err := initdb.CombinedOutput(); err != nil {
 		os.RemoveAll(dir)
 		return nil, fmt.Errorf("pgtest: initdb: %v: %s", err, lastLines(string(out), 5))
 	}
+	certs, err := secureCluster(dir, data, cred, secure)
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
 	for attempt := 0; ; attempt++ {
-		s, err := startOnce(ctx, bin, dir, cred)
+		s, err := startOnce(ctx, bin, dir, cred, certs)
 		if err == nil || attempt == 3 || ctx.Err() != nil {
 			if err != nil {
 				os.RemoveAll(dir)
@@ -145,7 +154,7 @@ func launch(ctx context.Context) (*Server, error) {
 }
 
 // startOnce runs postgres on a free port and waits until it answers.
-func startOnce(ctx context.Context, bin, dir string, cred *syscall.Credential) (*Server, error) {
+func startOnce(ctx context.Context, bin, dir string, cred *syscall.Credential, certs *certtest.Files) (*Server, error) {
 	ports, err := zktest.FreePorts(1)
 	if err != nil {
 		return nil, err
@@ -153,7 +162,10 @@ func startOnce(ctx context.Context, bin, dir string, cred *syscall.Credential) (
 	port := ports[0]
 	s := &Server{
 		admin: fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", port),
-		dir:   dir, bin: bin, cred: cred, port: port,
+		dir:   dir, bin: bin, cred: cred, port: port, certs: certs,
+	}
+	if certs != nil {
+		s.admin = tlsDSN(port, certs)
 	}
 	if err := s.run(ctx); err != nil {
 		return nil, err
@@ -172,6 +184,7 @@ func (s *Server) run(ctx context.Context) error {
 		"-p", strconv.Itoa(s.port), "-k", s.dir, "-c", "listen_addresses=127.0.0.1",
 		"-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off",
 		"-c", "max_connections=300", "-c", "shared_buffers=32MB")
+	cmd.Args = append(cmd.Args, s.tlsArgs()...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: s.cred}
 	if err := zktest.StartChild(cmd); err != nil {

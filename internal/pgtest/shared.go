@@ -142,4 +142,5 @@ func StopShared() {
 		}
 	}
 	shared.srv, shared.err, shared.examples = nil, nil, nil
+	stopSharedTLS()
 }

@@ -2,6 +2,7 @@ package rtest
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"testing"
 	"time"
@@ -28,6 +29,9 @@ type LockHarness struct {
 	Cluster *zktest.Cluster
 	In      *zktest.Inspector // leftovers are counted through it, not through a client's proxy
 	Lock    func(tb testing.TB, s *zookeeper.Session, dir string) recipe.Lock
+	// TLS, if set, makes every client connect to the cluster's TLS ports
+	// (zktest.WithTLS) with it, through its FaultProxy.
+	TLS *tls.Config
 }
 
 // LockPath is the lock directory of the suite's lock named name.
@@ -40,7 +44,11 @@ func (h *LockHarness) NewClient(tb testing.TB, lock string) locktest.Client {
 	tb.Cleanup(p.Close) // after the session's Close (cleanups run last-in first-out)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	s, err := zookeeper.Connect(ctx, h.Cluster.Servers(), zookeeper.WithDialer(p.Dial), zookeeper.WithSessionTimeout(ConfTimeout))
+	servers, opts := h.Cluster.Servers(), []zookeeper.Option{zookeeper.WithDialer(p.Dial), zookeeper.WithSessionTimeout(ConfTimeout)}
+	if h.TLS != nil {
+		servers, opts = h.Cluster.SecureServers(), append(opts, zookeeper.WithTLS(h.TLS))
+	}
+	s, err := zookeeper.Connect(ctx, servers, opts...)
 	if err != nil {
 		tb.Fatalf("connect: %v", err)
 	}

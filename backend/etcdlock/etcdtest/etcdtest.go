@@ -36,7 +36,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"os"
@@ -52,6 +51,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
+	"github.com/zkrecipes/zkrecipes/internal/certtest"
 	"github.com/zkrecipes/zkrecipes/zktest"
 )
 
@@ -93,6 +93,7 @@ type Server struct {
 
 	bin, dir           string
 	clientPort, peerPt int
+	certs              *certtest.Files // nil: plain; else TLS with client certificates (tls.go)
 
 	mu   sync.Mutex
 	proc *process // nil while killed
@@ -117,6 +118,12 @@ func Launch(ctx context.Context) (*Server, error) {
 		}
 		return s, nil
 	}
+	return launchLocal(ctx, false)
+}
+
+// launchLocal starts the etcd binary, serving TLS with client certificates
+// (certificates generated in its directory) when secure.
+func launchLocal(ctx context.Context, secure bool) (*Server, error) {
 	bin := os.Getenv(EnvBinary)
 	if bin == "" {
 		var err error
@@ -129,6 +136,10 @@ func Launch(ctx context.Context) (*Server, error) {
 		return nil, fmt.Errorf("%w: %v", ErrNoServer, err)
 	}
 	s := &Server{bin: bin, dir: dir}
+	if s.certs, err = generateCerts(dir, secure); err != nil {
+		_ = os.RemoveAll(dir)
+		return nil, fmt.Errorf("%w: %v", ErrNoServer, err)
+	}
 	ctx, cancel := context.WithTimeout(ctx, launchTimeout)
 	defer cancel()
 	for attempt := 1; ; attempt++ {
@@ -253,22 +264,24 @@ func StopShared() {
 		}
 	}
 	shared.s, shared.err = nil, nil
+	stopSharedTLS()
 }
 
 // Endpoints returns the client endpoints (host:port).
 func (s *Server) Endpoints() []string { return append([]string(nil), s.endpoints...) }
 
-// URL returns the etcd:// URL of the server with the key prefix prefix
-// ("" for none), as etcdlock.Connect parses it.
+// URL returns the etcd:// URL of the server (etcds:// for a server of
+// LaunchTLS) with the key prefix prefix ("" for none), as etcdlock.Connect
+// parses it.
 func (s *Server) URL(prefix string) string {
-	return "etcd://" + strings.Join(s.endpoints, ",") + prefix
+	return s.scheme() + "://" + strings.Join(s.endpoints, ",") + prefix
 }
 
 // Client opens a client of the server for the test (an inspector that does
 // not go through any fault proxy) and closes it at the test's cleanup.
 func (s *Server) Client(tb testing.TB) *clientv3.Client {
 	tb.Helper()
-	cli, err := clientv3.New(clientv3.Config{Endpoints: s.endpoints, DialTimeout: 10 * time.Second, Logger: zap.NewNop()})
+	cli, err := clientv3.New(clientv3.Config{Endpoints: s.endpoints, DialTimeout: 10 * time.Second, Logger: zap.NewNop(), TLS: s.clientTLS()})
 	if err != nil {
 		tb.Fatalf("etcdtest: client: %v", err)
 	}
@@ -341,7 +354,7 @@ var errPortTaken = errors.New("etcdtest: port already in use")
 
 // start runs the binary on the chosen ports and waits until it is healthy.
 func (s *Server) start(ctx context.Context) error {
-	client := "http://" + s.endpoints[0]
+	client := s.httpScheme() + "://" + s.endpoints[0]
 	peer := "http://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(s.peerPt))
 	logPath := filepath.Join(s.dir, "etcd.log")
 	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
@@ -356,6 +369,7 @@ func (s *Server) start(ctx context.Context) error {
 		"--initial-cluster", "etcdtest="+peer, "--initial-cluster-state", "new",
 		"--logger", "zap", "--log-outputs", "stderr", "--log-level", "warn",
 	)
+	cmd.Args = append(cmd.Args, s.tlsFlags()...)
 	cmd.Env = serverEnv()
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := zktest.StartChild(cmd); err != nil {
@@ -365,7 +379,7 @@ func (s *Server) start(ctx context.Context) error {
 	p := &process{cmd: cmd, exited: make(chan struct{}), log: logf}
 	go func() { _ = cmd.Wait(); close(p.exited) }()
 
-	if err := waitHealthy(ctx, client, p.exited); err != nil {
+	if err := waitHealthy(ctx, client, s.clientTLS(), p.exited); err != nil {
 		p.kill()
 		tail := logTail(logPath)
 		if strings.Contains(tail, "address already in use") {
@@ -396,45 +410,6 @@ func serverEnv() []string {
 		}
 	}
 	return env
-}
-
-// waitHealthy polls the server's /health until it reports healthy, the
-// process exits, or ctx ends.
-func waitHealthy(ctx context.Context, client string, exited <-chan struct{}) error {
-	hc := &http.Client{Timeout: time.Second}
-	defer hc.CloseIdleConnections()
-	for {
-		err := health(ctx, hc, client)
-		if err == nil {
-			return nil
-		}
-		select {
-		case <-exited:
-			return errors.New("the server exited")
-		case <-ctx.Done():
-			return fmt.Errorf("not healthy: %v (%w)", err, ctx.Err())
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
-}
-
-// health asks the server at client (http://host:port) once for /health and
-// returns nil if it reports itself healthy (a member with a leader).
-func health(ctx context.Context, hc *http.Client, client string) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, client+"/health", nil)
-	if err != nil {
-		return err
-	}
-	resp, err := hc.Do(req)
-	if err != nil {
-		return err
-	}
-	body, _ := io.ReadAll(resp.Body)
-	_ = resp.Body.Close()
-	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `"true"`) {
-		return fmt.Errorf("health: %s %s", resp.Status, body)
-	}
-	return nil
 }
 
 // logTail returns the end of the server's log, for error messages.

@@ -34,6 +34,7 @@ import (
 	"bufio"
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -50,6 +51,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/zkrecipes/zkrecipes/internal/certtest"
 	"github.com/zkrecipes/zkrecipes/zktest"
 )
 
@@ -85,6 +87,7 @@ type Server struct {
 	args     []string
 	prefix   string
 	external bool
+	certs    *certtest.Files // nil: plain; else TLS only, client certificates required (tls.go)
 
 	mu   sync.Mutex
 	proc *process // nil while killed
@@ -116,7 +119,7 @@ func WithArgs(args ...string) Option {
 // answers PING); the caller must Close it. ctx bounds the startup. The
 // error wraps ErrNoServer and holds InstallHint when no server can be had.
 func Launch(ctx context.Context, opts ...Option) (*Server, error) {
-	s, err := launch(ctx, opts)
+	s, err := launch(ctx, opts, false)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v; %s", ErrNoServer, err, InstallHint)
 	}
@@ -141,11 +144,13 @@ func Start(tb testing.TB, opts ...Option) *Server {
 	return s
 }
 
-func launch(ctx context.Context, opts []Option) (*Server, error) {
+// launch starts (or names) a server; secure makes it a TLS one (tls.go),
+// always started from the binary.
+func launch(ctx context.Context, opts []Option, secure bool) (*Server, error) {
 	prefix := "zkrecipes-test:" + rand.Text()[:12] + ":"
-	if addr := os.Getenv(EnvAddr); addr != "" {
+	if addr := os.Getenv(EnvAddr); addr != "" && !secure {
 		s := &Server{addr: addr, prefix: prefix, external: true}
-		if err := ping(addr, 10*time.Second); err != nil {
+		if err := ping(addr, nil, 10*time.Second); err != nil {
 			return nil, fmt.Errorf("%s=%s: %w", EnvAddr, addr, err)
 		}
 		return s, nil
@@ -162,6 +167,11 @@ func launch(ctx context.Context, opts []Option) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	certs, err := generateCerts(dir, secure)
+	if err != nil {
+		_ = os.RemoveAll(dir)
+		return nil, err
+	}
 	for attempt := 0; ; attempt++ {
 		ports, err := zktest.FreePorts(1)
 		if err != nil {
@@ -169,13 +179,13 @@ func launch(ctx context.Context, opts []Option) (*Server, error) {
 			return nil, err
 		}
 		port := ports[0]
-		s := &Server{addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), dir: dir, prefix: prefix}
-		s.args = append([]string{bin,
-			"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--dir", dir,
+		s := &Server{addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), dir: dir, prefix: prefix, certs: certs}
+		s.args = append([]string{bin}, s.portArgs(port)...)
+		s.args = append(append(s.args, "--bind", "127.0.0.1", "--dir", dir,
 			"--daemonize", "no", "--protected-mode", "no", "--save", "",
 			"--appendonly", "yes", "--appendfsync", "always",
 			"--logfile", filepath.Join(dir, "redis.log"),
-		}, extra...)
+		), extra...)
 		err = s.start(ctx)
 		if err == nil {
 			return s, nil
@@ -198,7 +208,7 @@ func (s *Server) start(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, readyTimeout)
 	defer cancel()
 	for {
-		err := ping(s.addr, time.Second)
+		err := ping(s.addr, s.clientTLS(), time.Second)
 		if err == nil {
 			s.mu.Lock()
 			s.proc = p
@@ -265,8 +275,9 @@ func (p *process) kill() error {
 // Addr returns the server's host:port.
 func (s *Server) Addr() string { return s.addr }
 
-// URL returns the server's address as a redis:// URL (database 0).
-func (s *Server) URL() string { return "redis://" + s.addr + "/0" }
+// URL returns the server's address as a redis:// URL (database 0), or a
+// rediss:// one for a server of LaunchTLS.
+func (s *Server) URL() string { return s.scheme() + "://" + s.addr + "/0" }
 
 // KeyPrefix returns a key prefix of this Server's own (e.g. for
 // redislock.WithKeyPrefix): on an external server its keys are deleted at
@@ -277,7 +288,7 @@ func (s *Server) KeyPrefix() string { return s.prefix }
 // cleanup: for inspecting and tampering with keys.
 func (s *Server) Client(tb testing.TB) *redis.Client {
 	tb.Helper()
-	c := redis.NewClient(&redis.Options{Addr: s.addr, ContextTimeoutEnabled: true})
+	c := redis.NewClient(&redis.Options{Addr: s.addr, ContextTimeoutEnabled: true, TLSConfig: s.clientTLS()})
 	tb.Cleanup(func() { _ = c.Close() })
 	return c
 }
@@ -347,12 +358,15 @@ func (s *Server) LogTail(n int) string {
 	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }
 
-// ping sends PING over a plain connection (no client library, no retries)
-// and expects +PONG.
-func ping(addr string, timeout time.Duration) error {
+// ping sends PING over a plain connection, or a TLS one with tlsCfg when
+// not nil (no client library, no retries), and expects +PONG.
+func ping(addr string, tlsCfg *tls.Config, timeout time.Duration) error {
 	c, err := net.DialTimeout("tcp", addr, timeout)
 	if err != nil {
 		return err
+	}
+	if tlsCfg != nil {
+		c = tls.Client(c, tlsCfg)
 	}
 	defer c.Close()
 	_ = c.SetDeadline(time.Now().Add(timeout))
@@ -408,4 +422,5 @@ func StopShared() {
 		}
 		example.srv = nil
 	}
+	stopSharedTLS()
 }

@@ -25,14 +25,14 @@ func TestLaunchClose(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := ping(s.Addr(), readyTimeout); err != nil {
+	if err := ping(s.Addr(), nil, readyTimeout); err != nil {
 		s.Close()
 		t.Fatalf("PING after Launch: %v", err)
 	}
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if err := ping(s.Addr(), readyTimeout); err == nil {
+	if err := ping(s.Addr(), nil, readyTimeout); err == nil {
 		t.Error("the server answers after Close")
 	}
 	if _, err := os.Stat(s.dir); !os.IsNotExist(err) {

@@ -1,0 +1,100 @@
+package etcdlock
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strings"
+	"time"
+
+	"github.com/zkrecipes/zkrecipes/internal/tlsconf"
+	"github.com/zkrecipes/zkrecipes/recipe"
+)
+
+// WithTLS makes Connect speak TLS to every endpoint, with a copy of cfg
+// (nil: the system's roots, no client certificate). Give a client
+// certificate in cfg.Certificates (or GetClientCertificate) for a server
+// started with --client-cert-auth, and the server's authority in
+// cfg.RootCAs. The certificate of each endpoint is verified against the
+// endpoint's host unless cfg.ServerName names another; InsecureSkipVerify
+// without a VerifyConnection or VerifyPeerCertificate of one's own is
+// refused (recipe.ErrBadOption), and a MinVersion below TLS 1.2 is raised
+// to it.
+//
+// TLS is used when the URL is etcds:// or WithTLS is given; WithTLS's
+// configuration wins over etcds://'s default one, and turns an etcd:// URL
+// into TLS too: a Session asked for TLS never talks in plaintext. A server
+// certificate that fails verification makes Connect fail at once, with an
+// error matching ErrUnreachable from which errors.As extracts the
+// *tls.CertificateVerificationError. Connect only: NewSession refuses it
+// (configure the client you give it instead).
+func WithTLS(cfg *tls.Config) Option {
+	return func(c *config) {
+		c.tls, c.tlsSet = cfg, true
+		c.connectOnly = append(c.connectOnly, "WithTLS")
+	}
+}
+
+// tlsScheme is the URL scheme of a TLS connection with the system's roots.
+const tlsScheme = "etcds://"
+
+// cutScheme cuts etcd:// or etcds:// off raw.
+func cutScheme(raw string) (rest string, ok bool) {
+	if rest, ok = strings.CutPrefix(raw, tlsScheme); ok {
+		return rest, true
+	}
+	return strings.CutPrefix(raw, "etcd://")
+}
+
+// clientTLS returns the TLS configuration of a Connect to url, nil for a
+// plain connection, or an error matching recipe.ErrBadOption for a
+// configuration that would not verify the server.
+func (c *config) clientTLS(url string) (*tls.Config, error) {
+	if !c.tlsSet && !strings.HasPrefix(url, tlsScheme) {
+		return nil, nil
+	}
+	if err := tlsconf.Check(c.tls); err != nil {
+		return nil, fmt.Errorf("%w: WithTLS: %w", recipe.ErrBadOption, err)
+	}
+	return tlsconf.Clone(c.tls), nil
+}
+
+// http2Preface is what an HTTP/2 client sends first: the connection
+// preface and an empty SETTINGS frame.
+const http2Preface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + "\x00\x00\x00\x04\x00\x00\x00\x00\x00"
+
+// handshake runs TLS on conn, a fresh connection to ep (host:port), and
+// waits for the server's first answer, so that a refusal is reported at
+// once with its reason: gRPC would only retry until the connect timeout and
+// report that. A server certificate that fails verification fails the
+// handshake; a client certificate the server refuses comes back as an alert
+// on the first read (in TLS 1.3 the client's handshake ends before the
+// server has checked it). Any answer (etcd's SETTINGS frame, an HTTP/1.1
+// error) or a plain close counts as accepted.
+func handshake(ctx context.Context, conn net.Conn, ep string, cfg *tls.Config) error {
+	host, _, err := net.SplitHostPort(ep)
+	if err != nil {
+		return err
+	}
+	tc := tls.Client(conn, tlsconf.ForHost(cfg, host))
+	defer tc.Close()
+	if err := tc.HandshakeContext(ctx); err != nil {
+		return fmt.Errorf("TLS handshake with %s: %w", ep, err)
+	}
+	if dl, ok := ctx.Deadline(); ok {
+		_ = tc.SetDeadline(dl)
+	}
+	stop := context.AfterFunc(ctx, func() { _ = tc.SetDeadline(time.Now()) })
+	defer stop()
+	var b [1]byte
+	if _, err = tc.Write([]byte(http2Preface)); err == nil {
+		_, err = tc.Read(b[:])
+	}
+	if err != nil && !errors.Is(err, io.EOF) {
+		return fmt.Errorf("TLS session with %s: %w", ep, err)
+	}
+	return nil
+}

@@ -1,0 +1,131 @@
+package redistest
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"testing"
+
+	"github.com/zkrecipes/zkrecipes/internal/certtest"
+)
+
+// LaunchTLS is Launch for a server that speaks TLS only (tls-port; the
+// plain port is off), with a server certificate for 127.0.0.1, ::1 and
+// localhost, and refuses a client without a certificate signed by its own
+// authority (tls-auth-clients yes). The certificates are fresh ones
+// (certtest.Generate) in the server's directory: TLSFiles names them,
+// ClientTLS is a client configuration that passes. REDIS_TEST_ADDR is not
+// consulted: a TLS server is always started from the binary, which must be
+// built with TLS (Debian's is).
+func LaunchTLS(ctx context.Context, opts ...Option) (*Server, error) {
+	s, err := launch(ctx, opts, true)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v; %s", ErrNoServer, err, InstallHint)
+	}
+	return s, nil
+}
+
+var sharedTLS struct {
+	mu  sync.Mutex
+	s   *Server
+	err error
+}
+
+// SharedTLS returns the test binary's one TLS server (LaunchTLS), launched
+// on first use and stopped by Main (or StopShared); tests that share it keep
+// to key prefixes of their own. When none can be had the test fails at
+// once, with InstallHint, and later calls fail the same way.
+func SharedTLS(tb testing.TB) *Server {
+	tb.Helper()
+	sharedTLS.mu.Lock()
+	defer sharedTLS.mu.Unlock()
+	if sharedTLS.s == nil && sharedTLS.err == nil {
+		sharedTLS.s, sharedTLS.err = LaunchTLS(context.Background())
+	}
+	if sharedTLS.err != nil {
+		tb.Fatalf("redistest.SharedTLS: %v", sharedTLS.err)
+	}
+	return sharedTLS.s
+}
+
+// stopSharedTLS stops the SharedTLS server, if one was launched.
+func stopSharedTLS() {
+	sharedTLS.mu.Lock()
+	defer sharedTLS.mu.Unlock()
+	if sharedTLS.s != nil {
+		if err := sharedTLS.s.Close(); err != nil {
+			fmt.Fprintf(os.Stderr, "redistest: stopping the TLS server: %v\n", err)
+		}
+	}
+	sharedTLS.s, sharedTLS.err = nil, nil
+}
+
+// TLSFiles returns the certificate files of a server of LaunchTLS, and
+// false for a plain one.
+func (s *Server) TLSFiles() (certtest.Files, bool) {
+	if s.certs == nil {
+		return certtest.Files{}, false
+	}
+	return *s.certs, true
+}
+
+// ClientTLS returns a client configuration the server accepts (its
+// authority, the client certificate; no ServerName, which redislock sets
+// from the URL), or nil for a plain server. It panics if the files can't be
+// read (LaunchTLS wrote them).
+func (s *Server) ClientTLS() *tls.Config {
+	if s.certs == nil {
+		return nil
+	}
+	c, err := s.certs.ClientConfig()
+	if err != nil {
+		panic("redistest: " + err.Error())
+	}
+	return c
+}
+
+// clientTLS is ClientTLS for the harness's own connections (ping, Client),
+// which name the server themselves.
+func (s *Server) clientTLS() *tls.Config {
+	c := s.ClientTLS()
+	if c != nil {
+		c.ServerName = "127.0.0.1"
+	}
+	return c
+}
+
+// generateCerts writes the certificates of a TLS server into dir/certs, or
+// does nothing (nil) for a plain one.
+func generateCerts(dir string, secure bool) (*certtest.Files, error) {
+	if !secure {
+		return nil, nil
+	}
+	f, err := certtest.Generate(filepath.Join(dir, "certs"))
+	if err != nil {
+		return nil, err
+	}
+	return &f, nil
+}
+
+// portArgs are the server's listening arguments: port, or for a TLS server
+// tls-port with the plain port off and client certificates required.
+func (s *Server) portArgs(port int) []string {
+	if s.certs == nil {
+		return []string{"--port", strconv.Itoa(port)}
+	}
+	return []string{"--port", "0", "--tls-port", strconv.Itoa(port),
+		"--tls-cert-file", s.certs.ServerCert, "--tls-key-file", s.certs.ServerKey,
+		"--tls-ca-cert-file", s.certs.CA, "--tls-auth-clients", "yes"}
+}
+
+// scheme is the scheme of URL: rediss:// for a TLS server.
+func (s *Server) scheme() string {
+	if s.certs != nil {
+		return "rediss"
+	}
+	return "redis"
+}

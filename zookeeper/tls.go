@@ -1,0 +1,204 @@
+package zookeeper
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+	"github.com/zkrecipes/zkrecipes/internal/tlsconf"
+	"github.com/zkrecipes/zkrecipes/recipe"
+)
+
+// WithTLS makes every connection to the servers TLS (ZooKeeper's
+// secureClientPort: give Connect those ports), with a clone of cfg taken
+// at Connect (changing cfg later has no effect). The server's certificate
+// is verified: against cfg.RootCAs (nil: the system's roots), for
+// cfg.ServerName or, when that is empty, for the host of each server entry
+// as given to Connect ("zk1.example.com" in "zk1.example.com:2281", an IP
+// address for an IP entry), before go-zookeeper resolves it. A client
+// certificate is presented from cfg.Certificates or
+// cfg.GetClientCertificate, as crypto/tls does; cfg == nil means the
+// system's roots and no client certificate. MinVersion below TLS 1.2 is
+// raised to 1.2.
+//
+// cfg.InsecureSkipVerify is refused (recipe.ErrBadOption) unless
+// cfg.VerifyConnection or cfg.VerifyPeerCertificate does the checking
+// instead: an unverified connection lets anyone on the path hold and
+// release the caller's locks.
+//
+// TLS runs over whatever WithDialer's dialer returns. Each handshake is
+// bounded by the larger of go-zookeeper's dial timeout (1 s) and the
+// session timeout. Connect gives up about a second after every address
+// failed the handshake twice in a row (a certificate that fails
+// verification, a server refusing the client's certificate, an answer
+// that is not TLS), with recipe.ErrUnreachable wrapping the last
+// failure: errors.As finds a *tls.CertificateVerificationError when the
+// server's certificate failed verification, and errors.Is matches
+// recipe.ErrNoPermission when a server refused the client's certificate
+// (a TLS alert such as "bad certificate", also for none presented).
+func WithTLS(cfg *tls.Config) Option {
+	return func(c *config) {
+		if cfg == nil {
+			cfg = &tls.Config{} // TLS on, with the defaults
+		}
+		c.tls = cfg
+	}
+}
+
+// prepareTLS checks WithTLS's configuration and replaces it with the clone
+// the Session uses: the rule every backend's WithTLS follows
+// (internal/tlsconf).
+func prepareTLS(c *config) error {
+	if c.tls == nil {
+		return nil
+	}
+	if err := tlsconf.Check(c.tls); err != nil {
+		return fmt.Errorf("%w: WithTLS: %w", recipe.ErrBadOption, err)
+	}
+	c.tls = tlsconf.Clone(c.tls)
+	return nil
+}
+
+// handshake runs TLS over raw, a connection to addr (a resolved
+// host:port), and returns the TLS connection; raw is closed on failure.
+// The handshake ends early when the Session closes.
+func (s *Session) handshake(raw net.Conn, addr string, timeout time.Duration) (net.Conn, error) {
+	cfg := tlsconf.ForHost(s.cfg.tls, s.hosts.name(addr))
+	c := tls.Client(raw, cfg)
+	ctx, cancel := context.WithTimeout(s.life.Context(), max(timeout, s.wire.sessionTimeout()))
+	defer cancel()
+	if err := c.HandshakeContext(ctx); err != nil {
+		raw.Close()
+		return nil, tlsFailure(addr, cfg, err)
+	}
+	return c, nil
+}
+
+// tlsRejected marks a TLS failure no retry mends while the configuration
+// stays as it is: a refusal, for Connect's dial watch.
+type tlsRejected struct{ err error }
+
+func (r tlsRejected) Error() string { return r.err.Error() }
+func (r tlsRejected) Unwrap() error { return r.err }
+
+// rejected reports whether err is a TLS failure marked tlsRejected.
+func rejected(err error) bool { return errors.As(err, new(tlsRejected)) }
+
+// certificateAlerts are the texts of the TLS alerts by which a server
+// refuses the client's certificate (crypto/tls's names).
+var certificateAlerts = []string{"bad certificate", "unsupported certificate", "revoked certificate",
+	"expired certificate", "unknown certificate", "unknown certificate authority", "access denied",
+	"certificate required"}
+
+// tlsFailure describes a TLS failure err on a connection to addr: in the
+// handshake, or (TLS 1.3, whose client finishes before the server has
+// checked its certificate) on the first read. Failures that a retry would
+// meet again are marked tlsRejected.
+func tlsFailure(addr string, cfg *tls.Config, err error) error {
+	var verr *tls.CertificateVerificationError
+	var rerr tls.RecordHeaderError
+	var oerr *net.OpError
+	switch {
+	case errors.As(err, &verr):
+		return tlsRejected{fmt.Errorf("the certificate of %s failed verification: %w", addr, err)}
+	case errors.As(err, &rerr):
+		return tlsRejected{fmt.Errorf("%s does not speak TLS (is it the server's secureClientPort?): %w", addr, err)}
+	case errors.As(err, &oerr) && oerr.Op == "remote error":
+		alert := strings.TrimPrefix(oerr.Err.Error(), "tls: ")
+		for _, a := range certificateAlerts {
+			if alert == a {
+				return tlsRejected{fmt.Errorf("%w: %s refused the client certificate%s: %w", recipe.ErrNoPermission, addr, noCertificate(cfg), err)}
+			}
+		}
+		return tlsRejected{fmt.Errorf("%s ended the TLS handshake: %w", addr, err)}
+	}
+	if errors.Is(err, io.EOF) {
+		// Also what a server's plain port does (it reads the TLS hello as a
+		// bad length), but a starting server closes connections too.
+		return fmt.Errorf("%s closed the connection in the TLS handshake (is it the server's secureClientPort?): %w", addr, err)
+	}
+	return fmt.Errorf("TLS handshake with %s: %w", addr, err)
+}
+
+// noCertificate says so when cfg presents no client certificate.
+func noCertificate(cfg *tls.Config) string {
+	if len(cfg.Certificates) == 0 && cfg.GetClientCertificate == nil {
+		return " (none was presented)"
+	}
+	return ""
+}
+
+// namedHosts is the HostProvider of a Session with TLS: go-zookeeper's
+// DNSHostProvider, given addresses resolved here, so that the host name
+// each address came from is known: go-zookeeper gives dialers resolved
+// addresses only, and the certificate must be checked for the name.
+type namedHosts struct {
+	*zk.DNSHostProvider
+	mu    sync.Mutex
+	names map[string]string // resolved host:port -> the host as given (the first one, if two resolve alike)
+}
+
+// hostProvider returns the HostProvider for Connect: namedHosts with TLS,
+// else go-zookeeper's DNSHostProvider.
+func (s *Session) hostProvider() zk.HostProvider {
+	if s.cfg.tls == nil {
+		return zk.NewDNSHostProvider()
+	}
+	s.hosts = &namedHosts{DNSHostProvider: zk.NewDNSHostProvider()}
+	return s.hosts
+}
+
+// lookupTimeout bounds namedHosts' resolution, as go-zookeeper's own.
+const lookupTimeout = 3 * time.Second
+
+// Init resolves servers (host:port each) and hands the addresses to the
+// DNSHostProvider.
+func (h *namedHosts) Init(servers []string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), lookupTimeout)
+	defer cancel()
+	names := make(map[string]string)
+	var found []string
+	for _, server := range servers {
+		host, port, err := net.SplitHostPort(server)
+		if err != nil {
+			return err
+		}
+		addrs, err := net.DefaultResolver.LookupHost(ctx, host)
+		if err != nil {
+			return err
+		}
+		for _, a := range addrs {
+			hp := net.JoinHostPort(a, port)
+			if _, dup := names[hp]; !dup {
+				names[hp] = host
+			}
+			found = append(found, hp)
+		}
+	}
+	h.mu.Lock()
+	h.names = names
+	h.mu.Unlock()
+	return h.DNSHostProvider.Init(found)
+}
+
+// name returns the host addr was resolved from (addr's own host if none).
+func (h *namedHosts) name(addr string) string {
+	h.mu.Lock()
+	n, ok := h.names[addr]
+	h.mu.Unlock()
+	if ok {
+		return n
+	}
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return addr
+	}
+	return host
+}
