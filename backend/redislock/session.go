@@ -46,6 +46,8 @@ type Session struct {
 
 	mu     sync.Mutex
 	leases map[*lease]struct{} // the live leases
+
+	wake *wakeups // the waiters' shared pub/sub connection
 }
 
 // Connect parses url (redis://[user:password@]host:port[/db], or rediss://
@@ -161,7 +163,11 @@ func newSession(ctx context.Context, cli *redis.Client, owned bool, c *config) (
 	}
 	s := &Session{cli: cli, owned: owned, ttl: c.ttl, prefix: c.prefix, log: c.logger, metrics: c.metrics,
 		life: life.New(), leases: make(map[*lease]struct{})}
+	s.wake = &wakeups{s: s, subs: make(map[string]*sub)}
 	if err := s.checkServer(ctx); err != nil {
+		return nil, err
+	}
+	if err := s.checkRights(ctx); err != nil {
 		return nil, err
 	}
 	s.bg, s.stopBG = context.WithCancel(context.Background())
@@ -241,6 +247,7 @@ func (s *Session) Close() error {
 	wg.Wait()
 	s.stopBG()
 	s.life.Wait()
+	s.wake.close()
 	if s.owned {
 		return s.cli.Close()
 	}
