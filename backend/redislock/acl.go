@@ -51,13 +51,19 @@ func (s *Session) permissionError(err error, what string) error {
 }
 
 // rightOf names the right a refusal msg is about: the keys or channels of
-// the session's prefix, or the command what.
+// the session's prefix, or the command the server names ("... to run the
+// 'evalsha' command"), else what.
 func (s *Session) rightOf(msg, what string) string {
 	switch {
 	case strings.Contains(msg, "key"):
 		return fmt.Sprintf("keys %s* (%s)", s.prefix, what)
 	case strings.Contains(msg, "channel"):
 		return fmt.Sprintf("channels %s* (%s)", s.prefix, what)
+	}
+	if _, rest, ok := strings.Cut(msg, "to run the '"); ok {
+		if cmd, _, ok := strings.Cut(rest, "'"); ok {
+			what = strings.ToUpper(cmd)
+		}
 	}
 	return "command " + what
 }

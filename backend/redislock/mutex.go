@@ -174,7 +174,10 @@ func (m *Mutex) acquire(ctx context.Context, wait bool) (recipe.Lease, error) {
 		case err == nil:
 			failing = time.Time{}
 			b.Reset()
-			unknown = unknown || queue
+			if queue {
+				unknown = true // the queue holds owner: leave it when giving up
+				w.inQueue()
+			}
 			if !wait {
 				return giveUp(fmt.Errorf("redislock: %s: %w", m.name, recipe.ErrLocked))
 			}

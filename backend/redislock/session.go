@@ -275,13 +275,6 @@ func (s *Session) register(l *lease, sent time.Time) error {
 	return nil
 }
 
-// isTimeout reports whether err is a network timeout (a read deadline that
-// passed), as opposed to a failed connection.
-func isTimeout(err error) bool {
-	var te interface{ Timeout() bool }
-	return errors.As(err, &te) && te.Timeout()
-}
-
 // isNetError reports whether err is a failure to reach the server (a dial,
 // read or write error of the network, or a timeout), as opposed to an answer
 // from it: Connect's error then also matches recipe.ErrUnreachable.

@@ -12,10 +12,11 @@ import (
 
 // waiter is one waiting Acquire's subscription to its own channel, on the
 // Session's shared pub/sub connection. The Acquire counts in
-// Metrics.Waiting while it has one.
+// Metrics.Waiting from when it first joined the queue until it returns.
 type waiter struct {
-	m   *Mutex
-	sub *sub
+	m       *Mutex
+	sub     *sub
+	counted bool // in Metrics.Waiting
 }
 
 // subscribe subscribes owner's channel and waits (up to a third of the
@@ -27,14 +28,20 @@ func (m *Mutex) subscribe(ctx context.Context, owner string) (*waiter, error) {
 		return nil, err
 	}
 	w := &waiter{m: m, sub: b}
-	if m.s.metrics != nil {
-		m.s.metrics.Waiting(kind, m.name, +1)
-	}
 	if ctx.Err() != nil {
 		w.close()
 		return nil, context.Cause(ctx)
 	}
 	return w, nil
+}
+
+// inQueue is called when a try that joined the queue found the lock taken:
+// the caller now waits in the queue.
+func (w *waiter) inQueue() {
+	if mt := w.m.s.metrics; mt != nil && !w.counted {
+		w.counted = true
+		mt.Waiting(kind, w.m.name, +1)
+	}
 }
 
 // queued reports whether the waiter may join the queue: its subscription
@@ -62,8 +69,8 @@ func (w *waiter) close() {
 		return
 	}
 	w.m.s.wake.unsubscribe(w.sub)
-	if mt := w.m.s.metrics; mt != nil {
-		mt.Waiting(kind, w.m.name, -1)
+	if w.counted {
+		w.m.s.metrics.Waiting(kind, w.m.name, -1)
 	}
 }
 
@@ -112,9 +119,13 @@ func (m *Mutex) deleteOwned(ctx context.Context, owner string) error {
 		default:
 			return nil
 		}
+		if perr != nil && code == 2 {
+			s.log.Error("redislock: released, but the server refused to wake the waiters: they find the lock free at their fallback re-check (up to the TTL later)",
+				"key", m.key, "err", perr)
+			return perr
+		}
 		if perr != nil {
-			s.log.Error("redislock: the server refused a release: the lock is freed only when its key expires, or its waiters are not woken and find it at their fallback re-check",
-				"key", m.key, "deleted", code == 2, "err", perr)
+			s.log.Error("redislock: the server refused a release: the lock is freed when its key expires (within the TTL)", "key", m.key, "err", perr)
 			return perr
 		}
 		if loop.Pause(retry, b, time.Second) != nil {
