@@ -12,6 +12,7 @@ import (
 
 	"github.com/zkrecipes/zkrecipes/backend/redislock"
 	"github.com/zkrecipes/zkrecipes/backend/redislock/redistest"
+	"github.com/zkrecipes/zkrecipes/internal/rtest/metricstest"
 	"github.com/zkrecipes/zkrecipes/recipe"
 )
 
@@ -109,8 +110,9 @@ func TestDocumentedRightsSuffice(t *testing.T) {
 	srv := redistest.Start(t)
 	u := aclUser(t, srv, "locker", "")
 	const ttl = 30 * time.Second
+	rec := &metricstest.Events{}
 	a := mustNew(t, connectURL(t, u, srv, redislock.WithTTL(ttl)), "acl")
-	b := mustNew(t, connectURL(t, u, srv, redislock.WithTTL(ttl)), "acl")
+	b := mustNew(t, connectURL(t, u, srv, redislock.WithTTL(ttl), redislock.WithMetrics(rec)), "acl")
 	la := acquire(t, a)
 	got := make(chan recipe.Lease, 1)
 	go func() {
@@ -122,7 +124,7 @@ func TestDocumentedRightsSuffice(t *testing.T) {
 		}
 		got <- l
 	}()
-	waitQueued(t, srv.Client(t), b, 1)
+	rec.WaitFor(t, 10*time.Second, "waiting lock acl +1") // B is queued
 	released := time.Now()
 	release(t, la)
 	select {
@@ -149,7 +151,8 @@ func TestRevokedRights(t *testing.T) {
 	log := slog.New(slog.NewTextHandler(&logs, nil))
 	const ttl = 30 * time.Second
 	a := mustNew(t, connectURL(t, u, srv, redislock.WithTTL(ttl), redislock.WithLogger(log)), "revoked")
-	b := mustNew(t, connectURL(t, u, srv, redislock.WithTTL(ttl), redislock.WithLogger(log)), "revoked")
+	rec := &metricstest.Events{}
+	b := mustNew(t, connectURL(t, u, srv, redislock.WithTTL(ttl), redislock.WithLogger(log), redislock.WithMetrics(rec)), "revoked")
 	la := acquire(t, a)
 	waiter := make(chan error, 1)
 	bctx, cancelB := context.WithCancel(context.Background())
@@ -162,7 +165,7 @@ func TestRevokedRights(t *testing.T) {
 		waiter <- err
 	}()
 	rdb := srv.Client(t)
-	waitQueued(t, rdb, b, 1)
+	rec.WaitFor(t, 10*time.Second, "waiting lock revoked +1") // B is queued
 	ctx := context.Background()
 	if err := rdb.Do(ctx, "ACL", "SETUSER", "revoked", "resetchannels").Err(); err != nil {
 		t.Fatal(err)
