@@ -69,6 +69,10 @@ type Session struct {
 // failed (not for ctx's end); ErrNotPrimary if it is a replica. The server's persistence
 // settings are checked too: without appendonly yes and appendfsync always a
 // warning is logged (see the package documentation for what can go wrong).
+//
+// The user's ACL rights are checked by use (the package documentation
+// gives the ACL line): a *PermissionError, matching recipe.ErrNoPermission,
+// names a missing one.
 func Connect(ctx context.Context, rawURL string, opts ...Option) (*Session, error) {
 	c, err := newConfig(opts)
 	if err != nil {

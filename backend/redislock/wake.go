@@ -27,7 +27,8 @@ type wakeups struct {
 	subs   map[string]*sub // by channel
 	closed bool
 	stop   context.CancelFunc
-	done   chan struct{} // closed when run returns
+	done   chan struct{}  // closed when run returns
+	unsubs sync.WaitGroup // UNSUBSCRIBEs in flight
 }
 
 // sub is one waiter's subscription.
@@ -73,7 +74,10 @@ func (h *wakeups) subscribe(ctx context.Context, channel string, wait time.Durat
 	ps := h.ps
 	h.mu.Unlock()
 
-	if err := ps.Subscribe(ctx, channel); err != nil { // a write error: go-redis dials again and subscribes then
+	sctx, cancel := context.WithTimeout(ctx, wait)
+	err := ps.Subscribe(sctx, channel)
+	cancel()
+	if err != nil { // a write error: go-redis dials again and subscribes then
 		h.s.log.Debug("redislock: subscribing failed; waiting for the connection to come back", "err", err)
 	}
 	t := time.NewTimer(wait)
@@ -94,22 +98,26 @@ func (h *wakeups) subscribe(ctx context.Context, channel string, wait time.Durat
 	return b, nil
 }
 
-// unsubscribe ends b's subscription.
+// unsubscribe ends b's subscription: at once for its waiter, and with an
+// UNSUBSCRIBE sent in the background (which, with the connection down,
+// would wait for a dial). Best effort: a channel left subscribed after a
+// failure only means that a hand-off to its owner, who has left the queue
+// (see releaseScript), can't happen anyway.
 func (h *wakeups) unsubscribe(b *sub) {
 	h.mu.Lock()
-	ps := h.ps
+	defer h.mu.Unlock()
 	if h.subs[b.channel] == b {
 		delete(h.subs, b.channel)
 	}
-	h.mu.Unlock()
-	if ps != nil {
-		// Best effort: a channel left subscribed after a failure only
-		// means that a hand-off finds a subscriber that will never claim
-		// its reservation, which then expires (see handoffLua).
+	if h.ps == nil || h.closed {
+		return
+	}
+	ps := h.ps
+	h.unsubs.Go(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), opTimeout(h.s.ttl))
 		_ = ps.Unsubscribe(ctx, b.channel)
 		cancel()
-	}
+	})
 }
 
 // run reads the connection until Close: it wakes the waiter of every
@@ -205,13 +213,14 @@ func (h *wakeups) refuse(err error) {
 	}
 }
 
-// close closes the connection and waits for run to return. Later
-// subscriptions fail with errClosed.
+// close closes the connection and waits for run and the UNSUBSCRIBEs in
+// flight to return. Later subscriptions fail with errClosed.
 func (h *wakeups) close() {
 	h.mu.Lock()
 	h.closed = true
 	ps, stop, done := h.ps, h.stop, h.done
 	h.mu.Unlock()
+	h.unsubs.Wait()
 	if ps == nil {
 		return
 	}
