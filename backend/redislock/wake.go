@@ -134,6 +134,7 @@ func (h *wakeups) run(ctx context.Context, ps *redis.PubSub) {
 		if ctx.Err() != nil {
 			return
 		}
+		perr := h.s.permissionError(err, "SUBSCRIBE")
 		switch {
 		case err == nil:
 			b.Reset()
@@ -142,8 +143,7 @@ func (h *wakeups) run(ctx context.Context, ps *redis.PubSub) {
 				failing = false
 			}
 			h.deliver(msg)
-		case h.s.permissionError(err, "SUBSCRIBE") != nil:
-			perr := h.s.permissionError(err, "SUBSCRIBE")
+		case perr != nil:
 			h.s.log.Error("redislock: the server refused a subscription; waiters are woken only by their fallback re-check", "err", perr)
 			h.refuse(perr)
 		case errors.As(err, new(redis.Error)):
