@@ -142,8 +142,9 @@ func TestDocumentedRightsSuffice(t *testing.T) {
 // release whose waiters can't be told any more (channel rights revoked)
 // frees the lock all the same, returns an error matching
 // recipe.ErrNoPermission and logs at ERROR; an Acquire whose script is
-// refused returns such an error at once instead of retrying. Before, the
-// release script failed after its DEL and Release reported success.
+// refused, or whose subscription is refused, returns such an error at once
+// instead of retrying or waiting. Before, the release script failed after
+// its DEL and Release reported success.
 func TestRevokedRights(t *testing.T) {
 	srv := redistest.Start(t)
 	u := aclUser(t, srv, "revoked", "")
@@ -152,7 +153,8 @@ func TestRevokedRights(t *testing.T) {
 	const ttl = 30 * time.Second
 	a := mustNew(t, connectURL(t, u, srv, redislock.WithTTL(ttl), redislock.WithLogger(log)), "revoked")
 	rec := &metricstest.Events{}
-	b := mustNew(t, connectURL(t, u, srv, redislock.WithTTL(ttl), redislock.WithLogger(log), redislock.WithMetrics(rec)), "revoked")
+	sb := connectURL(t, u, srv, redislock.WithTTL(ttl), redislock.WithLogger(log), redislock.WithMetrics(rec))
+	b := mustNew(t, sb, "revoked")
 	la := acquire(t, a)
 	waiter := make(chan error, 1)
 	bctx, cancelB := context.WithCancel(context.Background())
@@ -169,6 +171,15 @@ func TestRevokedRights(t *testing.T) {
 	ctx := context.Background()
 	if err := rdb.Do(ctx, "ACL", "SETUSER", "revoked", "resetchannels").Err(); err != nil {
 		t.Fatal(err)
+	}
+	cctx, cancelC := context.WithTimeout(ctx, ttl)
+	defer cancelC()
+	start := time.Now()
+	if _, err := mustNew(t, sb, "revoked").Acquire(cctx); !errors.Is(err, recipe.ErrNoPermission) {
+		t.Errorf("a new waiter's Acquire after the channel rights were revoked = %v, want ErrNoPermission", err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("the new waiter took %v to give up on the refused subscription", d)
 	}
 	err := la.Release(ctx)
 	if !errors.Is(err, recipe.ErrNoPermission) {
@@ -188,7 +199,7 @@ func TestRevokedRights(t *testing.T) {
 	}
 	actx, cancel := context.WithTimeout(ctx, ttl)
 	defer cancel()
-	start := time.Now()
+	start = time.Now()
 	if _, err := a.Acquire(actx); !errors.Is(err, recipe.ErrNoPermission) {
 		t.Errorf("Acquire after EVALSHA was revoked = %v, want ErrNoPermission", err)
 	}
