@@ -100,9 +100,9 @@ func (h *wakeups) subscribe(ctx context.Context, channel string, wait time.Durat
 
 // unsubscribe ends b's subscription: at once for its waiter, and with an
 // UNSUBSCRIBE sent in the background (which, with the connection down,
-// would wait for a dial). Best effort: a channel left subscribed after a
-// failure only means that a hand-off to its owner, who has left the queue
-// (see releaseScript), can't happen anyway.
+// would wait for a dial). Best effort: the owner has left the queue (see
+// releaseScript), so a channel left subscribed matters only if that failed
+// too; a hand-off to the owner then expires within the TTL.
 func (h *wakeups) unsubscribe(b *sub) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
