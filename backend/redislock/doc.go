@@ -9,30 +9,75 @@
 //
 // # Recipe
 //
-// A lock named n has two keys and a channel (prefix: WithKeyPrefix):
+// A lock named n has three keys, and a channel per waiter (prefix:
+// WithKeyPrefix):
 //
 //   - n:holder, the lock: the holder's owner id (host, pid, 130 random bits;
-//     one per Acquire call), with a PX expiry of the TTL;
+//     one per Acquire call), with a PX expiry of the TTL; while the lock is
+//     handed to a waiter, "next:" and that waiter's owner id;
 //   - n:token, the token counter: an integer without expiry that the
 //     package never deletes;
-//   - n:released, a pub/sub channel told of every release.
+//   - n:queue, the waiters: a sorted set of owner ids in arrival order,
+//     which expires on its own once nobody waits;
+//   - n:wake:<owner>, the pub/sub channel a waiter is woken on.
 //
-// Acquire is one script: SET n:holder owner NX PX ttl and, only if that took
-// the lock, INCR n:token, whose result is the grant's token. Grant order is
-// token order because both happen in one atomic script. A renewer sends a
-// compare-and-PEXPIRE script every third of the TTL; Release is a
-// compare-and-DEL script that also PUBLISHes to the waiters. Every script
-// compares the owner first, so none touches another holder's grant, and each
-// can be sent again with the same owner after a lost answer: a repeated
-// acquire finds its own grant and returns its token.
+// Acquire is one script: SET n:holder owner PX ttl and INCR n:token, whose
+// result is the grant's token, if the lock is free and nobody is queued
+// before the caller, or handed to the caller. Grant order is token order
+// because both happen in one atomic script. A renewer sends a
+// compare-and-PEXPIRE script every third of the TTL; Release is a compare
+// script that hands the lock to the next waiter. Every script compares the
+// owner first, so none touches another holder's grant, and each can be sent
+// again with the same owner after a lost answer: a repeated acquire finds
+// its own grant and returns its token.
 //
-// A waiting Acquire subscribes to the release channel (one pub/sub
-// connection per waiting call) and tries again on every message; as the
-// fallback for notifications that never come (a holder that crashed and
-// expired, a message lost with a connection) it also tries again when the
-// holder's key is due to expire, plus up to a tenth of that at random. There
-// is no queue: whichever waiter reaches the server first after a release
-// wins, so order is not FIFO and a waiter can in theory lose every race.
+// # Waiting: FIFO, one wake-up per release
+//
+// A waiting Acquire subscribes to its own channel on the Session's one
+// pub/sub connection (shared by all its waiters), and only once the server
+// has confirmed the subscription does it join the queue (in its next
+// acquire script). Release pops the queue's head and PUBLISHes to its
+// channel; PUBLISH answers how many subscribers got the message, so a head
+// with none (its process crashed, it gave up, its connection dropped) is
+// skipped and the next one popped. The first live head gets the lock
+// handed to it ("next:owner", for at most the TTL) and is the only waiter
+// woken: a hand-off costs a fixed number of commands, however many wait
+// (about 12 in TestHandOffWorkDoesNotGrowWithWaiters, with 50 or 200
+// waiters). No wake-up is lost: a waiter is queued only while subscribed,
+// so a hand-off to it either reaches it or, if its connection dropped,
+// skips it; go-redis then subscribes again, and that confirmation wakes
+// the waiter, which checks the lock and joins the queue again if it was
+// skipped. A waiter that gives up leaves the queue (and passes on a lock
+// handed to it).
+//
+// The fallback for wake-ups that never come (a crashed holder's key
+// expires without a release; a cut-off waiter is handed the lock and never
+// claims it) is unchanged: every waiter checks again when the lock key is
+// due to expire, plus up to a tenth of that at random. A check that finds
+// the lock free with waiters queued hands it to the head, so the queue
+// moves on within the bound of a crashed holder (below).
+//
+// # Access control (Redis ACL)
+//
+// Connect and NewSession check that the user may do what the locks do, by
+// doing it on a probe key and channel of the prefix (the probe leaves
+// nothing): EVAL and EVALSHA, the commands the scripts run on the keys of
+// the prefix, PUBLISH, SUBSCRIBE and UNSUBSCRIBE on its channels. A refusal
+// is a *PermissionError (recipe.ErrNoPermission) naming the right. (ACL
+// DRYRUN would need an administrative right the locking user should not
+// have.) Redis 7 gives a new user no channel at all (acl-pubsub-default
+// resetchannels): without channel rights a waiter could only be woken by
+// its fallback re-check. A dedicated user with the default prefix needs
+// exactly this ACL line:
+//
+//	ACL SETUSER locker on >PASSWORD resetkeys ~zkrecipes:lock:* resetchannels &zkrecipes:lock:* -@all +ping +role +eval +evalsha +subscribe +unsubscribe +get +set +incr +pexpire +pttl +del +publish +zadd +zrem +zscore +zrange +zpopmin
+//
+// (+role lets Connect refuse a replica; add +select for a database other
+// than 0, and +config|get for the persistence check, which also shows
+// every setting, requirepass and masterauth included.) Rights revoked
+// later are reported, never swallowed: a refused script fails Acquire at
+// once and logs renewals at ERROR; a release whose PUBLISH is refused
+// frees the lock, logs at ERROR and returns a *PermissionError.
 //
 // # Numbers
 //

@@ -126,13 +126,13 @@ func TestNoKeyCollisions(t *testing.T) {
 	srv := redistest.Start(t)
 	s := connect(t, srv, nil)
 	other := connect(t, srv, nil, redislock.WithKeyPrefix(srv.KeyPrefix()+"other:"))
-	names := []string{"a", "a:token", "a:holder", "a:released", "a:token:token"}
+	names := []string{"a", "a:token", "a:holder", "a:queue", "a:released", "a:token:token"}
 	seen := make(map[string]string)
 	var held []recipe.Lease
 	for _, n := range names {
 		for _, sess := range []*redislock.Session{s, other} {
 			m := mustNew(t, sess, n)
-			for _, k := range []string{m.Key(), m.TokenKey()} {
+			for _, k := range []string{m.Key(), m.TokenKey(), m.QueueKey()} {
 				if prev, dup := seen[k]; dup {
 					t.Errorf("key %q used by %s and %s", k, prev, n)
 				}
@@ -169,22 +169,8 @@ func TestReleaseNotifiesWaiter(t *testing.T) {
 		}
 		got <- l
 	}()
-	ctx := context.Background()
 	rdb := srv.Client(t)
-	channel := srv.KeyPrefix() + "notify:released"
-	for i := 0; ; i++ { // until B is subscribed
-		n, err := rdb.PubSubNumSub(ctx, channel).Result()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if n[channel] == 1 {
-			break
-		}
-		if i > 500 {
-			t.Fatalf("B never subscribed to %s", channel)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitQueued(t, rdb, b, 1) // B is subscribed and queued
 	released := time.Now()
 	release(t, la)
 	select {
@@ -196,9 +182,7 @@ func TestReleaseNotifiesWaiter(t *testing.T) {
 	case <-time.After(ttl / 3):
 		t.Fatalf("B was not granted within %v of A's release: no notification", ttl/3)
 	}
-	if n, err := rdb.PubSubNumSub(ctx, channel).Result(); err != nil || n[channel] != 0 {
-		t.Errorf("subscribers of %s after B returned: %v, %v; want 0", channel, n, err)
-	}
+	noWaiters(t, rdb, b)
 }
 
 // A waiter whose subscription connection dies subscribes again (the server
@@ -222,19 +206,19 @@ func TestWaiterResubscribes(t *testing.T) {
 	}()
 	ctx := context.Background()
 	rdb := srv.Client(t)
-	channel := srv.KeyPrefix() + "resubscribe:released"
+	pattern := b.QueueKey()[:len(b.QueueKey())-len("queue")] + "wake:*"
 	subscribed := func() {
 		t.Helper()
 		for i := 0; ; i++ {
-			n, err := rdb.PubSubNumSub(ctx, channel).Result()
+			chs, err := rdb.PubSubChannels(ctx, pattern).Result()
 			if err != nil {
 				t.Fatal(err)
 			}
-			if n[channel] == 1 {
+			if len(chs) == 1 {
 				return
 			}
 			if i > 500 {
-				t.Fatalf("B is not subscribed to %s", channel)
+				t.Fatalf("B is not subscribed to a channel %s", pattern)
 			}
 			time.Sleep(10 * time.Millisecond)
 		}
@@ -258,7 +242,8 @@ func TestWaiterResubscribes(t *testing.T) {
 }
 
 // A waiter's Acquire ends when its context is cancelled, not at its next
-// re-check (30 s away here), and leaves no subscription behind.
+// re-check (30 s away here), and leaves no subscription or queue entry
+// behind.
 func TestWaiterHonoursCancellation(t *testing.T) {
 	srv := redistest.Start(t)
 	const ttl = 30 * time.Second
@@ -277,11 +262,7 @@ func TestWaiterHonoursCancellation(t *testing.T) {
 	if d := time.Since(start); d > ttl/3 {
 		t.Errorf("B's Acquire returned %v after its context was cancelled", d)
 	}
-	rdb := srv.Client(t)
-	channel := srv.KeyPrefix() + "cancel-wait:released"
-	if n, err := rdb.PubSubNumSub(context.Background(), channel).Result(); err != nil || n[channel] != 0 {
-		t.Errorf("subscribers after the cancelled Acquire: %v, %v; want 0", n, err)
-	}
+	noWaiters(t, srv.Client(t), b)
 }
 
 // An acquire request whose answer is lost leaves nothing behind: with 300 ms

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/zkrecipes/zkrecipes/fence"
@@ -44,14 +45,17 @@ func newLease(ctx context.Context, m *Mutex, owner string, token fence.Token) *l
 }
 
 // Release ends the lease context (cause recipe.ErrReleased), stops the
-// renewals and deletes the lock key if it still holds this grant's owner
-// (one script: compare, DEL, PUBLISH to the waiters). The delete is sent
-// even if ctx is done, and retried on connection errors until ctx ends or
-// the TTL passes; one that fails is also retried in the background (and the
-// key expires within the TTL anyway). Idempotent and serialized; errors:
-// recipe.ErrLeaseLost wrapping the cause if ownership had ended before
-// (nothing is sent then); a *recipe.OpError if the delete could not be
-// confirmed; one matching recipe.ErrSessionClosed after Close.
+// renewals and frees the lock if its key still holds this grant's owner
+// (one script: compare, then hand the lock to the longest-waiting live
+// waiter and wake it, or DEL). It is sent even if ctx is done, and retried
+// on connection errors until ctx ends or the TTL passes; one that fails is
+// also retried in the background (and the key expires within the TTL
+// anyway). Idempotent and serialized; errors: recipe.ErrLeaseLost wrapping
+// the cause if ownership had ended before (nothing is sent then); a
+// *recipe.OpError if the release could not be confirmed, wrapping a
+// *PermissionError (recipe.ErrNoPermission, logged at ERROR) if the
+// server's ACL refused it or refused to wake the waiters after the key was
+// deleted; one matching recipe.ErrSessionClosed after Close.
 func (l *lease) Release(ctx context.Context) error {
 	s := l.m.s
 	if !s.life.Enter() {
@@ -65,12 +69,19 @@ func (l *lease) Release(ctx context.Context) error {
 
 // remove deletes the key of a released lease, or leaves it to a background
 // cleanup when the delete could not be confirmed.
+// A refusal of the server's ACL is returned as it is, not retried: the key
+// was deleted but the waiters not told, or the script was refused and the
+// key expires within the TTL.
 func (l *lease) remove(ctx context.Context) (bool, error) {
-	if err := l.m.deleteOwned(ctx, l.owner); err != nil {
-		l.m.cleanupLater(l.owner)
-		return false, &recipe.OpError{Op: "release", Path: l.m.key, Err: err}
+	err := l.m.deleteOwned(ctx, l.owner)
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, recipe.ErrNoPermission):
+		return true, &recipe.OpError{Op: "release", Path: l.m.key, Err: err}
 	}
-	return true, nil
+	l.m.cleanupLater(l.owner)
+	return false, &recipe.OpError{Op: "release", Path: l.m.key, Err: err}
 }
 
 // end ends the lease with cause if it is live, and reports whether it was.
@@ -137,7 +148,11 @@ func (l *lease) keepAlive(sent time.Time) {
 			l.lose(errNotOurs)
 			return
 		default:
-			l.m.s.log.Warn("redislock: renewal failed; retrying until the lease's deadline", "key", l.m.key,
+			level := slog.LevelWarn
+			if errors.Is(err, recipe.ErrNoPermission) { // revoked while the lease runs: no retry will help
+				level = slog.LevelError
+			}
+			l.m.s.log.Log(ctx, level, "redislock: renewal failed; retrying until the lease's deadline", "key", l.m.key,
 				"deadline", time.Until(l.deadline.At()).Round(time.Millisecond), "err", err)
 			if loop.Pause(ctx, b, every/2) != nil {
 				return
@@ -169,5 +184,9 @@ const (
 // owner's, -1 run too late (not extended).
 func (m *Mutex) renewAs(ctx context.Context, owner string) (int64, error) {
 	ttl := m.s.ttl
-	return renewScript.Run(ctx, m.s.cli, []string{m.key}, owner, ttl.Milliseconds(), (ttl - lossAfter(ttl)).Milliseconds()).Int64()
+	n, err := renewScript.Run(ctx, m.s.cli, []string{m.key}, owner, ttl.Milliseconds(), (ttl - lossAfter(ttl)).Milliseconds()).Int64()
+	if perr := m.s.permissionError(err, "the renewal script"); perr != nil {
+		err = perr
+	}
+	return n, err
 }

@@ -5,13 +5,9 @@ import (
 	crand "crypto/rand"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"os"
 	"strconv"
 	"time"
-
-	"github.com/cenkalti/backoff/v4"
-	"github.com/redis/go-redis/v9"
 
 	"github.com/zkrecipes/zkrecipes/fence"
 	"github.com/zkrecipes/zkrecipes/internal/grant"
@@ -22,15 +18,16 @@ import (
 
 // Mutex is a lock named by a string on a Session's Redis server. It
 // implements recipe.Lock: every Acquire or TryAcquire call is an independent
-// contender with its own owner identity. Waiters are not queued: when the
-// lock is freed, whichever waiter's request reaches the server first gets it
-// (no FIFO order, no starvation bound).
+// contender with its own owner identity. Waiters are served in arrival
+// order (FIFO): a release hands the lock to the longest-waiting live
+// waiter, and wakes only that one.
 type Mutex struct {
 	s       *Session
 	name    string
 	key     string // the lock key: the holder's owner id, with a PX expiry
 	counter string // the token counter: an integer, never expires, never deleted
-	channel string // pub/sub channel told of every release
+	queue   string // the waiters: a sorted set of owner ids, in arrival order
+	chbase  string // a waiter's channel is chbase followed by its owner id
 	rep     *grant.Reporter
 }
 
@@ -57,7 +54,7 @@ func New(s *Session, name string) (*Mutex, error) {
 	}
 	base := s.prefix + name
 	rep := &grant.Reporter{Log: s.log, Metrics: s.metrics, Backend: "redislock", Kind: kind, Dir: name}
-	return &Mutex{s: s, name: name, key: base + ":holder", counter: base + ":token", channel: base + ":released", rep: rep}, nil
+	return &Mutex{s: s, name: name, key: base + ":holder", counter: base + ":token", queue: base + ":queue", chbase: base + ":wake:", rep: rep}, nil
 }
 
 // CheckName returns the error New returns for name (a *NameError matching
@@ -87,29 +84,39 @@ func (m *Mutex) Key() string { return m.key }
 // again from 1.
 func (m *Mutex) TokenKey() string { return m.counter }
 
+// QueueKey returns the Redis key of the lock's queue: a sorted set of the
+// owner ids of the waiting Acquire calls, in arrival order (the score). It
+// exists while someone waits, and expires on its own when the waiters are
+// gone.
+func (m *Mutex) QueueKey() string { return m.queue }
+
 // Acquire waits until the caller holds the lock and returns its lease, or
 // returns ctx's cause when ctx ends first (also while a request is in
-// flight: a grant that lands then is released). Waiting costs no polling: the
-// waiter subscribes to the lock's release channel (one pub/sub connection
-// while it waits) and tries again on every release notification, and, as
-// the fallback for notifications that never come (an expired holder, a lost
-// message), when the holder's key is due to expire (its PTTL plus up to a
-// tenth of it at random, at most about the TTL).
+// flight: a grant that lands then is released). Waiters are served in
+// arrival order and cost no polling: a waiting call subscribes to a channel
+// of its own (on the Session's one pub/sub connection), then joins the
+// lock's queue, and a release hands the lock to the queue's head and wakes
+// only that waiter. As the fallback for wake-ups that never come (an
+// expired holder, a lost message) it also checks again when the holder's
+// key is due to expire (its PTTL plus up to a tenth of it at random, at
+// most about the TTL).
 //
 // Connection errors are retried (with jittered exponential backoff from
 // 50 ms to 1 s) for up to the TTL; a *recipe.OpError is returned when they
 // last longer. Errors: ctx's cause, recipe.ErrSessionClosed (Close
-// started), a *recipe.OpError. No error leaves a key behind: when a
-// request's answer was lost (or a grant came after ctx ended), the
+// started), a *recipe.OpError, which wraps a *PermissionError (matching
+// recipe.ErrNoPermission) when the server's ACL refused a right. No error
+// leaves a key or a queue entry behind: when a request's answer was lost
+// (or a grant came after ctx ended, or the call had joined the queue), the
 // owner-checked delete is done before Acquire returns, whatever ctx has
 // become, bounded by a third of the TTL (one request); only when the server
 // can't be reached does it go on in the background, and the key, if the
 // request made one, expires within the TTL anyway.
 func (m *Mutex) Acquire(ctx context.Context) (recipe.Lease, error) { return m.measured(ctx, true) }
 
-// TryAcquire takes the lock if it is free now. It returns an error matching
-// recipe.ErrLocked if someone holds it, and otherwise what Acquire returns,
-// without retrying connection errors.
+// TryAcquire takes the lock if it is free now and nobody waits for it. It
+// returns an error matching recipe.ErrLocked if someone holds it or waits,
+// and otherwise what Acquire returns, without retrying connection errors.
 func (m *Mutex) TryAcquire(ctx context.Context) (recipe.Lease, error) { return m.measured(ctx, false) }
 
 // kind is the node kind of every lock of this package, as Metrics and the
@@ -121,6 +128,12 @@ func (m *Mutex) measured(ctx context.Context, wait bool) (recipe.Lease, error) {
 	return grant.Measure(m.s.metrics, kind, m.name, func() (recipe.Lease, error) { return m.acquire(ctx, wait) })
 }
 
+// acquire tries, and if wait, subscribes, joins the queue and waits. The
+// order is what keeps a wake-up from being lost: the owner joins the queue
+// only in a try sent after the server confirmed its subscription, and a
+// release wakes only queued owners, so every hand-off to this owner finds
+// it subscribed (or, if its connection dropped, skips it: the
+// resubscription then wakes it to check again).
 func (m *Mutex) acquire(ctx context.Context, wait bool) (recipe.Lease, error) {
 	if ctx.Err() != nil {
 		return nil, context.Cause(ctx)
@@ -136,7 +149,7 @@ func (m *Mutex) acquire(ctx context.Context, wait bool) (recipe.Lease, error) {
 	owner := newOwner()
 	var (
 		w       *waiter
-		unknown bool      // a request of this owner went unanswered: the key may be ours
+		unknown bool      // a request of this owner went unanswered, or queued it: the key or an entry may be ours
 		failing time.Time // start of the current run of connection errors
 		b       = loop.BackOff(50*time.Millisecond, time.Second)
 	)
@@ -148,7 +161,8 @@ func (m *Mutex) acquire(ctx context.Context, wait bool) (recipe.Lease, error) {
 		return nil, err
 	}
 	for {
-		l, pttl, err := m.try(ctx, owner)
+		queue := w.queued()
+		l, pttl, err := m.try(ctx, owner, queue)
 		switch {
 		case err == nil && l != nil:
 			if ctx.Err() != nil { // the caller gave up while the grant was on its way
@@ -160,13 +174,17 @@ func (m *Mutex) acquire(ctx context.Context, wait bool) (recipe.Lease, error) {
 		case err == nil:
 			failing = time.Time{}
 			b.Reset()
+			if queue {
+				unknown = true // the queue holds owner: leave it when giving up
+				w.inQueue()
+			}
 			if !wait {
 				return giveUp(fmt.Errorf("redislock: %s: %w", m.name, recipe.ErrLocked))
 			}
 		case ended(ctx):
 			unknown = true
 			return giveUp(context.Cause(ctx))
-		case errors.Is(err, recipe.ErrSessionClosed):
+		case errors.Is(err, recipe.ErrSessionClosed), errors.Is(err, recipe.ErrNoPermission):
 			unknown = true
 			return giveUp(err)
 		default:
@@ -184,7 +202,10 @@ func (m *Mutex) acquire(ctx context.Context, wait bool) (recipe.Lease, error) {
 			continue
 		}
 		if w == nil {
-			w = m.subscribe(ctx)
+			if w, err = m.subscribe(ctx, owner); err != nil {
+				return giveUp(err)
+			}
+			continue // try again at once, joining the queue
 		}
 		if err := w.wait(ctx, m.recheckAfter(pttl)); err != nil {
 			return giveUp(err)
@@ -192,22 +213,30 @@ func (m *Mutex) acquire(ctx context.Context, wait bool) (recipe.Lease, error) {
 	}
 }
 
-// try sends the acquire script once for owner. It returns the lease, or the
-// holder key's remaining time if someone else holds the lock, or an error
+// try sends the acquire script once for owner, joining the queue if
+// enqueue. It returns the lease, or the lock key's remaining time if
+// someone else holds it (or it is handed to someone else), or an error
 // after which the key may or may not be owner's.
-func (m *Mutex) try(ctx context.Context, owner string) (*lease, time.Duration, error) {
+func (m *Mutex) try(ctx context.Context, owner string, enqueue bool) (*lease, time.Duration, error) {
 	s := m.s
 	actx, cancel := context.WithTimeout(ctx, opTimeout(s.ttl))
 	defer cancel()
 	sent := time.Now()
-	res, err := acquireScript.Run(actx, s.cli, []string{m.key, m.counter}, owner, s.ttl.Milliseconds()).Int64Slice()
+	res, err := acquireScript.Run(actx, s.cli, []string{m.key, m.counter, m.queue},
+		owner, s.ttl.Milliseconds(), flag(enqueue), m.chbase).Slice()
+	code, n, msg := answer(res)
 	switch {
 	case err != nil:
+		if perr := s.permissionError(err, "the acquire script"); perr != nil {
+			err = perr
+		}
 		return nil, 0, &recipe.OpError{Op: "acquire", Path: m.key, Err: err}
-	case len(res) != 2 || res[0] == 1 && res[1] < 1:
+	case code == -1:
+		return nil, 0, &recipe.OpError{Op: "acquire", Path: m.key, Err: &PermissionError{Right: s.rightOf(msg, "PUBLISH"), Err: errors.New(msg)}}
+	case code == 0 && len(res) == 2:
+		return nil, time.Duration(n) * time.Millisecond, nil
+	case code != 1 || n < 1:
 		return nil, 0, &recipe.OpError{Op: "acquire", Path: m.key, Err: fmt.Errorf("unexpected answer %v (is the token counter %s intact?)", res, m.counter)}
-	case res[0] == 0:
-		return nil, time.Duration(res[1]) * time.Millisecond, nil
 	}
 	if time.Since(sent) >= lossAfter(s.ttl) {
 		// The answer came too late to leave any lease time: ownership is
@@ -216,54 +245,35 @@ func (m *Mutex) try(ctx context.Context, owner string) (*lease, time.Duration, e
 		// the key when it gives up.
 		return nil, 0, &recipe.OpError{Op: "acquire", Path: m.key, Err: fmt.Errorf("the answer took %v, more than the lease's %v", time.Since(sent), lossAfter(s.ttl))}
 	}
-	l := newLease(ctx, m, owner, fence.Token(res[1]))
+	l := newLease(ctx, m, owner, fence.Token(n))
 	if err := s.register(l, sent); err != nil {
 		return nil, 0, err
 	}
 	return l, 0, nil
 }
 
-// deleteOwned sends the release script for owner: the first attempt even if
-// ctx is done, then retries on errors until ctx ends or the TTL has passed
-// (the key, if it was owner's, has expired by then). Nil means the key is not
-// owner's any more (deleted now or before).
-func (m *Mutex) deleteOwned(ctx context.Context, owner string) error {
-	s := m.s
-	limit := time.Now().Add(s.ttl)
-	b := loop.BackOff(50*time.Millisecond, time.Second)
-	retry, cancel := context.WithDeadline(ctx, limit)
-	defer cancel()
-	for {
-		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), min(time.Until(limit), opTimeout(s.ttl)))
-		n, err := releaseScript.Run(actx, s.cli, []string{m.key}, owner, m.channel).Int64()
-		cancel()
-		if err == nil {
-			if n == 0 {
-				s.log.Debug("redislock: nothing to delete: the key was not ours", "key", m.key, "owner", owner)
-			}
-			return nil
-		}
-		if loop.Pause(retry, b, time.Second) != nil {
-			return err
-		}
+// flag is a script's boolean argument.
+func flag(b bool) string {
+	if b {
+		return "1"
 	}
+	return "0"
 }
 
-// discard deletes owner's key, if it is owner's, for an Acquire that failed
-// after a request whose outcome it does not know: one attempt now, whatever
-// the caller's context has become, bounded by opTimeout; the background
-// retries what that could not confirm. unreachable (the last requests met
-// connection errors) skips the attempt: the background retries at once.
-func (m *Mutex) discard(owner string, unreachable bool) {
-	if !unreachable {
-		ctx, cancel := context.WithTimeout(context.Background(), opTimeout(m.s.ttl))
-		err := m.deleteOwned(ctx, owner)
-		cancel()
-		if err == nil {
-			return
+// answer splits a script's answer {code[, number or message]}; code is -2
+// for an answer of another shape.
+func answer(res []any) (code, n int64, msg string) {
+	code = -2
+	if len(res) > 0 {
+		if c, ok := res[0].(int64); ok {
+			code = c
 		}
 	}
-	m.cleanupLater(owner)
+	if len(res) > 1 {
+		n, _ = res[1].(int64)
+		msg, _ = res[1].(string)
+	}
+	return code, n, msg
 }
 
 // ended reports whether ctx is done or its deadline has passed. A request
@@ -280,92 +290,6 @@ func ended(ctx context.Context) bool {
 		return true
 	}
 	return false
-}
-
-// cleanupLater deletes owner's key (if it is owner's) in the background.
-func (m *Mutex) cleanupLater(owner string) {
-	s := m.s
-	s.life.Go(func() { // not after Close started: the key, if any, expires within the TTL
-		if err := m.deleteOwned(s.bg, owner); err != nil {
-			s.log.Warn("redislock: cleanup failed; the key expires within the TTL", "key", m.key, "owner", owner, "err", err)
-		}
-	})
-}
-
-// recheckAfter is how long a waiter sleeps without a notification, given
-// the holder key's PTTL: until the key is due to expire, plus up to a tenth
-// of that at random (so that waiters don't all ask at once), never more than
-// about the TTL (a key without expiry, PTTL -1, is re-checked every TTL).
-func (m *Mutex) recheckAfter(pttl time.Duration) time.Duration {
-	d := pttl
-	switch {
-	case pttl == -2*time.Millisecond: // no key: freed since
-		d = 0
-	case pttl < 0 || pttl > m.s.ttl: // -1: a key without expiry, not set by this package
-		d = m.s.ttl
-	}
-	return d + time.Millisecond + rand.N(d/10+time.Millisecond)
-}
-
-// waiter is a subscription to a lock's release channel, held by one waiting
-// Acquire, which counts in Metrics.Waiting while it has one.
-type waiter struct {
-	m    *Mutex
-	ps   *redis.PubSub
-	stop func() bool
-	b    backoff.BackOff // between attempts after the subscription's connection failed
-}
-
-// subscribe subscribes to m's release channel. SUBSCRIBE is only sent here;
-// the server's confirmation is the first thing wait receives, and every
-// receipt makes the caller try again, so a release that happens before the
-// subscription is active is seen by that try.
-func (m *Mutex) subscribe(ctx context.Context) *waiter {
-	if m.s.metrics != nil {
-		m.s.metrics.Waiting(kind, m.name, +1)
-	}
-	ps := m.s.cli.Subscribe(ctx, m.channel) // an error resurfaces in wait, which reconnects
-	// go-redis ends a blocked receive at a deadline but not on cancellation:
-	// closing the subscription does.
-	stop := context.AfterFunc(ctx, func() { _ = ps.Close() })
-	return &waiter{m: m, ps: ps, stop: stop, b: loop.BackOff(50*time.Millisecond, time.Second)}
-}
-
-// wait returns after a message on the channel (a release, or the
-// subscription's confirmation), after d, or with ctx's cause. When the
-// subscription's connection fails (messages may have been lost) it waits a
-// backoff interval, at most d, and returns nil: the caller checks the lock
-// again either way.
-func (w *waiter) wait(ctx context.Context, d time.Duration) error {
-	_, err := w.ps.ReceiveTimeout(ctx, d)
-	switch {
-	case ctx.Err() != nil:
-		return context.Cause(ctx)
-	case err == nil:
-		w.b.Reset()
-		return nil
-	case isTimeout(err):
-		return nil
-	}
-	pctx, cancel := context.WithTimeout(ctx, d)
-	defer cancel()
-	_ = loop.Pause(pctx, w.b, time.Second)
-	if ctx.Err() != nil {
-		return context.Cause(ctx)
-	}
-	return nil
-}
-
-// close ends the subscription (nil: none was made).
-func (w *waiter) close() {
-	if w == nil {
-		return
-	}
-	w.stop()
-	_ = w.ps.Close()
-	if mt := w.m.s.metrics; mt != nil {
-		mt.Waiting(kind, w.m.name, -1)
-	}
 }
 
 // newOwner returns a new owner id: host, process and 130 random bits, so

@@ -35,7 +35,7 @@ const (
 	// is for.
 	MinTTL = time.Second
 	// DefaultKeyPrefix starts the names of the keys (and of the pub/sub
-	// channel) of every lock of a Session.
+	// channels) of every lock of a Session.
 	DefaultKeyPrefix = "zkrecipes:lock:"
 	// MaxNameLen is the longest lock name New accepts, in bytes. Redis
 	// itself allows far longer keys; a longer name is almost certainly a
@@ -75,10 +75,11 @@ func WithTTL(d time.Duration) Option {
 }
 
 // WithKeyPrefix sets the prefix of the session's key names (default
-// DefaultKeyPrefix): lock name n uses the keys prefix+n+":holder" and
-// prefix+n+":token" and the channel prefix+n+":released". Sessions agree on
-// a lock when prefix+name is the same; use distinct prefixes for distinct
-// applications on one server. The empty prefix is allowed.
+// DefaultKeyPrefix): lock name n uses the keys prefix+n+":holder",
+// prefix+n+":token" and prefix+n+":queue", and its waiters the channels
+// prefix+n+":wake:"+owner. Sessions agree on a lock when prefix+name is the
+// same; use distinct prefixes for distinct applications on one server (and
+// an ACL user's ~prefix* and &prefix* rights). The empty prefix is allowed.
 func WithKeyPrefix(p string) Option { return func(c *config) { c.prefix = p } }
 
 // WithLogger sets the logger for renewal failures, losses, cleanup and
@@ -89,7 +90,7 @@ func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l }
 // WithMetrics reports the session's events to m (nil: none, the default),
 // with kind "lock" and dir the lock's name as given to New:
 // AcquireStarted and AcquireDone for every Acquire and TryAcquire, Waiting
-// while an Acquire waits behind another holder, and LeaseLost. Redis has no
+// while an Acquire waits in the lock's queue, and LeaseLost. Redis has no
 // session state machine, so SessionState is never called; nor is
 // StaleRejected (wire it to a fence.Guard's OnStale).
 func WithMetrics(m recipe.Metrics) Option { return func(c *config) { c.metrics = m } }

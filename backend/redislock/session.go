@@ -46,6 +46,8 @@ type Session struct {
 
 	mu     sync.Mutex
 	leases map[*lease]struct{} // the live leases
+
+	wake *wakeups // the waiters' shared pub/sub connection
 }
 
 // Connect parses url (redis://[user:password@]host:port[/db], or rediss://
@@ -70,6 +72,10 @@ type Session struct {
 // settings are checked too: without appendonly yes and appendfsync always a
 // warning is logged (see the package documentation for what can go wrong).
 // No error shows the URL's password (or a query parameter named like one).
+//
+// The user's ACL rights are checked by use (the package documentation
+// gives the ACL line): a *PermissionError, matching recipe.ErrNoPermission,
+// names a missing one.
 func Connect(ctx context.Context, rawURL string, opts ...Option) (*Session, error) {
 	c, err := newConfig(opts)
 	if err != nil {
@@ -171,7 +177,11 @@ func newSession(ctx context.Context, cli *redis.Client, owned bool, c *config) (
 	}
 	s := &Session{cli: cli, owned: owned, ttl: c.ttl, prefix: c.prefix, log: c.logger, metrics: c.metrics,
 		life: life.New(), leases: make(map[*lease]struct{})}
+	s.wake = &wakeups{s: s, subs: make(map[string]*sub)}
 	if err := s.checkServer(ctx); err != nil {
+		return nil, err
+	}
+	if err := s.checkRights(ctx); err != nil {
 		return nil, err
 	}
 	s.bg, s.stopBG = context.WithCancel(context.Background())
@@ -251,6 +261,7 @@ func (s *Session) Close() error {
 	wg.Wait()
 	s.stopBG()
 	s.life.Wait()
+	s.wake.close()
 	if s.owned {
 		return s.cli.Close()
 	}
@@ -276,13 +287,6 @@ func (s *Session) register(l *lease, sent time.Time) error {
 		l.keepAlive(sent)
 	}()
 	return nil
-}
-
-// isTimeout reports whether err is a network timeout (a read deadline that
-// passed), as opposed to a failed connection.
-func isTimeout(err error) bool {
-	var te interface{ Timeout() bool }
-	return errors.As(err, &te) && te.Timeout()
 }
 
 // isNetError reports whether err is a failure to reach the server (a dial,
