@@ -7,8 +7,11 @@ import (
 
 // validatePath checks a znode path given to a recipe: it must be absolute,
 // not the root, have no trailing slash, no empty, "." or ".." segments, no
-// characters ZooKeeper refuses, be valid UTF-8, and stay out of the reserved
-// /zookeeper subtree. The error is a *PathError matching recipe.ErrInvalidPath.
+// characters ZooKeeper refuses, be valid UTF-8, stay out of the reserved
+// /zookeeper subtree, and have no segment named like a queue node
+// (reservedSegment; the error's Err is then ErrReservedName). The error is a
+// *PathError matching recipe.ErrInvalidPath. Chroots are checked by it too:
+// a chroot is a directory in the server's tree like any other.
 func validatePath(p string) error {
 	bad := func(reason string) error { return &PathError{Path: p, Reason: reason} }
 	switch {
@@ -41,6 +44,9 @@ func validatePath(p string) error {
 	}
 	if p == "/zookeeper" || strings.HasPrefix(p, "/zookeeper/") {
 		return bad("the /zookeeper subtree is reserved by ZooKeeper")
+	}
+	if why := reservedSegment(p); why != "" {
+		return &PathError{Path: p, Reason: why, Err: ErrReservedName}
 	}
 	return nil
 }
