@@ -179,6 +179,14 @@ func reservedSegment(p string) string {
 	return ""
 }
 
+// seqShapes are one sequence of each shape ZooKeeper may append to a
+// sequential create's name: 10 digits, "-" and 9 digits, "-" and 10 digits
+// below 2147483648 (which also reads as a kind ending in "-" followed by 10
+// digits), and "-2147483648" (which does not). Whether a name and a
+// sequence are in the grammar depends on the sequence through its shape
+// only, so the four answer for all 2^32 (FuzzReservedCoversTheGrammar).
+var seqShapes = []string{"0000000000", "-000000001", "-1000000000", "-2147483648"}
+
 // kindOf returns what stands in the kind's place of a name in the grammar
 // (between "_c_<guid>-" and the sequence or the first '@'), or "" when the
 // name does not have that shape. parseNodeName with that kind says whether

@@ -51,6 +51,23 @@ func validatePath(p string) error {
 	return nil
 }
 
+// validateSequentialPath checks the path p of a sequential create (what
+// fencezk's Register.Apply lets a caller send): as validatePath does, and
+// that no name the server can make of it (p followed by a sequence,
+// seqShapes) is in the node-name grammar: "/P/_c_<guid>-lock-" would
+// become a lock node of P.
+func validateSequentialPath(p string) error {
+	if err := validatePath(p); err != nil {
+		return err
+	}
+	for _, s := range seqShapes {
+		if why := reservedSegment(p + s); why != "" {
+			return &PathError{Path: p, Reason: "a sequential create there makes names like " + s + ": " + why, Err: ErrReservedName}
+		}
+	}
+	return nil
+}
+
 // splitServers turns a server list into plain host:port entries and a chroot.
 // Each element may itself be a comma-separated connect string; a chroot suffix
 // ("host:port/app") may appear on any element and must be the same wherever it

@@ -98,6 +98,8 @@ func FuzzReservedCoversTheGrammar(f *testing.F) {
 	f.Add([]byte{2}, "w2", int32(-2147483648), false, int32(0), "_c_"+g+"-w2-2147483648")
 	f.Add([]byte{3}, "-", int32(2147483647), true, int32(-2147483648), "_c_"+g+"-a-@-000000001@0000000000")
 	f.Add([]byte{4}, "my-lock-2-", int32(-1234567890), false, int32(0), "_c_"+g+"-k--1234567890")
+	f.Add([]byte{5}, "k", int32(-1234567890), false, int32(0), "_c_"+g+"-")
+	f.Add([]byte{6}, "k", int32(5), false, int32(0), "_c_"+g+"-a@-000000001@")
 	f.Fuzz(func(t *testing.T, guidBytes []byte, kind string, seq int32, anchored bool, anchor int32, other string) {
 		kinds := []string{"lock-", "read-", "write-", "lease-", "elect-", "latch-"}
 		if kind != "" && !strings.ContainsAny(kind, "/@\x00") { // a kind NewQueue accepts
@@ -105,6 +107,19 @@ func FuzzReservedCoversTheGrammar(f *testing.F) {
 			name := nodePrefix(fuzzGUID(guidBytes), kind, anchored, anchor) + formatSeq(seq)
 			if reservedSegment("/P/"+name+"/Q") == "" || grammarKind(name) == "" {
 				t.Fatalf("the engine's name %q (kind %q) is not reserved", name, kind)
+			}
+			// A sequential create of the engine's own prefix makes such a name.
+			if prefix := "/P/" + strings.TrimSuffix(name, formatSeq(seq)); validatePath(prefix) == nil {
+				if err := validateSequentialPath(prefix); !errors.Is(err, ErrReservedName) {
+					t.Fatalf("validateSequentialPath(%q) = %v, want ErrReservedName", prefix, err)
+				}
+			}
+		}
+		// seqShapes stand for every sequence the server may append.
+		if prefix := "/P/" + strings.ReplaceAll(other, "/", ""); validatePath(prefix) == nil {
+			made := prefix + formatSeq(seq)
+			if err := validatePath(made); errors.Is(err, ErrReservedName) && validateSequentialPath(prefix) == nil {
+				t.Fatalf("a sequential create at %q can make %q, which is reserved, yet it is accepted", prefix, made)
 			}
 		}
 		for _, seg := range strings.Split(other, "/") {
@@ -120,4 +135,28 @@ func FuzzReservedCoversTheGrammar(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestReservedSequentialPrefixes: a sequential create whose prefix would
+// make a queue node's name is refused (fencezk's Apply); other prefixes,
+// "_c_" ones too, pass.
+func TestReservedSequentialPrefixes(t *testing.T) {
+	for _, c := range []struct {
+		prefix string
+		bad    bool
+	}{
+		{"/P/_c_" + g + "-lock-", true},
+		{"/P/_c_" + g + "-read-@0000000003@", true},
+		{"/P/_c_" + g + "-", true}, // a sequence below -999999999 reads as kind "-"
+		{"/P/_c_" + g + "-x", true},
+		{"/P/_c_" + g, false},
+		{"/P/_c_" + g + "-@", false},
+		{"/P/job-", false},
+		{"/P/_c_job-", false},
+	} {
+		err := validateSequentialPath(c.prefix)
+		if c.bad != errors.Is(err, ErrReservedName) || (c.bad && !errors.Is(err, recipe.ErrInvalidPath)) || (!c.bad && err != nil) {
+			t.Errorf("validateSequentialPath(%q) = %v, want refused: %v", c.prefix, err, c.bad)
+		}
+	}
 }
