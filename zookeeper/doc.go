@@ -33,6 +33,20 @@
 // exists, is owned by the current session, and the connection has not been
 // suspended past the suspend policy.
 //
+// # Paths
+//
+// A recipe's directory (and a fencezk register, and the chroot) is an
+// absolute path that ZooKeeper accepts, not "/", outside /zookeeper, and
+// with no segment named like a queue node: "_c_", 32 lowercase hex digits,
+// "-", a kind and a sequence in ZooKeeper's %010d form
+// ("_c_<guid>-lock-0000000000", "_c_<guid>-read-@<seq>@<seq>", of any kind).
+// A directory so named would be listed by the recipe of its parent as a
+// contender: the lock "P/_c_<guid>-lock-0000000000", while held, would make
+// the lock P look held, and a "-read-" one would make every other recipe on
+// P fail with recipe.ErrMixedRecipes. Such a path is refused before
+// anything is sent, with a *PathError matching ErrReservedName and
+// recipe.ErrInvalidPath; every other name, "_c_"-prefixed or not, is free.
+//
 // # Writing a recipe
 //
 // A ZooKeeper recipe is a Queue: a directory holding one ephemeral

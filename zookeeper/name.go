@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/zkrecipes/zkrecipes/internal/lockname"
 )
 
 // Node-name grammar of every queue znode this module creates:
@@ -132,18 +134,58 @@ func parseListing(children []string, kinds []string) (nodes []NodeName, other st
 			nodes = append(nodes, n)
 			continue
 		}
-		if found {
-			continue
-		}
-		if k := kindOf(c); k != "" {
-			if _, ok := parseNodeName(c, []string{k}); ok {
-				other, found = k, true
-			}
+		if !found {
+			other = grammarKind(c)
+			found = other != ""
 		}
 	}
 	sortNodes(nodes)
 	return nodes, other, found
 }
+
+// grammarKind returns the kind of name when name is in the grammar above
+// for some kind (any non-empty kind without "/" or "@": a recipe's own, or
+// another's, present or future), and "" when it is in it for none. It is
+// the one answer to "could this child be a queue node of this module":
+// parseListing spots another recipe's nodes with it, and reservedSegment
+// refuses paths with it.
+func grammarKind(name string) string {
+	k := kindOf(name)
+	if k == "" {
+		return ""
+	}
+	if _, ok := parseNodeName(name, []string{k}); !ok {
+		return ""
+	}
+	return k
+}
+
+// reservedSegment returns why path p is reserved ("" if it is not): a
+// segment of it is in the node-name grammar (grammarKind). A recipe lists
+// its directory's children and takes every such name for a contender, of
+// its own kind or of another recipe's (recipe.ErrMixedRecipes); a directory
+// so named, the queue directory of a lock "P/_c_<guid>-lock-0000000000"
+// say, would make the lock P look held for as long as it exists. Only names
+// in the grammar are reserved: every other name, "_c_" prefixed or not, is
+// ignored by every listing and stays usable.
+func reservedSegment(p string) string {
+	for _, seg := range strings.Split(p, "/") {
+		if k := grammarKind(seg); k != "" {
+			return fmt.Sprintf("segment %s is named like a queue node of kind %s (%s<32 hex digits>-<kind><sequence>), "+
+				"which the recipes reserve: its parent's recipe would take it for a contender",
+				lockname.Quote(seg), lockname.Quote(k), protectedPrefix)
+		}
+	}
+	return ""
+}
+
+// seqShapes are one sequence of each shape ZooKeeper may append to a
+// sequential create's name: 10 digits, "-" and 9 digits, "-" and 10 digits
+// below 2147483648 (which also reads as a kind ending in "-" followed by 10
+// digits), and "-2147483648" (which does not). Whether a name and a
+// sequence are in the grammar depends on the sequence through its shape
+// only, so the four answer for all 2^32 (FuzzReservedCoversTheGrammar).
+var seqShapes = []string{"0000000000", "-000000001", "-1000000000", "-2147483648"}
 
 // kindOf returns what stands in the kind's place of a name in the grammar
 // (between "_c_<guid>-" and the sequence or the first '@'), or "" when the

@@ -7,8 +7,11 @@ import (
 
 // validatePath checks a znode path given to a recipe: it must be absolute,
 // not the root, have no trailing slash, no empty, "." or ".." segments, no
-// characters ZooKeeper refuses, be valid UTF-8, and stay out of the reserved
-// /zookeeper subtree. The error is a *PathError matching recipe.ErrInvalidPath.
+// characters ZooKeeper refuses, be valid UTF-8, stay out of the reserved
+// /zookeeper subtree, and have no segment named like a queue node
+// (reservedSegment; the error's Err is then ErrReservedName). The error is a
+// *PathError matching recipe.ErrInvalidPath. Chroots are checked by it too:
+// a chroot is a directory in the server's tree like any other.
 func validatePath(p string) error {
 	bad := func(reason string) error { return &PathError{Path: p, Reason: reason} }
 	switch {
@@ -41,6 +44,26 @@ func validatePath(p string) error {
 	}
 	if p == "/zookeeper" || strings.HasPrefix(p, "/zookeeper/") {
 		return bad("the /zookeeper subtree is reserved by ZooKeeper")
+	}
+	if why := reservedSegment(p); why != "" {
+		return &PathError{Path: p, Reason: why, Err: ErrReservedName}
+	}
+	return nil
+}
+
+// validateSequentialPath checks the path p of a sequential create (what
+// fencezk's Register.Apply lets a caller send): as validatePath does, and
+// that no name the server can make of it (p followed by a sequence,
+// seqShapes) is in the node-name grammar: "/P/_c_<guid>-lock-" would
+// become a lock node of P.
+func validateSequentialPath(p string) error {
+	if err := validatePath(p); err != nil {
+		return err
+	}
+	for _, s := range seqShapes {
+		if why := reservedSegment(p + s); why != "" {
+			return &PathError{Path: p, Reason: "a sequential create there makes names like " + s + ": " + why, Err: ErrReservedName}
+		}
 	}
 	return nil
 }

@@ -153,9 +153,12 @@ type Queue struct {
 
 // NewQueue returns a queue engine over directory dir (an absolute path,
 // not the root, with no trailing slash, no empty, "." or ".." segment, no
-// character ZooKeeper refuses, valid UTF-8, outside /zookeeper) whose nodes are of the given kinds (e.g. "lock-"; non-empty,
-// no "/" or "@"), deciding grants with rule under the declared opts. It
-// performs no ZooKeeper operation. Errors: recipe.ErrInvalidPath (also, together
+// character ZooKeeper refuses, valid UTF-8, outside /zookeeper, no segment
+// named like a queue node: see the package doc's Paths) whose nodes are of
+// the given kinds (e.g. "lock-"; non-empty, no "/" or "@"), deciding grants
+// with rule under the declared opts. It performs no ZooKeeper operation.
+// Errors: recipe.ErrInvalidPath (with ErrReservedName for a segment named
+// like a queue node of any kind; also, together
 // with recipe.ErrTooLarge, for a path so long that the requests on its nodes would
 // be over the session's packet limit: see WithMaxPacket), recipe.ErrBadOption,
 // recipe.ErrSessionClosed (s already closed).

@@ -20,7 +20,8 @@ func init() {
 			}
 			return nil
 		},
-		ValidatePath: validatePath,
+		ValidatePath:           validatePath,
+		ValidateSequentialPath: validateSequentialPath,
 		NodeNames: func(ps []Participant) []NodeName {
 			names := make([]NodeName, len(ps))
 			for i, p := range ps {

@@ -74,7 +74,9 @@ func WithACL(acl []zk.ACL) Option { return func(r *Register) { r.acl = acl } }
 // its value, and its missing parents as the recipes create their
 // directories (containers, and the chroot itself, persistent, if it does
 // not exist yet). It sends nothing. Errors: a
-// *zookeeper.PathError (recipe.ErrInvalidPath).
+// *zookeeper.PathError (recipe.ErrInvalidPath; with zookeeper.ErrReservedName
+// for a segment named like a recipe's queue node, which would take the
+// register, a persistent znode, for a contender that never leaves).
 func New(s *zookeeper.Session, path string, opts ...Option) (*Register, error) {
 	if err := zkside.ValidatePath(path); err != nil {
 		return nil, err
@@ -138,7 +140,8 @@ func (r *Register) Write(ctx context.Context, token fence.Token, data []byte) (p
 //
 // Errors: those of Write (recipe.ErrTooLarge when the whole multi would be
 // over the packet limit), and ErrBadOp for an
-// operation of another type or with an invalid path; if ZooKeeper refuses
+// operation of another type or with an invalid path (as New refuses it:
+// a path through a name like a queue node's too, zookeeper.ErrReservedName); if ZooKeeper refuses
 // one of ops (e.g. a create of an existing node), the multi applies nothing
 // and its error is returned with the op's index.
 func (r *Register) Apply(ctx context.Context, token fence.Token, ops ...any) (prev Value, res []zk.MultiResponse, err error) {
@@ -256,10 +259,20 @@ func definite(err error) bool {
 	return false
 }
 
+// sequential reports whether a create with flags appends a sequence to
+// its path.
+func sequential(flags int32) bool {
+	return flags == zk.FlagSequence || flags == zk.FlagEphemeralSequential || flags == zk.FlagPersistentSequentialWithTTL
+}
+
 // root returns a copy of op with its path below the chroot.
 func (r *Register) root(op any) (any, error) {
-	check := func(p string) (string, error) {
-		if err := zkside.ValidatePath(p); err != nil {
+	check := func(p string, sequential bool) (string, error) {
+		validate := zkside.ValidatePath
+		if sequential {
+			validate = zkside.ValidateSequentialPath // the server appends a sequence
+		}
+		if err := validate(p); err != nil {
 			return "", fmt.Errorf("%w: %w", ErrBadOp, err)
 		}
 		if p == r.path {
@@ -271,19 +284,19 @@ func (r *Register) root(op any) (any, error) {
 	switch o := op.(type) {
 	case *zk.CreateRequest:
 		c := *o
-		c.Path, err = check(o.Path)
+		c.Path, err = check(o.Path, sequential(o.Flags))
 		return &c, err
 	case *zk.SetDataRequest:
 		c := *o
-		c.Path, err = check(o.Path)
+		c.Path, err = check(o.Path, false)
 		return &c, err
 	case *zk.DeleteRequest:
 		c := *o
-		c.Path, err = check(o.Path)
+		c.Path, err = check(o.Path, false)
 		return &c, err
 	case *zk.CheckVersionRequest:
 		c := *o
-		c.Path, err = check(o.Path)
+		c.Path, err = check(o.Path, false)
 		return &c, err
 	}
 	return nil, fmt.Errorf("%w: %T (want *zk.CreateRequest, *zk.SetDataRequest, *zk.DeleteRequest or *zk.CheckVersionRequest)", ErrBadOp, op)

@@ -82,7 +82,9 @@ type Hooks struct {
 	Session      func(s any) Session // s: a *zookeeper.Session
 	Queue        func(q any) Queue   // q: a *zookeeper.Queue; nil for a nil one
 	ValidatePath func(p string) error
-	NodeNames    any // func([]zookeeper.Participant) []zookeeper.NodeName
+	// ValidateSequentialPath is ValidateSequentialPath's.
+	ValidateSequentialPath func(p string) error
+	NodeNames              any // func([]zookeeper.Participant) []zookeeper.NodeName
 }
 
 var hooks Hooks
@@ -99,9 +101,15 @@ func QueueOf(q any) Queue { return hooks.Queue(q) }
 // ValidatePath checks a znode path given to a recipe (zookeeper.NewQueue
 // checks its directory so): absolute, not the root, no trailing slash, no
 // empty, "." or ".." segment, no character ZooKeeper refuses, valid UTF-8,
-// outside the reserved /zookeeper subtree. The error is a
-// *zookeeper.PathError matching recipe.ErrInvalidPath.
+// outside the reserved /zookeeper subtree, no segment named like a queue
+// node (zookeeper.ErrReservedName). The error is a *zookeeper.PathError
+// matching recipe.ErrInvalidPath.
 func ValidatePath(p string) error { return hooks.ValidatePath(p) }
+
+// ValidateSequentialPath checks the path of a sequential create: as
+// ValidatePath, and that no name the server can make of it by appending a
+// sequence is named like a queue node (zookeeper.ErrReservedName).
+func ValidateSequentialPath(p string) error { return hooks.ValidateSequentialPath(p) }
 
 // NodeNames returns the node names of ps (a Participants listing) as a
 // Rule sees them, so that a tool can evaluate a Rule over it (the zero
