@@ -1076,8 +1076,10 @@ func TestReleaseAfterToleratedOutageKeepsForeignNode(t *testing.T) {
 		}
 		waitFor(recipe.StateSuspended)
 		node := l.(zookeeper.NodeLease).Path()
-		in.Delete(node)
-		if _, err := in.Conn().Create(cl.Chroot()+node, []byte("foreign"), 0, zk.WorldACL(zk.PermAll)); err != nil {
+		// Replaced in one transaction: the directory is a container, which
+		// the server deletes once it is seen empty between the two steps.
+		if _, err := in.Conn().Multi(&zk.DeleteRequest{Path: cl.Chroot() + node, Version: -1},
+			&zk.CreateRequest{Path: cl.Chroot() + node, Data: []byte("foreign"), Acl: zk.WorldACL(zk.PermAll)}); err != nil {
 			t.Fatal(err)
 		}
 		p.Resume()
