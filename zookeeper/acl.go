@@ -72,13 +72,19 @@ func holds(e zk.ACL, auth []authInfo) bool {
 func describeACL(acl []zk.ACL) string {
 	parts := make([]string, 0, len(acl))
 	for _, e := range acl {
-		id := e.ID
-		if e.Scheme == "digest" {
-			id, _, _ = strings.Cut(id, ":")
-		}
-		parts = append(parts, fmt.Sprintf("%s:%s:%s", e.Scheme, id, permNames(e.Perms)))
+		parts = append(parts, identity(e)+":"+permNames(e.Perms))
 	}
 	return "[" + strings.Join(parts, " ") + "]"
+}
+
+// identity names the entry e's identity as scheme:id, a digest's without
+// its hash.
+func identity(e zk.ACL) string {
+	id := e.ID
+	if e.Scheme == "digest" {
+		id, _, _ = strings.Cut(id, ":")
+	}
+	return e.Scheme + ":" + id
 }
 
 // permNames spells perms as ZooKeeper's CLI does (cdrwa).
@@ -96,4 +102,88 @@ func permNames(perms int32) string {
 		return "none"
 	}
 	return b.String()
+}
+
+// The directory rule. The recipes create their nodes in a directory that
+// may exist already, made by anyone with CREATE on its parent, with an ACL
+// of their choosing: ZooKeeper checks a create or a delete against the
+// parent's ACL only, so whoever that ACL grants CREATE could plant nodes
+// among the contenders, DELETE delete theirs (a holder's included), ADMIN
+// grant either. With a WithACL that keeps these from others, an existing
+// directory must keep them from others too (diracl.go applies the rule).
+
+// guardPerms are the permissions on a directory that let their holder
+// change its contenders: CREATE, DELETE, and ADMIN (which grants them).
+const guardPerms = zk.PermCreate | zk.PermDelete | zk.PermAdmin
+
+// dirRuleApplies reports whether the directory rule can refuse anything
+// under acl: not when acl grants world:anyone every guardPerm (the default
+// open ACL), since no directory can then grant anyone more.
+func dirRuleApplies(acl []zk.ACL) bool {
+	var world int32
+	for _, e := range acl {
+		if e.Scheme == "world" && e.ID == "anyone" {
+			world |= e.Perms
+		}
+	}
+	return guardPerms&^world != 0
+}
+
+// checkDirACL applies the directory rule to dir, the ACL of an existing
+// directory, for a Session with WithACL acl and credentials auth. It
+// returns the rule dir breaks, or "": every entry of dir may grant its
+// identity only guardPerms that acl grants that identity too, and dir must
+// grant this session needPerms as Connect requires of acl (else a failed
+// attempt's node would stay). The reason names schemes, users and
+// permissions, never a digest's hash.
+func checkDirACL(dir, acl []zk.ACL, auth []authInfo) string {
+	var held int32
+	for _, e := range dir {
+		if extra := e.Perms & guardPerms &^ grantedTo(e, acl, auth); extra != 0 {
+			return fmt.Sprintf("its ACL grants %s %s%s, which WithACL %s does not", identity(e), permNames(extra), digestNote(e, acl), describeACL(acl))
+		}
+		if holds(e, auth) {
+			held |= e.Perms
+		}
+	}
+	if missing := needPerms &^ held; missing != 0 {
+		return fmt.Sprintf("its ACL %s grants this session no %s permission", describeACL(dir), permNames(missing))
+	}
+	return ""
+}
+
+// grantedTo returns the permissions acl grants the identity of the entry e
+// of a directory's ACL: those of a world:anyone entry, of an entry of the
+// same scheme and id, and of an "auth" entry (which the server turns into
+// the creating session's authenticated identities) when e is one the
+// Session holds (holds; not world, not ip, which "auth" never yields).
+func grantedTo(e zk.ACL, acl []zk.ACL, auth []authInfo) int32 {
+	var perms int32
+	for _, a := range acl {
+		switch {
+		case a.Scheme == "world" && a.ID == "anyone",
+			a.Scheme == e.Scheme && a.ID == e.ID,
+			a.Scheme == "auth" && e.Scheme != "world" && e.Scheme != "ip" && holds(e, auth):
+			perms |= a.Perms
+		}
+	}
+	return perms
+}
+
+// digestNote tells apart, for a directory's entry e, a digest of a user
+// that WithACL names with another password, or one whose hash the server
+// hid (it shows "user:x" to a session without ADMIN on the node).
+func digestNote(e zk.ACL, acl []zk.ACL) string {
+	if e.Scheme != "digest" {
+		return ""
+	}
+	if strings.HasSuffix(e.ID, ":x") {
+		return " (the server hides the digest's password hash from a session without ADMIN on the directory: it cannot be told from an impostor's)"
+	}
+	for _, a := range acl {
+		if a.Scheme == "digest" && identity(a) == identity(e) {
+			return " (with another password)"
+		}
+	}
+	return ""
 }

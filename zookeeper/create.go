@@ -87,7 +87,7 @@ func (c *protectedCreate) attempt() error {
 		if !c.gate.enter() {
 			return errCreateStopped
 		}
-		p, err := c.q.createOnce(c.prefix, c.data, c.anchor)
+		p, err := c.q.checkedCreate(c.prefix, c.data, c.anchor)
 		if errors.Is(err, zk.ErrNoNode) && try < 10 {
 			// The directory is missing, or was deleted between our ensure
 			// and this create: create it and try again, in the same pass
@@ -95,7 +95,7 @@ func (c *protectedCreate) attempt() error {
 			// gets its node (and is reaped once empty: a container that
 			// never had a child stays).
 			if err = c.q.ensureDir(); err == nil {
-				p, err = c.q.createOnce(c.prefix, c.data, c.anchor)
+				p, err = c.q.checkedCreate(c.prefix, c.data, c.anchor)
 			}
 		}
 		c.gate.exit()

@@ -15,9 +15,15 @@ import (
 // chroot, bottom-up, only when a create finds them missing (case C18).
 
 // ensureDir creates the queue directory and its missing ancestors: see
-// ensurePath.
+// ensurePath. With a restrictive WithACL the directory, if it turned out
+// to exist, must pass the directory rule (diracl.go): this is the path of
+// a create that found the directory missing, so the one found now may be
+// another's.
 func (q *Queue) ensureDir() error {
-	return q.s.ensurePath(q.adir, q.s.cfg.acl)
+	if !q.s.dirs.enabled(q.s.cfg.acl) {
+		return q.s.ensurePath(q.adir, q.s.cfg.acl)
+	}
+	return q.makeOrCheckDir()
 }
 
 // ensurePath creates the znode p (a server path, chroot included) and its
@@ -29,6 +35,13 @@ func (q *Queue) ensureDir() error {
 // not vanish when empty. NodeExists is success. An error names the znode
 // it could not create.
 func (s *Session) ensurePath(p string, acl []zk.ACL) error {
+	_, err := s.makePath(p, acl)
+	return err
+}
+
+// makePath is ensurePath that also reports whether this call created p
+// itself (with acl): false when p existed already.
+func (s *Session) makePath(p string, acl []zk.ACL) (made bool, _ error) {
 	flags, create := int32(zk.FlagContainer), s.conn.CreateContainer
 	if p == s.chroot || !strings.HasPrefix(p, s.chroot+"/") {
 		flags, create = 0, s.conn.Create
@@ -36,18 +49,18 @@ func (s *Session) ensurePath(p string, acl []zk.ACL) error {
 	_, err := create(p, nil, flags, acl)
 	if errors.Is(err, zk.ErrNoNode) {
 		if err := s.ensurePath(path.Dir(p), acl); err != nil {
-			return err
+			return false, err
 		}
 		_, err = create(p, nil, flags, acl)
 	}
 	if err == nil || errors.Is(err, zk.ErrNodeExists) {
-		return nil
+		return err == nil, nil
 	}
 	what := "directory"
 	if !strings.HasPrefix(p, s.chroot+"/") {
 		what = "chroot znode"
 	}
-	return fmt.Errorf("creating the %s %s: %w", what, shortpath.Of(p), err)
+	return false, fmt.Errorf("creating the %s %s: %w", what, shortpath.Of(p), err)
 }
 
 // ensureDir is zkside.Session.EnsureDir: dir below the chroot ("/" for the

@@ -53,6 +53,7 @@ type Session struct {
 	pool    workers       // the goroutines that run them (pool.go)
 	limit   packetLimit   // the sizes requests are checked against (packet.go)
 	limits  limitWarnings // directories warned about at the sequence limit (limit.go)
+	dirs    dirTrust      // directories that passed the ACL rule (diracl.go)
 
 	// life tracks the Session's goroutines (the janitor, listeners,
 	// observers), which Close waits for; quit is its context's Done, closed
