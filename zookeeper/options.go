@@ -162,7 +162,9 @@ func WithMaxPacket(bytes int) Option { return func(c *config) { c.maxPacket = by
 // WithACL sets the ACL of every znode the recipes create (default
 // zk.WorldACL(zk.PermAll)), their directories included: it must grant the
 // Session itself READ, CREATE and DELETE (ZooKeeper deletes a node only
-// with DELETE on its parent), else Connect returns ErrUnusableACL.
+// with DELETE on its parent), else Connect returns ErrUnusableACL. With
+// an ACL that keeps CREATE, DELETE or ADMIN from others, a queue directory
+// that exists already must keep them from others too (ErrUntrustedDir).
 func WithACL(acl []zk.ACL) Option { return func(c *config) { c.acl = acl } }
 
 // WithAuth adds authentication (e.g. scheme "digest", auth "user:password"),

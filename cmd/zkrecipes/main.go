@@ -287,6 +287,9 @@ func failStatus(log *slog.Logger, what string, err error) int {
 	case errors.Is(err, recipe.ErrInvalidPath), errors.Is(err, recipe.ErrTooLarge), errors.Is(err, recipe.ErrBadOption):
 		log.Error("cannot use the path", "err", err)
 		return exitUsage
+	case errors.Is(err, zookeeper.ErrUntrustedDir):
+		log.Error(untrustedDirMsg, "err", err)
+		return exitSoftware
 	case errors.Is(err, recipe.ErrNoPermission):
 		log.Error("permission denied (with ZooKeeper: the path's ACL; give the credentials its nodes were created with, --auth-file or "+envAuth+")", "err", err)
 		return exitSoftware
