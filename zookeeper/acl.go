@@ -137,17 +137,26 @@ func dirRuleApplies(acl []zk.ACL) bool {
 // attempt's node would stay). The reason names schemes, users and
 // permissions, never a digest's hash.
 func checkDirACL(dir, acl []zk.ACL, auth []authInfo) string {
+	return checkNodeACL(dir, acl, auth, guardPerms, needPerms)
+}
+
+// checkNodeACL is the directory rule for any znode someone else may have
+// made (fence/fencezk's register and its parent use it through
+// zkside.Session.ACLRule): every entry of node may grant its identity only
+// those of guard that acl grants that identity too, and node must grant
+// this session need. It returns the rule node breaks, or "".
+func checkNodeACL(node, acl []zk.ACL, auth []authInfo, guard, need int32) string {
 	var held int32
-	for _, e := range dir {
-		if extra := e.Perms & guardPerms &^ grantedTo(e, acl, auth); extra != 0 {
+	for _, e := range node {
+		if extra := e.Perms & guard &^ grantedTo(e, acl, auth); extra != 0 {
 			return fmt.Sprintf("its ACL grants %s %s%s, which WithACL %s does not", identity(e), permNames(extra), digestNote(e, acl), describeACL(acl))
 		}
 		if holds(e, auth) {
 			held |= e.Perms
 		}
 	}
-	if missing := needPerms &^ held; missing != 0 {
-		return fmt.Sprintf("its ACL %s grants this session no %s permission", describeACL(dir), permNames(missing))
+	if missing := need &^ held; missing != 0 {
+		return fmt.Sprintf("its ACL %s grants this session no %s permission", describeACL(node), permNames(missing))
 	}
 	return ""
 }
@@ -178,7 +187,7 @@ func digestNote(e zk.ACL, acl []zk.ACL) string {
 		return ""
 	}
 	if strings.HasSuffix(e.ID, ":x") {
-		return " (the server hides the digest's password hash from a session without ADMIN on the directory: it cannot be told from an impostor's)"
+		return " (the server hides the digest's password hash from a session without ADMIN on the znode: it cannot be told from an impostor's)"
 	}
 	for _, a := range acl {
 		if a.Scheme == "digest" && identity(a) == identity(e) {

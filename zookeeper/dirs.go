@@ -65,22 +65,28 @@ func (s *Session) makePath(p string, acl []zk.ACL) (made bool, _ error) {
 
 // ensureDir is zkside.Session.EnsureDir: dir below the chroot ("/" for the
 // chroot itself) and its missing ancestors, as ensurePath makes them,
-// retrying on connection loss until ctx ends.
-func (s *Session) ensureDir(ctx context.Context, dir string, acl []zk.ACL) error {
+// retrying on connection loss until ctx ends. made reports whether dir was
+// created by this call (by makePath; false if a lost answer hid it).
+func (s *Session) ensureDir(ctx context.Context, dir string, acl []zk.ACL) (made bool, _ error) {
 	if dir != "/" {
 		if err := validatePath(dir); err != nil {
-			return err
+			return false, err
 		}
 	}
 	p := s.abs(dir)
 	if dir == "/" {
 		if s.chroot == "" {
-			return nil
+			return false, nil
 		}
 		p = s.chroot
 	}
 	if acl == nil {
 		acl = s.cfg.acl
 	}
-	return s.req.retry(ctx, len(p)+pathSlack, func() error { return opErr("create", dir, s.ensurePath(p, acl)) })
+	err := s.req.retry(ctx, len(p)+pathSlack, func() error {
+		var err error
+		made, err = s.makePath(p, acl)
+		return opErr("create", dir, err)
+	})
+	return made, err
 }

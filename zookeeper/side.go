@@ -38,8 +38,13 @@ type sessionSide Session
 func (s *sessionSide) Chroot() string       { return s.chroot }
 func (s *sessionSide) Logger() *slog.Logger { return s.cfg.logger }
 func (s *sessionSide) PendingCleanup() int  { return s.cleaner.pending() }
+func (s *sessionSide) ACL() []zk.ACL        { return s.cfg.acl }
 
-func (s *sessionSide) EnsureDir(ctx context.Context, dir string, acl []zk.ACL) error {
+func (s *sessionSide) ACLRule(existing, acl []zk.ACL, guard, need int32) string {
+	return checkNodeACL(existing, acl, s.cfg.auth, guard, need)
+}
+
+func (s *sessionSide) EnsureDir(ctx context.Context, dir string, acl []zk.ACL) (bool, error) {
 	return (*Session)(s).ensureDir(ctx, dir, acl)
 }
 

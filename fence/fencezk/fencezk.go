@@ -15,7 +15,10 @@
 // Apply. What it cannot: effects elsewhere (give those an idempotency key),
 // and a register whose znode is deleted, since the high-water mark goes
 // with it (never delete a register's znode while tokens of the old mark
-// may still be in use).
+// may still be in use). Nor a client that the register's ACL lets set its
+// data, or its parent's lets delete it: the register takes the Session's
+// ACL (zookeeper.WithACL), and with a restrictive one an existing register
+// that grants others more is refused (ACLError, acl.go).
 package fencezk
 
 import (
@@ -25,6 +28,7 @@ import (
 	"fmt"
 	"path"
 	"strings"
+	"sync/atomic"
 
 	"github.com/go-zookeeper/zk"
 	"github.com/zkrecipes/zkrecipes/fence"
@@ -59,21 +63,28 @@ type Register struct {
 	path string // as given, below the session's chroot
 	full string // with the chroot
 	acl  []zk.ACL
+
+	guarded bool         // acl keeps some of regGuard from others: vet before writing (acl.go)
+	trusted atomic.Int64 // the czxid of the register that passed vet or that this Register made; 0: none
 }
 
 // Option configures a Register.
 type Option func(*Register)
 
 // WithACL sets the ACL of the znodes the register creates (itself and
-// missing parents; default zk.WorldACL(zk.PermAll)). Znodes written
-// through Apply carry the ACL of their own request.
+// missing parents; default: the Session's, zookeeper.WithACL's). An ACL
+// that keeps WRITE, CREATE, DELETE or ADMIN from others also makes the
+// first write check a register (and its parent) that exists already
+// against it: see ACLError. Znodes written through Apply carry the ACL of
+// their own request.
 func WithACL(acl []zk.ACL) Option { return func(r *Register) { r.acl = acl } }
 
 // New returns the register at path, relative to the session's chroot like
 // every recipe path. The first write creates the znode (persistent) with
 // its value, and its missing parents as the recipes create their
 // directories (containers, and the chroot itself, persistent, if it does
-// not exist yet). It sends nothing. Errors: a
+// not exist yet), all with the Session's ACL unless WithACL says
+// otherwise. It sends nothing. Errors: a
 // *zookeeper.PathError (recipe.ErrInvalidPath; with zookeeper.ErrReservedName
 // for a segment named like a recipe's queue node, which would take the
 // register, a persistent znode, for a contender that never leaves).
@@ -82,10 +93,11 @@ func New(s *zookeeper.Session, path string, opts ...Option) (*Register, error) {
 		return nil, err
 	}
 	side := zkside.SessionOf(s)
-	r := &Register{s: s, side: side, path: path, full: side.Chroot() + path, acl: zk.WorldACL(zk.PermAll)}
+	r := &Register{s: s, side: side, path: path, full: side.Chroot() + path, acl: side.ACL()}
 	for _, o := range opts {
 		o(r)
 	}
+	r.guarded = r.keepsFromOthers()
 	return r, nil
 }
 
@@ -117,6 +129,8 @@ func (r *Register) Read(ctx context.Context) (Value, error) {
 //
 // Errors: a *fence.StaleError (fence.ErrStale) with the stored token when
 // token is lower, nothing written; fence.ErrNoToken for the zero token;
+// an *ACLError (zookeeper.ErrUntrustedDir) when the register's ACL is
+// restrictive and the existing register or its parent grants others more;
 // an error matching recipe.ErrTooLarge when the write (the create of the
 // register or its setData, with the path and the "token=" line) would be
 // over the session's packet limit, or its data too large to read back
@@ -178,6 +192,13 @@ func (r *Register) write(ctx context.Context, token fence.Token, data []byte, op
 				return Value{}, nil, err
 			}
 		}
+		if r.guarded && (cur.Version < 0 || st.Czxid != r.trusted.Load()) {
+			if err := r.vet(ctx, cur.Version >= 0); errors.Is(err, errVanished) {
+				continue
+			} else if err != nil {
+				return cur, nil, err
+			}
+		}
 		if token < cur.Token {
 			return cur, nil, &fence.StaleError{Resource: r.path, Token: token, Highest: cur.Token}
 		}
@@ -191,35 +212,27 @@ func (r *Register) write(ctx context.Context, token fence.Token, data []byte, op
 		if cur.Version < 0 {
 			req = &zk.CreateRequest{Path: r.full, Data: encode(token, next), Acl: r.acl}
 		}
-		var res []zk.MultiResponse
-		failed := 0 // index of the refused op
-		if ops == nil {
-			if err := r.side.CheckRequest(req); err != nil {
-				return cur, nil, fmt.Errorf("fencezk: writing %s: %w", r.path, err)
-			}
-			if set, ok := req.(*zk.SetDataRequest); ok {
-				_, err = conn.Set(set.Path, set.Data, set.Version)
-			} else {
-				_, err = conn.Create(r.full, req.(*zk.CreateRequest).Data, 0, r.acl)
-			}
-		} else {
-			all := append([]any{req}, ops...)
-			if err := r.side.CheckMulti(all...); err != nil {
-				return cur, nil, fmt.Errorf("fencezk: writing %s: %w", r.path, err)
-			}
-			res, err = conn.Multi(all...)
-			failed = refused(res)
+		if err := r.check(req, ops); err != nil {
+			return cur, nil, fmt.Errorf("fencezk: writing %s: %w", r.path, err)
 		}
+		res, failed, err := r.send(req, ops)
 		switch {
 		case err == nil:
+			if r.guarded && cur.Version < 0 {
+				r.made()
+			}
 			return cur, r.unroot(res), nil
 		case failed == 0 && (errors.Is(err, zk.ErrBadVersion) || errors.Is(err, zk.ErrNodeExists)):
 			continue // another write landed since the read: compare again
 		case failed == 0 && errors.Is(err, zk.ErrNoNode) && cur.Version < 0:
 			// The register's parent is missing (or the chroot): create
-			// them as the recipes create their directories.
-			if err := r.side.EnsureDir(ctx, path.Dir(r.path), r.acl); err != nil {
-				return cur, nil, fmt.Errorf("fencezk: creating the parents of %s: %w", shortpath.Of(r.path), err)
+			// them as the recipes create their directories (a guarded
+			// Register's vet does, and checks what it did not make).
+			if r.guarded {
+				continue
+			}
+			if _, err := r.side.EnsureDir(ctx, path.Dir(r.path), r.acl); err != nil {
+				return cur, nil, wrapParents(r.path, err)
 			}
 			continue
 		case failed == 0 && errors.Is(err, zk.ErrNoNode):
@@ -233,6 +246,32 @@ func (r *Register) write(ctx context.Context, token fence.Token, data []byte, op
 		}
 		return cur, nil, fmt.Errorf("fencezk: writing %s: %w", shortpath.Of(r.path), err)
 	}
+}
+
+// check reports whether req, the register's setData or create, alone
+// (ops nil) or in one multi with ops, fits the packet limit (an error
+// matching recipe.ErrTooLarge). It sends nothing.
+func (r *Register) check(req any, ops []any) error {
+	if ops == nil {
+		return r.side.CheckRequest(req)
+	}
+	return r.side.CheckMulti(append([]any{req}, ops...)...)
+}
+
+// send sends req alone (ops nil) or in one multi with ops. failed is the
+// index of the op ZooKeeper refused in a failed multi (0: the register's).
+func (r *Register) send(req any, ops []any) (res []zk.MultiResponse, failed int, err error) {
+	conn := r.s.Conn()
+	if ops == nil {
+		if set, ok := req.(*zk.SetDataRequest); ok {
+			_, err = conn.Set(set.Path, set.Data, set.Version)
+		} else {
+			_, err = conn.Create(r.full, req.(*zk.CreateRequest).Data, 0, r.acl)
+		}
+		return nil, 0, err
+	}
+	res, err = conn.Multi(append([]any{req}, ops...)...)
+	return res, refused(res), err
 }
 
 // refused returns the index in a failed multi's responses of the op

@@ -35,11 +35,13 @@ type Session interface {
 	// chroot itself and its missing ancestors persistent, nothing above
 	// the first existing ancestor. dir "/" stands for the chroot. acl is
 	// the new znodes' ACL (nil: the Session's). It retries on connection
-	// loss until ctx ends. Errors: a *zookeeper.PathError; an
+	// loss until ctx ends. made reports whether this call created dir
+	// itself, with acl (false when it existed, or when the answer to the
+	// create that made it was lost). Errors: a *zookeeper.PathError; an
 	// *recipe.OpError naming the znode it could not create
 	// (recipe.ErrNoPermission for an ACL refusal); recipe.ErrSessionClosed;
 	// ctx's cause.
-	EnsureDir(ctx context.Context, dir string, acl []zk.ACL) error
+	EnsureDir(ctx context.Context, dir string, acl []zk.ACL) (made bool, err error)
 	// CheckRequest reports whether op, a request about to be sent through
 	// Conn (a *zk.CreateRequest, *zk.SetDataRequest, *zk.DeleteRequest or
 	// *zk.CheckVersionRequest; its path with the chroot), fits the packet
@@ -49,6 +51,22 @@ type Session interface {
 	CheckRequest(op any) error
 	// CheckMulti is CheckRequest for ops sent together in one Conn.Multi.
 	CheckMulti(ops ...any) error
+	// ACL returns the ACL the Session gives the znodes it creates
+	// (zookeeper.WithACL; default world:anyone:cdrwa), for a sibling that
+	// creates znodes of its own to default to it. It must not be modified.
+	ACL() []zk.ACL
+	// ACLRule applies zookeeper's rule for a queue directory someone else
+	// made (zookeeper.ErrUntrustedDir) to any znode: existing is the ACL
+	// of a znode that exists already, acl the one this Session would have
+	// given it. It returns "" when every entry of existing grants its
+	// identity only those of guard (zk.Perm* bits) that acl grants that
+	// identity too (acl's world:anyone entries cover everyone, its "auth"
+	// entries the Session's own identities) and existing grants this
+	// Session need; otherwise the rule existing breaks, naming schemes,
+	// users and permissions, never a digest's hash. Whether acl keeps any
+	// of guard from others at all (else no znode can break the rule):
+	// ACLRule(zk.WorldACL(guard), acl, guard, 0) != "". It sends nothing.
+	ACLRule(existing, acl []zk.ACL, guard, need int32) string
 	// PendingCleanup returns how many deletes of the Session's own znodes
 	// wait for a reconnection (normally 0).
 	PendingCleanup() int
