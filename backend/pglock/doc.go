@@ -40,6 +40,13 @@
 // holder uses a server connection; a cut-off waiter notices
 // nothing until its context ends.
 //
+// Every statement names only pg_catalog's functions, operators and types
+// (pg_catalog.pg_advisory_lock, OPERATOR(pg_catalog.=), pg_catalog.int8),
+// so that a role with CREATE on a schema of search_path (public before
+// PostgreSQL 15) cannot plant a look-alike that the statement resolves to
+// and that then runs as the locking role, rewinding the counters
+// (CVE-2018-1058), whatever search_path the role has.
+//
 // WithLogger and WithMetrics report grants, waits and lost leases (a lost
 // lease once, at WARN with its cause; at DEBUG when Session.Close ended it).
 package pglock

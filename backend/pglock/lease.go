@@ -147,7 +147,7 @@ func (l *lease) unlock(ctx context.Context) (done bool, err error) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, l.m.s.loss)
 	defer cancel()
-	rows, err := query(ctx, l.conn, "SELECT pg_advisory_unlock($1::bigint)", strconv.FormatInt(l.m.key, 10))
+	rows, err := query(ctx, l.conn, "SELECT pg_catalog.pg_advisory_unlock($1::pg_catalog.int8)", strconv.FormatInt(l.m.key, 10))
 
 	l.hangUp()
 	switch {

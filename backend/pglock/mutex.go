@@ -122,9 +122,11 @@ func (m *Mutex) TryAcquire(ctx context.Context) (recipe.Lease, error) {
 // connect time as parameters. The pid condition is a one-time filter,
 // evaluated before the lock function: through a pooler (another backend
 // runs the statement) they return no row and lock nothing (ErrPooler).
+// Like every statement of this package they name only pg_catalog's
+// functions, operators and types (see the package documentation).
 const (
-	waitSQL = "SELECT pg_advisory_lock($1::bigint)::text WHERE pg_backend_pid() = $2::bigint"
-	trySQL  = "SELECT pg_try_advisory_lock($1::bigint)::text WHERE pg_backend_pid() = $2::bigint"
+	waitSQL = "SELECT pg_catalog.pg_advisory_lock($1::pg_catalog.int8)::pg_catalog.text WHERE pg_catalog.pg_backend_pid() OPERATOR(pg_catalog.=) $2::pg_catalog.int8"
+	trySQL  = "SELECT pg_catalog.pg_try_advisory_lock($1::pg_catalog.int8)::pg_catalog.text WHERE pg_catalog.pg_backend_pid() OPERATOR(pg_catalog.=) $2::pg_catalog.int8"
 )
 
 // acquire is Acquire (wait) and TryAcquire, with their metrics.
@@ -277,7 +279,7 @@ func unlockAll(conn *pgconn.PgConn) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
 	defer cancel()
-	_, _ = query(ctx, conn, "SELECT pg_advisory_unlock_all()")
+	_, _ = query(ctx, conn, "SELECT pg_catalog.pg_advisory_unlock_all()")
 }
 
 // bump increments the lock's token counter on the holder's connection, in a
@@ -286,8 +288,8 @@ func unlockAll(conn *pgconn.PgConn) {
 // so counter order is grant order.
 func (m *Mutex) bump(ctx context.Context, conn *pgconn.PgConn) (fence.Token, string, error) {
 	rows, err := queryCancelled(ctx, conn,
-		"INSERT INTO "+m.s.table+" AS t (key, name, n) VALUES ($1::bigint, $2::text, 1) "+
-			"ON CONFLICT (key) DO UPDATE SET n = t.n + 1 RETURNING t.n, t.name",
+		"INSERT INTO "+m.s.table+" AS t (key, name, n) VALUES ($1::pg_catalog.int8, $2::pg_catalog.text, 1) "+
+			"ON CONFLICT (key) DO UPDATE SET n = t.n OPERATOR(pg_catalog.+) 1 RETURNING t.n, t.name",
 		strconv.FormatInt(m.key, 10), m.name)
 	if err != nil {
 		return 0, "", err

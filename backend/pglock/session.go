@@ -112,7 +112,7 @@ func ConnectConfig(ctx context.Context, cfg *pgconn.Config, opts ...Option) (*Se
 		return nil, err
 	}
 	defer s.closeConn(conn) // gone from the server when ConnectConfig returns
-	rows, err := query(ctx, conn, "SELECT pg_backend_pid()")
+	rows, err := query(ctx, conn, "SELECT pg_catalog.pg_backend_pid()")
 	if err == nil && (len(rows) != 1 || string(rows[0][0]) != strconv.FormatUint(uint64(conn.PID()), 10)) {
 		err = ErrPooler
 	}
@@ -196,14 +196,14 @@ func (s *Session) dial(ctx context.Context) (*pgconn.PgConn, error) {
 // next).
 func (s *Session) createTable(ctx context.Context, conn *pgconn.PgConn, table string) error {
 	create := "CREATE TABLE IF NOT EXISTS " + table + " (\n" +
-		"  key  bigint PRIMARY KEY, -- pglock.Key(name)\n" +
-		"  name text   NOT NULL,    -- the first lock name that used key\n" +
-		"  n    bigint NOT NULL CHECK (n > 0) -- the last token granted\n)"
+		"  key  bigint          PRIMARY KEY, -- pglock.Key(name)\n" +
+		"  name pg_catalog.text NOT NULL,    -- the first lock name that used key\n" +
+		"  n    bigint NOT NULL CHECK (n OPERATOR(pg_catalog.>) 0) -- the last token granted\n)"
 	_, err := query(ctx, conn, create)
 	if err == nil {
 		return nil
 	}
-	if rows, err2 := query(ctx, conn, "SELECT to_regclass($1) IS NOT NULL", table); err2 == nil && len(rows) == 1 && string(rows[0][0]) == "t" {
+	if rows, err2 := query(ctx, conn, "SELECT pg_catalog.to_regclass($1::pg_catalog.text) IS NOT NULL", table); err2 == nil && len(rows) == 1 && string(rows[0][0]) == "t" {
 		return nil // created by someone else meanwhile
 	}
 	if ctx.Err() != nil {

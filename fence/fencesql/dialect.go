@@ -117,10 +117,48 @@ func (d Dialect) quotePart(p string) string {
 	return "`" + strings.ReplaceAll(p, "`", "``") + "`"
 }
 
-// ddl is the fence table's CREATE TABLE statement; table is quoted.
+// The rule of every PostgreSQL statement this package writes (and
+// internal/pgtrust's and pglock's): it names only pg_catalog's operators,
+// functions and types. An operator is written OPERATOR(pg_catalog.op), a
+// function pg_catalog.f, a type pg_catalog.t, and Do's own parameters are
+// cast to the column's pg_catalog type. Unqualified, PostgreSQL looks them
+// up through search_path, and a role with CREATE on one of its schemas
+// (public, for every role, before PostgreSQL 15) can plant an operator
+// that wins: one whose argument types match exactly where pg_catalog's
+// needs a cast (varchar = varchar: pg_catalog has only text = text), or a
+// same-signature copy when search_path lists its schema before pg_catalog.
+// The planted function then runs as the application's role, which can
+// write the fence table (CVE-2018-1058). COALESCE, casts between built-in
+// types and ON CONFLICT's index are no lookups by name. Update's set
+// clause is the caller's SQL, resolved with the caller's search_path.
+
+// op returns the binary operator o as d's statements write it.
+func (d Dialect) op(o string) string {
+	if d == Postgres {
+		return "OPERATOR(pg_catalog." + o + ")"
+	}
+	return o
+}
+
+// param returns the n-th placeholder, cast on PostgreSQL to the pg_catalog
+// type typ (text or int8), so that the operator it meets is chosen by that
+// exact type.
+func (d Dialect) param(n int, typ string) string {
+	if d == Postgres {
+		return d.ph(n) + "::pg_catalog." + typ
+	}
+	return d.ph(n)
+}
+
+// ddl is the fence table's CREATE TABLE statement; table is quoted. On
+// PostgreSQL resource is text, not varchar, so that an ad-hoc query's
+// resource = '...' (text = text) has an exact match in pg_catalog; tables
+// made by earlier versions (VARCHAR(200)) work as well with this package's
+// qualified statements.
 func (d Dialect) ddl(table string) string {
 	if d == Postgres {
-		return fmt.Sprintf("CREATE TABLE IF NOT EXISTS %s (resource VARCHAR(%d) PRIMARY KEY, token BIGINT NOT NULL CHECK (token > 0))", table, MaxResourceLen)
+		return fmt.Sprintf("CREATE TABLE IF NOT EXISTS %s (resource pg_catalog.text PRIMARY KEY CHECK (pg_catalog.octet_length(resource) OPERATOR(pg_catalog.<=) %d), "+
+			"token BIGINT NOT NULL CHECK (token OPERATOR(pg_catalog.>) 0))", table, MaxResourceLen)
 	}
 	return fmt.Sprintf("CREATE TABLE IF NOT EXISTS %s (resource TEXT PRIMARY KEY NOT NULL, token INTEGER NOT NULL CHECK (token > 0))", table)
 }
@@ -133,13 +171,13 @@ func (d Dialect) ddl(table string) string {
 // commit and then re-checks against our token. On SQLite the statement
 // takes the database's write lock, held until commit.
 func (d Dialect) advance(table string) string {
-	return fmt.Sprintf("INSERT INTO %s AS f (resource, token) VALUES (%s, %s) ON CONFLICT (resource) DO UPDATE SET token = excluded.token WHERE f.token <= excluded.token",
-		table, d.ph(1), d.ph(2))
+	return fmt.Sprintf("INSERT INTO %s AS f (resource, token) VALUES (%s, %s) ON CONFLICT (resource) DO UPDATE SET token = excluded.token WHERE f.token %s excluded.token",
+		table, d.param(1, "text"), d.param(2, "int8"), d.op("<="))
 }
 
 // highest reads a fence row's token ($1 resource).
 func (d Dialect) highest(table string) string {
-	return fmt.Sprintf("SELECT token FROM %s WHERE resource = %s", table, d.ph(1))
+	return fmt.Sprintf("SELECT token FROM %s WHERE resource %s %s", table, d.op("="), d.param(1, "text"))
 }
 
 // ---- errors, classified without importing a driver ----

@@ -347,7 +347,7 @@ func TestDetect(t *testing.T) {
 		t.Fatalf("Do with an unknown driver: %v", err)
 	}
 	f, err := fencesql.New(db, fencesql.WithDialect(fencesql.Postgres))
-	if err != nil || f.Dialect() != fencesql.Postgres || !strings.HasPrefix(f.DDL(), `CREATE TABLE IF NOT EXISTS "zkrecipes_fence" (resource VARCHAR(200)`) {
+	if err != nil || f.Dialect() != fencesql.Postgres || !strings.HasPrefix(f.DDL(), `CREATE TABLE IF NOT EXISTS "zkrecipes_fence" (resource pg_catalog.text PRIMARY KEY`) {
 		t.Fatalf("WithDialect: %v, %v", f, err)
 	}
 }

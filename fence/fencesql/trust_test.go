@@ -37,6 +37,17 @@ func (r *pgRoles) as(t *testing.T, role, searchPath string) *sql.DB {
 	return openPostgresDSN(t, dsn+"&search_path="+searchPath) // no spaces: pgx keeps a + as it is
 }
 
+// asDefault opens a handle for role with the server's default search_path
+// ("$user", public).
+func (r *pgRoles) asDefault(t *testing.T, role string) *sql.DB {
+	t.Helper()
+	dsn, err := pgtest.AsRole(r.dsn, role)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return openPostgresDSN(t, dsn)
+}
+
 // schema creates a schema owned by the superuser in which app and mallory
 // may both create tables, as in public before PostgreSQL 15.
 func (r *pgRoles) schema(t *testing.T, name string) {

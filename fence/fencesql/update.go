@@ -51,9 +51,23 @@ type Querier interface {
 //	UPDATE <Table> SET <set>, <Fence> = token
 //	 WHERE <Key> = <ID> AND COALESCE(<Fence>, 0) <= token
 //
+// (on PostgreSQL with the operators and the token's type written as
+// pg_catalog's, below)
+//
 // The table, key and fence names are quoted by the dialect's rules (on
 // PostgreSQL after folding to lower case, as unquoted names are), so a
 // keyword (order, user) or a function's name (current_user) is a column.
+// On PostgreSQL Update's own operators are pg_catalog's, whatever
+// search_path holds (written OPERATOR(pg_catalog.=) and
+// OPERATOR(pg_catalog.<=), token cast to pg_catalog.int8), so that no role
+// that can create objects in a schema of search_path can plant one that
+// runs as the caller: the key column must be of a type whose = is
+// pg_catalog's (the built-in types, their domains, enums and arrays); a
+// key of an extension's type compares as its implicit cast to a built-in
+// type does (citext as text: case-sensitively) or fails with the
+// database's "operator does not exist". set is resolved with the caller's
+// search_path: qualify what it calls if others can create in a schema of
+// it.
 //
 // set is the caller's assignments with the dialect's placeholders for args,
 // numbered from 1: "balance = $1, note = $2" on PostgreSQL, "balance = ?,
@@ -116,9 +130,10 @@ func (f *Fence) Update(ctx context.Context, q Querier, token fence.Token, row Ro
 	}
 	n := len(args)
 	table, key, fc := f.d.quote(row.Table), f.d.quote(row.Key), f.d.quote(row.fence())
-	update := fmt.Sprintf("UPDATE %s SET %s, %s = %s WHERE %s = %s AND COALESCE(%s, 0) <= %s",
-		table, set, fc, f.d.ph(n+1), key, f.d.ph(n+2), fc, f.d.ph(n+1))
-	read := fmt.Sprintf("SELECT COALESCE(%s, 0) FROM %s WHERE %s = %s", fc, table, key, f.d.ph(1))
+	eq, le, tok := f.d.op("="), f.d.op("<="), f.d.param(n+1, "int8")
+	update := fmt.Sprintf("UPDATE %s SET %s, %s = %s WHERE %s %s %s AND COALESCE(%s, 0) %s %s",
+		table, set, fc, tok, key, eq, f.d.ph(n+2), fc, le, tok)
+	read := fmt.Sprintf("SELECT COALESCE(%s, 0) FROM %s WHERE %s %s %s", fc, table, key, eq, f.d.ph(1))
 	all := append(append(make([]any, 0, n+2), args...), int64(token), row.ID)
 
 	// Between the UPDATE and the read the row can appear (or its fence be

@@ -19,10 +19,10 @@ type checker struct {
 // is trusted apart from the caller's list: the connecting role or a
 // superuser. pg_database_owner stands for the database's owner.
 func roleCols(r string) string {
-	o := "(CASE WHEN " + r + " = (SELECT oid FROM pg_catalog.pg_roles WHERE rolname = 'pg_database_owner') " +
-		"THEN (SELECT datdba FROM pg_catalog.pg_database WHERE datname = pg_catalog.current_database()) ELSE " + r + " END)"
-	return "coalesce((SELECT rolname FROM pg_catalog.pg_roles WHERE oid = " + o + "), 'PUBLIC'), " +
-		"coalesce((SELECT (rolsuper OR rolname = current_user)::text FROM pg_catalog.pg_roles WHERE oid = " + o + "), 'false')"
+	o := "(CASE WHEN " + r + eq + "(SELECT oid FROM pg_catalog.pg_roles WHERE rolname" + eq + "'pg_database_owner'::pg_catalog.name) " +
+		"THEN (SELECT datdba FROM pg_catalog.pg_database WHERE datname" + eq + "pg_catalog.current_database()) ELSE " + r + " END)"
+	return "COALESCE((SELECT rolname::pg_catalog.text FROM pg_catalog.pg_roles WHERE oid" + eq + o + "), 'PUBLIC'), " +
+		"COALESCE((SELECT (rolsuper OR rolname" + eq + "CURRENT_USER)::pg_catalog.text FROM pg_catalog.pg_roles WHERE oid" + eq + o + "), 'false')"
 }
 
 // isTrusted reports whether the role of a roleCols pair is trusted.
@@ -45,7 +45,7 @@ func (c *checker) fail(format string, args ...any) error {
 // run applies the rules in order: schema owner, then (if the table exists)
 // kind, owner, privileges, triggers, rules, row security.
 func (c *checker) run() error {
-	rows, err := c.q(c.ctx, "SELECT "+roleCols("n.nspowner")+" FROM pg_catalog.pg_namespace n WHERE n.nspname = $1", c.t.Schema)
+	rows, err := c.q(c.ctx, "SELECT "+roleCols("n.nspowner")+" FROM pg_catalog.pg_namespace n WHERE n.nspname"+eq+"$1::pg_catalog.name", c.t.Schema)
 	if err != nil || len(rows) == 0 {
 		return err // no such schema: no table either, and CREATE will say so
 	}
@@ -53,10 +53,10 @@ func (c *checker) run() error {
 		return c.fail("its schema %q is owned by role %q, which could drop and replace it; trusted: the connecting role, superusers and %q",
 			c.t.Schema, rows[0][0], c.trusted)
 	}
-	rows, err = c.q(c.ctx, "SELECT c.oid::text, c.relkind::text, c.relpersistence::text, "+
-		"(c.relrowsecurity OR c.relforcerowsecurity)::text, "+roleCols("c.relowner")+
-		" FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace"+
-		" WHERE n.nspname = $1 AND c.relname = $2", c.t.Schema, c.t.Name)
+	rows, err = c.q(c.ctx, "SELECT c.oid::pg_catalog.text, c.relkind::pg_catalog.text, c.relpersistence::pg_catalog.text, "+
+		"(c.relrowsecurity OR c.relforcerowsecurity)::pg_catalog.text, "+roleCols("c.relowner")+
+		" FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid"+eq+"c.relnamespace"+
+		" WHERE n.nspname"+eq+"$1::pg_catalog.name AND c.relname"+eq+"$2::pg_catalog.name", c.t.Schema, c.t.Name)
 	if err != nil || len(rows) == 0 {
 		return err
 	}
@@ -79,19 +79,20 @@ func (c *checker) run() error {
 	return c.hooks()
 }
 
-// readOnly are the privileges that let another role read the table but not
-// change its rows: SELECT, REFERENCES (a foreign key to it), MAINTAIN
-// (PostgreSQL 17: VACUUM, ANALYZE, LOCK; it can delay, not change, writes).
-const readOnly = "('SELECT', 'REFERENCES', 'MAINTAIN')"
+// readOnly, appended to a privilege, is true unless it is one that lets
+// another role read the table but not change its rows: SELECT, REFERENCES
+// (a foreign key to it), MAINTAIN (PostgreSQL 17: VACUUM, ANALYZE, LOCK; it
+// can delay, not change, writes). NOT IN would call an unqualified <>.
+const readOnly = " OPERATOR(pg_catalog.<>) ALL ('{SELECT,REFERENCES,MAINTAIN}'::pg_catalog.text[])"
 
 // privileges refuses a write privilege held by an untrusted role, on the
 // table or on one of its columns.
 func (c *checker) privileges() error {
 	rows, err := c.q(c.ctx, "SELECT "+roleCols("a.grantee")+", a.privilege_type FROM pg_catalog.pg_class c, "+
-		"pg_catalog.aclexplode(c.relacl) a WHERE c.oid = $1::oid AND a.privilege_type NOT IN "+readOnly+
-		" UNION ALL SELECT "+roleCols("a.grantee")+", a.privilege_type || ' (' || att.attname || ')' "+
+		"pg_catalog.aclexplode(c.relacl) a WHERE c.oid"+eq+"$1::pg_catalog.oid AND a.privilege_type"+readOnly+
+		" UNION ALL SELECT "+roleCols("a.grantee")+", pg_catalog.concat(a.privilege_type, ' (', att.attname, ')') "+
 		"FROM pg_catalog.pg_attribute att, pg_catalog.aclexplode(att.attacl) a "+
-		"WHERE att.attrelid = $1::oid AND a.privilege_type NOT IN "+readOnly, c.oid)
+		"WHERE att.attrelid"+eq+"$1::pg_catalog.oid AND a.privilege_type"+readOnly, c.oid)
 	if err != nil {
 		return err
 	}
@@ -110,9 +111,9 @@ func (c *checker) privileges() error {
 // hooks refuses triggers, rules and policies: any of them can change or
 // drop a write (a trusted owner has no reason to add them to such a table).
 func (c *checker) hooks() error {
-	rows, err := c.q(c.ctx, "SELECT 'trigger', tgname::text FROM pg_catalog.pg_trigger WHERE tgrelid = $1::oid AND NOT tgisinternal"+
-		" UNION ALL SELECT 'rule', rulename::text FROM pg_catalog.pg_rewrite WHERE ev_class = $1::oid"+
-		" UNION ALL SELECT 'policy', polname::text FROM pg_catalog.pg_policy WHERE polrelid = $1::oid", c.oid)
+	rows, err := c.q(c.ctx, "SELECT 'trigger', tgname::pg_catalog.text FROM pg_catalog.pg_trigger WHERE tgrelid"+eq+"$1::pg_catalog.oid AND NOT tgisinternal"+
+		" UNION ALL SELECT 'rule', rulename::pg_catalog.text FROM pg_catalog.pg_rewrite WHERE ev_class"+eq+"$1::pg_catalog.oid"+
+		" UNION ALL SELECT 'policy', polname::pg_catalog.text FROM pg_catalog.pg_policy WHERE polrelid"+eq+"$1::pg_catalog.oid", c.oid)
 	if err != nil {
 		return err
 	}

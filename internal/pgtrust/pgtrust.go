@@ -22,6 +22,18 @@
 // privileges, add triggers, rules or policies, or drop and replace it.
 // Callers use Table.Qualified in every later statement, never the bare
 // name, so that no later search_path change redirects them.
+//
+// Check runs as the application before it trusts anything, so its own
+// statements name only pg_catalog's objects (the rule of SQL in pgtrust,
+// pglock and fencesql): every operator is written OPERATOR(pg_catalog.op)
+// (also for IN and NOT IN, which call = and <>), every function
+// pg_catalog.f, every type pg_catalog.t. A role with CREATE on a schema of
+// search_path (public before PostgreSQL 15) can otherwise plant an operator
+// that the statement resolves to instead of pg_catalog's: one whose
+// argument types match exactly where pg_catalog's needs a cast (varchar =
+// varchar, text || name), or a same-signature copy when search_path lists
+// its schema before pg_catalog; it then runs as the application's role
+// (CVE-2018-1058).
 package pgtrust
 
 import (
@@ -30,6 +42,10 @@ import (
 	"fmt"
 	"strings"
 )
+
+// eq is PostgreSQL's equality operator, named so that no other schema's
+// can stand in for it (see the package documentation).
+const eq = " OPERATOR(pg_catalog.=) "
 
 // ErrUntrusted is matched (errors.Is) by every *Error: the table exists
 // but does not pass Check's rules. Packages that use pgtrust re-export it
@@ -92,9 +108,9 @@ func resolve(ctx context.Context, q Query, name string) (Table, error) {
 	if !qualified {
 		schema, rel = "", name
 	}
-	rows, err := q(ctx, `SELECT coalesce(CASE WHEN $1 = '' THEN pg_catalog.current_schema() ELSE $1 END, ''),
-  coalesce((SELECT n.nspname FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
-    WHERE $1 = '' AND c.oid = pg_catalog.to_regclass(pg_catalog.quote_ident($2))), '')`, schema, rel)
+	rows, err := q(ctx, `SELECT COALESCE(CASE WHEN $1::pg_catalog.text OPERATOR(pg_catalog.=) '' THEN pg_catalog.current_schema()::pg_catalog.text ELSE $1::pg_catalog.text END, ''),
+  COALESCE((SELECT n.nspname::pg_catalog.text FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) c.relnamespace
+    WHERE $1::pg_catalog.text OPERATOR(pg_catalog.=) '' AND c.oid OPERATOR(pg_catalog.=) pg_catalog.to_regclass(pg_catalog.quote_ident($2::pg_catalog.text))::pg_catalog.oid), '')`, schema, rel)
 	if err != nil {
 		return Table{}, err
 	}
@@ -105,8 +121,8 @@ func resolve(ctx context.Context, q Query, name string) (Table, error) {
 	if schema == "" {
 		return Table{}, fmt.Errorf("pgtrust: no schema of search_path exists for table %q: name one (schema.table)", name)
 	}
-	rows, err = q(ctx, "SELECT pg_catalog.quote_ident($1) || '.' || pg_catalog.quote_ident($3), "+
-		"pg_catalog.quote_ident($2) || '.' || pg_catalog.quote_ident($3)", schema, found, rel)
+	rows, err = q(ctx, "SELECT pg_catalog.concat(pg_catalog.quote_ident($1::pg_catalog.text), '.', pg_catalog.quote_ident($3::pg_catalog.text)), "+
+		"pg_catalog.concat(pg_catalog.quote_ident($2::pg_catalog.text), '.', pg_catalog.quote_ident($3::pg_catalog.text))", schema, found, rel)
 	if err != nil {
 		return Table{}, err
 	}

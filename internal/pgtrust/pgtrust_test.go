@@ -18,34 +18,41 @@ func TestMain(m *testing.M) { pgtest.Main(m) }
 // with CREATE on public, as every role had before PostgreSQL 15) and an
 // attacker (mallory, likewise), each with a database/sql handle.
 type fixture struct {
-	app, mallory     string
-	admin, asApp, as *sql.DB
+	app, mallory, dsn string
+	admin, asApp, as  *sql.DB
 }
 
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
 	srv := pgtest.Shared(t)
 	f := &fixture{app: srv.Role(t, "app"), mallory: srv.Role(t, "mallory")}
-	dsn := srv.Database(t)
-	open := func(role string) *sql.DB {
-		d := dsn
-		if role != "" {
-			var err error
-			if d, err = pgtest.AsRole(dsn, role); err != nil {
-				t.Fatal(err)
-			}
-		}
-		db, err := sql.Open("pgx", d)
-		if err != nil {
-			t.Fatal(err)
-		}
-		db.SetMaxOpenConns(1) // one session: search_path changes stick
-		t.Cleanup(func() { db.Close() })
-		return db
-	}
-	f.admin, f.asApp, f.as = open(""), open(f.app), open(f.mallory)
+	f.dsn = srv.Database(t)
+	f.admin, f.asApp, f.as = f.open(t, "", ""), f.open(t, f.app, ""), f.open(t, f.mallory, "")
 	f.exec(t, f.admin, "GRANT CREATE ON SCHEMA public TO "+f.app+", "+f.mallory)
 	return f
+}
+
+// open returns a handle on the test database as role ("": the
+// administrator), with searchPath if not "".
+func (f *fixture) open(t *testing.T, role, searchPath string) *sql.DB {
+	t.Helper()
+	d := f.dsn
+	if role != "" {
+		var err error
+		if d, err = pgtest.AsRole(d, role); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if searchPath != "" {
+		d += "&search_path=" + searchPath
+	}
+	db, err := sql.Open("pgx", d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.SetMaxOpenConns(1) // one session: search_path changes stick
+	t.Cleanup(func() { db.Close() })
+	return db
 }
 
 func (f *fixture) exec(t *testing.T, db *sql.DB, stmts ...string) {
