@@ -5,8 +5,12 @@ import (
 	"strings"
 )
 
-// minPiece is the shortest part of a password that Secrets lists on its
-// own (see Secrets): shorter ones would hide ordinary words of a message.
+// minPiece is the shortest secret searched for in a text (Scrub, Hide, and
+// Redact's second pass), and the shortest part of a password that Secrets
+// lists on its own: a shorter one would match inside ordinary words of a
+// message and so spell itself out ("sessixxxxx cxxxxxnected" for the
+// password "on"). Such a password is hidden only where it stands, by
+// Redact's positional pass.
 const minPiece = 4
 
 // Secrets returns the passwords that Redact hides in raw, each as written
@@ -41,25 +45,28 @@ func secrets(raw string, spans []span) []string {
 
 // Scrub returns text with every occurrence of each of secrets replaced by
 // Mask, the longest first (so that a secret that holds another is hidden
-// whole). Empty secrets are ignored.
+// whole). Secrets shorter than 4 bytes are ignored: searched for, they
+// would be found inside ordinary words, and the masked message would show
+// where, that is, the secret (see minPiece).
 func Scrub(text string, secrets ...string) string {
-	s := slices.Clone(secrets)
+	s := slices.DeleteFunc(slices.Clone(secrets), short)
 	slices.SortFunc(s, func(a, b string) int { return len(b) - len(a) })
 	for _, v := range s {
-		if v != "" {
-			text = strings.ReplaceAll(text, v, Mask)
-		}
+		text = strings.ReplaceAll(text, v, Mask)
 	}
 	return text
 }
 
+// short reports whether secret v is too short to be searched for.
+func short(v string) bool { return len(v) < minPiece }
+
 // Hide returns err with its message scrubbed of secrets (Scrub); errors.Is
 // and errors.As see through it to err. It returns err itself when err is
-// nil or there is no non-empty secret. It is for errors a driver made, whose
+// nil or no secret is long enough to be searched for (4 bytes). It is for errors a driver made, whose
 // text is not ours to vouch for: a caller that unwraps and prints err's
 // parts itself gets the driver's text as it was.
 func Hide(err error, secrets ...string) error {
-	if err == nil || !slices.ContainsFunc(secrets, func(s string) bool { return s != "" }) {
+	if err == nil || !slices.ContainsFunc(secrets, func(s string) bool { return !short(s) }) {
 		return err
 	}
 	return &hidden{err: err, secrets: secrets}

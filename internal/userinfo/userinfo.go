@@ -30,8 +30,10 @@ const Mask = "xxxxx"
 // before its first ':') is kept; "user:pw@host", which net/url reads as
 // the scheme "user", keeps "user:". An unterminated quoted value is hidden to
 // the end of the string. A password of 4 bytes or more is hidden wherever
-// else it appears in raw too ("?application_name=" + the password). Over-redacting is harmless, printing a password is
-// not. A string that holds none is returned as it is.
+// else it appears in raw too ("?application_name=" + the password): a
+// shorter one only where it stands (see Scrub). Over-redacting is
+// harmless, printing a password is not. A string that holds none is
+// returned as it is.
 func Redact(raw string) string {
 	spans := find(raw)
 	if len(spans) == 0 {
@@ -46,12 +48,7 @@ func Redact(raw string) string {
 	}
 	b.WriteString(raw[last:])
 	out := b.String()
-	for _, v := range secrets(raw, spans) { // a password repeated elsewhere (a misplaced value)
-		if len(v) >= minPiece {
-			out = strings.ReplaceAll(out, v, Mask)
-		}
-	}
-	return out
+	return Scrub(out, secrets(raw, spans)...) // a password repeated elsewhere (a misplaced value)
 }
 
 // span is one hidden part of a string: raw[start:end], whose meaning (the

@@ -112,3 +112,30 @@ func TestRedactRepeated(t *testing.T) {
 		t.Errorf("Redact(%q) = %q, want %q", in, got, want)
 	}
 }
+
+// TestShortSecretsNotSearched: a secret shorter than 4 bytes is not looked
+// for in a text (Scrub, Hide, Redact's second pass): it would be found
+// inside ordinary words, and the masks would spell it out ("on" in
+// "session connected"). Redact still hides it where it stands.
+func TestShortSecretsNotSearched(t *testing.T) {
+	const msg = "session connected: cannot connect to Redis, revoke-on-suspend"
+	if got := Scrub(msg, "on", "e", "abc", ""); got != msg {
+		t.Errorf("Scrub with short secrets = %q, want the text as it was", got)
+	}
+	if got := Scrub(msg+" S3cr", "on", "S3cr"); got != msg+" xxxxx" {
+		t.Errorf("Scrub = %q, want only the 4-byte secret hidden", got)
+	}
+	inner := errors.New(msg)
+	if Hide(inner, "on", "e") != inner {
+		t.Error("Hide with only short secrets must return the error as it is")
+	}
+	for in, want := range map[string]string{
+		"redis://:e@host:6379/0?client_name=e":        "redis://:xxxxx@host:6379/0?client_name=e",
+		"postgres://u:on@host/db?application_name=on": "postgres://u:xxxxx@host/db?application_name=on",
+		"host=db password=abc user=abc":               "host=db password=xxxxx user=abc",
+	} {
+		if got := Redact(in); got != want {
+			t.Errorf("Redact(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
