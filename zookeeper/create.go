@@ -21,8 +21,12 @@ import (
 
 // create sends the protected ephemeral sequential create of a node of
 // kind carrying data (anchored to anchor, if set) and returns the child
-// name: see protectedCreate.
-func (q *Queue) create(ctx context.Context, guid, kind string, data []byte, anchor *anchorSpec) (string, error) {
+// name: see protectedCreate. On error, maybe reports whether a node of the
+// attempt may exist (a create whose reply was lost, or one its caller
+// stopped waiting for), which the caller must look for by GUID; when it is
+// false every create was answered with a refusal or never sent (a create
+// the server refused, for an ACL say, created nothing).
+func (q *Queue) create(ctx context.Context, guid, kind string, data []byte, anchor *anchorSpec) (name string, maybe bool, err error) {
 	c := &protectedCreate{q: q, guid: guid, data: data, anchor: anchor,
 		sends: lostSends{size: max(q.reqSize, q.createSize(kind, data, anchor))}}
 	if anchor != nil {
@@ -58,8 +62,8 @@ type protectedCreate struct {
 
 // run makes the attempts until one succeeds, fails for good, or the caller
 // leaves; the create is counted in the queue's pending work (Drain) until
-// nothing of it is left in flight.
-func (c *protectedCreate) run(ctx context.Context) (string, error) {
+// nothing of it is left in flight. maybe is create's.
+func (c *protectedCreate) run(ctx context.Context) (name string, maybe bool, err error) {
 	q := c.q
 	q.pending.add()
 	err, abandoned := q.s.req.retryLate(ctx, &c.sends, c.attempt, c.late)
@@ -69,9 +73,10 @@ func (c *protectedCreate) run(ctx context.Context) (string, error) {
 		q.pending.done()
 	}
 	if err != nil {
-		return "", q.wrap("create", err)
+		// c.unknown may be read only when the attempts are over.
+		return "", abandoned || c.unknown, q.wrap("create", err)
 	}
-	return c.name, nil
+	return c.name, false, nil
 }
 
 // attempt is one pass of the retry loop.

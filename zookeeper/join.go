@@ -29,11 +29,13 @@ func (q *Queue) join(ctx context.Context, kind string, data []byte, anchor *anch
 	}
 	guid := newGUID()
 	pipe := fs.pipe(guid, kind)
-	name, err := q.create(ctx, guid, kind, data, anchor)
+	name, maybe, err := q.create(ctx, guid, kind, data, anchor)
 	reply, usable := pipe.finish(name, err)
 	if err != nil {
-		// The create may have been applied: remove whatever carries our GUID.
-		q.deleteOwned(ctx, cleanupItem{dir: q.adir, guid: guid, owner: q.s.ID(), sends: lostSends{size: q.reqSize}}, false)
+		if maybe {
+			// The create may have been applied: remove whatever carries our GUID.
+			q.deleteOwned(ctx, cleanupItem{dir: q.adir, guid: guid, owner: q.s.ID(), sends: lostSends{size: q.reqSize}}, false)
+		}
 		if isConnErr(err) && ep.ctx.Err() != nil && !errors.Is(err, recipe.ErrSessionLost) {
 			// The connection failed because the session it served is
 			// lost (expired, or presumed expired at its deadline): say so,

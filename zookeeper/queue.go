@@ -373,7 +373,7 @@ func (f *inflight) wait(ctx context.Context) error {
 // mixed is the error of a listing that holds nodes of another recipe's
 // kind k.
 func (q *Queue) mixed(k string) error {
-	return fmt.Errorf("%w: %s has %q nodes beside this recipe's %q", recipe.ErrMixedRecipes, shortpath.Of(q.dir), k, q.kinds)
+	return fmt.Errorf("%w: %s holds a node of kind %q, which this queue (kinds %q) does not use", recipe.ErrMixedRecipes, shortpath.Of(q.dir), k, q.kinds)
 }
 
 // vanished explains why the own node is no longer listed.

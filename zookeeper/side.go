@@ -29,6 +29,7 @@ func init() {
 			}
 			return names
 		},
+		NodeKind: grammarKind,
 	})
 }
 

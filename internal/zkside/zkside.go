@@ -103,6 +103,7 @@ type Hooks struct {
 	// ValidateSequentialPath is ValidateSequentialPath's.
 	ValidateSequentialPath func(p string) error
 	NodeNames              any // func([]zookeeper.Participant) []zookeeper.NodeName
+	NodeKind               func(name string) string
 }
 
 var hooks Hooks
@@ -134,6 +135,13 @@ func ValidateSequentialPath(p string) error { return hooks.ValidateSequentialPat
 // NodeName for a name outside the node-name grammar of its Kind). P and N
 // are zookeeper.Participant and zookeeper.NodeName.
 func NodeNames[P, N any](ps []P) []N { return hooks.NodeNames.(func([]P) []N)(ps) }
+
+// NodeKind returns the kind of a child name in the queue-node grammar
+// ("_c_<guid>-<kind><sequence>", any kind: a recipe's of this module, or
+// another program's), or "" for a name outside it, which every recipe
+// ignores: a tool can list what makes a recipe refuse a directory with
+// recipe.ErrMixedRecipes.
+func NodeKind(name string) string { return hooks.NodeKind(name) }
 
 // ObserveHeadAs is zookeeper.Queue.ObserveHead delivering conv(head)
 // instead of the head itself, with the same coalescing: a recipe's own
