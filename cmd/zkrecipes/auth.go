@@ -33,9 +33,9 @@ type secFlags struct {
 	authFile string
 	acl      string
 	passEnv  passEnv
-	digest   []byte // "user:password" from authFile or envAuth; nil: none
-	user     string // its user part, for the log
-	loose    bool   // authFile can be read by others than its owner
+	digest   []byte   // "user:password" from authFile or envAuth; nil: none
+	user     string   // its user part, for the log
+	file     flagFile // authFile as read, without its data (warnLoose)
 }
 
 // register registers --auth-file, and with withOwnership (lock, elect:
@@ -55,15 +55,14 @@ func (f *secFlags) load() error {
 	var raw []byte
 	switch {
 	case f.authFile != "":
-		b, err := os.ReadFile(f.authFile)
+		ff, err := readFlagFile("--auth-file", f.authFile)
 		if err != nil {
-			return fmt.Errorf("--auth-file: %w", err)
+			return err
 		}
-		raw, _, _ = bytes.Cut(b, []byte("\n"))
+		raw, _, _ = bytes.Cut(ff.data, []byte("\n"))
 		raw = bytes.TrimSuffix(raw, []byte("\r"))
-		if st, err := os.Stat(f.authFile); err == nil && st.Mode().Perm()&0o077 != 0 {
-			f.loose = true
-		}
+		ff.data = nil
+		f.file = ff
 	default:
 		if v, ok := os.LookupEnv(envAuth); ok {
 			raw = []byte(v)
@@ -94,11 +93,9 @@ func (f *secFlags) load() error {
 }
 
 // options returns Connect's options for the credentials and the ACL, and
-// logs what they are (the user, never the password).
+// logs what they are (the user, never the password). common.logger warns
+// about a loose --auth-file.
 func (f *secFlags) options(log *slog.Logger) []zookeeper.Option {
-	if f.loose {
-		log.Warn("the --auth-file can be read by other users: chmod 600 it", "file", f.authFile)
-	}
 	var opts []zookeeper.Option
 	if f.digest != nil {
 		opts = append(opts, zookeeper.WithAuth("digest", f.digest))

@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"os/signal"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -20,6 +21,7 @@ import (
 	"github.com/zkrecipes/zkrecipes/internal/zkside"
 	"github.com/zkrecipes/zkrecipes/latch"
 	"github.com/zkrecipes/zkrecipes/mutex"
+	"github.com/zkrecipes/zkrecipes/recipe"
 	"github.com/zkrecipes/zkrecipes/zookeeper"
 )
 
@@ -40,8 +42,11 @@ Examples:
   zkrecipes inspect --json /elections/scheduler | jq '.participants[0].data'
   zkrecipes inspect --watch /locks/migrate      # follow changes until Ctrl-C
 
+Nodes of a kind no zkrecipes recipe uses, which make lock and elect
+refuse PATH, are listed too, with the role "foreign".
+
 Exit statuses: 0; 64 usage; 66 PATH does not exist; 69 ZooKeeper
-unreachable; 70 other error.
+unreachable or the connection lost; 70 other error (e.g. an ACL refusal).
 `
 
 // allKinds are the node kinds of every recipe of the module.
@@ -96,7 +101,7 @@ type View struct {
 // Entry is one participant.
 type Entry struct {
 	Position  int       `json:"position"`
-	Role      string    `json:"role"`
+	Role      string    `json:"role"` // holder, leader, waiting, queued, or foreign (roleForeign)
 	Kind      string    `json:"kind"`
 	Token     uint64    `json:"token"`
 	SessionID string    `json:"session_id"`
@@ -129,15 +134,12 @@ func inspectMain(f *inspectFlags, path string, stdout, stderr io.Writer) int {
 		return code
 	}
 	defer s.Close()
-	// AllowsAnchors: the path may hold a read-write lock's anchored nodes,
-	// whose longer names the queue's requests are sized for. No ZooKeeper
-	// operation.
-	q, err := zookeeper.NewQueue(s, path, allKinds, zookeeper.FirstHolds, zookeeper.AllowsAnchors())
+	abs := zkside.SessionOf(s).Chroot() + path
+	l, err := newLister(s, path, abs)
 	if err != nil {
 		log.Error("cannot read the path", "err", err)
 		return exitSoftware
 	}
-	abs := zkside.SessionOf(s).Chroot() + path
 	for first := true; ; first = false {
 		exists, ev, again, err := lookAt(s.Conn(), abs, f.watch)
 		if again {
@@ -152,7 +154,7 @@ func inspectMain(f *inspectFlags, path string, stdout, stderr io.Writer) int {
 		}
 		var ps []zookeeper.Participant
 		if exists {
-			if ps, err = q.Participants(ctx); err != nil {
+			if ps, err = l.participants(ctx); err != nil {
 				return inspectError(ctx, log, err)
 			}
 		}
@@ -203,15 +205,23 @@ func lookAt(conn *zk.Conn, abs string, watch bool) (exists bool, ev <-chan zk.Ev
 	return exists, ev, false, err
 }
 
+// inspectError logs why reading the path failed and returns the exit
+// status of docs/cli.md's table: 69 only for a server that cannot be
+// reached or a connection or session lost, 70 for every other failure.
 func inspectError(ctx context.Context, log *slog.Logger, err error) int {
 	if ctx.Err() != nil {
 		return 0
 	}
-	log.Error("reading the path failed", "err", err)
-	if errors.Is(err, zk.ErrNoAuth) {
+	switch {
+	case errors.Is(err, recipe.ErrNoPermission), errors.Is(err, zk.ErrNoAuth):
+		log.Error("reading the path failed: permission denied (the path's ACL: give credentials it grants, --auth-file or "+envAuth+")", "err", err)
 		return exitSoftware
+	case unavailable(err), errors.Is(err, zk.ErrNoServer), errors.Is(err, zk.ErrConnectionClosed), errors.Is(err, zk.ErrSessionExpired):
+		log.Error("reading the path failed: the connection to ZooKeeper was lost", "err", err)
+		return exitUnavailable
 	}
-	return exitUnavailable
+	log.Error("reading the path failed", "err", err)
+	return exitSoftware
 }
 
 // view turns a listing into roles, with the recipe's own rule.
@@ -246,7 +256,10 @@ func view(path string, exists bool, ps []zookeeper.Participant, leases int) View
 	}
 	for i, p := range ps {
 		role := "queued" // no rule: a semaphore without --semaphore, or mixed kinds
-		if rule != nil {
+		switch {
+		case foreign(p.Kind):
+			role = roleForeign
+		case rule != nil:
 			role = "waiting"
 			if holds, _ := rule(names, i); holds {
 				role = holder
@@ -292,10 +305,13 @@ func printView(w io.Writer, v View, watch, first bool) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "#\tROLE\tKIND\tTOKEN\tSESSION\tAGE\tDATA\tNODE")
 	for _, e := range v.Participants {
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", e.Position, e.Role, e.Kind, e.Token, e.SessionID,
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", e.Position, e.Role, termSafe(e.Kind), e.Token, e.SessionID,
 			time.Duration(e.AgeSec*float64(time.Second)).Round(100*time.Millisecond), termSafe(e.Data), termSafe(e.Node))
 	}
 	tw.Flush()
+	if slices.ContainsFunc(v.Participants, func(e Entry) bool { return e.Role == roleForeign }) {
+		fmt.Fprintln(w, "(foreign: a node named like a recipe's of a kind no zkrecipes recipe uses; lock and elect refuse the path while it is there)")
+	}
 	if v.Recipe == "semaphore" && v.Participants[0].Role == "queued" {
 		fmt.Fprintln(w, "(give --semaphore N to tell holders from waiters)")
 	}

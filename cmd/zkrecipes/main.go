@@ -221,17 +221,23 @@ func portless(servers string) []string {
 	return out
 }
 
+// logger returns the logger of the flags (every line scrubbed of the
+// secrets), having warned with it about secret files others may read.
 func (c *common) logger(stderr io.Writer) *slog.Logger {
 	var lvl slog.Level
 	_ = lvl.UnmarshalText([]byte(c.logLevel)) // checked by check
 	opts := &slog.HandlerOptions{Level: lvl, ReplaceAttr: scrubbing(c.secrets(), durationText)}
+	var log *slog.Logger
 	if c.logFormat == "json" {
 		// Node data and names in records (a holder's data) may hold what a
 		// terminal obeys: the text handler quotes them, jsonWriter escapes
 		// what JSON leaves as it is.
-		return slog.New(slog.NewJSONHandler(jsonWriter{stderr}, opts))
+		log = slog.New(slog.NewJSONHandler(jsonWriter{stderr}, opts))
+	} else {
+		log = slog.New(slog.NewTextHandler(stderr, opts))
 	}
-	return slog.New(slog.NewTextHandler(stderr, opts))
+	warnLoose(log, c.sec.file, c.tls.keyFile)
+	return log
 }
 
 // durationText logs a duration as Go writes it ("1.5s", "250ms"), in JSON
@@ -367,6 +373,9 @@ func parseArgs(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) (pos, 
 	pos, cmd, err := parse(fs, args)
 	if err != nil {
 		return nil, nil, exitUsage // the flag package printed the error and the hint
+	}
+	if err := noEmpty(fs); err != nil {
+		return nil, nil, usageError(stderr, fs, "%v", err)
 	}
 	return pos, cmd, -1
 }

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"os"
 
 	"github.com/zkrecipes/zkrecipes/backend/etcdlock"
 	"github.com/zkrecipes/zkrecipes/backend/pglock"
@@ -25,6 +24,7 @@ type tlsFlags struct {
 	on                        bool
 	ca, cert, key, serverName string
 	cfg                       *tls.Config // built by check; nil when no TLS flag was given
+	keyFile                   flagFile    // key as read, without its data (warnLoose)
 }
 
 // register registers the TLS flags.
@@ -45,22 +45,20 @@ func (t *tlsFlags) check() error {
 	}
 	cfg := &tls.Config{ServerName: t.serverName, MinVersion: tls.VersionTLS12}
 	if t.ca != "" {
-		pem, err := os.ReadFile(t.ca)
+		pem, err := readFlagFile("--tls-ca", t.ca)
 		if err != nil {
-			return fmt.Errorf("--tls-ca: %w", err)
+			return err
 		}
 		cfg.RootCAs = x509.NewCertPool()
-		if !cfg.RootCAs.AppendCertsFromPEM(pem) {
+		if !cfg.RootCAs.AppendCertsFromPEM(pem.data) {
 			return fmt.Errorf("--tls-ca %s: no PEM certificate in the file", t.ca)
 		}
 	}
 	switch {
 	case t.cert != "" && t.key != "":
-		// crypto/tls's errors name the problem and PEM block types, never
-		// a file's content.
-		cert, err := tls.LoadX509KeyPair(t.cert, t.key)
+		cert, err := t.keyPair()
 		if err != nil {
-			return fmt.Errorf("--tls-cert %s, --tls-key %s: %w", t.cert, t.key, err)
+			return err
 		}
 		cfg.Certificates = []tls.Certificate{cert}
 	case t.cert != "":
@@ -70,6 +68,29 @@ func (t *tlsFlags) check() error {
 	}
 	t.cfg = cfg
 	return nil
+}
+
+// keyPair reads --tls-cert and --tls-key (readFlagFile: regular files of
+// bounded size) and makes the client certificate; t.keyFile keeps whether
+// others may read the key, for warnLoose.
+func (t *tlsFlags) keyPair() (tls.Certificate, error) {
+	cert, err := readFlagFile("--tls-cert", t.cert)
+	if err != nil {
+		return tls.Certificate{}, err
+	}
+	key, err := readFlagFile("--tls-key", t.key)
+	if err != nil {
+		return tls.Certificate{}, err
+	}
+	// crypto/tls's errors name the problem and PEM block types, never a
+	// file's content.
+	pair, err := tls.X509KeyPair(cert.data, key.data)
+	if err != nil {
+		return tls.Certificate{}, fmt.Errorf("--tls-cert %s, --tls-key %s: %w", t.cert, t.key, err)
+	}
+	key.data = nil
+	t.keyFile = key
+	return pair, nil
 }
 
 // tlsRejected reports whether err is a TLS handshake that failed on its
