@@ -49,10 +49,12 @@ type flagFile struct {
 // never end), and so is a file over maxFlagFile. Errors name the flag and
 // the file, never the content.
 func readFlagFile(opt, name string) (flagFile, error) {
-	if st, err := os.Stat(name); err != nil {
-		return flagFile{}, fmt.Errorf("%s: %w", opt, err)
-	} else if err := regular(opt, name, st); err != nil {
-		return flagFile{}, err
+	// Not even opened when not regular (opening a device can do things);
+	// a Stat that fails is left to the open to report.
+	if st, err := os.Stat(name); err == nil {
+		if err := regular(opt, name, st); err != nil {
+			return flagFile{}, err
+		}
 	}
 	// O_NONBLOCK: should the name be swapped for a FIFO after the Stat,
 	// the open does not wait for a writer, and the Stat below refuses it.

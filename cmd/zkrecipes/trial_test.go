@@ -218,3 +218,28 @@ func TestLooseTLSKeyWarns(t *testing.T) {
 		}
 	}
 }
+
+// TestWrongDigestNoCleanupWarning: lock with wrong digest credentials on a
+// --acl private path exits 70 without the misleading "cleanup delete
+// deferred to the session cleaner" warning: the create the server refused
+// created nothing, so there is nothing to clean up.
+func TestWrongDigestNoCleanupWarning(t *testing.T) {
+	t.Parallel()
+	cl := zktest.Shared(t)
+	in := zktest.Inspect(t, cl)
+	in.Create("/acl", nil)
+	dir := t.TempDir()
+	gate := filepath.Join(dir, "gate")
+	holder := start(t, cl, dir, "lock", "--auth-file", authFile(t, dir), "--acl", "private", "/acl/w", "--", "sh", "-c", gateScript(gate))
+	holder.awaitLog("lock acquired")
+	p := startEnv(t, []string{"ZK_SERVERS=" + strings.Join(cl.Servers(), ","), envAuth + "=" + authUser + ":wrong-password"}, dir, false,
+		"lock", "--acl", "private", "--wait", "0", "/acl/w", "--", "true")
+	p.expect(exitSoftware, 30*time.Second)
+	if strings.Contains(p.stderr.String(), "cleanup") {
+		t.Errorf("a cleanup was logged after a refused create:\n%s", p.stderr)
+	}
+	touch(t, gate)
+	holder.expect(0, 30*time.Second)
+	// The harness, without the credentials, could not delete it.
+	zktest.Eventually(t, 20*time.Second, "the empty private lock directory removed by the server", func() bool { return in.Stat("/acl/w") == nil })
+}
