@@ -221,34 +221,6 @@ func portless(servers string) []string {
 	return out
 }
 
-// logger returns the logger of the flags (every line scrubbed of the
-// secrets), having warned with it about secret files others may read.
-func (c *common) logger(stderr io.Writer) *slog.Logger {
-	var lvl slog.Level
-	_ = lvl.UnmarshalText([]byte(c.logLevel)) // checked by check
-	opts := &slog.HandlerOptions{Level: lvl, ReplaceAttr: scrubbing(c.secrets(), durationText)}
-	var log *slog.Logger
-	if c.logFormat == "json" {
-		// Node data and names in records (a holder's data) may hold what a
-		// terminal obeys: the text handler quotes them, jsonWriter escapes
-		// what JSON leaves as it is.
-		log = slog.New(slog.NewJSONHandler(jsonWriter{stderr}, opts))
-	} else {
-		log = slog.New(slog.NewTextHandler(stderr, opts))
-	}
-	warnLoose(log, c.sec.file, c.tls.keyFile)
-	return log
-}
-
-// durationText logs a duration as Go writes it ("1.5s", "250ms"), in JSON
-// too, where slog would give a number of nanoseconds without a unit.
-func durationText(_ []string, a slog.Attr) slog.Attr {
-	if a.Value.Kind() == slog.KindDuration {
-		a.Value = slog.StringValue(a.Value.Duration().String())
-	}
-	return a
-}
-
 // connect opens the Session; on failure it logs and returns the exit
 // status (-1 on success).
 func (c *common) connect(ctx context.Context, log *slog.Logger, extra ...zookeeper.Option) (*zookeeper.Session, int) {
