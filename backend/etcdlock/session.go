@@ -146,9 +146,10 @@ func newSession(ctx context.Context, cli *clientv3.Client, own bool, cfg config)
 }
 
 // probe dials every endpoint at once and returns nil as soon as one
-// accepts a TCP connection (and completes a TLS handshake with tlsCfg, when
-// not nil), or an error matching ErrUnreachable with every dial error when
-// none does.
+// accepts a TCP connection and, with tlsCfg, completes a TLS handshake and
+// answers (handshake), or without, is not a TLS endpoint (plainAnswer); or
+// an error matching ErrUnreachable with every endpoint's error when none
+// does (a refused client certificate also matches recipe.ErrNoPermission).
 func probe(ctx context.Context, endpoints []string, dial func(context.Context, string) (net.Conn, error), tlsCfg *tls.Config) error {
 	if dial == nil {
 		var d net.Dialer
@@ -160,10 +161,12 @@ func probe(ctx context.Context, endpoints []string, dial func(context.Context, s
 	for _, ep := range endpoints {
 		go func() {
 			c, err := dial(ctx, ep)
-			if err == nil && tlsCfg != nil {
-				err = handshake(ctx, c, ep, tlsCfg)
-			}
 			if err == nil {
+				if tlsCfg != nil {
+					err = handshake(ctx, c, ep, tlsCfg)
+				} else {
+					err = plainAnswer(ctx, c, ep, dial)
+				}
 				_ = c.Close()
 			}
 			errs <- err
