@@ -186,7 +186,7 @@ func (s *Session) dial(ctx context.Context) (*pgconn.PgConn, error) {
 		if errors.As(err, &pgErr) && pgErr.Code == "42704" { // undefined_object: an unknown parameter
 			return nil, fmt.Errorf("pglock: the server refused a session parameter (pglock needs PostgreSQL 14 or later): %w", err)
 		}
-		return nil, err
+		return nil, classifyDial(err) // refused credentials, TLS (reach.go)
 	}
 	return conn, nil
 }
