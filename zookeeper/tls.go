@@ -25,7 +25,8 @@ import (
 // certificate is presented from cfg.Certificates or
 // cfg.GetClientCertificate, as crypto/tls does; cfg == nil means the
 // system's roots and no client certificate. MinVersion below TLS 1.2 is
-// raised to 1.2.
+// raised to 1.2; a MaxVersion below TLS 1.2 is refused
+// (recipe.ErrBadOption): no version would be left.
 //
 // cfg.InsecureSkipVerify is refused (recipe.ErrBadOption) unless
 // cfg.VerifyConnection or cfg.VerifyPeerCertificate does the checking

@@ -56,7 +56,14 @@ type Session struct {
 // first check); there is no authentication by user name and password: for
 // that, configure a clientv3.Client yourself and use NewSession.
 //
-// Errors: ErrBadURL, recipe.ErrBadOption, ErrUnreachable, ctx's cause.
+// A plain connection whose endpoint closes it at once and answers a TLS
+// hello fails at once too, saying to use etcds:// or WithTLS.
+//
+// Errors: ErrBadURL, recipe.ErrBadOption, ErrUnreachable (a refused client
+// certificate also matches recipe.ErrNoPermission), ctx's cause. A request
+// that etcd's authentication refuses (no user name, a role without the
+// key range, a token no longer valid) matches recipe.ErrNoPermission,
+// here and at every acquisition (docs/backends.md, "Errors at connect").
 func Connect(ctx context.Context, url string, opts ...Option) (*Session, error) {
 	endpoints, prefix, err := parseURL(url)
 	if err != nil {

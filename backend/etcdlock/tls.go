@@ -22,8 +22,8 @@ import (
 // cfg.RootCAs. The certificate of each endpoint is verified against the
 // endpoint's host unless cfg.ServerName names another; InsecureSkipVerify
 // without a VerifyConnection or VerifyPeerCertificate of one's own is
-// refused (recipe.ErrBadOption), and a MinVersion below TLS 1.2 is raised
-// to it.
+// refused (recipe.ErrBadOption), and so is a MaxVersion below TLS 1.2 (no
+// version would be left); a MinVersion below TLS 1.2 is raised to it.
 //
 // TLS is used when the URL is etcds:// or WithTLS is given; WithTLS's
 // configuration wins over etcds://'s default one, and turns an etcd:// URL

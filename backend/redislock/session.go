@@ -75,6 +75,11 @@ type Session struct {
 // settings are checked too: without appendonly yes and appendfsync always a
 // warning is logged (see the package documentation for what can go wrong).
 // No error shows the URL's password (or a query parameter named like one).
+// A refused password or user (WRONGPASS, NOAUTH) or client certificate
+// matches recipe.ErrNoPermission; a server certificate that fails
+// verification, TLS against a plaintext port (after the dial timeout) and
+// plaintext against a TLS port (at once) match recipe.ErrUnreachable and
+// say so (docs/backends.md, "Errors at connect"; reach.go).
 //
 // The user's ACL rights are checked by use (the package documentation
 // gives the ACL line): a *PermissionError, matching recipe.ErrNoPermission,

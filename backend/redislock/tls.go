@@ -21,7 +21,8 @@ import (
 // server's certificate is verified against the URL's host unless
 // cfg.ServerName names another; InsecureSkipVerify without a
 // VerifyConnection or VerifyPeerCertificate of one's own is refused
-// (recipe.ErrBadOption), and a MinVersion below TLS 1.2 is raised to it.
+// (recipe.ErrBadOption), and so is a MaxVersion below TLS 1.2 (no version
+// would be left); a MinVersion below TLS 1.2 is raised to it.
 //
 // TLS is used when the URL is rediss:// or WithTLS is given; WithTLS's
 // configuration wins over rediss://'s (its skip_verify parameter included)
