@@ -5,13 +5,12 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"io"
 	"net"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/go-zookeeper/zk"
+	"github.com/zkrecipes/zkrecipes/internal/connerr"
 	"github.com/zkrecipes/zkrecipes/internal/tlsconf"
 	"github.com/zkrecipes/zkrecipes/recipe"
 )
@@ -26,7 +25,8 @@ import (
 // certificate is presented from cfg.Certificates or
 // cfg.GetClientCertificate, as crypto/tls does; cfg == nil means the
 // system's roots and no client certificate. MinVersion below TLS 1.2 is
-// raised to 1.2.
+// raised to 1.2; a MaxVersion below TLS 1.2 is refused
+// (recipe.ErrBadOption): no version would be left.
 //
 // cfg.InsecureSkipVerify is refused (recipe.ErrBadOption) unless
 // cfg.VerifyConnection or cfg.VerifyPeerCertificate does the checking
@@ -91,48 +91,21 @@ func (r tlsRejected) Unwrap() error { return r.err }
 // rejected reports whether err is a TLS failure marked tlsRejected.
 func rejected(err error) bool { return errors.As(err, new(tlsRejected)) }
 
-// certificateAlerts are the texts of the TLS alerts by which a server
-// refuses the client's certificate (crypto/tls's names).
-var certificateAlerts = []string{"bad certificate", "unsupported certificate", "revoked certificate",
-	"expired certificate", "unknown certificate", "unknown certificate authority", "access denied",
-	"certificate required"}
+// secureHint is the question of a TLS failure that a plain port may have
+// caused.
+const secureHint = "is it the server's secureClientPort?"
 
 // tlsFailure describes a TLS failure err on a connection to addr: in the
 // handshake, or (TLS 1.3, whose client finishes before the server has
-// checked its certificate) on the first read. Failures that a retry would
-// meet again are marked tlsRejected.
+// checked its certificate) on the first read, as every backend does
+// (internal/connerr). Failures that a retry would meet again are marked
+// tlsRejected.
 func tlsFailure(addr string, cfg *tls.Config, err error) error {
-	var verr *tls.CertificateVerificationError
-	var rerr tls.RecordHeaderError
-	var oerr *net.OpError
-	switch {
-	case errors.As(err, &verr):
-		return tlsRejected{fmt.Errorf("the certificate of %s failed verification: %w", addr, err)}
-	case errors.As(err, &rerr):
-		return tlsRejected{fmt.Errorf("%s does not speak TLS (is it the server's secureClientPort?): %w", addr, err)}
-	case errors.As(err, &oerr) && oerr.Op == "remote error":
-		alert := strings.TrimPrefix(oerr.Err.Error(), "tls: ")
-		for _, a := range certificateAlerts {
-			if alert == a {
-				return tlsRejected{fmt.Errorf("%w: %s refused the client certificate%s: %w", recipe.ErrNoPermission, addr, noCertificate(cfg), err)}
-			}
-		}
-		return tlsRejected{fmt.Errorf("%s ended the TLS handshake: %w", addr, err)}
+	err, final := connerr.Handshake(err, addr, cfg, secureHint)
+	if final {
+		return tlsRejected{err}
 	}
-	if errors.Is(err, io.EOF) {
-		// Also what a server's plain port does (it reads the TLS hello as a
-		// bad length), but a starting server closes connections too.
-		return fmt.Errorf("%s closed the connection in the TLS handshake (is it the server's secureClientPort?): %w", addr, err)
-	}
-	return fmt.Errorf("TLS handshake with %s: %w", addr, err)
-}
-
-// noCertificate says so when cfg presents no client certificate.
-func noCertificate(cfg *tls.Config) string {
-	if len(cfg.Certificates) == 0 && cfg.GetClientCertificate == nil {
-		return " (none was presented)"
-	}
-	return ""
+	return err
 }
 
 // namedHosts is the HostProvider of a Session with TLS: go-zookeeper's

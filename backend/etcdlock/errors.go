@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/zkrecipes/zkrecipes/internal/connerr"
 	"github.com/zkrecipes/zkrecipes/internal/lockname"
 	"github.com/zkrecipes/zkrecipes/recipe"
 )
@@ -80,9 +81,35 @@ func grpcCode(err error) codes.Code {
 	return codes.Unknown
 }
 
-// opError wraps a failed etcd request as a *recipe.OpError (Path is the key).
+// opError wraps a failed etcd request as a *recipe.OpError (Path is the
+// key); a refusal by etcd's authentication or access control also matches
+// recipe.ErrNoPermission, as on every backend (internal/connerr).
 func opError(op, key string, err error) error {
+	if denied(err) {
+		err = connerr.Mark(err, recipe.ErrNoPermission)
+	}
 	return &recipe.OpError{Op: op, Path: key, Err: err}
+}
+
+// refusals are etcd's answers to a client whose credentials or rights do
+// not do: no user name where authentication is on, a wrong password or
+// unknown user (when a token is renewed), a token no longer valid, a role
+// without the key range.
+var refusals = []error{rpctypes.ErrPermissionDenied, rpctypes.ErrUserEmpty, rpctypes.ErrAuthFailed,
+	rpctypes.ErrInvalidAuthToken, rpctypes.ErrAuthOldRevision, rpctypes.ErrUserNotFound, rpctypes.ErrInvalidAuthMgmt}
+
+// denied reports whether err is one of etcd's refusals.
+func denied(err error) bool {
+	for _, r := range refusals {
+		if errors.Is(err, r) {
+			return true
+		}
+	}
+	switch grpcCode(err) {
+	case codes.PermissionDenied, codes.Unauthenticated:
+		return true
+	}
+	return false
 }
 
 // lostError is what an acquisition returns when the lease its key was put

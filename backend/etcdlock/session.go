@@ -56,7 +56,14 @@ type Session struct {
 // first check); there is no authentication by user name and password: for
 // that, configure a clientv3.Client yourself and use NewSession.
 //
-// Errors: ErrBadURL, recipe.ErrBadOption, ErrUnreachable, ctx's cause.
+// A plain connection whose endpoint closes it at once and answers a TLS
+// hello fails at once too, saying to use etcds:// or WithTLS.
+//
+// Errors: ErrBadURL, recipe.ErrBadOption, ErrUnreachable (a refused client
+// certificate also matches recipe.ErrNoPermission), ctx's cause. A request
+// that etcd's authentication refuses (no user name, a role without the
+// key range, a token no longer valid) matches recipe.ErrNoPermission,
+// here and at every acquisition (docs/backends.md, "Errors at connect").
 func Connect(ctx context.Context, url string, opts ...Option) (*Session, error) {
 	endpoints, prefix, err := parseURL(url)
 	if err != nil {
@@ -146,9 +153,10 @@ func newSession(ctx context.Context, cli *clientv3.Client, own bool, cfg config)
 }
 
 // probe dials every endpoint at once and returns nil as soon as one
-// accepts a TCP connection (and completes a TLS handshake with tlsCfg, when
-// not nil), or an error matching ErrUnreachable with every dial error when
-// none does.
+// accepts a TCP connection and, with tlsCfg, completes a TLS handshake and
+// answers (handshake), or without, is not a TLS endpoint (plainAnswer); or
+// an error matching ErrUnreachable with every endpoint's error when none
+// does (a refused client certificate also matches recipe.ErrNoPermission).
 func probe(ctx context.Context, endpoints []string, dial func(context.Context, string) (net.Conn, error), tlsCfg *tls.Config) error {
 	if dial == nil {
 		var d net.Dialer
@@ -160,10 +168,12 @@ func probe(ctx context.Context, endpoints []string, dial func(context.Context, s
 	for _, ep := range endpoints {
 		go func() {
 			c, err := dial(ctx, ep)
-			if err == nil && tlsCfg != nil {
-				err = handshake(ctx, c, ep, tlsCfg)
-			}
 			if err == nil {
+				if tlsCfg != nil {
+					err = handshake(ctx, c, ep, tlsCfg)
+				} else {
+					err = plainAnswer(ctx, c, ep, dial)
+				}
 				_ = c.Close()
 			}
 			errs <- err

@@ -69,6 +69,12 @@ func Connect(ctx context.Context, url string, opts ...Option) (*Session, error) 
 // connect timeout (the URL's connect_timeout, else DefaultConnectTimeout),
 // a *recipe.OpError matching recipe.ErrUnreachable and wrapping the
 // connection error (*pgconn.ConnectError); ctx's cause if ctx ended first.
+// A server that refuses the role's credentials (SQLSTATE 28P01, 28000,
+// 42501: a password, an unknown role, a missing client certificate, no
+// TLS where pg_hba.conf wants it) gives an error matching
+// recipe.ErrNoPermission; a server certificate that fails verification,
+// or a server that refuses TLS, recipe.ErrUnreachable; the same at every
+// acquisition's connection (docs/backends.md, "Errors at connect").
 //
 // There is no constructor from a pgxpool.Pool or a pgx.Conn on purpose: a
 // pooled connection returns to its pool with the lock still held, and a
@@ -186,7 +192,7 @@ func (s *Session) dial(ctx context.Context) (*pgconn.PgConn, error) {
 		if errors.As(err, &pgErr) && pgErr.Code == "42704" { // undefined_object: an unknown parameter
 			return nil, fmt.Errorf("pglock: the server refused a session parameter (pglock needs PostgreSQL 14 or later): %w", err)
 		}
-		return nil, err
+		return nil, classifyDial(err) // refused credentials, TLS (reach.go)
 	}
 	return conn, nil
 }

@@ -19,7 +19,8 @@ import (
 // host's certificate is verified against that host unless cfg.ServerName
 // names another; InsecureSkipVerify without a VerifyConnection or
 // VerifyPeerCertificate of one's own is refused (recipe.ErrBadOption), and
-// a MinVersion below TLS 1.2 is raised to it.
+// a MinVersion below TLS 1.2 is raised to it (a MaxVersion below it is
+// refused: recipe.ErrBadOption).
 //
 // WithTLS wins over the URL: its sslmode (disable, allow, prefer, require,
 // verify-ca, verify-full), sslrootcert, sslcert and sslkey are replaced by

@@ -230,7 +230,7 @@ func (m *Mutex) try(ctx context.Context, owner string, enqueue bool) (*lease, ti
 		if perr := s.permissionError(err, "the acquire script"); perr != nil {
 			err = perr
 		}
-		return nil, 0, &recipe.OpError{Op: "acquire", Path: m.key, Err: err}
+		return nil, 0, &recipe.OpError{Op: "acquire", Path: m.key, Err: classify(ctx, err)}
 	case code == -1:
 		return nil, 0, &recipe.OpError{Op: "acquire", Path: m.key, Err: &PermissionError{Right: s.rightOf(msg, "PUBLISH"), Err: errors.New(msg)}}
 	case code == 0 && len(res) == 2:

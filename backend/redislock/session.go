@@ -15,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/redis/go-redis/v9/maintnotifications"
 
+	"github.com/zkrecipes/zkrecipes/internal/connerr"
 	"github.com/zkrecipes/zkrecipes/internal/ctxend"
 	"github.com/zkrecipes/zkrecipes/internal/grant"
 	"github.com/zkrecipes/zkrecipes/internal/life"
@@ -48,6 +49,8 @@ type Session struct {
 	leases map[*lease]struct{} // the live leases
 
 	wake *wakeups // the waiters' shared pub/sub connection
+
+	stopLogs func() // ends go-redis's lines to log (logs.go)
 }
 
 // Connect parses url (redis://[user:password@]host:port[/db], or rediss://
@@ -72,6 +75,11 @@ type Session struct {
 // settings are checked too: without appendonly yes and appendfsync always a
 // warning is logged (see the package documentation for what can go wrong).
 // No error shows the URL's password (or a query parameter named like one).
+// A refused password or user (WRONGPASS, NOAUTH) or client certificate
+// matches recipe.ErrNoPermission; a server certificate that fails
+// verification, TLS against a plaintext port (after the dial timeout) and
+// plaintext against a TLS port (at once) match recipe.ErrUnreachable and
+// say so (docs/backends.md, "Errors at connect"; reach.go).
 //
 // The user's ACL rights are checked by use (the package documentation
 // gives the ACL line): a *PermissionError, matching recipe.ErrNoPermission,
@@ -98,7 +106,7 @@ func Connect(ctx context.Context, rawURL string, opts ...Option) (*Session, erro
 	}
 	c.applyTLS(ro)
 	cli := redis.NewClient(ro)
-	s, err := newSession(ctx, cli, true, c)
+	s, err := newSession(ctx, cli, true, c, userinfo.Secrets(rawURL))
 	if err != nil {
 		_ = cli.Close()
 		return nil, hideClient(err, cli, rawURL)
@@ -131,7 +139,7 @@ func NewSession(ctx context.Context, cli *redis.Client, opts ...Option) (*Sessio
 	case c.tlsSet:
 		return nil, fmt.Errorf("%w: WithTLS is for Connect; set the client's TLSConfig", recipe.ErrBadOption)
 	}
-	s, err := newSession(ctx, cli, false, c)
+	s, err := newSession(ctx, cli, false, c, nil)
 	if err != nil {
 		return nil, hideClient(err, cli, "")
 	}
@@ -168,15 +176,27 @@ func parseURL(raw string) (*redis.Options, error) {
 	return ro, nil
 }
 
-func newSession(ctx context.Context, cli *redis.Client, owned bool, c *config) (*Session, error) {
-	if err := cli.Ping(ctx).Err(); err != nil {
-		if !ctxend.Ended(ctx) && isNetError(err) {
-			err = fmt.Errorf("%w: %w", recipe.ErrUnreachable, err)
+// newSession checks the server of cli and returns the Session; go-redis's
+// own log lines go to c's logger from now on (scrubbed of cli's password
+// and secrets), until Close or a failure here.
+func newSession(ctx context.Context, cli *redis.Client, owned bool, c *config, secrets []string) (s *Session, err error) {
+	stopLogs := watchLogs(c.logger, append(secrets, cli.Options().Password))
+	defer func() {
+		if err != nil {
+			stopLogs()
 		}
-		return nil, &recipe.OpError{Op: "connect", Err: err}
+	}()
+	if err := cli.Ping(ctx).Err(); err != nil {
+		if connerr.KindOf(err) == connerr.Refused { // TLS 1.3: on the first read
+			err, _ = connerr.Handshake(err, cli.Options().Addr, cli.Options().TLSConfig, tlsHint)
+		}
+		if !ctxend.Ended(ctx) && isNetError(err) {
+			err = fmt.Errorf("%w: %w", recipe.ErrUnreachable, plainToTLS(ctx, cli, err))
+		}
+		return nil, &recipe.OpError{Op: "connect", Err: classify(ctx, err)}
 	}
-	s := &Session{cli: cli, owned: owned, ttl: c.ttl, prefix: c.prefix, log: c.logger, metrics: c.metrics,
-		life: life.New(), leases: make(map[*lease]struct{})}
+	s = &Session{cli: cli, owned: owned, ttl: c.ttl, prefix: c.prefix, log: c.logger, metrics: c.metrics,
+		life: life.New(), leases: make(map[*lease]struct{}), stopLogs: stopLogs}
 	s.wake = &wakeups{s: s, subs: make(map[string]*sub)}
 	if err := s.checkServer(ctx); err != nil {
 		return nil, err
@@ -262,6 +282,7 @@ func (s *Session) Close() error {
 	s.stopBG()
 	s.life.Wait()
 	s.wake.close()
+	defer s.stopLogs()
 	if s.owned {
 		return s.cli.Close()
 	}

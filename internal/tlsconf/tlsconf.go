@@ -14,12 +14,27 @@ import (
 // accept any server certificate.
 var ErrNoVerification = errors.New("InsecureSkipVerify without VerifyConnection or VerifyPeerCertificate: the server would not be verified")
 
+// ErrNoVersion is returned by Check for a configuration whose MaxVersion
+// is below TLS 1.2 (the least Clone allows) or below its own MinVersion: no
+// handshake could succeed ("no supported versions satisfy MinVersion and
+// MaxVersion"), and the backends would retry it until their connect
+// timeout.
+var ErrNoVersion = errors.New("MaxVersion is below TLS 1.2 or below MinVersion: no TLS version is left to speak (TLS 1.2 at least)")
+
 // Check refuses a configuration that turns certificate verification off
-// without doing its own (VerifyConnection or VerifyPeerCertificate). A nil
-// cfg is fine: it stands for the system's roots and no client certificate.
+// without doing its own (VerifyConnection or VerifyPeerCertificate)
+// (ErrNoVerification), or that allows no version from TLS 1.2 up
+// (ErrNoVersion). A nil cfg is fine: it stands for the system's roots and
+// no client certificate. The backends wrap its error in
+// recipe.ErrBadOption.
 func Check(cfg *tls.Config) error {
-	if cfg != nil && cfg.InsecureSkipVerify && cfg.VerifyConnection == nil && cfg.VerifyPeerCertificate == nil {
+	switch {
+	case cfg == nil:
+		return nil
+	case cfg.InsecureSkipVerify && cfg.VerifyConnection == nil && cfg.VerifyPeerCertificate == nil:
 		return ErrNoVerification
+	case cfg.MaxVersion != 0 && cfg.MaxVersion < max(cfg.MinVersion, tls.VersionTLS12):
+		return ErrNoVersion
 	}
 	return nil
 }

@@ -25,6 +25,17 @@ func TestCheck(t *testing.T) {
 	if err := Check(&tls.Config{InsecureSkipVerify: true}); !errors.Is(err, ErrNoVerification) {
 		t.Errorf("InsecureSkipVerify alone: %v", err)
 	}
+	for name, c := range map[string]*tls.Config{"MaxVersion 1.1": {MaxVersion: tls.VersionTLS11},
+		"MaxVersion 1.0": {MaxVersion: tls.VersionTLS10}, "MaxVersion below MinVersion": {MinVersion: tls.VersionTLS13, MaxVersion: tls.VersionTLS12}} {
+		if err := Check(c); !errors.Is(err, ErrNoVersion) {
+			t.Errorf("%s: %v, want ErrNoVersion", name, err)
+		}
+	}
+	for name, c := range map[string]*tls.Config{"MaxVersion 1.2": {MaxVersion: tls.VersionTLS12}, "1.3 only": {MinVersion: tls.VersionTLS13, MaxVersion: tls.VersionTLS13}} {
+		if err := Check(c); err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
 }
 
 // TestCloneForHost: the caller's configuration is never changed; the copy

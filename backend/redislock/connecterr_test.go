@@ -1,0 +1,208 @@
+package redislock_test
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"log/slog"
+	"net"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/zkrecipes/zkrecipes/backend/redislock"
+	"github.com/zkrecipes/zkrecipes/backend/redislock/redistest"
+	"github.com/zkrecipes/zkrecipes/internal/certtest"
+	"github.com/zkrecipes/zkrecipes/recipe"
+)
+
+// connectCase is one row of docs/backends.md's "Errors at connect": what
+// the error must match (perm: recipe.ErrNoPermission, unreach:
+// recipe.ErrUnreachable, cert: a *tls.CertificateVerificationError for
+// errors.As, bad: recipe.ErrBadOption), what its text must say, and how
+// soon it must come (0: no bound).
+type connectCase struct {
+	name                     string
+	run                      func(t *testing.T) error
+	perm, unreach, cert, bad bool
+	says                     string
+	within                   time.Duration
+}
+
+// checkCase runs c and checks its error.
+func checkCase(t *testing.T, c connectCase) {
+	t.Helper()
+	start := time.Now()
+	err := c.run(t)
+	took := time.Since(start)
+	var ve *tls.CertificateVerificationError
+	got := [4]bool{errors.Is(err, recipe.ErrNoPermission), errors.Is(err, recipe.ErrUnreachable), errors.As(err, &ve), errors.Is(err, recipe.ErrBadOption)}
+	if want := [4]bool{c.perm, c.unreach, c.cert, c.bad}; err == nil || got != want {
+		t.Errorf("%s: [ErrNoPermission ErrUnreachable *CertificateVerificationError ErrBadOption] = %v, want %v; err %v", c.name, got, want, err)
+	}
+	if err != nil && !strings.Contains(err.Error(), c.says) {
+		t.Errorf("%s: the error does not say %q: %v", c.name, c.says, err)
+	}
+	if c.within > 0 && took > c.within {
+		t.Errorf("%s: took %v, want at most %v: %v", c.name, took, c.within, err)
+	}
+	t.Logf("%s (%v): %v", c.name, took.Round(time.Millisecond), err)
+}
+
+// TestConnectErrors: every way Connect (or an acquisition) fails matches
+// the sentinel docs/backends.md's table gives for it, the same on every
+// backend: a wrong password, an unknown user, no AUTH where it is needed
+// and a refused client certificate are recipe.ErrNoPermission; a server
+// not reached (nothing listens, a name that does not resolve, a
+// certificate not trusted, TLS against a plain port or the reverse, a
+// server gone at acquisition) is recipe.ErrUnreachable; a TLS
+// configuration that allows no version is recipe.ErrBadOption, at once.
+func TestConnectErrors(t *testing.T) {
+	srv := redistest.SharedTLS(t)
+	plain := redistest.Start(t)
+	good := srv.ClientTLS()
+	other, err := certtest.Generate(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	wrongCA, err := other.ClientConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tls11 := good.Clone()
+	tls11.MaxVersion = tls.VersionTLS11
+	connect := func(url string, opts ...redislock.Option) func(t *testing.T) error {
+		return func(t *testing.T) error { _, err := tlsConnect(url, opts...); return err }
+	}
+	as := func(user, password string) string {
+		u, err := url.Parse(aclUser(t, plain, "errtypes-user", ""))
+		if err != nil {
+			t.Fatal(err)
+		}
+		u.User = url.UserPassword(user, password)
+		return u.String()
+	}
+	for _, c := range []connectCase{
+		{name: "server certificate not trusted", run: connect(srv.URL(), redislock.WithTLS(wrongCA)), unreach: true, cert: true, says: "failed verification", within: 3 * time.Second},
+		{name: "no client certificate", run: connect(srv.URL(), redislock.WithTLS(&tls.Config{RootCAs: good.RootCAs})), perm: true, unreach: true, says: "refused the client certificate (none was presented)", within: 3 * time.Second},
+		{name: "MaxVersion TLS 1.1", run: connect(srv.URL(), redislock.WithTLS(tls11)), bad: true, says: "MaxVersion", within: time.Second},
+		{name: "plaintext to the TLS port", run: connect("redis://" + srv.Addr() + "/0"), unreach: true, says: "use rediss:// or WithTLS", within: 3 * time.Second},
+		{name: "TLS to a plaintext port", run: connect("rediss://"+plain.Addr()+"/0?dial_timeout=1s", redislock.WithTLS(good)), unreach: true, says: "is it the server's tls-port?"},
+		{name: "nothing listens", run: connect("redis://127.0.0.1:1/0"), unreach: true, says: "connection refused", within: 3 * time.Second},
+		{name: "a name that does not resolve", run: connect("redis://no-such-host.invalid:6379/0"), unreach: true, says: "no-such-host.invalid"},
+		{name: "wrong password", run: connect(as("errtypes-user", "wrong-pw")), perm: true, says: "WRONGPASS", within: 3 * time.Second},
+		{name: "unknown user", run: connect(as("no-such-user", "wrong-pw")), perm: true, says: "WRONGPASS", within: 3 * time.Second},
+		{name: "no AUTH where the default user is off", run: noAuth, perm: true, says: "NOAUTH", within: 3 * time.Second},
+		{name: "server gone at acquisition", run: goneAtAcquire, unreach: true, says: "connection refused"},
+	} {
+		checkCase(t, c)
+	}
+}
+
+// noAuth turns the default user off on a server of its own and connects
+// without credentials.
+func noAuth(t *testing.T) error {
+	srv, err := redistest.LaunchTLS(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close() })
+	if err := srv.Client(t).Do(context.Background(), "ACL", "SETUSER", "default", "off").Err(); err != nil {
+		t.Fatal(err)
+	}
+	_, err = tlsConnect(srv.URL(), redislock.WithTLS(srv.ClientTLS()))
+	return err
+}
+
+// goneAtAcquire connects through a listener of its own that forwards to a
+// server, closes the listener and the connections, and returns the error
+// of a TryAcquire then.
+func goneAtAcquire(t *testing.T) error {
+	srv := redistest.Start(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var conns []net.Conn
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			s, err := net.Dial("tcp", srv.Addr())
+			if err != nil {
+				c.Close()
+				continue
+			}
+			mu.Lock()
+			conns = append(conns, c, s)
+			mu.Unlock()
+			go pipe(c, s)
+			go pipe(s, c)
+		}
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	gs, err := redislock.Connect(ctx, "redis://"+ln.Addr().String()+"/0", redislock.WithKeyPrefix(srv.KeyPrefix()), redislock.WithTTL(confTTL),
+		redislock.WithLogger(slog.New(slog.DiscardHandler)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { gs.Close() })
+	ln.Close()
+	mu.Lock()
+	for _, c := range conns {
+		c.Close()
+	}
+	mu.Unlock()
+	_, err = mustNew(t, gs, "gone").TryAcquire(ctx)
+	return err
+}
+
+// pipe copies from src to dst until either ends.
+func pipe(dst, src net.Conn) {
+	b := make([]byte, 4096)
+	for {
+		n, err := src.Read(b)
+		if n > 0 {
+			if _, werr := dst.Write(b[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			dst.Close()
+			return
+		}
+	}
+}
+
+// TestGoRedisLogs: go-redis's own log lines (here: a failed dial) go to
+// the Session's logger at DEBUG, scrubbed of the Session's password, not
+// to stderr. Before, go-redis printed them on stderr through the standard
+// logger, past WithLogger.
+func TestGoRedisLogs(t *testing.T) {
+	const pw = "go-redis-log-pw"
+	var buf syncBuffer
+	log := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	dial := func(context.Context, string, string) (net.Conn, error) {
+		return nil, errors.New("no route for the password " + pw)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, err := redislock.Connect(ctx, "redis://user:"+pw+"@127.0.0.1:1/0", redislock.WithLogger(log), redislock.WithDialer(dial))
+	if err == nil {
+		t.Fatal("Connect succeeded")
+	}
+	out := buf.String()
+	if !strings.Contains(out, "level=DEBUG") || !strings.Contains(out, "failed to dial") {
+		t.Errorf("go-redis's failed dial did not reach WithLogger at DEBUG:\n%s", out)
+	}
+	if strings.Contains(out, pw) || strings.Contains(err.Error(), pw) {
+		t.Errorf("the password is in the log or the error:\n%s\n%v", out, err)
+	}
+	t.Logf("log:\n%s", out)
+}
