@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/redis/go-redis/v9"
 
 	"github.com/zkrecipes/zkrecipes/backend/etcdlock"
 	"github.com/zkrecipes/zkrecipes/backend/pglock"
@@ -148,7 +147,6 @@ func (f *lockFlags) open(ctx context.Context, log *slog.Logger, met *metricsServ
 			ls.bound, ls.close = s.TTL(), func() { s.Close() }
 		}
 	case redisBackend:
-		redis.SetLogger(redisLog{log})
 		var s *redislock.Session
 		s, err = redislock.Connect(cctx, f.servers, f.tls.redis(redislock.WithTTL(f.ttl), redislock.WithLogger(log))...)
 		if err == nil {
@@ -174,15 +172,6 @@ func checkLockName(b backend, path string) error {
 		return redislock.CheckName(path)
 	}
 	return nil
-}
-
-// redisLog takes go-redis's own messages (it prints failed dials to stderr
-// through the standard logger) into the log at debug level: the error
-// zkrecipes logs says the same, in the format and at the level asked for.
-type redisLog struct{ log *slog.Logger }
-
-func (l redisLog) Printf(_ context.Context, format string, v ...any) {
-	l.log.Debug("go-redis: " + fmt.Sprintf(format, v...))
 }
 
 // zkLock returns lock's ZooKeeper lock at path: a mutex, one side of a
