@@ -91,3 +91,59 @@ func TestCLIDocPsqlFencing(t *testing.T) {
 		t.Fatalf("a Go writer on the shell job's fence row: %v", err)
 	}
 }
+
+// TestCLIDocPsqlHijack runs docs/cli.md's psql job as an ordinary role
+// whose search_path lists public first, after another role planted, in
+// public, copies of every operator and function the script could call
+// (pgtest.PlantHijack): none runs, and the fence still refuses a stale
+// token.
+func TestCLIDocPsqlHijack(t *testing.T) {
+	if _, err := exec.LookPath("psql"); err != nil {
+		t.Fatalf("no psql (%v): %s", err, pgtest.InstallHint)
+	}
+	r := newPgRoles(t)
+	mustExec(t, r.admin, "GRANT CREATE ON SCHEMA public TO PUBLIC")
+	app := r.asDefault(t, r.app)
+	f := newFence(t, app)
+	mustExec(t, app, "CREATE TABLE public.sales (day DATE NOT NULL, amount BIGINT NOT NULL)",
+		"CREATE TABLE public.daily_totals (day DATE PRIMARY KEY, total BIGINT NOT NULL)",
+		"INSERT INTO public.sales VALUES (current_date, 5)")
+	malloryDSN, err := pgtest.AsRole(r.dsn, r.mallory)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := pgtest.PlantHijack(t, malloryDSN)
+	appDSN, err := pgtest.AsRole(r.dsn, r.app)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dsn := appDSN + "&options=-csearch_path%3Dpublic%2Cpg_catalog" // libpq's spelling
+	script := filepath.Join(t.TempDir(), "nightly.sh")
+	if err := os.WriteFile(script, []byte(docScript(t)), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		token string
+		exit  int
+	}{{"10", 0}, {"10", 0}, {"7", 3}} {
+		cmd := exec.Command("sh", script)
+		cmd.Env = append(os.Environ(), "DATABASE_URL="+dsn, "ZKRECIPES_TOKEN="+c.token)
+		out, err := cmd.CombinedOutput()
+		code := 0
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			code = ee.ExitCode()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		if code != c.exit {
+			t.Fatalf("token %s: exit %d, want %d: %s", c.token, code, c.exit, out)
+		}
+	}
+	if n, what := h.Hits(t); n != 0 {
+		t.Fatalf("the script ran %d planted objects: %v", n, what)
+	}
+	if high, err := f.Highest(ctxT(t), "nightly-report"); err != nil || high != 10 {
+		t.Fatalf("fence row after the runs: %d, %v (want 10)", high, err)
+	}
+}
