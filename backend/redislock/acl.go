@@ -24,6 +24,8 @@ type PermissionError struct {
 	Err   error
 }
 
+// Error names the missing right and quotes the server's refusal (which may
+// name the user, never the password).
 func (e *PermissionError) Error() string {
 	return "redislock: the Redis user lacks a right the locks need: " + e.Right +
 		" (see the package documentation for the ACL line): " + e.Err.Error()

@@ -60,6 +60,7 @@ type Error struct {
 	Reason string
 }
 
+// Error names the schema-qualified table and the rule it breaks.
 func (e *Error) Error() string { return fmt.Sprintf("untrusted table %s: %s", e.Table, e.Reason) }
 
 // Unwrap returns ErrUntrusted.
