@@ -73,6 +73,12 @@ func TestConnectErrors(t *testing.T) {
 	}
 	tls11 := good.Clone()
 	tls11.MaxVersion = tls.VersionTLS11
+	// A client certificate of another authority with the server's
+	// authority's name (certtest.CAName): OpenSSL finds the authority by
+	// name, fails the signature and sends decrypt_error.
+	sameName := &tls.Config{RootCAs: good.RootCAs, Certificates: wrongCA.Certificates}
+	sameName12 := sameName.Clone()
+	sameName12.MaxVersion = tls.VersionTLS12
 	ps := pgtest.Shared(t)
 	plain := ps.Database(t)
 	role, err := url.Parse(ps.PasswordRole(t, plain, "errtypes-right-pw"))
@@ -95,6 +101,8 @@ func TestConnectErrors(t *testing.T) {
 	for _, c := range []connectCase{
 		{name: "server certificate not trusted", run: connect(dsn, WithTLS(wrongCA)), unreach: true, cert: true, says: "certificate signed by unknown authority", within: 3 * time.Second},
 		{name: "no client certificate", run: state("28000", connect(dsn, WithTLS(&tls.Config{RootCAs: good.RootCAs}))), perm: true, says: "certificate", within: 3 * time.Second},
+		{name: "client certificate of another CA of the same name", run: connect(dsn, WithTLS(sameName)), perm: true, says: "error decrypting message", within: 3 * time.Second},
+		{name: "client certificate of another CA of the same name, TLS 1.2", run: connect(dsn, WithTLS(sameName12)), perm: true, says: "error decrypting message", within: 3 * time.Second},
 		{name: "MaxVersion TLS 1.1", run: connect(dsn, WithTLS(tls11)), bad: true, says: "MaxVersion", within: time.Second},
 		{name: "plaintext where only TLS is let in", run: state("28000", connect(withQuery(t, dsn, "sslmode", "disable"))), perm: true, says: "no encryption", within: 3 * time.Second},
 		{name: "TLS to a server without TLS", run: connect(plain, WithTLS(good)), unreach: true, says: "is its ssl setting on?", within: 3 * time.Second},

@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgconn/ctxwatch"
 
+	"github.com/zkrecipes/zkrecipes/internal/connerr"
 	"github.com/zkrecipes/zkrecipes/internal/ctxend"
 	"github.com/zkrecipes/zkrecipes/internal/life"
 	"github.com/zkrecipes/zkrecipes/recipe"
@@ -183,6 +184,11 @@ func (s *Session) dial(ctx context.Context) (*pgconn.PgConn, error) {
 			return nil, fmt.Errorf("%w (%w)", ctxend.Cause(ctx), err)
 		}
 		var ne net.Error
+		if connerr.KindOf(err) == connerr.Refused {
+			// A TLS alert refusing our certificate is a net.Error too, but
+			// a refusal, as 28000 is: recipe.ErrNoPermission (reach.go).
+			return nil, classifyDial(err)
+		}
 		if errors.As(err, &ne) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
 			// The server could not be reached (or hung up before it
 			// answered): the same typed error on every backend.

@@ -73,8 +73,24 @@ func TestConnectErrors(t *testing.T) {
 	}
 	tls11 := good.Clone()
 	tls11.MaxVersion = tls.VersionTLS11
+	// A client certificate of another authority with the server's
+	// authority's name (certtest.CAName): OpenSSL finds the authority by
+	// name, fails the signature and sends decrypt_error.
+	sameName := &tls.Config{RootCAs: good.RootCAs, Certificates: wrongCA.Certificates}
+	sameName12 := sameName.Clone()
+	sameName12.MaxVersion = tls.VersionTLS12
+	noCert12 := &tls.Config{RootCAs: good.RootCAs, MaxVersion: tls.VersionTLS12}
 	connect := func(url string, opts ...redislock.Option) func(t *testing.T) error {
 		return func(t *testing.T) error { _, err := tlsConnect(url, opts...); return err }
+	}
+	once := func(run func(t *testing.T) error) func(t *testing.T) error { // the refusal said once
+		return func(t *testing.T) error {
+			err := run(t)
+			if err != nil && strings.Count(err.Error(), "refused the client certificate") != 1 {
+				t.Errorf("want the refusal said once: %v", err)
+			}
+			return err
+		}
 	}
 	as := func(user, password string) string {
 		u, err := url.Parse(aclUser(t, plain, "errtypes-user", ""))
@@ -87,9 +103,15 @@ func TestConnectErrors(t *testing.T) {
 	for _, c := range []connectCase{
 		{name: "server certificate not trusted", run: connect(srv.URL(), redislock.WithTLS(wrongCA)), unreach: true, cert: true, says: "failed verification", within: 3 * time.Second},
 		{name: "no client certificate", run: connect(srv.URL(), redislock.WithTLS(&tls.Config{RootCAs: good.RootCAs})), perm: true, unreach: true, says: "refused the client certificate (none was presented)", within: 3 * time.Second},
+		{name: "no client certificate, TLS 1.2", run: once(connect(srv.URL(), redislock.WithTLS(noCert12))), perm: true, unreach: true, says: "refused the client certificate (none was presented)", within: 3 * time.Second},
+		{name: "client certificate of another CA of the same name", run: once(connect(srv.URL(), redislock.WithTLS(sameName))), perm: true, unreach: true, says: "refused the client certificate: ", within: 3 * time.Second},
+		{name: "client certificate of another CA of the same name, TLS 1.2", run: once(connect(srv.URL(), redislock.WithTLS(sameName12))), perm: true, unreach: true, says: "refused the client certificate: ", within: 3 * time.Second},
 		{name: "MaxVersion TLS 1.1", run: connect(srv.URL(), redislock.WithTLS(tls11)), bad: true, says: "MaxVersion", within: time.Second},
 		{name: "plaintext to the TLS port", run: connect("redis://" + srv.Addr() + "/0"), unreach: true, says: "use rediss:// or WithTLS", within: 3 * time.Second},
 		{name: "TLS to a plaintext port", run: connect("rediss://"+plain.Addr()+"/0?dial_timeout=1s", redislock.WithTLS(good)), unreach: true, says: "is it the server's tls-port?"},
+		{name: "TLS to a plaintext port, connect deadline first", run: func(t *testing.T) error {
+			return within(time.Second, "rediss://"+plain.Addr()+"/0", redislock.WithTLS(good))
+		}, unreach: true, says: "is it the server's tls-port?", within: 3 * time.Second},
 		{name: "nothing listens", run: connect("redis://127.0.0.1:1/0"), unreach: true, says: "connection refused", within: 3 * time.Second},
 		{name: "a name that does not resolve", run: connect("redis://no-such-host.invalid:6379/0"), unreach: true, says: "no-such-host.invalid"},
 		{name: "wrong password", run: connect(as("errtypes-user", "wrong-pw")), perm: true, says: "WRONGPASS", within: 3 * time.Second},
@@ -99,6 +121,18 @@ func TestConnectErrors(t *testing.T) {
 	} {
 		checkCase(t, c)
 	}
+}
+
+// within connects with a context that ends after d (before the dial
+// timeout, 5 s by default).
+func within(d time.Duration, url string, opts ...redislock.Option) error {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	s, err := redislock.Connect(ctx, url, opts...)
+	if err == nil {
+		_ = s.Close()
+	}
+	return err
 }
 
 // noAuth turns the default user off on a server of its own and connects

@@ -54,6 +54,7 @@ type config struct {
 	dialer  func(ctx context.Context, network, addr string) (net.Conn, error)
 	tls     *tls.Config // WithTLS's (checked), nil: the system's roots
 	tlsSet  bool        // WithTLS was given
+	lastTLS *lastDial   // the TLS dialer's last failure (applyTLS), nil: no TLS
 	err     error
 }
 

@@ -187,8 +187,14 @@ func newSession(ctx context.Context, cli *redis.Client, owned bool, c *config, s
 		}
 	}()
 	if err := cli.Ping(ctx).Err(); err != nil {
-		if connerr.KindOf(err) == connerr.Refused { // TLS 1.3: on the first read
+		// TLS 1.3 refuses a client certificate on the first read; one
+		// refused in the handshake is described by the dialer already.
+		if connerr.KindOf(err) == connerr.Refused && !errors.Is(err, recipe.ErrNoPermission) {
 			err, _ = connerr.Handshake(err, cli.Options().Addr, cli.Options().TLSConfig, tlsHint)
+		}
+		if ctxend.Ended(ctx) && errors.Is(err, context.DeadlineExceeded) && c.lastTLS.noAnswer() {
+			// go-redis says only that ctx ended: keep the dialer's hint.
+			err, _ = connerr.Handshake(err, cli.Options().Addr, nil, tlsHint)
 		}
 		if !ctxend.Ended(ctx) && isNetError(err) {
 			err = fmt.Errorf("%w: %w", recipe.ErrUnreachable, plainToTLS(ctx, cli, err))

@@ -3,8 +3,10 @@ package redislock
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"net"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -70,15 +72,47 @@ func (c *config) applyTLS(ro *redis.Options) {
 		// go-redis's own dialer without TLS: its timeout and TCP keep-alives.
 		dial = redis.NewDialer(&redis.Options{DialTimeout: timeout})
 	}
-	ro.Dialer = tlsDialer(dial, ro.TLSConfig, timeout)
+	c.lastTLS = &lastDial{}
+	ro.Dialer = tlsDialer(dial, ro.TLSConfig, timeout, c.lastTLS)
+}
+
+// lastDial holds a TLS dialer's last described failure and how many of its
+// handshakes wait for an answer, for Connect to describe its context's end:
+// go-redis then reports the context's error alone (its dial may go on),
+// losing the hint of a port that gives no TLS answer.
+type lastDial struct {
+	err     atomic.Pointer[error]
+	waiting atomic.Int32
+}
+
+// noAnswer reports whether a handshake timed out or still waits.
+func (l *lastDial) noAnswer() bool {
+	return l != nil && (l.waiting.Load() > 0 || errors.Is(l.get(), context.DeadlineExceeded))
+}
+
+// set records err.
+func (l *lastDial) set(err error) { l.err.Store(&err) }
+
+// get returns the last error recorded, nil if none (or l nil).
+func (l *lastDial) get() error {
+	if l == nil {
+		return nil
+	}
+	if p := l.err.Load(); p != nil {
+		return *p
+	}
+	return nil
 }
 
 // defaultDialTimeout is go-redis's dial timeout when the URL sets none.
 const defaultDialTimeout = 5 * time.Second
 
 // tlsDialer opens a connection with dial and runs a TLS client over it,
-// the whole bounded by timeout as go-redis bounds its own TLS dial.
-func tlsDialer(dial func(ctx context.Context, network, addr string) (net.Conn, error), cfg *tls.Config, timeout time.Duration) func(ctx context.Context, network, addr string) (net.Conn, error) {
+// the whole bounded by timeout as go-redis bounds its own TLS dial. Each
+// connection's configuration is tracked (tlsconf.Track), so that a TLS 1.2
+// handshake_failure after the server asked for a certificate we did not
+// have is classified as the refusal it is. A failure is also kept in last.
+func tlsDialer(dial func(ctx context.Context, network, addr string) (net.Conn, error), cfg *tls.Config, timeout time.Duration, last *lastDial) func(ctx context.Context, network, addr string) (net.Conn, error) {
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
 		ctx, cancel := context.WithTimeout(ctx, timeout)
 		defer cancel()
@@ -86,10 +120,15 @@ func tlsDialer(dial func(ctx context.Context, network, addr string) (net.Conn, e
 		if err != nil {
 			return nil, err
 		}
-		tc := tls.Client(conn, cfg)
-		if err := tc.HandshakeContext(ctx); err != nil {
+		tracked, req := tlsconf.Track(cfg)
+		tc := tls.Client(conn, tracked)
+		last.waiting.Add(1)
+		err = tc.HandshakeContext(ctx)
+		last.waiting.Add(-1)
+		if err != nil {
 			_ = conn.Close()
-			err, _ = connerr.Handshake(err, addr, cfg, tlsHint)
+			err, _ = connerr.HandshakeTracked(err, addr, req, tlsHint)
+			last.set(err)
 			return nil, err
 		}
 		return tc, nil

@@ -23,6 +23,12 @@ import (
 // server that maps certificates to users sees.
 const ClientName = "zkrecipes-test-client"
 
+// CAName is the common name of every authority Generate makes: two
+// generated authorities share it, so a client certificate of one looks,
+// by name, issued by the other (what OpenSSL servers answer with
+// decrypt_error; the connect-error tests use it).
+const CAName = "zkrecipes test CA"
+
 // Files names the PEM files Generate wrote. Keys are unencrypted PKCS#8,
 // mode 0600 (PostgreSQL refuses a key others can read); RSA 2048, which
 // every server here reads (ZooKeeper's PEM loader included).
@@ -50,7 +56,7 @@ func Generate(dir string) (Files, error) {
 	if err != nil {
 		return Files{}, err
 	}
-	caTmpl := template("zkrecipes test CA")
+	caTmpl := template(CAName)
 	caTmpl.IsCA, caTmpl.BasicConstraintsValid = true, true
 	caTmpl.KeyUsage = x509.KeyUsageCertSign | x509.KeyUsageCRLSign
 	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)

@@ -24,9 +24,11 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"slices"
 	"strings"
 	"syscall"
 
+	"github.com/zkrecipes/zkrecipes/internal/tlsconf"
 	"github.com/zkrecipes/zkrecipes/recipe"
 )
 
@@ -72,10 +74,19 @@ const (
 )
 
 // certificateAlerts are the texts of the TLS alerts by which a server
-// refuses the client's certificate (crypto/tls's names).
+// refuses the client's certificate (crypto/tls's names). decrypt_error
+// ("error decrypting message") is what OpenSSL (Redis, PostgreSQL) sends
+// for a certificate whose signature fails against the authority it names:
+// one of another authority with the same name; crypto/tls's client never
+// sends a handshake signature the server could not check otherwise.
 var certificateAlerts = []string{"bad certificate", "unsupported certificate", "revoked certificate",
 	"expired certificate", "unknown certificate", "unknown certificate authority", "access denied",
-	"certificate required"}
+	"certificate required", "error decrypting message"}
+
+// handshakeFailure is the alert of a TLS 1.2 server (OpenSSL's) that
+// wanted a client certificate and got none, and also of one that shares no
+// cipher or group with us: only a tlsconf.Request tells them apart.
+const handshakeFailure = "handshake failure"
 
 // KindOf tells which TLS failure err holds, if any.
 func KindOf(err error) Kind {
@@ -90,15 +101,28 @@ func KindOf(err error) Kind {
 	case errors.As(err, &rerr):
 		return NotTLS
 	case errors.As(err, &oerr) && oerr.Op == "remote error":
-		alert := strings.TrimPrefix(oerr.Err.Error(), "tls: ")
-		for _, a := range certificateAlerts {
-			if alert == a {
-				return Refused
-			}
+		if slices.Contains(certificateAlerts, alertOf(oerr)) {
+			return Refused
 		}
 		return Ended
 	}
 	return Other
+}
+
+// alertOf is the name of the TLS alert of oerr, a "remote error".
+func alertOf(oerr *net.OpError) string {
+	return strings.TrimPrefix(oerr.Err.Error(), "tls: ")
+}
+
+// kindAfter is KindOf(err), but Refused for a handshake_failure alert
+// after the server asked for a client certificate and none was sent (req).
+func kindAfter(err error, req *tlsconf.Request) Kind {
+	k := KindOf(err)
+	var oerr *net.OpError
+	if k == Ended && req.Asked() && !req.Sent() && errors.As(err, &oerr) && alertOf(oerr) == handshakeFailure {
+		return Refused
+	}
+	return k
 }
 
 // Sentinel returns the recipe sentinel of a kind: recipe.ErrNoPermission
@@ -136,13 +160,33 @@ func MarkTLS(err error) error {
 // is described with hint and matches recipe.ErrUnreachable, but is not
 // final (a starting server closes connections too).
 func Handshake(err error, addr string, cfg *tls.Config, hint string) (described error, final bool) {
-	switch k := KindOf(err); k {
+	return describe(err, KindOf(err), addr, noCertificate(cfg), hint)
+}
+
+// HandshakeTracked is Handshake for a handshake made with the
+// configuration of tlsconf.Track, whose req tells what the server asked:
+// a handshake_failure alert after a request for a client certificate that
+// was answered with none is a refusal (recipe.ErrNoPermission, "none was
+// presented"), which Handshake alone can't tell from a server with no
+// cipher in common.
+func HandshakeTracked(err error, addr string, req *tlsconf.Request, hint string) (described error, final bool) {
+	none := ""
+	if req.Asked() && !req.Sent() {
+		none = noneWasPresented
+	}
+	return describe(err, kindAfter(err, req), addr, none, hint)
+}
+
+// describe is Handshake's description of err, of kind k; none is said of
+// a refusal.
+func describe(err error, k Kind, addr, none, hint string) (described error, final bool) {
+	switch k {
 	case Untrusted:
 		return Mark(fmt.Errorf("the certificate of %s failed verification: %w", addr, err), recipe.ErrUnreachable), true
 	case NotTLS:
 		return Mark(fmt.Errorf("%s does not speak TLS (%s): %w", addr, hint, err), recipe.ErrUnreachable), true
 	case Refused:
-		return Mark(fmt.Errorf("%s refused the client certificate%s: %w", addr, noCertificate(cfg), err), recipe.ErrNoPermission), true
+		return Mark(fmt.Errorf("%s refused the client certificate%s: %w", addr, none, err), recipe.ErrNoPermission), true
 	case Ended:
 		return Mark(fmt.Errorf("%s ended the TLS handshake: %w", addr, err), recipe.ErrUnreachable), true
 	}
@@ -159,10 +203,13 @@ func Handshake(err error, addr string, cfg *tls.Config, hint string) (described 
 	return fmt.Errorf("TLS handshake with %s: %w", addr, err), false
 }
 
+// noneWasPresented is said of a refusal when no certificate was sent.
+const noneWasPresented = " (none was presented)"
+
 // noCertificate says so when cfg presents no client certificate.
 func noCertificate(cfg *tls.Config) string {
 	if cfg == nil || len(cfg.Certificates) == 0 && cfg.GetClientCertificate == nil {
-		return " (none was presented)"
+		return noneWasPresented
 	}
 	return ""
 }
