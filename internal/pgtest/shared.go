@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/zkrecipes/zkrecipes/internal/rtest/lazy"
 	"github.com/zkrecipes/zkrecipes/zktest"
 )
 
@@ -68,11 +69,12 @@ func (s *Server) Database(tb testing.TB) string {
 	return dsn
 }
 
-var shared struct {
-	mu       sync.Mutex
-	srv      *Server
-	err      error
-	examples []string // DSNs handed out by ExampleDSN
+var shared lazy.Shared[*Server]
+
+// examples are the DSNs ExampleDSN handed out, dropped by StopShared.
+var examples struct {
+	mu   sync.Mutex
+	dsns []string
 }
 
 // Shared returns the test binary's shared server, launched on first use and
@@ -82,21 +84,12 @@ var shared struct {
 // way without retrying.
 func Shared(tb testing.TB) *Server {
 	tb.Helper()
-	srv, err := sharedServer()
-	if err != nil {
-		tb.Fatalf("pgtest.Shared: %v", err)
-	}
-	return srv
+	return shared.Get(tb, "pgtest.Shared", launchShared)
 }
 
-func sharedServer() (*Server, error) {
-	shared.mu.Lock()
-	defer shared.mu.Unlock()
-	if shared.srv == nil && shared.err == nil {
-		shared.srv, shared.err = Launch(context.Background())
-	}
-	return shared.srv, shared.err
-}
+func launchShared() (*Server, error) { return Launch(context.Background()) }
+
+func sharedServer() (*Server, error) { return shared.Load(launchShared) }
 
 // ExampleDSN is for runnable Example functions, which have no testing.TB:
 // it returns the DSN of a new database on the shared server, dropped by
@@ -113,9 +106,9 @@ func ExampleDSN() string {
 	if err != nil {
 		panic(fmt.Sprintf("pgtest.ExampleDSN: %v", err))
 	}
-	shared.mu.Lock()
-	shared.examples = append(shared.examples, dsn)
-	shared.mu.Unlock()
+	examples.mu.Lock()
+	examples.dsns = append(examples.dsns, dsn)
+	examples.mu.Unlock()
 	return dsn
 }
 
@@ -129,18 +122,15 @@ func Main(m *testing.M) { zktest.MainThen(m, StopShared) }
 // StopShared drops the databases of ExampleDSN and stops the shared server,
 // if one was started; a later Shared launches a new one.
 func StopShared() {
-	shared.mu.Lock()
-	defer shared.mu.Unlock()
-	if shared.srv != nil {
+	examples.mu.Lock()
+	defer examples.mu.Unlock()
+	shared.StopOrWarn(func(srv *Server) {
 		ctx, cancel := context.WithTimeout(context.Background(), readyTimeout)
-		for _, dsn := range shared.examples {
-			shared.srv.DropDatabase(ctx, dsn)
+		defer cancel()
+		for _, dsn := range examples.dsns {
+			srv.DropDatabase(ctx, dsn)
 		}
-		cancel()
-		if err := shared.srv.Close(); err != nil {
-			fmt.Fprintf(os.Stderr, "pgtest: stopping the shared server: %v\n", err)
-		}
-	}
-	shared.srv, shared.err, shared.examples = nil, nil, nil
+	}, "pgtest: stopping the shared server")
+	examples.dsns = nil
 	stopSharedTLS()
 }

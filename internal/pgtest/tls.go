@@ -7,11 +7,11 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
-	"sync"
 	"syscall"
 	"testing"
 
 	"github.com/zkrecipes/zkrecipes/internal/certtest"
+	"github.com/zkrecipes/zkrecipes/internal/rtest/lazy"
 )
 
 // LaunchTLS is Launch for a server that takes TCP clients over TLS only
@@ -32,11 +32,7 @@ func LaunchTLS(ctx context.Context) (*Server, error) {
 	return s, nil
 }
 
-var sharedTLS struct {
-	mu  sync.Mutex
-	srv *Server
-	err error
-}
+var sharedTLS lazy.Shared[*Server]
 
 // SharedTLS returns the test binary's one TLS server (LaunchTLS), launched
 // on first use and stopped by Main (or StopShared); tests that share it keep
@@ -44,51 +40,22 @@ var sharedTLS struct {
 // at once, with InstallHint, and later calls fail the same way.
 func SharedTLS(tb testing.TB) *Server {
 	tb.Helper()
-	sharedTLS.mu.Lock()
-	defer sharedTLS.mu.Unlock()
-	if sharedTLS.srv == nil && sharedTLS.err == nil {
-		sharedTLS.srv, sharedTLS.err = LaunchTLS(context.Background())
-	}
-	if sharedTLS.err != nil {
-		tb.Fatalf("pgtest.SharedTLS: %v", sharedTLS.err)
-	}
-	return sharedTLS.srv
+	return sharedTLS.Get(tb, "pgtest.SharedTLS", launchTLS)
 }
 
+func launchTLS() (*Server, error) { return LaunchTLS(context.Background()) }
+
 // stopSharedTLS stops the SharedTLS server, if one was launched.
-func stopSharedTLS() {
-	sharedTLS.mu.Lock()
-	defer sharedTLS.mu.Unlock()
-	if sharedTLS.srv != nil {
-		if err := sharedTLS.srv.Close(); err != nil {
-			fmt.Fprintf(os.Stderr, "pgtest: stopping the TLS server: %v\n", err)
-		}
-	}
-	sharedTLS.srv, sharedTLS.err = nil, nil
-}
+func stopSharedTLS() { sharedTLS.StopOrWarn(nil, "pgtest: stopping the TLS server") }
 
 // TLSFiles returns the certificate files of a server of LaunchTLS, and
 // false for a plain one.
-func (s *Server) TLSFiles() (certtest.Files, bool) {
-	if s.certs == nil {
-		return certtest.Files{}, false
-	}
-	return *s.certs, true
-}
+func (s *Server) TLSFiles() (certtest.Files, bool) { return certtest.Held(s.certs) }
 
 // ClientTLS returns a client configuration the server accepts (its
 // authority, the client certificate), or nil for a plain server. It panics
 // if the files can't be read (LaunchTLS wrote them).
-func (s *Server) ClientTLS() *tls.Config {
-	if s.certs == nil {
-		return nil
-	}
-	c, err := s.certs.ClientConfig()
-	if err != nil {
-		panic("pgtest: " + err.Error())
-	}
-	return c
-}
+func (s *Server) ClientTLS() *tls.Config { return certtest.MustClientConfig(s.certs, "pgtest") }
 
 // superuser is the bootstrap superuser initdb creates.
 func superuser(secure bool) string {
@@ -110,11 +77,8 @@ hostssl all all ::1/128 trust clientcert=verify-full
 // certificates in dir/certs (owned by the server's user, which PostgreSQL
 // requires of its key) and pg_hba.conf. It does nothing (nil) otherwise.
 func secureCluster(dir, data string, cred *syscall.Credential, secure bool) (*certtest.Files, error) {
-	if !secure {
-		return nil, nil
-	}
-	f, err := certtest.Generate(filepath.Join(dir, "certs"))
-	if err != nil {
+	f, err := certtest.GenerateIn(dir, secure)
+	if f == nil || err != nil {
 		return nil, err
 	}
 	if cred != nil {
@@ -128,9 +92,9 @@ func secureCluster(dir, data string, cred *syscall.Credential, secure bool) (*ce
 		return nil, err
 	}
 	if cred != nil {
-		return &f, os.Chown(filepath.Join(data, "pg_hba.conf"), int(cred.Uid), int(cred.Gid))
+		return f, os.Chown(filepath.Join(data, "pg_hba.conf"), int(cred.Uid), int(cred.Gid))
 	}
-	return &f, nil
+	return f, nil
 }
 
 // tlsArgs are the server's TLS settings (none for a plain server).

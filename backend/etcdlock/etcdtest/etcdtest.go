@@ -52,6 +52,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/zkrecipes/zkrecipes/internal/certtest"
+	"github.com/zkrecipes/zkrecipes/internal/rtest/lazy"
 	"github.com/zkrecipes/zkrecipes/zktest"
 )
 
@@ -136,7 +137,7 @@ func launchLocal(ctx context.Context, secure bool) (*Server, error) {
 		return nil, fmt.Errorf("%w: %v", ErrNoServer, err)
 	}
 	s := &Server{bin: bin, dir: dir}
-	if s.certs, err = generateCerts(dir, secure); err != nil {
+	if s.certs, err = certtest.GenerateIn(dir, secure); err != nil {
 		_ = os.RemoveAll(dir)
 		return nil, fmt.Errorf("%w: %v", ErrNoServer, err)
 	}
@@ -201,11 +202,7 @@ func Start(tb testing.TB) *Server {
 	return s
 }
 
-var shared struct {
-	mu  sync.Mutex
-	s   *Server
-	err error
-}
+var shared lazy.Shared[*Server]
 
 // Shared returns the test binary's shared server, launching it on first use.
 // Tests that share it must keep to their own key prefixes (Prefix) and must
@@ -214,21 +211,12 @@ var shared struct {
 // same way without retrying.
 func Shared(tb testing.TB) *Server {
 	tb.Helper()
-	s, err := sharedServer()
-	if err != nil {
-		tb.Fatalf("etcdtest.Shared: %v", err)
-	}
-	return s
+	return shared.Get(tb, "etcdtest.Shared", launchShared)
 }
 
-func sharedServer() (*Server, error) {
-	shared.mu.Lock()
-	defer shared.mu.Unlock()
-	if shared.s == nil && shared.err == nil {
-		shared.s, shared.err = Launch(context.Background())
-	}
-	return shared.s, shared.err
-}
+func launchShared() (*Server, error) { return Launch(context.Background()) }
+
+func sharedServer() (*Server, error) { return shared.Load(launchShared) }
 
 // ExampleURL returns an etcd:// URL of the Shared server with a key prefix
 // that no other caller gets, for Example functions (which have no
@@ -256,14 +244,7 @@ func Main(m *testing.M) { zktest.MainThen(m, StopShared) }
 // launches a new one. It is for a TestMain that calls zktest.MainThen
 // itself: zktest.MainThen(m, etcdtest.StopShared).
 func StopShared() {
-	shared.mu.Lock()
-	defer shared.mu.Unlock()
-	if shared.s != nil {
-		if err := shared.s.Close(); err != nil {
-			fmt.Fprintf(os.Stderr, "etcdtest: stopping the shared server: %v\n", err)
-		}
-	}
-	shared.s, shared.err = nil, nil
+	shared.StopOrWarn(nil, "etcdtest: stopping the shared server")
 	stopSharedTLS()
 }
 
@@ -281,7 +262,7 @@ func (s *Server) URL(prefix string) string {
 // not go through any fault proxy) and closes it at the test's cleanup.
 func (s *Server) Client(tb testing.TB) *clientv3.Client {
 	tb.Helper()
-	cli, err := clientv3.New(clientv3.Config{Endpoints: s.endpoints, DialTimeout: 10 * time.Second, Logger: zap.NewNop(), TLS: s.clientTLS()})
+	cli, err := clientv3.New(clientv3.Config{Endpoints: s.endpoints, DialTimeout: 10 * time.Second, Logger: zap.NewNop(), TLS: s.ClientTLS()})
 	if err != nil {
 		tb.Fatalf("etcdtest: client: %v", err)
 	}
@@ -379,7 +360,7 @@ func (s *Server) start(ctx context.Context) error {
 	p := &process{cmd: cmd, exited: make(chan struct{}), log: logf}
 	go func() { _ = cmd.Wait(); close(p.exited) }()
 
-	if err := waitHealthy(ctx, client, s.clientTLS(), p.exited); err != nil {
+	if err := waitHealthy(ctx, client, s.ClientTLS(), p.exited); err != nil {
 		p.kill()
 		tail := logTail(logPath)
 		if strings.Contains(tail, "address already in use") {

@@ -3,11 +3,10 @@ package etcdtest
 import (
 	"context"
 	"crypto/tls"
-	"path/filepath"
-	"sync"
 	"testing"
 
 	"github.com/zkrecipes/zkrecipes/internal/certtest"
+	"github.com/zkrecipes/zkrecipes/internal/rtest/lazy"
 )
 
 // LaunchTLS starts a local server that serves its clients TLS only
@@ -19,74 +18,29 @@ import (
 // server is always started from the binary. The caller must Close it.
 func LaunchTLS(ctx context.Context) (*Server, error) { return launchLocal(ctx, true) }
 
-var sharedTLS struct {
-	mu  sync.Mutex
-	s   *Server
-	err error
-}
+var sharedTLS lazy.Shared[*Server]
 
 // SharedTLS is Shared for a TLS server (LaunchTLS): one for the whole test
 // binary, launched on first use and stopped by Main (or StopShared).
 func SharedTLS(tb testing.TB) *Server {
 	tb.Helper()
-	sharedTLS.mu.Lock()
-	defer sharedTLS.mu.Unlock()
-	if sharedTLS.s == nil && sharedTLS.err == nil {
-		sharedTLS.s, sharedTLS.err = LaunchTLS(context.Background())
-	}
-	if sharedTLS.err != nil {
-		tb.Fatalf("etcdtest.SharedTLS: %v", sharedTLS.err)
-	}
-	return sharedTLS.s
+	return sharedTLS.Get(tb, "etcdtest.SharedTLS", launchTLS)
 }
 
+func launchTLS() (*Server, error) { return LaunchTLS(context.Background()) }
+
 // stopSharedTLS stops the SharedTLS server, if one was launched (StopShared).
-func stopSharedTLS() {
-	sharedTLS.mu.Lock()
-	defer sharedTLS.mu.Unlock()
-	if sharedTLS.s != nil {
-		_ = sharedTLS.s.Close()
-	}
-	sharedTLS.s, sharedTLS.err = nil, nil
-}
+// Its Close error is dropped, as before the holder.
+func stopSharedTLS() { _ = sharedTLS.Stop(nil) }
 
 // TLSFiles returns the certificate files of a server of LaunchTLS, and
 // false for a plain one.
-func (s *Server) TLSFiles() (certtest.Files, bool) {
-	if s.certs == nil {
-		return certtest.Files{}, false
-	}
-	return *s.certs, true
-}
+func (s *Server) TLSFiles() (certtest.Files, bool) { return certtest.Held(s.certs) }
 
 // ClientTLS returns a client configuration the server accepts (its
 // authority, the client certificate), or nil for a plain server. It panics
 // if the files can't be read (they were written by LaunchTLS).
-func (s *Server) ClientTLS() *tls.Config { return s.clientTLS() }
-
-func (s *Server) clientTLS() *tls.Config {
-	if s.certs == nil {
-		return nil
-	}
-	c, err := s.certs.ClientConfig()
-	if err != nil {
-		panic("etcdtest: " + err.Error())
-	}
-	return c
-}
-
-// generateCerts writes the certificates of a TLS server into dir/certs, or
-// does nothing (nil) for a plain one.
-func generateCerts(dir string, secure bool) (*certtest.Files, error) {
-	if !secure {
-		return nil, nil
-	}
-	f, err := certtest.Generate(filepath.Join(dir, "certs"))
-	if err != nil {
-		return nil, err
-	}
-	return &f, nil
-}
+func (s *Server) ClientTLS() *tls.Config { return certtest.MustClientConfig(s.certs, "etcdtest") }
 
 // scheme is the scheme of URL: etcds:// for a TLS server.
 func (s *Server) scheme() string {

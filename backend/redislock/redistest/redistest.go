@@ -167,7 +167,7 @@ func launch(ctx context.Context, opts []Option, secure bool) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	certs, err := generateCerts(dir, secure)
+	certs, err := certtest.GenerateIn(dir, secure)
 	if err != nil {
 		_ = os.RemoveAll(dir)
 		return nil, err

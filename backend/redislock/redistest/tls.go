@@ -4,13 +4,11 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strconv"
-	"sync"
 	"testing"
 
 	"github.com/zkrecipes/zkrecipes/internal/certtest"
+	"github.com/zkrecipes/zkrecipes/internal/rtest/lazy"
 )
 
 // LaunchTLS is Launch for a server that speaks TLS only (tls-port; the
@@ -29,11 +27,7 @@ func LaunchTLS(ctx context.Context, opts ...Option) (*Server, error) {
 	return s, nil
 }
 
-var sharedTLS struct {
-	mu  sync.Mutex
-	s   *Server
-	err error
-}
+var sharedTLS lazy.Shared[*Server]
 
 // SharedTLS returns the test binary's one TLS server (LaunchTLS), launched
 // on first use and stopped by Main (or StopShared); tests that share it keep
@@ -41,52 +35,23 @@ var sharedTLS struct {
 // once, with InstallHint, and later calls fail the same way.
 func SharedTLS(tb testing.TB) *Server {
 	tb.Helper()
-	sharedTLS.mu.Lock()
-	defer sharedTLS.mu.Unlock()
-	if sharedTLS.s == nil && sharedTLS.err == nil {
-		sharedTLS.s, sharedTLS.err = LaunchTLS(context.Background())
-	}
-	if sharedTLS.err != nil {
-		tb.Fatalf("redistest.SharedTLS: %v", sharedTLS.err)
-	}
-	return sharedTLS.s
+	return sharedTLS.Get(tb, "redistest.SharedTLS", launchTLS)
 }
 
+func launchTLS() (*Server, error) { return LaunchTLS(context.Background()) }
+
 // stopSharedTLS stops the SharedTLS server, if one was launched.
-func stopSharedTLS() {
-	sharedTLS.mu.Lock()
-	defer sharedTLS.mu.Unlock()
-	if sharedTLS.s != nil {
-		if err := sharedTLS.s.Close(); err != nil {
-			fmt.Fprintf(os.Stderr, "redistest: stopping the TLS server: %v\n", err)
-		}
-	}
-	sharedTLS.s, sharedTLS.err = nil, nil
-}
+func stopSharedTLS() { sharedTLS.StopOrWarn(nil, "redistest: stopping the TLS server") }
 
 // TLSFiles returns the certificate files of a server of LaunchTLS, and
 // false for a plain one.
-func (s *Server) TLSFiles() (certtest.Files, bool) {
-	if s.certs == nil {
-		return certtest.Files{}, false
-	}
-	return *s.certs, true
-}
+func (s *Server) TLSFiles() (certtest.Files, bool) { return certtest.Held(s.certs) }
 
 // ClientTLS returns a client configuration the server accepts (its
 // authority, the client certificate; no ServerName, which redislock sets
 // from the URL), or nil for a plain server. It panics if the files can't be
 // read (LaunchTLS wrote them).
-func (s *Server) ClientTLS() *tls.Config {
-	if s.certs == nil {
-		return nil
-	}
-	c, err := s.certs.ClientConfig()
-	if err != nil {
-		panic("redistest: " + err.Error())
-	}
-	return c
-}
+func (s *Server) ClientTLS() *tls.Config { return certtest.MustClientConfig(s.certs, "redistest") }
 
 // clientTLS is ClientTLS for the harness's own connections (ping, Client),
 // which name the server themselves.
@@ -96,19 +61,6 @@ func (s *Server) clientTLS() *tls.Config {
 		c.ServerName = "127.0.0.1"
 	}
 	return c
-}
-
-// generateCerts writes the certificates of a TLS server into dir/certs, or
-// does nothing (nil) for a plain one.
-func generateCerts(dir string, secure bool) (*certtest.Files, error) {
-	if !secure {
-		return nil, nil
-	}
-	f, err := certtest.Generate(filepath.Join(dir, "certs"))
-	if err != nil {
-		return nil, err
-	}
-	return &f, nil
 }
 
 // portArgs are the server's listening arguments: port, or for a TLS server
