@@ -101,7 +101,11 @@ func TestConnectErrors(t *testing.T) {
 	for _, c := range []connectCase{
 		{name: "server certificate not trusted", run: connect(dsn, WithTLS(wrongCA)), unreach: true, cert: true, says: "certificate signed by unknown authority", within: 3 * time.Second},
 		{name: "no client certificate", run: state("28000", connect(dsn, WithTLS(&tls.Config{RootCAs: good.RootCAs}))), perm: true, says: "certificate", within: 3 * time.Second},
-		{name: "client certificate of another CA of the same name", run: connect(dsn, WithTLS(sameName)), perm: true, says: "error decrypting message", within: 3 * time.Second},
+		// Over TLS 1.3 the client's handshake ends before the server checks
+		// the certificate: pgx's startup message may then meet the reset
+		// that follows the server's alert instead of the alert (one run in
+		// a few under load), so only TLS 1.2, where the alert ends the
+		// handshake itself, gives a certain answer.
 		{name: "client certificate of another CA of the same name, TLS 1.2", run: connect(dsn, WithTLS(sameName12)), perm: true, says: "error decrypting message", within: 3 * time.Second},
 		{name: "MaxVersion TLS 1.1", run: connect(dsn, WithTLS(tls11)), bad: true, says: "MaxVersion", within: time.Second},
 		{name: "plaintext where only TLS is let in", run: state("28000", connect(withQuery(t, dsn, "sslmode", "disable"))), perm: true, says: "no encryption", within: 3 * time.Second},
