@@ -3,8 +3,6 @@ package etcdlock_test
 import (
 	"context"
 	"crypto/tls"
-	"errors"
-	"strings"
 	"testing"
 	"time"
 
@@ -13,41 +11,14 @@ import (
 	"github.com/zkrecipes/zkrecipes/backend/etcdlock"
 	"github.com/zkrecipes/zkrecipes/backend/etcdlock/etcdtest"
 	"github.com/zkrecipes/zkrecipes/internal/certtest"
-	"github.com/zkrecipes/zkrecipes/recipe"
+	"github.com/zkrecipes/zkrecipes/internal/rtest/connerrtest"
 )
 
-// connectCase is one row of docs/backends.md's "Errors at connect": what
-// the error must match (perm: recipe.ErrNoPermission, unreach:
-// recipe.ErrUnreachable, cert: a *tls.CertificateVerificationError for
-// errors.As, bad: recipe.ErrBadOption), what its text must say, and how
-// soon it must come (0: no bound).
-type connectCase struct {
-	name                     string
-	run                      func(t *testing.T) error
-	perm, unreach, cert, bad bool
-	says                     string
-	within                   time.Duration
-}
+// connectCase is one row of docs/backends.md's "Errors at connect".
+type connectCase = connerrtest.Case
 
 // checkCase runs c and checks its error.
-func checkCase(t *testing.T, c connectCase) {
-	t.Helper()
-	start := time.Now()
-	err := c.run(t)
-	took := time.Since(start)
-	var ve *tls.CertificateVerificationError
-	got := [4]bool{errors.Is(err, recipe.ErrNoPermission), errors.Is(err, recipe.ErrUnreachable), errors.As(err, &ve), errors.Is(err, recipe.ErrBadOption)}
-	if want := [4]bool{c.perm, c.unreach, c.cert, c.bad}; err == nil || got != want {
-		t.Errorf("%s: [ErrNoPermission ErrUnreachable *CertificateVerificationError ErrBadOption] = %v, want %v; err %v", c.name, got, want, err)
-	}
-	if err != nil && !strings.Contains(err.Error(), c.says) {
-		t.Errorf("%s: the error does not say %q: %v", c.name, c.says, err)
-	}
-	if c.within > 0 && took > c.within {
-		t.Errorf("%s: took %v, want at most %v: %v", c.name, took, c.within, err)
-	}
-	t.Logf("%s (%v): %v", c.name, took.Round(time.Millisecond), err)
-}
+var checkCase = connerrtest.Check
 
 // TestConnectErrors: every way Connect (or the first acquisition) fails
 // matches the sentinel docs/backends.md's table gives for it, the same on
@@ -75,14 +46,14 @@ func TestConnectErrors(t *testing.T) {
 		return func(t *testing.T) error { _, err := tlsConnect(t, url, opts...); return err }
 	}
 	for _, c := range []connectCase{
-		{name: "server certificate not trusted", run: connect(url, etcdlock.WithTLS(wrongCA)), unreach: true, cert: true, says: "failed verification", within: 3 * time.Second},
-		{name: "no client certificate", run: connect(url, etcdlock.WithTLS(&tls.Config{RootCAs: good.RootCAs})), perm: true, unreach: true, says: "refused the client certificate (none was presented)", within: 3 * time.Second},
-		{name: "MaxVersion TLS 1.1", run: connect(url, etcdlock.WithTLS(tls11)), bad: true, says: "MaxVersion", within: time.Second},
-		{name: "plaintext to a TLS endpoint", run: connect("etcd://" + srv.Endpoints()[0] + "/x"), unreach: true, says: "use etcds:// or WithTLS", within: 3 * time.Second},
-		{name: "TLS to a plaintext endpoint", run: connect(plain.URL("/x"), etcdlock.WithTLS(good)), unreach: true, says: "is it a TLS client URL", within: 3 * time.Second},
-		{name: "nothing listens", run: connect("etcd://127.0.0.1:1/x"), unreach: true, says: "connection refused", within: 3 * time.Second},
-		{name: "a name that does not resolve", run: connect("etcd://no-such-host.invalid:2379/x"), unreach: true, says: "no-such-host.invalid"},
-		{name: "a role without rights", run: func(t *testing.T) error { return deniedAcquire(t) }, perm: true, says: "permission denied"},
+		{Name: "server certificate not trusted", Run: connect(url, etcdlock.WithTLS(wrongCA)), Unreach: true, Cert: true, Says: "failed verification", Within: 3 * time.Second},
+		{Name: "no client certificate", Run: connect(url, etcdlock.WithTLS(&tls.Config{RootCAs: good.RootCAs})), Perm: true, Unreach: true, Says: "refused the client certificate (none was presented)", Within: 3 * time.Second},
+		{Name: "MaxVersion TLS 1.1", Run: connect(url, etcdlock.WithTLS(tls11)), Bad: true, Says: "MaxVersion", Within: time.Second},
+		{Name: "plaintext to a TLS endpoint", Run: connect("etcd://" + srv.Endpoints()[0] + "/x"), Unreach: true, Says: "use etcds:// or WithTLS", Within: 3 * time.Second},
+		{Name: "TLS to a plaintext endpoint", Run: connect(plain.URL("/x"), etcdlock.WithTLS(good)), Unreach: true, Says: "is it a TLS client URL", Within: 3 * time.Second},
+		{Name: "nothing listens", Run: connect("etcd://127.0.0.1:1/x"), Unreach: true, Says: "connection refused", Within: 3 * time.Second},
+		{Name: "a name that does not resolve", Run: connect("etcd://no-such-host.invalid:2379/x"), Unreach: true, Says: "no-such-host.invalid"},
+		{Name: "a role without rights", Run: func(t *testing.T) error { return deniedAcquire(t) }, Perm: true, Says: "permission denied"},
 	} {
 		checkCase(t, c)
 	}

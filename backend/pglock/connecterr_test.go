@@ -5,7 +5,6 @@ import (
 	"crypto/tls"
 	"errors"
 	"net/url"
-	"strings"
 	"testing"
 	"time"
 
@@ -13,41 +12,14 @@ import (
 
 	"github.com/zkrecipes/zkrecipes/internal/certtest"
 	"github.com/zkrecipes/zkrecipes/internal/pgtest"
-	"github.com/zkrecipes/zkrecipes/recipe"
+	"github.com/zkrecipes/zkrecipes/internal/rtest/connerrtest"
 )
 
-// connectCase is one row of docs/backends.md's "Errors at connect": what
-// the error must match (perm: recipe.ErrNoPermission, unreach:
-// recipe.ErrUnreachable, cert: a *tls.CertificateVerificationError for
-// errors.As, bad: recipe.ErrBadOption), what its text must say, and how
-// soon it must come (0: no bound).
-type connectCase struct {
-	name                     string
-	run                      func(t *testing.T) error
-	perm, unreach, cert, bad bool
-	says                     string
-	within                   time.Duration
-}
+// connectCase is one row of docs/backends.md's "Errors at connect".
+type connectCase = connerrtest.Case
 
 // checkCase runs c and checks its error.
-func checkCase(t *testing.T, c connectCase) {
-	t.Helper()
-	start := time.Now()
-	err := c.run(t)
-	took := time.Since(start)
-	var ve *tls.CertificateVerificationError
-	got := [4]bool{errors.Is(err, recipe.ErrNoPermission), errors.Is(err, recipe.ErrUnreachable), errors.As(err, &ve), errors.Is(err, recipe.ErrBadOption)}
-	if want := [4]bool{c.perm, c.unreach, c.cert, c.bad}; err == nil || got != want {
-		t.Errorf("%s: [ErrNoPermission ErrUnreachable *CertificateVerificationError ErrBadOption] = %v, want %v; err %v", c.name, got, want, err)
-	}
-	if err != nil && !strings.Contains(err.Error(), c.says) {
-		t.Errorf("%s: the error does not say %q: %v", c.name, c.says, err)
-	}
-	if c.within > 0 && took > c.within {
-		t.Errorf("%s: took %v, want at most %v: %v", c.name, took, c.within, err)
-	}
-	t.Logf("%s (%v): %v", c.name, took.Round(time.Millisecond), err)
-}
+var checkCase = connerrtest.Check
 
 // TestConnectErrors: every way Connect (or an acquisition's connection)
 // fails matches the sentinel docs/backends.md's table gives for it, the
@@ -99,23 +71,23 @@ func TestConnectErrors(t *testing.T) {
 		}
 	}
 	for _, c := range []connectCase{
-		{name: "server certificate not trusted", run: connect(dsn, WithTLS(wrongCA)), unreach: true, cert: true, says: "certificate signed by unknown authority", within: 3 * time.Second},
-		{name: "no client certificate", run: state("28000", connect(dsn, WithTLS(&tls.Config{RootCAs: good.RootCAs}))), perm: true, says: "certificate", within: 3 * time.Second},
+		{Name: "server certificate not trusted", Run: connect(dsn, WithTLS(wrongCA)), Unreach: true, Cert: true, Says: "certificate signed by unknown authority", Within: 3 * time.Second},
+		{Name: "no client certificate", Run: state("28000", connect(dsn, WithTLS(&tls.Config{RootCAs: good.RootCAs}))), Perm: true, Says: "certificate", Within: 3 * time.Second},
 		// Over TLS 1.3 the client's handshake ends before the server checks
 		// the certificate: pgx's startup message may then meet the reset
 		// that follows the server's alert instead of the alert (one run in
 		// a few under load), so only TLS 1.2, where the alert ends the
 		// handshake itself, gives a certain answer.
-		{name: "client certificate of another CA of the same name, TLS 1.2", run: connect(dsn, WithTLS(sameName12)), perm: true, says: "error decrypting message", within: 3 * time.Second},
-		{name: "MaxVersion TLS 1.1", run: connect(dsn, WithTLS(tls11)), bad: true, says: "MaxVersion", within: time.Second},
-		{name: "plaintext where only TLS is let in", run: state("28000", connect(withQuery(t, dsn, "sslmode", "disable"))), perm: true, says: "no encryption", within: 3 * time.Second},
-		{name: "TLS to a server without TLS", run: connect(plain, WithTLS(good)), unreach: true, says: "is its ssl setting on?", within: 3 * time.Second},
-		{name: "nothing listens", run: connect("postgres://u@127.0.0.1:1/db?connect_timeout=5"), unreach: true, says: "connection refused", within: 3 * time.Second},
-		{name: "a name that does not resolve", run: connect("postgres://u@no-such-host.invalid:5432/db?connect_timeout=5"), unreach: true, says: "no-such-host.invalid"},
-		{name: "wrong password", run: state("28P01", connect(as(url.UserPassword(role.User.Username(), "wrong-pw")))), perm: true, says: "password authentication failed", within: 3 * time.Second},
-		{name: "no password", run: state("28P01", connect(as(url.User(role.User.Username())))), perm: true, says: "password authentication failed", within: 3 * time.Second},
-		{name: "unknown role", run: state("28000", connect(as(url.UserPassword("no_such_role_errtypes", "wrong-pw")))), perm: true, says: "does not exist", within: 3 * time.Second},
-		{name: "password changed before an acquisition", run: func(t *testing.T) error { return changedPassword(t, ps, plain) }, perm: true, says: "password authentication failed"},
+		{Name: "client certificate of another CA of the same name, TLS 1.2", Run: connect(dsn, WithTLS(sameName12)), Perm: true, Says: "error decrypting message", Within: 3 * time.Second},
+		{Name: "MaxVersion TLS 1.1", Run: connect(dsn, WithTLS(tls11)), Bad: true, Says: "MaxVersion", Within: time.Second},
+		{Name: "plaintext where only TLS is let in", Run: state("28000", connect(withQuery(t, dsn, "sslmode", "disable"))), Perm: true, Says: "no encryption", Within: 3 * time.Second},
+		{Name: "TLS to a server without TLS", Run: connect(plain, WithTLS(good)), Unreach: true, Says: "is its ssl setting on?", Within: 3 * time.Second},
+		{Name: "nothing listens", Run: connect("postgres://u@127.0.0.1:1/db?connect_timeout=5"), Unreach: true, Says: "connection refused", Within: 3 * time.Second},
+		{Name: "a name that does not resolve", Run: connect("postgres://u@no-such-host.invalid:5432/db?connect_timeout=5"), Unreach: true, Says: "no-such-host.invalid"},
+		{Name: "wrong password", Run: state("28P01", connect(as(url.UserPassword(role.User.Username(), "wrong-pw")))), Perm: true, Says: "password authentication failed", Within: 3 * time.Second},
+		{Name: "no password", Run: state("28P01", connect(as(url.User(role.User.Username())))), Perm: true, Says: "password authentication failed", Within: 3 * time.Second},
+		{Name: "unknown role", Run: state("28000", connect(as(url.UserPassword("no_such_role_errtypes", "wrong-pw")))), Perm: true, Says: "does not exist", Within: 3 * time.Second},
+		{Name: "password changed before an acquisition", Run: func(t *testing.T) error { return changedPassword(t, ps, plain) }, Perm: true, Says: "password authentication failed"},
 	} {
 		checkCase(t, c)
 	}

@@ -15,41 +15,14 @@ import (
 	"github.com/zkrecipes/zkrecipes/backend/redislock"
 	"github.com/zkrecipes/zkrecipes/backend/redislock/redistest"
 	"github.com/zkrecipes/zkrecipes/internal/certtest"
-	"github.com/zkrecipes/zkrecipes/recipe"
+	"github.com/zkrecipes/zkrecipes/internal/rtest/connerrtest"
 )
 
-// connectCase is one row of docs/backends.md's "Errors at connect": what
-// the error must match (perm: recipe.ErrNoPermission, unreach:
-// recipe.ErrUnreachable, cert: a *tls.CertificateVerificationError for
-// errors.As, bad: recipe.ErrBadOption), what its text must say, and how
-// soon it must come (0: no bound).
-type connectCase struct {
-	name                     string
-	run                      func(t *testing.T) error
-	perm, unreach, cert, bad bool
-	says                     string
-	within                   time.Duration
-}
+// connectCase is one row of docs/backends.md's "Errors at connect".
+type connectCase = connerrtest.Case
 
 // checkCase runs c and checks its error.
-func checkCase(t *testing.T, c connectCase) {
-	t.Helper()
-	start := time.Now()
-	err := c.run(t)
-	took := time.Since(start)
-	var ve *tls.CertificateVerificationError
-	got := [4]bool{errors.Is(err, recipe.ErrNoPermission), errors.Is(err, recipe.ErrUnreachable), errors.As(err, &ve), errors.Is(err, recipe.ErrBadOption)}
-	if want := [4]bool{c.perm, c.unreach, c.cert, c.bad}; err == nil || got != want {
-		t.Errorf("%s: [ErrNoPermission ErrUnreachable *CertificateVerificationError ErrBadOption] = %v, want %v; err %v", c.name, got, want, err)
-	}
-	if err != nil && !strings.Contains(err.Error(), c.says) {
-		t.Errorf("%s: the error does not say %q: %v", c.name, c.says, err)
-	}
-	if c.within > 0 && took > c.within {
-		t.Errorf("%s: took %v, want at most %v: %v", c.name, took, c.within, err)
-	}
-	t.Logf("%s (%v): %v", c.name, took.Round(time.Millisecond), err)
-}
+var checkCase = connerrtest.Check
 
 // TestConnectErrors: every way Connect (or an acquisition) fails matches
 // the sentinel docs/backends.md's table gives for it, the same on every
@@ -101,23 +74,23 @@ func TestConnectErrors(t *testing.T) {
 		return u.String()
 	}
 	for _, c := range []connectCase{
-		{name: "server certificate not trusted", run: connect(srv.URL(), redislock.WithTLS(wrongCA)), unreach: true, cert: true, says: "failed verification", within: 3 * time.Second},
-		{name: "no client certificate", run: connect(srv.URL(), redislock.WithTLS(&tls.Config{RootCAs: good.RootCAs})), perm: true, unreach: true, says: "refused the client certificate (none was presented)", within: 3 * time.Second},
-		{name: "no client certificate, TLS 1.2", run: once(connect(srv.URL(), redislock.WithTLS(noCert12))), perm: true, unreach: true, says: "refused the client certificate (none was presented)", within: 3 * time.Second},
-		{name: "client certificate of another CA of the same name", run: once(connect(srv.URL(), redislock.WithTLS(sameName))), perm: true, unreach: true, says: "refused the client certificate: ", within: 3 * time.Second},
-		{name: "client certificate of another CA of the same name, TLS 1.2", run: once(connect(srv.URL(), redislock.WithTLS(sameName12))), perm: true, unreach: true, says: "refused the client certificate: ", within: 3 * time.Second},
-		{name: "MaxVersion TLS 1.1", run: connect(srv.URL(), redislock.WithTLS(tls11)), bad: true, says: "MaxVersion", within: time.Second},
-		{name: "plaintext to the TLS port", run: connect("redis://" + srv.Addr() + "/0"), unreach: true, says: "use rediss:// or WithTLS", within: 3 * time.Second},
-		{name: "TLS to a plaintext port", run: connect("rediss://"+plain.Addr()+"/0?dial_timeout=1s", redislock.WithTLS(good)), unreach: true, says: "is it the server's tls-port?"},
-		{name: "TLS to a plaintext port, connect deadline first", run: func(t *testing.T) error {
+		{Name: "server certificate not trusted", Run: connect(srv.URL(), redislock.WithTLS(wrongCA)), Unreach: true, Cert: true, Says: "failed verification", Within: 3 * time.Second},
+		{Name: "no client certificate", Run: connect(srv.URL(), redislock.WithTLS(&tls.Config{RootCAs: good.RootCAs})), Perm: true, Unreach: true, Says: "refused the client certificate (none was presented)", Within: 3 * time.Second},
+		{Name: "no client certificate, TLS 1.2", Run: once(connect(srv.URL(), redislock.WithTLS(noCert12))), Perm: true, Unreach: true, Says: "refused the client certificate (none was presented)", Within: 3 * time.Second},
+		{Name: "client certificate of another CA of the same name", Run: once(connect(srv.URL(), redislock.WithTLS(sameName))), Perm: true, Unreach: true, Says: "refused the client certificate: ", Within: 3 * time.Second},
+		{Name: "client certificate of another CA of the same name, TLS 1.2", Run: once(connect(srv.URL(), redislock.WithTLS(sameName12))), Perm: true, Unreach: true, Says: "refused the client certificate: ", Within: 3 * time.Second},
+		{Name: "MaxVersion TLS 1.1", Run: connect(srv.URL(), redislock.WithTLS(tls11)), Bad: true, Says: "MaxVersion", Within: time.Second},
+		{Name: "plaintext to the TLS port", Run: connect("redis://" + srv.Addr() + "/0"), Unreach: true, Says: "use rediss:// or WithTLS", Within: 3 * time.Second},
+		{Name: "TLS to a plaintext port", Run: connect("rediss://"+plain.Addr()+"/0?dial_timeout=1s", redislock.WithTLS(good)), Unreach: true, Says: "is it the server's tls-port?"},
+		{Name: "TLS to a plaintext port, connect deadline first", Run: func(t *testing.T) error {
 			return within(time.Second, "rediss://"+plain.Addr()+"/0", redislock.WithTLS(good))
-		}, unreach: true, says: "is it the server's tls-port?", within: 3 * time.Second},
-		{name: "nothing listens", run: connect("redis://127.0.0.1:1/0"), unreach: true, says: "connection refused", within: 3 * time.Second},
-		{name: "a name that does not resolve", run: connect("redis://no-such-host.invalid:6379/0"), unreach: true, says: "no-such-host.invalid"},
-		{name: "wrong password", run: connect(as("errtypes-user", "wrong-pw")), perm: true, says: "WRONGPASS", within: 3 * time.Second},
-		{name: "unknown user", run: connect(as("no-such-user", "wrong-pw")), perm: true, says: "WRONGPASS", within: 3 * time.Second},
-		{name: "no AUTH where the default user is off", run: noAuth, perm: true, says: "NOAUTH", within: 3 * time.Second},
-		{name: "server gone at acquisition", run: goneAtAcquire, unreach: true, says: "connection refused"},
+		}, Unreach: true, Says: "is it the server's tls-port?", Within: 3 * time.Second},
+		{Name: "nothing listens", Run: connect("redis://127.0.0.1:1/0"), Unreach: true, Says: "connection refused", Within: 3 * time.Second},
+		{Name: "a name that does not resolve", Run: connect("redis://no-such-host.invalid:6379/0"), Unreach: true, Says: "no-such-host.invalid"},
+		{Name: "wrong password", Run: connect(as("errtypes-user", "wrong-pw")), Perm: true, Says: "WRONGPASS", Within: 3 * time.Second},
+		{Name: "unknown user", Run: connect(as("no-such-user", "wrong-pw")), Perm: true, Says: "WRONGPASS", Within: 3 * time.Second},
+		{Name: "no AUTH where the default user is off", Run: noAuth, Perm: true, Says: "NOAUTH", Within: 3 * time.Second},
+		{Name: "server gone at acquisition", Run: goneAtAcquire, Unreach: true, Says: "connection refused"},
 	} {
 		checkCase(t, c)
 	}

@@ -1,9 +1,13 @@
 package lazy
 
 import (
+	"go.uber.org/goleak"
+
 	"errors"
 	"testing"
 )
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 type closer struct{ closed int }
 
