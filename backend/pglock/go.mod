@@ -5,7 +5,7 @@ go 1.26.0
 require (
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/prometheus/client_golang v1.25.0
-	github.com/zkrecipes/zkrecipes v0.0.0
+	github.com/zkrecipes/zkrecipes v0.1.0
 )
 
 require (
@@ -73,5 +73,3 @@ require (
 	golang.org/x/text v0.43.0 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
 )
-
-replace github.com/zkrecipes/zkrecipes => ../..

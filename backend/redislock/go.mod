@@ -2,13 +2,11 @@ module github.com/zkrecipes/zkrecipes/backend/redislock
 
 go 1.26.0
 
-replace github.com/zkrecipes/zkrecipes => ../..
-
 require (
 	github.com/cenkalti/backoff/v4 v4.3.0
 	github.com/prometheus/client_golang v1.25.0
 	github.com/redis/go-redis/v9 v9.23.0
-	github.com/zkrecipes/zkrecipes v0.0.0-00010101000000-000000000000
+	github.com/zkrecipes/zkrecipes v0.1.0
 )
 
 require (

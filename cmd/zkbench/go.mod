@@ -1,19 +1,18 @@
 // zkbench is a module of its own, so that it can measure the etcd,
 // PostgreSQL and Redis backends without putting their client libraries
 // into the requirements of github.com/zkrecipes/zkrecipes. As for
-// cmd/zkrecipes, the repository's go.work supplies the modules below; to
-// tidy, replace them by their directories, run go mod tidy, then drop the
-// replacements again.
+// cmd/zkrecipes, go.work supplies our modules from their directories; to
+// tidy: scripts/modules.sh tidy (docs/releasing.md).
 module github.com/zkrecipes/zkrecipes/cmd/zkbench
 
 go 1.26.0
 
 require (
 	github.com/go-zookeeper/zk v1.0.4
-	github.com/zkrecipes/zkrecipes v0.0.0
-	github.com/zkrecipes/zkrecipes/backend/etcdlock v0.0.0-00010101000000-000000000000
-	github.com/zkrecipes/zkrecipes/backend/pglock v0.0.0-00010101000000-000000000000
-	github.com/zkrecipes/zkrecipes/backend/redislock v0.0.0-00010101000000-000000000000
+	github.com/zkrecipes/zkrecipes v0.1.0
+	github.com/zkrecipes/zkrecipes/backend/etcdlock v0.1.0
+	github.com/zkrecipes/zkrecipes/backend/pglock v0.1.0
+	github.com/zkrecipes/zkrecipes/backend/redislock v0.1.0
 )
 
 require (

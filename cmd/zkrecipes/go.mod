@@ -2,12 +2,10 @@
 // etcd, PostgreSQL and Redis backends without putting their client
 // libraries into the requirements of github.com/zkrecipes/zkrecipes.
 //
-// No replace directives: `go install ...cmd/zkrecipes@latest` refuses a
-// go.mod that has them. In this repository the go.work file supplies the
-// modules below at their working-tree state; a release requires their
-// tagged versions here. To tidy, replace them by their directories
-// (go mod edit -replace=github.com/zkrecipes/zkrecipes=../.. and so on),
-// run go mod tidy, then drop the replacements again (-dropreplace).
+// No replace directives: `go install ...cmd/zkrecipes@VERSION` refuses a
+// go.mod that has them. Our modules are required at a release version; in
+// this repository go.work supplies them from their directories. To tidy:
+// scripts/modules.sh tidy (docs/releasing.md).
 module github.com/zkrecipes/zkrecipes/cmd/zkrecipes
 
 go 1.26.0
@@ -16,10 +14,10 @@ require (
 	github.com/go-zookeeper/zk v1.0.4
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/prometheus/client_golang v1.25.0
-	github.com/zkrecipes/zkrecipes v0.0.0
-	github.com/zkrecipes/zkrecipes/backend/etcdlock v0.0.0-00010101000000-000000000000
-	github.com/zkrecipes/zkrecipes/backend/pglock v0.0.0-00010101000000-000000000000
-	github.com/zkrecipes/zkrecipes/backend/redislock v0.0.0-00010101000000-000000000000
+	github.com/zkrecipes/zkrecipes v0.1.0
+	github.com/zkrecipes/zkrecipes/backend/etcdlock v0.1.0
+	github.com/zkrecipes/zkrecipes/backend/pglock v0.1.0
+	github.com/zkrecipes/zkrecipes/backend/redislock v0.1.0
 )
 
 require (
