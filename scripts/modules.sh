@@ -8,6 +8,7 @@
 #   scripts/modules.sh work            rewrite go.work for the modules found (after adding one)
 #   scripts/modules.sh check           fail unless the versions agree and go.work is as `work` writes it
 #   scripts/modules.sh tidy            go mod tidy in every module, each against the others' directories
+#   scripts/modules.sh tags V          the release's tags, in the order to push them (step, tag, dir)
 #
 # Every module requires our other modules at one version V (the release
 # being prepared, or the last one); go.work uses every module's directory
@@ -124,6 +125,33 @@ tidy() {
 	done < <(modules)
 }
 
+# tags prints "step tag dir" for every module at version $1: a module's step
+# is 1 + the highest step of the modules it requires (the root module: 1),
+# so that each tag is pushed after the tags of what its module requires.
+tags() {
+	local v="$1" dir path req _ changed=1 s
+	local -A step=() reqs=() dirof=()
+	while read -r dir path; do
+		dirof[$path]="$dir"
+		reqs[$path]="$(requires "$dir/go.mod" | awk '{ print $1 }' | tr '\n' ' ')"
+		step[$path]=1
+	done < <(modules)
+	while [ "$changed" = 1 ]; do
+		changed=0
+		for path in "${!reqs[@]}"; do
+			for req in ${reqs[$path]}; do
+				s=$((step[$req] + 1))
+				if [ "$s" -gt "${step[$path]}" ]; then step[$path]=$s changed=1; fi
+				[ "$s" -le "${#reqs[@]}" ] || { echo "modules.sh: the modules require each other in a cycle" >&2; return 1; }
+			done
+		done
+	done
+	for path in "${!step[@]}"; do
+		dir="${dirof[$path]}"
+		if [ "$dir" = . ]; then printf '%s %s .\n' "${step[$path]}" "$v"; else printf '%s %s/%s %s\n' "${step[$path]}" "$dir" "$v" "$dir"; fi
+	done | LC_ALL=C sort
+}
+
 case "${1:-}" in
 list) modules ;;
 version) version ;;
@@ -131,5 +159,6 @@ set-version) [ $# -eq 2 ] || { echo "usage: $0 set-version vX.Y.Z" >&2; exit 2; 
 work) gowork "$(version)" > go.work ;;
 check) check ;;
 tidy) tidy ;;
-*) sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
+tags) [ $# -eq 2 ] || { echo "usage: $0 tags vX.Y.Z" >&2; exit 2; }; tags "$2" ;;
+*) sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
 esac

@@ -1,0 +1,221 @@
+package releasetest
+
+import (
+	"bufio"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/zkrecipes/zkrecipes/zktest"
+)
+
+func TestMain(m *testing.M) { zktest.Main(m) }
+
+// TestInstallFromProxy publishes the modules into a local proxy and uses
+// them as README's Install section says, from a module with no replace line.
+func TestInstallFromProxy(t *testing.T) {
+	root, err := filepath.Abs(filepath.Join("..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mods, version, err := repoModules(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmds := installCommands(t, root, mods)
+	servers := strings.Join(zktest.Shared(t).Servers(), ",")
+
+	tmp := t.TempDir()
+	proxy := filepath.Join(tmp, "proxy")
+	u := newUser(t, tmp, proxy)
+	tv := publishLocked(t, root, proxy, u.modcache, mods, version)
+
+	u.run("go", "mod", "init", "example.com/service")
+	seed := seedSums(t, root, mods, filepath.Join(u.dir, "go.sum"))
+	for _, c := range cmds {
+		u.run(c[0], c[1:]...)
+	}
+
+	// The user's program: a lock on ZooKeeper and on memlock.
+	src, err := os.ReadFile(filepath.Join("testdata", "user", "main.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(u.dir, "main.go"), src, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	u.run("go", "mod", "tidy") // as README says, once the code imports the packages
+	u.run("go", "build", "-o", "service", ".")
+	out := u.run(filepath.Join(u.dir, "service"), servers)
+	for _, want := range []string{"zookeeper: token ", "memlock: token "} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the program's output lacks %q:\n%s", want, out)
+		}
+	}
+
+	// The command line tool, as go install put it in GOPATH/bin.
+	cli := filepath.Join(u.gopath, "bin", "zkrecipes")
+	if out := u.run(cli, "--help"); !strings.Contains(out, "zkrecipes lock") {
+		t.Errorf("zkrecipes --help does not show the lock command:\n%s", out)
+	}
+	u.run(cli, "lock", "--servers", servers, "--wait", "0", "/locks/cli", "--", "true")
+	if out := u.run("go", "version", "-m", cli); !strings.Contains(out, mods[0].Path+"/cmd/zkrecipes\t"+tv) {
+		t.Errorf("the installed zkrecipes is not the published %s:\n%s", tv, out)
+	}
+
+	checkVersions(t, u, mods, tv)
+	checkSums(t, filepath.Join(u.dir, "go.sum"), seed, mods)
+}
+
+// publishLocked publishes the modules into proxy (publish) and returns
+// their version, with the module cache locked until the test ends: it
+// first removes what runs killed before their cleanup left there, and
+// registers the removal of this run's version.
+func publishLocked(t *testing.T, root, proxy, modcache string, mods []module, release string) string {
+	lockModCache(t, modcache)
+	for _, v := range testVersions(modcache, mods) {
+		if err := cleanModCache(modcache, mods, v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	start := time.Now()
+	tv, err := publish(root, proxy, mods, release)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := cleanModCache(modcache, mods, tv); err != nil {
+			t.Error(err)
+		}
+	})
+	t.Logf("published %d modules at %s (%.1fs)", len(mods), tv, time.Since(start).Seconds())
+	return tv
+}
+
+// user is a module outside the repository, with a GOPATH of its own in
+// the test's temporary directory.
+type user struct {
+	t        *testing.T
+	ctx      context.Context
+	dir      string // the module's directory
+	gopath   string
+	modcache string // the machine's module cache
+	env      []string
+}
+
+// newUser prepares the environment of the outside module. GOPROXY serves
+// our modules from proxy only, and ends with off: every third-party module
+// comes from the machine's module cache, as `make test` left it, and none
+// from the network. The machine's cache, not one of the test's own, so that
+// the third-party packages are already compiled (by make test's go vet, for
+// the same directories); this run's versions are removed from it at the
+// end (cleanModCache; -modcacherw lets the go command's read-only copies be
+// removed). GOSUMDB=off: our test versions are in no checksum database,
+// and the third-party hashes are checked against the repository's own
+// go.sum files instead (seedSums, checkSums), offline.
+func newUser(t *testing.T, tmp, proxy string) *user {
+	modcache, err := exec.Command("go", "env", "GOMODCACHE").Output()
+	if err != nil {
+		t.Fatalf("go env GOMODCACHE: %v", err)
+	}
+	u := &user{
+		t: t, dir: filepath.Join(tmp, "service"), gopath: filepath.Join(tmp, "gopath"),
+		modcache: strings.TrimSpace(string(modcache)),
+	}
+	if err := os.MkdirAll(u.dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	t.Cleanup(cancel)
+	u.ctx = ctx
+	for _, kv := range os.Environ() {
+		name, _, _ := strings.Cut(kv, "=")
+		if !strings.HasPrefix(name, "GO") || name == "GOROOT" || name == "GOCACHE" || name == "GOTMPDIR" {
+			u.env = append(u.env, kv)
+		}
+	}
+	u.env = append(u.env,
+		"GOPROXY=file://"+filepath.ToSlash(proxy)+",off",
+		"GOSUMDB=off",
+		"GOFLAGS=-modcacherw",
+		"GOPATH="+u.gopath,
+		"GOMODCACHE="+u.modcache,
+		"GOWORK=off",
+		"GOTOOLCHAIN=local",
+		"GOENV=off", // no settings of the machine's go env file (GOPRIVATE, ...)
+	)
+	return u
+}
+
+// run runs a command in the user's module and returns its output; it fails
+// the test with the output if the command fails.
+func (u *user) run(name string, args ...string) string {
+	u.t.Helper()
+	cmd := exec.CommandContext(u.ctx, name, args...)
+	cmd.Dir, cmd.Env = u.dir, u.env
+	start := time.Now()
+	out, err := cmd.CombinedOutput()
+	line := strings.TrimPrefix(strings.Join(append([]string{name}, args...), " "), u.dir+string(filepath.Separator))
+	if err != nil {
+		u.t.Fatalf("%s: %v\n%s", line, err, out)
+	}
+	u.t.Logf("%s (%.1fs)", line, time.Since(start).Seconds())
+	return string(out)
+}
+
+// installLine is a command line of README's Install block: go get or go install.
+var installLine = regexp.MustCompile(`^go (get|install) (\S+)@(\S+)\s*(#.*)?$`)
+
+// installCommands returns the command lines of the first sh block of
+// README's "## Install" section, and checks that they get the root module
+// and every backend module and install the command line tool.
+func installCommands(t *testing.T, root string, mods []module) [][]string {
+	f, err := os.Open(filepath.Join(root, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var cmds [][]string
+	var got, installed []string
+	section, block := false, false
+	for sc := bufio.NewScanner(f); sc.Scan(); {
+		line := sc.Text()
+		switch {
+		case strings.HasPrefix(line, "## "):
+			section = line == "## Install"
+		case section && !block && line == "```sh":
+			block = true
+		case block && line == "```":
+			section, block = false, false
+		case block:
+			m := installLine.FindStringSubmatch(line)
+			if m == nil {
+				t.Fatalf("README.md's Install block: %q is not `go get|install PATH@VERSION  # comment`", line)
+			}
+			cmds = append(cmds, []string{"go", m[1], m[2] + "@" + m[3]})
+			if m[1] == "get" {
+				got = append(got, m[2])
+			} else {
+				installed = append(installed, m[2])
+			}
+		}
+	}
+	for _, m := range mods {
+		if (m.Dir == "." || strings.HasPrefix(m.Dir, "backend/")) && !slices.Contains(got, m.Path) {
+			t.Errorf("README.md's Install block has no `go get %s@...`", m.Path)
+		}
+	}
+	if cli := mods[0].Path + "/cmd/zkrecipes"; !slices.Contains(installed, cli) {
+		t.Errorf("README.md's Install block has no `go install %s@...`", cli)
+	}
+	if t.Failed() {
+		t.FailNow()
+	}
+	return cmds
+}
