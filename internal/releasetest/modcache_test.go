@@ -4,13 +4,16 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 )
 
-// testSuffix begins the pre-release part of the test's versions
-// (publish): V-releasetest.h<hash> is below V, so never taken for the release.
-const testSuffix = "-releasetest."
+// testVersion returns the version the test publishes release at: below
+// release, so never taken for it. One version for every run: the runs take
+// turns (lockModCache) and each removes it from the module cache before
+// and after, so a run never sees another's copy, and the build cache,
+// which keys our packages by their directory in the module cache and
+// their files' content, finds those of an unchanged package compiled.
+func testVersion(release string) string { return release + "-releasetest" }
 
 // cleanModCache removes what the go command put in the module cache for
 // our modules at version: the extracted directories and the download
@@ -73,22 +76,4 @@ func pruneEmpty(top, dir string) {
 		}
 		dir = filepath.Dir(dir)
 	}
-}
-
-// testVersions returns the test versions of our modules in the module
-// cache's download directory: with the cache locked (lockModCache), those
-// of runs that were killed before their cleanup.
-func testVersions(modcache string, mods []module) []string {
-	var found []string
-	for _, m := range mods {
-		dl := filepath.Join(modcache, "cache", "download", filepath.FromSlash(escapePath(m.Path)), "@v")
-		names, _ := filepath.Glob(filepath.Join(dl, "*"+testSuffix+"*"))
-		for _, name := range names {
-			v := strings.TrimSuffix(filepath.Base(name), filepath.Ext(name))
-			if !slices.Contains(found, v) {
-				found = append(found, v)
-			}
-		}
-	}
-	return found
 }

@@ -2,6 +2,7 @@ package releasetest
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"os"
 	"os/exec"
@@ -29,7 +30,7 @@ func TestInstallFromProxy(t *testing.T) {
 		t.Fatal(err)
 	}
 	cmds := installCommands(t, root, mods)
-	servers := strings.Join(zktest.Shared(t).Servers(), ",")
+	zkServers := launchZooKeeper(t) // starts while the modules are published and built
 
 	tmp := t.TempDir()
 	proxy := filepath.Join(tmp, "proxy")
@@ -38,21 +39,24 @@ func TestInstallFromProxy(t *testing.T) {
 
 	u.run("go", "mod", "init", "example.com/service")
 	seed := seedSums(t, root, mods, filepath.Join(u.dir, "go.sum"))
+	var installs []func() string
 	for _, c := range cmds {
-		u.run(c[0], c[1:]...)
+		if c[1] == "install" { // in parallel with the program's build below
+			installs = append(installs, u.start(c[0], c[1:]...))
+		} else {
+			u.run(c[0], c[1:]...)
+		}
 	}
 
-	// The user's program: a lock on ZooKeeper and on memlock.
-	src, err := os.ReadFile(filepath.Join("testdata", "user", "main.go"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(u.dir, "main.go"), src, 0o644); err != nil {
+	// The user's code: a program that locks on ZooKeeper and on memlock,
+	// and a package that imports the other backends.
+	if err := os.CopyFS(u.dir, os.DirFS(filepath.Join("testdata", "user"))); err != nil {
 		t.Fatal(err)
 	}
 	u.run("go", "mod", "tidy") // as README says, once the code imports the packages
-	u.run("go", "build", "-o", "service", ".")
-	out := u.run(filepath.Join(u.dir, "service"), servers)
+	u.run("go", "build", "-o", "bin/", "./...") // the program into bin/service
+	servers := zkServers()
+	out := u.run(filepath.Join(u.dir, "bin", "service"), servers)
 	for _, want := range []string{"zookeeper: token ", "memlock: token "} {
 		if !strings.Contains(out, want) {
 			t.Errorf("the program's output lacks %q:\n%s", want, out)
@@ -60,6 +64,9 @@ func TestInstallFromProxy(t *testing.T) {
 	}
 
 	// The command line tool, as go install put it in GOPATH/bin.
+	for _, wait := range installs {
+		wait()
+	}
 	cli := filepath.Join(u.gopath, "bin", "zkrecipes")
 	if out := u.run(cli, "--help"); !strings.Contains(out, "zkrecipes lock") {
 		t.Errorf("zkrecipes --help does not show the lock command:\n%s", out)
@@ -73,20 +80,14 @@ func TestInstallFromProxy(t *testing.T) {
 	checkSums(t, filepath.Join(u.dir, "go.sum"), seed, mods)
 }
 
-// publishLocked publishes the modules into proxy (publish) and returns
-// their version, with the module cache locked until the test ends: it
-// first removes what runs killed before their cleanup left there, and
-// registers the removal of this run's version.
+// publishLocked publishes the modules into proxy (publish) at
+// testVersion and returns it, with the module cache locked until the test
+// ends and that version removed from it before (what a killed run left)
+// and after.
 func publishLocked(t *testing.T, root, proxy, modcache string, mods []module, release string) string {
 	lockModCache(t, modcache)
-	for _, v := range testVersions(modcache, mods) {
-		if err := cleanModCache(modcache, mods, v); err != nil {
-			t.Fatal(err)
-		}
-	}
-	start := time.Now()
-	tv, err := publish(root, proxy, mods, release)
-	if err != nil {
+	tv := testVersion(release)
+	if err := cleanModCache(modcache, mods, tv); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
@@ -94,6 +95,10 @@ func publishLocked(t *testing.T, root, proxy, modcache string, mods []module, re
 			t.Error(err)
 		}
 	})
+	start := time.Now()
+	if err := publish(root, proxy, mods, release, tv); err != nil {
+		t.Fatal(err)
+	}
 	t.Logf("published %d modules at %s (%.1fs)", len(mods), tv, time.Since(start).Seconds())
 	return tv
 }
@@ -157,16 +162,72 @@ func newUser(t *testing.T, tmp, proxy string) *user {
 // the test with the output if the command fails.
 func (u *user) run(name string, args ...string) string {
 	u.t.Helper()
+	return u.start(name, args...)()
+}
+
+// start starts a command in the user's module and returns the function that
+// waits for it (to be called from the test's goroutine, and before the
+// test ends): it returns the command's output, or fails the test with it
+// if the command fails.
+func (u *user) start(name string, args ...string) func() string {
+	u.t.Helper()
 	cmd := exec.CommandContext(u.ctx, name, args...)
 	cmd.Dir, cmd.Env = u.dir, u.env
-	start := time.Now()
-	out, err := cmd.CombinedOutput()
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
 	line := strings.TrimPrefix(strings.Join(append([]string{name}, args...), " "), u.dir+string(filepath.Separator))
-	if err != nil {
-		u.t.Fatalf("%s: %v\n%s", line, err, out)
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		u.t.Fatalf("%s: %v", line, err)
 	}
-	u.t.Logf("%s (%.1fs)", line, time.Since(start).Seconds())
-	return string(out)
+	return func() string {
+		u.t.Helper()
+		if err := cmd.Wait(); err != nil {
+			u.t.Fatalf("%s: %v\n%s", line, err, out.Bytes())
+		}
+		u.t.Logf("%s (%.1fs)", line, time.Since(start).Seconds())
+		return out.String()
+	}
+}
+
+// launchZooKeeper starts a ZooKeeper server of the test's own in the
+// background and returns the function that waits for it and returns its
+// connect string (or fails the test, with zktest's install hint). The
+// server is closed when the test ends.
+func launchZooKeeper(t *testing.T) func() string {
+	type result struct {
+		cl  *zktest.Cluster
+		err error
+	}
+	ch := make(chan result, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		cl, err := zktest.Launch(ctx)
+		ch <- result{cl, err}
+	}()
+	var r *result
+	get := func() result {
+		if r == nil {
+			v := <-ch
+			r = &v
+		}
+		return *r
+	}
+	t.Cleanup(func() {
+		if cl := get().cl; cl != nil {
+			if err := cl.Close(); err != nil {
+				t.Errorf("closing ZooKeeper: %v", err)
+			}
+		}
+	})
+	return func() string {
+		res := get()
+		if res.err != nil {
+			t.Fatalf("zktest.Launch: %v", res.err)
+		}
+		return strings.Join(res.cl.Servers(), ",")
+	}
 }
 
 // installLine is a command line of README's Install block: go get or go install.

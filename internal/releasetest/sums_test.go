@@ -72,4 +72,13 @@ func checkVersions(t *testing.T, u *user, mods []module, version string) {
 			t.Errorf("go list -m: want %s %s, got:\n%s", p, version, out)
 		}
 	}
+	gomod, err := os.ReadFile(filepath.Join(u.dir, "go.mod"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(gomod), "replace") {
+		t.Errorf("the service's go.mod holds a replace line:\n%s", gomod)
+	}
+	head, _, _ := strings.Cut(string(gomod), ")")
+	t.Logf("the service's go.mod begins:\n%s)", head)
 }

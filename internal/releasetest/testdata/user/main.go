@@ -1,8 +1,7 @@
 // Command user is a service as a user of the library writes it, built by
 // TestInstallFromProxy in a module outside the repository: it takes a lock
 // on the ZooKeeper ensemble named by its argument and on memlock, and
-// prints each lease's token. The backends' modules are imported too, so
-// that they compile in the user's module graph.
+// prints each lease's token.
 package main
 
 import (
@@ -11,17 +10,11 @@ import (
 	"os"
 	"time"
 
-	"github.com/zkrecipes/zkrecipes/backend/etcdlock"
-	"github.com/zkrecipes/zkrecipes/backend/pglock"
-	"github.com/zkrecipes/zkrecipes/backend/redislock"
 	"github.com/zkrecipes/zkrecipes/mutex"
 	"github.com/zkrecipes/zkrecipes/recipe"
 	"github.com/zkrecipes/zkrecipes/recipe/memlock"
 	"github.com/zkrecipes/zkrecipes/zookeeper"
 )
-
-// The other backends' Connect: the same two lines with another address.
-var _ = []any{etcdlock.Connect, pglock.Connect, redislock.Connect}
 
 func main() {
 	if len(os.Args) != 2 {
