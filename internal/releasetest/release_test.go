@@ -53,7 +53,7 @@ func TestInstallFromProxy(t *testing.T) {
 	if err := os.CopyFS(u.dir, os.DirFS(filepath.Join("testdata", "user"))); err != nil {
 		t.Fatal(err)
 	}
-	u.run("go", "mod", "tidy") // as README says, once the code imports the packages
+	u.run("go", "mod", "tidy")                  // as README says, once the code imports the packages
 	u.run("go", "build", "-o", "bin/", "./...") // the program into bin/service
 	servers := zkServers()
 	out := u.run(filepath.Join(u.dir, "bin", "service"), servers)
