@@ -166,9 +166,9 @@ func (u *user) run(name string, args ...string) string {
 }
 
 // start starts a command in the user's module and returns the function that
-// waits for it (to be called from the test's goroutine, and before the
-// test ends): it returns the command's output, or fails the test with it
-// if the command fails.
+// waits for it (from the test's goroutine): it returns the command's
+// output, or fails the test with it if the command fails. If the test ends
+// first, the command is killed.
 func (u *user) start(name string, args ...string) func() string {
 	u.t.Helper()
 	cmd := exec.CommandContext(u.ctx, name, args...)
@@ -180,8 +180,16 @@ func (u *user) start(name string, args ...string) func() string {
 	if err := cmd.Start(); err != nil {
 		u.t.Fatalf("%s: %v", line, err)
 	}
+	waited := false
+	u.t.Cleanup(func() { // the test failed before waiting: stop it before the cache is cleaned
+		if !waited {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+		}
+	})
 	return func() string {
 		u.t.Helper()
+		waited = true
 		if err := cmd.Wait(); err != nil {
 			u.t.Fatalf("%s: %v\n%s", line, err, out.Bytes())
 		}
