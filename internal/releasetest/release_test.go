@@ -124,19 +124,20 @@ type user struct {
 // comes from the machine's module cache, as `make test` left it, and none
 // from the network. The machine's cache, not one of the test's own, so that
 // the third-party packages are already compiled (by make test's go vet, for
-// the same directories); this run's versions are removed from it at the
+// the same directories); this run's version is removed from it at the
 // end (cleanModCache; -modcacherw lets the go command's read-only copies be
 // removed). GOSUMDB=off: our test versions are in no checksum database,
 // and the third-party hashes are checked against the repository's own
 // go.sum files instead (seedSums, checkSums), offline.
 func newUser(t *testing.T, tmp, proxy string) *user {
-	modcache, err := exec.Command("go", "env", "GOMODCACHE").Output()
-	if err != nil {
-		t.Fatalf("go env GOMODCACHE: %v", err)
+	out, err := exec.Command("go", "env", "GOMODCACHE", "GOCACHE").Output()
+	caches := strings.Split(strings.TrimSpace(string(out)), "\n")
+	if err != nil || len(caches) != 2 {
+		t.Fatalf("go env GOMODCACHE GOCACHE: %v %q", err, out)
 	}
 	u := &user{
 		t: t, dir: filepath.Join(tmp, "service"), gopath: filepath.Join(tmp, "gopath"),
-		modcache: strings.TrimSpace(string(modcache)),
+		modcache: caches[0],
 	}
 	if err := os.MkdirAll(u.dir, 0o755); err != nil {
 		t.Fatal(err)
@@ -146,7 +147,7 @@ func newUser(t *testing.T, tmp, proxy string) *user {
 	u.ctx = ctx
 	for _, kv := range os.Environ() {
 		name, _, _ := strings.Cut(kv, "=")
-		if !strings.HasPrefix(name, "GO") || name == "GOROOT" || name == "GOCACHE" || name == "GOTMPDIR" {
+		if !strings.HasPrefix(name, "GO") || name == "GOROOT" || name == "GOTMPDIR" {
 			u.env = append(u.env, kv)
 		}
 	}
@@ -156,6 +157,7 @@ func newUser(t *testing.T, tmp, proxy string) *user {
 		"GOFLAGS=-modcacherw",
 		"GOPATH="+u.gopath,
 		"GOMODCACHE="+u.modcache,
+		"GOCACHE="+caches[1], // the machine's build cache
 		"GOWORK=off",
 		"GOTOOLCHAIN=local",
 		"GOENV=off", // no settings of the machine's go env file (GOPRIVATE, ...)
