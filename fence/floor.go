@@ -6,7 +6,7 @@ package fence
 // with a [*StaleError]. It returns the mark now in effect (above floor if
 // a larger token was accepted already). It never lowers the mark; a zero
 // floor changes nothing. It is the operator's step of a switch of lock
-// backend: raise every fence to the new generation's Floor
+// backend: raise every fence to the new era's Floor
 // (docs/backends.md#switching-backends).
 func (g *Guard) RaiseFloor(resource string, floor Token) Token {
 	e := g.entry(resource)

@@ -71,7 +71,7 @@ var (
 
 // Permanent reports whether retrying cannot cure err: ErrMixedRecipes,
 // ErrTooLarge, ErrBadOption, ErrInvalidPath, ErrNoPermission,
-// ErrSessionClosed or fence.ErrTokenOverflow (InGeneration). leader.Run, election.Run, the latch and Observe stop on
+// ErrSessionClosed or fence.ErrTokenOverflow (InEra). leader.Run, election.Run, the latch and Observe stop on
 // it (on ErrMixedRecipes only when the next attempt meets it too).
 func Permanent(err error) bool {
 	for _, p := range []error{ErrMixedRecipes, ErrTooLarge, ErrBadOption, ErrInvalidPath, ErrNoPermission, ErrSessionClosed, fence.ErrTokenOverflow} {

@@ -80,9 +80,9 @@ func switchStages(t *testing.T, ctx context.Context, dsn, name string) []switchS
 // TestSwitchBackends moves a lock, and the SQL resource it fences (a
 // fencesql row on PostgreSQL), ZooKeeper → PostgreSQL → etcd → Redis →
 // ZooKeeper, as docs/backends.md#switching-backends tells an operator:
-// stage i's locks are recipe.InGeneration(lock, i) (the first stage's are
-// unwrapped: generation 0 as it was deployed), and the switch is one
-// RaiseFloor to generation i's floor. At every switch:
+// stage i's locks are recipe.InEra(lock, i) (the first stage's are
+// unwrapped: era 0 as it was deployed), and the switch is one
+// RaiseFloor to era i's floor. At every switch:
 //   - the old backend's holder, still holding its live lease, writes after
 //     the switch and is refused (fence.ErrStale), and so is a holder the old
 //     backend grants after the switch (it keeps running);
@@ -123,15 +123,15 @@ func TestSwitchBackends(t *testing.T) {
 	noErr(t, write("ZooKeeper holder", old.Token()))
 	oldLock := stages[0].newLock(t)
 	for i, st := range stages[1:] {
-		gen := fence.Generation(i + 1)
+		era := fence.Era(i + 1)
 		stepStart := time.Now()
-		// The operator's step: raise the fence to the new generation.
-		mark, err := fn.RaiseFloor(ctx, resource, gen.Floor())
-		if err != nil || mark != gen.Floor() {
-			t.Fatalf("%s: RaiseFloor = %v, %v; want %v", st.name, mark, err, gen.Floor())
+		// The operator's step: raise the fence to the new era.
+		mark, err := fn.RaiseFloor(ctx, resource, era.Floor())
+		if err != nil || mark != era.Floor() {
+			t.Fatalf("%s: RaiseFloor = %v, %v; want %v", st.name, mark, err, era.Floor())
 		}
 		// The new backend's holders, one after the other: each writes at once.
-		lock := recipe.InGeneration(st.newLock(t), gen)
+		lock := recipe.InEra(st.newLock(t), era)
 		first := acquire(t, ctx, lock, st.name+" holder")
 		granted := time.Now()
 		noErr(t, write(st.name+" holder", first.Token()))
@@ -155,7 +155,7 @@ func TestSwitchBackends(t *testing.T) {
 		old = acquire(t, ctx, lock, st.name+" next holder")
 		noErr(t, write(st.name+" next holder", old.Token()))
 		oldLock = lock
-		t.Logf("%s (generation %d): raise, connect and grant in %v, the first write in %v; tokens %v, %v", st.name, gen,
+		t.Logf("%s (era %d): raise, connect and grant in %v, the first write in %v; tokens %v, %v", st.name, era,
 			granted.Sub(stepStart).Round(time.Millisecond), wrote.Round(time.Millisecond), first.Token(), old.Token())
 	}
 	noErr(t, old.Release(ctx))

@@ -14,7 +14,7 @@ import (
 // later Do with a token below floor is refused with a *fence.StaleError. It
 // returns the token now in the row (above floor if a larger one was
 // accepted already); it never lowers it. It is the operator's step of a
-// switch of lock backend: raise every fence to the new generation's Floor
+// switch of lock backend: raise every fence to the new era's Floor
 // (docs/backends.md#switching-backends). Errors are Do's (ErrTokenRange for
 // a floor above 2^63-1, fence.ErrNoToken for zero); after one matching
 // fence.ErrUncertain, read the row (Highest) or call again.

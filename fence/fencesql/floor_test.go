@@ -20,7 +20,7 @@ func TestRaiseFloor(t *testing.T) {
 		if err := f.Do(ctx, "acct", 40, nil); err != nil {
 			t.Fatal(err)
 		}
-		floor := fence.Generation(1).Floor()
+		floor := fence.Era(1).Floor()
 		for _, res := range []string{"acct", "never-written"} {
 			if got, err := f.RaiseFloor(ctx, res, floor); err != nil || got != floor {
 				t.Fatalf("RaiseFloor(%s) = %v, %v; want %v", res, got, err, floor)
@@ -34,9 +34,9 @@ func TestRaiseFloor(t *testing.T) {
 		if se := (*fence.StaleError)(nil); !errors.As(err, &se) || se.Highest != floor || ran {
 			t.Fatalf("token 41 after the floor: %v (ran %v)", err, ran)
 		}
-		first, _ := fence.Generation(1).Token(1)
+		first, _ := fence.Era(1).Token(1)
 		if err := f.Do(ctx, "acct", first, nil); err != nil {
-			t.Fatalf("the new generation's first token: %v", err)
+			t.Fatalf("the new era's first token: %v", err)
 		}
 		if got, err := fencesql.RaiseFloor(ctx, db, "acct", floor); err != nil || got != first {
 			t.Fatalf("a lower floor: %v, %v; want the row's %v kept", got, err, first)

@@ -14,7 +14,7 @@ import (
 // is refused with a *fence.StaleError. It returns the token now stored
 // (above floor if a larger one was accepted already); it never lowers it.
 // It is the operator's step of a switch of lock backend: raise every fence
-// to the new generation's Floor (docs/backends.md#switching-backends).
+// to the new era's Floor (docs/backends.md#switching-backends).
 // Errors are Write's; after one matching fence.ErrUncertain, Read the
 // register or call again.
 func (r *Register) RaiseFloor(ctx context.Context, floor fence.Token) (fence.Token, error) {

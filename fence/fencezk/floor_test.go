@@ -20,7 +20,7 @@ func TestRaiseFloor(t *testing.T) {
 	if _, err := r.Write(ctx, 40, []byte("v40")); err != nil {
 		t.Fatal(err)
 	}
-	floor := fence.Generation(2).Floor()
+	floor := fence.Era(2).Floor()
 	if got, err := r.RaiseFloor(ctx, floor); err != nil || got != floor {
 		t.Fatalf("RaiseFloor = %v, %v; want %v", got, err, floor)
 	}
@@ -30,9 +30,9 @@ func TestRaiseFloor(t *testing.T) {
 	if _, err := r.Write(ctx, 41, []byte("late")); !errors.Is(err, fence.ErrStale) {
 		t.Fatalf("token 41 after the floor: %v", err)
 	}
-	first, _ := fence.Generation(2).Token(7)
+	first, _ := fence.Era(2).Token(7)
 	if _, err := r.Write(ctx, first, []byte("new")); err != nil {
-		t.Fatalf("the new generation's token: %v", err)
+		t.Fatalf("the new era's token: %v", err)
 	}
 	if got, err := r.RaiseFloor(ctx, floor); err != nil || got != first {
 		t.Fatalf("a lower floor: %v, %v; want %v kept", got, err, first)

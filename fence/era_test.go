@@ -6,12 +6,12 @@ import (
 	"testing"
 )
 
-// TestGenerationRanges: generation g's tokens are g·2^48 + raw, in order,
-// above every token of every earlier generation (raw up to MaxRawToken),
-// and the last generation's still fit a signed 64-bit integer; a raw token
-// or a generation out of range is an error matching ErrTokenOverflow.
-func TestGenerationRanges(t *testing.T) {
-	for _, g := range []Generation{0, 1, 2, 7, MaxGeneration} {
+// TestEraRanges: era g's tokens are g·2^48 + raw, in order,
+// above every token of every earlier era (raw up to MaxRawToken),
+// and the last era's still fit a signed 64-bit integer; a raw token
+// or an era out of range is an error matching ErrTokenOverflow.
+func TestEraRanges(t *testing.T) {
+	for _, g := range []Era{0, 1, 2, 7, MaxEra} {
 		lo, err := g.Token(1)
 		if err != nil || lo != g.Floor()+1 {
 			t.Fatalf("g%d.Token(1) = %v, %v; want %v", g, lo, err, g.Floor()+1)
@@ -20,10 +20,10 @@ func TestGenerationRanges(t *testing.T) {
 		if err != nil || hi <= lo || hi != g.Floor()+MaxRawToken {
 			t.Fatalf("g%d.Token(max) = %v, %v", g, hi, err)
 		}
-		if GenerationOf(lo) != g || GenerationOf(hi) != g {
-			t.Errorf("GenerationOf(%v), GenerationOf(%v) = %d, %d; want %d", lo, hi, GenerationOf(lo), GenerationOf(hi), g)
+		if EraOf(lo) != g || EraOf(hi) != g {
+			t.Errorf("EraOf(%v), EraOf(%v) = %d, %d; want %d", lo, hi, EraOf(lo), EraOf(hi), g)
 		}
-		if g < MaxGeneration && hi >= (g+1).Floor() {
+		if g < MaxEra && hi >= (g+1).Floor() {
 			t.Errorf("g%d's last token %v reaches g%d's floor %v", g, hi, g+1, (g + 1).Floor())
 		}
 		for _, raw := range []Token{MaxRawToken + 1, 1 << 63, math.MaxUint64} {
@@ -35,18 +35,18 @@ func TestGenerationRanges(t *testing.T) {
 			t.Errorf("g%d.Token(0) err = %v, want ErrNoToken", g, err)
 		}
 	}
-	if last, _ := MaxGeneration.Token(MaxRawToken); last != math.MaxInt64 {
+	if last, _ := MaxEra.Token(MaxRawToken); last != math.MaxInt64 {
 		t.Errorf("the last token is %v, want 2^63-1", last)
 	}
-	past := MaxGeneration + 1
+	past := MaxEra + 1
 	if _, err := past.Token(1); !errors.Is(err, ErrTokenOverflow) || past.Check() == nil {
-		t.Errorf("generation %d: Token err %v, Check %v; want ErrTokenOverflow", past, err, past.Check())
+		t.Errorf("era %d: Token err %v, Check %v; want ErrTokenOverflow", past, err, past.Check())
 	}
-	// A ZooKeeper czxid of epoch 65535 fits generation 0's range; epoch 65536 does not.
-	if _, err := Generation(3).Token(65535<<32 | 0xffffffff); err != nil {
+	// A ZooKeeper czxid of epoch 65535 fits era 0's range; epoch 65536 does not.
+	if _, err := Era(3).Token(65535<<32 | 0xffffffff); err != nil {
 		t.Error(err)
 	}
-	if _, err := Generation(3).Token(65536 << 32); !errors.Is(err, ErrTokenOverflow) {
+	if _, err := Era(3).Token(65536 << 32); !errors.Is(err, ErrTokenOverflow) {
 		t.Errorf("epoch 65536: %v", err)
 	}
 }
@@ -59,7 +59,7 @@ func TestGuardRaiseFloor(t *testing.T) {
 	if err := g.Check("r", 40); err != nil {
 		t.Fatal(err)
 	}
-	floor := Generation(1).Floor()
+	floor := Era(1).Floor()
 	if got := g.RaiseFloor("r", floor); got != floor {
 		t.Fatalf("RaiseFloor = %v, want %v", got, floor)
 	}
@@ -70,9 +70,9 @@ func TestGuardRaiseFloor(t *testing.T) {
 	if err := g.Check("r", floor-1); !errors.Is(err, ErrStale) {
 		t.Fatalf("token floor-1: %v", err)
 	}
-	first, _ := Generation(1).Token(1)
+	first, _ := Era(1).Token(1)
 	if err := g.Check("r", first); err != nil {
-		t.Fatalf("the new generation's first token: %v", err)
+		t.Fatalf("the new era's first token: %v", err)
 	}
 	for _, lower := range []Token{0, 5, floor} {
 		if got := g.RaiseFloor("r", lower); got != first {

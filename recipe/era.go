@@ -8,30 +8,30 @@ import (
 	"github.com/zkrecipes/zkrecipes/fence"
 )
 
-// InGeneration returns l with every grant's token moved into generation g's
-// range (fence.Generation): a grant whose backend token is r carries
+// InEra returns l with every grant's token moved into era g's
+// range (fence.Era): a grant whose backend token is r carries
 // g.Floor()+r. Order is kept, so the Lock contract holds; and every token is
-// above every token of an earlier generation, on any backend. This is how
+// above every token of an earlier era, on any backend. This is how
 // a lock moves to another backend without stalling its fenced resources:
-// the new backend's locks get the next generation, and the operator raises
+// the new backend's locks get the next era, and the operator raises
 // each fence to its Floor (docs/backends.md#switching-backends). Wrap from
-// the start (generation 0) to have the range checked before any switch.
+// the start (era 0) to have the range checked before any switch.
 //
 // A grant whose backend token does not fit (over fence.MaxRawToken), or a g
-// past fence.MaxGeneration, is refused: Acquire and TryAcquire release the
+// past fence.MaxEra, is refused: Acquire and TryAcquire release the
 // grant (the release ignores ctx's end, bounded as the backend's Release is)
 // and return an error matching fence.ErrTokenOverflow, which
 // Permanent reports (only a switch cures it); a failed release is joined to
 // it. Everything else is l's: errors, Context, Release.
-func InGeneration(l Lock, g fence.Generation) Lock { return &genLock{l: l, g: g} }
+func InEra(l Lock, g fence.Era) Lock { return &eraLock{l: l, g: g} }
 
-type genLock struct {
+type eraLock struct {
 	l Lock
-	g fence.Generation
+	g fence.Era
 }
 
 // Acquire is l's Acquire, its grant's token moved into g's range.
-func (m *genLock) Acquire(ctx context.Context) (Lease, error) {
+func (m *eraLock) Acquire(ctx context.Context) (Lease, error) {
 	if err := m.g.Check(); err != nil {
 		return nil, err
 	}
@@ -40,7 +40,7 @@ func (m *genLock) Acquire(ctx context.Context) (Lease, error) {
 }
 
 // TryAcquire is l's TryAcquire, its grant's token moved into g's range.
-func (m *genLock) TryAcquire(ctx context.Context) (Lease, error) {
+func (m *eraLock) TryAcquire(ctx context.Context) (Lease, error) {
 	if err := m.g.Check(); err != nil {
 		return nil, err
 	}
@@ -49,10 +49,10 @@ func (m *genLock) TryAcquire(ctx context.Context) (Lease, error) {
 }
 
 // Unwrap returns the wrapped lock (for a backend's own methods).
-func (m *genLock) Unwrap() Lock { return m.l }
+func (m *eraLock) Unwrap() Lock { return m.l }
 
 // wrap gives lease its token in g, or releases it when the token does not fit.
-func (m *genLock) wrap(ctx context.Context, lease Lease, err error) (Lease, error) {
+func (m *eraLock) wrap(ctx context.Context, lease Lease, err error) (Lease, error) {
 	if err != nil {
 		return nil, err
 	}
@@ -63,14 +63,14 @@ func (m *genLock) wrap(ctx context.Context, lease Lease, err error) (Lease, erro
 		}
 		return nil, err
 	}
-	return &genLease{Lease: lease, token: token}, nil
+	return &eraLease{Lease: lease, token: token}, nil
 }
 
-// genLease is a grant of a genLock: l's lease with its token in g.
-type genLease struct {
+// eraLease is a grant of an eraLock: l's lease with its token in g.
+type eraLease struct {
 	Lease
 	token fence.Token
 }
 
-// Token returns the grant's token in its generation.
-func (l *genLease) Token() fence.Token { return l.token }
+// Token returns the grant's token in its era.
+func (l *eraLease) Token() fence.Token { return l.token }

@@ -17,7 +17,7 @@ import (
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // rawLock grants leases with the tokens of its list, one per call, and
-// records their releases: the backend's side of InGeneration, by hand.
+// records their releases: the backend's side of InEra, by hand.
 type rawLock struct {
 	tokens   []fence.Token
 	released []fence.Token
@@ -44,15 +44,15 @@ func (l *rawLease) Release(context.Context) error {
 	return l.l.failRel
 }
 
-// TestInGenerationTokens: the wrapper adds the generation's floor to every
+// TestInEraTokens: the wrapper adds the era's floor to every
 // grant's token, in order; a token that does not fit is refused, its grant
 // released, with a permanent error matching fence.ErrTokenOverflow (and the
-// release's error joined); a generation past the last is refused before
+// release's error joined); an era past the last is refused before
 // any grant.
-func TestInGenerationTokens(t *testing.T) {
+func TestInEraTokens(t *testing.T) {
 	ctx := context.Background()
 	raw := &rawLock{tokens: []fence.Token{1, 2, 1 << 40, fence.MaxRawToken, fence.MaxRawToken + 1, 1 << 63}}
-	l := recipe.InGeneration(raw, 3)
+	l := recipe.InEra(raw, 3)
 	var prev fence.Token
 	for range 4 {
 		lease, err := l.Acquire(ctx)
@@ -60,8 +60,8 @@ func TestInGenerationTokens(t *testing.T) {
 			t.Fatal(err)
 		}
 		tok := lease.Token()
-		if fence.GenerationOf(tok) != 3 || tok <= prev || tok < fence.Generation(3).Floor() {
-			t.Fatalf("token %v after %v: not in generation 3 or not growing", tok, prev)
+		if fence.EraOf(tok) != 3 || tok <= prev || tok < fence.Era(3).Floor() {
+			t.Fatalf("token %v after %v: not in era 3 or not growing", tok, prev)
 		}
 		prev = tok
 		if lease.Release(ctx) != nil || lease.Context() == nil {
@@ -79,46 +79,46 @@ func TestInGenerationTokens(t *testing.T) {
 		t.Fatalf("released %v: the refused grants must be released", raw.released)
 	}
 	past := &rawLock{tokens: []fence.Token{1}}
-	if _, err := recipe.InGeneration(past, fence.MaxGeneration+1).Acquire(ctx); !errors.Is(err, fence.ErrTokenOverflow) || len(past.tokens) != 1 {
-		t.Fatalf("generation past the last: %v (grants taken: %d)", err, 1-len(past.tokens))
+	if _, err := recipe.InEra(past, fence.MaxEra+1).Acquire(ctx); !errors.Is(err, fence.ErrTokenOverflow) || len(past.tokens) != 1 {
+		t.Fatalf("era past the last: %v (grants taken: %d)", err, 1-len(past.tokens))
 	}
 }
 
-// genHarness runs the conformance suite over memlock locks in generation 5.
-type genHarness struct{ srv *memlock.Server }
+// eraHarness runs the conformance suite over memlock locks in era 5.
+type eraHarness struct{ srv *memlock.Server }
 
-type genClient struct {
+type eraClient struct {
 	recipe.Lock
 	*memlock.Session
 }
 
-func (h genHarness) NewClient(tb testing.TB, lock string) locktest.Client {
+func (h eraHarness) NewClient(tb testing.TB, lock string) locktest.Client {
 	s := h.srv.Connect()
 	tb.Cleanup(func() { s.Close() })
 	m, err := memlock.New(s, lock)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	return genClient{recipe.InGeneration(m, 5), s}
+	return eraClient{recipe.InEra(m, 5), s}
 }
 
-func (h genHarness) Leftovers(_ context.Context, lock string) (int, error) {
+func (h eraHarness) Leftovers(_ context.Context, lock string) (int, error) {
 	return h.srv.Entries(lock), nil
 }
 
-func (h genHarness) LeaseTime() locktest.LeaseTime {
-	return locktest.LeaseTime{Min: genTTL / 2, Max: genTTL + 3*time.Second}
+func (h eraHarness) LeaseTime() locktest.LeaseTime {
+	return locktest.LeaseTime{Min: eraTTL / 2, Max: eraTTL + 3*time.Second}
 }
 
-const genTTL = 600 * time.Millisecond
+const eraTTL = 600 * time.Millisecond
 
-// TestInGenerationConformance: a wrapped lock still meets the Lock
+// TestInEraConformance: a wrapped lock still meets the Lock
 // contract (recipe/locktest over memlock).
-func TestInGenerationConformance(t *testing.T) {
-	srv, err := memlock.NewServer(memlock.WithTTL(genTTL))
+func TestInEraConformance(t *testing.T) {
+	srv, err := memlock.NewServer(memlock.WithTTL(eraTTL))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(srv.Close)
-	locktest.Run(t, genHarness{srv})
+	locktest.Run(t, eraHarness{srv})
 }
