@@ -3,6 +3,9 @@ package fence
 import (
 	"errors"
 	"math"
+	"os"
+	"os/exec"
+	"strings"
 	"testing"
 )
 
@@ -81,5 +84,36 @@ func TestGuardRaiseFloor(t *testing.T) {
 	}
 	if got := g.RaiseFloor("fresh", floor); got != floor || g.Highest("fresh") != floor {
 		t.Errorf("a resource never written: RaiseFloor = %v, Highest = %v", got, g.Highest("fresh"))
+	}
+}
+
+// TestBackendsDocShellEra runs the shell lines of docs/backends.md that move
+// $ZKRECIPES_TOKEN into era 1, exactly as printed: they give Era(1).Token,
+// and exit 70 for a token that does not fit.
+func TestBackendsDocShellEra(t *testing.T) {
+	doc, err := os.ReadFile("../docs/backends.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(doc), "```sh\n   [ \"$ZKRECIPES_TOKEN\"")
+	block, _, ok2 := strings.Cut(rest, "```\n")
+	if !ok || !ok2 {
+		t.Fatal("docs/backends.md has no ```sh block testing $ZKRECIPES_TOKEN")
+	}
+	script := "[ \"$ZKRECIPES_TOKEN\"" + block + "\necho \"$token\"\n"
+	for _, raw := range []Token{1, 4294967346, MaxRawToken, MaxRawToken + 1} {
+		cmd := exec.Command("sh", "-c", script)
+		cmd.Env = append(os.Environ(), "ZKRECIPES_TOKEN="+raw.String())
+		out, err := cmd.Output()
+		want, werr := Era(1).Token(raw)
+		if werr != nil {
+			if ee := (*exec.ExitError)(nil); !errors.As(err, &ee) || ee.ExitCode() != 70 {
+				t.Errorf("token %v: %v, %q; want exit 70", raw, err, out)
+			}
+			continue
+		}
+		if err != nil || strings.TrimSpace(string(out)) != want.String() {
+			t.Errorf("token %v: %q, %v; want %v", raw, out, err, want)
+		}
 	}
 }
