@@ -208,7 +208,8 @@ func (r *recorder) Reset() {
 
 // TestBackOff: the backoff grows after a failed acquisition and after fn
 // failed while leading, and is reset after a leadership that ended
-// otherwise.
+// otherwise: fn returned nil while leading (Requeue's pause, then at once,
+// no backoff), or fn's context ended (then the backoff's first interval).
 func TestBackOff(t *testing.T) {
 	m, _ := memLock(t)
 	f := &failingLock{Lock: m, n: 1, err: recipe.ErrSessionLost}
@@ -226,8 +227,8 @@ func TestBackOff(t *testing.T) {
 		}
 		stop()
 		return nil
-	}, quiet, leader.WithBackOff(func() backoff.BackOff { return r }))
-	want := []string{"next", "next", "reset", "next"} // failed Acquire, failed fn, good leadership, stop
+	}, quiet, leader.WithBackOff(func() backoff.BackOff { return r }), leader.WithOnReturn(leader.Requeue(0)))
+	want := []string{"next", "next", "reset", "reset", "next"} // failed Acquire, failed fn, fn returned nil, stop
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if len(r.calls) < len(want) || !equal(r.calls[:len(want)], want) {
