@@ -70,7 +70,7 @@ func render(t *testing.T, ms []metricdata.Metrics) string {
 	add := func(m metricdata.Metrics, typ string, set attribute.Set, v any) {
 		var kv []string
 		for _, a := range set.ToSlice() {
-			kv = append(kv, string(a.Key)+"="+a.Value.Emit())
+			kv = append(kv, string(a.Key)+"="+a.Value.String())
 		}
 		lines = append(lines, fmt.Sprintf("%s %s %s{%s} %v", m.Name, m.Unit, typ, strings.Join(kv, ","), v))
 	}
