@@ -166,6 +166,8 @@ func Run(ctx context.Context, lock recipe.Lock, fn func(ctx context.Context, tok
 			return loop.Now, fnDone{err}
 		case err != nil:
 			return loop.Wait, nil
+		case c.onReturn.backoff:
+			return loop.Rest, nil
 		}
 		return loop.Now, loop.Sleep(ctx, c.onReturn.pause)
 	})

@@ -12,8 +12,9 @@ import "time"
 // fencing tokens, and on a backend without a queue (Redis, PostgreSQL) the
 // same candidate mostly won again. A second bounds that at about one term a
 // second per candidate, leaves another candidate the time to take the lock,
-// and keeps the loop standing (election.Run, and every caller whose fn
-// returns to give the lock up for a while, as before).
+// and keeps the loop standing (for every caller whose fn returns to give
+// the lock up for a while, as before). election.Run keeps the old pace
+// (RequeueWithBackOff).
 const DefaultRequeuePause = time.Second
 
 // OnReturn is what Run does when fn returns early: while Run still leads,
@@ -22,8 +23,9 @@ const DefaultRequeuePause = time.Second
 // after the context ended is not early: Run campaigns again after a loss,
 // and returns once its ctx ended, whatever the OnReturn.
 type OnReturn struct {
-	stop  bool
-	pause time.Duration
+	stop    bool
+	backoff bool // RequeueWithBackOff
+	pause   time.Duration
 }
 
 // Requeue releases the lock when fn returns early and campaigns again after
@@ -32,6 +34,13 @@ type OnReturn struct {
 // warning level and waits the (growing) backoff of WithBackOff instead of
 // pause. A negative pause makes Run return recipe.ErrBadOption.
 func Requeue(pause time.Duration) OnReturn { return OnReturn{pause: pause} }
+
+// RequeueWithBackOff is Requeue with, for pause, the first interval of
+// Run's backoff (WithBackOff: reset, then its next interval): Run's pace
+// before DefaultRequeuePause, for a caller that paces its loop with its own
+// backoff. election.Run uses it, and so keeps its documented pace (and the
+// nemesis its rate of handovers).
+func RequeueWithBackOff() OnReturn { return OnReturn{backoff: true} }
 
 // Stop releases the lock when fn returns early and ends Run, which returns
 // what fn returned (nil, or fn's error, not logged): Curator's
