@@ -25,12 +25,12 @@ demo: setup
 # the sequence-limit tests again on ZooKeeper 3.9.3 (Debian 13's, laid out
 # by scripts/zk-debian.sh and cached), so that the behaviour at the limit is
 # checked on both server lines.
-# The backends, the command line tool and the benchmark are modules of
-# their own (backend/*, cmd/zkrecipes, cmd/zkbench: so that ZooKeeper-only
-# users of the library never require the other backends' client
-# libraries): ./... at the root does not reach them, so they are listed
-# after it.
-BACKENDS := ./backend/etcdlock/... ./backend/pglock/... ./backend/redislock/...
+# The backends, the OpenTelemetry adapter, the command line tool and the
+# benchmark are modules of their own (backend/*, recipe/zkotel,
+# cmd/zkrecipes, cmd/zkbench: so that ZooKeeper-only users of the library
+# never require the other backends' client libraries nor OpenTelemetry):
+# ./... at the root does not reach them, so they are listed after it.
+BACKENDS := ./backend/etcdlock/... ./backend/pglock/... ./backend/redislock/... ./recipe/zkotel/...
 COMMANDS := ./cmd/zkrecipes/... ./cmd/zkbench/...
 
 #
