@@ -17,8 +17,7 @@ import (
 // (recipe.ErrSuspended), "session_lost", "session_closed", "node_deleted",
 // "lease_lost", "no_permission", "bad_option", a backend sentinel's own
 // word (its MetricReason method: zookeeper.ErrSequenceLimit's
-// "sequence_limit"), or "other": the words of zkprom.Reason (which is to
-// call Of; until then a test checks that the two agree).
+// "sequence_limit"), or "other". zkprom.Reason is Of (its tests check the words).
 func Of(err error) string {
 	switch {
 	case errors.Is(err, recipe.ErrLocked):
