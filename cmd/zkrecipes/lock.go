@@ -48,13 +48,13 @@ credentials (--auth-file or ZK_AUTH) the nodes are created with --acl.
 
 Examples:
   # cron singleton: run on whichever machine gets the lock, exit 75 on the others
-  zkrecipes lock --wait 0 /cron/nightly -- ./nightly.sh
+  zkrecipes lock --log-level warn --wait 0 /cron/nightly -- ./nightly.sh
   # wait up to 10 minutes for the lock, on a chrooted ensemble
   zkrecipes lock --servers zk1:2181,zk2:2181/myapp --wait 10m /locks/migrate -- ./migrate.sh
   # at most 3 concurrent backups
   zkrecipes lock --semaphore 3 /locks/backup -- sh -c 'backup --fence "$ZKRECIPES_TOKEN"'
   # the same cron singleton on PostgreSQL (password from ~/.pgpass or PGPASSWORD)
-  zkrecipes lock --servers postgres://cron@db1/app --wait 0 /cron/nightly -- ./nightly.sh
+  zkrecipes lock --servers postgres://cron@db1/app --log-level warn --wait 0 /cron/nightly -- ./nightly.sh
   # on etcd, with a 20 s lease
   zkrecipes lock --servers etcd://e1:2379,e2:2379/myapp --ttl 20s /locks/migrate -- ./migrate.sh
 
