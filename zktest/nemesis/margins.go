@@ -19,6 +19,9 @@ type Margins struct {
 	Count            int // margins measured (excused ones left out)
 	Min, Median, Max time.Duration
 	Excused          int // lost leases a revocation excused, not measured
+	// Values are the margins measured, in increasing order (the
+	// command adds up the distribution of many runs from them).
+	Values []time.Duration
 }
 
 // String is "12 measured: min 310ms, median 650ms, max 1.2s (2 excused)",
@@ -75,6 +78,7 @@ func (r *Report) checkMargins(h *History, bound time.Duration) {
 	}
 	slices.Sort(ms)
 	r.Margins.Count, r.Margins.Min, r.Margins.Median, r.Margins.Max = len(ms), ms[0], ms[len(ms)/2], ms[len(ms)-1]
+	r.Margins.Values = ms
 }
 
 // excusedLoss reports whether a forced revocation may have removed g
