@@ -21,7 +21,8 @@ func lostThenGranted(granted time.Duration) *History {
 
 // TestMargins: a lost lease's margin is the next grant to another client
 // minus its end; a negative one is a violation unless a revocation of its
-// holder's lease excuses it; a revocation of another client's does not.
+// holder's lease excuses it (and leaves it out of the figures, whatever
+// its sign); a revocation of another client's does not.
 func TestMargins(t *testing.T) {
 	h := lostThenGranted(800 * ms)
 	r := Check(h, AtMost(1))
@@ -49,6 +50,12 @@ func TestMargins(t *testing.T) {
 	}
 	h.Faults[0].Below = 10 // not below: grant 0 was not removed
 	expect(t, h, AtMost(1), "negative margin")
+
+	h = lostThenGranted(800 * ms)
+	h.Faults = []Fault{{Kind: "client-kill", Client: 0, Start: 150 * ms, End: 160 * ms, Revokes: true}}
+	if r = Check(h, AtMost(1)); r.Margins.Count != 0 || r.Margins.Excused != 1 {
+		t.Errorf("a positive margin after a revocation is not measured: %s", r.Margins)
+	}
 
 	h = lostThenGranted(800 * ms)
 	for i := range h.Grants {
