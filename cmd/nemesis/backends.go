@@ -37,11 +37,16 @@ var order = []string{"zk", "etcd", "pg", "redis"}
 // backends is the registry, from -backend's name to its entry. The etcd,
 // PostgreSQL and Redis entries come from their modules (issue 22: each
 // exports a function that launches its servers and returns its
-// nemesis.Target), wired here as
+// nemesis.Target); wire one here (and require its module in go.mod, at the
+// placeholder version, as cmd/zkrecipes does) as
 //
-//	"etcd": {launch: fromTarget(etcdtest.NemesisTarget), recipes: neutral(), defaults: "mutex,leader"},
-//
-// with fromTarget adapting the function's signature to launched.
+//	"etcd": {launch: func(ctx context.Context, o options) (*launched, error) {
+//		t, stop, err := etcdtest.NemesisTarget(ctx) // the module's launcher
+//		if err != nil {
+//			return nil, err
+//		}
+//		return &launched{target: t, about: "3 members ...", close: func() error { t.Close(); return stop() }}, nil
+//	}, recipes: neutral(), defaults: "mutex,leader"},
 var backends = map[string]backend{
 	"zk": {launch: launchZK, recipes: zkRecipes(), defaults: "mutex,rwlock,semaphore,election,latch"},
 }
