@@ -13,7 +13,8 @@ import (
 
 var (
 	seed     = flag.Uint64("nemesis.seed", 1, "seed of the short nemesis runs")
-	duration = flag.Duration("nemesis.duration", 5*time.Second, "fault phase of each short nemesis run")
+	duration = flag.Duration("nemesis.duration", 6*time.Second, "fault phase of each short nemesis run")
+	allKinds = flag.Bool("nemesis.all", false, "every fault kind in each run (the long run), not half of the target's own")
 )
 
 // TestNemesis is the short seeded run of PostgreSQL under the nemesis: the
@@ -21,8 +22,9 @@ var (
 // behind their proxies on a server of its own, every generic client fault
 // (cut, blackhole, latency, pause) and half of the target's own kinds
 // each, so that every kind is tried at least once (each run begins with a
-// tour of its kinds). No violation is allowed. It also checks why there is
-// no PgBouncer variant (checkBouncerRefused).
+// tour of its kinds). No violation is allowed. First, on the same server,
+// it checks why there is no PgBouncer variant (checkBouncerRefused) and
+// drives each of the target's fault kinds by hand (checkPrimitives).
 func TestNemesis(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -33,13 +35,18 @@ func TestNemesis(t *testing.T) {
 	}
 	defer tg.Close()
 	checkBouncerRefused(t, tg.dsn)
+	t.Run("primitives", func(t *testing.T) { checkPrimitives(t, tg) })
 
-	own := [][]string{{FaultTerminate, FaultRestartFast}, {FaultRestartImmediate, FaultPauseServer, FaultTerminate}}
+	own := [][]string{{FaultTerminate, FaultRestartFast}, {FaultRestartImmediate, FaultPauseServer}}
 	seen := map[string]int{}
 	for i, r := range []nemesis.Recipe{nemesis.LockRecipe(), nemesis.LeaderRecipe()} {
 		t.Run(r.Name, func(t *testing.T) {
 			kinds := append(slices.Clone(nemesis.GenericFaults), own[i]...)
-			cfg := nemesis.Config{Seed: *seed + uint64(i), Duration: *duration, FaultEvery: 400 * time.Millisecond,
+			if *allKinds {
+				kinds = append(slices.Clone(nemesis.GenericFaults), own[0]...)
+				kinds = append(kinds, own[1]...)
+			}
+			cfg := nemesis.Config{Seed: *seed + uint64(i), Duration: *duration, FaultEvery: 300 * time.Millisecond,
 				Faults: kinds, Logf: t.Logf}
 			res, err := nemesis.RunTarget(ctx, tg, r, cfg)
 			if err != nil {

@@ -28,22 +28,16 @@ func kind(t *testing.T, tg *Target, name string) nemesis.FaultKind {
 	return nemesis.FaultKind{}
 }
 
-// TestFaultPrimitives drives each fault kind of the target once by hand,
+// checkPrimitives drives each fault kind of the target once by hand,
 // on two clients contending for the run's lock: terminate-backend ends the
 // holder's session alone (its lease ends at once, the waiter is granted)
 // and reports a certain revocation of that client below the next token;
 // both restarts end every lease and report every token so far below; a
 // pause outlasting TTL/2 suspends the holder; the register refuses a stale
 // token; nothing is left once the clients closed.
-func TestFaultPrimitives(t *testing.T) {
+func checkPrimitives(t *testing.T, tg *Target) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	srv := pgtest.Start(t)
-	tg, err := New(ctx, srv, Config{TTL: 2 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tg.Close()
 	const base = "/nemesis/prims"
 	if err := tg.Prepare(ctx, base); err != nil {
 		t.Fatal(err)
