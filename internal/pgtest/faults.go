@@ -148,8 +148,10 @@ func (s *Server) Paused() []int {
 }
 
 // RestartAfter is Restart with downtime: the server stays down for down
-// before it starts again (connections are refused meanwhile). A paused
-// server is resumed first.
+// (less if ctx ends first) before it starts again (connections are refused
+// meanwhile). A paused server is resumed first. ctx bounds the downtime
+// only: the start is always attempted to its end (a fault is undone even
+// when its context ends), within the start timeout.
 func (s *Server) RestartAfter(ctx context.Context, crash bool, down time.Duration) error {
 	if s.cmd == nil {
 		return errors.New("pgtest: Restart needs a server started by pgtest, not " + EnvDSN)
@@ -167,7 +169,7 @@ func (s *Server) RestartAfter(ctx context.Context, crash bool, down time.Duratio
 		case <-ctx.Done():
 		}
 	}
-	return s.run(ctx)
+	return s.run(context.WithoutCancel(ctx))
 }
 
 // awaitExit waits for the postmaster to exit (SIGKILL to its group after
