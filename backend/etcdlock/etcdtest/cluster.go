@@ -66,7 +66,9 @@ type member struct {
 	paused bool
 }
 
-func (m *member) clientURL() string { return "http://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(m.clientPort)) }
+func (m *member) clientURL() string {
+	return "http://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(m.clientPort))
+}
 
 // LaunchCluster starts a cluster of ClusterSize members on free ports, each
 // with its data in a temporary directory, and returns once every member is
@@ -249,7 +251,9 @@ func (c *Cluster) DirectEndpoints() []string {
 
 // URL returns the etcd:// URL of the cluster's Endpoints with the key
 // prefix prefix ("" for none), as etcdlock.Connect parses it.
-func (c *Cluster) URL(prefix string) string { return "etcd://" + strings.Join(c.Endpoints(), ",") + prefix }
+func (c *Cluster) URL(prefix string) string {
+	return "etcd://" + strings.Join(c.Endpoints(), ",") + prefix
+}
 
 // Client opens a client of every member's DirectEndpoints for the test (an
 // inspector that no partition or proxy touches) and closes it at the test's
