@@ -47,7 +47,6 @@ type Cluster struct {
 	peers    *peerNet
 
 	mu     sync.Mutex
-	admin  *clientv3.Client // lazily, on DirectEndpoints
 	closed bool
 }
 
@@ -215,6 +214,7 @@ func (c *Cluster) learnIDs(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	defer cli.Close()
 	for _, m := range c.members {
 		st, err := cli.Status(ctx, m.clientURL())
 		if err != nil {
@@ -274,21 +274,17 @@ func NewDirectClient(c *Cluster) (*clientv3.Client, error) {
 	return clientv3.New(clientv3.Config{Endpoints: c.DirectEndpoints(), DialTimeout: 10 * time.Second, Logger: zap.NewNop()})
 }
 
-// adminClient is the Cluster's own direct client (Leader, Compact).
+// adminClient opens a direct client for one control (Leader, Compact),
+// which closes it: a client kept open would hold connections (and their
+// goroutines) that a nemesis run would count as its own leaks.
 func (c *Cluster) adminClient() (*clientv3.Client, error) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.closed {
+	closed := c.closed
+	c.mu.Unlock()
+	if closed {
 		return nil, ErrClosed
 	}
-	if c.admin == nil {
-		cli, err := NewDirectClient(c)
-		if err != nil {
-			return nil, err
-		}
-		c.admin = cli
-	}
-	return c.admin, nil
+	return NewDirectClient(c)
 }
 
 // ErrClosed is returned by the controls of a closed Cluster.
@@ -299,8 +295,6 @@ var ErrClosed = errors.New("etcdtest: cluster is closed")
 func (c *Cluster) Close() error {
 	c.mu.Lock()
 	c.closed = true
-	admin := c.admin
-	c.admin = nil
 	var procs []*process
 	for _, m := range c.members {
 		if m.proc != nil {
@@ -309,9 +303,6 @@ func (c *Cluster) Close() error {
 		}
 	}
 	c.mu.Unlock()
-	if admin != nil {
-		_ = admin.Close()
-	}
 	for _, p := range procs {
 		p.kill()
 	}

@@ -192,6 +192,7 @@ func (c *Cluster) Leader(ctx context.Context) (int, error) {
 	if err != nil {
 		return -1, err
 	}
+	defer cli.Close()
 	best, term := -1, uint64(0)
 	for i, m := range c.members {
 		if !c.Running(i) {
@@ -218,6 +219,7 @@ func (c *Cluster) Compact(ctx context.Context) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
+	defer cli.Close()
 	r, err := cli.Get(ctx, "compact-probe", clientv3.WithCountOnly())
 	if err != nil {
 		return 0, err

@@ -128,7 +128,10 @@ func (t *Target) compact(ctx context.Context, f *nemesis.Fault, _ time.Duration,
 	defer cancel()
 	rev, err := t.c.Compact(cctx)
 	f.Target = fmt.Sprintf("revision %d", rev)
-	if err != nil {
+	switch {
+	case errors.Is(err, rpctypes.ErrCompacted):
+		f.Target = "already compacted" // no write since the last compaction
+	case err != nil:
 		f.Err = err.Error()
 	}
 }
@@ -154,6 +157,7 @@ func (t *Target) revoke(ctx context.Context, f *nemesis.Fault, _ time.Duration, 
 		f.Err = err.Error()
 		return
 	}
+	defer admin.Close()
 	t.mu.Lock()
 	lock := t.base + "/lock/_lock_"
 	t.mu.Unlock()

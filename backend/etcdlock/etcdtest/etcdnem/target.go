@@ -40,7 +40,6 @@ type Target struct {
 	log *slog.Logger
 
 	mu       sync.Mutex
-	admin    *clientv3.Client // direct: no partition or proxy touches it
 	base     string
 	leases   map[clientv3.LeaseID]bool // baseline of Prepare
 	watchers int                       // baseline of Prepare
@@ -68,6 +67,7 @@ func (t *Target) Prepare(ctx context.Context, base string) error {
 	if err != nil {
 		return err
 	}
+	defer admin.Close()
 	if _, err := admin.Delete(ctx, base+"/", clientv3.WithPrefix()); err != nil {
 		return fmt.Errorf("etcdnem: clearing %s: %w", base, err)
 	}
@@ -89,18 +89,11 @@ func (t *Target) Prepare(ctx context.Context, base string) error {
 	return nil
 }
 
-func (t *Target) adminClient() (*clientv3.Client, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.admin == nil {
-		cli, err := etcdtest.NewDirectClient(t.c)
-		if err != nil {
-			return nil, err
-		}
-		t.admin = cli
-	}
-	return t.admin, nil
-}
+// adminClient opens a client of the members' own ports (no partition or
+// proxy touches it) for one action; the caller closes it. None is kept
+// open: its connections to restarted members would be goroutines the
+// engine's leak check counts.
+func (t *Target) adminClient() (*clientv3.Client, error) { return etcdtest.NewDirectClient(t.c) }
 
 // Connect opens client i: an etcdlock Session on every member's endpoint
 // (the members' front proxies, which a partition blackholes), every
@@ -152,6 +145,7 @@ func (t *Target) Leftovers(ctx context.Context) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
+	defer admin.Close()
 	t.mu.Lock()
 	base, baseLeases, baseWatchers := t.base, t.leases, t.watchers
 	t.mu.Unlock()
@@ -189,6 +183,7 @@ func (t *Target) Diagnose(ctx context.Context) []string {
 	if err != nil {
 		return []string{err.Error()}
 	}
+	defer admin.Close()
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	var out []string
@@ -236,17 +231,9 @@ func (t *Target) IgnoreLeaks() []goleak.Option {
 	}
 }
 
-// Close closes the Target's administrator client.
-func (t *Target) Close() error {
-	t.mu.Lock()
-	admin := t.admin
-	t.admin = nil
-	t.mu.Unlock()
-	if admin == nil {
-		return nil
-	}
-	return admin.Close()
-}
+// Close does nothing: the Target keeps no connection open between its
+// actions, and the cluster is the caller's.
+func (t *Target) Close() error { return nil }
 
 // client is one etcdlock Session.
 type client struct {
