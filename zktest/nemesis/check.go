@@ -260,8 +260,8 @@ func mayHaveRemoved(f Fault, g *Grant) bool {
 	switch {
 	case !f.Revokes, f.Kind == FaultExpire && f.Client != g.Client:
 		return false
-	case f.Zxid != 0:
-		return g.Token < f.Zxid
+	case f.Below != 0:
+		return g.Token < f.Below
 	default:
 		return g.Asked <= f.End
 	}
@@ -274,8 +274,8 @@ func certainlyRemoved(f Fault, g *Grant) bool {
 	switch {
 	case !f.Certain, f.Kind == FaultExpire && f.Client != g.Client:
 		return false
-	case f.Zxid != 0:
-		return g.Token < f.Zxid
+	case f.Below != 0:
+		return g.Token < f.Below
 	default:
 		return g.Granted < f.Start
 	}

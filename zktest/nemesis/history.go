@@ -142,11 +142,13 @@ type Fault struct {
 	// an owner can believe it holds for a while after another client was
 	// granted; Certain says it certainly did (it completed without error).
 	Revokes, Certain bool
-	// Zxid, for a certain revocation, is the zxid of the transaction that
-	// did it (the closeSession, the directory's deletion, or the first
-	// re-creation after it): every targeted znode with a smaller czxid —
-	// a grant's token — is gone. Zero when unknown.
-	Zxid fence.Token `json:",omitempty"`
+	// Below, for a certain revocation, orders it among the grants: every
+	// grant of the targeted leases (Client's alone when Client >= 0) with a
+	// token below it was removed. ZooKeeper: the zxid of the transaction
+	// that did it (the closeSession, the directory's deletion, or the
+	// first re-creation after it), as a grant's token is its node's czxid.
+	// Zero when unknown. (HistoryFormat /1 called it Zxid.)
+	Below fence.Token `json:",omitempty"`
 }
 
 // HistoryFormat names the JSON layout of a History that WriteJSON writes

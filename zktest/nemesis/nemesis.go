@@ -247,7 +247,7 @@ func (n *nemesis) clientFault(ctx context.Context, kind string, ci int, d, lat t
 			cancel()
 			switch {
 			case err == nil:
-				f.Certain, f.Zxid = true, fence.Token(zxid)
+				f.Certain, f.Below = true, fence.Token(zxid)
 			case errors.Is(err, zktest.ErrSessionGone):
 				f.Err, f.Revokes = err.Error(), false
 			default:
@@ -284,7 +284,7 @@ func (n *nemesis) deleteDir() {
 			// smaller czxid (no node can be created while the directory
 			// is missing).
 			if ok, st, err := n.admin.Exists(path.Dir(n.lockDir)); err == nil && ok {
-				f.Zxid = fence.Token(st.Pzxid)
+				f.Below = fence.Token(st.Pzxid)
 			}
 		}
 		f.End = n.w.rec.now()

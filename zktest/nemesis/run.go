@@ -262,3 +262,7 @@ func waitTimeout(wg *sync.WaitGroup, d time.Duration) {
 	case <-t.C:
 	}
 }
+
+func runTarget(ctx context.Context, t Target, r Recipe, cfg Config) (*Result, error) {
+	return nil, errors.New("nemesis: RunTarget: not yet")
+}
