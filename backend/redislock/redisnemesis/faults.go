@@ -19,7 +19,7 @@ import (
 // Fault kinds of the Redis target (the engine adds its generic client
 // faults: cut, blackhole, latency, pause of a client).
 const (
-	FaultKillServer  = "kill-server"  // SIGKILL, restart on the same directory after d (the AOF brings the keys back)
+	FaultKillServer  = "kill-server"  // SIGKILL (half the time right after BGREWRITEAOF), restart on the same directory after d
 	FaultPauseServer = "pause-server" // SIGSTOP, SIGCONT after d
 	FaultSleepServer = "sleep-server" // DEBUG SLEEP d: the server busy in one command
 	FaultClientKill  = "client-kill"  // CLIENT KILL of every connection of one client, pub/sub included
@@ -50,9 +50,19 @@ func (t *Target) Faults() []nemesis.FaultKind {
 // injectKill kills the server with SIGKILL (a crash: only what the AOF
 // fsynced survives, which with appendfsync always is every answered
 // write) and restarts it on the same port and directory after d.
-func (t *Target) injectKill(ctx context.Context, f *nemesis.Fault, d time.Duration, _ *rand.Rand) {
+func (t *Target) injectKill(ctx context.Context, f *nemesis.Fault, d time.Duration, rng *rand.Rand) {
 	f.Target = "server " + t.srv.Addr()
 	var errs []error
+	if rng.IntN(2) == 0 {
+		// Half the kills come right after BGREWRITEAOF: if the forked
+		// child still runs it dies with the server, and the restart
+		// loads the previous files plus what was appended meanwhile.
+		rctx, cancel := context.WithTimeout(ctx, time.Second)
+		if err := t.admin.BgRewriteAOF(rctx).Err(); err == nil {
+			f.Target += " after BGREWRITEAOF"
+		}
+		cancel()
+	}
 	if err := t.srv.Kill(); err != nil {
 		errs = append(errs, err)
 	}
