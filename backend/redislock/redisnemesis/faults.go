@@ -148,23 +148,32 @@ func (t *Target) injectDeleteKey(ctx context.Context, f *nemesis.Fault, _ time.D
 	f.Target = "key " + k.holder
 	dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	res, err := deleteLua.Run(dctx, t.admin, []string{k.holder, k.token}).Slice()
+	var res []any
+	var err error
+	for range 3 {
+		// Again after a connection error (the admin's pooled connection
+		// died with a killed server): whatever an earlier attempt did, the
+		// last one's counter is above every grant it could have removed.
+		if res, err = deleteLua.Run(dctx, t.admin, []string{k.holder, k.token}).Slice(); err == nil || !uncertain(err) || dctx.Err() != nil {
+			break
+		}
+		f.Revokes = true // that attempt may have run, or may run late (a paused server)
+	}
 	if err != nil {
 		f.Err = err.Error()
-		// Refused by the server, or never sent: not applied. Otherwise
-		// the DEL may run later (a paused server reads it at SIGCONT).
-		var rerr redis.Error
-		f.Revokes = !errors.As(err, &rerr) && !errors.Is(err, syscall.ECONNREFUSED)
+		f.Revokes = f.Revokes || uncertain(err)
 		return
 	}
 	n, _ := res[0].(int64)
 	counter, _ := res[1].(string)
 	held, _ := res[2].(string)
-	if n == 0 {
+	switch {
+	case n == 0 && !f.Revokes:
 		f.Target += " (free)"
 		return
-	}
-	if strings.HasPrefix(held, "next:") {
+	case n == 0: // an earlier attempt may have deleted it
+		f.Target += " (free at the last attempt)"
+	case strings.HasPrefix(held, "next:"):
 		f.Target += " (handed off)"
 	}
 	var c uint64
@@ -173,6 +182,13 @@ func (t *Target) injectDeleteKey(ctx context.Context, f *nemesis.Fault, _ time.D
 		return
 	}
 	f.Revokes, f.Certain, f.Below = true, true, fence.Token(c+1)
+}
+
+// uncertain reports whether a request that failed with err may have run:
+// not when the server refused it (an error reply) or the dial was refused.
+func uncertain(err error) bool {
+	var rerr redis.Error
+	return !errors.As(err, &rerr) && !errors.Is(err, syscall.ECONNREFUSED)
 }
 
 // wait waits d or until ctx ends.
