@@ -38,12 +38,19 @@ func (t *Target) Faults() []nemesis.FaultKind {
 		defer t.mu.Unlock()
 		return t.down || t.paused
 	}
+	// A killed server can't be told anything: client-kill and delete-key
+	// wait for its restart rather than fail.
+	killed := func() bool {
+		t.mu.Lock()
+		defer t.mu.Unlock()
+		return t.down || t.killed
+	}
 	return []nemesis.FaultKind{
 		{Name: FaultKillServer, Scope: nemesis.ScopeServer, Inject: t.injectKill, Busy: busy},
 		{Name: FaultPauseServer, Scope: nemesis.ScopeServer, Inject: t.injectPause, Busy: busy},
 		{Name: FaultSleepServer, Scope: nemesis.ScopeServer, Inject: t.injectSleep, Busy: busy},
-		{Name: FaultClientKill, Scope: nemesis.ScopeClient, Inject: t.injectClientKill},
-		{Name: FaultDeleteKey, Scope: nemesis.ScopeStore, Inject: t.injectDeleteKey},
+		{Name: FaultClientKill, Scope: nemesis.ScopeClient, Inject: t.injectClientKill, Busy: killed},
+		{Name: FaultDeleteKey, Scope: nemesis.ScopeStore, Inject: t.injectDeleteKey, Busy: killed},
 	}
 }
 
@@ -63,6 +70,8 @@ func (t *Target) injectKill(ctx context.Context, f *nemesis.Fault, d time.Durati
 		}
 		cancel()
 	}
+	t.setState(&t.killed, true)
+	defer t.setState(&t.killed, false)
 	if err := t.srv.Kill(); err != nil {
 		errs = append(errs, err)
 	}

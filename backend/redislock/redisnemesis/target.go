@@ -44,13 +44,13 @@ type Target struct {
 	prefix string        // the key prefix of every client (redislock.WithKeyPrefix)
 	admin  *redis.Client // direct, no proxy: setup, faults, checks
 
-	mu      sync.Mutex
-	base    string              // the run's base (Prepare)
-	names   string              // the run's client-name prefix (Prepare)
-	locks   map[string]lockKeys // the lock names the clients asked for, by name
-	down    bool                // a restart failed: Heal restarts the server
-	paused  bool                // a Resume failed: Heal resumes it
-	sleeper sync.WaitGroup      // DEBUG SLEEPs in flight
+	mu     sync.Mutex
+	base   string              // the run's base (Prepare)
+	names  string              // the run's client-name prefix (Prepare)
+	locks  map[string]lockKeys // the lock names the clients asked for, by name
+	killed bool                // kill-server's downtime
+	down   bool                // a restart failed: Heal restarts the server
+	paused bool                // a Resume failed: Heal resumes it
 }
 
 // lockKeys are a lock's keys (redislock's layout, docs/backends.md).
@@ -168,11 +168,10 @@ func (c *client) Lock(name string) (recipe.Lock, error) {
 
 func (c *client) Close() error { return c.s.Close() }
 
-// Heal continues a paused server, restarts one whose restart failed, waits
-// for DEBUG SLEEPs in flight, and returns once the server answers PING (at
-// most 60 s, or ctx's end).
+// Heal continues a paused server, restarts one whose restart failed, and
+// returns once the server answers PING (at most 60 s, or ctx's end; a
+// DEBUG SLEEP still running delays the answer to its end).
 func (t *Target) Heal(ctx context.Context) error {
-	t.sleeper.Wait()
 	t.mu.Lock()
 	down, paused := t.down, t.paused
 	t.mu.Unlock()
