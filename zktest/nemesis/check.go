@@ -40,6 +40,8 @@ type Report struct {
 	// session that was already gone, a restart that timed out).
 	FaultErrors int
 	Recovery    time.Duration // first grant after the heal, counted from the heal (-1: none)
+	// Margins are the two numbers as the run observed them (Margins).
+	Margins Margins
 	// Violations lists every broken invariant; a correct run has none.
 	Violations []string
 	// Where locates Violations[i] in the run: the interval of the history
@@ -117,6 +119,7 @@ func Check(h *History, allowed Allowed) *Report {
 	r.checkSamples(h, grants, allowed, bound)
 	r.checkRevoked(h, bound)
 	r.checkRecovery(h, bound)
+	r.checkMargins(h, bound)
 	return r
 }
 
@@ -258,7 +261,7 @@ func revokedAt(h *History, g *Grant, o Op, bound time.Duration) bool {
 // or may have for a fault of uncertain effect.
 func mayHaveRemoved(f Fault, g *Grant) bool {
 	switch {
-	case !f.Revokes, f.Kind == FaultExpire && f.Client != g.Client:
+	case !f.Revokes, f.Client >= 0 && f.Client != g.Client:
 		return false
 	case f.Below != 0:
 		return g.Token < f.Below
@@ -272,7 +275,7 @@ func mayHaveRemoved(f Fault, g *Grant) bool {
 // f's zxid or, when that is unknown, g was granted before f began.
 func certainlyRemoved(f Fault, g *Grant) bool {
 	switch {
-	case !f.Certain, f.Kind == FaultExpire && f.Client != g.Client:
+	case !f.Certain, f.Client >= 0 && f.Client != g.Client:
 		return false
 	case f.Below != 0:
 		return g.Token < f.Below
@@ -318,7 +321,12 @@ func (r *Report) Summary() string {
 		fs = append(fs, fmt.Sprintf("%s=%d", k, r.Faults[k]))
 	}
 	var ws []string
-	for _, reg := range []string{RegGuard, RegZnode, RegSQL} {
+	regs := make([]string, 0, len(r.Writes))
+	for reg := range r.Writes {
+		regs = append(regs, reg)
+	}
+	slices.SortFunc(regs, registerOrder)
+	for _, reg := range regs {
 		if m := r.Writes[reg]; m != nil {
 			ws = append(ws, fmt.Sprintf("%s: %d accepted, %d stale, %d unknown, %d failed", reg, m[Accepted], m[Stale], m[Unknown], m[Failed]))
 		}
@@ -327,6 +335,6 @@ func (r *Report) Summary() string {
 	if r.Recovery >= 0 {
 		rec = r.Recovery.Round(time.Millisecond).String()
 	}
-	return fmt.Sprintf("grants %d; writes %s; samples %d (excused %d); faults %s (%d failed); recovery %s; violations %d",
-		r.Grants, strings.Join(ws, "; "), r.Samples, r.Excused, strings.Join(fs, " "), r.FaultErrors, rec, len(r.Violations))
+	return fmt.Sprintf("grants %d; writes %s; samples %d (excused %d); faults %s (%d failed); recovery %s; margins %s; violations %d",
+		r.Grants, strings.Join(ws, "; "), r.Samples, r.Excused, strings.Join(fs, " "), r.FaultErrors, rec, r.Margins, len(r.Violations))
 }

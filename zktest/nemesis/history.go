@@ -76,6 +76,9 @@ type Grant struct {
 	// never ended during the run.
 	Ended time.Duration
 	Cause string // context.Cause of the lease's context, "" if still live
+	// Lost says the lease's context ended before its holder gave it up
+	// (Ended is then when it was seen done): the leases Margins measures.
+	Lost bool `json:",omitempty"`
 }
 
 // OpKind is the kind of a history entry.
@@ -155,13 +158,23 @@ type Fault struct {
 // and ReadHistory accepts. It changes with any change of a field's name or
 // meaning, so that a file from another version is refused rather than
 // misread.
-const HistoryFormat = "zkrecipes-nemesis-history/1"
+//
+// /2 (issue 22) renamed Fault.Zxid to Below and added History.Backend and
+// Grant.Lost; ReadHistory still reads /1, with Zxid as Below (its grants
+// do not say which leases were lost, so its Margins are empty).
+const HistoryFormat = "zkrecipes-nemesis-history/2"
+
+// historyV1 is the layout of format /1: Faults with Zxid.
+const historyV1 = "zkrecipes-nemesis-history/1"
 
 // History is everything a run recorded.
 type History struct {
 	// Format is HistoryFormat in a history written by WriteJSON (Run sets
 	// it too).
-	Format         string
+	Format string
+	// Backend is the Target's Name ("zk", "etcd", ...); "" in a history
+	// of format /1 (ZooKeeper's).
+	Backend        string `json:",omitempty"`
 	Recipe         string
 	Seed           uint64
 	Clients        int
@@ -215,21 +228,58 @@ func ReadHistory(r io.Reader) (*History, error) {
 	}
 	switch head.Format {
 	case HistoryFormat:
+	case historyV1:
+		return readV1(b)
 	case "":
 		return nil, fmt.Errorf("%w: no Format field (a history written before histories were versioned, or not a nemesis history); this version reads %q", ErrBadHistory, HistoryFormat)
 	default:
 		return nil, fmt.Errorf("%w: format %q, this version reads %q", ErrBadHistory, head.Format, HistoryFormat)
 	}
+	var h History
+	if err := decodeStrict(b, &h); err != nil {
+		return nil, err
+	}
+	return checked(&h)
+}
+
+// readV1 reads a history of format /1: its faults' Zxid becomes Below.
+func readV1(b []byte) (*History, error) {
+	type faultV1 struct {
+		Fault
+		Zxid fence.Token
+	}
+	var v1 struct {
+		History
+		Faults []faultV1 // hides History.Faults
+	}
+	if err := decodeStrict(b, &v1); err != nil {
+		return nil, err
+	}
+	h := v1.History
+	h.Format, h.Faults = HistoryFormat, nil
+	for _, f := range v1.Faults {
+		f.Fault.Below = f.Zxid
+		h.Faults = append(h.Faults, f.Fault)
+	}
+	return checked(&h)
+}
+
+// decodeStrict decodes b into v, refusing unknown fields.
+func decodeStrict(b []byte, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
-	var h History
-	if err := dec.Decode(&h); err != nil {
-		return nil, fmt.Errorf("%w: %s", ErrBadHistory, jsonProblem(b, err))
+	if err := dec.Decode(v); err != nil {
+		return fmt.Errorf("%w: %s", ErrBadHistory, jsonProblem(b, err))
 	}
+	return nil
+}
+
+// checked returns h if it is consistent (validate).
+func checked(h *History) (*History, error) {
 	if err := h.validate(); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrBadHistory, err)
 	}
-	return &h, nil
+	return h, nil
 }
 
 // jsonProblem says what is wrong with b, which json refused with err.
