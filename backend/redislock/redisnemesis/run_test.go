@@ -18,6 +18,7 @@ var (
 	seed     = flag.Uint64("nemesis.seed", 1, "seed of the nemesis runs (the leader run uses seed+1)")
 	duration = flag.Duration("nemesis.duration", 5*time.Second, "fault phase of each nemesis run")
 	every    = flag.Duration("nemesis.every", 300*time.Millisecond, "mean wait between two faults")
+	allKinds = flag.Bool("nemesis.all", false, "every run injects every fault kind (for long runs; the short run splits them)")
 	outDir   = flag.String("nemesis.out", "", "directory for each run's history (default: only a failing run's, in the temporary directory)")
 )
 
@@ -30,23 +31,39 @@ var (
 // client faults (cut, blackhole, latency, a holder paused past T). Every
 // kind is tried at least once. A longer run:
 //
-//	go test -race -run TestNemesis -nemesis.duration 150s -nemesis.out /tmp/redis-nemesis ./redisnemesis
+//	go test -race -run TestNemesis -timeout 30m -nemesis.duration 150s -nemesis.all -nemesis.out /tmp/redis-nemesis ./redisnemesis
 func TestNemesis(t *testing.T) {
 	srv := redistest.Start(t, redistest.WithDebugCommand())
 	tgt := NewTarget(srv, 0)
 	t.Cleanup(func() { _ = tgt.Close() })
-	kinds := append([]string(nil), nemesis.GenericFaults...)
-	for _, k := range tgt.Faults() {
-		kinds = append(kinds, k.Name)
+	// Each run tours its kinds first (server faults one after the other,
+	// up to 2.5 s each): two server kinds in the first run and one in the
+	// second let 5 s runs try all.
+	runs := []struct {
+		r     nemesis.Recipe
+		kinds []string
+	}{
+		{nemesis.LockRecipe(), []string{FaultKillServer, FaultPauseServer, FaultDeleteKey, FaultClientKill,
+			nemesis.FaultCut, nemesis.FaultLatency, nemesis.FaultPauseClient}},
+		{nemesis.LeaderRecipe(), []string{FaultSleepServer, FaultDeleteKey, FaultClientKill,
+			nemesis.FaultBlackhole, nemesis.FaultLatency, nemesis.FaultPauseClient}},
 	}
 	seen := map[string]int{}
-	for i, r := range []nemesis.Recipe{nemesis.LockRecipe(), nemesis.LeaderRecipe()} {
-		t.Run(r.Name, func(t *testing.T) {
-			rep := runAndCheck(t, tgt, r, nemesis.Config{Seed: *seed + uint64(i), Duration: *duration, FaultEvery: *every})
+	for i, run := range runs {
+		if *allKinds {
+			run.kinds = nil
+		}
+		t.Run(run.r.Name, func(t *testing.T) {
+			rep := runAndCheck(t, tgt, run.r, nemesis.Config{Seed: *seed + uint64(i), Duration: *duration,
+				FaultEvery: *every, Faults: run.kinds})
 			for k, n := range rep.Faults {
 				seen[k] += n
 			}
 		})
+	}
+	kinds := append([]string(nil), nemesis.GenericFaults...)
+	for _, k := range tgt.Faults() {
+		kinds = append(kinds, k.Name)
 	}
 	for _, k := range kinds {
 		if seen[k] == 0 {
