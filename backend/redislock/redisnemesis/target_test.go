@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
+	"strings"
 	"testing"
 	"time"
 
@@ -92,8 +93,8 @@ func tryAcquire(l recipe.Lock, within time.Duration) (recipe.Lease, error) {
 // lease live. At the end nothing is left over.
 func TestFaultsOnAHolderAndAWaiter(t *testing.T) {
 	fx := newFixture(t)
-	la, _ := fx.lock(0)
-	lb, _ := fx.lock(1)
+	la, ca := fx.lock(0)
+	lb, cb := fx.lock(1)
 	a := acquire(t, la, 5*time.Second)
 	got := make(chan recipe.Lease, 1)
 	go func() {
@@ -150,24 +151,40 @@ func TestFaultsOnAHolderAndAWaiter(t *testing.T) {
 	if err := b.Release(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	fx.checkClean()
+	fx.checkClean(ca, cb)
 }
 
-// checkClean closes nothing itself: it expects the test's clients to have
-// released, and the keys and channels to be gone but the counter.
-func (fx *fixture) checkClean() {
+// checkClean checks that, the test's clients having released everything,
+// Leftovers lists only their connections (the token counter is expected),
+// at least one, and once they are closed, nothing.
+func (fx *fixture) checkClean(clients ...nemesis.Client) {
 	left, err := fx.tgt.Leftovers(context.Background())
 	if err != nil {
 		fx.t.Fatal(err)
 	}
+	conns := 0
 	for _, l := range left {
-		if !isConnection(l) { // the clients are still connected
+		if strings.HasPrefix(l, "connection ") {
+			conns++
+		} else {
 			fx.t.Errorf("left over: %s", l)
 		}
 	}
+	if conns == 0 { // a client whose connections died with a killed server may have none
+		fx.t.Errorf("Leftovers lists no connection of %d open clients: %q", len(clients), left)
+	}
+	for _, c := range clients {
+		_ = c.Close()
+	}
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if left, err = fx.tgt.Leftovers(context.Background()); err == nil && len(left) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			fx.t.Fatalf("left over after every client closed: %q, %v", left, err)
+		}
+	}
 }
-
-func isConnection(s string) bool { return len(s) > 11 && s[:11] == "connection " }
 
 // TestKeyExpiredWhileDown: a lock whose key expires while the server is
 // down is free when the server is back, and its holder's lease ended
@@ -175,8 +192,8 @@ func isConnection(s string) bool { return len(s) > 11 && s[:11] == "connection "
 // grant's token is above the holder's (the AOF kept the counter).
 func TestKeyExpiredWhileDown(t *testing.T) {
 	fx := newFixture(t)
-	la, _ := fx.lock(0)
-	lb, _ := fx.lock(1)
+	la, ca := fx.lock(0)
+	lb, cb := fx.lock(1)
 	a := acquire(t, la, 5*time.Second)
 	T := fx.tgt.SessionTimeout()
 	f := fx.inject(FaultKillServer, -1, T+500*time.Millisecond)
@@ -196,5 +213,5 @@ func TestKeyExpiredWhileDown(t *testing.T) {
 	if err := b.Release(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	fx.checkClean()
+	fx.checkClean(ca, cb)
 }
