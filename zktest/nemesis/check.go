@@ -244,8 +244,9 @@ func overlap(grants map[int]*Grant, ids []int, o Op, end time.Duration) Span {
 // timeout + 1 s): by then its context must be done (checked on its own),
 // and a sample that still shows it beside another lease is a violation.
 //
-// Removed means: for a fault with a zxid, the grant's token (its node's
-// czxid) is below it (a holder that released first ended its context
+// Removed means (only the grants of f.Client when f.Client >= 0): for a
+// fault with Below, the grant's token is below it (ZooKeeper: its node's
+// czxid below the revoking transaction's zxid) (a holder that released first ended its context
 // before its delete, so no later sample shows it); for a fault of
 // uncertain effect, the grant was asked for before the fault ended.
 func revokedAt(h *History, g *Grant, o Op, bound time.Duration) bool {
@@ -271,8 +272,9 @@ func mayHaveRemoved(f Fault, g *Grant) bool {
 }
 
 // certainlyRemoved reports whether the completed forced revocation f
-// removed g's node (or its holder released it first): g's token is below
-// f's zxid or, when that is unknown, g was granted before f began.
+// removed g's node or key (or its holder released it first): g is f's
+// client's when f.Client >= 0, and g's token is below f.Below or, when that
+// is unknown, g was granted before f began.
 func certainlyRemoved(f Fault, g *Grant) bool {
 	switch {
 	case !f.Certain, f.Client >= 0 && f.Client != g.Client:

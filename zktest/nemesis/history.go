@@ -1,15 +1,20 @@
-// Package nemesis is a randomized fault-injection suite for the recipes of
-// this module, in the style of Jepsen: a workload of clients, each on its
-// own ZooKeeper session behind its own zktest.FaultProxy, repeatedly takes a
-// grant of a recipe (a mutex, a read-write lock, a semaphore, a leadership)
-// and writes (token, client, op) to fenced registers (an in-process
-// fence.Guard, a fencezk.Register znode, and, when Config.SQL is set, a SQL
-// row behind fencesql.Do), while a nemesis
-// injects faults at random: servers killed, stopped, paused and restarted
-// (the current leader among them), client connections cut, blackholed and
-// slowed, sessions expired on demand, and the recipe's directory deleted
-// under live participants. Everything is drawn from one seed, so a run's
-// schedule can be replayed (timing still varies).
+// Package nemesis is a randomized fault-injection suite for the lock
+// recipes of this module and its backends, in the style of Jepsen: one
+// engine over the backend-neutral contract. A Target is one backend (its
+// servers, its clients, its own faults and registers, what it must leave
+// clean): ZooKeeperTarget here, etcd, PostgreSQL and Redis from their
+// modules. A workload of clients, each behind its own zktest.FaultProxy,
+// repeatedly takes a grant of a recipe (a mutex, a read-write lock, a
+// semaphore, a leadership; LockRecipe and LeaderRecipe on any target) and
+// writes (token, client, op) to fenced registers (an in-process
+// fence.Guard, the target's own, e.g. a fencezk.Register znode, and, when
+// Config.SQL is set, a SQL row behind fencesql.Do), while a nemesis injects
+// faults at random: the generic client faults (connections cut,
+// blackholed, slowed, a holder paused past the session timeout) and the
+// target's (for ZooKeeper: servers killed, stopped, paused and restarted,
+// the current leader among them, sessions expired on demand, the recipe's
+// directory deleted under live participants). Everything is drawn from one
+// seed, so a run's schedule can be replayed (timing still varies).
 //
 // Every invocation and response is recorded in a History, which Check
 // verifies after the run:
@@ -24,18 +29,22 @@
 //     allows: one holder for a mutex, a leader or a writer; no reader with a
 //     writer; at most N semaphore holders. Lease contexts are read with
 //     ctx.Err(), so a sample is exact, not a timestamp comparison;
-//   - a lease whose node a third party removed (its session expired on
-//     demand, its directory deleted) may still be live in a sample until
+//   - a lease whose node or key a third party removed (a revocation: its
+//     session expired on demand, its directory deleted) may still be live in a sample until
 //     its holder hears of it (or releases it, not knowing); such an
 //     overlap is counted as "excused" up to the session timeout plus 1 s
 //     after the revocation, by which the lease must have ended, or it is a
 //     violation;
 //   - after the faults heal, some client is granted within the session
-//     timeout plus 1 s.
+//     timeout plus 1 s;
+//   - every exclusive lease whose context ended before its holder gave it
+//     up ended before the next grant to another client (Margins: the two
+//     numbers of the backend, observed), unless a revocation excuses it.
 //
-// Run adds the checks that need the servers: no znode left under the
-// recipe's directory once every client closed, the servers' watch count back
-// to its baseline, and no goroutine left behind (goleak).
+// RunTarget adds the checks that need the servers: nothing left behind
+// once every client closed (Target.Leftovers; ZooKeeper: no znode under the
+// recipe's directory, the servers' watch count back to its baseline), and
+// no goroutine left behind (goleak).
 package nemesis
 
 import (

@@ -12,13 +12,18 @@ import (
 // that end to the next grant to another client (its Granted minus the
 // lease's Ended). Positive: the holder's context ended first, as the
 // client's ownership deadline must end before the server's bound lets
-// anyone else in. A negative margin is a violation unless a forced
-// revocation excuses the lease (its node or key was removed behind its
-// holder's back, before the next grant, and it ended within the bound).
+// anyone else in. A negative margin is a violation. A lease a forced
+// revocation may have removed (its node or key removed behind its
+// holder's back before the next grant, the lease ending within the bound)
+// is excused and not measured, whatever its margin: the revocation, not
+// the two numbers, decided when the next client got in.
 type Margins struct {
 	Count            int // margins measured (excused ones left out)
 	Min, Median, Max time.Duration
-	Excused          int // lost leases a revocation excused, not measured
+	Excused          int // lost leases a revocation may have removed, not measured
+	// Values are the margins measured, in increasing order (the
+	// command adds up the distribution of many runs from them).
+	Values []time.Duration
 }
 
 // String is "12 measured: min 310ms, median 650ms, max 1.2s (2 excused)",
@@ -38,8 +43,8 @@ func (m Margins) String() string {
 // exclusive reports whether a grant of role excludes every other client.
 func exclusive(r Role) bool { return r == RoleHolder || r == RoleWriter || r == RoleLeader }
 
-// checkMargins measures the margins of h's lost exclusive leases into
-// r.Margins and reports each negative one a revocation does not excuse.
+// checkMargins measures the margins of h's lost exclusive leases that no
+// revocation excuses into r.Margins and reports each negative one.
 func (r *Report) checkMargins(h *History, bound time.Duration) {
 	byGrant := slices.Clone(h.Grants)
 	slices.SortStableFunc(byGrant, func(a, b Grant) int { return int(a.Granted - b.Granted) })
@@ -60,7 +65,7 @@ func (r *Report) checkMargins(h *History, bound time.Duration) {
 			continue
 		}
 		m := next.Granted - g.Ended
-		if m < 0 && excusedLoss(h, &g, next, bound) {
+		if excusedLoss(h, &g, next, bound) {
 			r.Margins.Excused++
 			continue
 		}
@@ -75,13 +80,15 @@ func (r *Report) checkMargins(h *History, bound time.Duration) {
 	}
 	slices.Sort(ms)
 	r.Margins.Count, r.Margins.Min, r.Margins.Median, r.Margins.Max = len(ms), ms[0], ms[len(ms)/2], ms[len(ms)-1]
+	r.Margins.Values = ms
 }
 
-// excusedLoss reports whether a forced revocation may have removed g
-// before next was granted, with g ending within the bound after it.
+// excusedLoss reports whether a forced revocation may have removed g while
+// it was live and before next was granted, with g ending within the bound
+// after it.
 func excusedLoss(h *History, g, next *Grant, bound time.Duration) bool {
 	for _, f := range h.Faults {
-		if f.Start <= next.Granted && g.Ended <= f.End+bound && mayHaveRemoved(f, g) {
+		if f.Start <= min(g.Ended, next.Granted) && g.Ended <= f.End+bound && mayHaveRemoved(f, g) {
 			return true
 		}
 	}

@@ -67,7 +67,7 @@ func between(rng *rand.Rand, lo, hi time.Duration) time.Duration {
 }
 
 // run injects faults until ctx ends, then waits until every fault is
-// undone. All the schedule's random choices are drawn here, in order,
+// undone. A client fault goes to a free client (pick). All the schedule's random choices are drawn here, in order,
 // whether or not the fault can be injected (a busy target skips it), and
 // each fault gets a generator of its own seeded from them, so that the
 // schedule of choices depends on the seed only.
@@ -89,9 +89,7 @@ func (n *nemesis) run(ctx context.Context) {
 		d := between(n.rng, 300*time.Millisecond, 2500*time.Millisecond)
 		seed := n.rng.Uint64()
 		pause(ctx, wait)
-		if k.Name == FaultPauseClient {
-			client = n.w.holder(client)
-		}
+		client = n.pick(k, client)
 		if touring {
 			n.awaitFree(ctx, k, client)
 		}
@@ -103,7 +101,40 @@ func (n *nemesis) run(ctx context.Context) {
 	n.wg.Wait()
 }
 
-// busy reports whether a fault of kind k on client ci cannot be injected
+// pick chooses the client of a fault of kind k drawn for client ci: the
+// first client from ci on (cyclically) that no other fault holds, and for
+// pause-client the first such that holds a grant, if one does; ci if all
+// are busy. Other kinds keep ci.
+func (n *nemesis) pick(k FaultKind, ci int) int {
+	if k.Scope != ScopeClient {
+		return ci
+	}
+	var held map[int]bool
+	if k.Name == FaultPauseClient {
+		held = n.w.rec.holders()
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	free := -1
+	for j := range len(n.w.clients) {
+		i := (ci + j) % len(n.w.clients)
+		if n.clientBusy[i] {
+			continue
+		}
+		if held == nil || held[i] {
+			return i
+		}
+		if free < 0 {
+			free = i
+		}
+	}
+	if free < 0 {
+		return ci
+	}
+	return free
+}
+
+// busyLocked reports whether a fault of kind k on client ci cannot be injected
 // now; n.mu is held.
 func (n *nemesis) busyLocked(k FaultKind, ci int) bool {
 	if k.Busy != nil && k.Busy() {

@@ -107,6 +107,11 @@ func runTarget(ctx context.Context, t Target, r Recipe, cfg Config) (*Result, er
 
 	rep := Check(h, r.Allowed)
 	checkLeftovers(ctx, t, rep)
+	if re, ok := t.(RunEnder); ok {
+		if err := re.EndRun(ctx); err != nil {
+			rep.violate("%s: ending the run: %v", t.Name(), err)
+		}
+	}
 	if err := goleak.Find(leakOpts...); err != nil {
 		rep.violate("goroutines left after the run: %v", err)
 	}

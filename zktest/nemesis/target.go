@@ -79,6 +79,16 @@ type LeakFilter interface {
 	IgnoreLeaks() []goleak.Option
 }
 
+// RunEnder is implemented by a Target that holds something for one run
+// only: the engine calls EndRun once per run, after the last Leftovers and
+// before the goroutine check, so that what it closes there (ZooKeeper: its
+// admin connection, whose reconnections after server faults start
+// goroutines) is not counted as a leak. An error is reported as a
+// violation.
+type RunEnder interface {
+	EndRun(ctx context.Context) error
+}
+
 // Scope says what a fault occupies: the engine injects at most one fault
 // at a time per scope (per client for ScopeClient), so that a fault is
 // never injected onto a target another fault still holds.

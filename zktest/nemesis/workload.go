@@ -169,15 +169,3 @@ func (w *workload) freeze(c *client) {
 		pause(w.ctx, 10*time.Millisecond)
 	}
 }
-
-// holder returns a client that holds a live grant, the first from ci on
-// (cyclically), or ci if none does: the target of a pause-client fault.
-func (w *workload) holder(ci int) int {
-	held := w.rec.holders()
-	for k := range w.clients {
-		if i := (ci + k) % len(w.clients); held[i] {
-			return i
-		}
-	}
-	return ci
-}

@@ -74,9 +74,9 @@ func (t *zkTarget) Name() string { return "zk" }
 
 func (t *zkTarget) lockDir() string { return t.base + "/lock" }
 
-// Prepare dials the admin connection (once), clears base, creates the
-// znode register (empty: fencezk's empty register) and reads the servers'
-// watch count.
+// Prepare dials the admin connection (EndRun closes it), clears base,
+// creates the znode register (empty: fencezk's empty register) and reads
+// the servers' watch count.
 func (t *zkTarget) Prepare(ctx context.Context, base string) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -238,6 +238,11 @@ func (t *zkTarget) Diagnose(ctx context.Context) []string {
 func (t *zkTarget) IgnoreLeaks() []goleak.Option {
 	return []goleak.Option{goleak.IgnoreAnyFunction("github.com/zkrecipes/zkrecipes/zktest.(*localCluster).spawnNode.func1")}
 }
+
+// EndRun closes the admin connection, which Prepare dials again: the
+// connection's reconnections after server faults start goroutines of their
+// own, which must be gone before the goroutine check.
+func (t *zkTarget) EndRun(context.Context) error { return t.Close() }
 
 // Close closes the admin connection.
 func (t *zkTarget) Close() error {

@@ -1,4 +1,4 @@
-package nemesis
+package enginetest
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 	"github.com/zkrecipes/zkrecipes/recipe"
 	"github.com/zkrecipes/zkrecipes/recipe/memlock"
 	"github.com/zkrecipes/zkrecipes/zktest"
+	"github.com/zkrecipes/zkrecipes/zktest/nemesis"
 )
 
 // memTarget is recipe/memlock as a Target, so that the engine can be
@@ -31,7 +32,7 @@ type memTarget struct {
 	base string
 
 	mu    sync.Mutex
-	reg   State
+	reg   nemesis.State
 	seq   int64
 	links []*memLink
 }
@@ -63,7 +64,7 @@ func (t *memTarget) Name() string { return "mem" }
 func (t *memTarget) Prepare(_ context.Context, base string) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.base, t.reg, t.seq, t.links = base, State{}, 0, nil
+	t.base, t.reg, t.seq, t.links = base, nemesis.State{}, 0, nil
 	return nil
 }
 
@@ -74,7 +75,7 @@ type memLink struct {
 	done chan struct{}
 }
 
-func (t *memTarget) Connect(_ context.Context, _ int, p *zktest.FaultProxy) (Client, error) {
+func (t *memTarget) Connect(_ context.Context, _ int, p *zktest.FaultProxy) (nemesis.Client, error) {
 	l := &memLink{s: t.srv.Connect(memlock.WithLogger(slog.New(slog.DiscardHandler))), stop: make(chan struct{}), done: make(chan struct{})}
 	go l.follow(p, t.echo.Addr().String())
 	t.mu.Lock()
@@ -134,7 +135,7 @@ func (l *memLink) Close() error {
 }
 
 func (t *memTarget) SessionTimeout() time.Duration { return t.srv.TTL() }
-func (t *memTarget) Faults() []FaultKind           { return nil }
+func (t *memTarget) Faults() []nemesis.FaultKind   { return nil }
 func (t *memTarget) Heal(context.Context) error    { return nil }
 func (t *memTarget) Diagnose(context.Context) []string {
 	return []string{fmt.Sprintf("%d entries on %s", t.srv.Entries(t.base+"/lock"), t.base+"/lock")}
@@ -142,15 +143,15 @@ func (t *memTarget) Diagnose(context.Context) []string {
 
 // Registers is an in-memory fenced register: a write applies iff its token
 // is at least the stored one.
-func (t *memTarget) Registers() []Register {
-	return []Register{{Name: "mem", Write: func(_ context.Context, _ int, token fence.Token, val string, live func()) (State, int64, error) {
+func (t *memTarget) Registers() []nemesis.Register {
+	return []nemesis.Register{{Name: "mem", Write: func(_ context.Context, _ int, token fence.Token, val string, live func()) (nemesis.State, int64, error) {
 		t.mu.Lock()
 		defer t.mu.Unlock()
 		if token < t.reg.Token {
-			return State{}, 0, fmt.Errorf("token %d below %d: %w", token, t.reg.Token, fence.ErrStale)
+			return nemesis.State{}, 0, fmt.Errorf("token %d below %d: %w", token, t.reg.Token, fence.ErrStale)
 		}
 		prev := t.reg
-		t.reg, t.seq = State{token, val}, t.seq+1
+		t.reg, t.seq = nemesis.State{Token: token, Value: val}, t.seq+1
 		live()
 		return prev, t.seq, nil
 	}}}
