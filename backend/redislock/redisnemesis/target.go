@@ -214,3 +214,18 @@ func (t *Target) setState(flag *bool, v bool) {
 
 // Close closes the admin connection; the server keeps running.
 func (t *Target) Close() error { return t.admin.Close() }
+
+// Launch starts a server for the nemesis (redistest.Launch with
+// WithDebugCommand: AOF fsynced always, DEBUG allowed locally) and returns
+// its Target with lock TTL ttl (0: DefaultTTL), and stop, which closes the
+// Target and the server (its directory removed). For programs such as
+// cmd/nemesis; tests use redistest.Start and NewTarget. The error wraps
+// redistest.ErrNoServer, with the install hint, when no server can be had.
+func Launch(ctx context.Context, ttl time.Duration) (t *Target, stop func() error, err error) {
+	srv, err := redistest.Launch(ctx, redistest.WithDebugCommand())
+	if err != nil {
+		return nil, nil, err
+	}
+	t = NewTarget(srv, ttl)
+	return t, func() error { return errors.Join(t.Close(), srv.Close()) }, nil
+}

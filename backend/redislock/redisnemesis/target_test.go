@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
+	"net"
 	"strings"
 	"testing"
 	"time"
@@ -214,4 +215,23 @@ func TestKeyExpiredWhileDown(t *testing.T) {
 		t.Fatal(err)
 	}
 	fx.checkClean(ca, cb)
+}
+
+// TestLaunch: Launch's target serves and stop stops its server.
+func TestLaunch(t *testing.T) {
+	ctx := context.Background()
+	tgt, stop, err := Launch(ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tgt.Heal(ctx); err != nil { // answers PING
+		t.Fatal(err)
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	if c, err := net.DialTimeout("tcp", tgt.srv.Addr(), time.Second); err == nil {
+		c.Close()
+		t.Error("the server accepts connections after stop")
+	}
 }
