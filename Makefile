@@ -25,13 +25,14 @@ demo: setup
 # the sequence-limit tests again on ZooKeeper 3.9.3 (Debian 13's, laid out
 # by scripts/zk-debian.sh and cached), so that the behaviour at the limit is
 # checked on both server lines.
-# The backends, the command line tool and the benchmark are modules of
-# their own (backend/*, cmd/zkrecipes, cmd/zkbench: so that ZooKeeper-only
-# users of the library never require the other backends' client
-# libraries): ./... at the root does not reach them, so they are listed
-# after it.
-BACKENDS := ./backend/etcdlock/... ./backend/pglock/... ./backend/redislock/...
-COMMANDS := ./cmd/zkrecipes/... ./cmd/zkbench/...
+# The backends, the OpenTelemetry adapter, the command line tool, the
+# benchmark and the nemesis are modules of their own (backend/*,
+# recipe/zkotel, cmd/zkrecipes, cmd/zkbench, cmd/nemesis: so that
+# ZooKeeper-only users of the library never require the other backends'
+# client libraries nor OpenTelemetry): ./... at the root does not reach
+# them, so they are listed after it.
+BACKENDS := ./backend/etcdlock/... ./backend/pglock/... ./backend/redislock/... ./recipe/zkotel/...
+COMMANDS := ./cmd/zkrecipes/... ./cmd/zkbench/... ./cmd/nemesis/...
 
 #
 # No secret in any output: the tests of failure paths give passwords that
@@ -59,18 +60,22 @@ test: setup
 bench: setup
 	$(GO) run ./cmd/zkbench -json zkbench.jsonl
 
-# The long fault-injection run (docs/reliability.md): a 3-server ensemble,
-# every recipe in turn under the nemesis. NEMESIS_DURATION=30m NEMESIS_SEED=7 to vary.
-# ZK=debian13 runs it against Debian 13's ZooKeeper 3.9.3 (scripts/zk-debian.sh)
+# The long fault-injection run (docs/reliability.md): BACKEND=zk (the
+# default: a 3-server ensemble, every ZooKeeper recipe in turn), etcd, pg,
+# redis, or all (one backend after the other, NEMESIS_DURATION each), under
+# the nemesis. NEMESIS_DURATION=30m NEMESIS_SEED=7 to vary.
+# ZK=debian13 runs ZooKeeper's against Debian 13's ZooKeeper 3.9.3 (scripts/zk-debian.sh)
 # instead of Debian 12's 3.8.0, which loses committed writes under these faults.
 # Each run's page (timeline, check results, porcupine's views) goes to
-# NEMESIS_OUT/run<i>-<recipe>-seed<seed>/index.html.
+# NEMESIS_OUT/run<i>-<recipe>-seed<seed>/index.html (NEMESIS_OUT/<backend>/...
+# with BACKEND=all).
+BACKEND ?= zk
 NEMESIS_DURATION ?= 10m
 NEMESIS_SEED ?= 1
 NEMESIS_OUT ?= nemesis-out
 ZK ?=
 nemesis: setup
-	$(if $(filter debian13,$(ZK)),h="$$(./scripts/zk-debian.sh)" && export ZOOKEEPER_HOME="$$h" &&) $(GO) run -race ./cmd/nemesis -duration $(NEMESIS_DURATION) -seed $(NEMESIS_SEED) -out $(NEMESIS_OUT)
+	$(if $(filter debian13,$(ZK)),h="$$(./scripts/zk-debian.sh)" && export ZOOKEEPER_HOME="$$h" &&) $(GO) run -race ./cmd/nemesis -backend $(BACKEND) -duration $(NEMESIS_DURATION) -seed $(NEMESIS_SEED) -out $(NEMESIS_OUT)
 
 # The screenshots of docs/reliability.md: a seeded nemesis run and the broken
 # recipe, drawn and checked in headless Chromium (installed from Debian if

@@ -35,7 +35,7 @@ func Run(ctx context.Context, e *Election, value []byte, fn func(ctx context.Con
 	if err := zkside.QueueOf(e.q).CheckNodeData(value); err != nil {
 		return fmt.Errorf("campaign value: %w", err)
 	}
-	return leader.Run(ctx, candidate{e, value}, fn, leader.WithBackOff(e.backoff),
+	return leader.Run(ctx, candidate{e, value}, fn, leader.WithBackOff(e.backoff), leader.WithOnReturn(leader.RequeueWithBackOff()),
 		leader.WithLogger(e.log.With("dir", shortpath.Of(e.Path()))), leader.WithPermanent(ErrCampaigning))
 }
 

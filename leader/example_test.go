@@ -3,6 +3,7 @@ package leader_test
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/zkrecipes/zkrecipes/fence"
 	"github.com/zkrecipes/zkrecipes/leader"
@@ -36,24 +37,57 @@ func ExampleRun() {
 
 	var guard fence.Guard // at the resource: rejects a former leader's late write
 	ctx, stop := context.WithCancel(context.Background())
-	terms := 0
+	ticks := 0
 	err = scheduler(ctx, lock, func(ctx context.Context, token fence.Token) error {
-		if err := guard.Check("schedule", token); err != nil {
-			return err
+		// The contract: run while leading, return when ctx ends.
+		tick := time.NewTicker(time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				fmt.Println("fn:", context.Cause(ctx))
+				return nil
+			case <-tick.C:
+				if err := guard.Check("schedule", token); err != nil {
+					return err
+				}
+				if ticks++; ticks == 3 {
+					fmt.Println("scheduled 3 rounds")
+					stop() // the service shuts down: fn's context ends with it
+				}
+			}
 		}
-		terms++
-		fmt.Println("leading, term", terms)
-		if terms == 2 {
-			stop() // the service shuts down: fn's context ends with it
-			<-ctx.Done()
-			fmt.Println("fn:", context.Cause(ctx))
-		}
-		return nil // gives the lock up; Run acquires it again after a backoff
 	})
 	fmt.Println("scheduler:", err)
 	// Output:
-	// leading, term 1
-	// leading, term 2
+	// scheduled 3 rounds
 	// fn: context canceled
 	// scheduler: <nil>
+}
+
+// A job done once under the lock, not a standing loop: with Stop, Run ends
+// when fn returns while leading (Curator's LeaderSelector without
+// autoRequeue). Without it Run would campaign again after
+// DefaultRequeuePause and run the job again.
+func ExampleStop() {
+	srv, err := memlock.NewServer()
+	if err != nil {
+		panic(err)
+	}
+	defer srv.Close()
+	s := srv.Connect()
+	defer s.Close()
+	lock, err := memlock.New(s, "migrate")
+	if err != nil {
+		panic(err)
+	}
+
+	err = leader.Run(context.Background(), lock, func(ctx context.Context, token fence.Token) error {
+		fmt.Println("migrating under the lock")
+		return nil // or the job's error: Run returns it
+	}, leader.WithOnReturn(leader.Stop()))
+	fmt.Println("Run:", err)
+	// Output:
+	// migrating under the lock
+	// Run: <nil>
 }

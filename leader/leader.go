@@ -2,13 +2,20 @@
 // backend: the leader-gated loop of Curator's LeaderSelector (with
 // autoRequeue), over a recipe.Lock. Run acquires the lock, runs fn with the
 // grant's fencing token and a context that ends when the grant does,
-// releases the lock when fn returns, backs off, and acquires again, until
-// the caller stops it.
+// releases the lock when fn returns, and acquires again, until the caller
+// stops it.
+//
+// The contract: fn runs while it leads and returns when its ctx ends. It
+// is a standing loop of work (a scheduler, a consumer), not one unit of
+// work. A fn that returns while still leading gives the lock up: by
+// default Run campaigns again after DefaultRequeuePause; WithOnReturn
+// chooses another pause (Requeue) or to end Run (Stop, for one job done
+// once under the lock).
 //
 //	m, err := etcdlock.New(s, "scheduler") // or mutex.New, pglock.New, redislock.New, memlock.New
 //	if err != nil { return err }
 //	err = leader.Run(ctx, m, func(ctx context.Context, token fence.Token) error {
-//		return runScheduler(ctx, token) // ctx ends the moment leadership is in doubt
+//		return runScheduler(ctx, token) // runs until ctx ends: the moment leadership is in doubt
 //	})
 //	if ctx.Err() != nil {
 //		return nil // stopped by us: err is context.Cause(ctx)
@@ -46,11 +53,13 @@ type config struct {
 	permanent []error
 	metrics   recipe.Metrics // WithMetrics; nil: none
 	name      string         // WithMetrics' dir
+	onReturn  OnReturn       // WithOnReturn
 }
 
 // WithBackOff sets the backoff Run waits between acquisitions: after a
 // failed Acquire or a failed fn (an error while still leading) and, reset
-// first, after every other term. newBackOff is called once per Run. When it
+// first, after a term that ended with the lease (a fn that returned early
+// waits WithOnReturn's pause instead). newBackOff is called once per Run. When it
 // returns backoff.Stop, Run waits MaxBackOff: the policy never ends Run.
 // Default (also for nil): exponential from 100 ms to MaxBackOff, ±50 %.
 func WithBackOff(newBackOff func() backoff.BackOff) Option {
@@ -81,23 +90,27 @@ func (c *config) isPermanent(err error) bool {
 
 // Run is the leader-gated loop: until ctx ends, it acquires lock, runs fn
 // while the caller holds it, releases it when fn returns, and acquires it
-// again after a backoff (WithBackOff).
+// again: after a backoff (WithBackOff) when the lease was lost or fn
+// failed, after DefaultRequeuePause when fn returned nil while leading
+// (WithOnReturn: another pause, or Stop).
 //
-// fn gets the grant's token and a context, keeping ctx's values, that is
-// done when the lease's Context is or ctx ends (context.Cause says which).
-// fn must then return promptly: Run waits for it (so fn never runs twice at
-// once), the one window in which fn runs without leading. When fn returns
-// (an error is logged at warning level), panics (not recovered: the panic
-// goes on after the release) or leadership is lost, Run releases the lease
-// on a context that ignores ctx's cancellation.
+// fn should run while it leads and return when its ctx ends. That ctx
+// keeps ctx's values and is done when the lease's Context is or ctx ends
+// (context.Cause says which). fn must then return promptly: Run waits for
+// it (so fn never runs twice at once), the one window in which fn runs
+// without leading. When fn returns (an error while leading is logged at
+// warning level), panics (not recovered: the panic goes on after the
+// release) or leadership is lost, Run releases the lease on a context that
+// ignores ctx's cancellation.
 //
-// Run always returns a non-nil error: context.Cause(ctx) once ctx ends (a
-// normal stop, after fn returned and the lease was released); earlier, an
-// Acquire error retrying cannot cure (recipe.Permanent or WithPermanent;
-// recipe.ErrMixedRecipes only when the next Acquire, after the backoff,
-// fails with it too); recipe.ErrBadOption for a nil lock or fn. Other
-// Acquire errors are logged at warning level and retried (a failed release
-// is logged too).
+// Run returns context.Cause(ctx) once ctx ends (a normal stop, after fn
+// returned and the lease was released); earlier, an Acquire error retrying
+// cannot cure (recipe.Permanent or WithPermanent; recipe.ErrMixedRecipes
+// only when the next Acquire, after the backoff, fails with it too);
+// with WithOnReturn(Stop()), what fn returned early (nil included: the one
+// nil return of Run); recipe.ErrBadOption for a nil lock or fn or a
+// negative Requeue pause. Other Acquire errors are logged at warning level
+// and retried (a failed release is logged too).
 //
 //	if err := leader.Run(ctx, lock, fn); ctx.Err() == nil {
 //		return fmt.Errorf("leader loop: %w", err) // a real failure
@@ -109,11 +122,14 @@ func Run(ctx context.Context, lock recipe.Lock, fn func(ctx context.Context, tok
 	case fn == nil:
 		return fmt.Errorf("%w: nil leader function", recipe.ErrBadOption)
 	}
-	c := config{}
+	c := config{onReturn: Requeue(DefaultRequeuePause)}
 	for _, o := range opts {
 		if o != nil {
 			o(&c)
 		}
+	}
+	if c.onReturn.pause < 0 {
+		return fmt.Errorf("%w: negative requeue pause %v", recipe.ErrBadOption, c.onReturn.pause)
 	}
 	if c.backoff == nil {
 		c.backoff = defaultBackOff
@@ -125,7 +141,10 @@ func Run(ctx context.Context, lock recipe.Lock, fn func(ctx context.Context, tok
 	lp := loop.Loop{
 		BackOff: c.backoff(),
 		Max:     MaxBackOff,
-		Ends:    func(err error) bool { return stop.Stop(err, c.isPermanent(err)) },
+		Ends: func(err error) bool {
+			var d fnDone
+			return errors.As(err, &d) || stop.Stop(err, c.isPermanent(err))
+		},
 		Retrying: func(err error) {
 			if c.isPermanent(err) {
 				c.log.Warn("leader: another recipe's nodes are on the lock's path; trying once more before stopping", "err", err)
@@ -134,23 +153,43 @@ func Run(ctx context.Context, lock recipe.Lock, fn func(ctx context.Context, tok
 			}
 		},
 	}
-	return lp.Run(ctx, func(ctx context.Context) (loop.Next, error) {
+	err := lp.Run(ctx, func(ctx context.Context) (loop.Next, error) {
 		lease, err := c.acquire(ctx, lock)
 		if err != nil {
 			return loop.Wait, err
 		}
-		if failed := c.lead(ctx, lease, fn); failed {
+		early, err := c.lead(ctx, lease, fn)
+		switch {
+		case !early:
+			return loop.Rest, nil
+		case c.onReturn.stop:
+			return loop.Now, fnDone{err}
+		case err != nil:
 			return loop.Wait, nil
+		case c.onReturn.backoff:
+			return loop.Rest, nil
 		}
-		return loop.Rest, nil
+		return loop.Now, loop.Sleep(ctx, c.onReturn.pause)
 	})
+	if d, ok := err.(fnDone); ok {
+		return d.err
+	}
+	return err
 }
+
+// fnDone ends Run with fn's early return under Stop: err is fn's (nil
+// included).
+type fnDone struct{ err error }
+
+func (fnDone) Error() string { return "leader: the leader function returned" }
 
 func defaultBackOff() backoff.BackOff { return loop.BackOff(100*time.Millisecond, MaxBackOff) }
 
 // lead runs fn for one term and releases the lease afterwards (also when fn
-// panics). It reports whether fn failed: returned an error while leading.
-func (c *config) lead(ctx context.Context, lease recipe.Lease, fn func(context.Context, fence.Token) error) (failed bool) {
+// panics). It reports whether fn returned early (while its context was
+// live: leading, not stopped by ctx), and fn's error, which it logs unless
+// Stop hands it to Run's caller.
+func (c *config) lead(ctx context.Context, lease recipe.Lease, fn func(context.Context, fence.Token) error) (early bool, _ error) {
 	fctx, cancel := context.WithCancelCause(lease.Context())
 	t := c.startTerm(fctx)
 	stop := context.AfterFunc(ctx, func() {
@@ -170,12 +209,13 @@ func (c *config) lead(ctx context.Context, lease recipe.Lease, fn func(context.C
 		}
 	}()
 	err := fn(fctx, lease.Token())
-	live := fctx.Err() == nil
-	if err != nil {
+	// ctx too: fctx ends with ctx on AfterFunc's goroutine, maybe not yet.
+	early = fctx.Err() == nil && ctx.Err() == nil
+	if err != nil && !(early && c.onReturn.stop) {
 		c.log.Warn("leader: the leader function returned an error", "token", lease.Token(),
 			"err", err, "leadership", causeText(fctx))
 	}
-	return err != nil && live
+	return early, err
 }
 
 func causeText(ctx context.Context) string {

@@ -208,30 +208,43 @@ func (r *recorder) Reset() {
 
 // TestBackOff: the backoff grows after a failed acquisition and after fn
 // failed while leading, and is reset after a leadership that ended
-// otherwise.
+// otherwise: fn returned nil while leading (Requeue: its pause, then at
+// once, no backoff; RequeueWithBackOff: the backoff's first interval), or
+// fn's context ended (the backoff's first interval).
 func TestBackOff(t *testing.T) {
-	m, _ := memLock(t)
-	f := &failingLock{Lock: m, n: 1, err: recipe.ErrSessionLost}
-	r := &recorder{}
-	ctx, stop := context.WithCancel(context.Background())
-	defer stop()
-	round := 0
-	_ = leader.Run(ctx, f, func(context.Context, fence.Token) error {
-		round++
-		switch round {
-		case 1:
-			return errors.New("fn failed while leading")
-		case 2:
-			return nil
-		}
-		stop()
-		return nil
-	}, quiet, leader.WithBackOff(func() backoff.BackOff { return r }))
-	want := []string{"next", "next", "reset", "next"} // failed Acquire, failed fn, good leadership, stop
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if len(r.calls) < len(want) || !equal(r.calls[:len(want)], want) {
-		t.Errorf("backoff calls %v, want %v first", r.calls, want)
+	for _, tc := range []struct {
+		name     string
+		onReturn leader.OnReturn
+		want     []string
+	}{
+		// failed Acquire, failed fn, fn returned nil (reset; a wait or not), stop
+		{"Requeue", leader.Requeue(0), []string{"next", "next", "reset", "reset", "next"}},
+		{"RequeueWithBackOff", leader.RequeueWithBackOff(), []string{"next", "next", "reset", "next", "reset", "next"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m, _ := memLock(t)
+			f := &failingLock{Lock: m, n: 1, err: recipe.ErrSessionLost}
+			r := &recorder{}
+			ctx, stop := context.WithCancel(context.Background())
+			defer stop()
+			round := 0
+			_ = leader.Run(ctx, f, func(context.Context, fence.Token) error {
+				round++
+				switch round {
+				case 1:
+					return errors.New("fn failed while leading")
+				case 2:
+					return nil
+				}
+				stop()
+				return nil
+			}, quiet, leader.WithBackOff(func() backoff.BackOff { return r }), leader.WithOnReturn(tc.onReturn))
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			if len(r.calls) < len(tc.want) || !equal(r.calls[:len(tc.want)], tc.want) {
+				t.Errorf("backoff calls %v, want %v first", r.calls, tc.want)
+			}
+		})
 	}
 }
 

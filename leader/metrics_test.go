@@ -68,7 +68,7 @@ func threeTerms(t *testing.T, lock recipe.Lock, s *memlock.Session, opts ...lead
 		stop(stopped)
 		<-fctx.Done()
 		return nil
-	}, append(opts, quiet, noWait)...)
+	}, append(opts, quiet, noWait, leader.WithOnReturn(leader.Requeue(0)))...)
 	return err, stopped
 }
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/zkrecipes/zkrecipes/fence"
 	"github.com/zkrecipes/zkrecipes/internal/shortpath"
 )
 
@@ -69,11 +70,11 @@ var (
 )
 
 // Permanent reports whether retrying cannot cure err: ErrMixedRecipes,
-// ErrTooLarge, ErrBadOption, ErrInvalidPath, ErrNoPermission or
-// ErrSessionClosed. leader.Run, election.Run, the latch and Observe stop on
+// ErrTooLarge, ErrBadOption, ErrInvalidPath, ErrNoPermission,
+// ErrSessionClosed or fence.ErrTokenOverflow (InEra). leader.Run, election.Run, the latch and Observe stop on
 // it (on ErrMixedRecipes only when the next attempt meets it too).
 func Permanent(err error) bool {
-	for _, p := range []error{ErrMixedRecipes, ErrTooLarge, ErrBadOption, ErrInvalidPath, ErrNoPermission, ErrSessionClosed} {
+	for _, p := range []error{ErrMixedRecipes, ErrTooLarge, ErrBadOption, ErrInvalidPath, ErrNoPermission, ErrSessionClosed, fence.ErrTokenOverflow} {
 		if errors.Is(err, p) {
 			return true
 		}

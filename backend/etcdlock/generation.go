@@ -204,11 +204,21 @@ func (g *generation) gone(ctx context.Context) bool {
 // keepAlive renews the lease every TTL/6 from sent (the grant's send time)
 // until it is lost, acknowledging the send time of each answered
 // keep-alive to the deadline. It sends one keep-alive at a time, each
-// bounded by the deadline, and retries a failed one after a short pause.
-// The answer "lease not found" ends the lease with recipe.ErrSessionLost.
+// bounded by the deadline and by attemptTimeout, and retries a failed one
+// after a short pause. The answer "lease not found" ends the lease with
+// recipe.ErrSessionLost.
+//
+// The bound of one attempt is what keeps a lease alive while one member
+// of a cluster is silent (cut off, or stopped): the client spreads its
+// requests over its connections to every member, and a connection to a
+// silent member stays open until gRPC's keep-alive closes it (15 s), so
+// a keep-alive sent there gets no answer; abandoned after attemptTimeout,
+// it is sent again, and most likely reaches another member, well before
+// the deadline (2/3 TTL after the last acknowledged send).
 func (g *generation) keepAlive(sent time.Time) {
 	every := g.ttl / 6
 	retry := min(every/4, 250*time.Millisecond)
+	attemptTimeout := max(every, 500*time.Millisecond)
 	t := time.NewTimer(time.Until(sent.Add(every)))
 	defer t.Stop()
 	for {
@@ -218,7 +228,11 @@ func (g *generation) keepAlive(sent time.Time) {
 		case <-t.C:
 		}
 		sent := time.Now()
-		ctx, cancel := context.WithDeadline(g.ctx, g.dl.At())
+		end := g.dl.At()
+		if a := sent.Add(attemptTimeout); a.Before(end) {
+			end = a
+		}
+		ctx, cancel := context.WithDeadline(g.ctx, end)
 		_, err := g.s.cli.KeepAliveOnce(ctx, g.id)
 		cancel()
 		next := sent.Add(every)

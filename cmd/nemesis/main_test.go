@@ -48,7 +48,7 @@ func TestWriteHistory(t *testing.T) {
 	if _, err := writeHistory(h, missing); err == nil {
 		t.Error("writing into a missing directory: no error")
 	}
-	msg := keepEvidence(&zktest.Cluster{}, h, missing)
+	msg := keepEvidence(&launched{}, h, missing)
 	if !strings.Contains(msg, "history NOT written") || strings.Contains(msg, "history in") {
 		t.Errorf("evidence message %q", msg)
 	}

@@ -17,12 +17,15 @@ import (
 
 // BackOff returns the backoff policy of a standing loop: exponential from
 // initial to max, randomized by ±50 %, with no limit on the total time.
+// Its first interval is initial's (the package's constructor starts from
+// its own default, 500 ms, unless told again: Reset).
 func BackOff(initial, max time.Duration) backoff.BackOff {
 	b := backoff.NewExponentialBackOff()
 	b.InitialInterval = initial
 	b.MaxInterval = max
 	b.RandomizationFactor = 0.5
 	b.MaxElapsedTime = 0
+	b.Reset()
 	return b
 }
 

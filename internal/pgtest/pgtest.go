@@ -32,6 +32,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -69,6 +70,9 @@ type Server struct {
 	exit  chan struct{} // closed when cmd has been waited for
 	port  int
 	certs *certtest.Files // nil: plain; else TLS with client certificates only (tls.go)
+
+	fmu    sync.Mutex // guards paused
+	paused []int      // the processes Pause stopped (faults.go), postmaster first
 }
 
 // DSN returns the address of the server's maintenance database
@@ -211,21 +215,7 @@ func (s *Server) run(ctx context.Context) error {
 // when the server answers again. It fails for an existing server
 // (PG_TEST_DSN).
 func (s *Server) Restart(ctx context.Context, crash bool) error {
-	if s.cmd == nil {
-		return errors.New("pgtest: Restart needs a server started by pgtest, not " + EnvDSN)
-	}
-	sig := syscall.SIGINT
-	if crash {
-		sig = syscall.SIGQUIT
-	}
-	s.cmd.Process.Signal(sig)
-	select {
-	case <-s.exit:
-	case <-time.After(10 * time.Second):
-		syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
-		<-s.exit
-	}
-	return s.run(ctx)
+	return s.RestartAfter(ctx, crash, 0)
 }
 
 // waitReady pings the maintenance database until it answers.
@@ -264,11 +254,7 @@ func (s *Server) Close() error {
 }
 
 func (s *Server) stop() {
+	s.Resume() // a paused server would not hear SIGINT
 	s.cmd.Process.Signal(syscall.SIGINT)
-	select {
-	case <-s.exit:
-	case <-time.After(10 * time.Second):
-		syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
-		<-s.exit
-	}
+	s.awaitExit()
 }

@@ -4,16 +4,23 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 )
 
-// testVersion returns the version the test publishes release at: below
-// release, so never taken for it. One version for every run: the runs take
-// turns (lockModCache) and each removes it from the module cache before
-// and after, so a run never sees another's copy, and the build cache,
-// which keys our packages by their directory in the module cache and
-// their files' content, finds those of an unchanged package compiled.
-func testVersion(release string) string { return release + "-releasetest" }
+// testSuffix begins the pre-release part of the test's versions.
+const testSuffix = "-releasetest.h"
+
+// testVersion returns the version at which the test publishes the tree
+// whose files hash to sum, for release: below release, so never taken for
+// it, and named after the content. The go command takes what the module
+// cache holds at a version to be immutable (it caches its index of a
+// module's packages by directory alone), so another content must never
+// appear there under the same version; the same tree, though, gets the
+// same directories and so finds its packages compiled in the build cache.
+func testVersion(release string, sum []byte) string {
+	return fmt.Sprintf("%s%s%x", release, testSuffix, sum[:6])
+}
 
 // cleanModCache removes what the go command put in the module cache for
 // our modules at version: the extracted directories and the download
@@ -76,4 +83,22 @@ func pruneEmpty(top, dir string) {
 		}
 		dir = filepath.Dir(dir)
 	}
+}
+
+// testVersions returns the test versions of our modules in the module
+// cache's download directory: with the cache locked (lockModCache), those
+// of runs that were killed before their cleanup.
+func testVersions(modcache string, mods []module) []string {
+	var found []string
+	for _, m := range mods {
+		dl := filepath.Join(modcache, "cache", "download", filepath.FromSlash(escapePath(m.Path)), "@v")
+		names, _ := filepath.Glob(filepath.Join(dl, "*"+testSuffix+"*"))
+		for _, name := range names {
+			v := strings.TrimSuffix(filepath.Base(name), filepath.Ext(name))
+			if !slices.Contains(found, v) {
+				found = append(found, v)
+			}
+		}
+	}
+	return found
 }

@@ -3,6 +3,7 @@ package releasetest
 import (
 	"archive/zip"
 	"bytes"
+	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -62,31 +63,42 @@ type file struct {
 	data []byte
 }
 
-// publish writes every module into proxy at version, laid out as a
-// GOPROXY=file://proxy serves it (<escaped path>/@v/list, <version>.info,
-// .mod and .zip), their go.mod files requiring each other at version
-// instead of at release (the edit of a release, docs/releasing.md). A
-// module's files are those git tracks or would track (untracked files that
-// no .gitignore excludes: uncommitted work is tested too), as in the
-// working tree, less the directories of nested modules; the zip follows
-// the module zip rules (every name under path@version/, regular files
-// only), and the go command checks the rest when it extracts it.
-func publish(root, proxy string, mods []module, release, version string) error {
+// publish writes every module into proxy, laid out as a GOPROXY=file://proxy
+// serves it (<escaped path>/@v/list, <version>.info, .mod and .zip), and
+// returns the version it published them at: testVersion(release, hash of
+// every module's files), their go.mod files requiring each other at that
+// version instead of at release (the edit of a release, docs/releasing.md).
+// A module's files are those git tracks or would track (untracked files
+// that no .gitignore excludes: uncommitted work is tested too), as in the
+// working tree, less the directories of nested modules; the zip follows the
+// module zip rules (every name under path@version/, regular files only),
+// and the go command checks the rest when it extracts it.
+func publish(root, proxy string, mods []module, release string) (string, error) {
 	out, err := exec.Command("git", "-C", root, "ls-files", "-z", "--cached", "--others", "--exclude-standard").Output()
 	if err != nil {
-		return fmt.Errorf("listing the repository's files with git: %v (the test needs a git checkout)", err)
+		return "", fmt.Errorf("listing the repository's files with git: %v (the test needs a git checkout)", err)
 	}
 	paths := strings.Split(strings.TrimRight(string(out), "\x00"), "\x00")
-	for _, m := range mods {
-		files, err := moduleFiles(root, m, mods, paths)
-		if err == nil {
-			err = writeModule(proxy, m, files, version, retag(mods, release, version))
+	slices.Sort(paths)
+	paths = slices.Compact(paths) // git lists a file with merge conflicts once per stage
+	h := sha256.New()
+	files := make([][]file, len(mods))
+	for i, m := range mods {
+		if files[i], err = moduleFiles(root, m, mods, paths); err != nil {
+			return "", fmt.Errorf("%s: %v", m.Path, err)
 		}
-		if err != nil {
-			return fmt.Errorf("%s: %v", m.Path, err)
+		for _, f := range files[i] {
+			fmt.Fprintf(h, "%s/%s %d\n", m.Path, f.rel, len(f.data))
+			h.Write(f.data)
 		}
 	}
-	return nil
+	version := testVersion(release, h.Sum(nil))
+	for i, m := range mods {
+		if err := writeModule(proxy, m, files[i], version, retag(mods, release, version)); err != nil {
+			return "", fmt.Errorf("%s: %v", m.Path, err)
+		}
+	}
+	return version, nil
 }
 
 // writeModule writes module m's list, .info, .mod and .zip at version into

@@ -85,14 +85,20 @@ func TestInstallFromProxy(t *testing.T) {
 	checkSums(t, filepath.Join(u.dir, "go.sum"), seed, mods)
 }
 
-// publishLocked publishes the modules into proxy (publish) at
-// testVersion and returns it, with the module cache locked until the test
-// ends and that version removed from it before (what a killed run left)
-// and after.
+// publishLocked publishes the modules into proxy (publish) and returns
+// their version, with the module cache locked until the test ends: it
+// first removes the test versions that killed runs left there, and
+// registers the removal of this run's.
 func publishLocked(t *testing.T, root, proxy, modcache string, mods []module, release string) string {
 	lockModCache(t, modcache)
-	tv := testVersion(release)
-	if err := cleanModCache(modcache, mods, tv); err != nil {
+	for _, v := range testVersions(modcache, mods) {
+		if err := cleanModCache(modcache, mods, v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	start := time.Now()
+	tv, err := publish(root, proxy, mods, release)
+	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
@@ -100,10 +106,6 @@ func publishLocked(t *testing.T, root, proxy, modcache string, mods []module, re
 			t.Error(err)
 		}
 	})
-	start := time.Now()
-	if err := publish(root, proxy, mods, release, tv); err != nil {
-		t.Fatal(err)
-	}
 	t.Logf("published %d modules at %s (%.1fs)", len(mods), tv, time.Since(start).Seconds())
 	return tv
 }
@@ -245,12 +247,16 @@ func launchZooKeeper(t *testing.T) func() string {
 	}
 }
 
+// library reports whether m is a library module, which users go get (the
+// root, the backends, the adapters), rather than a command.
+func library(m module) bool { return m.Dir != "cmd" && !strings.HasPrefix(m.Dir, "cmd/") }
+
 // installLine is a command line of README's Install block: go get or go install.
 var installLine = regexp.MustCompile(`^go (get|install) (\S+)@(\S+)\s*(#.*)?$`)
 
 // installCommands returns the command lines of the first sh block of
-// README's "## Install" section, and checks that they get the root module
-// and every backend module and install the command line tool.
+// README's "## Install" section, and checks that they get every library
+// module (all but the commands, cmd/...) and install the command line tool.
 func installCommands(t *testing.T, root string, mods []module) [][]string {
 	f, err := os.Open(filepath.Join(root, "README.md"))
 	if err != nil {
@@ -283,7 +289,7 @@ func installCommands(t *testing.T, root string, mods []module) [][]string {
 		}
 	}
 	for _, m := range mods {
-		if (m.Dir == "." || strings.HasPrefix(m.Dir, "backend/")) && !slices.Contains(got, m.Path) {
+		if library(m) && !slices.Contains(got, m.Path) {
 			t.Errorf("README.md's Install block has no `go get %s@...`", m.Path)
 		}
 	}

@@ -57,12 +57,12 @@ func checkSums(t *testing.T, path string, seed map[string]bool, mods []module) {
 	}
 }
 
-// checkVersions fails the test unless the user's module requires the
-// root module and every backend at the published version.
+// checkVersions fails the test unless the user's module requires every
+// library module at the published version.
 func checkVersions(t *testing.T, u *user, mods []module, version string) {
 	args := []string{"list", "-m"}
 	for _, m := range mods {
-		if m.Dir == "." || strings.HasPrefix(m.Dir, "backend/") {
+		if library(m) {
 			args = append(args, m.Path)
 		}
 	}

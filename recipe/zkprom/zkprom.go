@@ -36,9 +36,10 @@
 package zkprom
 
 import (
-	"context"
 	"errors"
 	"time"
+
+	"github.com/zkrecipes/zkrecipes/internal/metricreason"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/zkrecipes/zkrecipes/fence"
@@ -241,34 +242,4 @@ func (m *Metrics) SequenceHeadroom(kind, dir string, remaining int64) {
 // "lease_lost" (recipe.ErrLeaseLost, e.g. a downgrade's anchor ended),
 // "no_permission", "bad_option", "sequence_limit" (zookeeper.ErrSequenceLimit),
 // "other" for anything else.
-func Reason(err error) string {
-	switch {
-	case errors.Is(err, recipe.ErrLocked):
-		return "locked"
-	case errors.Is(err, context.Canceled):
-		return "canceled"
-	case errors.Is(err, context.DeadlineExceeded):
-		return "deadline"
-	case errors.Is(err, recipe.ErrSuspended):
-		return "suspended"
-	case errors.Is(err, recipe.ErrSessionLost):
-		return "session_lost"
-	case errors.Is(err, recipe.ErrSessionClosed):
-		return "session_closed"
-	case errors.Is(err, recipe.ErrNodeDeleted):
-		return "node_deleted"
-	case errors.Is(err, recipe.ErrLeaseLost):
-		return "lease_lost"
-	case errors.Is(err, recipe.ErrNoPermission):
-		return "no_permission"
-	case errors.Is(err, recipe.ErrBadOption):
-		return "bad_option"
-	}
-	// A backend's own sentinel names its label (zookeeper.ErrSequenceLimit:
-	// "sequence_limit"), so that this package imports no backend.
-	var labeled interface{ MetricReason() string }
-	if errors.As(err, &labeled) {
-		return labeled.MetricReason()
-	}
-	return "other"
-}
+func Reason(err error) string { return metricreason.Of(err) }

@@ -36,7 +36,7 @@ func runHistory() *nemesis.History {
 			{Kind: nemesis.OpGrant, Client: 0, Grant: 2, Token: tok(1, 9), Call: 946 * ms, Return: 946 * ms, Live: []int{2}},
 		},
 		Faults: []nemesis.Fault{
-			{Kind: nemesis.FaultDeleteDir, Target: "/nemesis/mutex/lock", Client: -1, Start: 200 * ms, End: 240 * ms, Revokes: true, Certain: true, Zxid: tok(1, 6)},
+			{Kind: nemesis.FaultDeleteDir, Target: "/nemesis/mutex/lock", Client: -1, Start: 200 * ms, End: 240 * ms, Revokes: true, Certain: true, Below: tok(1, 6)},
 			{Kind: nemesis.FaultStopServer, Target: "server 0", Client: -1, Start: 100 * ms, End: 800 * ms},
 		},
 	}

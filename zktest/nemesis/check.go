@@ -40,6 +40,8 @@ type Report struct {
 	// session that was already gone, a restart that timed out).
 	FaultErrors int
 	Recovery    time.Duration // first grant after the heal, counted from the heal (-1: none)
+	// Margins are the two numbers as the run observed them (Margins).
+	Margins Margins
 	// Violations lists every broken invariant; a correct run has none.
 	Violations []string
 	// Where locates Violations[i] in the run: the interval of the history
@@ -117,6 +119,7 @@ func Check(h *History, allowed Allowed) *Report {
 	r.checkSamples(h, grants, allowed, bound)
 	r.checkRevoked(h, bound)
 	r.checkRecovery(h, bound)
+	r.checkMargins(h, bound)
 	return r
 }
 
@@ -241,8 +244,9 @@ func overlap(grants map[int]*Grant, ids []int, o Op, end time.Duration) Span {
 // timeout + 1 s): by then its context must be done (checked on its own),
 // and a sample that still shows it beside another lease is a violation.
 //
-// Removed means: for a fault with a zxid, the grant's token (its node's
-// czxid) is below it (a holder that released first ended its context
+// Removed means (only the grants of f.Client when f.Client >= 0): for a
+// fault with Below, the grant's token is below it (ZooKeeper: its node's
+// czxid below the revoking transaction's zxid) (a holder that released first ended its context
 // before its delete, so no later sample shows it); for a fault of
 // uncertain effect, the grant was asked for before the fault ended.
 func revokedAt(h *History, g *Grant, o Op, bound time.Duration) bool {
@@ -258,24 +262,25 @@ func revokedAt(h *History, g *Grant, o Op, bound time.Duration) bool {
 // or may have for a fault of uncertain effect.
 func mayHaveRemoved(f Fault, g *Grant) bool {
 	switch {
-	case !f.Revokes, f.Kind == FaultExpire && f.Client != g.Client:
+	case !f.Revokes, f.Client >= 0 && f.Client != g.Client:
 		return false
-	case f.Zxid != 0:
-		return g.Token < f.Zxid
+	case f.Below != 0:
+		return g.Token < f.Below
 	default:
 		return g.Asked <= f.End
 	}
 }
 
 // certainlyRemoved reports whether the completed forced revocation f
-// removed g's node (or its holder released it first): g's token is below
-// f's zxid or, when that is unknown, g was granted before f began.
+// removed g's node or key (or its holder released it first): g is f's
+// client's when f.Client >= 0, and g's token is below f.Below or, when that
+// is unknown, g was granted before f began.
 func certainlyRemoved(f Fault, g *Grant) bool {
 	switch {
-	case !f.Certain, f.Kind == FaultExpire && f.Client != g.Client:
+	case !f.Certain, f.Client >= 0 && f.Client != g.Client:
 		return false
-	case f.Zxid != 0:
-		return g.Token < f.Zxid
+	case f.Below != 0:
+		return g.Token < f.Below
 	default:
 		return g.Granted < f.Start
 	}
@@ -318,7 +323,12 @@ func (r *Report) Summary() string {
 		fs = append(fs, fmt.Sprintf("%s=%d", k, r.Faults[k]))
 	}
 	var ws []string
-	for _, reg := range []string{RegGuard, RegZnode, RegSQL} {
+	regs := make([]string, 0, len(r.Writes))
+	for reg := range r.Writes {
+		regs = append(regs, reg)
+	}
+	slices.SortFunc(regs, registerOrder)
+	for _, reg := range regs {
 		if m := r.Writes[reg]; m != nil {
 			ws = append(ws, fmt.Sprintf("%s: %d accepted, %d stale, %d unknown, %d failed", reg, m[Accepted], m[Stale], m[Unknown], m[Failed]))
 		}
@@ -327,6 +337,6 @@ func (r *Report) Summary() string {
 	if r.Recovery >= 0 {
 		rec = r.Recovery.Round(time.Millisecond).String()
 	}
-	return fmt.Sprintf("grants %d; writes %s; samples %d (excused %d); faults %s (%d failed); recovery %s; violations %d",
-		r.Grants, strings.Join(ws, "; "), r.Samples, r.Excused, strings.Join(fs, " "), r.FaultErrors, rec, len(r.Violations))
+	return fmt.Sprintf("grants %d; writes %s; samples %d (excused %d); faults %s (%d failed); recovery %s; margins %s; violations %d",
+		r.Grants, strings.Join(ws, "; "), r.Samples, r.Excused, strings.Join(fs, " "), r.FaultErrors, rec, r.Margins, len(r.Violations))
 }

@@ -160,7 +160,7 @@ func TestCheckExcusesOnlyForcedRevocations(t *testing.T) {
 	h.Ops[2].Live = []int{0, 1}
 	// Client 0's session was expired on demand before grant 1: its lease
 	// may look live until its client hears of it.
-	h.Faults = []Fault{{Kind: FaultExpire, Client: 0, Start: 105 * ms, End: 106 * ms, Revokes: true, Certain: true, Zxid: 15}}
+	h.Faults = []Fault{{Kind: FaultExpire, Client: 0, Start: 105 * ms, End: 106 * ms, Revokes: true, Certain: true, Below: 15}}
 	h.Grants[0].Cause = recipe.ErrSuspended.Error()
 	r := Check(h, AtMost(1))
 	if len(r.Violations) > 0 || r.Excused != 1 {
@@ -170,9 +170,9 @@ func TestCheckExcusesOnlyForcedRevocations(t *testing.T) {
 	h.Faults[0].Client = 1
 	expect(t, h, AtMost(1), "lease contexts live at once")
 	// A revocation whose zxid is below the lease's token did not hit it.
-	h.Faults[0].Zxid = 10
+	h.Faults[0].Below = 10
 	expect(t, h, AtMost(1), "lease contexts live at once")
-	h.Faults[0].Zxid = 15
+	h.Faults[0].Below = 15
 	// A revoked lease its holder released before it heard of the
 	// revocation was revoked all the same.
 	h.Faults[0].Client = 0
@@ -213,7 +213,7 @@ func revokedSemaphore() *History {
 			{Kind: OpGrant, Client: 0, Grant: 14, Token: tok(3, 44), Call: 3096 * ms, Return: 3096 * ms, Live: []int{14}},
 		},
 		Faults: []Fault{
-			{Kind: FaultDeleteDir, Target: "/nemesis/semaphore/lock", Client: -1, Start: 2182 * ms, End: 3081 * ms, Revokes: true, Certain: true, Zxid: tok(3, 38)},
+			{Kind: FaultDeleteDir, Target: "/nemesis/semaphore/lock", Client: -1, Start: 2182 * ms, End: 3081 * ms, Revokes: true, Certain: true, Below: tok(3, 38)},
 		},
 	}
 }
@@ -229,7 +229,7 @@ func TestCheckExcusesReleasedLeasesWhoseNodesWereRemoved(t *testing.T) {
 	}
 	// One removed node is enough to explain a third permit.
 	h := revokedSemaphore()
-	h.Faults[0].Zxid = tok(3, 28)
+	h.Faults[0].Below = tok(3, 28)
 	expect(t, h, AtMost(2), "")
 	// Whatever the excuse, the removed leases end within the bound.
 	h = revokedSemaphore()
@@ -243,7 +243,7 @@ func TestCheckExcusesReleasedLeasesWhoseNodesWereRemoved(t *testing.T) {
 // lease is still live beside others after the bound.
 func TestCheckCatchesAnOverlapNoRemovalExplains(t *testing.T) {
 	h := revokedSemaphore()
-	h.Faults[0].Zxid = tok(3, 26)
+	h.Faults[0].Below = tok(3, 26)
 	// the three permits overlap from the third grant to the first end
 	expectAt(t, expect(t, h, AtMost(2), "3 lease contexts live at once"), Span{2841 * ms, 2845 * ms})
 	h = revokedSemaphore()
@@ -306,7 +306,7 @@ func TestCheckExcusesARevocationDuringAWrite(t *testing.T) {
 	h.Grants[1].Granted = 25 * ms
 	h.Ops[2].Call, h.Ops[2].Return = 25*ms, 25*ms
 	h.Ops[1].Live = []int{0, 1} // read right after the setData, at 30 ms
-	h.Faults = []Fault{{Kind: FaultDeleteDir, Client: -1, Start: 22 * ms, End: 24 * ms, Revokes: true, Certain: true, Zxid: 15}}
+	h.Faults = []Fault{{Kind: FaultDeleteDir, Client: -1, Start: 22 * ms, End: 24 * ms, Revokes: true, Certain: true, Below: 15}}
 	r := Check(h, AtMost(1))
 	if len(r.Violations) > 0 || r.Excused != 1 {
 		t.Fatalf("excused %d, violations %q", r.Excused, r.Violations)

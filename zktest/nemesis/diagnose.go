@@ -20,7 +20,7 @@ import (
 // (dump), beside the sessions of the clients. A waiter stuck behind a node
 // that one server has and another has not, or behind a node owned by a
 // session no client has, shows here.
-func diagnose(ctx context.Context, cl *zktest.Cluster, chroot, lockDir string, clients []*client) []string {
+func diagnose(ctx context.Context, cl *zktest.Cluster, chroot, lockDir string, clients []*zkClient) []string {
 	var out []string
 	var ids []string
 	for _, c := range clients {

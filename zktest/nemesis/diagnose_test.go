@@ -20,7 +20,11 @@ var errStuck = errors.New("stuck behind a blocker")
 // node in the directory and reports every attempt as failed.
 func stuck() Recipe {
 	return Recipe{Name: "stuck", Allowed: AtMost(1), Fenced: always,
-		Open: func(s *zookeeper.Session, dir string) (Participant, error) {
+		Open: func(c Client, dir string) (Participant, error) {
+			s, err := zkSession(c)
+			if err != nil {
+				return nil, err
+			}
 			return stuckParticipant{s: s, dir: zkside.SessionOf(s).Chroot() + dir}, nil
 		}}
 }

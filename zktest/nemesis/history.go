@@ -1,15 +1,20 @@
-// Package nemesis is a randomized fault-injection suite for the recipes of
-// this module, in the style of Jepsen: a workload of clients, each on its
-// own ZooKeeper session behind its own zktest.FaultProxy, repeatedly takes a
-// grant of a recipe (a mutex, a read-write lock, a semaphore, a leadership)
-// and writes (token, client, op) to fenced registers (an in-process
-// fence.Guard, a fencezk.Register znode, and, when Config.SQL is set, a SQL
-// row behind fencesql.Do), while a nemesis
-// injects faults at random: servers killed, stopped, paused and restarted
-// (the current leader among them), client connections cut, blackholed and
-// slowed, sessions expired on demand, and the recipe's directory deleted
-// under live participants. Everything is drawn from one seed, so a run's
-// schedule can be replayed (timing still varies).
+// Package nemesis is a randomized fault-injection suite for the lock
+// recipes of this module and its backends, in the style of Jepsen: one
+// engine over the backend-neutral contract. A Target is one backend (its
+// servers, its clients, its own faults and registers, what it must leave
+// clean): ZooKeeperTarget here, etcd, PostgreSQL and Redis from their
+// modules. A workload of clients, each behind its own zktest.FaultProxy,
+// repeatedly takes a grant of a recipe (a mutex, a read-write lock, a
+// semaphore, a leadership; LockRecipe and LeaderRecipe on any target) and
+// writes (token, client, op) to fenced registers (an in-process
+// fence.Guard, the target's own, e.g. a fencezk.Register znode, and, when
+// Config.SQL is set, a SQL row behind fencesql.Do), while a nemesis injects
+// faults at random: the generic client faults (connections cut,
+// blackholed, slowed, a holder paused past the session timeout) and the
+// target's (for ZooKeeper: servers killed, stopped, paused and restarted,
+// the current leader among them, sessions expired on demand, the recipe's
+// directory deleted under live participants). Everything is drawn from one
+// seed, so a run's schedule can be replayed (timing still varies).
 //
 // Every invocation and response is recorded in a History, which Check
 // verifies after the run:
@@ -24,18 +29,22 @@
 //     allows: one holder for a mutex, a leader or a writer; no reader with a
 //     writer; at most N semaphore holders. Lease contexts are read with
 //     ctx.Err(), so a sample is exact, not a timestamp comparison;
-//   - a lease whose node a third party removed (its session expired on
-//     demand, its directory deleted) may still be live in a sample until
+//   - a lease whose node or key a third party removed (a revocation: its
+//     session expired on demand, its directory deleted) may still be live in a sample until
 //     its holder hears of it (or releases it, not knowing); such an
 //     overlap is counted as "excused" up to the session timeout plus 1 s
 //     after the revocation, by which the lease must have ended, or it is a
 //     violation;
 //   - after the faults heal, some client is granted within the session
-//     timeout plus 1 s.
+//     timeout plus 1 s;
+//   - every exclusive lease whose context ended before its holder gave it
+//     up ended before the next grant to another client (Margins: the two
+//     numbers of the backend, observed), unless a revocation excuses it.
 //
-// Run adds the checks that need the servers: no znode left under the
-// recipe's directory once every client closed, the servers' watch count back
-// to its baseline, and no goroutine left behind (goleak).
+// RunTarget adds the checks that need the servers: nothing left behind
+// once every client closed (Target.Leftovers; ZooKeeper: no znode under the
+// recipe's directory, the servers' watch count back to its baseline), and
+// no goroutine left behind (goleak).
 package nemesis
 
 import (
@@ -76,6 +85,9 @@ type Grant struct {
 	// never ended during the run.
 	Ended time.Duration
 	Cause string // context.Cause of the lease's context, "" if still live
+	// Lost says the lease's context ended before its holder gave it up
+	// (Ended is then when it was seen done): the leases Margins measures.
+	Lost bool `json:",omitempty"`
 }
 
 // OpKind is the kind of a history entry.
@@ -142,24 +154,36 @@ type Fault struct {
 	// an owner can believe it holds for a while after another client was
 	// granted; Certain says it certainly did (it completed without error).
 	Revokes, Certain bool
-	// Zxid, for a certain revocation, is the zxid of the transaction that
-	// did it (the closeSession, the directory's deletion, or the first
-	// re-creation after it): every targeted znode with a smaller czxid —
-	// a grant's token — is gone. Zero when unknown.
-	Zxid fence.Token `json:",omitempty"`
+	// Below, for a certain revocation, orders it among the grants: every
+	// grant of the targeted leases (Client's alone when Client >= 0) with a
+	// token below it was removed. ZooKeeper: the zxid of the transaction
+	// that did it (the closeSession, the directory's deletion, or the
+	// first re-creation after it), as a grant's token is its node's czxid.
+	// Zero when unknown. (HistoryFormat /1 called it Zxid.)
+	Below fence.Token `json:",omitempty"`
 }
 
 // HistoryFormat names the JSON layout of a History that WriteJSON writes
 // and ReadHistory accepts. It changes with any change of a field's name or
 // meaning, so that a file from another version is refused rather than
 // misread.
-const HistoryFormat = "zkrecipes-nemesis-history/1"
+//
+// /2 (issue 22) renamed Fault.Zxid to Below and added History.Backend and
+// Grant.Lost; ReadHistory still reads /1, with Zxid as Below (its grants
+// do not say which leases were lost, so its Margins are empty).
+const HistoryFormat = "zkrecipes-nemesis-history/2"
+
+// historyV1 is the layout of format /1: Faults with Zxid.
+const historyV1 = "zkrecipes-nemesis-history/1"
 
 // History is everything a run recorded.
 type History struct {
 	// Format is HistoryFormat in a history written by WriteJSON (Run sets
 	// it too).
-	Format         string
+	Format string
+	// Backend is the Target's Name ("zk", "etcd", ...); "" in a history
+	// of format /1 (ZooKeeper's).
+	Backend        string `json:",omitempty"`
 	Recipe         string
 	Seed           uint64
 	Clients        int
@@ -213,21 +237,58 @@ func ReadHistory(r io.Reader) (*History, error) {
 	}
 	switch head.Format {
 	case HistoryFormat:
+	case historyV1:
+		return readV1(b)
 	case "":
 		return nil, fmt.Errorf("%w: no Format field (a history written before histories were versioned, or not a nemesis history); this version reads %q", ErrBadHistory, HistoryFormat)
 	default:
 		return nil, fmt.Errorf("%w: format %q, this version reads %q", ErrBadHistory, head.Format, HistoryFormat)
 	}
+	var h History
+	if err := decodeStrict(b, &h); err != nil {
+		return nil, err
+	}
+	return checked(&h)
+}
+
+// readV1 reads a history of format /1: its faults' Zxid becomes Below.
+func readV1(b []byte) (*History, error) {
+	type faultV1 struct {
+		Fault
+		Zxid fence.Token
+	}
+	var v1 struct {
+		History
+		Faults []faultV1 // hides History.Faults
+	}
+	if err := decodeStrict(b, &v1); err != nil {
+		return nil, err
+	}
+	h := v1.History
+	h.Format, h.Faults = HistoryFormat, nil
+	for _, f := range v1.Faults {
+		f.Fault.Below = f.Zxid
+		h.Faults = append(h.Faults, f.Fault)
+	}
+	return checked(&h)
+}
+
+// decodeStrict decodes b into v, refusing unknown fields.
+func decodeStrict(b []byte, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
-	var h History
-	if err := dec.Decode(&h); err != nil {
-		return nil, fmt.Errorf("%w: %s", ErrBadHistory, jsonProblem(b, err))
+	if err := dec.Decode(v); err != nil {
+		return fmt.Errorf("%w: %s", ErrBadHistory, jsonProblem(b, err))
 	}
+	return nil
+}
+
+// checked returns h if it is consistent (validate).
+func checked(h *History) (*History, error) {
 	if err := h.validate(); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrBadHistory, err)
 	}
-	return &h, nil
+	return h, nil
 }
 
 // jsonProblem says what is wrong with b, which json refused with err.

@@ -114,3 +114,23 @@ func TestReadHistoryRefusesAContradiction(t *testing.T) {
 		})
 	}
 }
+
+// TestReadHistoryV1: a history of format /1 still reads, its faults' Zxid
+// as Below; /2 refuses Zxid.
+func TestReadHistoryV1(t *testing.T) {
+	h := base()
+	h.Clients = 2
+	h.Faults = []Fault{{Kind: FaultExpire, Target: "client 0", Client: 0, Start: 105 * ms, End: 106 * ms, Revokes: true, Certain: true, Below: 15}}
+	v2 := string(written(t, h))
+	v1 := strings.Replace(strings.Replace(v2, HistoryFormat, "zkrecipes-nemesis-history/1", 1), `"Below"`, `"Zxid"`, 1)
+	back, err := ReadHistory(strings.NewReader(v1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if back.Format != HistoryFormat || len(back.Faults) != 1 || back.Faults[0].Below != 15 || back.Faults[0].Kind != FaultExpire {
+		t.Errorf("read back %+v", back)
+	}
+	if _, err := ReadHistory(strings.NewReader(strings.Replace(v1, "history/1", "history/2", 1))); !errors.Is(err, ErrBadHistory) || !strings.Contains(err.Error(), "Zxid") {
+		t.Errorf("/2 with Zxid: %v", err)
+	}
+}

@@ -2,82 +2,75 @@ package nemesis
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math/rand/v2"
-	"path"
-	"strings"
 	"sync"
 	"time"
-
-	"github.com/go-zookeeper/zk"
-	"github.com/zkrecipes/zkrecipes/fence"
-	"github.com/zkrecipes/zkrecipes/zktest"
 )
 
-// Fault kinds.
+// Fault kinds of the engine (every target) and of ZooKeeper's target.
 const (
-	FaultKillServer  = "kill-server"      // SIGKILL a random server, restart it after a while
-	FaultStopServer  = "stop-server"      // SIGTERM a random server, restart it after a while
-	FaultKillLeader  = "kill-leader"      // SIGKILL the current leader, restart it after a while
-	FaultPauseServer = "pause-server"     // SIGSTOP a random server, SIGCONT after a while
+	FaultKillServer  = "kill-server"      // ZooKeeper: SIGKILL a random server, restart it after a while
+	FaultStopServer  = "stop-server"      // ZooKeeper: SIGTERM a random server, restart it after a while
+	FaultKillLeader  = "kill-leader"      // ZooKeeper: SIGKILL the current leader, restart it after a while
+	FaultPauseServer = "pause-server"     // ZooKeeper: SIGSTOP a random server, SIGCONT after a while
 	FaultCut         = "cut-client"       // close a client's connections and refuse dials for a while
 	FaultBlackhole   = "blackhole-client" // forward nothing for 0.3 to 1.6 session timeouts
 	FaultLatency     = "latency-client"   // add 10 to 400 ms each way for a while
-	FaultExpire      = "expire-session"   // expire a client's session on demand
-	FaultDeleteDir   = "delete-dir"       // delete the recipe's directory under live participants
+	FaultExpire      = "expire-session"   // ZooKeeper: expire a client's session on demand
+	FaultDeleteDir   = "delete-dir"       // ZooKeeper: delete the recipe's directory under live participants
 )
 
-// ServerFaults and ClientFaults list the kinds; server faults need a
-// cluster whose servers can be controlled (zktest.Start with a local
-// install).
+// ServerFaults and ClientFaults list ZooKeeper's kinds: its server faults
+// (which need a cluster whose servers can be controlled: zktest.Start with
+// a local install), and the rest (the generic client faults, session
+// expiry and the deletion of the directory).
 var (
 	ServerFaults = []string{FaultKillServer, FaultStopServer, FaultKillLeader, FaultPauseServer}
-	ClientFaults = []string{FaultCut, FaultBlackhole, FaultLatency, FaultExpire, FaultDeleteDir}
+	ClientFaults = []string{FaultCut, FaultBlackhole, FaultLatency, FaultPauseClient, FaultExpire, FaultDeleteDir}
 )
 
+// FaultNames lists the kinds a run on t can inject: the generic ones, then
+// t's own.
+func FaultNames(t Target) []string {
+	names := append([]string(nil), GenericFaults...)
+	for _, k := range t.Faults() {
+		names = append(names, k.Name)
+	}
+	return names
+}
+
 type nemesis struct {
-	cl      *zktest.Cluster
-	w       *workload
-	admin   *zk.Conn
-	lockDir string // absolute
-	T       time.Duration
-	mean    time.Duration
-	kinds   []string
-	rng     *rand.Rand
-	logf    func(string, ...any)
+	w     *workload
+	T     time.Duration
+	mean  time.Duration
+	kinds []FaultKind
+	rng   *rand.Rand
+	logf  func(string, ...any)
 
 	wg         sync.WaitGroup
 	mu         sync.Mutex
 	faults     []Fault
 	serverBusy bool
-	dirBusy    bool
+	storeBusy  bool
 	clientBusy map[int]bool
-	down       map[int]bool // servers whose restart failed
 }
 
-func newNemesis(cl *zktest.Cluster, w *workload, admin *zk.Conn, lockDir string, cfg Config, T time.Duration) *nemesis {
-	kinds := cfg.Faults
-	if kinds == nil {
-		kinds = append([]string(nil), ClientFaults...)
-		if err := cl.Resume(0); !errors.Is(err, zktest.ErrUnsupported) {
-			kinds = append(kinds, ServerFaults...)
-		}
-	}
-	return &nemesis{cl: cl, w: w, admin: admin, lockDir: lockDir, T: T, mean: cfg.FaultEvery, kinds: kinds,
-		rng: rand.New(rand.NewPCG(cfg.Seed, 0x6e656d65736973)), logf: cfg.Logf,
-		clientBusy: map[int]bool{}, down: map[int]bool{}}
+func newNemesis(w *workload, kinds []FaultKind, cfg Config, T time.Duration) *nemesis {
+	return &nemesis{w: w, T: T, mean: cfg.FaultEvery, kinds: kinds,
+		rng: rand.New(rand.NewPCG(cfg.Seed, 0x6e656d65736973)), logf: cfg.Logf, clientBusy: map[int]bool{}}
 }
 
-// between draws a duration uniformly in [lo, hi).
-func (n *nemesis) between(lo, hi time.Duration) time.Duration {
-	return lo + time.Duration(n.rng.Int64N(int64(hi-lo)))
+// between draws a duration uniformly in [lo, hi) from rng.
+func between(rng *rand.Rand, lo, hi time.Duration) time.Duration {
+	return lo + time.Duration(rng.Int64N(int64(hi-lo)))
 }
 
 // run injects faults until ctx ends, then waits until every fault is
-// undone. All random choices are drawn here, in order, whether or not the
-// fault can be injected (a busy target skips it), so the schedule of
-// choices depends on the seed only.
+// undone. A client fault goes to a free client (pick). All the schedule's random choices are drawn here, in order,
+// whether or not the fault can be injected (a busy target skips it), and
+// each fault gets a generator of its own seeded from them, so that the
+// schedule of choices depends on the seed only.
 //
 // The first len(kinds) faults are a tour: every kind once, in an order drawn
 // from the seed, each waiting for its target to be free instead of being
@@ -87,52 +80,96 @@ func (n *nemesis) run(ctx context.Context) {
 	tour := n.rng.Perm(len(n.kinds))
 	for i := 0; ; i++ {
 		wait := min(time.Duration(n.rng.ExpFloat64()*float64(n.mean)), 4*n.mean)
-		kind := n.kinds[n.rng.IntN(len(n.kinds))]
+		k := n.kinds[n.rng.IntN(len(n.kinds))]
 		touring := i < len(tour)
 		if touring {
-			kind = n.kinds[tour[i]]
+			k = n.kinds[tour[i]]
 		}
-		server := n.rng.IntN(len(n.cl.Addrs()))
 		client := n.rng.IntN(len(n.w.clients))
-		d := n.between(300*time.Millisecond, 2500*time.Millisecond)
-		lat := n.between(10*time.Millisecond, 400*time.Millisecond)
-		bh := n.between(n.T*3/10, n.T*16/10)
+		d := between(n.rng, 300*time.Millisecond, 2500*time.Millisecond)
+		seed := n.rng.Uint64()
 		pause(ctx, wait)
+		client = n.pick(k, client)
 		if touring {
-			n.awaitFree(ctx, kind, client)
+			n.awaitFree(ctx, k, client)
 		}
 		if ctx.Err() != nil {
 			break
 		}
-		switch kind {
-		case FaultKillServer, FaultStopServer, FaultKillLeader, FaultPauseServer:
-			n.serverFault(ctx, kind, server, d)
-		case FaultCut, FaultBlackhole, FaultLatency, FaultExpire:
-			if kind == FaultBlackhole {
-				d = bh
-			}
-			n.clientFault(ctx, kind, client, d, lat)
-		case FaultDeleteDir:
-			n.deleteDir()
-		}
+		n.inject(ctx, k, client, d, seed)
 	}
 	n.wg.Wait()
 }
 
-// awaitFree waits until the target of a fault of kind (client ci for a
-// client fault) is free, or ctx ends.
-func (n *nemesis) awaitFree(ctx context.Context, kind string, ci int) {
+// pick chooses the client of a fault of kind k drawn for client ci: the
+// first client from ci on (cyclically) that no other fault holds, and for
+// pause-client the first such that holds a grant, if one does; ci if all
+// are busy. Other kinds keep ci.
+func (n *nemesis) pick(k FaultKind, ci int) int {
+	if k.Scope != ScopeClient {
+		return ci
+	}
+	var held map[int]bool
+	if k.Name == FaultPauseClient {
+		held = n.w.rec.holders()
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	free := -1
+	for j := range len(n.w.clients) {
+		i := (ci + j) % len(n.w.clients)
+		if n.clientBusy[i] {
+			continue
+		}
+		if held == nil || held[i] {
+			return i
+		}
+		if free < 0 {
+			free = i
+		}
+	}
+	if free < 0 {
+		return ci
+	}
+	return free
+}
+
+// busyLocked reports whether a fault of kind k on client ci cannot be injected
+// now; n.mu is held.
+func (n *nemesis) busyLocked(k FaultKind, ci int) bool {
+	if k.Busy != nil && k.Busy() {
+		return true
+	}
+	switch k.Scope {
+	case ScopeServer:
+		return n.serverBusy
+	case ScopeStore:
+		return n.storeBusy
+	}
+	return n.clientBusy[ci]
+}
+
+func (n *nemesis) setBusyLocked(k FaultKind, ci int, busy bool) {
+	switch k.Scope {
+	case ScopeServer:
+		n.serverBusy = busy
+	case ScopeStore:
+		n.storeBusy = busy
+	default:
+		if busy {
+			n.clientBusy[ci] = true
+		} else {
+			delete(n.clientBusy, ci)
+		}
+	}
+}
+
+// awaitFree waits until a fault of kind k on client ci can be injected, or
+// ctx ends.
+func (n *nemesis) awaitFree(ctx context.Context, k FaultKind, ci int) {
 	for ctx.Err() == nil {
 		n.mu.Lock()
-		var busy bool
-		switch kind {
-		case FaultKillServer, FaultStopServer, FaultKillLeader, FaultPauseServer:
-			busy = n.serverBusy || len(n.down) > 0
-		case FaultDeleteDir:
-			busy = n.dirBusy
-		default:
-			busy = n.clientBusy[ci]
-		}
+		busy := n.busyLocked(k, ci)
 		n.mu.Unlock()
 		if !busy {
 			return
@@ -141,10 +178,34 @@ func (n *nemesis) awaitFree(ctx context.Context, kind string, ci int) {
 	}
 }
 
-func (n *nemesis) record(f Fault) {
+// inject injects a fault of kind k (on client ci for a client fault) on a
+// goroutine of its own, unless its scope is busy, and records it once
+// Inject returns.
+func (n *nemesis) inject(ctx context.Context, k FaultKind, ci int, d time.Duration, seed uint64) {
 	n.mu.Lock()
-	defer n.mu.Unlock()
-	n.faults = append(n.faults, f)
+	if n.busyLocked(k, ci) {
+		n.mu.Unlock()
+		return
+	}
+	n.setBusyLocked(k, ci, true)
+	n.mu.Unlock()
+	n.wg.Add(1)
+	go func() {
+		defer n.wg.Done()
+		f := Fault{Kind: k.Name, Client: -1, Start: n.w.rec.now()}
+		if k.Scope == ScopeClient {
+			f.Client = ci
+		}
+		k.Inject(ctx, &f, d, rand.New(rand.NewPCG(seed, uint64(ci))))
+		f.End = n.w.rec.now()
+		if f.Err != "" && k.Scope == ScopeServer {
+			n.logf("nemesis: %s %s: %s", f.Kind, f.Target, f.Err)
+		}
+		n.mu.Lock()
+		n.faults = append(n.faults, f)
+		n.setBusyLocked(k, ci, false)
+		n.mu.Unlock()
+	}()
 }
 
 func (n *nemesis) snapshot() []Fault {
@@ -153,183 +214,46 @@ func (n *nemesis) snapshot() []Fault {
 	return append([]Fault(nil), n.faults...)
 }
 
-func (n *nemesis) serverFault(ctx context.Context, kind string, i int, d time.Duration) {
-	n.mu.Lock()
-	if n.serverBusy || len(n.down) > 0 {
-		n.mu.Unlock()
-		return
+// genericFaults are the client faults of every target, through each
+// client's proxy.
+func (w *workload) genericFaults(T time.Duration) []FaultKind {
+	proxy := func(f *Fault) *client {
+		f.Target = fmt.Sprintf("client %d", f.Client)
+		return w.clients[f.Client]
 	}
-	n.serverBusy = true
-	n.mu.Unlock()
-	n.wg.Add(1)
-	go func() {
-		defer n.wg.Done()
-		f := Fault{Kind: kind, Client: -1, Start: n.w.rec.now()}
-		var errs []error
-		var err error
-		switch kind {
-		case FaultKillLeader:
-			if i, err = n.cl.Leader(); err == nil {
-				err = n.cl.Kill(i)
-			}
-		case FaultKillServer:
-			err = n.cl.Kill(i)
-		case FaultStopServer:
-			err = n.cl.Stop(i)
-		case FaultPauseServer:
-			err = n.cl.Pause(i)
-		}
-		f.Target = fmt.Sprintf("server %d", i)
-		if err != nil {
-			errs = append(errs, err)
-		}
-		if i >= 0 {
-			pause(ctx, d)
-			if kind == FaultPauseServer {
-				err = n.cl.Resume(i)
-			} else {
-				err = n.cl.Restart(i)
-			}
-			if err != nil {
-				errs = append(errs, err)
-				n.mu.Lock()
-				n.down[i] = true
-				n.mu.Unlock()
-			}
-		}
-		f.End = n.w.rec.now()
-		if err := errors.Join(errs...); err != nil {
-			f.Err = err.Error()
-			n.logf("nemesis: %s %s: %v", kind, f.Target, err)
-		}
-		n.record(f)
-		n.mu.Lock()
-		n.serverBusy = false
-		n.mu.Unlock()
-	}()
-}
-
-func (n *nemesis) clientFault(ctx context.Context, kind string, ci int, d, lat time.Duration) {
-	n.mu.Lock()
-	if n.clientBusy[ci] {
-		n.mu.Unlock()
-		return
-	}
-	n.clientBusy[ci] = true
-	n.mu.Unlock()
-	c := n.w.clients[ci]
-	n.wg.Add(1)
-	go func() {
-		defer n.wg.Done()
-		f := Fault{Kind: kind, Target: fmt.Sprintf("client %d", ci), Client: ci, Start: n.w.rec.now()}
-		switch kind {
-		case FaultCut:
+	return []FaultKind{
+		{Name: FaultCut, Scope: ScopeClient, Inject: func(ctx context.Context, f *Fault, d time.Duration, _ *rand.Rand) {
+			c := proxy(f)
 			c.proxy.Cut()
 			pause(ctx, d)
 			c.proxy.Resume()
-		case FaultBlackhole:
-			c.proxy.BlackholeFor(ctx, d)
-		case FaultLatency:
+		}},
+		{Name: FaultBlackhole, Scope: ScopeClient, Inject: func(ctx context.Context, f *Fault, _ time.Duration, rng *rand.Rand) {
+			proxy(f).proxy.BlackholeFor(ctx, between(rng, T*3/10, T*16/10))
+		}},
+		{Name: FaultLatency, Scope: ScopeClient, Inject: func(ctx context.Context, f *Fault, d time.Duration, rng *rand.Rand) {
+			c, lat := proxy(f), between(rng, 10*time.Millisecond, 400*time.Millisecond)
 			c.proxy.SetLatency(lat)
 			f.Target += fmt.Sprintf(" +%v", lat.Round(time.Millisecond))
 			pause(ctx, d)
 			c.proxy.SetLatency(0)
-		case FaultExpire:
-			f.Revokes = true
-			id, pw, ok := c.tap.Session()
-			if !ok {
-				f.Err, f.Revokes = "no session to expire", false
-				break
-			}
-			f.Target += fmt.Sprintf(" session 0x%x", id)
-			ectx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			zxid, err := zktest.ExpireSession(ectx, n.cl.Addrs(), id, pw)
-			cancel()
-			switch {
-			case err == nil:
-				f.Certain, f.Zxid = true, fence.Token(zxid)
-			case errors.Is(err, zktest.ErrSessionGone):
-				f.Err, f.Revokes = err.Error(), false
-			default:
-				f.Err = err.Error() // the close may or may not have been applied
-			}
-		}
-		f.End = n.w.rec.now()
-		n.record(f)
-		n.mu.Lock()
-		delete(n.clientBusy, ci)
-		n.mu.Unlock()
-	}()
-}
-
-func (n *nemesis) deleteDir() {
-	n.mu.Lock()
-	if n.dirBusy {
-		n.mu.Unlock()
-		return
+		}},
+		{Name: FaultPauseClient, Scope: ScopeClient, Inject: func(ctx context.Context, f *Fault, _ time.Duration, rng *rand.Rand) {
+			c, d := proxy(f), between(rng, T*12/10, T*2)
+			f.Target += fmt.Sprintf(" for %v", d.Round(time.Millisecond))
+			c.freezeFor(d)
+			c.proxy.BlackholeFor(ctx, d)
+			c.thaw()
+		}},
 	}
-	n.dirBusy = true
-	n.mu.Unlock()
-	n.wg.Add(1)
-	go func() {
-		defer n.wg.Done()
-		f := Fault{Kind: FaultDeleteDir, Target: n.lockDir, Client: -1, Start: n.w.rec.now(), Revokes: true}
-		if err := deleteAll(n.admin, n.lockDir); err != nil {
-			f.Err = err.Error()
-		} else {
-			f.Certain = true
-			// The parent's pzxid is the zxid of the deletion, or of the
-			// directory's re-creation by a participant right after it:
-			// either way every node created before the deletion has a
-			// smaller czxid (no node can be created while the directory
-			// is missing).
-			if ok, st, err := n.admin.Exists(path.Dir(n.lockDir)); err == nil && ok {
-				f.Zxid = fence.Token(st.Pzxid)
-			}
-		}
-		f.End = n.w.rec.now()
-		n.record(f)
-		n.mu.Lock()
-		n.dirBusy = false
-		n.mu.Unlock()
-	}()
 }
 
-// heal undoes whatever is left: every proxy forwards without latency, every
-// server runs (restarted if a restart failed, continued if paused), and
-// every server serves.
-func (n *nemesis) heal(ctx context.Context) error {
-	for _, c := range n.w.clients {
+// heal undoes the client faults left: every proxy forwards without
+// latency, no client is frozen.
+func (w *workload) heal() {
+	for _, c := range w.clients {
+		c.thaw()
 		c.proxy.Resume()
 		c.proxy.SetLatency(0)
 	}
-	n.mu.Lock()
-	down := n.down
-	n.down = map[int]bool{}
-	n.mu.Unlock()
-	var errs []error
-	for i := range n.cl.Addrs() {
-		if down[i] {
-			if err := n.cl.Restart(i); err != nil {
-				errs = append(errs, err)
-			}
-		} else if err := n.cl.Resume(i); err != nil && !errors.Is(err, zktest.ErrUnsupported) {
-			errs = append(errs, err)
-		}
-	}
-	deadline := time.Now().Add(60 * time.Second)
-	for _, a := range n.cl.Addrs() {
-		for {
-			out, err := zktest.FourLetter(ctx, a, "srvr")
-			if err == nil && (strings.Contains(out, "Mode: leader") || strings.Contains(out, "Mode: follower") || strings.Contains(out, "Mode: standalone")) {
-				break
-			}
-			if time.Now().After(deadline) || ctx.Err() != nil {
-				errs = append(errs, fmt.Errorf("server %s not serving after the heal: %v", a, err))
-				break
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
-	}
-	return errors.Join(errs...)
 }

@@ -28,9 +28,11 @@ var (
 
 // TestNemesis is the short seeded run of every recipe on one 3-server
 // ensemble: servers killed, stopped, paused and restarted (the leader
-// among them: one kind of server fault per recipe), clients cut, blackholed
-// and slowed, sessions expired on demand, the directory deleted, with four
-// clients on 2 s sessions. Every kind of fault is tried at least once.
+// among them: one kind of server fault per recipe), clients cut, blackholed,
+// slowed and paused, sessions expired on demand, the directory deleted,
+// with four clients on 2 s sessions; then leader.Run over the same lock
+// under the generic client faults. Every kind of fault is tried at least
+// once.
 //
 // On ZooKeeper 3.8.0 (Debian 12's, what CI installs) the short run pauses no
 // server: after pauses that release can truncate committed transactions
@@ -75,6 +77,12 @@ func TestNemesis(t *testing.T) {
 			}
 		})
 	}
+	// leader.Run over ZooKeeper's Client.Lock (the recipe every backend
+	// runs), shorter: its lock is the mutex above.
+	t.Run("leader", func(t *testing.T) {
+		runAndCheck(t, cl, nemesis.LeaderRecipe(), nemesis.Config{Seed: *seed + 5, Duration: *duration * 3 / 5,
+			FaultEvery: 400 * time.Millisecond, Faults: nemesis.GenericFaults})
+	})
 	for _, k := range append(append([]string(nil), serverKinds...), nemesis.ClientFaults...) {
 		if seen[k] == 0 {
 			t.Errorf("the short run never tried %s (faults: %v)", k, seen)

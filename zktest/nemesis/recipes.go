@@ -26,8 +26,9 @@ type Recipe struct {
 	// Fenced says whether grants of a role write to the fenced registers
 	// (readers and semaphore permits only take samples).
 	Fenced func(Role) bool
-	// Open makes one client's participant on session s over directory dir.
-	Open func(s *zookeeper.Session, dir string) (Participant, error)
+	// Open makes client c's participant over dir (the name the run
+	// locks). ZooKeeper's own recipes need ZooKeeper's client.
+	Open func(c Client, dir string) (Participant, error)
 }
 
 // Participant takes grants until ctx ends: for each grant it calls hold,
@@ -91,7 +92,11 @@ func always(Role) bool { return true }
 func Mutex() Recipe {
 	return Recipe{
 		Name: "mutex", Allowed: AtMost(1), Fenced: always,
-		Open: func(s *zookeeper.Session, dir string) (Participant, error) {
+		Open: func(c Client, dir string) (Participant, error) {
+			s, err := zkSession(c)
+			if err != nil {
+				return nil, err
+			}
 			m, err := mutex.New(s, dir)
 			if err != nil {
 				return nil, err
@@ -107,7 +112,11 @@ func Mutex() Recipe {
 func RWLock() Recipe {
 	return Recipe{
 		Name: "rwlock", Allowed: ReadersOrOneWriter, Fenced: func(r Role) bool { return r == RoleWriter },
-		Open: func(s *zookeeper.Session, dir string) (Participant, error) {
+		Open: func(c Client, dir string) (Participant, error) {
+			s, err := zkSession(c)
+			if err != nil {
+				return nil, err
+			}
 			rw, err := mutex.NewRW(s, dir)
 			if err != nil {
 				return nil, err
@@ -129,7 +138,11 @@ func RWLock() Recipe {
 func Semaphore(n int) Recipe {
 	return Recipe{
 		Name: "semaphore", Allowed: AtMost(n), Fenced: func(Role) bool { return false },
-		Open: func(s *zookeeper.Session, dir string) (Participant, error) {
+		Open: func(c Client, dir string) (Participant, error) {
+			s, err := zkSession(c)
+			if err != nil {
+				return nil, err
+			}
 			sem, err := mutex.NewSemaphore(s, dir, n)
 			if err != nil {
 				return nil, err
@@ -144,7 +157,11 @@ func Semaphore(n int) Recipe {
 func Election() Recipe {
 	return Recipe{
 		Name: "election", Allowed: AtMost(1), Fenced: always,
-		Open: func(s *zookeeper.Session, dir string) (Participant, error) {
+		Open: func(c Client, dir string) (Participant, error) {
+			s, err := zkSession(c)
+			if err != nil {
+				return nil, err
+			}
 			e, err := election.New(s, dir, election.WithLogger(slog.New(slog.DiscardHandler)), election.WithBackOff(runBackOff))
 			if err != nil {
 				return nil, err
@@ -180,7 +197,11 @@ func (p electionParticipant) Run(ctx context.Context, _ *rand.Rand, hold func(He
 func Latch() Recipe {
 	return Recipe{
 		Name: "latch", Allowed: AtMost(1), Fenced: always,
-		Open: func(s *zookeeper.Session, dir string) (Participant, error) {
+		Open: func(c Client, dir string) (Participant, error) {
+			s, err := zkSession(c)
+			if err != nil {
+				return nil, err
+			}
 			return latchParticipant{s: s, dir: dir}, nil
 		},
 	}

@@ -39,7 +39,7 @@ func (r *recorder) grant(client int, hd Held) *Grant {
 		r.mu.Lock()
 		defer r.mu.Unlock()
 		if g.Ended < 0 {
-			g.Ended = r.now()
+			g.Ended, g.Lost = r.now(), true
 		}
 		g.Cause = context.Cause(g.ctx).Error()
 		delete(r.active, g.ID)
@@ -94,6 +94,19 @@ func (r *recorder) liveLocked() []int {
 		ids = []int{}
 	}
 	return ids
+}
+
+// holders reports which clients hold a live grant now.
+func (r *recorder) holders() map[int]bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	held := map[int]bool{}
+	for _, g := range r.active {
+		if g.ctx.Err() == nil {
+			held[g.Client] = true
+		}
+	}
+	return held
 }
 
 func (r *recorder) firstGrantAfter(t time.Duration) time.Duration {

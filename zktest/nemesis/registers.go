@@ -41,20 +41,17 @@ func (w *workload) writeGuard(c *client, g *Grant, val string) {
 	w.rec.op(op)
 }
 
-// writeZnode writes through the fencezk register: read, compare the
-// stored token, setData with the version read, again after a concurrent
-// write. The write's order is its new data version (prev.Version+1: 0 for
-// the write that creates the znode), plus one, since Seq counts from 1.
-func (w *workload) writeZnode(c *client, g *Grant, val string) {
-	op := Op{Kind: OpWrite, Client: c.id, Grant: g.ID, Token: g.Token, Register: RegZnode, Value: val, Call: w.rec.now()}
-	prev, err := c.reg.Write(context.Background(), g.Token, []byte(val))
-	if err == nil {
-		op.Live = w.rec.live()
-	}
+// writeTarget writes val to one of the target's registers; the write's
+// sample is taken where the register calls live.
+func (w *workload) writeTarget(c *client, g *Grant, reg Register, val string) {
+	op := Op{Kind: OpWrite, Client: c.id, Grant: g.ID, Token: g.Token, Register: reg.Name, Value: val, Call: w.rec.now()}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	prev, seq, err := reg.Write(ctx, c.id, g.Token, val, func() { op.Live = w.rec.live() })
 	op.Return = w.rec.now()
 	op.Outcome, op.Err = outcome(err)
 	if err == nil {
-		op.Prev, op.Seq = State{prev.Token, string(prev.Data)}, int64(prev.Version)+2 // the new version, counted from 1
+		op.Prev, op.Seq = prev, seq
 	}
 	w.rec.op(op)
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/anishathalye/porcupine"
@@ -18,18 +19,30 @@ func Registers(h *History) []string {
 			seen[o.Register] = true
 		}
 	}
-	var out, other []string
-	for _, r := range []string{RegGuard, RegZnode} {
-		if seen[r] {
-			out = append(out, r)
-			delete(seen, r)
-		}
-	}
+	out := make([]string, 0, len(seen))
 	for r := range seen {
-		other = append(other, r)
+		out = append(out, r)
 	}
-	slices.Sort(other)
-	return append(out, other...)
+	slices.SortFunc(out, registerOrder)
+	return out
+}
+
+// registerOrder orders registers: guard, znode, then the others by name
+// (sql among them).
+func registerOrder(a, b string) int {
+	rank := func(r string) int {
+		switch r {
+		case RegGuard:
+			return 0
+		case RegZnode:
+			return 1
+		}
+		return 2
+	}
+	if ra, rb := rank(a), rank(b); ra != rb {
+		return ra - rb
+	}
+	return strings.Compare(a, b)
 }
 
 // writesTo is h's writes to register reg, in recorded order.

@@ -3,27 +3,26 @@ package nemesis
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"math/rand/v2"
 	"sync"
 	"time"
 
 	"github.com/zkrecipes/zkrecipes/fence"
-	"github.com/zkrecipes/zkrecipes/fence/fencezk"
 	"github.com/zkrecipes/zkrecipes/zktest"
-	"github.com/zkrecipes/zkrecipes/zookeeper"
 )
 
-// client is one client of the workload: its session, behind its own proxy
-// and tap, its participant, its handle on the znode register, its draws.
+// client is one client of the workload: its connection to the target,
+// behind its own proxy, its participant, its draws, and the end of a
+// pause-client fault that freezes its holds.
 type client struct {
 	id    int
-	s     *zookeeper.Session
+	c     Client
 	proxy *zktest.FaultProxy
-	tap   *zktest.SessionTap
 	p     Participant
-	reg   *fencezk.Register
 	rng   *rand.Rand
+
+	mu     sync.Mutex
+	frozen time.Time // a pause-client fault stalls its holds until then
 }
 
 // workload is the clients and what they do with their grants.
@@ -33,7 +32,7 @@ type workload struct {
 	rec     *recorder
 	ctx     context.Context
 	clients []*client
-	regPath string
+	regs    []Register   // the target's registers
 	sql     *sqlRegister // nil without Config.SQL
 
 	guard  fence.Guard
@@ -41,41 +40,28 @@ type workload struct {
 	gseq   int64
 }
 
-func (w *workload) connect(ctx context.Context, cl *zktest.Cluster, i int, dir string) (*client, error) {
-	c := &client{id: i, proxy: zktest.NewFaultProxy(), tap: zktest.NewSessionTap(),
-		rng: rand.New(rand.NewPCG(w.cfg.Seed, uint64(i)+1))}
+func (w *workload) connect(ctx context.Context, t Target, i int, dir string) (*client, error) {
+	c := &client{id: i, proxy: zktest.NewFaultProxy(), rng: rand.New(rand.NewPCG(w.cfg.Seed, uint64(i)+1))}
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	// The nemesis suspends and cuts sessions all the time: their warnings
-	// (which a Session sends to slog.Default() by default) say nothing
-	// the history does not.
-	s, err := zookeeper.Connect(cctx, cl.Servers(), zookeeper.WithDialer(c.tap.Dialer(c.proxy.Dial)),
-		zookeeper.WithSessionTimeout(w.cfg.SessionTimeout), zookeeper.WithConnectTimeout(30*time.Second),
-		zookeeper.WithLogger(slog.New(slog.DiscardHandler)))
-	if err != nil {
+	var err error
+	if c.c, err = t.Connect(cctx, i, c.proxy); err != nil {
 		c.proxy.Close()
 		return nil, fmt.Errorf("nemesis: client %d: %w", i, err)
 	}
-	c.s = s
-	if c.reg, err = fencezk.New(s, w.regPath); err != nil {
-		s.Close()
-		c.proxy.Close()
-		return nil, fmt.Errorf("nemesis: client %d: %w", i, err)
-	}
-	if c.p, err = w.r.Open(s, dir); err != nil {
-		s.Close()
+	if c.p, err = w.r.Open(c.c, dir); err != nil {
+		c.c.Close()
 		c.proxy.Close()
 		return nil, fmt.Errorf("nemesis: client %d: %w", i, err)
 	}
 	return c, nil
 }
 
-// connectAll connects cfg.Clients clients, each on its own session behind
-// its own proxy, with a participant over dir; after a failure it closes
-// those it connected.
-func (w *workload) connectAll(ctx context.Context, cl *zktest.Cluster, dir string) error {
+// connectAll connects cfg.Clients clients, each behind its own proxy, with
+// a participant over dir; after a failure it closes those it connected.
+func (w *workload) connectAll(ctx context.Context, t Target, dir string) error {
 	for i := range w.cfg.Clients {
-		c, err := w.connect(ctx, cl, i, dir)
+		c, err := w.connect(ctx, t, i, dir)
 		if err != nil {
 			w.closeClients()
 			return err
@@ -110,9 +96,10 @@ func (w *workload) stop(clientsDone *sync.WaitGroup) {
 
 func (w *workload) closeClients() {
 	for _, c := range w.clients {
+		c.thaw()
 		c.proxy.Resume()
 		c.proxy.SetLatency(0)
-		c.s.Close()
+		c.c.Close()
 		c.proxy.Close()
 	}
 }
@@ -120,24 +107,65 @@ func (w *workload) closeClients() {
 // hold is what a client does with a grant: one to three writes to each
 // register (if the role writes), a probe, and the end. It never looks at
 // the lease's context before writing: a holder that lost its lease without
-// knowing it writes anyway, and the registers must refuse it.
+// knowing it writes anyway, and the registers must refuse it. A
+// pause-client fault stalls it before a write; a holder frozen after its
+// last write writes once more when it thaws.
 func (w *workload) hold(c *client, hd Held) {
 	g := w.rec.grant(c.id, hd)
-	for i := range 1 + c.rng.IntN(3) {
+	n := 1 + c.rng.IntN(3)
+	for i := 0; i < n; i++ {
 		pause(w.ctx, time.Duration(c.rng.IntN(15))*time.Millisecond)
+		w.freeze(c)
 		if w.ctx.Err() != nil {
 			break
 		}
 		if w.r.Fenced(hd.Role) {
-			val := fmt.Sprintf("c%d-g%d-%d", c.id, g.ID, i)
-			w.writeGuard(c, g, val)
-			w.writeZnode(c, g, val)
-			if w.sql != nil {
-				w.writeSQL(c, g, val)
-			}
+			w.writeAll(c, g, fmt.Sprintf("c%d-g%d-%d", c.id, g.ID, i))
+		}
+		if i == n-1 && c.isFrozen() {
+			n++
 		}
 	}
 	w.rec.probe(c.id, g)
 	pause(w.ctx, time.Duration(c.rng.IntN(10))*time.Millisecond)
 	w.rec.giveUp(g)
+}
+
+// writeAll writes val to every register: the guard, the target's, SQL's.
+func (w *workload) writeAll(c *client, g *Grant, val string) {
+	w.writeGuard(c, g, val)
+	for _, reg := range w.regs {
+		w.writeTarget(c, g, reg, val)
+	}
+	if w.sql != nil {
+		w.writeSQL(c, g, val)
+	}
+}
+
+// freezeFor freezes c's holds for d (a pause-client fault).
+func (c *client) freezeFor(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.frozen = time.Now().Add(d)
+}
+
+// thaw ends a freeze early.
+func (c *client) thaw() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.frozen = time.Time{}
+}
+
+func (c *client) isFrozen() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return time.Now().Before(c.frozen)
+}
+
+// freeze waits while c is frozen (or until the workload stops), without
+// looking at any lease's context: a paused process does not run.
+func (w *workload) freeze(c *client) {
+	for c.isFrozen() && w.ctx.Err() == nil {
+		pause(w.ctx, 10*time.Millisecond)
+	}
 }

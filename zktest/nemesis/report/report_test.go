@@ -46,7 +46,7 @@ func history() *nemesis.History {
 		},
 		Faults: []nemesis.Fault{
 			{Kind: nemesis.FaultKillLeader, Target: "server 2", Client: -1, Start: 200 * ms, End: 700 * ms},
-			{Kind: nemesis.FaultExpire, Target: "client 1 session 0x1", Client: 1, Start: 250 * ms, End: 260 * ms, Revokes: true, Certain: true, Zxid: 25},
+			{Kind: nemesis.FaultExpire, Target: "client 1 session 0x1", Client: 1, Start: 250 * ms, End: 260 * ms, Revokes: true, Certain: true, Below: 25},
 		},
 	}
 }

@@ -1,14 +1,18 @@
-// Package backends imports the etcd, PostgreSQL and Redis backends, so
-// that they compile in the user's module graph (go build ./...) without
-// being linked into the program.
+// Package backends imports the etcd, PostgreSQL and Redis backends and the
+// OpenTelemetry adapter, so that they compile in the user's module graph
+// (go build ./...) without being linked into the program.
 package backends
 
 import (
 	"github.com/zkrecipes/zkrecipes/backend/etcdlock"
 	"github.com/zkrecipes/zkrecipes/backend/pglock"
 	"github.com/zkrecipes/zkrecipes/backend/redislock"
+	"github.com/zkrecipes/zkrecipes/recipe/zkotel"
 )
 
 // Connect holds each backend's Connect: the swap from ZooKeeper is the
 // same two lines with another address.
 var Connect = []any{etcdlock.Connect, pglock.Connect, redislock.Connect}
+
+// Metrics is the OpenTelemetry adapter's constructor.
+var Metrics = zkotel.New

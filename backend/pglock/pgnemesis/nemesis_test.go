@@ -1,0 +1,73 @@
+package pgnemesis
+
+import (
+	"context"
+	"flag"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/zkrecipes/zkrecipes/internal/pgtest"
+	"github.com/zkrecipes/zkrecipes/zktest/nemesis"
+)
+
+var (
+	seed     = flag.Uint64("nemesis.seed", 1, "seed of the short nemesis runs")
+	duration = flag.Duration("nemesis.duration", 6*time.Second, "fault phase of each short nemesis run")
+	allKinds = flag.Bool("nemesis.all", false, "every fault kind in each run (the long run), not half of the target's own")
+)
+
+// TestNemesis is the short seeded run of PostgreSQL under the nemesis: the
+// lock recipe, then leader.Run, each with four pglock clients (TTL 2 s)
+// behind their proxies on a server of its own, every generic client fault
+// (cut, blackhole, latency, pause) and half of the target's own kinds
+// each, so that every kind is tried at least once (each run begins with a
+// tour of its kinds). No violation is allowed. First, on the same server,
+// it checks why there is no PgBouncer variant (checkBouncerRefused) and
+// drives each of the target's fault kinds by hand (checkPrimitives).
+func TestNemesis(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	srv := pgtest.Start(t)
+	tg, err := New(ctx, srv, Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tg.Close()
+	checkBouncerRefused(t, tg.dsn)
+	t.Run("primitives", func(t *testing.T) { checkPrimitives(t, tg) })
+
+	own := [][]string{{FaultTerminate, FaultRestartFast}, {FaultRestartImmediate, FaultPauseServer}}
+	seen := map[string]int{}
+	for i, r := range []nemesis.Recipe{nemesis.LockRecipe(), nemesis.LeaderRecipe()} {
+		t.Run(r.Name, func(t *testing.T) {
+			kinds := append(slices.Clone(nemesis.GenericFaults), own[i]...)
+			if *allKinds {
+				kinds = append(slices.Clone(nemesis.GenericFaults), own[0]...)
+				kinds = append(kinds, own[1]...)
+			}
+			cfg := nemesis.Config{Seed: *seed + uint64(i), Duration: *duration, FaultEvery: 300 * time.Millisecond,
+				Faults: kinds, Logf: t.Logf}
+			res, err := nemesis.RunTarget(ctx, tg, r, cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rep := res.Report
+			t.Log(rep.Summary())
+			for k, n := range rep.Faults {
+				seen[k] += n
+			}
+			for _, v := range rep.Violations {
+				t.Errorf("violation: %s", v)
+			}
+			if rep.Writes[RegRow][nemesis.Accepted] == 0 {
+				t.Errorf("no write accepted by the %s register", RegRow)
+			}
+		})
+	}
+	for _, k := range append(slices.Clone(nemesis.GenericFaults), FaultTerminate, FaultRestartFast, FaultRestartImmediate, FaultPauseServer) {
+		if seen[k] == 0 {
+			t.Errorf("the short run never tried %s (faults: %v)", k, seen)
+		}
+	}
+}

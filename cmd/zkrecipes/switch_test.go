@@ -1,0 +1,209 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	_ "github.com/jackc/pgx/v5/stdlib" // "pgx", for fencesql
+
+	"github.com/zkrecipes/zkrecipes/backend/etcdlock"
+	"github.com/zkrecipes/zkrecipes/backend/etcdlock/etcdtest"
+	"github.com/zkrecipes/zkrecipes/backend/pglock"
+	"github.com/zkrecipes/zkrecipes/backend/redislock"
+	"github.com/zkrecipes/zkrecipes/backend/redislock/redistest"
+	"github.com/zkrecipes/zkrecipes/fence"
+	"github.com/zkrecipes/zkrecipes/fence/fencesql"
+	"github.com/zkrecipes/zkrecipes/internal/pgtest"
+	"github.com/zkrecipes/zkrecipes/mutex"
+	"github.com/zkrecipes/zkrecipes/recipe"
+	"github.com/zkrecipes/zkrecipes/zktest"
+	"github.com/zkrecipes/zkrecipes/zookeeper"
+)
+
+// switchStage is one backend of TestSwitchBackends: newLock opens a session
+// of its own (closed at the test's end) and returns the lock, unwrapped.
+type switchStage struct {
+	name    string
+	newLock func(t *testing.T) recipe.Lock
+}
+
+// switchStages are ZooKeeper, PostgreSQL, etcd, Redis and ZooKeeper again
+// (the same lock as the first stage's), on the test harnesses' servers.
+func switchStages(t *testing.T, ctx context.Context, dsn, name string) []switchStage {
+	cl := zktest.Shared(t)
+	zk := switchStage{"ZooKeeper", func(t *testing.T) recipe.Lock {
+		s, err := zookeeper.Connect(ctx, cl.Servers(), zookeeper.WithLogger(discardLog))
+		noErr(t, err)
+		t.Cleanup(func() { s.Close() })
+		m, err := mutex.New(s, name)
+		noErr(t, err)
+		return m
+	}}
+	etcd := etcdtest.Shared(t)
+	etcdURL := "etcd://" + etcd.Endpoints()[0] + etcdtest.Prefix(t, etcd)
+	redisURL := "redis://" + redistest.Start(t).Addr() + "/0"
+	return []switchStage{zk,
+		{"PostgreSQL", func(t *testing.T) recipe.Lock {
+			s, err := pglock.Connect(ctx, dsn, pglock.WithLogger(discardLog))
+			noErr(t, err)
+			t.Cleanup(func() { s.Close() })
+			m, err := pglock.New(s, name)
+			noErr(t, err)
+			return m
+		}},
+		{"etcd", func(t *testing.T) recipe.Lock {
+			s, err := etcdlock.Connect(ctx, etcdURL, etcdlock.WithLogger(discardLog))
+			noErr(t, err)
+			t.Cleanup(func() { s.Close() })
+			m, err := etcdlock.New(s, name)
+			noErr(t, err)
+			return m
+		}},
+		{"Redis", func(t *testing.T) recipe.Lock {
+			s, err := redislock.Connect(ctx, redisURL, redislock.WithLogger(discardLog))
+			noErr(t, err)
+			t.Cleanup(func() { s.Close() })
+			m, err := redislock.New(s, name)
+			noErr(t, err)
+			return m
+		}},
+		zk,
+	}
+}
+
+// TestSwitchBackends moves a lock, and the SQL resource it fences (a
+// fencesql row on PostgreSQL), ZooKeeper → PostgreSQL → etcd → Redis →
+// ZooKeeper, as docs/backends.md#switching-backends tells an operator:
+// stage i's locks are recipe.InEra(lock, i) (the first stage's are
+// unwrapped: era 0 as it was deployed), and the switch is one
+// RaiseFloor to era i's floor. At every switch:
+//   - the old backend's holder, still holding its live lease, writes after
+//     the switch and is refused (fence.ErrStale), and so is a holder the old
+//     backend grants after the switch (it keeps running);
+//   - the new backend's holders write at once: the first attempt of each
+//     is accepted, with no wait;
+//
+// and the tokens the resource accepted over the whole run strictly
+// increase, every accepted write being one grant's.
+func TestSwitchBackends(t *testing.T) {
+	t.Parallel()
+	begin := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	dsn := pgtest.Shared(t).Database(t)
+	db, err := sql.Open("pgx", dsn)
+	noErr(t, err)
+	t.Cleanup(func() { db.Close() })
+	fn, err := fencesql.New(db)
+	noErr(t, err)
+	noErr(t, fn.CreateTable(ctx))
+	_, err = db.ExecContext(ctx, "CREATE TABLE writes (seq BIGSERIAL PRIMARY KEY, token BIGINT NOT NULL, who TEXT NOT NULL)")
+	noErr(t, err)
+	const resource = "reports/nightly"
+	// write is a fenced write of the resource: it lands with its token
+	// (recorded in writes), or not at all.
+	write := func(who string, token fence.Token) error {
+		return fn.Do(ctx, resource, token, func(tx *sql.Tx) error {
+			_, err := tx.ExecContext(ctx, "INSERT INTO writes (token, who) VALUES ($1, $2)", int64(token), who)
+			return err
+		})
+	}
+	stages := switchStages(t, ctx, dsn, lockName(t))
+	t.Logf("servers up (started or shared) in %v", time.Since(begin).Round(time.Millisecond))
+	begin = time.Now()
+
+	// Before any switch: the ZooKeeper lock as deployed, unwrapped.
+	old := acquire(t, ctx, stages[0].newLock(t), "ZooKeeper holder")
+	noErr(t, write("ZooKeeper holder", old.Token()))
+	oldLock := stages[0].newLock(t)
+	for i, st := range stages[1:] {
+		era := fence.Era(i + 1)
+		stepStart := time.Now()
+		// The operator's step: raise the fence to the new era.
+		mark, err := fn.RaiseFloor(ctx, resource, era.Floor())
+		if err != nil || mark != era.Floor() {
+			t.Fatalf("%s: RaiseFloor = %v, %v; want %v", st.name, mark, err, era.Floor())
+		}
+		// The new backend's holders, one after the other: each writes at once.
+		lock := recipe.InEra(st.newLock(t), era)
+		first := acquire(t, ctx, lock, st.name+" holder")
+		granted := time.Now()
+		noErr(t, write(st.name+" holder", first.Token()))
+		wrote := time.Since(granted)
+		// The old backend's holder still holds its lease, and is refused.
+		if err := old.Context().Err(); err != nil {
+			t.Fatalf("%s: the old holder's lease ended (%v): the test wants it live", st.name, context.Cause(old.Context()))
+		}
+		if err := write("old holder", old.Token()); !errors.Is(err, fence.ErrStale) {
+			t.Fatalf("%s: the old backend's live holder (token %v) wrote after the switch: %v", st.name, old.Token(), err)
+		}
+		noErr(t, old.Release(ctx))
+		// The old backend still grants: its next holder is refused too.
+		late := acquire(t, ctx, oldLock, "old backend's next holder")
+		if err := write("old backend's next holder", late.Token()); !errors.Is(err, fence.ErrStale) {
+			t.Fatalf("%s: a grant of the old backend after the switch (token %v) wrote: %v", st.name, late.Token(), err)
+		}
+		noErr(t, late.Release(ctx))
+		noErr(t, first.Release(ctx))
+		// The next holder on the new backend: a new grant, a larger token.
+		old = acquire(t, ctx, lock, st.name+" next holder")
+		noErr(t, write(st.name+" next holder", old.Token()))
+		oldLock = lock
+		t.Logf("%s (era %d): raise, connect and grant in %v, the first write in %v; tokens %v, %v", st.name, era,
+			granted.Sub(stepStart).Round(time.Millisecond), wrote.Round(time.Millisecond), first.Token(), old.Token())
+	}
+	noErr(t, old.Release(ctx))
+	checkWrites(t, ctx, db, 1+2*(len(stages)-1))
+	t.Logf("the switches: %v", time.Since(begin).Round(time.Millisecond))
+}
+
+// checkWrites checks that the resource holds n writes, none of an old
+// holder, with strictly increasing tokens in the order they landed.
+func checkWrites(t *testing.T, ctx context.Context, db *sql.DB, n int) {
+	t.Helper()
+	rows, err := db.QueryContext(ctx, "SELECT token, who FROM writes ORDER BY seq")
+	noErr(t, err)
+	defer rows.Close()
+	var prev int64
+	var got []string
+	for rows.Next() {
+		var tok int64
+		var who string
+		noErr(t, rows.Scan(&tok, &who))
+		got = append(got, fmt.Sprintf("%s %d", who, tok))
+		if tok <= prev {
+			t.Errorf("token %d (%s) landed after %d", tok, who, prev)
+		}
+		prev = tok
+	}
+	noErr(t, rows.Err())
+	if len(got) != n {
+		t.Errorf("%d writes landed, want %d: %q", len(got), n, got)
+	}
+}
+
+// acquire takes l, failing the test on an error.
+func acquire(t *testing.T, ctx context.Context, l recipe.Lock, who string) recipe.Lease {
+	t.Helper()
+	lease, err := l.Acquire(ctx)
+	if err != nil {
+		t.Fatalf("%s: %v", who, err)
+	}
+	return lease
+}
+
+func noErr(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// discardLog drops the sessions' log lines.
+var discardLog = slog.New(slog.NewTextHandler(io.Discard, nil))

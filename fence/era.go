@@ -1,0 +1,87 @@
+package fence
+
+import (
+	"errors"
+	"fmt"
+)
+
+// An Era numbers one period of a lock's life on one backend: every
+// switch of lock service (ZooKeeper to PostgreSQL, say), and every event
+// that can make a backend's tokens go back (a restored snapshot, a lost
+// Redis counter), starts the next one. Era g owns the token range
+// [g·2^48, (g+1)·2^48): a grant whose backend gave it the raw token r
+// carries g.Floor()+r (recipe.InEra does it), so the tokens of a
+// later era are larger than every token an earlier one can ever
+// produce, whatever the backends, and raising a fence to the new
+// era's Floor refuses every older holder at once
+// (docs/backends.md#switching-backends, docs/design.md#switching-backends).
+//
+// Tokens of a lock that is not wrapped are era 0 as long as they
+// stay below 2^48 (ZooKeeper: while its epoch is below 65536).
+type Era uint16
+
+// EraBits is the width of an era's range of raw tokens.
+const EraBits = 48
+
+// MaxEra is the last era: its tokens still fit in a signed
+// 64-bit integer (PostgreSQL's BIGINT, SQLite's INTEGER, fencesql's limit).
+const MaxEra Era = 1<<(63-EraBits) - 1
+
+// MaxRawToken is the largest raw token an era can carry.
+const MaxRawToken Token = 1<<EraBits - 1
+
+// ErrTokenOverflow is matched by a [*RangeError]: a raw token does not fit
+// its era's range, or the era is past MaxEra.
+var ErrTokenOverflow = errors.New("fence: token outside its era's range")
+
+// RangeError is a raw token, or an era, out of range; it matches
+// [ErrTokenOverflow].
+type RangeError struct {
+	Era Era
+	Raw Token // the backend's token; zero when the era itself is out of range
+}
+
+// Error implements error.
+func (e *RangeError) Error() string {
+	if e.Era > MaxEra {
+		return fmt.Sprintf("fence: era %d is past the last, %d", e.Era, MaxEra)
+	}
+	return fmt.Sprintf("fence: the backend's token %s does not fit era %d (at most %s): switch to a backend whose tokens are smaller",
+		e.Raw, e.Era, MaxRawToken)
+}
+
+// Is makes a *RangeError match [ErrTokenOverflow].
+func (e *RangeError) Is(target error) bool { return target == ErrTokenOverflow }
+
+// Floor is g's lowest token, g·2^48: every token of an earlier era is
+// below it. Raise the fences to it when switching to g.
+func (g Era) Floor() Token { return Token(g) << EraBits }
+
+// Check returns a [*RangeError] if g is past MaxEra.
+func (g Era) Check() error {
+	if g > MaxEra {
+		return &RangeError{Era: g}
+	}
+	return nil
+}
+
+// Token returns raw moved into g's range: g.Floor()+raw. Adding one
+// constant keeps the backend's order, so a later grant still carries a
+// larger token. Errors: ErrNoToken for the zero raw token; a [*RangeError]
+// if raw is over MaxRawToken or g past MaxEra.
+func (g Era) Token(raw Token) (Token, error) {
+	if err := g.Check(); err != nil {
+		return 0, err
+	}
+	if raw.IsZero() {
+		return 0, ErrNoToken
+	}
+	if raw > MaxRawToken {
+		return 0, &RangeError{Era: g, Raw: raw}
+	}
+	return g.Floor() + raw, nil
+}
+
+// EraOf returns the era whose range holds t (for a token of
+// an unwrapped lock, 0 while it is below 2^48).
+func EraOf(t Token) Era { return Era(t >> EraBits) }

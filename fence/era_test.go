@@ -1,0 +1,119 @@
+package fence
+
+import (
+	"errors"
+	"math"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// TestEraRanges: era g's tokens are g·2^48 + raw, in order,
+// above every token of every earlier era (raw up to MaxRawToken),
+// and the last era's still fit a signed 64-bit integer; a raw token
+// or an era out of range is an error matching ErrTokenOverflow.
+func TestEraRanges(t *testing.T) {
+	for _, g := range []Era{0, 1, 2, 7, MaxEra} {
+		lo, err := g.Token(1)
+		if err != nil || lo != g.Floor()+1 {
+			t.Fatalf("g%d.Token(1) = %v, %v; want %v", g, lo, err, g.Floor()+1)
+		}
+		hi, err := g.Token(MaxRawToken)
+		if err != nil || hi <= lo || hi != g.Floor()+MaxRawToken {
+			t.Fatalf("g%d.Token(max) = %v, %v", g, hi, err)
+		}
+		if EraOf(lo) != g || EraOf(hi) != g {
+			t.Errorf("EraOf(%v), EraOf(%v) = %d, %d; want %d", lo, hi, EraOf(lo), EraOf(hi), g)
+		}
+		if g < MaxEra && hi >= (g+1).Floor() {
+			t.Errorf("g%d's last token %v reaches g%d's floor %v", g, hi, g+1, (g + 1).Floor())
+		}
+		for _, raw := range []Token{MaxRawToken + 1, 1 << 63, math.MaxUint64} {
+			if _, err := g.Token(raw); !errors.Is(err, ErrTokenOverflow) {
+				t.Errorf("g%d.Token(%v) err = %v, want ErrTokenOverflow", g, raw, err)
+			}
+		}
+		if _, err := g.Token(0); !errors.Is(err, ErrNoToken) {
+			t.Errorf("g%d.Token(0) err = %v, want ErrNoToken", g, err)
+		}
+	}
+	if last, _ := MaxEra.Token(MaxRawToken); last != math.MaxInt64 {
+		t.Errorf("the last token is %v, want 2^63-1", last)
+	}
+	past := MaxEra + 1
+	if _, err := past.Token(1); !errors.Is(err, ErrTokenOverflow) || past.Check() == nil {
+		t.Errorf("era %d: Token err %v, Check %v; want ErrTokenOverflow", past, err, past.Check())
+	}
+	// A ZooKeeper czxid of epoch 65535 fits era 0's range; epoch 65536 does not.
+	if _, err := Era(3).Token(65535<<32 | 0xffffffff); err != nil {
+		t.Error(err)
+	}
+	if _, err := Era(3).Token(65536 << 32); !errors.Is(err, ErrTokenOverflow) {
+		t.Errorf("epoch 65536: %v", err)
+	}
+}
+
+// TestGuardRaiseFloor: after RaiseFloor every token below the floor is
+// stale, the floor and above are accepted; a lower floor (or zero) never
+// lowers the mark.
+func TestGuardRaiseFloor(t *testing.T) {
+	var g Guard
+	if err := g.Check("r", 40); err != nil {
+		t.Fatal(err)
+	}
+	floor := Era(1).Floor()
+	if got := g.RaiseFloor("r", floor); got != floor {
+		t.Fatalf("RaiseFloor = %v, want %v", got, floor)
+	}
+	var se *StaleError
+	if err := g.Check("r", 41); !errors.As(err, &se) || se.Highest != floor {
+		t.Fatalf("token 41 after the floor: %v", err)
+	}
+	if err := g.Check("r", floor-1); !errors.Is(err, ErrStale) {
+		t.Fatalf("token floor-1: %v", err)
+	}
+	first, _ := Era(1).Token(1)
+	if err := g.Check("r", first); err != nil {
+		t.Fatalf("the new era's first token: %v", err)
+	}
+	for _, lower := range []Token{0, 5, floor} {
+		if got := g.RaiseFloor("r", lower); got != first {
+			t.Errorf("RaiseFloor(%v) = %v, want the mark %v kept", lower, got, first)
+		}
+	}
+	if got := g.RaiseFloor("fresh", floor); got != floor || g.Highest("fresh") != floor {
+		t.Errorf("a resource never written: RaiseFloor = %v, Highest = %v", got, g.Highest("fresh"))
+	}
+}
+
+// TestBackendsDocShellEra runs the shell lines of docs/backends.md that move
+// $ZKRECIPES_TOKEN into era 1, exactly as printed: they give Era(1).Token,
+// and exit 70 for a token that does not fit.
+func TestBackendsDocShellEra(t *testing.T) {
+	doc, err := os.ReadFile("../docs/backends.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(doc), "```sh\n   [ \"$ZKRECIPES_TOKEN\"")
+	block, _, ok2 := strings.Cut(rest, "```\n")
+	if !ok || !ok2 {
+		t.Fatal("docs/backends.md has no ```sh block testing $ZKRECIPES_TOKEN")
+	}
+	script := "[ \"$ZKRECIPES_TOKEN\"" + block + "\necho \"$token\"\n"
+	for _, raw := range []Token{1, 4294967346, MaxRawToken, MaxRawToken + 1} {
+		cmd := exec.Command("sh", "-c", script)
+		cmd.Env = append(os.Environ(), "ZKRECIPES_TOKEN="+raw.String())
+		out, err := cmd.Output()
+		want, werr := Era(1).Token(raw)
+		if werr != nil {
+			if ee := (*exec.ExitError)(nil); !errors.As(err, &ee) || ee.ExitCode() != 70 {
+				t.Errorf("token %v: %v, %q; want exit 70", raw, err, out)
+			}
+			continue
+		}
+		if err != nil || strings.TrimSpace(string(out)) != want.String() {
+			t.Errorf("token %v: %q, %v; want %v", raw, out, err, want)
+		}
+	}
+}

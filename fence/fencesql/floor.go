@@ -1,0 +1,40 @@
+package fencesql
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+
+	"github.com/zkrecipes/zkrecipes/fence"
+)
+
+// RaiseFloor makes floor the lowest token resource's fence row accepts from
+// now on, in one statement (Do's fence statement, with no function): the
+// row's token becomes max(token, floor), inserted if missing, so every
+// later Do with a token below floor is refused with a *fence.StaleError. It
+// returns the token now in the row (above floor if a larger one was
+// accepted already); it never lowers it. It is the operator's step of a
+// switch of lock backend: raise every fence to the new era's Floor
+// (docs/backends.md#switching-backends). Errors are Do's (ErrTokenRange for
+// a floor above 2^63-1, fence.ErrNoToken for zero); after one matching
+// fence.ErrUncertain, read the row (Highest) or call again.
+func (f *Fence) RaiseFloor(ctx context.Context, resource string, floor fence.Token) (fence.Token, error) {
+	err := f.Do(ctx, resource, floor, nil)
+	if se := (*fence.StaleError)(nil); errors.As(err, &se) {
+		return se.Highest, nil // a larger token is there already: nothing to do
+	}
+	if err != nil {
+		return 0, err
+	}
+	return floor, nil
+}
+
+// RaiseFloor is New(db, opts...) followed by RaiseFloor: see
+// [Fence.RaiseFloor].
+func RaiseFloor(ctx context.Context, db *sql.DB, resource string, floor fence.Token, opts ...Option) (fence.Token, error) {
+	f, err := New(db, opts...)
+	if err != nil {
+		return 0, err
+	}
+	return f.RaiseFloor(ctx, resource, floor)
+}

@@ -1,0 +1,47 @@
+package fencezk_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/zkrecipes/zkrecipes/fence"
+	"github.com/zkrecipes/zkrecipes/zktest"
+)
+
+// TestRaiseFloor: RaiseFloor sets a register's token to the floor and keeps
+// its value (creating a missing register, parents too, empty), after which
+// a lower token is refused and the floor and above are accepted; it never
+// lowers the token.
+func TestRaiseFloor(t *testing.T) {
+	s := connect(t, zktest.Shared(t))
+	ctx := context.Background()
+	r := newRegister(t, s, "/floor/report")
+	if _, err := r.Write(ctx, 40, []byte("v40")); err != nil {
+		t.Fatal(err)
+	}
+	floor := fence.Era(2).Floor()
+	if got, err := r.RaiseFloor(ctx, floor); err != nil || got != floor {
+		t.Fatalf("RaiseFloor = %v, %v; want %v", got, err, floor)
+	}
+	if v, err := r.Read(ctx); err != nil || v.Token != floor || string(v.Data) != "v40" {
+		t.Fatalf("after the floor: %+v, %v; want the token %v and the value kept", v, err, floor)
+	}
+	if _, err := r.Write(ctx, 41, []byte("late")); !errors.Is(err, fence.ErrStale) {
+		t.Fatalf("token 41 after the floor: %v", err)
+	}
+	first, _ := fence.Era(2).Token(7)
+	if _, err := r.Write(ctx, first, []byte("new")); err != nil {
+		t.Fatalf("the new era's token: %v", err)
+	}
+	if got, err := r.RaiseFloor(ctx, floor); err != nil || got != first {
+		t.Fatalf("a lower floor: %v, %v; want %v kept", got, err, first)
+	}
+	fresh := newRegister(t, s, "/floor/missing/reg")
+	if got, err := fresh.RaiseFloor(ctx, floor); err != nil || got != floor {
+		t.Fatalf("RaiseFloor of a missing register: %v, %v", got, err)
+	}
+	if v, err := fresh.Read(ctx); err != nil || v.Token != floor || len(v.Data) != 0 {
+		t.Fatalf("the created register: %+v, %v", v, err)
+	}
+}

@@ -1,0 +1,17 @@
+package fence
+
+// RaiseFloor makes floor the lowest token resource accepts from now on: its
+// highest accepted token becomes max(highest, floor), atomically with every
+// Do on resource, so a later write with a token below floor is refused
+// with a [*StaleError]. It returns the mark now in effect (above floor if
+// a larger token was accepted already). It never lowers the mark; a zero
+// floor changes nothing. It is the operator's step of a switch of lock
+// backend: raise every fence to the new era's Floor
+// (docs/backends.md#switching-backends).
+func (g *Guard) RaiseFloor(resource string, floor Token) Token {
+	e := g.entry(resource)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.high = max(e.high, floor)
+	return e.high
+}

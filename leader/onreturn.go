@@ -1,0 +1,56 @@
+package leader
+
+import "time"
+
+// DefaultRequeuePause is the pause of Run's default OnReturn,
+// Requeue(DefaultRequeuePause): after fn returns while still leading, Run
+// waits this long before it campaigns again.
+//
+// It was the backoff's first interval (100 ms ±50 %), so a fn that did one
+// unit of work and returned took the lock about ten times a second (28
+// times in 3 s on ZooKeeper, issue 24): churn on the lock service and
+// fencing tokens, and on a backend without a queue (Redis, PostgreSQL) the
+// same candidate mostly won again. A second bounds that at about one term a
+// second per candidate, leaves another candidate the time to take the lock,
+// and keeps the loop standing (for every caller whose fn returns to give
+// the lock up for a while, as before). election.Run keeps the old pace
+// (RequeueWithBackOff).
+const DefaultRequeuePause = time.Second
+
+// OnReturn is what Run does when fn returns early: while Run still leads,
+// that is with fn's context live (neither lost nor stopped by Run's ctx).
+// Build one with Requeue or Stop and pass it to WithOnReturn. A return
+// after the context ended is not early: Run campaigns again after a loss,
+// and returns once its ctx ended, whatever the OnReturn.
+type OnReturn struct {
+	stop    bool
+	backoff bool // RequeueWithBackOff
+	pause   time.Duration
+}
+
+// Requeue releases the lock when fn returns early and campaigns again after
+// pause (0: at once), giving other candidates the lock meanwhile: Curator's
+// LeaderSelector with autoRequeue. An error fn returns early is logged at
+// warning level and waits the (growing) backoff of WithBackOff instead of
+// pause. A negative pause makes Run return recipe.ErrBadOption.
+func Requeue(pause time.Duration) OnReturn { return OnReturn{pause: pause} }
+
+// RequeueWithBackOff is Requeue with, for pause, the first interval of
+// Run's backoff (WithBackOff: reset, then its next interval): Run's pace
+// before DefaultRequeuePause, for a caller that paces its loop with its own
+// backoff. election.Run uses it, and so keeps its documented pace (and the
+// nemesis its rate of handovers).
+func RequeueWithBackOff() OnReturn { return OnReturn{backoff: true} }
+
+// Stop releases the lock when fn returns early and ends Run, which returns
+// what fn returned (nil, or fn's error, not logged): Curator's
+// LeaderSelector without autoRequeue, for a fn that does one job under the
+// lock, once. fn's context ending first (a loss, Run's ctx) still makes Run
+// campaign again, or return ctx's cause: fn did not finish while leading.
+func Stop() OnReturn { return OnReturn{stop: true} }
+
+// WithOnReturn sets what Run does when fn returns early (see OnReturn).
+// Default: Requeue(DefaultRequeuePause).
+func WithOnReturn(r OnReturn) Option {
+	return func(c *config) { c.onReturn = r }
+}
