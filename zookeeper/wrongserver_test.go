@@ -10,6 +10,7 @@ import (
 	"github.com/zkrecipes/zkrecipes/internal/rtest/connerrtest"
 	"github.com/zkrecipes/zkrecipes/recipe"
 	"github.com/zkrecipes/zkrecipes/zktest"
+	"go.uber.org/goleak"
 )
 
 // TestConnectWrongServer (issue 24): a server of another protocol on the
@@ -21,9 +22,12 @@ import (
 // not stop Connect (go-zookeeper shuffles the list: three tries), and one
 // that says nothing is no wrong server: it keeps the connect timeout.
 func TestConnectWrongServer(t *testing.T) {
+	right := zktest.Shared(t).Addrs()
 	ctx := context.Background()
 	httpAddr := connerrtest.HTTPServer(t)
 	ssh := connerrtest.BannerServer(t, connerrtest.SSHBanner)
+	silent := connerrtest.BannerServer(t, "")
+	leaks := goleak.IgnoreCurrent() // the servers' own
 	connect := func(servers ...string) func() error {
 		return func() error {
 			s, err := Connect(ctx, servers, WithConnectTimeout(10*time.Second))
@@ -37,7 +41,6 @@ func TestConnectWrongServer(t *testing.T) {
 	connerrtest.CheckWrong(t, "an SSH server", "is not a ZooKeeper server: an SSH server answered (SSH-2.0-OpenSSH_9.6)", "", connect(ssh))
 	connerrtest.CheckWrong(t, "two wrong servers", "an HTTP server answered", "", connect(httpAddr, ssh))
 
-	right := zktest.Shared(t).Addrs()
 	for i := range 3 {
 		start := time.Now()
 		if err := connect(append([]string{httpAddr, "127.0.0.1:1"}, right...)...)(); err != nil {
@@ -50,9 +53,11 @@ func TestConnectWrongServer(t *testing.T) {
 		}
 	}
 
-	silent := connerrtest.BannerServer(t, "")
 	_, err := Connect(ctx, []string{silent}, WithConnectTimeout(time.Second))
 	if !errors.Is(err, recipe.ErrUnreachable) || errors.Is(err, recipe.ErrWrongServer) || !strings.Contains(err.Error(), "sent no handshake reply") {
 		t.Errorf("a server that says nothing: %v, want recipe.ErrUnreachable only, at the connect timeout", err)
 	}
+	// go-zookeeper's Close of a failed Connect ends within about a second
+	// (abandonConn).
+	zktest.Eventually(t, 10*time.Second, "the failed Connects' goroutines end", func() bool { return goleak.Find(leaks) == nil })
 }
