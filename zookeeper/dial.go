@@ -54,6 +54,7 @@ type dialWatch struct {
 	refused int                     // consecutive refused dials
 	giveUp  context.CancelCauseFunc // while Connect waits; nil after
 	gone    bool                    // Connect gave up: no more connections (abandon)
+	wrong   wrongServers            // addresses of other servers, while Connect waits (wrong.go)
 }
 
 // errAbandoned is the dial error after Connect gave up.
@@ -107,15 +108,19 @@ func (w *dialWatch) dialed(addr string, err error) {
 // other failure starts the count again. w.mu must be held.
 func (w *dialWatch) countLocked(err error) {
 	refused := errors.Is(err, syscall.ECONNREFUSED)
-	if !refused && !rejected(err) {
+	wrong := errors.Is(err, recipe.ErrWrongServer)
+	if !refused && !wrong && !rejected(err) {
 		w.refused = 0
 		return
 	}
 	w.refused++
 	if n := w.addrs(); n > 0 && w.refused >= 2*n && w.giveUp != nil {
-		if refused {
+		switch {
+		case refused && len(w.wrong.found) > 0, wrong:
+			w.giveUp(fmt.Errorf("every server refused the connection or is not a ZooKeeper server: %w", err))
+		case refused:
 			w.giveUp(fmt.Errorf("every server refused the connection (nothing listens at %s): %w", itsAddresses(n), err))
-		} else {
+		default:
 			w.giveUp(fmt.Errorf("the TLS handshake failed, twice at every address: %w", err))
 		}
 	}
@@ -164,4 +169,5 @@ func (w *dialWatch) waiting(giveUp context.CancelCauseFunc) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.giveUp = giveUp
+	w.wrong.reset()
 }

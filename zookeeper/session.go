@@ -185,6 +185,10 @@ func (s *Session) dialer() zk.Dialer {
 		if dw.isAbandoned() {
 			return nil, errAbandoned
 		}
+		if err := dw.knownWrong(addr); err != nil {
+			dw.dialed(addr, err) // another server: go-zookeeper moves on (wrong.go)
+			return nil, err
+		}
 		c, err := dial(network, addr, timeout)
 		if err == nil && s.cfg.tls != nil {
 			c, err = s.handshake(c, addr, timeout)
@@ -193,6 +197,7 @@ func (s *Session) dialer() zk.Dialer {
 		if err != nil {
 			return nil, err
 		}
+		s.watchFirst(addr)
 		return dw.admit(c, func() net.Conn { return s.wire.track(c, &s.conns, dw) })
 	}
 }
@@ -201,7 +206,7 @@ func (s *Session) dialer() zk.Dialer {
 func (s *Session) unreachable(hosts []string, waited time.Duration, err error) error {
 	err = fmt.Errorf("%w: no session with %s after %v: %w", recipe.ErrUnreachable, strings.Join(hosts, ","),
 		waited.Round(time.Millisecond), err)
-	if last := s.dials.lastError(); last != nil && !errors.Is(err, last) {
+	if last := s.dials.lastError(); last != nil && !errors.Is(err, last) && !errors.Is(err, recipe.ErrWrongServer) {
 		err = fmt.Errorf("%w (last attempt: %w)", err, last)
 	}
 	return err

@@ -85,6 +85,16 @@ func Connect(ctx context.Context, url string, opts ...Option) (*Session, error) 
 	}
 	ctx, cancel := context.WithTimeout(ctx, cfg.connectTimeout)
 	defer cancel()
+	var s *Session
+	err = guard(ctx, endpoints, cfg.dialer, tlsCfg, func(ctx context.Context) (err error) {
+		s, err = connect(ctx, endpoints, cfg, tlsCfg)
+		return err
+	})
+	return s, err
+}
+
+// connect is Connect's dial of endpoints: the probe, the client, the first lease.
+func connect(ctx context.Context, endpoints []string, cfg config, tlsCfg *tls.Config) (*Session, error) {
 	if err := probe(ctx, endpoints, cfg.dialer, tlsCfg); err != nil {
 		return nil, err
 	}

@@ -113,7 +113,11 @@ func ConnectConfig(ctx context.Context, cfg *pgconn.Config, opts ...Option) (*Se
 		return &pgconn.DeadlineContextWatcherHandler{Conn: c.Conn()}
 	}
 
-	conn, err := s.dial(ctx)
+	var conn *pgconn.PgConn
+	err = s.guard(ctx, func(ctx context.Context) (err error) {
+		conn, err = s.dial(ctx)
+		return err
+	})
 	if err != nil {
 		s.life.Close()
 		return nil, err

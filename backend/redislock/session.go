@@ -106,7 +106,11 @@ func Connect(ctx context.Context, rawURL string, opts ...Option) (*Session, erro
 	}
 	c.applyTLS(ro)
 	cli := redis.NewClient(ro)
-	s, err := newSession(ctx, cli, true, c, userinfo.Secrets(rawURL))
+	var s *Session
+	err = guard(ctx, cli.Options(), c, func(ctx context.Context) (err error) {
+		s, err = newSession(ctx, cli, true, c, userinfo.Secrets(rawURL))
+		return err
+	})
 	if err != nil {
 		_ = cli.Close()
 		return nil, hideClient(err, cli, rawURL)

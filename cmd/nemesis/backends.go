@@ -34,19 +34,8 @@ type backend struct {
 // order is the order in which -backend all runs the backends.
 var order = []string{"zk", "etcd", "pg", "redis"}
 
-// backends is the registry, from -backend's name to its entry. The etcd,
-// PostgreSQL and Redis entries come from their modules (issue 22: each
-// exports a function that launches its servers and returns its
-// nemesis.Target); wire one here (and require its module in go.mod, at the
-// placeholder version, as cmd/zkrecipes does) as
-//
-//	"etcd": {launch: func(ctx context.Context, o options) (*launched, error) {
-//		t, stop, err := etcdtest.NemesisTarget(ctx) // the module's launcher
-//		if err != nil {
-//			return nil, err
-//		}
-//		return &launched{target: t, about: "3 members ...", close: func() error { t.Close(); return stop() }}, nil
-//	}, recipes: neutral(), defaults: "mutex,leader"},
+// backends is the registry, from -backend's name to its entry; others.go
+// adds etcd, PostgreSQL and Redis, whose targets come from their modules.
 var backends = map[string]backend{
 	"zk": {launch: launchZK, recipes: zkRecipes(), defaults: "mutex,rwlock,semaphore,election,latch"},
 }

@@ -200,6 +200,9 @@ func (f *lockFlags) zkLock(s *zookeeper.Session, path string, data []byte) (reci
 // cannot hold locks (a pooler, a Redis replica), 69 when the server cannot
 // be reached, 70 otherwise (e.g. a refused password).
 func connectStatus(log *slog.Logger, b backend, servers string, err error) int {
+	if status, ok := wrongServerStatus(log, b, servers, err); ok {
+		return status
+	}
 	servers = redact(servers)
 	switch {
 	case tlsRejected(err):

@@ -241,6 +241,9 @@ func (c *common) connect(ctx context.Context, log *slog.Logger, extra ...zookeep
 	switch {
 	case err == nil:
 		return s, -1
+	case errors.Is(err, recipe.ErrWrongServer):
+		status, _ := wrongServerStatus(log, zkBackend, c.servers, err)
+		return nil, status
 	case tlsRejected(err):
 		return nil, tlsStatus(log, zkBackend, c.servers, err)
 	case errors.Is(err, recipe.ErrBadOption), errors.Is(err, recipe.ErrInvalidPath):

@@ -3,6 +3,8 @@ package zkwire
 import (
 	"bufio"
 	"encoding/binary"
+	"errors"
+	"fmt"
 	"net"
 	"sync"
 	"time"
@@ -154,12 +156,39 @@ func (c *Conn) Read(p []byte) (int, error) {
 	if c.r.gotHello && c.r.nhdr == 0 && c.r.skip == 0 {
 		c.awaitGate()
 	}
+	if err := c.checkHello(); err != nil {
+		c.obs.FailedBeforeHandshake(err)
+		return 0, err
+	}
 	n, err := c.br.Read(p)
 	c.scan(p[:n])
 	if err != nil && !c.r.gotHello {
 		c.obs.FailedBeforeHandshake(err)
 	}
 	return n, err
+}
+
+// maxHello bounds the length of the server's connect response (37 bytes:
+// version, timeout, session ID, a 16-byte password, read-only flag), with
+// room to spare.
+const maxHello = 1 << 10
+
+// ErrNotZooKeeper is Read's error when the first frame's length is no
+// connect response's: another protocol answered (an HTTP server's
+// "HTTP" is a length of 1.2 GB, which go-zookeeper would allocate).
+var ErrNotZooKeeper = errors.New("zkwire: the server's first answer is no ZooKeeper handshake")
+
+// checkHello refuses, before the handshake, a first frame longer than
+// maxHello.
+func (c *Conn) checkHello() error {
+	if c.r.gotHello || c.r.nhdr > 0 || c.r.skip > 0 {
+		return nil
+	}
+	h, err := c.br.Peek(4)
+	if err != nil || binary.BigEndian.Uint32(h) <= maxHello {
+		return nil // a read error is left for Read to return
+	}
+	return fmt.Errorf("%w (its first bytes: %q)", ErrNotZooKeeper, h)
 }
 
 // Close opens the read gate and closes the connection.

@@ -1,0 +1,66 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/zkrecipes/zkrecipes/backend/etcdlock/etcdtest"
+	"github.com/zkrecipes/zkrecipes/backend/etcdlock/etcdtest/etcdnem"
+	"github.com/zkrecipes/zkrecipes/backend/pglock/pgnemesis"
+	"github.com/zkrecipes/zkrecipes/backend/redislock/redisnemesis"
+	"github.com/zkrecipes/zkrecipes/internal/pgtest"
+)
+
+// The etcd, PostgreSQL and Redis entries of the registry: each launches
+// its servers through its module's test harness and runs the
+// backend-neutral recipes (the Lock and leader.Run over it).
+func init() {
+	backends["etcd"] = backend{launch: launchEtcd, recipes: neutral(), defaults: "mutex,leader"}
+	backends["pg"] = backend{launch: launchPG, recipes: neutral(), defaults: "mutex,leader"}
+	backends["redis"] = backend{launch: launchRedis, recipes: neutral(), defaults: "mutex,leader"}
+}
+
+// launchEtcd starts a 3-member cluster (every member behind proxies the
+// target partitions) with etcdnem's default lease TTL.
+func launchEtcd(ctx context.Context, _ options) (*launched, error) {
+	lctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	c, err := etcdtest.LaunchCluster(lctx)
+	if err != nil {
+		return nil, err
+	}
+	t := etcdnem.NewTarget(c, 0)
+	return &launched{target: t,
+		about: fmt.Sprintf("%d etcd members %s, %v leases", c.Size(), strings.Join(c.DirectEndpoints(), ","), etcdnem.DefaultTTL),
+		close: func() error { return errors.Join(t.Close(), c.Close()) }}, nil
+}
+
+// launchPG starts a PostgreSQL server of its own (the nemesis restarts,
+// pauses and terminates it; never PG_TEST_DSN's) with pgnemesis's TTL.
+func launchPG(ctx context.Context, _ options) (*launched, error) {
+	lctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	srv, err := pgtest.Launch(lctx)
+	if err != nil {
+		return nil, err
+	}
+	t, err := pgnemesis.New(lctx, srv, pgnemesis.Config{})
+	if err != nil {
+		return nil, errors.Join(err, srv.Close())
+	}
+	return &launched{target: t,
+		about: fmt.Sprintf("1 PostgreSQL server (port %d), %v TTL, the fenced row in the same server", srv.Port(), pgnemesis.DefaultTTL),
+		close: func() error { return errors.Join(t.Close(), srv.Close()) }}, nil
+}
+
+// launchRedis starts a Redis server with the AOF fsynced on every write.
+func launchRedis(ctx context.Context, _ options) (*launched, error) {
+	t, stop, err := redisnemesis.Launch(ctx, 0)
+	if err != nil {
+		return nil, err
+	}
+	return &launched{target: t, about: fmt.Sprintf("1 Redis server (appendonly yes, appendfsync always), %v TTL", redisnemesis.DefaultTTL), close: stop}, nil
+}
