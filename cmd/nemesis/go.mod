@@ -67,9 +67,9 @@ require (
 	github.com/tklauser/go-sysconf v0.4.0 // indirect
 	github.com/tklauser/numcpus v0.12.0 // indirect
 	github.com/yusufpapurcu/wmi v1.2.4 // indirect
-	github.com/zkrecipes/zkrecipes/backend/etcdlock v0.0.0-00010101000000-000000000000
-	github.com/zkrecipes/zkrecipes/backend/pglock v0.0.0-00010101000000-000000000000
-	github.com/zkrecipes/zkrecipes/backend/redislock v0.0.0-00010101000000-000000000000
+	github.com/zkrecipes/zkrecipes/backend/etcdlock v0.1.0
+	github.com/zkrecipes/zkrecipes/backend/pglock v0.1.0
+	github.com/zkrecipes/zkrecipes/backend/redislock v0.1.0
 	go.opentelemetry.io/auto/sdk v1.2.1 // indirect
 	go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp v0.69.0 // indirect
 	go.opentelemetry.io/otel v1.44.0 // indirect
