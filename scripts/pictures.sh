@@ -18,13 +18,20 @@
 # captions replace the generated block of docs/reliability.md.
 #
 # PICTURES_RUN (fault phase of the seeded run, default 90s) and
-# PICTURES_SEED (default 1) vary it. PICTURES_FROM=<a pages directory> runs
+# PICTURES_SEED (default 1) vary it. PICTURES_BACKEND=etcd|pg|redis draws one
+# seeded mutex run of that backend instead (nemesis-<backend>.png: no broken
+# recipe, no stale close-up, no captions; its summary line is in run.log). PICTURES_FROM=<a pages directory> runs
 # nothing: it draws the pages again from the histories there (after a change
 # of the page) and takes the pictures of those.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 run=${PICTURES_RUN:-90s}
 seed=${PICTURES_SEED:-1}
+backend=${PICTURES_BACKEND:-zk}
+case "$backend" in
+  zk | etcd | pg | redis) ;;
+  *) echo "pictures: PICTURES_BACKEND=$backend: zk, etcd, pg or redis" >&2; exit 2 ;;
+esac
 broken_run=3s
 if ! command -v chromium >/dev/null 2>&1; then
   if ! command -v apt-get >/dev/null 2>&1; then
@@ -55,6 +62,7 @@ if [ -n "${PICTURES_FROM:-}" ]; then
   fi
   cp "$PICTURES_FROM/pictures.env" "$pages/"
   for kind in run broken; do
+    [ -d "$PICTURES_FROM/$kind" ] || continue # a backend's pages have no broken run
     h=$(ls "$PICTURES_FROM/$kind"/*/history.json)
     out="$pages/$kind/$(basename "$(dirname "$h")")"
     go run ./cmd/nemesis -render "$h" -out "$out" >/dev/null
@@ -62,8 +70,13 @@ if [ -n "${PICTURES_FROM:-}" ]; then
   done
 else
   # The seeded run must pass; the broken recipe must be caught (exit 1).
-  echo "pictures: a ${run} seeded run (seed ${seed}) and the broken recipe, pages in ${pages}" >&2
-  go run ./cmd/nemesis -duration 1s -run "$run" -seed "$seed" -recipes mutex -out "$pages/run" -history-dir "$pages" | tee "$pages/run.log"
+  echo "pictures: a ${run} seeded ${backend} run (seed ${seed}), pages in ${pages}" >&2
+  go run ./cmd/nemesis -backend "$backend" -duration 1s -run "$run" -seed "$seed" -recipes mutex -out "$pages/run" -history-dir "$pages" | tee "$pages/run.log"
+  if [ "$backend" != zk ]; then
+    printf 'run=%q\nbackend=%q\n' "$run" "$backend" >"$pages/pictures.env"
+  fi
+fi
+if [ -z "${PICTURES_FROM:-}" ] && [ "$backend" = zk ]; then
   set +e
   go run ./cmd/nemesis -duration 1s -run "$broken_run" -seed "$seed" -recipes broken-mutex -out "$pages/broken" -history-dir "$pages" >"$pages/broken.log" 2>&1
   code=$?
@@ -78,10 +91,15 @@ fi
 # shellcheck source=/dev/null
 . "$pages/pictures.env"
 
+backend=${backend:-zk} # a pages directory of an older script has none
 run_dir=$(dirname "$(ls "$pages"/run/*/index.html)")
-broken_dir=$(dirname "$(ls "$pages"/broken/*/index.html)")
+checked=("$run_dir/index.html")
+if [ "$backend" = zk ]; then
+  broken_dir=$(dirname "$(ls "$pages"/broken/*/index.html)")
+  checked+=("$broken_dir/index.html")
+fi
 declare -A height
-for page in "$run_dir/index.html" "$broken_dir/index.html"; do
+for page in "${checked[@]}"; do
   dom=$(browse --window-size=1400,800 --virtual-time-budget=5000 --dump-dom "file://$page")
   if grep -q 'data-error=' <<<"$dom" || ! grep -q 'data-ready="ok"' <<<"$dom"; then
     echo "pictures: $page: the script failed: $(grep -o 'data-error="[^"]*"' <<<"$dom" || echo 'it never finished')" >&2
@@ -109,6 +127,11 @@ shot() { # shot FILE PAGE [#FRAGMENT]: the page's whole height, 1400 px wide
     exit 1
   fi
 }
+if [ "$backend" != zk ]; then
+  shot "$dir/nemesis-$backend.png" "$run_dir/index.html"
+  echo "pictures: the $backend run's page is in $pages (its summary: $pages/run.log)" >&2
+  exit 0
+fi
 shot "$dir/nemesis-run.png" "$run_dir/index.html"
 # the first stale write the page links, the znode register's if it has one
 link=$(grep -o 'id="stale-znode" href="#t=[0-9.-]*"' "$run_dir/index.html" ||
