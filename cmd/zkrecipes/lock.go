@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/zkrecipes/zkrecipes/fence"
 	"github.com/zkrecipes/zkrecipes/internal/shortpath"
 	"github.com/zkrecipes/zkrecipes/recipe"
 	"github.com/zkrecipes/zkrecipes/zookeeper"
@@ -76,6 +77,8 @@ type lockFlags struct {
 	rw        string
 	semaphore int
 	ttl       time.Duration
+	era       uint
+	eraSet    bool // --era given (0 included: the range is then checked)
 }
 
 func runLock(args []string, stdout, stderr io.Writer) int {
@@ -88,6 +91,7 @@ func runLock(args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&f.grace, "grace", 10*time.Second, "after SIGTERM, how long CMD gets to exit before SIGKILL")
 	fs.StringVar(&f.rw, "rw", "", "ZooKeeper: take one side of a read-write lock: read or write")
 	fs.IntVar(&f.semaphore, "semaphore", 0, "ZooKeeper: take one of `N` leases of a counting semaphore (every user of PATH must give the same N)")
+	fs.UintVar(&f.era, "era", 0, "every backend: move the token into era `N`'s range (N·2^48 + the backend's token), for a lock moved to another backend (docs/backends.md#switching-backends)")
 	fs.DurationVar(&f.ttl, "ttl", defaultTTL, "etcd, PostgreSQL, Redis: the lease's time to live, after which the server frees the lock of a holder it has not heard from (the holder gives it up sooner)")
 	pos, cmd, code := parseArgs(fs, args, stdout, stderr)
 	if code >= 0 {
@@ -108,7 +112,10 @@ func runLock(args []string, stdout, stderr io.Writer) int {
 		return usageError(stderr, fs, "--grace %v must not be negative", f.grace)
 	case f.ttl <= 0:
 		return usageError(stderr, fs, "--ttl %v must be positive", f.ttl)
+	case f.era > uint(fence.MaxEra):
+		return usageError(stderr, fs, "--era %d: want an era from 0 to %d", f.era, fence.MaxEra)
 	}
+	f.eraSet = flagSet(fs, "era")
 	if err := f.check(); err != nil {
 		return usageError(stderr, fs, "%v", err)
 	}
@@ -153,6 +160,9 @@ func lockMain(f *lockFlags, path string, argv []string, stderr io.Writer) int {
 	lk, err := ls.newLock(path)
 	if err != nil {
 		return failStatus(log, "lock", err)
+	}
+	if f.eraSet {
+		lk = recipe.InEra(lk, fence.Era(f.era))
 	}
 
 	start := time.Now()
@@ -250,6 +260,9 @@ func acquireAgain(ctx context.Context, lk recipe.Lock, log *slog.Logger) (recipe
 // holderAttrs describes the current holder for the log (nothing if it
 // cannot be read within a second).
 func holderAttrs(lk recipe.Lock) []any {
+	if u, ok := lk.(interface{ Unwrap() recipe.Lock }); ok {
+		lk = u.Unwrap() // --era's wrapper
+	}
 	p, ok := lk.(interface {
 		Participants(context.Context) ([]zookeeper.Participant, error)
 	})

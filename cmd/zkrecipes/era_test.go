@@ -1,0 +1,54 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/zkrecipes/zkrecipes/fence"
+	"github.com/zkrecipes/zkrecipes/zktest"
+)
+
+// TestLockEra: --era N hands the command a token in era N's range (the
+// switch of docs/backends.md without the shell arithmetic), a refusal
+// under --era still names the holder, and an era past fence.MaxEra is a
+// usage error.
+func TestLockEra(t *testing.T) {
+	t.Parallel()
+	cl := zktest.Shared(t)
+	dir := t.TempDir()
+	gate, out := filepath.Join(dir, "gate"), filepath.Join(dir, "token")
+	holder := start(t, cl, dir, "lock", "--era", "3", "/era/job", "--", "sh", "-c",
+		fmt.Sprintf(`echo "$ZKRECIPES_TOKEN" > %s; %s`, out, gateScript(gate)))
+	holder.awaitLog("lock acquired")
+	awaitFile(t, out)
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64)
+	if err != nil {
+		t.Fatalf("ZKRECIPES_TOKEN %q: %v", b, err)
+	}
+	if g := fence.EraOf(fence.Token(n)); g != 3 {
+		t.Errorf("ZKRECIPES_TOKEN %d is in era %d, want 3", n, g)
+	}
+
+	refused := start(t, cl, dir, "lock", "--era", "3", "--wait", "0", "/era/job", "--", "true")
+	refused.expect(exitHeld, 30*time.Second)
+	if r := refused.logged("held elsewhere"); r == nil || r["holder"] == nil {
+		t.Errorf("the refusal under --era does not name the holder: %v\n%s", r, refused.stderr)
+	}
+	touch(t, gate)
+	holder.expect(0, 30*time.Second)
+
+	bad := start(t, cl, dir, "lock", "--era", strconv.Itoa(int(fence.MaxEra)+1), "/era/job", "--", "true")
+	bad.expect(exitUsage, 30*time.Second)
+	if !strings.Contains(bad.stderr.String(), "--era") {
+		t.Errorf("the usage error does not name --era:\n%s", bad.stderr)
+	}
+}
