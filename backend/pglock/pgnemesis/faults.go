@@ -2,14 +2,11 @@ package pgnemesis
 
 import (
 	"context"
-	"database/sql"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"strconv"
 	"time"
 
-	"github.com/zkrecipes/zkrecipes/fence"
 	"github.com/zkrecipes/zkrecipes/zktest/nemesis"
 )
 
@@ -41,44 +38,20 @@ func (t *Target) isDown() bool {
 	return t.down
 }
 
-// below reads the run lock's token counter: every grant with a token up to
-// it had committed its bump, so its session existed, when the read
-// returned. A fault that then ends every such session (of the client, or of
-// the server) removed every grant with a token below the result. 0 if the
-// counter can't be read (unknown).
-func (t *Target) below(ctx context.Context) fence.Token {
-	t.mu.Lock()
-	key := t.key
-	t.mu.Unlock()
-	ctx, cancel := context.WithTimeout(ctx, terminateWait)
-	defer cancel()
-	var n int64
-	var err error
-	for try := 0; try < 3; try++ { // a pooled connection a restart broke fails once
-		err = t.db.QueryRowContext(ctx, "SELECT n FROM zkrecipes_lock_tokens WHERE key = $1", key).Scan(&n)
-		if err == nil || errors.Is(err, sql.ErrNoRows) || ctx.Err() != nil {
-			break
-		}
-	}
-	switch {
-	case errors.Is(err, sql.ErrNoRows):
-		return 1 // no grant yet
-	case err != nil:
-		return 0
-	}
-	return fence.Token(n + 1)
-}
-
 // terminate ends every session of client f.Client (its holder's and its
 // waiter's connections): an advisory lock dies with its session, so a
 // holder's lease is revoked, and the holder hears of it at once unless its
 // connection is cut off (then at its TTL/2 deadline). It is a revocation
-// scoped to that client, certain when a session was ended; Below is read
-// before the sessions are listed (see below).
+// scoped to that client, certain when a session was ended. Below stays 0:
+// a counter read before the termination misses a grant the client gets
+// while it runs (seen: the leader run, seed 8, granted token 384 between
+// the read and the termination, and it was not excused), and one read
+// after could take in the client's next grant on a new session; without
+// it the check takes every grant of the client asked for before the fault
+// ended as possibly removed, and one granted before it began as removed.
 func (t *Target) terminate(ctx context.Context, f *nemesis.Fault, _ time.Duration, _ *rand.Rand) {
 	app := appName(f.Client)
 	f.Target = "client " + strconv.Itoa(f.Client) + " sessions"
-	below := t.below(ctx)
 	tctx, cancel := context.WithTimeout(ctx, 2*terminateWait)
 	defer cancel()
 	pids, err := t.srv.Terminate(tctx, app, terminateWait)
@@ -87,7 +60,7 @@ func (t *Target) terminate(ctx context.Context, f *nemesis.Fault, _ time.Duratio
 	case err != nil:
 		f.Err, f.Revokes = err.Error(), true // some may have been ended
 	case len(pids) > 0:
-		f.Revokes, f.Certain, f.Below = true, true, below
+		f.Revokes, f.Certain = true, true
 	}
 }
 
@@ -98,10 +71,11 @@ func (t *Target) terminate(ctx context.Context, f *nemesis.Fault, _ time.Duratio
 func (t *Target) restart(crash bool) func(context.Context, *nemesis.Fault, time.Duration, *rand.Rand) {
 	return func(ctx context.Context, f *nemesis.Fault, d time.Duration, _ *rand.Rand) {
 		f.Target = "server"
-		below := t.below(ctx)
 		err := t.srv.RestartAfter(ctx, crash, d)
-		f.Revokes, f.Certain = true, true // the shutdown ended every session, whatever the start did
-		f.Below = below
+		// The shutdown ended every session, whatever the start did: every
+		// grant asked for before the fault ended may be gone, every one
+		// granted before it began is (Below 0, as for terminate).
+		f.Revokes, f.Certain = true, true
 		if err != nil {
 			f.Err = err.Error()
 			t.mu.Lock()

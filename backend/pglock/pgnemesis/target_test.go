@@ -31,8 +31,8 @@ func kind(t *testing.T, tg *Target, name string) nemesis.FaultKind {
 // checkPrimitives drives each fault kind of the target once by hand,
 // on two clients contending for the run's lock: terminate-backend ends the
 // holder's session alone (its lease ends at once, the waiter is granted)
-// and reports a certain revocation of that client below the next token;
-// both restarts end every lease and report every token so far below; a
+// and reports a certain revocation of that client (Below unknown: the check
+// then takes its grants asked before the fault ended); both restarts end every lease; a
 // pause outlasting TTL/2 suspends the holder; the register refuses a stale
 // token; nothing is left once the clients closed.
 func checkPrimitives(t *testing.T, tg *Target) {
@@ -82,8 +82,8 @@ func checkPrimitives(t *testing.T, tg *Target) {
 		l, _ := tg.locks(ctx)
 		n = len(l)
 	}
-	if f := inject(FaultTerminate, 0, 0); !f.Revokes || !f.Certain || f.Below != a.Token()+1 {
-		t.Errorf("terminate-backend of the holder: %+v; want a certain revocation below %v", f, a.Token()+1)
+	if f := inject(FaultTerminate, 0, 0); !f.Revokes || !f.Certain || f.Below != 0 {
+		t.Errorf("terminate-backend of the holder: %+v; want a certain revocation (Below unknown)", f)
 	}
 	if !errors.Is(context.Cause(a.Context()), recipe.ErrSessionLost) {
 		t.Errorf("the terminated holder's lease: %v, want ErrSessionLost at once", context.Cause(a.Context()))
@@ -98,8 +98,8 @@ func checkPrimitives(t *testing.T, tg *Target) {
 
 	for _, name := range []string{FaultRestartFast, FaultRestartImmediate} {
 		f := inject(name, -1, 300*time.Millisecond)
-		if !f.Revokes || !f.Certain || f.Below != b.Token()+1 {
-			t.Errorf("%s: %+v, want a certain revocation below %v", name, f, b.Token()+1)
+		if !f.Revokes || !f.Certain || f.Below != 0 {
+			t.Errorf("%s: %+v, want a certain revocation (Below unknown)", name, f)
 		}
 		if !errors.Is(context.Cause(b.Context()), recipe.ErrSessionLost) {
 			t.Errorf("%s: the holder's lease: %v, want ErrSessionLost", name, context.Cause(b.Context()))
