@@ -123,6 +123,7 @@ func checkCreationOrder(t *testing.T, ps []zookeeper.Participant) {
 // a newcomer that arrives while a holder with the stuck sequence holds is
 // not granted beside it; Participants lists them in creation order.
 func TestSequenceLimitMutexHandOff(t *testing.T) {
+	t.Parallel() // a server of its own: in make test's last step (ZooKeeper 3.9.3) these run alone, two at a time
 	const dir = "/limit/mutex"
 	cl := limitCluster(t, 3, dir)
 	in := zktest.Inspect(t, cl)
@@ -249,6 +250,7 @@ func contend(t *testing.T, workers, rounds int, acquire func(w int) func(context
 // pipelined behind one another may get the negative sequences of the
 // server's pending change): never more holders than the recipe allows.
 func TestSequenceLimitContention(t *testing.T) {
+	t.Parallel() // a server of its own: in make test's last step (ZooKeeper 3.9.3) these run alone, two at a time
 	dirs := []string{"/limit/c/mutex", "/limit/c/sem", "/limit/c/rw"}
 	cl := limitCluster(t, 20, dirs...)
 	in := zktest.Inspect(t, cl)
@@ -336,6 +338,7 @@ func TestSequenceLimitContention(t *testing.T) {
 // granted until the downgraded read is released. With the write node past
 // the limit, Downgrade is ErrSequenceLimit and loses nothing.
 func TestSequenceLimitDowngrade(t *testing.T) {
+	t.Parallel() // a server of its own: in make test's last step (ZooKeeper 3.9.3) these run alone, two at a time
 	const dir = "/limit/rw"
 	cl := limitCluster(t, 2, dir)
 	in := zktest.Inspect(t, cl)
