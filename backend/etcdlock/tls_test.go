@@ -25,10 +25,11 @@ func newTLSEnv(t testing.TB) *env {
 		opts: []etcdlock.Option{etcdlock.WithTLS(srv.ClientTLS())}}
 }
 
-// TestTLSConformance runs the conformance suite over TLS with a client
+// TestTLSConformance runs the conformance suite's connection properties
+// (locktest.RunTransport) over TLS with a client
 // certificate, on a server that refuses clients without one.
 func TestTLSConformance(t *testing.T) {
-	locktest.Run(t, &harness{e: newTLSEnv(t)})
+	locktest.RunTransport(t, &harness{e: newTLSEnv(t)})
 }
 
 // tlsConnect opens a Session on url with opts (connect timeout 5 s) and

@@ -17,13 +17,14 @@ import (
 	"github.com/zkrecipes/zkrecipes/recipe/locktest"
 )
 
-// TestTLSConformance runs the conformance suite over TLS with a client
+// TestTLSConformance runs the conformance suite's connection properties
+// (locktest.RunTransport) over TLS with a client
 // certificate (WithTLS, through each client's fault proxy), on the shared
 // TLS server, which takes TCP clients only over TLS with a certificate.
 func TestTLSConformance(t *testing.T) {
 	t.Parallel()
 	srv := pgtest.SharedTLS(t)
-	locktest.Run(t, newHarnessOn(t, srv.Database(t), WithTLS(srv.ClientTLS())))
+	locktest.RunTransport(t, newHarnessOn(t, srv.Database(t), WithTLS(srv.ClientTLS())))
 }
 
 // tlsConnect opens and closes a Session on dsn with opts, returning

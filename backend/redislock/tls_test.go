@@ -16,7 +16,8 @@ import (
 	"github.com/zkrecipes/zkrecipes/zktest"
 )
 
-// TestTLSConformance runs the conformance suite over TLS with a client
+// TestTLSConformance runs the conformance suite's connection properties
+// (locktest.RunTransport) over TLS with a client
 // certificate, on the shared TLS server (client certificates required),
 // every client through its own fault proxy (WithDialer: the TLS runs over
 // the proxy's connection).
@@ -24,7 +25,7 @@ func TestTLSConformance(t *testing.T) {
 	srv := redistest.SharedTLS(t)
 	opts := []redislock.Option{redislock.WithTLS(srv.ClientTLS())}
 	h := &harness{srv: srv, in: connect(t, srv, nil, opts...), rdb: srv.Client(t), opts: opts}
-	locktest.Run(t, h)
+	locktest.RunTransport(t, h)
 }
 
 // tlsConnect connects to url with opts and a short dial timeout, closing
