@@ -33,6 +33,14 @@ func noSecret(t *testing.T, what, text string) {
 	secrettest.Absent(t, what, text, "zkr-zookeeper")
 }
 
+// noSecretErr fails the test if err, an error it wraps, or a value a struct
+// walker reaches from them holds the test password or a part of it
+// (secrettest.AbsentErr), naming what without printing it.
+func noSecretErr(t *testing.T, what string, err error) {
+	t.Helper()
+	secrettest.AbsentErr(t, what, err, "zkr-zookeeper")
+}
+
 // TestAuthBytesNotShown: the bytes given to WithAuth never show in an error
 // or a log line: not when they are over the packet limit, not when the
 // server refuses the scheme, not when a digest with a wrong password is
@@ -53,7 +61,7 @@ func TestAuthBytesNotShown(t *testing.T) {
 	if _, err := connect(zookeeper.WithAuth("digest", big)); !errors.Is(err, recipe.ErrTooLarge) {
 		t.Errorf("WithAuth over the limit: %v, want ErrTooLarge", err)
 	} else {
-		noSecret(t, "the over-limit error", err.Error())
+		noSecretErr(t, "the over-limit error", err)
 	}
 
 	if s, err := connect(zookeeper.WithAuth("zkr-no-such-scheme", []byte("zkr:"+zkPW))); err == nil {
@@ -63,7 +71,7 @@ func TestAuthBytesNotShown(t *testing.T) {
 		if !errors.Is(err, recipe.ErrNoPermission) {
 			t.Errorf("Connect with an unknown auth scheme: %v, want ErrNoPermission", err)
 		}
-		noSecret(t, "the refused scheme's error", err.Error())
+		noSecretErr(t, "the refused scheme's error", err)
 	}
 
 	dir := "/zkr-secrets-" + rand.Text()[:8]
@@ -91,7 +99,7 @@ func TestAuthBytesNotShown(t *testing.T) {
 		if !errors.Is(err, recipe.ErrNoPermission) {
 			t.Errorf("TryAcquire with a wrong digest password: %v, want ErrNoPermission", err)
 		}
-		noSecret(t, "TryAcquire's error", err.Error())
+		noSecretErr(t, "TryAcquire's error", err)
 	}
 	other.Close()
 	if err := owner.Conn().Delete(chroot+dir, -1); err != nil {
