@@ -7,6 +7,7 @@ import (
 	"context"
 	"crypto/rand"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
@@ -125,4 +126,25 @@ func (b *syncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.b.String()
+}
+
+// TestSessionPrintHidesAuth: printing a Session (%v, %+v, %#v, %s: a user's
+// log line, a panic reporter) shows no byte of what WithAuth was given, in
+// any of the forms fmt prints bytes in.
+func TestSessionPrintHidesAuth(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	auth := []byte("zkr:" + zkPW)
+	s, err := zookeeper.Connect(ctx, zktest.Shared(t).Servers(), zookeeper.WithAuth("digest", auth))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	forms := []string{ // auth as fmt prints a []byte field with %v and with %#v
+		strings.Trim(fmt.Sprint(auth), "[]"),
+		strings.TrimSuffix(strings.TrimPrefix(fmt.Sprintf("%#v", auth), "[]byte{"), "}"),
+	}
+	for _, verb := range []string{"%v", "%+v", "%#v", "%s"} {
+		secrettest.Absent(t, verb+" of the Session", fmt.Sprintf(verb, s), append(forms, "zkr-zookeeper")...)
+	}
 }

@@ -28,7 +28,7 @@ func AbsentErr(tb testing.TB, what string, err error, parts ...string) {
 			{"%#v", fmt.Sprintf("%#v", e)},
 		} {
 			if s := found(f.text, parts); s != "" {
-				tb.Errorf("%s: its %s shows a password (%q found; text not printed)", name, f.verb, s)
+				tb.Errorf("%s: its %s shows a password (%s found; text not printed)", name, f.verb, partName(s, parts))
 				return
 			}
 		}
