@@ -7,6 +7,7 @@ import (
 	"context"
 	"crypto/rand"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
@@ -33,6 +34,14 @@ func noSecret(t *testing.T, what, text string) {
 	secrettest.Absent(t, what, text, "zkr-zookeeper")
 }
 
+// noSecretErr fails the test if err, an error it wraps, or a value a struct
+// walker reaches from them holds the test password or a part of it
+// (secrettest.AbsentErr), naming what without printing it.
+func noSecretErr(t *testing.T, what string, err error) {
+	t.Helper()
+	secrettest.AbsentErr(t, what, err, "zkr-zookeeper")
+}
+
 // TestAuthBytesNotShown: the bytes given to WithAuth never show in an error
 // or a log line: not when they are over the packet limit, not when the
 // server refuses the scheme, not when a digest with a wrong password is
@@ -53,7 +62,7 @@ func TestAuthBytesNotShown(t *testing.T) {
 	if _, err := connect(zookeeper.WithAuth("digest", big)); !errors.Is(err, recipe.ErrTooLarge) {
 		t.Errorf("WithAuth over the limit: %v, want ErrTooLarge", err)
 	} else {
-		noSecret(t, "the over-limit error", err.Error())
+		noSecretErr(t, "the over-limit error", err)
 	}
 
 	if s, err := connect(zookeeper.WithAuth("zkr-no-such-scheme", []byte("zkr:"+zkPW))); err == nil {
@@ -63,7 +72,7 @@ func TestAuthBytesNotShown(t *testing.T) {
 		if !errors.Is(err, recipe.ErrNoPermission) {
 			t.Errorf("Connect with an unknown auth scheme: %v, want ErrNoPermission", err)
 		}
-		noSecret(t, "the refused scheme's error", err.Error())
+		noSecretErr(t, "the refused scheme's error", err)
 	}
 
 	dir := "/zkr-secrets-" + rand.Text()[:8]
@@ -91,7 +100,7 @@ func TestAuthBytesNotShown(t *testing.T) {
 		if !errors.Is(err, recipe.ErrNoPermission) {
 			t.Errorf("TryAcquire with a wrong digest password: %v, want ErrNoPermission", err)
 		}
-		noSecret(t, "TryAcquire's error", err.Error())
+		noSecretErr(t, "TryAcquire's error", err)
 	}
 	other.Close()
 	if err := owner.Conn().Delete(chroot+dir, -1); err != nil {
@@ -117,4 +126,25 @@ func (b *syncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.b.String()
+}
+
+// TestSessionPrintHidesAuth: printing a Session (%v, %+v, %#v, %s: a user's
+// log line, a panic reporter) shows no byte of what WithAuth was given, in
+// any of the forms fmt prints bytes in.
+func TestSessionPrintHidesAuth(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	auth := []byte("zkr:" + zkPW)
+	s, err := zookeeper.Connect(ctx, zktest.Shared(t).Servers(), zookeeper.WithAuth("digest", auth))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	forms := []string{ // auth as fmt prints a []byte field with %v and with %#v
+		strings.Trim(fmt.Sprint(auth), "[]"),
+		strings.TrimSuffix(strings.TrimPrefix(fmt.Sprintf("%#v", auth), "[]byte{"), "}"),
+	}
+	for _, verb := range []string{"%v", "%+v", "%#v", "%s"} {
+		secrettest.Absent(t, verb+" of the Session", fmt.Sprintf(verb, s), append(forms, "zkr-zookeeper")...)
+	}
 }

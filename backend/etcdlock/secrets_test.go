@@ -32,6 +32,14 @@ func noSecret(t *testing.T, what, text string) {
 	secrettest.Absent(t, what, text, "zkr-etcd")
 }
 
+// noSecretErr fails the test if err, an error it wraps, or a value a struct
+// walker reaches from them holds the test password or a part of it
+// (secrettest.AbsentErr), naming what without printing it.
+func noSecretErr(t *testing.T, what string, err error) {
+	t.Helper()
+	secrettest.AbsentErr(t, what, err, "zkr-etcd")
+}
+
 // TestBadURLHidesPassword: Connect refuses credentials in the URL (they go
 // in the client given to NewSession), and its ErrBadURL shows no password:
 // not the user information's, well formed or not, nor a query parameter's.
@@ -49,7 +57,7 @@ func TestBadURLHidesPassword(t *testing.T) {
 			t.Errorf("Connect(%s) = %v, want ErrBadURL", strings.ReplaceAll(u, etcdPW, "PW"), err)
 			continue
 		}
-		noSecret(t, "Connect's error", err.Error())
+		noSecretErr(t, "Connect's error", err)
 	}
 }
 
@@ -93,7 +101,7 @@ func TestWrongPasswordHidden(t *testing.T) {
 	if !strings.Contains(err.Error(), "authentication failed") {
 		t.Errorf("a wrong password: %s; want etcd's authentication failure", strings.ReplaceAll(err.Error(), etcdPW, "PW"))
 	}
-	noSecret(t, "the wrong password's error", err.Error())
+	noSecretErr(t, "the wrong password's error", err)
 
 	cli, err = client("zkr-noperm", etcdPW+"-user")
 	if err != nil {
@@ -115,7 +123,7 @@ func TestWrongPasswordHidden(t *testing.T) {
 	if err == nil {
 		t.Fatal("a user without permissions: no error")
 	}
-	noSecret(t, "the user without permissions' error", err.Error())
+	noSecretErr(t, "the user without permissions' error", err)
 	noSecret(t, "the log", logs.String())
 }
 

@@ -33,11 +33,21 @@ func badURL(raw string, err error) error {
 
 // hideConnect scrubs the passwords of raw (the string Connect was given)
 // and of cfg (which pgx may have taken from PGPASSWORD or the password
-// file) from an error of dialling with cfg.
+// file) from an error of dialling with cfg. pgx's ConnectError keeps the
+// Config it dialled with, password and all, where a struct walker (%#v of
+// the wrapped error, go-spew, a debugger) finds it: it is given a copy with
+// the password masked (its Error reads only User and Database; the copy
+// shares the rest, which pgx's error never changes).
 func hideConnect(err error, raw string, cfg *pgconn.Config) error {
 	secrets := userinfo.Secrets(raw)
 	if cfg != nil {
 		secrets = append(secrets, cfg.Password)
+	}
+	var ce *pgconn.ConnectError
+	if errors.As(err, &ce) && ce.Config != nil && ce.Config.Password != "" {
+		c := *ce.Config
+		c.Password = userinfo.Mask
+		ce.Config = &c
 	}
 	return userinfo.Hide(err, secrets...)
 }

@@ -1,6 +1,7 @@
 package pglock
 
 import (
+	"github.com/zkrecipes/zkrecipes/internal/rtest/connerrtest"
 	"github.com/zkrecipes/zkrecipes/internal/rtest/secrettest"
 
 	"bytes"
@@ -8,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -36,6 +38,14 @@ func noSecret(t *testing.T, what, text string) {
 	secrettest.Absent(t, what, text, "pglock-role", "pglock wrong", "wrong\\'", "wrong'")
 }
 
+// noSecretErr fails the test if err, an error it wraps, or a value a struct
+// walker reaches from them holds the test password or a part of it
+// (secrettest.AbsentErr), naming what without printing it.
+func noSecretErr(t *testing.T, what string, err error) {
+	t.Helper()
+	secrettest.AbsentErr(t, what, err, "pglock-role", "pglock wrong", "wrong\\'", "wrong'")
+}
+
 // TestBadURLHidesPassword: a connection string pgx cannot parse is
 // ErrBadURL, and neither the error nor pgx's error it wraps shows a
 // password given in any of the ways pgx reads one (pgx's own redaction
@@ -59,7 +69,7 @@ func TestBadURLHidesPassword(t *testing.T) {
 			t.Errorf("Connect(%s) = %v, want ErrBadURL", strings.ReplaceAll(raw, pw, "PW"), err)
 			continue
 		}
-		noSecret(t, "Connect's error", err.Error())
+		noSecretErr(t, "Connect's error", err)
 		var pe *pgconn.ParseConfigError
 		if errors.As(err, &pe) {
 			noSecret(t, "ParseConfigError.ConnString", pe.ConnString)
@@ -117,7 +127,7 @@ func TestWrongPasswordHidden(t *testing.T) {
 			if !errors.As(err, &pe) || pe.Code != "28P01" {
 				t.Errorf("Connect: %s; want the server's invalid_password (28P01)", strings.ReplaceAll(err.Error(), wrong, "PW"))
 			}
-			noSecret(t, "Connect's error", err.Error())
+			noSecretErr(t, "Connect's error", err)
 			noSecret(t, "the log", logs.String())
 		})
 	}
@@ -146,7 +156,7 @@ func acquireAfterPasswordChange(t *testing.T, adminDSN, role, roleDSN string) {
 	var logs bytes.Buffer
 	s, err := Connect(ctx, roleDSN, WithTTL(testTTL), WithLogger(slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))))
 	if err != nil {
-		noSecret(t, "Connect's error", err.Error())
+		noSecretErr(t, "Connect's error", err)
 		t.Fatalf("Connect with the right password: %s", strings.ReplaceAll(err.Error(), pgRolePW, "PW"))
 	}
 	defer s.Close()
@@ -164,7 +174,41 @@ func acquireAfterPasswordChange(t *testing.T, adminDSN, role, roleDSN string) {
 	if !errors.As(err, &pe) || pe.Code != "28P01" {
 		t.Errorf("Acquire: %s; want the server's invalid_password (28P01)", strings.ReplaceAll(err.Error(), pgRolePW, "PW"))
 	}
-	noSecret(t, "Acquire's error", err.Error())
+	noSecretErr(t, "Acquire's error", err)
 	noSecret(t, "the log", logs.String())
 	admin("DROP TABLE IF EXISTS " + DefaultTable)
+}
+
+// TestUnreachableHidesPassword: a Connect that fails before any password is
+// asked for (another protocol's server, nothing listening, a port that
+// never answers) keeps the URL's password nowhere in its error: not in its
+// text, not in the errors it wraps, not in their fields.
+func TestUnreachableHidesPassword(t *testing.T) {
+	pw := pwMark + "-pglock-unreach"
+	for name, addr := range unreachable(t) {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		s, err := Connect(ctx, "postgres://app:"+pw+"@"+addr+"/app?sslmode=disable")
+		cancel()
+		if err == nil {
+			s.Close()
+			t.Fatalf("%s: Connect succeeded", name)
+		}
+		secrettest.AbsentErr(t, name+": Connect's error", err, "pglock-unreach")
+	}
+}
+
+// unreachable returns addresses where no PostgreSQL server answers: an HTTP
+// server, a closed port, a server that never says a word.
+func unreachable(t *testing.T) map[string]string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := ln.Addr().String()
+	ln.Close()
+	return map[string]string{
+		"a wrong server":    connerrtest.HTTPServer(t),
+		"nothing listening": closed,
+		"a silent port":     connerrtest.BannerServer(t, ""),
+	}
 }

@@ -1,12 +1,14 @@
 package redislock_test
 
 import (
+	"github.com/zkrecipes/zkrecipes/internal/rtest/connerrtest"
 	"github.com/zkrecipes/zkrecipes/internal/rtest/secrettest"
 
 	"bytes"
 	"context"
 	"errors"
 	"log/slog"
+	"net"
 	"net/url"
 	"strings"
 	"testing"
@@ -30,6 +32,14 @@ func noSecret(t *testing.T, what, text string) {
 	secrettest.Absent(t, what, text, "zkr-redis")
 }
 
+// noSecretErr fails the test if err, an error it wraps, or a value a struct
+// walker reaches from them holds the test password or a part of it
+// (secrettest.AbsentErr), naming what without printing it.
+func noSecretErr(t *testing.T, what string, err error) {
+	t.Helper()
+	secrettest.AbsentErr(t, what, err, "zkr-redis")
+}
+
 // TestBadURLHidesPassword: a URL Connect refuses is ErrBadURL, and the
 // error shows no password: not the user information's (well formed or
 // not), not a query parameter named like one, not a value go-redis quotes.
@@ -50,7 +60,7 @@ func TestBadURLHidesPassword(t *testing.T) {
 			t.Errorf("Connect(%s) = %v, want ErrBadURL", strings.ReplaceAll(u, pw, "PW"), err)
 			continue
 		}
-		noSecret(t, "Connect's error", err.Error())
+		noSecretErr(t, "Connect's error", err)
 	}
 }
 
@@ -90,7 +100,7 @@ func TestWrongPasswordHidden(t *testing.T) {
 			if !strings.Contains(err.Error(), "WRONGPASS") {
 				t.Errorf("Connect: %s; want the server's WRONGPASS", strings.ReplaceAll(err.Error(), wrong, "PW"))
 			}
-			noSecret(t, "Connect's error", err.Error())
+			noSecretErr(t, "Connect's error", err)
 			ro, perr := redis.ParseURL(u)
 			if perr != nil {
 				t.Fatal(perr)
@@ -103,8 +113,36 @@ func TestWrongPasswordHidden(t *testing.T) {
 				s.Close()
 				t.Fatal("NewSession with a wrong password succeeded")
 			}
-			noSecret(t, "NewSession's error", err.Error())
+			noSecretErr(t, "NewSession's error", err)
 			noSecret(t, "the log", logs.String())
 		})
+	}
+}
+
+// TestUnreachableHidesPassword: a Connect that fails before AUTH is
+// answered (another protocol's server, nothing listening, a port that
+// never answers) keeps the URL's password nowhere in its error: not in its
+// text, not in the errors it wraps, not in their fields.
+func TestUnreachableHidesPassword(t *testing.T) {
+	pw := redisPW + "-unreachable"
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := ln.Addr().String()
+	ln.Close()
+	for name, addr := range map[string]string{
+		"a wrong server":    connerrtest.HTTPServer(t),
+		"nothing listening": closed,
+		"a silent port":     connerrtest.BannerServer(t, ""),
+	} {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		s, err := redislock.Connect(ctx, "redis://app:"+pw+"@"+addr+"/0")
+		cancel()
+		if err == nil {
+			s.Close()
+			t.Fatalf("%s: Connect succeeded", name)
+		}
+		secrettest.AbsentErr(t, name+": Connect's error", err, "zkr-redis")
 	}
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/zkrecipes/zkrecipes/backend/redislock"
 	"github.com/zkrecipes/zkrecipes/backend/redislock/redistest"
 	"github.com/zkrecipes/zkrecipes/internal/pgtest"
+	"github.com/zkrecipes/zkrecipes/internal/rtest/secrettest"
 	"github.com/zkrecipes/zkrecipes/recipe"
 	"github.com/zkrecipes/zkrecipes/zktest"
 )
@@ -415,9 +416,7 @@ func TestBackendOf(t *testing.T) {
 		if got != want || (want == "") != (err != nil) {
 			t.Errorf("backendOf(%q) = %q, %v; want %q", in, got, err, want)
 		}
-		if err != nil && strings.Contains(err.Error(), "secret") {
-			t.Errorf("backendOf(%q): the error shows the password: %v", in, err)
-		}
+		secrettest.AbsentErr(t, "backendOf("+redact(in)+")'s error", err, "secret")
 	}
 }
 

@@ -65,17 +65,23 @@ func short(v string) bool { return len(v) < minPiece }
 // nil or no secret is long enough to be searched for (4 bytes). It is for errors a driver made, whose
 // text is not ours to vouch for: a caller that unwraps and prints err's
 // parts itself gets the driver's text as it was.
+//
+// The message is scrubbed here, once: the error keeps it and err, never
+// the secrets, which a struct walker (%#v, go-spew, a debugger, a panic
+// reporter) would otherwise find in it. err itself must hold none in its
+// fields (the caller's business: pglock's ConnectError.Config).
 func Hide(err error, secrets ...string) error {
 	if err == nil || !slices.ContainsFunc(secrets, func(s string) bool { return !short(s) }) {
 		return err
 	}
-	return &hidden{err: err, secrets: secrets}
+	return &hidden{err: err, msg: Scrub(err.Error(), secrets...)}
 }
 
+// hidden is Hide's error: err's message, scrubbed.
 type hidden struct {
-	err     error
-	secrets []string
+	err error
+	msg string
 }
 
-func (h *hidden) Error() string { return Scrub(h.err.Error(), h.secrets...) }
+func (h *hidden) Error() string { return h.msg }
 func (h *hidden) Unwrap() error { return h.err }

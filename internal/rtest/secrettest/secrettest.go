@@ -5,7 +5,8 @@
 package secrettest
 
 import (
-	"strings"
+	"fmt"
+	"slices"
 	"testing"
 )
 
@@ -17,10 +18,16 @@ const Mark = "s3cr3t-zkr"
 // printing the text.
 func Absent(tb testing.TB, what, text string, parts ...string) {
 	tb.Helper()
-	for _, s := range append([]string{Mark}, parts...) {
-		if strings.Contains(text, s) {
-			tb.Errorf("%s shows a password (%q found; text not printed)", what, s)
-			return
-		}
+	if s := found(text, parts); s != "" {
+		tb.Errorf("%s shows a password (%s found; text not printed)", what, partName(s, parts))
 	}
+}
+
+// partName says which of Mark and parts was found without printing a part,
+// which can be a whole password in some encoding.
+func partName(s string, parts []string) string {
+	if s == Mark {
+		return fmt.Sprintf("%q", Mark)
+	}
+	return fmt.Sprintf("part %d of %d given", slices.Index(parts, s)+1, len(parts))
 }
