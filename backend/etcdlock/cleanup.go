@@ -18,7 +18,8 @@ import (
 // cancellation for the first try, and retries transient errors until ctx
 // ends, the cleanup timeout passes or g's etcd lease is lost (the key goes
 // with it: nil if the server said the lease is gone, else an error saying
-// the key goes with the lease).
+// the key goes with the lease). A try unanswered within attemptTimeout is
+// sent again at once, whatever ctx, within the cleanup timeout.
 func (s *Session) deleteOwned(ctx context.Context, g *generation, key string, rev int64) error {
 	bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.cleanupTimeout())
 	defer cancel()
@@ -27,14 +28,22 @@ func (s *Session) deleteOwned(ctx context.Context, g *generation, key string, re
 	bctx, cancel3 := g.bind(bctx)
 	defer cancel3()
 	b := loop.BackOff(retryFirst, retryMax)
-	for {
-		_, err := s.cli.Txn(bctx).If(clientv3.Compare(clientv3.CreateRevision(key), "=", rev)).
+	del := func(ctx context.Context) error {
+		_, err := s.cli.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(key), "=", rev)).
 			Then(clientv3.OpDelete(key)).Commit()
+		return err
+	}
+	for {
+		unanswered, err := try(bctx, attemptTimeout(g.ttl), del)
 		switch {
 		case err == nil || goneWithLease(g):
 			return nil // deleted now, or not there any more
 		case g.ctx.Err() != nil:
 			return opError("delete", key, fmt.Errorf("the key goes with its etcd lease (%w): %w", context.Cause(g.ctx), err))
+		case unanswered:
+			// Sent to a silent member, most likely: send it again at once,
+			// within the cleanup timeout even when ctx is done.
+			continue
 		case !transient(err) || bctx.Err() != nil || ctx.Err() != nil:
 			return opError("delete", key, err)
 		}

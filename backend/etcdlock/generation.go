@@ -82,8 +82,7 @@ func (s *Session) current(ctx context.Context) (*generation, error) {
 func (s *Session) newGeneration(ctx context.Context) (*generation, error) {
 	ctx, cancel := s.life.Bind(ctx)
 	defer cancel()
-	sent := time.Now()
-	resp, err := s.cli.Grant(ctx, int64(s.cfg.ttl/time.Second))
+	sent, resp, err := s.grant(ctx)
 	if err != nil {
 		if ctxend.Ended(ctx) {
 			return nil, ctxend.Cause(ctx)
@@ -107,6 +106,25 @@ func (s *Session) newGeneration(ctx context.Context) (*generation, error) {
 	}
 	s.log.Debug("etcdlock: lease granted", "lease", fmt.Sprintf("%x", int64(g.id)), "ttl", g.ttl)
 	return g, nil
+}
+
+// grant asks for a new etcd lease, each try bounded by attemptTimeout and
+// sent again while unanswered and ctx lives (a try sent to a silent member
+// would otherwise hold the acquisition, without a key, until gRPC closes
+// that connection), and returns the answered try's send time.
+func (s *Session) grant(ctx context.Context) (time.Time, *clientv3.LeaseGrantResponse, error) {
+	for {
+		sent := time.Now()
+		var resp *clientv3.LeaseGrantResponse
+		unanswered, err := try(ctx, attemptTimeout(s.cfg.ttl), func(ctx context.Context) (err error) {
+			resp, err = s.cli.Grant(ctx, int64(s.cfg.ttl/time.Second))
+			return err
+		})
+		if !unanswered {
+			return sent, resp, err
+		}
+		s.log.Debug("etcdlock: lease grant unanswered, sending it again", "error", err)
+	}
 }
 
 // cleanupTimeout is the configured one, or the granted TTL.
@@ -218,7 +236,7 @@ func (g *generation) gone(ctx context.Context) bool {
 func (g *generation) keepAlive(sent time.Time) {
 	every := g.ttl / 6
 	retry := min(every/4, 250*time.Millisecond)
-	attemptTimeout := max(every, 500*time.Millisecond)
+	attempt := attemptTimeout(g.ttl)
 	t := time.NewTimer(time.Until(sent.Add(every)))
 	defer t.Stop()
 	for {
@@ -229,7 +247,7 @@ func (g *generation) keepAlive(sent time.Time) {
 		}
 		sent := time.Now()
 		end := g.dl.At()
-		if a := sent.Add(attemptTimeout); a.Before(end) {
+		if a := sent.Add(attempt); a.Before(end) {
 			end = a
 		}
 		ctx, cancel := context.WithDeadline(g.ctx, end)

@@ -193,18 +193,21 @@ func (a *attempt) create(wait bool, failing chan struct{}) createResult {
 		cond = clientv3.Compare(clientv3.CreateRevision(a.m.dir), "=", 0).WithPrefix()
 	}
 	first := clientv3.OpGet(a.m.dir, clientv3.WithFirstCreate()...)
-	txn := func() (*clientv3.TxnResponse, error) {
-		return a.m.s.cli.Txn(ctx).If(cond).
+	var resp *clientv3.TxnResponse
+	txn := func(ctx context.Context) (err error) {
+		resp, err = a.m.s.cli.Txn(ctx).If(cond).
 			Then(clientv3.OpPut(a.key, "", clientv3.WithLease(a.g.id)), first).
 			Else(clientv3.OpGet(a.key), first).Commit()
+		return err
 	}
 	b := loop.BackOff(retryFirst, retryMax)
-	for try := 0; ; try++ {
-		resp, err := txn()
+	for n := 0; ; n++ {
+		unanswered, err := try(ctx, attemptTimeout(a.g.ttl), txn)
 		if err == nil {
 			return a.parseCreate(resp)
 		}
 		switch {
+		case unanswered: // sent to a silent member, most likely: send it again
 		case errors.Is(err, rpctypes.ErrLeaseNotFound):
 			a.g.lose(fmt.Errorf("%w: etcd lease %x is gone (a put under it was refused)", recipe.ErrSessionLost, int64(a.g.id)))
 			return createResult{err: lostError(context.Cause(a.g.ctx))}
@@ -216,7 +219,7 @@ func (a *attempt) create(wait bool, failing chan struct{}) createResult {
 			return createResult{err: opError("put", a.key, err)}
 		}
 		a.m.s.log.Debug("etcdlock: put failed, retrying", "key", a.key, "error", err)
-		if try == 0 {
+		if n == 0 {
 			close(failing)
 		}
 		if loop.Pause(ctx, b, retryMax) != nil {
@@ -257,13 +260,18 @@ func (a *attempt) wait(ctx context.Context) error {
 	defer cancel2()
 	lower := append(clientv3.WithLastCreate(), clientv3.WithMaxCreateRev(a.rev-1), clientv3.WithKeysOnly())
 	b := loop.BackOff(retryFirst, retryMax)
+	var resp *clientv3.TxnResponse
+	read := func(ctx context.Context) (err error) {
+		resp, err = s.cli.Txn(ctx).Then(clientv3.OpGet(a.key, clientv3.WithKeysOnly()), clientv3.OpGet(a.m.dir, lower...)).Commit()
+		return err
+	}
 	for {
-		resp, err := s.cli.Txn(ctx).Then(clientv3.OpGet(a.key, clientv3.WithKeysOnly()), clientv3.OpGet(a.m.dir, lower...)).Commit()
+		unanswered, err := try(ctx, attemptTimeout(a.g.ttl), read)
 		if err != nil {
 			if done := a.stopped(ctx); done != nil {
 				return done
 			}
-			if !transient(err) {
+			if !unanswered && !transient(err) {
 				return opError("get", a.m.dir, err)
 			}
 			if loop.Pause(ctx, b, retryMax) != nil {

@@ -1,0 +1,30 @@
+package etcdlock
+
+import (
+	"context"
+	"time"
+)
+
+// attemptTimeout bounds one try of a request that this package sends again
+// when it gets no answer: max(TTL/6, 500 ms). The client spreads requests
+// over its connections to every member, and a connection to a silent member
+// (cut off, or stopped) stays open until gRPC's keep-alive closes it (15 s):
+// a request sent there gets no answer, so it is abandoned after this bound
+// and sent again, most likely to another member. Every request so bounded
+// is safe to send twice: a keep-alive, a grant (a lease granted by an
+// abandoned try holds no key and expires after its TTL), the put of an
+// acquisition (the retry finds the key the first try made), a read, the
+// delete that compares the key's create revision.
+func attemptTimeout(ttl time.Duration) time.Duration {
+	return max(ttl/6, 500*time.Millisecond)
+}
+
+// try runs one attempt of such a request under ctx, bounded by d, and
+// reports whether it went unanswered within d while ctx lives (the caller
+// then sends it again), with the attempt's error.
+func try(ctx context.Context, d time.Duration, send func(context.Context) error) (unanswered bool, err error) {
+	actx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	err = send(actx)
+	return err != nil && actx.Err() != nil && ctx.Err() == nil, err
+}
