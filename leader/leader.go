@@ -36,6 +36,7 @@ import (
 	"github.com/cenkalti/backoff/v4"
 
 	"github.com/zkrecipes/zkrecipes/fence"
+	"github.com/zkrecipes/zkrecipes/internal/isnil"
 	"github.com/zkrecipes/zkrecipes/internal/loop"
 	"github.com/zkrecipes/zkrecipes/recipe"
 )
@@ -108,7 +109,7 @@ func (c *config) isPermanent(err error) bool {
 // cannot cure (recipe.Permanent or WithPermanent; recipe.ErrMixedRecipes
 // only when the next Acquire, after the backoff, fails with it too);
 // with WithOnReturn(Stop()), what fn returned early (nil included: the one
-// nil return of Run); recipe.ErrBadOption for a nil lock or fn or a
+// nil return of Run); recipe.ErrBadOption for a nil lock (a typed nil too) or fn or a
 // negative Requeue pause. Other Acquire errors are logged at warning level
 // and retried (a failed release is logged too).
 //
@@ -117,7 +118,7 @@ func (c *config) isPermanent(err error) bool {
 //	}
 func Run(ctx context.Context, lock recipe.Lock, fn func(ctx context.Context, token fence.Token) error, opts ...Option) error {
 	switch {
-	case lock == nil:
+	case isnil.Is(lock): // also a typed nil (var m *redislock.Mutex), whose methods would panic
 		return fmt.Errorf("%w: nil lock", recipe.ErrBadOption)
 	case fn == nil:
 		return fmt.Errorf("%w: nil leader function", recipe.ErrBadOption)

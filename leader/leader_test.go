@@ -68,6 +68,14 @@ func TestBadArguments(t *testing.T) {
 	if err := leader.Run(context.Background(), m, nil); !errors.Is(err, recipe.ErrBadOption) {
 		t.Errorf("Run(nil fn) = %v, want recipe.ErrBadOption", err)
 	}
+	// A typed nil, whose methods would panic, and InEra around a nil lock
+	// (refused by its Acquire, which Run takes as permanent).
+	var typed *memlock.Mutex
+	for name, l := range map[string]recipe.Lock{"typed nil": typed, "InEra(nil, 1)": recipe.InEra(nil, 1), "InEra(typed nil, 1)": recipe.InEra(typed, 1)} {
+		if err := leader.Run(context.Background(), l, fn, quiet); !errors.Is(err, recipe.ErrBadOption) {
+			t.Errorf("Run(%s) = %v, want recipe.ErrBadOption", name, err)
+		}
+	}
 }
 
 // TestStopReturnsCause: ending ctx stops Run with ctx's cause, after fn saw

@@ -71,7 +71,8 @@ type termLog struct {
 
 // TestRequeuePauses: a fn that returns at once while leading (one unit of
 // work per term) gives the lock up, and Run campaigns again only after the
-// pause (the default's DefaultRequeuePause, or Requeue's): each term starts
+// pause (the default's DefaultRequeuePause, also for the zero OnReturn, or
+// Requeue's): each term starts
 // at least the pause after the previous one returned, with a larger token.
 // Lower bounds only: a loaded machine makes the gaps longer, never shorter.
 func TestRequeuePauses(t *testing.T) {
@@ -83,6 +84,7 @@ func TestRequeuePauses(t *testing.T) {
 		}{
 			{"default", leader.DefaultRequeuePause, nil},
 			{"Requeue", 300 * time.Millisecond, []leader.Option{leader.WithOnReturn(leader.Requeue(300 * time.Millisecond))}},
+			{"zero", leader.DefaultRequeuePause, []leader.Option{leader.WithOnReturn(leader.OnReturn{})}}, // the default, not Requeue(0)
 		} {
 			t.Run(b.name+"/"+tc.name, func(t *testing.T) {
 				t.Parallel()

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/zkrecipes/zkrecipes/fence"
+	"github.com/zkrecipes/zkrecipes/internal/isnil"
 )
 
 // InEra returns l with every grant's token moved into era g's
@@ -22,7 +23,8 @@ import (
 // grant (the release ignores ctx's end, bounded as the backend's Release is)
 // and return an error matching fence.ErrTokenOverflow, which
 // Permanent reports (only a switch cures it); a failed release is joined to
-// it. Everything else is l's: errors, Context, Release.
+// it. A nil l (a typed nil too) makes Acquire and TryAcquire return
+// ErrBadOption. Everything else is l's: errors, Context, Release.
 func InEra(l Lock, g fence.Era) Lock { return &eraLock{l: l, g: g} }
 
 type eraLock struct {
@@ -32,7 +34,7 @@ type eraLock struct {
 
 // Acquire is l's Acquire, its grant's token moved into g's range.
 func (m *eraLock) Acquire(ctx context.Context) (Lease, error) {
-	if err := m.g.Check(); err != nil {
+	if err := m.check(); err != nil {
 		return nil, err
 	}
 	lease, err := m.l.Acquire(ctx)
@@ -41,11 +43,20 @@ func (m *eraLock) Acquire(ctx context.Context) (Lease, error) {
 
 // TryAcquire is l's TryAcquire, its grant's token moved into g's range.
 func (m *eraLock) TryAcquire(ctx context.Context) (Lease, error) {
-	if err := m.g.Check(); err != nil {
+	if err := m.check(); err != nil {
 		return nil, err
 	}
 	lease, err := m.l.TryAcquire(ctx)
 	return m.wrap(ctx, lease, err)
+}
+
+// check refuses a nil l (recipe.ErrBadOption: InEra(nil, g), or a typed
+// nil, whose methods would panic) and a g past fence.MaxEra.
+func (m *eraLock) check() error {
+	if isnil.Is(m.l) {
+		return fmt.Errorf("%w: InEra of a nil lock", ErrBadOption)
+	}
+	return m.g.Check()
 }
 
 // Unwrap returns the wrapped lock (for a backend's own methods).

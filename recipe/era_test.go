@@ -122,3 +122,17 @@ func TestInEraConformance(t *testing.T) {
 	t.Cleanup(srv.Close)
 	locktest.Run(t, eraHarness{srv})
 }
+
+// TestInEraNilLock: InEra around a nil lock, or a typed nil one, refuses
+// Acquire and TryAcquire with ErrBadOption instead of panicking.
+func TestInEraNilLock(t *testing.T) {
+	var typed *memlock.Mutex
+	for name, l := range map[string]recipe.Lock{"nil": recipe.InEra(nil, 1), "typed nil": recipe.InEra(typed, 1)} {
+		if _, err := l.Acquire(context.Background()); !errors.Is(err, recipe.ErrBadOption) {
+			t.Errorf("%s: Acquire = %v, want recipe.ErrBadOption", name, err)
+		}
+		if _, err := l.TryAcquire(context.Background()); !errors.Is(err, recipe.ErrBadOption) {
+			t.Errorf("%s: TryAcquire = %v, want recipe.ErrBadOption", name, err)
+		}
+	}
+}

@@ -9,12 +9,15 @@
 #   scripts/modules.sh check           fail unless the versions agree and go.work is as `work` writes it
 #   scripts/modules.sh tidy            go mod tidy in every module, each against the others' directories
 #   scripts/modules.sh tags V          the release's tags, in the order to push them (step, tag, dir)
+#   scripts/modules.sh proxy DIR [V]   publish the working tree's modules into DIR for GOPROXY=file://DIR, at V
+#                                      (default: V-releasetest.h<hash>); prints the version (docs/releasing.md)
 #
 # Every module requires our other modules at one version V (the release
 # being prepared, or the last one); go.work uses every module's directory
 # and maps V of each to it, so that development never reads a published
 # copy. A go.mod never holds a replace directive: `go install ...@V` refuses one.
 set -euo pipefail
+here="$PWD"
 cd "$(dirname "$0")/.."
 
 # modules prints "dir path" for every go.mod below the root, skipping what
@@ -160,5 +163,10 @@ work) gowork "$(version)" > go.work ;;
 check) check ;;
 tidy) tidy ;;
 tags) [ $# -eq 2 ] || { echo "usage: $0 tags vX.Y.Z" >&2; exit 2; }; tags "$2" ;;
-*) sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
+proxy)
+	[ $# -eq 2 ] || [ $# -eq 3 ] || { echo "usage: $0 proxy DIR [vX.Y.Z...]" >&2; exit 2; }
+	case "$2" in /*) dir="$2" ;; *) dir="$here/$2" ;; esac
+	go run ./internal/releasetest/publish "$dir" ${3:+"$3"}
+	;;
+*) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
 esac

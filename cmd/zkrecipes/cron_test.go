@@ -206,3 +206,19 @@ func runCronJob(t *testing.T, env []string, job string) {
 		t.Errorf("the job ran with tokens %q, want once with a token", lines)
 	}
 }
+
+// TestUsageCrontabLine: the crontab example of `zkrecipes --help` is
+// README's schedule line, so that the three places give one answer.
+func TestUsageCrontabLine(t *testing.T) {
+	t.Parallel()
+	readme := readCrontabs(t, "../../README.md")[0].jobs[0]
+	var got []string
+	for _, l := range strings.Split(mainUsage, "\n") {
+		if m := scheduleLine.FindStringSubmatch(strings.TrimSpace(l)); m != nil && strings.HasPrefix(strings.TrimSpace(l), "0 3 ") {
+			got = append(got, m[1])
+		}
+	}
+	if len(got) != 1 || got[0] != readme {
+		t.Errorf("zkrecipes --help's crontab lines %q, want README's %q", got, readme)
+	}
+}

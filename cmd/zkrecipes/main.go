@@ -85,7 +85,7 @@ Servers come from --servers or ZK_SERVERS: ZooKeeper's "host:port,host:port/chro
 for lock also etcd://host:2379[/prefix], postgres://user@host/db, redis://host:6379[/db].
 
 Example (crontab: the nightly job runs on one machine only; the others exit 75):
-  0 3 * * * zkrecipes lock --wait 0 /cron/nightly -- ./nightly.sh
+  0 3 * * * $HOME/go/bin/zkrecipes lock --log-level warn --wait 0 /cron/nightly -- ./nightly.sh
 
 Exit statuses: the command's own status, or
   64 usage error   66 no such path (inspect)   69 server unreachable

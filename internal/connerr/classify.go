@@ -24,6 +24,8 @@ func classify(b []byte, greeted bool) Found {
 		return Found{TLS, ""}
 	case greeted:
 		return Found{Greeting, line}
+	case htmlPage(b): // an HTTP/0.9-style answer, without a status line: python3 -m http.server's to PING
+		return Found{HTTP, firstLine(bytes.TrimLeft(b, " \t\r\n"))}
 	case len(b) == 1 && (b[0] == 'S' || b[0] == 'N'):
 		return Found{PostgreSQL, ""}
 	case bytes.HasPrefix(b, []byte("+PONG")), len(b) > 1 && b[0] == '-' && isRESPError(line[1:]):
@@ -32,6 +34,13 @@ func classify(b []byte, greeted bool) Found {
 		return Found{ZooKeeper, line}
 	}
 	return Found{Greeting, line}
+}
+
+// htmlPage reports whether b begins an HTML document, as an HTTP server
+// answers a request line it cannot parse (a bare PING) with no status line.
+func htmlPage(b []byte) bool {
+	b = bytes.ToLower(bytes.TrimLeft(b, " \t\r\n"))
+	return bytes.HasPrefix(b, []byte("<!doctype html")) || bytes.HasPrefix(b, []byte("<html"))
 }
 
 // isRESPError reports whether s (after a '-') is a RESP error line: an

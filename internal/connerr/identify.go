@@ -19,7 +19,7 @@ const (
 	Etcd       Protocol = "etcd"       // answers GET /version with "etcdserver"
 	PostgreSQL Protocol = "PostgreSQL" // answers an SSLRequest with the one byte S or N
 	Redis      Protocol = "Redis"      // answers PING with a RESP line (+PONG, -NOAUTH...)
-	HTTP       Protocol = "HTTP"       // answers with an HTTP/1 status line
+	HTTP       Protocol = "HTTP"       // answers with an HTTP/1 status line, or an HTML page (HTTP/0.9 style)
 	SSH        Protocol = "SSH"        // greets with SSH-
 	TLS        Protocol = "TLS"        // answers plaintext with a TLS alert or record
 	Greeting   Protocol = "greeting"   // greets with something else, unasked

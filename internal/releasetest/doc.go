@@ -6,6 +6,8 @@
 // fresh module there, runs README's `go get` and `go install` lines
 // verbatim, builds and runs a program that takes a lock on a real
 // ZooKeeper and on memlock, and runs the installed command line tool.
-// docs/releasing.md runs it before tagging a release. The package has no
-// code of its own outside its tests.
+// docs/releasing.md runs it before tagging a release. Its one exported
+// function, Publish, is that publishing, for users who try the modules
+// before a release (command publish, run by `scripts/modules.sh proxy`);
+// the test publishes through that command too.
 package releasetest

@@ -8,20 +8,6 @@ import (
 	"strings"
 )
 
-// testSuffix begins the pre-release part of the test's versions.
-const testSuffix = "-releasetest.h"
-
-// testVersion returns the version at which the test publishes the tree
-// whose files hash to sum, for release: below release, so never taken for
-// it, and named after the content. The go command takes what the module
-// cache holds at a version to be immutable (it caches its index of a
-// module's packages by directory alone), so another content must never
-// appear there under the same version; the same tree, though, gets the
-// same directories and so finds its packages compiled in the build cache.
-func testVersion(release string, sum []byte) string {
-	return fmt.Sprintf("%s%s%x", release, testSuffix, sum[:6])
-}
-
 // cleanModCache removes what the go command put in the module cache for
 // our modules at version: the extracted directories and the download
 // cache's files, then the directories left empty.

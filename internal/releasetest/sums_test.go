@@ -42,7 +42,8 @@ func seedSums(t *testing.T, root string, mods []module, path string) map[string]
 
 // checkSums fails the test if the user's go.sum holds a line for a
 // third-party module that no go.sum of the repository holds: one the go
-// command took without a checked hash (GOSUMDB is off).
+// command took without a hash the repository checked (a line the
+// checksum database would have had to give, online).
 func checkSums(t *testing.T, path string, seed map[string]bool, mods []module) {
 	data, err := os.ReadFile(path)
 	if err != nil {

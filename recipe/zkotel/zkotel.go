@@ -33,10 +33,14 @@
 //	zkrecipes.fence.rejections     Int64Counter        {write}       resource
 //	zkrecipes.sequence.headroom    Int64Gauge          {sequence}    kind, path
 //
-// Attributes carry no secret and a bounded set of values: reason and cause
-// are words of a closed list (zkprom.Reason's), never an error's text;
-// path has one value per lock directory or name a process uses: keep them
-// few and stable (not one per request), or use WithoutPathAttribute.
+// Attributes carry no secret of the library's: reason and cause are words
+// of a closed list (zkprom.Reason's), never an error's text. But path and
+// resource carry whatever the application names its locks and fenced
+// resources, verbatim: one series per distinct name, and any personal data
+// in a name ends up in the metrics backend. Keep them few, stable and free
+// of personal data (not one per request, row or customer), or drop them:
+// WithoutPathAttribute, WithoutResourceAttribute (or bucket the resource
+// with WithResourceAttribute).
 package zkotel
 
 import (
@@ -69,8 +73,9 @@ var DefaultBuckets = []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1
 // loops at once. It is safe for concurrent use, and its methods never block
 // (they only record into the SDK's in-memory aggregation).
 type Metrics struct {
-	noPath bool
-	attrs  []attribute.KeyValue // WithAttributes
+	noPath   bool
+	resource func(string) string  // WithResourceAttribute; nil: the resource's name
+	attrs    []attribute.KeyValue // WithAttributes
 
 	started     metric.Int64Counter
 	duration    metric.Float64Histogram
@@ -88,9 +93,10 @@ var _ recipe.Metrics = (*Metrics)(nil)
 var _ leader.LeadingMetrics = (*Metrics)(nil)
 
 type config struct {
-	buckets []float64
-	noPath  bool
-	attrs   []attribute.KeyValue
+	buckets  []float64
+	noPath   bool
+	resource func(string) string
+	attrs    []attribute.KeyValue
 }
 
 // Option configures New.
@@ -104,6 +110,21 @@ func WithBuckets(b []float64) Option { return func(c *config) { c.buckets = b } 
 // WithoutPathAttribute records every recipe directory under path="" (for
 // processes that use many lock directories, to bound the number of series).
 func WithoutPathAttribute() Option { return func(c *config) { c.noPath = true } }
+
+// WithoutResourceAttribute records every fence rejection under
+// resource="" (for resources named per row or per customer, whose names
+// would make one series each and may be personal data).
+func WithoutResourceAttribute() Option {
+	return WithResourceAttribute(func(string) string { return "" })
+}
+
+// WithResourceAttribute records a fence rejection of the resource named
+// name under resource=f(name): a bucket of few, stable values (say the
+// name's first segment: "invoice/cust-4711/..." to "invoice"). f must be
+// fast and safe for concurrent use; nil restores the default (the name).
+func WithResourceAttribute(f func(name string) string) Option {
+	return func(c *config) { c.resource = f }
+}
 
 // WithAttributes adds constant attributes to every measurement (e.g. the
 // ensemble's name when a process talks to several): zkprom's
@@ -127,7 +148,7 @@ func New(mp metric.MeterProvider, opts ...Option) (*Metrics, error) {
 		mp = otel.GetMeterProvider()
 	}
 	mt := mp.Meter(ScopeName)
-	m := &Metrics{noPath: c.noPath, attrs: c.attrs}
+	m := &Metrics{noPath: c.noPath, resource: c.resource, attrs: c.attrs}
 	var errs []error
 	check := func(err error) { errs = append(errs, err) }
 	counter := func(name, unit, desc string) metric.Int64Counter {
@@ -236,7 +257,11 @@ func (m *Metrics) SessionState(from, to recipe.ConnState, cause error) {
 // StaleRejected implements recipe.Metrics: it adds 1 to
 // zkrecipes.fence.rejections. Wire it as a fence.Guard's OnStale.
 func (m *Metrics) StaleRejected(e *fence.StaleError) {
-	m.rejections.Add(context.Background(), 1, m.set(attribute.String("resource", e.Resource)))
+	r := e.Resource
+	if m.resource != nil {
+		r = m.resource(r)
+	}
+	m.rejections.Add(context.Background(), 1, m.set(attribute.String("resource", r)))
 }
 
 // SequenceHeadroom implements zookeeper.SequenceMetrics (ZooKeeper only):

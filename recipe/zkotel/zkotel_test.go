@@ -11,6 +11,7 @@ import (
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
+	"github.com/zkrecipes/zkrecipes/fence"
 	"github.com/zkrecipes/zkrecipes/recipe/zkotel"
 )
 
@@ -150,5 +151,49 @@ func TestOptions(t *testing.T) {
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("got\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// TestResourceAttribute: by default each fenced resource's name is an
+// attribute value; WithoutResourceAttribute records every rejection under
+// resource="", and WithResourceAttribute under the bucket its function
+// names.
+func TestResourceAttribute(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		opt  zkotel.Option
+		want []string
+	}{
+		{"default", nil, []string{"resource=invoice/cust-4711/alice@example.com 1", "resource=invoice/cust-4712/bob@example.com 1", "resource=report 1"}},
+		{"without", zkotel.WithoutResourceAttribute(), []string{"resource= 3"}},
+		{"bucket", zkotel.WithResourceAttribute(func(name string) string { first, _, _ := strings.Cut(name, "/"); return first }),
+			[]string{"resource=invoice 2", "resource=report 1"}},
+	} {
+		reader := sdkmetric.NewManualReader()
+		mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+		m, err := zkotel.New(mp, c.opt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range []string{"invoice/cust-4711/alice@example.com", "invoice/cust-4712/bob@example.com", "report"} {
+			m.StaleRejected(&fence.StaleError{Resource: r, Token: 1, Highest: 2})
+		}
+		var rm metricdata.ResourceMetrics
+		if err := reader.Collect(context.Background(), &rm); err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, ms := range rm.ScopeMetrics[0].Metrics {
+			if d, ok := ms.Data.(metricdata.Sum[int64]); ok && ms.Name == "zkrecipes.fence.rejections" {
+				for _, p := range d.DataPoints {
+					got = append(got, fmt.Sprintf("%s %d", p.Attributes.Encoded(attribute.DefaultEncoder()), p.Value))
+				}
+			}
+		}
+		slices.Sort(got)
+		if !slices.Equal(got, c.want) {
+			t.Errorf("%s: got %q, want %q", c.name, got, c.want)
+		}
+		_ = mp.Shutdown(context.Background())
 	}
 }

@@ -31,8 +31,12 @@
 //	zkrecipes_fence_rejections_total{resource}                counter    stale writes rejected by a fence.Guard
 //	zkrecipes_sequence_headroom{kind,path}                    gauge      sequences left before the directory's limit (ZooKeeper)
 //
-// The path label has one value per lock directory or name a process uses:
-// keep them few and stable (not one per request), or use WithoutPathLabel.
+// The path and resource labels carry whatever the application names its
+// locks and fenced resources, verbatim: one series per distinct name, and
+// any personal data in a name ends up in Prometheus. Keep them few, stable
+// and free of personal data (not one per request, row or customer), or
+// drop them: WithoutPathLabel, WithoutResourceLabel (or bucket the
+// resource with WithResourceLabel).
 package zkprom
 
 import (
@@ -62,7 +66,8 @@ var DefaultBuckets = []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1
 // safe for concurrent use, and its methods never block (they only update
 // in-memory metrics).
 type Metrics struct {
-	noPath bool
+	noPath   bool
+	resource func(string) string // WithResourceLabel; nil: the resource's name
 
 	started     *prometheus.CounterVec
 	duration    *prometheus.HistogramVec
@@ -81,9 +86,10 @@ var _ leader.LeadingMetrics = (*Metrics)(nil)
 var _ prometheus.Collector = (*Metrics)(nil)
 
 type config struct {
-	buckets []float64
-	noPath  bool
-	labels  prometheus.Labels
+	buckets  []float64
+	noPath   bool
+	resource func(string) string
+	labels   prometheus.Labels
 }
 
 // Option configures New.
@@ -96,6 +102,19 @@ func WithBuckets(b []float64) Option { return func(c *config) { c.buckets = b } 
 // WithoutPathLabel reports every recipe directory under path="" (for
 // processes that use many lock directories, to bound the number of series).
 func WithoutPathLabel() Option { return func(c *config) { c.noPath = true } }
+
+// WithoutResourceLabel reports every fence rejection under resource=""
+// (for resources named per row or per customer, whose names would make
+// one series each and may be personal data).
+func WithoutResourceLabel() Option { return WithResourceLabel(func(string) string { return "" }) }
+
+// WithResourceLabel reports a fence rejection of the resource named name
+// under resource=f(name): a bucket of few, stable values (say the name's
+// first segment: "invoice/cust-4711/..." to "invoice"). f must be fast and
+// safe for concurrent use; nil restores the default (the name itself).
+func WithResourceLabel(f func(name string) string) Option {
+	return func(c *config) { c.resource = f }
+}
 
 // WithConstLabels adds constant labels to every metric (e.g. the ensemble's
 // name when a process talks to several).
@@ -119,7 +138,8 @@ func New(opts ...Option) *Metrics {
 		return prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: Namespace, Name: name, Help: help, ConstLabels: c.labels}, labels)
 	}
 	m := &Metrics{
-		noPath: c.noPath,
+		noPath:   c.noPath,
+		resource: c.resource,
 		started: counter("acquire_started_total",
 			"Acquisitions (Acquire, TryAcquire, Campaign) started.", "kind", "path"),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: Namespace, Name: "acquire_duration_seconds",
@@ -223,7 +243,11 @@ func (m *Metrics) SessionState(from, to recipe.ConnState, cause error) {
 // StaleRejected implements recipe.Metrics: it counts
 // zkrecipes_fence_rejections_total. Wire it as a fence.Guard's OnStale.
 func (m *Metrics) StaleRejected(e *fence.StaleError) {
-	m.rejections.WithLabelValues(e.Resource).Inc()
+	r := e.Resource
+	if m.resource != nil {
+		r = m.resource(r)
+	}
+	m.rejections.WithLabelValues(r).Inc()
 }
 
 // SequenceHeadroom implements zookeeper.SequenceMetrics (ZooKeeper only): it sets

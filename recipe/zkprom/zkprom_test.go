@@ -157,3 +157,38 @@ zkrecipes_sessions{state="SUSPENDED"} 0
 		t.Fatal(err)
 	}
 }
+
+// TestResourceLabel: by default each fenced resource's name is a label
+// value; WithoutResourceLabel counts every rejection under resource="",
+// and WithResourceLabel under the bucket its function names.
+func TestResourceLabel(t *testing.T) {
+	reject := func(m *zkprom.Metrics) {
+		for _, r := range []string{"invoice/cust-4711/alice@example.com", "invoice/cust-4712/bob@example.com", "report"} {
+			m.StaleRejected(&fence.StaleError{Resource: r, Token: 1, Highest: 2})
+		}
+	}
+	head := "# HELP zkrecipes_fence_rejections_total Writes rejected by a fence.Guard because their token was stale.\n" +
+		"# TYPE zkrecipes_fence_rejections_total counter\n"
+	for _, c := range []struct {
+		name string
+		opt  zkprom.Option
+		want string
+	}{
+		{"default", nil, `zkrecipes_fence_rejections_total{resource="invoice/cust-4711/alice@example.com"} 1
+zkrecipes_fence_rejections_total{resource="invoice/cust-4712/bob@example.com"} 1
+zkrecipes_fence_rejections_total{resource="report"} 1
+`},
+		{"without", zkprom.WithoutResourceLabel(), `zkrecipes_fence_rejections_total{resource=""} 3
+`},
+		{"bucket", zkprom.WithResourceLabel(func(name string) string { first, _, _ := strings.Cut(name, "/"); return first }),
+			`zkrecipes_fence_rejections_total{resource="invoice"} 2
+zkrecipes_fence_rejections_total{resource="report"} 1
+`},
+	} {
+		m := zkprom.New(c.opt)
+		reject(m)
+		if err := testutil.CollectAndCompare(m, strings.NewReader(head+c.want), "zkrecipes_fence_rejections_total"); err != nil {
+			t.Errorf("%s: %v", c.name, err)
+		}
+	}
+}

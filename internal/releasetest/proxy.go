@@ -73,7 +73,9 @@ type file struct {
 // working tree, less the directories of nested modules; the zip follows the
 // module zip rules (every name under path@version/, regular files only),
 // and the go command checks the rest when it extracts it.
-func publish(root, proxy string, mods []module, release string) (string, error) {
+//
+// With version set, it publishes at that version instead (Publish).
+func publish(root, proxy string, mods []module, release, version string) (string, error) {
 	out, err := exec.Command("git", "-C", root, "ls-files", "-z", "--cached", "--others", "--exclude-standard").Output()
 	if err != nil {
 		return "", fmt.Errorf("listing the repository's files with git: %v (the test needs a git checkout)", err)
@@ -92,7 +94,9 @@ func publish(root, proxy string, mods []module, release string) (string, error) 
 			h.Write(f.data)
 		}
 	}
-	version := testVersion(release, h.Sum(nil))
+	if version == "" {
+		version = testVersion(release, h.Sum(nil))
+	}
 	for i, m := range mods {
 		if err := writeModule(proxy, m, files[i], version, retag(mods, release, version)); err != nil {
 			return "", fmt.Errorf("%s: %v", m.Path, err)
@@ -129,8 +133,12 @@ func writeModule(proxy string, m module, files []file, version string, edit func
 		return err
 	}
 	info, _ := json.Marshal(map[string]string{"Version": version, "Time": time.Now().UTC().Format(time.RFC3339)})
+	list, err := listed(filepath.Join(dir, "list"), version)
+	if err != nil {
+		return err
+	}
 	for name, data := range map[string][]byte{
-		"list": []byte(version + "\n"), version + ".info": info,
+		"list": list, version + ".info": info,
 		version + ".mod": gomod, version + ".zip": buf.Bytes(),
 	} {
 		if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
@@ -138,6 +146,20 @@ func writeModule(proxy string, m module, files []file, version string, edit func
 		}
 	}
 	return nil
+}
+
+// listed returns the proxy's list file at path with version added: a
+// directory kept for users (Publish) keeps every version published into it.
+func listed(path, version string) ([]byte, error) {
+	data, err := os.ReadFile(path)
+	if err != nil && !os.IsNotExist(err) {
+		return nil, err
+	}
+	versions := strings.Fields(string(data))
+	if !slices.Contains(versions, version) {
+		versions = append(versions, version)
+	}
+	return []byte(strings.Join(versions, "\n") + "\n"), nil
 }
 
 // moduleFiles reads the files of module m: those of paths (slash paths
