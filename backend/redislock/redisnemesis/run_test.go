@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/zkrecipes/zkrecipes/backend/redislock/redistest"
 	"github.com/zkrecipes/zkrecipes/zktest/nemesis"
 )
 
@@ -33,9 +32,7 @@ var (
 //
 //	go test -race -run TestNemesis -timeout 30m -nemesis.duration 150s -nemesis.all -nemesis.out /tmp/redis-nemesis ./redisnemesis
 func TestNemesis(t *testing.T) {
-	srv := redistest.Start(t, redistest.WithDebugCommand())
-	tgt := NewTarget(srv, 0)
-	t.Cleanup(func() { _ = tgt.Close() })
+	_, tgt := ownTarget(t)
 	// Each run tours its kinds first (server faults one after the other,
 	// up to 2.5 s each): two server kinds in the first run and one in the
 	// second let 5 s runs try all.
