@@ -136,16 +136,16 @@ func LaunchLocal(ctx context.Context, opts ...Option) (*Server, error) {
 const LocalInstallHint = "install Redis: apt-get install -y redis-server (or make setup); " + EnvAddr + " is not used: this server must be one started here (it is faulted, or serves TLS)"
 
 // launchOrExplain launches a server (launch's secure and own). A
-// failure is ErrNoServer with hint, unless ctx ended first: an
-// interrupted or timed-out start is not a missing install, so its error
-// wraps ctx's error (and cause) instead.
+// failure is ErrNoServer with hint, unless ctx was cancelled: an
+// interrupted start is not a missing install, so its error wraps ctx's
+// error (and cause) instead.
 func launchOrExplain(ctx context.Context, opts []Option, secure, own bool, hint string) (*Server, error) {
 	s, err := launch(ctx, opts, secure, own)
 	switch {
 	case err == nil:
 		return s, nil
-	case ctx.Err() != nil:
-		return nil, fmt.Errorf("redistest: start ended (%w: %v): %v", ctx.Err(), context.Cause(ctx), err)
+	case errors.Is(ctx.Err(), context.Canceled):
+		return nil, fmt.Errorf("redistest: start interrupted (%w: %v): %v", ctx.Err(), context.Cause(ctx), err)
 	}
 	return nil, fmt.Errorf("%w: %v; %s", ErrNoServer, err, hint)
 }
