@@ -264,6 +264,9 @@ func launch(ctx context.Context, cfg config, name string, withChroot bool) (*Clu
 	if err == nil {
 		return c, nil
 	}
+	if errors.Is(ctx.Err(), context.Canceled) { // interrupted: not a missing install (a deadline keeps ErrNoServer: no server in time)
+		return nil, fmt.Errorf("zktest: start interrupted (%w: %v): %v", ctx.Err(), context.Cause(ctx), err)
+	}
 	if errors.Is(err, errExplicitInstall) {
 		return nil, fmt.Errorf("%w: %s. Local install: %v", ErrNoServer, InstallHint, err)
 	}
@@ -280,6 +283,9 @@ func launch(ctx context.Context, cfg config, name string, withChroot bool) (*Clu
 	c, err = dockerProvider(ctx, cfg)
 	if err == nil {
 		return c, nil
+	}
+	if errors.Is(ctx.Err(), context.Canceled) {
+		return nil, fmt.Errorf("zktest: start interrupted (%w: %v): %v", ctx.Err(), context.Cause(ctx), err)
 	}
 	reasons = append(reasons, "docker: "+err.Error())
 	return nil, fmt.Errorf("%w: %s. Providers tried: %s", ErrNoServer, InstallHint, strings.Join(reasons, "; "))

@@ -516,3 +516,17 @@ func TestServerPID(t *testing.T) {
 		t.Error("ServerPID of a killed server: no error")
 	}
 }
+
+// TestLaunchInterrupted: a cancelled ctx is not a missing install: Launch's
+// error wraps context.Canceled and its cause, not ErrNoServer with the
+// install hint (Ctrl-C while cmd/nemesis started ZooKeeper said "install
+// ZooKeeper and Java").
+func TestLaunchInterrupted(t *testing.T) {
+	t.Setenv(EnvServers, "")
+	ctx, cancel := context.WithCancelCause(context.Background())
+	cancel(errors.New("interrupt signal received"))
+	_, err := Launch(ctx)
+	if !errors.Is(err, context.Canceled) || errors.Is(err, ErrNoServer) || !strings.Contains(err.Error(), "interrupt signal received") {
+		t.Fatalf("Launch with a cancelled ctx: %v, want context.Canceled with its cause, not ErrNoServer", err)
+	}
+}

@@ -151,7 +151,11 @@ func render(file, dir string, recipes map[string]nemesis.Recipe) error {
 	if err := report.Write(dir, h, rep); err != nil {
 		return err
 	}
-	fmt.Printf("%s seed %d: %s\npage: %s\n", h.Recipe, h.Seed, rep.Summary(), filepath.Join(dir, report.Page))
+	backend := h.Backend
+	if backend == "" {
+		backend = "zk" // format /1: ZooKeeper's
+	}
+	fmt.Printf("%s %s seed %d: %s\npage: %s\n", backend, h.Recipe, h.Seed, rep.Summary(), filepath.Join(dir, report.Page))
 	return nil
 }
 

@@ -16,8 +16,11 @@
 // had ended). For a run with a violation it writes the history to a file
 // of its own in -history-dir, keeps the servers' logs and data directories
 // (both paths are printed), and starts the next run on fresh servers. It
-// exits 1 if any run had a violation (130 when interrupted by SIGINT or
-// SIGTERM before the duration passed, 2 for bad flags).
+// exits 1 if any run had a violation, or if a fault kind was tried and
+// every attempt of it failed (a kind it could not inject was not tested;
+// the totals say which), 130 when interrupted by SIGINT or SIGTERM before
+// the duration passed (while the servers start too), 2 for bad flags (an
+// unknown -faults kind among them, caught before any server starts).
 //
 // With -out DIR, every run gets a directory of its own in DIR
 // (run<i>-<recipe>-seed<seed>, in DIR/<backend>/ with -backend all)
@@ -114,6 +117,10 @@ func runBackend(ctx context.Context, name string, o options, db *sql.DB, outDir 
 	launch := func() (*launched, error) { return b.launch(ctx, o) }
 	l, err := launch()
 	if err != nil {
+		if ctx.Err() != nil { // not a missing install: the start was cut short
+			fmt.Printf("interrupted (%v) while %s's servers started: no run\n", context.Cause(ctx), name)
+			return 130
+		}
 		fmt.Fprintf(os.Stderr, "nemesis: %s: %v\n", name, err)
 		return 1
 	}
@@ -162,7 +169,7 @@ func parseFlags() (o options, chosenBackends []string) {
 	flag.Uint64Var(&o.seed, "seed", 1, "seed of the first run (run i uses seed+i)")
 	flag.DurationVar(&o.runFor, "run", 60*time.Second, "fault phase of each run (default 60s, or -duration if that is shorter)")
 	flag.IntVar(&o.clients, "clients", 4, "clients per run, each with its own session")
-	flag.IntVar(&o.servers, "ensemble", 3, "servers in the ZooKeeper ensemble")
+	flag.IntVar(&o.servers, "ensemble", 3, "servers in the ZooKeeper ensemble (-backend zk or all only)")
 	flag.StringVar(&o.names, "recipes", "", "recipes to run, in turn (default: zk mutex,rwlock,semaphore,election,latch; the others mutex,leader)")
 	flag.DurationVar(&o.every, "fault-every", 600*time.Millisecond, "mean wait between two faults")
 	flag.StringVar(&o.faultList, "faults", "", "fault kinds to inject, comma-separated (default: all the backend has)")
@@ -214,5 +221,28 @@ func parseFlags() (o options, chosenBackends []string) {
 	if err := (nemesis.Config{Faults: o.kinds}).Validate(); err != nil {
 		usage("%v", err)
 	}
+	for _, name := range chosenBackends { // before any server starts
+		if err := knownKinds(name, o.kinds); err != nil {
+			usage("%v", err)
+		}
+	}
+	if flagSet("ensemble") && !slices.Contains(chosenBackends, "zk") {
+		usage("-ensemble is the size of ZooKeeper's ensemble: it needs -backend zk or all (etcd runs 3 members, pg and redis 1 server)")
+	}
 	return o, chosenBackends
+}
+
+// knownKinds refuses, before launching anything, a fault kind backend
+// does not have (nemesis.BackendFaults: the generic kinds and its own).
+func knownKinds(backend string, kinds []string) error {
+	known, ok := nemesis.BackendFaults(backend)
+	if !ok {
+		return fmt.Errorf("backend %s has no list of fault kinds in package nemesis", backend)
+	}
+	for _, k := range kinds {
+		if !slices.Contains(known, k) {
+			return fmt.Errorf("-faults: %s has no fault kind %q (it has: %s)", backend, k, strings.Join(known, ", "))
+		}
+	}
+	return nil
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"os"
@@ -61,7 +62,13 @@ func TestRender(t *testing.T) {
 	dir := t.TempDir()
 	h := &nemesis.History{Recipe: "mutex", Seed: 7, Clients: 2, SessionTimeout: 2 * time.Second, Healed: 900 * time.Millisecond,
 		FirstGrantAfterHeal: 950 * time.Millisecond, End: time.Second,
-		Grants: []nemesis.Grant{{ID: 0, Client: 1, Role: nemesis.RoleHolder, Token: 10, Granted: 950 * time.Millisecond, Ended: -1}}}
+		Grants: []nemesis.Grant{{ID: 0, Client: 1, Role: nemesis.RoleHolder, Token: 10, Granted: 950 * time.Millisecond, Ended: -1}},
+		Ops:    []nemesis.Op{{Kind: nemesis.OpGrant, Client: 1, Grant: 0, Token: 10, Call: 950 * time.Millisecond, Return: 950 * time.Millisecond, Live: []int{0}}}}
+	var noOps bytes.Buffer // the same history with its ops deleted
+	if err := (&nemesis.History{Recipe: h.Recipe, Seed: h.Seed, Clients: h.Clients, SessionTimeout: h.SessionTimeout, Healed: h.Healed,
+		FirstGrantAfterHeal: h.FirstGrantAfterHeal, End: h.End, Grants: h.Grants}).WriteJSON(&noOps); err != nil {
+		t.Fatal(err)
+	}
 	f, err := writeHistory(h, dir)
 	if err != nil {
 		t.Fatal(err)
@@ -84,6 +91,10 @@ func TestRender(t *testing.T) {
 		"another version": {strings.Replace(string(good), nemesis.HistoryFormat, "zkrecipes-nemesis-history/9", 1), "history/9"},
 		"unknown recipe":  {strings.Replace(string(good), `"mutex"`, `"spinlock"`, 1), `unknown recipe "spinlock"`},
 		"contradiction":   {strings.Replace(string(good), `"FirstGrantAfterHeal": 950000000`, `"FirstGrantAfterHeal": 439000000`, 1), "but the grants show 950ms"},
+		// drawn as a pass before: 43 grants and no grant op
+		"ops deleted":     {noOps.String(), "1 of 1 grants have no grant op"},
+		"a JSON array":    {"[" + string(good) + "]", "the input is a JSON array, not a history"},
+		"unknown backend": {strings.Replace(string(good), `"Recipe"`, `"Backend": "mongo", "Recipe"`, 1), `backend "mongo" is not one this version knows`},
 	} {
 		bad := filepath.Join(dir, name+".json")
 		if err := os.WriteFile(bad, []byte(c.data), 0o644); err != nil {

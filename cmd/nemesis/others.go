@@ -56,11 +56,15 @@ func launchPG(ctx context.Context, _ options) (*launched, error) {
 		close: func() error { return errors.Join(t.Close(), srv.Close()) }}, nil
 }
 
-// launchRedis starts a Redis server with the AOF fsynced on every write.
+// launchRedis starts a Redis server of its own (the nemesis kills, pauses
+// and keeps it busy; never REDIS_TEST_ADDR's) with the AOF fsynced on
+// every write.
 func launchRedis(ctx context.Context, _ options) (*launched, error) {
-	t, stop, err := redisnemesis.Launch(ctx, 0)
+	lctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	t, stop, err := redisnemesis.Launch(lctx, 0)
 	if err != nil {
 		return nil, err
 	}
-	return &launched{target: t, about: fmt.Sprintf("1 Redis server (appendonly yes, appendfsync always), %v TTL", redisnemesis.DefaultTTL), close: stop}, nil
+	return &launched{target: t, about: fmt.Sprintf("1 Redis server %s (appendonly yes, appendfsync always), %v TTL", t.Addr(), redisnemesis.DefaultTTL), close: stop}, nil
 }

@@ -53,6 +53,9 @@ func (s *series) run(ctx context.Context, lp **launched) int {
 		}
 		rep := res.Report
 		t.add(r.Name, rep)
+		if st := rep.Stall; st.Known() && (!t.maxStall.Known() || st.To-st.From > t.maxStall.To-t.maxStall.From) {
+			t.maxStall, t.maxStallRun = st, fmt.Sprintf("run %d %s seed %d", i, r.Name, seed)
+		}
 		fmt.Printf("run %d %s seed %d (%v): %s\n", i, r.Name, seed, time.Since(t0).Round(time.Second), rep.Summary())
 		if s.outDir != "" {
 			dir := filepath.Join(s.outDir, fmt.Sprintf("run%d-%s-seed%d", i, r.Name, seed))
@@ -83,24 +86,43 @@ func (s *series) run(ctx context.Context, lp **launched) int {
 		}
 	}
 	t.print(s.name, time.Since(start), s.recipes)
+	untested := t.ineffective()
+	if len(untested) > 0 {
+		fmt.Printf("NOT TESTED: every attempt of %s failed or may not have taken effect (see the runs' lines)\n", strings.Join(untested, ", "))
+	}
 	switch {
 	case t.violations > 0:
 		return 1
 	case ctx.Err() != nil:
 		fmt.Printf("interrupted (%v): the figures cover the %d complete run(s) only\n", context.Cause(ctx), t.runs)
 		return 130
-	case t.runs == 0:
+	case t.runs == 0, len(untested) > 0: // a kind it could not inject was not tested
 		return 1
 	}
 	return 0
 }
 
+// ineffective lists the fault kinds tried in the runs whose every attempt
+// failed or may not have taken effect.
+func (t *tally) ineffective() []string {
+	var out []string
+	for k, n := range t.faults {
+		if n > 0 && t.faultsFailed[k] >= n {
+			out = append(out, k)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
 // tally adds up the runs' reports.
 type tally struct {
 	runs, ops, grants, stale, violations, excused, writes, faultErrs int
-	faults                                                           map[string]int
+	faults, faultsFailed                                             map[string]int
 	perRecipe                                                        map[string]int
 	maxRecovery                                                      time.Duration
+	maxStall                                                         nemesis.Span // the longest stall of any run
+	maxStallRun                                                      string       // ... in this run
 	margins                                                          []time.Duration
 	marginsExcused                                                   int
 }
@@ -108,7 +130,7 @@ type tally struct {
 // add counts a run of recipe with report rep.
 func (t *tally) add(recipe string, rep *nemesis.Report) {
 	if t.faults == nil {
-		t.faults, t.perRecipe = map[string]int{}, map[string]int{}
+		t.faults, t.faultsFailed, t.perRecipe = map[string]int{}, map[string]int{}, map[string]int{}
 	}
 	t.runs++
 	t.perRecipe[recipe]++
@@ -125,7 +147,9 @@ func (t *tally) add(recipe string, rep *nemesis.Report) {
 	}
 	for k, c := range rep.Faults {
 		t.faults[k] += c
+		t.faultsFailed[k] += rep.FaultsFailed[k]
 	}
+
 	t.maxRecovery = max(t.maxRecovery, rep.Recovery)
 	t.margins = append(t.margins, rep.Margins.Values...)
 	t.marginsExcused += rep.Margins.Excused
@@ -143,9 +167,18 @@ func (t *tally) print(backend string, took time.Duration, recipes []nemesis.Reci
 	fmt.Printf("\ntotal %s: %v, %d runs (%s), %d operations (%d grants, %d register writes), %d stale writes rejected, %d excused samples, max recovery %v, %d violations\n",
 		backend, took.Round(time.Second), t.runs, counts(recipes, t.perRecipe), t.ops, t.grants, t.writes, t.stale, t.excused, t.maxRecovery.Round(time.Millisecond), t.violations)
 	fmt.Printf("margins (holder's context ended -> another client granted): %s\n", distribution(t.margins, t.marginsExcused))
+	if t.maxStallRun != "" {
+		fmt.Printf("longest stall (no grant while a client asked): %v, %s, from %v to %v\n",
+			(t.maxStall.To - t.maxStall.From).Round(time.Millisecond), t.maxStallRun,
+			t.maxStall.From.Round(time.Millisecond), t.maxStall.To.Round(time.Millisecond))
+	}
 	fmt.Printf("faults: %d attempted (%d failed or of uncertain effect)\n", nf, t.faultErrs)
 	for _, k := range seen {
-		fmt.Printf("  %-17s %d\n", k, t.faults[k])
+		failed := ""
+		if f := t.faultsFailed[k]; f > 0 {
+			failed = fmt.Sprintf(" (%d failed)", f)
+		}
+		fmt.Printf("  %-17s %d%s\n", k, t.faults[k], failed)
 	}
 }
 

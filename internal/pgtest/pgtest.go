@@ -88,10 +88,13 @@ func (s *Server) Port() int { return s.port }
 // wraps ErrNoServer and holds InstallHint when no server can be had.
 func Launch(ctx context.Context) (*Server, error) {
 	s, err := launch(ctx, false)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %v; %s", ErrNoServer, err, InstallHint)
+	switch {
+	case err == nil:
+		return s, nil
+	case errors.Is(ctx.Err(), context.Canceled): // interrupted: not a missing install (a deadline keeps ErrNoServer: no server in time)
+		return nil, fmt.Errorf("pgtest: start interrupted (%w: %v): %v", ctx.Err(), context.Cause(ctx), err)
 	}
-	return s, nil
+	return nil, fmt.Errorf("%w: %v; %s", ErrNoServer, err, InstallHint)
 }
 
 // Start launches a server for the test and closes it at the test's

@@ -120,3 +120,15 @@ func TestBouncer(t *testing.T) {
 		t.Error("PgBouncer still runs after Close")
 	}
 }
+
+// TestLaunchInterrupted: a cancelled ctx is not a missing install: Launch's
+// error wraps context.Canceled and its cause, not ErrNoServer.
+func TestLaunchInterrupted(t *testing.T) {
+	t.Setenv(EnvDSN, "")
+	ctx, cancel := context.WithCancelCause(context.Background())
+	cancel(errors.New("interrupt signal received"))
+	_, err := Launch(ctx)
+	if !errors.Is(err, context.Canceled) || errors.Is(err, ErrNoServer) || !strings.Contains(err.Error(), "interrupt signal received") {
+		t.Fatalf("Launch with a cancelled ctx: %v, want context.Canceled with its cause, not ErrNoServer", err)
+	}
+}

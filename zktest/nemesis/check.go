@@ -39,7 +39,15 @@ type Report struct {
 	// effect (a kill-leader while there was no leader, an expiry of a
 	// session that was already gone, a restart that timed out).
 	FaultErrors int
-	Recovery    time.Duration // first grant after the heal, counted from the heal (-1: none)
+	// FaultsFailed counts those attempts by kind; a kind whose every
+	// attempt failed is one the run did not test (Ineffective).
+	FaultsFailed map[string]int
+	Recovery     time.Duration // first grant after the heal, counted from the heal (-1: none)
+	// Stall is the longest stretch with no grant while some client was
+	// asking for one (nowhere, From = To = -1, if none asked): availability
+	// under the faults, beside the recovery after the heal. A figure, not a
+	// check.
+	Stall Span
 	// Margins are the two numbers as the run observed them (Margins).
 	Margins Margins
 	// Violations lists every broken invariant; a correct run has none.
@@ -101,13 +109,8 @@ func span(ops ...Op) Span {
 // Check verifies the history h of a recipe whose live grants must satisfy
 // allowed. See the package documentation for the invariants.
 func Check(h *History, allowed Allowed) *Report {
-	r := &Report{Writes: map[string]map[Outcome]int{}, Faults: map[string]int{}, Recovery: -1, Grants: len(h.Grants)}
-	for _, f := range h.Faults {
-		r.Faults[f.Kind]++
-		if f.Err != "" {
-			r.FaultErrors++
-		}
-	}
+	r := &Report{Writes: map[string]map[Outcome]int{}, Faults: map[string]int{}, Recovery: -1, Grants: len(h.Grants), Stall: stall(h)}
+	r.countFaults(h)
 	for reg, ops := range r.countWrites(h.Ops) {
 		checkRegister(r, reg, ops, h.End)
 	}
@@ -333,10 +336,21 @@ func (r *Report) Summary() string {
 			ws = append(ws, fmt.Sprintf("%s: %d accepted, %d stale, %d unknown, %d failed", reg, m[Accepted], m[Stale], m[Unknown], m[Failed]))
 		}
 	}
+	if len(ws) == 0 {
+		ws = []string{"none"}
+	}
+	if len(fs) == 0 {
+		fs = []string{"none"}
+	}
 	rec := "none"
 	if r.Recovery >= 0 {
 		rec = r.Recovery.Round(time.Millisecond).String()
 	}
-	return fmt.Sprintf("grants %d; writes %s; samples %d (excused %d); faults %s (%d failed); recovery %s; margins %s; violations %d",
-		r.Grants, strings.Join(ws, "; "), r.Samples, r.Excused, strings.Join(fs, " "), r.FaultErrors, rec, r.Margins, len(r.Violations))
+	s := fmt.Sprintf("grants %d; writes %s; samples %d (excused %d); faults %s (%d failed)",
+		r.Grants, strings.Join(ws, "; "), r.Samples, r.Excused, strings.Join(fs, " "), r.FaultErrors)
+	if in := r.ineffectiveText(); in != "" {
+		s += "; NEVER TOOK EFFECT (not tested): " + in
+	}
+	return s + fmt.Sprintf("; longest stall %s; recovery %s; margins %s; violations %d",
+		r.StallText(), rec, r.Margins, len(r.Violations))
 }

@@ -34,6 +34,7 @@ func base() *History {
 			{Kind: OpWrite, Client: 1, Grant: 1, Token: 20, Register: RegGuard, Value: "h", Outcome: Accepted, Prev: State{10, "g"}, Seq: 2, Call: 120 * ms, Return: 121 * ms, Live: []int{1}},
 			{Kind: OpWrite, Client: 0, Grant: 0, Token: 10, Register: RegGuard, Value: "g2", Outcome: Stale, Call: 140 * ms, Return: 141 * ms},
 			{Kind: OpWrite, Client: 1, Grant: 1, Token: 20, Register: RegZnode, Value: "b2", Outcome: Unknown, Call: 160 * ms, Return: 170 * ms},
+			{Kind: OpGrant, Client: 0, Grant: 2, Token: 30, Call: 950 * ms, Return: 950 * ms, Live: []int{2}},
 		},
 	}
 }

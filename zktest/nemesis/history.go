@@ -231,6 +231,9 @@ func ReadHistory(r io.Reader) (*History, error) {
 	if len(bytes.TrimSpace(b)) == 0 {
 		return nil, fmt.Errorf("%w: empty input", ErrBadHistory)
 	}
+	if what := notAnObject(b); what != "" {
+		return nil, fmt.Errorf("%w: the input is %s, not a history (a history is one JSON object, as WriteJSON writes it)", ErrBadHistory, what)
+	}
 	var head struct{ Format string }
 	if err := json.Unmarshal(b, &head); err != nil {
 		return nil, fmt.Errorf("%w: %s", ErrBadHistory, jsonProblem(b, err))
@@ -289,6 +292,29 @@ func checked(h *History) (*History, error) {
 		return nil, fmt.Errorf("%w: %v", ErrBadHistory, err)
 	}
 	return h, nil
+}
+
+// notAnObject names what JSON value b holds when it is valid JSON but not
+// an object ("a JSON array", ...), or is "" (an object, or not JSON at all,
+// which the decoder then explains).
+func notAnObject(b []byte) string {
+	var v any
+	if json.Unmarshal(b, &v) != nil {
+		return ""
+	}
+	switch v.(type) {
+	case map[string]any:
+		return ""
+	case []any:
+		return "a JSON array"
+	case string:
+		return "a JSON string"
+	case float64:
+		return "a JSON number"
+	case bool:
+		return "a JSON boolean"
+	}
+	return "JSON null"
 }
 
 // jsonProblem says what is wrong with b, which json refused with err.

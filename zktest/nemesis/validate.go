@@ -3,6 +3,8 @@ package nemesis
 import (
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 )
 
@@ -13,13 +15,19 @@ import (
 // every interval in order (asked, granted, ended; call, return; a fault's
 // start and end; the heal within the run); an op of a grant made by that
 // grant's client with its token, not before it was granted; and the first
-// grant after the heal that the grants show (the recovery is read from it).
+// grant after the heal that the grants show (the recovery is read from it);
+// one grant op per grant (the sample taken at it); a Backend this package
+// knows ("" is a history of format /1 or of a test), whose fault kinds
+// alone the faults may be.
 func (h *History) validate() error {
 	if h.Recipe == "" || h.Clients < 1 || h.End <= 0 {
 		return fmt.Errorf("recipe %q, %d clients, end %v: not a recorded run", h.Recipe, h.Clients, h.End)
 	}
 	if h.Healed < 0 || h.Healed > h.End {
 		return fmt.Errorf("healed at %v, outside the run (0 to %v)", h.Healed, h.End)
+	}
+	if err := h.validateBackend(); err != nil {
+		return err
 	}
 	grants, err := h.validateGrants()
 	if err != nil {
@@ -28,7 +36,57 @@ func (h *History) validate() error {
 	if err := h.validateOps(grants); err != nil {
 		return err
 	}
+	if err := h.validateGrantOps(); err != nil {
+		return err
+	}
 	return h.validateFaults()
+}
+
+// validateGrantOps checks that every grant has exactly one grant op (the
+// sample the recorder takes at each grant): a history whose ops were cut
+// out would otherwise check as a pass with nothing to check.
+func (h *History) validateGrantOps() error {
+	n := make(map[int]int, len(h.Grants))
+	for _, o := range h.Ops {
+		if o.Kind == OpGrant {
+			n[o.Grant]++
+		}
+	}
+	missing, first := 0, -1
+	for _, g := range h.Grants {
+		switch n[g.ID] {
+		case 1:
+		case 0:
+			if missing++; first < 0 {
+				first = g.ID
+			}
+		default:
+			return fmt.Errorf("grant %d has %d grant ops (one is recorded at each grant)", g.ID, n[g.ID])
+		}
+	}
+	if missing > 0 {
+		return fmt.Errorf("%d of %d grants have no grant op (the first: grant %d); a grant op is recorded at each grant", missing, len(h.Grants), first)
+	}
+	return nil
+}
+
+// validateBackend checks that h's Backend is one this package knows and
+// that each fault is of a kind it has ("" is not checked: a history of
+// format /1, ZooKeeper's, or one a test made).
+func (h *History) validateBackend() error {
+	if h.Backend == "" {
+		return nil
+	}
+	kinds, ok := BackendFaults(h.Backend)
+	if !ok {
+		return fmt.Errorf("backend %q is not one this version knows (%s)", h.Backend, strings.Join(Backends(), ", "))
+	}
+	for i, f := range h.Faults {
+		if !slices.Contains(kinds, f.Kind) {
+			return fmt.Errorf("fault %d (%s): backend %s has no such fault kind (it has: %s)", i, f.Kind, h.Backend, strings.Join(kinds, ", "))
+		}
+	}
+	return nil
 }
 
 // validateGrants checks each grant (its client, its times in order, an ID

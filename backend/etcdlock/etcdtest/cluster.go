@@ -69,19 +69,27 @@ func (m *member) clientURL() string {
 	return "http://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(m.clientPort))
 }
 
+// ClusterInstallHint is InstallHint for LaunchCluster, which always starts
+// its members from the binary (ETCD_TEST_ENDPOINTS is not used).
+const ClusterInstallHint = "install etcd: sudo apt-get install -y etcd-server (scripts/setup.sh does it), " +
+	"or set " + EnvBinary + " to an etcd binary; " + EnvEndpoints + " is not used: the cluster's members are started here (they are killed, paused and partitioned)"
+
 // LaunchCluster starts a cluster of ClusterSize members on free ports, each
 // with its data in a temporary directory, and returns once every member is
 // healthy (a leader elected). The caller must Close it. ctx bounds the
 // startup (at most a minute). The error wraps ErrNoServer and holds
-// InstallHint when the binary is missing or the cluster did not start.
+// ClusterInstallHint when the binary is missing or the cluster did not
+// start; when ctx was cancelled it wraps ctx's error instead (an interrupted
+// start is not a missing install).
 func LaunchCluster(ctx context.Context) (*Cluster, error) {
 	bin := os.Getenv(EnvBinary)
 	if bin == "" {
 		var err error
 		if bin, err = exec.LookPath("etcd"); err != nil {
-			return nil, fmt.Errorf("%w: %v; %s", ErrNoServer, err, InstallHint)
+			return nil, fmt.Errorf("%w: %v; %s", ErrNoServer, err, ClusterInstallHint)
 		}
 	}
+	outer := ctx
 	ctx, cancel := context.WithTimeout(ctx, launchTimeout)
 	defer cancel()
 	for attempt := 1; ; attempt++ {
@@ -89,14 +97,17 @@ func LaunchCluster(ctx context.Context) (*Cluster, error) {
 		if err == nil {
 			return c, nil
 		}
+		if errors.Is(outer.Err(), context.Canceled) {
+			return nil, fmt.Errorf("etcdtest: cluster start interrupted (%w: %v): %v", outer.Err(), context.Cause(outer), err)
+		}
 		if attempt == 5 || ctx.Err() != nil || !errors.Is(err, errPortTaken) {
-			return nil, fmt.Errorf("%w: %v; %s", ErrNoServer, err, InstallHint)
+			return nil, fmt.Errorf("%w: %v; %s", ErrNoServer, err, ClusterInstallHint)
 		}
 	}
 }
 
 // StartCluster launches a cluster for the test and closes it at the test's
-// cleanup, failing the test (with InstallHint) when none can be had.
+// cleanup, failing the test (with ClusterInstallHint) when none can be had.
 func StartCluster(tb testing.TB) *Cluster {
 	tb.Helper()
 	c, err := LaunchCluster(context.Background())

@@ -168,7 +168,20 @@ func TestClusterNoServer(t *testing.T) {
 	t.Setenv(etcdtest.EnvEndpoints, "127.0.0.1:2379")
 	t.Setenv(etcdtest.EnvBinary, "/nonexistent/etcd")
 	_, err := etcdtest.LaunchCluster(context.Background())
-	if !errors.Is(err, etcdtest.ErrNoServer) || !strings.Contains(err.Error(), etcdtest.InstallHint) {
-		t.Fatalf("LaunchCluster without a binary: %v, want ErrNoServer with the install hint", err)
+	if !errors.Is(err, etcdtest.ErrNoServer) || !strings.Contains(err.Error(), etcdtest.ClusterInstallHint) ||
+		strings.Contains(err.Error(), "to use a running server") {
+		t.Fatalf("LaunchCluster without a binary: %v, want ErrNoServer with the cluster's install hint (no running server offered)", err)
+	}
+}
+
+// An ended ctx is not a missing install: LaunchCluster's error then wraps
+// ctx's error, not ErrNoServer (Ctrl-C at cmd/nemesis's start said
+// "install etcd").
+func TestClusterInterrupted(t *testing.T) {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	cancel(errors.New("interrupt signal received"))
+	_, err := etcdtest.LaunchCluster(ctx)
+	if !errors.Is(err, context.Canceled) || errors.Is(err, etcdtest.ErrNoServer) || !strings.Contains(err.Error(), "interrupt signal received") {
+		t.Fatalf("LaunchCluster with an ended ctx: %v, want context.Canceled with its cause, not ErrNoServer", err)
 	}
 }

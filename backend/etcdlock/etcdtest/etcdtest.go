@@ -141,6 +141,7 @@ func launchLocal(ctx context.Context, secure bool) (*Server, error) {
 		_ = os.RemoveAll(dir)
 		return nil, fmt.Errorf("%w: %v", ErrNoServer, err)
 	}
+	outer := ctx
 	ctx, cancel := context.WithTimeout(ctx, launchTimeout)
 	defer cancel()
 	for attempt := 1; ; attempt++ {
@@ -152,6 +153,10 @@ func launchLocal(ctx context.Context, secure bool) (*Server, error) {
 		}
 		if err == nil {
 			return s, nil
+		}
+		if errors.Is(outer.Err(), context.Canceled) { // interrupted: not a missing install
+			_ = os.RemoveAll(dir)
+			return nil, fmt.Errorf("etcdtest: start interrupted (%w: %v): %v", outer.Err(), context.Cause(outer), err)
 		}
 		if attempt == 5 || ctx.Err() != nil || !errors.Is(err, errPortTaken) {
 			_ = os.RemoveAll(dir)

@@ -56,13 +56,23 @@ type Target struct {
 // lockKeys are a lock's keys (redislock's layout, docs/backends.md).
 type lockKeys struct{ holder, token, queue string }
 
+// ErrExternalServer is matched (errors.Is) by NewTarget's error for the
+// server of REDIS_TEST_ADDR: the nemesis kills, freezes and keeps busy its
+// server, which must be one redistest started (Launch does).
+var ErrExternalServer = errors.New("redisnemesis: the server is REDIS_TEST_ADDR's, not one started for the nemesis (its faults would hit someone else's server)")
+
 // NewTarget returns the Target of srv with lock TTL ttl (0: DefaultTTL; at
-// least redislock.MinTTL). srv must be a server redistest started (not
-// REDIS_TEST_ADDR's: the server faults need its process), with
-// redistest.WithDebugCommand for the sleep-server fault on Redis 7; its
-// append-only file should be fsynced always, as redistest's is. The Target
-// uses its own key prefix under srv's; Close leaves srv running.
-func NewTarget(srv *redistest.Server, ttl time.Duration) *Target {
+// least redislock.MinTTL). srv must be a server redistest started
+// (LaunchLocal, or Launch/Start without REDIS_TEST_ADDR): for the server of
+// REDIS_TEST_ADDR the error matches ErrExternalServer and
+// nemesis.ErrBadConfig. For the sleep-server fault on Redis 7 it needs
+// redistest.WithDebugCommand; its append-only file should be fsynced
+// always, as redistest's is. The Target uses its own key prefix under
+// srv's; Close leaves srv running.
+func NewTarget(srv *redistest.Server, ttl time.Duration) (*Target, error) {
+	if srv.External() {
+		return nil, fmt.Errorf("%w: %w (%s)", nemesis.ErrBadConfig, ErrExternalServer, srv.Addr())
+	}
 	if ttl == 0 {
 		ttl = DefaultTTL
 	}
@@ -72,8 +82,11 @@ func NewTarget(srv *redistest.Server, ttl time.Duration) *Target {
 	}
 	return &Target{srv: srv, ttl: ttl, prefix: srv.KeyPrefix() + "nemesis:",
 		admin: redis.NewClient(&redis.Options{Addr: srv.Addr(), ContextTimeoutEnabled: true, MaxRetries: -1, TLSConfig: cfg}),
-		locks: map[string]lockKeys{}}
+		locks: map[string]lockKeys{}}, nil
 }
+
+// Addr is the server's host:port.
+func (t *Target) Addr() string { return t.srv.Addr() }
 
 // Name is "redis".
 func (t *Target) Name() string { return "redis" }
@@ -215,17 +228,20 @@ func (t *Target) setState(flag *bool, v bool) {
 // Close closes the admin connection; the server keeps running.
 func (t *Target) Close() error { return t.admin.Close() }
 
-// Launch starts a server for the nemesis (redistest.Launch with
-// WithDebugCommand: AOF fsynced always, DEBUG allowed locally) and returns
-// its Target with lock TTL ttl (0: DefaultTTL), and stop, which closes the
-// Target and the server (its directory removed). For programs such as
-// cmd/nemesis; tests use redistest.Start and NewTarget. The error wraps
-// redistest.ErrNoServer, with the install hint, when no server can be had.
+// Launch starts a server of its own for the nemesis
+// (redistest.LaunchLocal with WithDebugCommand: AOF fsynced always, DEBUG
+// allowed locally; never REDIS_TEST_ADDR's, which the faults would hit)
+// and returns its Target with lock TTL ttl (0: DefaultTTL), and stop,
+// which closes the Target and the server (its directory removed). For
+// programs such as cmd/nemesis. The error wraps redistest.ErrNoServer,
+// with the install hint, when no server can be started.
 func Launch(ctx context.Context, ttl time.Duration) (t *Target, stop func() error, err error) {
-	srv, err := redistest.Launch(ctx, redistest.WithDebugCommand())
+	srv, err := redistest.LaunchLocal(ctx, redistest.WithDebugCommand())
 	if err != nil {
 		return nil, nil, err
 	}
-	t = NewTarget(srv, ttl)
+	if t, err = NewTarget(srv, ttl); err != nil {
+		return nil, nil, errors.Join(err, srv.Close())
+	}
 	return t, func() error { return errors.Join(t.Close(), srv.Close()) }, nil
 }

@@ -25,13 +25,33 @@ type fixture struct {
 }
 
 func newFixture(t *testing.T) *fixture {
-	srv := redistest.Start(t, redistest.WithDebugCommand())
-	tgt := NewTarget(srv, 0)
-	t.Cleanup(func() { _ = tgt.Close() })
+	srv, tgt := ownTarget(t)
 	if err := tgt.Prepare(context.Background(), "/t"); err != nil {
 		t.Fatal(err)
 	}
 	return &fixture{t: t, srv: srv, tgt: tgt}
+}
+
+// ownTarget starts a server of the test's own (never REDIS_TEST_ADDR's:
+// the faults kill it) and returns it with its Target, both closed at the
+// test's cleanup.
+func ownTarget(t *testing.T) (*redistest.Server, *Target) {
+	t.Helper()
+	srv, err := redistest.LaunchLocal(context.Background(), redistest.WithDebugCommand())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := srv.Close(); err != nil {
+			t.Errorf("closing the server: %v", err)
+		}
+	})
+	tgt, err := NewTarget(srv, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = tgt.Close() })
+	return srv, tgt
 }
 
 // lock connects client i through a proxy of its own and returns its lock on
@@ -233,5 +253,45 @@ func TestLaunch(t *testing.T) {
 	if c, err := net.DialTimeout("tcp", tgt.srv.Addr(), time.Second); err == nil {
 		c.Close()
 		t.Error("the server accepts connections after stop")
+	}
+}
+
+// TestNeverAnExternalServer: with REDIS_TEST_ADDR naming a running server,
+// Launch still starts a server of its own, whose kill-server fault takes
+// effect (the run once faulted the variable's server, every kill failing
+// with ErrUnsupported, and passed), and NewTarget refuses the variable's
+// server with ErrExternalServer.
+func TestNeverAnExternalServer(t *testing.T) {
+	other, err := redistest.LaunchLocal(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = other.Close() })
+	t.Setenv(redistest.EnvAddr, other.Addr())
+
+	ctx := context.Background()
+	tgt, stop, err := Launch(ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = stop() })
+	if tgt.Addr() == other.Addr() {
+		t.Fatalf("Launch used %s=%s", redistest.EnvAddr, other.Addr())
+	}
+	fx := &fixture{t: t, srv: tgt.srv, tgt: tgt}
+	if f := fx.inject(FaultKillServer, -1, 100*time.Millisecond); f.Err != "" {
+		t.Fatalf("kill-server on Launch's server: %s", f.Err)
+	}
+	if err := tgt.Heal(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	ext, err := redistest.Launch(ctx) // the variable's server
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ext.Close() })
+	if _, err := NewTarget(ext, 0); !errors.Is(err, ErrExternalServer) || !errors.Is(err, nemesis.ErrBadConfig) {
+		t.Fatalf("NewTarget(%s's server): %v, want ErrExternalServer", redistest.EnvAddr, err)
 	}
 }

@@ -119,11 +119,35 @@ func WithArgs(args ...string) Option {
 // answers PING); the caller must Close it. ctx bounds the startup. The
 // error wraps ErrNoServer and holds InstallHint when no server can be had.
 func Launch(ctx context.Context, opts ...Option) (*Server, error) {
-	s, err := launch(ctx, opts, false)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %v; %s", ErrNoServer, err, InstallHint)
+	return launchOrExplain(ctx, opts, false, false, InstallHint)
+}
+
+// LaunchLocal is Launch that always starts a redis-server of its own, even
+// when REDIS_TEST_ADDR is set: for callers that kill, freeze or flood the
+// server (a fault-injection run), which must never do that to someone
+// else's. The error wraps ErrNoServer and holds LocalInstallHint when no
+// server can be started.
+func LaunchLocal(ctx context.Context, opts ...Option) (*Server, error) {
+	return launchOrExplain(ctx, opts, false, true, LocalInstallHint)
+}
+
+// LocalInstallHint is InstallHint for LaunchLocal, which ignores
+// REDIS_TEST_ADDR.
+const LocalInstallHint = "install Redis: apt-get install -y redis-server (or make setup); " + EnvAddr + " is not used: this server must be one started here (it is faulted, or serves TLS)"
+
+// launchOrExplain launches a server (launch's secure and own). A
+// failure is ErrNoServer with hint, unless ctx was cancelled: an
+// interrupted start is not a missing install, so its error wraps ctx's
+// error (and cause) instead.
+func launchOrExplain(ctx context.Context, opts []Option, secure, own bool, hint string) (*Server, error) {
+	s, err := launch(ctx, opts, secure, own)
+	switch {
+	case err == nil:
+		return s, nil
+	case errors.Is(ctx.Err(), context.Canceled):
+		return nil, fmt.Errorf("redistest: start interrupted (%w: %v): %v", ctx.Err(), context.Cause(ctx), err)
 	}
-	return s, nil
+	return nil, fmt.Errorf("%w: %v; %s", ErrNoServer, err, hint)
 }
 
 // Start launches a server for the test and closes it at the test's
@@ -144,11 +168,11 @@ func Start(tb testing.TB, opts ...Option) *Server {
 	return s
 }
 
-// launch starts (or names) a server; secure makes it a TLS one (tls.go),
-// always started from the binary.
-func launch(ctx context.Context, opts []Option, secure bool) (*Server, error) {
+// launch starts (or names) a server; secure makes it a TLS one (tls.go);
+// own or secure always starts one from the binary (never REDIS_TEST_ADDR's).
+func launch(ctx context.Context, opts []Option, secure, own bool) (*Server, error) {
 	prefix := "zkrecipes-test:" + rand.Text()[:12] + ":"
-	if addr := os.Getenv(EnvAddr); addr != "" && !secure {
+	if addr := os.Getenv(EnvAddr); addr != "" && !secure && !own {
 		s := &Server{addr: addr, prefix: prefix, external: true}
 		if err := ping(addr, nil, 10*time.Second); err != nil {
 			return nil, fmt.Errorf("%s=%s: %w", EnvAddr, addr, err)
@@ -271,6 +295,10 @@ func (p *process) kill() error {
 		return fmt.Errorf("redistest: redis-server %d or a process it forked still runs %v after SIGKILL", p.cmd.Process.Pid, goneTimeout)
 	}
 }
+
+// External reports whether s is the server named by REDIS_TEST_ADDR, which
+// redistest did not start and can't kill, pause or restart.
+func (s *Server) External() bool { return s.external }
 
 // Addr returns the server's host:port.
 func (s *Server) Addr() string { return s.addr }

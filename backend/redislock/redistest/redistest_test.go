@@ -132,3 +132,14 @@ func ended(pid int) bool {
 	i := bytes.LastIndexByte(b, ')')
 	return err == nil && i >= 0 && i+2 < len(b) && b[i+2] == 'Z'
 }
+
+// An ended ctx is not a missing install: Launch's error then wraps ctx's
+// error, not ErrNoServer.
+func TestLaunchInterrupted(t *testing.T) {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	cancel(errors.New("interrupt signal received"))
+	_, err := LaunchLocal(ctx)
+	if !errors.Is(err, context.Canceled) || errors.Is(err, ErrNoServer) || !strings.Contains(err.Error(), "interrupt signal received") {
+		t.Fatalf("LaunchLocal with an ended ctx: %v, want context.Canceled with its cause, not ErrNoServer", err)
+	}
+}

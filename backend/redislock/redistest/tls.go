@@ -3,7 +3,6 @@ package redistest
 import (
 	"context"
 	"crypto/tls"
-	"fmt"
 	"strconv"
 	"testing"
 
@@ -20,11 +19,7 @@ import (
 // consulted: a TLS server is always started from the binary, which must be
 // built with TLS (Debian's is).
 func LaunchTLS(ctx context.Context, opts ...Option) (*Server, error) {
-	s, err := launch(ctx, opts, true)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %v; %s", ErrNoServer, err, InstallHint)
-	}
-	return s, nil
+	return launchOrExplain(ctx, opts, true, true, LocalInstallHint)
 }
 
 var sharedTLS lazy.Shared[*Server]

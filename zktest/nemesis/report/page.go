@@ -47,6 +47,8 @@ type page struct {
 	Length     string
 	Healed     string
 	Recovery   string
+	ZK         bool   // a ZooKeeper run (its words in the legend)
+	StallHref  string // the #t= of the longest stall, "" if none
 	Writes     []writes
 	Faults     []count
 	Violations []violation
@@ -103,6 +105,10 @@ func build(h *nemesis.History, rep *nemesis.Report, views []View) *page {
 func (p *page) figures(h *nemesis.History, rep *nemesis.Report, regs []string) {
 	if rep.Recovery >= 0 {
 		p.Recovery = rep.Recovery.Round(time.Millisecond).String()
+	}
+	p.ZK = h.Backend == "" || h.Backend == "zk"
+	if rep.Stall.Known() {
+		p.StallHref = "#t=" + interval(rep.Stall, h.End)
 	}
 	for _, reg := range regs {
 		m := rep.Writes[reg]
