@@ -85,8 +85,10 @@ func switchStages(t *testing.T, ctx context.Context, dsn, name string) []switchS
 // stage's are unwrapped: era 0 as it was deployed), and the switch is
 // RaiseFloor and RaiseColumnFloor to era i's floor. At every switch:
 //   - the old backend's holder, still holding its live lease, writes both
-//     after the switch and is refused (fence.ErrStale), and so is a holder
-//     the old backend grants after the switch (it keeps running);
+//     right after the raise, before any new holder wrote (the raise alone
+//     must refuse it), and after the new holder, and is refused
+//     (fence.ErrStale), and so is a holder the old backend grants after
+//     the switch (it keeps running);
 //   - the new backend's holders write at once: the first attempt of each
 //     is accepted, with no wait;
 //
@@ -158,13 +160,20 @@ func TestSwitchBackends(t *testing.T) {
 		if n, err := fencesql.RaiseColumnFloor(ctx, db, "jobs", "fence", era.Floor()); err != nil || n != 1 {
 			t.Fatalf("%s: RaiseColumnFloor = %d, %v; want the job's row raised", st.name, n, err)
 		}
+		// At once, before any holder of the new era wrote: the old
+		// backend's holder, its lease live, is refused by the raise alone.
+		if err := old.Context().Err(); err != nil {
+			t.Fatalf("%s: the old holder's lease ended (%v): the test wants it live", st.name, context.Cause(old.Context()))
+		}
+		refused(st.name+", right after the raise", "the old backend's live holder", old.Token())
 		// The new backend's holders, one after the other: each writes at once.
 		lock := recipe.InEra(st.newLock(t), era)
 		first := acquire(t, ctx, lock, st.name+" holder")
 		granted := time.Now()
 		accepted(st.name+" holder", first.Token())
 		wrote := time.Since(granted)
-		// The old backend's holder still holds its lease, and is refused.
+		// The old backend's holder still holds its lease, and is refused
+		// still.
 		if err := old.Context().Err(); err != nil {
 			t.Fatalf("%s: the old holder's lease ended (%v): the test wants it live", st.name, context.Cause(old.Context()))
 		}
