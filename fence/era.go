@@ -30,19 +30,31 @@ const MaxEra Era = 1<<(63-EraBits) - 1
 // MaxRawToken is the largest raw token an era can carry.
 const MaxRawToken Token = 1<<EraBits - 1
 
+// MaxToken is the largest token any fence accepts, written or as a floor:
+// 2^63-1, the last era's last token, the largest a signed 64-bit integer
+// (a BIGINT) holds. No backend issues a larger one (ZooKeeper's zxids,
+// etcd's revisions and the PostgreSQL and Redis counters are signed 64-bit
+// numbers), and a floor above it would lock a resource against every token
+// for ever. [CheckToken] refuses what is above it.
+const MaxToken Token = Token(MaxEra)<<EraBits | MaxRawToken
+
 // ErrTokenOverflow is matched by a [*RangeError]: a raw token does not fit
 // its era's range, or the era is past MaxEra.
 var ErrTokenOverflow = errors.New("fence: token outside its era's range")
 
-// RangeError is a raw token, or an era, out of range; it matches
-// [ErrTokenOverflow].
+// RangeError is a raw token, an era or a whole token out of range; it
+// matches [ErrTokenOverflow].
 type RangeError struct {
-	Era Era
-	Raw Token // the backend's token; zero when the era itself is out of range
+	Era   Era
+	Raw   Token // the backend's token; zero when the era itself is out of range
+	Token Token // a whole token (a write's or a floor) above MaxToken; zero otherwise
 }
 
 // Error implements error.
 func (e *RangeError) Error() string {
+	if e.Token > MaxToken {
+		return fmt.Sprintf("fence: token %s is past the last era's range (at most %s = 2^63-1)", e.Token, MaxToken)
+	}
 	if e.Era > MaxEra {
 		return fmt.Sprintf("fence: era %d is past the last, %d", e.Era, MaxEra)
 	}
@@ -56,6 +68,16 @@ func (e *RangeError) Is(target error) bool { return target == ErrTokenOverflow }
 // Floor is g's lowest token, g·2^48: every token of an earlier era is
 // below it. Raise the fences to it when switching to g.
 func (g Era) Floor() Token { return Token(g) << EraBits }
+
+// CheckToken returns a [*RangeError] (matching [ErrTokenOverflow]) if t is
+// above MaxToken: every fence refuses such a token, written or as a floor,
+// before it looks at the resource.
+func CheckToken(t Token) error {
+	if t > MaxToken {
+		return &RangeError{Era: EraOf(t), Token: t}
+	}
+	return nil
+}
 
 // Check returns a [*RangeError] if g is past MaxEra.
 func (g Era) Check() error {

@@ -63,8 +63,8 @@ func TestGuardRaiseFloor(t *testing.T) {
 		t.Fatal(err)
 	}
 	floor := Era(1).Floor()
-	if got := g.RaiseFloor("r", floor); got != floor {
-		t.Fatalf("RaiseFloor = %v, want %v", got, floor)
+	if got, err := g.RaiseFloor("r", floor); err != nil || got != floor {
+		t.Fatalf("RaiseFloor = %v, %v; want %v", got, err, floor)
 	}
 	var se *StaleError
 	if err := g.Check("r", 41); !errors.As(err, &se) || se.Highest != floor {
@@ -78,12 +78,45 @@ func TestGuardRaiseFloor(t *testing.T) {
 		t.Fatalf("the new era's first token: %v", err)
 	}
 	for _, lower := range []Token{0, 5, floor} {
-		if got := g.RaiseFloor("r", lower); got != first {
-			t.Errorf("RaiseFloor(%v) = %v, want the mark %v kept", lower, got, first)
+		if got, err := g.RaiseFloor("r", lower); err != nil || got != first {
+			t.Errorf("RaiseFloor(%v) = %v, %v; want the mark %v kept", lower, got, err, first)
 		}
 	}
-	if got := g.RaiseFloor("fresh", floor); got != floor || g.Highest("fresh") != floor {
-		t.Errorf("a resource never written: RaiseFloor = %v, Highest = %v", got, g.Highest("fresh"))
+	if got, err := g.RaiseFloor("fresh", floor); err != nil || got != floor || g.Highest("fresh") != floor {
+		t.Errorf("a resource never written: RaiseFloor = %v, %v, Highest = %v", got, err, g.Highest("fresh"))
+	}
+}
+
+// TestTokenCeiling: every token up to MaxToken (2^63-1, the last era's
+// last) is accepted by a Guard, written or as a floor; above it both are
+// refused with a *RangeError matching ErrTokenOverflow, leaving the mark
+// where it was, as fencesql and fencezk refuse them.
+func TestTokenCeiling(t *testing.T) {
+	last, _ := MaxEra.Token(MaxRawToken)
+	if MaxToken != math.MaxInt64 || last != MaxToken || CheckToken(MaxToken) != nil {
+		t.Fatalf("MaxToken = %v, the last era's last token %v, CheckToken %v", MaxToken, last, CheckToken(MaxToken))
+	}
+	var g Guard
+	if got, err := g.RaiseFloor("top", MaxToken); err != nil || got != MaxToken {
+		t.Fatalf("RaiseFloor(MaxToken) = %v, %v", got, err)
+	}
+	if err := g.Check("top", MaxToken); err != nil {
+		t.Fatalf("a write of MaxToken after its floor: %v", err)
+	}
+	for _, tok := range []Token{MaxToken + 1, 1<<63 + 5, math.MaxUint64} {
+		var re *RangeError
+		if _, err := g.RaiseFloor("r", tok); !errors.As(err, &re) || !errors.Is(err, ErrTokenOverflow) || re.Token != tok {
+			t.Errorf("RaiseFloor(%v): %v; want a *RangeError", tok, err)
+		}
+		if err := g.Check("r", tok); !errors.Is(err, ErrTokenOverflow) {
+			t.Errorf("a write of %v: %v; want ErrTokenOverflow", tok, err)
+		}
+		if err := CheckToken(tok); err == nil || !strings.Contains(err.Error(), tok.String()) {
+			t.Errorf("CheckToken(%v) = %v", tok, err)
+		}
+	}
+	if h := g.Highest("r"); h != 0 {
+		t.Errorf("the refused tokens left the mark at %v", h)
 	}
 }
 

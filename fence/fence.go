@@ -118,12 +118,17 @@ func (g *Guard) entry(resource string) *entry {
 // resource, and records token as the highest when write returns nil; check,
 // write and record are atomic per resource (different resources proceed in
 // parallel). Errors: a [*StaleError] when token is lower (write does not
-// run); [ErrNoToken] for the zero token; otherwise write's error. A failed
+// run); [ErrNoToken] for the zero token; a [*RangeError] (ErrTokenOverflow)
+// for a token above MaxToken, which no backend issues and which would
+// refuse every later token; otherwise write's error. A failed
 // or panicking write (the panic propagates) does not raise the mark. write
 // must not call Do or Check on the same resource: that deadlocks.
 func (g *Guard) Do(resource string, token Token, write func() error) error {
 	if token.IsZero() {
 		return ErrNoToken
+	}
+	if err := CheckToken(token); err != nil {
+		return err
 	}
 	e := g.entry(resource)
 	se := e.apply(resource, token, write)

@@ -8,10 +8,17 @@ package fence
 // floor changes nothing. It is the operator's step of a switch of lock
 // backend: raise every fence to the new era's Floor
 // (docs/backends.md#switching-backends).
-func (g *Guard) RaiseFloor(resource string, floor Token) Token {
+//
+// A floor above MaxToken is refused with a [*RangeError] (matching
+// [ErrTokenOverflow]), as every fence refuses it: it would lock the
+// resource against every token for ever.
+func (g *Guard) RaiseFloor(resource string, floor Token) (Token, error) {
+	if err := CheckToken(floor); err != nil {
+		return 0, err
+	}
 	e := g.entry(resource)
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.high = max(e.high, floor)
-	return e.high
+	return e.high, nil
 }

@@ -23,7 +23,9 @@ func TestLockEra(t *testing.T) {
 	dir := t.TempDir()
 	gate, out := filepath.Join(dir, "gate"), filepath.Join(dir, "token")
 	holder := start(t, cl, dir, "lock", "--era", "3", "/era/job", "--", "sh", "-c",
-		fmt.Sprintf(`echo "$ZKRECIPES_TOKEN" > %s; %s`, out, gateScript(gate)))
+		// Written whole, then renamed: awaitFile must not see the file the
+		// shell's > creates empty before echo writes.
+		fmt.Sprintf(`echo "$ZKRECIPES_TOKEN" > %s.tmp && mv %s.tmp %s; %s`, out, out, out, gateScript(gate)))
 	holder.awaitLog("lock acquired")
 	awaitFile(t, out)
 	b, err := os.ReadFile(out)

@@ -77,15 +77,18 @@ func switchStages(t *testing.T, ctx context.Context, dsn, name string) []switchS
 	}
 }
 
-// TestSwitchBackends moves a lock, and the SQL resource it fences (a
-// fencesql row on PostgreSQL), ZooKeeper → PostgreSQL → etcd → Redis →
-// ZooKeeper, as docs/backends.md#switching-backends tells an operator:
-// stage i's locks are recipe.InEra(lock, i) (the first stage's are
-// unwrapped: era 0 as it was deployed), and the switch is one
-// RaiseFloor to era i's floor. At every switch:
-//   - the old backend's holder, still holding its live lease, writes after
-//     the switch and is refused (fence.ErrStale), and so is a holder the old
-//     backend grants after the switch (it keeps running);
+// TestSwitchBackends moves a lock, and the SQL resources it fences (a
+// fencesql row on PostgreSQL, and a row of the job's table with its own
+// fence column, written with fencesql.Update), ZooKeeper → PostgreSQL →
+// etcd → Redis → ZooKeeper, as docs/backends.md#switching-backends tells
+// an operator: stage i's locks are recipe.InEra(lock, i) (the first
+// stage's are unwrapped: era 0 as it was deployed), and the switch is
+// RaiseFloor and RaiseColumnFloor to era i's floor. At every switch:
+//   - the old backend's holder, still holding its live lease, writes both
+//     right after the raise, before any new holder wrote (the raise alone
+//     must refuse it), and after the new holder, and is refused
+//     (fence.ErrStale), and so is a holder the old backend grants after
+//     the switch (it keeps running);
 //   - the new backend's holders write at once: the first attempt of each
 //     is accepted, with no wait;
 //
@@ -105,14 +108,38 @@ func TestSwitchBackends(t *testing.T) {
 	noErr(t, fn.CreateTable(ctx))
 	_, err = db.ExecContext(ctx, "CREATE TABLE writes (seq BIGSERIAL PRIMARY KEY, token BIGINT NOT NULL, who TEXT NOT NULL)")
 	noErr(t, err)
+	_, err = db.ExecContext(ctx, "CREATE TABLE jobs (id BIGINT PRIMARY KEY, state TEXT NOT NULL, fence BIGINT NOT NULL DEFAULT 0)")
+	noErr(t, err)
+	_, err = db.ExecContext(ctx, "INSERT INTO jobs (id, state) VALUES (2, 'new')")
+	noErr(t, err)
 	const resource = "reports/nightly"
+	job := fencesql.Row{Table: "jobs", Key: "id", ID: 2}
 	// write is a fenced write of the resource: it lands with its token
-	// (recorded in writes), or not at all.
-	write := func(who string, token fence.Token) error {
-		return fn.Do(ctx, resource, token, func(tx *sql.Tx) error {
+	// (recorded in writes), or not at all; then the same holder's fenced
+	// Update of the job's row. Each error is checked by the caller.
+	write := func(who string, token fence.Token) (doErr, rowErr error) {
+		doErr = fn.Do(ctx, resource, token, func(tx *sql.Tx) error {
 			_, err := tx.ExecContext(ctx, "INSERT INTO writes (token, who) VALUES ($1, $2)", int64(token), who)
 			return err
 		})
+		return doErr, fencesql.Update(ctx, db, token, job, "state = $1", who)
+	}
+	// accepted and refused are write's two outcomes the test wants.
+	accepted := func(who string, token fence.Token) {
+		t.Helper()
+		doErr, rowErr := write(who, token)
+		noErr(t, doErr)
+		noErr(t, rowErr)
+	}
+	refused := func(step, who string, token fence.Token) {
+		t.Helper()
+		doErr, rowErr := write(who, token)
+		if !errors.Is(doErr, fence.ErrStale) {
+			t.Fatalf("%s: %s (token %v) wrote the fence row after the switch: %v", step, who, token, doErr)
+		}
+		if !errors.Is(rowErr, fence.ErrStale) {
+			t.Fatalf("%s: %s (token %v) updated the job's row after the switch: %v", step, who, token, rowErr)
+		}
 	}
 	stages := switchStages(t, ctx, dsn, lockName(t))
 	t.Logf("servers up (started or shared) in %v", time.Since(begin).Round(time.Millisecond))
@@ -120,46 +147,57 @@ func TestSwitchBackends(t *testing.T) {
 
 	// Before any switch: the ZooKeeper lock as deployed, unwrapped.
 	old := acquire(t, ctx, stages[0].newLock(t), "ZooKeeper holder")
-	noErr(t, write("ZooKeeper holder", old.Token()))
+	accepted("ZooKeeper holder", old.Token())
 	oldLock := stages[0].newLock(t)
 	for i, st := range stages[1:] {
 		era := fence.Era(i + 1)
 		stepStart := time.Now()
-		// The operator's step: raise the fence to the new era.
+		// The operator's step: raise the fences to the new era.
 		mark, err := fn.RaiseFloor(ctx, resource, era.Floor())
 		if err != nil || mark != era.Floor() {
 			t.Fatalf("%s: RaiseFloor = %v, %v; want %v", st.name, mark, err, era.Floor())
 		}
+		if n, err := fencesql.RaiseColumnFloor(ctx, db, "jobs", "fence", era.Floor()); err != nil || n != 1 {
+			t.Fatalf("%s: RaiseColumnFloor = %d, %v; want the job's row raised", st.name, n, err)
+		}
+		// At once, before any holder of the new era wrote: the old
+		// backend's holder, its lease live, is refused by the raise alone.
+		if err := old.Context().Err(); err != nil {
+			t.Fatalf("%s: the old holder's lease ended (%v): the test wants it live", st.name, context.Cause(old.Context()))
+		}
+		refused(st.name+", right after the raise", "the old backend's live holder", old.Token())
 		// The new backend's holders, one after the other: each writes at once.
 		lock := recipe.InEra(st.newLock(t), era)
 		first := acquire(t, ctx, lock, st.name+" holder")
 		granted := time.Now()
-		noErr(t, write(st.name+" holder", first.Token()))
+		accepted(st.name+" holder", first.Token())
 		wrote := time.Since(granted)
-		// The old backend's holder still holds its lease, and is refused.
+		// The old backend's holder still holds its lease, and is refused
+		// still.
 		if err := old.Context().Err(); err != nil {
 			t.Fatalf("%s: the old holder's lease ended (%v): the test wants it live", st.name, context.Cause(old.Context()))
 		}
-		if err := write("old holder", old.Token()); !errors.Is(err, fence.ErrStale) {
-			t.Fatalf("%s: the old backend's live holder (token %v) wrote after the switch: %v", st.name, old.Token(), err)
-		}
+		refused(st.name, "the old backend's live holder", old.Token())
 		noErr(t, old.Release(ctx))
 		// The old backend still grants: its next holder is refused too.
 		late := acquire(t, ctx, oldLock, "old backend's next holder")
-		if err := write("old backend's next holder", late.Token()); !errors.Is(err, fence.ErrStale) {
-			t.Fatalf("%s: a grant of the old backend after the switch (token %v) wrote: %v", st.name, late.Token(), err)
-		}
+		refused(st.name, "a grant of the old backend after the switch", late.Token())
 		noErr(t, late.Release(ctx))
 		noErr(t, first.Release(ctx))
 		// The next holder on the new backend: a new grant, a larger token.
 		old = acquire(t, ctx, lock, st.name+" next holder")
-		noErr(t, write(st.name+" next holder", old.Token()))
+		accepted(st.name+" next holder", old.Token())
 		oldLock = lock
 		t.Logf("%s (era %d): raise, connect and grant in %v, the first write in %v; tokens %v, %v", st.name, era,
 			granted.Sub(stepStart).Round(time.Millisecond), wrote.Round(time.Millisecond), first.Token(), old.Token())
 	}
 	noErr(t, old.Release(ctx))
 	checkWrites(t, ctx, db, 1+2*(len(stages)-1))
+	var state string
+	noErr(t, db.QueryRowContext(ctx, "SELECT state FROM jobs WHERE id = 2").Scan(&state))
+	if want := stages[len(stages)-1].name + " next holder"; state != want {
+		t.Errorf("the job's row was last written by %q, want %q", state, want)
+	}
 	t.Logf("the switches: %v", time.Since(begin).Round(time.Millisecond))
 }
 

@@ -2,7 +2,6 @@ package fencesql
 
 import (
 	"fmt"
-	"math"
 	"strings"
 	"unicode/utf8"
 
@@ -10,13 +9,15 @@ import (
 )
 
 // checkToken refuses the zero token (fence.ErrNoToken) and one the
-// databases' signed BIGINT cannot hold (ErrTokenRange).
+// databases' signed BIGINT cannot hold, above fence.MaxToken: ErrTokenRange
+// wrapping the *fence.RangeError (fence.ErrTokenOverflow) that every fence
+// gives it.
 func checkToken(token fence.Token) error {
 	if token.IsZero() {
 		return fence.ErrNoToken
 	}
-	if uint64(token) > math.MaxInt64 {
-		return fmt.Errorf("%w: %s", ErrTokenRange, token)
+	if err := fence.CheckToken(token); err != nil {
+		return fmt.Errorf("%w: %w", ErrTokenRange, err)
 	}
 	return nil
 }

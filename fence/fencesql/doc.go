@@ -20,8 +20,11 @@
 //     token, ErrNoRow if there is no such row.
 //
 // Equal tokens are accepted (the same holder writing again); the zero token
-// is refused (fence.ErrNoToken); bad input gets a typed error before any
-// statement is sent.
+// is refused (fence.ErrNoToken), and so is one above fence.MaxToken
+// (ErrTokenRange); bad input gets a typed error before any statement is
+// sent. When the lock moves to another backend (a new fence.Era), raise
+// both shapes to the era's floor: [Fence.RaiseFloor] for fence rows,
+// [Fence.RaiseColumnFloor] for a table's fence column.
 //
 // # Isolation
 //

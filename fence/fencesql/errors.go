@@ -30,9 +30,10 @@ var (
 	// identifier (letters, digits, underscores, one optional schema
 	// qualifier), or a Row without a table or key.
 	ErrBadName = errors.New("fencesql: bad table or column name")
-	// ErrTokenRange: a token above 2^63-1, which a BIGINT cannot hold.
-	// ZooKeeper tokens never get there (the zxid's epoch would have to pass
-	// 2^31).
+	// ErrTokenRange: a token above 2^63-1 (fence.MaxToken), which a BIGINT
+	// cannot hold; the error wraps a *fence.RangeError too, so it matches
+	// fence.ErrTokenOverflow, as a Guard's and fencezk's do. No backend's
+	// token gets there (they are signed 64-bit numbers).
 	ErrTokenRange = errors.New("fencesql: token does not fit a BIGINT")
 	// ErrNoTable is matched by a *SchemaError for a missing table.
 	ErrNoTable = errors.New("fencesql: table does not exist")

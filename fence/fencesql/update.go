@@ -110,24 +110,11 @@ func (f *Fence) Update(ctx context.Context, q Querier, token fence.Token, row Ro
 		return fmt.Errorf("%w: %q uses placeholders up to %s, but len(args) is %d (Update's own placeholders follow them: %s, %s)",
 			ErrPlaceholders, set, f.d.ph(high), len(args), f.d.ph(len(args)+1), f.d.ph(len(args)+2))
 	}
-	if f.d == SQLite && f.busy > 0 {
-		// As in Do: a pool connection without a busy timeout would refuse
-		// the UPDATE at once while another connection writes.
-		switch c := q.(type) {
-		case *sql.DB:
-			conn, err := c.Conn(ctx)
-			if err != nil {
-				return err
-			}
-			defer conn.Close()
-			q = conn
-		}
-		if c, ok := q.(*sql.Conn); ok {
-			if err := f.ensureBusyTimeout(ctx, c); err != nil {
-				return err
-			}
-		}
+	q, done, err := f.busyQuerier(ctx, q)
+	if err != nil {
+		return err
 	}
+	defer done()
 	n := len(args)
 	table, key, fc := f.d.quote(row.Table), f.d.quote(row.Key), f.d.quote(row.fence())
 	eq, le, tok := f.d.op("="), f.d.op("<="), f.d.param(n+1, "int8")

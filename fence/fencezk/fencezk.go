@@ -129,7 +129,8 @@ func (r *Register) Read(ctx context.Context) (Value, error) {
 //
 // Errors: a *fence.StaleError (fence.ErrStale) with the stored token when
 // token is lower, nothing written; fence.ErrNoToken for the zero token;
-// an *ACLError (zookeeper.ErrUntrustedDir) when the register's ACL is
+// a *fence.RangeError (fence.ErrTokenOverflow) for a token above
+// fence.MaxToken (2^63-1), as every fence refuses it; an *ACLError (zookeeper.ErrUntrustedDir) when the register's ACL is
 // restrictive and the existing register or its parent grants others more;
 // an error matching recipe.ErrTooLarge when the write (the create of the
 // register or its setData, with the path and the "token=" line) would be
@@ -175,6 +176,9 @@ func (r *Register) Apply(ctx context.Context, token fence.Token, ops ...any) (pr
 func (r *Register) write(ctx context.Context, token fence.Token, data []byte, ops []any) (Value, []zk.MultiResponse, error) {
 	if token.IsZero() {
 		return Value{}, nil, fence.ErrNoToken
+	}
+	if err := fence.CheckToken(token); err != nil {
+		return Value{}, nil, err
 	}
 	conn := r.s.Conn()
 	for {

@@ -3,6 +3,7 @@ package fencezk_test
 import (
 	"context"
 	"errors"
+	"math"
 	"testing"
 
 	"github.com/zkrecipes/zkrecipes/fence"
@@ -43,5 +44,22 @@ func TestRaiseFloor(t *testing.T) {
 	}
 	if v, err := fresh.Read(ctx); err != nil || v.Token != floor || len(v.Data) != 0 {
 		t.Fatalf("the created register: %+v, %v", v, err)
+	}
+	// Above fence.MaxToken, a floor or a write is refused (as Guard and
+	// fencesql refuse it), the register unchanged; MaxToken itself is fine.
+	for _, tok := range []fence.Token{fence.MaxToken + 1, math.MaxUint64} {
+		var re *fence.RangeError
+		if _, err := fresh.RaiseFloor(ctx, tok); !errors.As(err, &re) || re.Token != tok {
+			t.Errorf("RaiseFloor(%v): %v; want a *fence.RangeError", tok, err)
+		}
+		if _, err := fresh.Write(ctx, tok, []byte("x")); !errors.Is(err, fence.ErrTokenOverflow) {
+			t.Errorf("Write(%v): %v; want fence.ErrTokenOverflow", tok, err)
+		}
+	}
+	if v, err := fresh.Read(ctx); err != nil || v.Token != floor {
+		t.Fatalf("after the refused tokens: %+v, %v; want %v kept", v, err, floor)
+	}
+	if got, err := fresh.RaiseFloor(ctx, fence.MaxToken); err != nil || got != fence.MaxToken {
+		t.Fatalf("RaiseFloor(MaxToken) = %v, %v", got, err)
 	}
 }
