@@ -43,7 +43,7 @@ func launchEtcd(ctx context.Context, _ options) (*launched, error) {
 func launchPG(ctx context.Context, _ options) (*launched, error) {
 	lctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
-	srv, err := pgtest.Launch(lctx)
+	srv, err := pgtest.LaunchLocal(lctx)
 	if err != nil {
 		return nil, err
 	}

@@ -86,8 +86,16 @@ func (s *Server) Port() int { return s.port }
 // Launch starts a new server, or returns the one named by PG_TEST_DSN once
 // it answers; the caller must Close it. ctx bounds the startup. The error
 // wraps ErrNoServer and holds InstallHint when no server can be had.
-func Launch(ctx context.Context) (*Server, error) {
-	s, err := launch(ctx, false)
+func Launch(ctx context.Context) (*Server, error) { return launchAs(ctx, false) }
+
+// LaunchLocal is Launch without PG_TEST_DSN: it always starts a server of
+// its own, for tests that restart, pause or terminate it (the nemesis),
+// which must never hit a server someone else named.
+func LaunchLocal(ctx context.Context) (*Server, error) { return launchAs(ctx, true) }
+
+// launchAs is Launch, or LaunchLocal when local, with their errors.
+func launchAs(ctx context.Context, local bool) (*Server, error) {
+	s, err := launchServer(ctx, false, local)
 	switch {
 	case err == nil:
 		return s, nil
@@ -114,9 +122,15 @@ func Start(tb testing.TB) *Server {
 }
 
 // launch starts (or names) a server; secure makes it a TLS one (tls.go),
-// always started from the binaries.
+// always started from the binaries, as is a local one.
 func launch(ctx context.Context, secure bool) (*Server, error) {
-	if dsn := os.Getenv(EnvDSN); dsn != "" && !secure {
+	return launchServer(ctx, secure, secure)
+}
+
+// launchServer starts a server, TLS if secure; unless local, PG_TEST_DSN's
+// server is used when set.
+func launchServer(ctx context.Context, secure, local bool) (*Server, error) {
+	if dsn := os.Getenv(EnvDSN); dsn != "" && !local {
 		s := &Server{admin: dsn}
 		if err := s.waitReady(ctx); err != nil {
 			return nil, fmt.Errorf("%s: %w", EnvDSN, err)

@@ -28,7 +28,11 @@ var (
 func TestNemesis(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	srv := pgtest.Start(t)
+	srv, err := pgtest.LaunchLocal(ctx) // its own server, never PG_TEST_DSN's: the faults restart and pause it
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
 	tg, err := New(ctx, srv, Config{})
 	if err != nil {
 		t.Fatal(err)
