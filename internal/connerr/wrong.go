@@ -22,6 +22,8 @@ type WrongServerError struct {
 	Found []Found  // what answered at each
 }
 
+// Error names each address and what answered there ("127.0.0.1:2379 is
+// not an etcd server: an HTTP server answered (HTTP/1.1 400 Bad Request)").
 func (e *WrongServerError) Error() string {
 	var b strings.Builder
 	for i, a := range e.Addrs {
