@@ -65,10 +65,11 @@ func Run(t testing.TB, tg nemesis.Target, r nemesis.Recipe, cfg nemesis.Config, 
 		if err := writeHistory(res.History, filepath.Join(dir, name)); err != nil {
 			where = "history NOT written: " + err.Error()
 		}
-		t.Log(where)
 	}
 	if len(rep.Violations) > 0 {
 		t.Errorf("%d violations (%s):\n%s", len(rep.Violations), where, strings.Join(rep.Violations, "\n"))
+	} else if dir != "" {
+		t.Log(where)
 	}
 	if rep.Grants == 0 {
 		t.Errorf("%s on %s: no grant at all", r.Name, tg.Name())
