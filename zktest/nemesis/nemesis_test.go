@@ -15,6 +15,7 @@ import (
 
 	"github.com/zkrecipes/zkrecipes/zktest"
 	"github.com/zkrecipes/zkrecipes/zktest/nemesis"
+	"github.com/zkrecipes/zkrecipes/zktest/nemesis/nemtest"
 	"github.com/zkrecipes/zkrecipes/zktest/nemesis/report"
 	_ "modernc.org/sqlite" // the SQL register's database
 )
@@ -61,7 +62,7 @@ func TestNemesis(t *testing.T) {
 		serverKinds = slices.DeleteFunc(slices.Clone(serverKinds), func(k string) bool { return k == nemesis.FaultPauseServer })
 		t.Logf("ZooKeeper %s: no %s in the short run (known data loss after pauses)", version, nemesis.FaultPauseServer)
 	}
-	seen := map[string]int{}
+	var took nemtest.Kinds
 	for i, r := range []nemesis.Recipe{nemesis.Mutex(), nemesis.RWLock(), nemesis.Semaphore(2), nemesis.Election(), nemesis.Latch()} {
 		t.Run(r.Name, func(t *testing.T) {
 			// Every client fault, and one kind of server fault per recipe;
@@ -69,9 +70,7 @@ func TestNemesis(t *testing.T) {
 			kinds := append([]string{serverKinds[i%len(serverKinds)]}, nemesis.ClientFaults...)
 			rep := runAndCheck(t, cl, r, nemesis.Config{Seed: *seed + uint64(i), Duration: *duration,
 				FaultEvery: 400 * time.Millisecond, Faults: kinds, SQL: db})
-			for k, n := range rep.Faults {
-				seen[k] += n - rep.FaultsFailed[k] // tried and took effect
-			}
+			took.Add(rep)
 			if r.Name != "semaphore" && rep.Writes[nemesis.RegSQL][nemesis.Accepted] == 0 {
 				t.Errorf("no write accepted by the SQL register: %s", rep.Summary())
 			}
@@ -83,49 +82,23 @@ func TestNemesis(t *testing.T) {
 		runAndCheck(t, cl, nemesis.LeaderRecipe(), nemesis.Config{Seed: *seed + 5, Duration: *duration * 3 / 5,
 			FaultEvery: 400 * time.Millisecond, Faults: nemesis.GenericFaults})
 	})
-	for _, k := range append(append([]string(nil), serverKinds...), nemesis.ClientFaults...) {
-		if seen[k] == 0 {
-			t.Errorf("the short run never injected %s: not tried, or every attempt failed (took effect: %v)", k, seen)
-		}
-	}
+	took.Require(t, append(slices.Clone(serverKinds), nemesis.ClientFaults...)...)
 }
 
+// runAndCheck is nemtest.Run on ZooKeeper's target for cl (what
+// nemesis.Run does, with Config.SessionTimeout's default of 2 s), plus
+// what only ZooKeeper's runs check: where cl kept the servers' logs and
+// data when the run broke an invariant, and the run's page (checkPage).
 func runAndCheck(t *testing.T, cl *zktest.Cluster, r nemesis.Recipe, cfg nemesis.Config) *nemesis.Report {
 	t.Helper()
-	cfg.Logf = t.Logf
-	if cfg.Seed == 0 {
-		t.Fatal("no seed")
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	start := time.Now()
-	res, err := nemesis.Run(ctx, cl, r, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rep := res.Report
-	t.Logf("%s seed %d in %v: %s", r.Name, cfg.Seed, time.Since(start).Round(time.Millisecond), rep.Summary())
-	for _, e := range rep.ExcusedExamples {
-		t.Logf("excused: %s", e)
-	}
-	if len(rep.Violations) > 0 {
-		where := "history NOT written"
-		f := filepath.Join(os.TempDir(), fmt.Sprintf("nemesis-%s-seed%d-%s.json", r.Name, cfg.Seed, time.Now().UTC().Format("20060102T150405.000Z")))
-		if err := writeHistory(res.History, f); err != nil {
-			where += ": " + err.Error()
-		} else {
-			where = "history in " + f
-		}
-		if d := cl.KeepDirs(); d != "" {
-			where += "; server logs and data kept in " + d
-		}
-		t.Errorf("%d violations (%s):\n%s", len(rep.Violations), where, strings.Join(rep.Violations, "\n"))
-	}
-	if rep.Grants == 0 {
-		t.Errorf("no grant at all")
+	tg := nemesis.ZooKeeperTarget(cl)
+	defer tg.Close()
+	res := nemtest.Run(t, tg, r, cfg, "")
+	if d := cl.KeepDirs(); d != "" && len(res.Report.Violations) > 0 {
+		t.Logf("%s seed %d: server logs and data kept in %s", r.Name, cfg.Seed, d)
 	}
 	checkPage(t, res)
-	return rep
+	return res.Report
 }
 
 // checkPage writes the run's page (package report) and checks that it
@@ -209,16 +182,4 @@ func TestNemesisCatchesABrokenRecipe(t *testing.T) {
 	if !found {
 		t.Fatalf("the checker did not catch two live holders of a mutex; violations: %q", res.Report.Violations)
 	}
-}
-
-func writeHistory(h *nemesis.History, f string) error {
-	out, err := os.OpenFile(f, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
-	if err != nil {
-		return err
-	}
-	err = h.WriteJSON(out)
-	if cerr := out.Close(); err == nil {
-		err = cerr
-	}
-	return err
 }
