@@ -20,19 +20,13 @@ import (
 func TestConnectWrongServer(t *testing.T) {
 	ctx := context.Background()
 	const password = "s3cr3t-zkr-wrongserver"
-	httpAddr := connerrtest.HTTPServer(t)
-	ssh := connerrtest.BannerServer(t, connerrtest.SSHBanner)
-	connect := func(hostport string) func() error {
-		return func() error {
-			s, err := Connect(ctx, "postgres://someone:"+password+"@"+hostport+"/db?connect_timeout=10")
-			if err == nil {
-				s.Close()
-			}
-			return err
+	connerrtest.CheckWrongServers(t, "a PostgreSQL", password, func(hostport string) error {
+		s, err := Connect(ctx, "postgres://someone:"+password+"@"+hostport+"/db?connect_timeout=10")
+		if err == nil {
+			s.Close()
 		}
-	}
-	connerrtest.CheckWrong(t, "an HTTP server", httpAddr+" is not a PostgreSQL server: an HTTP server answered (HTTP/1.1 4", password, connect(httpAddr))
-	connerrtest.CheckWrong(t, "an SSH server", "is not a PostgreSQL server: an SSH server answered (SSH-2.0-OpenSSH_9.6)", password, connect(ssh))
+		return err
+	})
 
 	u, err := url.Parse(pgtest.Shared(t).Database(t))
 	if err != nil {

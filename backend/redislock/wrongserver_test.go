@@ -18,19 +18,13 @@ import (
 func TestConnectWrongServer(t *testing.T) {
 	ctx := context.Background()
 	const password = "s3cr3t-zkr-wrongserver"
-	httpAddr := connerrtest.HTTPServer(t)
-	ssh := connerrtest.BannerServer(t, connerrtest.SSHBanner)
-	connect := func(addr string) func() error {
-		return func() error {
-			s, err := redislock.Connect(ctx, "redis://:"+password+"@"+addr+"/0?dial_timeout=10s")
-			if err == nil {
-				s.Close()
-			}
-			return err
+	connerrtest.CheckWrongServers(t, "a Redis", password, func(addr string) error {
+		s, err := redislock.Connect(ctx, "redis://:"+password+"@"+addr+"/0?dial_timeout=10s")
+		if err == nil {
+			s.Close()
 		}
-	}
-	connerrtest.CheckWrong(t, "an HTTP server", httpAddr+" is not a Redis server: an HTTP server answered (HTTP/1.1 4", password, connect(httpAddr))
-	connerrtest.CheckWrong(t, "an SSH server", "is not a Redis server: an SSH server answered (SSH-2.0-OpenSSH_9.6)", password, connect(ssh))
+		return err
+	})
 
 	s, err := redislock.Connect(ctx, redistest.Start(t).URL())
 	if err != nil {

@@ -89,3 +89,15 @@ func CheckWrong(t *testing.T, name, says, secret string, connect func() error) {
 	}
 	t.Logf("%s (%v): %v", name, took.Round(time.Millisecond), err)
 }
+
+// CheckWrongServers starts a real HTTP server and one that greets like SSH
+// and checks (CheckWrong) that connect, a Connect of the backend named
+// backend ("a PostgreSQL", "an etcd") to the address it is given, fails on
+// each as a wrong server, naming what answered and holding no secret.
+func CheckWrongServers(t *testing.T, backend, secret string, connect func(addr string) error) {
+	t.Helper()
+	httpAddr, ssh := HTTPServer(t), BannerServer(t, SSHBanner)
+	at := func(addr string) func() error { return func() error { return connect(addr) } }
+	CheckWrong(t, "an HTTP server", httpAddr+" is not "+backend+" server: an HTTP server answered (HTTP/1.1 4", secret, at(httpAddr))
+	CheckWrong(t, "an SSH server", "is not "+backend+" server: an SSH server answered (SSH-2.0-OpenSSH_9.6)", secret, at(ssh))
+}
