@@ -7,6 +7,8 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"github.com/zkrecipes/zkrecipes/internal/loop"
+
 	"github.com/cenkalti/backoff/v4"
 	"github.com/zkrecipes/zkrecipes/election"
 	"github.com/zkrecipes/zkrecipes/fence"
@@ -77,14 +79,8 @@ func (p lockParticipant) Run(ctx context.Context, rng *rand.Rand, hold func(Held
 	return context.Cause(ctx)
 }
 
-func pause(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-	case <-ctx.Done():
-	}
-}
+// pause waits d, or until ctx ends (loop.Sleep, its cause not needed).
+func pause(ctx context.Context, d time.Duration) { _ = loop.Sleep(ctx, d) }
 
 func always(Role) bool { return true }
 

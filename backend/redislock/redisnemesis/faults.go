@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/zkrecipes/zkrecipes/internal/loop"
+
 	"github.com/redis/go-redis/v9"
 
 	"github.com/zkrecipes/zkrecipes/fence"
@@ -75,7 +77,7 @@ func (t *Target) injectKill(ctx context.Context, f *nemesis.Fault, d time.Durati
 	if err := t.srv.Kill(); err != nil {
 		errs = append(errs, err)
 	}
-	wait(ctx, d)
+	_ = loop.Sleep(ctx, d)
 	rctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := t.srv.Restart(rctx); err != nil {
@@ -97,7 +99,7 @@ func (t *Target) injectPause(ctx context.Context, f *nemesis.Fault, d time.Durat
 		return
 	}
 	t.setState(&t.paused, true)
-	wait(ctx, d)
+	_ = loop.Sleep(ctx, d)
 	if err := t.srv.Resume(); err != nil {
 		f.Err = err.Error() // Heal tries again
 		return
@@ -198,14 +200,4 @@ func (t *Target) injectDeleteKey(ctx context.Context, f *nemesis.Fault, _ time.D
 func uncertain(err error) bool {
 	var rerr redis.Error
 	return !errors.As(err, &rerr) && !errors.Is(err, syscall.ECONNREFUSED)
-}
-
-// wait waits d or until ctx ends.
-func wait(ctx context.Context, d time.Duration) {
-	tm := time.NewTimer(d)
-	defer tm.Stop()
-	select {
-	case <-tm.C:
-	case <-ctx.Done():
-	}
 }

@@ -7,6 +7,8 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"github.com/zkrecipes/zkrecipes/internal/loop"
+
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -51,16 +53,6 @@ func (t *Target) pick(ctx context.Context, leader bool, rng *rand.Rand) (int, er
 	return t.c.Leader(ctx)
 }
 
-// wait sleeps d, or until ctx ends.
-func wait(ctx context.Context, d time.Duration) {
-	tm := time.NewTimer(d)
-	defer tm.Stop()
-	select {
-	case <-tm.C:
-	case <-ctx.Done():
-	}
-}
-
 func (t *Target) killMember(leader bool) func(context.Context, *nemesis.Fault, time.Duration, *rand.Rand) {
 	return func(ctx context.Context, f *nemesis.Fault, d time.Duration, rng *rand.Rand) {
 		i, err := t.pick(ctx, leader, rng)
@@ -73,7 +65,7 @@ func (t *Target) killMember(leader bool) func(context.Context, *nemesis.Fault, t
 			f.Err = err.Error()
 			return
 		}
-		wait(ctx, d)
+		_ = loop.Sleep(ctx, d)
 		// The restart runs to its end even when ctx ended: a member left
 		// down would make the next faults take the majority away.
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 60*time.Second)
@@ -98,7 +90,7 @@ func (t *Target) pauseMember(ctx context.Context, f *nemesis.Fault, d time.Durat
 		_ = t.c.Resume(i)
 		return
 	}
-	wait(ctx, max(d, electionTimeout*3/2))
+	_ = loop.Sleep(ctx, max(d, electionTimeout*3/2))
 	if err := t.c.Resume(i); err != nil {
 		f.Err = err.Error()
 	}
@@ -116,7 +108,7 @@ func (t *Target) partition(ctx context.Context, f *nemesis.Fault, d time.Duratio
 	if err := t.c.Partition(i); err != nil {
 		f.Err = err.Error()
 	}
-	wait(ctx, d)
+	_ = loop.Sleep(ctx, d)
 	t.c.Heal()
 }
 
