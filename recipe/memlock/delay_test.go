@@ -2,6 +2,9 @@ package memlock
 
 import (
 	"errors"
+	"os"
+	"os/exec"
+	"strings"
 	"testing"
 	"time"
 
@@ -22,9 +25,40 @@ func (h *harness) NewDelayedClient(tb testing.TB, lock string, d time.Duration) 
 
 // TestLockDelay runs the shared lock-delay properties; the delay must
 // exceed the harness's LeaseTime.Max - Min (3.3 s).
+// (In a child process of TestDelaySuiteCatchesBrokenBackends, against one
+// of the backend's mutants.)
 func TestLockDelay(t *testing.T) {
 	t.Parallel()
-	locktest.RunLockDelay(t, newHarness(t, correct), 4*time.Second)
+	locktest.RunLockDelay(t, newHarness(t, mutation(os.Getenv(mutationEnv))), 4*time.Second)
+}
+
+// TestDelaySuiteCatchesBrokenBackends is RunLockDelay's self-test, as
+// TestSuiteCatchesBrokenBackends is Run's.
+func TestDelaySuiteCatchesBrokenBackends(t *testing.T) {
+	if os.Getenv(mutationEnv) != "" {
+		t.Fatalf("%s is set: run TestLockDelay alone", mutationEnv)
+	}
+	for _, c := range []struct {
+		mut      mutation
+		property string
+	}{
+		{everyEndClean, "CrashServesDelay"},
+		{everyEndClean, "CutOffServesDelay"},
+		{abandonEndsDelay, "AbandonKeepsDelay"},
+	} {
+		t.Run(string(c.mut)+"/"+c.property, func(t *testing.T) {
+			t.Parallel()
+			cmd := exec.Command(os.Args[0], "-test.run=^TestLockDelay$/^"+c.property+"$", "-test.count=1", "-test.v")
+			cmd.Env = append(os.Environ(), mutationEnv+"="+string(c.mut))
+			out, err := cmd.CombinedOutput()
+			if err == nil {
+				t.Fatalf("the suite passed against the %s mutant:\n%s", c.mut, out)
+			}
+			if want := "--- FAIL: TestLockDelay/" + c.property + " "; !strings.Contains(string(out), want) {
+				t.Fatalf("the %s mutant did not fail %s:\n%s", c.mut, c.property, out)
+			}
+		})
+	}
 }
 
 func TestLockDelayOption(t *testing.T) {

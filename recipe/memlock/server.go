@@ -206,9 +206,11 @@ func (s *Server) removeLocked(e *entry, clean bool) {
 	q := s.queueLocked(e.lock)
 	if q.held == e.id {
 		q.held = 0
-		if !clean {
+		if !clean && s.mut != everyEndClean {
 			q.unclean = time.Now()
 		}
+	} else if clean && s.mut == abandonEndsDelay {
+		q.unclean = time.Time{}
 	}
 	for i, x := range q.entries {
 		if x == e {
