@@ -77,20 +77,27 @@ type resourceError struct{ why string }
 func (e *resourceError) Error() string        { return ErrBadResource.Error() + ": " + e.why }
 func (e *resourceError) Is(target error) bool { return target == ErrBadResource }
 
-// Admit makes a *Guard a [Fence]: it is [Guard.Do] with a context. It
-// returns ctx's error without calling write if ctx is done already, and
-// passes ctx to write; write runs under the resource's lock, so its
-// in-process effects are atomic with the check and the record, and other
-// Admits and Dos on resource wait for it. A Guard keeps every resource
-// name it has seen for ever: give it names from a bounded set.
+// Admit makes a *Guard a [Fence]: it is [Guard.Do] with a context. write
+// runs under the resource's lock, so its in-process effects are atomic
+// with the check and the record, and other Admits and Dos on resource
+// wait for it (that wait does not end with ctx). Admit returns ctx's error,
+// without calling write or recording t, if ctx is done before write would
+// be called, the lock once taken included; write gets ctx. A Guard keeps
+// every resource name it has seen for ever: give it names from a bounded
+// set.
 func (g *Guard) Admit(ctx context.Context, resource string, t Token, write func(ctx context.Context) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if write == nil {
-		return g.Check(resource, t)
-	}
-	return g.Do(resource, t, func() error { return write(ctx) })
+	return g.Do(resource, t, func() error {
+		if err := ctx.Err(); err != nil {
+			return err // ended while waiting for the lock
+		}
+		if write == nil {
+			return nil
+		}
+		return write(ctx)
+	})
 }
 
 var _ Fence = (*Guard)(nil)
