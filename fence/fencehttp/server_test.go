@@ -49,8 +49,13 @@ func (s *store) put(k, v string) {
 // fenced by f; next is the fenced handler. It is closed at the test's end.
 func serve(t *testing.T, f fence.Fence, next http.HandlerFunc, opts ...fencehttp.Option) *httptest.Server {
 	t.Helper()
+	return serveAs(t, f, func(r *http.Request) string { return "accounts/" + r.PathValue("id") }, next, opts...)
+}
+
+// serveAs is serve with resource naming the request's resource.
+func serveAs(t *testing.T, f fence.Fence, resource func(*http.Request) string, next http.HandlerFunc, opts ...fencehttp.Option) *httptest.Server {
+	t.Helper()
 	mux := http.NewServeMux()
-	resource := func(r *http.Request) string { return "accounts/" + r.PathValue("id") }
 	mux.Handle("PUT /accounts/{id}", fencehttp.Handler(f, resource, next, append([]fencehttp.Option{fencehttp.WithLogger(quiet)}, opts...)...))
 	srv := httptest.NewUnstartedServer(mux)
 	srv.Config.ErrorLog = nil
