@@ -17,8 +17,10 @@ type Fence interface {
 	// through the fence (each implementation says what that covers: a
 	// Guard, the process's memory; fencesql, the transaction write finds
 	// in its ctx; fencezk, the operations write adds). An equal token is
-	// accepted. write may be nil: Admit then only records t. write's ctx
-	// is derived from ctx and may carry the implementation's handle.
+	// accepted. write may be nil: Admit then only records t. Admit calls
+	// write at most once (a retry of the implementation's own comes before
+	// write or applies nothing of it again). write's ctx is derived from
+	// ctx and may carry the implementation's handle.
 	//
 	// Errors, after which t is not recorded and nothing write did through
 	// the fence took effect, unless the error matches [ErrUncertain]:

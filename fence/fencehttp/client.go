@@ -99,7 +99,7 @@ func CheckResponse(resp *http.Response) error {
 	if len(code) > 32 {
 		code = code[:32] // a hostile server's header is not printed whole
 	}
-	return fmt.Errorf("fencehttp: %s: %s (%q): %w", where, resp.Status, code, sentinel)
+	return fmt.Errorf("fencehttp: %s: %d (%q): %w", where, resp.StatusCode, code, sentinel)
 }
 
 // ErrRefused is matched by CheckResponse's error for a refusal of the

@@ -3,6 +3,7 @@ package fencehttp
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"net/http"
 )
 
@@ -21,17 +22,17 @@ type recorder struct {
 
 func newRecorder(max int) *recorder { return &recorder{hd: make(http.Header), max: max} }
 
-// reset forgets what an earlier call of the handler wrote.
-func (r *recorder) reset() {
-	*r = recorder{hd: make(http.Header), max: r.max}
-}
-
 // Header implements http.ResponseWriter.
 func (r *recorder) Header() http.Header { return r.hd }
 
 // WriteHeader implements http.ResponseWriter: the first final status
-// counts; informational ones (1xx) are dropped.
+// counts; informational ones (1xx) are dropped. A code outside 100..999
+// panics, as net/http's does, but inside the fenced write (nothing is
+// recorded) rather than when the response is sent.
 func (r *recorder) WriteHeader(status int) {
+	if status < 100 || status > 999 {
+		panic(fmt.Sprintf("fencehttp: invalid WriteHeader code %d", status))
+	}
 	if r.status != 0 || status < 200 {
 		return
 	}

@@ -129,7 +129,6 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	rec := newRecorder(h.c.maxResponse)
 	err := h.f.Admit(r.Context(), name, tok, func(ctx context.Context) error {
-		rec.reset() // a fence may call write again after a refused attempt
 		h.next.ServeHTTP(rec, r.WithContext(ctx))
 		switch {
 		case rec.over:

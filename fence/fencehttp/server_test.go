@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"log"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -58,7 +59,7 @@ func serveAs(t *testing.T, f fence.Fence, resource func(*http.Request) string, n
 	mux := http.NewServeMux()
 	mux.Handle("PUT /accounts/{id}", fencehttp.Handler(f, resource, next, append([]fencehttp.Option{fencehttp.WithLogger(quiet)}, opts...)...))
 	srv := httptest.NewUnstartedServer(mux)
-	srv.Config.ErrorLog = nil
+	srv.Config.ErrorLog = log.New(io.Discard, "", 0) // the panics of TestPanicRecordsNothing
 	srv.Start()
 	t.Cleanup(srv.Close)
 	return srv
@@ -278,6 +279,17 @@ func TestPanicRecordsNothing(t *testing.T) {
 	// The resource is not left locked.
 	if _, _, err := put(t, srv2(t, &g), "1", "", "6"); err != nil {
 		t.Fatal(err)
+	}
+	// A bad status code panics inside the write, not once it is recorded.
+	bad := serve(t, &g, func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(1000) })
+	req, _ = http.NewRequest(http.MethodPut, bad.URL+"/accounts/2", nil)
+	fencehttp.SetToken(req, 7)
+	if resp, err := bad.Client().Do(req); err == nil {
+		resp.Body.Close()
+		t.Fatalf("got a response %d for an invalid status", resp.StatusCode)
+	}
+	if g.Highest("accounts/2") != 0 {
+		t.Fatal("recorded after an invalid status")
 	}
 }
 
