@@ -81,7 +81,9 @@ type Result struct {
 // when token is lower, nothing applied; fence.ErrNoToken for the zero
 // token; a *fence.RangeError (fence.ErrTokenOverflow) above
 // fence.MaxToken; ErrBadResource; ErrBadOp (with the op's index);
-// ErrNotFence; ctx's error before anything is sent; fence.ErrUncertain
+// ErrNotFence (when the key's value, not in this package's format, sorts
+// above the token's: one that sorts below is overwritten); ctx's error
+// before anything is sent; fence.ErrUncertain
 // wrapping the client's error when the transaction was sent and its answer
 // lost (it may have been applied: read, or call again with the same token);
 // otherwise etcd's refusal (e.g. a duplicate key in ops), nothing applied.
@@ -104,12 +106,14 @@ func (f *Fence) Do(ctx context.Context, resource string, token fence.Token, ops 
 		return Result{}, err
 	}
 	high, err := f.token(key, out.prev)
-	if err != nil {
-		return Result{}, err
-	}
 	if !out.ok {
+		if err != nil {
+			return Result{}, err
+		}
 		return Result{}, &fence.StaleError{Resource: resource, Token: token, Highest: high}
 	}
+	// Accepted over a value of another format that sorts below the token
+	// (an empty one, say): it is a token now; Prev says none.
 	return Result{Prev: high, Revision: out.revision, Responses: out.resps}, nil
 }
 

@@ -63,7 +63,9 @@ func (r *Register) Read(ctx context.Context) (Value, error) {
 //
 // Errors: a *fence.StaleError (fence.ErrStale) with the stored token when
 // token is lower, nothing written; fence.ErrNoToken; a *fence.RangeError
-// (fence.ErrTokenOverflow) above fence.MaxToken; ErrNotFence; ctx's error
+// (fence.ErrTokenOverflow) above fence.MaxToken; ErrNotFence when the
+// key holds a value in another format that sorts above the token's (one
+// that sorts below is overwritten, and prev is zero); ctx's error
 // before anything is sent; fence.ErrUncertain when the write was sent and
 // its answer lost (it may have landed); otherwise etcd's.
 func (r *Register) Write(ctx context.Context, token fence.Token, data []byte) (prev Value, revision int64, err error) {
@@ -84,13 +86,9 @@ func (r *Register) Write(ctx context.Context, token fence.Token, data []byte) (p
 		}
 		return cur, 0, &fence.StaleError{Resource: r.key, Token: token, Highest: cur.Token}
 	}
-	if out.prev != nil {
-		if prev, err = r.decode(out.prev); err != nil {
-			// Accepted over a value this package would not read (the
-			// comparison let it through): say so, it is overwritten now.
-			return Value{}, out.revision, err
-		}
-	}
+	// A value of another format that sorts below the token was
+	// overwritten (the comparison let it through): prev is then zero.
+	prev, _ = r.decode(out.prev)
 	return prev, out.revision, nil
 }
 

@@ -102,7 +102,7 @@ func classify(err error) error {
 	}
 	switch code {
 	case codes.InvalidArgument, codes.FailedPrecondition, codes.PermissionDenied, codes.Unauthenticated,
-		codes.OutOfRange, codes.AlreadyExists, codes.NotFound, codes.ResourceExhausted, codes.Unimplemented:
+		codes.OutOfRange, codes.AlreadyExists, codes.NotFound, codes.Unimplemented:
 		return fmt.Errorf("fenceetcd: refused by etcd, nothing applied: %w", err)
 	}
 	return fmt.Errorf("%w: fenceetcd: the transaction's answer was lost (it may have been applied): %w", fence.ErrUncertain, err)
