@@ -49,6 +49,9 @@ for w = 1, n do
 	if want == nil or argc == nil or key == nil or key == KEYS[1] then
 		return redis.error_reply('ERR fenceredis: bad write ' .. w)
 	end
+	if (cmd == 'SET' and argc ~= 1 and not (argc == 3 and ARGV[i + 3] == 'PX')) or (cmd == 'DEL' and argc ~= 0) then
+		return redis.error_reply('ERR fenceredis: bad write ' .. w)
+	end
 	if want ~= '' then
 		local kt = redis.call('TYPE', key).ok
 		if kt ~= 'none' and kt ~= want then
