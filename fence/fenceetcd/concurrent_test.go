@@ -20,7 +20,7 @@ import (
 )
 
 var (
-	runFor  = flag.Duration("fenceetcd.duration", time.Second, "length of each concurrent run")
+	runFor  = flag.Duration("fenceetcd.duration", 700*time.Millisecond, "length of each concurrent run")
 	workers = flag.Int("fenceetcd.workers", 8, "concurrent writers")
 )
 

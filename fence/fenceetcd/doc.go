@@ -12,7 +12,10 @@
 //     operations (puts, deletes, gets); otherwise read the stored token
 //     and change nothing. The caller's operations land only with the
 //     token: a paused holder that resumes with an older token cannot
-//     write over a newer holder's data.
+//     write over a newer holder's data. (etcd's value comparison fails on
+//     a missing key, so the else branch is a nested transaction that
+//     creates the fence key with the caller's operations: they are in
+//     the request twice.)
 //   - A [Register]: one key holding a value and its token; [Register.Write]
 //     is the same transaction on that key alone.
 //

@@ -75,7 +75,11 @@ type Result struct {
 // is accepted (the same holder writing again). ops may be empty (Do then
 // only records token); each must be a clientv3.OpPut, OpDelete or OpGet on
 // keys outside the fence's prefix (the gets read the state the
-// transaction writes over).
+// transaction writes over). The ops travel twice (in both branches of the
+// transaction, see the package documentation): count them so against
+// etcd's request size limit (--max-request-bytes, 1.5 MiB by default);
+// and at most 127 of them (--max-txn-ops, 128 by default, one is the
+// fence's put). etcd refuses more, certainly, nothing applied.
 //
 // Errors: a *fence.StaleError (fence.ErrStale) with the highest accepted
 // when token is lower, nothing applied; fence.ErrNoToken for the zero

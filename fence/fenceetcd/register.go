@@ -10,7 +10,7 @@ import (
 	"github.com/zkrecipes/zkrecipes/fence"
 )
 
-// ErrBadKey: a register's key is empty.
+// ErrBadKey is returned for an empty register key.
 var ErrBadKey = errors.New("fenceetcd: bad register key")
 
 // Value is a register's content.

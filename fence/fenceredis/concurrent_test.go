@@ -21,7 +21,7 @@ import (
 )
 
 var (
-	runFor  = flag.Duration("fenceredis.duration", time.Second, "length of each concurrent run")
+	runFor  = flag.Duration("fenceredis.duration", 700*time.Millisecond, "length of each concurrent run")
 	workers = flag.Int("fenceredis.workers", 8, "concurrent writers")
 )
 

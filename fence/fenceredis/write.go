@@ -7,9 +7,10 @@ import (
 	"time"
 )
 
-// ErrBadWrite: a Write that is not one of this package's constructors',
-// has arguments its command does not take, touches a key under the
-// fence's prefix, or writes a key another Write of the same call writes.
+// ErrBadWrite is returned (wrapped, with the write's index) for a Write
+// that is not one of this package's constructors', has arguments its
+// command does not take, touches a key under the fence's prefix, or
+// writes a key another Write of the same call writes.
 var ErrBadWrite = errors.New("fenceredis: bad write")
 
 // MaxWriteArgs is the most arguments one Write may carry (values, fields,
