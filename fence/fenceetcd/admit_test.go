@@ -11,26 +11,18 @@ import (
 	"github.com/zkrecipes/zkrecipes/fence/fenceetcd"
 )
 
-// admitter is package fence's Fence interface (branch fencehttp), written
-// out here until it is on main.
-type admitter interface {
-	Admit(ctx context.Context, resource string, t fence.Token, write func(ctx context.Context) error) error
-}
-
-var _ admitter = (*fenceetcd.Fence)(nil)
-
-// TestAdmit: the ops write stages land with the token; a stale token is
+// TestAdmit: the ops write adds land with the token; a stale token is
 // refused before write runs; write's error and a token that becomes stale
-// while write runs apply nothing; Stage outside an Admit is refused.
+// while write runs apply nothing; AddOps outside an Admit is refused.
 func TestAdmit(t *testing.T) {
 	e := newEnv(t)
-	var f admitter = e.fence(t)
+	var f fence.Fence = e.fence(t)
 	ctx := context.Background()
 	data := e.prefix + "/data"
-	stage := func(v string) func(context.Context) error {
-		return func(ctx context.Context) error { return fenceetcd.Stage(ctx, clientv3.OpPut(data, v)) }
+	add := func(v string) func(context.Context) error {
+		return func(ctx context.Context) error { return fenceetcd.AddOps(ctx, clientv3.OpPut(data, v)) }
 	}
-	if err := f.Admit(ctx, "r", 5, stage("v5")); err != nil {
+	if err := f.Admit(ctx, "r", 5, add("v5")); err != nil {
 		t.Fatal(err)
 	}
 	called := false
@@ -39,16 +31,16 @@ func TestAdmit(t *testing.T) {
 		t.Fatalf("stale Admit: %v (write called: %v)", err, called)
 	}
 	boom := errors.New("boom")
-	err = f.Admit(ctx, "r", 6, func(ctx context.Context) error { _ = stage("v6")(ctx); return boom })
+	err = f.Admit(ctx, "r", 6, func(ctx context.Context) error { _ = add("v6")(ctx); return boom })
 	if !errors.Is(err, boom) || e.get(t, data) != "v5" {
 		t.Fatalf("failed write: %v, data %q", err, e.get(t, data))
 	}
 	// A newer holder writes while this write runs: its ops are dropped.
 	err = f.Admit(ctx, "r", 6, func(ctx context.Context) error {
-		if err := f.Admit(context.Background(), "r", 7, stage("v7")); err != nil {
+		if err := f.Admit(context.Background(), "r", 7, add("v7")); err != nil {
 			return err
 		}
-		return stage("v6")(ctx)
+		return add("v6")(ctx)
 	})
 	if !errors.Is(err, fence.ErrStale) || e.get(t, data) != "v7" {
 		t.Fatalf("token stale at commit: %v, data %q", err, e.get(t, data))
@@ -57,15 +49,15 @@ func TestAdmit(t *testing.T) {
 		t.Fatalf("nil write: %v", err)
 	}
 	err = f.Admit(ctx, "r", 7, func(ctx context.Context) error {
-		return fenceetcd.Stage(ctx, clientv3.OpDelete(e.prefix+"/fence/r"))
+		return fenceetcd.AddOps(ctx, clientv3.OpDelete(e.prefix+"/fence/r"))
 	})
 	if !errors.Is(err, fenceetcd.ErrBadOp) {
-		t.Fatalf("staged delete of the fence key: %v", err)
+		t.Fatalf("an added delete of the fence key: %v", err)
 	}
-	if err := fenceetcd.Stage(ctx, clientv3.OpPut(data, "x")); !errors.Is(err, fenceetcd.ErrNotInAdmit) {
-		t.Fatalf("Stage outside Admit: %v", err)
+	if err := fenceetcd.AddOps(ctx, clientv3.OpPut(data, "x")); !errors.Is(err, fenceetcd.ErrNoBatch) {
+		t.Fatalf("added outside Admit: %v", err)
 	}
-	if err := f.Admit(ctx, "", 7, nil); !errors.Is(err, fenceetcd.ErrBadResource) {
+	if err := f.Admit(ctx, "", 7, nil); !errors.Is(err, fence.ErrBadResource) {
 		t.Fatalf("empty resource: %v", err)
 	}
 	if err := f.Admit(ctx, "r", 0, nil); !errors.Is(err, fence.ErrNoToken) {

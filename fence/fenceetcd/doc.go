@@ -29,9 +29,9 @@
 // [Register.RaiseFloor] raise the mark to a new era's floor
 // (fence.Era.Floor) when the lock moves to another backend.
 // [Fence.Admit] is the fence.Fence interface: its write adds operations
-// with [Stage].
+// with [AddOps].
 //
-// What it protects: the keys written through Do (or Admit's Stage) and the
+// What it protects: the keys written through Do (or Admit's AddOps) and the
 // registers. What it cannot: keys written by anyone without the fence
 // (etcd has no per-key check of who writes); a fence key or register that
 // someone deletes or overwrites (the mark goes with it: keep the prefix to

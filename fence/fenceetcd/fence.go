@@ -18,9 +18,6 @@ import (
 var (
 	// ErrBadPrefix: New's key prefix is empty or not valid UTF-8.
 	ErrBadPrefix = errors.New("fenceetcd: bad key prefix")
-	// ErrBadResource: a resource name that is empty, longer than
-	// MaxResourceLen bytes, not valid UTF-8, or holds a NUL byte.
-	ErrBadResource = errors.New("fenceetcd: bad resource name")
 	// ErrBadOp: an operation that is not a put, delete or get, or that
 	// touches a key under the fence's prefix (a fence key: a put would
 	// forge a token, a delete would forget one).
@@ -30,9 +27,6 @@ var (
 	// key, or a prefix typo.
 	ErrNotFence = errors.New("fenceetcd: key does not hold a fence token")
 )
-
-// MaxResourceLen is the longest resource name accepted, in bytes.
-const MaxResourceLen = 200
 
 // Fence keeps, for each resource, the highest fencing token accepted in
 // the etcd key prefix+resource (the token as 19 decimal digits), and
@@ -54,9 +48,10 @@ func New(kv clientv3.KV, prefix string) (*Fence, error) {
 }
 
 // Key returns the etcd key that holds resource's highest token. Errors:
-// ErrBadResource.
+// an error matching fence.ErrBadResource for a name fence.CheckResource
+// refuses (empty, over fence.MaxResourceLen bytes, not UTF-8, a NUL byte).
 func (f *Fence) Key(resource string) (string, error) {
-	if err := checkResource(resource); err != nil {
+	if err := fence.CheckResource(resource); err != nil {
 		return "", err
 	}
 	return f.prefix + resource, nil
@@ -84,7 +79,7 @@ type Result struct {
 // Errors: a *fence.StaleError (fence.ErrStale) with the highest accepted
 // when token is lower, nothing applied; fence.ErrNoToken for the zero
 // token; a *fence.RangeError (fence.ErrTokenOverflow) above
-// fence.MaxToken; ErrBadResource; ErrBadOp (with the op's index);
+// fence.MaxToken; fence.ErrBadResource (see Key); ErrBadOp (with the op's index);
 // ErrNotFence (when the key's value, not in this package's format, sorts
 // above the token's: one that sorts below is overwritten); ctx's error
 // before anything is sent; fence.ErrUncertain
@@ -122,7 +117,7 @@ func (f *Fence) Do(ctx context.Context, resource string, token fence.Token, ops 
 }
 
 // Highest returns the highest token accepted for resource (zero if none).
-// Errors: ErrBadResource, ErrNotFence, etcd's.
+// Errors: fence.ErrBadResource (see Key), ErrNotFence, etcd's.
 func (f *Fence) Highest(ctx context.Context, resource string) (fence.Token, error) {
 	key, err := f.Key(resource)
 	if err != nil {
@@ -179,23 +174,4 @@ func overlaps(a, aend, b, bend []byte) bool {
 		return bytes.Equal(end, []byte{0}) || bytes.Compare(x, end) < 0
 	}
 	return below(a, bend) && below(b, aend)
-}
-
-// checkResource refuses what ErrBadResource describes, without quoting
-// the name (it may come from untrusted input).
-func checkResource(name string) error {
-	why := ""
-	switch {
-	case name == "":
-		why = "empty"
-	case len(name) > MaxResourceLen:
-		why = "longer than 200 bytes"
-	case !utf8.ValidString(name):
-		why = "not valid UTF-8"
-	case bytes.IndexByte([]byte(name), 0) >= 0:
-		why = "holds a NUL byte"
-	default:
-		return nil
-	}
-	return fmt.Errorf("%w: %s", ErrBadResource, why)
 }

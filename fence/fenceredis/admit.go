@@ -8,52 +8,55 @@ import (
 	"github.com/zkrecipes/zkrecipes/fence"
 )
 
-// ErrNotInAdmit is returned by Stage for a ctx that is not that of an
-// Admit's write, or after that write has returned.
-var ErrNotInAdmit = errors.New("fenceredis: Stage called outside an Admit's write")
+// ErrNoBatch is returned by AddWrites for a ctx that is not (derived
+// from) the ctx of a write of [Fence.Admit] still running.
+var ErrNoBatch = errors.New("fenceredis: AddWrites outside a running write of Fence.Admit")
 
-// Stage adds writes to the script of the Admit whose write received ctx:
-// they are applied with the token, or not at all (Do checks them).
-// Errors: ErrNotInAdmit.
-func Stage(ctx context.Context, writes ...Write) error {
-	s, _ := ctx.Value(stageKey{}).(*stage)
-	if s == nil {
-		return ErrNotInAdmit
+// AddWrites adds writes to the script of the [Fence.Admit] whose write got
+// ctx: they are applied with its token, or not at all. Do checks them
+// (ErrBadWrite, returned by Admit). Errors: ErrNoBatch.
+func AddWrites(ctx context.Context, writes ...Write) error {
+	b, _ := ctx.Value(batchKey{}).(*batch)
+	if b == nil {
+		return ErrNoBatch
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		return ErrNotInAdmit
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return ErrNoBatch
 	}
-	s.writes = append(s.writes, writes...)
+	b.writes = append(b.writes, writes...)
 	return nil
 }
 
-type stageKey struct{}
+// batchKey is the context key of the writes of an Admit's write.
+type batchKey struct{}
 
-// stage collects the writes of one Admit.
-type stage struct {
+// batch collects the writes of one Admit's write.
+type batch struct {
 	mu     sync.Mutex
 	writes []Write
 	closed bool // write has returned: no more writes
 }
 
-// close ends s and returns its writes.
-func (s *stage) close() []Write {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.closed = true
-	return s.writes
+// close ends b and returns its writes.
+func (b *batch) close() []Write {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.closed = true
+	return b.writes
 }
 
-// Admit makes a *Fence a fence.Fence (the interface package fencehttp's
-// handler takes): it refuses a stale token at once (write is not called),
-// then calls write with a ctx through which write adds its Redis writes
-// (Stage), then applies them with the token in one script (Do), which
-// checks the token again: if it became stale meanwhile, Admit returns a
-// *fence.StaleError and none of write's writes lands. write may be nil
-// (Admit only records t). What write does other than Stage is not fenced.
-// Errors: Do's, and write's own (nothing applied).
+// Admit implements fence.Fence (the interface package fencehttp's
+// handler takes). It reads resource's highest token and refuses a lower t
+// at once (write is not called); otherwise it calls write, once, with a
+// ctx to which [AddWrites] adds Redis writes, then applies them with t in
+// one script (Do), which compares again: if a larger token landed
+// meanwhile, Admit returns a *fence.StaleError and none of write's writes
+// is applied although write ran. write may be nil (Admit only records t).
+// What write does other than AddWrites is not fenced. Errors: Do's
+// (fence.ErrBadResource for a name fence.CheckResource refuses), and
+// write's own as it returned it (nothing applied).
 func (f *Fence) Admit(ctx context.Context, resource string, t fence.Token, write func(ctx context.Context) error) error {
 	if err := checkToken(t); err != nil {
 		return err
@@ -67,9 +70,9 @@ func (f *Fence) Admit(ctx context.Context, resource string, t fence.Token, write
 	}
 	var writes []Write
 	if write != nil {
-		s := &stage{}
-		err := write(context.WithValue(ctx, stageKey{}, s))
-		writes = s.close()
+		b := &batch{}
+		err := write(context.WithValue(ctx, batchKey{}, b))
+		writes = b.close()
 		if err != nil {
 			return err
 		}
@@ -77,3 +80,5 @@ func (f *Fence) Admit(ctx context.Context, resource string, t fence.Token, write
 	_, err = f.Do(ctx, resource, t, writes...)
 	return err
 }
+
+var _ fence.Fence = (*Fence)(nil)

@@ -36,9 +36,9 @@
 // one whose MaxRetries is not -1 (ErrRetries). [Fence.RaiseFloor] and
 // [Register.RaiseFloor] raise the mark to a new era's floor
 // (fence.Era.Floor) when the lock moves to another backend. [Fence.Admit]
-// is the fence.Fence interface: its write adds writes with [Stage].
+// is the fence.Fence interface: its write adds writes with [AddWrites].
 //
-// What it protects: the keys written through Do (or Admit's Stage) and the
+// What it protects: the keys written through Do (or Admit's AddWrites) and the
 // registers, on one Redis server. What it cannot: keys written by anyone
 // without the fence; a fence key or register that someone deletes,
 // overwrites or evicts (the mark goes with it: keep the prefix to this

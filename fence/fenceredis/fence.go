@@ -17,9 +17,6 @@ import (
 var (
 	// ErrBadPrefix: New's key prefix is empty or not valid UTF-8.
 	ErrBadPrefix = errors.New("fenceredis: bad key prefix")
-	// ErrBadResource: a resource name that is empty, longer than
-	// MaxResourceLen bytes, not valid UTF-8, or holds a NUL byte.
-	ErrBadResource = errors.New("fenceredis: bad resource name")
 	// ErrNotFence: the key holds something this package did not write
 	// (another type, or a value that is not a token): another program's
 	// key, or a prefix typo. Nothing was written.
@@ -33,9 +30,6 @@ var (
 	// MaxRetries: -1.
 	ErrRetries = errors.New("fenceredis: the client retries commands (set redis.Options.MaxRetries to -1)")
 )
-
-// MaxResourceLen is the longest resource name accepted, in bytes.
-const MaxResourceLen = 200
 
 // Fence keeps, for each resource, the highest fencing token accepted in
 // the Redis string prefix+resource, and applies a caller's writes only
@@ -71,9 +65,10 @@ func checkClient(cli *redis.Client) error {
 }
 
 // Key returns the Redis key that holds resource's highest token. Errors:
-// ErrBadResource.
+// an error matching fence.ErrBadResource for a name fence.CheckResource
+// refuses (empty, over fence.MaxResourceLen bytes, not UTF-8, a NUL byte).
 func (f *Fence) Key(resource string) (string, error) {
-	if err := checkResource(resource); err != nil {
+	if err := fence.CheckResource(resource); err != nil {
 		return "", err
 	}
 	return f.prefix + resource, nil
@@ -89,7 +84,7 @@ func (f *Fence) Key(resource string) (string, error) {
 // Errors: a *fence.StaleError (fence.ErrStale) with the highest accepted
 // when token is lower, nothing applied; fence.ErrNoToken for the zero
 // token; a *fence.RangeError (fence.ErrTokenOverflow) above
-// fence.MaxToken; ErrBadResource; ErrBadWrite (with the write's index);
+// fence.MaxToken; fence.ErrBadResource (see Key); ErrBadWrite (with the write's index);
 // ErrNotFence; ErrWrongType; ctx's error before anything is sent;
 // fence.ErrUncertain wrapping the client's error when the script was sent
 // and its answer lost (it may have been applied: read, or call again with
@@ -138,7 +133,7 @@ func (f *Fence) Do(ctx context.Context, resource string, token fence.Token, writ
 }
 
 // Highest returns the highest token accepted for resource (zero if none).
-// Errors: ErrBadResource, ErrNotFence, Redis's.
+// Errors: fence.ErrBadResource (see Key), ErrNotFence, Redis's.
 func (f *Fence) Highest(ctx context.Context, resource string) (fence.Token, error) {
 	key, err := f.Key(resource)
 	if err != nil {
@@ -159,25 +154,6 @@ func (f *Fence) Highest(ctx context.Context, resource string) (fence.Token, erro
 		return 0, fmt.Errorf("%w: %q holds %.40q", ErrNotFence, key, v)
 	}
 	return t, nil
-}
-
-// checkResource refuses what ErrBadResource describes, without quoting
-// the name (it may come from untrusted input).
-func checkResource(name string) error {
-	why := ""
-	switch {
-	case name == "":
-		why = "empty"
-	case len(name) > MaxResourceLen:
-		why = "longer than 200 bytes"
-	case !utf8.ValidString(name):
-		why = "not valid UTF-8"
-	case strings.IndexByte(name, 0) >= 0:
-		why = "holds a NUL byte"
-	default:
-		return nil
-	}
-	return fmt.Errorf("%w: %s", ErrBadResource, why)
 }
 
 // checkToken refuses the zero token and one above fence.MaxToken, before
