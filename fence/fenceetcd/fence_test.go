@@ -132,6 +132,13 @@ func TestNotFence(t *testing.T) {
 	if got := e.get(t, e.prefix+"/fence/r"); got != "hello" {
 		t.Fatalf("the foreign value became %q", got)
 	}
+	// 19 digits above fence.MaxToken, which would refuse every token.
+	if _, err := e.cli.Put(ctx, e.prefix+"/fence/big", "9223372036854775808"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Do(ctx, "big", fence.MaxToken); !errors.Is(err, fenceetcd.ErrNotFence) {
+		t.Fatalf("Do under a token above MaxToken: %v", err)
+	}
 }
 
 // TestRaiseFloor: the mark goes up to the floor, a lower token is refused

@@ -145,7 +145,8 @@ func TestNotFence(t *testing.T) {
 	e.cli.Set(ctx, e.prefix+"fence:s", "hello", 0)
 	e.cli.Set(ctx, e.prefix+"fence:z", "007", 0)
 	e.cli.RPush(ctx, e.prefix+"fence:l", "x")
-	for _, r := range []string{"s", "z", "l"} {
+	e.cli.Set(ctx, e.prefix+"fence:big", "9223372036854775808", 0) // MaxToken+1: would refuse every token
+	for _, r := range []string{"s", "z", "l", "big"} {
 		if _, err := f.Do(ctx, r, 5, fenceredis.Set(e.prefix+"d", "v")); !errors.Is(err, fenceredis.ErrNotFence) {
 			t.Errorf("Do over %s: %v", r, err)
 		}

@@ -20,8 +20,8 @@ local function less(a, b)
 	if #a ~= #b then return #a < #b end
 	return a < b
 end
-local function token(v)
-	return type(v) == 'string' and #v <= 19 and string.match(v, '^[1-9][0-9]*$') ~= nil
+local function token(v) -- 1 to 2^63-1 (fence.MaxToken), canonical
+	return type(v) == 'string' and string.match(v, '^[1-9][0-9]*$') ~= nil and not less('9223372036854775807', v)
 end
 `
 
