@@ -25,12 +25,13 @@ demo: setup
 # the sequence-limit tests again on ZooKeeper 3.9.3 (Debian 13's, laid out
 # by scripts/zk-debian.sh and cached), so that the behaviour at the limit is
 # checked on both server lines.
-# The backends, the OpenTelemetry adapter, the command line tool, the
-# benchmark and the nemesis are modules of their own (backend/*,
-# recipe/zkotel, cmd/zkrecipes, cmd/zkbench, cmd/nemesis: so that
-# ZooKeeper-only users of the library never require the other backends'
-# client libraries nor OpenTelemetry): ./... at the root does not reach
-# them, so they are listed after it.
+# The backends, the OpenTelemetry adapter, the etcd and Redis fences, the
+# command line tool, the benchmark and the nemesis are modules of their own
+# (backend/*, recipe/zkotel, fence/fenceetcd, fence/fenceredis,
+# cmd/zkrecipes, cmd/zkbench, cmd/nemesis: so that ZooKeeper-only users of
+# the library never require the other backends' client libraries nor
+# OpenTelemetry): ./... at the root does not reach them, so they are listed
+# after it.
 BACKENDS := ./backend/etcdlock/... ./backend/pglock/... ./backend/redislock/... ./recipe/zkotel/... ./fence/fenceetcd/... ./fence/fenceredis/...
 COMMANDS := ./cmd/zkrecipes/... ./cmd/zkbench/... ./cmd/nemesis/...
 
