@@ -54,6 +54,13 @@ func TestAdmit(t *testing.T) {
 	if !errors.Is(err, fenceetcd.ErrBadOp) {
 		t.Fatalf("an added delete of the fence key: %v", err)
 	}
+	var kept context.Context // a write's ctx used after its Admit returned
+	if err := f.Admit(ctx, "r", 7, func(ctx context.Context) error { kept = ctx; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if err := fenceetcd.AddOps(kept, clientv3.OpPut(data, "x")); !errors.Is(err, fenceetcd.ErrNoBatch) {
+		t.Fatalf("added after Admit returned: %v", err)
+	}
 	if err := fenceetcd.AddOps(ctx, clientv3.OpPut(data, "x")); !errors.Is(err, fenceetcd.ErrNoBatch) {
 		t.Fatalf("added outside Admit: %v", err)
 	}

@@ -13,9 +13,8 @@
 //     and change nothing. The caller's operations land only with the
 //     token: a paused holder that resumes with an older token cannot
 //     write over a newer holder's data. (etcd's value comparison fails on
-//     a missing key, so the else branch is a nested transaction that
-//     creates the fence key with the caller's operations: they are in
-//     the request twice.)
+//     a missing key, so a resource's first Do creates its fence key with
+//     the zero token first, in a transaction of its own.)
 //   - A [Register]: one key holding a value and its token; [Register.Write]
 //     is the same transaction on that key alone.
 //

@@ -70,11 +70,10 @@ type Result struct {
 // is accepted (the same holder writing again). ops may be empty (Do then
 // only records token); each must be a clientv3.OpPut, OpDelete or OpGet on
 // keys outside the fence's prefix (the gets read the state the
-// transaction writes over). The ops travel twice (in both branches of the
-// transaction, see the package documentation): count them so against
-// etcd's request size limit (--max-request-bytes, 1.5 MiB by default);
-// and at most 127 of them (--max-txn-ops, 128 by default, one is the
-// fence's put). etcd refuses more, certainly, nothing applied.
+// transaction writes over). etcd limits a transaction's size
+// (--max-request-bytes, 1.5 MiB by default) and its operations
+// (--max-txn-ops, 128 by default: the fence's put and at most 127 ops);
+// it refuses more, certainly, nothing applied.
 //
 // Errors: a *fence.StaleError (fence.ErrStale) with the highest accepted
 // when token is lower, nothing applied; fence.ErrNoToken for the zero
@@ -100,7 +99,7 @@ func (f *Fence) Do(ctx context.Context, resource string, token fence.Token, ops 
 		}
 	}
 	put := clientv3.OpPut(key, pad(uint64(token)), clientv3.WithPrevKV())
-	out, err := guarded(ctx, f.kv, key, pad(uint64(token)+1), put, ops)
+	out, err := guarded(ctx, f.kv, key, pad(uint64(token)+1), pad(0), put, ops)
 	if err != nil {
 		return Result{}, err
 	}

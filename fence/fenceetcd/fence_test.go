@@ -109,8 +109,20 @@ func TestBadInput(t *testing.T) {
 	if err == nil || errors.Is(err, fence.ErrUncertain) {
 		t.Fatalf("duplicate key: %v, want etcd's refusal", err)
 	}
-	if h, _ := f.Highest(ctx, "r"); h != 5 {
-		t.Fatalf("the refused transaction moved the mark to %v", h)
+	// More ops than etcd takes in one transaction (--max-txn-ops, 128 by
+	// default, one is the fence's put): refused, certainly.
+	many := make([]clientv3.Op, 128)
+	for i := range many {
+		many[i] = clientv3.OpPut(fmt.Sprintf("%s/m%d", e.prefix, i), "v")
+	}
+	if _, err := f.Do(ctx, "r", 6, many...); err == nil || errors.Is(err, fence.ErrUncertain) {
+		t.Fatalf("128 ops: %v, want etcd's refusal", err)
+	}
+	if _, err := f.Do(ctx, "r", 6, many[:127]...); err != nil {
+		t.Fatalf("127 ops: %v", err)
+	}
+	if h, _ := f.Highest(ctx, "r"); h != 6 {
+		t.Fatalf("the mark is %v, want 6 (the refused transactions moved nothing)", h)
 	}
 }
 

@@ -73,16 +73,14 @@ func (r *Register) Write(ctx context.Context, token fence.Token, data []byte) (p
 		return Value{}, 0, err
 	}
 	put := clientv3.OpPut(r.key, encode(token, data), clientv3.WithPrevKV())
-	out, err := guarded(ctx, r.kv, r.key, pad(uint64(token)+1), put, nil)
+	out, err := guarded(ctx, r.kv, r.key, pad(uint64(token)+1), encode(0, nil), put, nil)
 	if err != nil {
 		return Value{}, 0, err
 	}
 	if !out.ok {
-		cur := Value{}
-		if len(out.kv.Kvs) > 0 {
-			if cur, err = r.decode(out.prev); err != nil {
-				return Value{}, 0, err
-			}
+		cur, err := r.decode(out.prev)
+		if err != nil {
+			return Value{}, 0, err
 		}
 		return cur, 0, &fence.StaleError{Resource: r.key, Token: token, Highest: cur.Token}
 	}

@@ -42,49 +42,55 @@ func parseToken(v []byte) (fence.Token, bool) {
 
 // outcome is what one guarded transaction found and did.
 type outcome struct {
-	ok       bool              // put and ops applied
-	prev     []byte            // the key's value before (nil: absent); when !ok, its value now
-	revision int64             // the transaction's revision
-	resps    []*pb.ResponseOp  // the responses to ops
-	kv       *pb.RangeResponse // when !ok: the read of the key
+	ok       bool             // put and ops applied
+	prev     []byte           // the key's value before; when !ok, its value now
+	revision int64            // the transaction's revision
+	resps    []*pb.ResponseOp // the responses to ops
 }
 
 // guarded runs put (a put of key carrying token t) and ops in one etcd
-// transaction, applied only if key is absent or its value is below bound
-// (pad(t+1) for "stored token ≤ t"); otherwise it reads key. A missing key
-// needs a transaction of its own (etcd's value comparison fails on a
-// missing key), nested in the outer one's else branch: one round trip, one
-// revision, still atomic.
-func guarded(ctx context.Context, kv clientv3.KV, key, bound string, put clientv3.Op, ops []clientv3.Op) (outcome, error) {
-	if err := ctx.Err(); err != nil {
-		return outcome{}, err // nothing sent
-	}
+// transaction, applied only if key's value is below bound (pad(t+1) for
+// "stored token ≤ t"); otherwise it reads key. etcd's value comparison
+// fails on a missing key, so a missing key (a resource's first use) is
+// first created holding empty, the zero token, in a transaction of its
+// own, and the comparison made again: the caller's ops are sent once, and
+// a missing key costs one round trip more, once.
+func guarded(ctx context.Context, kv clientv3.KV, key, bound, empty string, put clientv3.Op, ops []clientv3.Op) (outcome, error) {
 	then := append([]clientv3.Op{put}, ops...)
-	missing := clientv3.Compare(clientv3.CreateRevision(key), "=", 0)
-	resp, err := kv.Txn(ctx).
-		If(clientv3.Compare(clientv3.Value(key), "<", bound)).
-		Then(then...).
-		Else(clientv3.OpTxn([]clientv3.Cmp{missing}, then, []clientv3.Op{clientv3.OpGet(key)})).
-		Commit()
-	if err != nil {
-		return outcome{}, classify(err)
-	}
-	out := outcome{ok: resp.Succeeded, revision: resp.Header.GetRevision(), resps: resp.Responses}
-	if !out.ok {
-		inner := resp.Responses[0].GetResponseTxn()
-		if !inner.GetSucceeded() {
-			out.kv = inner.Responses[0].GetResponseRange()
-			if len(out.kv.Kvs) > 0 {
-				out.prev = out.kv.Kvs[0].Value
+	for {
+		if err := ctx.Err(); err != nil {
+			return outcome{}, err // nothing sent
+		}
+		resp, err := kv.Txn(ctx).
+			If(clientv3.Compare(clientv3.Value(key), "<", bound)).
+			Then(then...).
+			Else(clientv3.OpGet(key)).
+			Commit()
+		if err != nil {
+			return outcome{}, classify(err)
+		}
+		out := outcome{ok: resp.Succeeded, revision: resp.Header.GetRevision()}
+		if out.ok {
+			if p := resp.Responses[0].GetResponsePut().GetPrevKv(); p != nil {
+				out.prev = p.Value
 			}
+			out.resps = resp.Responses[1:]
 			return out, nil
 		}
-		out.ok, out.resps = true, inner.Responses // created: no previous value
-	} else if p := out.resps[0].GetResponsePut().GetPrevKv(); p != nil {
-		out.prev = p.Value
+		if kvs := resp.Responses[0].GetResponseRange().GetKvs(); len(kvs) > 0 {
+			out.prev = kvs[0].Value
+			return out, nil
+		}
+		// Missing: create it (unless someone just did), then compare.
+		_, err = kv.Txn(ctx).
+			If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
+			Then(clientv3.OpPut(key, empty)).
+			Commit()
+		if err != nil {
+			// Not uncertain: the caller's ops were not sent.
+			return outcome{}, fmt.Errorf("fenceetcd: creating %q with the zero token: %w", key, err)
+		}
 	}
-	out.resps = out.resps[1:]
-	return out, nil
 }
 
 // classify turns a failed transaction's error into fence.ErrUncertain

@@ -52,6 +52,13 @@ func TestAdmit(t *testing.T) {
 	if !errors.Is(err, fenceredis.ErrBadWrite) {
 		t.Fatalf("an added delete of the fence key: %v", err)
 	}
+	var kept context.Context // a write's ctx used after its Admit returned
+	if err := f.Admit(ctx, "r", 7, func(ctx context.Context) error { kept = ctx; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if err := fenceredis.AddWrites(kept, fenceredis.Set(data, "x")); !errors.Is(err, fenceredis.ErrNoBatch) {
+		t.Fatalf("added after Admit returned: %v", err)
+	}
 	if err := fenceredis.AddWrites(ctx, fenceredis.Set(data, "x")); !errors.Is(err, fenceredis.ErrNoBatch) {
 		t.Fatalf("added outside Admit: %v", err)
 	}
