@@ -3,6 +3,7 @@ package locktest
 import (
 	"context"
 	"errors"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -19,7 +20,7 @@ type DelayHarness interface {
 }
 
 // RunLockDelay checks the lock-delay (recipe.LockDelayServed) of the
-// backend behind h with delay d, each property in a parallel subtest:
+// backend behind h with delay d, each property in a subtest, all at once:
 //
 //   - CleanReleaseServesNone: after a Release, the waiter is granted at
 //     once (sooner than d), and its grant served no delay.
@@ -48,6 +49,11 @@ func RunLockDelay(t *testing.T, h DelayHarness, d time.Duration) {
 		t.Fatalf("locktest: RunLockDelay(%v): need a delay above LeaseTime.Max - Min = %v", d, lt.Max-lt.Min)
 	}
 	s := &delaySuite{suite: suite{h: h, lt: lt}, h: h, d: d}
+	// The properties mostly wait (for an expiry, then the delay): they run
+	// at once, each in a subtest of its own started from its own goroutine,
+	// so that go test's -parallel limit (the number of CPUs) does not queue
+	// them behind each other.
+	var wg sync.WaitGroup
 	for _, p := range []struct {
 		name  string
 		check func(*delaySuite, *testing.T)
@@ -57,11 +63,9 @@ func RunLockDelay(t *testing.T, h DelayHarness, d time.Duration) {
 		{"CutOffServesDelay", (*delaySuite).cutOff},
 		{"AbandonKeepsDelay", (*delaySuite).abandon},
 	} {
-		t.Run(p.name, func(t *testing.T) {
-			t.Parallel()
-			p.check(s, t)
-		})
+		wg.Go(func() { t.Run(p.name, func(t *testing.T) { p.check(s, t) }) })
 	}
+	wg.Wait()
 }
 
 type delaySuite struct {
