@@ -68,13 +68,18 @@ func mutex(t testing.TB, s *etcdlock.Session, name string) *etcdlock.Mutex {
 	return m
 }
 
-// keys counts the keys of the lock named name, through the inspector.
+// keys counts the keys of the lock named name, its contenders' and its
+// lock-delay's (WithLockDelay), through the inspector.
 func (e *env) keys(ctx context.Context, name string) (int, error) {
-	resp, err := e.in.Get(ctx, e.prefix+"/"+name+"/_lock_", clientv3.WithPrefix(), clientv3.WithCountOnly())
-	if err != nil {
-		return 0, err
+	n := 0
+	for _, k := range []string{"/_lock_", "/_lockdelay_"} {
+		resp, err := e.in.Get(ctx, e.prefix+"/"+name+k, clientv3.WithPrefix(), clientv3.WithCountOnly())
+		if err != nil {
+			return 0, err
+		}
+		n += int(resp.Count)
 	}
-	return int(resp.Count), nil
+	return n, nil
 }
 
 // harness is the locktest.Harness of etcdlock: every client has its own

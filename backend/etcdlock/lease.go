@@ -20,10 +20,11 @@ import (
 // someone else).
 type lease struct {
 	grant.Core
-	s   *Session
-	g   *generation
-	key string
-	rev int64
+	s    *Session
+	g    *generation
+	key  string
+	rev  int64
+	also []clientv3.Op // deleted with the key by Release: the lock-delay's record
 }
 
 var _ recipe.Lease = (*lease)(nil)
@@ -32,7 +33,7 @@ var _ recipe.Lease = (*lease)(nil)
 // create revision, which only grows); its context keeps the values of
 // acquireCtx, not its cancellation.
 func newLease(a *attempt, acquireCtx context.Context) *lease {
-	l := &lease{s: a.m.s, g: a.g, key: a.key, rev: a.rev}
+	l := &lease{s: a.m.s, g: a.g, key: a.key, rev: a.rev, also: a.m.releaseOps(a.key)}
 	l.Init(acquireCtx, fence.Token(a.rev), a.m.rep)
 	return l
 }
@@ -66,8 +67,8 @@ func (l *lease) Release(ctx context.Context) error {
 // remove deletes the key of a released lease; what it could not confirm
 // goes on in the background.
 func (l *lease) remove(ctx context.Context) (bool, error) {
-	if err := l.s.deleteOwned(ctx, l.g, l.key, l.rev); err != nil {
-		l.s.deleteLater(l.g, l.key, l.rev)
+	if err := l.s.deleteOwned(ctx, l.g, l.key, l.rev, l.also...); err != nil {
+		l.s.deleteLater(l.g, l.key, l.rev, l.also...)
 		return false, err
 	}
 	return true, nil
