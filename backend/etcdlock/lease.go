@@ -50,7 +50,9 @@ func (l *lease) end(cause error) {
 // recipe.ErrReleased), then deletes the key in one transaction that
 // compares its create revision with the lease's, so a retried Release can
 // never delete a later incarnation of the key (etcd issue 22082 is that bug
-// in etcd's own concurrency package). The delete is sent even if ctx is
+// in etcd's own concurrency package); with WithLockDelay, the same
+// transaction deletes the record of the grant, which makes the end a clean
+// one (no delay for the next holder). The delete is sent even if ctx is
 // already done and retried on transient errors until ctx ends or the
 // cleanup timeout (default: the TTL) passes; a delete not confirmed by then
 // is also retried in the background while the etcd lease lives.

@@ -84,7 +84,9 @@ func (m *Mutex) Name() string { return m.name }
 // is one request), then, while a key with a lower create revision exists,
 // watches the deletion of the nearest lower one only, re-reading its
 // position after every event. It returns ErrNodeDeleted if its key is
-// deleted by someone else while it waits.
+// deleted by someone else while it waits. With WithLockDelay, once first it
+// serves the lock-delay if the previous holder ended uncleanly, then
+// records its grant before returning it.
 //
 // On any error its key is deleted before it returns, whatever ctx has
 // become (one request; while the server is unreachable, it returns when the
@@ -101,7 +103,9 @@ func (m *Mutex) Acquire(ctx context.Context) (recipe.Lease, error) { return m.ac
 // recipe.ErrLocked if any key of the lock exists (a holder, or waiters that a
 // holder has just left). It is one transaction that puts a key only if the
 // lock has none, so a refusal leaves nothing behind and costs one request.
-// Other errors as for Acquire.
+// With WithLockDelay it also refuses while a lock-delay is served or due;
+// a TryAcquire that finds one due (nobody in line serves it) starts it,
+// so the lock is free again d later. Other errors as for Acquire.
 func (m *Mutex) TryAcquire(ctx context.Context) (recipe.Lease, error) {
 	return m.acquire(ctx, false)
 }
