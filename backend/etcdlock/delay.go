@@ -135,7 +135,12 @@ func (m *Mutex) releaseOps(key string) []clientv3.Op {
 //     and gave up: it waits until the key goes (its etcd lease's end, the
 //     original end) or d after it saw it, whichever comes first.
 //   - neither: nothing to serve.
-func (a *attempt) serveDelay(ctx context.Context, st delayState) (time.Duration, error) {
+func (a *attempt) serveDelay(ctx context.Context, st delayState) (_ time.Duration, err error) {
+	defer func() {
+		if err != nil && a.g.ctx.Err() != nil { // the etcd lease's loss, not the caller's
+			err = lostError(context.Cause(a.g.ctx))
+		}
+	}()
 	ctx, cancel := a.g.bind(ctx)
 	defer cancel()
 	var start time.Time // when this contender began to serve (zero: not yet)
@@ -147,7 +152,6 @@ func (a *attempt) serveDelay(ctx context.Context, st delayState) (time.Duration,
 		return max(min(time.Since(start), a.m.delay), time.Nanosecond)
 	}
 	for {
-		var err error
 		switch {
 		case st.held != nil && string(st.held.Value) == a.key:
 			return served(), nil
