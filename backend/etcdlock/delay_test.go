@@ -211,7 +211,7 @@ func TestLockDelayLateArrival(t *testing.T) {
 		t.Fatal(err)
 	}
 	acquireWithin(t, a, 10*time.Second, "A")
-	pa.Close() // A crashes; its key goes with its etcd lease
+	pa.Close()                 // A crashes; its key goes with its etcd lease
 	e.waitNoContender(t, name) // A's etcd lease expired; its record stays
 	b, _ := e.delayed(t, name)
 	ctx := context.Background()

@@ -17,7 +17,7 @@ import (
 	"github.com/zkrecipes/zkrecipes/recipe"
 )
 
-// tap is a client whose unary requests are counted, and whose replies can
+// tap is a client whose answered unary requests are counted, and whose replies can
 // be lost after the server applied the request (lose: how many more).
 type tap struct {
 	requests atomic.Int64
@@ -35,8 +35,10 @@ func (e *env) tappedSession(t *testing.T) (*etcdlock.Session, *tap) {
 		Logger:      zap.NewNop(),
 		DialOptions: []grpc.DialOption{grpc.WithChainUnaryInterceptor(
 			func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoke grpc.UnaryInvoker, opts ...grpc.CallOption) error {
-				tp.requests.Add(1)
 				err := invoke(ctx, method, req, reply, cc, opts...)
+				if err == nil { // sent and answered (a lease's watcher may call with its context done)
+					tp.requests.Add(1)
+				}
 				if txn, ok := req.(*pb.TxnRequest); ok && err == nil {
 					if f := tp.after.Load(); f != nil {
 						(*f)(txn)
