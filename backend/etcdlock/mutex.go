@@ -168,6 +168,10 @@ func (m *Mutex) contend(ctx context.Context, wait bool) (recipe.Lease, error) {
 		}
 	}
 	var served time.Duration
+	if m.delay > 0 && !r.marked && !wait { // its record was overwritten: TryAcquire never waits
+		a.discard()
+		return nil, recipe.ErrLocked
+	}
 	if m.delay > 0 && !r.marked {
 		var err error
 		if served, err = a.serveDelay(ctx, a.st); err != nil {
@@ -284,6 +288,9 @@ func (a *attempt) parseCreate(resp *clientv3.TxnResponse, nthen int) createResul
 		r.first = kvs[0].CreateRevision
 	}
 	r.st = parseDelay(resp.Header.Revision, resp.Responses, i+1)
+	if r.rev != 0 && r.st.held != nil && string(r.st.held.Value) == a.key {
+		r.marked = true // an earlier try of ours recorded it, its answer lost
+	}
 	return r
 }
 
