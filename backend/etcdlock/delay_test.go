@@ -3,12 +3,14 @@ package etcdlock_test
 import (
 	"context"
 	"errors"
+	"sync"
 	"testing"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/zkrecipes/zkrecipes/backend/etcdlock"
+	"github.com/zkrecipes/zkrecipes/internal/rtest/metricstest"
 	"github.com/zkrecipes/zkrecipes/recipe"
 	"github.com/zkrecipes/zkrecipes/recipe/locktest"
 )
@@ -143,7 +145,12 @@ func TestLockDelayOperatorDelete(t *testing.T) {
 	e := newEnv(t)
 	const name = "operator"
 	a, _ := e.delayed(t, name)
-	b, _ := e.delayed(t, name)
+	dm := &delayMetrics{Events: &metricstest.Events{}}
+	sb, _ := e.connect(t, etcdlock.WithMetrics(dm))
+	b, err := etcdlock.New(sb, name, etcdlock.WithLockDelay(shortDelay))
+	if err != nil {
+		t.Fatal(err)
+	}
 	la, _ := acquireWithin(t, a, 10*time.Second, "A")
 	key := e.holderKey(t, name)
 	pb := acquireAsync(opCtx(t), b)
@@ -154,6 +161,9 @@ func TestLockDelayOperatorDelete(t *testing.T) {
 	}
 	r := granted(t, pb, 15*time.Second, "B")
 	checkServed(t, r.lease, r.at, deleted, "B")
+	if got := dm.served(); len(got) != 1 || got[0] != recipe.LockDelayServed(r.lease) {
+		t.Errorf("DelayMetrics.LockDelayServed calls: %v, want one with %v", got, recipe.LockDelayServed(r.lease))
+	}
 	if cause := context.Cause(la.Context()); !errors.Is(cause, recipe.ErrNodeDeleted) {
 		t.Errorf("A's cause = %v, want recipe.ErrNodeDeleted", cause)
 	}
@@ -368,4 +378,23 @@ func (e *env) waitNoContender(t *testing.T, name string) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// delayMetrics is a Metrics that also records recipe.DelayMetrics calls.
+type delayMetrics struct {
+	*metricstest.Events
+	mu sync.Mutex
+	ds []time.Duration
+}
+
+func (m *delayMetrics) LockDelayServed(kind, dir string, d time.Duration) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.ds = append(m.ds, d)
+}
+
+func (m *delayMetrics) served() []time.Duration {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return append([]time.Duration(nil), m.ds...)
 }
