@@ -225,14 +225,16 @@ func TestLockDelayOperatorDelete(t *testing.T) {
 
 // Session.Close without Release is an unclean end: Close deletes the key
 // (and hands the lock on at once) but leaves the marker expiring the delay
-// from then, which the waiter serves.
+// from then, which the waiter serves. Both sessions have exactly the
+// rights of the documented ACL line: the marker needs no other.
 func TestLockDelayCloseIsUnclean(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t)
+	u := aclUser(t, srv, "locker", "")
 	const d = 300 * time.Millisecond
-	sa := connect(t, srv, nil)
+	sa := connectURL(t, u, srv, redislock.WithTTL(confTTL))
 	a := mustNewDelayed(t, sa, "closed", d)
-	b := mustNewDelayed(t, connect(t, srv, nil), "closed", d)
+	b := mustNewDelayed(t, connectURL(t, u, srv, redislock.WithTTL(confTTL)), "closed", d)
 	acquire(t, a)
 	got := make(chan recipe.Lease, 1)
 	go func() {
