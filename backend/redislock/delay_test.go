@@ -376,3 +376,41 @@ func releaseQuietly(l recipe.Lease) {
 		_ = l.Release(context.Background())
 	}
 }
+
+// The marker is written in the grant's script, so the append-only file
+// (fsynced before every reply) has both or neither: after a SIGKILL of the
+// server and a restart, the holder's marker is back with its absolute
+// expiry, still naming it, and a crash of the holder after that is still
+// delayed.
+func TestLockDelayMarkerSurvivesServerCrash(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	rdb := srv.Client(t)
+	const d = 300 * time.Millisecond
+	p := zktest.NewFaultProxy()
+	t.Cleanup(p.Close)
+	a := mustNewDelayed(t, connect(t, srv, p), "restart", d)
+	b := mustNewDelayed(t, connect(t, srv, nil), "restart", d)
+	la := acquire(t, a)
+	if err := srv.Restart(context.Background()); err != nil { // SIGKILL, then start on the same port and directory
+		t.Fatal(err)
+	}
+	if v, pttl := markerOf(t, rdb, a); v != "held:"+redislock.Owner(la) || pttl <= 0 {
+		t.Fatalf("marker after the server's restart = %q (PTTL %v), want held:<A's owner>", v, pttl)
+	}
+	p.Close() // A crashes
+	crashed := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*(confTTL+d))
+	defer cancel()
+	lb, err := b.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after := time.Since(crashed); after < d {
+		t.Errorf("B granted %v after A crashed, sooner than the delay %v", after, d)
+	}
+	if got := recipe.LockDelayServed(lb); got <= 0 || got > d {
+		t.Errorf("LockDelayServed = %v, want in (0, %v]", got, d)
+	}
+	release(t, lb)
+}
