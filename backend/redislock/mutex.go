@@ -178,16 +178,13 @@ func (m *Mutex) acquire(ctx context.Context, wait bool) (recipe.Lease, error) {
 		l, pttl, rest, err := m.try(ctx, owner, queue, wait)
 		switch {
 		case err == nil && l != nil:
-			if ctx.Err() != nil { // the caller gave up while the grant was on its way
-				l.end(recipe.ErrReleased)
+			if err := handOut(ctx, l, served); err != nil {
 				unknown = true
-				return giveUp(context.Cause(ctx))
+				return giveUp(err)
 			}
-			l.SetDelayServed(served)
 			return l, nil
-		case err == nil && rest > 0: // reserved for owner once the lock-delay is over
-			unknown = true // giving up hands the reservation on
-			failing = time.Time{}
+		case err == nil && rest > 0: // reserved for owner once the lock-delay is over: giving up hands it on
+			unknown, failing = true, time.Time{}
 			if err := m.serveDelay(ctx, rest, &served); err != nil {
 				return giveUp(err)
 			}
@@ -222,16 +219,34 @@ func (m *Mutex) acquire(ctx context.Context, wait bool) (recipe.Lease, error) {
 			}
 			continue
 		}
-		if w == nil {
-			if w, err = m.subscribe(ctx, owner); err != nil {
-				return giveUp(err)
-			}
-			continue // try again at once, joining the queue
-		}
-		if err := w.wait(ctx, m.recheckAfter(pttl)); err != nil {
+		if err := m.awaitTurn(ctx, &w, owner, pttl); err != nil {
 			return giveUp(err)
 		}
 	}
+}
+
+// handOut readies the grant l for the caller, who served a lock-delay of
+// served for it; or, if the caller gave up while the grant was on its
+// way, ends l and returns ctx's cause (the caller then deletes its key).
+func handOut(ctx context.Context, l *lease, served time.Duration) error {
+	if ctx.Err() != nil {
+		l.end(recipe.ErrReleased)
+		return context.Cause(ctx)
+	}
+	l.SetDelayServed(served)
+	return nil
+}
+
+// awaitTurn is what a waiting Acquire does after a try that found the lock
+// taken: the first time, subscribe (and return at once: the next try joins
+// the queue); later, wait for a wake-up or the re-check after pttl.
+func (m *Mutex) awaitTurn(ctx context.Context, w **waiter, owner string, pttl time.Duration) error {
+	if *w == nil {
+		var err error
+		*w, err = m.subscribe(ctx, owner)
+		return err
+	}
+	return (*w).wait(ctx, m.recheckAfter(pttl))
 }
 
 // try sends the acquire script once for owner, joining the queue if
