@@ -20,6 +20,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/zkrecipes/zkrecipes/internal/zkside"
 	"github.com/zkrecipes/zkrecipes/recipe"
@@ -39,7 +40,8 @@ type Mutex struct {
 
 // config is what the options of this package set.
 type config struct {
-	data []byte
+	data  []byte
+	delay time.Duration // WithLockDelay (New only)
 }
 
 var _ recipe.Lock = (*Mutex)(nil)
@@ -77,7 +79,8 @@ func buildConfig(q *zookeeper.Queue, opts []Option) (config, error) {
 // under /zookeeper, or one with a segment like "_c_<guid>-lock-0000000000"
 // (see package zookeeper's Paths); recipe.ErrBadOption for a nil session;
 // recipe.ErrTooLarge (and recipe.ErrBadOption over zookeeper.MaxNodeData) for
-// data that does not fit; recipe.ErrSessionClosed.
+// data that does not fit, recipe.ErrBadOption for a WithLockDelay out of
+// range; recipe.ErrSessionClosed.
 func New(s *zookeeper.Session, path string, opts ...Option) (*Mutex, error) {
 	q, err := zookeeper.NewQueue(s, path, []string{Kind}, zookeeper.FirstHolds, zookeeper.GrantsLowest())
 	if err != nil {
@@ -86,6 +89,12 @@ func New(s *zookeeper.Session, path string, opts ...Option) (*Mutex, error) {
 	c, err := buildConfig(q, opts)
 	if err != nil {
 		return nil, err
+	}
+	if err := checkDelay(c); err != nil {
+		return nil, err
+	}
+	if c.delay > 0 {
+		zkside.QueueOf(q).SetLockDelay(c.delay)
 	}
 	return &Mutex{q: q, path: path, data: c.data}, nil
 }

@@ -148,7 +148,8 @@ type Queue struct {
 	reps     map[string]*grant.Reporter // where its leases' losses are reported, by kind
 	// solo: the last Acquire's pipelined listing showed its node alone and
 	// granted it (a hint for the child-watch stand-in: see fast.go).
-	solo atomic.Bool
+	solo  atomic.Bool
+	delay lockDelay // the lock-delay of an exclusive lock (lockdelay.go)
 }
 
 // NewQueue returns a queue engine over directory dir (an absolute path,
@@ -304,6 +305,11 @@ func (q *Queue) joinAndWait(ctx context.Context, kind string, data []byte, wait 
 		return nil, err
 	}
 	l, err := t.await(ctx, wait, fs)
+	if err == nil && q.delay.d > 0 {
+		if err = q.holdDelayed(ctx, t, l, wait); err != nil {
+			l.end() // not handed out: given up like a wait that failed
+		}
+	}
 	if err != nil {
 		t.abandon(ctx)
 		return nil, err
