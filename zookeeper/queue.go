@@ -312,6 +312,13 @@ func (q *Queue) joinAndWait(ctx context.Context, kind string, data []byte, wait 
 	}
 	if err != nil {
 		t.abandon(ctx)
+		if wait && q.delay.d > 0 && errors.Is(err, recipe.ErrSuspended) && ctx.Err() == nil {
+			// Suspended while serving the lock-delay: the grant ended
+			// before it was handed out and its node goes; join again, as
+			// a wait outlives a suspension (the rest of the delay counts
+			// from when this Queue first saw the marker).
+			return q.joinAndWait(ctx, kind, data, wait, anchor)
+		}
 		return nil, err
 	}
 	return l, nil
