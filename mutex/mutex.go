@@ -4,6 +4,8 @@
 // moment ownership is in doubt, and its Token (the lock znode's czxid) is
 // larger than every earlier grant's, for the resource to reject a paused
 // former holder (package fence). An error never leaves a znode behind.
+// WithLockDelay keeps the Mutex from everyone for a while after a holder
+// ended without a Release, for resources that cannot check a token.
 //
 //	m, err := mutex.New(s, "/locks/nightly-report")
 //	lease, err := m.Acquire(ctx)

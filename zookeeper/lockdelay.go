@@ -68,10 +68,10 @@ func (ld *lockDelay) left(st *zk.Stat) (left, served time.Duration) {
 }
 
 // marker is what a lease granted under a lock-delay wrote: the marker's
-// path and the version its Release deletes.
+// path. Every write creates it anew, so its version is 0 until someone
+// else writes to it (then the Release's multi fails: the marker stays).
 type marker struct {
-	path    string // absolute
-	version int32
+	path string // absolute
 }
 
 // holdDelayed runs between the Rule's grant of l (t's node) and Acquire's
@@ -101,20 +101,21 @@ func (q *Queue) holdDelayed(ctx context.Context, t *Ticket, l *lease, wait bool)
 			}
 			served = since + max(left, 0)
 		}
-		v, err := q.writeMarker(ctx, mpath, data, st, t.name)
-		if errors.Is(err, zk.ErrNodeExists) || errors.Is(err, zk.ErrBadVersion) || errors.Is(err, zk.ErrNoNode) {
+		err = q.writeMarker(ctx, mpath, data, st, t.name)
+		if markerChanged(err) {
 			continue // changed since the read: decide again
 		}
 		if err != nil {
 			return err
 		}
-		l.marker = &marker{path: mpath, version: v} // before l is handed out: Release reads it
+		l.marker = &marker{path: mpath} // before l is handed out: Release reads it
 		l.SetDelayServed(min(served, q.delay.d))
 		return nil
 	}
 }
 
-// readMarker reads the marker (st nil: there is none).
+// readMarker reads the marker (st nil: there is none; data nil: unreadable
+// under its ACL, taken for another node's name).
 func (q *Queue) readMarker(ctx context.Context, mpath string) ([]byte, *zk.Stat, error) {
 	// data and st are written by the request's worker, which may outlive
 	// an error return: read them only on success.
@@ -124,6 +125,15 @@ func (q *Queue) readMarker(ctx context.Context, mpath string) ([]byte, *zk.Stat,
 	)
 	err := q.s.req.retry(ctx, 2*q.reqSize, func() (err error) {
 		data, st, err = q.s.conn.Get(mpath)
+		if errors.Is(err, zk.ErrNoAuth) {
+			// Made by a Session whose ACL keeps it from this one: its
+			// presence is what counts (exists needs no permission).
+			var ok bool
+			ok, st, err = q.s.conn.Exists(mpath)
+			if data = nil; !ok {
+				st = nil
+			}
+		}
 		if errors.Is(err, zk.ErrNoNode) {
 			data, st, err = nil, nil, nil
 		}
@@ -136,36 +146,39 @@ func (q *Queue) readMarker(ctx context.Context, mpath string) ([]byte, *zk.Stat,
 }
 
 // writeMarker names name in the marker read as (data, st): a create when
-// there was none, a setData at the version read otherwise (none when it
-// names name already: a retry after a lost reply). It returns the
-// marker's version after the write; NodeExists, BadVersion and NoNode
-// mean the marker changed since the read.
-func (q *Queue) writeMarker(ctx context.Context, mpath string, data []byte, st *zk.Stat, name string) (int32, error) {
+// there was none, else a multi that deletes it at the version read and
+// creates it anew (so a lock needs no WRITE on a marker another Session
+// made: CREATE and DELETE on the directory, as for its nodes). Nothing is
+// sent when it names name already (a retry after a lost reply).
+// NodeExists, BadVersion and NoNode mean the marker changed since the read.
+func (q *Queue) writeMarker(ctx context.Context, mpath string, data []byte, st *zk.Stat, name string) error {
 	if st != nil && string(data) == name {
-		return st.Version, nil
+		return nil
 	}
-	var v int32
 	err := q.s.req.retry(ctx, 2*q.reqSize, func() error {
 		if st == nil {
 			_, err := q.s.conn.Create(mpath, []byte(name), 0, q.s.cfg.acl)
-			v = 0
 			return err
 		}
-		ns, err := q.s.conn.Set(mpath, []byte(name), st.Version)
-		if err == nil {
-			v = ns.Version
-		}
+		_, err := q.s.conn.Multi(&zk.DeleteRequest{Path: mpath, Version: st.Version},
+			&zk.CreateRequest{Path: mpath, Data: []byte(name), Acl: q.s.cfg.acl})
 		return err
 	})
-	if err != nil && !errors.Is(err, zk.ErrNodeExists) && !errors.Is(err, zk.ErrBadVersion) && !errors.Is(err, zk.ErrNoNode) {
-		return 0, q.wrap("set", err)
+	if err != nil && !markerChanged(err) {
+		return q.wrap("create", err)
 	}
-	return v, err
+	return err
+}
+
+// markerChanged reports whether a write of the marker failed because the
+// marker changed since it was read.
+func markerChanged(err error) bool {
+	return errors.Is(err, zk.ErrNodeExists) || errors.Is(err, zk.ErrBadVersion) || errors.Is(err, zk.ErrNoNode)
 }
 
 // removeWithMarker is Release's delete for a lease that wrote the marker:
-// its node (at the version read for the grant) and the marker (at the
-// version it wrote) in one multi, so the record of a clean end and the end
+// its node (at the version read for the grant) and the marker (at version
+// 0, as it created it) in one multi, so the record of a clean end and the end
 // are one step. It reports done when the node is gone. Any other outcome
 // (the node was written to, the marker changed, the connection did not
 // come back in time) leaves the marker, at worst one delay for the next
@@ -175,7 +188,7 @@ func (l *lease) removeWithMarker(ctx context.Context, m *marker) (done bool) {
 	cl := r.cleaner
 	tctx, end := cl.deleteContext(ctx, l.owner, true)
 	defer end()
-	var res []zk.MultiResponse
+	var failed error // the multi's own failure, not the connection's
 	gone := false
 	err := cl.req.retry(tctx, len(l.path)+len(m.path)+2*pathSlack, func() (err error) {
 		r.mu.Lock()
@@ -185,23 +198,24 @@ func (l *lease) removeWithMarker(ctx context.Context, m *marker) (done bool) {
 			gone = true // the session is gone, and its node with it
 			return nil
 		}
-		res, err = cl.conn.Multi(&zk.DeleteRequest{Path: l.path, Version: l.version},
-			&zk.DeleteRequest{Path: m.path, Version: m.version})
+		_, err = cl.conn.Multi(&zk.DeleteRequest{Path: l.path, Version: l.version},
+			&zk.DeleteRequest{Path: m.path, Version: 0})
 		if isConnErr(err) {
 			return err
 		}
-		return nil // the outcome is in res
+		failed = err
+		return nil
 	})
 	switch {
 	case err != nil:
 		return false
-	case gone, len(res) == 2 && res[0].Error == nil && res[1].Error == nil:
-		return true
-	case len(res) == 2 && errors.Is(res[0].Error, zk.ErrNoNode):
-		// Gone: this multi's lost reply, or its session or someone else
-		// deleted it; either way the marker is not this Release's to clear.
+	case gone, failed == nil:
 		return true
 	}
-	cl.log.Debug("lock-delay marker left: the release's multi failed", "node", path.Base(l.path), "marker", shortpath.Of(m.path))
+	// go-zookeeper does not say which op failed: the node may be gone (this
+	// multi's lost reply, its session, someone else: the marker is then
+	// not this Release's to clear) or changed, or the marker changed.
+	// Release's plain delete settles the node; the marker stays.
+	cl.log.Debug("lock-delay marker left: the release's multi failed", "node", path.Base(l.path), "marker", shortpath.Of(m.path), "err", failed)
 	return false
 }

@@ -32,6 +32,7 @@ import (
 //	limit.go    the order once a directory's sequence counter is at its limit
 //	packet.go   the packet limit: request sizes, lost sends
 //	lease.go    lease: a grant (grant.Core), its Release
+//	lockdelay.go the lock-delay of an exclusive lock: its marker znode
 //	lock.go     NodeLease
 //
 // The Session, a front over its parts (all under one lock, log.go):
