@@ -17,9 +17,9 @@ import (
 // costs nothing; below 0 or over recipe.MaxLockDelay, New fails with
 // recipe.ErrBadOption. NewRW and NewSemaphore refuse it (ErrBadOption).
 //
-// How it works (docs/design.md#lock-delay): a grant writes its znode's
-// name into the marker zookeeper.MarkerName in the lock directory before
-// Acquire returns, and Release deletes the marker with its znode in one
+// How it works (docs/design.md#lock-delay-on-zookeeper): a grant writes
+// its znode's name into the marker zookeeper.MarkerName in the lock
+// directory before Acquire returns, and Release deletes the marker with its znode in one
 // multi; a contender granted while the marker names another znode serves
 // the delay. ZooKeeper has no clock a client can read, so the delay is
 // counted from when the contender's Mutex first saw that marker: at least

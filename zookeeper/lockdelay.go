@@ -16,14 +16,15 @@ import (
 )
 
 // The lock-delay of an exclusive queue (mutex.WithLockDelay; see
-// recipe.LockDelayServed and docs/design.md#lock-delay). A persistent
-// marker znode beside the queue nodes, MarkerName, names the node whose
-// grant was handed out last:
+// recipe.LockDelayServed and docs/design.md#lock-delay-on-zookeeper). A
+// persistent marker znode beside the queue nodes, MarkerName, names the
+// node whose grant was handed out last:
 //
-//   - a grant writes its own node's name into the marker (create, or a
-//     setData at the version it read) before Acquire returns it;
-//   - Release deletes its node and the marker in one multi, the marker at
-//     the version of that write: a clean end leaves no marker, atomically;
+//   - a grant writes its own node's name into the marker (a create, or a
+//     multi deleting the marker at the version read and creating it anew)
+//     before Acquire returns it;
+//   - Release deletes its node and the marker in one multi: a clean end
+//     leaves no marker, atomically;
 //   - every other end (session expired or closed, node deleted by someone
 //     else, a Release whose multi failed) leaves the marker naming a node
 //     that is gone: the next grant finds it and first serves the delay,
@@ -31,7 +32,8 @@ import (
 //     clock a client can read).
 //
 // A failure anywhere only leaves a marker naming a gone node, which costs
-// at most one delay; nothing but the holder's own multi removes a marker.
+// at most one delay; nothing but the holder's own multi removes a marker,
+// and it succeeds only while the holder's node exists.
 
 // MarkerName is the name of the lock-delay marker, a persistent child of a
 // lock directory that a lock with a lock-delay keeps beside its queue
