@@ -57,16 +57,14 @@ type lockDelay struct {
 func (q *Queue) setLockDelay(d time.Duration) { q.delay.d = d }
 
 // left returns how much of the delay remains for a marker in state st
-// naming a gone node, and how long it has been served; a state not seen
-// before starts the delay now.
-func (ld *lockDelay) left(st *zk.Stat) (left, served time.Duration) {
+// naming a gone node; a state not seen before starts the delay now.
+func (ld *lockDelay) left(st *zk.Stat) time.Duration {
 	ld.mu.Lock()
 	defer ld.mu.Unlock()
 	if st.Czxid != ld.czxid || st.Mzxid != ld.mzxid || ld.seen.IsZero() {
 		ld.czxid, ld.mzxid, ld.seen = st.Czxid, st.Mzxid, time.Now()
 	}
-	since := time.Since(ld.seen)
-	return ld.d - since, min(max(since, time.Nanosecond), ld.d)
+	return ld.d - time.Since(ld.seen)
 }
 
 // marker is what a lease granted under a lock-delay wrote: the marker's
@@ -93,7 +91,7 @@ func (q *Queue) holdDelayed(ctx context.Context, t *Ticket, l *lease, wait bool)
 			return err
 		}
 		if st != nil && string(data) != t.name {
-			left, since := q.delay.left(st)
+			left := q.delay.left(st)
 			if left > 0 && !wait {
 				return fmt.Errorf("%w: %s (serving the lock-delay after %s ended without a Release: %v left)",
 					recipe.ErrLocked, shortpath.Of(q.dir), lockname.Quote(string(data)), left.Round(time.Millisecond))
@@ -101,7 +99,9 @@ func (q *Queue) holdDelayed(ctx context.Context, t *Ticket, l *lease, wait bool)
 			if err := grant.ServeDelay(ctx, left, t.rep); err != nil {
 				return err
 			}
-			served = since + max(left, 0)
+			// Kept out d since this Queue saw the marker, in this call
+			// or in earlier ones (a refused TryAcquire, a suspension).
+			served = q.delay.d
 		}
 		err = q.writeMarker(ctx, mpath, data, st, t.name)
 		if markerChanged(err) {
@@ -111,7 +111,7 @@ func (q *Queue) holdDelayed(ctx context.Context, t *Ticket, l *lease, wait bool)
 			return err
 		}
 		l.marker = &marker{path: mpath} // before l is handed out: Release reads it
-		l.SetDelayServed(min(served, q.delay.d))
+		l.SetDelayServed(served)
 		return nil
 	}
 }
