@@ -13,12 +13,32 @@ import (
 	"github.com/zkrecipes/zkrecipes/zktest"
 )
 
-// NewDelayedClient makes the harness a locktest.DelayHarness.
-func (h *harness) NewDelayedClient(tb testing.TB, lock string, d time.Duration) locktest.Client {
+// delayTTL is the TTL of the lock-delay tests' sessions: shorter than
+// testTTL, so that RunLockDelay's delay, which must outlast the spread of
+// the lease time, keeps the test short.
+const delayTTL = 2 * time.Second
+
+// delayHarness is the harness with delayTTL and the lock-delay: a
+// locktest.DelayHarness.
+type delayHarness struct{ *harness }
+
+// NewClient implements locktest.Harness with delayTTL.
+func (h delayHarness) NewClient(tb testing.TB, lock string) locktest.Client {
+	return h.client(tb, lock, 0)
+}
+
+// NewDelayedClient implements locktest.DelayHarness.
+func (h delayHarness) NewDelayedClient(tb testing.TB, lock string, d time.Duration) locktest.Client {
+	return h.client(tb, lock, d)
+}
+
+// client is a lock with delay d on a session of its own (TTL delayTTL),
+// behind a FaultProxy of its own.
+func (h delayHarness) client(tb testing.TB, lock string, d time.Duration) *client {
 	tb.Helper()
 	p := zktest.NewFaultProxy()
 	tb.Cleanup(p.Close)
-	s := h.session(tb, p, h.opts...)
+	s := h.session(tb, p, WithTTL(delayTTL))
 	m, err := New(s, lock, WithLockDelay(d))
 	if err != nil {
 		tb.Fatal(err)
@@ -26,11 +46,17 @@ func (h *harness) NewDelayedClient(tb testing.TB, lock string, d time.Duration) 
 	return &client{Mutex: m, s: s, p: p}
 }
 
-// TestLockDelay runs the shared lock-delay properties; the delay must
-// exceed the harness's LeaseTime.Max - Min (7 s).
+// LeaseTime is the harness's with delayTTL and 3 s of slack: the server
+// ends a crashed holder's session delayTTL after the last ping it got.
+func (h delayHarness) LeaseTime() locktest.LeaseTime {
+	return locktest.LeaseTime{Min: delayTTL / 2, Max: delayTTL + 3*time.Second}
+}
+
+// TestLockDelay runs the shared lock-delay properties with a delay just
+// above LeaseTime.Max - Min (4 s).
 func TestLockDelay(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t)
+	h := delayHarness{newHarness(t)}
 	lt := h.LeaseTime()
 	locktest.RunLockDelay(t, h, lt.Max-lt.Min+500*time.Millisecond)
 }
@@ -38,7 +64,7 @@ func TestLockDelay(t *testing.T) {
 // shortDelay is the delay of the backend-specific tests: they end the
 // holder at once (pg_terminate_backend, a killed connection), so no lease
 // time needs to be outlasted.
-const shortDelay = 1500 * time.Millisecond
+const shortDelay = time.Second
 
 // delayed returns a Mutex of lock with delay d on a session of its own.
 func (h *harness) delayed(t *testing.T, lock string, d time.Duration) *Mutex {
@@ -71,9 +97,28 @@ func served(t *testing.T, m *Mutex, start time.Time) (time.Duration, time.Durati
 	return d, took
 }
 
-func TestLockDelayOption(t *testing.T) {
+// TestLockDelayCases are the backend's own lock-delay cases, one after the
+// other on one database (each lock of its own).
+func TestLockDelayCases(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
+	for _, c := range []struct {
+		name string
+		test func(*testing.T, *harness)
+	}{
+		{"Option", testOption},
+		{"Terminated", testTerminated},
+		{"CleanHandoffs", testCleanHandoffs},
+		{"FailedRelease", testFailedRelease},
+		{"Rest", testRest},
+		{"Mixed", testMixed},
+	} {
+		t.Run(c.name, func(t *testing.T) { c.test(t, h) })
+	}
+}
+
+// testOption: a bad delay is refused with recipe.ErrBadOption.
+func testOption(t *testing.T, h *harness) {
 	s := h.session(t, zktest.NewFaultProxy())
 	for _, d := range []time.Duration{-time.Second, recipe.MaxLockDelay + 1} {
 		if _, err := New(s, "x", WithLockDelay(d)); !errors.Is(err, recipe.ErrBadOption) {
@@ -85,16 +130,14 @@ func TestLockDelayOption(t *testing.T) {
 	}
 }
 
-// TestLockDelayTerminated: an operator's pg_terminate_backend of the
+// testTerminated: an operator's pg_terminate_backend of the
 // holder's server session is an unclean end: the next Acquire, already
 // waiting, is granted no sooner than the delay after it; a TryAcquire
-// meanwhile answers ErrLocked. Then a clean Release hands over at once.
-func TestLockDelayTerminated(t *testing.T) {
-	t.Parallel()
-	h := newHarness(t)
+// meanwhile answers ErrLocked.
+func testTerminated(t *testing.T, h *harness) {
 	const lock = "delay-terminated"
 	a, b := h.delayed(t, lock, shortDelay), h.delayed(t, lock, shortDelay)
-	la := mustAcquire(t, a)
+	mustAcquire(t, a)
 	pb := acquireAsync(t, b, context.Background())
 	h.waitLocks(t, lock, 2)
 	start := time.Now()
@@ -113,28 +156,14 @@ func TestLockDelayTerminated(t *testing.T) {
 	if got := recipe.LockDelayServed(r.lease); got <= 0 || got > shortDelay {
 		t.Errorf("LockDelayServed = %v, want in (0, %v]", got, shortDelay)
 	}
-	<-la.Context().Done()
-	pa := acquireAsync(t, a, context.Background())
-	h.waitLocks(t, lock, 2)
-	released := time.Now()
-	mustRelease(t, r.lease)
-	r = awaitResult(t, pa, opTimeout, "A after B's Release")
-	if r.err != nil {
-		t.Fatal(r.err)
-	}
-	if took, got := time.Since(released), recipe.LockDelayServed(r.lease); got != 0 || took >= shortDelay {
-		t.Errorf("after a clean Release: granted in %v having served %v, want at once and none", took, got)
-	}
 	mustRelease(t, r.lease)
 }
 
-// TestLockDelayCleanHandoffs is the race of Release's clear and unlock with
+// testCleanHandoffs is the race of Release's clear and unlock with
 // the next grant's bump: the waiter is granted inside Release's statement,
 // before its transaction commits, and its bump must wait for the cleared
 // row. Twenty handoffs to a queued waiter serve no delay.
-func TestLockDelayCleanHandoffs(t *testing.T) {
-	t.Parallel()
-	h := newHarness(t)
+func testCleanHandoffs(t *testing.T, h *harness) {
 	const lock = "delay-handoffs"
 	ms := [2]*Mutex{h.delayed(t, lock, time.Minute), h.delayed(t, lock, time.Minute)}
 	l := mustAcquire(t, ms[0])
@@ -154,19 +183,19 @@ func TestLockDelayCleanHandoffs(t *testing.T) {
 	mustRelease(t, l)
 }
 
-// TestLockDelayFailedRelease: a Release whose statement cannot reach the
+// testFailedRelease: a Release whose statement cannot reach the
 // server (the holder is cut off) leaves the record: the unsafe direction,
 // a lock freed with no clean record, only makes the next grant wait.
-func TestLockDelayFailedRelease(t *testing.T) {
-	t.Parallel()
-	h := newHarness(t)
+func testFailedRelease(t *testing.T, h *harness) {
 	const lock = "delay-failed-release"
-	a := h.NewDelayedClient(t, lock, shortDelay).(*client)
-	la, err := a.Acquire(context.Background())
+	p := zktest.NewFaultProxy()
+	t.Cleanup(p.Close)
+	a, err := New(h.session(t, p, WithTTL(MinTTL)), lock, WithLockDelay(shortDelay)) // Release gives up sooner
 	if err != nil {
 		t.Fatal(err)
 	}
-	a.CutOff()
+	la := mustAcquire(t, a)
+	p.Blackhole()
 	if err := la.Release(context.Background()); err == nil {
 		t.Fatal("Release through a cut-off connection succeeded")
 	}
@@ -176,15 +205,13 @@ func TestLockDelayFailedRelease(t *testing.T) {
 	}
 }
 
-// TestLockDelayRest: whoever gives the grant up while the delay is pending
+// testRest: whoever gives the grant up while the delay is pending
 // keeps its start: a TryAcquire that found it (ErrLocked), and a waiter
 // whose server session is terminated while it serves it. The next
 // contender serves only the rest, counted from the first observation.
-func TestLockDelayRest(t *testing.T) {
-	t.Parallel()
-	h := newHarness(t)
+func testRest(t *testing.T, h *harness) {
 	const lock = "delay-rest"
-	const d = 3 * time.Second
+	const d = 2 * time.Second
 	a, b := h.delayed(t, lock, d), h.delayed(t, lock, d)
 	mustAcquire(t, a)
 	h.terminate(t, a) // A's end is observed by the TryAcquire next
@@ -202,17 +229,15 @@ func TestLockDelayRest(t *testing.T) {
 	if took < d || got <= 0 || got > d-d/3 {
 		t.Errorf("C granted %v after the delay began, having served %v: want no sooner than %v, only the rest", took, got, d)
 	}
-	if l := mustAcquire(t, b); recipe.LockDelayServed(l) != 0 {
-		t.Errorf("a grant after the served delay and a clean Release served %v", recipe.LockDelayServed(l))
+	if got, _ := served(t, b, time.Now()); got != 0 {
+		t.Errorf("a grant after the served delay and a clean Release served %v", got)
 	}
 }
 
-// TestLockDelayMixed: a lock without the option never waits, also right
+// testMixed: a lock without the option never waits, also right
 // after an unclean end of a holder with it, and its grant erases that
 // record; its own unclean end leaves no record for anyone to serve.
-func TestLockDelayMixed(t *testing.T) {
-	t.Parallel()
-	h := newHarness(t)
+func testMixed(t *testing.T, h *harness) {
 	const lock = "delay-mixed"
 	dl, pl := h.delayed(t, lock, time.Minute), h.plain(t, lock)
 	mustAcquire(t, dl)
