@@ -64,7 +64,7 @@ func TestLockDelay(t *testing.T) {
 // shortDelay is the delay of the backend-specific tests: they end the
 // holder at once (pg_terminate_backend, a killed connection), so no lease
 // time needs to be outlasted.
-const shortDelay = time.Second
+const shortDelay = 500 * time.Millisecond
 
 // delayed returns a Mutex of lock with delay d on a session of its own.
 func (h *harness) delayed(t *testing.T, lock string, d time.Duration) *Mutex {
@@ -211,7 +211,7 @@ func testFailedRelease(t *testing.T, h *harness) {
 // contender serves only the rest, counted from the first observation.
 func testRest(t *testing.T, h *harness) {
 	const lock = "delay-rest"
-	const d = 2 * time.Second
+	const d = time.Second
 	a, b := h.delayed(t, lock, d), h.delayed(t, lock, d)
 	mustAcquire(t, a)
 	h.terminate(t, a) // A's end is observed by the TryAcquire next
