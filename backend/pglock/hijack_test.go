@@ -25,8 +25,9 @@ import (
 // those of the lock-delay (hijackedDelay).
 func TestHijackedStatements(t *testing.T) {
 	f := newTrustFixture(t)
-	f.exec(t, f.adm, "CREATE SCHEMA locked; GRANT USAGE ON SCHEMA locked TO "+f.app)                                              // no CREATE: Connect's CREATE fails
-	f.exec(t, f.conn(t, f.app), "CREATE TABLE public.old_tokens (key bigint PRIMARY KEY, name text NOT NULL, n bigint NOT NULL)") // before the lock-delay
+	f.exec(t, f.adm, "CREATE SCHEMA locked; GRANT USAGE ON SCHEMA locked TO "+f.app) // no CREATE: Connect's CREATE fails
+	// A token table made before the lock-delay: Connect adds its columns.
+	f.exec(t, f.conn(t, f.app), "CREATE TABLE public.old_tokens (key bigint PRIMARY KEY, name text NOT NULL, n bigint NOT NULL)")
 	malloryDSN, err := pgtest.AsRole(f.dsn, f.mallory)
 	if err != nil {
 		t.Fatal(err)
