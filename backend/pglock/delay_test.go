@@ -108,6 +108,7 @@ func TestLockDelayCases(t *testing.T) {
 	}{
 		{"Option", testOption},
 		{"Terminated", testTerminated},
+		{"Killed", testKilled},
 		{"CleanHandoffs", testCleanHandoffs},
 		{"FailedRelease", testFailedRelease},
 		{"Rest", testRest},
@@ -155,6 +156,26 @@ func testTerminated(t *testing.T, h *harness) {
 	}
 	if got := recipe.LockDelayServed(r.lease); got <= 0 || got > shortDelay {
 		t.Errorf("LockDelayServed = %v, want in (0, %v]", got, shortDelay)
+	}
+	mustRelease(t, r.lease)
+}
+
+// testKilled: a holder process killed with SIGKILL (its kernel closes the
+// connection, the server frees the lock at once) ended uncleanly: the
+// waiting contender is granted no sooner than the delay after the kill.
+func testKilled(t *testing.T, h *harness) {
+	const lock = "delay-killed"
+	child, _ := startChild(t, "hold-delayed", h.dsn, lock)
+	pb := acquireAsync(t, h.delayed(t, lock, shortDelay), context.Background())
+	h.waitLocks(t, lock, 2)
+	killed := time.Now()
+	child.Process.Kill()
+	r := awaitResult(t, pb, opTimeout, "B after the holder's process was killed")
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	if took, got := r.at.Sub(killed), recipe.LockDelayServed(r.lease); took < shortDelay || got <= 0 || got > shortDelay {
+		t.Errorf("granted %v after the kill having served %v: want no sooner than the delay %v", took, got, shortDelay)
 	}
 	mustRelease(t, r.lease)
 }
