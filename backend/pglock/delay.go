@@ -126,6 +126,22 @@ func (m *Mutex) serveDelay(ctx context.Context, conn *pgconn.PgConn, wait bool, 
 	return sent, nil
 }
 
+// unmark clears the mark of the grant with token tok when Acquire gives it
+// up before handing it out with no delay pending (its ctx ended just after
+// the bump, the session closed): no work was done under it, so its end is
+// clean. Best effort, bounded by closeTimeout, while the lock is still
+// held: if it fails the next grant serves a delay it did not need. A grant
+// given up with a delay pending keeps its mark: the next serves the rest.
+func (m *Mutex) unmark(conn *pgconn.PgConn, tok fence.Token) {
+	if conn.IsClosed() || conn.IsBusy() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
+	defer cancel()
+	_, _ = query(ctx, conn, "UPDATE "+m.s.table+" SET held = NULL WHERE key OPERATOR(pg_catalog.=) $1::pg_catalog.int8 "+
+		"AND held OPERATOR(pg_catalog.=) $2::pg_catalog.int8", strconv.FormatInt(m.key, 10), strconv.FormatUint(uint64(tok), 10))
+}
+
 // waitAlive is grant.ServeDelay for left on the grant's connection: it
 // pings conn every ping interval meanwhile, so that the server does not end
 // the idle session (idle_session_timeout is the TTL, and a delay can be

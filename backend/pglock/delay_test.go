@@ -113,6 +113,7 @@ func TestLockDelayCases(t *testing.T) {
 		{"FailedRelease", testFailedRelease},
 		{"Rest", testRest},
 		{"Mixed", testMixed},
+		{"GiveUpAfterBump", testGiveUpAfterBump},
 	} {
 		t.Run(c.name, func(t *testing.T) { c.test(t, h) })
 	}
@@ -309,5 +310,32 @@ func TestLockDelayOldTable(t *testing.T) {
 	tokens(t, s, 2, nil) // "victim" without the option
 	if _, err := New(s, "x", WithLockDelay(time.Second)); !errors.Is(err, ErrTokenTable) || !strings.Contains(err.Error(), "ALTER TABLE") {
 		t.Errorf("New with the option on an older table: %v; want ErrTokenTable with the ALTER TABLE", err)
+	}
+}
+
+// testGiveUpAfterBump: an Acquire that gives its grant up after the bump
+// with no delay pending (its ctx ended right after it) clears its mark
+// (unmark) before it unlocks: the next grant serves no delay.
+func testGiveUpAfterBump(t *testing.T, h *harness) {
+	const lock = "delay-give-up"
+	m := h.delayed(t, lock, time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+	defer cancel()
+	conn, err := m.s.dial(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.s.closeConn(conn)
+	if _, err := m.lock(ctx, conn, false, &waitMark{m: m}); err != nil {
+		t.Fatal(err)
+	}
+	b, err := m.bump(ctx, conn)
+	if err != nil || b.pending {
+		t.Fatalf("bump: %+v, %v", b, err)
+	}
+	m.unmark(conn, b.tok)
+	unlockAll(conn)
+	if d, _ := served(t, m, time.Now()); d != 0 {
+		t.Errorf("the grant after one given up before it was handed out served %v", d)
 	}
 }

@@ -204,6 +204,13 @@ func (m *Mutex) take(ctx context.Context, wait bool) (_ recipe.Lease, err error)
 	if err != nil {
 		return nil, m.fail(actx, "token bump", err)
 	}
+	if m.delay > 0 && !b.pending {
+		defer func() {
+			if !granted {
+				m.unmark(conn, b.tok) // before the unlock (deferred above)
+			}
+		}()
+	}
 	if b.pending { // the previous holder ended uncleanly (delay.go)
 		if sent, err = m.serveDelay(actx, conn, wait, b); err != nil {
 			return nil, m.fail(actx, "", err)
