@@ -235,10 +235,10 @@ func (s *Session) createTable(ctx context.Context, conn *pgconn.PgConn, table st
 // Close ends the session: Acquire calls in flight return
 // recipe.ErrSessionClosed, and every live lease's context ends with that
 // cause; their connections are closed without unlocking, which the server
-// takes as the end of their locks (an unclean end: a lock with
-// WithLockDelay serves its delay after it; Release first to avoid that). Later calls on the session's locks
-// return recipe.ErrSessionClosed. Close returns when all of them have
-// finished; it is idempotent and returns nil.
+// takes as the end of their locks: an unclean end, after which a lock
+// with WithLockDelay serves its delay (Release first to avoid that). Later
+// calls on the session's locks return recipe.ErrSessionClosed. Close
+// returns when all of them have finished; it is idempotent and returns nil.
 func (s *Session) Close() error {
 	s.life.Close() // each lease's monitor ends its lease and hangs up
 	s.life.Wait()
