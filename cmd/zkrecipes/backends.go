@@ -136,21 +136,21 @@ func (f *lockFlags) open(ctx context.Context, log *slog.Logger, met *metricsServ
 		s, err = etcdlock.Connect(cctx, f.servers, f.tls.etcd(etcdlock.WithTTL(f.ttl),
 			etcdlock.WithConnectTimeout(f.connectTimeout), etcdlock.WithLogger(log))...)
 		if err == nil {
-			ls.newLock = func(path string) (recipe.Lock, error) { return etcdlock.New(s, path) }
+			ls.newLock = func(path string) (recipe.Lock, error) { return etcdlock.New(s, path, etcdlock.WithLockDelay(f.lockDelay)) }
 			ls.bound, ls.close = s.TTL(), func() { s.Close() }
 		}
 	case pgBackend:
 		var s *pglock.Session
 		s, err = pglock.Connect(cctx, f.servers, f.tls.postgres(pglock.WithTTL(f.ttl), pglock.WithLogger(log))...)
 		if err == nil {
-			ls.newLock = func(path string) (recipe.Lock, error) { return pglock.New(s, path) }
+			ls.newLock = func(path string) (recipe.Lock, error) { return pglock.New(s, path, pglock.WithLockDelay(f.lockDelay)) }
 			ls.bound, ls.close = s.TTL(), func() { s.Close() }
 		}
 	case redisBackend:
 		var s *redislock.Session
 		s, err = redislock.Connect(cctx, f.servers, f.tls.redis(redislock.WithTTL(f.ttl), redislock.WithLogger(log))...)
 		if err == nil {
-			ls.newLock = func(path string) (recipe.Lock, error) { return redislock.New(s, path) }
+			ls.newLock = func(path string) (recipe.Lock, error) { return redislock.New(s, path, redislock.WithLockDelay(f.lockDelay)) }
 			ls.bound, ls.close = s.TTL(), func() { s.Close() }
 		}
 	}
@@ -192,7 +192,7 @@ func (f *lockFlags) zkLock(s *zookeeper.Session, path string, data []byte) (reci
 	case f.semaphore > 0:
 		return mutex.NewSemaphore(s, path, f.semaphore, d)
 	}
-	return mutex.New(s, path, d)
+	return mutex.New(s, path, d, mutex.WithLockDelay(f.lockDelay))
 }
 
 // connectStatus logs why connecting to b failed, and returns the exit

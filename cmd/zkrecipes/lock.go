@@ -78,7 +78,8 @@ type lockFlags struct {
 	semaphore int
 	ttl       time.Duration
 	era       uint
-	eraSet    bool // --era given (0 included: the range is then checked)
+	eraSet    bool          // --era given (0 included: the range is then checked)
+	lockDelay time.Duration // --lock-delay
 }
 
 func runLock(args []string, stdout, stderr io.Writer) int {
@@ -92,6 +93,7 @@ func runLock(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&f.rw, "rw", "", "ZooKeeper: take one side of a read-write lock: read or write")
 	fs.IntVar(&f.semaphore, "semaphore", 0, "ZooKeeper: take one of `N` leases of a counting semaphore (every user of PATH must give the same N)")
 	fs.UintVar(&f.era, "era", 0, "every backend: move the token into era `N`'s range (N·2^48 + the backend's token), for a lock moved to another backend (docs/backends.md#switching-backends)")
+	fs.DurationVar(&f.lockDelay, "lock-delay", 0, "every backend (ZooKeeper: not with --rw or --semaphore): after the previous holder ended without releasing (killed, cut off, expired), wait `D` before taking the lock, so that its requests still in flight land first (Chubby's lock-delay); 0: none")
 	fs.DurationVar(&f.ttl, "ttl", defaultTTL, "etcd, PostgreSQL, Redis: the lease's time to live, after which the server frees the lock of a holder it has not heard from (the holder gives it up sooner)")
 	pos, cmd, code := parseArgs(fs, args, stdout, stderr)
 	if code >= 0 {
@@ -114,6 +116,10 @@ func runLock(args []string, stdout, stderr io.Writer) int {
 		return usageError(stderr, fs, "--ttl %v must be positive", f.ttl)
 	case f.era > uint(fence.MaxEra):
 		return usageError(stderr, fs, "--era %d: want an era from 0 to %d", f.era, fence.MaxEra)
+	case f.lockDelay < 0 || f.lockDelay > recipe.MaxLockDelay:
+		return usageError(stderr, fs, "--lock-delay %v: want 0 (none) up to %v", f.lockDelay, recipe.MaxLockDelay)
+	case f.lockDelay > 0 && (f.rw != "" || f.semaphore > 0):
+		return usageError(stderr, fs, "--lock-delay is for an exclusive lock: not with --rw or --semaphore (several holders have no one previous holder)")
 	}
 	f.eraSet = flagSet(fs, "era")
 	if err := f.check(); err != nil {
@@ -205,6 +211,9 @@ func lockMain(f *lockFlags, path string, argv []string, stderr io.Writer) int {
 	if id := ls.session(); id != "" {
 		env = append(env, envSessionID+"="+id)
 		granted = append(granted, "session", id)
+	}
+	if d := recipe.LockDelayServed(lease); d > 0 {
+		granted = append(granted, "lock_delay", d.Round(time.Millisecond))
 	}
 	log.Info("lock acquired", append(granted, "waited", time.Since(start).Round(time.Millisecond))...)
 	return runUnder(log, lease, argv, env, sigs, f.grace, "ownership", release)
