@@ -136,7 +136,9 @@ func (f *lockFlags) open(ctx context.Context, log *slog.Logger, met *metricsServ
 		s, err = etcdlock.Connect(cctx, f.servers, f.tls.etcd(etcdlock.WithTTL(f.ttl),
 			etcdlock.WithConnectTimeout(f.connectTimeout), etcdlock.WithLogger(log))...)
 		if err == nil {
-			ls.newLock = func(path string) (recipe.Lock, error) { return etcdlock.New(s, path, etcdlock.WithLockDelay(f.lockDelay)) }
+			ls.newLock = func(path string) (recipe.Lock, error) {
+				return etcdlock.New(s, path, etcdlock.WithLockDelay(f.lockDelay))
+			}
 			ls.bound, ls.close = s.TTL(), func() { s.Close() }
 		}
 	case pgBackend:
@@ -150,7 +152,9 @@ func (f *lockFlags) open(ctx context.Context, log *slog.Logger, met *metricsServ
 		var s *redislock.Session
 		s, err = redislock.Connect(cctx, f.servers, f.tls.redis(redislock.WithTTL(f.ttl), redislock.WithLogger(log))...)
 		if err == nil {
-			ls.newLock = func(path string) (recipe.Lock, error) { return redislock.New(s, path, redislock.WithLockDelay(f.lockDelay)) }
+			ls.newLock = func(path string) (recipe.Lock, error) {
+				return redislock.New(s, path, redislock.WithLockDelay(f.lockDelay))
+			}
 			ls.bound, ls.close = s.TTL(), func() { s.Close() }
 		}
 	}
