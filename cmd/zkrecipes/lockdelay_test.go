@@ -68,3 +68,23 @@ func TestLockDelayKilledHolder(t *testing.T) {
 		})
 	}
 }
+
+// TestLockDelayBadFlag: a --lock-delay out of range, or with a lock of
+// several holders, is a usage error before anything connects.
+func TestLockDelayBadFlag(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	for _, args := range [][]string{
+		{"--lock-delay", "-1s"},
+		{"--lock-delay", "11m"},
+		{"--lock-delay", "1s", "--rw", "read"},
+		{"--lock-delay", "1s", "--semaphore", "2"},
+	} {
+		a := append(append([]string{"lock"}, args...), "/cli-test/bad-delay", "--", "true")
+		p := startOn(t, "127.0.0.1:1", dir, a...)
+		p.expect(exitUsage, 30*time.Second)
+		if !strings.Contains(p.stderr.String(), "--lock-delay") {
+			t.Errorf("%q: the usage error does not name --lock-delay:\n%s", args, p.stderr)
+		}
+	}
+}
