@@ -178,12 +178,8 @@ func (m *Mutex) take(ctx context.Context, wait bool) (_ recipe.Lease, err error)
 			s.limit.slots.release() // after hangUp (deferred below, so run first)
 		}
 	}()
-	conn, err := s.dial(actx)
+	conn, err := s.dialLock(actx)
 	if err != nil {
-		var pgErr *pgconn.PgError
-		if errors.As(err, &pgErr) && pgErr.Code == "53300" { // too_many_connections
-			err = fmt.Errorf("%w: %w", ErrConnLimit, err)
-		}
 		return nil, m.fail(actx, "", err)
 	}
 	locking := false
@@ -231,6 +227,17 @@ func (m *Mutex) take(ctx context.Context, wait bool) (_ recipe.Lease, err error)
 	granted = true
 	s.log.Debug("pglock: granted", "lock", m.name, "token", b.tok)
 	return l, nil
+}
+
+// dialLock opens an acquisition's connection; a server out of connection
+// slots is ErrConnLimit.
+func (s *Session) dialLock(ctx context.Context) (*pgconn.PgConn, error) {
+	conn, err := s.dial(ctx)
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "53300" { // too_many_connections
+		err = fmt.Errorf("%w: %w", ErrConnLimit, err)
+	}
+	return conn, err
 }
 
 // lock takes the lock on conn: pg_try_advisory_lock, then, for Acquire of a

@@ -206,17 +206,25 @@ func lockMain(f *lockFlags, path string, argv []string, stderr io.Writer) int {
 		release()
 		return signalStatus(sv.got)
 	}
-	env := childEnv(os.Environ(), f.sec.passEnv, envToken+"="+lease.Token().String(), envPath+"="+path)
-	granted := []any{"token", lease.Token()}
-	if id := ls.session(); id != "" {
-		env = append(env, envSessionID+"="+id)
-		granted = append(granted, "session", id)
-	}
-	if d := recipe.LockDelayServed(lease); d > 0 {
-		granted = append(granted, "lock_delay", d.Round(time.Millisecond))
-	}
+	env, granted := grantEnv(f, ls, lease, path)
 	log.Info("lock acquired", append(granted, "waited", time.Since(start).Round(time.Millisecond))...)
 	return runUnder(log, lease, argv, env, sigs, f.grace, "ownership", release)
+}
+
+// grantEnv returns the command's environment for the grant lease of path,
+// and the grant's attributes for the log: its token, its session
+// (ZooKeeper) and the lock-delay it served, if any.
+func grantEnv(f *lockFlags, ls *lockService, lease recipe.Lease, path string) (env []string, attrs []any) {
+	env = childEnv(os.Environ(), f.sec.passEnv, envToken+"="+lease.Token().String(), envPath+"="+path)
+	attrs = []any{"token", lease.Token()}
+	if id := ls.session(); id != "" {
+		env = append(env, envSessionID+"="+id)
+		attrs = append(attrs, "session", id)
+	}
+	if d := recipe.LockDelayServed(lease); d > 0 {
+		attrs = append(attrs, "lock_delay", d.Round(time.Millisecond))
+	}
+	return env, attrs
 }
 
 // runUnder runs argv (with env) while lease lasts, supervised (see
