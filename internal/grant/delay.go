@@ -25,8 +25,8 @@ func CheckDelay(opt string, d time.Duration) error {
 // wait of every backend. It returns context.Cause(ctx) if ctx ends first;
 // the backend then gives up its place without recording a clean end, so
 // the next contender serves the rest. rep (may be nil) names the lock for
-// the INFO log line; the caller reports the served delay to Metrics with
-// ReportDelay once the grant is made.
+// the INFO log line; the caller records the served delay with
+// Core.SetDelayServed (which reports it to Metrics) once the grant is made.
 func ServeDelay(ctx context.Context, remaining time.Duration, rep *Reporter) error {
 	if remaining <= 0 {
 		return nil

@@ -15,7 +15,8 @@ type MutexOption func(*Mutex)
 
 // WithLockDelay sets the Mutex's lock-delay (Chubby's; see
 // recipe.LockDelayServed): a grant that follows an unclean end of the
-// previous holder (its session expired or closed without a Release) waits
+// previous holder (its session expired or closed without a Release, or
+// its lease was lost and its entry deleted afterwards) waits
 // d after that end before it is handed out, and meanwhile the lock is not
 // free to anyone. 0 (the default) serves none; more than
 // recipe.MaxLockDelay makes New fail with recipe.ErrBadOption. Every
@@ -24,7 +25,8 @@ type MutexOption func(*Mutex)
 //
 // The Server records the unclean end's time on the lock; a contender that
 // gives up while serving the delay leaves that record, so the next one
-// serves only the rest.
+// serves only the rest. A Mutex without the option records nothing: its
+// own unclean end delays nobody.
 func WithLockDelay(d time.Duration) MutexOption { return func(m *Mutex) { m.delay = d } }
 
 // delayLeft is how much of a lock-delay of length d remains on q.
@@ -75,6 +77,9 @@ func (s *Server) hold(sid, eid int64) error {
 // the delay it served; errors: ctx's cause, ErrUnreachable (ask again),
 // recipe.ErrSessionLost, recipe.ErrNodeDeleted, recipe.ErrSessionClosed.
 func (m *Mutex) serveDelay(ctx context.Context, sid, eid int64) (time.Duration, error) {
+	if m.delay <= 0 {
+		return 0, nil // without the option a grant records nothing, like the other backends'
+	}
 	c := m.s
 	var left time.Duration
 	if err := m.onEntry(sid, func() (err error) { left, err = c.srv.delayLeft(sid, eid, m.delay); return err }); err != nil {

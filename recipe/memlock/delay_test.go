@@ -1,6 +1,7 @@
 package memlock
 
 import (
+	"context"
 	"errors"
 	"os"
 	"os/exec"
@@ -73,5 +74,46 @@ func TestLockDelayOption(t *testing.T) {
 	}
 	if _, err := New(s, "x", WithLockDelay(recipe.MaxLockDelay), nil); err != nil {
 		t.Errorf("WithLockDelay(MaxLockDelay) and a nil option: %v", err)
+	}
+}
+
+// TestLockDelayLostLeaseCleanedUp: a holder cut off long enough to lose
+// its lease, but healed before the Server expires its session, deletes its
+// entry itself: an unclean end all the same (it did not Release), so the
+// waiter serves the delay.
+func TestLockDelayLostLeaseCleanedUp(t *testing.T) {
+	t.Parallel()
+	const d = 300 * time.Millisecond
+	h := newHarness(t, correct)
+	a, b := h.NewDelayedClient(t, "lost", d), h.NewDelayedClient(t, "lost", d)
+	ctx := context.Background()
+	la, err := a.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan recipe.Lease, 1)
+	go func() {
+		l, err := b.Acquire(ctx)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- l
+	}()
+	a.CutOff()
+	<-la.Context().Done() // TTL/2 without an answer: the lease is lost
+	lost := time.Now()
+	a.Heal() // before the Server's TTL: A's keep-alive deletes the entry
+	lb := <-got
+	if lb == nil {
+		return
+	}
+	if after := time.Since(lost); after < d {
+		t.Errorf("B granted %v after A lost its lease, sooner than the delay %v", after, d)
+	}
+	if served := recipe.LockDelayServed(lb); served <= 0 {
+		t.Errorf("LockDelayServed = %v after a lost lease's cleanup, want the delay", served)
+	}
+	if err := lb.Release(ctx); err != nil {
+		t.Fatal(err)
 	}
 }

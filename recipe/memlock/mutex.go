@@ -225,7 +225,7 @@ func (c *Session) abandon(sid, eid int64) {
 	if c.srv.mut == leakCancelled {
 		return
 	}
-	_ = c.removeEntry(orphan{sid, eid})
+	_ = c.removeEntry(orphan{sid, eid, false})
 }
 
 // activate turns a grant into a lease, unless the Session gave its leases up

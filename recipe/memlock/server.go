@@ -285,8 +285,10 @@ func (s *Server) status(sid, eid int64) (fence.Token, <-chan struct{}, error) {
 	return e.token, s.queueLocked(e.lock).changed, nil
 }
 
-// remove deletes entry eid of session sid, if it still exists.
-func (s *Server) remove(sid, eid int64) error {
+// remove deletes entry eid of session sid, if it still exists: cleanly (a
+// Release, a waiter giving up) or not (the entry of a lease lost: the
+// lock-delay starts, as after an expiry).
+func (s *Server) remove(sid, eid int64, clean bool) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	ss, err := s.touchLocked(sid)
@@ -301,7 +303,7 @@ func (s *Server) remove(sid, eid int64) error {
 		}
 	}
 	if e != nil {
-		s.removeLocked(e, true)
+		s.removeLocked(e, clean)
 	}
 	return nil
 }
