@@ -49,8 +49,12 @@ func newLease(acquireCtx context.Context, m *Mutex, id string, obj *coordv1.Leas
 	l := &lease{m: m, id: id, cur: obj}
 	l.Init(acquireCtx, token, m.rep)
 	l.dl = grant.NewDeadline(sent, span(m.s.cfg.duration), func() {
-		l.end(fmt.Errorf("%w: no renewal of Lease %s acknowledged within %v of its send",
-			recipe.ErrSuspended, m.path, span(m.s.cfg.duration)))
+		if l.end(fmt.Errorf("%w: no renewal of Lease %s acknowledged within %v of its send",
+			recipe.ErrSuspended, m.path, span(m.s.cfg.duration))) {
+			// Ownership is given up: clear the Lease once the server can be
+			// reached again, so the next holder need not wait out D.
+			m.clearLater(id)
+		}
 	})
 	return l
 }

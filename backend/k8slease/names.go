@@ -33,9 +33,9 @@ func splitName(full, ns string) (namespace, name string, err error) {
 	name = full
 	if n, rest, ok := strings.Cut(full, "/"); ok {
 		ns, name = n, rest
-		if why := checkNamespace(ns); why != "" {
-			return "", "", refuse(ErrInvalidNamespace, "namespace "+why)
-		}
+	}
+	if why := checkNamespace(ns); why != "" {
+		return "", "", refuse(ErrInvalidNamespace, "namespace "+why)
 	}
 	if name == "" {
 		return "", "", refuse(ErrInvalidName, "empty Lease name")
