@@ -106,14 +106,20 @@ func (c *Cluster) KillEtcd() error {
 }
 
 // RestartEtcd starts etcd again (killing it first if it runs) on the same
-// ports with the same data, and returns when the API server is ready again
-// over it (at most a minute, and no later than ctx).
+// ports with the same data, and returns when the API server (unless it is
+// killed) is ready again over it (at most a minute, and no later than ctx).
 func (c *Cluster) RestartEtcd(ctx context.Context) error {
 	if c.etcd == nil {
 		return fmt.Errorf("restart etcd: %w", ErrUnsupported)
 	}
 	if err := c.etcd.Restart(ctx); err != nil {
 		return err
+	}
+	c.api.mu.Lock()
+	running := c.api.proc != nil
+	c.api.mu.Unlock()
+	if !running { // killed: RestartAPIServer waits for it
+		return nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, readyTimeout)
 	defer cancel()

@@ -64,6 +64,7 @@ func launchLocal(ctx context.Context, o options) (*Cluster, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v; %s", ErrNoServer, err, InstallHint)
 	}
+	outer := ctx
 	ctx, cancel := context.WithTimeout(ctx, launchTimeout)
 	defer cancel()
 	etcd, err := etcdtest.Launch(ctx)
@@ -73,8 +74,8 @@ func launchLocal(ctx context.Context, o options) (*Cluster, error) {
 	c := &Cluster{etcd: etcd, conns: newTracker()}
 	if err := c.startAPIServer(ctx, bin, o); err != nil {
 		_ = c.Close()
-		if ctx.Err() != nil {
-			return nil, fmt.Errorf("k8stest: start interrupted (%w): %v", ctx.Err(), err)
+		if errors.Is(outer.Err(), context.Canceled) { // interrupted: not a missing install
+			return nil, fmt.Errorf("k8stest: start interrupted (%w): %v", outer.Err(), err)
 		}
 		return nil, fmt.Errorf("%w: %v; %s", ErrNoServer, err, InstallHint)
 	}
