@@ -130,6 +130,9 @@ func (t *Target) heldLease(ctx context.Context, f *nemesis.Fault, rng *rand.Rand
 	f.Target = "Lease " + t.ns + "/" + name
 	cur, err := t.admin.Get(ctx, name, metav1.GetOptions{})
 	switch {
+	case apierrors.IsNotFound(err):
+		f.Target += " (none)"
+		return nil
 	case err != nil:
 		f.Err = "reading it: " + err.Error()
 		return nil
