@@ -57,6 +57,7 @@ type Target struct {
 	ns    string // the Target's own namespace: every lock of every run
 	cs    *kubernetes.Clientset
 	admin coordclient.LeaseInterface // direct, no proxy: setup, faults, checks
+	conns adminConns                 // the admin's connections, closed by EndRun
 	log   *slog.Logger
 
 	mu       sync.Mutex
@@ -67,7 +68,11 @@ type Target struct {
 	paused   bool            // the API server is stopped (pause-apiserver, or its resume failed)
 }
 
-var _ nemesis.Target = (*Target)(nil)
+var (
+	_ nemesis.Target     = (*Target)(nil)
+	_ nemesis.LeakFilter = (*Target)(nil)
+	_ nemesis.RunEnder   = (*Target)(nil)
+)
 
 // NewTarget returns the Target of c, whose clients write a lease duration
 // of d (0: DefaultLeaseDuration; a whole number of seconds). It creates a
@@ -82,17 +87,25 @@ func NewTarget(ctx context.Context, c *k8stest.Cluster, d time.Duration) (*Targe
 	if d == 0 {
 		d = DefaultLeaseDuration
 	}
-	cs, err := kubernetes.NewForConfig(c.Config())
+	t := &Target{c: c, d: d, log: slog.New(slog.DiscardHandler), leases: map[string]bool{}}
+	cs, err := kubernetes.NewForConfig(t.conns.wrap(c.Config()))
 	if err != nil {
 		return nil, fmt.Errorf("k8snem: admin client: %w", err)
 	}
-	ns := "zkr-nemesis-" + strings.ToLower(rand.Text()[:8])
-	obj := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}
+	t.cs, t.ns = cs, "zkr-nemesis-"+strings.ToLower(rand.Text()[:8])
+	obj := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: t.ns}}
 	if _, err := cs.CoreV1().Namespaces().Create(ctx, obj, metav1.CreateOptions{}); err != nil {
-		return nil, fmt.Errorf("k8snem: creating namespace %s: %w", ns, err)
+		return nil, fmt.Errorf("k8snem: creating namespace %s: %w", t.ns, err)
 	}
-	return &Target{c: c, d: d, ns: ns, cs: cs, admin: cs.CoordinationV1().Leases(ns),
-		log: slog.New(slog.DiscardHandler), leases: map[string]bool{}}, nil
+	t.admin = cs.CoordinationV1().Leases(t.ns)
+	return t, nil
+}
+
+// EndRun closes the admin client's connections (it dials again when used),
+// so that one opened during the run is not counted as its leak.
+func (t *Target) EndRun(context.Context) error {
+	t.conns.closeAll()
+	return nil
 }
 
 // Namespace is the namespace of the Target's Leases.
@@ -272,11 +285,12 @@ func (t *Target) IgnoreLeaks() []goleak.Option {
 	}
 }
 
-// Close deletes the Target's namespace's Leases (best effort: the cluster
-// may be gone); the cluster keeps running.
+// Close deletes the Target's namespace's Leases and closes the admin
+// client's connections; the cluster keeps running.
 func (t *Target) Close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	defer t.conns.closeAll()
 	err := t.admin.DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{})
 	if err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("k8snem: clearing namespace %s: %w", t.ns, err)
