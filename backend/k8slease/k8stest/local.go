@@ -182,11 +182,12 @@ func writeServiceAccountKey(path string) error {
 	if err != nil {
 		return err
 	}
-	der, err := x509.MarshalPKCS8PrivateKey(key)
+	// SEC1 ("EC PRIVATE KEY"): the public-key flag reads no PKCS#8.
+	der, err := x509.MarshalECPrivateKey(key)
 	if err != nil {
 		return err
 	}
-	return os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), 0o600)
+	return os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: der}), 0o600)
 }
 
 // readyCheck returns the check of a started API server: /readyz answers
@@ -287,8 +288,8 @@ func (a *apiServer) start(ctx context.Context, check func(context.Context) error
 		if strings.Contains(tail, "address already in use") {
 			return fmt.Errorf("%w: %v", errPortTaken, err)
 		}
-		if p.cmd.ProcessState != nil {
-			err = fmt.Errorf("%v (kube-apiserver exited: %v)", err, p.cmd.ProcessState)
+		if p.cmd.ProcessState != nil && ctx.Err() == nil {
+			err = fmt.Errorf("kube-apiserver exited: %v", p.cmd.ProcessState)
 		}
 		return fmt.Errorf("kube-apiserver on 127.0.0.1:%d: %v; log:\n%s", a.port, err, tail)
 	}
