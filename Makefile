@@ -50,8 +50,8 @@ TEST_SECRET := s3cr3t-zkr-
 
 # The Kubernetes Lease backend's tests run a real kube-apiserver, which
 # scripts/kube-apiserver.sh builds from the Go module proxy once per machine
-# (about 4 minutes on 2 cores the first time; then cached, and k8stest finds
-# it in the cache).
+# (about 12 CPU-minutes the first time: 4 to 6 minutes on 2 idle cores; then
+# cached, and k8stest finds it there).
 test: setup
 	./scripts/kube-apiserver.sh >/dev/null
 	$(GO) vet ./... $(BACKENDS) $(COMMANDS)
