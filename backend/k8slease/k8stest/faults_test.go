@@ -27,7 +27,7 @@ func TestProcessFaults(t *testing.T) {
 	}
 	down := func(what string) {
 		t.Helper()
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
 		if _, err := leases.Get(ctx, "kept", metav1.GetOptions{}); err == nil {
 			t.Fatalf("%s: a Get succeeded", what)
