@@ -41,6 +41,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -112,6 +113,7 @@ type Cluster struct {
 
 	closeOnce sync.Once
 	closeErr  error
+	closed    atomic.Bool
 }
 
 // Option changes how Launch starts a local cluster.
@@ -234,6 +236,7 @@ func (c *Cluster) External() bool { return c.external }
 // connection of the configurations handed out. It is idempotent.
 func (c *Cluster) Close() error {
 	c.closeOnce.Do(func() {
+		c.closed.Store(true)
 		if c.api != nil {
 			c.closeErr = c.api.close()
 		}

@@ -79,10 +79,10 @@ func WriteKubeconfig(path string, cfg *rest.Config) error {
 }
 
 // Namespace creates a namespace that no other test uses ("k8stest-<random>")
-// and deletes it at the test's cleanup (on a local cluster, which runs no
-// namespace controller, the namespace then stays Terminating until the
-// cluster closes: no new object can be made in it). It fails tb if the
-// namespace can't be created.
+// and deletes it at the test's cleanup, unless the cluster is closed by
+// then (on a local cluster, which runs no namespace controller, a deleted
+// namespace stays Terminating until the cluster closes: no new object can
+// be made in it). It fails tb if the namespace can't be created.
 func Namespace(tb testing.TB, c *Cluster) string {
 	tb.Helper()
 	var b [6]byte
@@ -96,6 +96,9 @@ func Namespace(tb testing.TB, c *Cluster) string {
 		tb.Fatalf("k8stest: creating namespace %s: %v", name, err)
 	}
 	tb.Cleanup(func() {
+		if c.closed.Load() { // gone with the cluster
+			return
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		if err := cs.CoreV1().Namespaces().Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
