@@ -51,13 +51,13 @@ func lossOrder(t *testing.T, held recipe.Lease, g grantResult) time.Time {
 	return g.at
 }
 
-// TestServerFaults kills and restarts the API server, then etcd, under a
-// holder and a waiter: each time the holder's context ends (no renewal
-// acknowledged: recipe.ErrSuspended) before the waiter is granted, and the
-// tokens keep growing.
+// TestServerFaults kills and restarts the API server, then etcd, of a
+// cluster of its own under a holder and a waiter: each time the holder's
+// context ends (no renewal acknowledged: recipe.ErrSuspended) before the
+// waiter is granted, and the tokens keep growing (tokensGrow).
 func TestServerFaults(t *testing.T) {
-	e := newEnv(t)
-	c := e.c
+	c := k8stest.Start(t)
+	e := envOn(t, c)
 	for _, f := range []struct {
 		name    string
 		kill    func() error
@@ -101,6 +101,7 @@ func TestServerFaults(t *testing.T) {
 			}
 		})
 	}
+	t.Run("tokens", func(t *testing.T) { tokensGrow(t, e) })
 }
 
 // TestSlowedAndBlackholed slows the holder's connection (a renewal still
@@ -194,12 +195,11 @@ func waitLost(t *testing.T, l recipe.Lease, cause error) {
 
 func ptr[T any](v T) *T { return &v }
 
-// TestTokensGrow takes the lock in turns from two Sessions and across an
-// API server restart, an etcd restart and a deletion of the Lease: every
-// token is larger than the one before, and leaseTransitions counts the
-// grants of one incarnation of the Lease.
-func TestTokensGrow(t *testing.T) {
-	e := newEnv(t)
+// tokensGrow takes the lock in turns from two Sessions and across an API
+// server restart, an etcd restart and a deletion of the Lease: every token
+// is larger than the one before, and leaseTransitions counts the grants of
+// one incarnation of the Lease.
+func tokensGrow(t *testing.T, e *env) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	s1, _ := e.connect(t, k8stest.AdminUser)

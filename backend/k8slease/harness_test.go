@@ -38,7 +38,12 @@ type env struct {
 
 func newEnv(t testing.TB) *env {
 	t.Helper()
-	c := k8stest.Shared(t)
+	return envOn(t, k8stest.Shared(t))
+}
+
+// envOn is an env on the cluster c (a test's own, for process faults).
+func envOn(t testing.TB, c *k8stest.Cluster) *env {
+	t.Helper()
 	return &env{c: c, ns: k8stest.Namespace(t, c), in: c.Client(t)}
 }
 
