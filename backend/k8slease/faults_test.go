@@ -51,8 +51,8 @@ func lossOrder(t *testing.T, held recipe.Lease, g grantResult) time.Time {
 	return g.at
 }
 
-// TestServerFaults kills and restarts the API server, then etcd, of a
-// cluster of its own under a holder and a waiter: each time the holder's
+// TestServerFaults kills and restarts the API server, then etcd, then
+// stops the API server (SIGSTOP) past the lease, of a cluster of its own under a holder and a waiter: each time the holder's
 // context ends (no renewal acknowledged: recipe.ErrSuspended) before the
 // waiter is granted, and the tokens keep growing (tokensGrow).
 func TestServerFaults(t *testing.T) {
@@ -65,6 +65,7 @@ func TestServerFaults(t *testing.T) {
 	}{
 		{"apiserver", c.KillAPIServer, c.RestartAPIServer},
 		{"etcd", c.KillEtcd, c.RestartEtcd},
+		{"apiserver-paused", c.PauseAPIServer, func(context.Context) error { return c.ResumeAPIServer() }},
 	} {
 		t.Run(f.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
