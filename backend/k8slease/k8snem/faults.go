@@ -112,9 +112,9 @@ func (t *Target) killEtcd(ctx context.Context, f *nemesis.Fault, d time.Duration
 	t.set(&t.etcdDown, false)
 }
 
-// heldLease reads one of the run's Leases (drawn with rng) that names a
-// holder other than the operator; nil when there is none (f says why).
-func (t *Target) heldLease(ctx context.Context, f *nemesis.Fault, rng *rand.Rand) *coordv1.Lease {
+// pickLease draws one of the run's Leases with rng ("" when no lock was
+// asked for yet: f says so).
+func (t *Target) pickLease(f *nemesis.Fault, rng *rand.Rand) string {
 	t.mu.Lock()
 	names := make([]string, 0, len(t.leases))
 	for n := range t.leases {
@@ -123,10 +123,15 @@ func (t *Target) heldLease(ctx context.Context, f *nemesis.Fault, rng *rand.Rand
 	t.mu.Unlock()
 	if len(names) == 0 {
 		f.Target, f.Err = "no lock", "no lock asked for yet"
-		return nil
+		return ""
 	}
 	slices.Sort(names)
-	name := names[rng.IntN(len(names))]
+	return names[rng.IntN(len(names))]
+}
+
+// heldLease reads the Lease name; nil when it does not exist or names no
+// holder other than the operator (f says so), or the read failed (f.Err).
+func (t *Target) heldLease(ctx context.Context, f *nemesis.Fault, name string) *coordv1.Lease {
 	f.Target = "Lease " + t.ns + "/" + name
 	cur, err := t.admin.Get(ctx, name, metav1.GetOptions{})
 	switch {
@@ -167,20 +172,45 @@ func revoked(f *nemesis.Fault, rv string, err error) {
 	}
 }
 
+// operatorAttempts bounds an operator's read-and-write of a held Lease that
+// the Lease's changes keep refusing (409 Conflict: a renewal, release or
+// grant came between the read and the write): it reads again and retries,
+// as kubectl's edits do.
+const operatorAttempts = 5
+
+// operatorWrite reads a held Lease and applies write to it based on the
+// version read, again while the Lease changed in between; it records the
+// outcome in f (revoked).
+func (t *Target) operatorWrite(ctx context.Context, f *nemesis.Fault, rng *rand.Rand, write func(context.Context, *coordv1.Lease) error) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	name := t.pickLease(f, rng)
+	if name == "" {
+		return
+	}
+	for range operatorAttempts {
+		f.Err = ""
+		cur := t.heldLease(ctx, f, name)
+		if cur == nil {
+			return
+		}
+		err := write(ctx, cur)
+		revoked(f, cur.ResourceVersion, err)
+		if !apierrors.IsConflict(err) {
+			return
+		}
+	}
+}
+
 // deleteLease deletes a held Lease as an operator would (kubectl delete
 // lease), with the version read as precondition: its holder learns of it
 // at its next renewal or from its watch, and a contender creates the Lease
 // anew at once.
 func (t *Target) deleteLease(ctx context.Context, f *nemesis.Fault, _ time.Duration, rng *rand.Rand) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-	defer cancel()
-	cur := t.heldLease(ctx, f, rng)
-	if cur == nil {
-		return
-	}
-	rv := cur.ResourceVersion
-	err := t.admin.Delete(ctx, cur.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{ResourceVersion: &rv}})
-	revoked(f, rv, err)
+	t.operatorWrite(ctx, f, rng, func(ctx context.Context, cur *coordv1.Lease) error {
+		rv := cur.ResourceVersion
+		return t.admin.Delete(ctx, cur.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{ResourceVersion: &rv}})
+	})
 }
 
 // takeLease writes the operator as the holder of a held Lease, for
@@ -189,21 +219,16 @@ func (t *Target) deleteLease(ctx context.Context, f *nemesis.Fault, _ time.Durat
 // its next renewal or from its watch; the contenders take the Lease back
 // operatorSeconds after they see the operator's version.
 func (t *Target) takeLease(ctx context.Context, f *nemesis.Fault, _ time.Duration, rng *rand.Rand) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-	defer cancel()
-	cur := t.heldLease(ctx, f, rng)
-	if cur == nil {
-		return
-	}
-	rv := cur.ResourceVersion
-	l := cur.DeepCopy()
-	now := metav1.NewMicroTime(time.Now())
-	id, secs, n := operator, int32(operatorSeconds), int32(0)
-	if tr := cur.Spec.LeaseTransitions; tr != nil && *tr >= 0 && *tr < 1<<31-1 {
-		n = *tr + 1
-	}
-	l.Spec.HolderIdentity, l.Spec.LeaseDurationSeconds, l.Spec.LeaseTransitions = &id, &secs, &n
-	l.Spec.AcquireTime, l.Spec.RenewTime = &now, &now
-	_, err := t.admin.Update(ctx, l, metav1.UpdateOptions{})
-	revoked(f, rv, err)
+	t.operatorWrite(ctx, f, rng, func(ctx context.Context, cur *coordv1.Lease) error {
+		l := cur.DeepCopy()
+		now := metav1.NewMicroTime(time.Now())
+		id, secs, n := operator, int32(operatorSeconds), int32(0)
+		if tr := cur.Spec.LeaseTransitions; tr != nil && *tr >= 0 && *tr < 1<<31-1 {
+			n = *tr + 1
+		}
+		l.Spec.HolderIdentity, l.Spec.LeaseDurationSeconds, l.Spec.LeaseTransitions = &id, &secs, &n
+		l.Spec.AcquireTime, l.Spec.RenewTime = &now, &now
+		_, err := t.admin.Update(ctx, l, metav1.UpdateOptions{})
+		return err
+	})
 }
