@@ -56,6 +56,7 @@ func lossOrder(t *testing.T, held recipe.Lease, g grantResult) time.Time {
 // context ends (no renewal acknowledged: recipe.ErrSuspended) before the
 // waiter is granted, and the tokens keep growing (tokensGrow).
 func TestServerFaults(t *testing.T) {
+	t.Parallel()
 	c := k8stest.Start(t)
 	e := envOn(t, c)
 	for _, f := range []struct {
@@ -109,6 +110,7 @@ func TestServerFaults(t *testing.T) {
 // goes through in time: the lease lives), then blackholes it: the holder's
 // context ends before the waiter is granted.
 func TestSlowedAndBlackholed(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -140,6 +142,7 @@ func TestSlowedAndBlackholed(t *testing.T) {
 // recipe.ErrNodeDeleted (the watch sees it), and the next grant's token is
 // larger, also after the Lease was re-created.
 func TestLeaseEditedUnderHolder(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
