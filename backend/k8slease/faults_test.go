@@ -129,9 +129,16 @@ func TestSlowedAndBlackholed(t *testing.T) {
 	}
 	p1.Blackhole()
 	cut := time.Now()
+	lostAt := make(chan time.Time, 1)
+	go func() { <-held.Context().Done(); lostAt <- time.Now() }()
 	g := <-waiter
 	end := lossOrder(t, held, g)
-	t.Logf("waiter granted %v after the cut", end.Sub(cut).Round(time.Millisecond))
+	lost := <-lostAt
+	t.Logf("after the cut: holder's context ended at %v, waiter granted at %v (%v later)",
+		lost.Sub(cut).Round(time.Millisecond), end.Sub(cut).Round(time.Millisecond), end.Sub(lost).Round(time.Millisecond))
+	if end.Sub(lost) < testDuration/6 {
+		t.Errorf("the waiter was granted only %v after the holder's context ended", end.Sub(lost))
+	}
 	if err := g.l.Release(ctx); err != nil {
 		t.Error(err)
 	}
