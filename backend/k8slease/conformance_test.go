@@ -11,10 +11,14 @@ import (
 // against Mutex on a real API server, with real crash (proxy closed) and
 // cut-off (proxy blackholed) hooks.
 func TestConformance(t *testing.T) {
+	t.Parallel()
 	locktest.Run(t, &harness{e: newEnv(t)})
 }
 
 // TestLeaderLoop runs leader.Run's scenario (internal/leadtest) on
 // Kubernetes: candidates take turns, a cut-off leader is replaced after its
 // context ended, and a stop leaves no holder.
-func TestLeaderLoop(t *testing.T) { leadtest.Run(t, &harness{e: newEnv(t)}) }
+func TestLeaderLoop(t *testing.T) {
+	t.Parallel()
+	leadtest.Run(t, &harness{e: newEnv(t)})
+}

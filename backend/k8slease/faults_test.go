@@ -56,6 +56,7 @@ func lossOrder(t *testing.T, held recipe.Lease, g grantResult) time.Time {
 // context ends (no renewal acknowledged: recipe.ErrSuspended) before the
 // waiter is granted, and the tokens keep growing (tokensGrow).
 func TestServerFaults(t *testing.T) {
+	t.Parallel()
 	c := k8stest.Start(t)
 	e := envOn(t, c)
 	for _, f := range []struct {
@@ -109,6 +110,7 @@ func TestServerFaults(t *testing.T) {
 // goes through in time: the lease lives), then blackholes it: the holder's
 // context ends before the waiter is granted.
 func TestSlowedAndBlackholed(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -127,9 +129,16 @@ func TestSlowedAndBlackholed(t *testing.T) {
 	}
 	p1.Blackhole()
 	cut := time.Now()
+	lostAt := make(chan time.Time, 1)
+	go func() { <-held.Context().Done(); lostAt <- time.Now() }()
 	g := <-waiter
 	end := lossOrder(t, held, g)
-	t.Logf("waiter granted %v after the cut", end.Sub(cut).Round(time.Millisecond))
+	lost := <-lostAt
+	t.Logf("after the cut: holder's context ended at %v, waiter granted at %v (%v later)",
+		lost.Sub(cut).Round(time.Millisecond), end.Sub(cut).Round(time.Millisecond), end.Sub(lost).Round(time.Millisecond))
+	if end.Sub(lost) < testDuration/6 {
+		t.Errorf("the waiter was granted only %v after the holder's context ended", end.Sub(lost))
+	}
 	if err := g.l.Release(ctx); err != nil {
 		t.Error(err)
 	}
@@ -140,6 +149,7 @@ func TestSlowedAndBlackholed(t *testing.T) {
 // recipe.ErrNodeDeleted (the watch sees it), and the next grant's token is
 // larger, also after the Lease was re-created.
 func TestLeaseEditedUnderHolder(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

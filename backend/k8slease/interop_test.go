@@ -67,6 +67,7 @@ func (e *env) elector(t *testing.T, name, id string, release bool, cb leaderelec
 // each side leads several times (each respects the other's holder and
 // takes a released Lease).
 func TestClientGoInterop(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	const name, rounds = "mixed", 4
 	tl := &timeline{leading: map[string]bool{}, turns: map[string]int{}}
@@ -123,6 +124,7 @@ func TestClientGoInterop(t *testing.T) {
 // duration after its last renewal; a client-go elector does not lead while
 // ours holds, and leads once ours is released.
 func TestClientGoHolderRespected(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	s, _ := e.connect(t, k8stest.AdminUser)
 	m := mutex(t, s, "respect")

@@ -18,6 +18,7 @@ import (
 // a grant, a refused TryAcquire, a waiter, a Lease deleted under its
 // holder (LeaseLost), the waiter's grant, a Release (no event) and Close.
 func TestMetrics(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	rec := &metricstest.Events{}
 	rec.Forbid(t, "stale")

@@ -32,6 +32,7 @@ func leaseRole(ns string) *rbacv1.Role {
 // watch, renewals, releases, a TryAcquire refused), while another user
 // without the Role is refused with recipe.ErrNoPermission.
 func TestExactRole(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

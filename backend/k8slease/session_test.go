@@ -46,6 +46,7 @@ func TestConnectErrors(t *testing.T) {
 // are two contenders, and that Close clears what the Session holds (the
 // Lease names no holder after it) and ends its leases.
 func TestSameSessionContenders(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
