@@ -1,0 +1,74 @@
+// Package k8slease is the Kubernetes backend of zkrecipes: a fenced,
+// lease-bound exclusive lock (Mutex) on a coordination.k8s.io/v1 Lease
+// object, the object client-go's leader election already uses. It
+// implements recipe.Lock, so code written against recipe.Lock and
+// recipe.Lease (leader.Run included) runs on Kubernetes as it runs on
+// ZooKeeper, and passes the same conformance suite (recipe/locktest).
+//
+// # Recipe
+//
+// The recipe is client-go's leader election (tools/leaderelection with its
+// LeaseLock) made into a lease in Chubby's sense, with a fencing token and
+// a holder that stops before anyone else can start. The Lease's spec holds
+// one holder: holderIdentity (the Session's identity and a grant number:
+// every Acquire is its own contender), leaseDurationSeconds, acquireTime,
+// renewTime and leaseTransitions, written as client-go writes them, so a
+// client-go elector and this package respect each other's holder.
+//
+//   - A grant is one write: a create when the Lease does not exist, else an
+//     update based on the version read (its resourceVersion), which the API
+//     server applies only if the Lease has not changed since (optimistic
+//     concurrency, an etcd transaction comparing the key's revision). Of
+//     several contenders one write wins; the others get 409 Conflict.
+//   - A contender writes when the Lease has no holder, or when the duration
+//     written in it has passed since the contender first saw its current
+//     version, timed on its own monotonic clock. The times written in the
+//     Lease are never compared with the local clock.
+//   - The holder renews every sixth of the duration with an update of
+//     renewTime based on its newest version; Release writes the Lease with
+//     no holder (as client-go's ReleaseOnCancel does), based on it too.
+//   - Waiters watch the Lease (a field selector on metadata.name) and read
+//     it at least once per duration as a backstop. A Lease cannot queue:
+//     waiters are not served in order (see Mutex).
+//
+// # The fencing token
+//
+// The token of a grant is the resourceVersion of the write that took the
+// Lease. The API server's etcd storage sets it to etcd's revision of that
+// write: one 64-bit counter for the whole keyspace, raised by every write,
+// persisted with the data. So it grows with every grant, across holders,
+// API server and etcd restarts, and a Lease deleted and created again.
+// It relies on: the API server storing in etcd (Kubernetes calls
+// resourceVersion opaque; an answer that is not a decimal number fails the
+// acquisition with ErrBadResourceVersion), and etcd's revision never
+// going back (a restore from a backup must bump it, etcdutl's
+// --bump-revision). leaseTransitions is advanced by every grant too, for
+// client-go and for people, but it restarts with a re-created Lease and is
+// not the token.
+//
+// # The two numbers
+//
+// With D the lease duration: the holder's Lease context ends (cause
+// recipe.ErrSuspended) 2D/3 after the send time of its newest acknowledged
+// renewal (internal/grant.Deadline), and at once when a renewal or a watch
+// event shows the Lease deleted or naming another holder
+// (recipe.ErrNodeDeleted). A contender takes an unreleased Lease over no
+// sooner than D after it first saw the version that renewal wrote, which
+// was after the renewal was sent; a renewal after that version would have
+// changed it and made the takeover's update fail. So the holder gives up at
+// least D/3 before anyone else can be granted, whatever the network delays
+// and whatever the skew between the nodes' wall clocks: only the rates of
+// the clocks matter, and D/3 covers far more drift than clocks have. With
+// the default D of 15 s: context ended at most 10 s after a cut, the next
+// grant no sooner than 15 s after the cut holder's last renewal was seen.
+//
+// # The guarantee
+//
+// While a Lease's context is not done, no other contender of this package
+// has been granted the lock. A client-go elector on the same Lease respects
+// the holder too, but it has no fencing and may act after it lost the
+// Lease (its OnStoppedLeading runs after the fact, and its renew deadline
+// is measured on its own): fence the resource with this package's token.
+// A Lease is a lease, not a mutex: a paused holder can resume after its
+// context ended. Reject stale holders at the resource (package fence).
+package k8slease

@@ -1,0 +1,74 @@
+package k8slease_test
+
+import (
+	"context"
+	"errors"
+	"net"
+	"testing"
+	"time"
+
+	"k8s.io/client-go/rest"
+
+	"github.com/zkrecipes/zkrecipes/backend/k8slease"
+	"github.com/zkrecipes/zkrecipes/backend/k8slease/k8stest"
+	"github.com/zkrecipes/zkrecipes/recipe"
+)
+
+// TestConnectErrors checks Connect's refusals: bad options, a nil config,
+// a server that refuses connections (at once) or is silent (at the connect
+// timeout).
+func TestConnectErrors(t *testing.T) {
+	ctx := context.Background()
+	if _, err := k8slease.Connect(ctx, nil); !errors.Is(err, recipe.ErrBadOption) {
+		t.Errorf("nil config: %v", err)
+	}
+	if _, err := k8slease.Connect(ctx, &rest.Config{Host: "https://127.0.0.1:1"}, k8slease.WithLeaseDuration(500*time.Millisecond)); !errors.Is(err, recipe.ErrBadOption) {
+		t.Errorf("bad duration: %v", err)
+	}
+	start := time.Now()
+	if _, err := k8slease.Connect(ctx, &rest.Config{Host: "https://127.0.0.1:1"}); !errors.Is(err, recipe.ErrUnreachable) {
+		t.Errorf("refused: %v", err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close() // accepts nothing: silent
+	if _, err := k8slease.Connect(ctx, &rest.Config{Host: "https://" + ln.Addr().String()}, k8slease.WithConnectTimeout(500*time.Millisecond)); !errors.Is(err, k8slease.ErrUnreachable) {
+		t.Errorf("silent: %v", err)
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Errorf("unreachable servers took %v", took)
+	}
+}
+
+// TestSameSessionContenders checks that two acquisitions of one Session
+// are two contenders, and that Close clears what the Session holds (the
+// Lease names no holder after it) and ends its leases.
+func TestSameSessionContenders(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s, _ := e.connect(t, k8stest.AdminUser)
+	m := mutex(t, s, "same")
+	l, err := m.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.TryAcquire(ctx); !errors.Is(err, recipe.ErrLocked) {
+		t.Errorf("second acquisition of one Session: %v, want ErrLocked", err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := context.Cause(l.Context()); !errors.Is(err, recipe.ErrSessionClosed) {
+		t.Errorf("lease after Close: %v", err)
+	}
+	if who, err := e.holder(ctx, "same"); err != nil || who != "" {
+		t.Errorf("holder after Close: %q, %v", who, err)
+	}
+	if _, err := m.Acquire(ctx); !errors.Is(err, recipe.ErrSessionClosed) {
+		t.Errorf("acquire after Close: %v", err)
+	}
+}
