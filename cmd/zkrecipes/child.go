@@ -112,6 +112,12 @@ func (c *child) status() int {
 	return c.state.ExitCode()
 }
 
+// signaled reports whether the command ended by a signal.
+func (c *child) signaled() bool {
+	ws, ok := c.state.Sys().(syscall.WaitStatus)
+	return ok && ws.Signaled()
+}
+
 // outcome is how a supervised run ended.
 type outcome int
 

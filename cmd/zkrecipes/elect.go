@@ -134,7 +134,7 @@ func electMain(f *electFlags, path string, argv []string, stderr io.Writer) int 
 		return signalStatus(sv.got)
 	}
 	log.Info("leading", "token", lease.Token(), "session", fmt.Sprintf("0x%x", s.ID()))
-	return runUnder(log, lease, argv, env(lease.Token()), sigs, f.grace, "leadership", func() { resign(e, s, log) })
+	return runUnder(log, lease, argv, env(lease.Token()), sigs, f.grace, "leadership", func(bool) { resign(e, s, log) })
 }
 
 // electRun is elect without --once: election.Run, with the command started

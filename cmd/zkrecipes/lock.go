@@ -208,10 +208,15 @@ func lockMain(f *lockFlags, path string, argv []string, stderr io.Writer) int {
 		}
 		return failStatus(log, "lock", err)
 	}
-	release := func() { releaseLease(lease, ls.bound, log) }
+	release := func(killed bool) {
+		if killed && f.lockDelay > 0 {
+			holdForDelay(log, lease, f.lockDelay)
+		}
+		releaseLease(lease, ls.bound, log)
+	}
 	if sv.got != nil { // the signal came with the grant: don't start the command
 		log.Info("interrupted as the lock was granted", "signal", sv.got)
-		release()
+		release(false)
 		return signalStatus(sv.got)
 	}
 	env, granted := grantEnv(f, ls, lease, path)
@@ -239,11 +244,11 @@ func grantEnv(f *lockFlags, ls *lockService, lease recipe.Lease, path string) (e
 // child.supervise), then gives the lease up with giveUp, unless ownership
 // (what: "ownership", "leadership") was lost. It returns the exit status.
 func runUnder(log *slog.Logger, lease recipe.Lease, argv, env []string, sigs <-chan os.Signal, grace time.Duration,
-	what string, giveUp func()) int {
+	what string, giveUp func(killed bool)) int {
 	c, err := startChild(log, argv, env)
 	if err != nil {
 		log.Error("cannot start the command", "argv", argv, "err", err)
-		giveUp()
+		giveUp(false)
 		return startStatus(err)
 	}
 	out, sig := c.supervise(lease.Context(), sigs, nil, nil, grace)
@@ -257,7 +262,7 @@ func runUnder(log *slog.Logger, lease recipe.Lease, argv, env []string, sigs <-c
 	default:
 		log.Info("the command exited", "command", c.describe())
 	}
-	giveUp()
+	giveUp(c.signaled())
 	return c.status()
 }
 
@@ -315,6 +320,22 @@ func releaseLease(l recipe.Lease, bound time.Duration, log *slog.Logger) {
 		return
 	}
 	log.Info("lock released", "token", l.Token())
+}
+
+// holdForDelay keeps the lease d longer (or until it ends) before it is
+// released: the command ended by a signal (a crash, an OOM kill, a signal
+// forwarded to it), so requests it sent may still be in flight, and a
+// Release would be a clean end that lets the next holder in at once. This
+// is the lock-delay the servers serve after an unclean end, served here.
+func holdForDelay(log *slog.Logger, l recipe.Lease, d time.Duration) {
+	log.Info("the command ended by a signal: keeping the lock for the lock-delay before releasing it, so that its requests in flight land first",
+		"lock_delay", d, "token", l.Token())
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-l.Context().Done():
+	}
 }
 
 // watchSignals calls on for the first signal from sigs until the returned

@@ -88,3 +88,31 @@ func TestLockDelayBadFlag(t *testing.T) {
 		}
 	}
 }
+
+// TestLockDelayCommandKilled: a command that ends by a signal (here it
+// kills itself) may leave requests in flight: with --lock-delay, lock
+// keeps the lock that long before its Release, so the next holder runs no
+// sooner than the delay after the command died. A command that exits
+// normally is released at once (TestLockDelayKilledHolder's last step).
+func TestLockDelayCommandKilled(t *testing.T) {
+	t.Parallel()
+	const delay = 2 * time.Second
+	srv := strings.Join(zktest.Shared(t).Servers(), ",")
+	path, dir := lockName(t), t.TempDir()
+	died := filepath.Join(dir, "died")
+	g2 := filepath.Join(dir, "g2")
+	holder := startOn(t, srv, dir, "lock", "--lock-delay", delay.String(), path, "--",
+		"sh", "-c", "touch "+died+"; kill -9 $$")
+	awaitFile(t, died)
+	dead := time.Now()
+	next := startOn(t, srv, dir, "lock", "--lock-delay", delay.String(), path, "--", "sh", "-c", grantScript(g2, ""))
+	readGrant(t, g2)
+	if after := time.Since(dead); after < delay {
+		t.Errorf("the next holder ran %v after the command was killed, sooner than --lock-delay %v", after, delay)
+	}
+	holder.expect(128+9, 30*time.Second)
+	next.expect(0, 30*time.Second)
+	if holder.logged("the command ended by a signal: keeping the lock for the lock-delay before releasing it, so that its requests in flight land first") == nil {
+		t.Errorf("the holder's log does not say it kept the lock for the delay")
+	}
+}
