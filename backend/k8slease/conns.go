@@ -64,6 +64,7 @@ type trackedConn struct {
 	once sync.Once
 }
 
+// Close closes the connection and forgets it.
 func (t *trackedConn) Close() error {
 	t.once.Do(func() {
 		t.c.mu.Lock()
