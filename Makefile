@@ -10,10 +10,19 @@
 
 GO ?= go
 
-.PHONY: demo test setup bench nemesis pictures
+.PHONY: demo test setup bench nemesis pictures kube-apiserver
 
 setup:
 	@./scripts/setup.sh
+
+# The Kubernetes backend's tests and nemesis (and zkbench -peers k8s) run a real
+# kube-apiserver, built from the Go module proxy once per machine by
+# scripts/kube-apiserver.sh (about 4 minutes on 2 cores and ~1 GB of module
+# downloads the first time; the ~100 MB binary is cached in
+# ~/.cache/zkrecipes, so later runs cost nothing). Not built when
+# KUBE_APISERVER names a binary or K8S_TEST_KUBECONFIG a cluster.
+kube-apiserver:
+	@[ -n "$$KUBE_APISERVER$$K8S_TEST_KUBECONFIG" ] || ./scripts/kube-apiserver.sh >/dev/null
 
 demo: setup
 	$(GO) run ./cmd/demo
@@ -25,13 +34,14 @@ demo: setup
 # the sequence-limit tests again on ZooKeeper 3.9.3 (Debian 13's, laid out
 # by scripts/zk-debian.sh and cached), so that the behaviour at the limit is
 # checked on both server lines.
-# The backends, the OpenTelemetry adapter, the command line tool, the
-# benchmark and the nemesis are modules of their own (backend/*,
-# recipe/zkotel, cmd/zkrecipes, cmd/zkbench, cmd/nemesis: so that
-# ZooKeeper-only users of the library never require the other backends'
-# client libraries nor OpenTelemetry): ./... at the root does not reach
-# them, so they are listed after it.
-BACKENDS := ./backend/etcdlock/... ./backend/pglock/... ./backend/redislock/... ./recipe/zkotel/...
+# The backends, the OpenTelemetry adapter, the etcd and Redis fences, the
+# command line tool, the benchmark and the nemesis are modules of their own
+# (backend/*, recipe/zkotel, fence/fenceetcd, fence/fenceredis,
+# cmd/zkrecipes, cmd/zkbench, cmd/nemesis: so that ZooKeeper-only users of
+# the library never require the other backends' client libraries nor
+# OpenTelemetry): ./... at the root does not reach them, so they are listed
+# after it.
+BACKENDS := ./backend/etcdlock/... ./backend/pglock/... ./backend/redislock/... ./backend/k8slease/... ./recipe/zkotel/... ./fence/fenceetcd/... ./fence/fenceredis/...
 COMMANDS := ./cmd/zkrecipes/... ./cmd/zkbench/... ./cmd/nemesis/...
 
 #
@@ -48,12 +58,7 @@ TEST_SECRET := s3cr3t-zkr-
 # (10 min 12 s of CPU in an 11-minute CI run), and the suite's tests pass
 # with both cores kept busy by other work.
 
-# The Kubernetes Lease backend's tests run a real kube-apiserver, which
-# scripts/kube-apiserver.sh builds from the Go module proxy once per machine
-# (about 12 CPU-minutes the first time: 4 to 6 minutes on 2 idle cores; then
-# cached, and k8stest finds it there).
-test: setup
-	./scripts/kube-apiserver.sh >/dev/null
+test: setup kube-apiserver
 	$(GO) vet ./... $(BACKENDS) $(COMMANDS)
 	out="$$(mktemp -d)"; status=0; \
 	{ \
@@ -73,7 +78,7 @@ bench: setup
 
 # The long fault-injection run (docs/reliability.md): BACKEND=zk (the
 # default: a 3-server ensemble, every ZooKeeper recipe in turn), etcd, pg,
-# redis, or all (one backend after the other, NEMESIS_DURATION each), under
+# redis, k8s, or all (one backend after the other, NEMESIS_DURATION each), under
 # the nemesis. NEMESIS_DURATION=30m NEMESIS_SEED=7 to vary.
 # ZK=debian13 runs ZooKeeper's against Debian 13's ZooKeeper 3.9.3 (scripts/zk-debian.sh)
 # instead of Debian 12's 3.8.0, which loses committed writes under these faults.
@@ -85,7 +90,7 @@ NEMESIS_DURATION ?= 10m
 NEMESIS_SEED ?= 1
 NEMESIS_OUT ?= nemesis-out
 ZK ?=
-nemesis: setup
+nemesis: setup $(if $(filter k8s all,$(BACKEND)),kube-apiserver)
 	$(if $(filter debian13,$(ZK)),h="$$(./scripts/zk-debian.sh)" && export ZOOKEEPER_HOME="$$h" &&) $(GO) run -race ./cmd/nemesis -backend $(BACKEND) -duration $(NEMESIS_DURATION) -seed $(NEMESIS_SEED) -out $(NEMESIS_OUT)
 
 # The screenshots of docs/reliability.md: a seeded nemesis run and the broken

@@ -11,7 +11,9 @@
 //
 // [Guard] is that check in process; fence/fencesql (database/sql) and
 // fence/fencezk (a znode) make it atomically with the write at those
-// resources (docs/fencing.md). This package imports neither ZooKeeper nor SQL.
+// resources (docs/fencing.md). [Fence] is what all of them implement, so that
+// fence/fencehttp can check tokens at an HTTP service through any of them.
+// This package imports neither ZooKeeper nor SQL.
 package fence
 
 import (

@@ -15,7 +15,17 @@ import (
 // BenchmarkAcquireRelease is the uncontended acquire path against a real
 // server: one session, Acquire then Release.
 func BenchmarkAcquireRelease(b *testing.B) {
-	m := newMutex(b, rtest.Connect(b, zktest.Shared(b)), dir)
+	benchAcquireRelease(b, newMutex(b, rtest.Connect(b, zktest.Shared(b)), dir))
+}
+
+// BenchmarkAcquireReleaseLockDelay is BenchmarkAcquireRelease with a
+// lock-delay (never served: every Release is clean): the marker's read and
+// create per grant, and the Release's two-op multi.
+func BenchmarkAcquireReleaseLockDelay(b *testing.B) {
+	benchAcquireRelease(b, delayed(b, rtest.Connect(b, zktest.Shared(b)), time.Second))
+}
+
+func benchAcquireRelease(b *testing.B, m recipe.Lock) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	for b.Loop() {

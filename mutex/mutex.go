@@ -4,6 +4,8 @@
 // moment ownership is in doubt, and its Token (the lock znode's czxid) is
 // larger than every earlier grant's, for the resource to reject a paused
 // former holder (package fence). An error never leaves a znode behind.
+// WithLockDelay keeps the Mutex from everyone for a while after a holder
+// ended without a Release, for resources that cannot check a token.
 //
 //	m, err := mutex.New(s, "/locks/nightly-report")
 //	lease, err := m.Acquire(ctx)
@@ -20,6 +22,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/zkrecipes/zkrecipes/internal/zkside"
 	"github.com/zkrecipes/zkrecipes/recipe"
@@ -39,7 +42,8 @@ type Mutex struct {
 
 // config is what the options of this package set.
 type config struct {
-	data []byte
+	data  []byte
+	delay time.Duration // WithLockDelay (New only)
 }
 
 var _ recipe.Lock = (*Mutex)(nil)
@@ -77,7 +81,8 @@ func buildConfig(q *zookeeper.Queue, opts []Option) (config, error) {
 // under /zookeeper, or one with a segment like "_c_<guid>-lock-0000000000"
 // (see package zookeeper's Paths); recipe.ErrBadOption for a nil session;
 // recipe.ErrTooLarge (and recipe.ErrBadOption over zookeeper.MaxNodeData) for
-// data that does not fit; recipe.ErrSessionClosed.
+// data that does not fit, recipe.ErrBadOption for a WithLockDelay out of
+// range; recipe.ErrSessionClosed.
 func New(s *zookeeper.Session, path string, opts ...Option) (*Mutex, error) {
 	q, err := zookeeper.NewQueue(s, path, []string{Kind}, zookeeper.FirstHolds, zookeeper.GrantsLowest())
 	if err != nil {
@@ -86,6 +91,12 @@ func New(s *zookeeper.Session, path string, opts ...Option) (*Mutex, error) {
 	c, err := buildConfig(q, opts)
 	if err != nil {
 		return nil, err
+	}
+	if err := checkDelay(c); err != nil {
+		return nil, err
+	}
+	if c.delay > 0 {
+		zkside.QueueOf(q).SetLockDelay(c.delay)
 	}
 	return &Mutex{q: q, path: path, data: c.data}, nil
 }

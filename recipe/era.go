@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/zkrecipes/zkrecipes/fence"
 	"github.com/zkrecipes/zkrecipes/internal/isnil"
@@ -85,3 +86,7 @@ type eraLease struct {
 
 // Token returns the grant's token in its era.
 func (l *eraLease) Token() fence.Token { return l.token }
+
+// LockDelay forwards the lock-delay the wrapped grant served
+// (LockDelayServed).
+func (l *eraLease) LockDelay() time.Duration { return LockDelayServed(l.Lease) }

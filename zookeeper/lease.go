@@ -43,6 +43,7 @@ type lease struct {
 	child   *childSlot // the child watch standing in for its own-node watch, if any
 	version int32      // the node's data version last read (Release deletes with it)
 	keep    bool       // the node outlives a suspension (a Ticket of Join); set at creation
+	marker  *marker    // the lock-delay marker it wrote (lockdelay.go); set before the grant is handed out
 }
 
 var _ recipe.Lease = (*lease)(nil)
@@ -110,8 +111,12 @@ func (l *lease) end() {
 // remove is Release's second step: the delete of the node, by version
 // without reading it only while the connection has not been down since
 // the lease was registered (across an outage a watch event can be lost):
-// docs/design.md#cleanup-and-delete-by-version.
+// docs/design.md#cleanup-and-delete-by-version. A lease that wrote the
+// lock-delay marker deletes it with its node first (removeWithMarker).
 func (l *lease) remove(ctx context.Context) (done bool, _ error) {
+	if m := l.marker; m != nil && l.removeWithMarker(ctx, m) {
+		return true, nil
+	}
 	r := l.reg
 	r.mu.Lock()
 	unbroken := r.conns.state.IsConnected() && r.conns.outages == l.outages

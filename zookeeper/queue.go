@@ -32,6 +32,7 @@ import (
 //	limit.go    the order once a directory's sequence counter is at its limit
 //	packet.go   the packet limit: request sizes, lost sends
 //	lease.go    lease: a grant (grant.Core), its Release
+//	lockdelay.go the lock-delay of an exclusive lock: its marker znode
 //	lock.go     NodeLease
 //
 // The Session, a front over its parts (all under one lock, log.go):
@@ -148,7 +149,8 @@ type Queue struct {
 	reps     map[string]*grant.Reporter // where its leases' losses are reported, by kind
 	// solo: the last Acquire's pipelined listing showed its node alone and
 	// granted it (a hint for the child-watch stand-in: see fast.go).
-	solo atomic.Bool
+	solo  atomic.Bool
+	delay lockDelay // the lock-delay of an exclusive lock (lockdelay.go)
 }
 
 // NewQueue returns a queue engine over directory dir (an absolute path,
@@ -304,8 +306,20 @@ func (q *Queue) joinAndWait(ctx context.Context, kind string, data []byte, wait 
 		return nil, err
 	}
 	l, err := t.await(ctx, wait, fs)
+	if err == nil && q.delay.d > 0 {
+		if err = q.holdDelayed(ctx, t, l, wait); err != nil {
+			l.end() // not handed out: given up like a wait that failed
+		}
+	}
 	if err != nil {
 		t.abandon(ctx)
+		if wait && q.delay.d > 0 && errors.Is(err, recipe.ErrSuspended) && ctx.Err() == nil {
+			// Suspended while serving the lock-delay: the grant ended
+			// before it was handed out and its node goes; join again, as
+			// a wait outlives a suspension (the rest of the delay counts
+			// from when this Queue first saw the marker).
+			return q.joinAndWait(ctx, kind, data, wait, anchor)
+		}
 		return nil, err
 	}
 	return l, nil

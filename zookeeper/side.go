@@ -3,6 +3,7 @@ package zookeeper
 import (
 	"context"
 	"log/slog"
+	"time"
 
 	"github.com/go-zookeeper/zk"
 	"github.com/zkrecipes/zkrecipes/internal/zkside"
@@ -60,3 +61,4 @@ type queueSide Queue
 
 func (q *queueSide) CheckNodeData(data []byte) error { return (*Queue)(q).checkNodeData(data) }
 func (q *queueSide) Heads() zkside.Observed          { return (*Queue)(q).heads() }
+func (q *queueSide) SetLockDelay(d time.Duration)    { (*Queue)(q).setLockDelay(d) }

@@ -3,6 +3,8 @@ package etcdlock
 import (
 	"context"
 	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // attemptTimeout bounds one try of a request that this package sends again
@@ -27,4 +29,27 @@ func try(ctx context.Context, d time.Duration, send func(context.Context) error)
 	defer cancel()
 	err = send(actx)
 	return err != nil && actx.Err() != nil && ctx.Err() == nil, err
+}
+
+// createOps are create's condition and writes. For Acquire the put is
+// conditional on the key not existing; for TryAcquire, on the lock having
+// no key at all. With the lock-delay, the grant is recorded as held in
+// the same transaction when the lock was free with no record (for
+// TryAcquire, that is its condition: a lock with a record is refused).
+func (a *attempt) createOps(wait bool) ([]clientv3.Cmp, []clientv3.Op) {
+	m := a.m
+	put := clientv3.OpPut(a.key, "", clientv3.WithLease(a.g.id))
+	switch {
+	case wait && m.delay <= 0:
+		return []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(a.key), "=", 0)}, []clientv3.Op{put}
+	case wait:
+		return []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(a.key), "=", 0)}, []clientv3.Op{put, m.markOp(a.key)}
+	}
+	cond := []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(m.dir), "=", 0).WithPrefix()}
+	if m.delay <= 0 {
+		return cond, []clientv3.Op{put}
+	}
+	cond = append(cond, clientv3.Compare(clientv3.CreateRevision(m.held), "=", 0),
+		clientv3.Compare(clientv3.CreateRevision(m.serving), "=", 0))
+	return cond, []clientv3.Op{put, clientv3.OpPut(m.held, a.key)}
 }

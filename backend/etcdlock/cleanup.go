@@ -19,8 +19,10 @@ import (
 // ends, the cleanup timeout passes or g's etcd lease is lost (the key goes
 // with it: nil if the server said the lease is gone, else an error saying
 // the key goes with the lease). A try unanswered within attemptTimeout is
-// sent again at once, whatever ctx, within the cleanup timeout.
-func (s *Session) deleteOwned(ctx context.Context, g *generation, key string, rev int64) error {
+// sent again at once, whatever ctx, within the cleanup timeout. also are
+// operations of the same transaction, applied with the delete (the
+// lock-delay's record: releaseOps).
+func (s *Session) deleteOwned(ctx context.Context, g *generation, key string, rev int64, also ...clientv3.Op) error {
 	bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.cleanupTimeout())
 	defer cancel()
 	bctx, cancel2 := s.life.Bind(bctx)
@@ -30,7 +32,7 @@ func (s *Session) deleteOwned(ctx context.Context, g *generation, key string, re
 	b := loop.BackOff(retryFirst, retryMax)
 	del := func(ctx context.Context) error {
 		_, err := s.cli.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(key), "=", rev)).
-			Then(clientv3.OpDelete(key)).Commit()
+			Then(append([]clientv3.Op{clientv3.OpDelete(key)}, also...)...).Commit()
 		return err
 	}
 	for {
@@ -56,13 +58,13 @@ func (s *Session) deleteOwned(ctx context.Context, g *generation, key string, re
 
 // deleteLater retries deleteOwned in the background until it succeeds, the
 // key's lease is lost (its keys go with it) or the Session closes.
-func (s *Session) deleteLater(g *generation, key string, rev int64) {
+func (s *Session) deleteLater(g *generation, key string, rev int64, also ...clientv3.Op) {
 	s.life.Go(func() {
 		ctx, cancel := s.life.Bind(g.ctx)
 		defer cancel()
 		b := loop.BackOff(retryFirst, retryMax)
 		for {
-			if s.deleteOwned(ctx, g, key, rev) == nil || ctx.Err() != nil {
+			if s.deleteOwned(ctx, g, key, rev, also...) == nil || ctx.Err() != nil {
 				return
 			}
 			if loop.Pause(ctx, b, retryMax) != nil {

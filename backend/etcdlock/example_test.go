@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/zkrecipes/zkrecipes/backend/etcdlock"
 	"github.com/zkrecipes/zkrecipes/backend/etcdlock/etcdtest"
@@ -79,4 +80,33 @@ func ExampleMutex_TryAcquire() {
 	_, err = m2.TryAcquire(ctx)
 	fmt.Println("second instance skips:", errors.Is(err, recipe.ErrLocked))
 	// Output: second instance skips: true
+}
+
+// A mailer can't check fencing tokens: with a lock-delay, a holder that
+// fails (its process killed, cut off) keeps the next holder out for 30 s
+// more, so that its mails in flight have gone before the next run starts.
+// After a clean Release the next holder does not wait.
+func ExampleWithLockDelay() {
+	ctx := context.Background()
+	s, err := etcdlock.Connect(ctx, etcdtest.ExampleURL())
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer s.Close()
+	m, err := etcdlock.New(s, "mail/outbox", etcdlock.WithLockDelay(30*time.Second))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	lease, err := m.Acquire(ctx)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println("delay served:", recipe.LockDelayServed(lease)) // 0: the lock was free
+	fmt.Println("release:", lease.Release(ctx))                 // a clean end: no delay for the next
+	// Output:
+	// delay served: 0s
+	// release: <nil>
 }

@@ -68,13 +68,26 @@ func mutex(t testing.TB, s *etcdlock.Session, name string) *etcdlock.Mutex {
 	return m
 }
 
-// keys counts the keys of the lock named name, through the inspector.
+// keys counts the keys of the lock named name, through the inspector: its
+// contenders' keys, and those of its lock-delay (WithLockDelay) that no
+// live contender accounts for: a serving key, a held record naming a key
+// that is gone.
 func (e *env) keys(ctx context.Context, name string) (int, error) {
-	resp, err := e.in.Get(ctx, e.prefix+"/"+name+"/_lock_", clientv3.WithPrefix(), clientv3.WithCountOnly())
+	dir := e.prefix + "/" + name + "/"
+	resp, err := e.in.Txn(ctx).Then(clientv3.OpGet(dir+"_lock_", clientv3.WithPrefix(), clientv3.WithKeysOnly()),
+		clientv3.OpGet(dir+"_lockdelay_held"), clientv3.OpGet(dir+"_lockdelay_serving", clientv3.WithCountOnly())).Commit()
 	if err != nil {
 		return 0, err
 	}
-	return int(resp.Count), nil
+	live := map[string]bool{}
+	for _, kv := range resp.Responses[0].GetResponseRange().Kvs {
+		live[string(kv.Key)] = true
+	}
+	n := len(live) + int(resp.Responses[2].GetResponseRange().Count)
+	if held := resp.Responses[1].GetResponseRange().Kvs; len(held) > 0 && !live[string(held[0].Value)] {
+		n++
+	}
+	return n, nil
 }
 
 // harness is the locktest.Harness of etcdlock: every client has its own

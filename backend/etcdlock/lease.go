@@ -20,10 +20,11 @@ import (
 // someone else).
 type lease struct {
 	grant.Core
-	s   *Session
-	g   *generation
-	key string
-	rev int64
+	s    *Session
+	g    *generation
+	key  string
+	rev  int64
+	also []clientv3.Op // deleted with the key by Release: the lock-delay's record
 }
 
 var _ recipe.Lease = (*lease)(nil)
@@ -32,7 +33,7 @@ var _ recipe.Lease = (*lease)(nil)
 // create revision, which only grows); its context keeps the values of
 // acquireCtx, not its cancellation.
 func newLease(a *attempt, acquireCtx context.Context) *lease {
-	l := &lease{s: a.m.s, g: a.g, key: a.key, rev: a.rev}
+	l := &lease{s: a.m.s, g: a.g, key: a.key, rev: a.rev, also: a.m.releaseOps(a.key)}
 	l.Init(acquireCtx, fence.Token(a.rev), a.m.rep)
 	return l
 }
@@ -49,7 +50,9 @@ func (l *lease) end(cause error) {
 // recipe.ErrReleased), then deletes the key in one transaction that
 // compares its create revision with the lease's, so a retried Release can
 // never delete a later incarnation of the key (etcd issue 22082 is that bug
-// in etcd's own concurrency package). The delete is sent even if ctx is
+// in etcd's own concurrency package); with WithLockDelay, the same
+// transaction deletes the record of the grant, which makes the end a clean
+// one (no delay for the next holder). The delete is sent even if ctx is
 // already done and retried on transient errors until ctx ends or the
 // cleanup timeout (default: the TTL) passes; a delete not confirmed by then
 // is also retried in the background while the etcd lease lives.
@@ -66,8 +69,8 @@ func (l *lease) Release(ctx context.Context) error {
 // remove deletes the key of a released lease; what it could not confirm
 // goes on in the background.
 func (l *lease) remove(ctx context.Context) (bool, error) {
-	if err := l.s.deleteOwned(ctx, l.g, l.key, l.rev); err != nil {
-		l.s.deleteLater(l.g, l.key, l.rev)
+	if err := l.s.deleteOwned(ctx, l.g, l.key, l.rev, l.also...); err != nil {
+		l.s.deleteLater(l.g, l.key, l.rev, l.also...)
 		return false, err
 	}
 	return true, nil

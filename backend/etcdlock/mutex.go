@@ -24,6 +24,9 @@ type Mutex struct {
 	name string
 	dir  string          // the range prefix of the lock's keys
 	rep  *grant.Reporter // where its leases report their loss
+
+	delay         time.Duration // WithLockDelay's; 0: none
+	held, serving string        // the lock-delay's keys (delay.go)
 }
 
 var _ recipe.Lock = (*Mutex)(nil)
@@ -40,7 +43,10 @@ var _ recipe.Lock = (*Mutex)(nil)
 // else ("a/" and "a" are two locks). Other names return a *NameError
 // (matching ErrInvalidName and recipe.ErrInvalidPath); nothing is sent to
 // the server.
-func New(s *Session, name string) (*Mutex, error) {
+//
+// Options (nil ones are skipped): WithLockDelay; a bad one returns an error
+// matching recipe.ErrBadOption.
+func New(s *Session, name string, opts ...MutexOption) (*Mutex, error) {
 	if s == nil {
 		return nil, fmt.Errorf("%w: nil Session", recipe.ErrBadOption)
 	}
@@ -48,7 +54,17 @@ func New(s *Session, name string) (*Mutex, error) {
 		return nil, err
 	}
 	rep := &grant.Reporter{Log: s.log, Metrics: s.cfg.metrics, Backend: "etcdlock", Kind: kind, Dir: name}
-	return &Mutex{s: s, name: name, dir: lockDir(s.prefix, name), rep: rep}, nil
+	m := &Mutex{s: s, name: name, dir: lockDir(s.prefix, name), rep: rep}
+	for _, o := range opts {
+		if o != nil {
+			o(m)
+		}
+	}
+	if err := grant.CheckDelay("WithLockDelay", m.delay); err != nil {
+		return nil, err
+	}
+	m.delayKeys()
+	return m, nil
 }
 
 // CheckName returns the error New returns for name (a *NameError matching
@@ -68,7 +84,9 @@ func (m *Mutex) Name() string { return m.name }
 // is one request), then, while a key with a lower create revision exists,
 // watches the deletion of the nearest lower one only, re-reading its
 // position after every event. It returns ErrNodeDeleted if its key is
-// deleted by someone else while it waits.
+// deleted by someone else while it waits. With WithLockDelay, once first it
+// serves the lock-delay if the previous holder ended uncleanly, then
+// records its grant before returning it.
 //
 // On any error its key is deleted before it returns, whatever ctx has
 // become (one request; while the server is unreachable, it returns when the
@@ -85,7 +103,9 @@ func (m *Mutex) Acquire(ctx context.Context) (recipe.Lease, error) { return m.ac
 // recipe.ErrLocked if any key of the lock exists (a holder, or waiters that a
 // holder has just left). It is one transaction that puts a key only if the
 // lock has none, so a refusal leaves nothing behind and costs one request.
-// Other errors as for Acquire.
+// With WithLockDelay it also refuses while a lock-delay is served or due;
+// a TryAcquire that finds one due (nobody in line serves it) starts it,
+// so the lock is free again d later. Other errors as for Acquire.
 func (m *Mutex) TryAcquire(ctx context.Context) (recipe.Lease, error) {
 	return m.acquire(ctx, false)
 }
@@ -131,9 +151,12 @@ func (m *Mutex) contend(ctx context.Context, wait bool) (recipe.Lease, error) {
 	case r.err != nil:
 		return nil, r.err
 	case r.rev == 0:
+		if err := m.tryRefused(ctx, g, r); err != nil {
+			return nil, err
+		}
 		return nil, recipe.ErrLocked
 	}
-	a.rev = r.rev
+	a.rev, a.st = r.rev, r.st
 	if r.first != r.rev {
 		if !wait {
 			a.discard()
@@ -144,11 +167,23 @@ func (m *Mutex) contend(ctx context.Context, wait bool) (recipe.Lease, error) {
 			return nil, err
 		}
 	}
+	var served time.Duration
+	if m.delay > 0 && !r.marked && !wait { // its record was overwritten: TryAcquire never waits
+		a.discard()
+		return nil, recipe.ErrLocked
+	}
+	if m.delay > 0 && !r.marked {
+		var err error
+		if served, err = a.serveDelay(ctx, a.st); err != nil {
+			a.discard()
+			return nil, err
+		}
+	}
 	if ctx.Err() != nil { // granted as the caller gave up
 		a.discard()
 		return nil, context.Cause(ctx)
 	}
-	return a.grant(ctx)
+	return a.grant(ctx, served)
 }
 
 // waitFirst is attempt.wait, reported to Metrics.Waiting.
@@ -167,14 +202,19 @@ type attempt struct {
 	m   *Mutex
 	g   *generation
 	key string
-	rev int64 // the key's create revision, once known
+	rev int64      // the key's create revision, once known
+	st  delayState // the lock-delay's keys when it found itself first (WithLockDelay)
 }
 
 // createResult is the outcome of attempt.create: rev is the key's create
 // revision (0: no key, the lock was taken for TryAcquire), first the create
-// revision of the lock's first key.
+// revision of the lock's first key; with the lock-delay, marked reports
+// that the same transaction recorded the grant as held, and st is what it
+// read of the lock-delay's keys.
 type createResult struct {
 	rev, first int64
+	marked     bool
+	st         delayState
 	err        error
 }
 
@@ -188,23 +228,20 @@ type createResult struct {
 func (a *attempt) create(wait bool, failing chan struct{}) createResult {
 	ctx, cancel := a.m.s.life.Bind(a.g.ctx)
 	defer cancel()
-	cond := clientv3.Compare(clientv3.CreateRevision(a.key), "=", 0)
-	if !wait {
-		cond = clientv3.Compare(clientv3.CreateRevision(a.m.dir), "=", 0).WithPrefix()
-	}
-	first := clientv3.OpGet(a.m.dir, clientv3.WithFirstCreate()...)
+	cond, then := a.createOps(wait)
+	reads := append([]clientv3.Op{clientv3.OpGet(a.m.dir, clientv3.WithFirstCreate()...)}, a.m.delayReads()...)
 	var resp *clientv3.TxnResponse
 	txn := func(ctx context.Context) (err error) {
-		resp, err = a.m.s.cli.Txn(ctx).If(cond).
-			Then(clientv3.OpPut(a.key, "", clientv3.WithLease(a.g.id)), first).
-			Else(clientv3.OpGet(a.key), first).Commit()
+		resp, err = a.m.s.cli.Txn(ctx).If(cond...).
+			Then(append(then, reads...)...).
+			Else(append([]clientv3.Op{clientv3.OpGet(a.key)}, reads...)...).Commit()
 		return err
 	}
 	b := loop.BackOff(retryFirst, retryMax)
 	for n := 0; ; n++ {
 		unanswered, err := try(ctx, attemptTimeout(a.g.ttl), txn)
 		if err == nil {
-			return a.parseCreate(resp)
+			return a.parseCreate(resp, len(then))
 		}
 		switch {
 		case unanswered: // sent to a silent member, most likely: send it again
@@ -228,11 +265,18 @@ func (a *attempt) create(wait bool, failing chan struct{}) createResult {
 	}
 }
 
-// parseCreate reads create's answer.
-func (a *attempt) parseCreate(resp *clientv3.TxnResponse) createResult {
+// parseCreate reads create's answer; nthen is the number of writes of its
+// Then branch, which come before its reads.
+func (a *attempt) parseCreate(resp *clientv3.TxnResponse, nthen int) createResult {
 	var r createResult
+	i := 1 // the first read of the Else branch
 	if resp.Succeeded {
 		r.rev = resp.Header.Revision // a transaction's writes all have its revision
+		i = nthen
+		if nthen > 1 { // the grant recorded as held (TryAcquire), or maybe (Acquire's nested transaction)
+			t := resp.Responses[1].GetResponseTxn()
+			r.marked = t == nil || t.Succeeded
+		}
 	} else if own := resp.Responses[0].GetResponseRange().Kvs; len(own) > 0 {
 		// An earlier try of ours was applied and its answer lost.
 		if clientv3.LeaseID(own[0].Lease) != a.g.id {
@@ -240,8 +284,12 @@ func (a *attempt) parseCreate(resp *clientv3.TxnResponse) createResult {
 		}
 		r.rev = own[0].CreateRevision
 	}
-	if kvs := resp.Responses[1].GetResponseRange().Kvs; len(kvs) > 0 {
+	if kvs := resp.Responses[i].GetResponseRange().Kvs; len(kvs) > 0 {
 		r.first = kvs[0].CreateRevision
+	}
+	r.st = parseDelay(resp.Header.Revision, resp.Responses, i+1)
+	if r.rev != 0 && r.st.held != nil && string(r.st.held.Value) == a.key {
+		r.marked = true // an earlier try of ours recorded it, its answer lost
 	}
 	return r
 }
@@ -262,7 +310,8 @@ func (a *attempt) wait(ctx context.Context) error {
 	b := loop.BackOff(retryFirst, retryMax)
 	var resp *clientv3.TxnResponse
 	read := func(ctx context.Context) (err error) {
-		resp, err = s.cli.Txn(ctx).Then(clientv3.OpGet(a.key, clientv3.WithKeysOnly()), clientv3.OpGet(a.m.dir, lower...)).Commit()
+		resp, err = s.cli.Txn(ctx).Then(append([]clientv3.Op{clientv3.OpGet(a.key, clientv3.WithKeysOnly()),
+			clientv3.OpGet(a.m.dir, lower...)}, a.m.delayReads()...)...).Commit()
 		return err
 	}
 	for {
@@ -289,6 +338,7 @@ func (a *attempt) wait(ctx context.Context) error {
 		}
 		prev := resp.Responses[1].GetResponseRange().Kvs
 		if len(prev) == 0 {
+			a.st = parseDelay(resp.Header.Revision, resp.Responses, 2)
 			return nil
 		}
 		if err := a.awaitDelete(ctx, string(prev[0].Key), resp.Header.Revision+1); err != nil {
@@ -333,12 +383,13 @@ func (a *attempt) stopped(ctx context.Context) error {
 
 // grant turns the attempt into a Lease, unless its etcd lease was lost
 // meanwhile.
-func (a *attempt) grant(ctx context.Context) (recipe.Lease, error) {
+func (a *attempt) grant(ctx context.Context, served time.Duration) (recipe.Lease, error) {
 	s := a.m.s
 	if !s.life.Enter() {
 		return nil, recipe.ErrSessionClosed
 	}
 	l := newLease(a, ctx)
+	l.SetDelayServed(served)
 	if !a.g.add(l) {
 		s.life.Exit()
 		return nil, lostError(context.Cause(a.g.ctx))
@@ -386,7 +437,8 @@ func (a *attempt) abandon(created <-chan createResult, failing <-chan struct{}) 
 // in the background (deleteLater). A key whose etcd lease is lost is left
 // to go with the lease (the server expires it, or the Session revokes it).
 func (a *attempt) discard() {
-	if a.g.ctx.Err() == nil && a.m.s.deleteOwned(context.Background(), a.g, a.key, a.rev) != nil {
-		a.m.s.deleteLater(a.g, a.key, a.rev)
+	also := a.m.releaseOps(a.key) // a grant recorded as held was never handed out
+	if a.g.ctx.Err() == nil && a.m.s.deleteOwned(context.Background(), a.g, a.key, a.rev, also...) != nil {
+		a.m.s.deleteLater(a.g, a.key, a.rev, also...)
 	}
 }

@@ -237,7 +237,9 @@ func (s *Session) Done() <-chan struct{} {
 // the keys stay until the lease expires, one TTL after the last keep-alive),
 // stops the Session's goroutines and, for a Session made by Connect, closes
 // the client. It is idempotent and returns nil; later acquisitions return
-// recipe.ErrSessionClosed.
+// recipe.ErrSessionClosed. Close does not release: a Lease of a lock with
+// WithLockDelay that is not released first ends uncleanly, and its next
+// holder serves the delay.
 func (s *Session) Close() error {
 	if !s.life.Close() {
 		return nil

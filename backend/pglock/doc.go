@@ -47,6 +47,16 @@
 // and that then runs as the locking role, rewinding the counters
 // (CVE-2018-1058), whatever search_path the role has.
 //
+// Lock-delay (New's WithLockDelay, delay.go): a grant that follows an
+// unclean end of the previous holder (anything but Release: its session
+// ended, its lease was lost, Session.Close) waits the delay, holding the
+// advisory lock, before it is handed out. The grant names itself in its
+// token row ("held" = its token) in the token bump; Release clears that in
+// the statement that unlocks; the next grant that finds the row still
+// naming the previous token records the server's now() as the delay's
+// start (kept by a contender that gives up, so the next serves only the
+// rest). A lock without the option runs the same statements as before.
+//
 // WithLogger and WithMetrics report grants, waits and lost leases (a lost
 // lease once, at WARN with its cause; at DEBUG when Session.Close ended it).
 package pglock

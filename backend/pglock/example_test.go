@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/zkrecipes/zkrecipes/backend/pglock"
 	"github.com/zkrecipes/zkrecipes/fence"
@@ -61,4 +62,33 @@ func Example() {
 	// report written with token 1
 	// error: <nil>
 	// second instance: true
+}
+
+// A lock for a resource that cannot check fencing tokens (a mailer): with
+// a lock-delay, a grant that follows a holder that died without releasing
+// waits 30 s first, so the dead holder's sends in flight land before the
+// next holder's. After a Release there is no wait.
+func ExampleWithLockDelay() {
+	ctx := context.Background()
+	s, err := pglock.Connect(ctx, pgtest.ExampleDSN())
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer s.Close()
+	m, err := pglock.New(s, "mailer", pglock.WithLockDelay(30*time.Second))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	lease, err := m.Acquire(ctx)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println("delay served:", recipe.LockDelayServed(lease))
+	fmt.Println("release:", lease.Release(ctx)) // a clean end: the next grant waits none
+	// Output:
+	// delay served: 0s
+	// release: <nil>
 }

@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"strconv"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/zkrecipes/zkrecipes/internal/pgtest"
 	"github.com/zkrecipes/zkrecipes/recipe"
@@ -18,10 +21,13 @@ import (
 // No statement of Connect (table check, CREATE, the to_regclass after a
 // failed CREATE), Acquire (try, then wait), the token bump, a failed
 // Acquire's unlock_all, TryAcquire or Release may run one, with the
-// default search_path or one listing public before pg_catalog.
+// default search_path or one listing public before pg_catalog; nor may
+// those of the lock-delay (hijackedDelay).
 func TestHijackedStatements(t *testing.T) {
 	f := newTrustFixture(t)
 	f.exec(t, f.adm, "CREATE SCHEMA locked; GRANT USAGE ON SCHEMA locked TO "+f.app) // no CREATE: Connect's CREATE fails
+	// A token table made before the lock-delay: Connect adds its columns.
+	f.exec(t, f.conn(t, f.app), "CREATE TABLE public.old_tokens (key bigint PRIMARY KEY, name text NOT NULL, n bigint NOT NULL)")
 	malloryDSN, err := pgtest.AsRole(f.dsn, f.mallory)
 	if err != nil {
 		t.Fatal(err)
@@ -69,8 +75,43 @@ func TestHijackedStatements(t *testing.T) {
 			t.Errorf("tokens %v then %v, want increasing", l.Token(), l2.Token())
 		}
 		mustRelease(t, l2)
+		hijackedDelay(t, f.adm, connect)
 		if n, what := h.Hits(t); n != 0 {
 			t.Fatalf("search_path %q: the attacker's objects ran %d times: %q", path, n, what)
 		}
 	}
+}
+
+// hijackedDelay runs the lock-delay's statements on a session from
+// connect: Connect adding the columns to an older table, the marking bump,
+// a TryAcquire and an Acquire serving a delay after an unclean end (the
+// administrator adm terminates the holder's server session), the clear
+// after it, the clean Release.
+func hijackedDelay(t *testing.T, adm *pgconn.PgConn, connect func(...Option) (*Session, error)) {
+	t.Helper()
+	s, err := connect(WithTable("old_tokens"))
+	if err != nil {
+		t.Fatalf("Connect to an older table: %v", err)
+	}
+	m, err := New(s, "victim", WithLockDelay(300*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := mustAcquire(t, m)
+	if _, err := query(context.Background(), adm, "SELECT pg_catalog.pg_terminate_backend(pid) FROM pg_catalog.pg_locks "+
+		"WHERE locktype OPERATOR(pg_catalog.=) 'advisory' AND granted AND classid OPERATOR(pg_catalog.=) $1::pg_catalog.oid "+
+		"AND objid OPERATOR(pg_catalog.=) $2::pg_catalog.oid AND database OPERATOR(pg_catalog.=) "+
+		"(SELECT oid FROM pg_catalog.pg_database WHERE datname OPERATOR(pg_catalog.=) pg_catalog.current_database())",
+		strconv.FormatUint(uint64(m.key)>>32, 10), strconv.FormatUint(uint64(m.key)&0xffffffff, 10)); err != nil {
+		t.Fatal(err)
+	}
+	<-l.Context().Done()
+	if _, err := m.TryAcquire(context.Background()); !errors.Is(err, recipe.ErrLocked) {
+		t.Fatalf("TryAcquire on a pending lock-delay: %v", err)
+	}
+	l = mustAcquire(t, m)
+	if recipe.LockDelayServed(l) <= 0 {
+		t.Errorf("no delay served after the holder's session was terminated")
+	}
+	mustRelease(t, l)
 }

@@ -47,10 +47,11 @@ func Key(name string) int64 {
 // an independent contender on a connection of its own. It is safe for
 // concurrent use.
 type Mutex struct {
-	s    *Session
-	name string
-	key  int64
-	rep  *grant.Reporter // where its leases report their loss
+	s     *Session
+	name  string
+	key   int64
+	rep   *grant.Reporter // where its leases report their loss
+	delay time.Duration   // WithLockDelay's (delay.go)
 }
 
 var _ recipe.Lock = (*Mutex)(nil)
@@ -59,16 +60,30 @@ var _ recipe.Lock = (*Mutex)(nil)
 // not empty, valid UTF-8 (the tokens table stores it as text), no NUL byte
 // (which text cannot hold), at most MaxNameLen bytes; nothing else is
 // refused, and every byte counts ("/a" and "a" are two locks). Otherwise the
-// error is a *NameError (matching recipe.ErrInvalidPath). Nothing is sent
-// to the server.
-func New(s *Session, name string) (*Mutex, error) {
+// error is a *NameError (matching recipe.ErrInvalidPath). A bad option
+// gives an error matching recipe.ErrBadOption, WithLockDelay on a token
+// table without its columns one matching ErrTokenTable. Nothing is sent to
+// the server.
+func New(s *Session, name string, opts ...MutexOption) (*Mutex, error) {
 	if s == nil {
 		return nil, fmt.Errorf("%w: pglock.New: nil *Session", recipe.ErrBadOption)
 	}
 	if err := CheckName(name); err != nil {
 		return nil, err
 	}
-	return newMutex(s, name, Key(name)), nil
+	m := newMutex(s, name, Key(name))
+	for _, o := range opts {
+		if o != nil { // a nil option is skipped, as Connect's are
+			o(m)
+		}
+	}
+	if err := grant.CheckDelay("pglock.WithLockDelay", m.delay); err != nil {
+		return nil, err
+	}
+	if m.delay > 0 && s.delayErr != nil {
+		return nil, s.delayErr
+	}
+	return m, nil
 }
 
 func newMutex(s *Session, name string, key int64) *Mutex {
@@ -163,12 +178,8 @@ func (m *Mutex) take(ctx context.Context, wait bool) (_ recipe.Lease, err error)
 			s.limit.slots.release() // after hangUp (deferred below, so run first)
 		}
 	}()
-	conn, err := s.dial(actx)
+	conn, err := s.dialLock(actx)
 	if err != nil {
-		var pgErr *pgconn.PgError
-		if errors.As(err, &pgErr) && pgErr.Code == "53300" { // too_many_connections
-			err = fmt.Errorf("%w: %w", ErrConnLimit, err)
-		}
 		return nil, m.fail(actx, "", err)
 	}
 	locking := false
@@ -185,24 +196,48 @@ func (m *Mutex) take(ctx context.Context, wait bool) (_ recipe.Lease, err error)
 	}
 
 	sent := time.Now()
-	tok, first, err := m.bump(actx, conn)
+	b, err := m.bump(actx, conn)
 	if err != nil {
 		return nil, m.fail(actx, "token bump", err)
+	}
+	if m.delay > 0 && !b.pending {
+		defer func() {
+			if !granted {
+				m.unmark(conn, b.tok) // before the unlock (deferred above)
+			}
+		}()
+	}
+	if b.pending { // the previous holder ended uncleanly (delay.go)
+		if sent, err = m.serveDelay(actx, conn, wait, b); err != nil {
+			return nil, m.fail(actx, "", err)
+		}
 	}
 	if actx.Err() != nil {
 		return nil, context.Cause(actx) // gave up after the grant: hangUp frees it
 	}
-	if first != m.name {
+	if b.first != m.name {
 		s.log.Warn("pglock: two lock names share one advisory key; they exclude each other",
-			"lock", m.name, "other", first, "key", m.key)
+			"lock", m.name, "other", b.first, "key", m.key)
 	}
-	l := newLease(ctx, m, conn, tok)
+	l := newLease(ctx, m, conn, b.tok)
+	l.SetDelayServed(b.left)
 	if !s.life.Go(func() { l.monitor(sent) }) {
 		return nil, recipe.ErrSessionClosed
 	}
 	granted = true
-	s.log.Debug("pglock: granted", "lock", m.name, "token", tok)
+	s.log.Debug("pglock: granted", "lock", m.name, "token", b.tok)
 	return l, nil
+}
+
+// dialLock opens an acquisition's connection; a server out of connection
+// slots is ErrConnLimit.
+func (s *Session) dialLock(ctx context.Context) (*pgconn.PgConn, error) {
+	conn, err := s.dial(ctx)
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "53300" { // too_many_connections
+		err = fmt.Errorf("%w: %w", ErrConnLimit, err)
+	}
+	return conn, err
 }
 
 // lock takes the lock on conn: pg_try_advisory_lock, then, for Acquire of a
@@ -285,21 +320,30 @@ func unlockAll(conn *pgconn.PgConn) {
 // bump increments the lock's token counter on the holder's connection, in a
 // transaction of its own, and returns the new value and the name the key
 // was first used with. Only the holder bumps the counter, after its grant,
-// so counter order is grant order.
-func (m *Mutex) bump(ctx context.Context, conn *pgconn.PgConn) (fence.Token, string, error) {
-	rows, err := queryCancelled(ctx, conn,
-		"INSERT INTO "+m.s.table+" AS t (key, name, n) VALUES ($1::pg_catalog.int8, $2::pg_catalog.text, 1) "+
-			"ON CONFLICT (key) DO UPDATE SET n = t.n OPERATOR(pg_catalog.+) 1 RETURNING t.n, t.name",
-		strconv.FormatInt(m.key, 10), m.name)
+// so counter order is grant order. With a lock-delay it is markSQL, which
+// also says whether a delay is to be served; without, the statement is the
+// same as before the lock-delay existed.
+func (m *Mutex) bump(ctx context.Context, conn *pgconn.PgConn) (bumped, error) {
+	sql := "INSERT INTO " + m.s.table + " AS t (key, name, n) VALUES ($1::pg_catalog.int8, $2::pg_catalog.text, 1) " +
+		"ON CONFLICT (key) DO UPDATE SET n = t.n OPERATOR(pg_catalog.+) 1 RETURNING t.n, t.name"
+	args := []string{strconv.FormatInt(m.key, 10), m.name}
+	if m.delay > 0 {
+		sql, args = markSQL(m.s.table), append(args, strconv.FormatFloat(m.delay.Seconds(), 'f', -1, 64))
+	}
+	rows, err := queryCancelled(ctx, conn, sql, args...)
 	if err != nil {
-		return 0, "", err
+		return bumped{}, err
 	}
 	if len(rows) != 1 {
-		return 0, "", errors.New("pglock: token counter returned no row")
+		return bumped{}, errors.New("pglock: token counter returned no row")
 	}
 	n, err := strconv.ParseUint(string(rows[0][0]), 10, 64)
 	if err != nil || n == 0 {
-		return 0, "", fmt.Errorf("pglock: bad token counter value %q", rows[0][0])
+		return bumped{}, fmt.Errorf("pglock: bad token counter value %q", rows[0][0])
 	}
-	return fence.Token(n), string(rows[0][1]), nil
+	b := bumped{tok: fence.Token(n), first: string(rows[0][1])}
+	if m.delay > 0 {
+		err = b.parseSince(rows[0][2], m.delay)
+	}
+	return b, err
 }

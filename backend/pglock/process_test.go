@@ -18,7 +18,7 @@ import (
 // A child process of the test binary (see TestMain) that holds or waits for
 // a lock until it is killed.
 const (
-	childEnv     = "PGLOCK_TEST_CHILD" // "hold" or "wait"
+	childEnv     = "PGLOCK_TEST_CHILD" // "hold", "hold-delayed" (WithLockDelay(shortDelay)) or "wait"
 	childDSNEnv  = "PGLOCK_TEST_CHILD_DSN"
 	childLockEnv = "PGLOCK_TEST_CHILD_LOCK"
 )
@@ -33,7 +33,11 @@ func runChild(mode string) int {
 		fmt.Println("error", err)
 		return 1
 	}
-	m, err := New(s, os.Getenv(childLockEnv))
+	var opts []MutexOption
+	if mode == "hold-delayed" {
+		opts = append(opts, WithLockDelay(shortDelay))
+	}
+	m, err := New(s, os.Getenv(childLockEnv), opts...)
 	if err != nil {
 		fmt.Println("error", err)
 		return 1

@@ -29,6 +29,7 @@ type Session struct {
 	ping     time.Duration // the holder's ping interval
 	loss     time.Duration // the holder's loss deadline, from the send time of the last answered ping
 	table    string        // schema-qualified and quoted, once ConnectConfig has checked it
+	delayErr error         // New's error for WithLockDelay: the table lacks its columns (delay.go)
 	limit    *limiter      // WithMaxConns's bound and the waiters beyond it
 	maxConns int
 	log      *slog.Logger
@@ -214,7 +215,8 @@ func (s *Session) createTable(ctx context.Context, conn *pgconn.PgConn, table st
 	create := "CREATE TABLE IF NOT EXISTS " + table + " (\n" +
 		"  key  bigint          PRIMARY KEY, -- pglock.Key(name)\n" +
 		"  name pg_catalog.text NOT NULL,    -- the first lock name that used key\n" +
-		"  n    bigint NOT NULL CHECK (n OPERATOR(pg_catalog.>) 0) -- the last token granted\n)"
+		"  n    bigint NOT NULL CHECK (n OPERATOR(pg_catalog.>) 0), -- the last token granted\n" +
+		"  " + delayColumns + " -- WithLockDelay's (delay.go)\n)"
 	_, err := query(ctx, conn, create)
 	if err == nil {
 		return nil
@@ -233,9 +235,10 @@ func (s *Session) createTable(ctx context.Context, conn *pgconn.PgConn, table st
 // Close ends the session: Acquire calls in flight return
 // recipe.ErrSessionClosed, and every live lease's context ends with that
 // cause; their connections are closed without unlocking, which the server
-// takes as the end of their locks. Later calls on the session's locks
-// return recipe.ErrSessionClosed. Close returns when all of them have
-// finished; it is idempotent and returns nil.
+// takes as the end of their locks: an unclean end, after which a lock
+// with WithLockDelay serves its delay (Release first to avoid that). Later
+// calls on the session's locks return recipe.ErrSessionClosed. Close
+// returns when all of them have finished; it is idempotent and returns nil.
 func (s *Session) Close() error {
 	s.life.Close() // each lease's monitor ends its lease and hangs up
 	s.life.Wait()

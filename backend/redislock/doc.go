@@ -9,8 +9,8 @@
 //
 // # Recipe
 //
-// A lock named n has three keys, and a channel per waiter (prefix:
-// WithKeyPrefix):
+// A lock named n has three keys (four with WithLockDelay), and a channel
+// per waiter (prefix: WithKeyPrefix):
 //
 //   - n:holder, the lock: the holder's owner id (host, pid, 130 random bits;
 //     one per Acquire call), with a PX expiry of the TTL; while the lock is
@@ -19,6 +19,9 @@
 //     package never deletes;
 //   - n:queue, the waiters: a sorted set of owner ids in arrival order,
 //     which expires on its own once nobody waits;
+//   - n:delay, the lock-delay marker (WithLockDelay only): "held:" and
+//     the last holder's owner id, expiring the delay after n:holder, and
+//     deleted by a Release;
 //   - n:wake:<owner>, the pub/sub channel a waiter is woken on.
 //
 // Acquire is one script: SET n:holder owner PX ttl and INCR n:token, whose

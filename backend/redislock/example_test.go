@@ -51,3 +51,31 @@ func Example() {
 	// held
 	// recipe: lease released
 }
+
+// A lock-delay for a resource that cannot check fencing tokens: when a
+// holder ends without Release (crash, partition, Close), the next holder
+// starts only after its requests had the delay to drain. After a Release
+// the next one starts at once.
+func ExampleWithLockDelay() {
+	ctx := context.Background()
+	s, err := redislock.Connect(ctx, redistest.ExampleURL(), redislock.WithTTL(10*time.Second))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer s.Close()
+	m, err := redislock.New(s, "mailer", redislock.WithLockDelay(30*time.Second))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	lease, err := m.Acquire(ctx) // waits the rest of a delay if the last holder failed
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println("delay served:", recipe.LockDelayServed(lease))
+	lease.Release(ctx) // a clean end: the next holder serves no delay
+	// Output:
+	// delay served: 0s
+}

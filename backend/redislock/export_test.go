@@ -22,7 +22,7 @@ func RenewEvery(ttl time.Duration) time.Duration { return renewEvery(ttl) }
 // TryAs sends one acquire request for owner, as Acquire does on every
 // attempt (and again after a lost answer).
 func TryAs(ctx context.Context, m *Mutex, owner string) (recipe.Lease, time.Duration, error) {
-	l, pttl, err := m.try(ctx, owner, false)
+	l, pttl, _, err := m.try(ctx, owner, false, false)
 	if l == nil { // not a non-nil interface holding a nil *lease
 		return nil, pttl, err
 	}

@@ -126,13 +126,13 @@ func TestNoKeyCollisions(t *testing.T) {
 	srv := redistest.Start(t)
 	s := connect(t, srv, nil)
 	other := connect(t, srv, nil, redislock.WithKeyPrefix(srv.KeyPrefix()+"other:"))
-	names := []string{"a", "a:token", "a:holder", "a:queue", "a:released", "a:token:token"}
+	names := []string{"a", "a:token", "a:holder", "a:queue", "a:delay", "a:released", "a:token:token"}
 	seen := make(map[string]string)
 	var held []recipe.Lease
 	for _, n := range names {
 		for _, sess := range []*redislock.Session{s, other} {
-			m := mustNew(t, sess, n)
-			for _, k := range []string{m.Key(), m.TokenKey(), m.QueueKey()} {
+			m := mustNewDelayed(t, sess, n, time.Second)
+			for _, k := range []string{m.Key(), m.TokenKey(), m.QueueKey(), m.DelayKey()} {
 				if prev, dup := seen[k]; dup {
 					t.Errorf("key %q used by %s and %s", k, prev, n)
 				}

@@ -73,14 +73,14 @@ func (l *lease) Release(ctx context.Context) error {
 // was deleted but the waiters not told, or the script was refused and the
 // key expires within the TTL.
 func (l *lease) remove(ctx context.Context) (bool, error) {
-	err := l.m.deleteOwned(ctx, l.owner)
+	err := l.m.deleteOwned(ctx, l.owner, clean)
 	switch {
 	case err == nil:
 		return true, nil
 	case errors.Is(err, recipe.ErrNoPermission):
 		return true, &recipe.OpError{Op: "release", Path: l.m.key, Err: err}
 	}
-	l.m.cleanupLater(l.owner)
+	l.m.cleanupLater(l.owner, clean)
 	return false, &recipe.OpError{Op: "release", Path: l.m.key, Err: err}
 }
 
@@ -106,10 +106,11 @@ func (l *lease) end(cause error) bool {
 // (recipe.ErrSuspended) while its key may still be its own deletes the key
 // in the background, owner-checked, as soon as the server answers:
 // renewals the network held back may still reach the server and extend the
-// key, and nobody alive holds it.
+// key, and nobody alive holds it. The delete is an unclean end: a
+// lock-delay runs from it.
 func (l *lease) lose(cause error) {
 	if l.end(cause) && errors.Is(cause, recipe.ErrSuspended) {
-		l.m.cleanupLater(l.owner)
+		l.m.cleanupLater(l.owner, unclean)
 	}
 }
 
@@ -180,11 +181,13 @@ const (
 	renewed     renewal = 1
 )
 
-// renewAs sends the renewal script for owner once: 1 extended, 0 not
-// owner's, -1 run too late (not extended).
+// renewAs sends the renewal script for owner once: 1 extended (and the
+// lock-delay marker with it), 0 not owner's, -1 run too late (not
+// extended).
 func (m *Mutex) renewAs(ctx context.Context, owner string) (int64, error) {
 	ttl := m.s.ttl
-	n, err := renewScript.Run(ctx, m.s.cli, []string{m.key}, owner, ttl.Milliseconds(), (ttl - lossAfter(ttl)).Milliseconds()).Int64()
+	n, err := renewScript.Run(ctx, m.s.cli, []string{m.key, m.marker},
+		owner, ttl.Milliseconds(), (ttl - lossAfter(ttl)).Milliseconds(), m.markerTTL()).Int64()
 	if perr := m.s.permissionError(err, "the renewal script"); perr != nil {
 		err = perr
 	}

@@ -28,6 +28,8 @@ type Mutex struct {
 	counter string // the token counter: an integer, never expires, never deleted
 	queue   string // the waiters: a sorted set of owner ids, in arrival order
 	chbase  string // a waiter's channel is chbase followed by its owner id
+	marker  string // the lock-delay marker (delay.go)
+	delay   time.Duration
 	rep     *grant.Reporter
 }
 
@@ -39,10 +41,10 @@ var _ recipe.Lock = (*Mutex)(nil)
 // bytes, and the keys of two names never meet, as each ends with a suffix
 // of its own), and every byte counts ("/a" and "a" are two locks).
 // Errors: a *NameError (matching recipe.ErrInvalidPath) for another name;
-// recipe.ErrBadOption for a nil session; an error matching
-// recipe.ErrSessionClosed once Close has started. New sends nothing to the
-// server.
-func New(s *Session, name string) (*Mutex, error) {
+// recipe.ErrBadOption for a nil session or an invalid option (see
+// WithLockDelay); an error matching recipe.ErrSessionClosed once Close has
+// started. New sends nothing to the server.
+func New(s *Session, name string, opts ...MutexOption) (*Mutex, error) {
 	if s == nil {
 		return nil, fmt.Errorf("redislock: New: %w: nil session", recipe.ErrBadOption)
 	}
@@ -54,7 +56,17 @@ func New(s *Session, name string) (*Mutex, error) {
 	}
 	base := s.prefix + name
 	rep := &grant.Reporter{Log: s.log, Metrics: s.metrics, Backend: "redislock", Kind: kind, Dir: name}
-	return &Mutex{s: s, name: name, key: base + ":holder", counter: base + ":token", queue: base + ":queue", chbase: base + ":wake:", rep: rep}, nil
+	m := &Mutex{s: s, name: name, key: base + ":holder", counter: base + ":token", queue: base + ":queue",
+		chbase: base + ":wake:", marker: base + ":delay", rep: rep}
+	for _, o := range opts {
+		if o != nil {
+			o(m)
+		}
+	}
+	if err := grant.CheckDelay("redislock.WithLockDelay", m.delay); err != nil {
+		return nil, err
+	}
+	return m, nil
 }
 
 // CheckName returns the error New returns for name (a *NameError matching
@@ -149,8 +161,9 @@ func (m *Mutex) acquire(ctx context.Context, wait bool) (recipe.Lease, error) {
 	owner := newOwner()
 	var (
 		w       *waiter
-		unknown bool      // a request of this owner went unanswered, or queued it: the key or an entry may be ours
-		failing time.Time // start of the current run of connection errors
+		served  time.Duration // the lock-delay waited out so far
+		unknown bool          // a request of this owner went unanswered, or queued it: the key or an entry may be ours
+		failing time.Time     // start of the current run of connection errors
 		b       = loop.BackOff(50*time.Millisecond, time.Second)
 	)
 	defer func() { w.close() }()
@@ -162,15 +175,20 @@ func (m *Mutex) acquire(ctx context.Context, wait bool) (recipe.Lease, error) {
 	}
 	for {
 		queue := w.queued()
-		l, pttl, err := m.try(ctx, owner, queue)
+		l, pttl, rest, err := m.try(ctx, owner, queue, wait)
 		switch {
 		case err == nil && l != nil:
-			if ctx.Err() != nil { // the caller gave up while the grant was on its way
-				l.end(recipe.ErrReleased)
+			if err := handOut(ctx, l, served); err != nil {
 				unknown = true
-				return giveUp(context.Cause(ctx))
+				return giveUp(err)
 			}
 			return l, nil
+		case err == nil && rest > 0: // reserved for owner once the lock-delay is over: giving up hands it on
+			unknown, failing = true, time.Time{}
+			if err := m.serveDelay(ctx, rest, &served); err != nil {
+				return giveUp(err)
+			}
+			continue
 		case err == nil:
 			failing = time.Time{}
 			b.Reset()
@@ -201,55 +219,78 @@ func (m *Mutex) acquire(ctx context.Context, wait bool) (recipe.Lease, error) {
 			}
 			continue
 		}
-		if w == nil {
-			if w, err = m.subscribe(ctx, owner); err != nil {
-				return giveUp(err)
-			}
-			continue // try again at once, joining the queue
-		}
-		if err := w.wait(ctx, m.recheckAfter(pttl)); err != nil {
+		if err := m.awaitTurn(ctx, &w, owner, pttl); err != nil {
 			return giveUp(err)
 		}
 	}
 }
 
+// handOut readies the grant l for the caller, who served a lock-delay of
+// served for it; or, if the caller gave up while the grant was on its
+// way, ends l and returns ctx's cause (the caller then deletes its key).
+func handOut(ctx context.Context, l *lease, served time.Duration) error {
+	if ctx.Err() != nil {
+		l.end(recipe.ErrReleased)
+		return context.Cause(ctx)
+	}
+	l.SetDelayServed(served)
+	return nil
+}
+
+// awaitTurn is what a waiting Acquire does after a try that found the lock
+// taken: the first time, subscribe (and return at once: the next try joins
+// the queue); later, wait for a wake-up or the re-check after pttl.
+func (m *Mutex) awaitTurn(ctx context.Context, w **waiter, owner string, pttl time.Duration) error {
+	if *w == nil {
+		var err error
+		*w, err = m.subscribe(ctx, owner)
+		return err
+	}
+	return (*w).wait(ctx, m.recheckAfter(pttl))
+}
+
 // try sends the acquire script once for owner, joining the queue if
-// enqueue. It returns the lease, or the lock key's remaining time if
-// someone else holds it (or it is handed to someone else), or an error
-// after which the key may or may not be owner's.
-func (m *Mutex) try(ctx context.Context, owner string, enqueue bool) (*lease, time.Duration, error) {
+// enqueue. It returns the lease; or the lock key's remaining time if
+// someone else holds it (or it is handed to someone else, or, for a call
+// that does not wait, a lock-delay is due); or, for a call that waits, the
+// rest of a lock-delay after which the lock, reserved for owner meanwhile,
+// is owner's to take; or an error after which the key may or may not be
+// owner's.
+func (m *Mutex) try(ctx context.Context, owner string, enqueue, wait bool) (l *lease, pttl, rest time.Duration, err error) {
 	s := m.s
 	actx, cancel := context.WithTimeout(ctx, opTimeout(s.ttl))
 	defer cancel()
 	sent := time.Now()
-	res, err := acquireScript.Run(actx, s.cli, []string{m.key, m.counter, m.queue},
-		owner, s.ttl.Milliseconds(), flag(enqueue), m.chbase).Slice()
+	res, err := acquireScript.Run(actx, s.cli, []string{m.key, m.counter, m.queue, m.marker},
+		owner, s.ttl.Milliseconds(), flag(enqueue), m.chbase, m.delayMs(), flag(wait)).Slice()
 	code, n, msg := answer(res)
 	switch {
 	case err != nil:
 		if perr := s.permissionError(err, "the acquire script"); perr != nil {
 			err = perr
 		}
-		return nil, 0, &recipe.OpError{Op: "acquire", Path: m.key, Err: classify(ctx, err)}
+		return nil, 0, 0, &recipe.OpError{Op: "acquire", Path: m.key, Err: classify(ctx, err)}
 	case code == -1:
-		return nil, 0, &recipe.OpError{Op: "acquire", Path: m.key, Err: &PermissionError{Right: s.rightOf(msg, "PUBLISH"), Err: errors.New(msg)}}
+		return nil, 0, 0, &recipe.OpError{Op: "acquire", Path: m.key, Err: &PermissionError{Right: s.rightOf(msg, "PUBLISH"), Err: errors.New(msg)}}
 	case code == 0 && len(res) == 2:
-		return nil, time.Duration(n) * time.Millisecond, nil
+		return nil, time.Duration(n) * time.Millisecond, 0, nil
+	case code == 2 && n > 0:
+		return nil, 0, time.Duration(n) * time.Millisecond, nil
 	case code != 1 || n < 1:
-		return nil, 0, &recipe.OpError{Op: "acquire", Path: m.key, Err: fmt.Errorf("unexpected answer %v (is the token counter %s intact?)", res, m.counter)}
+		return nil, 0, 0, &recipe.OpError{Op: "acquire", Path: m.key, Err: fmt.Errorf("unexpected answer %v (is the token counter %s intact?)", res, m.counter)}
 	}
 	if time.Since(sent) >= lossAfter(s.ttl) {
 		// The answer came too late to leave any lease time: ownership is
 		// already in doubt. Count it as a failure: the caller asks again
 		// with the same owner (a timely answer gives a lease) or deletes
 		// the key when it gives up.
-		return nil, 0, &recipe.OpError{Op: "acquire", Path: m.key, Err: fmt.Errorf("the answer took %v, more than the lease's %v", time.Since(sent), lossAfter(s.ttl))}
+		return nil, 0, 0, &recipe.OpError{Op: "acquire", Path: m.key, Err: fmt.Errorf("the answer took %v, more than the lease's %v", time.Since(sent), lossAfter(s.ttl))}
 	}
-	l := newLease(ctx, m, owner, fence.Token(n))
+	l = newLease(ctx, m, owner, fence.Token(n))
 	if err := s.register(l, sent); err != nil {
-		return nil, 0, err
+		return nil, 0, 0, err
 	}
-	return l, 0, nil
+	return l, 0, 0, nil
 }
 
 // flag is a script's boolean argument.

@@ -77,7 +77,8 @@ func WithTTL(d time.Duration) Option {
 
 // WithKeyPrefix sets the prefix of the session's key names (default
 // DefaultKeyPrefix): lock name n uses the keys prefix+n+":holder",
-// prefix+n+":token" and prefix+n+":queue", and its waiters the channels
+// prefix+n+":token", prefix+n+":queue" and, with WithLockDelay,
+// prefix+n+":delay", and its waiters the channels
 // prefix+n+":wake:"+owner. Sessions agree on a lock when prefix+name is the
 // same; use distinct prefixes for distinct applications on one server (and
 // an ACL user's ~prefix* and &prefix* rights). The empty prefix is allowed.

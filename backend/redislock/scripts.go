@@ -16,6 +16,13 @@ import "github.com/redis/go-redis/v9"
 //
 // A waiter is woken on a channel of its own, ARGV chbase followed by its
 // owner, which it subscribes to before it enters the queue.
+//
+// The lock-delay marker (delay.go) is one more key of the lock: "held:"
+// and the owner of a grant made with a lock-delay, expiring the delay
+// after the lock key (both expiries are set in the same script). Every
+// part of the scripts that touches it runs only when the caller's lock has
+// the option (a delay argument above 0): a lock without it sends the same
+// commands as before the marker existed.
 
 // handoffLua frees the lock at KEYS[1] for the head of the queue KEYS[3]:
 // it pops owners in arrival order and PUBLISHes "turn" to each one's
@@ -63,17 +70,55 @@ var (
 	// ARGV[1] is an earlier attempt of this very Acquire whose answer was
 	// lost: its expiry is set again and its token returned (the counter has
 	// not moved since: it moves only with a new grant).
+	//
+	// Lock-delay (ARGV[5] ms above 0; KEYS[4] the marker): a grant writes
+	// the marker "held:" owner, expiring ARGV[5] after the lock key. A
+	// grant due while a marker lives (its holder ended without a Release)
+	// is not made: the lock key becomes "next:" owner for the marker's
+	// PTTL plus ARGV[2] (nobody else can take it) and {2, the marker's
+	// PTTL} is returned, the rest of the delay on the server's clock, which
+	// the caller waits out before it asks again; a TryAcquire (ARGV[6]
+	// "0") gets {0, the marker's PTTL} and changes nothing. A marker
+	// without an expiry or longer than ARGV[2] + ARGV[5] (not written by
+	// this package) is cut to that.
 	acquireScript = redis.NewScript(handoffLua + `
-local holder, token, queue = KEYS[1], KEYS[2], KEYS[3]
+local holder, token, queue, marker = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local owner, ttl, chbase = ARGV[1], ARGV[2], ARGV[4]
+local delay, waits = tonumber(ARGV[5]), ARGV[6] == '1'
+local function delayLeft()
+  if delay == 0 then
+    return 0
+  end
+  local left, cap = redis.call('PTTL', marker), tonumber(ttl) + delay
+  if left == -1 or left > cap then
+    redis.call('PEXPIRE', marker, cap)
+    left = cap
+  end
+  return math.max(left, 0)
+end
 local function grant()
+  local left = delayLeft()
+  if left > 0 then
+    if not waits then
+      return {0, left}
+    end
+    redis.call('SET', holder, 'next:' .. owner, 'PX', left + tonumber(ttl))
+    redis.call('ZREM', queue, owner)
+    return {2, left}
+  end
   redis.call('SET', holder, owner, 'PX', ttl)
   redis.call('ZREM', queue, owner)
+  if delay > 0 then
+    redis.call('SET', marker, 'held:' .. owner, 'PX', tonumber(ttl) + delay)
+  end
   return {1, redis.call('INCR', token)}
 end
 local v = redis.call('GET', holder)
 if v == owner then
   redis.call('PEXPIRE', holder, ttl)
+  if delay > 0 then
+    redis.call('SET', marker, 'held:' .. owner, 'PX', tonumber(ttl) + delay)
+  end
   return {1, tonumber(redis.call('GET', token))}
 end
 if v == 'next:' .. owner then
@@ -111,7 +156,10 @@ return {0, redis.call('PTTL', holder)}
 	// more than lossAfter has passed since the previous grant or renewal
 	// ran, so on the server's clock this renewal runs after its lease's
 	// deadline (which counts from the earlier send): a renewal the network
-	// held back must not give a lease that has ended another TTL.
+	// held back must not give a lease that has ended another TTL. With a
+	// lock-delay (ARGV[4] ms above 0), an extension also sets the marker
+	// KEYS[2] to "held:" ARGV[1] expiring ARGV[4] ms from now (written
+	// again, not only extended: a marker someone deleted comes back).
 	renewScript = redis.NewScript(`
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then
   return 0
@@ -119,7 +167,11 @@ end
 if redis.call('PTTL', KEYS[1]) < tonumber(ARGV[3]) then
   return -1
 end
-return redis.call('PEXPIRE', KEYS[1], ARGV[2])
+local r = redis.call('PEXPIRE', KEYS[1], ARGV[2])
+if tonumber(ARGV[4]) > 0 then
+  redis.call('SET', KEYS[2], 'held:' .. ARGV[1], 'PX', ARGV[4])
+end
+return r
 `)
 
 	// releaseScript takes ARGV[1] out of the queue (a waiter that leaves)
@@ -128,11 +180,24 @@ return redis.call('PEXPIRE', KEYS[1], ARGV[2])
 	// or deletes it: {1}. {0}: nothing of ARGV[1]'s to free. {2, the
 	// server's error}: the key was deleted but the waiters could not be
 	// told (the ACL refused the PUBLISH).
+	//
+	// Lock-delay: when ARGV[1] held the lock (not a hand-off to it) and
+	// the marker KEYS[3] names it, ARGV[4] says how the grant ended:
+	// "clean" deletes the marker (no delay for the next holder), a number
+	// of ms (above 0) makes the marker expire that long from now (the delay
+	// runs from this delete), "0" (a lock without the option) leaves it.
 	releaseScript = redis.NewScript(handoffLua + `
 local v = redis.call('GET', KEYS[1])
 redis.call('ZREM', KEYS[2], ARGV[1])
 if v ~= ARGV[1] and v ~= 'next:' .. ARGV[1] then
   return {0}
+end
+if v == ARGV[1] and ARGV[4] ~= '0' and redis.call('GET', KEYS[3]) == 'held:' .. ARGV[1] then
+  if ARGV[4] == 'clean' then
+    redis.call('DEL', KEYS[3])
+  else
+    redis.call('PEXPIRE', KEYS[3], ARGV[4])
+  end
 end
 local r = handoff(KEYS[1], KEYS[2], ARGV[2], ARGV[3])
 if type(r) == 'table' then

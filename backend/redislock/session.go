@@ -261,7 +261,9 @@ func (s *Session) TTL() time.Duration { return s.ttl }
 // Close ends the session: waiting Acquire calls return
 // recipe.ErrSessionClosed, every lease still live ends with that cause and
 // its key is deleted (owner-checked, retried on connection loss up to the
-// TTL, after which the key has expired anyway), and Close waits for the
+// TTL, after which the key has expired anyway; with WithLockDelay this is
+// an unclean end: the next holder serves the delay from the delete), and
+// Close waits for the
 // session's background work (renewals, cleanups) to end before it closes a
 // client it owns. Later calls on the session, its locks or its leases
 // return errors matching recipe.ErrSessionClosed (a lease's Release:
@@ -282,7 +284,7 @@ func (s *Session) Close() error {
 	for _, l := range live {
 		if l.end(recipe.ErrSessionClosed) {
 			wg.Go(func() {
-				if err := l.m.deleteOwned(context.Background(), l.owner); err != nil {
+				if err := l.m.deleteOwned(context.Background(), l.owner, unclean); err != nil {
 					s.log.Warn("redislock: Close could not delete a held lock; it expires within the TTL", "key", l.m.key, "err", err)
 				}
 			})

@@ -90,13 +90,14 @@ func (m *Mutex) recheckAfter(pttl time.Duration) time.Duration {
 }
 
 // deleteOwned sends the release script for owner (out of the queue; the
-// lock, if owner's, handed to the next waiter or deleted): the first
+// lock, if owner's, handed to the next waiter or deleted, its grant ending
+// as e for the lock-delay marker): the first
 // attempt even if ctx is done, then retries on connection errors until ctx
 // ends or the TTL has passed (the key, if it was owner's, has expired by
 // then). Nil means nothing of owner's is left. A *PermissionError (logged
 // at ERROR) means the server's ACL refused the script, or refused to wake
 // the waiters after the key was deleted; it is not retried.
-func (m *Mutex) deleteOwned(ctx context.Context, owner string) error {
+func (m *Mutex) deleteOwned(ctx context.Context, owner string, e ending) error {
 	s := m.s
 	limit := time.Now().Add(s.ttl)
 	b := loop.BackOff(50*time.Millisecond, time.Second)
@@ -104,7 +105,8 @@ func (m *Mutex) deleteOwned(ctx context.Context, owner string) error {
 	defer cancel()
 	for {
 		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), min(time.Until(limit), opTimeout(s.ttl)))
-		res, err := releaseScript.Run(actx, s.cli, []string{m.key, m.queue}, owner, m.chbase, s.ttl.Milliseconds()).Slice()
+		res, err := releaseScript.Run(actx, s.cli, []string{m.key, m.queue, m.marker},
+			owner, m.chbase, s.ttl.Milliseconds(), m.markerArg(e)).Slice()
 		cancel()
 		code, _, msg := answer(res)
 		var perr error
@@ -135,29 +137,31 @@ func (m *Mutex) deleteOwned(ctx context.Context, owner string) error {
 }
 
 // discard deletes owner's key and queue entry, if any, for an Acquire that
-// failed after a request whose outcome it does not know or that queued it:
-// one attempt now, whatever the caller's context has become, bounded by
+// failed after a request whose outcome it does not know or that queued it
+// (a grant it may have got was never handed out: a clean end for the
+// lock-delay; a reservation it had while serving one is handed on and the
+// marker left as it is): one attempt now, whatever the caller's context has become, bounded by
 // opTimeout; the background retries what that could not confirm.
 // unreachable (the last requests met connection errors) skips the attempt:
 // the background retries at once.
 func (m *Mutex) discard(owner string, unreachable bool) {
 	if !unreachable {
 		ctx, cancel := context.WithTimeout(context.Background(), opTimeout(m.s.ttl))
-		err := m.deleteOwned(ctx, owner)
+		err := m.deleteOwned(ctx, owner, clean)
 		cancel()
 		if err == nil || errors.Is(err, recipe.ErrNoPermission) {
 			return
 		}
 	}
-	m.cleanupLater(owner)
+	m.cleanupLater(owner, clean)
 }
 
 // cleanupLater deletes owner's key and queue entry (if owner's) in the
-// background.
-func (m *Mutex) cleanupLater(owner string) {
+// background, ending its grant as e.
+func (m *Mutex) cleanupLater(owner string, e ending) {
 	s := m.s
 	s.life.Go(func() { // not after Close started: the key, if any, expires within the TTL
-		if err := m.deleteOwned(s.bg, owner); err != nil && !errors.Is(err, recipe.ErrNoPermission) {
+		if err := m.deleteOwned(s.bg, owner, e); err != nil && !errors.Is(err, recipe.ErrNoPermission) {
 			s.log.Warn("redislock: cleanup failed; the key expires within the TTL", "key", m.key, "owner", owner, "err", err)
 		}
 	})

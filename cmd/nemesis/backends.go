@@ -32,10 +32,11 @@ type backend struct {
 }
 
 // order is the order in which -backend all runs the backends.
-var order = []string{"zk", "etcd", "pg", "redis"}
+var order = []string{"zk", "etcd", "pg", "redis", "k8s"}
 
 // backends is the registry, from -backend's name to its entry; others.go
-// adds etcd, PostgreSQL and Redis, whose targets come from their modules.
+// adds etcd, PostgreSQL, Redis and Kubernetes, whose targets come from
+// their modules.
 var backends = map[string]backend{
 	"zk": {launch: launchZK, recipes: zkRecipes(), defaults: "mutex,rwlock,semaphore,election,latch"},
 }
@@ -80,7 +81,7 @@ func chosen(name string) ([]string, error) {
 			return nil, fmt.Errorf("backend %q is not wired into this build yet (wired: %s)", name, strings.Join(names(), ", "))
 		}
 	}
-	return nil, fmt.Errorf("unknown backend %q (zk, etcd, pg, redis or all)", name)
+	return nil, fmt.Errorf("unknown backend %q (zk, etcd, pg, redis, k8s or all)", name)
 }
 
 // launchZK starts an ensemble of -ensemble servers through zktest.

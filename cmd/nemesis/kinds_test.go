@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/zkrecipes/zkrecipes/backend/etcdlock/etcdtest/etcdnem"
+	"github.com/zkrecipes/zkrecipes/backend/k8slease/k8snem"
 	"github.com/zkrecipes/zkrecipes/backend/pglock/pgnemesis"
 	"github.com/zkrecipes/zkrecipes/backend/redislock/redisnemesis"
 	"github.com/zkrecipes/zkrecipes/zktest/nemesis"
@@ -16,7 +17,8 @@ import (
 // history of that backend may hold) are its Target's, no more, no fewer.
 // Faults needs no server: it is asked of an unlaunched Target.
 func TestBackendFaults(t *testing.T) {
-	targets := map[string]nemesis.Target{"etcd": new(etcdnem.Target), "pg": new(pgnemesis.Target), "redis": new(redisnemesis.Target)}
+	targets := map[string]nemesis.Target{"etcd": new(etcdnem.Target), "pg": new(pgnemesis.Target), "redis": new(redisnemesis.Target),
+		"k8s": new(k8snem.Target)}
 	for name, tgt := range targets {
 		listed, ok := nemesis.BackendFaults(name)
 		if !ok {

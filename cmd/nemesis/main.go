@@ -1,6 +1,6 @@
 // Command nemesis is the long run of the fault-injection suite (package
 // zktest/nemesis) on one backend or on all of them (-backend zk, etcd, pg,
-// redis or all; zk by default): it starts the backend's servers (for
+// redis, k8s or all; zk by default): it starts the backend's servers (for
 // ZooKeeper a 3-server ensemble through zktest) and runs its recipes in
 // turn (ZooKeeper: mutex, read-write lock, semaphore of two permits,
 // election, leader latch; every backend: mutex, its Lock, and leader,
@@ -164,7 +164,7 @@ type options struct {
 // and returns them with the backends to run (none with -render, which
 // runs nothing).
 func parseFlags() (o options, chosenBackends []string) {
-	flag.StringVar(&o.backend, "backend", "zk", "the backend to put under the nemesis: zk, etcd, pg, redis, or all (one after the other, each for -duration)")
+	flag.StringVar(&o.backend, "backend", "zk", "the backend to put under the nemesis: zk, etcd, pg, redis, k8s, or all (one after the other, each for -duration)")
 	flag.DurationVar(&o.total, "duration", 10*time.Minute, "total time per backend: new runs start until it has passed (the last one then finishes its fault phase, heal and checks)")
 	flag.Uint64Var(&o.seed, "seed", 1, "seed of the first run (run i uses seed+i)")
 	flag.DurationVar(&o.runFor, "run", 60*time.Second, "fault phase of each run (default 60s, or -duration if that is shorter)")

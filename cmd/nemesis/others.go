@@ -9,18 +9,21 @@ import (
 
 	"github.com/zkrecipes/zkrecipes/backend/etcdlock/etcdtest"
 	"github.com/zkrecipes/zkrecipes/backend/etcdlock/etcdtest/etcdnem"
+	"github.com/zkrecipes/zkrecipes/backend/k8slease/k8snem"
+	"github.com/zkrecipes/zkrecipes/backend/k8slease/k8stest"
 	"github.com/zkrecipes/zkrecipes/backend/pglock/pgnemesis"
 	"github.com/zkrecipes/zkrecipes/backend/redislock/redisnemesis"
 	"github.com/zkrecipes/zkrecipes/internal/pgtest"
 )
 
-// The etcd, PostgreSQL and Redis entries of the registry: each launches
+// The etcd, PostgreSQL, Redis and Kubernetes entries of the registry: each launches
 // its servers through its module's test harness and runs the
 // backend-neutral recipes (the Lock and leader.Run over it).
 func init() {
 	backends["etcd"] = backend{launch: launchEtcd, recipes: neutral(), defaults: "mutex,leader"}
 	backends["pg"] = backend{launch: launchPG, recipes: neutral(), defaults: "mutex,leader"}
 	backends["redis"] = backend{launch: launchRedis, recipes: neutral(), defaults: "mutex,leader"}
+	backends["k8s"] = backend{launch: launchK8s, recipes: neutral(), defaults: "mutex,leader"}
 }
 
 // launchEtcd starts a 3-member cluster (every member behind proxies the
@@ -67,4 +70,19 @@ func launchRedis(ctx context.Context, _ options) (*launched, error) {
 		return nil, err
 	}
 	return &launched{target: t, about: fmt.Sprintf("1 Redis server %s (appendonly yes, appendfsync always), %v TTL", t.Addr(), redisnemesis.DefaultTTL), close: stop}, nil
+}
+
+// launchK8s starts a local Kubernetes API server over its own etcd (the
+// nemesis kills and freezes both; never K8S_TEST_KUBECONFIG's cluster)
+// with k8snem's lease duration.
+func launchK8s(ctx context.Context, _ options) (*launched, error) {
+	lctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	t, stop, err := k8snem.Launch(lctx, 0)
+	if err != nil {
+		return nil, err
+	}
+	return &launched{target: t,
+		about: fmt.Sprintf("1 kube-apiserver %s over 1 etcd member, %v lease duration, namespace %s", k8stest.Version, k8snem.DefaultLeaseDuration, t.Namespace()),
+		close: stop}, nil
 }

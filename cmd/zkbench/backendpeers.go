@@ -19,17 +19,19 @@ import (
 )
 
 // The peers of the library's other backends: etcd, PostgreSQL advisory
-// locks and Redis (packages etcdlock, pglock, redislock), driven through
-// recipe.Lock as ours is, each on a server started by its test harness
-// with Launch (or the one named by ETCD_TEST_ENDPOINTS, PG_TEST_DSN,
-// REDIS_TEST_ADDR).
+// locks, Redis and Kubernetes Leases (packages etcdlock, pglock,
+// redislock, k8slease), driven through recipe.Lock as ours is, each on a
+// server started by its test harness with Launch (or the one named by
+// ETCD_TEST_ENDPOINTS, PG_TEST_DSN, REDIS_TEST_ADDR, K8S_TEST_KUBECONFIG).
 // They run the uncontended and contended workloads only: the waiters
 // workloads wait until ZooKeeper lists every queued node. No packet
 // counts either (mntr is ZooKeeper's), no server CPU, and no -latency:
 // they connect directly, on loopback.
 
 // isBackendPeer reports whether name is one of the other backends' peers.
-func isBackendPeer(name string) bool { return name == "etcd" || name == "pg" || name == "redis" }
+func isBackendPeer(name string) bool {
+	return name == "etcd" || name == "pg" || name == "redis" || name == "k8s"
+}
 
 // startBackendPeer starts the server of the backend peer name and returns
 // the peer, whose locks live under root (etcd's key prefix; the others
@@ -90,6 +92,11 @@ func startBackendPeer(ctx context.Context, name, root string) (*goPeer, func(), 
 			return lockClient{mk: func(p string) (recipe.Lock, error) { return redislock.New(s, p) }, end: func() { s.Close() }}, nil
 		}
 		stop = func() { srv.Close() }
+	case "k8s":
+		var err error
+		if connect, stop, err = startK8s(ctx, discard); err != nil {
+			return nil, nil, err
+		}
 	default:
 		return nil, nil, fmt.Errorf("no backend peer %q", name)
 	}

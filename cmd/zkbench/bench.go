@@ -143,7 +143,7 @@ func (b *bench) startPeers(ctx context.Context, zkAddrs []string, spread bool, m
 				continue
 			}
 			b.peers = append(b.peers, p)
-		case "etcd", "pg", "redis":
+		case "etcd", "pg", "redis", "k8s":
 			logf("starting the %s server (its test harness)", name)
 			p, stop, err := startBackendPeer(ctx, name, b.root)
 			if err != nil {

@@ -14,7 +14,8 @@
 //
 //   - etcd: backend/etcdlock;
 //   - pg: backend/pglock (PostgreSQL advisory locks);
-//   - redis: backend/redislock (one Redis server).
+//   - redis: backend/redislock (one Redis server);
+//   - k8s: backend/k8slease (one kube-apiserver over one etcd member).
 //
 // Workloads: uncontended (1 client, acquire+release in a loop), contended
 // (8 and 32 clients on separate sessions, each acquire → tiny critical
@@ -57,7 +58,7 @@
 //
 // Usage:
 //
-//	go run ./cmd/zkbench [-peers zk,ours,curator,kazoo,etcd,pg,redis] [-rounds 3] [-duration 2s]
+//	go run ./cmd/zkbench [-peers zk,ours,curator,kazoo,etcd,pg,redis,k8s] [-rounds 3] [-duration 2s]
 //	    [-clients 8,32] [-waiters 2,10,100,1000] [-handoffs 200] [-latency 0] [-json out.jsonl] [-out DIR]
 //	go run ./cmd/zkbench -charts out.jsonl -out DIR
 package main
@@ -116,7 +117,7 @@ func main() {
 	var o options
 	var peers, clients, waiters, modes string
 	flag.StringVar(&o.servers, "servers", os.Getenv("ZK_SERVERS"), "ZooKeeper host:port,... without chroot (default $ZK_SERVERS; empty: start a local server)")
-	flag.StringVar(&peers, "peers", "zk,ours,curator,kazoo", "peers to measure, in round-1 order: zk, ours, curator, kazoo; etcd, pg, redis (the other backends)")
+	flag.StringVar(&peers, "peers", "zk,ours,curator,kazoo", "peers to measure, in round-1 order: zk, ours, curator, kazoo; etcd, pg, redis, k8s (the other backends)")
 	flag.IntVar(&o.rounds, "rounds", 3, "rounds (peer order rotated by one per round); the table shows medians")
 	flag.DurationVar(&o.duration, "duration", 2*time.Second, "measured time of each uncontended and contended run; × 10: the wall-time cap of each waiters run")
 	flag.DurationVar(&o.warmup, "warmup", 3*time.Second, "warm-up time per peer before the rounds (not recorded)")
@@ -129,7 +130,7 @@ func main() {
 	charts := flag.String("charts", "", "measure nothing: draw the charts of the medians in this JSON lines file into -out")
 	flag.StringVar(&o.python, "python", defaultPython(), "Python interpreter with kazoo, for the kazoo peer")
 	flag.StringVar(&o.spread, "spread", "auto", "spread client source addresses over 127.0.1.x (to stay under maxClientCnxns per address): auto (when the server is on loopback), true, false")
-	flag.DurationVar(&o.latency, "latency", 0, "added latency in each direction between every ZooKeeper peer's clients and the server (a proxy in a process of its own); 0: direct. The etcd, pg, redis peers always connect directly")
+	flag.DurationVar(&o.latency, "latency", 0, "added latency in each direction between every ZooKeeper peer's clients and the server (a proxy in a process of its own); 0: direct. The etcd, pg, redis, k8s peers always connect directly")
 	flag.Parse()
 	o.peers = splitList(peers)
 	o.modes = splitList(modes)
@@ -164,7 +165,7 @@ func main() {
 }
 
 // knownPeers are the peers zkbench can measure.
-var knownPeers = []string{"zk", "ours", "curator", "kazoo", "etcd", "pg", "redis"}
+var knownPeers = []string{"zk", "ours", "curator", "kazoo", "etcd", "pg", "redis", "k8s"}
 
 // maxLatency bounds -latency: every client asks for a 10 s session, and a
 // round trip of more than 2 s leaves it no time to ping.
@@ -379,7 +380,7 @@ func linkLine(latency time.Duration, peers []peer) string {
 	}
 	s := fmt.Sprintf("link: ZooKeeper peers through a proxy adding %v each way (-latency %v)", latency, latency)
 	if backends {
-		s += "; etcd, pg, redis rows: direct, loopback"
+		s += "; etcd, pg, redis, k8s rows: direct, loopback"
 	}
 	return s
 }

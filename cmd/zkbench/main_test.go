@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/zkrecipes/zkrecipes/backend/k8slease/k8stest"
 	"github.com/zkrecipes/zkrecipes/zktest"
 )
 
@@ -20,7 +21,7 @@ func TestMain(m *testing.M) {
 	if spec, ok := os.LookupEnv(proxyEnv); ok {
 		os.Exit(runProxy(spec))
 	}
-	zktest.Main(m)
+	zktest.MainThen(m, k8stest.StopShared) // klog's flush goroutine, which client-go starts
 }
 
 // TestGoPeers runs every workload kind, briefly, for both in-process peers
@@ -68,7 +69,7 @@ func TestGoPeers(t *testing.T) {
 func TestBackendPeers(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	for _, name := range []string{"etcd", "pg", "redis"} {
+	for _, name := range []string{"etcd", "pg", "redis", "k8s"} {
 		p, stop, err := startBackendPeer(ctx, name, "/zkbench-test")
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
@@ -285,7 +286,7 @@ func TestPhaseAndTable(t *testing.T) {
 	var out strings.Builder
 	printTable(&out, meds, options{rounds: 1, latency: time.Millisecond, handoffs: 200}, peers)
 	for _, want := range []string{
-		"link: ZooKeeper peers through a proxy adding 1ms each way (-latency 1ms); etcd, pg, redis rows: direct, loopback",
+		"link: ZooKeeper peers through a proxy adding 1ms each way (-latency 1ms); etcd, pg, redis, k8s rows: direct, loopback",
 		"cli µs/acq  srv µs/acq", "6.0              -         123         457", "7.0              -         150           -",
 		"-              -          80           -       -", "-     100", "-     37*",
 		"cycles (waiters): hand-offs = W × cycles, ceil(200 / W) asked; * stopped at the wall-time cap (-duration × 10)",

@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/zkrecipes/zkrecipes/backend/etcdlock"
+	"github.com/zkrecipes/zkrecipes/backend/k8slease"
 	"github.com/zkrecipes/zkrecipes/backend/pglock"
 	"github.com/zkrecipes/zkrecipes/backend/redislock"
 	"github.com/zkrecipes/zkrecipes/internal/userinfo"
@@ -51,8 +52,10 @@ func backendOf(servers string) (backend, error) {
 		return pgBackend, nil
 	case "redis", "rediss":
 		return redisBackend, nil
+	case "k8s":
+		return k8sBackend, checkK8sServers(s)
 	}
-	return "", fmt.Errorf("--servers %q: unknown scheme %q: want etcd://, etcds://, postgres://, redis://, rediss://, or a ZooKeeper host:port list without a scheme",
+	return "", fmt.Errorf("--servers %q: unknown scheme %q: want etcd://, etcds://, postgres://, redis://, rediss://, k8s://, or a ZooKeeper host:port list without a scheme",
 		redact(servers), s[:i])
 }
 
@@ -72,9 +75,12 @@ var zkOnlyFlags = []struct{ name, why string }{
 // checkBackendFlags refuses, as a usage error naming the flag and the
 // backend, a flag given on the command line that means nothing for b.
 func checkBackendFlags(fs *flag.FlagSet, b backend) error {
+	if err := checkK8sFlags(fs, b); err != nil {
+		return err
+	}
 	if b == zkBackend {
 		if flagSet(fs, "ttl") {
-			return errors.New("--ttl means nothing for ZooKeeper: it is the lease's bound on etcd, PostgreSQL and Redis; ZooKeeper's is --session-timeout")
+			return errors.New("--ttl means nothing for ZooKeeper: it is the lease's bound on etcd, PostgreSQL, Redis and Kubernetes; ZooKeeper's is --session-timeout")
 		}
 		return nil
 	}
@@ -92,7 +98,7 @@ func zkOnly(stderr io.Writer, fs *flag.FlagSet, c *common) int {
 	if c.backend == zkBackend {
 		return -1
 	}
-	return usageError(stderr, fs, "%s works with ZooKeeper only, and --servers names %s (%s); lock takes etcd://, postgres:// and redis:// too",
+	return usageError(stderr, fs, "%s works with ZooKeeper only, and --servers names %s (%s); lock takes etcd://, postgres://, redis:// and k8s:// too",
 		strings.TrimPrefix(fs.Name(), "zkrecipes "), c.backend, redact(c.servers))
 }
 
@@ -136,22 +142,31 @@ func (f *lockFlags) open(ctx context.Context, log *slog.Logger, met *metricsServ
 		s, err = etcdlock.Connect(cctx, f.servers, f.tls.etcd(etcdlock.WithTTL(f.ttl),
 			etcdlock.WithConnectTimeout(f.connectTimeout), etcdlock.WithLogger(log))...)
 		if err == nil {
-			ls.newLock = func(path string) (recipe.Lock, error) { return etcdlock.New(s, path) }
+			ls.newLock = func(path string) (recipe.Lock, error) {
+				return etcdlock.New(s, path, etcdlock.WithLockDelay(f.lockDelay))
+			}
 			ls.bound, ls.close = s.TTL(), func() { s.Close() }
 		}
 	case pgBackend:
 		var s *pglock.Session
 		s, err = pglock.Connect(cctx, f.servers, f.tls.postgres(pglock.WithTTL(f.ttl), pglock.WithLogger(log))...)
 		if err == nil {
-			ls.newLock = func(path string) (recipe.Lock, error) { return pglock.New(s, path) }
+			ls.newLock = func(path string) (recipe.Lock, error) { return pglock.New(s, path, pglock.WithLockDelay(f.lockDelay)) }
 			ls.bound, ls.close = s.TTL(), func() { s.Close() }
 		}
 	case redisBackend:
 		var s *redislock.Session
 		s, err = redislock.Connect(cctx, f.servers, f.tls.redis(redislock.WithTTL(f.ttl), redislock.WithLogger(log))...)
 		if err == nil {
-			ls.newLock = func(path string) (recipe.Lock, error) { return redislock.New(s, path) }
+			ls.newLock = func(path string) (recipe.Lock, error) {
+				return redislock.New(s, path, redislock.WithLockDelay(f.lockDelay))
+			}
 			ls.bound, ls.close = s.TTL(), func() { s.Close() }
+		}
+	case k8sBackend:
+		var k *lockService
+		if k, err = f.openK8s(cctx, log); err == nil {
+			ls = k
 		}
 	}
 	if err != nil {
@@ -170,6 +185,8 @@ func checkLockName(b backend, path string) error {
 		return pglock.CheckName(path)
 	case redisBackend:
 		return redislock.CheckName(path)
+	case k8sBackend:
+		return k8slease.CheckName(path, k8slease.DefaultNamespace)
 	}
 	return nil
 }
@@ -192,7 +209,7 @@ func (f *lockFlags) zkLock(s *zookeeper.Session, path string, data []byte) (reci
 	case f.semaphore > 0:
 		return mutex.NewSemaphore(s, path, f.semaphore, d)
 	}
-	return mutex.New(s, path, d)
+	return mutex.New(s, path, d, mutex.WithLockDelay(f.lockDelay))
 }
 
 // connectStatus logs why connecting to b failed, and returns the exit
@@ -205,6 +222,9 @@ func connectStatus(log *slog.Logger, b backend, servers string, err error) int {
 	}
 	servers = redact(servers)
 	switch {
+	case errors.Is(err, errKubeconfig):
+		log.Error("no Kubernetes client configuration: give --kubeconfig, set KUBECONFIG, or run in a Pod with a service account", "err", err)
+		return exitUsage
 	case tlsRejected(err):
 		return tlsStatus(log, b, servers, err)
 	case errors.Is(err, etcdlock.ErrBadURL), errors.Is(err, pglock.ErrBadURL), errors.Is(err, redislock.ErrBadURL),

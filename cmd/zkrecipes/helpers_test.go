@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/zkrecipes/zkrecipes/backend/etcdlock/etcdtest"
+	"github.com/zkrecipes/zkrecipes/backend/k8slease/k8stest"
 	"github.com/zkrecipes/zkrecipes/backend/redislock/redistest"
 	"github.com/zkrecipes/zkrecipes/internal/pgtest"
 	"github.com/zkrecipes/zkrecipes/zktest"
@@ -44,11 +45,12 @@ func TestMain(m *testing.M) {
 	}
 	// One MainThen for every server harness of these tests: zktest's
 	// ZooKeeper and the redistest servers (which zktest starts), the
-	// Shared servers of etcdtest and pgtest.
+	// Shared servers of etcdtest, pgtest and k8stest.
 	zktest.MainThen(m, func() {
 		etcdtest.StopShared()
 		pgtest.StopShared()
 		redistest.StopShared() // its SharedTLS server
+		k8stest.StopShared()
 		os.RemoveAll(dir)
 	})
 }

@@ -30,9 +30,13 @@ The lock service is the one --servers (or ZK_SERVERS) names:
   postgres://user@host:5432/db?...       PostgreSQL advisory locks (also postgresql://,
                                          or "host=... dbname=..." keyword/value)
   redis://[:password@]host:6379[/db]     a single Redis primary (rediss:// for TLS)
+  k8s://                                 a Kubernetes Lease, on the cluster of --kubeconfig
+                                         (default $KUBECONFIG, ~/.kube/config, then the
+                                         Pod's service account)
 PATH is the lock's name: a ZooKeeper path such as /cron/nightly, which the
-other backends take as it is. Their lease lasts --ttl without news from
-the holder; ZooKeeper's is the session (--session-timeout).
+other backends take as it is, except Kubernetes: "namespace/name" of the
+Lease (or "name" in namespace default). Their lease lasts --ttl without
+news from the holder; ZooKeeper's is the session (--session-timeout).
 
 CMD runs in a process group of its own, with ZKRECIPES_TOKEN (the fencing
 token: pass it to the resource you write to), ZKRECIPES_PATH and, with
@@ -58,6 +62,8 @@ Examples:
   zkrecipes lock --servers postgres://cron@db1/app --log-level warn --wait 0 /cron/nightly -- ./nightly.sh
   # on etcd, with a 20 s lease
   zkrecipes lock --servers etcd://e1:2379,e2:2379/myapp --ttl 20s /locks/migrate -- ./migrate.sh
+  # on Kubernetes, the Lease "migrate" of namespace "myapp", with a 15 s lease
+  zkrecipes lock --servers k8s:// --kubeconfig ~/.kube/config --ttl 15s myapp/migrate -- ./migrate.sh
 
 Exit statuses: CMD's status; 64 usage (a flag that means nothing for the
 backend too); 69 server unreachable; 70 other error; 75 held elsewhere
@@ -72,27 +78,31 @@ const defaultTTL = 10 * time.Second
 // lockFlags are lock's own flags.
 type lockFlags struct {
 	common
-	wait      time.Duration
-	grace     time.Duration
-	rw        string
-	semaphore int
-	ttl       time.Duration
-	era       uint
-	eraSet    bool // --era given (0 included: the range is then checked)
+	wait       time.Duration
+	grace      time.Duration
+	rw         string
+	semaphore  int
+	ttl        time.Duration
+	kubeconfig string
+	era        uint
+	eraSet     bool          // --era given (0 included: the range is then checked)
+	lockDelay  time.Duration // --lock-delay
 }
 
 func runLock(args []string, stdout, stderr io.Writer) int {
 	var f lockFlags
 	fs := newFlagSet("lock", lockUsage, stdout, stderr)
 	f.register(fs, true, "info")
-	fs.Lookup("servers").Usage += "; or etcd://host:port[,host:port][/prefix], postgres://user@host:port/db?..., redis://host:port[/db]"
+	fs.Lookup("servers").Usage += "; or etcd://host:port[,host:port][/prefix], postgres://user@host:port/db?..., redis://host:port[/db], k8s://"
+	f.registerKubeconfig(fs)
 	f.wait = -1
 	fs.Var((*waitFlag)(&f.wait), "wait", "how long to wait for the lock: a `duration`, 0 to try once, or forever")
 	fs.DurationVar(&f.grace, "grace", 10*time.Second, "after SIGTERM, how long CMD gets to exit before SIGKILL")
 	fs.StringVar(&f.rw, "rw", "", "ZooKeeper: take one side of a read-write lock: read or write")
 	fs.IntVar(&f.semaphore, "semaphore", 0, "ZooKeeper: take one of `N` leases of a counting semaphore (every user of PATH must give the same N)")
 	fs.UintVar(&f.era, "era", 0, "every backend: move the token into era `N`'s range (N·2^48 + the backend's token), for a lock moved to another backend (docs/backends.md#switching-backends)")
-	fs.DurationVar(&f.ttl, "ttl", defaultTTL, "etcd, PostgreSQL, Redis: the lease's time to live, after which the server frees the lock of a holder it has not heard from (the holder gives it up sooner)")
+	fs.DurationVar(&f.lockDelay, "lock-delay", 0, "etcd, PostgreSQL, Redis, ZooKeeper (not with --rw or --semaphore): after the previous holder ended without releasing (killed, cut off, expired), wait `D` before taking the lock, so that its requests still in flight land first (Chubby's lock-delay); 0: none")
+	fs.DurationVar(&f.ttl, "ttl", defaultTTL, "etcd, PostgreSQL, Redis, Kubernetes: the lease's time to live, after which the server frees the lock of a holder it has not heard from (the holder gives it up sooner; Kubernetes: the Lease's leaseDurationSeconds, whole seconds)")
 	pos, cmd, code := parseArgs(fs, args, stdout, stderr)
 	if code >= 0 {
 		return code
@@ -114,6 +124,10 @@ func runLock(args []string, stdout, stderr io.Writer) int {
 		return usageError(stderr, fs, "--ttl %v must be positive", f.ttl)
 	case f.era > uint(fence.MaxEra):
 		return usageError(stderr, fs, "--era %d: want an era from 0 to %d", f.era, fence.MaxEra)
+	case f.lockDelay < 0 || f.lockDelay > recipe.MaxLockDelay:
+		return usageError(stderr, fs, "--lock-delay %v: want 0 (none) up to %v", f.lockDelay, recipe.MaxLockDelay)
+	case f.lockDelay > 0 && (f.rw != "" || f.semaphore > 0):
+		return usageError(stderr, fs, "--lock-delay is for an exclusive lock: not with --rw or --semaphore (several holders have no one previous holder)")
 	}
 	f.eraSet = flagSet(fs, "era")
 	if err := f.check(); err != nil {
@@ -200,14 +214,25 @@ func lockMain(f *lockFlags, path string, argv []string, stderr io.Writer) int {
 		release()
 		return signalStatus(sv.got)
 	}
-	env := childEnv(os.Environ(), f.sec.passEnv, envToken+"="+lease.Token().String(), envPath+"="+path)
-	granted := []any{"token", lease.Token()}
-	if id := ls.session(); id != "" {
-		env = append(env, envSessionID+"="+id)
-		granted = append(granted, "session", id)
-	}
+	env, granted := grantEnv(f, ls, lease, path)
 	log.Info("lock acquired", append(granted, "waited", time.Since(start).Round(time.Millisecond))...)
 	return runUnder(log, lease, argv, env, sigs, f.grace, "ownership", release)
+}
+
+// grantEnv returns the command's environment for the grant lease of path,
+// and the grant's attributes for the log: its token, its session
+// (ZooKeeper) and the lock-delay it served, if any.
+func grantEnv(f *lockFlags, ls *lockService, lease recipe.Lease, path string) (env []string, attrs []any) {
+	env = childEnv(os.Environ(), f.sec.passEnv, envToken+"="+lease.Token().String(), envPath+"="+path)
+	attrs = []any{"token", lease.Token()}
+	if id := ls.session(); id != "" {
+		env = append(env, envSessionID+"="+id)
+		attrs = append(attrs, "session", id)
+	}
+	if d := recipe.LockDelayServed(lease); d > 0 {
+		attrs = append(attrs, "lock_delay", d.Round(time.Millisecond))
+	}
+	return env, attrs
 }
 
 // runUnder runs argv (with env) while lease lasts, supervised (see

@@ -36,6 +36,7 @@ type Reporter struct {
 // value, after calling Init) and implement Release with Core.Release.
 type Core struct {
 	token  fence.Token
+	delay  time.Duration // the lock-delay this grant served (SetDelayServed)
 	rep    *Reporter
 	ctx    context.Context
 	cancel context.CancelCauseFunc

@@ -11,6 +11,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/go-zookeeper/zk"
 	"github.com/zkrecipes/zkrecipes/recipe"
@@ -84,6 +85,9 @@ type Queue interface {
 	CheckNodeData(data []byte) error
 	// Heads is what ObserveHeadAs observes.
 	Heads() Observed
+	// SetLockDelay gives the queue a lock-delay of d (mutex.WithLockDelay:
+	// a queue of an exclusive Rule only), before its first use.
+	SetLockDelay(d time.Duration)
 }
 
 // Observed is a queue's head as Observe observes it.

@@ -66,7 +66,7 @@ func (l *lease) remove(ctx context.Context) (done bool, err error) {
 			if sid != l.sid {
 				return nil // the session expired: the entry went with it
 			}
-			return c.srv.remove(sid, l.eid)
+			return c.srv.remove(sid, l.eid, true)
 		})
 		if err == nil || errors.Is(err, recipe.ErrSessionLost) {
 			return true, nil
@@ -78,7 +78,7 @@ func (l *lease) remove(ctx context.Context) (done bool, err error) {
 			continue
 		}
 		c.mu.Lock()
-		c.orphans = append(c.orphans, orphan{l.sid, l.eid})
+		c.orphans = append(c.orphans, orphan{l.sid, l.eid, false})
 		c.mu.Unlock()
 		return false, &recipe.OpError{Op: "release", Path: l.m.name, Err: err}
 	}

@@ -15,4 +15,6 @@ const (
 	leakCancelled    mutation = "leak-cancelled"     // a cancelled waiter's entry stays
 	ignoresContext   mutation = "ignores-context"    // Acquire waits on, whatever its context says
 	tryIgnoresHolder mutation = "try-ignores-holder" // TryAcquire grants even when held
+	everyEndClean    mutation = "every-end-clean"    // no end starts a lock-delay
+	abandonEndsDelay mutation = "abandon-ends-delay" // a waiter giving up ends the lock-delay
 )

@@ -19,9 +19,10 @@ import (
 // one name on any Sessions of one Server contend for one lock. Each Acquire
 // or TryAcquire call is an independent contender (not reentrant).
 type Mutex struct {
-	s    *Session
-	name string
-	rep  *grant.Reporter // where its leases report their loss
+	s     *Session
+	name  string
+	rep   *grant.Reporter // where its leases report their loss
+	delay time.Duration   // WithLockDelay
 }
 
 var _ recipe.Lock = (*Mutex)(nil)
@@ -38,9 +39,9 @@ var nameRules = lockname.Rules{Backend: "memlock", MaxLen: MaxNameLen}
 
 // New returns the lock named name on session s. A name is what every
 // backend takes: not empty, valid UTF-8, no NUL byte, at most MaxNameLen
-// bytes. Errors: recipe.ErrBadOption for a nil Session, a
+// bytes. Errors: recipe.ErrBadOption for a nil Session or a bad option, a
 // *lockname.Error matching recipe.ErrInvalidPath for another name.
-func New(s *Session, name string) (*Mutex, error) {
+func New(s *Session, name string, opts ...MutexOption) (*Mutex, error) {
 	if s == nil {
 		return nil, fmt.Errorf("%w: nil *memlock.Session", recipe.ErrBadOption)
 	}
@@ -48,7 +49,16 @@ func New(s *Session, name string) (*Mutex, error) {
 		return nil, err
 	}
 	rep := &grant.Reporter{Log: s.log, Metrics: s.metrics, Backend: "memlock", Kind: kindLock, Dir: name}
-	return &Mutex{s: s, name: name, rep: rep}, nil
+	m := &Mutex{s: s, name: name, rep: rep}
+	for _, o := range opts {
+		if o != nil {
+			o(m)
+		}
+	}
+	if err := grant.CheckDelay("memlock.WithLockDelay", m.delay); err != nil {
+		return nil, err
+	}
+	return m, nil
 }
 
 // Name returns the lock's name.
@@ -109,7 +119,7 @@ func (m *Mutex) enqueue(ctx context.Context, try bool) (sid, eid int64, tok fenc
 	retry := backoff.NewConstantBackOff(pollInterval)
 	for {
 		sid, err = c.call(func(sid int64) (err error) {
-			eid, tok, err = c.srv.enqueue(sid, m.name, try)
+			eid, tok, err = c.srv.enqueue(sid, m.name, try, m.delay)
 			return err
 		})
 		switch {
@@ -140,8 +150,16 @@ func (m *Mutex) await(ctx context.Context, try bool, sid, eid int64, tok fence.T
 	}()
 	for {
 		if tok != 0 {
-			if l := c.activate(ctx, m, sid, eid, tok); l != nil {
-				return l, nil
+			served, err := m.serveDelay(ctx, sid, eid)
+			if err != nil && !errors.Is(err, ErrUnreachable) {
+				c.abandon(sid, eid)
+				return nil, err
+			}
+			if err == nil {
+				if l := c.activate(ctx, m, sid, eid, tok); l != nil {
+					l.SetDelayServed(served)
+					return l, nil
+				}
 			}
 			if try {
 				c.abandon(sid, eid)
@@ -207,7 +225,7 @@ func (c *Session) abandon(sid, eid int64) {
 	if c.srv.mut == leakCancelled {
 		return
 	}
-	_ = c.removeEntry(orphan{sid, eid})
+	_ = c.removeEntry(orphan{sid, eid, false})
 }
 
 // activate turns a grant into a lease, unless the Session gave its leases up

@@ -63,6 +63,8 @@ type serverSession struct {
 type queue struct {
 	entries []*entry
 	changed chan struct{} // closed and replaced at every change of entries
+	held    int64         // the entry whose grant was handed out (hold), 0 if none
+	unclean time.Time     // when the held entry ended without a clean removal (lock-delay)
 }
 
 // entry is one Acquire's place in a queue.
@@ -171,15 +173,16 @@ func (s *Server) expire(sid int64) {
 		ss.timer = time.AfterFunc(wait, func() { s.expire(sid) })
 		return
 	}
-	s.dropLocked(ss)
+	s.dropLocked(ss, false)
 }
 
-// dropLocked ends a session and removes its entries.
-func (s *Server) dropLocked(ss *serverSession) {
+// dropLocked ends a session and removes its entries (clean: a lock-delay
+// is not started by the held ones).
+func (s *Server) dropLocked(ss *serverSession, clean bool) {
 	ss.timer.Stop()
 	delete(s.sessions, ss.id)
 	for _, e := range ss.entries {
-		s.removeLocked(e)
+		s.removeLocked(e, clean)
 	}
 }
 
@@ -189,17 +192,26 @@ func (s *Server) close(sid int64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if ss := s.sessions[sid]; ss != nil {
-		s.dropLocked(ss)
+		s.dropLocked(ss, false) // a lease not released first ended uncleanly
 	}
 }
 
 // removeLocked takes e out of its queue, grants the next entry and wakes the
-// waiters.
-func (s *Server) removeLocked(e *entry) {
+// waiters. A held entry removed other than cleanly (by its own Session)
+// starts the lock-delay.
+func (s *Server) removeLocked(e *entry, clean bool) {
 	if ss := s.sessions[e.session]; ss != nil {
 		delete(ss.entries, e.id)
 	}
 	q := s.queueLocked(e.lock)
+	if q.held == e.id {
+		q.held = 0
+		if !clean && s.mut != everyEndClean {
+			q.unclean = time.Now()
+		}
+	} else if clean && s.mut == abandonEndsDelay {
+		q.unclean = time.Time{}
+	}
 	for i, x := range q.entries {
 		if x == e {
 			q.entries = append(q.entries[:i:i], q.entries[i+1:]...)
@@ -231,9 +243,10 @@ func (s *Server) touch(sid int64) error {
 }
 
 // enqueue adds an entry for session sid to lock, or with try only if the
-// lock is free. It returns the entry and its token (zero if not granted
+// lock is free (nobody in line, and no lock-delay of length delay being
+// served). It returns the entry and its token (zero if not granted
 // yet).
-func (s *Server) enqueue(sid int64, lock string, try bool) (int64, fence.Token, error) {
+func (s *Server) enqueue(sid int64, lock string, try bool, delay time.Duration) (int64, fence.Token, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	ss, err := s.touchLocked(sid)
@@ -241,7 +254,7 @@ func (s *Server) enqueue(sid int64, lock string, try bool) (int64, fence.Token, 
 		return 0, 0, err
 	}
 	q := s.queueLocked(lock)
-	if try && len(q.entries) > 0 && s.mut != tryIgnoresHolder {
+	if try && (len(q.entries) > 0 || q.delayLeft(delay) > 0) && s.mut != tryIgnoresHolder {
 		return 0, 0, fmt.Errorf("%w: %s", recipe.ErrLocked, lock)
 	}
 	s.nextID++
@@ -272,8 +285,10 @@ func (s *Server) status(sid, eid int64) (fence.Token, <-chan struct{}, error) {
 	return e.token, s.queueLocked(e.lock).changed, nil
 }
 
-// remove deletes entry eid of session sid, if it still exists.
-func (s *Server) remove(sid, eid int64) error {
+// remove deletes entry eid of session sid, if it still exists: cleanly (a
+// Release, a waiter giving up) or not (the entry of a lease lost: the
+// lock-delay starts, as after an expiry).
+func (s *Server) remove(sid, eid int64, clean bool) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	ss, err := s.touchLocked(sid)
@@ -288,7 +303,7 @@ func (s *Server) remove(sid, eid int64) error {
 		}
 	}
 	if e != nil {
-		s.removeLocked(e)
+		s.removeLocked(e, clean)
 	}
 	return nil
 }
@@ -299,6 +314,6 @@ func (s *Server) removeHolder(lock string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if q := s.queueLocked(lock); len(q.entries) > 0 {
-		s.removeLocked(q.entries[0])
+		s.removeLocked(q.entries[0], true)
 	}
 }

@@ -35,7 +35,10 @@ type Session struct {
 
 // orphan is an entry of session sid that a lease or a waiter gave up
 // without being able to delete it.
-type orphan struct{ sid, eid int64 }
+type orphan struct {
+	sid, eid int64
+	lost     bool // a granted lease that ended other than by Release: its removal is unclean (lock-delay)
+}
 
 // SessionOption configures Connect.
 type SessionOption func(*Session)
@@ -147,7 +150,7 @@ func (c *Session) suspendLocked() {
 	}
 	c.deadline = nil
 	for l := range c.leases {
-		c.orphans = append(c.orphans, orphan{l.sid, l.eid})
+		c.orphans = append(c.orphans, orphan{l.sid, l.eid, true})
 		c.endLocked(l, recipe.ErrSuspended)
 	}
 }
@@ -201,7 +204,7 @@ func (c *Session) removeEntry(o orphan) error {
 		if sid != o.sid {
 			return nil // its session expired: the entry went with it
 		}
-		return c.srv.remove(sid, o.eid)
+		return c.srv.remove(sid, o.eid, !o.lost)
 	})
 	if errors.Is(err, ErrUnreachable) {
 		c.mu.Lock()

@@ -44,6 +44,10 @@ func (t tee) SessionState(from, to recipe.ConnState, cause error) {
 }
 func (t tee) StaleRejected(e *fence.StaleError) { t.p.StaleRejected(e); t.o.StaleRejected(e) }
 func (t tee) Leading(name string, delta int)    { t.p.Leading(name, delta); t.o.Leading(name, delta) }
+func (t tee) LockDelayServed(kind, dir string, d time.Duration) {
+	t.p.LockDelayServed(kind, dir, d)
+	t.o.LockDelayServed(kind, dir, d)
+}
 func (t tee) SequenceHeadroom(kind, dir string, remaining int64) {
 	t.p.SequenceHeadroom(kind, dir, remaining)
 	t.o.SequenceHeadroom(kind, dir, remaining)
@@ -76,7 +80,8 @@ func TestSameAsPrometheusAdapter(t *testing.T) {
 	if got != want {
 		t.Errorf("zkotel through the Prometheus exporter:\n%s\nzkprom:\n%s", got, want)
 	}
-	if !strings.Contains(want, "zkrecipes_acquire_duration_seconds_bucket") || !strings.Contains(want, "zkrecipes_sequence_headroom") {
+	if !strings.Contains(want, "zkrecipes_acquire_duration_seconds_bucket") || !strings.Contains(want, "zkrecipes_sequence_headroom") ||
+		!strings.Contains(want, "zkrecipes_lock_delay_seconds_total") {
 		t.Errorf("the workload did not reach every family:\n%s", want)
 	}
 }

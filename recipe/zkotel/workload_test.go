@@ -24,13 +24,14 @@ type hook interface {
 	recipe.Metrics
 	leader.LeadingMetrics
 	zookeeper.SequenceMetrics
+	recipe.DelayMetrics
 }
 
 var _ hook = (*zkotel.Metrics)(nil)
 
 // workload reports real events to m: on memlock a grant, a TryAcquire that
 // finds the lock held, a queued waiter, a stale write rejected by a Guard,
-// and one term of leader.Run; on a real ZooKeeper a session, a grant in a
+// one term of leader.Run, and a grant that served a lock-delay; on a real ZooKeeper a session, a grant in a
 // fresh directory and the session's Close.
 func workload(t *testing.T, m hook) {
 	t.Helper()
@@ -87,6 +88,8 @@ func workload(t *testing.T, m hook) {
 		t.Fatalf("leader.Run = %v, want context.Canceled", err)
 	}
 
+	delayed(ctx, t, srv, s, m)
+
 	zs := rtest.Connect(t, zktest.Shared(t), zookeeper.WithMetrics(m))
 	mu, err := mutex.New(zs, "/locks/otel")
 	if err != nil {
@@ -100,4 +103,33 @@ func workload(t *testing.T, m hook) {
 		t.Fatal(err)
 	}
 	zs.Close()
+}
+
+// delayed makes a grant on s serve a lock-delay: the previous holder's
+// session closes without a Release.
+func delayed(ctx context.Context, t *testing.T, srv *memlock.Server, s *memlock.Session, m hook) {
+	t.Helper()
+	const d = 100 * time.Millisecond
+	gone := srv.Connect(memlock.WithMetrics(m))
+	lock, err := memlock.New(gone, "delayed", memlock.WithLockDelay(d))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := lock.Acquire(ctx); err != nil {
+		t.Fatal(err)
+	}
+	gone.Close() // the grant ends without a Release
+	if lock, err = memlock.New(s, "delayed", memlock.WithLockDelay(d)); err != nil {
+		t.Fatal(err)
+	}
+	l, err := lock.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if recipe.LockDelayServed(l) == 0 {
+		t.Fatalf("the grant after a holder's session closed served no lock-delay")
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -32,6 +32,8 @@
 //	zkrecipes.session.transitions  Int64Counter        {transition}  state
 //	zkrecipes.fence.rejections     Int64Counter        {write}       resource
 //	zkrecipes.sequence.headroom    Int64Gauge          {sequence}    kind, path
+//	zkrecipes.lock.delays          Int64Counter        {grant}       kind, path
+//	zkrecipes.lock.delay           Float64Counter      s             kind, path
 //
 // Attributes carry no secret of the library's: reason and cause are words
 // of a closed list (zkprom.Reason's), never an error's text. But path and
@@ -87,10 +89,13 @@ type Metrics struct {
 	transitions metric.Int64Counter
 	rejections  metric.Int64Counter
 	headroom    metric.Int64Gauge
+	delays      metric.Int64Counter
+	delayed     metric.Float64Counter
 }
 
 var _ recipe.Metrics = (*Metrics)(nil)
 var _ leader.LeadingMetrics = (*Metrics)(nil)
+var _ recipe.DelayMetrics = (*Metrics)(nil)
 
 type config struct {
 	buckets  []float64
@@ -185,6 +190,11 @@ func New(mp metric.MeterProvider, opts ...Option) (*Metrics, error) {
 	m.headroom, err = mt.Int64Gauge("zkrecipes.sequence.headroom", metric.WithUnit("{sequence}"),
 		metric.WithDescription("Sequences the directory's counter can still give before its limit (2147483647), as of this process's last create there; 0 at the limit, where nodes are ordered by creation at one read per node per wakeup."))
 	check(err)
+	m.delays = counter("zkrecipes.lock.delays", "{grant}",
+		"Grants that served a lock-delay because the previous holder ended without releasing.")
+	m.delayed, err = mt.Float64Counter("zkrecipes.lock.delay", metric.WithUnit("s"),
+		metric.WithDescription("Seconds of lock-delay served before grants."))
+	check(err)
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
@@ -270,4 +280,12 @@ func (m *Metrics) StaleRejected(e *fence.StaleError) {
 // directory of the kind (see zkprom.Metrics.SequenceHeadroom).
 func (m *Metrics) SequenceHeadroom(kind, dir string, remaining int64) {
 	m.headroom.Record(context.Background(), remaining, m.set(m.where(kind, dir)...))
+}
+
+// LockDelayServed implements recipe.DelayMetrics: it adds 1 to
+// zkrecipes.lock.delays and d (in seconds) to zkrecipes.lock.delay.
+func (m *Metrics) LockDelayServed(kind, dir string, d time.Duration) {
+	opt := m.set(m.where(kind, dir)...)
+	m.delays.Add(context.Background(), 1, opt)
+	m.delayed.Add(context.Background(), d.Seconds(), opt)
 }

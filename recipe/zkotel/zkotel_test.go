@@ -21,14 +21,19 @@ import (
 const wantReader = `
 zkrecipes.acquire.duration s histogram{kind=leader,path=scheduler,result=acquired} 1
 zkrecipes.acquire.duration s histogram{kind=lock,path=/locks/otel,result=acquired} 1
+zkrecipes.acquire.duration s histogram{kind=lock,path=delayed,result=acquired} 2
 zkrecipes.acquire.duration s histogram{kind=lock,path=nightly,result=acquired} 3
 zkrecipes.acquire.duration s histogram{kind=lock,path=nightly,result=failed} 1
 zkrecipes.acquire.failures {acquisition} counter{kind=lock,path=nightly,reason=locked} 1
 zkrecipes.acquire.started {acquisition} counter{kind=leader,path=scheduler} 1
 zkrecipes.acquire.started {acquisition} counter{kind=lock,path=/locks/otel} 1
+zkrecipes.acquire.started {acquisition} counter{kind=lock,path=delayed} 2
 zkrecipes.acquire.started {acquisition} counter{kind=lock,path=nightly} 4
 zkrecipes.fence.rejections {write} counter{resource=report} 1
 zkrecipes.leading {term} updowncounter{path=scheduler} 0
+zkrecipes.leases.lost {lease} counter{cause=session_closed,kind=lock,path=delayed} 1
+zkrecipes.lock.delay s counter{kind=lock,path=delayed} true
+zkrecipes.lock.delays {grant} counter{kind=lock,path=delayed} 1
 zkrecipes.sequence.headroom {sequence} gauge{kind=lock,path=/locks/otel} 2147483647
 zkrecipes.session.transitions {transition} counter{state=CONNECTED} 1
 zkrecipes.session.transitions {transition} counter{state=LOST} 1
@@ -90,6 +95,10 @@ func render(t *testing.T, ms []metricdata.Metrics) string {
 			}
 			for _, p := range d.DataPoints {
 				add(m, typ, p.Attributes, p.Value)
+			}
+		case metricdata.Sum[float64]: // seconds of lock-delay: a time, so only its sign
+			for _, p := range d.DataPoints {
+				add(m, "counter", p.Attributes, p.Value > 0)
 			}
 		case metricdata.Gauge[int64]:
 			for _, p := range d.DataPoints {

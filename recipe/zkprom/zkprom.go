@@ -30,6 +30,8 @@
 //	zkrecipes_session_transitions_total{state}                counter    transitions into each state (ZooKeeper, etcd)
 //	zkrecipes_fence_rejections_total{resource}                counter    stale writes rejected by a fence.Guard
 //	zkrecipes_sequence_headroom{kind,path}                    gauge      sequences left before the directory's limit (ZooKeeper)
+//	zkrecipes_lock_delays_total{kind,path}                    counter    grants that served a lock-delay (DelayMetrics)
+//	zkrecipes_lock_delay_seconds_total{kind,path}             counter    seconds of lock-delay served
 //
 // The path and resource labels carry whatever the application names its
 // locks and fenced resources, verbatim: one series per distinct name, and
@@ -79,10 +81,13 @@ type Metrics struct {
 	transitions *prometheus.CounterVec
 	rejections  *prometheus.CounterVec
 	headroom    *prometheus.GaugeVec
+	delays      *prometheus.CounterVec
+	delayed     *prometheus.CounterVec
 }
 
 var _ recipe.Metrics = (*Metrics)(nil)
 var _ leader.LeadingMetrics = (*Metrics)(nil)
+var _ recipe.DelayMetrics = (*Metrics)(nil)
 var _ prometheus.Collector = (*Metrics)(nil)
 
 type config struct {
@@ -163,12 +168,16 @@ func New(opts ...Option) *Metrics {
 		headroom: gauge("sequence_headroom",
 			"Sequences the directory's counter can still give before its limit (2147483647), as of this process's last create there; 0 at the limit, where nodes are ordered by creation at one read per node per wakeup.",
 			"kind", "path"),
+		delays: counter("lock_delays_total",
+			"Grants that served a lock-delay because the previous holder ended without releasing.", "kind", "path"),
+		delayed: counter("lock_delay_seconds_total",
+			"Seconds of lock-delay served before grants.", "kind", "path"),
 	}
 	return m
 }
 
 func (m *Metrics) collectors() []prometheus.Collector {
-	return []prometheus.Collector{m.started, m.duration, m.failures, m.waiters, m.lost, m.leading, m.sessions, m.transitions, m.rejections, m.headroom}
+	return []prometheus.Collector{m.started, m.duration, m.failures, m.waiters, m.lost, m.leading, m.sessions, m.transitions, m.rejections, m.headroom, m.delays, m.delayed}
 }
 
 // Describe implements prometheus.Collector.
@@ -257,6 +266,13 @@ func (m *Metrics) StaleRejected(e *fence.StaleError) {
 // Session's WARN, which names the directory.
 func (m *Metrics) SequenceHeadroom(kind, dir string, remaining int64) {
 	m.headroom.WithLabelValues(kind, m.path(dir)).Set(float64(remaining))
+}
+
+// LockDelayServed implements recipe.DelayMetrics: it counts
+// zkrecipes_lock_delays_total and adds d to zkrecipes_lock_delay_seconds_total.
+func (m *Metrics) LockDelayServed(kind, dir string, d time.Duration) {
+	m.delays.WithLabelValues(kind, m.path(dir)).Inc()
+	m.delayed.WithLabelValues(kind, m.path(dir)).Add(d.Seconds())
 }
 
 // Reason names an error of an acquisition or the cause of a lease's end as

@@ -16,12 +16,13 @@ var backendFaults = map[string][]string{
 	"etcd":  {"kill-member", "kill-leader", "pause-member", "partition-member", "compact", "revoke-lease"},
 	"pg":    {"terminate-backend", "restart-fast", "restart-immediate", "pause-server"},
 	"redis": {"kill-server", "pause-server", "sleep-server", "client-kill", "delete-key"},
+	"k8s":   {"kill-apiserver", "pause-apiserver", "kill-etcd", "delete-lease", "take-lease"},
 }
 
 var backendsMu sync.Mutex
 
-// RegisterBackend adds a backend outside this repository's four (zk,
-// etcd, pg, redis), with its own fault kinds, so that its histories read
+// RegisterBackend adds a backend outside this repository's five (zk,
+// etcd, pg, redis, k8s), with its own fault kinds, so that its histories read
 // back (ReadHistory refuses an unknown Backend, or a fault kind its
 // backend does not have). A name already known is replaced.
 func RegisterBackend(name string, faults []string) {

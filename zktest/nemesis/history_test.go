@@ -104,7 +104,7 @@ func TestReadHistoryRefusesAContradiction(t *testing.T) {
 			h.Ops = slices.DeleteFunc(h.Ops, func(o Op) bool { return o.Kind == OpGrant })
 		}, "3 of 3 grants have no grant op (the first: grant 0)"},
 		"two grant ops of a grant": {func(h *History) { h.Ops = append(h.Ops, h.Ops[0]) }, "grant 0 has 2 grant ops"},
-		"unknown backend":          {func(h *History) { h.Backend = "mongo" }, `backend "mongo" is not one this version knows (etcd, pg, redis, zk)`},
+		"unknown backend":          {func(h *History) { h.Backend = "mongo" }, `backend "mongo" is not one this version knows (etcd, k8s, pg, redis, zk)`},
 		"fault of another backend": {func(h *History) { h.Backend = "redis" }, "fault 0 (kill-leader): backend redis has no such fault kind"},
 	}
 	for name, c := range bad {

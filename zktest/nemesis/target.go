@@ -19,7 +19,7 @@ import (
 // Diagnose (only when stuck) and, after every client closed, Leftovers. A
 // Target serves one run at a time and may serve many runs in turn.
 type Target interface {
-	// Name names the backend: "zk", "etcd", "pg", "redis" (reports,
+	// Name names the backend: "zk", "etcd", "pg", "redis", "k8s" (reports,
 	// directories, the command's -backend).
 	Name() string
 	// Prepare readies a run under base (a znode path, key prefix or lock

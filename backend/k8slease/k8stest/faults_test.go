@@ -27,7 +27,7 @@ func TestProcessFaults(t *testing.T) {
 	}
 	down := func(what string) {
 		t.Helper()
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
 		if _, err := leases.Get(ctx, "kept", metav1.GetOptions{}); err == nil {
 			t.Fatalf("%s: a Get succeeded", what)
@@ -108,25 +108,32 @@ func TestProxy(t *testing.T) {
 		_, err := leases.List(ctx, metav1.ListOptions{})
 		return err
 	}
-	if err := get(30 * time.Second); err != nil {
-		t.Fatalf("through the proxy: %v", err)
+	// After Cut or Resume the client may still hold the connection the
+	// proxy closed: its next request can fail once (a broken pipe) before
+	// it dials anew.
+	works := func(what string) {
+		t.Helper()
+		var err error
+		for i := 0; i < 3; i++ {
+			if err = get(30 * time.Second); err == nil {
+				return
+			}
+		}
+		t.Fatalf("%s: %v", what, err)
 	}
+	works("through the proxy")
 	p.Cut()
-	if err := get(5 * time.Second); err == nil {
+	if err := get(2 * time.Second); err == nil {
 		t.Fatal("a request succeeded while the proxy is cut")
 	}
 	p.Resume()
-	if err := get(30 * time.Second); err != nil {
-		t.Fatalf("after Resume from Cut: %v", err)
-	}
+	works("after Resume from Cut")
 	p.Blackhole()
 	if err := get(time.Second); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("while blackholed: %v, want the deadline exceeded", err)
 	}
 	p.Resume()
-	if err := get(30 * time.Second); err != nil {
-		t.Fatalf("after Resume from Blackhole: %v", err)
-	}
+	works("after Resume from Blackhole")
 	const latency = 300 * time.Millisecond
 	p.SetLatency(latency)
 	start := time.Now()

@@ -67,12 +67,28 @@ func launchLocal(ctx context.Context, o options) (*Cluster, error) {
 	outer := ctx
 	ctx, cancel := context.WithTimeout(ctx, launchTimeout)
 	defer cancel()
-	etcd, err := etcdtest.Launch(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("%w: etcd: %v", ErrNoServer, err)
+	// etcd starts while the API server's keys are made: half a second
+	// each, under the race detector.
+	type launched struct {
+		s   *etcdtest.Server
+		err error
 	}
-	c := &Cluster{etcd: etcd, conns: newTracker()}
-	if err := c.startAPIServer(ctx, bin, o); err != nil {
+	etcdc := make(chan launched, 1)
+	go func() {
+		s, err := etcdtest.Launch(ctx)
+		etcdc <- launched{s, err}
+	}()
+	c := &Cluster{conns: newTracker()}
+	certs, err := c.writeFiles(bin)
+	e := <-etcdc
+	c.etcd = e.s
+	if err == nil && e.err != nil {
+		err = fmt.Errorf("etcd: %v", e.err)
+	}
+	if err == nil {
+		err = c.startAPIServer(ctx, certs, o)
+	}
+	if err != nil {
 		_ = c.Close()
 		if errors.Is(outer.Err(), context.Canceled) { // interrupted: not a missing install
 			return nil, fmt.Errorf("k8stest: start interrupted (%w): %v", outer.Err(), err)
@@ -82,26 +98,30 @@ func launchLocal(ctx context.Context, o options) (*Cluster, error) {
 	return c, nil
 }
 
-// startAPIServer writes the API server's files and starts it on a free
-// port, retried on a fresh one when another process took it first.
-func (c *Cluster) startAPIServer(ctx context.Context, bin string, o options) error {
+// writeFiles makes the API server's directory and writes its certificates,
+// service-account key and token file there.
+func (c *Cluster) writeFiles(bin string) (certtest.Files, error) {
 	dir, err := os.MkdirTemp("", "k8stest-")
 	if err != nil {
-		return err
+		return certtest.Files{}, err
 	}
 	c.api = &apiServer{bin: bin, dir: dir}
 	certs, err := certtest.Generate(filepath.Join(dir, "pki"))
 	if err != nil {
-		return err
-	}
-	caPEM, err := os.ReadFile(certs.CA)
-	if err != nil {
-		return err
+		return certtest.Files{}, err
 	}
 	if err := writeServiceAccountKey(filepath.Join(dir, "sa.key")); err != nil {
-		return err
+		return certtest.Files{}, err
 	}
-	if c.tokens, err = writeTokens(filepath.Join(dir, "tokens.csv")); err != nil {
+	c.tokens, err = writeTokens(filepath.Join(dir, "tokens.csv"))
+	return certs, err
+}
+
+// startAPIServer starts the API server on a free port, retried on a fresh
+// one when another process took it first.
+func (c *Cluster) startAPIServer(ctx context.Context, certs certtest.Files, o options) error {
+	caPEM, err := os.ReadFile(certs.CA)
+	if err != nil {
 		return err
 	}
 	etcdURLs := make([]string, 0, len(c.etcd.Endpoints()))
@@ -114,7 +134,7 @@ func (c *Cluster) startAPIServer(ctx context.Context, bin string, o options) err
 			return err
 		}
 		c.api.port = ports[0]
-		c.api.args = apiServerFlags(dir, certs, c.api.port, etcdURLs, o.flags)
+		c.api.args = apiServerFlags(c.api.dir, certs, c.api.port, etcdURLs, o.flags)
 		c.admin = &rest.Config{
 			Host:            "https://127.0.0.1:" + strconv.Itoa(c.api.port),
 			TLSClientConfig: rest.TLSClientConfig{CAData: caPEM},

@@ -1,12 +1,15 @@
-// Package backends imports the etcd, PostgreSQL and Redis backends and the
-// OpenTelemetry adapter, so that they compile in the user's module graph
-// (go build ./...) without being linked into the program.
+// Package backends imports the etcd, PostgreSQL and Redis backends, the
+// OpenTelemetry adapter and the etcd and Redis fences, so that they
+// compile in the user's module graph (go build ./...) without being
+// linked into the program.
 package backends
 
 import (
 	"github.com/zkrecipes/zkrecipes/backend/etcdlock"
 	"github.com/zkrecipes/zkrecipes/backend/pglock"
 	"github.com/zkrecipes/zkrecipes/backend/redislock"
+	"github.com/zkrecipes/zkrecipes/fence/fenceetcd"
+	"github.com/zkrecipes/zkrecipes/fence/fenceredis"
 	"github.com/zkrecipes/zkrecipes/recipe/zkotel"
 )
 
@@ -16,3 +19,6 @@ var Connect = []any{etcdlock.Connect, pglock.Connect, redislock.Connect}
 
 // Metrics is the OpenTelemetry adapter's constructor.
 var Metrics = zkotel.New
+
+// Fences holds the etcd and Redis fences' constructors.
+var Fences = []any{fenceetcd.New, fenceredis.New}

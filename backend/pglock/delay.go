@@ -1,0 +1,232 @@
+package pglock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/zkrecipes/zkrecipes/fence"
+	"github.com/zkrecipes/zkrecipes/internal/grant"
+	"github.com/zkrecipes/zkrecipes/recipe"
+)
+
+// MutexOption configures a Mutex (New).
+type MutexOption func(*Mutex)
+
+// WithLockDelay sets the Mutex's lock-delay (Chubby's; see
+// recipe.LockDelayServed): a grant that follows an unclean end of the
+// previous holder waits d before it is handed out, and meanwhile the lock
+// is not free to anyone (TryAcquire: recipe.ErrLocked). 0 (the default)
+// serves none; below zero or above recipe.MaxLockDelay makes New fail with
+// recipe.ErrBadOption.
+//
+// Unclean is every end but Release: the holder's server session ended
+// (killed process, cut network past the TTL, pg_terminate_backend, a
+// server restart), its lease was lost (the holder gave up first), or
+// Session.Close ended it (Close does not unlock). A Release whose
+// statement fails counts as unclean too.
+//
+// The record lives in the lock's row of the token table: the grant writes
+// "held by <its token>" in its token bump, Release clears it in the
+// statement that unlocks; a contender that finds the row still naming the
+// previous grant records the time it found it (the server's clock) and
+// serves the delay from then. A contender that gives up while serving it
+// leaves that time, so the next one serves only the rest. Every Mutex of a
+// name should be given the same delay: one without it writes no record,
+// waits for none, and its grant erases the record of an earlier unclean
+// end. New fails with ErrTokenTable when the token table, made by an older
+// pglock, lacks the columns and the connecting role could not add them.
+func WithLockDelay(d time.Duration) MutexOption { return func(m *Mutex) { m.delay = d } }
+
+// The lock-delay's statements. markSQL is the token bump of a Mutex with a
+// lock-delay ($3: the delay in seconds): it names the new grant in held
+// and, when the row's held named the previous grant (no clean Release
+// since), keeps or starts the unclean end's time (unclean_at), unless the
+// delay from it is over. It returns the seconds since that time (NULL:
+// nothing to serve).
+func markSQL(table string) string {
+	const since = "pg_catalog.date_part('epoch', pg_catalog.now() OPERATOR(pg_catalog.-) "
+	return "INSERT INTO " + table + " AS t (key, name, n, held) VALUES ($1::pg_catalog.int8, $2::pg_catalog.text, 1, 1) " +
+		"ON CONFLICT (key) DO UPDATE SET n = t.n OPERATOR(pg_catalog.+) 1, held = t.n OPERATOR(pg_catalog.+) 1, " +
+		"unclean_at = CASE WHEN t.held OPERATOR(pg_catalog.=) t.n AND " + since +
+		"COALESCE(t.unclean_at, pg_catalog.now())) OPERATOR(pg_catalog.<) $3::pg_catalog.float8 " +
+		"THEN COALESCE(t.unclean_at, pg_catalog.now()) END " +
+		"RETURNING t.n, t.name, " + since + "t.unclean_at)"
+}
+
+// servedSQL ends the lock-delay the grant with token $2 served: the next
+// unclean end starts a delay of its own.
+func servedSQL(table string) string {
+	return "UPDATE " + table + " SET unclean_at = NULL WHERE key OPERATOR(pg_catalog.=) $1::pg_catalog.int8 " +
+		"AND n OPERATOR(pg_catalog.=) $2::pg_catalog.int8 RETURNING true"
+}
+
+// releaseSQL is Release's unlock for a Mutex with a lock-delay: it clears
+// held (if it still names the grant with token $2) and then unlocks, in one
+// statement, so one transaction: the count(*) reads the whole UPDATE, row
+// lock taken, before the unlock runs, and a contender's bump waits for that
+// row lock until the clear is committed. If the statement fails, held stays
+// and the next grant serves a delay it did not need: never the reverse.
+func releaseSQL(table string) string {
+	return "WITH c AS (UPDATE " + table + " SET held = NULL WHERE key OPERATOR(pg_catalog.=) $1::pg_catalog.int8 " +
+		"AND held OPERATOR(pg_catalog.=) $2::pg_catalog.int8 RETURNING 1) " +
+		"SELECT pg_catalog.pg_advisory_unlock($1::pg_catalog.int8) FROM (SELECT pg_catalog.count(*) FROM c) AS x"
+}
+
+// bumped is what a token bump returned.
+type bumped struct {
+	tok     fence.Token
+	first   string        // the name the key was first used with
+	pending bool          // a lock-delay is recorded: serve left, then clear it
+	left    time.Duration // what remains of it, in [0, delay]
+}
+
+// parseSince sets pending and left from the seconds since the unclean end
+// (NULL: none) for a delay d. A server clock set back can make the time
+// negative: the wait is never longer than d.
+func (b *bumped) parseSince(col []byte, d time.Duration) error {
+	if col == nil {
+		return nil
+	}
+	secs, err := strconv.ParseFloat(string(col), 64)
+	if err != nil {
+		return fmt.Errorf("pglock: bad lock-delay start %q", col)
+	}
+	b.pending = true
+	b.left = min(max(d-time.Duration(secs*float64(time.Second)), 0), d)
+	return nil
+}
+
+// serveDelay serves what remains of a pending lock-delay on the grant's
+// connection conn, then clears its record (servedSQL), and returns the
+// send time of that statement: the start of the lease's deadline. A
+// TryAcquire (!wait) that finds time left answers recipe.ErrLocked and,
+// like an Acquire whose ctx ends during the wait, gives its grant up
+// without clearing: the next contender serves the rest.
+func (m *Mutex) serveDelay(ctx context.Context, conn *pgconn.PgConn, wait bool, b bumped) (time.Time, error) {
+	if !wait && b.left > 0 {
+		return time.Time{}, fmt.Errorf("%w: pglock: %q is serving its lock-delay", recipe.ErrLocked, m.name)
+	}
+	if err := m.waitAlive(ctx, conn, b.left); err != nil {
+		return time.Time{}, err
+	}
+	sent := time.Now()
+	rows, err := queryCancelled(ctx, conn, servedSQL(m.s.table), strconv.FormatInt(m.key, 10), strconv.FormatUint(uint64(b.tok), 10))
+	switch {
+	case err != nil:
+		return time.Time{}, &recipe.OpError{Op: "lock-delay served", Path: m.name, Err: err}
+	case len(rows) != 1:
+		return time.Time{}, &recipe.OpError{Op: "lock-delay served", Path: m.name,
+			Err: errors.New("pglock: the token row no longer holds this grant's token")}
+	}
+	return sent, nil
+}
+
+// unmark clears the mark of the grant with token tok when Acquire gives it
+// up before handing it out with no delay pending (its ctx ended just after
+// the bump, the session closed): no work was done under it, so its end is
+// clean. Best effort, bounded by closeTimeout, while the lock is still
+// held: if it fails the next grant serves a delay it did not need. A grant
+// given up with a delay pending keeps its mark: the next serves the rest.
+func (m *Mutex) unmark(conn *pgconn.PgConn, tok fence.Token) {
+	if conn.IsClosed() || conn.IsBusy() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
+	defer cancel()
+	_, _ = query(ctx, conn, "UPDATE "+m.s.table+" SET held = NULL WHERE key OPERATOR(pg_catalog.=) $1::pg_catalog.int8 "+
+		"AND held OPERATOR(pg_catalog.=) $2::pg_catalog.int8", strconv.FormatInt(m.key, 10), strconv.FormatUint(uint64(tok), 10))
+}
+
+// waitAlive is grant.ServeDelay for left on the grant's connection: it
+// pings conn every ping interval meanwhile, so that the server does not end
+// the idle session (idle_session_timeout is the TTL, and a delay can be
+// longer), and a ping that fails ends the wait with recipe.ErrSessionLost.
+// A ping in flight is never interrupted (that would break the connection
+// the grant goes on with); each is bounded by the loss deadline.
+func (m *Mutex) waitAlive(ctx context.Context, conn *pgconn.PgConn, left time.Duration) error {
+	if left <= 0 {
+		return nil
+	}
+	wctx, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(m.s.ping)
+		defer t.Stop()
+		for {
+			select {
+			case <-wctx.Done():
+				return
+			case <-t.C:
+			}
+			pctx, cancel := context.WithTimeout(context.Background(), m.s.loss)
+			err := conn.Ping(pctx)
+			cancel()
+			if err != nil {
+				stop(fmt.Errorf("%w: pglock: ping while serving the lock-delay: %w", recipe.ErrSessionLost, err))
+				return
+			}
+		}
+	}()
+	err := grant.ServeDelay(wctx, left, m.rep)
+	stop(nil)
+	<-done
+	return err
+}
+
+// The token table's lock-delay columns (tables made before them lack
+// them: Connect adds them, see prepareDelay).
+const delayColumns = "held pg_catalog.int8, unclean_at pg_catalog.timestamptz"
+
+// prepareDelay checks that the token table has the lock-delay columns and,
+// if not (a table made by an older pglock), adds them: nullable, no
+// default, so a change of the catalog only, under a lock_timeout so that a
+// long transaction on the table cannot queue every token bump behind the
+// ALTER. Older pglock versions run unchanged against the new columns (they
+// write neither: a lock without the option). If the role can't add them,
+// Connect still succeeds and keeps the error for New with WithLockDelay.
+// Errors (failing Connect): the connection's, ctx's cause.
+func (s *Session) prepareDelay(ctx context.Context, conn *pgconn.PgConn) error {
+	has, err := s.hasDelayColumns(ctx, conn)
+	if err != nil || has {
+		return err
+	}
+	alter := "ALTER TABLE " + s.table + " ADD COLUMN IF NOT EXISTS held pg_catalog.int8, " +
+		"ADD COLUMN IF NOT EXISTS unclean_at pg_catalog.timestamptz"
+	_, err = query(ctx, conn, "SELECT pg_catalog.set_config('lock_timeout', '2s', false)")
+	if err == nil {
+		_, err = query(ctx, conn, alter)
+	}
+	if ctx.Err() != nil {
+		return context.Cause(ctx)
+	}
+	if err == nil {
+		if has, err = s.hasDelayColumns(ctx, conn); err != nil || has {
+			return err
+		}
+		err = errors.New("columns held or unclean_at exist with other types")
+	}
+	s.delayErr = fmt.Errorf("%w: %s lacks the lock-delay columns of WithLockDelay (a table made by an older pglock) "+
+		"and they could not be added: %w; an administrator can add them with:\n%s;", ErrTokenTable, s.table, err, alter)
+	return nil
+}
+
+// hasDelayColumns reports whether the token table has both lock-delay
+// columns with their types.
+func (s *Session) hasDelayColumns(ctx context.Context, conn *pgconn.PgConn) (bool, error) {
+	rows, err := query(ctx, conn, "SELECT pg_catalog.count(*) FROM pg_catalog.pg_attribute "+
+		"WHERE attrelid OPERATOR(pg_catalog.=) $1::pg_catalog.regclass AND NOT attisdropped AND ("+
+		"(attname OPERATOR(pg_catalog.=) 'held'::pg_catalog.name AND atttypid OPERATOR(pg_catalog.=) 'pg_catalog.int8'::pg_catalog.regtype) OR "+
+		"(attname OPERATOR(pg_catalog.=) 'unclean_at'::pg_catalog.name AND atttypid OPERATOR(pg_catalog.=) 'pg_catalog.timestamptz'::pg_catalog.regtype))",
+		s.table)
+	if err != nil {
+		return false, err
+	}
+	return len(rows) == 1 && string(rows[0][0]) == "2", nil
+}

@@ -1,0 +1,90 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/zkrecipes/zkrecipes/zktest"
+)
+
+// TestLockDelayKilledHolder: on every backend, a holder run with
+// --lock-delay is killed with SIGKILL (no Release: its lease ends only
+// when the server frees it); the next zkrecipes lock runs its command no
+// sooner than the delay after the kill, with the delay served in its log.
+// After a holder whose command finished (a clean Release), the next runs
+// at once.
+func TestLockDelayKilledHolder(t *testing.T) {
+	t.Parallel()
+	const delay = 2 * time.Second
+	servers := map[string]func(t *testing.T) (string, []string){
+		"ZooKeeper": func(t *testing.T) (string, []string) {
+			return strings.Join(zktest.Shared(t).Servers(), ","), []string{"--session-timeout", "2s"}
+		},
+	}
+	for _, ls := range lockServers {
+		servers[ls.name] = func(t *testing.T) (string, []string) {
+			url, addr := ls.start(t)
+			return url(addr), []string{"--ttl", "2s"}
+		}
+	}
+	for name, start := range servers {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			srv, lease := start(t)
+			path, dir := lockName(t), t.TempDir()
+			args := func(script string) []string {
+				a := append([]string{"lock"}, lease...)
+				return append(a, "--lock-delay", delay.String(), path, "--", "sh", "-c", script)
+			}
+			g1, g2, g3 := filepath.Join(dir, "g1"), filepath.Join(dir, "g2"), filepath.Join(dir, "g3")
+
+			holder := startOn(t, srv, dir, args(grantScript(g1, filepath.Join(dir, "never")))...)
+			readGrant(t, g1)
+			killed := time.Now()
+			if err := holder.cmd.Process.Kill(); err != nil {
+				t.Fatal(err)
+			}
+			next := startOn(t, srv, dir, args(grantScript(g2, ""))...)
+			readGrant(t, g2)
+			after := time.Since(killed)
+			t.Logf("the next holder ran %v after the kill (delay %v)", after.Round(time.Millisecond), delay)
+			if after < delay {
+				t.Errorf("the next holder ran %v after the holder was killed, sooner than --lock-delay %v", after, delay)
+			}
+			next.expect(0, 30*time.Second)
+			if r := next.logged("lock acquired"); r == nil || r["lock_delay"] == nil {
+				t.Errorf("the grant's log line does not say the lock-delay served: %v", r)
+			}
+
+			begin := time.Now()
+			startOn(t, srv, dir, args(grantScript(g3, ""))...).expect(0, 30*time.Second)
+			if took := time.Since(begin); took >= delay+time.Second {
+				t.Errorf("after a clean release the next holder took %v: want no lock-delay", took)
+			}
+			_ = os.Remove(g3)
+		})
+	}
+}
+
+// TestLockDelayBadFlag: a --lock-delay out of range, or with a lock of
+// several holders, is a usage error before anything connects.
+func TestLockDelayBadFlag(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	for _, args := range [][]string{
+		{"--lock-delay", "-1s"},
+		{"--lock-delay", "11m"},
+		{"--lock-delay", "1s", "--rw", "read"},
+		{"--lock-delay", "1s", "--semaphore", "2"},
+	} {
+		a := append(append([]string{"lock"}, args...), "/cli-test/bad-delay", "--", "true")
+		p := startOn(t, "127.0.0.1:1", dir, a...)
+		p.expect(exitUsage, 30*time.Second)
+		if !strings.Contains(p.stderr.String(), "--lock-delay") {
+			t.Errorf("%q: the usage error does not name --lock-delay:\n%s", args, p.stderr)
+		}
+	}
+}

@@ -1,0 +1,105 @@
+package fence
+
+import (
+	"context"
+	"errors"
+	"unicode/utf8"
+)
+
+// Fence is any resource-side check of fencing tokens: a [Guard], a SQL
+// fence row (fencesql), a ZooKeeper register (fencezk), an etcd or Redis
+// key (fenceetcd, fenceredis). Code that guards a write through a Fence
+// (package fencehttp's handler, say) works with all of them.
+type Fence interface {
+	// Admit runs write if t is not lower than the highest token accepted
+	// for resource, and records t as the highest when write returns nil;
+	// check, write and record are one atomic step for what write does
+	// through the fence (each implementation says what that covers: a
+	// Guard, the process's memory; fencesql, the transaction write finds
+	// in its ctx; fencezk, the operations write adds). An equal token is
+	// accepted. write may be nil: Admit then only records t. Admit calls
+	// write at most once (a retry of the implementation's own comes before
+	// write or applies nothing of it again). write's ctx is derived from
+	// ctx and may carry the implementation's handle.
+	//
+	// Errors, after which t is not recorded and nothing write did through
+	// the fence took effect, unless the error matches [ErrUncertain]:
+	//   - a [*StaleError] (ErrStale) with the highest accepted token when
+	//     t is lower: write is not called (an implementation that checks
+	//     again when it applies write's effects may find t stale after
+	//     write ran; those effects are then dropped);
+	//   - [ErrNoToken] for the zero token, a [*RangeError]
+	//     (ErrTokenOverflow) for one above MaxToken, an error matching
+	//     [ErrBadResource] for a name the fence cannot keep, before
+	//     anything is sent;
+	//   - write's error (possibly wrapped), or ctx's;
+	//   - an error matching [ErrUncertain] when the resource's answer was
+	//     lost: t and write's effects may have been applied;
+	//   - otherwise the resource's own error.
+	//
+	// write must not call Admit on the same resource (it may deadlock).
+	Admit(ctx context.Context, resource string, t Token, write func(ctx context.Context) error) error
+}
+
+// ErrBadResource is matched by the error of a [Fence] refusing a resource
+// name it cannot keep (see [CheckResource] for the names every fence of
+// this module keeps).
+var ErrBadResource = errors.New("fence: bad resource name")
+
+// MaxResourceLen is the longest resource name [CheckResource] accepts, in
+// bytes (fencesql's limit, the tightest of this module's fences).
+const MaxResourceLen = 200
+
+// CheckResource returns an error matching [ErrBadResource] unless name is
+// one every fence of this module keeps: not empty, at most
+// MaxResourceLen bytes, valid UTF-8, no NUL byte. Check a name taken from
+// untrusted input (an HTTP request) with it; an implementation may refuse
+// more (fencezk: a path segment).
+func CheckResource(name string) error {
+	switch {
+	case name == "":
+		return &resourceError{why: "empty"}
+	case len(name) > MaxResourceLen:
+		return &resourceError{why: "longer than 200 bytes"}
+	case !utf8.ValidString(name):
+		return &resourceError{why: "not valid UTF-8"}
+	}
+	for i := 0; i < len(name); i++ {
+		if name[i] == 0 {
+			return &resourceError{why: "contains a NUL byte"}
+		}
+	}
+	return nil
+}
+
+// resourceError says why a name was refused without quoting it (it may be
+// long or hostile).
+type resourceError struct{ why string }
+
+func (e *resourceError) Error() string        { return ErrBadResource.Error() + ": " + e.why }
+func (e *resourceError) Is(target error) bool { return target == ErrBadResource }
+
+// Admit makes a *Guard a [Fence]: it is [Guard.Do] with a context. write
+// runs under the resource's lock, so its in-process effects are atomic
+// with the check and the record, and other Admits and Dos on resource
+// wait for it (that wait does not end with ctx). Admit returns ctx's error,
+// without calling write or recording t, if ctx is done before write would
+// be called, the lock once taken included; write gets ctx. A Guard keeps
+// every resource name it has seen for ever: give it names from a bounded
+// set.
+func (g *Guard) Admit(ctx context.Context, resource string, t Token, write func(ctx context.Context) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return g.Do(resource, t, func() error {
+		if err := ctx.Err(); err != nil {
+			return err // ended while waiting for the lock
+		}
+		if write == nil {
+			return nil
+		}
+		return write(ctx)
+	})
+}
+
+var _ Fence = (*Guard)(nil)

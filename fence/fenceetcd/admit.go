@@ -1,0 +1,93 @@
+package fenceetcd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/zkrecipes/zkrecipes/fence"
+)
+
+// ErrNoBatch is returned by AddOps for a ctx that is not (derived from)
+// the ctx of a write of [Fence.Admit] still running.
+var ErrNoBatch = errors.New("fenceetcd: AddOps outside a running write of Fence.Admit")
+
+// AddOps adds ops to the transaction of the [Fence.Admit] whose write got
+// ctx: they are applied with its token, or not at all. Each is checked as
+// Do checks it. Errors: ErrBadOp (nothing added), ErrNoBatch.
+func AddOps(ctx context.Context, ops ...clientv3.Op) error {
+	b, _ := ctx.Value(batchKey{}).(*batch)
+	if b == nil {
+		return ErrNoBatch
+	}
+	for i, op := range ops {
+		if err := b.f.checkOp(op); err != nil {
+			return fmt.Errorf("op %d: %w", i, err)
+		}
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return ErrNoBatch
+	}
+	b.ops = append(b.ops, ops...)
+	return nil
+}
+
+// batchKey is the context key of the ops of an Admit's write.
+type batchKey struct{}
+
+// batch collects the ops of one Admit's write.
+type batch struct {
+	f      *Fence
+	mu     sync.Mutex
+	ops    []clientv3.Op
+	closed bool // write has returned: no more ops
+}
+
+// close ends b and returns its ops.
+func (b *batch) close() []clientv3.Op {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.closed = true
+	return b.ops
+}
+
+// Admit implements fence.Fence (the interface package fencehttp's
+// handler takes). It reads resource's highest token and refuses a lower t
+// at once (write is not called); otherwise it calls write, once, with a
+// ctx to which [AddOps] adds etcd operations, then applies them with t in
+// one transaction (Do), which compares again: if a larger token landed
+// meanwhile, Admit returns a *fence.StaleError and none of write's
+// operations is applied although write ran. write may be nil (Admit only
+// records t). What write does other than AddOps is not fenced. Errors:
+// Do's (fence.ErrBadResource for a name fence.CheckResource refuses), and
+// write's own as it returned it (nothing applied).
+func (f *Fence) Admit(ctx context.Context, resource string, t fence.Token, write func(ctx context.Context) error) error {
+	if err := checkToken(t); err != nil {
+		return err
+	}
+	high, err := f.Highest(ctx, resource)
+	if err != nil {
+		return err
+	}
+	if t < high {
+		return &fence.StaleError{Resource: resource, Token: t, Highest: high}
+	}
+	var ops []clientv3.Op
+	if write != nil {
+		b := &batch{f: f}
+		err := write(context.WithValue(ctx, batchKey{}, b))
+		ops = b.close()
+		if err != nil {
+			return err
+		}
+	}
+	_, err = f.Do(ctx, resource, t, ops...)
+	return err
+}
+
+var _ fence.Fence = (*Fence)(nil)

@@ -1,0 +1,84 @@
+package fenceredis
+
+import (
+	"context"
+	"errors"
+	"sync"
+
+	"github.com/zkrecipes/zkrecipes/fence"
+)
+
+// ErrNoBatch is returned by AddWrites for a ctx that is not (derived
+// from) the ctx of a write of [Fence.Admit] still running.
+var ErrNoBatch = errors.New("fenceredis: AddWrites outside a running write of Fence.Admit")
+
+// AddWrites adds writes to the script of the [Fence.Admit] whose write got
+// ctx: they are applied with its token, or not at all. Do checks them
+// (ErrBadWrite, returned by Admit). Errors: ErrNoBatch.
+func AddWrites(ctx context.Context, writes ...Write) error {
+	b, _ := ctx.Value(batchKey{}).(*batch)
+	if b == nil {
+		return ErrNoBatch
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return ErrNoBatch
+	}
+	b.writes = append(b.writes, writes...)
+	return nil
+}
+
+// batchKey is the context key of the writes of an Admit's write.
+type batchKey struct{}
+
+// batch collects the writes of one Admit's write.
+type batch struct {
+	mu     sync.Mutex
+	writes []Write
+	closed bool // write has returned: no more writes
+}
+
+// close ends b and returns its writes.
+func (b *batch) close() []Write {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.closed = true
+	return b.writes
+}
+
+// Admit implements fence.Fence (the interface package fencehttp's
+// handler takes). It reads resource's highest token and refuses a lower t
+// at once (write is not called); otherwise it calls write, once, with a
+// ctx to which [AddWrites] adds Redis writes, then applies them with t in
+// one script (Do), which compares again: if a larger token landed
+// meanwhile, Admit returns a *fence.StaleError and none of write's writes
+// is applied although write ran. write may be nil (Admit only records t).
+// What write does other than AddWrites is not fenced. Errors: Do's
+// (fence.ErrBadResource for a name fence.CheckResource refuses), and
+// write's own as it returned it (nothing applied).
+func (f *Fence) Admit(ctx context.Context, resource string, t fence.Token, write func(ctx context.Context) error) error {
+	if err := checkToken(t); err != nil {
+		return err
+	}
+	high, err := f.Highest(ctx, resource)
+	if err != nil {
+		return err
+	}
+	if t < high {
+		return &fence.StaleError{Resource: resource, Token: t, Highest: high}
+	}
+	var writes []Write
+	if write != nil {
+		b := &batch{}
+		err := write(context.WithValue(ctx, batchKey{}, b))
+		writes = b.close()
+		if err != nil {
+			return err
+		}
+	}
+	_, err = f.Do(ctx, resource, t, writes...)
+	return err
+}
+
+var _ fence.Fence = (*Fence)(nil)

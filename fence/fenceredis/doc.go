@@ -1,0 +1,53 @@
+// Package fenceredis fences data kept in Redis: a write carrying a fencing
+// token lower than one already accepted for the same resource is refused
+// by Redis itself, in the same Lua script as the write.
+//
+// Two shapes, each one script:
+//
+//   - A fence key per resource ([Fence.Do]): the string prefix+resource
+//     holds the highest token accepted. Do runs one script: if the stored
+//     token is at most the caller's (or there is none), apply the caller's
+//     writes and store the caller's token; otherwise answer the stored
+//     token and change nothing. The writes land only with the token: a
+//     paused holder that resumes with an older token cannot write over a
+//     newer holder's data.
+//   - A [Register]: one hash holding a value, its token and a version;
+//     [Register.Write] is the same script on that key alone.
+//
+// The caller's writes are [Write] values made by this package's
+// constructors ([Set], [SetPX], [Del], [HSet], [HDel], [RPush], [SAdd],
+// [SRem]): the script is constant text, the keys travel as KEYS and the
+// values as ARGV, so no byte of user data is ever read as Lua, and the
+// script allows those commands only. A Redis script is atomic but not
+// transactional (a command failing in its middle leaves the earlier ones
+// applied), so the script checks everything that could make a write fail
+// (the fence key's format, each key's type) before it writes anything,
+// and Do refuses what the script does not check (argument counts, TTLs,
+// a key written twice, too many arguments for Lua to unpack).
+//
+// Equal tokens are accepted (the same holder writing again); the zero token
+// is refused (fence.ErrNoToken), and so is one above fence.MaxToken. A
+// stale token gets a *fence.StaleError (fence.ErrStale) with the highest
+// accepted. A script whose answer was lost (the connection broke, ctx
+// ended while it was out) returns an error matching fence.ErrUncertain: it
+// may have been applied; the same token is accepted again if nothing newer
+// landed. So that a lost answer is never sent again behind the fence's
+// back (applying the writes twice), the client must not retry: New refuses
+// one whose MaxRetries is not -1 (ErrRetries). [Fence.RaiseFloor] and
+// [Register.RaiseFloor] raise the mark to a new era's floor
+// (fence.Era.Floor) when the lock moves to another backend. [Fence.Admit]
+// is the fence.Fence interface: its write adds writes with [AddWrites].
+//
+// What it protects: the keys written through Do (or Admit's AddWrites) and the
+// registers, on one Redis server. What it cannot: keys written by anyone
+// without the fence; a fence key or register that someone deletes,
+// overwrites or evicts (the mark goes with it: keep the prefix to this
+// package, use a maxmemory-policy that does not evict it, such as
+// noeviction or volatile-*, and Redis ACLs if other programs share the
+// server); a server that loses acknowledged writes (a restart without
+// appendfsync always, a failover to a replica that had not received
+// them), after which an older token can be accepted again: raise the
+// floor to a new era after such a loss; effects outside Redis (give those
+// an idempotency key). A Redis Cluster is not supported (the keys of one
+// call would have to share a hash slot).
+package fenceredis

@@ -1,0 +1,166 @@
+package fenceredis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/zkrecipes/zkrecipes/fence"
+)
+
+// Errors of this package, matched with errors.Is. Bad input is refused
+// before anything is sent.
+var (
+	// ErrBadPrefix: New's key prefix is empty or not valid UTF-8.
+	ErrBadPrefix = errors.New("fenceredis: bad key prefix")
+	// ErrNotFence: the key holds something this package did not write
+	// (another type, or a value that is not a token): another program's
+	// key, or a prefix typo. Nothing was written.
+	ErrNotFence = errors.New("fenceredis: key does not hold a fence token")
+	// ErrWrongType: a Write's key holds another type than its command
+	// needs (an HSET of a list, say); nothing was written.
+	ErrWrongType = errors.New("fenceredis: a write's key holds the wrong type")
+	// ErrRetries: the client repeats commands whose answer was lost
+	// (go-redis's MaxRetries, 3 by default): a fenced write could be applied
+	// twice, and its outcome misreported. Create the client with
+	// MaxRetries: -1.
+	ErrRetries = errors.New("fenceredis: the client retries commands (set redis.Options.MaxRetries to -1)")
+)
+
+// Fence keeps, for each resource, the highest fencing token accepted in
+// the Redis string prefix+resource, and applies a caller's writes only
+// together with a token at least that high, in one Lua script. It is for
+// a single Redis server (or a primary with its replicas, see the package
+// documentation). It is safe for concurrent use.
+type Fence struct {
+	cli    *redis.Client
+	prefix string
+}
+
+// New returns the fence whose keys are prefix+resource. Give the fence a
+// prefix of its own ("myapp:fence:"): writes of keys under it are refused
+// (ErrBadWrite). It sends nothing. Errors: ErrBadPrefix; ErrRetries for a
+// client that retries commands.
+func New(cli *redis.Client, prefix string) (*Fence, error) {
+	if prefix == "" || !utf8.ValidString(prefix) {
+		return nil, fmt.Errorf("%w: %q", ErrBadPrefix, prefix)
+	}
+	if err := checkClient(cli); err != nil {
+		return nil, err
+	}
+	return &Fence{cli: cli, prefix: prefix}, nil
+}
+
+// checkClient refuses a client that retries (after NewClient, a
+// MaxRetries of 0 means none: -1 was normalised to it).
+func checkClient(cli *redis.Client) error {
+	if cli.Options().MaxRetries != 0 {
+		return ErrRetries
+	}
+	return nil
+}
+
+// Key returns the Redis key that holds resource's highest token. Errors:
+// an error matching fence.ErrBadResource for a name fence.CheckResource
+// refuses (empty, over fence.MaxResourceLen bytes, not UTF-8, a NUL byte).
+func (f *Fence) Key(resource string) (string, error) {
+	if err := fence.CheckResource(resource); err != nil {
+		return "", err
+	}
+	return f.prefix + resource, nil
+}
+
+// Do applies writes in one Lua script with the set of token as resource's
+// highest, if token is not lower than the highest accepted, and returns
+// the highest accepted before (zero: none). The writes land only with the
+// token, and none of them otherwise. An equal token is accepted (the same
+// holder writing again). writes may be empty (Do then only records token);
+// each key may be written once per call, and not under the fence's prefix.
+//
+// Errors: a *fence.StaleError (fence.ErrStale) with the highest accepted
+// when token is lower, nothing applied; fence.ErrNoToken for the zero
+// token; a *fence.RangeError (fence.ErrTokenOverflow) above
+// fence.MaxToken; fence.ErrBadResource (see Key); ErrBadWrite (with the write's index);
+// ErrNotFence; ErrWrongType; ctx's error before anything is sent;
+// fence.ErrUncertain wrapping the client's error when the script was sent
+// and its answer lost (it may have been applied: read, or call again with
+// the same token); otherwise Redis's refusal, nothing applied.
+func (f *Fence) Do(ctx context.Context, resource string, token fence.Token, writes ...Write) (prev fence.Token, err error) {
+	key, err := f.Key(resource)
+	if err != nil {
+		return 0, err
+	}
+	if err := checkToken(token); err != nil {
+		return 0, err
+	}
+	keys := []string{key}
+	args := []any{token.String(), len(writes)}
+	seen := map[string]bool{}
+	for i, w := range writes {
+		if err := w.check(); err != nil {
+			return 0, fmt.Errorf("write %d: %w", i, err)
+		}
+		if strings.HasPrefix(w.key, f.prefix) || seen[w.key] {
+			return 0, fmt.Errorf("write %d: %w: %s is under the fence's prefix, or written twice", i, ErrBadWrite, w)
+		}
+		seen[w.key] = true
+		keys = append(keys, w.key)
+		args = append(args, w.cmd, len(w.args))
+		for _, a := range w.args {
+			args = append(args, a)
+		}
+	}
+	res, err := run(ctx, f.cli, doScript, keys, args...)
+	if err != nil {
+		return 0, err
+	}
+	ok, fields, err := answer(res, 2)
+	if err != nil {
+		return 0, err
+	}
+	high, err := parseToken(fields[0])
+	if err != nil {
+		return 0, err
+	}
+	if !ok {
+		return 0, &fence.StaleError{Resource: resource, Token: token, Highest: high}
+	}
+	return high, nil
+}
+
+// Highest returns the highest token accepted for resource (zero if none).
+// Errors: fence.ErrBadResource (see Key), ErrNotFence, Redis's.
+func (f *Fence) Highest(ctx context.Context, resource string) (fence.Token, error) {
+	key, err := f.Key(resource)
+	if err != nil {
+		return 0, err
+	}
+	v, err := f.cli.Get(ctx, key).Result()
+	if errors.Is(err, redis.Nil) {
+		return 0, nil
+	}
+	if err != nil {
+		if strings.HasPrefix(err.Error(), "WRONGTYPE") {
+			return 0, fmt.Errorf("%w: %s", ErrNotFence, err)
+		}
+		return 0, fmt.Errorf("fenceredis: reading %q: %w", key, err)
+	}
+	t, perr := fence.ParseToken(v)
+	if perr != nil || t > fence.MaxToken {
+		return 0, fmt.Errorf("%w: %q holds %.40q", ErrNotFence, key, v)
+	}
+	return t, nil
+}
+
+// checkToken refuses the zero token and one above fence.MaxToken, before
+// anything is sent, as every fence does.
+func checkToken(t fence.Token) error {
+	if t.IsZero() {
+		return fence.ErrNoToken
+	}
+	return fence.CheckToken(t)
+}

@@ -1,0 +1,41 @@
+package fenceredis
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/zkrecipes/zkrecipes/fence"
+)
+
+// RaiseFloor makes floor the lowest token resource accepts from now on:
+// its highest accepted token becomes max(highest, floor), in one script,
+// so a later Do with a token below floor is refused with a
+// *fence.StaleError. It returns the token now in effect (above floor if a
+// larger one was accepted already); it never lowers it, and a zero floor
+// changes nothing. It is the operator's step of a switch of lock backend:
+// raise every fence to the new era's Floor
+// (docs/backends.md#switching-backends). Errors are Do's (a
+// *fence.RangeError, fence.ErrTokenOverflow, for a floor above
+// fence.MaxToken, which would lock the resource against every token for
+// ever); after fence.ErrUncertain, call again.
+func (f *Fence) RaiseFloor(ctx context.Context, resource string, floor fence.Token) (fence.Token, error) {
+	key, err := f.Key(resource)
+	if err != nil {
+		return 0, err
+	}
+	if err := fence.CheckToken(floor); err != nil {
+		return 0, err
+	}
+	if floor.IsZero() {
+		return f.Highest(ctx, resource)
+	}
+	res, err := run(ctx, f.cli, floorScript, []string{key}, floor.String())
+	if err != nil {
+		return 0, err
+	}
+	s, ok := res.(string)
+	if !ok {
+		return 0, fmt.Errorf("fenceredis: unexpected reply %T", res)
+	}
+	return parseToken(s)
+}

@@ -1,0 +1,252 @@
+package mutex_test
+
+import (
+	"context"
+	"errors"
+	"path"
+	"testing"
+	"time"
+
+	"github.com/zkrecipes/zkrecipes/internal/rtest"
+	"github.com/zkrecipes/zkrecipes/mutex"
+	"github.com/zkrecipes/zkrecipes/recipe"
+	"github.com/zkrecipes/zkrecipes/zktest"
+	"github.com/zkrecipes/zkrecipes/zookeeper"
+)
+
+// The ZooKeeper-specific lock-delay tests (the shared properties are
+// TestConformanceLockDelay's). An unclean end is made at once where it
+// can be: Session.Close without Release (the server deletes the session's
+// znodes at once), an operator's delete.
+
+// testDelay is the delay of the tests below: long enough to tell from a
+// prompt grant on a loaded machine, short enough to serve often.
+const testDelay = time.Second
+
+// delayed builds a Mutex on dir with a lock-delay of d, or fails the test.
+func delayed(t testing.TB, s *zookeeper.Session, d time.Duration) *mutex.Mutex {
+	t.Helper()
+	m, err := mutex.New(s, dir, mutex.WithLockDelay(d))
+	if err != nil {
+		t.Fatalf("mutex.New(WithLockDelay(%v)): %v", d, err)
+	}
+	return m
+}
+
+func acquire(t testing.TB, l recipe.Lock) recipe.Lease {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	lease, err := l.Acquire(ctx)
+	if err != nil {
+		t.Fatalf("acquire: %v", err)
+	}
+	return lease
+}
+
+// markerOf reads the marker of dir through the inspector ("" and false
+// when there is none).
+func markerOf(t testing.TB, cl *zktest.Cluster, in *zktest.Inspector) (string, bool) {
+	t.Helper()
+	data, _, err := in.Conn().Get(cl.Chroot() + dir + "/" + zookeeper.MarkerName)
+	if err != nil {
+		return "", false
+	}
+	return string(data), true
+}
+
+// nodeName is the znode name of a ZooKeeper lease.
+func nodeName(l recipe.Lease) string { return path.Base(l.(zookeeper.NodeLease).Path()) }
+
+// expectPrompt checks a grant that must serve no delay.
+func expectPrompt(t testing.TB, r rtest.Result, since time.Time, what string) {
+	t.Helper()
+	if r.Err != nil {
+		t.Fatalf("%s: %v", what, r.Err)
+	}
+	if took := r.At.Sub(since); took >= testDelay {
+		t.Errorf("%s: granted %v later, want at once (no lock-delay)", what, took)
+	}
+	if got := recipe.LockDelayServed(r.Lease); got != 0 {
+		t.Errorf("%s: LockDelayServed = %v, want 0", what, got)
+	}
+}
+
+// expectDelayed checks a grant that must serve the delay counted from
+// lost (when the unclean end happened).
+func expectDelayed(t testing.TB, r rtest.Result, lost time.Time, what string) {
+	t.Helper()
+	if r.Err != nil {
+		t.Fatalf("%s: %v", what, r.Err)
+	}
+	if took := r.At.Sub(lost); took < testDelay {
+		t.Errorf("%s: granted %v after the unclean end, sooner than the lock-delay %v", what, took, testDelay)
+	}
+	if got := recipe.LockDelayServed(r.Lease); got <= 0 || got > testDelay {
+		t.Errorf("%s: LockDelayServed = %v, want in (0, %v]", what, got, testDelay)
+	}
+}
+
+func TestLockDelayBadOption(t *testing.T) {
+	t.Parallel()
+	s := rtest.Connect(t, zktest.Shared(t))
+	for _, d := range []time.Duration{-time.Nanosecond, recipe.MaxLockDelay + time.Nanosecond} {
+		if _, err := mutex.New(s, dir, mutex.WithLockDelay(d)); !errors.Is(err, recipe.ErrBadOption) {
+			t.Errorf("New(WithLockDelay(%v)) = %v, want recipe.ErrBadOption", d, err)
+		}
+	}
+	for _, d := range []time.Duration{0, recipe.MaxLockDelay} {
+		if _, err := mutex.New(s, dir, mutex.WithLockDelay(d)); err != nil {
+			t.Errorf("New(WithLockDelay(%v)): %v", d, err)
+		}
+	}
+	if _, err := mutex.NewRW(s, dir, mutex.WithLockDelay(time.Second)); !errors.Is(err, recipe.ErrBadOption) {
+		t.Errorf("NewRW(WithLockDelay) = %v, want recipe.ErrBadOption (the read-write lock has none)", err)
+	}
+	if _, err := mutex.NewSemaphore(s, dir, 1, mutex.WithLockDelay(time.Second)); !errors.Is(err, recipe.ErrBadOption) {
+		t.Errorf("NewSemaphore(WithLockDelay) = %v, want recipe.ErrBadOption (the semaphore has none)", err)
+	}
+	if _, err := mutex.NewRW(s, dir, mutex.WithLockDelay(0)); err != nil {
+		t.Errorf("NewRW(WithLockDelay(0)): %v", err)
+	}
+}
+
+// TestLockDelayMarkerLifecycle: the marker names the holder from its
+// grant, the next holder after a Release, and goes with the last Release
+// (the directory is left empty, for the server to remove).
+func TestLockDelayMarkerLifecycle(t *testing.T) {
+	t.Parallel()
+	cl := zktest.Shared(t)
+	in := zktest.Inspect(t, cl)
+	a, b := delayed(t, rtest.Connect(t, cl), testDelay), delayed(t, rtest.Connect(t, cl), testDelay)
+	la := acquire(t, a)
+	if got, ok := markerOf(t, cl, in); !ok || got != nodeName(la) {
+		t.Fatalf("marker while A holds = %q (exists %v), want A's node %s", got, ok, nodeName(la))
+	}
+	ps, err := a.Participants(context.Background())
+	if err != nil || len(ps) != 1 {
+		t.Fatalf("Participants beside the marker = %v, %v: want A alone (the marker is no participant)", ps, err)
+	}
+	ch := acquireAsync(context.Background(), b)
+	time.Sleep(200 * time.Millisecond) // B in line
+	released := time.Now()
+	release(t, la)
+	r := rtest.Await(t, ch, 10*time.Second)
+	expectPrompt(t, r, released, "B after A's Release")
+	if got, _ := markerOf(t, cl, in); got != nodeName(r.Lease) {
+		t.Errorf("marker while B holds = %q, want B's node %s", got, nodeName(r.Lease))
+	}
+	release(t, r.Lease)
+	if left := in.Children(dir); len(left) != 0 {
+		t.Errorf("left in the lock directory after the last Release: %q", left)
+	}
+}
+
+// TestLockDelayUncleanEnds: Session.Close without Release and an
+// operator's delete of the held znode are unclean ends: the waiter serves
+// the delay.
+func TestLockDelayUncleanEnds(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name string
+		end  func(t *testing.T, s *zookeeper.Session, in *zktest.Inspector, l recipe.Lease)
+	}{
+		{"SessionClose", func(_ *testing.T, s *zookeeper.Session, _ *zktest.Inspector, _ recipe.Lease) { s.Close() }},
+		{"OperatorDelete", func(_ *testing.T, _ *zookeeper.Session, in *zktest.Inspector, l recipe.Lease) {
+			in.Delete(l.(zookeeper.NodeLease).Path())
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			cl := zktest.Shared(t)
+			in := zktest.Inspect(t, cl)
+			sa := rtest.Connect(t, cl)
+			la := acquire(t, delayed(t, sa, testDelay))
+			ch := acquireAsync(context.Background(), delayed(t, rtest.Connect(t, cl), testDelay))
+			time.Sleep(200 * time.Millisecond) // B in line
+			lost := time.Now()
+			c.end(t, sa, in, la)
+			r := rtest.Await(t, ch, 10*time.Second)
+			expectDelayed(t, r, lost, "B after A's unclean end")
+			release(t, r.Lease)
+		})
+	}
+}
+
+// TestLockDelayTryAcquire: with nobody waiting, the first TryAcquire after
+// an unclean end starts the delay (ZooKeeper has no clock to tell when the
+// end was) and answers ErrLocked, leaving no znode; once the delay has
+// passed, TryAcquire is granted.
+func TestLockDelayTryAcquire(t *testing.T) {
+	t.Parallel()
+	cl := zktest.Shared(t)
+	in := zktest.Inspect(t, cl)
+	sa := rtest.Connect(t, cl)
+	acquire(t, delayed(t, sa, testDelay))
+	sa.Close() // unclean: no Release
+	c := delayed(t, rtest.Connect(t, cl), testDelay)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	first := time.Now()
+	var l recipe.Lease
+	for tries := 0; ; tries++ {
+		var err error
+		if l, err = c.TryAcquire(ctx); err == nil {
+			break
+		}
+		if !errors.Is(err, recipe.ErrLocked) {
+			t.Fatalf("TryAcquire during the delay: %v, want recipe.ErrLocked", err)
+		}
+		if tries == 0 {
+			if left := in.Children(dir); len(left) != 1 || left[0] != zookeeper.MarkerName {
+				t.Errorf("after a refused TryAcquire the directory holds %q, want the marker alone", left)
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if took := time.Since(first); took < testDelay {
+		t.Errorf("TryAcquire granted %v after the first try, sooner than the lock-delay %v", took, testDelay)
+	}
+	if got := recipe.LockDelayServed(l); got <= 0 || got > testDelay {
+		t.Errorf("LockDelayServed = %v, want in (0, %v]", got, testDelay)
+	}
+	release(t, l)
+}
+
+// TestLockDelayDefaultNeverWaits: without the option nothing is recorded
+// or served, even after an unclean end; and mixed: a Mutex without the
+// option ignores a marker left by one with it, which stays for the next
+// holder with the option (which then serves a delay: documented).
+func TestLockDelayDefaultNeverWaits(t *testing.T) {
+	t.Parallel()
+	cl := zktest.Shared(t)
+	in := zktest.Inspect(t, cl)
+	sa := rtest.Connect(t, cl)
+	acquire(t, newMutex(t, sa, dir))
+	if _, ok := markerOf(t, cl, in); ok {
+		t.Errorf("a Mutex without the option wrote a marker")
+	}
+	ch := acquireAsync(context.Background(), newMutex(t, rtest.Connect(t, cl), dir))
+	time.Sleep(200 * time.Millisecond) // B in line
+	lost := time.Now()
+	sa.Close()
+	r := rtest.Await(t, ch, 10*time.Second)
+	expectPrompt(t, r, lost, "B (no option) after A's unclean end")
+	release(t, r.Lease)
+
+	// Mixed: C (option) ends uncleanly; D (none) is granted at once; E
+	// (option) serves the delay C's end left, from when it saw it.
+	sc := rtest.Connect(t, cl)
+	acquire(t, delayed(t, sc, testDelay))
+	sc.Close()
+	lost = time.Now()
+	ld := acquire(t, newMutex(t, rtest.Connect(t, cl), dir))
+	if took := time.Since(lost); took >= testDelay || recipe.LockDelayServed(ld) != 0 {
+		t.Errorf("D (no option) granted %v after C's unclean end, serving %v: want at once, none", took, recipe.LockDelayServed(ld))
+	}
+	release(t, ld)
+	seen := time.Now()
+	r = rtest.Await(t, acquireAsync(context.Background(), delayed(t, rtest.Connect(t, cl), testDelay)), 10*time.Second)
+	expectDelayed(t, r, seen, "E (option) after C's unclean end and D's clean turn")
+	release(t, r.Lease)
+}

@@ -1,0 +1,223 @@
+package zookeeper
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path"
+	"sync"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+	"github.com/zkrecipes/zkrecipes/internal/grant"
+	"github.com/zkrecipes/zkrecipes/internal/lockname"
+	"github.com/zkrecipes/zkrecipes/internal/shortpath"
+	"github.com/zkrecipes/zkrecipes/recipe"
+)
+
+// The lock-delay of an exclusive queue (mutex.WithLockDelay; see
+// recipe.LockDelayServed and docs/design.md#lock-delay-on-zookeeper). A
+// persistent marker znode beside the queue nodes, MarkerName, names the
+// node whose grant was handed out last:
+//
+//   - a grant writes its own node's name into the marker (a create, or a
+//     multi deleting the marker at the version read and creating it anew)
+//     before Acquire returns it;
+//   - Release deletes its node and the marker in one multi: a clean end
+//     leaves no marker, atomically;
+//   - every other end (session expired or closed, node deleted by someone
+//     else, a Release whose multi failed) leaves the marker naming a node
+//     that is gone: the next grant finds it and first serves the delay,
+//     counted from when this Queue first saw that marker (ZooKeeper has no
+//     clock a client can read).
+//
+// A failure anywhere only leaves a marker naming a gone node, which costs
+// at most one delay; nothing but the holder's own multi removes a marker,
+// and it succeeds only while the holder's node exists.
+
+// MarkerName is the name of the lock-delay marker, a persistent child of a
+// lock directory that a lock with a lock-delay keeps beside its queue
+// nodes. It is outside the node-name grammar: every listing ignores it.
+// It exists from a grant of such a lock until that holder's Release, and
+// after an unclean end until the next such holder's Release.
+const MarkerName = "_lock-delay"
+
+// lockDelay is a Queue's lock-delay: its length, and when this Queue first
+// saw the current marker state that names a gone node (the start of the
+// delay it serves for it).
+type lockDelay struct {
+	d            time.Duration
+	mu           sync.Mutex
+	czxid, mzxid int64 // the marker state first seen at seen
+	seen         time.Time
+}
+
+// setLockDelay turns the lock-delay on (zkside.Queue.SetLockDelay): only
+// for a queue of an exclusive Rule, before its first use.
+func (q *Queue) setLockDelay(d time.Duration) { q.delay.d = d }
+
+// left returns how much of the delay remains for a marker in state st
+// naming a gone node; a state not seen before starts the delay now.
+func (ld *lockDelay) left(st *zk.Stat) time.Duration {
+	ld.mu.Lock()
+	defer ld.mu.Unlock()
+	if st.Czxid != ld.czxid || st.Mzxid != ld.mzxid || ld.seen.IsZero() {
+		ld.czxid, ld.mzxid, ld.seen = st.Czxid, st.Mzxid, time.Now()
+	}
+	return ld.d - time.Since(ld.seen)
+}
+
+// marker is what a lease granted under a lock-delay wrote: the marker's
+// path. Every write creates it anew, so its version is 0 until someone
+// else writes to it (then the Release's multi fails: the marker stays).
+type marker struct {
+	path string // absolute
+}
+
+// holdDelayed runs between the Rule's grant of l (t's node) and Acquire's
+// return: it serves what remains of the delay if the marker names another
+// node (without wait, that is recipe.ErrLocked), then writes t's name into
+// the marker. It stops when l ends (its session or node is lost). On error
+// the caller gives the node up, leaving the marker as it was.
+func (q *Queue) holdDelayed(ctx context.Context, t *Ticket, l *lease, wait bool) error {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	defer context.AfterFunc(l.Context(), func() { cancel(context.Cause(l.Context())) })()
+	mpath := q.adir + "/" + MarkerName
+	var served time.Duration
+	for {
+		data, st, err := q.readMarker(ctx, mpath)
+		if err != nil {
+			return err
+		}
+		if st != nil && string(data) != t.name {
+			left := q.delay.left(st)
+			if left > 0 && !wait {
+				return fmt.Errorf("%w: %s (serving the lock-delay after %s ended without a Release: %v left)",
+					recipe.ErrLocked, shortpath.Of(q.dir), lockname.Quote(string(data)), left.Round(time.Millisecond))
+			}
+			if err := grant.ServeDelay(ctx, left, t.rep); err != nil {
+				return err
+			}
+			// Kept out d since this Queue saw the marker, in this call
+			// or in earlier ones (a refused TryAcquire, a suspension).
+			served = q.delay.d
+		}
+		err = q.writeMarker(ctx, mpath, data, st, t.name)
+		if markerChanged(err) {
+			continue // changed since the read: decide again
+		}
+		if err != nil {
+			return err
+		}
+		l.marker = &marker{path: mpath} // before l is handed out: Release reads it
+		l.SetDelayServed(served)
+		return nil
+	}
+}
+
+// readMarker reads the marker (st nil: there is none; data nil: unreadable
+// under its ACL, taken for another node's name).
+func (q *Queue) readMarker(ctx context.Context, mpath string) ([]byte, *zk.Stat, error) {
+	// data and st are written by the request's worker, which may outlive
+	// an error return: read them only on success.
+	var (
+		data []byte
+		st   *zk.Stat
+	)
+	err := q.s.req.retry(ctx, 2*q.reqSize, func() (err error) {
+		data, st, err = q.s.conn.Get(mpath)
+		if errors.Is(err, zk.ErrNoAuth) {
+			// Made by a Session whose ACL keeps it from this one: its
+			// presence is what counts (exists needs no permission).
+			var ok bool
+			ok, st, err = q.s.conn.Exists(mpath)
+			if data = nil; !ok {
+				st = nil
+			}
+		}
+		if errors.Is(err, zk.ErrNoNode) {
+			data, st, err = nil, nil, nil
+		}
+		return err
+	})
+	if err != nil {
+		return nil, nil, q.wrap("get", err)
+	}
+	return data, st, nil
+}
+
+// writeMarker names name in the marker read as (data, st): a create when
+// there was none, else a multi that deletes it at the version read and
+// creates it anew (so a lock needs no WRITE on a marker another Session
+// made: CREATE and DELETE on the directory, as for its nodes). Nothing is
+// sent when it names name already (a retry after a lost reply).
+// NodeExists, BadVersion and NoNode mean the marker changed since the read.
+func (q *Queue) writeMarker(ctx context.Context, mpath string, data []byte, st *zk.Stat, name string) error {
+	if st != nil && string(data) == name {
+		return nil
+	}
+	err := q.s.req.retry(ctx, 2*q.reqSize, func() error {
+		if st == nil {
+			_, err := q.s.conn.Create(mpath, []byte(name), 0, q.s.cfg.acl)
+			return err
+		}
+		_, err := q.s.conn.Multi(&zk.DeleteRequest{Path: mpath, Version: st.Version},
+			&zk.CreateRequest{Path: mpath, Data: []byte(name), Acl: q.s.cfg.acl})
+		return err
+	})
+	if err != nil && !markerChanged(err) {
+		return q.wrap("create", err)
+	}
+	return err
+}
+
+// markerChanged reports whether a write of the marker failed because the
+// marker changed since it was read.
+func markerChanged(err error) bool {
+	return errors.Is(err, zk.ErrNodeExists) || errors.Is(err, zk.ErrBadVersion) || errors.Is(err, zk.ErrNoNode)
+}
+
+// removeWithMarker is Release's delete for a lease that wrote the marker:
+// its node (at the version read for the grant) and the marker (at version
+// 0, as it created it) in one multi, so the record of a clean end and the end
+// are one step. It reports done when the node is gone. Any other outcome
+// (the node was written to, the marker changed, the connection did not
+// come back in time) leaves the marker, at worst one delay for the next
+// holder, and Release falls back to the plain delete of the node.
+func (l *lease) removeWithMarker(ctx context.Context, m *marker) (done bool) {
+	r := l.reg
+	cl := r.cleaner
+	tctx, end := cl.deleteContext(ctx, l.owner, true)
+	defer end()
+	var failed error // the multi's own failure, not the connection's
+	gone := false
+	err := cl.req.retry(tctx, len(l.path)+len(m.path)+2*pathSlack, func() (err error) {
+		r.mu.Lock()
+		cur := r.conns.idLocked()
+		r.mu.Unlock()
+		if cur != l.owner {
+			gone = true // the session is gone, and its node with it
+			return nil
+		}
+		_, err = cl.conn.Multi(&zk.DeleteRequest{Path: l.path, Version: l.version},
+			&zk.DeleteRequest{Path: m.path, Version: 0})
+		if isConnErr(err) {
+			return err
+		}
+		failed = err
+		return nil
+	})
+	switch {
+	case err != nil:
+		return false
+	case gone, failed == nil:
+		return true
+	}
+	// go-zookeeper does not say which op failed: the node may be gone (this
+	// multi's lost reply, its session, someone else: the marker is then
+	// not this Release's to clear) or changed, or the marker changed.
+	// Release's plain delete settles the node; the marker stays.
+	cl.log.Debug("lock-delay marker left: the release's multi failed", "node", path.Base(l.path), "marker", shortpath.Of(m.path), "err", failed)
+	return false
+}
