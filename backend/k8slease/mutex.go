@@ -225,6 +225,9 @@ func (m *Mutex) take(ctx context.Context, id string, cur *coordv1.Lease) (_ reci
 	switch {
 	case err == nil:
 		return m.grant(ctx, id, obj, sent)
+	case cur == nil && apierrors.IsNotFound(err):
+		// A create answered "not found": the namespace does not exist.
+		return nil, false, opError("create", m.path, err)
 	case apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) || apierrors.IsNotFound(err):
 		if ctx.Err() != nil {
 			return nil, false, context.Cause(ctx)

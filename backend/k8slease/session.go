@@ -29,6 +29,7 @@ import (
 // A Session is safe for concurrent use. Close it when done.
 type Session struct {
 	cli      coordclient.CoordinationV1Interface
+	conns    *conns // Connect's client's connections, closed by Close
 	cfg      config
 	log      *slog.Logger
 	identity string
@@ -62,11 +63,19 @@ func Connect(ctx context.Context, cfg *rest.Config, opts ...Option) (*Session, e
 	if c.QPS == 0 && c.RateLimiter == nil {
 		c.QPS = -1 // no client-side limit (client-go: a negative QPS disables it)
 	}
+	cs := newConns(c.Dial)
+	c.Dial = cs.Dial
 	cli, err := coordclient.NewForConfig(c)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", recipe.ErrBadOption, err)
 	}
-	return NewSession(ctx, cli, opts...)
+	s, err := NewSession(ctx, cli, opts...)
+	if err != nil {
+		cs.closeAll()
+		return nil, err
+	}
+	s.conns = cs
+	return s, nil
 }
 
 // ConfigFromKubeconfig loads the API server, credentials and TLS settings
@@ -155,8 +164,9 @@ const closeTimeout = 2 * time.Second
 // Close ends every live Lease of the Session (cause recipe.ErrSessionClosed)
 // and every waiting acquisition, clears the holderIdentity of every Lease
 // it held (waiting at most 2 s; a Lease not cleared by then is taken over
-// by a contender once its duration has passed), and stops the Session's
-// goroutines. It is idempotent and returns nil; later acquisitions return
+// by a contender once its duration has passed), stops the Session's
+// goroutines and, for a Session made by Connect, closes its client's
+// connections. It is idempotent and returns nil; later acquisitions return
 // recipe.ErrSessionClosed.
 func (s *Session) Close() error {
 	s.mu.Lock()
@@ -184,6 +194,9 @@ func (s *Session) Close() error {
 	}
 	wg.Wait()
 	s.life.Wait()
+	if s.conns != nil {
+		s.conns.closeAll()
+	}
 	if m := s.cfg.metrics; m != nil {
 		m.SessionState(recipe.StateConnected, recipe.StateLost, recipe.ErrSessionClosed)
 	}

@@ -72,3 +72,20 @@ func TestSameSessionContenders(t *testing.T) {
 		t.Errorf("acquire after Close: %v", err)
 	}
 }
+
+// TestMissingNamespace checks that a lock in a namespace that does not
+// exist fails at once with a *recipe.OpError (the create's "not found"),
+// instead of trying again.
+func TestMissingNamespace(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	s, _ := e.connect(t, k8stest.AdminUser)
+	m := mutex(t, s, "no-such-namespace-zkr/lock")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, err := m.Acquire(ctx)
+	var op *recipe.OpError
+	if !errors.As(err, &op) || ctx.Err() != nil {
+		t.Errorf("acquire in a missing namespace: %v, want a *recipe.OpError at once", err)
+	}
+}
