@@ -34,7 +34,7 @@ func Example() {
 		mu.Unlock()
 		fmt.Fprintln(w, "stored")
 	})
-	report := func(r *http.Request) string { return "reports/" + r.PathValue("name") }
+	report := func(r *http.Request) string { return "report-" + r.PathValue("name") }
 	mux := http.NewServeMux()
 	mux.Handle("PUT /reports/{name}", fencehttp.Handler(&guard, report, write))
 	srv := httptest.NewServer(mux)
