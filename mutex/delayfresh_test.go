@@ -3,9 +3,12 @@ package mutex_test
 import (
 	"context"
 	"errors"
+	"path"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/go-zookeeper/zk"
 
 	"github.com/zkrecipes/zkrecipes/internal/rtest"
 	"github.com/zkrecipes/zkrecipes/recipe"
@@ -90,4 +93,82 @@ func tryFresh(t *testing.T, cl *zktest.Cluster, deadline time.Time) (recipe.Leas
 	}
 	t.Fatalf("no fresh contender's TryAcquire was granted by %v after the unclean end: each new Mutex restarted the lock-delay", testDelay+5*time.Second)
 	return nil, time.Time{}
+}
+
+// TestLockDelayAbandonKeepsStart: a waiter that gives up while serving
+// the delay does not restart it for a contender that arrives afterwards:
+// that one is granted d after the loss on the server's clock, not d after
+// its own arrival.
+func TestLockDelayAbandonKeepsStart(t *testing.T) {
+	t.Parallel()
+	cl := zktest.Shared(t)
+	sa := rtest.Connect(t, cl)
+	acquire(t, delayed(t, sa, testDelay))
+	bctx, giveUp := context.WithCancel(context.Background())
+	defer giveUp()
+	pb := acquireAsync(bctx, delayed(t, rtest.Connect(t, cl), testDelay))
+	time.Sleep(200 * time.Millisecond) // B in line
+	sa.Close()                         // unclean
+	lost := time.Now()
+	time.Sleep(testDelay * 7 / 10)
+	giveUp()
+	if r := rtest.Await(t, pb, 10*time.Second); r.Err == nil {
+		release(t, r.Lease)
+		t.Fatalf("B was granted %v after the unclean end, before it gave up: no delay served?", r.At.Sub(lost))
+	}
+	r := rtest.Await(t, acquireAsync(context.Background(), delayed(t, rtest.Connect(t, cl), testDelay)), 10*time.Second)
+	expectDelayed(t, r, lost, "C after B gave up")
+	took := r.At.Sub(lost)
+	t.Logf("C granted %v after the unclean end (B gave up at %v)", took.Round(time.Millisecond), testDelay*7/10)
+	if limit := testDelay * 14 / 10; took > limit {
+		t.Errorf("C granted %v after the unclean end, later than %v: B's giving up restarted the delay", took, limit)
+	}
+	release(t, r.Lease)
+}
+
+// TestLockDelayNoWriteFallsBack: with an ACL that grants no WRITE (the
+// digest identity cdra, the world r), a contender cannot learn the server's now from a Set of the
+// stamped marker: it counts the delay on its Mutex's own clock from its
+// first sight, and is granted once that has passed.
+func TestLockDelayNoWriteFallsBack(t *testing.T) {
+	t.Parallel()
+	cl := zktest.Shared(t)
+	in := zktest.Inspect(t, cl)
+	in.Create(path.Dir(dir), nil) // world ACL: the chroot's cleanup can delete below it
+	acl := zk.DigestACL(zk.PermCreate|zk.PermDelete|zk.PermRead|zk.PermAdmin, "locker", "s3cr3t-zkr-delay")
+	opts := []zookeeper.Option{
+		zookeeper.WithAuth("digest", []byte("locker:s3cr3t-zkr-delay")),
+		zookeeper.WithACL(append(acl, zk.WorldACL(zk.PermRead)...)),
+	}
+	sa := rtest.Connect(t, cl, opts...)
+	acquire(t, delayed(t, sa, testDelay))
+	sa.Close() // unclean
+	c := delayed(t, rtest.Connect(t, cl, opts...), testDelay)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	first := time.Now()
+	var l recipe.Lease
+	for tries := 0; ; tries++ {
+		var err error
+		if l, err = c.TryAcquire(ctx); err == nil {
+			break
+		}
+		if !errors.Is(err, recipe.ErrLocked) {
+			t.Fatalf("TryAcquire during the delay: %v, want recipe.ErrLocked (a Set refused by the ACL falls back to the local clock)", err)
+		}
+		if got, _ := markerOf(t, cl, in); tries == 0 && !strings.HasPrefix(got, "gone:") {
+			t.Errorf("marker after the first refused TryAcquire = %q, want it stamped", got)
+		}
+		if st := in.Stat(dir + "/" + zookeeper.MarkerName); st == nil || st.Version != 0 {
+			t.Fatalf("marker stat after a refused TryAcquire = %+v, want version 0 (the ACL refuses the Set)", st)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if took := time.Since(first); took < testDelay {
+		t.Errorf("TryAcquire granted %v after the first try, sooner than the lock-delay %v", took, testDelay)
+	}
+	if got := recipe.LockDelayServed(l); got != testDelay {
+		t.Errorf("LockDelayServed = %v, want %v", got, testDelay)
+	}
+	release(t, l)
 }
