@@ -21,17 +21,21 @@ import (
 // its znode's name into the marker zookeeper.MarkerName in the lock
 // directory before Acquire returns, and Release deletes the marker with its znode in one
 // multi; a contender granted while the marker names another znode serves
-// the delay. ZooKeeper has no clock a client can read, so the delay is
-// counted from when the contender's Mutex first saw that marker: at least
-// d after the loss became visible to it; a contender that gives up
-// while serving it leaves the marker, and the next one serves d again
-// (at most one more delay per contender that gives up). Every Mutex of a
+// the delay. The first contender to see such a marker stamps it
+// ("gone:<name>", re-created: its Ctime is the ZooKeeper leader's clock),
+// and every contender, in any process, serves d minus the time since the
+// stamp on the server's clock (learnt from a Set of the marker), so a
+// TryAcquire from a new process (a cron job) or a contender that gives up
+// does not restart the delay (a leader change between the two times adds
+// the servers' clock skew; a marker this Session may not write falls back
+// to the Mutex's own clock from its first sight). Every Mutex of a
 // lock should get the same delay: one without the option neither serves
 // nor records a delay (after its own unclean end none is served; a marker
 // left by an earlier holder with the option stays for the next holder with
 // it, which then serves a delay that a holder without the option skipped).
 // Costs, with the option only: a read and a write of the marker per grant,
-// and the Release's delete is a two-op multi.
+// and the Release's delete is a two-op multi; after an unclean end, the
+// stamp once and a Set per contender that looks.
 func WithLockDelay(d time.Duration) Option {
 	return func(c *config) { c.delay = d }
 }

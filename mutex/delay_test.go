@@ -174,9 +174,9 @@ func TestLockDelayUncleanEnds(t *testing.T) {
 }
 
 // TestLockDelayTryAcquire: with nobody waiting, the first TryAcquire after
-// an unclean end starts the delay (ZooKeeper has no clock to tell when the
-// end was) and answers ErrLocked, leaving no znode; once the delay has
-// passed, TryAcquire is granted.
+// an unclean end starts the delay (it stamps the marker: ZooKeeper keeps
+// no time of the session's end) and answers ErrLocked, leaving no znode;
+// once the delay has passed, TryAcquire is granted.
 func TestLockDelayTryAcquire(t *testing.T) {
 	t.Parallel()
 	cl := zktest.Shared(t)

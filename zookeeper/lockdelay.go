@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path"
+	"strings"
 	"sync"
 	"time"
 
@@ -27,9 +28,12 @@ import (
 //     leaves no marker, atomically;
 //   - every other end (session expired or closed, node deleted by someone
 //     else, a Release whose multi failed) leaves the marker naming a node
-//     that is gone: the next grant finds it and first serves the delay,
-//     counted from when this Queue first saw that marker (ZooKeeper has no
-//     clock a client can read).
+//     that is gone. The next contender granted by the rule stamps it:
+//     it replaces it by "gone:<name>" (the same delete+create multi),
+//     whose Ctime is the leader's clock then, the delay's start. Every
+//     contender, in any process, learns the server's "now" from the Mtime
+//     a conditional Set of the stamped marker (same data) returns, and
+//     serves d - (now - start), so a new process does not restart it.
 //
 // A failure anywhere only leaves a marker naming a gone node, which costs
 // at most one delay; nothing but the holder's own multi removes a marker,
@@ -42,27 +46,45 @@ import (
 // after an unclean end until the next such holder's Release.
 const MarkerName = "_lock-delay"
 
+// goneMark prefixes the data of a stamped marker: "gone:<name>" names the
+// gone node as the plain marker did, and its Ctime is the delay's start.
+// Like any data but the contender's own name, it is an unclean end.
+const goneMark = "gone:"
+
+// errReread asks holdDelayed to read the marker again (it was just
+// stamped: its Ctime is needed).
+var errReread = errors.New("zookeeper: lock-delay marker stamped: read it again")
+
 // lockDelay is a Queue's lock-delay: its length, and when this Queue first
-// saw the current marker state that names a gone node (the start of the
-// delay it serves for it).
+// saw a marker naming a gone node: the local clock's start of the delay,
+// used where the server's is out of reach (a marker this Session may not
+// read or write), and as a bound for a contender that watched the loss.
 type lockDelay struct {
-	d            time.Duration
-	mu           sync.Mutex
-	czxid, mzxid int64 // the marker state first seen at seen
-	seen         time.Time
+	d    time.Duration
+	mu   sync.Mutex
+	key  delayKey // the gone node (or unreadable marker) first seen at seen
+	seen time.Time
+}
+
+// delayKey names what a marker records: the gone node's name (the same
+// before and after the stamp), or for a marker this Session may not read,
+// the marker znode itself (czxid).
+type delayKey struct {
+	name  string
+	czxid int64
 }
 
 // setLockDelay turns the lock-delay on (zkside.Queue.SetLockDelay): only
 // for a queue of an exclusive Rule, before its first use.
 func (q *Queue) setLockDelay(d time.Duration) { q.delay.d = d }
 
-// left returns how much of the delay remains for a marker in state st
-// naming a gone node; a state not seen before starts the delay now.
-func (ld *lockDelay) left(st *zk.Stat) time.Duration {
+// left returns how much of the delay remains on the local clock for a
+// marker recording k; a record not seen before starts the delay now.
+func (ld *lockDelay) left(k delayKey) time.Duration {
 	ld.mu.Lock()
 	defer ld.mu.Unlock()
-	if st.Czxid != ld.czxid || st.Mzxid != ld.mzxid || ld.seen.IsZero() {
-		ld.czxid, ld.mzxid, ld.seen = st.Czxid, st.Mzxid, time.Now()
+	if k != ld.key || ld.seen.IsZero() {
+		ld.key, ld.seen = k, time.Now()
 	}
 	return ld.d - time.Since(ld.seen)
 }
@@ -70,6 +92,7 @@ func (ld *lockDelay) left(st *zk.Stat) time.Duration {
 // marker is what a lease granted under a lock-delay wrote: the marker's
 // path. Every write creates it anew, so its version is 0 until someone
 // else writes to it (then the Release's multi fails: the marker stays).
+// Contenders Set only a stamped marker, never one naming a holder.
 type marker struct {
 	path string // absolute
 }
@@ -78,7 +101,7 @@ type marker struct {
 // return: it serves what remains of the delay if the marker names another
 // node (without wait, that is recipe.ErrLocked), then writes t's name into
 // the marker. It stops when l ends (its session or node is lost). On error
-// the caller gives the node up, leaving the marker as it was.
+// the caller gives the node up, leaving the marker as it was or stamped.
 func (q *Queue) holdDelayed(ctx context.Context, t *Ticket, l *lease, wait bool) error {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -91,16 +114,24 @@ func (q *Queue) holdDelayed(ctx context.Context, t *Ticket, l *lease, wait bool)
 			return err
 		}
 		if st != nil && string(data) != t.name {
-			left := q.delay.left(st)
+			var left time.Duration
+			left, st, err = q.delayLeft(ctx, mpath, data, st)
+			if markerChanged(err) {
+				continue // stamped, or changed since the read: decide again
+			}
+			if err != nil {
+				return err
+			}
 			if left > 0 && !wait {
+				gone := strings.TrimPrefix(string(data), goneMark)
 				return fmt.Errorf("%w: %s (serving the lock-delay after %s ended without a Release: %v left)",
-					recipe.ErrLocked, shortpath.Of(q.dir), lockname.Quote(string(data)), left.Round(time.Millisecond))
+					recipe.ErrLocked, shortpath.Of(q.dir), lockname.Quote(gone), left.Round(time.Millisecond))
 			}
 			if err := grant.ServeDelay(ctx, left, t.rep); err != nil {
 				return err
 			}
-			// Kept out d since this Queue saw the marker, in this call
-			// or in earlier ones (a refused TryAcquire, a suspension).
+			// The lock was kept out d since the stamp (this grant's wait,
+			// an earlier one's, or both).
 			served = q.delay.d
 		}
 		err = q.writeMarker(ctx, mpath, data, st, t.name)
@@ -114,6 +145,48 @@ func (q *Queue) holdDelayed(ctx context.Context, t *Ticket, l *lease, wait bool)
 		l.SetDelayServed(served)
 		return nil
 	}
+}
+
+// delayLeft returns what remains of the delay for the marker (data, st)
+// naming a gone node, and the marker's state after it (the version the
+// grant's writeMarker replaces). A plain marker is stamped first (errReread:
+// read it back). For a stamped one, a Set at the version read tells the
+// server's now: the rest is d - (Mtime - Ctime), in [0, d], and at most
+// what the local clock says (a contender that saw the loss itself). The
+// two times are the leader's clock at each write: across a leader change
+// they are two servers' clocks, off by their skew. Unreadable marker, or a
+// Set refused by its ACL (stamped under another identity): the local clock.
+func (q *Queue) delayLeft(ctx context.Context, mpath string, data []byte, st *zk.Stat) (time.Duration, *zk.Stat, error) {
+	if data == nil {
+		return q.delay.left(delayKey{czxid: st.Czxid}), st, nil
+	}
+	name, stamped := strings.CutPrefix(string(data), goneMark)
+	local := q.delay.left(delayKey{name: name})
+	if !stamped {
+		err := q.writeMarker(ctx, mpath, data, st, goneMark+name)
+		if err == nil {
+			err = errReread
+		}
+		return 0, nil, err
+	}
+	// now is written by the request's worker, which may outlive an error
+	// return: read it only on success.
+	var now *zk.Stat
+	err := q.s.req.retry(ctx, 2*q.reqSize, func() (err error) {
+		now, err = q.s.conn.Set(mpath, data, st.Version)
+		return err
+	})
+	switch {
+	case errors.Is(err, zk.ErrNoAuth):
+		return local, st, nil
+	case markerChanged(err):
+		return 0, nil, err
+	case err != nil:
+		return 0, nil, q.wrap("set", err)
+	}
+	// Whole milliseconds: the true elapsed time may be up to 1 ms less.
+	elapsed := time.Duration(now.Mtime-now.Ctime-1) * time.Millisecond
+	return min(max(q.delay.d-elapsed, 0), q.delay.d, local), now, nil
 }
 
 // readMarker reads the marker (st nil: there is none; data nil: unreadable
@@ -173,9 +246,9 @@ func (q *Queue) writeMarker(ctx context.Context, mpath string, data []byte, st *
 }
 
 // markerChanged reports whether a write of the marker failed because the
-// marker changed since it was read.
+// marker changed since it was read (or was stamped: errReread).
 func markerChanged(err error) bool {
-	return errors.Is(err, zk.ErrNodeExists) || errors.Is(err, zk.ErrBadVersion) || errors.Is(err, zk.ErrNoNode)
+	return errors.Is(err, errReread) || errors.Is(err, zk.ErrNodeExists) || errors.Is(err, zk.ErrBadVersion) || errors.Is(err, zk.ErrNoNode)
 }
 
 // removeWithMarker is Release's delete for a lease that wrote the marker:

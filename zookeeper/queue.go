@@ -317,7 +317,7 @@ func (q *Queue) joinAndWait(ctx context.Context, kind string, data []byte, wait 
 			// Suspended while serving the lock-delay: the grant ended
 			// before it was handed out and its node goes; join again, as
 			// a wait outlives a suspension (the rest of the delay counts
-			// from when this Queue first saw the marker).
+			// from the marker's stamp).
 			return q.joinAndWait(ctx, kind, data, wait, anchor)
 		}
 		return nil, err

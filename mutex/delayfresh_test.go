@@ -1,0 +1,174 @@
+package mutex_test
+
+import (
+	"context"
+	"errors"
+	"path"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+
+	"github.com/zkrecipes/zkrecipes/internal/rtest"
+	"github.com/zkrecipes/zkrecipes/recipe"
+	"github.com/zkrecipes/zkrecipes/zktest"
+	"github.com/zkrecipes/zkrecipes/zookeeper"
+)
+
+// TestLockDelayFreshProcesses: after an unclean end, contenders that each
+// live for one TryAcquire (a cron job: a new Session and Mutex every run)
+// get the lock about d after the loss. The delay's start is kept on the
+// server (the stamped marker's Ctime): a new Mutex does not restart it.
+func TestLockDelayFreshProcesses(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name string
+		end  func(t *testing.T, s *zookeeper.Session, cl *zktest.Cluster, tap *zktest.SessionTap)
+	}{
+		{"SessionClose", func(_ *testing.T, s *zookeeper.Session, _ *zktest.Cluster, _ *zktest.SessionTap) { s.Close() }},
+		{"SessionExpired", func(t *testing.T, _ *zookeeper.Session, cl *zktest.Cluster, tap *zktest.SessionTap) {
+			id, pw, ok := tap.Session()
+			if !ok {
+				t.Fatal("no session seen by the tap")
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			if _, err := zktest.ExpireSession(ctx, cl.Addrs(), id, pw); err != nil {
+				t.Fatal(err)
+			}
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			cl := zktest.Shared(t)
+			in := zktest.Inspect(t, cl)
+			sa, _, tap := proxied(t, cl)
+			acquire(t, delayed(t, sa, testDelay))
+			c.end(t, sa, cl, tap)
+			lost := time.Now()
+			l, at := tryFresh(t, cl, lost.Add(testDelay+5*time.Second))
+			if got, ok := markerOf(t, cl, in); !ok || got != nodeName(l) {
+				t.Errorf("marker while the fresh contender holds = %q (exists %v), want its node %s", got, ok, nodeName(l))
+			}
+			took := at.Sub(lost)
+			t.Logf("granted %v after the unclean end (lock-delay %v)", took.Round(time.Millisecond), testDelay)
+			if took < testDelay {
+				t.Errorf("granted %v after the unclean end, sooner than the lock-delay %v", took, testDelay)
+			}
+			if got := recipe.LockDelayServed(l); got != testDelay {
+				t.Errorf("LockDelayServed = %v, want %v (the delay kept the lock out)", got, testDelay)
+			}
+			release(t, l)
+			zktest.Eventually(t, 5*time.Second, "the lock directory empty", func() bool { return len(in.Children(dir)) == 0 })
+		})
+	}
+}
+
+// tryFresh runs TryAcquire every 200 ms, each from a new Session and
+// Mutex closed after it, until one is granted (its lease and when; its
+// Session lives until the test ends) or the deadline passes (a fatal
+// error). A refusal must be recipe.ErrLocked; after the first, the marker
+// must be stamped.
+func tryFresh(t *testing.T, cl *zktest.Cluster, deadline time.Time) (recipe.Lease, time.Time) {
+	t.Helper()
+	in := zktest.Inspect(t, cl)
+	for tries := 1; time.Now().Before(deadline); tries++ {
+		s := rtest.Connect(t, cl)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		l, err := delayed(t, s, testDelay).TryAcquire(ctx)
+		cancel()
+		if err == nil {
+			t.Logf("granted to fresh contender %d", tries)
+			return l, time.Now()
+		}
+		s.Close()
+		if !errors.Is(err, recipe.ErrLocked) {
+			t.Fatalf("fresh contender %d: TryAcquire = %v, want recipe.ErrLocked", tries, err)
+		}
+		if got, ok := markerOf(t, cl, in); tries == 1 && (!ok || !strings.HasPrefix(got, "gone:")) {
+			t.Errorf("marker after the first refused TryAcquire = %q (exists %v), want it stamped gone:<name>", got, ok)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	t.Fatalf("no fresh contender's TryAcquire was granted by %v after the unclean end: each new Mutex restarted the lock-delay", testDelay+5*time.Second)
+	return nil, time.Time{}
+}
+
+// TestLockDelayAbandonKeepsStart: a waiter that gives up while serving
+// the delay does not restart it for a contender that arrives afterwards:
+// that one is granted d after the loss on the server's clock, not d after
+// its own arrival.
+func TestLockDelayAbandonKeepsStart(t *testing.T) {
+	t.Parallel()
+	cl := zktest.Shared(t)
+	sa := rtest.Connect(t, cl)
+	acquire(t, delayed(t, sa, testDelay))
+	bctx, giveUp := context.WithCancel(context.Background())
+	defer giveUp()
+	pb := acquireAsync(bctx, delayed(t, rtest.Connect(t, cl), testDelay))
+	time.Sleep(200 * time.Millisecond) // B in line
+	sa.Close()                         // unclean
+	lost := time.Now()
+	time.Sleep(testDelay * 7 / 10)
+	giveUp()
+	if r := rtest.Await(t, pb, 10*time.Second); r.Err == nil {
+		release(t, r.Lease)
+		t.Fatalf("B was granted %v after the unclean end, before it gave up: no delay served?", r.At.Sub(lost))
+	}
+	r := rtest.Await(t, acquireAsync(context.Background(), delayed(t, rtest.Connect(t, cl), testDelay)), 10*time.Second)
+	expectDelayed(t, r, lost, "C after B gave up")
+	took := r.At.Sub(lost)
+	t.Logf("C granted %v after the unclean end (B gave up at %v)", took.Round(time.Millisecond), testDelay*7/10)
+	if limit := testDelay * 14 / 10; took > limit {
+		t.Errorf("C granted %v after the unclean end, later than %v: B's giving up restarted the delay", took, limit)
+	}
+	release(t, r.Lease)
+}
+
+// TestLockDelayNoWriteFallsBack: with an ACL that grants no WRITE (the
+// digest identity cdra, the world r), a contender cannot learn the server's now from a Set of the
+// stamped marker: it counts the delay on its Mutex's own clock from its
+// first sight, and is granted once that has passed.
+func TestLockDelayNoWriteFallsBack(t *testing.T) {
+	t.Parallel()
+	cl := zktest.Shared(t)
+	in := zktest.Inspect(t, cl)
+	in.Create(path.Dir(dir), nil) // world ACL: the chroot's cleanup can delete below it
+	acl := zk.DigestACL(zk.PermCreate|zk.PermDelete|zk.PermRead|zk.PermAdmin, "locker", "s3cr3t-zkr-delay")
+	opts := []zookeeper.Option{
+		zookeeper.WithAuth("digest", []byte("locker:s3cr3t-zkr-delay")),
+		zookeeper.WithACL(append(acl, zk.WorldACL(zk.PermRead)...)),
+	}
+	sa := rtest.Connect(t, cl, opts...)
+	acquire(t, delayed(t, sa, testDelay))
+	sa.Close() // unclean
+	c := delayed(t, rtest.Connect(t, cl, opts...), testDelay)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	first := time.Now()
+	var l recipe.Lease
+	for tries := 0; ; tries++ {
+		var err error
+		if l, err = c.TryAcquire(ctx); err == nil {
+			break
+		}
+		if !errors.Is(err, recipe.ErrLocked) {
+			t.Fatalf("TryAcquire during the delay: %v, want recipe.ErrLocked (a Set refused by the ACL falls back to the local clock)", err)
+		}
+		if got, _ := markerOf(t, cl, in); tries == 0 && !strings.HasPrefix(got, "gone:") {
+			t.Errorf("marker after the first refused TryAcquire = %q, want it stamped", got)
+		}
+		if st := in.Stat(dir + "/" + zookeeper.MarkerName); st == nil || st.Version != 0 {
+			t.Fatalf("marker stat after a refused TryAcquire = %+v, want version 0 (the ACL refuses the Set)", st)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if took := time.Since(first); took < testDelay {
+		t.Errorf("TryAcquire granted %v after the first try, sooner than the lock-delay %v", took, testDelay)
+	}
+	if got := recipe.LockDelayServed(l); got != testDelay {
+		t.Errorf("LockDelayServed = %v, want %v", got, testDelay)
+	}
+	release(t, l)
+}
