@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-zookeeper/zk"
+
 	"github.com/zkrecipes/zkrecipes/internal/rtest"
 	"github.com/zkrecipes/zkrecipes/mutex"
 	"github.com/zkrecipes/zkrecipes/recipe"
@@ -249,4 +251,38 @@ func TestLockDelayDefaultNeverWaits(t *testing.T) {
 	r = rtest.Await(t, acquireAsync(context.Background(), delayed(t, rtest.Connect(t, cl), testDelay)), 10*time.Second)
 	expectDelayed(t, r, seen, "E (option) after C's unclean end and D's clean turn")
 	release(t, r.Lease)
+}
+
+// TestLockDelayPlantedChild: a child someone planted under the marker
+// keeps it from being replaced or removed; the grant that cannot write its
+// record fails with recipe.ErrMixedRecipes naming the marker, and leaves
+// no node (the planted child is the only foreign thing left).
+func TestLockDelayPlantedChild(t *testing.T) {
+	t.Parallel()
+	cl := zktest.Shared(t)
+	in := zktest.Inspect(t, cl)
+	a, b := delayed(t, rtest.Connect(t, cl), testDelay), delayed(t, rtest.Connect(t, cl), testDelay)
+	la := acquire(t, a)
+	evil := cl.Chroot() + dir + "/" + zookeeper.MarkerName + "/evil"
+	if _, err := in.Conn().Create(evil, nil, 0, zk.WorldACL(zk.PermAll)); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = in.Conn().Delete(evil, -1)
+		_ = in.Conn().Delete(cl.Chroot()+dir+"/"+zookeeper.MarkerName, -1)
+	})
+	release(t, la) // its multi fails on the child: the marker stays
+	ctx, cancel := context.WithTimeout(context.Background(), 10*testDelay)
+	defer cancel()
+	l, err := b.Acquire(ctx)
+	if err == nil {
+		release(t, l)
+		t.Fatalf("granted with a planted child under the marker")
+	}
+	if !errors.Is(err, recipe.ErrMixedRecipes) {
+		t.Errorf("Acquire with a child planted under the marker: %v, want recipe.ErrMixedRecipes", err)
+	}
+	if ps, err := b.Participants(context.Background()); err != nil || len(ps) != 0 {
+		t.Errorf("participants after the refusal: %v, %v; want none", ps, err)
+	}
 }

@@ -239,6 +239,12 @@ func (q *Queue) writeMarker(ctx context.Context, mpath string, data []byte, st *
 			&zk.CreateRequest{Path: mpath, Data: []byte(name), Acl: q.s.cfg.acl})
 		return err
 	})
+	if errors.Is(err, zk.ErrNotEmpty) {
+		// No lock makes children there: someone planted one, and the
+		// marker can be neither replaced nor removed until it is gone.
+		return fmt.Errorf("%w: %s has children, which no lock makes: delete them (the lock-delay's record cannot be written)",
+			recipe.ErrMixedRecipes, shortpath.Of(mpath))
+	}
 	if err != nil && !markerChanged(err) {
 		return q.wrap("create", err)
 	}
