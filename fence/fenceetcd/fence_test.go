@@ -13,6 +13,7 @@ import (
 
 	"github.com/zkrecipes/zkrecipes/fence"
 	"github.com/zkrecipes/zkrecipes/fence/fenceetcd"
+	"github.com/zkrecipes/zkrecipes/fence/fencetest"
 	"github.com/zkrecipes/zkrecipes/zktest"
 )
 
@@ -153,38 +154,15 @@ func TestNotFence(t *testing.T) {
 	}
 }
 
-// TestRaiseFloor: the mark goes up to the floor, a lower token is refused
-// after it, the new era's tokens pass, and a lower floor or a zero one
-// changes nothing; a floor above MaxToken is refused.
+// TestRaiseFloor: fencetest's floor scenario.
 func TestRaiseFloor(t *testing.T) {
 	e := newEnv(t)
 	f := e.fence(t)
-	ctx := context.Background()
-	floor := fence.Era(2).Floor()
-	if got, err := f.RaiseFloor(ctx, "new", floor); got != floor || err != nil {
-		t.Fatalf("floor of a new resource: %v, %v", got, err)
+	do := func(ctx context.Context, resource string, tok fence.Token) error {
+		_, err := f.Do(ctx, resource, tok)
+		return err
 	}
-	if _, err := f.Do(ctx, "r", 40); err != nil {
-		t.Fatal(err)
-	}
-	if got, err := f.RaiseFloor(ctx, "r", floor); got != floor || err != nil {
-		t.Fatalf("RaiseFloor = %v, %v", got, err)
-	}
-	if _, err := f.Do(ctx, "r", 41); !errors.Is(err, fence.ErrStale) {
-		t.Fatalf("token 41 after the floor: %v", err)
-	}
-	first, _ := fence.Era(2).Token(7)
-	if _, err := f.Do(ctx, "r", first); err != nil {
-		t.Fatal(err)
-	}
-	for _, fl := range []fence.Token{floor, 0} {
-		if got, err := f.RaiseFloor(ctx, "r", fl); got != first || err != nil {
-			t.Fatalf("floor %v: %v, %v; want %v kept", fl, got, err, first)
-		}
-	}
-	if _, err := f.RaiseFloor(ctx, "r", fence.MaxToken+1); !errors.Is(err, fence.ErrTokenOverflow) {
-		t.Fatalf("floor above MaxToken: %v", err)
-	}
+	fencetest.RunRaiseFloor(t, do, f.RaiseFloor)
 }
 
 // TestUncertain: the connection breaks after etcd applied the transaction
