@@ -42,22 +42,11 @@ func (f *Fence) Admit(ctx context.Context, resource string, t fence.Token, write
 	if err := checkToken(t); err != nil {
 		return err
 	}
-	high, err := f.Highest(ctx, resource)
-	if err != nil {
+	apply := func(ctx context.Context, ops []clientv3.Op) error {
+		_, err := f.Do(ctx, resource, t, ops...)
 		return err
 	}
-	if t < high {
-		return &fence.StaleError{Resource: resource, Token: t, Highest: high}
-	}
-	var ops []clientv3.Op
-	if write != nil {
-		ops, err = fencebatch.Collect(ctx, f.checkOp, write)
-		if err != nil {
-			return err
-		}
-	}
-	_, err = f.Do(ctx, resource, t, ops...)
-	return err
+	return fencebatch.Admit(ctx, resource, t, f.Highest, f.checkOp, write, apply)
 }
 
 var _ fence.Fence = (*Fence)(nil)

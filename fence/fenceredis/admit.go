@@ -36,22 +36,11 @@ func (f *Fence) Admit(ctx context.Context, resource string, t fence.Token, write
 	if err := checkToken(t); err != nil {
 		return err
 	}
-	high, err := f.Highest(ctx, resource)
-	if err != nil {
+	apply := func(ctx context.Context, writes []Write) error {
+		_, err := f.Do(ctx, resource, t, writes...)
 		return err
 	}
-	if t < high {
-		return &fence.StaleError{Resource: resource, Token: t, Highest: high}
-	}
-	var writes []Write
-	if write != nil {
-		writes, err = fencebatch.Collect[Write](ctx, nil, write)
-		if err != nil {
-			return err
-		}
-	}
-	_, err = f.Do(ctx, resource, t, writes...)
-	return err
+	return fencebatch.Admit(ctx, resource, t, f.Highest, nil, write, apply)
 }
 
 var _ fence.Fence = (*Fence)(nil)

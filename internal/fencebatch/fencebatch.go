@@ -9,6 +9,8 @@ import (
 	"context"
 	"fmt"
 	"sync"
+
+	"github.com/zkrecipes/zkrecipes/fence"
 )
 
 // key is the context key of a batch of T: one per item type, so batches
@@ -59,4 +61,31 @@ func Add[T any](ctx context.Context, items ...T) (bool, error) {
 	}
 	b.items = append(b.items, items...)
 	return true, nil
+}
+
+// Admit is the body of a fence's Admit whose write adds items of T (the
+// caller has checked t). It reads resource's highest token and refuses a
+// lower t at once with a *fence.StaleError (write is not called);
+// otherwise it calls write, once, through [Collect] (check vets each item
+// added) and hands the items to apply, which applies them with t in one
+// atomic step that compares again. write may be nil (apply gets no items).
+// write's error comes back as it returned it, and nothing is applied.
+func Admit[T any](ctx context.Context, resource string, t fence.Token,
+	highest func(ctx context.Context, resource string) (fence.Token, error),
+	check func(T) error, write func(context.Context) error,
+	apply func(ctx context.Context, items []T) error) error {
+	high, err := highest(ctx, resource)
+	if err != nil {
+		return err
+	}
+	if t < high {
+		return &fence.StaleError{Resource: resource, Token: t, Highest: high}
+	}
+	var items []T
+	if write != nil {
+		if items, err = Collect(ctx, check, write); err != nil {
+			return err
+		}
+	}
+	return apply(ctx, items)
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/zkrecipes/zkrecipes/fence"
 	"go.uber.org/goleak"
 )
 
@@ -44,5 +45,30 @@ func TestCollect(t *testing.T) {
 	}
 	if ok, err := Add(context.Background(), "d"); ok || err != nil {
 		t.Fatalf("Add outside: %v %v", ok, err)
+	}
+}
+
+// TestAdmit: a token below the highest is refused before write runs; a nil
+// write applies no items; write's error applies nothing.
+func TestAdmit(t *testing.T) {
+	ctx := context.Background()
+	highest := func(context.Context, string) (fence.Token, error) { return 5, nil }
+	var applied [][]string
+	apply := func(_ context.Context, items []string) error { applied = append(applied, items); return nil }
+	called := false
+	err := Admit(ctx, "r", 4, highest, nil, func(context.Context) error { called = true; return nil }, apply)
+	if se := (*fence.StaleError)(nil); !errors.As(err, &se) || se.Highest != 5 || called || len(applied) != 0 {
+		t.Fatalf("stale: %v (write called %v, applied %v)", err, called, applied)
+	}
+	if err := Admit(ctx, "r", 5, highest, nil, nil, apply); err != nil || len(applied) != 1 || len(applied[0]) != 0 {
+		t.Fatalf("nil write: %v, applied %v", err, applied)
+	}
+	boom := errors.New("boom")
+	err = Admit(ctx, "r", 6, highest, nil, func(ctx context.Context) error { _, _ = Add(ctx, "a"); return boom }, apply)
+	if !errors.Is(err, boom) || len(applied) != 1 {
+		t.Fatalf("failed write: %v, applied %v", err, applied)
+	}
+	if err := Admit(ctx, "r", 6, highest, nil, func(ctx context.Context) error { _, err := Add(ctx, "a"); return err }, apply); err != nil || len(applied) != 2 || applied[1][0] != "a" {
+		t.Fatalf("write: %v, applied %v", err, applied)
 	}
 }
