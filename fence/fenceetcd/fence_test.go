@@ -7,14 +7,12 @@ import (
 	"math"
 	"strings"
 	"testing"
-	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/zkrecipes/zkrecipes/fence"
 	"github.com/zkrecipes/zkrecipes/fence/fenceetcd"
 	"github.com/zkrecipes/zkrecipes/fence/fencetest"
-	"github.com/zkrecipes/zkrecipes/zktest"
 )
 
 // TestDo: the first token, an equal one and a newer one are accepted with
@@ -165,67 +163,20 @@ func TestRaiseFloor(t *testing.T) {
 	fencetest.RunRaiseFloor(t, do, f.RaiseFloor)
 }
 
-// TestUncertain: the connection breaks after etcd applied the transaction
-// and before its answer arrived: Do says fence.ErrUncertain, the write is
-// there, and the same token is accepted again.
+// TestUncertain: fencetest's lost-answer scenario (the connection breaks
+// after etcd applied the transaction and before its answer arrived).
 func TestUncertain(t *testing.T) {
 	e := newEnv(t)
 	cli, p := e.proxied(t)
 	f, _ := fenceetcd.New(cli, e.prefix+"/fence/")
-	ctx := context.Background()
-	if _, err := f.Do(ctx, "r", 3); err != nil { // connected
-		t.Fatal(err)
-	}
-	p.SetLatency(400 * time.Millisecond) // each way: time to see the write land, then cut
 	data := e.prefix + "/data"
-	// An attempt whose answer arrived before the cut (a slow poll on a
-	// loaded machine) proves nothing: try again with the next token.
-	tok := fence.Token(3)
-	for attempt := 1; ; attempt++ {
-		tok++
-		err := lostAnswer(t, e, p, func(ctx context.Context, v string) error {
-			_, err := f.Do(ctx, "r", tok, clientv3.OpPut(data, v))
-			return err
-		}, data, fmt.Sprint("v", tok))
-		if err == nil && attempt < 3 {
-			t.Logf("attempt %d: the answer arrived before the cut; again", attempt)
-			p.Resume()
-			continue
+	do := func(ctx context.Context, tok fence.Token, v string) error {
+		var ops []clientv3.Op
+		if v != "" {
+			ops = append(ops, clientv3.OpPut(data, v))
 		}
-		if !errors.Is(err, fence.ErrUncertain) {
-			t.Fatalf("answer lost: %v, want fence.ErrUncertain", err)
-		}
-		break
+		_, err := f.Do(ctx, "r", tok, ops...)
+		return err
 	}
-	p.SetLatency(0)
-	p.Resume()
-	if _, err := f.Do(ctx, "r", tok, clientv3.OpPut(data, "again")); err != nil {
-		t.Fatalf("the same token after the uncertain write: %v", err)
-	}
-	// A ctx already ended sends nothing and is not uncertain.
-	cctx, cancel := context.WithCancel(ctx)
-	cancel()
-	if _, err := f.Do(cctx, "r", 5); !errors.Is(err, context.Canceled) || errors.Is(err, fence.ErrUncertain) {
-		t.Fatalf("cancelled ctx: %v", err)
-	}
-}
-
-// lostAnswer runs write(value) with p's latency set, waits until value is
-// in key (the server applied it), cuts p's connections and returns
-// write's error.
-func lostAnswer(t *testing.T, e *env, p *zktest.FaultProxy, write func(context.Context, string) error, key, value string) error {
-	t.Helper()
-	done := make(chan error, 1)
-	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		defer cancel()
-		done <- write(ctx, value)
-	}()
-	for deadline := time.Now().Add(10 * time.Second); e.get(t, key) != value; time.Sleep(2 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the write did not land")
-		}
-	}
-	p.Cut()
-	return <-done
+	fencetest.RunUncertain(t, p, do, func() string { return e.get(t, data) })
 }

@@ -3,7 +3,6 @@ package fenceredis_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"math"
 	"net"
 	"strings"
@@ -15,7 +14,6 @@ import (
 	"github.com/zkrecipes/zkrecipes/fence"
 	"github.com/zkrecipes/zkrecipes/fence/fenceredis"
 	"github.com/zkrecipes/zkrecipes/fence/fencetest"
-	"github.com/zkrecipes/zkrecipes/zktest"
 )
 
 // TestDo: the first token, an equal one and a newer one are accepted with
@@ -174,48 +172,24 @@ func TestRaiseFloor(t *testing.T) {
 	fencetest.RunRaiseFloor(t, do, f.RaiseFloor)
 }
 
-// TestUncertain: the connection breaks after Redis ran the script and
-// before its answer arrived: Do says fence.ErrUncertain, the write is
-// there, and the same token is accepted again.
+// TestUncertain: fencetest's lost-answer scenario (the connection breaks
+// after Redis ran the script and before its answer arrived), and a dial
+// that fails is certain.
 func TestUncertain(t *testing.T) {
 	e := newEnv(t)
 	cli, p := e.proxied(t)
 	f, _ := fenceredis.New(cli, e.prefix+"fence:")
 	ctx := context.Background()
-	if _, err := f.Do(ctx, "r", 3); err != nil { // connected, script cached
-		t.Fatal(err)
-	}
-	p.SetLatency(400 * time.Millisecond) // each way: time to see the write land, then cut
 	data := e.prefix + "data"
-	// An attempt whose answer arrived before the cut (a slow poll on a
-	// loaded machine) proves nothing: try again with the next token.
-	tok := fence.Token(3)
-	for attempt := 1; ; attempt++ {
-		tok++
-		err := lostAnswer(t, e, p, func(ctx context.Context, v string) error {
-			_, err := f.Do(ctx, "r", tok, fenceredis.Set(data, v))
-			return err
-		}, data, fmt.Sprint("v", tok))
-		if err == nil && attempt < 3 {
-			t.Logf("attempt %d: the answer arrived before the cut; again", attempt)
-			p.Resume()
-			continue
+	do := func(ctx context.Context, tok fence.Token, v string) error {
+		var ws []fenceredis.Write
+		if v != "" {
+			ws = append(ws, fenceredis.Set(data, v))
 		}
-		if !errors.Is(err, fence.ErrUncertain) {
-			t.Fatalf("answer lost: %v, want fence.ErrUncertain", err)
-		}
-		break
+		_, err := f.Do(ctx, "r", tok, ws...)
+		return err
 	}
-	p.SetLatency(0)
-	p.Resume()
-	if _, err := f.Do(ctx, "r", tok, fenceredis.Set(data, "again")); err != nil {
-		t.Fatalf("the same token after the uncertain write: %v", err)
-	}
-	cctx, cancel := context.WithCancel(ctx)
-	cancel()
-	if _, err := f.Do(cctx, "r", 5); !errors.Is(err, context.Canceled) || errors.Is(err, fence.ErrUncertain) {
-		t.Fatalf("cancelled ctx: %v", err)
-	}
+	fencetest.RunUncertain(t, p, do, func() string { return e.get(t, data) })
 	// No server at the address: the dial fails, nothing was sent.
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -226,24 +200,4 @@ func TestUncertain(t *testing.T) {
 	if _, err := gone.Do(ctx, "r", 5); err == nil || errors.Is(err, fence.ErrUncertain) {
 		t.Fatalf("no server: %v, want a certain failure", err)
 	}
-}
-
-// lostAnswer runs write(value) with p's latency set, waits until value is
-// in key (the server applied it), cuts p's connections and returns
-// write's error.
-func lostAnswer(t *testing.T, e *env, p *zktest.FaultProxy, write func(context.Context, string) error, key, value string) error {
-	t.Helper()
-	done := make(chan error, 1)
-	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		defer cancel()
-		done <- write(ctx, value)
-	}()
-	for deadline := time.Now().Add(10 * time.Second); e.get(t, key) != value; time.Sleep(2 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the write did not land")
-		}
-	}
-	p.Cut()
-	return <-done
 }

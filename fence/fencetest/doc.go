@@ -13,6 +13,7 @@
 //   - [RunAdmit]: fence.Fence's Admit with a batch its write adds to.
 //   - [RunHTTP]: the fence behind fencehttp's handler on a real server.
 //   - [RunRaiseFloor]: the floor of a new era.
+//   - [RunUncertain]: an answer lost after the server applied the write.
 //
-// It is test support: it imports zktest/nemesis and testing.
+// It is test support: it imports zktest, zktest/nemesis and testing.
 package fencetest
