@@ -22,13 +22,8 @@ var (
 	workers = flag.Int("fenceredis.workers", 8, "concurrent writers")
 )
 
-// The concurrent runs (fencetest.Run and Verify), as fencesql's: writers
-// with interleaved tokens (older, equal, newer) write one register; every
-// call and its answer is a nemesis.Op, and the history must pass
-// nemesis.CheckRegister (no write over a higher token, no lost update,
-// each accepted write over the state the previous one left, in the order
-// applied, and linearizable with porcupine), with the final state the last
-// accepted write.
+// The concurrent runs are fencetest.Run and Verify (the register check of
+// fencesql's runs) over this backend's writes.
 
 // cfg is the shape of the run of the register called name.
 func cfg(name string, d time.Duration) fencetest.Config {

@@ -3,7 +3,6 @@ package fenceredis_test
 import (
 	"context"
 	"errors"
-	"math"
 	"net"
 	"strings"
 	"testing"
@@ -69,6 +68,7 @@ func TestBadInput(t *testing.T) {
 	e := newEnv(t)
 	f := e.fence(t)
 	ctx := context.Background()
+	fencetest.RunBadCalls(t, bare(f))
 	d := e.prefix + "d"
 	for _, c := range []struct {
 		name     string
@@ -77,13 +77,6 @@ func TestBadInput(t *testing.T) {
 		writes   []fenceredis.Write
 		want     error
 	}{
-		{"zero token", "r", 0, nil, fence.ErrNoToken},
-		{"token above MaxToken", "r", fence.MaxToken + 1, nil, fence.ErrTokenOverflow},
-		{"largest uint64", "r", math.MaxUint64, nil, fence.ErrTokenOverflow},
-		{"empty resource", "", 1, nil, fence.ErrBadResource},
-		{"NUL in resource", "a\x00b", 1, nil, fence.ErrBadResource},
-		{"invalid UTF-8", "a\xffb", 1, nil, fence.ErrBadResource},
-		{"long resource", strings.Repeat("r", fence.MaxResourceLen+1), 1, nil, fence.ErrBadResource},
 		{"zero Write", "r", 5, []fenceredis.Write{{}}, fenceredis.ErrBadWrite},
 		{"set of the fence key", "r", 5, []fenceredis.Write{fenceredis.Set(e.prefix+"fence:r", "99")}, fenceredis.ErrBadWrite},
 		{"delete of another fence key", "r", 5, []fenceredis.Write{fenceredis.Del(e.prefix + "fence:x")}, fenceredis.ErrBadWrite},
@@ -165,11 +158,15 @@ func TestNotFence(t *testing.T) {
 func TestRaiseFloor(t *testing.T) {
 	e := newEnv(t)
 	f := e.fence(t)
-	do := func(ctx context.Context, resource string, tok fence.Token) error {
+	fencetest.RunRaiseFloor(t, bare(f), f.RaiseFloor)
+}
+
+// bare is f.Do with no writes: a call that only records the token.
+func bare(f *fenceredis.Fence) func(ctx context.Context, resource string, tok fence.Token) error {
+	return func(ctx context.Context, resource string, tok fence.Token) error {
 		_, err := f.Do(ctx, resource, tok)
 		return err
 	}
-	fencetest.RunRaiseFloor(t, do, f.RaiseFloor)
 }
 
 // TestUncertain: fencetest's lost-answer scenario (the connection breaks
