@@ -55,9 +55,7 @@ func TestConcurrentDo(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, v := range fencetest.Verify(t, cfg("etcd-do", 0), ops, end, nemesis.State{Token: high, Value: e.get(t, data)}, false) {
-		t.Error(v)
-	}
+	fencetest.Check(t, cfg("etcd-do", 0), ops, end, nemesis.State{Token: high, Value: e.get(t, data)})
 }
 
 // TestConcurrentRegister: Register.Write.
@@ -72,9 +70,7 @@ func TestConcurrentRegister(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, v := range fencetest.Verify(t, cfg("etcd-register", 0), ops, end, nemesis.State{Token: v.Token, Value: string(v.Data)}, false) {
-		t.Error(v)
-	}
+	fencetest.Check(t, cfg("etcd-register", 0), ops, end, nemesis.State{Token: v.Token, Value: string(v.Data)})
 }
 
 // TestConcurrentCheckCatchesRacyFence plants the bug the transaction

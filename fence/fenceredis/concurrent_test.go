@@ -90,9 +90,7 @@ func TestConcurrentDo(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, v := range fencetest.Verify(t, cfg("redis-do", 0), ops, end, nemesis.State{Token: high, Value: e.get(t, data)}, false) {
-		t.Error(v)
-	}
+	fencetest.Check(t, cfg("redis-do", 0), ops, end, nemesis.State{Token: high, Value: e.get(t, data)})
 }
 
 // TestConcurrentRegister: Register.Write; the version gives the order.
@@ -107,9 +105,7 @@ func TestConcurrentRegister(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, v := range fencetest.Verify(t, cfg("redis-register", 0), ops, end, nemesis.State{Token: v.Token, Value: string(v.Data)}, false) {
-		t.Error(v)
-	}
+	fencetest.Check(t, cfg("redis-register", 0), ops, end, nemesis.State{Token: v.Token, Value: string(v.Data)})
 }
 
 // TestConcurrentCheckCatchesRacyFence plants the bug the script exists to

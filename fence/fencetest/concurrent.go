@@ -119,3 +119,12 @@ func Verify(t testing.TB, c Config, ops []nemesis.Op, end time.Duration, final n
 		c.Register, len(ops), end.Round(time.Millisecond), c.Workers, n[nemesis.Accepted], equal, n[nemesis.Stale], len(v))
 	return v
 }
+
+// Check is Verify of a run of a correct fence: each violation is a test
+// error.
+func Check(t testing.TB, c Config, ops []nemesis.Op, end time.Duration, final nemesis.State) {
+	t.Helper()
+	for _, v := range Verify(t, c, ops, end, final, false) {
+		t.Error(v)
+	}
+}
