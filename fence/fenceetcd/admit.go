@@ -3,12 +3,11 @@ package fenceetcd
 import (
 	"context"
 	"errors"
-	"fmt"
-	"sync"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/zkrecipes/zkrecipes/fence"
+	"github.com/zkrecipes/zkrecipes/internal/fencebatch"
 )
 
 // ErrNoBatch is returned by AddOps for a ctx that is not (derived from)
@@ -19,41 +18,14 @@ var ErrNoBatch = errors.New("fenceetcd: AddOps outside a running write of Fence.
 // ctx: they are applied with its token, or not at all. Each is checked as
 // Do checks it. Errors: ErrBadOp (nothing added), ErrNoBatch.
 func AddOps(ctx context.Context, ops ...clientv3.Op) error {
-	b, _ := ctx.Value(batchKey{}).(*batch)
-	if b == nil {
+	ok, err := fencebatch.Add(ctx, ops...)
+	if err != nil {
+		return err
+	}
+	if !ok {
 		return ErrNoBatch
 	}
-	for i, op := range ops {
-		if err := b.f.checkOp(op); err != nil {
-			return fmt.Errorf("op %d: %w", i, err)
-		}
-	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.closed {
-		return ErrNoBatch
-	}
-	b.ops = append(b.ops, ops...)
 	return nil
-}
-
-// batchKey is the context key of the ops of an Admit's write.
-type batchKey struct{}
-
-// batch collects the ops of one Admit's write.
-type batch struct {
-	f      *Fence
-	mu     sync.Mutex
-	ops    []clientv3.Op
-	closed bool // write has returned: no more ops
-}
-
-// close ends b and returns its ops.
-func (b *batch) close() []clientv3.Op {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.closed = true
-	return b.ops
 }
 
 // Admit implements fence.Fence (the interface package fencehttp's
@@ -70,24 +42,11 @@ func (f *Fence) Admit(ctx context.Context, resource string, t fence.Token, write
 	if err := checkToken(t); err != nil {
 		return err
 	}
-	high, err := f.Highest(ctx, resource)
-	if err != nil {
+	apply := func(ctx context.Context, ops []clientv3.Op) error {
+		_, err := f.Do(ctx, resource, t, ops...)
 		return err
 	}
-	if t < high {
-		return &fence.StaleError{Resource: resource, Token: t, Highest: high}
-	}
-	var ops []clientv3.Op
-	if write != nil {
-		b := &batch{f: f}
-		err := write(context.WithValue(ctx, batchKey{}, b))
-		ops = b.close()
-		if err != nil {
-			return err
-		}
-	}
-	_, err = f.Do(ctx, resource, t, ops...)
-	return err
+	return fencebatch.Admit(ctx, resource, t, f.Highest, f.checkOp, write, apply)
 }
 
 var _ fence.Fence = (*Fence)(nil)

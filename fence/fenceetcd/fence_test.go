@@ -4,16 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
-	"strings"
 	"testing"
-	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/zkrecipes/zkrecipes/fence"
 	"github.com/zkrecipes/zkrecipes/fence/fenceetcd"
-	"github.com/zkrecipes/zkrecipes/zktest"
+	"github.com/zkrecipes/zkrecipes/fence/fencetest"
 )
 
 // TestDo: the first token, an equal one and a newer one are accepted with
@@ -63,6 +60,7 @@ func TestBadInput(t *testing.T) {
 	e := newEnv(t)
 	f := e.fence(t)
 	ctx := context.Background()
+	fencetest.RunBadCalls(t, bare(f))
 	fk := e.prefix + "/fence/r"
 	for _, c := range []struct {
 		name     string
@@ -71,13 +69,6 @@ func TestBadInput(t *testing.T) {
 		ops      []clientv3.Op
 		want     error
 	}{
-		{"zero token", "r", 0, nil, fence.ErrNoToken},
-		{"token above MaxToken", "r", fence.MaxToken + 1, nil, fence.ErrTokenOverflow},
-		{"largest uint64", "r", math.MaxUint64, nil, fence.ErrTokenOverflow},
-		{"empty resource", "", 1, nil, fence.ErrBadResource},
-		{"NUL in resource", "a\x00b", 1, nil, fence.ErrBadResource},
-		{"invalid UTF-8", "a\xffb", 1, nil, fence.ErrBadResource},
-		{"long resource", strings.Repeat("r", fence.MaxResourceLen+1), 1, nil, fence.ErrBadResource},
 		{"put of the fence key", "r", 5, []clientv3.Op{clientv3.OpPut(fk, "9999999999999999999")}, fenceetcd.ErrBadOp},
 		{"put of another fence key", "r", 5, []clientv3.Op{clientv3.OpPut(e.prefix+"/fence/x", "1")}, fenceetcd.ErrBadOp},
 		{"delete of the fence key", "r", 5, []clientv3.Op{clientv3.OpDelete(fk)}, fenceetcd.ErrBadOp},
@@ -153,101 +144,35 @@ func TestNotFence(t *testing.T) {
 	}
 }
 
-// TestRaiseFloor: the mark goes up to the floor, a lower token is refused
-// after it, the new era's tokens pass, and a lower floor or a zero one
-// changes nothing; a floor above MaxToken is refused.
+// TestRaiseFloor: fencetest's floor scenario.
 func TestRaiseFloor(t *testing.T) {
 	e := newEnv(t)
 	f := e.fence(t)
-	ctx := context.Background()
-	floor := fence.Era(2).Floor()
-	if got, err := f.RaiseFloor(ctx, "new", floor); got != floor || err != nil {
-		t.Fatalf("floor of a new resource: %v, %v", got, err)
-	}
-	if _, err := f.Do(ctx, "r", 40); err != nil {
-		t.Fatal(err)
-	}
-	if got, err := f.RaiseFloor(ctx, "r", floor); got != floor || err != nil {
-		t.Fatalf("RaiseFloor = %v, %v", got, err)
-	}
-	if _, err := f.Do(ctx, "r", 41); !errors.Is(err, fence.ErrStale) {
-		t.Fatalf("token 41 after the floor: %v", err)
-	}
-	first, _ := fence.Era(2).Token(7)
-	if _, err := f.Do(ctx, "r", first); err != nil {
-		t.Fatal(err)
-	}
-	for _, fl := range []fence.Token{floor, 0} {
-		if got, err := f.RaiseFloor(ctx, "r", fl); got != first || err != nil {
-			t.Fatalf("floor %v: %v, %v; want %v kept", fl, got, err, first)
-		}
-	}
-	if _, err := f.RaiseFloor(ctx, "r", fence.MaxToken+1); !errors.Is(err, fence.ErrTokenOverflow) {
-		t.Fatalf("floor above MaxToken: %v", err)
+	fencetest.RunRaiseFloor(t, bare(f), f.RaiseFloor)
+}
+
+// bare is f.Do with no ops: a call that only records the token.
+func bare(f *fenceetcd.Fence) func(ctx context.Context, resource string, tok fence.Token) error {
+	return func(ctx context.Context, resource string, tok fence.Token) error {
+		_, err := f.Do(ctx, resource, tok)
+		return err
 	}
 }
 
-// TestUncertain: the connection breaks after etcd applied the transaction
-// and before its answer arrived: Do says fence.ErrUncertain, the write is
-// there, and the same token is accepted again.
+// TestUncertain: fencetest's lost-answer scenario (the connection breaks
+// after etcd applied the transaction and before its answer arrived).
 func TestUncertain(t *testing.T) {
 	e := newEnv(t)
 	cli, p := e.proxied(t)
 	f, _ := fenceetcd.New(cli, e.prefix+"/fence/")
-	ctx := context.Background()
-	if _, err := f.Do(ctx, "r", 3); err != nil { // connected
-		t.Fatal(err)
-	}
-	p.SetLatency(400 * time.Millisecond) // each way: time to see the write land, then cut
 	data := e.prefix + "/data"
-	// An attempt whose answer arrived before the cut (a slow poll on a
-	// loaded machine) proves nothing: try again with the next token.
-	tok := fence.Token(3)
-	for attempt := 1; ; attempt++ {
-		tok++
-		err := lostAnswer(t, e, p, func(ctx context.Context, v string) error {
-			_, err := f.Do(ctx, "r", tok, clientv3.OpPut(data, v))
-			return err
-		}, data, fmt.Sprint("v", tok))
-		if err == nil && attempt < 3 {
-			t.Logf("attempt %d: the answer arrived before the cut; again", attempt)
-			p.Resume()
-			continue
+	do := func(ctx context.Context, tok fence.Token, v string) error {
+		var ops []clientv3.Op
+		if v != "" {
+			ops = append(ops, clientv3.OpPut(data, v))
 		}
-		if !errors.Is(err, fence.ErrUncertain) {
-			t.Fatalf("answer lost: %v, want fence.ErrUncertain", err)
-		}
-		break
+		_, err := f.Do(ctx, "r", tok, ops...)
+		return err
 	}
-	p.SetLatency(0)
-	p.Resume()
-	if _, err := f.Do(ctx, "r", tok, clientv3.OpPut(data, "again")); err != nil {
-		t.Fatalf("the same token after the uncertain write: %v", err)
-	}
-	// A ctx already ended sends nothing and is not uncertain.
-	cctx, cancel := context.WithCancel(ctx)
-	cancel()
-	if _, err := f.Do(cctx, "r", 5); !errors.Is(err, context.Canceled) || errors.Is(err, fence.ErrUncertain) {
-		t.Fatalf("cancelled ctx: %v", err)
-	}
-}
-
-// lostAnswer runs write(value) with p's latency set, waits until value is
-// in key (the server applied it), cuts p's connections and returns
-// write's error.
-func lostAnswer(t *testing.T, e *env, p *zktest.FaultProxy, write func(context.Context, string) error, key, value string) error {
-	t.Helper()
-	done := make(chan error, 1)
-	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		defer cancel()
-		done <- write(ctx, value)
-	}()
-	for deadline := time.Now().Add(10 * time.Second); e.get(t, key) != value; time.Sleep(2 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the write did not land")
-		}
-	}
-	p.Cut()
-	return <-done
+	fencetest.RunUncertain(t, p, do, func() string { return e.get(t, data) })
 }

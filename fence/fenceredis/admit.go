@@ -3,9 +3,9 @@ package fenceredis
 import (
 	"context"
 	"errors"
-	"sync"
 
 	"github.com/zkrecipes/zkrecipes/fence"
+	"github.com/zkrecipes/zkrecipes/internal/fencebatch"
 )
 
 // ErrNoBatch is returned by AddWrites for a ctx that is not (derived
@@ -16,35 +16,10 @@ var ErrNoBatch = errors.New("fenceredis: AddWrites outside a running write of Fe
 // ctx: they are applied with its token, or not at all. Do checks them
 // (ErrBadWrite, returned by Admit). Errors: ErrNoBatch.
 func AddWrites(ctx context.Context, writes ...Write) error {
-	b, _ := ctx.Value(batchKey{}).(*batch)
-	if b == nil {
+	if ok, _ := fencebatch.Add(ctx, writes...); !ok {
 		return ErrNoBatch
 	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.closed {
-		return ErrNoBatch
-	}
-	b.writes = append(b.writes, writes...)
 	return nil
-}
-
-// batchKey is the context key of the writes of an Admit's write.
-type batchKey struct{}
-
-// batch collects the writes of one Admit's write.
-type batch struct {
-	mu     sync.Mutex
-	writes []Write
-	closed bool // write has returned: no more writes
-}
-
-// close ends b and returns its writes.
-func (b *batch) close() []Write {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.closed = true
-	return b.writes
 }
 
 // Admit implements fence.Fence (the interface package fencehttp's
@@ -61,24 +36,11 @@ func (f *Fence) Admit(ctx context.Context, resource string, t fence.Token, write
 	if err := checkToken(t); err != nil {
 		return err
 	}
-	high, err := f.Highest(ctx, resource)
-	if err != nil {
+	apply := func(ctx context.Context, writes []Write) error {
+		_, err := f.Do(ctx, resource, t, writes...)
 		return err
 	}
-	if t < high {
-		return &fence.StaleError{Resource: resource, Token: t, Highest: high}
-	}
-	var writes []Write
-	if write != nil {
-		b := &batch{}
-		err := write(context.WithValue(ctx, batchKey{}, b))
-		writes = b.close()
-		if err != nil {
-			return err
-		}
-	}
-	_, err = f.Do(ctx, resource, t, writes...)
-	return err
+	return fencebatch.Admit(ctx, resource, t, f.Highest, nil, write, apply)
 }
 
 var _ fence.Fence = (*Fence)(nil)

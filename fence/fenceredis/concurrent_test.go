@@ -2,14 +2,10 @@ package fenceredis_test
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
-	"math/rand/v2"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -17,6 +13,7 @@ import (
 
 	"github.com/zkrecipes/zkrecipes/fence"
 	"github.com/zkrecipes/zkrecipes/fence/fenceredis"
+	"github.com/zkrecipes/zkrecipes/fence/fencetest"
 	"github.com/zkrecipes/zkrecipes/zktest/nemesis"
 )
 
@@ -25,97 +22,12 @@ var (
 	workers = flag.Int("fenceredis.workers", 8, "concurrent writers")
 )
 
-// The concurrent runs, as fencesql's: writers with interleaved tokens
-// (older, equal, newer) write one register; every call and its answer is a
-// nemesis.Op, and the history must pass nemesis.CheckRegister (no write
-// over a higher token, no lost update, each accepted write over the state
-// the previous one left, in the order applied, and linearizable with
-// porcupine), with the final state the last accepted write.
+// The concurrent runs are fencetest.Run and Verify (the register check of
+// fencesql's runs) over this backend's writes.
 
-// write is one fenced write of value with tok: the state it overwrote and
-// its order of application (0: found later), or its error.
-type write func(ctx context.Context, tok fence.Token, value string) (prev nemesis.State, seq int64, err error)
-
-// run drives write from *workers goroutines for d and returns the history.
-func run(t *testing.T, name string, d time.Duration, w write) (ops []nemesis.Op, end time.Duration) {
-	var (
-		mu     sync.Mutex
-		wg     sync.WaitGroup
-		newest atomic.Uint64
-	)
-	newest.Store(10)
-	start := time.Now()
-	deadline := start.Add(d)
-	for c := range *workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			rng := rand.New(rand.NewPCG(uint64(c), 25))
-			for i := 0; time.Now().Before(deadline); i++ {
-				var tok fence.Token
-				switch r := rng.IntN(10); {
-				case r < 3:
-					tok = fence.Token(max(newest.Load()-uint64(1+rng.IntN(3)), 1))
-				case r < 7:
-					tok = fence.Token(newest.Load())
-				default:
-					tok = fence.Token(newest.Add(1))
-				}
-				op := nemesis.Op{Kind: nemesis.OpWrite, Client: c, Token: tok, Register: name, Value: fmt.Sprintf("w%d-%d", c, i), Call: time.Since(start)}
-				prev, seq, err := w(context.Background(), tok, op.Value)
-				op.Return = time.Since(start)
-				var se *fence.StaleError
-				switch {
-				case err == nil:
-					op.Outcome, op.Prev, op.Seq = nemesis.Accepted, prev, seq
-				case errors.As(err, &se):
-					op.Outcome = nemesis.Stale
-					if se.Highest <= tok {
-						t.Errorf("stale answer for token %v names highest %v", tok, se.Highest)
-					}
-				default:
-					t.Errorf("write: %v", err)
-					return
-				}
-				mu.Lock()
-				ops = append(ops, op)
-				mu.Unlock()
-			}
-		}()
-	}
-	wg.Wait()
-	return ops, time.Since(start)
-}
-
-// verify checks a history and the final state; it returns the checker's
-// violations (the planted bug's test wants some, and needs no particular
-// mix of tokens).
-func verify(t *testing.T, name string, ops []nemesis.Op, end time.Duration, final nemesis.State, planted bool) []string {
-	t.Helper()
-	v := nemesis.CheckRegister(name, ops, end)
-	var last nemesis.Op
-	n := map[nemesis.Outcome]int{}
-	equal := 0
-	for _, o := range ops {
-		n[o.Outcome]++
-		if o.Outcome == nemesis.Accepted {
-			if o.Token == o.Prev.Token {
-				equal++
-			}
-			if o.Seq > last.Seq {
-				last = o
-			}
-		}
-	}
-	if final != (nemesis.State{Token: last.Token, Value: last.Value}) {
-		v = append(v, fmt.Sprintf("final state %+v, want the last accepted write %v", final, last))
-	}
-	if !planted && (equal == 0 || n[nemesis.Accepted] == equal || n[nemesis.Stale] == 0) {
-		t.Errorf("the run did not mix equal (%d), newer (%d) and stale (%d) tokens", equal, n[nemesis.Accepted]-equal, n[nemesis.Stale])
-	}
-	t.Logf("%s: %d writes in %v by %d writers: %d accepted (%d with the stored token), %d stale; %d violations",
-		name, len(ops), end.Round(time.Millisecond), *workers, n[nemesis.Accepted], equal, n[nemesis.Stale], len(v))
-	return v
+// cfg is the shape of the run of the register called name.
+func cfg(name string, d time.Duration) fencetest.Config {
+	return fencetest.Config{Register: name, Workers: *workers, For: d, Seed: 25}
 }
 
 // logged is the order of application of a run through Do: each accepted
@@ -167,7 +79,7 @@ func TestConcurrentDo(t *testing.T) {
 	e := newEnv(t)
 	f := e.fence(t)
 	data, log := e.prefix+"data", e.prefix+"log"
-	ops, end := run(t, "redis-do", *runFor, func(ctx context.Context, tok fence.Token, value string) (nemesis.State, int64, error) {
+	ops, end := fencetest.Run(t, cfg("redis-do", *runFor), func(ctx context.Context, tok fence.Token, value string) (nemesis.State, int64, error) {
 		prev, err := f.Do(ctx, "reg", tok, fenceredis.Set(data, value), fenceredis.RPush(log, tok.String()+" "+value))
 		return nemesis.State{Token: prev}, 0, err
 	})
@@ -178,16 +90,14 @@ func TestConcurrentDo(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, v := range verify(t, "redis-do", ops, end, nemesis.State{Token: high, Value: e.get(t, data)}, false) {
-		t.Error(v)
-	}
+	fencetest.Check(t, cfg("redis-do", 0), ops, end, nemesis.State{Token: high, Value: e.get(t, data)})
 }
 
 // TestConcurrentRegister: Register.Write; the version gives the order.
 func TestConcurrentRegister(t *testing.T) {
 	e := newEnv(t)
 	r, _ := fenceredis.NewRegister(e.cli, e.prefix+"reg")
-	ops, end := run(t, "redis-register", *runFor, func(ctx context.Context, tok fence.Token, value string) (nemesis.State, int64, error) {
+	ops, end := fencetest.Run(t, cfg("redis-register", *runFor), func(ctx context.Context, tok fence.Token, value string) (nemesis.State, int64, error) {
 		prev, err := r.Write(ctx, tok, []byte(value))
 		return nemesis.State{Token: prev.Token, Value: string(prev.Data)}, prev.Version + 1, err
 	})
@@ -195,9 +105,7 @@ func TestConcurrentRegister(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, v := range verify(t, "redis-register", ops, end, nemesis.State{Token: v.Token, Value: string(v.Data)}, false) {
-		t.Error(v)
-	}
+	fencetest.Check(t, cfg("redis-register", 0), ops, end, nemesis.State{Token: v.Token, Value: string(v.Data)})
 }
 
 // TestConcurrentCheckCatchesRacyFence plants the bug the script exists to
@@ -226,10 +134,10 @@ func TestConcurrentCheckCatchesRacyFence(t *testing.T) {
 		})
 		return nemesis.State{Token: high}, 0, err
 	}
-	ops, end := run(t, "redis-racy", *runFor/2, racy)
+	ops, end := fencetest.Run(t, cfg("redis-racy", *runFor/2), racy)
 	high, _ := f.Highest(context.Background(), "reg")
 	errs := logged(t, e, ops, log)
-	v := verify(t, "redis-racy", ops, end, nemesis.State{Token: high, Value: e.get(t, data)}, true)
+	v := fencetest.Verify(t, cfg("redis-racy", 0), ops, end, nemesis.State{Token: high, Value: e.get(t, data)}, true)
 	if len(v) == 0 {
 		t.Fatal("the checker found nothing wrong with a fence that compares outside the script")
 	}

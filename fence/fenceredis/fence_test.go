@@ -3,8 +3,6 @@ package fenceredis_test
 import (
 	"context"
 	"errors"
-	"fmt"
-	"math"
 	"net"
 	"strings"
 	"testing"
@@ -14,7 +12,7 @@ import (
 
 	"github.com/zkrecipes/zkrecipes/fence"
 	"github.com/zkrecipes/zkrecipes/fence/fenceredis"
-	"github.com/zkrecipes/zkrecipes/zktest"
+	"github.com/zkrecipes/zkrecipes/fence/fencetest"
 )
 
 // TestDo: the first token, an equal one and a newer one are accepted with
@@ -70,6 +68,7 @@ func TestBadInput(t *testing.T) {
 	e := newEnv(t)
 	f := e.fence(t)
 	ctx := context.Background()
+	fencetest.RunBadCalls(t, bare(f))
 	d := e.prefix + "d"
 	for _, c := range []struct {
 		name     string
@@ -78,13 +77,6 @@ func TestBadInput(t *testing.T) {
 		writes   []fenceredis.Write
 		want     error
 	}{
-		{"zero token", "r", 0, nil, fence.ErrNoToken},
-		{"token above MaxToken", "r", fence.MaxToken + 1, nil, fence.ErrTokenOverflow},
-		{"largest uint64", "r", math.MaxUint64, nil, fence.ErrTokenOverflow},
-		{"empty resource", "", 1, nil, fence.ErrBadResource},
-		{"NUL in resource", "a\x00b", 1, nil, fence.ErrBadResource},
-		{"invalid UTF-8", "a\xffb", 1, nil, fence.ErrBadResource},
-		{"long resource", strings.Repeat("r", fence.MaxResourceLen+1), 1, nil, fence.ErrBadResource},
 		{"zero Write", "r", 5, []fenceredis.Write{{}}, fenceredis.ErrBadWrite},
 		{"set of the fence key", "r", 5, []fenceredis.Write{fenceredis.Set(e.prefix+"fence:r", "99")}, fenceredis.ErrBadWrite},
 		{"delete of another fence key", "r", 5, []fenceredis.Write{fenceredis.Del(e.prefix + "fence:x")}, fenceredis.ErrBadWrite},
@@ -162,82 +154,39 @@ func TestNotFence(t *testing.T) {
 	}
 }
 
-// TestRaiseFloor: the mark goes up to the floor, a lower token is refused
-// after it, the new era's tokens pass, and a lower floor or a zero one
-// changes nothing; a floor above MaxToken is refused.
+// TestRaiseFloor: fencetest's floor scenario.
 func TestRaiseFloor(t *testing.T) {
 	e := newEnv(t)
 	f := e.fence(t)
-	ctx := context.Background()
-	floor := fence.Era(2).Floor()
-	if got, err := f.RaiseFloor(ctx, "new", floor); got != floor || err != nil {
-		t.Fatalf("floor of a new resource: %v, %v", got, err)
-	}
-	if _, err := f.Do(ctx, "r", 40); err != nil {
-		t.Fatal(err)
-	}
-	if got, err := f.RaiseFloor(ctx, "r", floor); got != floor || err != nil {
-		t.Fatalf("RaiseFloor = %v, %v", got, err)
-	}
-	if _, err := f.Do(ctx, "r", 41); !errors.Is(err, fence.ErrStale) {
-		t.Fatalf("token 41 after the floor: %v", err)
-	}
-	first, _ := fence.Era(2).Token(7)
-	if _, err := f.Do(ctx, "r", first); err != nil {
-		t.Fatal(err)
-	}
-	for _, fl := range []fence.Token{floor, 0} {
-		if got, err := f.RaiseFloor(ctx, "r", fl); got != first || err != nil {
-			t.Fatalf("floor %v: %v, %v; want %v kept", fl, got, err, first)
-		}
-	}
-	if _, err := f.RaiseFloor(ctx, "r", fence.MaxToken+1); !errors.Is(err, fence.ErrTokenOverflow) {
-		t.Fatalf("floor above MaxToken: %v", err)
+	fencetest.RunRaiseFloor(t, bare(f), f.RaiseFloor)
+}
+
+// bare is f.Do with no writes: a call that only records the token.
+func bare(f *fenceredis.Fence) func(ctx context.Context, resource string, tok fence.Token) error {
+	return func(ctx context.Context, resource string, tok fence.Token) error {
+		_, err := f.Do(ctx, resource, tok)
+		return err
 	}
 }
 
-// TestUncertain: the connection breaks after Redis ran the script and
-// before its answer arrived: Do says fence.ErrUncertain, the write is
-// there, and the same token is accepted again.
+// TestUncertain: fencetest's lost-answer scenario (the connection breaks
+// after Redis ran the script and before its answer arrived), and a dial
+// that fails is certain.
 func TestUncertain(t *testing.T) {
 	e := newEnv(t)
 	cli, p := e.proxied(t)
 	f, _ := fenceredis.New(cli, e.prefix+"fence:")
 	ctx := context.Background()
-	if _, err := f.Do(ctx, "r", 3); err != nil { // connected, script cached
-		t.Fatal(err)
-	}
-	p.SetLatency(400 * time.Millisecond) // each way: time to see the write land, then cut
 	data := e.prefix + "data"
-	// An attempt whose answer arrived before the cut (a slow poll on a
-	// loaded machine) proves nothing: try again with the next token.
-	tok := fence.Token(3)
-	for attempt := 1; ; attempt++ {
-		tok++
-		err := lostAnswer(t, e, p, func(ctx context.Context, v string) error {
-			_, err := f.Do(ctx, "r", tok, fenceredis.Set(data, v))
-			return err
-		}, data, fmt.Sprint("v", tok))
-		if err == nil && attempt < 3 {
-			t.Logf("attempt %d: the answer arrived before the cut; again", attempt)
-			p.Resume()
-			continue
+	do := func(ctx context.Context, tok fence.Token, v string) error {
+		var ws []fenceredis.Write
+		if v != "" {
+			ws = append(ws, fenceredis.Set(data, v))
 		}
-		if !errors.Is(err, fence.ErrUncertain) {
-			t.Fatalf("answer lost: %v, want fence.ErrUncertain", err)
-		}
-		break
+		_, err := f.Do(ctx, "r", tok, ws...)
+		return err
 	}
-	p.SetLatency(0)
-	p.Resume()
-	if _, err := f.Do(ctx, "r", tok, fenceredis.Set(data, "again")); err != nil {
-		t.Fatalf("the same token after the uncertain write: %v", err)
-	}
-	cctx, cancel := context.WithCancel(ctx)
-	cancel()
-	if _, err := f.Do(cctx, "r", 5); !errors.Is(err, context.Canceled) || errors.Is(err, fence.ErrUncertain) {
-		t.Fatalf("cancelled ctx: %v", err)
-	}
+	fencetest.RunUncertain(t, p, do, func() string { return e.get(t, data) })
 	// No server at the address: the dial fails, nothing was sent.
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -248,24 +197,4 @@ func TestUncertain(t *testing.T) {
 	if _, err := gone.Do(ctx, "r", 5); err == nil || errors.Is(err, fence.ErrUncertain) {
 		t.Fatalf("no server: %v, want a certain failure", err)
 	}
-}
-
-// lostAnswer runs write(value) with p's latency set, waits until value is
-// in key (the server applied it), cuts p's connections and returns
-// write's error.
-func lostAnswer(t *testing.T, e *env, p *zktest.FaultProxy, write func(context.Context, string) error, key, value string) error {
-	t.Helper()
-	done := make(chan error, 1)
-	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		defer cancel()
-		done <- write(ctx, value)
-	}()
-	for deadline := time.Now().Add(10 * time.Second); e.get(t, key) != value; time.Sleep(2 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the write did not land")
-		}
-	}
-	p.Cut()
-	return <-done
 }

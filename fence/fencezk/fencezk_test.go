@@ -3,17 +3,15 @@ package fencezk_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"log/slog"
-	"math/rand/v2"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/go-zookeeper/zk"
 	"github.com/zkrecipes/zkrecipes/fence"
+	"github.com/zkrecipes/zkrecipes/fence/fencetest"
 	"github.com/zkrecipes/zkrecipes/fence/fencezk"
 	"github.com/zkrecipes/zkrecipes/recipe"
 	"github.com/zkrecipes/zkrecipes/zktest"
@@ -237,49 +235,15 @@ func TestRegisterRace(t *testing.T) {
 	for i := range regs {
 		regs[i] = newRegister(t, connect(t, cl), "/race")
 	}
-	var newest atomic.Uint64
-	newest.Store(10)
-	start := time.Now()
-	var mu sync.Mutex
-	var ops []nemesis.Op
-	var wg sync.WaitGroup
-	deadline := start.Add(2 * time.Second)
-	for w := range writers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			rng := rand.New(rand.NewPCG(uint64(w), 3))
-			for i := 0; time.Now().Before(deadline); i++ {
-				var tok fence.Token
-				switch x := rng.IntN(10); {
-				case x < 3:
-					tok = fence.Token(max(newest.Load()-uint64(1+rng.IntN(3)), 1))
-				case x < 7:
-					tok = fence.Token(newest.Load())
-				default:
-					tok = fence.Token(newest.Add(1))
-				}
-				op := nemesis.Op{Kind: nemesis.OpWrite, Client: w, Token: tok, Register: "znode", Value: fmt.Sprintf("w%d-%d", w, i), Call: time.Since(start)}
-				prev, err := regs[w].Write(context.Background(), tok, []byte(op.Value))
-				op.Return = time.Since(start)
-				switch {
-				case err == nil:
-					// The order of application: the new data version, from 1.
-					op.Outcome, op.Prev, op.Seq = nemesis.Accepted, nemesis.State{Token: prev.Token, Value: string(prev.Data)}, int64(prev.Version)+2
-				case errors.Is(err, fence.ErrStale):
-					op.Outcome = nemesis.Stale
-				default:
-					t.Errorf("write: %v", err)
-					return
-				}
-				mu.Lock()
-				ops = append(ops, op)
-				mu.Unlock()
-			}
-		}()
+	// The order of application: the new data version, from 1.
+	write := func(w int) fencetest.Writer {
+		return func(ctx context.Context, tok fence.Token, value string) (nemesis.State, int64, error) {
+			prev, err := regs[w].Write(ctx, tok, []byte(value))
+			return nemesis.State{Token: prev.Token, Value: string(prev.Data)}, int64(prev.Version) + 2, err
+		}
 	}
-	wg.Wait()
-	for _, v := range nemesis.CheckRegister("znode", ops, time.Since(start)) {
+	ops, end := fencetest.RunEach(t, fencetest.Config{Register: "znode", Workers: writers, For: 2 * time.Second, Seed: 3}, write)
+	for _, v := range nemesis.CheckRegister("znode", ops, end) {
 		t.Error(v)
 	}
 	var last nemesis.Op
