@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
@@ -94,4 +95,11 @@ func takenError(path, holder string) error {
 // deletedError is the cause of a lease whose Lease was deleted.
 func deletedError(path string) error {
 	return fmt.Errorf("%w: Lease %s deleted", recipe.ErrNodeDeleted, path)
+}
+
+// editedError is the cause of a lease whose Lease names its holder with a
+// shorter duration than the holder's: a contender trusting it (client-go's)
+// could take it over before the holder's context ends.
+func editedError(path string, d time.Duration) error {
+	return fmt.Errorf("%w: Lease %s edited: leaseDurationSeconds %v, below the holder's", recipe.ErrNodeDeleted, path, d)
 }

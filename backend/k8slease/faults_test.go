@@ -12,6 +12,7 @@ import (
 	"github.com/zkrecipes/zkrecipes/backend/k8slease/k8stest"
 	"github.com/zkrecipes/zkrecipes/fence"
 	"github.com/zkrecipes/zkrecipes/recipe"
+	"github.com/zkrecipes/zkrecipes/zktest"
 )
 
 // grantAfter acquires m in the background and reports when it was granted.
@@ -250,4 +251,55 @@ func tokensGrow(t *testing.T, e *env) {
 		t.Fatal(err)
 	}
 	grant("after the Lease was deleted", 0)
+}
+
+// TestLeaseDurationEdited: someone with update rights shortens the
+// holder's leaseDurationSeconds (a client-go contender trusting it could
+// take over before the holder's context ends): the holder's context ends
+// at once with recipe.ErrNodeDeleted. Lengthened instead, the holder's
+// next renewal writes its own duration back, so a crash later does not
+// keep the lock for the edited time. (Found by a trial: the edit stayed,
+// and the holder never learned of it.)
+func TestLeaseDurationEdited(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	s, _ := e.connect(t, k8stest.AdminUser)
+	leases := e.in.CoordinationV1().Leases(e.ns)
+	edit := func(name string, seconds int32) {
+		t.Helper()
+		cur, err := leases.Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cur.Spec.LeaseDurationSeconds = ptr(seconds)
+		if _, err := leases.Update(ctx, cur, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	short, err := mutex(t, s, "shortened").Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	edit("shortened", 1)
+	waitLost(t, short, recipe.ErrNodeDeleted)
+
+	long, err := mutex(t, s, "lengthened").Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	edit("lengthened", 1<<30)
+	want := int32(testDuration / time.Second)
+	zktest.Eventually(t, testDuration, "the holder's renewal writes its duration back", func() bool {
+		cur, err := e.get(ctx, "lengthened")
+		return err == nil && cur != nil && cur.Spec.LeaseDurationSeconds != nil && *cur.Spec.LeaseDurationSeconds == want
+	})
+	if err := long.Context().Err(); err != nil {
+		t.Errorf("a lengthened Lease ended its holder's context: %v", context.Cause(long.Context()))
+	}
+	if err := long.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
 }

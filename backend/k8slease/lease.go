@@ -165,7 +165,7 @@ func (l *lease) keep() {
 		}
 		sent := time.Now()
 		rctx, cancel := context.WithDeadline(ctx, earliest(l.dl.At(), sent.Add(attemptTimeout(m.s.cfg.duration))))
-		obj, err := m.leases().Update(rctx, renewed(l.record(), sent), metav1.UpdateOptions{})
+		obj, err := m.leases().Update(rctx, renewed(l.record(), sent, m.s.cfg.duration), metav1.UpdateOptions{})
 		cancel()
 		next := every
 		switch {

@@ -65,10 +65,13 @@ func setHolder(l *coordv1.Lease, id string, d time.Duration, now time.Time) {
 	l.Spec.RenewTime = ptr(t)
 }
 
-// renewed returns cur with renewTime now (version kept: see taken).
-func renewed(cur *coordv1.Lease, now time.Time) *coordv1.Lease {
+// renewed returns cur with renewTime now and the holder's own duration d
+// (version kept: see taken). Writing d back undoes an edit of the
+// duration by someone else, which a contender of client-go's would trust.
+func renewed(cur *coordv1.Lease, now time.Time, d time.Duration) *coordv1.Lease {
 	l := cur.DeepCopy()
 	l.Spec.RenewTime = ptr(metav1.NewMicroTime(now))
+	l.Spec.LeaseDurationSeconds = ptr(int32(d / time.Second))
 	return l
 }
 

@@ -19,7 +19,7 @@ func TestRecord(t *testing.T) {
 		t.Fatalf("newRecord: %+v", l.Spec)
 	}
 	later := now.Add(time.Second)
-	r := renewed(l, later)
+	r := renewed(l, later, 3*time.Second)
 	if !r.Spec.RenewTime.Time.Equal(later) || !r.Spec.AcquireTime.Time.Equal(now) || r.ResourceVersion != "41" || holderOf(r) != "me#1" {
 		t.Errorf("renewed: %+v", r.Spec)
 	}
@@ -52,9 +52,10 @@ func TestToken(t *testing.T) {
 }
 
 // TestObserve checks the contender's clock: only a new version restarts
-// the count, and the count is the duration written in the Lease.
+// the count, and the count is the duration written in the Lease, never
+// less than the Session's own.
 func TestObserve(t *testing.T) {
-	s := &Session{cfg: config{duration: 10 * time.Second}, seen: map[string]*observation{}}
+	s := &Session{cfg: config{duration: 2 * time.Second}, seen: map[string]*observation{}}
 	t0 := time.Now()
 	l := newRecord("ns", "n", "x", 3*time.Second, t0.Add(-time.Hour)) // a wall time far in the past changes nothing
 	l.ResourceVersion = "5"
@@ -64,10 +65,15 @@ func TestObserve(t *testing.T) {
 	if got := s.observe("ns/n", l, t0.Add(2*time.Second)); !got.Equal(t0.Add(3 * time.Second)) {
 		t.Errorf("same version seen again restarted the count: %v", got.Sub(t0))
 	}
-	l2 := renewed(l, t0)
+	l2 := renewed(l, t0, 3*time.Second)
 	l2.ResourceVersion = "6"
 	if got := s.observe("ns/n", l2, t0.Add(2*time.Second)); !got.Equal(t0.Add(5 * time.Second)) {
 		t.Errorf("new version: %v", got.Sub(t0))
+	}
+	l3 := renewed(l, t0, time.Second) // shortened by someone with update rights
+	l3.ResourceVersion = "7"
+	if got := s.observe("ns/n", l3, t0); !got.Equal(t0.Add(2 * time.Second)) {
+		t.Errorf("a Lease shortened below our own duration: %v, want our 2s", got.Sub(t0))
 	}
 	if got := s.observe("ns/n", nil, t0); !got.Equal(t0) {
 		t.Errorf("absent Lease: %v", got.Sub(t0))

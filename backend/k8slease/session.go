@@ -224,8 +224,8 @@ func (s *Session) forget(l *lease) {
 
 // observe records that the Lease of path was seen as cur at now (nil: it
 // does not exist) and returns when this Session may take it over: the
-// duration written in it after the first time this Session saw its current
-// version. Only a change of version (resourceVersion) restarts the count;
+// duration written in it (at least this Session's own) after the first
+// time this Session saw its current version. Only a change of version (resourceVersion) restarts the count;
 // the times written in the Lease are never compared with our clock.
 func (s *Session) observe(path string, cur *coordv1.Lease, now time.Time) time.Time {
 	s.mu.Lock()
@@ -236,7 +236,10 @@ func (s *Session) observe(path string, cur *coordv1.Lease, now time.Time) time.T
 	}
 	o := s.seen[path]
 	if o == nil || o.rv != cur.ResourceVersion {
-		o = &observation{rv: cur.ResourceVersion, at: now, duration: durationOf(cur, s.cfg.duration)}
+		// Never less than our own duration: an edit that shortens the
+		// Lease's (someone with update rights) must not let us in while
+		// its holder, if one of ours, still counts on its own.
+		o = &observation{rv: cur.ResourceVersion, at: now, duration: max(durationOf(cur, s.cfg.duration), s.cfg.duration)}
 		s.seen[path] = o
 	}
 	return o.at.Add(o.duration)

@@ -105,6 +105,8 @@ func (l *lease) watchOwn() {
 				l.end(deletedError(m.path))
 			case holderOf(cur) != l.id:
 				l.end(takenError(m.path, holderOf(cur)))
+			case durationOf(cur, m.s.cfg.duration) < m.s.cfg.duration:
+				l.end(editedError(m.path, durationOf(cur, m.s.cfg.duration)))
 			default:
 				l.update(cur)
 			}
