@@ -54,7 +54,7 @@ func TestAuthCreatorACL(t *testing.T) {
 	}
 	anon := start(t, cl, dir, "lock", "--wait", "0", "/acl/x", "--", "true")
 	anon.expect(exitSoftware, 30*time.Second)
-	if anon.logged("permission denied (with ZooKeeper: the path's ACL; give the credentials its nodes were created with, --auth-file or ZK_AUTH)") == nil {
+	if anon.logged("permission denied (with ZooKeeper: the path's ACL; give the credentials its nodes were created with, --auth-file or ZK_AUTH; with Kubernetes: the user's Role needs get, watch, create and update on leases)") == nil {
 		t.Errorf("no clear message for the refusal:\n%s", anon.stderr)
 	}
 	look := start(t, cl, dir, "inspect", "/acl/x")
@@ -100,6 +100,11 @@ func TestAuthPrivateACL(t *testing.T) {
 	}
 	touch(t, gate)
 	holder.expect(0, 30*time.Second)
+	// The lock's directory is private too: only its owner can delete it
+	// (the chroot's cleanup, without credentials, could not list it).
+	if err := digestConn(t, cl).Delete(cl.Chroot()+"/acl/p", -1); err != nil && !errors.Is(err, zk.ErrNoNode) {
+		t.Errorf("the owner's identity cannot delete the private directory: %v", err)
+	}
 }
 
 // TestAuthUsageErrors: an ACL that needs credentials without them, a

@@ -272,7 +272,8 @@ func failStatus(log *slog.Logger, what string, err error) int {
 		log.Error(untrustedDirMsg, "err", err)
 		return exitSoftware
 	case errors.Is(err, recipe.ErrNoPermission):
-		log.Error("permission denied (with ZooKeeper: the path's ACL; give the credentials its nodes were created with, --auth-file or "+envAuth+")", "err", err)
+		log.Error("permission denied (with ZooKeeper: the path's ACL; give the credentials its nodes were created with, --auth-file or "+envAuth+
+			"; with Kubernetes: the user's Role needs get, watch, create and update on leases)", "err", err)
 		return exitSoftware
 	case errors.Is(err, recipe.ErrSessionLost), errors.Is(err, recipe.ErrUnreachable):
 		log.Error("the session was lost before the "+what+" was granted", "err", err)
