@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/zkrecipes/zkrecipes/backend/k8slease/internal/conntrack"
 	"github.com/zkrecipes/zkrecipes/internal/life"
 	"github.com/zkrecipes/zkrecipes/recipe"
 )
@@ -29,7 +30,7 @@ import (
 // A Session is safe for concurrent use. Close it when done.
 type Session struct {
 	cli      coordclient.CoordinationV1Interface
-	conns    *conns // Connect's client's connections, closed by Close
+	conns    *conntrack.Tracker // Connect's client's connections, closed by Close
 	cfg      config
 	log      *slog.Logger
 	identity string
@@ -63,7 +64,7 @@ func Connect(ctx context.Context, cfg *rest.Config, opts ...Option) (*Session, e
 	if c.QPS == 0 && c.RateLimiter == nil {
 		c.QPS = -1 // no client-side limit (client-go: a negative QPS disables it)
 	}
-	cs := newConns(c.Dial)
+	cs := conntrack.New(c.Dial)
 	c.Dial = cs.Dial
 	cli, err := coordclient.NewForConfig(c)
 	if err != nil {
@@ -71,7 +72,7 @@ func Connect(ctx context.Context, cfg *rest.Config, opts ...Option) (*Session, e
 	}
 	s, err := NewSession(ctx, cli, opts...)
 	if err != nil {
-		cs.closeAll()
+		cs.CloseAll()
 		return nil, err
 	}
 	s.conns = cs
@@ -195,7 +196,7 @@ func (s *Session) Close() error {
 	wg.Wait()
 	s.life.Wait()
 	if s.conns != nil {
-		s.conns.closeAll()
+		s.conns.CloseAll()
 	}
 	if m := s.cfg.metrics; m != nil {
 		m.SessionState(recipe.StateConnected, recipe.StateLost, recipe.ErrSessionClosed)

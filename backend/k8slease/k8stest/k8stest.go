@@ -37,7 +37,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"strings"
 	"sync"
@@ -50,6 +49,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/zkrecipes/zkrecipes/backend/etcdlock/etcdtest"
+	"github.com/zkrecipes/zkrecipes/backend/k8slease/internal/conntrack"
 	"github.com/zkrecipes/zkrecipes/internal/rtest/lazy"
 	"github.com/zkrecipes/zkrecipes/zktest"
 )
@@ -106,7 +106,7 @@ type Cluster struct {
 	external bool
 	admin    *rest.Config // template: never handed out, only copies
 	tokens   map[string]string
-	conns    *tracker
+	conns    *conntrack.Tracker
 
 	etcd *etcdtest.Server
 	api  *apiServer // nil for an external cluster
@@ -243,62 +243,7 @@ func (c *Cluster) Close() error {
 		if c.etcd != nil {
 			c.closeErr = errors.Join(c.closeErr, c.etcd.Close())
 		}
-		c.conns.closeAll()
+		c.conns.CloseAll()
 	})
 	return c.closeErr
-}
-
-// tracker remembers the connections its dial made, so that Close can end
-// them: client-go keeps idle HTTP/2 connections (and their goroutines) in
-// transports it caches for the process's lifetime.
-type tracker struct {
-	mu     sync.Mutex
-	conns  map[net.Conn]struct{}
-	closed bool
-}
-
-func newTracker() *tracker { return &tracker{conns: make(map[net.Conn]struct{})} }
-
-// dial is a rest.Config's Dial: a TCP connection, tracked until closed.
-func (t *tracker) dial(ctx context.Context, network, address string) (net.Conn, error) {
-	var d net.Dialer
-	conn, err := d.DialContext(ctx, network, address)
-	if err != nil {
-		return nil, err
-	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.closed {
-		_ = conn.Close()
-		return nil, errors.New("k8stest: cluster closed")
-	}
-	tc := &trackedConn{Conn: conn, t: t}
-	t.conns[tc] = struct{}{}
-	return tc, nil
-}
-
-func (t *tracker) closeAll() {
-	t.mu.Lock()
-	t.closed = true
-	conns := t.conns
-	t.conns = nil
-	t.mu.Unlock()
-	for conn := range conns {
-		_ = conn.Close()
-	}
-}
-
-type trackedConn struct {
-	net.Conn
-	t    *tracker
-	once sync.Once
-}
-
-func (c *trackedConn) Close() error {
-	c.once.Do(func() {
-		c.t.mu.Lock()
-		delete(c.t.conns, c)
-		c.t.mu.Unlock()
-	})
-	return c.Conn.Close()
 }

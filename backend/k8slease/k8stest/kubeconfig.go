@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/zkrecipes/zkrecipes/backend/k8slease/internal/conntrack"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -27,9 +28,9 @@ func external(ctx context.Context, path string) (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Cluster{external: true, admin: cfg, conns: newTracker()}
+	c := &Cluster{external: true, admin: cfg, conns: conntrack.New(nil)}
 	if cfg.Dial == nil {
-		cfg.Dial = c.conns.dial
+		cfg.Dial = c.conns.Dial
 	}
 	ctx, cancel := context.WithTimeout(ctx, externalTimeout)
 	defer cancel()
@@ -38,7 +39,7 @@ func external(ctx context.Context, path string) (*Cluster, error) {
 		_, err = cs.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
 	}
 	if err != nil {
-		c.conns.closeAll()
+		c.conns.CloseAll()
 		return nil, fmt.Errorf("/readyz: %w", err)
 	}
 	return c, nil

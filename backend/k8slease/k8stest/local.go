@@ -23,6 +23,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/zkrecipes/zkrecipes/backend/etcdlock/etcdtest"
+	"github.com/zkrecipes/zkrecipes/backend/k8slease/internal/conntrack"
 	"github.com/zkrecipes/zkrecipes/internal/certtest"
 	"github.com/zkrecipes/zkrecipes/zktest"
 )
@@ -78,7 +79,7 @@ func launchLocal(ctx context.Context, o options) (*Cluster, error) {
 		s, err := etcdtest.Launch(ctx)
 		etcdc <- launched{s, err}
 	}()
-	c := &Cluster{conns: newTracker()}
+	c := &Cluster{conns: conntrack.New(nil)}
 	certs, err := c.writeFiles(bin)
 	e := <-etcdc
 	c.etcd = e.s
@@ -139,7 +140,7 @@ func (c *Cluster) startAPIServer(ctx context.Context, certs certtest.Files, o op
 			Host:            "https://127.0.0.1:" + strconv.Itoa(c.api.port),
 			TLSClientConfig: rest.TLSClientConfig{CAData: caPEM},
 			BearerToken:     c.tokens[AdminUser],
-			Dial:            c.conns.dial,
+			Dial:            c.conns.Dial,
 			QPS:             -1, // no client-side rate limit: tests measure the server
 		}
 		err = c.api.start(ctx, c.readyCheck())
