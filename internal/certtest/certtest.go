@@ -16,6 +16,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"time"
 )
 
@@ -96,11 +97,14 @@ func (f Files) ClientConfig() (*tls.Config, error) {
 	return &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}, nil
 }
 
-var serial = big.NewInt(time.Now().UnixNano())
+// serial numbers the certificates of this process: each one's is unique.
+// Generate may run in several tests at once, hence the atomic counter.
+var serial atomic.Int64
+
+func init() { serial.Store(time.Now().UnixNano()) }
 
 func template(cn string) *x509.Certificate {
-	serial = new(big.Int).Add(serial, big.NewInt(1))
-	return &x509.Certificate{SerialNumber: serial, Subject: pkix.Name{CommonName: cn},
+	return &x509.Certificate{SerialNumber: big.NewInt(serial.Add(1)), Subject: pkix.Name{CommonName: cn},
 		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
 		KeyUsage: x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment}
 }

@@ -3,6 +3,7 @@ package certtest
 import (
 	"crypto/tls"
 	"net"
+	"sync"
 	"testing"
 
 	"go.uber.org/goleak"
@@ -57,4 +58,21 @@ func TestHandshake(t *testing.T) {
 	if _, _, err := net.SplitHostPort(ln.Addr().String()); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestGenerateConcurrently: tests generate certificates at once (the
+// Kubernetes harness's shared and own clusters did, and raced on the
+// serial number); every certificate gets a serial of its own.
+func TestGenerateConcurrently(t *testing.T) {
+	var wg sync.WaitGroup
+	dirs := make([]string, 4)
+	for i := range dirs {
+		dirs[i] = t.TempDir()
+		wg.Go(func() {
+			if _, err := Generate(dirs[i]); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
 }
