@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/zkrecipes/zkrecipes/internal/loop"
 	"github.com/zkrecipes/zkrecipes/internal/shortpath"
 	"github.com/zkrecipes/zkrecipes/recipe"
 )
@@ -39,14 +40,7 @@ func ServeDelay(ctx context.Context, remaining time.Duration, rep *Reporter) err
 		log.LogAttrs(ctx, slog.LevelInfo, rep.Backend+": serving the lock-delay: the previous holder ended without releasing",
 			slog.String("lock", shortpath.Of(rep.Dir)), slog.Duration("delay", remaining))
 	}
-	t := time.NewTimer(remaining)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return context.Cause(ctx)
-	}
+	return loop.Sleep(ctx, remaining)
 }
 
 // SetDelayServed records the lock-delay this grant served (see

@@ -87,32 +87,10 @@ func (s *delaySuite) client(t *testing.T, lock string) Client {
 // waitLonger bounds a wait that includes an expiry and a delay.
 func (s *delaySuite) waitLonger() time.Duration { return s.expiryWait() + 2*s.d }
 
-// acquireAsync is suite.acquireAsync with room for the delay.
+// acquireAsync is suite.acquireAsync with room for the delay, under ctx.
 func (s *delaySuite) acquireAsync(t *testing.T, c Client, ctx context.Context) pending {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(ctx, s.waitLonger())
-	ch := make(chan result, 1)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		l, err := c.Acquire(ctx)
-		ch <- result{l, err, time.Now()}
-	}()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case <-done:
-		case <-time.After(OpTimeout):
-			t.Errorf("an Acquire did not return within %v after its context was cancelled", OpTimeout)
-			return
-		}
-		select {
-		case r := <-ch:
-			releaseQuietly(r.lease)
-		default:
-		}
-	})
-	return pending{ch}
+	return startAcquire(t, c, ctx, s.waitLonger(), nil)
 }
 
 func (s *delaySuite) cleanRelease(t *testing.T) {

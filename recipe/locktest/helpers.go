@@ -94,7 +94,14 @@ type pending struct {
 // context, waits for the goroutine and releases a lease nobody collected.
 func (s *suite) acquireAsync(t *testing.T, c Client, onReturn func(recipe.Lease, error)) pending {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), s.expiryWait())
+	return startAcquire(t, c, context.Background(), s.expiryWait(), onReturn)
+}
+
+// startAcquire is acquireAsync with a context derived from parent and
+// bounded by wait.
+func startAcquire(t *testing.T, c Client, parent context.Context, wait time.Duration, onReturn func(recipe.Lease, error)) pending {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(parent, wait)
 	ch := make(chan result, 1)
 	done := make(chan struct{})
 	go func() {

@@ -42,13 +42,9 @@ func (q *queue) delayLeft(d time.Duration) time.Duration {
 func (s *Server) delayLeft(sid, eid int64, d time.Duration) (time.Duration, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	ss, err := s.touchLocked(sid)
+	e, err := s.entryLocked(sid, eid)
 	if err != nil {
 		return 0, err
-	}
-	e := ss.entries[eid]
-	if e == nil {
-		return 0, errNoEntry
 	}
 	return s.queueLocked(e.lock).delayLeft(d), nil
 }
@@ -59,13 +55,9 @@ func (s *Server) delayLeft(sid, eid int64, d time.Duration) (time.Duration, erro
 func (s *Server) hold(sid, eid int64) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	ss, err := s.touchLocked(sid)
+	e, err := s.entryLocked(sid, eid)
 	if err != nil {
 		return err
-	}
-	e := ss.entries[eid]
-	if e == nil {
-		return errNoEntry
 	}
 	q := s.queueLocked(e.lock)
 	q.held, q.unclean = e.id, time.Time{}

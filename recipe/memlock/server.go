@@ -274,15 +274,24 @@ func (s *Server) enqueue(sid int64, lock string, try bool, delay time.Duration) 
 func (s *Server) status(sid, eid int64) (fence.Token, <-chan struct{}, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	ss, err := s.touchLocked(sid)
+	e, err := s.entryLocked(sid, eid)
 	if err != nil {
 		return 0, nil, err
 	}
-	e := ss.entries[eid]
-	if e == nil {
-		return 0, nil, errNoEntry
-	}
 	return e.token, s.queueLocked(e.lock).changed, nil
+}
+
+// entryLocked is entry eid of session sid, touching the session (a
+// request keeps it alive); errNoEntry if it is gone.
+func (s *Server) entryLocked(sid, eid int64) (*entry, error) {
+	ss, err := s.touchLocked(sid)
+	if err != nil {
+		return nil, err
+	}
+	if e := ss.entries[eid]; e != nil {
+		return e, nil
+	}
+	return nil, errNoEntry
 }
 
 // remove deletes entry eid of session sid, if it still exists: cleanly (a
