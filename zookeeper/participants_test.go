@@ -273,3 +273,53 @@ func BenchmarkParticipants(b *testing.B) {
 		})
 	}
 }
+
+// TestReadEach: every index is read once, never more than limit at a
+// time; a failed read stops the others from starting and is the error; a
+// done ctx starts none and gives its cause.
+func TestReadEach(t *testing.T) {
+	var mu sync.Mutex
+	seen := map[int]int{}
+	running, most := 0, 0
+	err := readEach(context.Background(), 1000, 7, func(i int) error {
+		mu.Lock()
+		seen[i]++
+		running++
+		most = max(most, running)
+		mu.Unlock()
+		time.Sleep(10 * time.Microsecond)
+		mu.Lock()
+		running--
+		mu.Unlock()
+		return nil
+	})
+	if err != nil || len(seen) != 1000 || most > 7 {
+		t.Fatalf("err %v, %d indices, %d at once", err, len(seen), most)
+	}
+	for i, n := range seen {
+		if n != 1 {
+			t.Fatalf("index %d read %d times", i, n)
+		}
+	}
+	boom := errors.New("boom")
+	var calls sync.Map
+	err = readEach(context.Background(), 1000, 1, func(i int) error {
+		calls.Store(i, true)
+		if i == 10 {
+			return boom
+		}
+		return nil
+	})
+	if _, after := calls.Load(11); !errors.Is(err, boom) || after {
+		t.Fatalf("err %v, read after the failure %t", err, after)
+	}
+	ctx, cancel := context.WithCancelCause(context.Background())
+	cancel(boom)
+	err = readEach(ctx, 10, 4, func(int) error {
+		t.Error("read on a done ctx")
+		return nil
+	})
+	if !errors.Is(err, boom) {
+		t.Fatalf("err %v, want ctx's cause", err)
+	}
+}
