@@ -148,12 +148,13 @@ func (q *Queue) order(ctx context.Context, nodes []NodeName, cache map[string]in
 }
 
 // readCzxids sets the czxid of every node whose sequence is past the limit:
-// from cache, or read (the reads go out together, so a wakeup pays one
-// round trip). A node found gone gets czxid -1.
+// as already set (Participants reads it with the node), from cache, or
+// read (readEach: the reads go out together, so a wakeup pays a round trip
+// per maxNodeReads nodes). A node found gone gets czxid -1.
 func (q *Queue) readCzxids(ctx context.Context, nodes []NodeName, cache map[string]int64) error {
 	var need []int
 	for i := range nodes {
-		if !pastLimit(nodes[i].Seq) {
+		if !pastLimit(nodes[i].Seq) || nodes[i].czxid != 0 {
 			continue
 		}
 		if z, ok := cache[nodes[i].Name]; ok {
@@ -162,36 +163,26 @@ func (q *Queue) readCzxids(ctx context.Context, nodes []NodeName, cache map[stri
 		}
 		need = append(need, i)
 	}
-	errs := make([]error, len(need))
 	got := make([]int64, len(need))
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, maxCzxidReads)
-	for j, i := range need {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			var ok bool
-			var st *zk.Stat
-			err := q.s.req.retry(ctx, q.reqSize, func() (err error) {
-				ok, st, err = q.s.conn.Exists(q.adir + "/" + nodes[i].Name)
-				return err
-			})
-			switch {
-			case err != nil:
-				errs[j] = q.wrap("exists", err)
-			case !ok:
-				got[j] = -1
-			default:
-				got[j] = st.Czxid
-			}
-		}()
-	}
-	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
+	err := readEach(ctx, len(need), maxNodeReads, func(j int) error {
+		var ok bool
+		var st *zk.Stat
+		err := q.s.req.retry(ctx, q.reqSize, func() (err error) {
+			ok, st, err = q.s.conn.Exists(q.adir + "/" + nodes[need[j]].Name)
 			return err
+		})
+		switch {
+		case err != nil:
+			return q.wrap("exists", err)
+		case !ok:
+			got[j] = -1
+		default:
+			got[j] = st.Czxid
 		}
+		return nil
+	})
+	if err != nil {
+		return err
 	}
 	for j, i := range need {
 		nodes[i].czxid = got[j]
@@ -201,9 +192,6 @@ func (q *Queue) readCzxids(ctx context.Context, nodes []NodeName, cache map[stri
 	}
 	return nil
 }
-
-// maxCzxidReads bounds the reads readCzxids has in flight at once.
-const maxCzxidReads = 64
 
 // compareCreation is the queue order at the limit: nodes whose position is
 // before the limit first, in sequence order (compareNodes; anchored

@@ -18,7 +18,7 @@ import (
 // peerSources are the peer drivers, written to a temporary directory at run
 // time (the Java one is compiled there).
 //
-//go:embed peers/Bench.java peers/BenchCnxnSocket.java peers/kazoo_bench.py
+//go:embed peers/Bench.java peers/BenchCnxnSocket.java peers/Participants.java peers/kazoo_bench.py
 var peerSources embed.FS
 
 // debianJars is the classpath of the Curator driver (Debian packages
@@ -74,24 +74,11 @@ func startExt(ctx context.Context, name, dir, python string, servers string, spr
 		if err != nil {
 			return nil, fmt.Errorf("%w: no javac on PATH (apt-get install -y default-jdk-headless)", errNotInstalled)
 		}
-		var cp []string
-		for _, j := range debianJars {
-			p := filepath.Join("/usr/share/java", j)
-			if _, err := os.Stat(p); err != nil {
-				if strings.HasPrefix(j, "curator-") || strings.HasPrefix(j, "zookeeper") {
-					return nil, fmt.Errorf("%w: no %s (apt-get install -y libcurator-recipes-java)", errNotInstalled, p)
-				}
-				continue
-			}
-			cp = append(cp, p)
+		cp, err := curatorClasspath(ctx, javac, dir, "Bench.java", "BenchCnxnSocket.java")
+		if err != nil {
+			return nil, err
 		}
-		classes := filepath.Join(dir, "classes")
-		c := exec.CommandContext(ctx, javac, "-nowarn", "-d", classes, "-cp", strings.Join(cp, ":"),
-			filepath.Join(dir, "peers", "Bench.java"), filepath.Join(dir, "peers", "BenchCnxnSocket.java"))
-		if out, err := c.CombinedOutput(); err != nil {
-			return nil, fmt.Errorf("javac: %v\n%s", err, out)
-		}
-		argv = []string{java, "-Xss512k", "-Xmx1g", "-cp", strings.Join(append([]string{classes}, cp...), ":")}
+		argv = []string{java, "-Xss512k", "-Xmx1g", "-cp", cp}
 		if spread {
 			argv = append(argv, "-Dzookeeper.clientCnxnSocket=org.apache.zookeeper.BenchCnxnSocket")
 		}
@@ -136,6 +123,32 @@ func startExt(ctx context.Context, name, dir, python string, servers string, spr
 		return nil, fmt.Errorf("%s driver did not start (%q, %v); its log:\n%s", name, line, err, p.logTail())
 	}
 	return p, nil
+}
+
+// curatorClasspath compiles the given peer sources (written to dir by
+// writeSources) with javac against Curator's Debian jars, and returns the
+// classpath to run them with: the classes, then the jars.
+func curatorClasspath(ctx context.Context, javac, dir string, sources ...string) (string, error) {
+	var cp []string
+	for _, j := range debianJars {
+		p := filepath.Join("/usr/share/java", j)
+		if _, err := os.Stat(p); err != nil {
+			if strings.HasPrefix(j, "curator-") || strings.HasPrefix(j, "zookeeper") {
+				return "", fmt.Errorf("%w: no %s (apt-get install -y libcurator-recipes-java)", errNotInstalled, p)
+			}
+			continue
+		}
+		cp = append(cp, p)
+	}
+	classes := filepath.Join(dir, "classes")
+	args := []string{"-nowarn", "-d", classes, "-cp", strings.Join(cp, ":")}
+	for _, src := range sources {
+		args = append(args, filepath.Join(dir, "peers", src))
+	}
+	if out, err := exec.CommandContext(ctx, javac, args...).CombinedOutput(); err != nil {
+		return "", fmt.Errorf("javac: %v\n%s", err, out)
+	}
+	return strings.Join(append([]string{classes}, cp...), ":"), nil
 }
 
 func writeSources(dir string) error {

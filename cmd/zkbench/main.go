@@ -52,6 +52,10 @@
 // side by side, to DIR/<workload>.svg. -charts FILE measures nothing
 // and draws the charts of the medians in FILE (written by -json) into -out.
 //
+// -participants 1000,10000,50000 measures something else instead: the
+// listing of a lock directory's participants, ours against Curator's
+// LeaderSelector.getParticipants, on the same directories (participants.go).
+//
 // It uses ZK_SERVERS (or -servers, host:port without chroot) if set, else
 // starts a local ZooKeeper through zktest. A peer whose runtime or library is
 // missing is reported and skipped.
@@ -61,6 +65,7 @@
 //	go run ./cmd/zkbench [-peers zk,ours,curator,kazoo,etcd,pg,redis,k8s] [-rounds 3] [-duration 2s]
 //	    [-clients 8,32] [-waiters 2,10,100,1000] [-handoffs 200] [-latency 0] [-json out.jsonl] [-out DIR]
 //	go run ./cmd/zkbench -charts out.jsonl -out DIR
+//	go run ./cmd/zkbench -participants 1000,10000,50000 [-rounds 3]
 package main
 
 import (
@@ -108,6 +113,9 @@ type options struct {
 	python   string
 	spread   string
 	latency  time.Duration
+	// participants: directory sizes for -participants (none: the lock
+	// workloads)
+	participants []int
 }
 
 func main() {
@@ -127,6 +135,7 @@ func main() {
 	flag.StringVar(&modes, "waiter-sessions", "sep,one", "waiters on separate sessions (sep) and/or all on one session (one)")
 	flag.StringVar(&o.jsonOut, "json", "", "write JSON lines (every round and the medians) to this file; - for stdout (the table then goes to stderr)")
 	flag.StringVar(&o.outDir, "out", "", "write the JSON lines (DIR/zkbench.jsonl, unless -json is given) and a chart per workload (DIR/<workload>.svg) to this directory")
+	participants := flag.String("participants", "", "measure only the listing of participants (ours against Curator's LeaderSelector.getParticipants) of directories of these sizes, e.g. 1000,10000,50000")
 	charts := flag.String("charts", "", "measure nothing: draw the charts of the medians in this JSON lines file into -out")
 	flag.StringVar(&o.python, "python", defaultPython(), "Python interpreter with kazoo, for the kazoo peer")
 	flag.StringVar(&o.spread, "spread", "auto", "spread client source addresses over 127.0.1.x (to stay under maxClientCnxns per address): auto (when the server is on loopback), true, false")
@@ -137,6 +146,9 @@ func main() {
 	var err error
 	if o.clients, err = parseInts(clients); err == nil {
 		o.waiters, err = parseInts(waiters)
+	}
+	if err == nil {
+		o.participants, err = parseInts(*participants)
 	}
 	if err == nil && *charts != "" && o.outDir == "" {
 		err = errors.New("-charts needs -out, the directory to draw into")
@@ -157,7 +169,11 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, o); err != nil {
+	runFn := run
+	if len(o.participants) > 0 {
+		runFn = runParticipants
+	}
+	if err := runFn(ctx, o); err != nil {
 		fmt.Fprintln(os.Stderr, "zkbench:", err)
 		stop()
 		os.Exit(1)

@@ -4,13 +4,16 @@ import (
 	"context"
 	"encoding/json"
 	"encoding/xml"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/go-zookeeper/zk"
 	"github.com/zkrecipes/zkrecipes/backend/k8slease/k8stest"
 	"github.com/zkrecipes/zkrecipes/zktest"
 )
@@ -406,5 +409,29 @@ func TestCheckFlags(t *testing.T) {
 	noWaiters.waiters, noWaiters.modes = nil, nil
 	if err := noWaiters.check(); err != nil {
 		t.Errorf("no waiters workloads and no modes refused: %v", err)
+	}
+}
+
+// TestParticipantsMode runs -participants on a small directory against a
+// real server: ours (and Curator, when installed: else it is reported and
+// left out, as for the lock workloads) lists every node, and the run
+// leaves no node behind.
+func TestParticipantsMode(t *testing.T) {
+	cl := zktest.Shared(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	o := options{servers: strings.Join(cl.Addrs(), ","), rounds: 1, participants: []int{700}}
+	if err := runParticipants(ctx, o); err != nil {
+		t.Fatal(err)
+	}
+	in := zktest.Inspect(t, cl)
+	runs, _, err := in.Conn().Children("/zkbench")
+	if err != nil && !errors.Is(err, zk.ErrNoNode) {
+		t.Fatal(err)
+	}
+	for _, r := range runs {
+		if ds, _, err := in.Conn().Children("/zkbench/" + r); err == nil && slices.Contains(ds, "participants-700") {
+			t.Errorf("/zkbench/%s/participants-700 left behind", r)
+		}
 	}
 }
