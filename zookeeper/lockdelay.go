@@ -41,10 +41,17 @@ import (
 
 // MarkerName is the name of the lock-delay marker, a persistent child of a
 // lock directory that a lock with a lock-delay keeps beside its queue
-// nodes. It is outside the node-name grammar: every listing ignores it.
+// nodes. It is outside the node-name grammar: every listing ignores it;
+// and reserved: a recipe path with a segment of that name is refused
+// (ErrReservedName), as a lock there would be taken for the marker.
 // It exists from a grant of such a lock until that holder's Release, and
 // after an unclean end until the next such holder's Release.
 const MarkerName = "_lock-delay"
+
+// markerPath returns the path of the marker of the lock directory adir
+// (absolute): the one place its name is made (its name is reserved:
+// fixedNames).
+func markerPath(adir string) string { return adir + "/" + MarkerName }
 
 // goneMark prefixes the data of a stamped marker: "gone:<name>" names the
 // gone node as the plain marker did, and its Ctime is the delay's start.
@@ -106,7 +113,7 @@ func (q *Queue) holdDelayed(ctx context.Context, t *Ticket, l *lease, wait bool)
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	defer context.AfterFunc(l.Context(), func() { cancel(context.Cause(l.Context())) })()
-	mpath := q.adir + "/" + MarkerName
+	mpath := markerPath(q.adir)
 	var served time.Duration
 	for {
 		data, st, err := q.readMarker(ctx, mpath)

@@ -160,7 +160,7 @@ type Queue struct {
 // the given kinds (e.g. "lock-"; non-empty, no "/" or "@"), deciding grants
 // with rule under the declared opts. It performs no ZooKeeper operation.
 // Errors: recipe.ErrInvalidPath (with ErrReservedName for a segment named
-// like a queue node of any kind; also, together
+// like a queue node of any kind or MarkerName; also, together
 // with recipe.ErrTooLarge, for a path so long that the requests on its nodes would
 // be over the session's packet limit: see WithMaxPacket), recipe.ErrBadOption,
 // recipe.ErrSessionClosed (s already closed).
