@@ -107,14 +107,16 @@ type marker struct {
 // holdDelayed runs between the Rule's grant of l (t's node) and Acquire's
 // return: it serves what remains of the delay if the marker names another
 // node (without wait, that is recipe.ErrLocked), then writes t's name into
-// the marker. It stops when l ends (its session or node is lost). On error
-// the caller gives the node up, leaving the marker as it was or stamped.
-func (q *Queue) holdDelayed(ctx context.Context, t *Ticket, l *lease, wait bool) error {
+// the marker and records what the Acquire waited (SetDelayServed): served,
+// which adds this wait to those of its earlier grants that a suspension
+// ended before they were handed out. It stops when l ends (its session or
+// node is lost). On error the caller gives the node up, leaving the marker
+// as it was or stamped.
+func (q *Queue) holdDelayed(ctx context.Context, t *Ticket, l *lease, wait bool, served *time.Duration) error {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	defer context.AfterFunc(l.Context(), func() { cancel(context.Cause(l.Context())) })()
 	mpath := markerPath(q.adir)
-	var served time.Duration
 	for {
 		data, st, err := q.readMarker(ctx, mpath)
 		if err != nil {
@@ -134,12 +136,15 @@ func (q *Queue) holdDelayed(ctx context.Context, t *Ticket, l *lease, wait bool)
 				return fmt.Errorf("%w: %s (serving the lock-delay after %s ended without a Release: %v left)",
 					recipe.ErrLocked, shortpath.Of(q.dir), lockname.Quote(gone), left.Round(time.Millisecond))
 			}
-			if err := grant.ServeDelay(ctx, left, t.rep); err != nil {
+			// What this contender waited (recipe.LockDelayServed has that
+			// meaning on every backend): the rest it found, not the part
+			// an earlier contender served before it gave up.
+			start := time.Now()
+			err = grant.ServeDelay(ctx, left, t.rep)
+			*served += min(time.Since(start), max(left, 0))
+			if err != nil {
 				return err
 			}
-			// The lock was kept out d since the stamp (this grant's wait,
-			// an earlier one's, or both).
-			served = q.delay.d
 		}
 		err = q.writeMarker(ctx, mpath, data, st, t.name)
 		if markerChanged(err) {
@@ -149,7 +154,7 @@ func (q *Queue) holdDelayed(ctx context.Context, t *Ticket, l *lease, wait bool)
 			return err
 		}
 		l.marker = &marker{path: mpath} // before l is handed out: Release reads it
-		l.SetDelayServed(served)
+		l.SetDelayServed(min(*served, q.delay.d))
 		return nil
 	}
 }
