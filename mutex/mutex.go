@@ -77,9 +77,10 @@ func buildConfig(q *zookeeper.Queue, opts []Option) (config, error) {
 // session's chroot) on session s, without any ZooKeeper operation. Errors: a
 // *zookeeper.PathError (matching recipe.ErrInvalidPath, and recipe.ErrTooLarge
 // for a path too long for the packet limit, zookeeper.ErrReservedName for a
-// segment named like a queue node) for a path ZooKeeper refuses, "/", one
-// under /zookeeper, or one with a segment like "_c_<guid>-lock-0000000000"
-// (see package zookeeper's Paths); recipe.ErrBadOption for a nil session;
+// segment named like a queue node or "_lock-delay") for a path ZooKeeper
+// refuses, "/", one under /zookeeper, or one with a segment like
+// "_c_<guid>-lock-0000000000" or "_lock-delay" (see package zookeeper's
+// Paths); recipe.ErrBadOption for a nil session;
 // recipe.ErrTooLarge (and recipe.ErrBadOption over zookeeper.MaxNodeData) for
 // data that does not fit, recipe.ErrBadOption for a WithLockDelay out of
 // range; recipe.ErrSessionClosed.

@@ -8,15 +8,16 @@ import "time"
 // hour) from locking everyone out.
 const MaxLockDelay = 10 * time.Minute
 
-// LockDelayServed returns the lock-delay the grant l served: the time it
-// was kept out, once next in line, because its lock's previous holder
-// ended uncleanly (its session expired or closed, its entry was deleted by
-// someone else, its connection ended) — Chubby's lock-delay (Burrows, OSDI
-// 2006, section 2.4), an option of every backend's lock. It is at most the
-// option's length, except on Redis after an operator deleted the held key,
-// where the rest of that holder's lease comes first
-// (docs/design.md#the-lock-delay). It is zero for a grant that served
-// none: after a clean Release, on a free lock, or without the option. A
+// LockDelayServed returns the lock-delay the grant l served: the time this
+// contender waited (not the delay's whole length), once next in line,
+// because its lock's previous holder ended uncleanly (its session expired
+// or closed, its entry was deleted by someone else, its connection ended)
+// — Chubby's lock-delay (Burrows, OSDI 2006, section 2.4), an option of
+// every backend's lock. It is at most the option's length, except on Redis
+// after an operator deleted the held key, where the rest of that holder's
+// lease comes first (docs/design.md#the-lock-delay). It is zero for a grant
+// that served none: after a clean Release, on a free lock, or without the
+// option. A
 // lock-delay keeps a failed holder's in-flight requests from meeting the
 // next holder's at a resource that cannot check fencing tokens; where the
 // resource can, fence the writes as well (docs/fencing.md).

@@ -45,7 +45,10 @@
 // the lock P look held, and a "-read-" one would make every other recipe on
 // P fail with recipe.ErrMixedRecipes. Such a path is refused before
 // anything is sent, with a *PathError matching ErrReservedName and
-// recipe.ErrInvalidPath; every other name, "_c_"-prefixed or not, is free.
+// recipe.ErrInvalidPath. So is a segment named MarkerName ("_lock-delay"),
+// the record a lock with a lock-delay keeps in its directory: a lock
+// "P/_lock-delay" would be taken for P's marker. Every other name,
+// "_c_"-prefixed or not, is free.
 //
 // # Writing a recipe
 //

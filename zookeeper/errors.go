@@ -14,16 +14,17 @@ import (
 
 // ErrReservedName is the Err of the *PathError for a path with a segment
 // named like one of the recipes' queue nodes (_c_<32 hex digits>-<kind>
-// <sequence>, of any kind: see name.go's grammar). Such a directory would
-// be listed by its parent's recipe as a contender (a lock that never
-// frees) or as another recipe's node (recipe.ErrMixedRecipes), so every
-// recipe path, fencezk register and chroot refuses it before anything is
-// sent. The error matches recipe.ErrInvalidPath too.
-var ErrReservedName = errors.New("recipe: path segment named like a queue node")
+// <sequence>, of any kind: see name.go's grammar) or like a record a
+// recipe keeps beside them (MarkerName). Such a directory would be listed
+// by its parent's recipe as a contender (a lock that never frees), as
+// another recipe's node (recipe.ErrMixedRecipes) or as its record, so
+// every recipe path, fencezk register and chroot refuses it before
+// anything is sent. The error matches recipe.ErrInvalidPath too.
+var ErrReservedName = errors.New("recipe: path segment named like a queue node or a recipe's record")
 
 // PathError reports an invalid znode path. It matches recipe.ErrInvalidPath, and
 // Err when set (recipe.ErrTooLarge for a path too long for the packet limit,
-// ErrReservedName for a segment named like a queue node).
+// ErrReservedName for a segment named like a queue node or MarkerName).
 type PathError struct {
 	Path   string // the path as given
 	Reason string // what is wrong with it

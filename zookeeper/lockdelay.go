@@ -41,10 +41,17 @@ import (
 
 // MarkerName is the name of the lock-delay marker, a persistent child of a
 // lock directory that a lock with a lock-delay keeps beside its queue
-// nodes. It is outside the node-name grammar: every listing ignores it.
+// nodes. It is outside the node-name grammar: every listing ignores it;
+// and reserved: a recipe path with a segment of that name is refused
+// (ErrReservedName), as a lock there would be taken for the marker.
 // It exists from a grant of such a lock until that holder's Release, and
 // after an unclean end until the next such holder's Release.
 const MarkerName = "_lock-delay"
+
+// markerPath returns the path of the marker of the lock directory adir
+// (absolute): the one place its name is made (its name is reserved:
+// fixedNames).
+func markerPath(adir string) string { return adir + "/" + MarkerName }
 
 // goneMark prefixes the data of a stamped marker: "gone:<name>" names the
 // gone node as the plain marker did, and its Ctime is the delay's start.
@@ -100,14 +107,16 @@ type marker struct {
 // holdDelayed runs between the Rule's grant of l (t's node) and Acquire's
 // return: it serves what remains of the delay if the marker names another
 // node (without wait, that is recipe.ErrLocked), then writes t's name into
-// the marker. It stops when l ends (its session or node is lost). On error
-// the caller gives the node up, leaving the marker as it was or stamped.
-func (q *Queue) holdDelayed(ctx context.Context, t *Ticket, l *lease, wait bool) error {
+// the marker and records what the Acquire waited (SetDelayServed): served,
+// which adds this wait to those of its earlier grants that a suspension
+// ended before they were handed out. It stops when l ends (its session or
+// node is lost). On error the caller gives the node up, leaving the marker
+// as it was or stamped.
+func (q *Queue) holdDelayed(ctx context.Context, t *Ticket, l *lease, wait bool, served *time.Duration) error {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	defer context.AfterFunc(l.Context(), func() { cancel(context.Cause(l.Context())) })()
-	mpath := q.adir + "/" + MarkerName
-	var served time.Duration
+	mpath := markerPath(q.adir)
 	for {
 		data, st, err := q.readMarker(ctx, mpath)
 		if err != nil {
@@ -127,12 +136,15 @@ func (q *Queue) holdDelayed(ctx context.Context, t *Ticket, l *lease, wait bool)
 				return fmt.Errorf("%w: %s (serving the lock-delay after %s ended without a Release: %v left)",
 					recipe.ErrLocked, shortpath.Of(q.dir), lockname.Quote(gone), left.Round(time.Millisecond))
 			}
-			if err := grant.ServeDelay(ctx, left, t.rep); err != nil {
+			// What this contender waited (recipe.LockDelayServed has that
+			// meaning on every backend): the rest it found, not the part
+			// an earlier contender served before it gave up.
+			start := time.Now()
+			err = grant.ServeDelay(ctx, left, t.rep)
+			*served += min(time.Since(start), max(left, 0))
+			if err != nil {
 				return err
 			}
-			// The lock was kept out d since the stamp (this grant's wait,
-			// an earlier one's, or both).
-			served = q.delay.d
 		}
 		err = q.writeMarker(ctx, mpath, data, st, t.name)
 		if markerChanged(err) {
@@ -142,7 +154,7 @@ func (q *Queue) holdDelayed(ctx context.Context, t *Ticket, l *lease, wait bool)
 			return err
 		}
 		l.marker = &marker{path: mpath} // before l is handed out: Release reads it
-		l.SetDelayServed(served)
+		l.SetDelayServed(min(*served, q.delay.d))
 		return nil
 	}
 }

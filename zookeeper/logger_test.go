@@ -197,3 +197,68 @@ func TestLostLeaseLoggedOnce(t *testing.T) {
 		t.Fatalf("the record does not give the cause: %v", got[0])
 	}
 }
+
+// TestShortSessionTimeoutWarns (issue 37 item 10): a session timeout
+// under a second, or one the server negotiates to another value, is
+// logged once at Connect as a WARN with both values and the two numbers
+// they make; a timeout the server grants as asked, a second or more, logs
+// no WARN. The shared cluster's tickTime is 100 ms: it negotiates into
+// [200 ms, 60 s].
+func TestShortSessionTimeoutWarns(t *testing.T) {
+	t.Parallel()
+	servers := zktest.Shared(t).Servers()
+	warned := func(rec *records) []slog.Record {
+		var out []slog.Record
+		for _, r := range rec.all() {
+			if r.Level == slog.LevelWarn && strings.HasPrefix(r.Message, "zookeeper: session timeout ") {
+				out = append(out, r)
+			}
+		}
+		return out
+	}
+	for _, c := range []struct {
+		requested, negotiated time.Duration
+		policy                SuspendPolicy
+		why                   string // in the message; "" for no WARN
+	}{
+		{500 * time.Millisecond, 500 * time.Millisecond, RevokeOnSuspend(), "under a second"},
+		{100 * time.Millisecond, 200 * time.Millisecond, TolerateSuspension(0.5), "under a second"},
+		{90 * time.Second, 60 * time.Second, RevokeOnSuspend(), "negotiated by the server"},
+		{2 * time.Second, 2 * time.Second, RevokeOnSuspend(), ""},
+	} {
+		rec := &records{}
+		s := connect(t, servers, WithSessionTimeout(c.requested), WithSuspendPolicy(c.policy), WithLogger(slog.New(rec)))
+		got := s.SessionTimeout()
+		s.Close()
+		if got != c.negotiated {
+			t.Fatalf("requested %v: negotiated %v, want %v (the cluster's tickTime changed?)", c.requested, got, c.negotiated)
+		}
+		w := warned(rec)
+		if c.why == "" {
+			if len(w) != 0 {
+				t.Errorf("requested %v, negotiated as asked: %d WARN records: %v", c.requested, len(w), w)
+			}
+			continue
+		}
+		if len(w) != 1 || !strings.Contains(w[0].Message, c.why) {
+			t.Errorf("requested %v (negotiated %v): WARN records %v, want one saying %q", c.requested, got, w, c.why)
+			continue
+		}
+		want := map[string]time.Duration{
+			"requested": c.requested, "negotiated": c.negotiated,
+			"lease_ends_within": c.policy.revokeAfter(c.negotiated), "server_expires_after": c.negotiated,
+		}
+		w[0].Attrs(func(a slog.Attr) bool {
+			if d, ok := want[a.Key]; ok {
+				if a.Value.Duration() != d {
+					t.Errorf("requested %v: %s = %v, want %v", c.requested, a.Key, a.Value, d)
+				}
+				delete(want, a.Key)
+			}
+			return true
+		})
+		if len(want) != 0 {
+			t.Errorf("requested %v: the WARN lacks %v", c.requested, want)
+		}
+	}
+}

@@ -161,13 +161,17 @@ func grammarKind(name string) string {
 }
 
 // reservedSegment returns why path p is reserved ("" if it is not): a
-// segment of it is in the node-name grammar (grammarKind). A recipe lists
-// its directory's children and takes every such name for a contender, of
-// its own kind or of another recipe's (recipe.ErrMixedRecipes); a directory
-// so named, the queue directory of a lock "P/_c_<guid>-lock-0000000000"
-// say, would make the lock P look held for as long as it exists. Only names
-// in the grammar are reserved: every other name, "_c_" prefixed or not, is
-// ignored by every listing and stays usable.
+// segment of it is in the node-name grammar (grammarKind), or is one of
+// the fixed names a recipe writes in its directory (fixedNames). A recipe
+// lists its directory's children and takes every name in the grammar for a
+// contender, of its own kind or of another recipe's (recipe.ErrMixedRecipes);
+// a directory so named, the queue directory of a lock
+// "P/_c_<guid>-lock-0000000000" say, would make the lock P look held for as
+// long as it exists. A directory named like a fixed name would be taken
+// for that record of its parent's recipe: the lock "P/_lock-delay" makes
+// P's grants fail while it has nodes, and serve a delay afterwards. Every
+// other name, "_c_" prefixed or not, is ignored by every listing and
+// stays usable.
 func reservedSegment(p string) string {
 	for _, seg := range strings.Split(p, "/") {
 		if k := grammarKind(seg); k != "" {
@@ -175,8 +179,21 @@ func reservedSegment(p string) string {
 				"which the recipes reserve: its parent's recipe would take it for a contender",
 				lockname.Quote(seg), lockname.Quote(k), protectedPrefix)
 		}
+		if what, ok := fixedNames[seg]; ok {
+			return fmt.Sprintf("segment %s is the name of %s, which the recipes reserve: its parent's recipe would take it for that record",
+				lockname.Quote(seg), what)
+		}
 	}
 	return ""
+}
+
+// fixedNames are the names, outside the node-name grammar, that a recipe
+// writes in its directory beside its queue nodes, with what each is:
+// reservedSegment refuses them as path segments. A recipe that writes a
+// new one adds it here (FuzzReservedCoversTheGrammar checks every name the
+// engine writes).
+var fixedNames = map[string]string{
+	MarkerName: "the lock-delay marker a lock keeps in its directory (zookeeper.MarkerName)",
 }
 
 // seqShapes are one sequence of each shape ZooKeeper may append to a

@@ -119,7 +119,35 @@ type Option func(*config)
 // (by default 2 to 20 ticks). Keep it at 2 s or more in practice:
 // go-zookeeper waits 1 s before redialing after it has tried every server,
 // so with a shorter timeout even a brief blip can expire the session.
+// Connect logs one WARN when the negotiated timeout is under a second or
+// not the one asked for (warnSessionTimeout).
 func WithSessionTimeout(d time.Duration) Option { return func(c *config) { c.sessionTimeout = d } }
+
+// shortSession is the negotiated session timeout under which Connect
+// warns: go-zookeeper redials a second after a dropped connection, so a
+// shorter session expires at the first blip.
+const shortSession = time.Second
+
+// warnSessionTimeout logs one WARN on log when the negotiated session
+// timeout is under shortSession or differs from the requested one (to the
+// millisecond, the protocol's unit), with both and what the negotiated one
+// makes of the two numbers (docs/backends.md#the-two-numbers): the
+// holder's lease ends at the latest p.revokeAfter(T) after the newest
+// answered request, and the server expires the session, freeing its locks,
+// no sooner than T after the last request it received.
+func warnSessionTimeout(log *slog.Logger, requested, negotiated time.Duration, p SuspendPolicy) {
+	var why string
+	switch {
+	case negotiated < shortSession:
+		why = "under a second: a blip expires the session (go-zookeeper redials a second after a drop)"
+	case negotiated != requested.Truncate(time.Millisecond):
+		why = "negotiated by the server to another value than requested"
+	default:
+		return
+	}
+	log.Warn("zookeeper: session timeout "+why, "requested", requested, "negotiated", negotiated,
+		"lease_ends_within", p.revokeAfter(negotiated), "server_expires_after", negotiated)
+}
 
 // WithConnectTimeout bounds how long Connect waits for the first session
 // (default 15 s); ctx's deadline applies too.

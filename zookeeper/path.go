@@ -8,8 +8,9 @@ import (
 // validatePath checks a znode path given to a recipe: it must be absolute,
 // not the root, have no trailing slash, no empty, "." or ".." segments, no
 // characters ZooKeeper refuses, be valid UTF-8, stay out of the reserved
-// /zookeeper subtree, and have no segment named like a queue node
-// (reservedSegment; the error's Err is then ErrReservedName). The error is a
+// /zookeeper subtree, and have no segment named like a queue node or a
+// recipe's record, MarkerName (reservedSegment; the error's Err is then
+// ErrReservedName). The error is a
 // *PathError matching recipe.ErrInvalidPath. Chroots are checked by it too:
 // a chroot is a directory in the server's tree like any other.
 func validatePath(p string) error {

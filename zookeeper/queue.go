@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/zkrecipes/zkrecipes/internal/grant"
 	"github.com/zkrecipes/zkrecipes/internal/shortpath"
@@ -160,7 +161,7 @@ type Queue struct {
 // the given kinds (e.g. "lock-"; non-empty, no "/" or "@"), deciding grants
 // with rule under the declared opts. It performs no ZooKeeper operation.
 // Errors: recipe.ErrInvalidPath (with ErrReservedName for a segment named
-// like a queue node of any kind; also, together
+// like a queue node of any kind or MarkerName; also, together
 // with recipe.ErrTooLarge, for a path so long that the requests on its nodes would
 // be over the session's packet limit: see WithMaxPacket), recipe.ErrBadOption,
 // recipe.ErrSessionClosed (s already closed).
@@ -294,12 +295,14 @@ type anchorSpec struct {
 // their metrics.
 func (q *Queue) acquire(ctx context.Context, kind string, data []byte, wait bool, anchor *anchorSpec) (recipe.Lease, error) {
 	return grant.Measure(q.s.cfg.metrics, metricKind(kind), q.dir, func() (recipe.Lease, error) {
-		return q.joinAndWait(ctx, kind, data, wait, anchor)
+		var served time.Duration
+		return q.joinAndWait(ctx, kind, data, wait, anchor, &served)
 	})
 }
 
-// joinAndWait joins and waits. A failed wait gives the node up.
-func (q *Queue) joinAndWait(ctx context.Context, kind string, data []byte, wait bool, anchor *anchorSpec) (_ recipe.Lease, err error) {
+// joinAndWait joins and waits. A failed wait gives the node up. served
+// adds up the lock-delay this call waited, across its rejoins.
+func (q *Queue) joinAndWait(ctx context.Context, kind string, data []byte, wait bool, anchor *anchorSpec, served *time.Duration) (_ recipe.Lease, err error) {
 	fs := q.fastStartFor(wait, anchor)
 	t, err := q.join(ctx, kind, data, anchor, false, fs)
 	if err != nil {
@@ -307,7 +310,7 @@ func (q *Queue) joinAndWait(ctx context.Context, kind string, data []byte, wait 
 	}
 	l, err := t.await(ctx, wait, fs)
 	if err == nil && q.delay.d > 0 {
-		if err = q.holdDelayed(ctx, t, l, wait); err != nil {
+		if err = q.holdDelayed(ctx, t, l, wait, served); err != nil {
 			l.end() // not handed out: given up like a wait that failed
 		}
 	}
@@ -318,7 +321,7 @@ func (q *Queue) joinAndWait(ctx context.Context, kind string, data []byte, wait 
 			// before it was handed out and its node goes; join again, as
 			// a wait outlives a suspension (the rest of the delay counts
 			// from the marker's stamp).
-			return q.joinAndWait(ctx, kind, data, wait, anchor)
+			return q.joinAndWait(ctx, kind, data, wait, anchor, served)
 		}
 		return nil, err
 	}

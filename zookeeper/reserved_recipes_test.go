@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"path"
+	"slices"
 	"testing"
 	"time"
 
@@ -91,6 +92,8 @@ func TestReservedNamesEveryConstructor(t *testing.T) {
 		"/r/_c_" + zeros + "-lock-0000000000",
 		"/r/_c_" + zeros + "-read-@0000000001@0000000002/x",
 		"/_c_0123456789abcdef0123456789abcdef-job--000000042/r",
+		"/r/" + zookeeper.MarkerName,
+		"/r/" + zookeeper.MarkerName + "/x",
 	}
 	for _, p := range bad {
 		_, err := mutex.New(s, p)
@@ -170,6 +173,28 @@ func TestReservedCoversEveryNodeTheRecipesCreate(t *testing.T) {
 	q, err := zookeeper.NewQueue(s, "/every/custom", []string{"custom-9"}, zookeeper.FirstHolds)
 	must(err)
 	take(q.Acquire(ctx, "custom-9", nil))
+	dm, err := mutex.New(s, "/every/delayed", mutex.WithLockDelay(time.Second))
+	must(err)
+	take(dm.Acquire(ctx))
+
+	// Every child of every recipe directory (queue nodes and records, the
+	// lock-delay marker) is refused as a path segment.
+	in := zktest.Inspect(t, cl)
+	children, _, err := in.Conn().Children(cl.Chroot() + "/every/delayed")
+	must(err)
+	if !slices.Contains(children, zookeeper.MarkerName) {
+		t.Errorf("the delayed lock's directory holds %q, want its marker too", children)
+	}
+	for _, l := range leases {
+		dir := path.Dir(l.(zookeeper.NodeLease).Path())
+		children, _, err := in.Conn().Children(cl.Chroot() + dir)
+		must(err)
+		for _, c := range children {
+			wantReserved(t, "the name of "+dir+"'s child "+c, zkside.ValidatePath("/other/"+c))
+			_, err := mutex.New(s, dir+"/"+c)
+			wantReserved(t, "a lock in "+dir+" named like its child "+c, err)
+		}
+	}
 
 	kinds := map[string]bool{}
 	for _, l := range leases {
@@ -180,12 +205,60 @@ func TestReservedCoversEveryNodeTheRecipesCreate(t *testing.T) {
 		wantReserved(t, "a path through "+node, zkside.ValidatePath(node+"/sub"))
 		wantReserved(t, "the node's name under another parent", zkside.ValidatePath("/other/"+path.Base(node)))
 	}
-	if len(kinds) != 7 {
-		t.Errorf("nodes checked in %d directories, want 7: %v", len(kinds), kinds)
+	if len(kinds) != 8 {
+		t.Errorf("nodes checked in %d directories, want 8: %v", len(kinds), kinds)
 	}
 	for _, l := range leases {
 		if err := l.Release(ctx); err != nil && !errors.Is(err, recipe.ErrLeaseLost) {
 			t.Error(err)
 		}
 	}
+}
+
+// TestReservedMarkerIssue37 replays issue 37's item 2 against a real
+// server: a lock named "P/_lock-delay" (the name of P's lock-delay marker)
+// made P's grants with mutex.WithLockDelay fail with
+// recipe.ErrMixedRecipes while it was held, and serve a delay nobody
+// needed after it was released (its empty directory stayed, taken for a
+// marker naming a gone node). The name is now refused by the constructor,
+// and P is granted at once.
+func TestReservedMarkerIssue37(t *testing.T) {
+	t.Parallel()
+	cl := zktest.Shared(t)
+	s := rtest.Connect(t, cl)
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	const p = "/issue37/P"
+	bad := p + "/" + zookeeper.MarkerName
+	m, err := mutex.New(s, bad)
+	wantReserved(t, "mutex.New("+bad+")", err)
+	pm, err2 := mutex.New(s, p, mutex.WithLockDelay(5*time.Second))
+	if err2 != nil {
+		t.Fatal(err2)
+	}
+	try := func(what string) {
+		t.Helper()
+		l, err := pm.TryAcquire(ctx)
+		if err != nil {
+			t.Errorf("%s, the lock %s with a lock-delay: %v (want it granted)", what, p, err)
+			return
+		}
+		if d := recipe.LockDelayServed(l); d != 0 {
+			t.Errorf("%s, the lock %s served a lock-delay of %v, after no unclean end", what, p, d)
+		}
+		if err := l.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err == nil { // what the old code let happen: hold it, and look at P
+		held, err := m.Acquire(ctx)
+		if err != nil {
+			t.Fatalf("acquiring %s: %v", bad, err)
+		}
+		try("with " + bad + " held")
+		if err := held.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	try("with " + bad + " tried")
 }

@@ -2,6 +2,7 @@ package zookeeper
 
 import (
 	"errors"
+	"path"
 	"strings"
 	"testing"
 
@@ -44,6 +45,12 @@ func TestReservedSegments(t *testing.T) {
 		{"/P/_c_locks/lock-0000000000", ""},
 		{"/locks/nightly-report-0000000001", ""},
 		{"/_c_/lock-", ""},
+		// The lock-delay marker's name (issue 37 item 2), in any segment.
+		{"/P/" + MarkerName, "marker"},
+		{"/" + MarkerName + "/P", "marker"},
+		{"/P/" + MarkerName + "x", ""},
+		{"/P/x" + MarkerName, ""},
+		{"/P/_lock-delay-0000000001", ""},
 	} {
 		err := validatePath(c.path)
 		if c.kind == "" {
@@ -55,6 +62,12 @@ func TestReservedSegments(t *testing.T) {
 		var pe *PathError
 		if !errors.As(err, &pe) || pe.Path != c.path || !errors.Is(err, ErrReservedName) || !errors.Is(err, recipe.ErrInvalidPath) {
 			t.Errorf("validatePath(%q) = %v, want a *PathError matching ErrReservedName and recipe.ErrInvalidPath", c.path, err)
+			continue
+		}
+		if c.kind == "marker" {
+			if !strings.Contains(pe.Reason, "lock-delay marker") || !strings.Contains(pe.Reason, "reserve") {
+				t.Errorf("validatePath(%q): reason %q, want it to name the marker and the reservation", c.path, pe.Reason)
+			}
 			continue
 		}
 		if !strings.Contains(pe.Reason, `of kind "`+c.kind+`"`) || !strings.Contains(pe.Reason, "reserve") {
@@ -88,10 +101,12 @@ func TestReservedNamesLongSegment(t *testing.T) {
 // FuzzReservedCoversTheGrammar checks that the rule covers every name the
 // engine can create: for any GUID, any kind NewQueue accepts (non-empty,
 // no "/", "@" or NUL), any sequence and anchor, the name nodePrefix and
-// formatSeq make is refused as a path segment; and any string that parses
-// as a node of some kind is refused too (so a listing can never take a
-// directory for a contender, nor another recipe's node). A new node-name
-// format, or a new kind, cannot escape it without failing here.
+// formatSeq make is refused as a path segment, and so is every fixed name
+// a recipe writes beside its nodes (engineNames: the lock-delay marker);
+// and any string that parses as a node of some kind is refused too (so a
+// listing can never take a directory for a contender, nor another
+// recipe's node, nor a record). A new node-name format, a new kind or a
+// new record cannot escape it without failing here.
 func FuzzReservedCoversTheGrammar(f *testing.F) {
 	f.Add([]byte("0123456789abcdef"), "lock-", int32(0), false, int32(0), "_c_"+g+"-read-0000000000")
 	f.Add([]byte{1}, "read-", int32(-1), true, int32(7), "x")
@@ -100,13 +115,19 @@ func FuzzReservedCoversTheGrammar(f *testing.F) {
 	f.Add([]byte{4}, "my-lock-2-", int32(-1234567890), false, int32(0), "_c_"+g+"-k--1234567890")
 	f.Add([]byte{5}, "k", int32(-1234567890), false, int32(0), "_c_"+g+"-")
 	f.Add([]byte{6}, "k", int32(5), false, int32(0), "_c_"+g+"-a@-000000001@")
+	f.Add([]byte{7}, "lock-", int32(1), false, int32(0), "P/"+MarkerName+"/Q")
 	f.Fuzz(func(t *testing.T, guidBytes []byte, kind string, seq int32, anchored bool, anchor int32, other string) {
 		kinds := []string{"lock-", "read-", "write-", "lease-", "elect-", "latch-"}
 		if kind != "" && !strings.ContainsAny(kind, "/@\x00") { // a kind NewQueue accepts
 			kinds = append(kinds, kind)
 			name := nodePrefix(fuzzGUID(guidBytes), kind, anchored, anchor) + formatSeq(seq)
-			if reservedSegment("/P/"+name+"/Q") == "" || grammarKind(name) == "" {
-				t.Fatalf("the engine's name %q (kind %q) is not reserved", name, kind)
+			if grammarKind(name) == "" {
+				t.Fatalf("the engine's node name %q (kind %q) is outside the grammar", name, kind)
+			}
+			for _, n := range engineNames(name) {
+				if reservedSegment("/P/"+n+"/Q") == "" || validatePath("/P/"+n) == nil {
+					t.Fatalf("the engine's name %q (kind %q) is not reserved", n, kind)
+				}
 			}
 			// A sequential create of the engine's own prefix makes such a name.
 			if prefix := "/P/" + strings.TrimSuffix(name, formatSeq(seq)); validatePath(prefix) == nil {
@@ -130,8 +151,8 @@ func FuzzReservedCoversTheGrammar(f *testing.F) {
 			if _, ok := parseNodeName(seg, ks); ok && reservedSegment(seg) == "" {
 				t.Fatalf("%q parses as a node but is not reserved", seg)
 			}
-			if reservedSegment(seg) != "" && grammarKind(seg) == "" {
-				t.Fatalf("%q is reserved but in the grammar of no kind", seg)
+			if _, fixed := fixedNames[seg]; reservedSegment(seg) != "" && grammarKind(seg) == "" && !fixed {
+				t.Fatalf("%q is reserved but in the grammar of no kind, nor a fixed name", seg)
 			}
 		}
 	})
@@ -158,5 +179,29 @@ func TestReservedSequentialPrefixes(t *testing.T) {
 		if c.bad != errors.Is(err, ErrReservedName) || (c.bad && !errors.Is(err, recipe.ErrInvalidPath)) || (!c.bad && err != nil) {
 			t.Errorf("validateSequentialPath(%q) = %v, want refused: %v", c.prefix, err, c.bad)
 		}
+	}
+}
+
+// engineNames returns every name the engine writes in a queue directory
+// beside the queue node node: node itself and the records of the recipes,
+// made by the engine's own functions (the lock-delay marker, markerPath).
+func engineNames(node string) []string {
+	return []string{node, path.Base(markerPath("/P"))}
+}
+
+// TestFixedNamesOutsideTheGrammar: every fixed name is ignored by every
+// listing (outside the grammar), so only the reservation keeps a lock of
+// that name out of its parent's directory.
+func TestFixedNamesOutsideTheGrammar(t *testing.T) {
+	for n := range fixedNames {
+		if grammarKind(n) != "" || kindOf(n) != "" {
+			t.Errorf("fixed name %q is in the node-name grammar", n)
+		}
+		if !errors.Is(validatePath("/P/"+n), ErrReservedName) {
+			t.Errorf("validatePath(/P/%s) accepted", n)
+		}
+	}
+	if _, ok := fixedNames[MarkerName]; !ok {
+		t.Errorf("MarkerName %q is not a fixed name", MarkerName)
 	}
 }

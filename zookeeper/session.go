@@ -120,6 +120,7 @@ func Connect(ctx context.Context, servers []string, opts ...Option) (*Session, e
 	}
 	s.life.Go(s.cleaner.run)
 	s.log.Info("session connected", "session", fmt.Sprintf("0x%x", s.ID()), "timeout", s.SessionTimeout(), "chroot", shortpath.Of(chroot), "policy", cfg.policy.describe())
+	warnSessionTimeout(s.log, cfg.sessionTimeout, s.SessionTimeout(), cfg.policy)
 	return s, nil
 }
 

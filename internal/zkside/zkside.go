@@ -125,8 +125,8 @@ func QueueOf(q any) Queue { return hooks.Queue(q) }
 // checks its directory so): absolute, not the root, no trailing slash, no
 // empty, "." or ".." segment, no character ZooKeeper refuses, valid UTF-8,
 // outside the reserved /zookeeper subtree, no segment named like a queue
-// node (zookeeper.ErrReservedName). The error is a *zookeeper.PathError
-// matching recipe.ErrInvalidPath.
+// node or zookeeper.MarkerName (zookeeper.ErrReservedName). The error is a
+// *zookeeper.PathError matching recipe.ErrInvalidPath.
 func ValidatePath(p string) error { return hooks.ValidatePath(p) }
 
 // ValidateSequentialPath checks the path of a sequential create: as
