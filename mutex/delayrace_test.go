@@ -26,6 +26,25 @@ func proxied(t *testing.T, cl *zktest.Cluster) (*zookeeper.Session, *zktest.Faul
 	return s, p, tap
 }
 
+// slowAddrs returns addresses that reach cl's servers through a
+// FaultProxy of their own delaying each direction by latency (for
+// zktest.ExpireSession: its reply then comes back late).
+func slowAddrs(t *testing.T, cl *zktest.Cluster, latency time.Duration) []string {
+	t.Helper()
+	p := zktest.NewFaultProxy()
+	t.Cleanup(p.Close)
+	p.SetLatency(latency)
+	var addrs []string
+	for _, a := range cl.Addrs() {
+		addr, err := p.Listen(a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		addrs = append(addrs, addr)
+	}
+	return addrs
+}
+
 // releaseAsync runs l.Release (10 s) on a goroutine.
 func releaseAsync(l recipe.Lease) <-chan error {
 	ch := make(chan error, 1)
@@ -92,7 +111,12 @@ func TestLockDelayRaces(t *testing.T) {
 	})
 	t.Run("ReleaseCutOffThenExpired", func(t *testing.T) {
 		// The Release's multi never reaches the server (partition) and the
-		// session expires: the marker stays, B serves the delay.
+		// session expires: the marker stays, B serves the delay. The end is
+		// timed before the expiry is asked for: the server ends the session
+		// before ExpireSession has its reply back, and B, told at once by
+		// its watch, may stamp the marker (the delay's start) first. The
+		// expiry goes through a slow link, so its reply always comes back
+		// after B's stamp (as the test's goroutine may on a loaded machine).
 		t.Parallel()
 		cl := zktest.Shared(t)
 		sa, pa, tap := proxied(t, cl)
@@ -101,16 +125,17 @@ func TestLockDelayRaces(t *testing.T) {
 		if !ok {
 			t.Fatal("no session seen by the tap")
 		}
+		slow := slowAddrs(t, cl, 300*time.Millisecond)
 		pa.Blackhole()
 		defer pa.Resume()
 		done := releaseAsync(la)
 		time.Sleep(100 * time.Millisecond) // the multi is swallowed
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		if _, err := zktest.ExpireSession(ctx, cl.Addrs(), id, pw); err != nil {
+		lost := time.Now()
+		if _, err := zktest.ExpireSession(ctx, slow, id, pw); err != nil {
 			t.Fatal(err)
 		}
-		lost := time.Now()
 		expectDelayed(t, rtest.Await(t, ch, 10*time.Second), lost, "B after a Release that never reached the server")
 		select {
 		case err := <-done:
