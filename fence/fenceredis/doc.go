@@ -65,7 +65,9 @@
 // *PermissionError (recipe.ErrNoPermission) naming the write, nothing
 // applied. The first call of a Fence or Register checks the rights it
 // needs on its own keys the same way (EVAL, EVALSHA, TYPE, GET and SET of
-// the fence keys; TYPE, HMGET and HSET of a register), before it writes.
+// the fence keys; TYPE, HMGET and HSET of a register), before it writes:
+// two round trips, until a check succeeds, so keep one Fence for the
+// program's life rather than one per call.
 // (Redis 6 has no acl_check_cmd: there only EVAL, EVALSHA and the keys'
 // patterns are checked in advance, and a write refused in the middle of
 // a script gives a *PartialError.) A user with the fence keys and data
