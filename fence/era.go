@@ -38,8 +38,16 @@ const MaxRawToken Token = 1<<EraBits - 1
 // for ever. [CheckToken] refuses what is above it.
 const MaxToken Token = Token(MaxEra)<<EraBits | MaxRawToken
 
+// MaxFloor is the largest floor any fence accepts: the last era's Floor,
+// MaxEra.Floor() = 32767·2^48. A floor above it is reached by no era's
+// Floor: it would refuse every grant of every era but the last one's
+// largest tokens, and, at MaxToken, every real grant, with no era left to
+// switch to. [CheckFloor] refuses it.
+const MaxFloor Token = Token(MaxEra) << EraBits
+
 // ErrTokenOverflow is matched by a [*RangeError]: a raw token does not fit
-// its era's range, or the era is past MaxEra.
+// its era's range, the era is past MaxEra, a token is above MaxToken or a
+// floor above MaxFloor.
 var ErrTokenOverflow = errors.New("fence: token outside its era's range")
 
 // RangeError is a raw token, an era or a whole token out of range; it
@@ -48,12 +56,17 @@ type RangeError struct {
 	Era   Era
 	Raw   Token // the backend's token; zero when the era itself is out of range
 	Token Token // a whole token (a write's or a floor) above MaxToken; zero otherwise
+	Floor Token // a floor above MaxFloor (and at most MaxToken); zero otherwise
 }
 
 // Error implements error.
 func (e *RangeError) Error() string {
 	if e.Token > MaxToken {
 		return fmt.Sprintf("fence: token %s is past the last era's range (at most %s = 2^63-1)", e.Token, MaxToken)
+	}
+	if e.Floor > MaxFloor {
+		return fmt.Sprintf("fence: floor %s is above the last era's floor %s: no era starts at or above it, so it would refuse the grants of every era",
+			e.Floor, MaxFloor)
 	}
 	if e.Era > MaxEra {
 		return fmt.Sprintf("fence: era %d is past the last, %d", e.Era, MaxEra)
@@ -75,6 +88,20 @@ func (g Era) Floor() Token { return Token(g) << EraBits }
 func CheckToken(t Token) error {
 	if t > MaxToken {
 		return &RangeError{Era: EraOf(t), Token: t}
+	}
+	return nil
+}
+
+// CheckFloor returns a [*RangeError] (matching [ErrTokenOverflow]) if
+// floor is above MaxFloor (with Token set above MaxToken, else Floor):
+// every fence's RaiseFloor refuses such a floor before it looks at the
+// resource, as no era's grants would all pass it.
+func CheckFloor(floor Token) error {
+	if err := CheckToken(floor); err != nil {
+		return err
+	}
+	if floor > MaxFloor {
+		return &RangeError{Era: EraOf(floor), Floor: floor}
 	}
 	return nil
 }

@@ -88,20 +88,32 @@ func TestGuardRaiseFloor(t *testing.T) {
 }
 
 // TestTokenCeiling: every token up to MaxToken (2^63-1, the last era's
-// last) is accepted by a Guard, written or as a floor; above it both are
-// refused with a *RangeError matching ErrTokenOverflow, leaving the mark
-// where it was, as fencesql and fencezk refuse them.
+// last) is accepted by a Guard as a write, every floor up to MaxFloor (the
+// last era's floor); a floor above MaxFloor (MaxToken itself, which locked
+// the resource against every real grant) is refused with a *RangeError
+// matching ErrTokenOverflow, and so are tokens above MaxToken, leaving the
+// mark where it was, as every fence refuses them.
 func TestTokenCeiling(t *testing.T) {
 	last, _ := MaxEra.Token(MaxRawToken)
 	if MaxToken != math.MaxInt64 || last != MaxToken || CheckToken(MaxToken) != nil {
 		t.Fatalf("MaxToken = %v, the last era's last token %v, CheckToken %v", MaxToken, last, CheckToken(MaxToken))
 	}
+	if MaxFloor != MaxEra.Floor() || CheckFloor(MaxFloor) != nil {
+		t.Fatalf("MaxFloor = %v, CheckFloor %v", MaxFloor, CheckFloor(MaxFloor))
+	}
 	var g Guard
-	if got, err := g.RaiseFloor("top", MaxToken); err != nil || got != MaxToken {
-		t.Fatalf("RaiseFloor(MaxToken) = %v, %v", got, err)
+	for _, fl := range []Token{MaxFloor + 1, MaxToken} {
+		var re *RangeError
+		if _, err := g.RaiseFloor("top", fl); !errors.As(err, &re) || !errors.Is(err, ErrTokenOverflow) || re.Floor != fl ||
+			!strings.Contains(err.Error(), fl.String()) {
+			t.Errorf("RaiseFloor(%v): %v; want a *RangeError", fl, err)
+		}
+	}
+	if got, err := g.RaiseFloor("top", MaxFloor); err != nil || got != MaxFloor {
+		t.Fatalf("RaiseFloor(MaxFloor) = %v, %v", got, err)
 	}
 	if err := g.Check("top", MaxToken); err != nil {
-		t.Fatalf("a write of MaxToken after its floor: %v", err)
+		t.Fatalf("a write of MaxToken after the last floor: %v", err)
 	}
 	for _, tok := range []Token{MaxToken + 1, 1<<63 + 5, math.MaxUint64} {
 		var re *RangeError

@@ -9,11 +9,11 @@ package fence
 // backend: raise every fence to the new era's Floor
 // (docs/backends.md#switching-backends).
 //
-// A floor above MaxToken is refused with a [*RangeError] (matching
-// [ErrTokenOverflow]), as every fence refuses it: it would lock the
-// resource against every token for ever.
+// A floor above MaxFloor (the last era's floor) is refused with a
+// [*RangeError] (matching [ErrTokenOverflow]), as every fence refuses it
+// ([CheckFloor]): no era's grants would all pass it.
 func (g *Guard) RaiseFloor(resource string, floor Token) (Token, error) {
-	if err := CheckToken(floor); err != nil {
+	if err := CheckFloor(floor); err != nil {
 		return 0, err
 	}
 	e := g.entry(resource)

@@ -14,12 +14,12 @@ import (
 // floor if a larger one was accepted already); it never lowers it, and a
 // zero floor changes nothing. It is the operator's step of a switch of
 // lock backend: raise every fence to the new era's Floor
-// (docs/backends.md#switching-backends). Errors are Do's (a
-// *fence.RangeError, fence.ErrTokenOverflow, for a floor above
-// fence.MaxToken, which would lock the resource against every token for
-// ever); after fence.ErrUncertain, call again.
+// (docs/backends.md#switching-backends). Errors are Do's, and a
+// *fence.RangeError (fence.ErrTokenOverflow) for a floor above
+// fence.MaxFloor, which no era reaches (fence.CheckFloor); after
+// fence.ErrUncertain, call again.
 func (f *Fence) RaiseFloor(ctx context.Context, resource string, floor fence.Token) (fence.Token, error) {
-	if err := fence.CheckToken(floor); err != nil {
+	if err := fence.CheckFloor(floor); err != nil {
 		return 0, err
 	}
 	if floor.IsZero() {

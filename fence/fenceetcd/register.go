@@ -97,9 +97,10 @@ func (r *Register) Write(ctx context.Context, token fence.Token, data []byte) (p
 // it never lowers it, and a zero floor changes nothing. It is the
 // operator's step of a switch of lock backend (docs/backends.md).
 // Errors: a *fence.RangeError (fence.ErrTokenOverflow) for a floor above
-// fence.MaxToken; ErrNotFence; fence.ErrUncertain (call again); etcd's.
+// fence.MaxFloor (fence.CheckFloor); ErrNotFence; fence.ErrUncertain
+// (call again); etcd's.
 func (r *Register) RaiseFloor(ctx context.Context, floor fence.Token) (fence.Token, error) {
-	if err := fence.CheckToken(floor); err != nil {
+	if err := fence.CheckFloor(floor); err != nil {
 		return 0, err
 	}
 	for {

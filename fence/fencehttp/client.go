@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
+	"net/url"
+	"strings"
 
 	"github.com/zkrecipes/zkrecipes/fence"
 )
@@ -28,6 +31,15 @@ func SetToken(req *http.Request, t fence.Token) { req.Header.Set(Header, t.Strin
 // ErrLeaseEnded and the context's cause (recipe.ErrSessionLost, say).
 // That check is only the early exit: a holder paused between it and the
 // send is refused by the server (409), which [CheckResponse] reports.
+//
+// Redirects: http.Client calls RoundTrip for each hop. A hop to the same
+// scheme and host (port included) as the first request is sent with the
+// token (on a 307 or 308, with the body again: the server asked for the
+// write there). A hop to another is not sent: RoundTrip returns an error
+// matching ErrCrossHostRedirect, as the write would reach a service the
+// caller did not choose, with the token; to follow it, send a new request
+// to the response's Location yourself (a Client whose CheckRedirect
+// returns http.ErrUseLastResponse gives you that response).
 type Transport struct {
 	// Base sends the requests; nil means http.DefaultTransport.
 	Base http.RoundTripper
@@ -39,15 +51,21 @@ type Transport struct {
 // because its lease had ended.
 var ErrLeaseEnded = errors.New("fencehttp: lease ended, request not sent")
 
+// ErrCrossHostRedirect is matched by Transport's error for a redirect to
+// another scheme or host than the first request's, not sent.
+var ErrCrossHostRedirect = errors.New("fencehttp: redirect to another host not followed with the fencing token")
+
 // RoundTrip implements http.RoundTripper: it sends a copy of req with the
 // token header (req itself is not changed).
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	ctx := t.Lease.Context()
 	if ctx.Err() != nil {
-		if req.Body != nil {
-			req.Body.Close() // RoundTrip must close it, even on errors
-		}
+		closeBody(req) // RoundTrip must close it, even on errors
 		return nil, fmt.Errorf("%w: %w", ErrLeaseEnded, context.Cause(ctx))
+	}
+	if first := firstRequest(req); first != req && !sameOrigin(first.URL, req.URL) {
+		closeBody(req)
+		return nil, fmt.Errorf("%w: from %s to %s", ErrCrossHostRedirect, describe(first), describe(req))
 	}
 	r := req.Clone(req.Context())
 	SetToken(r, t.Lease.Token())
@@ -56,6 +74,38 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		base = http.DefaultTransport
 	}
 	return base.RoundTrip(r)
+}
+
+// closeBody closes req's body, if any.
+func closeBody(req *http.Request) {
+	if req.Body != nil {
+		req.Body.Close()
+	}
+}
+
+// firstRequest returns the request whose redirects led to req (http.Client
+// sets Response, the redirect that made a hop), or req itself.
+func firstRequest(req *http.Request) *http.Request {
+	for req.Response != nil && req.Response.Request != nil {
+		req = req.Response.Request
+	}
+	return req
+}
+
+// sameOrigin reports whether a and b have the same scheme and host (with
+// its port, the default one made explicit).
+func sameOrigin(a, b *url.URL) bool {
+	return a != nil && b != nil && strings.EqualFold(a.Scheme, b.Scheme) &&
+		strings.EqualFold(hostPort(a), hostPort(b))
+}
+
+// hostPort is u's host:port, with the scheme's default port if none.
+func hostPort(u *url.URL) string {
+	port := u.Port()
+	if port == "" {
+		port = map[string]string{"http": "80", "https": "443"}[strings.ToLower(u.Scheme)]
+	}
+	return net.JoinHostPort(u.Hostname(), port)
 }
 
 // CheckResponse returns nil for a response the fenced handler wrote

@@ -63,8 +63,15 @@
 //	503 unavailable   the request's context ended before the write
 //
 // The handler's responses never carry Fencing-Error or Fencing-Highest
-// (the wrapper removes them), so a 409 of its own is not taken for a stale
-// token.
+// (the wrapper removes them in every spelling: a map key set directly,
+// such as w.Header()["fencing-error"], and trailers too), so a 409 of its
+// own is not taken for a stale token.
+//
+// # Redirects
+//
+// [Transport] sends the token on a redirect to the first request's scheme
+// and host only (a 307 or 308 sends the body again, as net/http does); a
+// redirect to another host is not followed (ErrCrossHostRedirect).
 //
 // # Trust
 //

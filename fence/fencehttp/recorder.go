@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 )
 
 // errBufferFull is what the handler's Write returns past the limit.
@@ -64,10 +65,20 @@ func (r *recorder) code() int {
 func (r *recorder) send(w http.ResponseWriter) {
 	hd := w.Header()
 	for k, v := range r.hd {
-		hd[k] = v
+		if !protocolHeader(k) {
+			hd[k] = v
+		}
 	}
-	hd.Del(ErrorHeader)
-	hd.Del(HighestHeader)
 	w.WriteHeader(r.code())
 	w.Write(r.body.Bytes())
+}
+
+// protocolHeader reports whether the key k of a handler's header map is
+// one of the wrapper's own headers (ErrorHeader, HighestHeader) in any
+// spelling a client reads as it: a handler can set a map key directly
+// (w.Header()["fencing-error"]), which net/http sends as it is and the
+// client canonicalises, and a trailer (http.TrailerPrefix) too.
+func protocolHeader(k string) bool {
+	k = strings.TrimPrefix(k, http.TrailerPrefix)
+	return strings.EqualFold(k, ErrorHeader) || strings.EqualFold(k, HighestHeader)
 }

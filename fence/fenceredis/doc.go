@@ -21,9 +21,14 @@
 // script allows those commands only. A Redis script is atomic but not
 // transactional (a command failing in its middle leaves the earlier ones
 // applied), so the script checks everything that could make a write fail
-// (the fence key's format, each key's type) before it writes anything,
-// and Do refuses what the script does not check (argument counts, TTLs,
-// a key written twice, too many arguments for Lua to unpack).
+// (the fence key's format, each key's type, and each write's ACL rights,
+// see below) before it writes anything, and Do refuses what the script
+// does not check (argument counts, TTLs, a key written twice, too many
+// arguments for Lua to unpack). The first thing the script writes is the
+// token: were a write to fail after it all the same, the writes that
+// landed carry the new token (an older holder is still refused), and Do
+// returns a *PartialError naming them (fence.ErrUncertain), never
+// "nothing applied".
 //
 // Equal tokens are accepted (the same holder writing again); the zero token
 // is refused (fence.ErrNoToken), and so is one above fence.MaxToken. A
@@ -50,4 +55,25 @@
 // floor to a new era after such a loss; effects outside Redis (give those
 // an idempotency key). A Redis Cluster is not supported (the keys of one
 // call would have to share a hash slot).
+//
+// # Access control (Redis ACL)
+//
+// Redis checks a script's commands against the user's ACL only when the
+// script reaches them. So each script first asks Redis
+// (redis.acl_check_cmd, Redis 7) whether the user may run every write it
+// is about to make, and refuses the whole call if not: a
+// *PermissionError (recipe.ErrNoPermission) naming the write, nothing
+// applied. The first call of a Fence or Register checks the rights it
+// needs on its own keys the same way (EVAL, EVALSHA, TYPE, GET and SET of
+// the fence keys; TYPE, HMGET and HSET of a register), before it writes:
+// two round trips, until a check succeeds, so keep one Fence for the
+// program's life rather than one per call.
+// (Redis 6 has no acl_check_cmd: there only EVAL, EVALSHA and the keys'
+// patterns are checked in advance, and a write refused in the middle of
+// a script gives a *PartialError.) A user with the fence keys and data
+// under myapp: needs exactly this ACL line (drop the commands of the
+// Writes you do not use; a Register needs +hmget +hset, a Fence +get
+// +set):
+//
+//	ACL SETUSER fencer on >PASSWORD resetkeys ~myapp:* -@all +eval +evalsha +type +get +set +hmget +hset +del +hdel +rpush +sadd +srem
 package fenceredis

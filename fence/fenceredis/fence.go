@@ -39,6 +39,7 @@ var (
 type Fence struct {
 	cli    *redis.Client
 	prefix string
+	rights rights
 }
 
 // New returns the fence whose keys are prefix+resource. Give the fence a
@@ -52,7 +53,9 @@ func New(cli *redis.Client, prefix string) (*Fence, error) {
 	if err := checkClient(cli); err != nil {
 		return nil, err
 	}
-	return &Fence{cli: cli, prefix: prefix}, nil
+	f := &Fence{cli: cli, prefix: prefix}
+	f.rights = rights{key: prefix + "\x00rights", cmds: []string{"TYPE", "GET", "SET"}}
+	return f, nil
 }
 
 // checkClient refuses a client that retries (after NewClient, a
@@ -85,11 +88,23 @@ func (f *Fence) Key(resource string) (string, error) {
 // when token is lower, nothing applied; fence.ErrNoToken for the zero
 // token; a *fence.RangeError (fence.ErrTokenOverflow) above
 // fence.MaxToken; fence.ErrBadResource (see Key); ErrBadWrite (with the write's index);
-// ErrNotFence; ErrWrongType; ctx's error before anything is sent;
-// fence.ErrUncertain wrapping the client's error when the script was sent
-// and its answer lost (it may have been applied: read, or call again with
-// the same token); otherwise Redis's refusal, nothing applied.
+// ErrNotFence; ErrWrongType; a *PermissionError (recipe.ErrNoPermission)
+// for a right the ACL refuses, nothing applied; ctx's error before
+// anything is sent; fence.ErrUncertain when the script was sent and its
+// answer lost (it may have been applied: read, or call again with the
+// same token), or a *PartialError (token and some writes applied);
+// otherwise Redis's refusal, nothing applied.
 func (f *Fence) Do(ctx context.Context, resource string, token fence.Token, writes ...Write) (prev fence.Token, err error) {
+	for i, w := range writes {
+		if err := w.check(); err != nil {
+			return 0, fmt.Errorf("write %d: %w", i, err)
+		}
+	}
+	return f.do(ctx, resource, token, writes)
+}
+
+// do is Do after each Write's own check.
+func (f *Fence) do(ctx context.Context, resource string, token fence.Token, writes []Write) (fence.Token, error) {
 	key, err := f.Key(resource)
 	if err != nil {
 		return 0, err
@@ -101,9 +116,6 @@ func (f *Fence) Do(ctx context.Context, resource string, token fence.Token, writ
 	args := []any{token.String(), len(writes)}
 	seen := map[string]bool{}
 	for i, w := range writes {
-		if err := w.check(); err != nil {
-			return 0, fmt.Errorf("write %d: %w", i, err)
-		}
 		if strings.HasPrefix(w.key, f.prefix) || seen[w.key] {
 			return 0, fmt.Errorf("write %d: %w: %s is under the fence's prefix, or written twice", i, ErrBadWrite, w)
 		}
@@ -114,9 +126,35 @@ func (f *Fence) Do(ctx context.Context, resource string, token fence.Token, writ
 			args = append(args, a)
 		}
 	}
+	if err := f.rights.check(ctx, f.cli); err != nil {
+		return 0, err
+	}
 	res, err := run(ctx, f.cli, doScript, keys, args...)
 	if err != nil {
-		return 0, err
+		return 0, nameWrite(err, writes)
+	}
+	return doAnswer(res, resource, token, writes)
+}
+
+// nameWrite completes the Right of the *PermissionError of a write the
+// script's ACL check refused ("write 1, RPUSH of a key") with the write.
+func nameWrite(err error, writes []Write) error {
+	var perr *PermissionError
+	var i int
+	if errors.As(err, &perr) {
+		if _, serr := fmt.Sscanf(perr.Right, "write %d,", &i); serr == nil && i >= 0 && i < len(writes) {
+			perr.Right = fmt.Sprintf("write %d, %s", i, writes[i])
+		}
+	}
+	return err
+}
+
+// doAnswer reads doScript's answer.
+func doAnswer(res any, resource string, token fence.Token, writes []Write) (fence.Token, error) {
+	if a, _ := res.([]any); len(a) == 4 {
+		if flag, _ := a[0].(int64); flag == 2 {
+			return partial(a, resource, token, writes)
+		}
 	}
 	ok, fields, err := answer(res, 2)
 	if err != nil {
@@ -133,10 +171,14 @@ func (f *Fence) Do(ctx context.Context, resource string, token fence.Token, writ
 }
 
 // Highest returns the highest token accepted for resource (zero if none).
-// Errors: fence.ErrBadResource (see Key), ErrNotFence, Redis's.
+// Errors: fence.ErrBadResource (see Key), ErrNotFence, a *PermissionError
+// (the first call checks the fence's rights), Redis's.
 func (f *Fence) Highest(ctx context.Context, resource string) (fence.Token, error) {
 	key, err := f.Key(resource)
 	if err != nil {
+		return 0, err
+	}
+	if err := f.rights.check(ctx, f.cli); err != nil {
 		return 0, err
 	}
 	v, err := f.cli.Get(ctx, key).Result()

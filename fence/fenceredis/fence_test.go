@@ -161,6 +161,32 @@ func TestRaiseFloor(t *testing.T) {
 	fencetest.RunRaiseFloor(t, bare(f), f.RaiseFloor)
 }
 
+// TestFloorCeiling: fencetest's floors no era reaches, on the fence and
+// on a register. Before, a floor of MaxToken was accepted, and locked the
+// resource against every real grant.
+func TestFloorCeiling(t *testing.T) {
+	e := newEnv(t)
+	f := e.fence(t)
+	fencetest.RunFloorCeiling(t, f.RaiseFloor, bare(f))
+	regs := map[string]*fenceredis.Register{}
+	reg := func(resource string) *fenceredis.Register {
+		if regs[resource] == nil {
+			r, err := fenceredis.NewRegister(e.cli, e.prefix+"reg:"+resource)
+			if err != nil {
+				t.Fatal(err)
+			}
+			regs[resource] = r
+		}
+		return regs[resource]
+	}
+	fencetest.RunFloorCeiling(t, func(ctx context.Context, resource string, floor fence.Token) (fence.Token, error) {
+		return reg(resource).RaiseFloor(ctx, floor)
+	}, func(ctx context.Context, resource string, tok fence.Token) error {
+		_, err := reg(resource).Write(ctx, tok, []byte("v"))
+		return err
+	})
+}
+
 // bare is f.Do with no writes: a call that only records the token.
 func bare(f *fenceredis.Fence) func(ctx context.Context, resource string, tok fence.Token) error {
 	return func(ctx context.Context, resource string, tok fence.Token) error {

@@ -27,8 +27,9 @@ type Value struct {
 // at least the stored one, checked and applied in one Lua script. It is
 // safe for concurrent use.
 type Register struct {
-	cli *redis.Client
-	key string
+	cli    *redis.Client
+	key    string
+	rights rights
 }
 
 // NewRegister returns the register in key. It sends nothing. Errors:
@@ -40,15 +41,19 @@ func NewRegister(cli *redis.Client, key string) (*Register, error) {
 	if err := checkClient(cli); err != nil {
 		return nil, err
 	}
-	return &Register{cli: cli, key: key}, nil
+	return &Register{cli: cli, key: key, rights: rights{key: key, cmds: []string{"TYPE", "HMGET", "HSET"}}}, nil
 }
 
 // Key returns the register's Redis key.
 func (r *Register) Key() string { return r.key }
 
 // Read returns the register's content: the zero Value if its key does not
-// exist. Errors: ErrNotFence for another type or hash, Redis's.
+// exist. Errors: ErrNotFence for another type or hash, a *PermissionError
+// (the first call checks the register's rights), Redis's.
 func (r *Register) Read(ctx context.Context) (Value, error) {
+	if err := r.rights.check(ctx, r.cli); err != nil {
+		return Value{}, err
+	}
 	vals, err := r.cli.HMGet(ctx, r.key, "token", "value", "version").Result()
 	if err != nil {
 		if strings.HasPrefix(err.Error(), "WRONGTYPE") {
@@ -96,9 +101,10 @@ func (r *Register) Write(ctx context.Context, token fence.Token, data []byte) (p
 // stored; it never lowers it, and a zero floor changes nothing. It is the
 // operator's step of a switch of lock backend (docs/backends.md).
 // Errors: a *fence.RangeError (fence.ErrTokenOverflow) for a floor above
-// fence.MaxToken; ErrNotFence; fence.ErrUncertain (call again); Redis's.
+// fence.MaxFloor (fence.CheckFloor); ErrNotFence; fence.ErrUncertain
+// (call again); Redis's.
 func (r *Register) RaiseFloor(ctx context.Context, floor fence.Token) (fence.Token, error) {
-	if err := fence.CheckToken(floor); err != nil {
+	if err := fence.CheckFloor(floor); err != nil {
 		return 0, err
 	}
 	if floor.IsZero() {
@@ -117,6 +123,9 @@ func (r *Register) RaiseFloor(ctx context.Context, floor fence.Token) (fence.Tok
 
 // run runs registerScript: ok says it wrote; cur is the state before.
 func (r *Register) run(ctx context.Context, args ...any) (ok bool, cur Value, err error) {
+	if err := r.rights.check(ctx, r.cli); err != nil {
+		return false, Value{}, err
+	}
 	res, err := run(ctx, r.cli, registerScript, []string{r.key}, args...)
 	if err != nil {
 		return false, Value{}, err

@@ -14,8 +14,10 @@ import (
 
 // run runs script (EVALSHA, and EVAL when the server does not have it
 // cached) and classifies a failure: Redis's error reply (nothing applied:
-// every script checks before it writes), a request never sent, or a lost
-// answer (fence.ErrUncertain).
+// every script checks before it writes, and reports a failure after its
+// first write in its answer, see scripts.go), an ACL refusal among them
+// (*PermissionError), a request never sent, or a lost answer
+// (fence.ErrUncertain).
 func run(ctx context.Context, cli *redis.Client, script *redis.Script, keys []string, args ...any) (any, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err // nothing sent
@@ -30,6 +32,8 @@ func run(ctx context.Context, cli *redis.Client, script *redis.Script, keys []st
 		return nil, fmt.Errorf("%w: %s", ErrNotFence, msg)
 	case errors.As(err, &re) && strings.HasPrefix(msg, "WRONGTYPE fenceredis"):
 		return nil, fmt.Errorf("%w: %s", ErrWrongType, msg)
+	case errors.As(err, &re) && permissionError(msg, err) != nil:
+		return nil, permissionError(msg, err)
 	case errors.As(err, &re):
 		return nil, fmt.Errorf("fenceredis: refused by Redis, nothing applied: %w", err)
 	case notSent(err):
@@ -74,4 +78,43 @@ func parseToken(s string) (fence.Token, error) {
 		return 0, fmt.Errorf("fenceredis: unexpected token in a reply: %w", err)
 	}
 	return t, nil
+}
+
+// PartialError is Do's error when its script stored the token and then a
+// write failed (on Redis 6, whose scripts cannot check the ACL before
+// they write; or a failure no check foresaw): the script stopped there.
+// The token and the first Applied writes landed, the others did not. It
+// matches fence.ErrUncertain, as Do's outcome is not what was asked (and
+// recipe.ErrNoPermission when the ACL refused the write); a holder of an
+// older token is still refused.
+type PartialError struct {
+	Resource string
+	Token    fence.Token
+	Applied  int    // the writes that landed, Do's writes[:Applied]
+	Failed   string // writes[Applied], as Write.String shows it
+	Err      error  // the server's answer to it
+}
+
+// Error names what landed and the write that failed.
+func (e *PartialError) Error() string {
+	return fmt.Sprintf("fenceredis: %s: token %s of %q and its first %d writes stored, then write %d (%s) failed, the later ones not applied: %v",
+		fence.ErrUncertain, e.Token, e.Resource, e.Applied, e.Applied, e.Failed, e.Err)
+}
+
+// Unwrap returns fence.ErrUncertain and the server's answer, as a
+// *PermissionError if it is an ACL refusal.
+func (e *PartialError) Unwrap() []error { return []error{fence.ErrUncertain, e.Err} }
+
+// partial reads doScript's {2, previous token, m, error} answer.
+func partial(a []any, resource string, token fence.Token, writes []Write) (fence.Token, error) {
+	m, _ := a[2].(int64)
+	msg, _ := a[3].(string)
+	if m < 0 || int(m) >= len(writes) {
+		return 0, fmt.Errorf("%w: fenceredis: unexpected partial reply (%d of %d writes)", fence.ErrUncertain, m, len(writes))
+	}
+	err := errors.New(msg)
+	if perr := permissionError(msg, err); perr != nil {
+		err = perr
+	}
+	return 0, &PartialError{Resource: resource, Token: token, Applied: int(m), Failed: writes[m].String(), Err: err}
 }

@@ -9,12 +9,21 @@ import "github.com/redis/go-redis/v9"
 //
 // A Redis script is atomic (nothing else runs meanwhile) but not
 // transactional: a command that fails in the middle leaves the earlier
-// ones applied. So every script checks everything that could make a write
-// fail (the fence's format, the types of the keys written) before it
-// writes anything, and the Go side refuses what the checks do not cover
-// (argument counts, TTLs, the number of arguments Lua can unpack). Out of
-// memory refuses the first write only (a script that has written is let
-// finish), so it too leaves nothing half done.
+// ones applied. Redis checks a script's commands against the user's ACL
+// only when the script reaches them, so a user allowed EVAL but not RPUSH
+// would see the writes before an RPUSH land and the RPUSH fail. So every
+// script checks everything that could make a write fail (the fence's
+// format, the types of the keys written and, on Redis 7, each write's
+// ACL rights with redis.acl_check_cmd) before it writes anything, and
+// the Go side refuses what the checks do not cover (argument counts,
+// TTLs, the number of arguments Lua can unpack). Out of memory refuses
+// the first write only (a script that has written is let finish). Its
+// first write is the token: should a write after it fail all the same
+// (Redis 6 has no acl_check_cmd; a failure nobody foresaw), every write
+// that landed is covered by the new token, so a holder of an older one
+// is still refused, and the script stops there and says how many landed
+// (Do returns a *PartialError, matching fence.ErrUncertain). Hence an
+// error reply of a script always means nothing was applied.
 const tokenLua = `
 local function less(a, b)
 	if #a ~= #b then return #a < #b end
@@ -28,7 +37,9 @@ end
 // doScript: KEYS[1] the fence key, KEYS[2..n+1] the keys of the n writes;
 // ARGV[1] the token, ARGV[2] n, then per write its command, its argument
 // count and its arguments. It answers {1, previous token or ""} when it
-// applied the writes and the token, {0, highest} when the token is stale.
+// applied the writes and the token, {0, highest} when the token is stale,
+// {2, previous token or "", m, error} when the token and the first m
+// writes landed and write m+1 failed (it stops there).
 var doScript = redis.NewScript(tokenLua + `
 local t = redis.call('TYPE', KEYS[1]).ok
 if t ~= 'none' and t ~= 'string' then
@@ -64,11 +75,25 @@ end
 if i - 1 ~= #ARGV or n + 1 ~= #KEYS then
 	return redis.error_reply('ERR fenceredis: bad arguments')
 end
-for w = 1, n do
-	local p = plan[w]
-	redis.call(p[1], p[2], unpack(ARGV, p[3], p[4]))
+if redis.acl_check_cmd then
+	if not redis.acl_check_cmd('SET', KEYS[1], ARGV[1]) then
+		return redis.error_reply('NOPERM fenceredis: SET of the fence key')
+	end
+	for w = 1, n do
+		local p = plan[w]
+		if not redis.acl_check_cmd(p[1], p[2], unpack(ARGV, p[3], p[4])) then
+			return redis.error_reply('NOPERM fenceredis: write ' .. (w - 1) .. ', ' .. p[1])
+		end
+	end
 end
 redis.call('SET', KEYS[1], ARGV[1])
+for w = 1, n do
+	local p = plan[w]
+	local r = redis.pcall(p[1], p[2], unpack(ARGV, p[3], p[4]))
+	if type(r) == 'table' and r.err then
+		return {2, high or '', w - 1, r.err}
+	end
+end
 return {1, high or ''}
 `)
 

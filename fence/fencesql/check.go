@@ -22,6 +22,15 @@ func checkToken(token fence.Token) error {
 	return nil
 }
 
+// checkFloor refuses, before any statement, what checkToken refuses and a
+// floor above fence.MaxFloor (fence.CheckFloor): no era reaches it.
+func checkFloor(floor fence.Token) error {
+	if err := checkToken(floor); err != nil {
+		return err
+	}
+	return fence.CheckFloor(floor)
+}
+
 // checkResource refuses a resource name the fence table cannot hold
 // (ErrBadResource).
 func checkResource(r string) error {

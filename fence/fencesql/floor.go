@@ -16,9 +16,14 @@ import (
 // accepted already); it never lowers it. It is the operator's step of a
 // switch of lock backend: raise every fence to the new era's Floor
 // (docs/backends.md#switching-backends). Errors are Do's (ErrTokenRange for
-// a floor above 2^63-1, fence.ErrNoToken for zero); after one matching
+// a floor above 2^63-1, fence.ErrNoToken for zero), and a
+// *fence.RangeError (fence.ErrTokenOverflow) for a floor above
+// fence.MaxFloor, which no era reaches (checkFloor); after one matching
 // fence.ErrUncertain, read the row (Highest) or call again.
 func (f *Fence) RaiseFloor(ctx context.Context, resource string, floor fence.Token) (fence.Token, error) {
+	if err := checkFloor(floor); err != nil {
+		return 0, err
+	}
 	err := f.Do(ctx, resource, floor, nil)
 	if se := (*fence.StaleError)(nil); errors.As(err, &se) {
 		return se.Highest, nil // a larger token is there already: nothing to do

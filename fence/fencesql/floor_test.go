@@ -1,12 +1,14 @@
 package fencesql_test
 
 import (
+	"context"
 	"database/sql"
 	"errors"
 	"testing"
 
 	"github.com/zkrecipes/zkrecipes/fence"
 	"github.com/zkrecipes/zkrecipes/fence/fencesql"
+	"github.com/zkrecipes/zkrecipes/fence/fencetest"
 )
 
 // TestRaiseFloor: on PostgreSQL and SQLite, RaiseFloor sets a missing or
@@ -46,6 +48,26 @@ func TestRaiseFloor(t *testing.T) {
 		}
 		if _, err := f.RaiseFloor(ctx, "acct", 0); !errors.Is(err, fence.ErrNoToken) {
 			t.Fatalf("a zero floor: %v", err)
+		}
+	})
+}
+
+// TestFloorCeiling: fencetest's floors no era reaches, on PostgreSQL and
+// SQLite, by RaiseFloor and by RaiseColumnFloor (which refuses them before
+// any statement: the table does not even need to exist). Before, a floor
+// of MaxToken was accepted, and locked the resource against every real
+// grant.
+func TestFloorCeiling(t *testing.T) {
+	eachBackend(t, func(t *testing.T, db *sql.DB) {
+		f := newFence(t, db)
+		fencetest.RunFloorCeiling(t, f.RaiseFloor, func(ctx context.Context, resource string, tok fence.Token) error {
+			return f.Do(ctx, resource, tok, nil)
+		})
+		for _, fl := range []fence.Token{fence.MaxFloor + 1, fence.MaxToken} {
+			var re *fence.RangeError
+			if _, err := f.RaiseColumnFloor(ctxT(t), db, "no_such_table", "", fl); !errors.As(err, &re) || re.Floor != fl {
+				t.Errorf("RaiseColumnFloor(%v): %v; want a *fence.RangeError", fl, err)
+			}
 		}
 	})
 }

@@ -38,14 +38,15 @@ import (
 // the fence column.
 //
 // Errors: fence.ErrNoToken, ErrTokenRange (a floor above fence.MaxToken,
-// matching fence.ErrTokenOverflow as every fence's refusal does) or
-// ErrBadName before any statement; a *SchemaError (ErrNoTable,
+// matching fence.ErrTokenOverflow as every fence's refusal does), a
+// *fence.RangeError (fence.ErrTokenOverflow) for a floor above
+// fence.MaxFloor, which no era reaches, or ErrBadName before any statement; a *SchemaError (ErrNoTable,
 // ErrNoColumn with the ALTER TABLE that adds the fence column) when the
 // table or the column is missing; ErrConflict when the database refused
 // the statement for a concurrent transaction; otherwise the driver's
 // error. The statement is idempotent: after any error, run it again.
 func (f *Fence) RaiseColumnFloor(ctx context.Context, q Querier, table, fenceColumn string, floor fence.Token) (int64, error) {
-	if err := checkToken(floor); err != nil {
+	if err := checkFloor(floor); err != nil {
 		return 0, err
 	}
 	if fenceColumn == "" {

@@ -12,7 +12,8 @@
 //     write. A planted bug run through the same two must fail them.
 //   - [RunAdmit]: fence.Fence's Admit with a batch its write adds to.
 //   - [RunHTTP]: the fence behind fencehttp's handler on a real server.
-//   - [RunRaiseFloor]: the floor of a new era.
+//   - [RunRaiseFloor]: the floor of a new era; [RunFloorCeiling]: the
+//     floors no era reaches, refused.
 //   - [RunUncertain]: an answer lost after the server applied the write.
 //
 // It is test support: it imports zktest, zktest/nemesis and testing.

@@ -10,8 +10,9 @@ import (
 
 // RunRaiseFloor: the mark goes up to the floor, a lower token is refused
 // after it, the new era's tokens pass, and a lower floor or a zero one
-// changes nothing; a floor above MaxToken is refused. do is a fenced call
-// with no writes; raise is the backend's RaiseFloor.
+// changes nothing; a floor above MaxToken is refused (RunFloorCeiling
+// checks the rest of the ceiling). do is a fenced call with no writes;
+// raise is the backend's RaiseFloor.
 func RunRaiseFloor(t *testing.T, do func(ctx context.Context, resource string, t fence.Token) error,
 	raise func(ctx context.Context, resource string, floor fence.Token) (fence.Token, error)) {
 	t.Helper()
@@ -40,5 +41,38 @@ func RunRaiseFloor(t *testing.T, do func(ctx context.Context, resource string, t
 	}
 	if _, err := raise(ctx, "r", fence.MaxToken+1); !errors.Is(err, fence.ErrTokenOverflow) {
 		t.Fatalf("floor above MaxToken: %v", err)
+	}
+}
+
+// RunFloorCeiling: every fence refuses a floor no era reaches, above
+// fence.MaxFloor (the last era's floor) up to MaxToken and past it, with a
+// *fence.RangeError matching fence.ErrTokenOverflow, before it looks at
+// the resource; MaxFloor itself is accepted, and the grants of the last
+// era pass it. raise is the backend's RaiseFloor on the resource named
+// (or on a register of its own for it); write is a fenced write of t to
+// it.
+func RunFloorCeiling(t *testing.T, raise func(ctx context.Context, resource string, floor fence.Token) (fence.Token, error),
+	write func(ctx context.Context, resource string, t fence.Token) error) {
+	t.Helper()
+	ctx := context.Background()
+	for _, fl := range []fence.Token{fence.MaxFloor + 1, fence.MaxToken - 1, fence.MaxToken, fence.MaxToken + 1} {
+		var re *fence.RangeError
+		got, err := raise(ctx, "ceiling", fl)
+		if !errors.Is(err, fence.ErrTokenOverflow) || !errors.As(err, &re) || got != 0 {
+			t.Errorf("floor %v: %v, %v; want a *fence.RangeError matching ErrTokenOverflow", fl, got, err)
+		}
+	}
+	if err := write(ctx, "ceiling", 5); err != nil {
+		t.Fatalf("a write after the refused floors: %v", err)
+	}
+	if got, err := raise(ctx, "ceiling", fence.MaxFloor); got != fence.MaxFloor || err != nil {
+		t.Fatalf("floor MaxFloor: %v, %v", got, err)
+	}
+	if err := write(ctx, "ceiling", 9); !errors.Is(err, fence.ErrStale) {
+		t.Fatalf("an older era's token after MaxFloor: %v", err)
+	}
+	first, _ := fence.MaxEra.Token(1)
+	if err := write(ctx, "ceiling", first); err != nil {
+		t.Fatalf("the last era's first token after its floor: %v", err)
 	}
 }

@@ -15,11 +15,14 @@ import (
 // (above floor if a larger one was accepted already); it never lowers it.
 // It is the operator's step of a switch of lock backend: raise every fence
 // to the new era's Floor (docs/backends.md#switching-backends).
-// Errors are Write's (a *fence.RangeError, fence.ErrTokenOverflow, for a
-// floor above fence.MaxToken, which would lock the register against every
-// token for ever, as every fence refuses it); after one matching fence.ErrUncertain, Read the
-// register or call again.
+// Errors are Write's, and a *fence.RangeError (fence.ErrTokenOverflow)
+// for a floor above fence.MaxFloor, which no era reaches (fence.CheckFloor,
+// as every fence refuses it); after one matching fence.ErrUncertain, Read
+// the register or call again.
 func (r *Register) RaiseFloor(ctx context.Context, floor fence.Token) (fence.Token, error) {
+	if err := fence.CheckFloor(floor); err != nil {
+		return 0, err
+	}
 	// An empty, non-nil ops: write keeps the value, and sends the
 	// register's setData (or create) alone in a multi.
 	_, _, err := r.write(ctx, floor, nil, []any{})

@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/zkrecipes/zkrecipes/fence"
+	"github.com/zkrecipes/zkrecipes/fence/fencetest"
+	"github.com/zkrecipes/zkrecipes/fence/fencezk"
 	"github.com/zkrecipes/zkrecipes/zktest"
 )
 
@@ -59,7 +61,27 @@ func TestRaiseFloor(t *testing.T) {
 	if v, err := fresh.Read(ctx); err != nil || v.Token != floor {
 		t.Fatalf("after the refused tokens: %+v, %v; want %v kept", v, err, floor)
 	}
-	if got, err := fresh.RaiseFloor(ctx, fence.MaxToken); err != nil || got != fence.MaxToken {
-		t.Fatalf("RaiseFloor(MaxToken) = %v, %v", got, err)
+	if got, err := fresh.RaiseFloor(ctx, fence.MaxFloor); err != nil || got != fence.MaxFloor {
+		t.Fatalf("RaiseFloor(MaxFloor) = %v, %v", got, err)
 	}
+}
+
+// TestFloorCeiling: fencetest's floors no era reaches, on a register.
+// Before, a floor of MaxToken was accepted, and locked the register
+// against every real grant.
+func TestFloorCeiling(t *testing.T) {
+	s := connect(t, zktest.Shared(t))
+	regs := map[string]*fencezk.Register{}
+	reg := func(resource string) *fencezk.Register {
+		if regs[resource] == nil {
+			regs[resource] = newRegister(t, s, "/floor/ceiling/"+resource)
+		}
+		return regs[resource]
+	}
+	fencetest.RunFloorCeiling(t, func(ctx context.Context, resource string, floor fence.Token) (fence.Token, error) {
+		return reg(resource).RaiseFloor(ctx, floor)
+	}, func(ctx context.Context, resource string, tok fence.Token) error {
+		_, err := reg(resource).Write(ctx, tok, []byte("v"))
+		return err
+	})
 }
