@@ -72,19 +72,20 @@
 // has been granted the lock, except after a revocation by a third party.
 //
 // Revocation by a third party (an operator's delete of the Lease, or an
-// update naming another holder) ends the holder's context when it learns
-// of it: at its watch event, or at its next renewal (every D/6), refused;
-// cut off, at its deadline. A contender that last saw the Lease held
-// waits D after it first sees the change (a deleted Lease counts as held
-// until then, like an unreleased version), so it is granted after the
-// holder's context ended, however late the holder's watch event. A
+// update naming another holder or none) ends the holder's context when it
+// learns of it: at its watch event, or at its next renewal (every D/6),
+// refused; cut off, at its deadline. A contender that last saw the Lease
+// held waits D after it first sees it deleted (a deleted Lease counts as
+// held until then, like an unreleased version), so it is granted after
+// the holder's context ended, however late the holder's watch event. A
 // contender that did not (its first read finds no Lease, or it last saw
 // it free) creates it at once: nothing on the server tells a Lease
-// deleted under a holder from one never created. That grant is not
-// covered by the holder's deadline: the holder can be live until its
-// watch event or next renewal, at most D/6 and a round trip after the
-// delete while it is reachable. Its token is larger: a fenced resource
-// refuses the old holder once the new one wrote.
+// deleted under a holder from one never created. A holder cleared by an
+// update is free to every contender at once: it reads as a Release.
+// Those grants are not covered by the holder's deadline: the holder can
+// be live until its watch event or next renewal, at most D/6 and a round
+// trip after the change while it is reachable. Their token is larger: a
+// fenced resource refuses the old holder once the new one wrote.
 //
 // A client-go elector on the same Lease respects the holder too, but it
 // has no fencing and may act after it lost the Lease (its OnStoppedLeading
