@@ -32,17 +32,20 @@ func inject(t *testing.T, tg *Target, name string) nemesis.Fault {
 // context ends with recipe.ErrNodeDeleted well within T, and another
 // client is granted after each with a larger token; with nothing held the
 // faults revoke nothing. A client waiting through the delete (it saw the
-// Lease held) is granted only after the holder's context ended: the
-// revocation excuses only a client that had not seen the Lease held.
+// Lease held) is granted only after the holder's context ended, even with
+// the holder's link 100 ms slower each way: the revocation excuses only a
+// client that had not seen the Lease held.
 func TestRevocations(t *testing.T) {
 	tg := ownTarget(t)
 	if err := tg.Prepare(context.Background(), "/t"); err != nil {
 		t.Fatal(err)
 	}
 	locks := make([]recipe.Lock, 2)
+	proxies := make([]*zktest.FaultProxy, 2)
 	for i := range locks {
 		p := zktest.NewFaultProxy()
 		t.Cleanup(p.Close)
+		proxies[i] = p
 		c, err := tg.Connect(context.Background(), i, p)
 		if err != nil {
 			t.Fatal(err)
@@ -69,6 +72,7 @@ func TestRevocations(t *testing.T) {
 		var waiter chan waited
 		if kind == FaultDeleteLease {
 			waiter = waitFor(ctx, t, locks[1-i])
+			proxies[i].SetLatency(100 * time.Millisecond) // the holder hears of the delete after the waiter
 		}
 		f := inject(t, tg, kind)
 		if !f.Revokes || !f.Certain || f.Err != "" || f.Below <= l.Token() {
@@ -95,6 +99,7 @@ func TestRevocations(t *testing.T) {
 			if err := w.l.Release(ctx); err != nil {
 				t.Fatal(err)
 			}
+			proxies[i].SetLatency(0)
 		}
 		_ = l.Release(ctx)
 		last = l
