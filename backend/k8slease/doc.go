@@ -23,7 +23,9 @@
 //   - A contender writes when the Lease has no holder, or when the duration
 //     written in it has passed since the contender first saw its current
 //     version, timed on its own monotonic clock. The times written in the
-//     Lease are never compared with the local clock.
+//     Lease are never compared with the local clock. A deletion of a Lease
+//     the contender last saw held is one more version: it waits the
+//     duration after it first saw the Lease gone (see The guarantee).
 //   - The holder renews every sixth of the duration with an update of
 //     renewTime based on its newest version; Release writes the Lease with
 //     no holder (as client-go's ReleaseOnCancel does), based on it too.
@@ -55,7 +57,9 @@
 // (recipe.ErrNodeDeleted). A contender takes an unreleased Lease over no
 // sooner than D after it first saw the version that renewal wrote, which
 // was after the renewal was sent; a renewal after that version would have
-// changed it and made the takeover's update fail. So the holder gives up at
+// changed it and made the takeover's update fail. A held Lease's deletion
+// counts the same way: D after the contender first saw it gone, which is
+// after the delete, so after every renewal. So the holder gives up at
 // least D/3 before anyone else can be granted, whatever the network delays
 // and whatever the skew between the nodes' wall clocks: only the rates of
 // the clocks matter, and D/3 covers far more drift than clocks have. With
@@ -65,10 +69,28 @@
 // # The guarantee
 //
 // While a Lease's context is not done, no other contender of this package
-// has been granted the lock. A client-go elector on the same Lease respects
-// the holder too, but it has no fencing and may act after it lost the
-// Lease (its OnStoppedLeading runs after the fact, and its renew deadline
-// is measured on its own): fence the resource with this package's token.
+// has been granted the lock, except after a revocation by a third party.
+//
+// Revocation by a third party (an operator's delete of the Lease, or an
+// update naming another holder or none) ends the holder's context when it
+// learns of it: at its watch event, or at its next renewal (every D/6),
+// refused; cut off, at its deadline. A contender that last saw the Lease
+// held waits D after it first sees it deleted (a deleted Lease counts as
+// held until then, like an unreleased version), so it is granted after
+// the holder's context ended, however late the holder's watch event. A
+// contender that did not (its first read finds no Lease, or it last saw
+// it free) creates it at once: nothing on the server tells a Lease
+// deleted under a holder from one never created. A holder cleared by an
+// update is free to every contender at once: it reads as a Release.
+// Those grants are not covered by the holder's deadline: the holder can
+// be live until its watch event or next renewal, at most D/6 and a round
+// trip after the change while it is reachable. Their token is larger: a
+// fenced resource refuses the old holder once the new one wrote.
+//
+// A client-go elector on the same Lease respects the holder too, but it
+// has no fencing and may act after it lost the Lease (its OnStoppedLeading
+// runs after the fact, and its renew deadline is measured on its own):
+// fence the resource with this package's token.
 // A Lease is a lease, not a mutex: a paused holder can resume after its
 // context ended. Reject stale holders at the resource (package fence).
 package k8slease

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"time"
 
+	coordv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	"github.com/zkrecipes/zkrecipes/internal/connerr"
@@ -102,4 +103,13 @@ func deletedError(path string) error {
 // could take it over before the holder's context ends.
 func editedError(path string, d time.Duration) error {
 	return fmt.Errorf("%w: Lease %s edited: leaseDurationSeconds %v, below the holder's", recipe.ErrNodeDeleted, path, d)
+}
+
+// lockedError is TryAcquire's error for a Lease this Session counts as
+// held: it names a holder, or (cur nil) it was deleted while held.
+func lockedError(path string, cur *coordv1.Lease) error {
+	if cur == nil {
+		return fmt.Errorf("%w: Lease %s deleted while held, counted as held for its duration after", recipe.ErrLocked, path)
+	}
+	return fmt.Errorf("%w: Lease %s held by %q", recipe.ErrLocked, path, holderOf(cur))
 }

@@ -76,7 +76,8 @@ const kind = "lock"
 
 // Acquire waits until the caller holds the lock, ctx ends, or the Session
 // is closed (recipe.ErrSessionClosed). It takes the Lease when it has no
-// holder (or does not exist: it creates it), and otherwise once the
+// holder (or does not exist: it creates it, unless this Session last saw
+// it held: a deletion counts as a version), and otherwise once the
 // duration written in it has passed since this Session first saw its
 // current version, with an update that the API server applies only if the
 // Lease has not changed since (its resourceVersion). Meanwhile it watches
@@ -90,9 +91,11 @@ const kind = "lock"
 func (m *Mutex) Acquire(ctx context.Context) (recipe.Lease, error) { return m.acquire(ctx, true) }
 
 // TryAcquire returns a Lease if the lock is free: the Lease has no holder,
-// does not exist, or was seen by this Session unchanged for the duration
-// written in it. Otherwise it returns an error matching recipe.ErrLocked
-// at once, leaving nothing behind. Other errors as for Acquire.
+// does not exist (and was not last seen held by this Session, or was seen
+// gone for the duration), or was seen by this Session unchanged for the
+// duration written in it. Otherwise it returns an error matching
+// recipe.ErrLocked at once, leaving nothing behind. Other errors as for
+// Acquire.
 func (m *Mutex) TryAcquire(ctx context.Context) (recipe.Lease, error) {
 	return m.acquire(ctx, false)
 }
@@ -134,7 +137,7 @@ func (m *Mutex) contend(ctx context.Context, wait bool) (recipe.Lease, error) {
 		}
 		now := time.Now()
 		until := m.s.observe(m.path, cur, now)
-		if holderOf(cur) == "" || !now.Before(until) {
+		if !now.Before(until) {
 			l, again, err := m.take(ctx, id, cur)
 			if !again {
 				return l, err
@@ -143,14 +146,14 @@ func (m *Mutex) contend(ctx context.Context, wait bool) (recipe.Lease, error) {
 			continue
 		}
 		if !wait {
-			return nil, fmt.Errorf("%w: Lease %s held by %q", recipe.ErrLocked, m.path, holderOf(cur))
+			return nil, lockedError(m.path, cur)
 		}
 		if !waiting && m.s.cfg.metrics != nil {
 			m.s.cfg.metrics.Waiting(kind, m.path, +1)
 		}
 		waiting = true
 		if w == nil {
-			w = m.startWatch(ctx, cur.ResourceVersion) // nil on failure: the timers still wake us
+			w = m.startWatch(ctx, versionOf(cur)) // nil on failure: the timers still wake us
 		}
 		var ended bool
 		var err error

@@ -99,3 +99,12 @@ func tokenOf(rv string) (fence.Token, error) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// versionOf returns l's resourceVersion ("" for no Lease: a watch from
+// "" starts at the newest version and shows what exists then).
+func versionOf(l *coordv1.Lease) string {
+	if l == nil {
+		return ""
+	}
+	return l.ResourceVersion
+}

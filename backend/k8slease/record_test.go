@@ -53,7 +53,8 @@ func TestToken(t *testing.T) {
 
 // TestObserve checks the contender's clock: only a new version restarts
 // the count, and the count is the duration written in the Lease, never
-// less than the Session's own.
+// less than the Session's own; a Lease last seen held and then deleted
+// counts as held for that long after the deletion was seen.
 func TestObserve(t *testing.T) {
 	s := &Session{cfg: config{duration: 2 * time.Second}, seen: map[string]*observation{}}
 	t0 := time.Now()
@@ -75,7 +76,24 @@ func TestObserve(t *testing.T) {
 	if got := s.observe("ns/n", l3, t0); !got.Equal(t0.Add(2 * time.Second)) {
 		t.Errorf("a Lease shortened below our own duration: %v, want our 2s", got.Sub(t0))
 	}
+	// Deleted after it was seen held: held for its duration after the
+	// deletion was first seen, then free.
+	if got := s.observe("ns/n", nil, t0.Add(time.Second)); !got.Equal(t0.Add(3 * time.Second)) {
+		t.Errorf("a held Lease deleted: %v, want 3s", got.Sub(t0))
+	}
+	if got := s.observe("ns/n", nil, t0.Add(4*time.Second)); !got.Equal(t0.Add(3 * time.Second)) {
+		t.Errorf("the deletion seen again restarted the count: %v", got.Sub(t0))
+	}
+	// Released (no holder): free at once, and so is its deletion.
+	free := released(l3, t0)
+	free.ResourceVersion = "9"
+	if got := s.observe("ns/n", free, t0); !got.Equal(t0) {
+		t.Errorf("released Lease: %v", got.Sub(t0))
+	}
 	if got := s.observe("ns/n", nil, t0); !got.Equal(t0) {
-		t.Errorf("absent Lease: %v", got.Sub(t0))
+		t.Errorf("a released Lease deleted: %v", got.Sub(t0))
+	}
+	if got := s.observe("ns/other", nil, t0); !got.Equal(t0) {
+		t.Errorf("a Lease never seen, absent: %v", got.Sub(t0))
 	}
 }

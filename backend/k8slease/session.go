@@ -224,19 +224,33 @@ func (s *Session) forget(l *lease) {
 }
 
 // observe records that the Lease of path was seen as cur at now (nil: it
-// does not exist) and returns when this Session may take it over: the
-// duration written in it (at least this Session's own) after the first
-// time this Session saw its current version. Only a change of version (resourceVersion) restarts the count;
-// the times written in the Lease are never compared with our clock.
+// does not exist) and returns when this Session may take it: now for a
+// Lease with no holder; else D after the first time this Session saw its
+// current version, D being the duration written in it and at least this
+// Session's own. Only a change of version (resourceVersion) restarts the
+// count; the times written in the Lease are never compared with our clock.
+//
+// The deletion of a Lease that this Session last saw held is one more
+// version: it counts as held until D (that version's) after this Session
+// first saw it gone. The holder's newest renewal was sent before the
+// delete, so its context has ended by then (its deadline is 2D/3 after
+// that send), even when its watch event is late. A Lease never seen held
+// (or last seen free) and found absent is free at once: nothing tells a
+// Lease deleted under a holder from one never created (see doc.go).
 func (s *Session) observe(path string, cur *coordv1.Lease, now time.Time) time.Time {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if cur == nil {
-		delete(s.seen, path)
-		return now
-	}
 	o := s.seen[path]
-	if o == nil || o.rv != cur.ResourceVersion {
+	switch {
+	case cur == nil && o == nil, cur != nil && holderOf(cur) == "":
+		delete(s.seen, path) // free: nothing to count
+		return now
+	case cur == nil:
+		if o.rv != rvDeleted {
+			o = &observation{rv: rvDeleted, at: now, duration: o.duration}
+			s.seen[path] = o
+		}
+	case o == nil || o.rv != cur.ResourceVersion:
 		// Never less than our own duration: an edit that shortens the
 		// Lease's (someone with update rights) must not let us in while
 		// its holder, if one of ours, still counts on its own.
@@ -246,7 +260,12 @@ func (s *Session) observe(path string, cur *coordv1.Lease, now time.Time) time.T
 	return o.at.Add(o.duration)
 }
 
-// observation is the first sighting of one version of a Lease.
+// rvDeleted is the version an observation gives a held Lease's deletion
+// (a resourceVersion is never empty).
+const rvDeleted = ""
+
+// observation is the first sighting of one version of a held Lease, or of
+// its deletion (rvDeleted).
 type observation struct {
 	rv       string
 	at       time.Time // local, with its monotonic reading

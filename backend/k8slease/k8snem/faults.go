@@ -23,7 +23,7 @@ const (
 	FaultKillAPIServer  = "kill-apiserver"  // SIGKILL the API server, restart it (same port, same etcd) after d
 	FaultPauseAPIServer = "pause-apiserver" // SIGSTOP the API server past the lease duration, then SIGCONT
 	FaultKillEtcd       = "kill-etcd"       // SIGKILL etcd under the API server, restart it (same data) after d
-	FaultDeleteLease    = "delete-lease"    // an operator's delete of the held Lease: a revocation
+	FaultDeleteLease    = "delete-lease"    // an operator's delete of the held Lease: a revocation (for a contender that had not seen it held)
 	FaultTakeLease      = "take-lease"      // an operator's update that takes the held Lease (as another elector would): a revocation
 )
 
@@ -204,8 +204,12 @@ func (t *Target) operatorWrite(ctx context.Context, f *nemesis.Fault, rng *rand.
 
 // deleteLease deletes a held Lease as an operator would (kubectl delete
 // lease), with the version read as precondition: its holder learns of it
-// at its next renewal or from its watch, and a contender creates the Lease
-// anew at once.
+// at its next renewal or from its watch. A contender that last saw the
+// Lease held counts the deletion as held for D after it saw it, and is
+// granted after the holder stopped; one that had not (its first read
+// finds no Lease, or it last saw it free) creates the Lease anew at once,
+// possibly before the holder learned: so the delete is a revocation
+// (docs/backends.md, "Revocation by a third party").
 func (t *Target) deleteLease(ctx context.Context, f *nemesis.Fault, _ time.Duration, rng *rand.Rand) {
 	t.operatorWrite(ctx, f, rng, func(ctx context.Context, cur *coordv1.Lease) error {
 		rv := cur.ResourceVersion

@@ -31,16 +31,21 @@ func inject(t *testing.T, tg *Target, name string) nemesis.Fault {
 // checks excuse that grant, and only grants up to it), the holder's
 // context ends with recipe.ErrNodeDeleted well within T, and another
 // client is granted after each with a larger token; with nothing held the
-// faults revoke nothing.
+// faults revoke nothing. A client waiting through the delete (it saw the
+// Lease held) is granted only after the holder's context ended, even with
+// the holder's link 100 ms slower each way: the revocation excuses only a
+// client that had not seen the Lease held.
 func TestRevocations(t *testing.T) {
 	tg := ownTarget(t)
 	if err := tg.Prepare(context.Background(), "/t"); err != nil {
 		t.Fatal(err)
 	}
 	locks := make([]recipe.Lock, 2)
+	proxies := make([]*zktest.FaultProxy, 2)
 	for i := range locks {
 		p := zktest.NewFaultProxy()
 		t.Cleanup(p.Close)
+		proxies[i] = p
 		c, err := tg.Connect(context.Background(), i, p)
 		if err != nil {
 			t.Fatal(err)
@@ -64,6 +69,11 @@ func TestRevocations(t *testing.T) {
 		if last != nil && l.Token() <= last.Token() {
 			t.Errorf("token %d after %d: not larger", l.Token(), last.Token())
 		}
+		var waiter chan waited
+		if kind == FaultDeleteLease {
+			waiter = waitFor(ctx, t, locks[1-i])
+			proxies[i].SetLatency(100 * time.Millisecond) // the holder hears of the delete after the waiter
+		}
 		f := inject(t, tg, kind)
 		if !f.Revokes || !f.Certain || f.Err != "" || f.Below <= l.Token() {
 			t.Fatalf("%s of a Lease held with token %d: %+v, want a certain revocation with Below above the token", kind, l.Token(), f)
@@ -76,6 +86,20 @@ func TestRevocations(t *testing.T) {
 			}
 		case <-time.After(tg.SessionTimeout()):
 			t.Fatalf("%s: the holder's context did not end within T", kind)
+		}
+		ended := time.Now()
+		if waiter != nil {
+			w := <-waiter
+			if w.err != nil {
+				t.Fatalf("%s: waiter: %v", kind, w.err)
+			}
+			if !w.at.After(ended) || w.l.Token() <= l.Token() {
+				t.Errorf("%s: waiter granted %v after the holder's end (want after), token %d (holder's %d)", kind, w.at.Sub(ended), w.l.Token(), l.Token())
+			}
+			if err := w.l.Release(ctx); err != nil {
+				t.Fatal(err)
+			}
+			proxies[i].SetLatency(0)
 		}
 		_ = l.Release(ctx)
 		last = l
@@ -93,4 +117,28 @@ func TestRevocations(t *testing.T) {
 	if err := l.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// waited is an Acquire's outcome and when it returned.
+type waited struct {
+	l   recipe.Lease
+	err error
+	at  time.Time
+}
+
+// waitFor makes lock see its Lease held (TryAcquire), then acquires it in
+// the background and, once it had time to watch, returns its outcome's
+// channel.
+func waitFor(ctx context.Context, t *testing.T, lock recipe.Lock) chan waited {
+	t.Helper()
+	if _, err := lock.TryAcquire(ctx); !errors.Is(err, recipe.ErrLocked) {
+		t.Fatalf("TryAcquire of a held Lease: %v", err)
+	}
+	ch := make(chan waited, 1)
+	go func() {
+		l, err := lock.Acquire(ctx)
+		ch <- waited{l, err, time.Now()}
+	}()
+	time.Sleep(500 * time.Millisecond)
+	return ch
 }
