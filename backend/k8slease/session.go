@@ -37,10 +37,12 @@ type Session struct {
 	life     *life.Group
 	grants   atomic.Uint64 // numbers the grants' holder identities
 
-	mu     sync.Mutex
-	closed bool
-	leases map[*lease]struct{}     // live grants, ended and cleared by Close
-	seen   map[string]*observation // per lock: the newest version seen and when
+	mu        sync.Mutex
+	closed    bool
+	leases    map[*lease]struct{}     // live grants, ended and cleared by Close
+	seen      map[string]*observation // per lock: the newest version seen and when
+	rights    map[string]bool         // per lock: its rights were found granted (checkRights)
+	watchless map[string]bool         // per lock: a watch was refused (said once)
 }
 
 // Connect opens a Session on the API server of cfg (from
@@ -109,7 +111,7 @@ func NewSession(ctx context.Context, cli coordclient.CoordinationV1Interface, op
 		return nil, context.Cause(ctx)
 	}
 	s := &Session{cli: cli, cfg: cfg, log: cfg.logger, identity: newIdentity(cfg.identity), life: life.New(),
-		leases: map[*lease]struct{}{}, seen: map[string]*observation{}}
+		leases: map[*lease]struct{}{}, seen: map[string]*observation{}, rights: map[string]bool{}, watchless: map[string]bool{}}
 	if err := s.probe(ctx); err != nil {
 		return nil, err
 	}
