@@ -115,6 +115,10 @@ func NewSession(ctx context.Context, cli coordclient.CoordinationV1Interface, op
 	if err := s.probe(ctx); err != nil {
 		return nil, err
 	}
+	if cfg.duration < AdvisedLeaseDuration {
+		s.log.Warn("k8slease: a lease duration this short leaves little time for a slow API server (every renewal must be answered within 2/3 of it); keep it at least 5s outside tests",
+			"lease_duration", cfg.duration)
+	}
 	if m := cfg.metrics; m != nil {
 		m.SessionState(0, recipe.StateConnected, nil)
 	}
