@@ -67,8 +67,8 @@ var checkedVerbs = []string{"get", "watch", "update"}
 // fails the acquisition at once instead of granting a lock whose renewals
 // are refused, and one without watch instead of retrying refused watches.
 // A review the server can't answer (no such API, the review refused) is
-// skipped: the requests then tell. A denial is not remembered (a binding
-// made later is honoured), nor does it cost anything but the reviews.
+// skipped: the requests then tell. A denial is not remembered: a binding
+// made later is honoured at the next acquisition.
 func (m *Mutex) checkRights(ctx context.Context) error {
 	s := m.s
 	rc := restClient(s.cli)
