@@ -169,6 +169,8 @@ func TestRightsRevoked(t *testing.T) {
 	if errors.Is(cause, recipe.ErrSuspended) {
 		t.Errorf("cause %v: a refusal is not a lost connection", cause)
 	}
+	// The loss is logged just after the context ends.
+	zktest.Eventually(t, 5*time.Second, "the loss logged", func() bool { return strings.Contains(logs.String(), "may not update") })
 	if n := strings.Count(logs.String(), "may not update"); n != 1 {
 		t.Errorf("the refused renewal was logged %d times, want once:\n%s", n, logs.String())
 	}
