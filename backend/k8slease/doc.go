@@ -66,6 +66,16 @@
 // the default D of 15 s: context ended at most 10 s after a cut, the next
 // grant no sooner than 15 s after the cut holder's last renewal was seen.
 //
+// # Rights
+//
+// The user needs get, watch, create and update on the Lease (the Role is in
+// docs/backends.md). Before a lock's first grant, the Session asks the API
+// server whether it may get, watch and update the Lease (a
+// SelfSubjectAccessReview per verb); a missing verb fails the acquisition
+// with a *PermissionError, as does a renewal refused later, which ends the
+// lease at once. A watch refused later is logged once, and the lock goes on
+// without it.
+//
 // # The guarantee
 //
 // While a Lease's context is not done, no other contender of this package

@@ -35,6 +35,13 @@ var (
 	// bytes. It matches recipe.ErrInvalidPath too.
 	ErrInvalidNamespace error = &alias{"k8slease: invalid namespace", recipe.ErrInvalidPath}
 
+	// ErrNoNamespace is matched by the error of an acquisition whose Lease's
+	// namespace does not exist (the create's 404, or the namespace read when
+	// the user's rights are refused there). It matches recipe.ErrInvalidPath
+	// too: retrying does not cure it (recipe.Permanent), and leader.Run
+	// returns it.
+	ErrNoNamespace error = &alias{"k8slease: no such namespace", recipe.ErrInvalidPath}
+
 	// ErrBadResourceVersion is matched by the error of an acquisition when
 	// the API server answers a resourceVersion that is not a decimal
 	// number: its storage is not etcd, and the fencing token (see the

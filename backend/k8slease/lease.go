@@ -20,7 +20,7 @@ import (
 // the write whose resourceVersion is the token. Its context's causes:
 // recipe.ErrReleased, recipe.ErrSuspended (no renewal acknowledged in
 // time), recipe.ErrNodeDeleted (the Lease was deleted, or names another
-// holder), recipe.ErrSessionClosed.
+// holder), a *PermissionError (a renewal refused), recipe.ErrSessionClosed.
 type lease struct {
 	grant.Core
 	m  *Mutex
@@ -149,7 +149,9 @@ func (l *lease) remove(ctx context.Context) (bool, error) {
 // plus span. A refused update (409) reads the Lease: another holder named,
 // or the Lease gone, ends the lease at once (recipe.ErrNodeDeleted); this
 // holder still named (a lost answer of ours was applied) renews from that
-// version.
+// version. A renewal the API server's authorization refuses (403) ends the
+// lease at once with a *PermissionError (recipe.ErrNoPermission), which
+// its loss's log line shows.
 func (l *lease) keep() {
 	ctx := l.Context()
 	m := l.m
@@ -182,6 +184,11 @@ func (l *lease) keep() {
 				return
 			}
 			next = 0
+		case apierrors.IsForbidden(err):
+			// The Role lost update: no renewal will pass, and no clear either
+			// (the Lease stays named until a contender takes it over).
+			l.end(m.refused("update", err))
+			return
 		default:
 			m.s.log.Debug("k8slease: renewal failed", "lock", m.path, "error", err)
 			next = retry

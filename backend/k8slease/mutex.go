@@ -83,6 +83,12 @@ const kind = "lock"
 // Lease has not changed since (its resourceVersion). Meanwhile it watches
 // the Lease, and reads it again at least once per lease duration.
 //
+// The first acquisition of a lock on a Session asks the API server whether
+// the user may get, watch and update its Lease: a *PermissionError (in a
+// *recipe.OpError, matching recipe.ErrNoPermission) names what is missing,
+// before anything is written. A namespace that does not exist is
+// ErrNoNamespace.
+//
 // On any error, a Lease that its update may have taken is given up before
 // it returns (whatever ctx has become: it waits for the answer of an
 // update in flight, at most max(duration/6, 1 s) per try, and clears the
@@ -102,7 +108,12 @@ func (m *Mutex) TryAcquire(ctx context.Context) (recipe.Lease, error) {
 
 // acquire is Acquire (wait) or TryAcquire, reported to Metrics.
 func (m *Mutex) acquire(ctx context.Context, wait bool) (recipe.Lease, error) {
-	return grant.Measure(m.s.cfg.metrics, kind, m.path, func() (recipe.Lease, error) { return m.contend(ctx, wait) })
+	return grant.Measure(m.s.cfg.metrics, kind, m.path, func() (recipe.Lease, error) {
+		if err := m.checkRights(ctx); err != nil {
+			return nil, err
+		}
+		return m.contend(ctx, wait)
+	})
 }
 
 // leases is the client of the lock's namespace.
@@ -230,7 +241,13 @@ func (m *Mutex) take(ctx context.Context, id string, cur *coordv1.Lease) (_ reci
 		return m.grant(ctx, id, obj, sent)
 	case cur == nil && apierrors.IsNotFound(err):
 		// A create answered "not found": the namespace does not exist.
-		return nil, false, opError("create", m.path, err)
+		return nil, false, noNamespace(m, "create", err)
+	case apierrors.IsForbidden(err):
+		verb := "update"
+		if cur == nil {
+			verb = "create"
+		}
+		return nil, false, &recipe.OpError{Op: "take", Path: m.path, Err: m.refused(verb, err)}
 	case apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) || apierrors.IsNotFound(err):
 		if ctx.Err() != nil {
 			return nil, false, context.Cause(ctx)

@@ -35,13 +35,16 @@ func splitName(full, ns string) (namespace, name string, err error) {
 		ns, name = n, rest
 	}
 	if why := checkNamespace(ns); why != "" {
-		return "", "", refuse(ErrInvalidNamespace, "namespace "+why)
+		return "", "", refuse(ErrInvalidNamespace, fmt.Sprintf("the namespace %q %s", ns, why))
 	}
-	if name == "" {
-		return "", "", refuse(ErrInvalidName, "empty Lease name")
-	}
-	if msgs := validation.IsDNS1123Subdomain(name); len(msgs) > 0 {
-		return "", "", refuse(ErrInvalidName, "Lease name "+strings.Join(msgs, "; "))
+	switch {
+	case strings.Contains(name, "/"):
+		return "", "", refuse(ErrInvalidName, "more than one \"/\": write namespace/name, or a bare name (a Lease name holds no \"/\")")
+	case name == "":
+		return "", "", refuse(ErrInvalidName, "empty Lease name: write namespace/name, or a bare name")
+	case len(validation.IsDNS1123Subdomain(name)) > 0:
+		return "", "", refuse(ErrInvalidName, fmt.Sprintf("the Lease name %q is not a DNS subdomain: "+
+			"at most 253 bytes of lowercase letters, digits, \"-\" and \".\", starting and ending with a letter or digit", name))
 	}
 	return ns, name, nil
 }
@@ -49,13 +52,14 @@ func splitName(full, ns string) (namespace, name string, err error) {
 // nameRules are the shared lock-name rules, for what every backend refuses.
 var nameRules = lockname.Rules{Backend: "k8slease", MaxLen: MaxNameLen, Err: ErrInvalidName}
 
-// checkNamespace returns why ns is not a namespace ("" if it is one).
+// checkNamespace returns why ns is not a namespace ("" if it is one), to
+// follow the namespace: "is empty", "is not a DNS label: ...".
 func checkNamespace(ns string) string {
 	if ns == "" {
-		return "empty"
+		return "is empty"
 	}
-	if msgs := validation.IsDNS1123Label(ns); len(msgs) > 0 {
-		return strings.Join(msgs, "; ")
+	if len(validation.IsDNS1123Label(ns)) > 0 {
+		return "is not a DNS label: at most 63 bytes of lowercase letters, digits and \"-\", starting and ending with a letter or digit"
 	}
 	return ""
 }

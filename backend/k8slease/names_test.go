@@ -48,6 +48,16 @@ func TestSplitName(t *testing.T) {
 			t.Errorf("splitName(%q) = %v; want a *NameError matching %v and recipe.ErrInvalidPath", c.in, err, c.want)
 		}
 	}
+	for in, want := range map[string]string{
+		"a/b/c":    `invalid lock name "a/b/c": more than one "/"`,
+		"ns/Upper": `invalid lock name "ns/Upper": the Lease name "Upper" is not a DNS subdomain: at most 253 bytes`,
+		"Bad/x":    `invalid lock name "Bad/x": the namespace "Bad" is not a DNS label: at most 63 bytes`,
+		"/x":       `the namespace "" is empty`,
+	} {
+		if err := CheckName(in, "default"); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("CheckName(%q) = %v, want it to say %q", in, err, want)
+		}
+	}
 	if err := CheckName("x", "Bad"); !errors.Is(err, ErrInvalidNamespace) {
 		t.Errorf("CheckName with a bad default namespace = %v", err)
 	}

@@ -21,6 +21,11 @@ const (
 	// server's first answer; ctx's deadline applies too.
 	DefaultConnectTimeout = 10 * time.Second
 
+	// AdvisedLeaseDuration is the shortest lease duration advised outside
+	// tests: Connect and NewSession accept a shorter one (down to 1 s) but
+	// log a warning.
+	AdvisedLeaseDuration = 5 * time.Second
+
 	// MaxIdentityLen is the longest WithIdentity prefix accepted, in bytes.
 	MaxIdentityLen = 128
 )
@@ -46,7 +51,8 @@ type Option func(*config)
 // acknowledged renewal; a contender takes over an unreleased Lease only
 // once the duration written in the Lease has passed since it saw the
 // record last change. A bad value makes Connect fail with an error
-// matching recipe.ErrBadOption.
+// matching recipe.ErrBadOption; one below AdvisedLeaseDuration is logged at
+// Warn.
 func WithLeaseDuration(d time.Duration) Option { return func(c *config) { c.duration = d } }
 
 // WithNamespace sets the namespace of the locks New is given a bare name
@@ -109,7 +115,7 @@ func buildConfig(opts []Option) (config, error) {
 		return bad("WithCleanupTimeout(%v): need 0 (the lease duration) or more", c.cleanupTimeout)
 	}
 	if why := checkNamespace(c.namespace); why != "" {
-		return bad("WithNamespace(%q): %s", c.namespace, why)
+		return bad("WithNamespace(%q): the namespace %s", c.namespace, why)
 	}
 	if why := checkIdentity(c.identity); why != "" {
 		return bad("WithIdentity: %s", why)

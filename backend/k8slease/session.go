@@ -37,10 +37,12 @@ type Session struct {
 	life     *life.Group
 	grants   atomic.Uint64 // numbers the grants' holder identities
 
-	mu     sync.Mutex
-	closed bool
-	leases map[*lease]struct{}     // live grants, ended and cleared by Close
-	seen   map[string]*observation // per lock: the newest version seen and when
+	mu        sync.Mutex
+	closed    bool
+	leases    map[*lease]struct{}     // live grants, ended and cleared by Close
+	seen      map[string]*observation // per lock: the newest version seen and when
+	rights    map[string]bool         // per lock: its rights were found granted (checkRights)
+	watchless map[string]bool         // per lock: a watch was refused (said once)
 }
 
 // Connect opens a Session on the API server of cfg (from
@@ -109,9 +111,13 @@ func NewSession(ctx context.Context, cli coordclient.CoordinationV1Interface, op
 		return nil, context.Cause(ctx)
 	}
 	s := &Session{cli: cli, cfg: cfg, log: cfg.logger, identity: newIdentity(cfg.identity), life: life.New(),
-		leases: map[*lease]struct{}{}, seen: map[string]*observation{}}
+		leases: map[*lease]struct{}{}, seen: map[string]*observation{}, rights: map[string]bool{}, watchless: map[string]bool{}}
 	if err := s.probe(ctx); err != nil {
 		return nil, err
+	}
+	if cfg.duration < AdvisedLeaseDuration {
+		s.log.Warn("k8slease: a lease duration this short leaves little time for a slow API server (every renewal must be answered within 2/3 of it); keep it at least 5s outside tests",
+			"lease_duration", cfg.duration)
 	}
 	if m := cfg.metrics; m != nil {
 		m.SessionState(0, recipe.StateConnected, nil)

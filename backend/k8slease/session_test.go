@@ -74,8 +74,8 @@ func TestSameSessionContenders(t *testing.T) {
 }
 
 // TestMissingNamespace checks that a lock in a namespace that does not
-// exist fails at once with a *recipe.OpError (the create's "not found"),
-// instead of trying again.
+// exist fails at once with a *recipe.OpError matching ErrNoNamespace (the
+// create's "not found"), instead of trying again.
 func TestMissingNamespace(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -85,7 +85,7 @@ func TestMissingNamespace(t *testing.T) {
 	defer cancel()
 	_, err := m.Acquire(ctx)
 	var op *recipe.OpError
-	if !errors.As(err, &op) || ctx.Err() != nil {
-		t.Errorf("acquire in a missing namespace: %v, want a *recipe.OpError at once", err)
+	if !errors.As(err, &op) || !errors.Is(err, k8slease.ErrNoNamespace) || !recipe.Permanent(err) || ctx.Err() != nil {
+		t.Errorf("acquire in a missing namespace: %v, want a *recipe.OpError matching k8slease.ErrNoNamespace at once", err)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	coordv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/watch"
@@ -21,7 +22,9 @@ type leaseWatch struct {
 
 // startWatch watches the lock's Lease from version rv, or returns nil when
 // the watch can't be started within attemptTimeout (the caller's timers
-// still wake it: a watch is a speed-up, never needed for correctness).
+// still wake it: a watch is a speed-up, never needed for correctness). A
+// watch the API server refuses (403) is said once per Session and lock, at
+// Warn; the holder's watchOwn then stops trying.
 func (m *Mutex) startWatch(ctx context.Context, rv string) *leaseWatch {
 	wctx, cancel := context.WithCancel(ctx)
 	t := time.AfterFunc(attemptTimeout(m.s.cfg.duration), cancel)
@@ -33,6 +36,11 @@ func (m *Mutex) startWatch(ctx context.Context, rv string) *leaseWatch {
 		cancel()
 		if err == nil {
 			w.Stop()
+		}
+		if apierrors.IsForbidden(err) && m.s.noWatch(m.path) {
+			m.s.log.Warn("k8slease: the API server refuses to watch the Lease (the Role needs watch): "+
+				"waiters read it instead, every max(lease duration, 5s), and a holder learns of a takeover at its next renewal",
+				"lock", m.path, "error", err)
 		}
 		m.s.log.Debug("k8slease: watch not started", "lock", m.path, "error", err)
 		return nil
@@ -112,6 +120,9 @@ func (l *lease) watchOwn() {
 			}
 		}
 		w.stop()
+		if w == nil && m.s.watchRefused(m.path) {
+			return // the renewals still find a takeover, every D/6
+		}
 		if ctx.Err() == nil && !l.recheck(ctx) {
 			return
 		}
@@ -119,4 +130,23 @@ func (l *lease) watchOwn() {
 			_ = loop.Sleep(ctx, attemptTimeout(m.s.cfg.duration)/2)
 		}
 	}
+}
+
+// noWatch records that watching the Lease of path was refused, and
+// reports whether this is the first time (to be said once).
+func (s *Session) noWatch(path string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.watchless[path] {
+		return false
+	}
+	s.watchless[path] = true
+	return true
+}
+
+// watchRefused reports whether watching the Lease of path was refused.
+func (s *Session) watchRefused(path string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.watchless[path]
 }

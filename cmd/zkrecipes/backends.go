@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"os"
 	"strings"
 	"time"
 
@@ -100,6 +101,35 @@ func zkOnly(stderr io.Writer, fs *flag.FlagSet, c *common) int {
 	}
 	return usageError(stderr, fs, "%s works with ZooKeeper only, and --servers names %s (%s); lock takes etcd://, postgres://, redis:// and k8s:// too",
 		strings.TrimPrefix(fs.Name(), "zkrecipes "), c.backend, redact(c.servers))
+}
+
+// zkOnlyArgs is zkOnly before args are parsed: --servers (its last value
+// before "--", else $ZK_SERVERS) naming another backend is refused first,
+// before a flag of lock's (--kubeconfig, --ttl) is called unknown or a
+// lock name is judged as a ZooKeeper path. With -h or --help it lets the
+// help be printed.
+func zkOnlyArgs(stderr io.Writer, fs *flag.FlagSet, args []string) int {
+	servers := os.Getenv(envServers)
+	for i, a := range args {
+		if a == "--" {
+			break
+		}
+		name, val, inline := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		switch {
+		case !strings.HasPrefix(a, "-"):
+		case name == "h" || name == "help":
+			return -1
+		case name == "servers" && inline:
+			servers = val
+		case name == "servers" && i+1 < len(args):
+			servers = args[i+1]
+		}
+	}
+	b, _ := backendOf(servers)
+	if b == "" || b == zkBackend {
+		return -1 // check judges it after the flags
+	}
+	return zkOnly(stderr, fs, &common{servers: servers, backend: b})
 }
 
 // lockService is an open session of the lock service lock uses.

@@ -25,8 +25,8 @@ is given up and the campaign starts again after a backoff (growing while
 CMD fails). With --once zkrecipes exits instead: with CMD's status, or 79 if
 leadership was lost.
 
-elect works with ZooKeeper only (not with lock's etcd://, postgres:// or
-redis:// servers).
+elect works with ZooKeeper only (not with lock's etcd://, postgres://,
+redis:// or k8s:// servers).
 
 CMD runs in a process group of its own, with ZKRECIPES_TOKEN (the
 leadership's fencing token), ZKRECIPES_PATH, ZKRECIPES_SESSION_ID and
@@ -59,6 +59,9 @@ func runElect(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&f.id, "id", "", "this candidate's value, shown by inspect and in ZKRECIPES_ID (default host:pid)")
 	fs.BoolVar(&f.once, "once", false, "exit after the first leadership instead of campaigning again")
 	fs.DurationVar(&f.grace, "grace", 10*time.Second, "after SIGTERM, how long CMD gets to exit before SIGKILL")
+	if code := zkOnlyArgs(stderr, fs, args); code >= 0 {
+		return code
+	}
 	pos, cmd, code := parseArgs(fs, args, stdout, stderr)
 	if code >= 0 {
 		return code

@@ -32,7 +32,8 @@ leader latch at PATH, in queue order: role (holder, leader, waiting, ...),
 fencing token, owning session, node age, data (the holder's host:pid as
 zkrecipes lock writes it, an election candidate's --id) and znode name.
 inspect only reads: it creates nothing in ZooKeeper. It works with
-ZooKeeper only (not with lock's etcd://, postgres:// or redis:// servers).
+ZooKeeper only (not with lock's etcd://, postgres://, redis:// or k8s://
+servers).
 
 The recipe is recognised from the node names. A semaphore's number of leases
 is not stored in ZooKeeper: give --semaphore N to tell holders from waiters.
@@ -66,6 +67,9 @@ func runInspect(args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&f.json, "json", false, "print one JSON document (with --watch: one JSON line per change)")
 	fs.BoolVar(&f.watch, "watch", false, "print again after every change, until SIGINT or SIGTERM")
 	fs.IntVar(&f.semaphore, "semaphore", 0, "the semaphore's number of `N` leases, to tell its holders")
+	if code := zkOnlyArgs(stderr, fs, args); code >= 0 {
+		return code
+	}
 	pos, cmd, code := parseArgs(fs, args, stdout, stderr)
 	if code >= 0 {
 		return code

@@ -1,13 +1,21 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
+	"os"
+	"slices"
 	"strings"
+	"sync"
 	"time"
+
+	"k8s.io/client-go/rest"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/zkrecipes/zkrecipes/backend/k8slease"
 	"github.com/zkrecipes/zkrecipes/recipe"
@@ -79,9 +87,14 @@ func (f *lockFlags) openK8s(ctx context.Context, log *slog.Logger) (*lockService
 	if f.ttl%time.Second != 0 {
 		return nil, fmt.Errorf("%w: --ttl %v: Kubernetes' lease duration is a whole number of seconds", recipe.ErrBadOption, f.ttl)
 	}
-	s, err := k8slease.Connect(ctx, cfg, k8slease.WithLeaseDuration(f.ttl),
-		k8slease.WithConnectTimeout(f.connectTimeout), k8slease.WithLogger(log))
+	withholdFromPlugin(cfg)
+	var s *k8slease.Session
+	stopPlugin := routePluginStderr(cfg, log, func() {
+		s, err = k8slease.Connect(ctx, cfg, k8slease.WithLeaseDuration(f.ttl),
+			k8slease.WithConnectTimeout(f.connectTimeout), k8slease.WithLogger(log))
+	})
 	if err != nil {
+		stopPlugin()
 		return nil, err
 	}
 	return &lockService{
@@ -89,6 +102,65 @@ func (f *lockFlags) openK8s(ctx context.Context, log *slog.Logger) (*lockService
 		newLock: func(path string) (recipe.Lock, error) { return k8slease.New(s, path) },
 		bound:   s.LeaseDuration(),
 		session: func() string { return "" },
-		close:   func() { _ = s.Close() },
+		close:   func() { _ = s.Close(); stopPlugin() },
 	}, nil
 }
+
+// withholdFromPlugin keeps the variables of secretEnv from the kubeconfig's
+// exec credential plugin, as from the command: each one set in our
+// environment is given to it empty (client-go hands the plugin our whole
+// environment, then the kubeconfig's env entries, which win). One the
+// kubeconfig itself sets for the plugin is left as it says. --pass-env is
+// for the command only.
+func withholdFromPlugin(cfg *rest.Config) {
+	ep := cfg.ExecProvider
+	if ep == nil {
+		return
+	}
+	for _, name := range secretEnv {
+		_, set := os.LookupEnv(name)
+		if set && !slices.ContainsFunc(ep.Env, func(v clientcmdapi.ExecEnvVar) bool { return v.Name == name }) {
+			ep.Env = append(ep.Env, clientcmdapi.ExecEnvVar{Name: name})
+		}
+	}
+}
+
+// routePluginStderr runs connect with os.Stderr, which client-go gives the
+// exec credential plugin of cfg as its stderr (it reads it when the client
+// is made, and runs the plugin then and at each renewal of the
+// credentials), turned into a pipe whose lines are logged at Warn: so
+// they are scrubbed of the secrets, and JSON with --log-format json. It
+// returns stop, which closes the pipe once the Session is closed. Without
+// an exec plugin it just runs connect.
+func routePluginStderr(cfg *rest.Config, log *slog.Logger, connect func()) (stop func()) {
+	r, w, err := os.Pipe()
+	if cfg.ExecProvider == nil || err != nil {
+		connect()
+		return func() {}
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		sc := bufio.NewScanner(r)
+		sc.Buffer(make([]byte, 0, 4096), maxPluginLine)
+		for sc.Scan() {
+			log.Warn("kubeconfig exec plugin", "stderr", sc.Text())
+		}
+		_, _ = io.Copy(io.Discard, r) // past a line too long: drained unread
+		_ = r.Close()
+	}()
+	saved := os.Stderr
+	os.Stderr = w
+	connect()
+	os.Stderr = saved
+	return sync.OnceFunc(func() {
+		_ = w.Close()
+		select {
+		case <-done:
+		case <-time.After(time.Second): // a process the plugin left behind holds the pipe
+		}
+	})
+}
+
+// maxPluginLine is the longest line of the exec plugin's stderr logged.
+const maxPluginLine = 64 << 10
