@@ -133,8 +133,12 @@ func withholdFromPlugin(cfg *rest.Config) {
 // returns stop, which closes the pipe once the Session is closed. Without
 // an exec plugin it just runs connect.
 func routePluginStderr(cfg *rest.Config, log *slog.Logger, connect func()) (stop func()) {
+	if cfg.ExecProvider == nil {
+		connect()
+		return func() {}
+	}
 	r, w, err := os.Pipe()
-	if cfg.ExecProvider == nil || err != nil {
+	if err != nil {
 		connect()
 		return func() {}
 	}
