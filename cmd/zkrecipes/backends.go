@@ -234,6 +234,9 @@ func connectStatus(log *slog.Logger, b backend, servers string, err error) int {
 	case errors.Is(err, pglock.ErrPooler), errors.Is(err, redislock.ErrNotPrimary):
 		log.Error("the server cannot hold locks: point --servers at the primary server itself", "servers", servers, "err", err)
 		return exitUsage
+	case errors.Is(err, pglock.ErrOldServer):
+		log.Error("the server is older than PostgreSQL 14, which zkrecipes lock needs", "servers", servers, "err", err)
+		return exitSoftware
 	case unavailable(err):
 		log.Error("cannot connect to "+string(b), "servers", servers, "err", err)
 		return exitUnavailable
