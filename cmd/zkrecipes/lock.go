@@ -41,7 +41,9 @@ news from the holder; ZooKeeper's is the session (--session-timeout).
 CMD runs in a process group of its own, with ZKRECIPES_TOKEN (the fencing
 token: pass it to the resource you write to), ZKRECIPES_PATH and, with
 ZooKeeper, ZKRECIPES_SESSION_ID in its environment, but not ZK_SERVERS,
-ZK_AUTH, PGPASSWORD and PGSSLPASSWORD (unless --pass-env names them).
+ZK_AUTH and, under a PostgreSQL lock (whose credentials they are),
+PGPASSWORD and PGSSLPASSWORD, unless --pass-env names them (the INFO
+log names those withheld).
 When ownership is lost (session expired or connection suspended per
 policy, lease not renewed in time, lock node or key deleted, connection to
 PostgreSQL ended) CMD's group gets SIGTERM, then SIGKILL after --grace,

@@ -174,6 +174,7 @@ func (c *common) check() error {
 		return err
 	}
 	c.backend = b
+	c.sec.passEnv.keepFor(b)
 	if b != zkBackend {
 		return nil // the backend's Connect parses its URL
 	}
@@ -400,6 +401,7 @@ type supervisor struct {
 // how to close what it opened, or an exit status); on failure it returns
 // the exit status (code >= 0) with everything it started already undone.
 func (c *common) supervise(log *slog.Logger, connect func(context.Context, *metricsServer) (func(), int)) (_ *supervisor, code int) {
+	logWithheld(log, c.sec.passEnv)
 	sv := &supervisor{sigs: notifySignals()}
 	sv.undo = append(sv.undo, func() { signal.Stop(sv.sigs) })
 	ctx, cancel := context.WithCancelCause(context.Background())
