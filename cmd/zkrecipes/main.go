@@ -7,7 +7,7 @@
 //
 // lock works with every backend of the library, chosen by the scheme of
 // --servers: a ZooKeeper host:port list (no scheme), etcd://,
-// postgres:// or redis://; elect and inspect with ZooKeeper only. The
+// postgres://, redis:// or k8s://; elect and inspect with ZooKeeper only. The
 // child command gets the fencing token in ZKRECIPES_TOKEN, and is stopped
 // (SIGTERM, then SIGKILL after --grace) the moment ownership is in doubt.
 // See docs/cli.md for every flag, exit status and environment variable.
@@ -82,7 +82,8 @@ Usage:
 
 Run 'zkrecipes COMMAND --help' for a command's flags and examples.
 Servers come from --servers or ZK_SERVERS: ZooKeeper's "host:port,host:port/chroot";
-for lock also etcd://host:2379[/prefix], postgres://user@host/db, redis://host:6379[/db].
+for lock also etcd://host:2379[/prefix], postgres://user@host/db, redis://host:6379[/db]
+and k8s:// (a Kubernetes Lease, on the cluster of --kubeconfig).
 
 Example (crontab: the nightly job runs on one machine only; the others exit 75):
   0 3 * * * $HOME/go/bin/zkrecipes lock --log-level warn --wait 0 /cron/nightly -- ./nightly.sh

@@ -40,3 +40,16 @@ func TestNearSchemeZooKeeperHosts(t *testing.T) {
 		}
 	}
 }
+
+// TestHelpNamesEveryScheme (issue 37 item 12): `zkrecipes --help` names
+// every scheme --servers takes, k8s:// included.
+func TestHelpNamesEveryScheme(t *testing.T) {
+	t.Parallel()
+	p := start(t, nil, t.TempDir(), "--help")
+	p.expect(0, 30*time.Second)
+	for _, sch := range []string{"etcd://", "postgres://", "redis://", "k8s://"} {
+		if !strings.Contains(p.stdout.String(), sch) {
+			t.Errorf("zkrecipes --help does not name %s:\n%s", sch, p.stdout)
+		}
+	}
+}
