@@ -37,15 +37,15 @@ func (p *passEnv) keepFor(b backend) {
 }
 
 // withheldMsg is logWithheld's message.
-const withheldMsg = "withheld from the command: the lock service's secrets (--pass-env NAME gives it one)"
+const withheldMsg = "withheld from the command: the lock service's credentials (--pass-env NAME gives it one)"
 
-// logWithheld logs at INFO the names (never the values) of the variables
-// of zkrecipes' environment that childEnv withholds from the command, so
-// that a job that misses one is told why and how to get it.
+// logWithheld logs at INFO the names (never the values) of the non-empty
+// variables of zkrecipes' environment that childEnv withholds from the
+// command, so that a job that misses one is told why and how to get it.
 func logWithheld(log *slog.Logger, keep passEnv) {
 	var names []string
 	for _, name := range secretEnv {
-		if _, set := os.LookupEnv(name); set && !slices.Contains(keep, name) {
+		if os.Getenv(name) != "" && !slices.Contains(keep, name) {
 			names = append(names, name)
 		}
 	}
