@@ -107,7 +107,7 @@ func Connect(ctx context.Context, servers []string, opts ...Option) (*Session, e
 		zk.WithMaxConnBufferSize(cfg.maxPacket+4),
 	)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", recipe.ErrUnreachable, err) // e.g. a host name that does not resolve
+		return nil, &recipe.OpError{Op: "connect", Err: fmt.Errorf("%w: %w", recipe.ErrUnreachable, err)} // e.g. a host name that does not resolve
 	}
 	s.setConn(conn)
 	if err := s.conns.awaitConnected(cctx); err != nil {
@@ -218,8 +218,8 @@ func (s *Session) unreachable(ctx context.Context, hosts []string, waited time.D
 		return fmt.Errorf("%w (no session with %s after %v: %s)", cause, strings.Join(hosts, ","),
 			waited.Round(time.Millisecond), s.lastAttempt(err).Error())
 	}
-	return s.lastAttempt(fmt.Errorf("%w: no session with %s after %v: %w", recipe.ErrUnreachable, strings.Join(hosts, ","),
-		waited.Round(time.Millisecond), err))
+	return &recipe.OpError{Op: "connect", Err: s.lastAttempt(fmt.Errorf("%w: no session with %s after %v: %w", recipe.ErrUnreachable, strings.Join(hosts, ","),
+		waited.Round(time.Millisecond), err))}
 }
 
 // lastAttempt returns err with the last dial's failure added, if any.

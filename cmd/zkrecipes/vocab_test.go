@@ -67,7 +67,9 @@ var connectors = map[string]func(ctx context.Context, servers string, ttl time.D
 // was cancelled matches context.Canceled and not recipe.ErrUnreachable
 // (ZooKeeper's matched both); a TTL the backend refuses is
 // recipe.ErrBadOption worded "<package>: WithTTL(<value>): want <rule>"
-// (it was worded three ways).
+// (it was worded three ways); a server where nothing listens is
+// recipe.ErrUnreachable worded "recipe: connect: server unreachable: ..."
+// (etcd's said "etcdlock: etcd unreachable", ZooKeeper's had no "connect").
 func TestConnectVocabulary(t *testing.T) {
 	t.Parallel()
 	servers := map[string]string{"ZooKeeper": strings.Join(zktest.Shared(t).Servers(), ",")}
@@ -83,6 +85,13 @@ func TestConnectVocabulary(t *testing.T) {
 		err := connect(ctx, servers[name], 0)
 		if !errors.Is(err, context.Canceled) || errors.Is(err, recipe.ErrUnreachable) {
 			t.Errorf("%s: Connect with a cancelled ctx: %v; want context.Canceled, not recipe.ErrUnreachable", name, err)
+		}
+		nowhere := map[string]string{"ZooKeeper": "127.0.0.1:1", "etcd": "etcd://127.0.0.1:1/x", "PostgreSQL": "postgres://u@127.0.0.1:1/db", "Redis": "redis://127.0.0.1:1"}
+		ctx, cancel = context.WithTimeout(context.Background(), 20*time.Second)
+		err = connect(ctx, nowhere[name], 0)
+		cancel()
+		if !errors.Is(err, recipe.ErrUnreachable) || err == nil || !strings.HasPrefix(err.Error(), "recipe: connect: server unreachable: ") {
+			t.Errorf("%s: Connect where nothing listens: %v; want recipe.ErrUnreachable worded \"recipe: connect: server unreachable: ...\"", name, err)
 		}
 		if ttl, ok := badTTL[name]; ok {
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
