@@ -72,8 +72,10 @@ type Session struct {
 // (nothing listens). It creates no znode (recipes create missing parents
 // when they first need them). Errors: recipe.ErrBadOption for invalid
 // options (a port outside 1..65535 included); recipe.ErrInvalidPath for a
-// malformed chroot; recipe.ErrUnreachable (also matching ctx's error when
-// ctx ended) naming the servers and wrapping the last attempt's failure: a
+// malformed chroot; ctx's cause when ctx was cancelled (not
+// recipe.ErrUnreachable), naming the servers; recipe.ErrUnreachable (also
+// matching context.DeadlineExceeded when ctx's deadline passed) naming
+// the servers and wrapping the last attempt's failure: a
 // *net.OpError (matching syscall.ECONNREFUSED when nothing listened), a
 // connection closed before the handshake, or a server that accepted the
 // connection and did not answer (that connection is closed at once;
@@ -105,11 +107,11 @@ func Connect(ctx context.Context, servers []string, opts ...Option) (*Session, e
 		zk.WithMaxConnBufferSize(cfg.maxPacket+4),
 	)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", recipe.ErrUnreachable, err) // e.g. a host name that does not resolve
+		return nil, &recipe.OpError{Op: "connect", Err: fmt.Errorf("%w: %w", recipe.ErrUnreachable, err)} // e.g. a host name that does not resolve
 	}
 	s.setConn(conn)
 	if err := s.conns.awaitConnected(cctx); err != nil {
-		err = s.unreachable(hosts, time.Since(start), err)
+		err = s.unreachable(ctx, hosts, time.Since(start), err)
 		s.abandonConn()
 		s.shutdown()
 		return nil, err
@@ -203,10 +205,26 @@ func (s *Session) dialer() zk.Dialer {
 	}
 }
 
-// unreachable is Connect's error when no session came within waited.
-func (s *Session) unreachable(hosts []string, waited time.Duration, err error) error {
-	err = fmt.Errorf("%w: no session with %s after %v: %w", recipe.ErrUnreachable, strings.Join(hosts, ","),
-		waited.Round(time.Millisecond), err)
+// unreachable is Connect's error when no session came within waited:
+// recipe.ErrUnreachable (also matching context.DeadlineExceeded when
+// ctx's deadline passed); ctx's cause alone when the caller cancelled ctx
+// (as on every backend: a cancelled Connect is not a server that can't be
+// reached), with the same description.
+func (s *Session) unreachable(ctx context.Context, hosts []string, waited time.Duration, err error) error {
+	if ctx.Err() != nil && !errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		cause := context.Cause(ctx)
+		if errors.Is(err, cause) {
+			err = errors.New(strings.TrimSuffix(err.Error(), ": "+cause.Error()))
+		}
+		return fmt.Errorf("%w (no session with %s after %v: %s)", cause, strings.Join(hosts, ","),
+			waited.Round(time.Millisecond), s.lastAttempt(err).Error())
+	}
+	return &recipe.OpError{Op: "connect", Err: s.lastAttempt(fmt.Errorf("%w: no session with %s after %v: %w", recipe.ErrUnreachable, strings.Join(hosts, ","),
+		waited.Round(time.Millisecond), err))}
+}
+
+// lastAttempt returns err with the last dial's failure added, if any.
+func (s *Session) lastAttempt(err error) error {
 	if last := s.dials.lastError(); last != nil && !errors.Is(err, last) && !errors.Is(err, recipe.ErrWrongServer) {
 		err = fmt.Errorf("%w (last attempt: %w)", err, last)
 	}

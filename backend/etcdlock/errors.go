@@ -27,8 +27,10 @@ var (
 	// ErrUnreachable is matched by the error of Connect (and NewSession)
 	// when no endpoint accepted a connection or no lease could be granted
 	// before the connect timeout; the error also wraps the dial or request
-	// error. It matches recipe.ErrUnreachable too.
-	ErrUnreachable error = &alias{"etcdlock: etcd unreachable", recipe.ErrUnreachable}
+	// error. It matches recipe.ErrUnreachable too, and reads as it does
+	// (one wording on every backend: "recipe: connect: server unreachable:
+	// ...", in the *recipe.OpError of the connect).
+	ErrUnreachable error = &alias{"recipe: server unreachable", recipe.ErrUnreachable}
 
 	// ErrInvalidName is matched by the error of New (a *NameError) for a
 	// lock name this package refuses (see New). It matches

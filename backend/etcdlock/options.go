@@ -122,7 +122,7 @@ func buildConfig(opts []Option) (config, error) {
 	}
 	switch {
 	case c.ttl < time.Second || c.ttl%time.Second != 0:
-		return c, fmt.Errorf("%w: WithTTL(%v): need a whole number of seconds, at least 1s", recipe.ErrBadOption, c.ttl)
+		return c, fmt.Errorf("%w: etcdlock: WithTTL(%v): want a whole number of seconds, at least 1s", recipe.ErrBadOption, c.ttl)
 	case c.connectTimeout <= 0:
 		return c, fmt.Errorf("%w: WithConnectTimeout(%v): need a positive duration", recipe.ErrBadOption, c.connectTimeout)
 	case c.cleanupTimeout < 0:

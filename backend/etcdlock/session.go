@@ -114,7 +114,7 @@ func connect(ctx context.Context, endpoints []string, cfg config, tlsCfg *tls.Co
 	}
 	cli, err := clientv3.New(cc) // does not block: the grant below is the first request
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrUnreachable, err)
+		return nil, &recipe.OpError{Op: "connect", Err: fmt.Errorf("%w: %w", ErrUnreachable, err)}
 	}
 	s, err := newSession(ctx, cli, true, cfg)
 	if err != nil {
@@ -155,7 +155,7 @@ func newSession(ctx context.Context, cli *clientv3.Client, own bool, cfg config)
 	if _, err := s.current(ctx); err != nil {
 		s.life.Close()
 		if errors.Is(err, context.DeadlineExceeded) || transient(err) {
-			return nil, fmt.Errorf("%w: granting a lease: %w", ErrUnreachable, err)
+			return nil, &recipe.OpError{Op: "connect", Err: fmt.Errorf("%w: granting a lease: %w", ErrUnreachable, err)}
 		}
 		return nil, err
 	}
@@ -197,7 +197,7 @@ func probe(ctx context.Context, endpoints []string, dial func(context.Context, s
 		}
 		all = append(all, err)
 	}
-	return fmt.Errorf("%w: %s: %w", ErrUnreachable, strings.Join(endpoints, ","), errors.Join(all...))
+	return &recipe.OpError{Op: "connect", Err: fmt.Errorf("%w: %s: %w", ErrUnreachable, strings.Join(endpoints, ","), errors.Join(all...))}
 }
 
 // Client returns the etcd client of the Session, for requests the locks

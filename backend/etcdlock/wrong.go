@@ -7,6 +7,7 @@ import (
 	"net"
 
 	"github.com/zkrecipes/zkrecipes/internal/connerr"
+	"github.com/zkrecipes/zkrecipes/recipe"
 )
 
 // guard runs connect, Connect's first exchange with endpoints, under
@@ -30,7 +31,7 @@ func guard(ctx context.Context, endpoints []string, dial func(context.Context, s
 	}
 	err := connerr.Guard(ctx, connerr.Etcd, targets, connect)
 	if _, wrong := err.(*connerr.WrongServerError); wrong {
-		return fmt.Errorf("%w: %w", ErrUnreachable, err)
+		return &recipe.OpError{Op: "connect", Err: fmt.Errorf("%w: %w", ErrUnreachable, err)}
 	}
 	return err
 }

@@ -104,11 +104,11 @@ func buildConfig(opts []Option) (config, error) {
 		}
 	}
 	bad := func(format string, args ...any) (config, error) {
-		return c, fmt.Errorf("%w: "+format, append([]any{recipe.ErrBadOption}, args...)...)
+		return c, fmt.Errorf("%w: k8slease: "+format, append([]any{recipe.ErrBadOption}, args...)...)
 	}
 	switch {
 	case c.duration < time.Second || c.duration%time.Second != 0 || c.duration > maxDuration:
-		return bad("WithLeaseDuration(%v): need a whole number of seconds from 1s to %v", c.duration, maxDuration)
+		return bad("WithLeaseDuration(%v): want a whole number of seconds from 1s to %v", c.duration, maxDuration)
 	case c.connectTimeout <= 0:
 		return bad("WithConnectTimeout(%v): need a positive duration", c.connectTimeout)
 	case c.cleanupTimeout < 0:

@@ -28,4 +28,10 @@ var (
 	// Session are in use (it does not wait), or the server refusing a
 	// connection for having too many (SQLSTATE 53300).
 	ErrConnLimit = errors.New("pglock: connection limit reached")
+
+	// ErrOldServer is matched by Connect's error when the server does not
+	// know one of the session parameters this package sets (SQLSTATE 42704
+	// for idle_session_timeout and the others of docs/backends.md): a
+	// server older than PostgreSQL 14, which pglock needs.
+	ErrOldServer = errors.New("pglock: the server is older than PostgreSQL 14, which pglock needs")
 )

@@ -92,7 +92,7 @@ func newOptions(opts []Option) (options, error) {
 	}
 	switch {
 	case o.ttl < MinTTL || o.ttl > MaxTTL:
-		return o, fmt.Errorf("%w: pglock: TTL %v outside [%v, %v]", recipe.ErrBadOption, o.ttl, MinTTL, MaxTTL)
+		return o, fmt.Errorf("%w: pglock: WithTTL(%v): want %v to %v", recipe.ErrBadOption, o.ttl, MinTTL, MaxTTL)
 	case !tableName.MatchString(o.table):
 		return o, fmt.Errorf("%w: pglock: table %q is not a lowercase identifier, optionally schema-qualified", recipe.ErrBadOption, o.table)
 	case o.maxConns < 1 || o.maxConns > MaxMaxConns:

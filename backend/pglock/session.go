@@ -75,8 +75,10 @@ func Connect(ctx context.Context, url string, opts ...Option) (*Session, error) 
 // 42501: a password, an unknown role, a missing client certificate, no
 // TLS where pg_hba.conf wants it) gives an error matching
 // recipe.ErrNoPermission; a server certificate that fails verification,
-// or a server that refuses TLS, recipe.ErrUnreachable; the same at every
-// acquisition's connection (docs/backends.md, "Errors at connect").
+// or a server that refuses TLS, recipe.ErrUnreachable; a database the
+// server does not have or a misspelled query parameter (3D000, 42704),
+// recipe.ErrBadOption; the same at every acquisition's connection
+// (docs/backends.md, "Errors at connect").
 //
 // There is no constructor from a pgxpool.Pool or a pgx.Conn on purpose: a
 // pooled connection returns to its pool with the lock still held, and a
@@ -180,7 +182,7 @@ func (s *Session) TTL() time.Duration { return s.ttl }
 func (s *Session) dial(ctx context.Context) (*pgconn.PgConn, error) {
 	conn, err := pgconn.ConnectConfig(ctx, s.cfg)
 	if err != nil {
-		err = hideConnect(err, "", s.cfg) // no password in any error (secrets.go)
+		err = hideConnect(answerOnly(err), "", s.cfg) // no password in any error (secrets.go)
 		if ctxend.Ended(ctx) {
 			// A dial cut short by the caller's deadline or cancellation
 			// answers with ctx's cause (recipe.Lock's contract), not as a
@@ -189,21 +191,19 @@ func (s *Session) dial(ctx context.Context) (*pgconn.PgConn, error) {
 			return nil, fmt.Errorf("%w (%w)", ctxend.Cause(ctx), err)
 		}
 		var ne net.Error
-		if connerr.KindOf(err) == connerr.Refused {
+		var pe *pgconn.PgError
+		if connerr.KindOf(err) == connerr.Refused || errors.As(err, &pe) {
 			// A TLS alert refusing our certificate is a net.Error too, but
-			// a refusal, as 28000 is: recipe.ErrNoPermission (reach.go).
-			return nil, classifyDial(err)
+			// a refusal, as 28000 is: recipe.ErrNoPermission; a server's
+			// answer is classified by its SQLSTATE (reach.go).
+			return nil, classifyDial(err, s.pgParams())
 		}
 		if errors.As(err, &ne) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
 			// The server could not be reached (or hung up before it
 			// answered): the same typed error on every backend.
 			return nil, &recipe.OpError{Op: "connect", Err: fmt.Errorf("%w: %w", recipe.ErrUnreachable, err)}
 		}
-		var pgErr *pgconn.PgError
-		if errors.As(err, &pgErr) && pgErr.Code == "42704" { // undefined_object: an unknown parameter
-			return nil, fmt.Errorf("pglock: the server refused a session parameter (pglock needs PostgreSQL 14 or later): %w", err)
-		}
-		return nil, classifyDial(err) // refused credentials, TLS (reach.go)
+		return nil, classifyDial(err, nil) // TLS (reach.go)
 	}
 	return conn, nil
 }

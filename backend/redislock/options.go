@@ -68,7 +68,7 @@ type config struct {
 func WithTTL(d time.Duration) Option {
 	return func(c *config) {
 		if d < MinTTL {
-			c.fail(fmt.Errorf("%w: TTL %v is below the minimum %v", recipe.ErrBadOption, d, MinTTL))
+			c.fail(fmt.Errorf("%w: redislock: WithTTL(%v): want at least %v", recipe.ErrBadOption, d, MinTTL))
 			return
 		}
 		c.ttl = d.Truncate(time.Millisecond)

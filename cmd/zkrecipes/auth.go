@@ -46,7 +46,7 @@ func (f *secFlags) register(fs *flag.FlagSet, withOwnership bool) {
 		return
 	}
 	fs.StringVar(&f.acl, "acl", "", "ZooKeeper: the ACL of the nodes zkrecipes creates: open (anyone may do anything), creator (the credentials' user may do everything, anyone may read) or private (only that user); default creator with credentials, open without")
-	fs.Var(&f.passEnv, "pass-env", "give the command the secret-bearing `variable` zkrecipes withholds ("+envServers+", "+envAuth+", PGPASSWORD, PGSSLPASSWORD); comma-separated or repeated")
+	fs.Var(&f.passEnv, "pass-env", "give the command the secret-bearing `variable` zkrecipes withholds ("+envServers+", "+envAuth+"; PGPASSWORD, PGSSLPASSWORD under a PostgreSQL lock); comma-separated or repeated")
 }
 
 // load reads the credentials (--auth-file, else $ZK_AUTH) and checks them

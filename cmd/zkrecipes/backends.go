@@ -44,7 +44,7 @@ func backendOf(servers string) (backend, error) {
 	}
 	i := strings.Index(s, "://")
 	if i < 0 {
-		return zkBackend, nil
+		return zkBackend, nearScheme(s)
 	}
 	switch strings.ToLower(s[:i]) {
 	case "etcd", "etcds":
@@ -58,6 +58,35 @@ func backendOf(servers string) (backend, error) {
 	}
 	return "", fmt.Errorf("--servers %q: unknown scheme %q: want etcd://, etcds://, postgres://, redis://, rediss://, k8s://, or a ZooKeeper host:port list without a scheme",
 		redact(servers), s[:i])
+}
+
+// schemes are the URL schemes of --servers, the longer of two with the
+// same beginning first.
+var schemes = []string{"postgresql", "postgres", "etcds", "etcd", "rediss", "redis", "k8s"}
+
+// nearScheme returns a usage error for a server list without "://" that
+// begins with a scheme and a mistyped separator ("postgresql//app@db/x",
+// "etcd:/e1:2379", "k8s:/"), which would otherwise be read as ZooKeeper
+// hosts; nil for anything else. The separator (the run of ':' and '/'
+// after the scheme) must hold a '/' and be at least two bytes, so that a
+// ZooKeeper host named like a scheme stays one ("redis:2181", "etcd/app":
+// host redis, port 2181; host etcd, chroot /app). Only the scheme and the
+// separator are quoted: what follows may be a password.
+func nearScheme(s string) error {
+	for _, sch := range schemes {
+		if len(s) <= len(sch) || !strings.EqualFold(s[:len(sch)], sch) {
+			continue
+		}
+		rest := s[len(sch):]
+		sep := rest[:len(rest)-len(strings.TrimLeft(rest, ":/"))]
+		if len(sep) < 2 || !strings.Contains(sep, "/") {
+			return nil
+		}
+		meant, _ := backendOf(sch + "://")
+		return fmt.Errorf("--servers begins with %q: for %s, write %q (read as it is, it would be a list of ZooKeeper hosts)",
+			s[:len(sch)]+sep, meant, s[:len(sch)]+"://")
+	}
+	return nil
 }
 
 // zkOnlyFlags are the flags of lock that mean nothing for the other
@@ -264,6 +293,9 @@ func connectStatus(log *slog.Logger, b backend, servers string, err error) int {
 	case errors.Is(err, pglock.ErrPooler), errors.Is(err, redislock.ErrNotPrimary):
 		log.Error("the server cannot hold locks: point --servers at the primary server itself", "servers", servers, "err", err)
 		return exitUsage
+	case errors.Is(err, pglock.ErrOldServer):
+		log.Error("the server is older than PostgreSQL 14, which zkrecipes lock needs", "servers", servers, "err", err)
+		return exitSoftware
 	case unavailable(err):
 		log.Error("cannot connect to "+string(b), "servers", servers, "err", err)
 		return exitUnavailable

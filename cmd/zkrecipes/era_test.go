@@ -54,3 +54,33 @@ func TestLockEra(t *testing.T) {
 		t.Errorf("the usage error does not name --era:\n%s", bad.stderr)
 	}
 }
+
+// TestDecimalFlags: --era and --semaphore take decimal digits only. Go's
+// flag package read "010" as octal 8 and "0x10" as 16, so that two users
+// of one lock writing the same-looking number could give two eras or two
+// semaphore sizes: each such form is now a usage error naming the flag.
+func TestDecimalFlags(t *testing.T) {
+	t.Parallel()
+	cl := zktest.Shared(t)
+	dir := t.TempDir()
+	for _, c := range [][]string{
+		{"lock", "--era", "010", "/decimal/job", "--", "true"},
+		{"lock", "--era", "0x10", "/decimal/job", "--", "true"},
+		{"lock", "--era", "0b1", "/decimal/job", "--", "true"},
+		{"lock", "--era", "1_0", "/decimal/job", "--", "true"},
+		{"lock", "--era", "+3", "/decimal/job", "--", "true"},
+		{"lock", "--semaphore", "010", "/decimal/sem", "--", "true"},
+		{"lock", "--semaphore", "0x2", "/decimal/sem", "--", "true"},
+		{"lock", "--semaphore", "-1", "/decimal/sem", "--", "true"},
+		{"inspect", "--semaphore", "0o3", "/decimal/sem"},
+	} {
+		p := start(t, cl, dir, c...)
+		p.expect(exitUsage, 30*time.Second)
+		if s := p.stderr.String(); !strings.Contains(s, c[1][1:]) || !strings.Contains(s, "decimal digits") {
+			t.Errorf("zkrecipes %q: the usage error does not name %s and say decimal digits:\n%s", c, c[1], s)
+		}
+	}
+	// Decimal still works, zero included (the range check names it).
+	start(t, cl, dir, "lock", "--era", "10", "--semaphore", "2", "/decimal/ok", "--", "true").expect(0, 30*time.Second)
+	start(t, cl, dir, "lock", "--era", "0", "/decimal/ok", "--", "true").expect(0, 30*time.Second)
+}

@@ -66,7 +66,7 @@ func runInspect(args []string, stdout, stderr io.Writer) int {
 	f.register(fs, false, "warn")
 	fs.BoolVar(&f.json, "json", false, "print one JSON document (with --watch: one JSON line per change)")
 	fs.BoolVar(&f.watch, "watch", false, "print again after every change, until SIGINT or SIGTERM")
-	fs.IntVar(&f.semaphore, "semaphore", 0, "the semaphore's number of `N` leases, to tell its holders")
+	fs.Var((*decimalFlag)(&f.semaphore), "semaphore", "the semaphore's number of `N` leases, to tell its holders")
 	if code := zkOnlyArgs(stderr, fs, args); code >= 0 {
 		return code
 	}

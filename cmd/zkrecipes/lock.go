@@ -41,7 +41,9 @@ news from the holder; ZooKeeper's is the session (--session-timeout).
 CMD runs in a process group of its own, with ZKRECIPES_TOKEN (the fencing
 token: pass it to the resource you write to), ZKRECIPES_PATH and, with
 ZooKeeper, ZKRECIPES_SESSION_ID in its environment, but not ZK_SERVERS,
-ZK_AUTH, PGPASSWORD and PGSSLPASSWORD (unless --pass-env names them).
+ZK_AUTH and, under a PostgreSQL lock (whose credentials they are),
+PGPASSWORD and PGSSLPASSWORD, unless --pass-env names them (the INFO
+log names those withheld).
 When ownership is lost (session expired or connection suspended per
 policy, lease not renewed in time, lock node or key deleted, connection to
 PostgreSQL ended) CMD's group gets SIGTERM, then SIGKILL after --grace,
@@ -84,7 +86,7 @@ type lockFlags struct {
 	semaphore  int
 	ttl        time.Duration
 	kubeconfig string
-	era        uint
+	era        int
 	eraSet     bool          // --era given (0 included: the range is then checked)
 	lockDelay  time.Duration // --lock-delay
 }
@@ -99,8 +101,8 @@ func runLock(args []string, stdout, stderr io.Writer) int {
 	fs.Var((*waitFlag)(&f.wait), "wait", "how long to wait for the lock: a `duration`, 0 to try once, or forever")
 	fs.DurationVar(&f.grace, "grace", 10*time.Second, "after SIGTERM, how long CMD gets to exit before SIGKILL")
 	fs.StringVar(&f.rw, "rw", "", "ZooKeeper: take one side of a read-write lock: read or write")
-	fs.IntVar(&f.semaphore, "semaphore", 0, "ZooKeeper: take one of `N` leases of a counting semaphore (every user of PATH must give the same N)")
-	fs.UintVar(&f.era, "era", 0, "every backend: move the token into era `N`'s range (N·2^48 + the backend's token), for a lock moved to another backend (docs/backends.md#switching-backends)")
+	fs.Var((*decimalFlag)(&f.semaphore), "semaphore", "ZooKeeper: take one of `N` leases of a counting semaphore (every user of PATH must give the same N)")
+	fs.Var((*decimalFlag)(&f.era), "era", "every backend: move the token into era `N`'s range (N·2^48 + the backend's token), for a lock moved to another backend (docs/backends.md#switching-backends)")
 	fs.DurationVar(&f.lockDelay, "lock-delay", 0, "etcd, PostgreSQL, Redis, ZooKeeper (not with --rw or --semaphore): after the previous holder ended without releasing (killed, cut off, expired), wait `D` before taking the lock, so that its requests still in flight land first (Chubby's lock-delay); 0: none")
 	fs.DurationVar(&f.ttl, "ttl", defaultTTL, "etcd, PostgreSQL, Redis, Kubernetes: the lease's time to live, after which the server frees the lock of a holder it has not heard from (the holder gives it up sooner; Kubernetes: the Lease's leaseDurationSeconds, whole seconds)")
 	pos, cmd, code := parseArgs(fs, args, stdout, stderr)
@@ -122,7 +124,7 @@ func runLock(args []string, stdout, stderr io.Writer) int {
 		return usageError(stderr, fs, "--grace %v must not be negative", f.grace)
 	case f.ttl <= 0:
 		return usageError(stderr, fs, "--ttl %v must be positive", f.ttl)
-	case f.era > uint(fence.MaxEra):
+	case f.era > int(fence.MaxEra):
 		return usageError(stderr, fs, "--era %d: want an era from 0 to %d", f.era, fence.MaxEra)
 	case f.lockDelay < 0 || f.lockDelay > recipe.MaxLockDelay:
 		return usageError(stderr, fs, "--lock-delay %v: want 0 (none) up to %v", f.lockDelay, recipe.MaxLockDelay)

@@ -82,7 +82,8 @@ Usage:
 
 Run 'zkrecipes COMMAND --help' for a command's flags and examples.
 Servers come from --servers or ZK_SERVERS: ZooKeeper's "host:port,host:port/chroot";
-for lock also etcd://host:2379[/prefix], postgres://user@host/db, redis://host:6379[/db], k8s://.
+for lock also etcd://host:2379[/prefix], postgres://user@host/db, redis://host:6379[/db]
+and k8s:// (a Kubernetes Lease, on the cluster of --kubeconfig).
 
 Example (crontab: the nightly job runs on one machine only; the others exit 75):
   0 3 * * * $HOME/go/bin/zkrecipes lock --log-level warn --wait 0 /cron/nightly -- ./nightly.sh
@@ -174,6 +175,7 @@ func (c *common) check() error {
 		return err
 	}
 	c.backend = b
+	c.sec.passEnv.keepFor(b)
 	if b != zkBackend {
 		return nil // the backend's Connect parses its URL
 	}
@@ -400,6 +402,7 @@ type supervisor struct {
 // how to close what it opened, or an exit status); on failure it returns
 // the exit status (code >= 0) with everything it started already undone.
 func (c *common) supervise(log *slog.Logger, connect func(context.Context, *metricsServer) (func(), int)) (_ *supervisor, code int) {
+	logWithheld(log, c.sec.passEnv)
 	sv := &supervisor{sigs: notifySignals()}
 	sv.undo = append(sv.undo, func() { signal.Stop(sv.sigs) })
 	ctx, cancel := context.WithCancelCause(context.Background())
