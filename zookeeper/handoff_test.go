@@ -137,7 +137,10 @@ func TestAwaitWakeupOneRoundTrip(t *testing.T) {
 	zktest.Eventually(t, 10*time.Second, "waiter watching its predecessor", func() bool {
 		return tap.count("w", zktest.OpGetData) == 2
 	})
-	time.Sleep(100 * time.Millisecond) // the watch's reply
+	// The watch's reply: every request written so far answered (a fixed
+	// sleep was short on a loaded machine, and the reply then led the
+	// wakeup's frames).
+	zktest.Eventually(t, 10*time.Second, "the waiter's requests answered", tap.answered)
 	tap.take()
 	if err := held.Release(ctx); err != nil {
 		t.Fatal(err)
@@ -203,6 +206,22 @@ func (f *frameTap) count(kind string, op int32) int {
 		}
 	}
 	return n
+}
+
+// answered reports whether every request recorded has its reply.
+func (f *frameTap) answered() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n := 0
+	for _, fr := range f.frames {
+		switch fr.kind {
+		case "w":
+			n++
+		case "r":
+			n--
+		}
+	}
+	return n == 0
 }
 
 // tapConn feeds a frameTap. go-zookeeper writes one whole frame per Write;

@@ -59,10 +59,13 @@ func TestLockDelayKilledHolder(t *testing.T) {
 				t.Errorf("the grant's log line does not say the lock-delay served: %v", r)
 			}
 
-			begin := time.Now()
-			startOn(t, srv, dir, args(grantScript(g3, ""))...).expect(0, 30*time.Second)
-			if took := time.Since(begin); took >= delay+time.Second {
-				t.Errorf("after a clean release the next holder took %v: want no lock-delay", took)
+			// After a clean release no delay is served: read from the grant's
+			// log line, not from the wall clock (a loaded machine can take
+			// seconds to start the process).
+			third := startOn(t, srv, dir, args(grantScript(g3, ""))...)
+			third.expect(0, 30*time.Second)
+			if r := third.logged("lock acquired"); r == nil || r["lock_delay"] != nil {
+				t.Errorf("after a clean release the grant's log line says a lock-delay was served: %v", r)
 			}
 			_ = os.Remove(g3)
 		})
