@@ -236,3 +236,54 @@ func TestPartialIsUncertain(t *testing.T) {
 		t.Fatalf("older token after a partial batch: %v", err)
 	}
 }
+
+// TestACLExactKeys: an ACL that names exactly the keys a call uses (the
+// fence key of its resource and the key it writes) passes the first
+// call's rights check (it once checked a key of its own that no such ACL
+// covers, and refused with "lacks a right: keys").
+func TestACLExactKeys(t *testing.T) {
+	e := newEnv(t)
+	p := e.prefix
+	cli := aclClient(t, e, "exact", "resetkeys ~"+p+"fence:r ~"+p+"s")
+	f, err := fenceredis.New(cli, p+"fence:")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := f.Do(ctx, "r", 11, fenceredis.Set(p+"s", "x")); err != nil {
+		t.Fatalf("Do with an ACL naming exactly its keys: %v", err)
+	}
+	if got := e.get(t, p+"s"); got != "x" {
+		t.Fatalf("%ss = %q, want x", p, got)
+	}
+}
+
+// TestACLRevokedAfterFirstCall: a right revoked after the first call's
+// check makes Highest and Admit (which reads the highest token first)
+// fail with a *PermissionError matching recipe.ErrNoPermission, as Do
+// does, not with Redis's untyped NOPERM.
+func TestACLRevokedAfterFirstCall(t *testing.T) {
+	e := newEnv(t)
+	cli := aclClient(t, e, "revoked", "")
+	f, err := fenceredis.New(cli, e.prefix+"fence:")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := f.Do(ctx, "r", 5, fenceredis.Set(e.prefix+"s", "v")); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.cli.Do(ctx, "ACL", "SETUSER", "revoked", "-get").Err(); err != nil {
+		t.Fatal(err)
+	}
+	_, err = f.Highest(ctx, "r")
+	noSecret(t, err)
+	var perr *fenceredis.PermissionError
+	if !errors.As(err, &perr) || !errors.Is(err, recipe.ErrNoPermission) {
+		t.Errorf("Highest after GET was revoked: %v, want a *PermissionError", err)
+	}
+	err = f.Admit(ctx, "r", 6, func(context.Context) error { return nil })
+	if !errors.Is(err, recipe.ErrNoPermission) {
+		t.Errorf("Admit after GET was revoked: %v, want recipe.ErrNoPermission", err)
+	}
+}

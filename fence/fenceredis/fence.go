@@ -54,7 +54,7 @@ func New(cli *redis.Client, prefix string) (*Fence, error) {
 		return nil, err
 	}
 	f := &Fence{cli: cli, prefix: prefix}
-	f.rights = rights{key: prefix + "\x00rights", cmds: []string{"TYPE", "GET", "SET"}}
+	f.rights = rights{cmds: []string{"TYPE", "GET", "SET"}}
 	return f, nil
 }
 
@@ -126,7 +126,7 @@ func (f *Fence) do(ctx context.Context, resource string, token fence.Token, writ
 			args = append(args, a)
 		}
 	}
-	if err := f.rights.check(ctx, f.cli); err != nil {
+	if err := f.rights.check(ctx, f.cli, key); err != nil {
 		return 0, err
 	}
 	res, err := run(ctx, f.cli, doScript, keys, args...)
@@ -178,7 +178,7 @@ func (f *Fence) Highest(ctx context.Context, resource string) (fence.Token, erro
 	if err != nil {
 		return 0, err
 	}
-	if err := f.rights.check(ctx, f.cli); err != nil {
+	if err := f.rights.check(ctx, f.cli, key); err != nil {
 		return 0, err
 	}
 	v, err := f.cli.Get(ctx, key).Result()
@@ -189,7 +189,7 @@ func (f *Fence) Highest(ctx context.Context, resource string) (fence.Token, erro
 		if strings.HasPrefix(err.Error(), "WRONGTYPE") {
 			return 0, fmt.Errorf("%w: %s", ErrNotFence, err)
 		}
-		return 0, fmt.Errorf("fenceredis: reading %q: %w", key, err)
+		return 0, readError(key, err)
 	}
 	t, perr := fence.ParseToken(v)
 	if perr != nil || t > fence.MaxToken {

@@ -29,7 +29,7 @@ func (f *Fence) RaiseFloor(ctx context.Context, resource string, floor fence.Tok
 	if floor.IsZero() {
 		return f.Highest(ctx, resource)
 	}
-	if err := f.rights.check(ctx, f.cli); err != nil {
+	if err := f.rights.check(ctx, f.cli, key); err != nil {
 		return 0, err
 	}
 	res, err := run(ctx, f.cli, floorScript, []string{key}, floor.String())

@@ -41,7 +41,7 @@ func NewRegister(cli *redis.Client, key string) (*Register, error) {
 	if err := checkClient(cli); err != nil {
 		return nil, err
 	}
-	return &Register{cli: cli, key: key, rights: rights{key: key, cmds: []string{"TYPE", "HMGET", "HSET"}}}, nil
+	return &Register{cli: cli, key: key, rights: rights{cmds: []string{"TYPE", "HMGET", "HSET"}}}, nil
 }
 
 // Key returns the register's Redis key.
@@ -51,7 +51,7 @@ func (r *Register) Key() string { return r.key }
 // exist. Errors: ErrNotFence for another type or hash, a *PermissionError
 // (the first call checks the register's rights), Redis's.
 func (r *Register) Read(ctx context.Context) (Value, error) {
-	if err := r.rights.check(ctx, r.cli); err != nil {
+	if err := r.rights.check(ctx, r.cli, r.key); err != nil {
 		return Value{}, err
 	}
 	vals, err := r.cli.HMGet(ctx, r.key, "token", "value", "version").Result()
@@ -59,7 +59,7 @@ func (r *Register) Read(ctx context.Context) (Value, error) {
 		if strings.HasPrefix(err.Error(), "WRONGTYPE") {
 			return Value{}, fmt.Errorf("%w: %q is not a hash", ErrNotFence, r.key)
 		}
-		return Value{}, fmt.Errorf("fenceredis: reading %q: %w", r.key, err)
+		return Value{}, readError(r.key, err)
 	}
 	if vals[0] == nil && vals[1] == nil && vals[2] == nil {
 		return Value{}, nil
@@ -123,7 +123,7 @@ func (r *Register) RaiseFloor(ctx context.Context, floor fence.Token) (fence.Tok
 
 // run runs registerScript: ok says it wrote; cur is the state before.
 func (r *Register) run(ctx context.Context, args ...any) (ok bool, cur Value, err error) {
-	if err := r.rights.check(ctx, r.cli); err != nil {
+	if err := r.rights.check(ctx, r.cli, r.key); err != nil {
 		return false, Value{}, err
 	}
 	res, err := run(ctx, r.cli, registerScript, []string{r.key}, args...)

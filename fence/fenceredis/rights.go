@@ -60,6 +60,19 @@ func permissionError(msg string, err error) error {
 	return &PermissionError{Right: right, Err: err}
 }
 
+// readError is the error of a plain read of key (GET, HMGET) that Redis
+// refused: a *PermissionError for an ACL refusal (a right revoked after the
+// first call's check), else err wrapped with the key.
+func readError(key string, err error) error {
+	var re redis.Error
+	if errors.As(err, &re) {
+		if perr := permissionError(re.Error(), err); perr != nil {
+			return perr
+		}
+	}
+	return fmt.Errorf("fenceredis: reading %q: %w", key, err)
+}
+
 // rightsScript checks with redis.acl_check_cmd (Redis 7) that the user may
 // run each command of ARGV on KEYS[1], as the package's scripts run it; it
 // writes nothing, and answers {} or {the first command refused}. Running
@@ -77,14 +90,15 @@ return {}
 // rights checks, once (until a check succeeds), that the client's user
 // may run the commands a fence or register runs on its keys.
 type rights struct {
-	key  string   // a key of the fence's or the register's own
-	cmds []string // the commands run on it
+	cmds []string // the commands run on its keys
 	done atomic.Bool
 }
 
-// check runs rightsScript by EVAL and EVALSHA unless a check succeeded
-// already. Errors: a *PermissionError; a failure of the check itself.
-func (r *rights) check(ctx context.Context, cli *redis.Client) error {
+// check runs rightsScript by EVAL and EVALSHA on key, the fence's or the
+// register's own key of this call (so an ACL that names exactly the keys
+// used passes), unless a check succeeded already. Errors: a
+// *PermissionError; a failure of the check itself.
+func (r *rights) check(ctx context.Context, cli *redis.Client, key string) error {
 	if r.done.Load() {
 		return nil
 	}
@@ -93,8 +107,8 @@ func (r *rights) check(ctx context.Context, cli *redis.Client) error {
 		args[i] = c
 	}
 	for _, run := range []func() *redis.Cmd{
-		func() *redis.Cmd { return rightsScript.Eval(ctx, cli, []string{r.key}, args...) },
-		func() *redis.Cmd { return rightsScript.EvalSha(ctx, cli, []string{r.key}, args...) },
+		func() *redis.Cmd { return rightsScript.Eval(ctx, cli, []string{key}, args...) },
+		func() *redis.Cmd { return rightsScript.EvalSha(ctx, cli, []string{key}, args...) },
 	} {
 		res, err := run().Slice()
 		var re redis.Error
@@ -108,7 +122,7 @@ func (r *rights) check(ctx context.Context, cli *redis.Client) error {
 		}
 		if len(res) == 1 {
 			cmd, _ := res[0].(string)
-			return &PermissionError{Right: "command " + cmd, Err: fmt.Errorf("redis.acl_check_cmd refuses %s on %q", cmd, r.key)}
+			return &PermissionError{Right: "command " + cmd, Err: fmt.Errorf("redis.acl_check_cmd refuses %s on %q", cmd, key)}
 		}
 	}
 	r.done.Store(true)
