@@ -2,7 +2,9 @@ package main
 
 import (
 	"errors"
+	"fmt"
 	"strconv"
+	"strings"
 )
 
 // decimalFlag is a flag of a whole number written in decimal digits only
@@ -38,7 +40,14 @@ func parseDecimal(s string) (int, error) {
 	if len(s) > 1 && s[0] == '0' {
 		// Versions before this read "010" as octal 8: refused rather than
 		// read as 10, so that a leading zero never means two numbers.
-		return 0, errors.New("want a number in decimal digits without a leading zero (\"010\" is ambiguous: octal 8 to some readers; write 10 or 8)")
+		trimmed := strings.TrimLeft(s, "0")
+		if trimmed == "" {
+			return 0, errors.New("want a number in decimal digits without a leading zero: write 0")
+		}
+		if v, err := strconv.ParseInt(s, 8, 64); err == nil {
+			return 0, fmt.Errorf("want a number in decimal digits without a leading zero (%q is ambiguous: %d to readers of octal; write %s)", s, v, trimmed)
+		}
+		return 0, fmt.Errorf("want a number in decimal digits without a leading zero: write %s", trimmed)
 	}
 	n, err := strconv.Atoi(s)
 	if err != nil {

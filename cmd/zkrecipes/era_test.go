@@ -84,3 +84,20 @@ func TestDecimalFlags(t *testing.T) {
 	start(t, cl, dir, "lock", "--era", "10", "--semaphore", "2", "/decimal/ok", "--", "true").expect(0, 30*time.Second)
 	start(t, cl, dir, "lock", "--era", "0", "/decimal/ok", "--", "true").expect(0, 30*time.Second)
 }
+
+// TestParseDecimalMessages: a leading zero is refused with a message built
+// from the number given (it once quoted "010" whatever was written).
+func TestParseDecimalMessages(t *testing.T) {
+	for in, want := range map[string]string{
+		"00":   "write 0",
+		"012":  `"012" is ambiguous: 10 to readers of octal; write 12`,
+		"0999": "write 999",
+	} {
+		if _, err := parseDecimal(in); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("parseDecimal(%q) = %v, want an error with %q", in, err, want)
+		}
+	}
+	if n, err := parseDecimal("10"); n != 10 || err != nil {
+		t.Errorf("parseDecimal(10) = %d, %v", n, err)
+	}
+}
