@@ -60,6 +60,17 @@ func backendOf(servers string) (backend, error) {
 		redact(servers), s[:i])
 }
 
+// lowerScheme returns servers with the scheme of a URL ("POSTGRES://...")
+// in lower case: schemes are case-insensitive (RFC 3986), and the clients
+// the URL is handed to (pgx) take only the lower-case ones.
+func lowerScheme(servers string) string {
+	i := strings.Index(servers, "://")
+	if i < 0 || strings.ContainsAny(servers[:i], "/@ ") {
+		return servers
+	}
+	return strings.ToLower(servers[:i]) + servers[i:]
+}
+
 // schemes are the URL schemes of --servers, the longer of two with the
 // same beginning first.
 var schemes = []string{"postgresql", "postgres", "etcds", "etcd", "rediss", "redis", "k8s"}

@@ -483,3 +483,18 @@ func TestUnavailable(t *testing.T) {
 		}
 	}
 }
+
+// TestLowerScheme: a scheme in capitals is the same scheme (RFC 3986), and
+// is handed to the backend's client in lower case (pgx took only that).
+func TestLowerScheme(t *testing.T) {
+	for in, want := range map[string]string{
+		"POSTGRES://u@h/DB":     "postgres://u@h/DB",
+		"Redis://H:6379":        "redis://H:6379",
+		"zk1:2181,zk2:2181/App": "zk1:2181,zk2:2181/App",
+		"host=db dbname=A":      "host=db dbname=A",
+	} {
+		if got := lowerScheme(in); got != want {
+			t.Errorf("lowerScheme(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

@@ -170,6 +170,7 @@ func (c *common) check() error {
 	if err := c.tls.check(); err != nil {
 		return err
 	}
+	c.servers = lowerScheme(c.servers)
 	b, err := backendOf(c.servers)
 	if err != nil {
 		return err
