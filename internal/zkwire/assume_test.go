@@ -29,11 +29,15 @@ import (
 //	2  one reader at a time            TestAssumption_OneReaderAtATime
 //	3  requests written in queue order TestAssumption_Create2ReplyReadAsCreate
 //	4  create reply read by its path   TestAssumption_Create2ReplyReadAsCreate
-//	5  set-watches first after a reconnect
+//	5  the zxid, in connect and set-watches only
+//	                                   TestAssumption_RepliesHandedUpWithoutZxid
+//	   ... set-watches first after a reconnect
 //	                                   TestAssumption_SetWatchesFirstAfterReconnect
-//	   ... naming exactly the watches held
-//	                                   TestAssumption_SetWatchesExactlyTheMirror
-//	   ... after re-sent credentials   TestAssumption_CredentialRepliesPassTheGate
+//	   ... both carry the zxid seen before the cut; the watch fires
+//	                                   TestAssumption_ReconnectCarriesZxidSeen
+//	   ... a server refuses a client ahead of it
+//	                                   TestAssumption_ServerRefusesZxidAhead
+//	   ... 0 after an expiry           TestAssumption_NewSessionAfterExpiry
 //	6  replies echo the xid            TestAssumption_HandshakeAndReplyFraming
 //	7  the event callback              TestAssumption_EventCallbackSynchronous
 //	8  a written request is not resent TestAssumption_WrittenRequestNotResent
@@ -69,15 +73,14 @@ type wire struct {
 	shakes   []shake
 	replies  int
 	creates  zkwire.Creates
-	watches  zkwire.Watches
+	zxid     zkwire.Zxid
 	overlaps atomic.Int32 // concurrent Read calls seen
 	cutAfter atomic.Int32 // if set: close the connection after writing a request of this opcode, once
 	failOp   atomic.Int32 // if set: fail the write of a request of this opcode (closing the connection), once
-	// gateLater: after a reconnection, hold replies until go-zookeeper has
-	// written its set-watches, as the Session does (its read gate), so that
-	// a test that reconnects with a watch set does not trip go-zookeeper's
-	// own data race on lastZxid (docs/design.md#the-read-gate-after-a-reconnect).
-	gateLater bool
+	// holdSetWatches: write set-watches only once a reply with a zxid was
+	// read on its connection (or after 5 s).
+	holdSetWatches bool
+	dialHold       sync.Mutex // held: no dial gets through
 }
 
 type shake struct {
@@ -87,14 +90,58 @@ type shake struct {
 
 type recConn struct {
 	net.Conn
-	w       *wire
-	mu      sync.Mutex
-	writes  [][]byte
-	reading atomic.Int32
-	cut     atomic.Bool // cutAfter chose this connection: nothing more is read
+	w        *wire
+	mu       sync.Mutex
+	writes   [][]byte
+	reading  atomic.Int32
+	cut      atomic.Bool   // cutAfter chose this connection: nothing more is read
+	raw, up  []byte        // bytes read off the socket; bytes handed to go-zookeeper
+	zxidIn   chan struct{} // closed when a reply with a zxid was read
+	zxidOnce sync.Once
+}
+
+// upConn is the zkwire.Conn go-zookeeper reads, recording what it hands up.
+type upConn struct {
+	*zkwire.Conn
+	rc *recConn
+}
+
+func (c *upConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	c.rc.mu.Lock()
+	c.rc.up = append(c.rc.up, p[:n]...)
+	c.rc.mu.Unlock()
+	return n, err
+}
+
+// frames splits a byte stream into frame bodies (after the length).
+func frames(b []byte) [][]byte {
+	var fs [][]byte
+	for len(b) >= 4 {
+		n := int(binary.BigEndian.Uint32(b))
+		if len(b) < 4+n {
+			break
+		}
+		fs = append(fs, b[4:4+n])
+		b = b[4+n:]
+	}
+	return fs
+}
+
+// read returns the frames read on c so far, raw and as handed up.
+func (c *recConn) read() (raw, up [][]byte) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return frames(c.raw), frames(c.up)
 }
 
 func (c *recConn) Write(p []byte) (int, error) {
+	if _, op, _ := zkwire.Request(p); op == zkwire.OpSetWatches && c.w.holdSetWatches {
+		select {
+		case <-c.zxidIn:
+		case <-time.After(5 * time.Second):
+		}
+	}
 	c.mu.Lock()
 	first := len(c.writes) == 0 // the handshake
 	_, op, ok := zkwire.Request(p)
@@ -129,6 +176,15 @@ func (c *recConn) Read(p []byte) (int, error) {
 	if c.cut.Load() {
 		return 0, net.ErrClosed // what arrived after the cut is lost with it
 	}
+	c.mu.Lock()
+	c.raw = append(c.raw, p[:n]...)
+	raw := frames(c.raw)
+	c.mu.Unlock()
+	for _, f := range raw[min(len(raw), 1):] {
+		if h, ok := zkwire.ParseReplyHeader(f); ok && h.Xid >= 0 && h.Zxid > 0 {
+			c.zxidOnce.Do(func() { close(c.zxidIn) })
+		}
+	}
 	return n, err
 }
 
@@ -144,14 +200,10 @@ func (c *recConn) ops() []int32 {
 	return ops
 }
 
-func (w *wire) Handshake(id int64, timeout time.Duration, sentAt int64) time.Duration {
+func (w *wire) Handshake(id int64, timeout time.Duration, sentAt int64) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.shakes = append(w.shakes, shake{id, timeout})
-	if w.gateLater && len(w.shakes) > 1 {
-		return 10 * time.Second // opened at once by the set-watches write
-	}
-	return 0
 }
 
 func (w *wire) Replied(int64) {
@@ -182,15 +234,18 @@ func (w *wire) last() *recConn {
 }
 
 func (w *wire) dialer(network, addr string, timeout time.Duration) (net.Conn, error) {
+	w.dialHold.Lock()
+	//lint:ignore SA2001 it only waits for a test holding it
+	w.dialHold.Unlock()
 	c, err := net.DialTimeout(network, addr, timeout)
 	if err != nil {
 		return nil, err
 	}
-	rc := &recConn{Conn: c, w: w}
+	rc := &recConn{Conn: c, w: w, zxidIn: make(chan struct{})}
 	w.mu.Lock()
 	w.conns = append(w.conns, rc)
 	w.mu.Unlock()
-	return zkwire.NewConn(rc, w, &w.creates, &w.watches), nil
+	return &upConn{zkwire.NewConn(rc, w, &w.creates, &w.zxid), rc}, nil
 }
 
 // connect opens a go-zookeeper connection through zkwire and waits for its
@@ -362,10 +417,9 @@ func TestAssumption_Create2ReplyReadAsCreate(t *testing.T) {
 
 // TestAssumption_SetWatchesFirstAfterReconnect: on a new connection to the
 // same session, go-zookeeper's first request is set-watches when watches
-// are set, written after its last read of the zxid that the receive loop
-// writes. The read gate waits for that write.
+// are set.
 func TestAssumption_SetWatchesFirstAfterReconnect(t *testing.T) {
-	w := &wire{gateLater: true}
+	w := &wire{}
 	conn, events, root := connect(t, w)
 	if _, _, _, err := conn.GetW(root); err != nil {
 		t.Fatal(err)
@@ -387,137 +441,6 @@ func TestAssumption_SetWatchesFirstAfterReconnect(t *testing.T) {
 			t.Fatal("no request written after the reconnection")
 		case <-time.After(10 * time.Millisecond):
 		}
-	}
-}
-
-// TestAssumption_SetWatchesExactlyTheMirror: go-zookeeper's set-watches
-// after a reconnection names exactly the registrations zkwire.Watches
-// mirrors (watches set by GetW, ExistsW on a node and on no node, ChildrenW,
-// less those that fired), and with none left it writes no set-watches. The
-// read gate holds replies only when set-watches is due.
-func TestAssumption_SetWatchesExactlyTheMirror(t *testing.T) {
-	w := &wire{gateLater: true}
-	conn, events, root := connect(t, w)
-	dir := root + "/mirror"
-	for _, p := range []string{dir, dir + "/a", dir + "/b"} {
-		if _, err := conn.Create(p, nil, 0, zk.WorldACL(zk.PermAll)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	var fire []<-chan zk.Event
-	watch := func(ch <-chan zk.Event, err error) {
-		t.Helper()
-		if err != nil && !errors.Is(err, zk.ErrNoNode) {
-			t.Fatal(err)
-		}
-		fire = append(fire, ch)
-	}
-	_, _, ch, err := conn.GetW(dir + "/a")
-	watch(ch, err)
-	_, _, ch, err = conn.ExistsW(dir + "/b")
-	watch(ch, err)
-	_, _, ch, err = conn.ExistsW(dir + "/c")
-	watch(ch, err)
-	_, _, ch, err = conn.ChildrenW(dir)
-	watch(ch, err)
-	if _, _, _, err := conn.GetW(dir + "/none"); !errors.Is(err, zk.ErrNoNode) {
-		t.Fatalf("GetW of a missing node: %v", err)
-	}
-	if _, _, err := conn.Get(dir + "/b"); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := conn.Set(dir+"/a", []byte("x"), -1); err != nil { // fires data /a
-		t.Fatal(err)
-	}
-	<-fire[0]
-	want := []string{"child " + dir, "data " + dir + "/b", "exist " + dir + "/c"}
-	if got := w.watches.Keys(); !slices.Equal(got, want) {
-		t.Fatalf("mirror %v, want %v", got, want)
-	}
-	reconnect := func() *recConn {
-		t.Helper()
-		w.last().Conn.Close()
-		waitState(t, events, zk.StateDisconnected)
-		waitState(t, events, zk.StateHasSession)
-		if _, _, err := conn.Exists(root); err != nil {
-			t.Fatal(err)
-		}
-		time.Sleep(100 * time.Millisecond) // a set-watches due is queued at the handshake
-		return w.last()
-	}
-	rc := reconnect()
-	if got := setWatchesNames(t, rc); !slices.Equal(got, want) {
-		t.Fatalf("set-watches named %v; the mirror had %v", got, want)
-	}
-	if _, err := conn.Create(dir+"/c", nil, 0, zk.WorldACL(zk.PermAll)); err != nil { // fires exist /c and child dir
-		t.Fatal(err)
-	}
-	if err := conn.Delete(dir+"/b", -1); err != nil { // fires data /b
-		t.Fatal(err)
-	}
-	for _, ch := range fire[1:] {
-		<-ch
-	}
-	if got := w.watches.Keys(); len(got) != 0 {
-		t.Fatalf("mirror %v after every watch fired", got)
-	}
-	rc = reconnect()
-	if got := setWatchesNames(t, rc); got != nil {
-		t.Fatalf("set-watches written with no watches held: %v", got)
-	}
-}
-
-// setWatchesNames returns the watches named by the set-watches requests
-// written on rc ("data /p", "exist /p", "child /p", sorted), nil if none.
-func setWatchesNames(t *testing.T, rc *recConn) []string {
-	t.Helper()
-	rc.mu.Lock()
-	defer rc.mu.Unlock()
-	var names []string
-	for _, p := range rc.writes[1:] {
-		if _, op, _ := zkwire.Request(p); op != zkwire.OpSetWatches {
-			continue
-		}
-		b := p[12+8:] // after the header and relativeZxid
-		for _, kind := range []string{"data", "exist", "child"} {
-			n := int(binary.BigEndian.Uint32(b))
-			b = b[4:]
-			for range n {
-				l := int(binary.BigEndian.Uint32(b))
-				names = append(names, kind+" "+string(b[4:4+l]))
-				b = b[4+l:]
-			}
-		}
-	}
-	slices.Sort(names)
-	return names
-}
-
-// TestAssumption_CredentialRepliesPassTheGate: on a reconnection with
-// credentials and watches, go-zookeeper re-sends the credentials and waits
-// for their replies before it writes anything else (set-watches included);
-// those replies carry no zxid, so the read gate lets them through and
-// set-watches follows at once instead of after the gate's bound.
-func TestAssumption_CredentialRepliesPassTheGate(t *testing.T) {
-	w := &wire{gateLater: true} // bound 10 s
-	conn, events, root := connect(t, w)
-	if err := conn.AddAuth("digest", []byte("user:secret")); err != nil {
-		t.Fatal(err)
-	}
-	if _, _, _, err := conn.GetW(root); err != nil {
-		t.Fatal(err)
-	}
-	w.conn(0).Conn.Close()
-	waitState(t, events, zk.StateDisconnected)
-	waitState(t, events, zk.StateHasSession)
-	start := time.Now()
-	eventually(t, "set-watches written", func() bool { return slices.Contains(w.last().ops(), zkwire.OpSetWatches) })
-	if d := time.Since(start); d > 5*time.Second {
-		t.Fatalf("set-watches written %v after the handshake: the credentials' reply was held", d)
-	}
-	ops := w.last().ops()
-	if len(ops) < 2 || ops[0] != zkwire.OpSetAuth || ops[1] != zkwire.OpSetWatches {
-		t.Fatalf("opcodes written after the reconnection %v, want set-auth, then set-watches", ops)
 	}
 }
 
@@ -616,7 +539,7 @@ func eventually(t *testing.T, what string, cond func() bool) {
 // meanwhile). The Session's join reasons from this: a request sent while
 // an epoch is current was written under that epoch's session.
 func TestAssumption_EventCallbackSynchronous(t *testing.T) {
-	w := &wire{gateLater: true}
+	w := &wire{}
 	var mu sync.Mutex
 	var seen []zk.Event
 	var writtenInCallback []int // requests written on the new connection while its callback ran
@@ -748,7 +671,9 @@ func TestAssumption_WatchFiresEveryRegistration(t *testing.T) {
 // TestAssumption_NewSessionAfterExpiry: when the server expires the
 // session, the same *zk.Conn reports StateExpired and then, unasked, opens
 // a new session, whose ID zkwire reads in the handshake; requests go on
-// under it. The Session ends the old epoch on that ID.
+// under it. The Session ends the old epoch on that ID. The new session's
+// connect request carries lastZxidSeen 0, as go-zookeeper's would: zkwire
+// reset its zxid at the refused handshake.
 func TestAssumption_NewSessionAfterExpiry(t *testing.T) {
 	w := &wire{}
 	tap := zktest.NewSessionTap()
@@ -781,6 +706,13 @@ func TestAssumption_NewSessionAfterExpiry(t *testing.T) {
 	if last.id != cur {
 		t.Fatalf("zkwire read session 0x%x in the last handshake; the connection has 0x%x", last.id, cur)
 	}
+	rc := w.last()
+	rc.mu.Lock()
+	hello := rc.writes[0]
+	rc.mu.Unlock()
+	if z := binary.BigEndian.Uint64(hello[8:16]); z != 0 {
+		t.Fatalf("the new session's connect request carries lastZxidSeen 0x%x, want 0 after the expiry", z)
+	}
 	if _, _, err := conn.Exists(c.Chroot()); err != nil {
 		t.Fatalf("a request under the new session: %v", err)
 	}
@@ -791,7 +723,7 @@ func TestAssumption_NewSessionAfterExpiry(t *testing.T) {
 // previous watches" (which the Session raises to error level): the watch's
 // channel gets nothing, and the watch is set again on the next connection.
 func TestAssumption_FailedWatchResendOnlyLogged(t *testing.T) {
-	w := &wire{gateLater: true}
+	w := &wire{}
 	var log logLines
 	conn, events, root := connect(t, w, zk.WithLogger(&log))
 	dir := root + "/rewatch"
