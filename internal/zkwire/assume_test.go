@@ -2,15 +2,11 @@ package zkwire_test
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
-	"fmt"
-	"net"
 	"reflect"
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -46,6 +42,9 @@ import (
 //	11 a new session after expiry      TestAssumption_NewSessionAfterExpiry
 //	12 failed re-sets only logged      TestAssumption_FailedWatchResendOnlyLogged
 //
+// Those of 5 (but SetWatchesFirstAfterReconnect) and 11 are in
+// assume_zxid_test.go, the harness in assume_harness_test.go.
+//
 // Not tested as stated:
 //   - 9, "watches cannot be removed", is an absence in go-zookeeper's API:
 //     TestAssumption_WatchFiresEveryRegistration only looks for a method of
@@ -64,222 +63,6 @@ import (
 //     its session expired), so none is kept.
 
 func TestMain(m *testing.M) { zktest.Main(m) }
-
-// wire records what go-zookeeper writes on each connection (beneath
-// zkwire.Conn: after the create2 rewrite) and what zkwire reports.
-type wire struct {
-	mu       sync.Mutex
-	conns    []*recConn
-	shakes   []shake
-	replies  int
-	creates  zkwire.Creates
-	zxid     zkwire.Zxid
-	overlaps atomic.Int32 // concurrent Read calls seen
-	cutAfter atomic.Int32 // if set: close the connection after writing a request of this opcode, once
-	failOp   atomic.Int32 // if set: fail the write of a request of this opcode (closing the connection), once
-	// holdSetWatches: write set-watches only once a reply with a zxid was
-	// read on its connection (or after 5 s).
-	holdSetWatches bool
-	dialHold       sync.Mutex // held: no dial gets through
-}
-
-type shake struct {
-	id      int64
-	timeout time.Duration
-}
-
-type recConn struct {
-	net.Conn
-	w        *wire
-	mu       sync.Mutex
-	writes   [][]byte
-	reading  atomic.Int32
-	cut      atomic.Bool   // cutAfter chose this connection: nothing more is read
-	raw, up  []byte        // bytes read off the socket; bytes handed to go-zookeeper
-	zxidIn   chan struct{} // closed when a reply with a zxid was read
-	zxidOnce sync.Once
-}
-
-// upConn is the zkwire.Conn go-zookeeper reads, recording what it hands up.
-type upConn struct {
-	*zkwire.Conn
-	rc *recConn
-}
-
-func (c *upConn) Read(p []byte) (int, error) {
-	n, err := c.Conn.Read(p)
-	c.rc.mu.Lock()
-	c.rc.up = append(c.rc.up, p[:n]...)
-	c.rc.mu.Unlock()
-	return n, err
-}
-
-// frames splits a byte stream into frame bodies (after the length).
-func frames(b []byte) [][]byte {
-	var fs [][]byte
-	for len(b) >= 4 {
-		n := int(binary.BigEndian.Uint32(b))
-		if len(b) < 4+n {
-			break
-		}
-		fs = append(fs, b[4:4+n])
-		b = b[4+n:]
-	}
-	return fs
-}
-
-// read returns the frames read on c so far, raw and as handed up.
-func (c *recConn) read() (raw, up [][]byte) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return frames(c.raw), frames(c.up)
-}
-
-func (c *recConn) Write(p []byte) (int, error) {
-	if _, op, _ := zkwire.Request(p); op == zkwire.OpSetWatches && c.w.holdSetWatches {
-		select {
-		case <-c.zxidIn:
-		case <-time.After(5 * time.Second):
-		}
-	}
-	c.mu.Lock()
-	first := len(c.writes) == 0 // the handshake
-	_, op, ok := zkwire.Request(p)
-	request := ok && !first && op != 0
-	if request && c.w.failOp.CompareAndSwap(op, 0) {
-		c.mu.Unlock()
-		c.Conn.Close()
-		return 0, errors.New("write refused by the test")
-	}
-	c.writes = append(c.writes, append([]byte(nil), p...))
-	c.mu.Unlock()
-	// A cut is marked before the write: the reply can arrive (and a Read
-	// return it) before Close below runs, and a cut connection must not
-	// deliver it.
-	cut := request && c.w.cutAfter.CompareAndSwap(op, 0)
-	if cut {
-		c.cut.Store(true)
-	}
-	n, err := c.Conn.Write(p)
-	if cut {
-		c.Conn.Close()
-	}
-	return n, err
-}
-
-func (c *recConn) Read(p []byte) (int, error) {
-	if c.reading.Add(1) > 1 {
-		c.w.overlaps.Add(1)
-	}
-	defer c.reading.Add(-1)
-	n, err := c.Conn.Read(p)
-	if c.cut.Load() {
-		return 0, net.ErrClosed // what arrived after the cut is lost with it
-	}
-	c.mu.Lock()
-	c.raw = append(c.raw, p[:n]...)
-	raw := frames(c.raw)
-	c.mu.Unlock()
-	for _, f := range raw[min(len(raw), 1):] {
-		if h, ok := zkwire.ParseReplyHeader(f); ok && h.Xid >= 0 && h.Zxid > 0 {
-			c.zxidOnce.Do(func() { close(c.zxidIn) })
-		}
-	}
-	return n, err
-}
-
-// ops returns the opcodes of the requests written on c after the handshake.
-func (c *recConn) ops() []int32 {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	var ops []int32
-	for _, p := range c.writes[1:] {
-		_, op, _ := zkwire.Request(p)
-		ops = append(ops, op)
-	}
-	return ops
-}
-
-func (w *wire) Handshake(id int64, timeout time.Duration, sentAt int64) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.shakes = append(w.shakes, shake{id, timeout})
-}
-
-func (w *wire) Replied(int64) {
-	w.mu.Lock()
-	w.replies++
-	w.mu.Unlock()
-}
-
-func (w *wire) FailedBeforeHandshake(error) {}
-
-// connections returns how many connections were dialed.
-func (w *wire) connections() int {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return len(w.conns)
-}
-
-func (w *wire) conn(i int) *recConn {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.conns[i]
-}
-
-func (w *wire) last() *recConn {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.conns[len(w.conns)-1]
-}
-
-func (w *wire) dialer(network, addr string, timeout time.Duration) (net.Conn, error) {
-	w.dialHold.Lock()
-	//lint:ignore SA2001 it only waits for a test holding it
-	w.dialHold.Unlock()
-	c, err := net.DialTimeout(network, addr, timeout)
-	if err != nil {
-		return nil, err
-	}
-	rc := &recConn{Conn: c, w: w, zxidIn: make(chan struct{})}
-	w.mu.Lock()
-	w.conns = append(w.conns, rc)
-	w.mu.Unlock()
-	return &upConn{zkwire.NewConn(rc, w, &w.creates, &w.zxid), rc}, nil
-}
-
-// connect opens a go-zookeeper connection through zkwire and waits for its
-// session. opts are go-zookeeper's options (whose type it does not export).
-func connect(t *testing.T, w *wire, opts ...func(*zk.Conn)) (*zk.Conn, <-chan zk.Event, string) {
-	t.Helper()
-	c := zktest.Shared(t)
-	conn, events, err := zk.Connect(c.Addrs(), 4*time.Second, zk.WithDialer(w.dialer), zk.WithLogInfo(false), func(conn *zk.Conn) {
-		for _, o := range opts {
-			o(conn)
-		}
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(conn.Close)
-	waitState(t, events, zk.StateHasSession)
-	return conn, events, c.Chroot()
-}
-
-func waitState(t *testing.T, events <-chan zk.Event, st zk.State) {
-	t.Helper()
-	deadline := time.After(20 * time.Second)
-	for {
-		select {
-		case ev := <-events:
-			if ev.Type == zk.EventSession && ev.State == st {
-				return
-			}
-		case <-deadline:
-			t.Fatalf("no %v within 20 s", st)
-		}
-	}
-}
 
 // TestAssumption_OnePacketPerWrite: go-zookeeper writes each request, the
 // handshake included, as one whole frame in one Write call. zkwire reads
@@ -495,42 +278,6 @@ func TestAssumption_WrittenRequestNotResent(t *testing.T) {
 	}
 }
 
-// logLines records go-zookeeper's log lines.
-type logLines struct {
-	mu    sync.Mutex
-	lines []string
-}
-
-func (l *logLines) Printf(format string, args ...any) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.lines = append(l.lines, fmt.Sprintf(format, args...))
-}
-
-// find returns the first line starting with prefix.
-func (l *logLines) find(prefix string) (string, bool) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	for _, s := range l.lines {
-		if strings.HasPrefix(s, prefix) {
-			return s, true
-		}
-	}
-	return "", false
-}
-
-// eventually polls cond every 10 ms for up to 20 s.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("not within 20 s: %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // TestAssumption_EventCallbackSynchronous: the event callback receives the
 // state changes and the watch events, on go-zookeeper's goroutine and
 // before it goes on: while the callback for a new connection's
@@ -665,56 +412,6 @@ func TestAssumption_WatchFiresEveryRegistration(t *testing.T) {
 		if name := reflect.TypeOf(conn).Method(i).Name; strings.Contains(name, "RemoveWatch") || strings.Contains(name, "RemoveAllWatches") {
 			t.Fatalf("*zk.Conn has %s: watches can be removed now (docs/design.md, assumption 9)", name)
 		}
-	}
-}
-
-// TestAssumption_NewSessionAfterExpiry: when the server expires the
-// session, the same *zk.Conn reports StateExpired and then, unasked, opens
-// a new session, whose ID zkwire reads in the handshake; requests go on
-// under it. The Session ends the old epoch on that ID. The new session's
-// connect request carries lastZxidSeen 0, as go-zookeeper's would: zkwire
-// reset its zxid at the refused handshake.
-func TestAssumption_NewSessionAfterExpiry(t *testing.T) {
-	w := &wire{}
-	tap := zktest.NewSessionTap()
-	c := zktest.Shared(t)
-	conn, events, err := zk.Connect(c.Addrs(), 4*time.Second, zk.WithDialer(tap.Dialer(w.dialer)), zk.WithLogInfo(false))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	waitState(t, events, zk.StateHasSession)
-	old := conn.SessionID()
-	id, passwd, ok := tap.Session()
-	if !ok || id != old {
-		t.Fatalf("tapped session 0x%x (%v), connection's 0x%x", id, ok, old)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	if _, err := zktest.ExpireSession(ctx, c.Addrs(), id, passwd); err != nil {
-		t.Fatal(err)
-	}
-	waitState(t, events, zk.StateExpired)
-	waitState(t, events, zk.StateHasSession)
-	cur := conn.SessionID()
-	if cur == 0 || cur == old {
-		t.Fatalf("session 0x%x after the expiry of 0x%x", cur, old)
-	}
-	w.mu.Lock()
-	last := w.shakes[len(w.shakes)-1]
-	w.mu.Unlock()
-	if last.id != cur {
-		t.Fatalf("zkwire read session 0x%x in the last handshake; the connection has 0x%x", last.id, cur)
-	}
-	rc := w.last()
-	rc.mu.Lock()
-	hello := rc.writes[0]
-	rc.mu.Unlock()
-	if z := binary.BigEndian.Uint64(hello[8:16]); z != 0 {
-		t.Fatalf("the new session's connect request carries lastZxidSeen 0x%x, want 0 after the expiry", z)
-	}
-	if _, _, err := conn.Exists(c.Chroot()); err != nil {
-		t.Fatalf("a request under the new session: %v", err)
 	}
 }
 

@@ -1,6 +1,7 @@
 package zkwire_test
 
 import (
+	"context"
 	"encoding/binary"
 	"net"
 	"sync/atomic"
@@ -203,5 +204,55 @@ func TestAssumption_ServerRefusesZxidAhead(t *testing.T) {
 	}
 	if resp, err := hello(1 << 60); err == nil {
 		t.Fatalf("connect with a zxid ahead of the server answered: %x", resp)
+	}
+}
+
+// TestAssumption_NewSessionAfterExpiry: when the server expires the
+// session, the same *zk.Conn reports StateExpired and then, unasked, opens
+// a new session, whose ID zkwire reads in the handshake; requests go on
+// under it. The Session ends the old epoch on that ID. The new session's
+// connect request carries lastZxidSeen 0, as go-zookeeper's would: zkwire
+// reset its zxid at the refused handshake.
+func TestAssumption_NewSessionAfterExpiry(t *testing.T) {
+	w := &wire{}
+	tap := zktest.NewSessionTap()
+	c := zktest.Shared(t)
+	conn, events, err := zk.Connect(c.Addrs(), 4*time.Second, zk.WithDialer(tap.Dialer(w.dialer)), zk.WithLogInfo(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	waitState(t, events, zk.StateHasSession)
+	old := conn.SessionID()
+	id, passwd, ok := tap.Session()
+	if !ok || id != old {
+		t.Fatalf("tapped session 0x%x (%v), connection's 0x%x", id, ok, old)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if _, err := zktest.ExpireSession(ctx, c.Addrs(), id, passwd); err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, events, zk.StateExpired)
+	waitState(t, events, zk.StateHasSession)
+	cur := conn.SessionID()
+	if cur == 0 || cur == old {
+		t.Fatalf("session 0x%x after the expiry of 0x%x", cur, old)
+	}
+	w.mu.Lock()
+	last := w.shakes[len(w.shakes)-1]
+	w.mu.Unlock()
+	if last.id != cur {
+		t.Fatalf("zkwire read session 0x%x in the last handshake; the connection has 0x%x", last.id, cur)
+	}
+	rc := w.last()
+	rc.mu.Lock()
+	hello := rc.writes[0]
+	rc.mu.Unlock()
+	if z := binary.BigEndian.Uint64(hello[8:16]); z != 0 {
+		t.Fatalf("the new session's connect request carries lastZxidSeen 0x%x, want 0 after the expiry", z)
+	}
+	if _, _, err := conn.Exists(c.Chroot()); err != nil {
+		t.Fatalf("a request under the new session: %v", err)
 	}
 }
