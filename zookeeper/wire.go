@@ -11,8 +11,7 @@ import (
 
 // wireState is what the Session learns off its connections through
 // zkwire.Conn, and the creates it asks zkwire to send as create2. It has
-// no lock of its own: atomics, and zkwire.Creates' and zkwire.Watches'
-// locks.
+// no lock of its own: atomics, and zkwire.Creates' lock.
 type wireState struct {
 	requested time.Duration // the session timeout asked for (WithSessionTimeout)
 	lastReply atomic.Int64  // unix nanos: send time of the newest request a server answered
@@ -20,7 +19,7 @@ type wireState struct {
 	timeout   atomic.Int64  // negotiated, in the last connect response (ns)
 	cur       atomic.Pointer[zkwire.Conn]
 	creates   zkwire.Creates
-	watches   zkwire.Watches // go-zookeeper's watch registrations, mirrored
+	zxid      zkwire.Zxid // go-zookeeper's last zxid, kept by zkwire
 }
 
 // sessionTimeout is the negotiated session timeout (the requested one
@@ -61,20 +60,10 @@ func (w *wireState) dropConn() {
 // read on it move conns' deadlines, a failure before the handshake is
 // dials'.
 func (w *wireState) track(c net.Conn, conns *connState, dials *dialWatch) net.Conn {
-	tc := zkwire.NewConn(c, wireObserver{w: w, conns: conns, dials: dials, c: c}, &w.creates, &w.watches)
+	tc := zkwire.NewConn(c, wireObserver{w: w, conns: conns, dials: dials, c: c}, &w.creates, &w.zxid)
 	w.cur.Store(tc)
 	return tc
 }
-
-// setWatchesWait bounds how long replies are held after a handshake for
-// go-zookeeper's set-watches request. zkwire holds them only when its
-// mirror of go-zookeeper's watches says the request will be written (and
-// then only the replies that would race with it), so the hold normally
-// ends at that write, a few scheduling delays after the handshake; the
-// bound only keeps a request that does not come after all (the *zk.Conn
-// closed in that instant) from holding replies for ever. See
-// docs/design.md#the-read-gate-after-a-reconnect.
-const setWatchesWait = time.Second
 
 // wireObserver is the zkwire.Observer of one connection, c.
 type wireObserver struct {
@@ -85,15 +74,13 @@ type wireObserver struct {
 }
 
 // Handshake records the session ID and negotiated timeout, and counts the
-// connect request as answered. It returns the read gate's bound; zkwire
-// decides whether to hold at all.
-func (o wireObserver) Handshake(id int64, timeout time.Duration, sentAt int64) time.Duration {
+// connect request as answered.
+func (o wireObserver) Handshake(id int64, timeout time.Duration, sentAt int64) {
 	o.w.sessionID.Store(id)
 	if id != 0 && timeout > 0 {
 		o.w.timeout.Store(int64(timeout))
 	}
 	o.conns.replied(sentAt)
-	return setWatchesWait
 }
 
 // Replied advances the last server reply and the ownership deadlines.

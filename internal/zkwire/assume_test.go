@@ -2,15 +2,11 @@ package zkwire_test
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
-	"fmt"
-	"net"
 	"reflect"
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -29,11 +25,15 @@ import (
 //	2  one reader at a time            TestAssumption_OneReaderAtATime
 //	3  requests written in queue order TestAssumption_Create2ReplyReadAsCreate
 //	4  create reply read by its path   TestAssumption_Create2ReplyReadAsCreate
-//	5  set-watches first after a reconnect
+//	5  the zxid, in connect and set-watches only
+//	                                   TestAssumption_RepliesHandedUpWithoutZxid
+//	   ... set-watches first after a reconnect
 //	                                   TestAssumption_SetWatchesFirstAfterReconnect
-//	   ... naming exactly the watches held
-//	                                   TestAssumption_SetWatchesExactlyTheMirror
-//	   ... after re-sent credentials   TestAssumption_CredentialRepliesPassTheGate
+//	   ... both carry the zxid seen before the cut; the watch fires
+//	                                   TestAssumption_ReconnectCarriesZxidSeen
+//	   ... a server refuses a client ahead of it
+//	                                   TestAssumption_ServerRefusesZxidAhead
+//	   ... 0 after an expiry           TestAssumption_NewSessionAfterExpiry
 //	6  replies echo the xid            TestAssumption_HandshakeAndReplyFraming
 //	7  the event callback              TestAssumption_EventCallbackSynchronous
 //	8  a written request is not resent TestAssumption_WrittenRequestNotResent
@@ -41,6 +41,9 @@ import (
 //	10 oversize fails unsent           TestAssumption_OversizeFailsUnsent
 //	11 a new session after expiry      TestAssumption_NewSessionAfterExpiry
 //	12 failed re-sets only logged      TestAssumption_FailedWatchResendOnlyLogged
+//
+// Those of 5 (but SetWatchesFirstAfterReconnect) and 11 are in
+// assume_zxid_test.go, the harness in assume_harness_test.go.
 //
 // Not tested as stated:
 //   - 9, "watches cannot be removed", is an absence in go-zookeeper's API:
@@ -60,171 +63,6 @@ import (
 //     its session expired), so none is kept.
 
 func TestMain(m *testing.M) { zktest.Main(m) }
-
-// wire records what go-zookeeper writes on each connection (beneath
-// zkwire.Conn: after the create2 rewrite) and what zkwire reports.
-type wire struct {
-	mu       sync.Mutex
-	conns    []*recConn
-	shakes   []shake
-	replies  int
-	creates  zkwire.Creates
-	watches  zkwire.Watches
-	overlaps atomic.Int32 // concurrent Read calls seen
-	cutAfter atomic.Int32 // if set: close the connection after writing a request of this opcode, once
-	failOp   atomic.Int32 // if set: fail the write of a request of this opcode (closing the connection), once
-	// gateLater: after a reconnection, hold replies until go-zookeeper has
-	// written its set-watches, as the Session does (its read gate), so that
-	// a test that reconnects with a watch set does not trip go-zookeeper's
-	// own data race on lastZxid (docs/design.md#the-read-gate-after-a-reconnect).
-	gateLater bool
-}
-
-type shake struct {
-	id      int64
-	timeout time.Duration
-}
-
-type recConn struct {
-	net.Conn
-	w       *wire
-	mu      sync.Mutex
-	writes  [][]byte
-	reading atomic.Int32
-	cut     atomic.Bool // cutAfter chose this connection: nothing more is read
-}
-
-func (c *recConn) Write(p []byte) (int, error) {
-	c.mu.Lock()
-	first := len(c.writes) == 0 // the handshake
-	_, op, ok := zkwire.Request(p)
-	request := ok && !first && op != 0
-	if request && c.w.failOp.CompareAndSwap(op, 0) {
-		c.mu.Unlock()
-		c.Conn.Close()
-		return 0, errors.New("write refused by the test")
-	}
-	c.writes = append(c.writes, append([]byte(nil), p...))
-	c.mu.Unlock()
-	// A cut is marked before the write: the reply can arrive (and a Read
-	// return it) before Close below runs, and a cut connection must not
-	// deliver it.
-	cut := request && c.w.cutAfter.CompareAndSwap(op, 0)
-	if cut {
-		c.cut.Store(true)
-	}
-	n, err := c.Conn.Write(p)
-	if cut {
-		c.Conn.Close()
-	}
-	return n, err
-}
-
-func (c *recConn) Read(p []byte) (int, error) {
-	if c.reading.Add(1) > 1 {
-		c.w.overlaps.Add(1)
-	}
-	defer c.reading.Add(-1)
-	n, err := c.Conn.Read(p)
-	if c.cut.Load() {
-		return 0, net.ErrClosed // what arrived after the cut is lost with it
-	}
-	return n, err
-}
-
-// ops returns the opcodes of the requests written on c after the handshake.
-func (c *recConn) ops() []int32 {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	var ops []int32
-	for _, p := range c.writes[1:] {
-		_, op, _ := zkwire.Request(p)
-		ops = append(ops, op)
-	}
-	return ops
-}
-
-func (w *wire) Handshake(id int64, timeout time.Duration, sentAt int64) time.Duration {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.shakes = append(w.shakes, shake{id, timeout})
-	if w.gateLater && len(w.shakes) > 1 {
-		return 10 * time.Second // opened at once by the set-watches write
-	}
-	return 0
-}
-
-func (w *wire) Replied(int64) {
-	w.mu.Lock()
-	w.replies++
-	w.mu.Unlock()
-}
-
-func (w *wire) FailedBeforeHandshake(error) {}
-
-// connections returns how many connections were dialed.
-func (w *wire) connections() int {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return len(w.conns)
-}
-
-func (w *wire) conn(i int) *recConn {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.conns[i]
-}
-
-func (w *wire) last() *recConn {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.conns[len(w.conns)-1]
-}
-
-func (w *wire) dialer(network, addr string, timeout time.Duration) (net.Conn, error) {
-	c, err := net.DialTimeout(network, addr, timeout)
-	if err != nil {
-		return nil, err
-	}
-	rc := &recConn{Conn: c, w: w}
-	w.mu.Lock()
-	w.conns = append(w.conns, rc)
-	w.mu.Unlock()
-	return zkwire.NewConn(rc, w, &w.creates, &w.watches), nil
-}
-
-// connect opens a go-zookeeper connection through zkwire and waits for its
-// session. opts are go-zookeeper's options (whose type it does not export).
-func connect(t *testing.T, w *wire, opts ...func(*zk.Conn)) (*zk.Conn, <-chan zk.Event, string) {
-	t.Helper()
-	c := zktest.Shared(t)
-	conn, events, err := zk.Connect(c.Addrs(), 4*time.Second, zk.WithDialer(w.dialer), zk.WithLogInfo(false), func(conn *zk.Conn) {
-		for _, o := range opts {
-			o(conn)
-		}
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(conn.Close)
-	waitState(t, events, zk.StateHasSession)
-	return conn, events, c.Chroot()
-}
-
-func waitState(t *testing.T, events <-chan zk.Event, st zk.State) {
-	t.Helper()
-	deadline := time.After(20 * time.Second)
-	for {
-		select {
-		case ev := <-events:
-			if ev.Type == zk.EventSession && ev.State == st {
-				return
-			}
-		case <-deadline:
-			t.Fatalf("no %v within 20 s", st)
-		}
-	}
-}
 
 // TestAssumption_OnePacketPerWrite: go-zookeeper writes each request, the
 // handshake included, as one whole frame in one Write call. zkwire reads
@@ -362,10 +200,9 @@ func TestAssumption_Create2ReplyReadAsCreate(t *testing.T) {
 
 // TestAssumption_SetWatchesFirstAfterReconnect: on a new connection to the
 // same session, go-zookeeper's first request is set-watches when watches
-// are set, written after its last read of the zxid that the receive loop
-// writes. The read gate waits for that write.
+// are set.
 func TestAssumption_SetWatchesFirstAfterReconnect(t *testing.T) {
-	w := &wire{gateLater: true}
+	w := &wire{}
 	conn, events, root := connect(t, w)
 	if _, _, _, err := conn.GetW(root); err != nil {
 		t.Fatal(err)
@@ -387,137 +224,6 @@ func TestAssumption_SetWatchesFirstAfterReconnect(t *testing.T) {
 			t.Fatal("no request written after the reconnection")
 		case <-time.After(10 * time.Millisecond):
 		}
-	}
-}
-
-// TestAssumption_SetWatchesExactlyTheMirror: go-zookeeper's set-watches
-// after a reconnection names exactly the registrations zkwire.Watches
-// mirrors (watches set by GetW, ExistsW on a node and on no node, ChildrenW,
-// less those that fired), and with none left it writes no set-watches. The
-// read gate holds replies only when set-watches is due.
-func TestAssumption_SetWatchesExactlyTheMirror(t *testing.T) {
-	w := &wire{gateLater: true}
-	conn, events, root := connect(t, w)
-	dir := root + "/mirror"
-	for _, p := range []string{dir, dir + "/a", dir + "/b"} {
-		if _, err := conn.Create(p, nil, 0, zk.WorldACL(zk.PermAll)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	var fire []<-chan zk.Event
-	watch := func(ch <-chan zk.Event, err error) {
-		t.Helper()
-		if err != nil && !errors.Is(err, zk.ErrNoNode) {
-			t.Fatal(err)
-		}
-		fire = append(fire, ch)
-	}
-	_, _, ch, err := conn.GetW(dir + "/a")
-	watch(ch, err)
-	_, _, ch, err = conn.ExistsW(dir + "/b")
-	watch(ch, err)
-	_, _, ch, err = conn.ExistsW(dir + "/c")
-	watch(ch, err)
-	_, _, ch, err = conn.ChildrenW(dir)
-	watch(ch, err)
-	if _, _, _, err := conn.GetW(dir + "/none"); !errors.Is(err, zk.ErrNoNode) {
-		t.Fatalf("GetW of a missing node: %v", err)
-	}
-	if _, _, err := conn.Get(dir + "/b"); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := conn.Set(dir+"/a", []byte("x"), -1); err != nil { // fires data /a
-		t.Fatal(err)
-	}
-	<-fire[0]
-	want := []string{"child " + dir, "data " + dir + "/b", "exist " + dir + "/c"}
-	if got := w.watches.Keys(); !slices.Equal(got, want) {
-		t.Fatalf("mirror %v, want %v", got, want)
-	}
-	reconnect := func() *recConn {
-		t.Helper()
-		w.last().Conn.Close()
-		waitState(t, events, zk.StateDisconnected)
-		waitState(t, events, zk.StateHasSession)
-		if _, _, err := conn.Exists(root); err != nil {
-			t.Fatal(err)
-		}
-		time.Sleep(100 * time.Millisecond) // a set-watches due is queued at the handshake
-		return w.last()
-	}
-	rc := reconnect()
-	if got := setWatchesNames(t, rc); !slices.Equal(got, want) {
-		t.Fatalf("set-watches named %v; the mirror had %v", got, want)
-	}
-	if _, err := conn.Create(dir+"/c", nil, 0, zk.WorldACL(zk.PermAll)); err != nil { // fires exist /c and child dir
-		t.Fatal(err)
-	}
-	if err := conn.Delete(dir+"/b", -1); err != nil { // fires data /b
-		t.Fatal(err)
-	}
-	for _, ch := range fire[1:] {
-		<-ch
-	}
-	if got := w.watches.Keys(); len(got) != 0 {
-		t.Fatalf("mirror %v after every watch fired", got)
-	}
-	rc = reconnect()
-	if got := setWatchesNames(t, rc); got != nil {
-		t.Fatalf("set-watches written with no watches held: %v", got)
-	}
-}
-
-// setWatchesNames returns the watches named by the set-watches requests
-// written on rc ("data /p", "exist /p", "child /p", sorted), nil if none.
-func setWatchesNames(t *testing.T, rc *recConn) []string {
-	t.Helper()
-	rc.mu.Lock()
-	defer rc.mu.Unlock()
-	var names []string
-	for _, p := range rc.writes[1:] {
-		if _, op, _ := zkwire.Request(p); op != zkwire.OpSetWatches {
-			continue
-		}
-		b := p[12+8:] // after the header and relativeZxid
-		for _, kind := range []string{"data", "exist", "child"} {
-			n := int(binary.BigEndian.Uint32(b))
-			b = b[4:]
-			for range n {
-				l := int(binary.BigEndian.Uint32(b))
-				names = append(names, kind+" "+string(b[4:4+l]))
-				b = b[4+l:]
-			}
-		}
-	}
-	slices.Sort(names)
-	return names
-}
-
-// TestAssumption_CredentialRepliesPassTheGate: on a reconnection with
-// credentials and watches, go-zookeeper re-sends the credentials and waits
-// for their replies before it writes anything else (set-watches included);
-// those replies carry no zxid, so the read gate lets them through and
-// set-watches follows at once instead of after the gate's bound.
-func TestAssumption_CredentialRepliesPassTheGate(t *testing.T) {
-	w := &wire{gateLater: true} // bound 10 s
-	conn, events, root := connect(t, w)
-	if err := conn.AddAuth("digest", []byte("user:secret")); err != nil {
-		t.Fatal(err)
-	}
-	if _, _, _, err := conn.GetW(root); err != nil {
-		t.Fatal(err)
-	}
-	w.conn(0).Conn.Close()
-	waitState(t, events, zk.StateDisconnected)
-	waitState(t, events, zk.StateHasSession)
-	start := time.Now()
-	eventually(t, "set-watches written", func() bool { return slices.Contains(w.last().ops(), zkwire.OpSetWatches) })
-	if d := time.Since(start); d > 5*time.Second {
-		t.Fatalf("set-watches written %v after the handshake: the credentials' reply was held", d)
-	}
-	ops := w.last().ops()
-	if len(ops) < 2 || ops[0] != zkwire.OpSetAuth || ops[1] != zkwire.OpSetWatches {
-		t.Fatalf("opcodes written after the reconnection %v, want set-auth, then set-watches", ops)
 	}
 }
 
@@ -572,42 +278,6 @@ func TestAssumption_WrittenRequestNotResent(t *testing.T) {
 	}
 }
 
-// logLines records go-zookeeper's log lines.
-type logLines struct {
-	mu    sync.Mutex
-	lines []string
-}
-
-func (l *logLines) Printf(format string, args ...any) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.lines = append(l.lines, fmt.Sprintf(format, args...))
-}
-
-// find returns the first line starting with prefix.
-func (l *logLines) find(prefix string) (string, bool) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	for _, s := range l.lines {
-		if strings.HasPrefix(s, prefix) {
-			return s, true
-		}
-	}
-	return "", false
-}
-
-// eventually polls cond every 10 ms for up to 20 s.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("not within 20 s: %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // TestAssumption_EventCallbackSynchronous: the event callback receives the
 // state changes and the watch events, on go-zookeeper's goroutine and
 // before it goes on: while the callback for a new connection's
@@ -616,7 +286,7 @@ func eventually(t *testing.T, what string, cond func() bool) {
 // meanwhile). The Session's join reasons from this: a request sent while
 // an epoch is current was written under that epoch's session.
 func TestAssumption_EventCallbackSynchronous(t *testing.T) {
-	w := &wire{gateLater: true}
+	w := &wire{}
 	var mu sync.Mutex
 	var seen []zk.Event
 	var writtenInCallback []int // requests written on the new connection while its callback ran
@@ -745,53 +415,12 @@ func TestAssumption_WatchFiresEveryRegistration(t *testing.T) {
 	}
 }
 
-// TestAssumption_NewSessionAfterExpiry: when the server expires the
-// session, the same *zk.Conn reports StateExpired and then, unasked, opens
-// a new session, whose ID zkwire reads in the handshake; requests go on
-// under it. The Session ends the old epoch on that ID.
-func TestAssumption_NewSessionAfterExpiry(t *testing.T) {
-	w := &wire{}
-	tap := zktest.NewSessionTap()
-	c := zktest.Shared(t)
-	conn, events, err := zk.Connect(c.Addrs(), 4*time.Second, zk.WithDialer(tap.Dialer(w.dialer)), zk.WithLogInfo(false))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	waitState(t, events, zk.StateHasSession)
-	old := conn.SessionID()
-	id, passwd, ok := tap.Session()
-	if !ok || id != old {
-		t.Fatalf("tapped session 0x%x (%v), connection's 0x%x", id, ok, old)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	if _, err := zktest.ExpireSession(ctx, c.Addrs(), id, passwd); err != nil {
-		t.Fatal(err)
-	}
-	waitState(t, events, zk.StateExpired)
-	waitState(t, events, zk.StateHasSession)
-	cur := conn.SessionID()
-	if cur == 0 || cur == old {
-		t.Fatalf("session 0x%x after the expiry of 0x%x", cur, old)
-	}
-	w.mu.Lock()
-	last := w.shakes[len(w.shakes)-1]
-	w.mu.Unlock()
-	if last.id != cur {
-		t.Fatalf("zkwire read session 0x%x in the last handshake; the connection has 0x%x", last.id, cur)
-	}
-	if _, _, err := conn.Exists(c.Chroot()); err != nil {
-		t.Fatalf("a request under the new session: %v", err)
-	}
-}
-
 // TestAssumption_FailedWatchResendOnlyLogged: when the set-watches request
 // on a new connection fails, go-zookeeper only logs "Failed to set
 // previous watches" (which the Session raises to error level): the watch's
 // channel gets nothing, and the watch is set again on the next connection.
 func TestAssumption_FailedWatchResendOnlyLogged(t *testing.T) {
-	w := &wire{gateLater: true}
+	w := &wire{}
 	var log logLines
 	conn, events, root := connect(t, w, zk.WithLogger(&log))
 	dir := root + "/rewatch"

@@ -15,10 +15,8 @@ import (
 type Observer interface {
 	// Handshake reports the server's connect response: the session ID and
 	// negotiated timeout it gives (both 0 when it refused the session), and
-	// the send time of the connect request (unix ns). It returns the
-	// longest that replies are held for go-zookeeper's set-watches request
-	// when one is due (0: not at all); see Conn.
-	Handshake(sessionID int64, timeout time.Duration, sentAt int64) (hold time.Duration)
+	// the send time of the connect request (unix ns).
+	Handshake(sessionID int64, timeout time.Duration, sentAt int64)
 	// Replied reports that a reply to a request written at sentAt (unix ns)
 	// was read.
 	Replied(sentAt int64)
@@ -35,17 +33,16 @@ type Observer interface {
 //   - sends a create whose path is registered in its Creates as create2
 //     (the same body; the reply adds the node's Stat) and records the
 //     reply's path and Stat (docs/design.md#the-create2-token);
-//   - after a handshake, when its Watches say go-zookeeper holds watches
-//     (so it will write set-watches), holds every reply that would make
-//     go-zookeeper write Conn.lastZxid until set-watches is written, or the
-//     Observer's hold passes, which dodges a data race of go-zookeeper
-//     v1.0.4 on Conn.lastZxid
-//     (docs/design.md#the-read-gate-after-a-reconnect);
+//   - keeps the zxid in go-zookeeper's place (Zxid): it records each
+//     reply's zxid and hands the reply up with zxid 0, and writes the zxid
+//     into the connect and set-watches requests, so that go-zookeeper
+//     v1.0.4 never writes its Conn.lastZxid after a connect, where it
+//     races with its own read of it (docs/design.md#the-zxid-kept-by-zkwire);
 //   - buffers reads: go-zookeeper reads every frame in two reads (length,
 //     then body), which would be two system calls per reply or event; from
 //     the buffer it is at most one, and a burst of frames (an event and the
-//     reply behind it) is one. Bytes are handed out, and scanned, in order
-//     and only through the gate, as without the buffer.
+//     reply behind it) is one. Bytes are handed out, and scanned, in order,
+//     as without the buffer.
 //
 // It relies on go-zookeeper writing one whole packet per Write and reading
 // from one goroutine at a time (docs/design.md#assumptions-about-go-zookeeper).
@@ -53,18 +50,15 @@ type Conn struct {
 	net.Conn
 	obs     Observer
 	creates *Creates
-	watches *Watches
+	zxid    *Zxid
 
 	mu          sync.Mutex
 	wroteHello  bool
 	helloSentAt int64
+	watchZxid   int64             // Zxid's value at this connection's handshake
 	sent        map[int32][]int64 // xid -> send times, oldest first
 	create2     map[int32]*Create
-	watchReqs   map[int32]watchRequest // xid -> a request sent with the watch flag
-	wbuf        []byte                 // a rewritten create
-
-	gate     chan struct{} // closed when replies may be read after the handshake
-	gateOnce sync.Once
+	wbuf        []byte // a rewritten request
 
 	r  reader        // one reader at a time
 	br *bufio.Reader // over the net.Conn; read by the reader only
@@ -78,31 +72,27 @@ const readBuffer = 8 << 10
 // reader is the read side's frame parser state.
 type reader struct {
 	gotHello bool
-	hdr      [20]byte // frame header being assembled
+	hdr      [20]byte // frame header being assembled, as read (zxid included)
 	nhdr     int
-	skip     int // body bytes left to skip in the current frame
-	// What the current frame is, if it matters once read whole: the reply
-	// to a create sent as create2, a watch event, the reply to a request
-	// sent with the watch flag.
-	capture  *Create
-	event    bool
-	watchReq *watchRequest
-	keep     int    // body bytes still to capture
-	body     []byte // body captured (after the xid)
+	skip     int   // body bytes left to skip in the current frame
+	zxid     int64 // the current frame's zxid, if it is a reply (xid 0 or more)
+	// The reply to a create sent as create2, whose body (after the xid) is
+	// captured.
+	capture *Create
+	keep    int    // body bytes still to capture
+	body    []byte // body captured (after the xid)
 }
 
-// NewConn wraps c. creates may be nil (no create is rewritten). watches is
-// shared by every connection of one *zk.Conn; nil means unknown: replies
-// are then held after every handshake for which the Observer returns a
-// hold, until set-watches is written or that hold passes.
-func NewConn(c net.Conn, obs Observer, creates *Creates, watches *Watches) *Conn {
-	return &Conn{Conn: c, obs: obs, creates: creates, watches: watches, sent: make(map[int32][]int64),
-		create2: make(map[int32]*Create), watchReqs: make(map[int32]watchRequest), gate: make(chan struct{}),
-		br: bufio.NewReaderSize(c, readBuffer)}
+// NewConn wraps c. creates may be nil (no create is rewritten). zxid is
+// shared by every connection of one *zk.Conn; it must not be nil.
+func NewConn(c net.Conn, obs Observer, creates *Creates, zxid *Zxid) *Conn {
+	return &Conn{Conn: c, obs: obs, creates: creates, zxid: zxid, sent: make(map[int32][]int64),
+		create2: make(map[int32]*Create), br: bufio.NewReaderSize(c, readBuffer)}
 }
 
 // Write notes the send time of the request in p, rewrites a registered
-// create into create2, and opens the read gate on set-watches.
+// create into create2, and writes the zxid kept in Zxid into the connect
+// request and set-watches (zxid.go). p itself is never modified.
 func (c *Conn) Write(p []byte) (int, error) {
 	now := time.Now().UnixNano()
 	var cr *Create
@@ -110,25 +100,19 @@ func (c *Conn) Write(p []byte) (int, error) {
 	if !c.wroteHello {
 		c.wroteHello = true
 		c.helloSentAt = now
+		p = c.patch(p, helloZxidAt, c.zxid.Last())
 	} else if len(p) >= 8 {
 		xid := int32(binary.BigEndian.Uint32(p[4:8]))
 		c.sent[xid] = append(c.sent[xid], now)
-		if c.watches != nil {
-			if op, path, ok := WatchRequest(p); ok {
-				c.watchReqs[xid] = watchRequest{op, path}
-			}
-		}
 		if cr = c.createFor(p); cr != nil {
 			c.create2[xid] = cr
-			c.wbuf = append(c.wbuf[:0], p...)
-			binary.BigEndian.PutUint32(c.wbuf[8:12], uint32(OpCreate2))
-			p = c.wbuf
+			p = c.patch(p, -1, 0)
+			binary.BigEndian.PutUint32(p[8:12], uint32(OpCreate2))
+		} else if _, op, _ := Request(p); op == OpSetWatches {
+			p = c.patch(p, setWatchesZxidAt, c.watchZxid)
 		}
 	}
 	c.mu.Unlock()
-	if _, op, ok := Request(p); ok && op == OpSetWatches {
-		c.openGate()
-	}
 	if cr != nil {
 		// Before the write: a request queued from now on is written after
 		// this one (go-zookeeper's send goroutine, which is here, is the
@@ -136,6 +120,17 @@ func (c *Conn) Write(p []byte) (int, error) {
 		c.creates.written(cr)
 	}
 	return c.Conn.Write(p)
+}
+
+// patch returns p copied into c.wbuf with zxid written at offset at (none
+// if at is -1 or p is too short). It is called under c.mu; c.wbuf is
+// reused by the next Write, after this one has returned.
+func (c *Conn) patch(p []byte, at int, zxid int64) []byte {
+	c.wbuf = append(c.wbuf[:0], p...)
+	if at >= 0 && len(p) >= at+8 {
+		binary.BigEndian.PutUint64(c.wbuf[at:at+8], uint64(zxid))
+	}
+	return c.wbuf
 }
 
 func (c *Conn) createFor(p []byte) *Create {
@@ -149,13 +144,9 @@ func (c *Conn) createFor(p []byte) *Create {
 	return c.creates.lookup(path)
 }
 
-// Read passes replies through, parsing their frames; after the handshake,
-// at the start of a frame, it first waits for the read gate if that frame
-// must be held (awaitGate).
+// Read passes replies through, parsing their frames and zeroing the zxid
+// of every reply (zxid.go).
 func (c *Conn) Read(p []byte) (int, error) {
-	if c.r.gotHello && c.r.nhdr == 0 && c.r.skip == 0 {
-		c.awaitGate()
-	}
 	if err := c.checkHello(); err != nil {
 		c.obs.FailedBeforeHandshake(err)
 		return 0, err
@@ -191,65 +182,54 @@ func (c *Conn) checkHello() error {
 	return fmt.Errorf("%w (its first bytes: %q)", ErrNotZooKeeper, h)
 }
 
-// Close opens the read gate and closes the connection.
-func (c *Conn) Close() error {
-	c.openGate()
-	return c.Conn.Close()
-}
-
-func (c *Conn) openGate() { c.gateOnce.Do(func() { close(c.gate) }) }
-
-// awaitGate waits for the read gate, while it is closed, if the next frame
-// is one whose processing writes go-zookeeper's Conn.lastZxid: a reply
-// (xid 0 or more) with a zxid above 0 (recvLoop, conn.go lines 848-849).
-// Other frames pass: watch events (xid -1), ping replies (-2), and replies
-// that carry no zxid, such as those to credentials re-sent before
-// set-watches (resendZkAuth waits for them, and go-zookeeper writes
-// set-watches only after). It peeks at the frame's header (length, xid,
-// zxid); a read error is left for Read to return.
-func (c *Conn) awaitGate() {
-	select {
-	case <-c.gate:
-		return
-	default:
+// headerLen is how much of the current frame's start is its header: the
+// connect response's fields before the password (20 with the length);
+// length and xid (8); for a reply (xid 0 or more) with room for it, the
+// zxid too (16).
+func (c *Conn) headerLen() int {
+	switch {
+	case !c.r.gotHello:
+		return 20
+	case c.r.nhdr < 8:
+		return 8
+	case int32(binary.BigEndian.Uint32(c.r.hdr[4:8])) >= 0 && binary.BigEndian.Uint32(c.r.hdr[0:4]) >= 12:
+		return replyZxidEnd
 	}
-	h, err := c.br.Peek(16) // length, xid, zxid
-	if err != nil {
-		return
-	}
-	xid := int32(binary.BigEndian.Uint32(h[4:8]))
-	zxid := int64(binary.BigEndian.Uint64(h[8:16]))
-	if xid >= 0 && zxid > 0 {
-		<-c.gate
-	}
+	return 8
 }
 
 // scan walks the frames in b: [len uint32][payload of len bytes]. The first
-// frame is the connect response; later ones start with xid, zxid, err.
+// frame is the connect response; later ones start with xid, zxid, err. It
+// zeroes the zxid of replies in b, as they pass.
 func (c *Conn) scan(b []byte) {
 	for len(b) > 0 {
 		if c.r.skip > 0 {
 			b = c.skipBody(b)
 			continue
 		}
-		need := 8 // length + xid
-		if !c.r.gotHello {
-			need = 20 // length + protocol version + timeout + session id
-		}
+		need := c.headerLen()
 		k := copy(c.r.hdr[c.r.nhdr:need], b)
+		if need == replyZxidEnd {
+			clear(b[:k]) // bytes 8..16 of a reply: its zxid, kept in hdr
+		}
 		c.r.nhdr += k
 		b = b[k:]
-		if c.r.nhdr < need {
-			return
+		if c.r.nhdr < c.headerLen() {
+			continue
 		}
 		length := int(binary.BigEndian.Uint32(c.r.hdr[0:4]))
-		c.r.nhdr = 0
-		c.r.skip = max(length-(need-4), 0)
+		c.r.skip = max(length-(c.r.nhdr-4), 0)
 		if !c.r.gotHello {
+			c.r.nhdr = 0
 			c.handshake()
-		} else {
-			c.reply(int32(binary.BigEndian.Uint32(c.r.hdr[4:8])))
+			continue
 		}
+		c.r.zxid = 0
+		if c.r.nhdr == replyZxidEnd {
+			c.r.zxid = int64(binary.BigEndian.Uint64(c.r.hdr[8:16]))
+		}
+		c.r.nhdr = 0
+		c.reply(int32(binary.BigEndian.Uint32(c.r.hdr[4:8])))
 	}
 }
 
@@ -268,51 +248,36 @@ func (c *Conn) skipBody(b []byte) []byte {
 	return b[k:]
 }
 
-// frameRead handles the end of a reply or event frame, read whole: from
-// here go-zookeeper processes it.
+// frameRead handles the end of a frame after the handshake, read whole:
+// from here go-zookeeper processes it, and records a reply's zxid, as
+// go-zookeeper would (recvLoop, conn.go lines 848-849).
 func (c *Conn) frameRead() {
-	switch {
-	case c.r.capture != nil:
-		c.creates.replied(c.r.capture, c.r.body)
-	case c.r.event:
-		c.watches.fired(c.r.body)
-	case c.r.watchReq != nil:
-		if len(c.r.body) == 12 { // zxid, err
-			c.watches.replied(*c.r.watchReq, int32(binary.BigEndian.Uint32(c.r.body[8:12])))
-		}
+	if c.r.zxid > 0 {
+		c.zxid.last.Store(c.r.zxid)
 	}
-	c.r.capture, c.r.event, c.r.watchReq, c.r.keep, c.r.body = nil, false, nil, 0, c.r.body[:0]
+	if c.r.capture != nil {
+		c.creates.replied(c.r.capture, c.r.body)
+	}
+	c.r.zxid, c.r.capture, c.r.keep, c.r.body = 0, nil, 0, c.r.body[:0]
 }
 
 // handshake handles the connect response header in c.r.hdr.
 func (c *Conn) handshake() {
 	c.r.gotHello = true
 	resp, _ := ParseConnectResponse(c.r.hdr[4:20])
+	if resp.SessionID == 0 {
+		c.zxid.last.Store(0) // as go-zookeeper's authenticate resets lastZxid
+	}
 	c.mu.Lock()
 	sentAt := c.helloSentAt
+	c.watchZxid = c.zxid.Last()
 	c.mu.Unlock()
-	hold := c.obs.Handshake(resp.SessionID, resp.Timeout, sentAt)
-	if c.watches != nil {
-		if resp.SessionID == 0 {
-			c.watches.reset() // go-zookeeper's invalidateWatches
-		}
-		if c.watches.Len() == 0 {
-			hold = 0 // no set-watches will be written
-		}
-	}
-	if hold > 0 {
-		time.AfterFunc(hold, c.openGate)
-	} else {
-		c.openGate()
-	}
+	c.obs.Handshake(resp.SessionID, resp.Timeout, sentAt)
 }
 
 // reply handles the header of a reply to xid (or of a watch event).
 func (c *Conn) reply(xid int32) {
 	if xid == XidWatchEvent { // not a reply
-		if c.watches != nil {
-			c.r.event, c.r.keep = true, c.r.skip
-		}
 		c.endHeader()
 		return
 	}
@@ -328,11 +293,10 @@ func (c *Conn) reply(xid int32) {
 	}
 	if cr := c.create2[xid]; cr != nil {
 		delete(c.create2, xid)
+		// The body after the xid: the zxid as read, then the rest.
 		c.r.capture, c.r.keep = cr, c.r.skip
-	} else if wr, ok := c.watchReqs[xid]; ok {
-		c.r.watchReq, c.r.keep = &wr, min(c.r.skip, 12) // zxid, err
+		c.r.body = append(c.r.body[:0], c.r.hdr[8:16]...)
 	}
-	delete(c.watchReqs, xid)
 	c.mu.Unlock()
 	if sentAt != 0 {
 		c.obs.Replied(sentAt)

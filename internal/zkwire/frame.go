@@ -3,8 +3,8 @@
 // Conn, the net.Conn package recipe dials through to learn what
 // go-zookeeper does not expose (the negotiated session timeout and session
 // ID, the send time of every answered request, the Stat of a create) and to
-// hold reads after a reconnection until go-zookeeper has re-registered its
-// watches.
+// keep the zxid in go-zookeeper's place (Zxid), which its own code races
+// on.
 //
 // Everything here depends on how go-zookeeper v1.0.4 uses its connection;
 // each such assumption has a test named TestAssumption_... that runs the

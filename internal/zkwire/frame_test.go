@@ -3,9 +3,7 @@ package zkwire
 import (
 	"bytes"
 	"encoding/binary"
-	"io"
 	"net"
-	"slices"
 	"testing"
 	"time"
 )
@@ -95,7 +93,7 @@ func TestParseCreate2Reply(t *testing.T) {
 // TestScanSplitFrames feeds Conn's parser replies cut at every byte.
 func TestScanSplitFrames(t *testing.T) {
 	obs := &countObs{}
-	c := NewConn(nil, obs, &Creates{}, &Watches{})
+	c := NewConn(nil, obs, &Creates{}, &Zxid{})
 	c.wroteHello = true
 	c.helloSentAt = 1
 	c.sent[3] = []int64{10}
@@ -128,29 +126,12 @@ type countObs struct {
 	replied []int64
 }
 
-func (o *countObs) Handshake(id int64, timeout time.Duration, sentAt int64) time.Duration {
+func (o *countObs) Handshake(id int64, timeout time.Duration, sentAt int64) {
 	o.id, o.timeout = id, timeout
 	o.replied = append(o.replied, sentAt)
-	return 0
 }
 func (o *countObs) Replied(sentAt int64)        { o.replied = append(o.replied, sentAt) }
 func (o *countObs) FailedBeforeHandshake(error) {}
-
-// watchReq encodes a getData, exists or getChildren2 request for path.
-func watchReq(xid, op int32, path string, watch bool) []byte {
-	p := binary.BigEndian.AppendUint32(nil, 0)
-	p = binary.BigEndian.AppendUint32(p, uint32(xid))
-	p = binary.BigEndian.AppendUint32(p, uint32(op))
-	p = binary.BigEndian.AppendUint32(p, uint32(len(path)))
-	p = append(p, path...)
-	if watch {
-		p = append(p, 1)
-	} else {
-		p = append(p, 0)
-	}
-	binary.BigEndian.PutUint32(p, uint32(len(p)-4))
-	return p
-}
 
 // replyFrame encodes a reply frame to xid with zxid, error code and a body
 // of n bytes.
@@ -182,155 +163,108 @@ func helloFrame(id int64) []byte {
 	return append(hello, make([]byte, 4)...)
 }
 
-func TestWatchRequest(t *testing.T) {
-	for _, tc := range []struct {
-		p    []byte
-		op   int32
-		path string
-		ok   bool
-	}{
-		{watchReq(3, OpGetData, "/a", true), OpGetData, "/a", true},
-		{watchReq(3, OpExists, "/b/c", true), OpExists, "/b/c", true},
-		{watchReq(3, OpGetChildren2, "/", true), OpGetChildren2, "/", true},
-		{watchReq(3, OpGetData, "/a", false), 0, "", false},
-		{watchReq(3, OpSetData, "/a", true), 0, "", false},
-		{watchReq(3, OpGetData, "/a", true)[:17], 0, "", false},
-	} {
-		op, path, ok := WatchRequest(tc.p)
-		if op != tc.op || path != tc.path || ok != tc.ok {
-			t.Errorf("WatchRequest(%x) = %d %q %v, want %d %q %v", tc.p, op, path, ok, tc.op, tc.path, tc.ok)
-		}
-	}
-}
-
-// TestScanWatchMirror feeds Conn's parser, a byte at a time, replies to
-// requests sent with the watch flag and watch events, and checks that the
-// mirror follows go-zookeeper's rules (Watches).
-func TestScanWatchMirror(t *testing.T) {
-	w := &Watches{}
-	c := NewConn(nil, &countObs{}, &Creates{}, w)
+// TestScanZeroesReplyZxid feeds Conn's parser, cut at every byte, a
+// handshake and replies, events and pings: every reply (xid 0 or more) is
+// handed on with zxid 0 and its zxid recorded once it is read whole (0
+// leaves the record alone); events and pings pass untouched; a create2
+// reply's Stat is still read; a refused session resets the record.
+func TestScanZeroesReplyZxid(t *testing.T) {
+	z := &Zxid{}
+	cr := &Create{}
+	c := NewConn(nil, &countObs{}, &Creates{}, z)
 	c.wroteHello = true
-	for xid, r := range map[int32]watchRequest{3: {OpGetData, "/a"}, 4: {OpExists, "/b"}, 5: {OpExists, "/c"},
-		6: {OpGetChildren2, "/d"}, 7: {OpGetData, "/e"}, 8: {OpGetChildren2, "/f"}, 9: {OpGetChildren2, "/a"}} {
-		c.watchReqs[xid] = r
+	c.create2[6] = cr
+	body := binary.BigEndian.AppendUint32(nil, 3)
+	body = append(body, "/n1"...)
+	stat := binary.BigEndian.AppendUint64(nil, 77) // czxid
+	body = append(body, append(stat, make([]byte, StatLen-8)...)...)
+	create2 := replyFrame(6, 77, 0, len(body))
+	copy(create2[20:], body)
+	frames := [][]byte{helloFrame(0x77), replyFrame(3, 10, 0, 5), eventFrame(3, "/x"), replyFrame(-2, -1, 0, 0),
+		replyFrame(4, 0, 0, 0), create2, replyFrame(5, 42, -101, 0)}
+	var want []byte
+	for i, f := range frames {
+		g := append([]byte(nil), f...)
+		if i != 0 && i != 2 && i != 3 {
+			clear(g[8:16])
+		}
+		want = append(want, g...)
 	}
-	feed := func(frames ...[]byte) {
-		for _, f := range frames {
-			for _, b := range f {
-				c.scan([]byte{b})
+	var got []byte
+	for i, f := range frames {
+		for j := range f {
+			b := []byte{f[j]}
+			c.scan(b)
+			got = append(got, b...)
+			if i == 1 && j < len(f)-1 && z.Last() != 0 {
+				t.Fatalf("zxid recorded at byte %d of a %d-byte reply", j, len(f))
 			}
 		}
+		if i == 1 && z.Last() != 10 {
+			t.Fatalf("zxid %d after the first reply, want 10", z.Last())
+		}
+		if i == 4 && z.Last() != 10 {
+			t.Fatalf("zxid %d after a reply with zxid 0, want 10 kept", z.Last())
+		}
 	}
-	feed(helloFrame(0x77),
-		replyFrame(3, 10, 0, 80),   // data /a
-		replyFrame(4, 11, -101, 0), // exist /b (NoNode)
-		replyFrame(5, 12, 0, 68),   // data /c
-		replyFrame(6, 13, 0, 90),   // child /d
-		replyFrame(7, 14, -101, 0), // getData of a missing node: none
-		replyFrame(8, 15, -102, 0), // refused (NoAuth): none
-		replyFrame(9, 16, 0, 4+68), // child /a
-		replyFrame(10, 17, 0, 68),  // not a watch request
-		eventFrame(3, "/a"),        // data changed: data /a goes
-		eventFrame(1, "/b"),        // created: exist /b goes
-		eventFrame(4, "/c"),        // children changed: no child watch on /c
-		replyFrame(-2, 0, 0, 0))    // ping
-	if got, want := w.Keys(), []string{"child /a", "child /d", "data /c"}; !slices.Equal(got, want) {
-		t.Fatalf("mirror %v, want %v", got, want)
+	if !bytes.Equal(got, want) {
+		t.Fatalf("handed on\n%x\nwant\n%x", got, want)
 	}
-	feed(eventFrame(2, "/c"), eventFrame(2, "/a"), eventFrame(4, "/d"))
-	if got := w.Keys(); len(got) != 0 {
-		t.Fatalf("mirror %v after every watch fired", got)
+	if z.Last() != 42 {
+		t.Fatalf("zxid %d, want 42", z.Last())
 	}
-	if len(c.watchReqs) != 0 {
-		t.Fatalf("requests left awaiting replies: %v", c.watchReqs)
+	if !cr.replied || cr.path != "/n1" || cr.stat.Czxid != 77 {
+		t.Fatalf("create2 reply read as %+v", cr)
+	}
+	c = NewConn(nil, &countObs{}, &Creates{}, z)
+	c.scan(helloFrame(0))
+	if z.Last() != 0 {
+		t.Fatalf("zxid %d after a refused session, want 0", z.Last())
 	}
 }
 
-// TestReadGate: after a handshake with watches mirrored, a reply that
-// would make go-zookeeper write lastZxid is held until set-watches is
-// written; watch events, ping replies and replies without a zxid pass.
-// Without watches nothing is held; a refused session clears the mirror.
-func TestReadGate(t *testing.T) {
-	for _, tc := range []struct {
-		name    string
-		watches bool
-		id      int64
-		held    bool
-	}{
-		{"watches", true, 0x77, true},
-		{"none", false, 0x77, false},
-		{"expired", true, 0, false},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			w := &Watches{}
-			if tc.watches {
-				w.add(watchKey{"/a", watchData})
-			}
-			client, server := net.Pipe()
-			defer server.Close()
-			c := NewConn(client, &holdObs{hold: 10 * time.Second}, &Creates{}, w)
-			defer c.Close()
-			go io.Copy(io.Discard, server)
-			go func() {
-				for _, f := range [][]byte{helloFrame(tc.id), eventFrame(3, "/x"), replyFrame(-2, 0, 0, 0),
-					replyFrame(1, 0, 0, 0), replyFrame(2, 42, 0, 3)} {
-					if _, err := server.Write(f); err != nil {
-						return
-					}
-				}
-			}()
-			if _, err := c.Write([]byte{0, 0, 0, 0}); err != nil { // the handshake
-				t.Fatal(err)
-			}
-			readFrame := func() []byte {
-				t.Helper()
-				b, err := ReadFrame(c, 1<<10)
-				if err != nil {
-					t.Fatal(err)
-				}
-				return b
-			}
-			readFrame() // connect response
-			if tc.id == 0 && w.Len() != 0 {
-				t.Fatal("mirror kept after the session was refused")
-			}
-			for range 3 { // event, ping, reply without zxid
-				readFrame()
-			}
-			got := make(chan []byte, 1)
-			go func() { b, _ := ReadFrame(c, 1<<10); got <- b }()
-			select {
-			case <-got:
-				if tc.held {
-					t.Fatal("a reply with a zxid was read before set-watches was written")
-				}
+// TestWritePatchesZxid: the connect request carries the recorded zxid, a
+// set-watches the one recorded at this connection's handshake, whatever
+// came after; the caller's buffers are left as they were.
+func TestWritePatchesZxid(t *testing.T) {
+	client, server := net.Pipe()
+	defer server.Close()
+	z := &Zxid{}
+	z.last.Store(0x1234)
+	c := NewConn(client, &countObs{}, &Creates{}, z)
+	defer c.Close()
+	hello := append(binary.BigEndian.AppendUint32(nil, 44), make([]byte, 44)...)
+	sw := binary.BigEndian.AppendUint32(nil, 8+8+12)
+	sw = binary.BigEndian.AppendUint32(sw, 5)
+	sw = binary.BigEndian.AppendUint32(sw, uint32(OpSetWatches))
+	sw = append(sw, make([]byte, 8+12)...)
+	frames := make(chan []byte, 2)
+	go func() {
+		for range 2 {
+			b, err := ReadFrame(server, 1<<10)
+			if err != nil {
 				return
-			case <-time.After(200 * time.Millisecond):
-				if !tc.held {
-					t.Fatal("a reply was held with no set-watches due")
-				}
 			}
-			sw := binary.BigEndian.AppendUint32(nil, 8)
-			sw = binary.BigEndian.AppendUint32(sw, 5)
-			sw = binary.BigEndian.AppendUint32(sw, uint32(OpSetWatches))
-			if _, err := c.Write(sw); err != nil {
-				t.Fatal(err)
-			}
-			select {
-			case b := <-got:
-				if h, ok := ParseReplyHeader(b); !ok || h.Xid != 2 || h.Zxid != 42 {
-					t.Fatalf("read %x after set-watches", b)
-				}
-			case <-time.After(5 * time.Second):
-				t.Fatal("the reply still held after set-watches was written")
-			}
-		})
+			frames <- b
+		}
+	}()
+	for i, p := range [][]byte{hello, sw} {
+		orig := append([]byte(nil), p...)
+		if i == 1 { // set-watches: after the handshake and a reply
+			c.scan(helloFrame(0x77))
+			c.scan(replyFrame(1, 0x9999, 0, 0))
+		}
+		if _, err := c.Write(p); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(p, orig) {
+			t.Fatal("Write modified the caller's buffer")
+		}
+	}
+	if b := <-frames; binary.BigEndian.Uint64(b[4:12]) != 0x1234 {
+		t.Fatalf("connect request %x: lastZxidSeen not 0x1234", b)
+	}
+	if b := <-frames; binary.BigEndian.Uint64(b[8:16]) != 0x1234 || z.Last() != 0x9999 {
+		t.Fatalf("set-watches %x, recorded 0x%x: want relativeZxid 0x1234, the value at the handshake", b, z.Last())
 	}
 }
-
-type holdObs struct {
-	countObs
-	hold time.Duration
-}
-
-func (o *holdObs) Handshake(int64, time.Duration, int64) time.Duration { return o.hold }
