@@ -39,7 +39,8 @@ func SetToken(req *http.Request, t fence.Token) { req.Header.Set(Header, t.Strin
 // matching ErrCrossHostRedirect, as the write would reach a service the
 // caller did not choose, with the token; to follow it, send a new request
 // to the response's Location yourself (a Client whose CheckRedirect
-// returns http.ErrUseLastResponse gives you that response).
+// returns http.ErrUseLastResponse gives you that response). The first
+// hop's write may have landed before its redirect: an unknown outcome.
 type Transport struct {
 	// Base sends the requests; nil means http.DefaultTransport.
 	Base http.RoundTripper
