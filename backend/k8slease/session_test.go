@@ -4,13 +4,17 @@ import (
 	"context"
 	"errors"
 	"net"
+	"strings"
 	"testing"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/rest"
 
 	"github.com/zkrecipes/zkrecipes/backend/k8slease"
 	"github.com/zkrecipes/zkrecipes/backend/k8slease/k8stest"
+	"github.com/zkrecipes/zkrecipes/internal/rtest/connerrtest"
+	"github.com/zkrecipes/zkrecipes/internal/rtest/secrettest"
 	"github.com/zkrecipes/zkrecipes/recipe"
 )
 
@@ -40,6 +44,15 @@ func TestConnectErrors(t *testing.T) {
 	if took := time.Since(start); took > 5*time.Second {
 		t.Errorf("unreachable servers took %v", took)
 	}
+	// A token the real API server does not know (401) is refused in the
+	// words of every backend (issue 37 item 9).
+	bad := k8stest.Shared(t).Config()
+	bad.BearerToken = "s3cr3t-zkr-no-such-token"
+	_, err = k8slease.Connect(ctx, bad)
+	if !errors.Is(err, recipe.ErrNoPermission) || !apierrors.IsUnauthorized(err) || !strings.HasPrefix(err.Error(), connerrtest.RefusedWords) {
+		t.Errorf("unknown token: %v; want recipe.ErrNoPermission and a 401 worded %q...", err, connerrtest.RefusedWords)
+	}
+	secrettest.AbsentErr(t, "the unknown token's error", err, "s3cr3t-zkr-no-such-token")
 }
 
 // TestSameSessionContenders checks that two acquisitions of one Session

@@ -87,9 +87,9 @@ func TestConnectErrors(t *testing.T) {
 		}, Unreach: true, Says: "is it the server's tls-port?", Within: 3 * time.Second},
 		{Name: "nothing listens", Run: connect("redis://127.0.0.1:1/0"), Unreach: true, Says: "connection refused", Within: 3 * time.Second},
 		{Name: "a name that does not resolve", Run: connect("redis://no-such-host.invalid:6379/0"), Unreach: true, Says: "no-such-host.invalid"},
-		{Name: "wrong password", Run: connect(as("errtypes-user", "wrong-pw")), Perm: true, Says: "WRONGPASS", Within: 3 * time.Second},
-		{Name: "unknown user", Run: connect(as("no-such-user", "wrong-pw")), Perm: true, Says: "WRONGPASS", Within: 3 * time.Second},
-		{Name: "no AUTH where the default user is off", Run: noAuth, Perm: true, Says: "NOAUTH", Within: 3 * time.Second},
+		{Name: "wrong password", Run: connect(as("errtypes-user", "wrong-pw")), Perm: true, Says: "WRONGPASS", Prefix: connerrtest.RefusedWords, Within: 3 * time.Second},
+		{Name: "unknown user", Run: connect(as("no-such-user", "wrong-pw")), Perm: true, Says: "WRONGPASS", Prefix: connerrtest.RefusedWords, Within: 3 * time.Second},
+		{Name: "no AUTH where the default user is off", Run: noAuth, Perm: true, Says: "NOAUTH", Prefix: connerrtest.RefusedWords, Within: 3 * time.Second},
 		{Name: "server gone at acquisition", Run: goneAtAcquire, Unreach: true, Says: "connection refused"},
 	} {
 		checkCase(t, c)

@@ -203,6 +203,10 @@ func newSession(ctx context.Context, cli *redis.Client, owned bool, c *config, s
 		if !ctxend.Ended(ctx) && isNetError(err) {
 			err = fmt.Errorf("%w: %w", recipe.ErrUnreachable, plainToTLS(ctx, cli, err))
 		}
+		var re redis.Error
+		if errors.As(err, &re) && refusesCredentials(re.Error()) && !ctxend.Ended(ctx) {
+			return nil, connerr.Refusal(err) // the same words on every backend
+		}
 		return nil, &recipe.OpError{Op: "connect", Err: classify(ctx, err)}
 	}
 	s = &Session{cli: cli, owned: owned, ttl: c.ttl, prefix: c.prefix, log: c.logger, metrics: c.metrics,
