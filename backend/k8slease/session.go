@@ -144,7 +144,7 @@ func (s *Session) probe(ctx context.Context) error {
 	case apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err):
 		return connerr.Refusal(opError("discover", "coordination.k8s.io/v1", err)) // the same words on every backend
 	case ctx.Err() != nil && errors.Is(err, context.DeadlineExceeded) || transient(err):
-		return fmt.Errorf("%w: %w", ErrUnreachable, err)
+		return &recipe.OpError{Op: "connect", Err: fmt.Errorf("%w: %w", ErrUnreachable, err)}
 	}
 	return opError("discover", "coordination.k8s.io/v1", err)
 }
