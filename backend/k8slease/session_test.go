@@ -43,6 +43,14 @@ func TestConnectErrors(t *testing.T) {
 	if _, err := k8slease.Connect(ctx, &rest.Config{Host: "https://" + ln.Addr().String()}, k8slease.WithConnectTimeout(500*time.Millisecond)); !errors.Is(err, k8slease.ErrUnreachable) || !strings.HasPrefix(err.Error(), unreachableWords) {
 		t.Errorf("silent: %v; want k8slease.ErrUnreachable worded %q...", err, unreachableWords)
 	}
+	// The caller's deadline before the connect timeout: unreachable and the
+	// deadline, as on every backend.
+	short, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+	_, err = k8slease.Connect(short, &rest.Config{Host: "https://" + ln.Addr().String()})
+	cancel()
+	if !errors.Is(err, recipe.ErrUnreachable) || !errors.Is(err, context.DeadlineExceeded) || !strings.HasPrefix(err.Error(), unreachableWords) {
+		t.Errorf("silent until ctx's deadline: %v; want recipe.ErrUnreachable and context.DeadlineExceeded worded %q...", err, unreachableWords)
+	}
 	if took := time.Since(start); took > 5*time.Second {
 		t.Errorf("unreachable servers took %v", took)
 	}

@@ -213,21 +213,3 @@ func noCertificate(cfg *tls.Config) string {
 	}
 	return ""
 }
-
-// Refusal is the one wording, on every backend, of a server's refusal of
-// the client's credentials at connect (a password, a user or role, a
-// token, an auth scheme): a *recipe.OpError of "connect" that reads
-// "recipe: connect: refused by the server's access control: " and err's
-// text (without its own "recipe: "), and matches recipe.ErrNoPermission
-// and all that err matches. err must hold no secret (scrubbed already).
-func Refusal(err error) error {
-	return &recipe.OpError{Op: "connect", Err: &refusal{err}}
-}
-
-// refusal is Refusal's error: err, worded as a refusal.
-type refusal struct{ err error }
-
-func (r *refusal) Error() string {
-	return recipe.ErrNoPermission.Error() + ": " + strings.TrimPrefix(r.err.Error(), "recipe: ")
-}
-func (r *refusal) Unwrap() []error { return []error{recipe.ErrNoPermission, r.err} }
