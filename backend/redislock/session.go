@@ -208,7 +208,7 @@ func newSession(ctx context.Context, cli *redis.Client, owned bool, c *config, s
 		switch {
 		case errors.As(err, &re) && refusesCredentials(re.Error()) && !ctxend.Ended(ctx):
 			return nil, connerr.Refusal(err) // the same words on every backend
-		case !errors.As(err, &re) && ctxend.Ended(ctx) && !errors.Is(err, recipe.ErrUnreachable):
+		case !errors.As(err, &re) && ctxend.Ended(ctx):
 			// ctx's deadline passed before the server answered:
 			// unreachable and the deadline, as on every backend.
 			if e := connerr.TimedOut(ctx, err); e != err {

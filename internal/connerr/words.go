@@ -33,15 +33,20 @@ func (r *refusal) Error() string {
 }
 func (r *refusal) Unwrap() []error { return []error{recipe.ErrNoPermission, r.err} }
 
+// unreachableWords are recipe.ErrUnreachable's, without "recipe: ".
+var unreachableWords = strings.TrimPrefix(recipe.ErrUnreachable.Error(), "recipe: ")
+
 // TimedOut is the one answer, on every backend, of a connect whose ctx's
 // deadline passed before any server answered (the caller tells: err holds
 // no server answer): a *recipe.OpError of the connect, reading "recipe:
 // connect: server unreachable: ...", that matches recipe.ErrUnreachable
 // and ctx's cause (context.DeadlineExceeded) both, and all err matches.
 // It returns err itself when ctx's deadline has not passed (a cancelled
-// ctx answers with its cause alone) or err matches recipe.ErrUnreachable.
+// ctx answers with its cause alone), or when err matches
+// recipe.ErrUnreachable and says so already.
 func TimedOut(ctx context.Context, err error) error {
-	if err == nil || !ctxend.Ended(ctx) || errors.Is(ctx.Err(), context.Canceled) || errors.Is(err, recipe.ErrUnreachable) {
+	if err == nil || !ctxend.Ended(ctx) || errors.Is(ctx.Err(), context.Canceled) ||
+		errors.Is(err, recipe.ErrUnreachable) && strings.Contains(err.Error(), unreachableWords) {
 		return err
 	}
 	cause := ctxend.Cause(ctx)
