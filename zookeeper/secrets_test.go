@@ -1,8 +1,6 @@
 package zookeeper_test
 
 import (
-	"github.com/zkrecipes/zkrecipes/internal/rtest/secrettest"
-
 	"bytes"
 	"context"
 	"crypto/rand"
@@ -16,6 +14,8 @@ import (
 
 	"github.com/go-zookeeper/zk"
 
+	"github.com/zkrecipes/zkrecipes/internal/rtest/connerrtest"
+	"github.com/zkrecipes/zkrecipes/internal/rtest/secrettest"
 	"github.com/zkrecipes/zkrecipes/mutex"
 	"github.com/zkrecipes/zkrecipes/recipe"
 	"github.com/zkrecipes/zkrecipes/zktest"
@@ -69,8 +69,8 @@ func TestAuthBytesNotShown(t *testing.T) {
 		s.Close()
 		t.Error("Connect with an unknown auth scheme succeeded")
 	} else {
-		if !errors.Is(err, recipe.ErrNoPermission) {
-			t.Errorf("Connect with an unknown auth scheme: %v, want ErrNoPermission", err)
+		if !errors.Is(err, recipe.ErrNoPermission) || !errors.Is(err, zk.ErrAuthFailed) || !strings.HasPrefix(err.Error(), connerrtest.RefusedWords) {
+			t.Errorf("Connect with an unknown auth scheme: %v, want ErrNoPermission and zk.ErrAuthFailed worded %q...", err, connerrtest.RefusedWords)
 		}
 		noSecretErr(t, "the refused scheme's error", err)
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/go-zookeeper/zk"
 
+	"github.com/zkrecipes/zkrecipes/internal/connerr"
 	"github.com/zkrecipes/zkrecipes/internal/life"
 	"github.com/zkrecipes/zkrecipes/internal/notify"
 	"github.com/zkrecipes/zkrecipes/internal/shortpath"
@@ -235,7 +236,11 @@ func (s *Session) lastAttempt(err error) error {
 func (s *Session) addAuth(ctx context.Context) error {
 	for _, a := range s.cfg.auth {
 		if err := s.req.call(ctx, func() error { return s.conn.AddAuth(a.scheme, a.auth) }, nil); err != nil {
-			return &recipe.OpError{Op: "auth", Path: a.scheme, Err: zkError{err}}
+			err = &recipe.OpError{Op: "auth", Path: a.scheme, Err: zkError{err}}
+			if errors.Is(err, recipe.ErrNoPermission) {
+				return connerr.Refusal(err) // the same words on every backend
+			}
+			return err
 		}
 	}
 	return nil

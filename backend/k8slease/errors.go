@@ -22,8 +22,10 @@ import (
 var (
 	// ErrUnreachable is matched by the error of Connect and NewSession when
 	// the API server did not answer within the connect timeout. It matches
-	// recipe.ErrUnreachable too.
-	ErrUnreachable error = &alias{"k8slease: API server unreachable", recipe.ErrUnreachable}
+	// recipe.ErrUnreachable too, and reads as it does (one wording on every
+	// backend: "recipe: connect: server unreachable: ...", in the
+	// *recipe.OpError of the connect).
+	ErrUnreachable error = &alias{"recipe: server unreachable", recipe.ErrUnreachable}
 
 	// ErrInvalidName is matched by the error of New (a *NameError) for a
 	// Lease name that is not a DNS subdomain (RFC 1123) of at most 253

@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/zkrecipes/zkrecipes/backend/k8slease/internal/conntrack"
+	"github.com/zkrecipes/zkrecipes/internal/connerr"
 	"github.com/zkrecipes/zkrecipes/internal/life"
 	"github.com/zkrecipes/zkrecipes/recipe"
 )
@@ -141,9 +142,9 @@ func (s *Session) probe(ctx context.Context) error {
 	case apierrors.IsNotFound(err):
 		return opError("discover", "coordination.k8s.io/v1", fmt.Errorf("the server does not serve Leases: %w", err))
 	case apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err):
-		return opError("discover", "coordination.k8s.io/v1", err)
+		return connerr.Refusal(opError("discover", "coordination.k8s.io/v1", err)) // the same words on every backend
 	case ctx.Err() != nil && errors.Is(err, context.DeadlineExceeded) || transient(err):
-		return fmt.Errorf("%w: %w", ErrUnreachable, err)
+		return &recipe.OpError{Op: "connect", Err: fmt.Errorf("%w: %w", ErrUnreachable, err)}
 	}
 	return opError("discover", "coordination.k8s.io/v1", err)
 }

@@ -4,14 +4,19 @@ import (
 	"context"
 	"errors"
 	"net"
+	"strings"
 	"testing"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/rest"
 
 	"github.com/zkrecipes/zkrecipes/backend/k8slease"
 	"github.com/zkrecipes/zkrecipes/backend/k8slease/k8stest"
+	"github.com/zkrecipes/zkrecipes/internal/rtest/connerrtest"
+	"github.com/zkrecipes/zkrecipes/internal/rtest/secrettest"
 	"github.com/zkrecipes/zkrecipes/recipe"
+	"github.com/zkrecipes/zkrecipes/zktest"
 )
 
 // TestConnectErrors checks Connect's refusals: bad options, a nil config,
@@ -26,21 +31,55 @@ func TestConnectErrors(t *testing.T) {
 		t.Errorf("bad duration: %v", err)
 	}
 	start := time.Now()
-	if _, err := k8slease.Connect(ctx, &rest.Config{Host: "https://127.0.0.1:1"}); !errors.Is(err, recipe.ErrUnreachable) {
-		t.Errorf("refused: %v", err)
+	// Unreachable in the words of every backend (issue 37 item 9).
+	if _, err := k8slease.Connect(ctx, &rest.Config{Host: "https://127.0.0.1:1"}); !errors.Is(err, recipe.ErrUnreachable) || !strings.HasPrefix(err.Error(), unreachableWords) {
+		t.Errorf("refused: %v; want recipe.ErrUnreachable worded %q...", err, unreachableWords)
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer ln.Close() // accepts nothing: silent
-	if _, err := k8slease.Connect(ctx, &rest.Config{Host: "https://" + ln.Addr().String()}, k8slease.WithConnectTimeout(500*time.Millisecond)); !errors.Is(err, k8slease.ErrUnreachable) {
-		t.Errorf("silent: %v", err)
+	if _, err := k8slease.Connect(ctx, &rest.Config{Host: "https://" + ln.Addr().String()}, k8slease.WithConnectTimeout(500*time.Millisecond)); !errors.Is(err, k8slease.ErrUnreachable) || !strings.HasPrefix(err.Error(), unreachableWords) {
+		t.Errorf("silent: %v; want k8slease.ErrUnreachable worded %q...", err, unreachableWords)
+	}
+	// The caller's deadline before the connect timeout: unreachable and the
+	// deadline, as on every backend.
+	short, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+	_, err = k8slease.Connect(short, &rest.Config{Host: "https://" + ln.Addr().String()})
+	cancel()
+	if !errors.Is(err, recipe.ErrUnreachable) || !errors.Is(err, context.DeadlineExceeded) || !strings.HasPrefix(err.Error(), unreachableWords) {
+		t.Errorf("silent until ctx's deadline: %v; want recipe.ErrUnreachable and context.DeadlineExceeded worded %q...", err, unreachableWords)
 	}
 	if took := time.Since(start); took > 5*time.Second {
 		t.Errorf("unreachable servers took %v", took)
 	}
+	// The real API server behind a proxy that forwards nothing: unreachable
+	// at the connect timeout, in the same words.
+	p := zktest.NewFaultProxy()
+	defer p.Close()
+	viaProxy, err := k8stest.Shared(t).ProxiedConfig(p, k8stest.User)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Blackhole()
+	if _, err := k8slease.Connect(ctx, viaProxy, k8slease.WithConnectTimeout(time.Second)); !errors.Is(err, k8slease.ErrUnreachable) || !strings.HasPrefix(err.Error(), unreachableWords) {
+		t.Errorf("blackholed: %v; want k8slease.ErrUnreachable worded %q...", err, unreachableWords)
+	}
+	// A token the real API server does not know (401) is refused in the
+	// words of every backend (issue 37 item 9).
+	bad := k8stest.Shared(t).Config()
+	bad.BearerToken = "s3cr3t-zkr-no-such-token"
+	_, err = k8slease.Connect(ctx, bad)
+	if !errors.Is(err, recipe.ErrNoPermission) || !apierrors.IsUnauthorized(err) || !strings.HasPrefix(err.Error(), connerrtest.RefusedWords) {
+		t.Errorf("unknown token: %v; want recipe.ErrNoPermission and a 401 worded %q...", err, connerrtest.RefusedWords)
+	}
+	secrettest.AbsentErr(t, "the unknown token's error", err, "s3cr3t-zkr-no-such-token")
 }
+
+// unreachableWords start the error of a Connect that reached no server, on
+// every backend.
+const unreachableWords = "recipe: connect: server unreachable: "
 
 // TestSameSessionContenders checks that two acquisitions of one Session
 // are two contenders, and that Close clears what the Session holds (the

@@ -52,7 +52,7 @@ func classifyDial(err error, params map[string]string) error {
 }
 
 // classifyAnswer marks err, whose server answer is pe, by pe's SQLSTATE:
-// refusedStates, recipe.ErrNoPermission; 3D000 (invalid_catalog_name: no
+// refusedStates, recipe.ErrNoPermission (worded by connerr.Refusal); 3D000 (invalid_catalog_name: no
 // such database) and 42704 for a parameter the connection string set (a
 // misspelled sslmode=, which pgx sends to the server as a setting),
 // recipe.ErrBadOption; 42704 for one of this package's session parameters
@@ -61,7 +61,7 @@ func classifyDial(err error, params map[string]string) error {
 func classifyAnswer(err error, pe *pgconn.PgError, params map[string]string) error {
 	switch code := pe.Code; {
 	case slices.Contains(refusedStates, code):
-		return connerr.Mark(err, recipe.ErrNoPermission)
+		return connerr.Refusal(err) // the same words on every backend
 	case code == "3D000":
 		return fmt.Errorf("%w: pglock: the connection string names a database the server does not have (check its name): %w", recipe.ErrBadOption, err)
 	case code == "42704":

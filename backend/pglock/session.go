@@ -70,7 +70,9 @@ func Connect(ctx context.Context, url string, opts ...Option) (*Session, error) 
 // option or a nil cfg (recipe.ErrBadOption); for an unreachable server, within the
 // connect timeout (the URL's connect_timeout, else DefaultConnectTimeout),
 // a *recipe.OpError matching recipe.ErrUnreachable and wrapping the
-// connection error (*pgconn.ConnectError); ctx's cause if ctx ended first.
+// connection error (*pgconn.ConnectError); ctx's cause if ctx was
+// cancelled first; ctx's deadline passed before any answer, both
+// recipe.ErrUnreachable and the deadline.
 // A server that refuses the role's credentials (SQLSTATE 28P01, 28000,
 // 42501: a password, an unknown role, a missing client certificate, no
 // TLS where pg_hba.conf wants it) gives an error matching
@@ -123,6 +125,12 @@ func ConnectConfig(ctx context.Context, cfg *pgconn.Config, opts ...Option) (*Se
 	})
 	if err != nil {
 		s.life.Close()
+		var pe *pgconn.PgError
+		if !errors.As(err, &pe) {
+			// ctx's deadline passed before any server answered: unreachable
+			// and the deadline, as on every backend.
+			err = connerr.TimedOut(ctx, err)
+		}
 		return nil, err
 	}
 	defer s.closeConn(conn) // gone from the server when ConnectConfig returns

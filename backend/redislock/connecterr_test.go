@@ -84,12 +84,12 @@ func TestConnectErrors(t *testing.T) {
 		{Name: "TLS to a plaintext port", Run: connect("rediss://"+plain.Addr()+"/0?dial_timeout=1s", redislock.WithTLS(good)), Unreach: true, Says: "is it the server's tls-port?"},
 		{Name: "TLS to a plaintext port, connect deadline first", Run: func(t *testing.T) error {
 			return within(time.Second, "rediss://"+plain.Addr()+"/0", redislock.WithTLS(good))
-		}, Unreach: true, Says: "is it the server's tls-port?", Within: 3 * time.Second},
+		}, Unreach: true, Says: "is it the server's tls-port?", Prefix: "recipe: connect: server unreachable: ", Within: 3 * time.Second},
 		{Name: "nothing listens", Run: connect("redis://127.0.0.1:1/0"), Unreach: true, Says: "connection refused", Within: 3 * time.Second},
 		{Name: "a name that does not resolve", Run: connect("redis://no-such-host.invalid:6379/0"), Unreach: true, Says: "no-such-host.invalid"},
-		{Name: "wrong password", Run: connect(as("errtypes-user", "wrong-pw")), Perm: true, Says: "WRONGPASS", Within: 3 * time.Second},
-		{Name: "unknown user", Run: connect(as("no-such-user", "wrong-pw")), Perm: true, Says: "WRONGPASS", Within: 3 * time.Second},
-		{Name: "no AUTH where the default user is off", Run: noAuth, Perm: true, Says: "NOAUTH", Within: 3 * time.Second},
+		{Name: "wrong password", Run: connect(as("errtypes-user", "wrong-pw")), Perm: true, Says: "WRONGPASS", Prefix: connerrtest.RefusedWords, Within: 3 * time.Second},
+		{Name: "unknown user", Run: connect(as("no-such-user", "wrong-pw")), Perm: true, Says: "WRONGPASS", Prefix: connerrtest.RefusedWords, Within: 3 * time.Second},
+		{Name: "no AUTH where the default user is off", Run: noAuth, Perm: true, Says: "NOAUTH", Prefix: connerrtest.RefusedWords, Within: 3 * time.Second},
 		{Name: "server gone at acquisition", Run: goneAtAcquire, Unreach: true, Says: "connection refused"},
 	} {
 		checkCase(t, c)

@@ -71,7 +71,8 @@ type Session struct {
 // recipe.ErrBadOption for an invalid option; a *recipe.OpError wrapping the
 // dial or reply error if the server does not answer within ctx and the dial timeout
 // (default 5 s), which also matches recipe.ErrUnreachable when the network
-// failed (not for ctx's end); ErrNotPrimary if it is a replica. The server's persistence
+// failed or ctx's deadline passed before an answer (with the deadline
+// too; not for a cancelled ctx); ErrNotPrimary if it is a replica. The server's persistence
 // settings are checked too: without appendonly yes and appendfsync always a
 // warning is logged (see the package documentation for what can go wrong).
 // No error shows the URL's password (or a query parameter named like one).
@@ -202,6 +203,17 @@ func newSession(ctx context.Context, cli *redis.Client, owned bool, c *config, s
 		}
 		if !ctxend.Ended(ctx) && isNetError(err) {
 			err = fmt.Errorf("%w: %w", recipe.ErrUnreachable, plainToTLS(ctx, cli, err))
+		}
+		var re redis.Error
+		switch {
+		case errors.As(err, &re) && refusesCredentials(re.Error()) && !ctxend.Ended(ctx):
+			return nil, connerr.Refusal(err) // the same words on every backend
+		case !errors.As(err, &re) && ctxend.Ended(ctx):
+			// ctx's deadline passed before the server answered:
+			// unreachable and the deadline, as on every backend.
+			if e := connerr.TimedOut(ctx, err); e != err {
+				return nil, e
+			}
 		}
 		return nil, &recipe.OpError{Op: "connect", Err: classify(ctx, err)}
 	}

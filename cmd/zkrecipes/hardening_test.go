@@ -14,6 +14,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/zkrecipes/zkrecipes/election"
+	"github.com/zkrecipes/zkrecipes/internal/rtest/secrettest"
 	"github.com/zkrecipes/zkrecipes/mutex"
 	"github.com/zkrecipes/zkrecipes/zktest"
 	"github.com/zkrecipes/zkrecipes/zookeeper"
@@ -38,9 +39,9 @@ func TestChildEnvWithholdsSecrets(t *testing.T) {
 	dir := t.TempDir()
 	secrets := map[string]string{
 		"ZK_SERVERS":    strings.Join(cl.Servers(), ","),
-		"ZK_AUTH":       "envuser:zk-secret-4711",
-		"PGPASSWORD":    "pg-secret-4711",
-		"PGSSLPASSWORD": "pgssl-secret-4711",
+		"ZK_AUTH":       "envuser:s3cr3t-zkr-zk-4711",
+		"PGPASSWORD":    "s3cr3t-zkr-pg-4711",
+		"PGSSLPASSWORD": "s3cr3t-zkr-pgssl-4711",
 	}
 	env := []string{"KEEP_ME=kept"}
 	for k, v := range secrets {
@@ -66,7 +67,7 @@ func TestChildEnvWithholdsSecrets(t *testing.T) {
 			got[k] = v
 		}
 		if got["KEEP_ME"] != "kept" || got["ZKRECIPES_TOKEN"] == "" {
-			t.Errorf("%q: the command lacks KEEP_ME or its token: %q", c.flags, readLines(t, out))
+			t.Errorf("%q: the command lacks KEEP_ME or its token: %q", c.flags, scrubbed(readLines(t, out), nil, env))
 		}
 		for k, v := range secrets {
 			want := ""
@@ -78,14 +79,14 @@ func TestChildEnvWithholdsSecrets(t *testing.T) {
 					want = v
 				}
 			}
-			if got[k] != want {
-				t.Errorf("%q: the command's %s is %q, want %q", c.flags, k, got[k], want)
+			if got[k] != want { // values not printed: they are test passwords
+				t.Errorf("%q: the command's %s is set %v (the test's value %v), want it passed %v", c.flags, k, got[k] != "", got[k] == v, want != "")
 			}
 			if strings.Contains(guard, v) {
 				t.Errorf("%q: the guard process has %s in its environment", c.flags, k)
 			}
 			if k != "ZK_SERVERS" && strings.Contains(p.stderr.String(), v) {
-				t.Errorf("%q: zkrecipes logged %s:\n%s", c.flags, k, p.stderr)
+				t.Errorf("%q: zkrecipes logged %s (log not printed)", c.flags, k)
 			}
 		}
 	}
@@ -243,5 +244,17 @@ func TestSignalDuringGraceKills(t *testing.T) {
 		if alive(child) {
 			t.Errorf("%q: the command (pid %d) still exists", c.args, child)
 		}
+	}
+}
+
+// TestScrubbedArgs: a failed run's arguments and log, as the tests print
+// them, hold no password of a --servers URL or of ZK_SERVERS.
+func TestScrubbedArgs(t *testing.T) {
+	args := []string{"lock", "--servers", "redis://:s3cr3t-zkr-arg-pw@127.0.0.1:1", "--servers=postgres://u:s3cr3t-zkr-eq-pw@h/db?sslmode=disable", "/x"}
+	env := []string{"ZK_SERVERS=etcd://u:s3cr3t-zkr-env-pw@127.0.0.1:2/p"}
+	got := fmt.Sprintf("%q", scrubbed(append(args, "log: s3cr3t-zkr-env-pw"), args, env))
+	secrettest.Absent(t, "the scrubbed arguments", got)
+	if !strings.Contains(got, "127.0.0.1:1") || !strings.Contains(got, "/x") {
+		t.Errorf("scrubbed took out more than the passwords: %s", got)
 	}
 }

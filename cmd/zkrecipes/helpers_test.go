@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -162,15 +163,31 @@ func startEnv(t testing.TB, env []string, dir string, lines bool, args ...string
 		select {
 		case <-p.done:
 			if t.Failed() {
-				t.Logf("zkrecipes %q exited %d; log:\n%s", args, p.code, p.stderr)
+				t.Logf("zkrecipes %q exited %d; log:\n%s", scrubbed(args, args, env), p.code, scrubbed([]string{p.stderr.String()}, args, env)[0])
 			}
 		default:
 			cmd.Process.Kill()
 			<-p.done
-			t.Logf("killed at cleanup: zkrecipes %q\n%s", args, p.stderr)
+			t.Logf("killed at cleanup: zkrecipes %q\n%s", scrubbed(args, args, env), scrubbed([]string{p.stderr.String()}, args, env)[0])
 		}
 	})
 	return p
+}
+
+// scrubbed returns texts with the passwords of args and of env's values
+// (a --servers or ZK_SERVERS URL with one) taken out, as the CLI takes them
+// out of its own log (hide), for a test's log of a run.
+func scrubbed(texts, args, env []string) []string {
+	out := slices.Clone(texts)
+	for _, a := range append(slices.Clone(args), env...) {
+		if k, v, ok := strings.Cut(a, "="); ok && !strings.Contains(k, "/") {
+			a = v // an environment variable's value, or a --flag=value
+		}
+		for i := range out {
+			out[i] = hide(a, out[i])
+		}
+	}
+	return out
 }
 
 // wait returns the exit status, failing the test if the process is still

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"net"
 	"regexp"
 	"strings"
 	"testing"
@@ -69,7 +70,10 @@ var connectors = map[string]func(ctx context.Context, servers string, ttl time.D
 // recipe.ErrBadOption worded "<package>: WithTTL(<value>): want <rule>"
 // (it was worded three ways); a server where nothing listens is
 // recipe.ErrUnreachable worded "recipe: connect: server unreachable: ..."
-// (etcd's said "etcdlock: etcd unreachable", ZooKeeper's had no "connect").
+// (etcd's said "etcdlock: etcd unreachable", ZooKeeper's had no "connect");
+// a server that accepts and says nothing until ctx's deadline is both
+// recipe.ErrUnreachable and context.DeadlineExceeded, in the same words
+// (PostgreSQL's was the deadline alone, Redis's neither: "i/o timeout").
 func TestConnectVocabulary(t *testing.T) {
 	t.Parallel()
 	servers := map[string]string{"ZooKeeper": strings.Join(zktest.Shared(t).Servers(), ",")}
@@ -77,6 +81,13 @@ func TestConnectVocabulary(t *testing.T) {
 		u, addr := ls.start(t)
 		servers[ls.name] = u(addr)
 	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0") // accepts (the kernel does) and says nothing
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	a := ln.Addr().String()
+	silent := map[string]string{"ZooKeeper": a, "etcd": "etcd://" + a + "/x", "PostgreSQL": "postgres://u@" + a + "/db", "Redis": "redis://" + a}
 	badTTL := map[string]time.Duration{"etcd": 1500 * time.Millisecond, "PostgreSQL": time.Millisecond, "Redis": time.Millisecond}
 	ttlText := regexp.MustCompile(`^recipe: invalid option: (etcdlock|pglock|redislock): WithTTL\([0-9.]+m?s\): want `)
 	for name, connect := range connectors {
@@ -92,6 +103,12 @@ func TestConnectVocabulary(t *testing.T) {
 		cancel()
 		if !errors.Is(err, recipe.ErrUnreachable) || err == nil || !strings.HasPrefix(err.Error(), "recipe: connect: server unreachable: ") {
 			t.Errorf("%s: Connect where nothing listens: %v; want recipe.ErrUnreachable worded \"recipe: connect: server unreachable: ...\"", name, err)
+		}
+		ctx, cancel = context.WithTimeout(context.Background(), time.Second)
+		err = connect(ctx, silent[name], 0)
+		cancel()
+		if !errors.Is(err, recipe.ErrUnreachable) || !errors.Is(err, context.DeadlineExceeded) || err == nil || !strings.HasPrefix(err.Error(), "recipe: connect: server unreachable: ") {
+			t.Errorf("%s: Connect to a silent server until ctx's deadline: %v; want recipe.ErrUnreachable and context.DeadlineExceeded, worded \"recipe: connect: server unreachable: ...\"", name, err)
 		}
 		if ttl, ok := badTTL[name]; ok {
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)

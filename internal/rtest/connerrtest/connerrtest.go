@@ -22,8 +22,14 @@ type Case struct {
 	Run                      func(t *testing.T) error
 	Perm, Unreach, Cert, Bad bool
 	Says                     string
-	Within                   time.Duration
+	// Prefix, if not "", is how the text must start (RefusedWords).
+	Prefix string
+	Within time.Duration
 }
+
+// RefusedWords start the text of every backend's refusal of the client's
+// credentials at connect (issue 37 item 9: one wording everywhere).
+const RefusedWords = "recipe: connect: refused by the server's access control: "
 
 // Check runs c and checks its error.
 func Check(t *testing.T, c Case) {
@@ -38,6 +44,9 @@ func Check(t *testing.T, c Case) {
 	}
 	if err != nil && !strings.Contains(err.Error(), c.Says) {
 		t.Errorf("%s: the error does not say %q: %v", c.Name, c.Says, err)
+	}
+	if err != nil && !strings.HasPrefix(err.Error(), c.Prefix) {
+		t.Errorf("%s: the error does not start with %q: %v", c.Name, c.Prefix, err)
 	}
 	if c.Within > 0 && took > c.Within {
 		t.Errorf("%s: took %v, want at most %v: %v", c.Name, took, c.Within, err)
