@@ -131,23 +131,29 @@ type user struct {
 }
 
 // newUser prepares the environment of the outside module. GOPROXY serves
-// our modules from proxy only, and ends with off: every third-party module
-// comes from the machine's module cache, as `make test` left it, and none
-// from the network. The machine's cache, not one of the test's own, so that
-// the third-party packages are already compiled (by make test's go vet, for
-// the same directories); this run's version is removed from it at the
-// end (cleanModCache; -modcacherw lets the go command's read-only copies be
-// removed). GONOSUMDB=nosumdb, as docs/releasing.md tells users who try a
+// our modules from proxy first, then the machine's own GOPROXY: a
+// third-party module comes from the machine's module cache, as `make test`
+// left it, when it is there, and else from the machine's proxy. The cache
+// need not hold every version the outside module selects: the workspace
+// selects the newest version any of our modules requires (go-logr/logr
+// v1.4.4 for zkotel's sake), while a user who does not import that module
+// selects an older one (v1.4.3), whose source a fresh machine never
+// fetched; with the proxy ending in off, the test then failed on a fresh
+// machine only. The machine's cache, not one of the test's own, so that
+// the third-party packages are already compiled (by make test's go vet,
+// for the same directories); this run's version is removed from it at the
+// end (cleanModCache; -modcacherw lets the go command's read-only copies
+// be removed). GONOSUMDB=nosumdb, as docs/releasing.md tells users who try a
 // version before its release: our test versions are in no checksum
 // database; the third-party hashes are checked against the repository's
 // own go.sum files (seedSums, checkSums), so offline the checksum database
 // is never asked (a hash go.sum lacks fails the run); go install, which
 // reads no go.sum, runs with GOSUMDB=off (start).
 func newUser(t *testing.T, tmp, proxy, nosumdb string) *user {
-	out, err := exec.Command("go", "env", "GOMODCACHE", "GOCACHE").Output()
+	out, err := exec.Command("go", "env", "GOMODCACHE", "GOCACHE", "GOPROXY").Output()
 	caches := strings.Split(strings.TrimSpace(string(out)), "\n")
-	if err != nil || len(caches) != 2 {
-		t.Fatalf("go env GOMODCACHE GOCACHE: %v %q", err, out)
+	if err != nil || len(caches) != 3 {
+		t.Fatalf("go env GOMODCACHE GOCACHE GOPROXY: %v %q", err, out)
 	}
 	u := &user{
 		t: t, dir: filepath.Join(tmp, "service"), gopath: filepath.Join(tmp, "gopath"),
@@ -166,7 +172,7 @@ func newUser(t *testing.T, tmp, proxy, nosumdb string) *user {
 		}
 	}
 	u.env = append(u.env,
-		"GOPROXY=file://"+filepath.ToSlash(proxy)+",off",
+		"GOPROXY=file://"+filepath.ToSlash(proxy)+","+caches[2],
 		"GONOSUMDB="+nosumdb, "GOSUMDB=sum.golang.org",
 		"GOFLAGS=-modcacherw",
 		"GOPATH="+u.gopath,
