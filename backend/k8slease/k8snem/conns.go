@@ -3,8 +3,10 @@ package k8snem
 import (
 	"context"
 	"net"
+	"net/http"
 	"sync"
 
+	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/client-go/rest"
 )
 
@@ -14,6 +16,7 @@ import (
 // (after a kill of the API server ended the previous one) would count as
 // the run's leaked goroutine.
 type adminConns struct {
+	rt    http.RoundTripper // the admin client's transport (set before use)
 	mu    sync.Mutex
 	conns map[net.Conn]struct{}
 }
@@ -43,8 +46,14 @@ func (a *adminConns) wrap(cfg *rest.Config) *rest.Config {
 }
 
 // closeAll closes every tracked connection (the client dials anew when
-// used again).
+// used again). The transport closes its idle ones first, taking them out
+// of its pool: a socket closed only behind its back stayed pooled for an
+// instant, and a request written on it then failed ("use of closed
+// network connection": Close's DeleteCollection right after EndRun).
 func (a *adminConns) closeAll() {
+	if a.rt != nil {
+		utilnet.CloseIdleConnectionsFor(a.rt)
+	}
 	a.mu.Lock()
 	conns := a.conns
 	a.conns = nil

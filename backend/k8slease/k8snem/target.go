@@ -30,6 +30,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	coordclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
+	"k8s.io/client-go/rest"
 
 	"github.com/zkrecipes/zkrecipes/backend/k8slease"
 	"github.com/zkrecipes/zkrecipes/backend/k8slease/k8stest"
@@ -88,7 +89,13 @@ func NewTarget(ctx context.Context, c *k8stest.Cluster, d time.Duration) (*Targe
 		d = DefaultLeaseDuration
 	}
 	t := &Target{c: c, d: d, log: slog.New(slog.DiscardHandler), leases: map[string]bool{}}
-	cs, err := kubernetes.NewForConfig(t.conns.wrap(c.Config()))
+	cfg := t.conns.wrap(c.Config())
+	hc, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("k8snem: admin client: %w", err)
+	}
+	t.conns.rt = hc.Transport
+	cs, err := kubernetes.NewForConfigAndClient(cfg, hc)
 	if err != nil {
 		return nil, fmt.Errorf("k8snem: admin client: %w", err)
 	}
