@@ -158,17 +158,9 @@ func TestFloorCeiling(t *testing.T) {
 	e := newEnv(t)
 	f := e.fence(t)
 	fencetest.RunFloorCeiling(t, f.RaiseFloor, bare(f))
-	regs := map[string]*fenceetcd.Register{}
-	reg := func(resource string) *fenceetcd.Register {
-		if regs[resource] == nil {
-			r, err := fenceetcd.NewRegister(e.cli, e.prefix+"/reg/"+resource)
-			if err != nil {
-				t.Fatal(err)
-			}
-			regs[resource] = r
-		}
-		return regs[resource]
-	}
+	reg := fencetest.PerResource(t, func(resource string) (*fenceetcd.Register, error) {
+		return fenceetcd.NewRegister(e.cli, e.prefix+"/reg/"+resource)
+	})
 	fencetest.RunFloorCeiling(t, func(ctx context.Context, resource string, floor fence.Token) (fence.Token, error) {
 		return reg(resource).RaiseFloor(ctx, floor)
 	}, func(ctx context.Context, resource string, tok fence.Token) error {

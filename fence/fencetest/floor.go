@@ -76,3 +76,21 @@ func RunFloorCeiling(t *testing.T, raise func(ctx context.Context, resource stri
 		t.Fatalf("the last era's first token after its floor: %v", err)
 	}
 }
+
+// PerResource returns a function that gives, for each resource name, the
+// value mk made for it on first use (a register per resource, say), and
+// fails the test if mk fails.
+func PerResource[T any](t *testing.T, mk func(resource string) (T, error)) func(resource string) T {
+	made := map[string]T{}
+	return func(resource string) T {
+		v, ok := made[resource]
+		if !ok {
+			var err error
+			if v, err = mk(resource); err != nil {
+				t.Fatal(err)
+			}
+			made[resource] = v
+		}
+		return v
+	}
+}
