@@ -4,7 +4,7 @@
 # Extra: make bench compares our mutex with zk.Lock, Curator and kazoo
 # (docs/performance.md), make nemesis runs the fault-injection test.
 # Each first runs scripts/setup.sh, which installs from Debian packages
-# whatever is missing of ZooKeeper and Java (a JDK: zktest seeds servers
+# whatever is missing of ZooKeeper and Java (a JDK: testkit/zktest seeds servers
 # with a Java source file), PostgreSQL and PgBouncer,
 # Redis, and etcd (a server named in the environment needs nothing).
 
@@ -36,17 +36,17 @@ demo: setup
 # checked on both server lines.
 # The backends, the OpenTelemetry adapter, the etcd and Redis fences, the
 # command line tool, the benchmark and the nemesis are modules of their own
-# (backend/*, recipe/zkotel, fence/fenceetcd, fence/fenceredis,
+# (backend/*, metrics/otelmetrics, fence/fenceetcd, fence/fenceredis,
 # cmd/zkrecipes, cmd/zkbench, cmd/nemesis: so that ZooKeeper-only users of
 # the library never require the other backends' client libraries nor
 # OpenTelemetry): ./... at the root does not reach them, so they are listed
 # after it.
-BACKENDS := ./backend/etcdlock/... ./backend/pglock/... ./backend/redislock/... ./backend/k8slease/... ./recipe/zkotel/... ./fence/fenceetcd/... ./fence/fenceredis/...
+BACKENDS := ./backend/etcdlock/... ./backend/pglock/... ./backend/redislock/... ./backend/k8slease/... ./metrics/otelmetrics/... ./fence/fenceetcd/... ./fence/fenceredis/...
 COMMANDS := ./cmd/zkrecipes/... ./cmd/zkbench/... ./cmd/nemesis/...
 # The slowest packages (1 to 2 minutes each, measured in CI) first: go test
 # starts packages in the order given (each once), so they no longer form
 # the tail of the run while the cores idle.
-SLOWEST := ./cmd/zkrecipes ./mutex ./backend/etcdlock ./zookeeper ./backend/redislock ./backend/pglock ./backend/k8slease ./recipe/memlock ./zktest
+SLOWEST := ./cmd/zkrecipes ./mutex ./backend/etcdlock ./zookeeper ./backend/redislock ./backend/pglock ./backend/k8slease ./backend/memlock ./testkit/zktest
 
 #
 # No secret in any output: the tests of failure paths give passwords that
@@ -66,9 +66,9 @@ test: setup kube-apiserver
 	$(GO) vet ./... $(BACKENDS) $(COMMANDS)
 	out="$$(mktemp -d)"; status=0; \
 	{ \
-	$(GO) test -race -count=1 -p 3 -timeout 15m $(SLOWEST) $$($(GO) list ./... | grep -v '/zktest/nemesis$$') $(BACKENDS) $(COMMANDS) || touch "$$out/failed"; \
-	$(GO) test -race -count=1 -timeout 10m ./zktest/nemesis || touch "$$out/failed"; \
-	h="$$(./scripts/zk-debian.sh)" && ZOOKEEPER_HOME="$$h" $(GO) test -race -count=1 -timeout 5m -run 'SequenceLimit|SeqCounters' ./zookeeper/ ./zktest/ || touch "$$out/failed"; \
+	$(GO) test -race -count=1 -p 3 -timeout 15m $(SLOWEST) $$($(GO) list ./... | grep -v '/testkit/nemesis$$') $(BACKENDS) $(COMMANDS) || touch "$$out/failed"; \
+	$(GO) test -race -count=1 -timeout 10m ./testkit/nemesis || touch "$$out/failed"; \
+	h="$$(./scripts/zk-debian.sh)" && ZOOKEEPER_HOME="$$h" $(GO) test -race -count=1 -timeout 5m -run 'SequenceLimit|SeqCounters' ./zookeeper/ ./testkit/zktest/ || touch "$$out/failed"; \
 	} 2>&1 | tee "$$out/log"; \
 	[ ! -e "$$out/failed" ] || status=1; \
 	if grep -q -F -e '$(TEST_SECRET)' "$$out/log"; then \

@@ -5,14 +5,14 @@ import (
 	"testing"
 
 	"github.com/zkrecipes/zkrecipes/election"
-	"github.com/zkrecipes/zkrecipes/internal/rtest"
 	"github.com/zkrecipes/zkrecipes/recipe"
-	"github.com/zkrecipes/zkrecipes/recipe/locktest"
-	"github.com/zkrecipes/zkrecipes/zktest"
+	"github.com/zkrecipes/zkrecipes/testkit/locktest"
+	"github.com/zkrecipes/zkrecipes/testkit/rtest"
+	"github.com/zkrecipes/zkrecipes/testkit/zktest"
 	"github.com/zkrecipes/zkrecipes/zookeeper"
 )
 
-// TestConformance runs the backend-neutral conformance suite (recipe/locktest)
+// TestConformance runs the backend-neutral conformance suite (testkit/locktest)
 // against the election seen as a lock: Acquire is Campaign and TryAcquire is
 // TryCampaign, each on a fresh Election (one Election campaigns for one
 // leadership at a time, while the suite calls Acquire from several

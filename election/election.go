@@ -152,7 +152,7 @@ func (e *Election) Campaign(ctx context.Context, value []byte) (recipe.Lease, er
 // TryCampaign is Campaign without waiting, as mutex.Mutex.TryAcquire: the
 // caller leads only if no candidate is ahead of its node, else the node is
 // deleted and the error matches recipe.ErrLocked. With Campaign it makes an
-// Election a recipe.Lock (recipe/locktest). Errors: as Campaign.
+// Election a recipe.Lock (testkit/locktest). Errors: as Campaign.
 func (e *Election) TryCampaign(ctx context.Context, value []byte) (recipe.Lease, error) {
 	return e.campaign(ctx, value, false)
 }

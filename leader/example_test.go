@@ -5,10 +5,10 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/zkrecipes/zkrecipes/backend/memlock"
 	"github.com/zkrecipes/zkrecipes/fence"
 	"github.com/zkrecipes/zkrecipes/leader"
 	"github.com/zkrecipes/zkrecipes/recipe"
-	"github.com/zkrecipes/zkrecipes/recipe/memlock"
 )
 
 // scheduler is service code written against recipe.Lock: it runs on

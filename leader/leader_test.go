@@ -10,22 +10,22 @@ import (
 
 	"github.com/cenkalti/backoff/v4"
 
+	"github.com/zkrecipes/zkrecipes/backend/memlock"
 	"github.com/zkrecipes/zkrecipes/fence"
-	"github.com/zkrecipes/zkrecipes/internal/leadtest"
-	"github.com/zkrecipes/zkrecipes/internal/rtest"
 	"github.com/zkrecipes/zkrecipes/leader"
 	"github.com/zkrecipes/zkrecipes/mutex"
 	"github.com/zkrecipes/zkrecipes/recipe"
-	"github.com/zkrecipes/zkrecipes/recipe/memlock"
-	"github.com/zkrecipes/zkrecipes/zktest"
+	"github.com/zkrecipes/zkrecipes/testkit/leadtest"
+	"github.com/zkrecipes/zkrecipes/testkit/rtest"
+	"github.com/zkrecipes/zkrecipes/testkit/zktest"
 	"github.com/zkrecipes/zkrecipes/zookeeper"
 )
 
 func TestMain(m *testing.M) { zktest.Main(m) }
 
-// TestZooKeeper runs the leader-loop scenario (internal/leadtest) on
+// TestZooKeeper runs the leader-loop scenario (testkit/leadtest) on
 // ZooKeeper mutexes, each candidate on its own session behind its own fault
-// proxy. (recipe/memlock and the backend modules run it on theirs.)
+// proxy. (backend/memlock and the backend modules run it on theirs.)
 func TestZooKeeper(t *testing.T) {
 	cl := zktest.Shared(t)
 	leadtest.Run(t, &rtest.LockHarness{Cluster: cl, In: zktest.Inspect(t, cl),

@@ -21,7 +21,7 @@ func WithMetrics(m recipe.Metrics, name string) Option {
 
 // LeadingMetrics is an optional extension of the Metrics of WithMetrics,
 // told when this process leads (client-go's leader_election_master_status;
-// recipe/zkprom's zkrecipes_leading).
+// recipe/prommetrics's zkrecipes_leading).
 type LeadingMetrics interface {
 	// Leading is called with +1 when a term starts (on Run's goroutine,
 	// before fn runs) and -1 when fn's context ends or fn returns, whichever

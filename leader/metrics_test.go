@@ -9,12 +9,12 @@ import (
 
 	"github.com/cenkalti/backoff/v4"
 
+	"github.com/zkrecipes/zkrecipes/backend/memlock"
 	"github.com/zkrecipes/zkrecipes/fence"
-	"github.com/zkrecipes/zkrecipes/internal/rtest/metricstest"
-	"github.com/zkrecipes/zkrecipes/internal/rtest/promtest"
 	"github.com/zkrecipes/zkrecipes/leader"
 	"github.com/zkrecipes/zkrecipes/recipe"
-	"github.com/zkrecipes/zkrecipes/recipe/memlock"
+	"github.com/zkrecipes/zkrecipes/testkit/rtest/metricstest"
+	"github.com/zkrecipes/zkrecipes/testkit/rtest/promtest"
 )
 
 // The events of these tests include leader.LeadingMetrics's.
@@ -106,7 +106,7 @@ func TestMetrics(t *testing.T) {
 	rec.Expect(t, "stopped while waiting", "started leader job", "done leader job deadline (context deadline exceeded)")
 }
 
-// TestMetricsPrometheus: one zkprom.Metrics serves the lock's backend
+// TestMetricsPrometheus: one prommetrics.Metrics serves the lock's backend
 // (memlock.WithMetrics: kind "lock") and Run (leader.WithMetrics: kind
 // "leader"), as docs/metrics.md wires it; a scrape after three terms.
 func TestMetricsPrometheus(t *testing.T) {

@@ -8,15 +8,15 @@ import (
 	"time"
 
 	"github.com/go-zookeeper/zk"
-	"github.com/zkrecipes/zkrecipes/internal/rtest"
 	"github.com/zkrecipes/zkrecipes/mutex"
 	"github.com/zkrecipes/zkrecipes/recipe"
-	"github.com/zkrecipes/zkrecipes/recipe/locktest"
-	"github.com/zkrecipes/zkrecipes/zktest"
+	"github.com/zkrecipes/zkrecipes/testkit/locktest"
+	"github.com/zkrecipes/zkrecipes/testkit/rtest"
+	"github.com/zkrecipes/zkrecipes/testkit/zktest"
 	"github.com/zkrecipes/zkrecipes/zookeeper"
 )
 
-// TestConformance runs the backend-neutral conformance suite (recipe/locktest)
+// TestConformance runs the backend-neutral conformance suite (testkit/locktest)
 // against the exclusive locks of this package: the mutex, the write side of
 // the read-write lock, and a semaphore with one lease. Every client has its
 // own session through its own FaultProxy (rtest.LockHarness). The three run in parallel, each on

@@ -15,6 +15,6 @@
 //	defer lease.Release(context.Background())
 //	return work(lease.Context(), lease.Token()) // the resource rejects stale tokens
 //
-// recipe/locktest is the conformance suite every backend passes
+// testkit/locktest is the conformance suite every backend passes
 // (docs/backends.md).
 package recipe

@@ -8,10 +8,10 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/zkrecipes/zkrecipes/backend/memlock"
 	"github.com/zkrecipes/zkrecipes/fence"
 	"github.com/zkrecipes/zkrecipes/recipe"
-	"github.com/zkrecipes/zkrecipes/recipe/locktest"
-	"github.com/zkrecipes/zkrecipes/recipe/memlock"
+	"github.com/zkrecipes/zkrecipes/testkit/locktest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -113,7 +113,7 @@ func (h eraHarness) LeaseTime() locktest.LeaseTime {
 const eraTTL = 600 * time.Millisecond
 
 // TestInEraConformance: a wrapped lock still meets the Lock
-// contract (recipe/locktest over memlock).
+// contract (testkit/locktest over memlock).
 func TestInEraConformance(t *testing.T) {
 	srv, err := memlock.NewServer(memlock.WithTTL(eraTTL))
 	if err != nil {

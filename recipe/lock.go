@@ -8,7 +8,7 @@ import (
 
 // Lock is a distributed lock of any backend: a Mutex, a side of an RWMutex
 // or a Semaphore of package mutex, etcdlock, pglock, redislock or memlock
-// (recipe/locktest checks an implementation). Each Acquire is an independent
+// (testkit/locktest checks an implementation). Each Acquire is an independent
 // contender, not reentrant: a second Acquire of an exclusive lock by its
 // holder waits for the first grant's Release. No sync.Locker adapter is
 // offered (docs/recipes.md#not-offered-and-why).

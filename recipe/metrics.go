@@ -8,7 +8,7 @@ import (
 
 // Metrics receives the events of a backend's sessions and locks, and of
 // leader.Run; each backend installs it with its own WithMetrics, whose doc
-// says which events it reports, and recipe/zkprom exports them. kind and dir
+// says which events it reports, and recipe/prommetrics exports them. kind and dir
 // name the reporter: a ZooKeeper recipe's node kind without its dash
 // ("lock", "read", "write", "lease", "elect", "latch") and its directory;
 // "lock" and the lock's name on the other backends; "leader" and its name

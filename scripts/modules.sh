@@ -166,7 +166,7 @@ tags) [ $# -eq 2 ] || { echo "usage: $0 tags vX.Y.Z" >&2; exit 2; }; tags "$2" ;
 proxy)
 	[ $# -eq 2 ] || [ $# -eq 3 ] || { echo "usage: $0 proxy DIR [vX.Y.Z...]" >&2; exit 2; }
 	case "$2" in /*) dir="$2" ;; *) dir="$here/$2" ;; esac
-	go run ./internal/releasetest/publish "$dir" ${3:+"$3"}
+	go run ./testkit/releasetest/publish "$dir" ${3:+"$3"}
 	;;
 *) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
 esac

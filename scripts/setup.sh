@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what the demo and the tests need, if missing, from Debian
 # packages: a Java runtime and ZooKeeper (default-jre-headless, zookeeper),
-# and a JDK (default-jdk-headless: zktest.WithSeqCounters runs a Java source
+# and a JDK (default-jdk-headless: testkit/zktest.WithSeqCounters runs a Java source
 # file, which needs the jdk.compiler module);
 # PostgreSQL's server binaries (postgresql) for the fencing helpers' and
 # backend/pglock's tests, and PgBouncer (pgbouncer) for backend/pglock's;
@@ -14,7 +14,7 @@ have_java() { command -v java >/dev/null 2>&1 || [ -x "${JAVA_HOME:-/nonexistent
 have_zookeeper() {
   [ -f /usr/share/java/zookeeper.jar ] || compgen -G "${ZOOKEEPER_HOME:-/nonexistent}/lib/zookeeper-*.jar" >/dev/null
 }
-# A JDK: the java that zktest runs ($JAVA_HOME/bin/java, else PATH's) has
+# A JDK: the java that testkit/zktest runs ($JAVA_HOME/bin/java, else PATH's) has
 # the jdk.compiler module.
 have_jdk() {
   local java=java
@@ -34,7 +34,7 @@ pkgs=()
 if [ -z "${ZK_TEST_SERVERS:-}" ] && [ -z "${ZK_SERVERS:-}" ] && ! { have_java && have_zookeeper; }; then
   pkgs+=(zookeeper default-jre-headless)
 fi
-# zktest's seeded servers (WithSeqCounters) are local ones, whatever
+# testkit/zktest's seeded servers (WithSeqCounters) are local ones, whatever
 # ZK_TEST_SERVERS says.
 if ! have_jdk; then
   pkgs+=(default-jdk-headless)

@@ -3,16 +3,16 @@
 # Debian 13 (trixie: libzookeeper-java 3.9.3) without installing it or
 # touching the system's apt configuration (its own sources list, lists and
 # cache under the cache directory), and lay it out as an unpacked release
-# that zktest's local provider runs when ZOOKEEPER_HOME points there. Print
+# that testkit/zktest's local provider runs when ZOOKEEPER_HOME points there. Print
 # that directory.
 #
-#	ZOOKEEPER_HOME=$(scripts/zk-debian.sh) go test ./zktest/...
+#	ZOOKEEPER_HOME=$(scripts/zk-debian.sh) go test ./testkit/zktest/...
 #	make nemesis ZK=debian13
 #
 # lib/ holds trixie's zookeeper and zookeeper-jute jars; the jar's manifest
 # names its other dependencies (slf4j, netty, commons-*, ...) in
 # /usr/share/java, which Debian 12's zookeeper package (scripts/setup.sh)
-# already installed; slf4j-simple and netty-codec are linked in as zktest's
+# already installed; slf4j-simple and netty-codec are linked in as testkit/zktest's
 # Debian classpath does. The cache is $ZK_CACHE (default
 # ${XDG_CACHE_HOME:-$HOME/.cache}/zkrecipes); a fetched version is kept.
 #

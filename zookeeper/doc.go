@@ -64,7 +64,7 @@
 // waits for work left in flight. See ExampleNewQueue.
 //
 // recipe.Metrics (WithMetrics) and log/slog (WithLogger) report what Sessions and
-// recipes do; package recipe/zkprom exports the metrics to Prometheus.
+// recipes do; package recipe/prommetrics exports the metrics to Prometheus.
 //
 // The recipes follow the ZooKeeper recipes page
 // (https://zookeeper.apache.org/doc/current/recipes.html) and Apache

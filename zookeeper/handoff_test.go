@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/zkrecipes/zkrecipes/recipe"
-	"github.com/zkrecipes/zkrecipes/zktest"
+	"github.com/zkrecipes/zkrecipes/testkit/zktest"
 )
 
 // The hand-off costs one round trip: docs/design.md#one-round-trip-per-hand-off.

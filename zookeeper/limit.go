@@ -52,7 +52,7 @@ const seqWarnMargin = 1 << 27
 var ErrSequenceLimit error = &labeled{"recipe: the directory's sequence counter is at its limit", "sequence_limit"}
 
 // labeled is a sentinel error of this package that names its metrics
-// reason, so that a metrics adapter (recipe/zkprom) can label it without
+// reason, so that a metrics adapter (recipe/prommetrics) can label it without
 // importing this package and, with it, a ZooKeeper client.
 type labeled struct{ msg, reason string }
 
@@ -71,7 +71,7 @@ type SequenceMetrics interface {
 	// once it is at or past the limit (the node's sequence is 2147483647
 	// or negative): from then on the directory's nodes are ordered by
 	// creation, one read per node per wakeup. Operators alert on a small
-	// value (zkprom exports it as zkrecipes_sequence_headroom).
+	// value (prommetrics exports it as zkrecipes_sequence_headroom).
 	SequenceHeadroom(kind, dir string, remaining int64)
 }
 

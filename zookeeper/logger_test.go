@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/zkrecipes/zkrecipes/recipe"
-	"github.com/zkrecipes/zkrecipes/zktest"
+	"github.com/zkrecipes/zkrecipes/testkit/zktest"
 )
 
 // records is a slog handler that keeps every record it gets.

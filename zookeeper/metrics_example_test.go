@@ -9,12 +9,12 @@ import (
 	"github.com/zkrecipes/zkrecipes/fence"
 	"github.com/zkrecipes/zkrecipes/mutex"
 	"github.com/zkrecipes/zkrecipes/recipe"
-	"github.com/zkrecipes/zkrecipes/zktest"
+	"github.com/zkrecipes/zkrecipes/testkit/zktest"
 	"github.com/zkrecipes/zkrecipes/zookeeper"
 )
 
 // counters is a recipe.Metrics without any library: atomic counters, which never
-// block. (Package recipe/zkprom is the ready Prometheus adapter.)
+// block. (Package recipe/prommetrics is the ready Prometheus adapter.)
 type counters struct {
 	grants, refusals, lost, stale atomic.Int64
 	waiting                       atomic.Int64

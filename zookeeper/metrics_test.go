@@ -8,9 +8,9 @@ import (
 	"time"
 
 	"github.com/zkrecipes/zkrecipes/fence"
-	"github.com/zkrecipes/zkrecipes/internal/rtest/metricstest"
 	"github.com/zkrecipes/zkrecipes/recipe"
-	"github.com/zkrecipes/zkrecipes/zktest"
+	"github.com/zkrecipes/zkrecipes/testkit/rtest/metricstest"
+	"github.com/zkrecipes/zkrecipes/testkit/zktest"
 )
 
 // TestMetricsHook: every event of an acquisition's life reaches the hook

@@ -15,7 +15,7 @@ import (
 
 	"github.com/zkrecipes/zkrecipes/internal/zkside"
 	"github.com/zkrecipes/zkrecipes/recipe"
-	"github.com/zkrecipes/zkrecipes/zktest"
+	"github.com/zkrecipes/zkrecipes/testkit/zktest"
 )
 
 // TestTicketErrFollowsItsGrant: a Ticket whose grant is released (which

@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/zkrecipes/zkrecipes/internal/rtest/connerrtest"
 	"github.com/zkrecipes/zkrecipes/recipe"
-	"github.com/zkrecipes/zkrecipes/zktest"
+	"github.com/zkrecipes/zkrecipes/testkit/rtest/connerrtest"
+	"github.com/zkrecipes/zkrecipes/testkit/zktest"
 	"go.uber.org/goleak"
 )
 

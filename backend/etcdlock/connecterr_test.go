@@ -10,8 +10,8 @@ import (
 
 	"github.com/zkrecipes/zkrecipes/backend/etcdlock"
 	"github.com/zkrecipes/zkrecipes/backend/etcdlock/etcdtest"
-	"github.com/zkrecipes/zkrecipes/internal/certtest"
-	"github.com/zkrecipes/zkrecipes/internal/rtest/connerrtest"
+	"github.com/zkrecipes/zkrecipes/testkit/certtest"
+	"github.com/zkrecipes/zkrecipes/testkit/rtest/connerrtest"
 )
 
 // connectCase is one row of docs/backends.md's "Errors at connect".

@@ -1,7 +1,7 @@
 // Package etcdlock is the etcd backend of zkrecipes: a fenced,
 // lease-bound exclusive lock (Mutex) that implements recipe.Lock, so code
 // written against recipe.Lock and recipe.Lease runs on etcd as it runs on
-// ZooKeeper, and passes the same conformance suite (recipe/locktest).
+// ZooKeeper, and passes the same conformance suite (testkit/locktest).
 //
 // # Recipe
 //

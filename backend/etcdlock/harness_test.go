@@ -12,8 +12,8 @@ import (
 
 	"github.com/zkrecipes/zkrecipes/backend/etcdlock"
 	"github.com/zkrecipes/zkrecipes/backend/etcdlock/etcdtest"
-	"github.com/zkrecipes/zkrecipes/recipe/locktest"
-	"github.com/zkrecipes/zkrecipes/zktest"
+	"github.com/zkrecipes/zkrecipes/testkit/locktest"
+	"github.com/zkrecipes/zkrecipes/testkit/zktest"
 )
 
 // testTTL is the etcd lease TTL of the tests' sessions: the client gives a

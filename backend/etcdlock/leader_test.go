@@ -3,10 +3,10 @@ package etcdlock_test
 import (
 	"testing"
 
-	"github.com/zkrecipes/zkrecipes/internal/leadtest"
+	"github.com/zkrecipes/zkrecipes/testkit/leadtest"
 )
 
-// TestLeaderLoop runs leader.Run's scenario (internal/leadtest) on etcd:
+// TestLeaderLoop runs leader.Run's scenario (testkit/leadtest) on etcd:
 // candidates take turns, a cut-off leader is replaced after its context
 // ended, and a stop leaves no key.
 func TestLeaderLoop(t *testing.T) { leadtest.Run(t, &harness{e: newEnv(t)}) }

@@ -13,11 +13,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/zkrecipes/zkrecipes/backend/etcdlock"
-	"github.com/zkrecipes/zkrecipes/internal/rtest/metricstest"
-	"github.com/zkrecipes/zkrecipes/internal/rtest/promtest"
+	"github.com/zkrecipes/zkrecipes/metrics/prommetrics"
 	"github.com/zkrecipes/zkrecipes/recipe"
-	"github.com/zkrecipes/zkrecipes/recipe/zkprom"
-	"github.com/zkrecipes/zkrecipes/zktest"
+	"github.com/zkrecipes/zkrecipes/testkit/rtest/metricstest"
+	"github.com/zkrecipes/zkrecipes/testkit/rtest/promtest"
+	"github.com/zkrecipes/zkrecipes/testkit/zktest"
 )
 
 // logs is a slog.Handler that keeps the lease-lost lines of grant.Reporter
@@ -52,7 +52,7 @@ func (h *logs) lines() []string {
 				line += " lock=" + a.Value.String()
 			case "cause":
 				err, _ := a.Value.Any().(error)
-				line += " cause=" + zkprom.Reason(err)
+				line += " cause=" + prommetrics.Reason(err)
 			}
 			return true
 		})
@@ -138,7 +138,7 @@ func TestMetrics(t *testing.T) {
 	}
 }
 
-// TestPrometheus wires zkprom's adapter to two etcd Sessions and checks
+// TestPrometheus wires prommetrics's adapter to two etcd Sessions and checks
 // what a scrape shows after a grant, a TryAcquire that finds the lock held,
 // a queued waiter, a holder whose etcd lease an operator revoked, and Close.
 func TestPrometheus(t *testing.T) {

@@ -9,7 +9,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/zkrecipes/zkrecipes/backend/etcdlock/etcdtest"
-	"github.com/zkrecipes/zkrecipes/internal/lockname/locknametest"
+	"github.com/zkrecipes/zkrecipes/testkit/locknametest"
 )
 
 // TestCheckName: the shared rules (internal/lockname) with MaxNameLen, and

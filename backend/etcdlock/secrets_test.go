@@ -1,7 +1,7 @@
 package etcdlock_test
 
 import (
-	"github.com/zkrecipes/zkrecipes/internal/rtest/secrettest"
+	"github.com/zkrecipes/zkrecipes/testkit/rtest/secrettest"
 
 	"bytes"
 	"context"

@@ -13,7 +13,7 @@ import (
 
 	"github.com/zkrecipes/zkrecipes/backend/etcdlock"
 	"github.com/zkrecipes/zkrecipes/recipe"
-	"github.com/zkrecipes/zkrecipes/zktest"
+	"github.com/zkrecipes/zkrecipes/testkit/zktest"
 )
 
 func TestConnectBadURL(t *testing.T) {

@@ -10,9 +10,9 @@ import (
 
 	"github.com/zkrecipes/zkrecipes/backend/etcdlock"
 	"github.com/zkrecipes/zkrecipes/backend/etcdlock/etcdtest"
-	"github.com/zkrecipes/zkrecipes/internal/certtest"
 	"github.com/zkrecipes/zkrecipes/recipe"
-	"github.com/zkrecipes/zkrecipes/recipe/locktest"
+	"github.com/zkrecipes/zkrecipes/testkit/certtest"
+	"github.com/zkrecipes/zkrecipes/testkit/locktest"
 )
 
 // newTLSEnv is newEnv on the shared TLS server (client certificates

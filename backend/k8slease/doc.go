@@ -3,7 +3,7 @@
 // object, the object client-go's leader election already uses. It
 // implements recipe.Lock, so code written against recipe.Lock and
 // recipe.Lease (leader.Run included) runs on Kubernetes as it runs on
-// ZooKeeper, and passes the same conformance suite (recipe/locktest).
+// ZooKeeper, and passes the same conformance suite (testkit/locktest).
 //
 // # Recipe
 //

@@ -10,8 +10,8 @@ import (
 
 	"github.com/zkrecipes/zkrecipes/backend/k8slease"
 	"github.com/zkrecipes/zkrecipes/backend/k8slease/k8stest"
-	"github.com/zkrecipes/zkrecipes/internal/rtest/metricstest"
 	"github.com/zkrecipes/zkrecipes/recipe"
+	"github.com/zkrecipes/zkrecipes/testkit/rtest/metricstest"
 )
 
 // TestMetrics checks the events a Session reports to WithMetrics: Connect,

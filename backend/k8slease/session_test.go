@@ -13,10 +13,10 @@ import (
 
 	"github.com/zkrecipes/zkrecipes/backend/k8slease"
 	"github.com/zkrecipes/zkrecipes/backend/k8slease/k8stest"
-	"github.com/zkrecipes/zkrecipes/internal/rtest/connerrtest"
-	"github.com/zkrecipes/zkrecipes/internal/rtest/secrettest"
 	"github.com/zkrecipes/zkrecipes/recipe"
-	"github.com/zkrecipes/zkrecipes/zktest"
+	"github.com/zkrecipes/zkrecipes/testkit/rtest/connerrtest"
+	"github.com/zkrecipes/zkrecipes/testkit/rtest/secrettest"
+	"github.com/zkrecipes/zkrecipes/testkit/zktest"
 )
 
 // TestConnectErrors checks Connect's refusals: bad options, a nil config,

@@ -10,9 +10,9 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/zkrecipes/zkrecipes/internal/certtest"
-	"github.com/zkrecipes/zkrecipes/internal/pgtest"
-	"github.com/zkrecipes/zkrecipes/internal/rtest/connerrtest"
+	"github.com/zkrecipes/zkrecipes/testkit/certtest"
+	"github.com/zkrecipes/zkrecipes/testkit/pgtest"
+	"github.com/zkrecipes/zkrecipes/testkit/rtest/connerrtest"
 )
 
 // connectCase is one row of docs/backends.md's "Errors at connect".

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/zkrecipes/zkrecipes/recipe"
-	"github.com/zkrecipes/zkrecipes/recipe/locktest"
-	"github.com/zkrecipes/zkrecipes/zktest"
+	"github.com/zkrecipes/zkrecipes/testkit/locktest"
+	"github.com/zkrecipes/zkrecipes/testkit/zktest"
 )
 
 // delayTTL is the TTL of the lock-delay tests' sessions: shorter than

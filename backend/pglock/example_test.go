@@ -8,8 +8,8 @@ import (
 
 	"github.com/zkrecipes/zkrecipes/backend/pglock"
 	"github.com/zkrecipes/zkrecipes/fence"
-	"github.com/zkrecipes/zkrecipes/internal/pgtest"
 	"github.com/zkrecipes/zkrecipes/recipe"
+	"github.com/zkrecipes/zkrecipes/testkit/pgtest"
 )
 
 // A job that must not run twice at once, on PostgreSQL: take the lock, fence

@@ -3,10 +3,10 @@ package pglock
 import (
 	"testing"
 
-	"github.com/zkrecipes/zkrecipes/internal/leadtest"
+	"github.com/zkrecipes/zkrecipes/testkit/leadtest"
 )
 
-// TestLeaderLoop runs leader.Run's scenario (internal/leadtest) on
+// TestLeaderLoop runs leader.Run's scenario (testkit/leadtest) on
 // PostgreSQL: candidates take turns, a cut-off leader is replaced after its
 // context ended, and a stop leaves no lock. It waits for expiries, so it
 // runs in parallel with the other tests that do.

@@ -11,10 +11,10 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/zkrecipes/zkrecipes/internal/rtest/metricstest"
-	"github.com/zkrecipes/zkrecipes/internal/rtest/promtest"
 	"github.com/zkrecipes/zkrecipes/recipe"
-	"github.com/zkrecipes/zkrecipes/zktest"
+	"github.com/zkrecipes/zkrecipes/testkit/rtest/metricstest"
+	"github.com/zkrecipes/zkrecipes/testkit/rtest/promtest"
+	"github.com/zkrecipes/zkrecipes/testkit/zktest"
 )
 
 // terminate ends, from the administrator's connection, the server session
@@ -101,7 +101,7 @@ func TestMetricsEvents(t *testing.T) {
 	ev.Expect(t, "TryAcquire after Close", "started "+p, "done "+p+" session_closed")
 }
 
-// TestMetricsPrometheus wires recipe/zkprom's adapter to pglock and checks
+// TestMetricsPrometheus wires recipe/prommetrics's adapter to pglock and checks
 // what a scrape shows after a grant, a TryAcquire that found the lock held,
 // a waiter and a lost lease.
 func TestMetricsPrometheus(t *testing.T) {

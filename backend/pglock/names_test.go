@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/zkrecipes/zkrecipes/internal/lockname/locknametest"
+	"github.com/zkrecipes/zkrecipes/testkit/locknametest"
 )
 
 // TestCheckName: the lock-name rules of every backend (internal/lockname)

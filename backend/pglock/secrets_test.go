@@ -1,8 +1,8 @@
 package pglock
 
 import (
-	"github.com/zkrecipes/zkrecipes/internal/rtest/connerrtest"
-	"github.com/zkrecipes/zkrecipes/internal/rtest/secrettest"
+	"github.com/zkrecipes/zkrecipes/testkit/rtest/connerrtest"
+	"github.com/zkrecipes/zkrecipes/testkit/rtest/secrettest"
 
 	"bytes"
 	"context"
@@ -19,7 +19,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/zkrecipes/zkrecipes/internal/pgtest"
+	"github.com/zkrecipes/zkrecipes/testkit/pgtest"
 )
 
 // The test passwords: `make test` fails if its output holds "s3cr3t-zkr-"

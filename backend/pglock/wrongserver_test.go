@@ -5,8 +5,8 @@ import (
 	"net/url"
 	"testing"
 
-	"github.com/zkrecipes/zkrecipes/internal/pgtest"
-	"github.com/zkrecipes/zkrecipes/internal/rtest/connerrtest"
+	"github.com/zkrecipes/zkrecipes/testkit/pgtest"
+	"github.com/zkrecipes/zkrecipes/testkit/rtest/connerrtest"
 )
 
 // TestConnectWrongServer (issue 24): a server of another protocol at the

@@ -2,7 +2,7 @@
 // backend-neutral recipe.Lock and recipe.Lease: every grant carries a fencing
 // token larger than every earlier grant's, and a context that ends the
 // moment ownership is released or in doubt. It passes the conformance suite
-// recipe/locktest, like the ZooKeeper mutex.
+// testkit/locktest, like the ZooKeeper mutex.
 //
 // It is its own Go module (github.com/zkrecipes/zkrecipes/backend/redislock)
 // so that users of the ZooKeeper recipes never download go-redis.

@@ -10,8 +10,8 @@ import (
 	"github.com/zkrecipes/zkrecipes/backend/redislock"
 	"github.com/zkrecipes/zkrecipes/backend/redislock/redistest"
 	"github.com/zkrecipes/zkrecipes/recipe"
-	"github.com/zkrecipes/zkrecipes/recipe/locktest"
-	"github.com/zkrecipes/zkrecipes/zktest"
+	"github.com/zkrecipes/zkrecipes/testkit/locktest"
+	"github.com/zkrecipes/zkrecipes/testkit/zktest"
 )
 
 func TestMain(m *testing.M) { redistest.Main(m) }

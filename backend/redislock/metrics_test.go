@@ -12,10 +12,10 @@ import (
 
 	"github.com/zkrecipes/zkrecipes/backend/redislock"
 	"github.com/zkrecipes/zkrecipes/backend/redislock/redistest"
-	"github.com/zkrecipes/zkrecipes/internal/rtest/metricstest"
-	"github.com/zkrecipes/zkrecipes/internal/rtest/promtest"
 	"github.com/zkrecipes/zkrecipes/recipe"
-	"github.com/zkrecipes/zkrecipes/zktest"
+	"github.com/zkrecipes/zkrecipes/testkit/rtest/metricstest"
+	"github.com/zkrecipes/zkrecipes/testkit/rtest/promtest"
+	"github.com/zkrecipes/zkrecipes/testkit/zktest"
 )
 
 // TestMetrics checks the events of a grant, a TryAcquire that finds the
@@ -145,7 +145,7 @@ func contend(t *testing.T, srv *redistest.Server, m *redislock.Mutex, counted fu
 	return lost, granted
 }
 
-// TestPrometheusAdapter wires package zkprom's adapter to redislock and
+// TestPrometheusAdapter wires package prommetrics's adapter to redislock and
 // checks what a scrape shows after a grant, a TryAcquire that finds the
 // lock held, a waiter, and a holder whose key an operator deleted. Redis
 // reports no session states, so zkrecipes_sessions has no series.

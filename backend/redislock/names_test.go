@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/zkrecipes/zkrecipes/backend/redislock"
-	"github.com/zkrecipes/zkrecipes/internal/lockname/locknametest"
+	"github.com/zkrecipes/zkrecipes/testkit/locknametest"
 )
 
 // TestCheckName: the lock-name rules of every backend (internal/lockname)

@@ -13,9 +13,9 @@ import (
 
 	"github.com/zkrecipes/zkrecipes/backend/redislock"
 	"github.com/zkrecipes/zkrecipes/backend/redislock/redistest"
-	"github.com/zkrecipes/zkrecipes/internal/rtest/metricstest"
 	"github.com/zkrecipes/zkrecipes/recipe"
-	"github.com/zkrecipes/zkrecipes/zktest"
+	"github.com/zkrecipes/zkrecipes/testkit/rtest/metricstest"
+	"github.com/zkrecipes/zkrecipes/testkit/zktest"
 )
 
 // queueTTL is the TTL of the queue tests: long enough that no waiter's

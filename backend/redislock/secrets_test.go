@@ -1,8 +1,8 @@
 package redislock_test
 
 import (
-	"github.com/zkrecipes/zkrecipes/internal/rtest/connerrtest"
-	"github.com/zkrecipes/zkrecipes/internal/rtest/secrettest"
+	"github.com/zkrecipes/zkrecipes/testkit/rtest/connerrtest"
+	"github.com/zkrecipes/zkrecipes/testkit/rtest/secrettest"
 
 	"bytes"
 	"context"

@@ -10,10 +10,10 @@ import (
 
 	"github.com/zkrecipes/zkrecipes/backend/redislock"
 	"github.com/zkrecipes/zkrecipes/backend/redislock/redistest"
-	"github.com/zkrecipes/zkrecipes/internal/certtest"
 	"github.com/zkrecipes/zkrecipes/recipe"
-	"github.com/zkrecipes/zkrecipes/recipe/locktest"
-	"github.com/zkrecipes/zkrecipes/zktest"
+	"github.com/zkrecipes/zkrecipes/testkit/certtest"
+	"github.com/zkrecipes/zkrecipes/testkit/locktest"
+	"github.com/zkrecipes/zkrecipes/testkit/zktest"
 )
 
 // TestTLSConformance runs the conformance suite's connection properties

@@ -6,7 +6,7 @@ import (
 
 	"github.com/zkrecipes/zkrecipes/backend/redislock"
 	"github.com/zkrecipes/zkrecipes/backend/redislock/redistest"
-	"github.com/zkrecipes/zkrecipes/internal/rtest/connerrtest"
+	"github.com/zkrecipes/zkrecipes/testkit/rtest/connerrtest"
 )
 
 // TestConnectWrongServer (issue 24): a server of another protocol at the

@@ -6,8 +6,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/zkrecipes/zkrecipes/zktest"
-	"github.com/zkrecipes/zkrecipes/zktest/nemesis"
+	"github.com/zkrecipes/zkrecipes/testkit/nemesis"
+	"github.com/zkrecipes/zkrecipes/testkit/zktest"
 )
 
 // launched is one backend's servers, running, as its runs need them.

@@ -11,9 +11,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/zkrecipes/zkrecipes/zktest"
-	"github.com/zkrecipes/zkrecipes/zktest/nemesis"
-	"github.com/zkrecipes/zkrecipes/zktest/nemesis/report"
+	"github.com/zkrecipes/zkrecipes/testkit/nemesis"
+	"github.com/zkrecipes/zkrecipes/testkit/nemesis/report"
+	"github.com/zkrecipes/zkrecipes/testkit/zktest"
 )
 
 // faultPhase is each run's fault phase: -run if it was given (set), else

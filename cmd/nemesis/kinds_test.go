@@ -9,7 +9,7 @@ import (
 	"github.com/zkrecipes/zkrecipes/backend/k8slease/k8snem"
 	"github.com/zkrecipes/zkrecipes/backend/pglock/pgnemesis"
 	"github.com/zkrecipes/zkrecipes/backend/redislock/redisnemesis"
-	"github.com/zkrecipes/zkrecipes/zktest/nemesis"
+	"github.com/zkrecipes/zkrecipes/testkit/nemesis"
 )
 
 // TestBackendFaults: the fault kinds package nemesis lists for each backend

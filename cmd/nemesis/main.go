@@ -1,5 +1,5 @@
 // Command nemesis is the long run of the fault-injection suite (package
-// zktest/nemesis) on one backend or on all of them (-backend zk, etcd, pg,
+// testkit/nemesis) on one backend or on all of them (-backend zk, etcd, pg,
 // redis, k8s or all; zk by default): it starts the backend's servers (for
 // ZooKeeper a 3-server ensemble through zktest) and runs its recipes in
 // turn (ZooKeeper: mutex, read-write lock, semaphore of two permits,
@@ -9,7 +9,7 @@
 // until the total duration has passed (per backend, with -backend all).
 // Besides the in-process guard and the backend's own register, every
 // fenced write also goes to a SQL register (fencesql.Do) in a throwaway
-// PostgreSQL server started for the run (internal/pgtest; PG_TEST_DSN
+// PostgreSQL server started for the run (testkit/pgtest; PG_TEST_DSN
 // names an existing server instead), or a SQLite file with -sql sqlite. It
 // prints the servers, one line per run and the totals (with the margins:
 // how long before the server let another client in the holder's context
@@ -25,7 +25,7 @@
 // With -out DIR, every run gets a directory of its own in DIR
 // (run<i>-<recipe>-seed<seed>, in DIR/<backend>/ with -backend all)
 // holding its history (history.json) and its page (index.html, package
-// zktest/nemesis/report: the check results and a timeline of leases,
+// testkit/nemesis/report: the check results and a timeline of leases,
 // writes and faults, opened at the first violation), with porcupine's view
 // of each register beside it.
 //
@@ -62,7 +62,7 @@ import (
 	"time"
 
 	_ "github.com/jackc/pgx/v5/stdlib" // "pgx"
-	"github.com/zkrecipes/zkrecipes/zktest/nemesis"
+	"github.com/zkrecipes/zkrecipes/testkit/nemesis"
 	_ "modernc.org/sqlite" // "sqlite"
 )
 

@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/zkrecipes/zkrecipes/zktest"
-	"github.com/zkrecipes/zkrecipes/zktest/nemesis"
-	"github.com/zkrecipes/zkrecipes/zktest/nemesis/report"
+	"github.com/zkrecipes/zkrecipes/testkit/nemesis"
+	"github.com/zkrecipes/zkrecipes/testkit/nemesis/report"
+	"github.com/zkrecipes/zkrecipes/testkit/zktest"
 )
 
 func TestMain(m *testing.M) { zktest.Main(m) }

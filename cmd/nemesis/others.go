@@ -13,7 +13,7 @@ import (
 	"github.com/zkrecipes/zkrecipes/backend/k8slease/k8stest"
 	"github.com/zkrecipes/zkrecipes/backend/pglock/pgnemesis"
 	"github.com/zkrecipes/zkrecipes/backend/redislock/redisnemesis"
-	"github.com/zkrecipes/zkrecipes/internal/pgtest"
+	"github.com/zkrecipes/zkrecipes/testkit/pgtest"
 )
 
 // The etcd, PostgreSQL, Redis and Kubernetes entries of the registry: each launches

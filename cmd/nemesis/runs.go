@@ -9,8 +9,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/zkrecipes/zkrecipes/zktest/nemesis"
-	"github.com/zkrecipes/zkrecipes/zktest/nemesis/report"
+	"github.com/zkrecipes/zkrecipes/testkit/nemesis"
+	"github.com/zkrecipes/zkrecipes/testkit/nemesis/report"
 )
 
 // series is the runs of one backend.

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/zkrecipes/zkrecipes/zktest"
+	"github.com/zkrecipes/zkrecipes/testkit/zktest"
 )
 
 // proxyEnv, when set, makes zkbench a latency proxy instead of a benchmark

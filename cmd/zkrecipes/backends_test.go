@@ -23,10 +23,10 @@ import (
 	"github.com/zkrecipes/zkrecipes/backend/pglock"
 	"github.com/zkrecipes/zkrecipes/backend/redislock"
 	"github.com/zkrecipes/zkrecipes/backend/redislock/redistest"
-	"github.com/zkrecipes/zkrecipes/internal/pgtest"
-	"github.com/zkrecipes/zkrecipes/internal/rtest/secrettest"
 	"github.com/zkrecipes/zkrecipes/recipe"
-	"github.com/zkrecipes/zkrecipes/zktest"
+	"github.com/zkrecipes/zkrecipes/testkit/pgtest"
+	"github.com/zkrecipes/zkrecipes/testkit/rtest/secrettest"
+	"github.com/zkrecipes/zkrecipes/testkit/zktest"
 )
 
 // lockServer is a real server of one of the other backends, started by

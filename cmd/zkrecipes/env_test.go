@@ -15,8 +15,8 @@ import (
 	_ "github.com/jackc/pgx/v5/stdlib" // database/sql's "pgx", for fencesql
 
 	"github.com/zkrecipes/zkrecipes/fence/fencesql"
-	"github.com/zkrecipes/zkrecipes/internal/pgtest"
-	"github.com/zkrecipes/zkrecipes/zktest"
+	"github.com/zkrecipes/zkrecipes/testkit/pgtest"
+	"github.com/zkrecipes/zkrecipes/testkit/zktest"
 )
 
 // TestDocPsqlJobPassword (issue 37 item 8): docs/cli.md's psql fencing

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/zkrecipes/zkrecipes/zktest"
+	"github.com/zkrecipes/zkrecipes/testkit/zktest"
 )
 
 // TestLockRunsCommandsOneAfterAnother: three lock processes on one path run

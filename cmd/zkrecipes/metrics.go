@@ -12,14 +12,14 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/zkrecipes/zkrecipes/recipe/zkprom"
+	"github.com/zkrecipes/zkrecipes/metrics/prommetrics"
 	"github.com/zkrecipes/zkrecipes/zookeeper"
 )
 
 // metricsServer serves /metrics when --metrics-addr is set; the zero value
 // (no address) does nothing.
 type metricsServer struct {
-	m    *zkprom.Metrics
+	m    *prommetrics.Metrics
 	srv  *http.Server
 	done chan struct{}
 }
@@ -37,7 +37,7 @@ func startMetrics(addr string, log *slog.Logger) (*metricsServer, int) {
 		return nil, exitUsage
 	}
 	reg := prometheus.NewRegistry()
-	m := zkprom.New()
+	m := prommetrics.New()
 	reg.MustRegister(m, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))

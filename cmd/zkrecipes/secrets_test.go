@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/zkrecipes/zkrecipes/backend/redislock/redistest"
-	"github.com/zkrecipes/zkrecipes/internal/pgtest"
+	"github.com/zkrecipes/zkrecipes/testkit/pgtest"
 )
 
 // The test password: `make test` fails if its output holds "s3cr3t-zkr-"

@@ -8,9 +8,9 @@ import (
 
 	"github.com/zkrecipes/zkrecipes/backend/etcdlock/etcdtest"
 	"github.com/zkrecipes/zkrecipes/backend/redislock/redistest"
-	"github.com/zkrecipes/zkrecipes/internal/pgtest"
-	"github.com/zkrecipes/zkrecipes/internal/rtest/connerrtest"
-	"github.com/zkrecipes/zkrecipes/zktest"
+	"github.com/zkrecipes/zkrecipes/testkit/pgtest"
+	"github.com/zkrecipes/zkrecipes/testkit/rtest/connerrtest"
+	"github.com/zkrecipes/zkrecipes/testkit/zktest"
 )
 
 // TestWrongServer (issue 24): --servers at a server of another protocol (a

@@ -7,7 +7,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/zkrecipes/zkrecipes/fence/fenceetcd"
-	"github.com/zkrecipes/zkrecipes/fence/fencetest"
+	"github.com/zkrecipes/zkrecipes/testkit/fencetest"
 )
 
 // TestAdmit: fencetest's Admit scenario with AddOps (the ops write adds

@@ -16,8 +16,8 @@ import (
 	"github.com/zkrecipes/zkrecipes/fence/fencehttp"
 	"github.com/zkrecipes/zkrecipes/fence/fencesql"
 	"github.com/zkrecipes/zkrecipes/fence/fencezk"
-	"github.com/zkrecipes/zkrecipes/internal/rtest"
-	"github.com/zkrecipes/zkrecipes/zktest"
+	"github.com/zkrecipes/zkrecipes/testkit/rtest"
+	"github.com/zkrecipes/zkrecipes/testkit/zktest"
 	"github.com/zkrecipes/zkrecipes/zookeeper"
 )
 

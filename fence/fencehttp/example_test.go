@@ -11,9 +11,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/zkrecipes/zkrecipes/backend/memlock"
 	"github.com/zkrecipes/zkrecipes/fence"
 	"github.com/zkrecipes/zkrecipes/fence/fencehttp"
-	"github.com/zkrecipes/zkrecipes/recipe/memlock"
 )
 
 // A fenced HTTP service keeps a report; holders of a lock (memlock here,

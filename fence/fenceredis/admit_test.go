@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/zkrecipes/zkrecipes/fence/fenceredis"
-	"github.com/zkrecipes/zkrecipes/fence/fencetest"
+	"github.com/zkrecipes/zkrecipes/testkit/fencetest"
 )
 
 // TestAdmit: fencetest's Admit scenario with AddWrites (the writes write adds

@@ -13,8 +13,8 @@ import (
 
 	"github.com/zkrecipes/zkrecipes/fence"
 	"github.com/zkrecipes/zkrecipes/fence/fenceredis"
-	"github.com/zkrecipes/zkrecipes/fence/fencetest"
-	"github.com/zkrecipes/zkrecipes/zktest/nemesis"
+	"github.com/zkrecipes/zkrecipes/testkit/fencetest"
+	"github.com/zkrecipes/zkrecipes/testkit/nemesis"
 )
 
 var (

@@ -12,7 +12,7 @@ import (
 
 	"github.com/zkrecipes/zkrecipes/fence"
 	"github.com/zkrecipes/zkrecipes/fence/fenceredis"
-	"github.com/zkrecipes/zkrecipes/fence/fencetest"
+	"github.com/zkrecipes/zkrecipes/testkit/fencetest"
 )
 
 // TestDo: the first token, an equal one and a newer one are accepted with

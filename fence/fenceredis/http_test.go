@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/zkrecipes/zkrecipes/fence/fenceredis"
-	"github.com/zkrecipes/zkrecipes/fence/fencetest"
+	"github.com/zkrecipes/zkrecipes/testkit/fencetest"
 )
 
 // TestHTTPHandler: the fence behind fencehttp's handler on a real HTTP

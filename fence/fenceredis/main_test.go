@@ -9,7 +9,7 @@ import (
 
 	"github.com/zkrecipes/zkrecipes/backend/redislock/redistest"
 	"github.com/zkrecipes/zkrecipes/fence/fenceredis"
-	"github.com/zkrecipes/zkrecipes/zktest"
+	"github.com/zkrecipes/zkrecipes/testkit/zktest"
 )
 
 // TestMain runs the tests with goleak and stops the example's server.

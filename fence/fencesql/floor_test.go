@@ -8,7 +8,7 @@ import (
 
 	"github.com/zkrecipes/zkrecipes/fence"
 	"github.com/zkrecipes/zkrecipes/fence/fencesql"
-	"github.com/zkrecipes/zkrecipes/fence/fencetest"
+	"github.com/zkrecipes/zkrecipes/testkit/fencetest"
 )
 
 // TestRaiseFloor: on PostgreSQL and SQLite, RaiseFloor sets a missing or

@@ -12,8 +12,8 @@ import (
 
 	_ "github.com/jackc/pgx/v5/stdlib" // "pgx"
 	"github.com/zkrecipes/zkrecipes/fence/fencesql"
-	"github.com/zkrecipes/zkrecipes/internal/pgtest"
-	"github.com/zkrecipes/zkrecipes/zktest"
+	"github.com/zkrecipes/zkrecipes/testkit/pgtest"
+	"github.com/zkrecipes/zkrecipes/testkit/zktest"
 	_ "modernc.org/sqlite" // "sqlite"
 )
 

@@ -8,7 +8,7 @@ import (
 
 	"github.com/zkrecipes/zkrecipes/fence"
 	"github.com/zkrecipes/zkrecipes/fence/fencesql"
-	"github.com/zkrecipes/zkrecipes/internal/pgtest"
+	"github.com/zkrecipes/zkrecipes/testkit/pgtest"
 )
 
 // The trial's reproduction (CVE-2018-1058 class), as mallory, who may

@@ -11,7 +11,7 @@ import (
 
 	"github.com/zkrecipes/zkrecipes/fence"
 	"github.com/zkrecipes/zkrecipes/fence/fencesql"
-	"github.com/zkrecipes/zkrecipes/internal/pgtest"
+	"github.com/zkrecipes/zkrecipes/testkit/pgtest"
 )
 
 // docScript returns the cron job of docs/cli.md that passes

@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/zkrecipes/zkrecipes/fence/fencesql"
-	"github.com/zkrecipes/zkrecipes/internal/pgtest"
+	"github.com/zkrecipes/zkrecipes/testkit/pgtest"
 )
 
 // pgRoles is a database with two ordinary roles: app, the application,

@@ -7,9 +7,9 @@ import (
 	"testing"
 
 	"github.com/zkrecipes/zkrecipes/fence"
-	"github.com/zkrecipes/zkrecipes/fence/fencetest"
 	"github.com/zkrecipes/zkrecipes/fence/fencezk"
-	"github.com/zkrecipes/zkrecipes/zktest"
+	"github.com/zkrecipes/zkrecipes/testkit/fencetest"
+	"github.com/zkrecipes/zkrecipes/testkit/zktest"
 )
 
 // TestRaiseFloor: RaiseFloor sets a register's token to the floor and keeps

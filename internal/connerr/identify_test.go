@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/zkrecipes/zkrecipes/internal/rtest/connerrtest"
 	"github.com/zkrecipes/zkrecipes/recipe"
+	"github.com/zkrecipes/zkrecipes/testkit/rtest/connerrtest"
 )
 
 // TestIdentify: against real listeners, Identify names an HTTP server by

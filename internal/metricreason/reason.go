@@ -1,7 +1,7 @@
 // Package metricreason names the error of an acquisition, or the cause of
 // a lease's end, with the one bounded vocabulary every metrics adapter of
 // this repository uses for its reason and cause labels or attributes
-// (recipe/zkprom's labels, recipe/zkotel's attributes): a closed set of
+// (recipe/prommetrics's labels, recipe/otelmetrics's attributes): a closed set of
 // words, never the error's text, which can name paths, hosts or users.
 package metricreason
 
@@ -17,7 +17,7 @@ import (
 // (recipe.ErrSuspended), "session_lost", "session_closed", "node_deleted",
 // "lease_lost", "no_permission", "bad_option", a backend sentinel's own
 // word (its MetricReason method: zookeeper.ErrSequenceLimit's
-// "sequence_limit"), or "other". zkprom.Reason is Of (its tests check the words).
+// "sequence_limit"), or "other". prommetrics.Reason is Of (its tests check the words).
 func Of(err error) string {
 	switch {
 	case errors.Is(err, recipe.ErrLocked):

@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/zkrecipes/zkrecipes/internal/pgtest"
 	"github.com/zkrecipes/zkrecipes/internal/pgtrust"
+	"github.com/zkrecipes/zkrecipes/testkit/pgtest"
 )
 
 // TestHijackedOperators: Check runs as the application before it trusts

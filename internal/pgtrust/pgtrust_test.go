@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/zkrecipes/zkrecipes/internal/pgtest"
 	"github.com/zkrecipes/zkrecipes/internal/pgtrust"
+	"github.com/zkrecipes/zkrecipes/testkit/pgtest"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }

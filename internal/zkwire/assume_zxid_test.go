@@ -10,7 +10,7 @@ import (
 
 	"github.com/go-zookeeper/zk"
 	"github.com/zkrecipes/zkrecipes/internal/zkwire"
-	"github.com/zkrecipes/zkrecipes/zktest"
+	"github.com/zkrecipes/zkrecipes/testkit/zktest"
 )
 
 // lastReplyZxid returns the zxid of the last reply (xid 0 or more, zxid

@@ -28,8 +28,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/zkrecipes/zkrecipes/zktest/nemesis"
-	"github.com/zkrecipes/zkrecipes/zktest/nemesis/report"
+	"github.com/zkrecipes/zkrecipes/testkit/nemesis"
+	"github.com/zkrecipes/zkrecipes/testkit/nemesis/report"
 )
 
 // The markers of the generated block in the file -update rewrites.

@@ -51,9 +51,9 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
-	"github.com/zkrecipes/zkrecipes/internal/certtest"
-	"github.com/zkrecipes/zkrecipes/internal/rtest/lazy"
-	"github.com/zkrecipes/zkrecipes/zktest"
+	"github.com/zkrecipes/zkrecipes/testkit/certtest"
+	"github.com/zkrecipes/zkrecipes/testkit/rtest/lazy"
+	"github.com/zkrecipes/zkrecipes/testkit/zktest"
 )
 
 // EnvEndpoints names a running etcd server (comma-separated host:port) to

@@ -5,8 +5,8 @@ import (
 	"crypto/tls"
 	"testing"
 
-	"github.com/zkrecipes/zkrecipes/internal/certtest"
-	"github.com/zkrecipes/zkrecipes/internal/rtest/lazy"
+	"github.com/zkrecipes/zkrecipes/testkit/certtest"
+	"github.com/zkrecipes/zkrecipes/testkit/rtest/lazy"
 )
 
 // LaunchTLS starts a local server that serves its clients TLS only

@@ -8,9 +8,9 @@ import (
 	"time"
 
 	"github.com/zkrecipes/zkrecipes/backend/k8slease/k8stest"
-	"github.com/zkrecipes/zkrecipes/zktest"
-	"github.com/zkrecipes/zkrecipes/zktest/nemesis"
-	"github.com/zkrecipes/zkrecipes/zktest/nemesis/nemtest"
+	"github.com/zkrecipes/zkrecipes/testkit/nemesis"
+	"github.com/zkrecipes/zkrecipes/testkit/nemesis/nemtest"
+	"github.com/zkrecipes/zkrecipes/testkit/zktest"
 )
 
 var (

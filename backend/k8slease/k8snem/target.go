@@ -1,5 +1,5 @@
 // Package k8snem puts package k8slease under the nemesis (package
-// zktest/nemesis): NewTarget makes a nemesis.Target of a local
+// testkit/nemesis): NewTarget makes a nemesis.Target of a local
 // k8stest.Cluster (one kube-apiserver over one etcd), whose clients are
 // k8slease Sessions each behind the engine's FaultProxy, and whose faults
 // are real process actions on the API server and on etcd, and an
@@ -35,8 +35,8 @@ import (
 	"github.com/zkrecipes/zkrecipes/backend/k8slease"
 	"github.com/zkrecipes/zkrecipes/backend/k8slease/k8stest"
 	"github.com/zkrecipes/zkrecipes/recipe"
-	"github.com/zkrecipes/zkrecipes/zktest"
-	"github.com/zkrecipes/zkrecipes/zktest/nemesis"
+	"github.com/zkrecipes/zkrecipes/testkit/nemesis"
+	"github.com/zkrecipes/zkrecipes/testkit/zktest"
 )
 
 // DefaultLeaseDuration is the lease duration D (T) of NewTarget's clients

@@ -17,7 +17,7 @@
 // etcd-server) and one kube-apiserver (KUBE_APISERVER, else the binary
 // scripts/kube-apiserver.sh builds into the cache) on free 127.0.0.1 ports,
 // with its files in a temporary directory: a serving certificate of a fresh
-// authority (internal/certtest), a service-account key, and a token file
+// authority (testkit/certtest), a service-account key, and a token file
 // with three users: AdminUser (group system:masters) and User and OtherUser,
 // which RBAC (the only authorizer) lets do nothing until a Role says so,
 // for the backend's exact Role and for hostile neighbours. The tokens are
@@ -50,8 +50,8 @@ import (
 
 	"github.com/zkrecipes/zkrecipes/backend/etcdlock/etcdtest"
 	"github.com/zkrecipes/zkrecipes/backend/k8slease/internal/conntrack"
-	"github.com/zkrecipes/zkrecipes/internal/rtest/lazy"
-	"github.com/zkrecipes/zkrecipes/zktest"
+	"github.com/zkrecipes/zkrecipes/testkit/rtest/lazy"
+	"github.com/zkrecipes/zkrecipes/testkit/zktest"
 )
 
 // EnvKubeconfig names the kubeconfig file of a running cluster to use

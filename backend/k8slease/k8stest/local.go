@@ -24,8 +24,8 @@ import (
 
 	"github.com/zkrecipes/zkrecipes/backend/etcdlock/etcdtest"
 	"github.com/zkrecipes/zkrecipes/backend/k8slease/internal/conntrack"
-	"github.com/zkrecipes/zkrecipes/internal/certtest"
-	"github.com/zkrecipes/zkrecipes/zktest"
+	"github.com/zkrecipes/zkrecipes/testkit/certtest"
+	"github.com/zkrecipes/zkrecipes/testkit/zktest"
 )
 
 // CachedBinary returns where scripts/kube-apiserver.sh puts the binary:

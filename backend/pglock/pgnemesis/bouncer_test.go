@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/zkrecipes/zkrecipes/backend/pglock"
-	"github.com/zkrecipes/zkrecipes/internal/pgtest"
+	"github.com/zkrecipes/zkrecipes/testkit/pgtest"
 )
 
 // pglockParams are the session parameters every pglock connection sends in

@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/zkrecipes/zkrecipes/zktest/nemesis"
+	"github.com/zkrecipes/zkrecipes/testkit/nemesis"
 )
 
 // The target's fault kinds.

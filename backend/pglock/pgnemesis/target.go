@@ -1,4 +1,4 @@
-// Package pgnemesis is PostgreSQL under the nemesis (zktest/nemesis): a
+// Package pgnemesis is PostgreSQL under the nemesis (testkit/nemesis): a
 // nemesis.Target whose clients are pglock sessions, each behind its own
 // zktest.FaultProxy, on a server of pgtest's own that the target may
 // restart, crash, freeze and whose sessions it may terminate.
@@ -29,10 +29,10 @@ import (
 
 	"github.com/zkrecipes/zkrecipes/backend/pglock"
 	"github.com/zkrecipes/zkrecipes/fence/fencesql"
-	"github.com/zkrecipes/zkrecipes/internal/pgtest"
 	"github.com/zkrecipes/zkrecipes/recipe"
-	"github.com/zkrecipes/zkrecipes/zktest"
-	"github.com/zkrecipes/zkrecipes/zktest/nemesis"
+	"github.com/zkrecipes/zkrecipes/testkit/nemesis"
+	"github.com/zkrecipes/zkrecipes/testkit/pgtest"
+	"github.com/zkrecipes/zkrecipes/testkit/zktest"
 )
 
 // DefaultTTL is the pglock TTL of the target's clients when Config.TTL is
@@ -210,7 +210,7 @@ func (t *Target) Heal(ctx context.Context) error {
 // goroutine (pgtest waits for the postgres process it started), which
 // lives as long as the server.
 func (t *Target) IgnoreLeaks() []goleak.Option {
-	return []goleak.Option{goleak.IgnoreAnyFunction("github.com/zkrecipes/zkrecipes/internal/pgtest.(*Server).run.func1")}
+	return []goleak.Option{goleak.IgnoreAnyFunction("github.com/zkrecipes/zkrecipes/testkit/pgtest.(*Server).run.func1")}
 }
 
 // Close implements nemesis.Target: it drops the target's database (ending

@@ -1,5 +1,5 @@
 // Package redisnemesis puts the Redis backend (backend/redislock) under the
-// nemesis of zktest/nemesis: NewTarget makes a nemesis.Target of one
+// nemesis of testkit/nemesis: NewTarget makes a nemesis.Target of one
 // single-node server started by redistest (append-only file fsynced before
 // every reply), whose clients each connect through their own fault proxy
 // and whose server the nemesis kills, freezes and keeps busy (faults.go).
@@ -28,8 +28,8 @@ import (
 	"github.com/zkrecipes/zkrecipes/backend/redislock"
 	"github.com/zkrecipes/zkrecipes/backend/redislock/redistest"
 	"github.com/zkrecipes/zkrecipes/recipe"
-	"github.com/zkrecipes/zkrecipes/zktest"
-	"github.com/zkrecipes/zkrecipes/zktest/nemesis"
+	"github.com/zkrecipes/zkrecipes/testkit/nemesis"
+	"github.com/zkrecipes/zkrecipes/testkit/zktest"
 )
 
 // DefaultTTL is the lock TTL (T) of NewTarget's clients when it is given 0:

@@ -51,8 +51,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/zkrecipes/zkrecipes/internal/certtest"
-	"github.com/zkrecipes/zkrecipes/zktest"
+	"github.com/zkrecipes/zkrecipes/testkit/certtest"
+	"github.com/zkrecipes/zkrecipes/testkit/zktest"
 )
 
 // EnvAddr names the environment variable that points redistest at an

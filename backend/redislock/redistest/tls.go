@@ -6,8 +6,8 @@ import (
 	"strconv"
 	"testing"
 
-	"github.com/zkrecipes/zkrecipes/internal/certtest"
-	"github.com/zkrecipes/zkrecipes/internal/rtest/lazy"
+	"github.com/zkrecipes/zkrecipes/testkit/certtest"
+	"github.com/zkrecipes/zkrecipes/testkit/rtest/lazy"
 )
 
 // LaunchTLS is Launch for a server that speaks TLS only (tls-port; the

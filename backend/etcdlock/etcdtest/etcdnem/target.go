@@ -1,5 +1,5 @@
 // Package etcdnem puts package etcdlock under the nemesis (package
-// zktest/nemesis): NewTarget makes a nemesis.Target of an
+// testkit/nemesis): NewTarget makes a nemesis.Target of an
 // etcdtest.Cluster, whose clients are etcdlock Sessions on all three
 // members, each behind the engine's FaultProxy and then the member's own
 // front proxy, and whose faults are real process and network actions on
@@ -23,8 +23,8 @@ import (
 	"github.com/zkrecipes/zkrecipes/backend/etcdlock"
 	"github.com/zkrecipes/zkrecipes/backend/etcdlock/etcdtest"
 	"github.com/zkrecipes/zkrecipes/recipe"
-	"github.com/zkrecipes/zkrecipes/zktest"
-	"github.com/zkrecipes/zkrecipes/zktest/nemesis"
+	"github.com/zkrecipes/zkrecipes/testkit/nemesis"
+	"github.com/zkrecipes/zkrecipes/testkit/zktest"
 )
 
 // DefaultTTL is the etcd lease TTL of the clients when NewTarget is given
@@ -225,9 +225,9 @@ func (t *Target) IgnoreLeaks() []goleak.Option {
 		goleak.IgnoreAnyFunction("github.com/zkrecipes/zkrecipes/backend/etcdlock/etcdtest.(*peerNet).forward"),
 		goleak.IgnoreAnyFunction("github.com/zkrecipes/zkrecipes/backend/etcdlock/etcdtest.(*peerNet).forward.func1"),
 		goleak.IgnoreAnyFunction("github.com/zkrecipes/zkrecipes/backend/etcdlock/etcdtest.(*peerNet).forward.func2"),
-		goleak.IgnoreAnyFunction("github.com/zkrecipes/zkrecipes/zktest.(*proxyConn).pump.func1"),
-		goleak.IgnoreAnyFunction("github.com/zkrecipes/zkrecipes/zktest.(*proxyConn).pump.func2"),
-		goleak.IgnoreAnyFunction("github.com/zkrecipes/zkrecipes/zktest.(*proxyConn).swallow"),
+		goleak.IgnoreAnyFunction("github.com/zkrecipes/zkrecipes/testkit/zktest.(*proxyConn).pump.func1"),
+		goleak.IgnoreAnyFunction("github.com/zkrecipes/zkrecipes/testkit/zktest.(*proxyConn).pump.func2"),
+		goleak.IgnoreAnyFunction("github.com/zkrecipes/zkrecipes/testkit/zktest.(*proxyConn).swallow"),
 	}
 }
 
