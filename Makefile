@@ -36,12 +36,12 @@ demo: setup
 # checked on both server lines.
 # The backends, the OpenTelemetry adapter, the etcd and Redis fences, the
 # command line tool, the benchmark and the nemesis are modules of their own
-# (backend/*, metrics/otelmetrics, fence/fenceetcd, fence/fenceredis,
+# (backend/*, metrics/otelmetrics, resource/fenceetcd, resource/fenceredis,
 # cmd/zkrecipes, cmd/zkbench, cmd/nemesis: so that ZooKeeper-only users of
 # the library never require the other backends' client libraries nor
 # OpenTelemetry): ./... at the root does not reach them, so they are listed
 # after it.
-BACKENDS := ./backend/etcdlock/... ./backend/pglock/... ./backend/redislock/... ./backend/k8slease/... ./metrics/otelmetrics/... ./fence/fenceetcd/... ./fence/fenceredis/...
+BACKENDS := ./backend/etcdlock/... ./backend/pglock/... ./backend/redislock/... ./backend/k8slease/... ./metrics/otelmetrics/... ./resource/fenceetcd/... ./resource/fenceredis/...
 COMMANDS := ./cmd/zkrecipes/... ./cmd/zkbench/... ./cmd/nemesis/...
 # The slowest packages (1 to 2 minutes each, measured in CI) first: go test
 # starts packages in the order given (each once), so they no longer form

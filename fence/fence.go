@@ -9,10 +9,10 @@
 //	err := guard.Do("account", lease.Token(), func() error { return save(balance) })
 //	// errors.Is(err, fence.ErrStale): a later holder has written; stop
 //
-// [Guard] is that check in process; fence/fencesql (database/sql) and
-// fence/fencezk (a znode) make it atomically with the write at those
+// [Guard] is that check in process; resource/fencesql (database/sql) and
+// resource/fencezk (a znode) make it atomically with the write at those
 // resources (docs/fencing.md). [Fence] is what all of them implement, so that
-// fence/fencehttp can check tokens at an HTTP service through any of them.
+// resource/fencehttp can check tokens at an HTTP service through any of them.
 // This package imports neither ZooKeeper nor SQL.
 package fence
 

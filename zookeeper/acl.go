@@ -141,7 +141,7 @@ func checkDirACL(dir, acl []zk.ACL, auth []authInfo) string {
 }
 
 // checkNodeACL is the directory rule for any znode someone else may have
-// made (fence/fencezk's register and its parent use it through
+// made (resource/fencezk's register and its parent use it through
 // zkside.Session.ACLRule): every entry of node may grant its identity only
 // those of guard that acl grants that identity too, and node must grant
 // this session need. It returns the rule node breaks, or "".

@@ -215,7 +215,7 @@ func TestMaxPacketOption(t *testing.T) {
 }
 
 // TestCheckRequestMatchesTheEncoding: CheckRequest and CheckMulti, the
-// checks of requests built outside the recipes (fence/fencezk), allow
+// checks of requests built outside the recipes (resource/fencezk), allow
 // exactly the requests go-zookeeper's send buffer (sized to the limit)
 // encodes: the largest data they allow is sent and accepted by the server,
 // one byte more is refused by both. Data too large to be read back within

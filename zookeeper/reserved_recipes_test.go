@@ -9,11 +9,11 @@ import (
 	"time"
 
 	"github.com/zkrecipes/zkrecipes/election"
-	"github.com/zkrecipes/zkrecipes/fence/fencezk"
 	"github.com/zkrecipes/zkrecipes/internal/zkside"
 	"github.com/zkrecipes/zkrecipes/latch"
 	"github.com/zkrecipes/zkrecipes/mutex"
 	"github.com/zkrecipes/zkrecipes/recipe"
+	"github.com/zkrecipes/zkrecipes/resource/fencezk"
 	"github.com/zkrecipes/zkrecipes/testkit/rtest"
 	"github.com/zkrecipes/zkrecipes/testkit/zktest"
 	"github.com/zkrecipes/zkrecipes/zookeeper"

@@ -11,7 +11,7 @@ import (
 
 	_ "github.com/jackc/pgx/v5/stdlib" // "pgx", for ZKRECIPES_DEMO_DSN
 	"github.com/zkrecipes/zkrecipes/fence"
-	"github.com/zkrecipes/zkrecipes/fence/fencesql"
+	"github.com/zkrecipes/zkrecipes/resource/fencesql"
 	_ "modernc.org/sqlite" // "sqlite", the default
 )
 

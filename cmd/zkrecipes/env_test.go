@@ -14,7 +14,7 @@ import (
 
 	_ "github.com/jackc/pgx/v5/stdlib" // database/sql's "pgx", for fencesql
 
-	"github.com/zkrecipes/zkrecipes/fence/fencesql"
+	"github.com/zkrecipes/zkrecipes/resource/fencesql"
 	"github.com/zkrecipes/zkrecipes/testkit/pgtest"
 	"github.com/zkrecipes/zkrecipes/testkit/zktest"
 )

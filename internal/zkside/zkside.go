@@ -1,5 +1,5 @@
 // Package zkside is the side door of package zookeeper: what the module's
-// other packages (the recipes in mutex, election and latch, fence/fencezk,
+// other packages (the recipes in mutex, election and latch, resource/fencezk,
 // the commands, tests) need from the ZooKeeper engine and its users do
 // not, kept out of zookeeper's exported API. Package zookeeper registers
 // its side in its init (Register); this package cannot import zookeeper,

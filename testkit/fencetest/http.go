@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/zkrecipes/zkrecipes/fence"
-	"github.com/zkrecipes/zkrecipes/fence/fencehttp"
+	"github.com/zkrecipes/zkrecipes/resource/fencehttp"
 )
 
 // RunHTTP puts f behind fencehttp's handler on a real HTTP server whose

@@ -21,7 +21,7 @@ var CheckTimeout = 60 * time.Second
 // the history is linearizable (porcupine) for a register that applies a
 // write iff its token is at least the stored one. end is when the history
 // ends: an Unknown write may take effect until then. The tests of
-// fence/fencesql check their concurrent runs with it.
+// resource/fencesql check their concurrent runs with it.
 func CheckRegister(reg string, ops []Op, end time.Duration) []string {
 	r := &Report{}
 	checkRegister(r, reg, ops, end)

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/zkrecipes/zkrecipes/fence"
-	"github.com/zkrecipes/zkrecipes/fence/fencesql"
+	"github.com/zkrecipes/zkrecipes/resource/fencesql"
 )
 
 // The registers.

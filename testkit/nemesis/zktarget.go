@@ -10,9 +10,9 @@ import (
 	"time"
 
 	"github.com/zkrecipes/zkrecipes/fence"
-	"github.com/zkrecipes/zkrecipes/fence/fencezk"
 	"github.com/zkrecipes/zkrecipes/mutex"
 	"github.com/zkrecipes/zkrecipes/recipe"
+	"github.com/zkrecipes/zkrecipes/resource/fencezk"
 	"github.com/zkrecipes/zkrecipes/testkit/zktest"
 	"github.com/zkrecipes/zkrecipes/zookeeper"
 	"go.uber.org/goleak"

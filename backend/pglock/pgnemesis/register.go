@@ -6,7 +6,7 @@ import (
 	"fmt"
 
 	"github.com/zkrecipes/zkrecipes/fence"
-	"github.com/zkrecipes/zkrecipes/fence/fencesql"
+	"github.com/zkrecipes/zkrecipes/resource/fencesql"
 	"github.com/zkrecipes/zkrecipes/testkit/nemesis"
 )
 

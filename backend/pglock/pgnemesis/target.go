@@ -28,8 +28,8 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/zkrecipes/zkrecipes/backend/pglock"
-	"github.com/zkrecipes/zkrecipes/fence/fencesql"
 	"github.com/zkrecipes/zkrecipes/recipe"
+	"github.com/zkrecipes/zkrecipes/resource/fencesql"
 	"github.com/zkrecipes/zkrecipes/testkit/nemesis"
 	"github.com/zkrecipes/zkrecipes/testkit/pgtest"
 	"github.com/zkrecipes/zkrecipes/testkit/zktest"

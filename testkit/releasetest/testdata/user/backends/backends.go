@@ -9,9 +9,9 @@ import (
 	"github.com/zkrecipes/zkrecipes/backend/k8slease"
 	"github.com/zkrecipes/zkrecipes/backend/pglock"
 	"github.com/zkrecipes/zkrecipes/backend/redislock"
-	"github.com/zkrecipes/zkrecipes/fence/fenceetcd"
-	"github.com/zkrecipes/zkrecipes/fence/fenceredis"
 	"github.com/zkrecipes/zkrecipes/metrics/otelmetrics"
+	"github.com/zkrecipes/zkrecipes/resource/fenceetcd"
+	"github.com/zkrecipes/zkrecipes/resource/fenceredis"
 )
 
 // Connect holds each backend's Connect: the swap from ZooKeeper is the

@@ -1,0 +1,26 @@
+package fenceetcd_test
+
+import (
+	"context"
+	"testing"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/zkrecipes/zkrecipes/resource/fenceetcd"
+	"github.com/zkrecipes/zkrecipes/testkit/fencetest"
+)
+
+// TestAdmit: fencetest's Admit scenario with AddOps (the ops write adds
+// land with the token, or not at all).
+func TestAdmit(t *testing.T) {
+	e := newEnv(t)
+	data := e.prefix + "/data"
+	fencetest.RunAdmit(t, fencetest.Admit{
+		Fence:      e.fence(t),
+		Add:        func(ctx context.Context, v string) error { return fenceetcd.AddOps(ctx, clientv3.OpPut(data, v)) },
+		AddBad:     func(ctx context.Context) error { return fenceetcd.AddOps(ctx, clientv3.OpDelete(e.prefix+"/fence/r")) },
+		ErrBad:     fenceetcd.ErrBadOp,
+		ErrNoBatch: fenceetcd.ErrNoBatch,
+		Get:        func() string { return e.get(t, data) },
+	})
+}
