@@ -35,7 +35,10 @@ const kindLeader = "leader"
 
 // acquire is one attempt to take lock, reported to the metrics.
 func (c *config) acquire(ctx context.Context, lock recipe.Lock) (recipe.Lease, error) {
-	return grant.Measure(c.metrics, kindLeader, c.name, func() (recipe.Lease, error) { return lock.Acquire(ctx) })
+	a := grant.Begin(c.metrics, kindLeader, c.name)
+	l, err := lock.Acquire(ctx)
+	a.Done(err)
+	return l, err
 }
 
 // term reports the end of one term to the metrics; nil without metrics.

@@ -294,10 +294,11 @@ type anchorSpec struct {
 // acquire is the whole of Acquire, TryAcquire and AcquireAnchored, with
 // their metrics.
 func (q *Queue) acquire(ctx context.Context, kind string, data []byte, wait bool, anchor *anchorSpec) (recipe.Lease, error) {
-	return grant.Measure(q.s.cfg.metrics, metricKind(kind), q.dir, func() (recipe.Lease, error) {
-		var served time.Duration
-		return q.joinAndWait(ctx, kind, data, wait, anchor, &served)
-	})
+	a := grant.Begin(q.s.cfg.metrics, metricKind(kind), q.dir)
+	var served time.Duration
+	l, err := q.joinAndWait(ctx, kind, data, wait, anchor, &served)
+	a.Done(err)
+	return l, err
 }
 
 // joinAndWait joins and waits. A failed wait gives the node up. served

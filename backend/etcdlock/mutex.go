@@ -115,7 +115,10 @@ const kind = "lock"
 
 // acquire is Acquire (wait) or TryAcquire, reported to Metrics.
 func (m *Mutex) acquire(ctx context.Context, wait bool) (recipe.Lease, error) {
-	return grant.Measure(m.s.cfg.metrics, kind, m.name, func() (recipe.Lease, error) { return m.contend(ctx, wait) })
+	a := grant.Begin(m.s.cfg.metrics, kind, m.name)
+	l, err := m.contend(ctx, wait)
+	a.Done(err)
+	return l, err
 }
 
 // contend is one acquisition: a key of its own, then, if wait, the wait for

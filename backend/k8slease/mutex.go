@@ -108,12 +108,14 @@ func (m *Mutex) TryAcquire(ctx context.Context) (recipe.Lease, error) {
 
 // acquire is Acquire (wait) or TryAcquire, reported to Metrics.
 func (m *Mutex) acquire(ctx context.Context, wait bool) (recipe.Lease, error) {
-	return grant.Measure(m.s.cfg.metrics, kind, m.path, func() (recipe.Lease, error) {
-		if err := m.checkRights(ctx); err != nil {
-			return nil, err
-		}
-		return m.contend(ctx, wait)
-	})
+	a := grant.Begin(m.s.cfg.metrics, kind, m.path)
+	err := m.checkRights(ctx)
+	var l recipe.Lease
+	if err == nil {
+		l, err = m.contend(ctx, wait)
+	}
+	a.Done(err)
+	return l, err
 }
 
 // leases is the client of the lock's namespace.

@@ -86,7 +86,10 @@ func (m *Mutex) TryAcquire(ctx context.Context) (recipe.Lease, error) { return m
 // acquire is Acquire (try false) or TryAcquire, reported to the Session's
 // metrics.
 func (m *Mutex) acquire(ctx context.Context, try bool) (recipe.Lease, error) {
-	return grant.Measure(m.s.metrics, kindLock, m.name, func() (recipe.Lease, error) { return m.attempt(ctx, try) })
+	a := grant.Begin(m.s.metrics, kindLock, m.name)
+	l, err := m.attempt(ctx, try)
+	a.Done(err)
+	return l, err
 }
 
 // kindLock is the kind every event of a Mutex is reported with.

@@ -146,7 +146,10 @@ const (
 
 // acquire is Acquire (wait) and TryAcquire, with their metrics.
 func (m *Mutex) acquire(ctx context.Context, wait bool) (recipe.Lease, error) {
-	return grant.Measure(m.s.metrics, metricKind, m.name, func() (recipe.Lease, error) { return m.take(ctx, wait) })
+	a := grant.Begin(m.s.metrics, metricKind, m.name)
+	l, err := m.take(ctx, wait)
+	a.Done(err)
+	return l, err
 }
 
 // take is one acquisition: a connection of its own that takes the advisory

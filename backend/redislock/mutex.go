@@ -137,7 +137,10 @@ const kind = "lock"
 
 // measured is acquire, reported to the session's Metrics.
 func (m *Mutex) measured(ctx context.Context, wait bool) (recipe.Lease, error) {
-	return grant.Measure(m.s.metrics, kind, m.name, func() (recipe.Lease, error) { return m.acquire(ctx, wait) })
+	a := grant.Begin(m.s.metrics, kind, m.name)
+	l, err := m.acquire(ctx, wait)
+	a.Done(err)
+	return l, err
 }
 
 // acquire tries, and if wait, subscribes, joins the queue and waits. The

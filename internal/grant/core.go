@@ -144,16 +144,27 @@ func (e lostError) Error() string {
 
 func (e lostError) Unwrap() []error { return []error{recipe.ErrLeaseLost, e.cause} }
 
-// Measure runs acquire and reports it to m (nil: nothing, at no cost) as
-// AcquireStarted and AcquireDone with kind and dir, and how long it took:
-// the one place every backend and leader.Run measure an acquisition.
-func Measure(m recipe.Metrics, kind, dir string, acquire func() (recipe.Lease, error)) (recipe.Lease, error) {
+// Attempt is one acquisition being measured (Begin): the one place every
+// backend and leader.Run reports AcquireStarted and AcquireDone.
+type Attempt struct {
+	m         recipe.Metrics
+	kind, dir string
+	start     time.Time
+}
+
+// Begin reports an acquisition of kind on dir started to m (nil: nothing,
+// at no cost); the caller reports its end with Done.
+func Begin(m recipe.Metrics, kind, dir string) Attempt {
 	if m == nil {
-		return acquire()
+		return Attempt{}
 	}
 	m.AcquireStarted(kind, dir)
-	start := time.Now()
-	l, err := acquire()
-	m.AcquireDone(kind, dir, time.Since(start), err)
-	return l, err
+	return Attempt{m: m, kind: kind, dir: dir, start: time.Now()}
+}
+
+// Done reports the acquisition's end with err and how long it took.
+func (a Attempt) Done(err error) {
+	if a.m != nil {
+		a.m.AcquireDone(a.kind, a.dir, time.Since(a.start), err)
+	}
 }
