@@ -2,25 +2,24 @@ package recipe
 
 import "time"
 
-// MaxLockDelay bounds a lock-delay option: a longer one is refused with
-// ErrBadOption. Chubby, where the lock-delay comes from, caps it at a
-// minute; ten allow for slow third-party calls while keeping a typo (an
-// hour) from locking everyone out.
-const MaxLockDelay = 10 * time.Minute
+// MaxLockDelay bounds the lock-delay option of every backend's lock,
+// WithLockDelay(d) (Chubby's, docs/design.md#the-lock-delay): a grant that
+// follows an unclean end of the previous holder (any end but Release: its
+// session expired or closed, its lease lost, its entry deleted) waits d
+// first, free to nobody meanwhile (TryAcquire: ErrLocked), so that the
+// failed holder's requests in flight land first; one that gives up leaves
+// the rest to the next contender. After a Release nobody waits. 0 (the
+// default) costs nothing; d < 0 or d > MaxLockDelay fails New with
+// ErrBadOption. Give every contender of a lock the same d (one without it
+// neither records nor serves a delay); fence the writes too where you can.
+const MaxLockDelay = 10 * time.Minute // Chubby's cap is a minute: ten allow slow calls, and refuse an hour (a typo)
 
-// LockDelayServed returns the lock-delay the grant l served: the time this
-// contender waited (not the delay's whole length), once next in line,
-// because its lock's previous holder ended uncleanly (its session expired
-// or closed, its entry was deleted by someone else, its connection ended)
-// — Chubby's lock-delay (Burrows, OSDI 2006, section 2.4), an option of
-// every backend's lock. It is at most the option's length, except on Redis
-// after an operator deleted the held key, where the rest of that holder's
-// lease comes first (docs/design.md#the-lock-delay). It is zero for a grant
-// that served none: after a clean Release, on a free lock, or without the
-// option. A
-// lock-delay keeps a failed holder's in-flight requests from meeting the
-// next holder's at a resource that cannot check fencing tokens; where the
-// resource can, fence the writes as well (docs/fencing.md).
+// LockDelayServed returns the lock-delay the grant l served (MaxLockDelay):
+// what this contender waited once next in line, not the whole delay if
+// another contender served part of it and gave up. It is at most the
+// option's d, except on Redis after an operator deleted the held key, where
+// the rest of that holder's lease comes first. It is zero for a grant that
+// served none: after a Release, on a free lock, without the option.
 func LockDelayServed(l Lease) time.Duration {
 	if d, ok := l.(interface{ LockDelay() time.Duration }); ok {
 		return d.LockDelay()

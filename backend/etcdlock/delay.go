@@ -19,26 +19,14 @@ import (
 // MutexOption configures a Mutex (New).
 type MutexOption func(*Mutex)
 
-// WithLockDelay sets the Mutex's lock-delay (Chubby's; see
-// recipe.LockDelayServed): a grant that follows an unclean end of the
-// previous holder (its etcd lease expired or was revoked, Session.Close
-// without Release included; its key was deleted by someone else) waits d
-// before it is handed out, and meanwhile the lock is not free to anyone
-// with the option (TryAcquire answers recipe.ErrLocked). A grant after a
-// clean Release does not wait. 0 (the default) serves none and costs
-// nothing; a negative d or more than recipe.MaxLockDelay makes New fail
-// with recipe.ErrBadOption.
-//
-// Two keys beside the contenders' keep the record (docs/design.md): the
-// holder's name, written with the grant and deleted with its Release's
-// delete in one transaction, and, while a delay is served, a key under an
-// etcd lease of its own whose TTL (d rounded up to seconds) keeps the
-// delay's end on the server: a contender that gives up during the delay
-// leaves it, so the next one serves only the rest. Give every Mutex of a
-// name the same delay: contenders without the option neither write nor
-// read the record (they never wait, and a lock they held and released
-// cleanly may still serve a delay recorded for an earlier holder). A
-// Session's credentials need the whole range <prefix>/<name>/.
+// WithLockDelay sets the Mutex's lock-delay to d, with the contract of
+// every backend's option (recipe.MaxLockDelay). The record is two keys in
+// the lock's range, which a Session's credentials therefore need whole:
+// <prefix>/<name>/_lockdelay_held names the holder's key, written with its
+// grant and deleted in its Release's transaction; _lockdelay_serving, under
+// an etcd lease of d rounded up to seconds, keeps a delay being served. The
+// delay runs from a contender's first sight of the gone holder: one that
+// arrives late serves a whole d (docs/design.md#lock-delay-on-etcd).
 func WithLockDelay(d time.Duration) MutexOption { return func(m *Mutex) { m.delay = d } }
 
 // The lock-delay's keys of the lock named N, beside its contenders' keys
@@ -123,7 +111,8 @@ func (m *Mutex) releaseOps(key string) []clientv3.Op {
 // serveDelay is what a contender first in line does before its grant is
 // handed out, from the state st it read when it found itself first: it
 // serves what remains of a lock-delay, then records itself as the holder
-// (mark). It returns the delay it served (0 for none).
+// (mark). It returns the delay it served (0 for none). The delay runs from
+// its first sight of the gone holder, whose key both keys name.
 //
 //   - held names its own key: recorded already (a retry after a lost
 //     answer); nothing to serve.
@@ -143,22 +132,15 @@ func (a *attempt) serveDelay(ctx context.Context, st delayState) (_ time.Duratio
 	}()
 	ctx, cancel := a.g.bind(ctx)
 	defer cancel()
-	var start time.Time // when this contender began to serve (zero: not yet)
+	w := grant.NewServing(a.m.rep, a.m.delay)
+	var seen grant.Sight
 	var own clientv3.LeaseID
-	served := func() time.Duration {
-		if start.IsZero() {
-			return 0
-		}
-		return max(min(time.Since(start), a.m.delay), time.Nanosecond)
-	}
 	for {
 		switch {
 		case st.held != nil && string(st.held.Value) == a.key:
-			return served(), nil
+			return w.Served(), nil
 		case st.held != nil && st.serving == nil:
-			if start.IsZero() {
-				start = time.Now()
-			}
+			seen.Left(string(st.held.Value), a.m.delay) // the delay starts
 			if own, err = a.m.startDelay(ctx, a.g, st.held, clientv3.Compare(clientv3.CreateRevision(a.key), "=", a.rev)); err != nil {
 				return 0, err
 			}
@@ -167,11 +149,8 @@ func (a *attempt) serveDelay(ctx context.Context, st delayState) (_ time.Duratio
 			}
 			continue
 		case st.serving != nil:
-			if start.IsZero() {
-				start = time.Now()
-			}
 			mine := own != 0 && clientv3.LeaseID(st.serving.Lease) == own
-			ended, err := a.serve(ctx, start.Add(a.m.delay), st.rev, !mine)
+			ended, err := a.serve(ctx, w, seen.Left(string(st.serving.Value), a.m.delay), st.rev, !mine)
 			if err != nil {
 				return 0, err
 			}
@@ -184,7 +163,7 @@ func (a *attempt) serveDelay(ctx context.Context, st delayState) (_ time.Duratio
 		}
 		marked, err := a.mark(ctx)
 		if err != nil || marked {
-			return served(), err
+			return w.Served(), err
 		}
 		if st, err = a.readDelay(ctx); err != nil { // the own key went: says why
 			return 0, err
@@ -195,23 +174,23 @@ func (a *attempt) serveDelay(ctx context.Context, st delayState) (_ time.Duratio
 // errRecheck ends a wait of serve when a watched key is deleted.
 var errRecheck = errors.New("etcdlock: a key of the lock-delay changed")
 
-// serve waits, through grant.ServeDelay, until end (ended), or until the
-// attempt's own key or, if watchServing, the serving key is deleted after
-// revision rev (not ended: the caller reads again). Errors: ctx's cause
-// (which also ends with the etcd lease).
-func (a *attempt) serve(ctx context.Context, end time.Time, rev int64, watchServing bool) (ended bool, err error) {
+// serve waits rest through w, or until the attempt's own key or, if
+// watchServing, the serving key is deleted after revision rev (not ended:
+// the caller reads again). Errors: ctx's cause (which also ends with the
+// etcd lease).
+func (a *attempt) serve(ctx context.Context, w *grant.Serving, rest time.Duration, rev int64, watchServing bool) (ended bool, err error) {
 	wctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		w := clientv3.WithRequireLeader(wctx)
+		lctx := clientv3.WithRequireLeader(wctx)
 		opts := []clientv3.OpOption{clientv3.WithRev(rev + 1), clientv3.WithFilterPut()}
 		cli := a.m.s.cli
-		own := cli.Watch(w, a.key, opts...)
+		own := cli.Watch(lctx, a.key, opts...)
 		var serving clientv3.WatchChan // nil: never ready
 		if watchServing {
-			serving = cli.Watch(w, a.m.serving, opts...)
+			serving = cli.Watch(lctx, a.m.serving, opts...)
 		}
 		select {
 		case <-own:
@@ -221,7 +200,7 @@ func (a *attempt) serve(ctx context.Context, end time.Time, rev int64, watchServ
 		}
 		cancel(errRecheck)
 	}()
-	err = grant.ServeDelay(wctx, time.Until(end), a.m.rep)
+	err = w.Wait(wctx, rest)
 	cancel(nil)
 	<-done
 	switch {

@@ -51,19 +51,9 @@
 // # Lock-delay
 //
 // WithLockDelay(d) makes a grant that follows an unclean end of the
-// previous holder wait d first (recipe.LockDelayServed). Two keys beside
-// the contenders' record it (delay.go): <prefix>/<name>/_lockdelay_held
-// names the holder's key, written in the transaction that records the
-// grant (the put itself when the lock was free: still one request) and
-// deleted in the transaction of its Release's delete; it has no etcd
-// lease, so it outlives an unclean end (etcd lease expired or revoked,
-// Session.Close without Release, key deleted by someone else). A
-// contender first in line that finds it naming a key that is gone turns it
-// into <prefix>/<name>/_lockdelay_serving, under an etcd lease of its own
-// with a TTL of d, and waits d; the next grant deletes that key. A
-// contender that gives up during the delay leaves the serving key, whose
-// end the server keeps: the next contender waits until it goes, or d after
-// it saw it, whichever comes first. Locks without the option read and
+// previous holder wait d first (recipe.MaxLockDelay). Two keys beside the
+// contenders' in the lock's range keep the record (WithLockDelay,
+// docs/design.md#lock-delay-on-etcd); locks without the option read and
 // write neither key and cost nothing more.
 //
 // # The guarantee

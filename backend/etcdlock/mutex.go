@@ -60,7 +60,7 @@ func New(s *Session, name string, opts ...MutexOption) (*Mutex, error) {
 			o(m)
 		}
 	}
-	if err := grant.CheckDelay("WithLockDelay", m.delay); err != nil {
+	if err := grant.CheckDelay("etcdlock.WithLockDelay", m.delay); err != nil {
 		return nil, err
 	}
 	m.delayKeys()

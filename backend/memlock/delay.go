@@ -13,28 +13,21 @@ import (
 // MutexOption configures a Mutex (New).
 type MutexOption func(*Mutex)
 
-// WithLockDelay sets the Mutex's lock-delay (Chubby's; see
-// recipe.LockDelayServed): a grant that follows an unclean end of the
-// previous holder (its session expired or closed without a Release, or
-// its lease was lost and its entry deleted afterwards) waits
-// d after that end before it is handed out, and meanwhile the lock is not
-// free to anyone. 0 (the default) serves none; more than
-// recipe.MaxLockDelay makes New fail with recipe.ErrBadOption. Every
-// Mutex of a name should be given the same delay: the one served is the
-// option of the contender that is next in line.
-//
-// The Server records the unclean end's time on the lock; a contender that
-// gives up while serving the delay leaves that record, so the next one
-// serves only the rest. A Mutex without the option records nothing: its
-// own unclean end delays nobody.
+// WithLockDelay sets the Mutex's lock-delay to d, with the contract of
+// every backend's option (recipe.MaxLockDelay). The Server records on the
+// lock the time its held entry ended uncleanly, by the Server (session
+// expired or closed) or by its own healed Session after a lost lease; the
+// next holder serves its own d from that time
+// (docs/design.md#lock-delay-in-memlock).
 func WithLockDelay(d time.Duration) MutexOption { return func(m *Mutex) { m.delay = d } }
 
-// delayLeft is how much of a lock-delay of length d remains on q.
+// delayLeft is how much of a lock-delay of length d remains on q, on the
+// Server's clock.
 func (q *queue) delayLeft(d time.Duration) time.Duration {
 	if q.unclean.IsZero() || d <= 0 {
 		return 0
 	}
-	return time.Until(q.unclean.Add(d))
+	return grant.Rest(d, time.Since(q.unclean))
 }
 
 // delayLeft reports how much of a lock-delay of length d the granted entry
@@ -64,23 +57,23 @@ func (s *Server) hold(sid, eid int64) error {
 	return nil
 }
 
-// serveDelay serves what remains of the lock-delay for the granted entry
-// eid of session sid, then marks the entry held (Server.hold). It returns
-// the delay it served; errors: ctx's cause, ErrUnreachable (ask again),
+// serveDelay serves, through w, what remains of the lock-delay for the
+// granted entry eid of session sid, then marks the entry held
+// (Server.hold). Errors: ctx's cause, ErrUnreachable (ask again),
 // recipe.ErrSessionLost, recipe.ErrNodeDeleted, recipe.ErrSessionClosed.
-func (m *Mutex) serveDelay(ctx context.Context, sid, eid int64) (time.Duration, error) {
+func (m *Mutex) serveDelay(ctx context.Context, w *grant.Serving, sid, eid int64) error {
 	if m.delay <= 0 {
-		return 0, nil // without the option a grant records nothing, like the other backends'
+		return nil // without the option a grant records nothing, like the other backends'
 	}
 	c := m.s
 	var left time.Duration
 	if err := m.onEntry(sid, func() (err error) { left, err = c.srv.delayLeft(sid, eid, m.delay); return err }); err != nil {
-		return 0, err
+		return err
 	}
-	if err := grant.ServeDelay(ctx, left, m.rep); err != nil {
-		return 0, err
+	if err := w.Wait(ctx, left); err != nil {
+		return err
 	}
-	return max(left, 0), m.onEntry(sid, func() error { return c.srv.hold(sid, eid) })
+	return m.onEntry(sid, func() error { return c.srv.hold(sid, eid) })
 }
 
 // onEntry runs req on the Server for session sid, with await's meaning of

@@ -146,6 +146,7 @@ func (m *Mutex) await(ctx context.Context, try bool, sid, eid int64, tok fence.T
 	c := m.s
 	retry := backoff.NewConstantBackOff(pollInterval)
 	waiting := false
+	w := grant.NewServing(m.rep, m.delay)
 	defer func() {
 		if waiting {
 			m.reportWaiting(-1)
@@ -153,14 +154,14 @@ func (m *Mutex) await(ctx context.Context, try bool, sid, eid int64, tok fence.T
 	}()
 	for {
 		if tok != 0 {
-			served, err := m.serveDelay(ctx, sid, eid)
+			err := m.serveDelay(ctx, w, sid, eid)
 			if err != nil && !errors.Is(err, ErrUnreachable) {
 				c.abandon(sid, eid)
 				return nil, err
 			}
 			if err == nil {
 				if l := c.activate(ctx, m, sid, eid, tok); l != nil {
-					l.SetDelayServed(served)
+					l.SetDelayServed(w.Served())
 					return l, nil
 				}
 			}

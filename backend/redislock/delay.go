@@ -1,49 +1,29 @@
 package redislock
 
 import (
-	"context"
 	"strconv"
 	"time"
-
-	"github.com/zkrecipes/zkrecipes/internal/grant"
 )
 
 // MutexOption configures a Mutex (New).
 type MutexOption func(*Mutex)
 
-// WithLockDelay sets the lock-delay of the Mutex (Chubby's; see
-// recipe.LockDelayServed): when a grant of it ends without a Release (the
-// holder crashed or was cut off and its key expired, the key was deleted
-// by someone else, the lease was lost, or Session.Close ended it), the
-// lock stays taken for d more, so that the holder's requests still in
-// flight drain before the next holder starts; after a Release the next
-// holder starts at once. 0 (the default) serves none; d is rounded up to
-// a whole millisecond (the unit of PX); more than recipe.MaxLockDelay
-// makes New fail with recipe.ErrBadOption.
-//
-// How: a grant made with the option writes the lock's marker key
-// (DelayKey: "held:" and its owner), set in the same script as the lock
-// key and expiring d after it (renewals move both). Release deletes the
-// marker in the same script as the lock key. So a marker that outlives its
-// holder's key records an unclean end, and its remaining PTTL is the rest
-// of the delay on the server's clock. The contender the lock is due to
-// keeps the lock key reserved for itself meanwhile ("next:" and its
-// owner: TryAcquire answers ErrLocked), waits the rest out
-// (grant.ServeDelay: an INFO line, and recipe.DelayMetrics), and asks
-// again. If it gives up, the lock goes to the next waiter and the marker
-// keeps its expiry: the delay is not shortened. A Session.Close without
-// Release, or a lease lost and deleted by its own cleanup, counts as
-// unclean: the marker then expires d after that delete. After a delete of
-// the lock key by someone else the delay ends d after the key would have
-// expired (up to the TTL + d after the delete).
-//
-// Every Mutex of a name should be given the same delay. A Mutex without
-// the option neither writes nor reads the marker: it serves no delay (it
-// may take a lock whose delay nobody is serving) and its grants record
-// nothing. A Mutex with the option serves what the marker says, at most
-// its own TTL + d (a longer or unending marker, not written by this
-// package, is cut to that).
+// WithLockDelay sets the Mutex's lock-delay to d, rounded up to a whole
+// millisecond (PX's unit), with the contract of every backend's option
+// (recipe.MaxLockDelay). The record is the marker key DelayKey, written
+// with the lock key by every grant and renewal to expire d after it, and
+// deleted with it by Release: a marker without its key is an unclean end,
+// its PTTL the rest of the delay on the server's clock. After a delete of
+// the key by someone else, the rest of its TTL comes first; a marker not
+// written by this package is served at most TTL + d
+// (docs/design.md#lock-delay-on-redis).
 func WithLockDelay(d time.Duration) MutexOption { return func(m *Mutex) { m.delay = d } }
+
+// delayMax is the most a contender may serve: the rest of a deleted
+// holder's TTL, then the delay.
+func (m *Mutex) delayMax() time.Duration {
+	return m.s.ttl + time.Duration(m.delayMs())*time.Millisecond
+}
 
 // delayMs is the lock-delay in whole milliseconds (rounded up: a positive
 // delay is never turned off), 0 without the option.
@@ -88,21 +68,4 @@ func (m *Mutex) markerArg(e ending) string {
 		return "clean"
 	}
 	return strconv.FormatInt(m.delayMs(), 10)
-}
-
-// serveDelay waits out the rest of a lock-delay (the acquire script's
-// answer 2) for an Acquire to which the lock is reserved meanwhile, and
-// adds it to *served. Only the first wait of an Acquire is logged (a
-// second one is the few milliseconds by which the server's clock and this
-// one disagree). Errors: ctx's cause.
-func (m *Mutex) serveDelay(ctx context.Context, rest time.Duration, served *time.Duration) error {
-	rep := m.rep
-	if *served > 0 {
-		rep = nil
-	}
-	if err := grant.ServeDelay(ctx, rest, rep); err != nil {
-		return err
-	}
-	*served += rest
-	return nil
 }

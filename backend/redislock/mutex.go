@@ -164,9 +164,9 @@ func (m *Mutex) acquire(ctx context.Context, wait bool) (recipe.Lease, error) {
 	owner := newOwner()
 	var (
 		w       *waiter
-		served  time.Duration // the lock-delay waited out so far
-		unknown bool          // a request of this owner went unanswered, or queued it: the key or an entry may be ours
-		failing time.Time     // start of the current run of connection errors
+		served  = grant.NewServing(m.rep, m.delayMax()) // the lock-delay waited out so far
+		unknown bool                                    // a request of this owner went unanswered, or queued it: the key or an entry may be ours
+		failing time.Time                               // start of the current run of connection errors
 		b       = loop.BackOff(50*time.Millisecond, time.Second)
 	)
 	defer func() { w.close() }()
@@ -181,14 +181,14 @@ func (m *Mutex) acquire(ctx context.Context, wait bool) (recipe.Lease, error) {
 		l, pttl, rest, err := m.try(ctx, owner, queue, wait)
 		switch {
 		case err == nil && l != nil:
-			if err := handOut(ctx, l, served); err != nil {
+			if err := handOut(ctx, l, served.Served()); err != nil {
 				unknown = true
 				return giveUp(err)
 			}
 			return l, nil
 		case err == nil && rest > 0: // reserved for owner once the lock-delay is over: giving up hands it on
 			unknown, failing = true, time.Time{}
-			if err := m.serveDelay(ctx, rest, &served); err != nil {
+			if err := served.Wait(ctx, rest); err != nil {
 				return giveUp(err)
 			}
 			continue
