@@ -15,7 +15,7 @@ const MaxLockDelay = 10 * time.Minute
 // — Chubby's lock-delay (Burrows, OSDI 2006, section 2.4), an option of
 // every backend's lock. It is at most the option's length, except on Redis
 // after an operator deleted the held key, where the rest of that holder's
-// lease comes first (docs/design.md#the-lock-delay). It is zero for a grant
+// lease comes first (docs/lock-delay.md). It is zero for a grant
 // that served none: after a clean Release, on a free lock, or without the
 // option. A
 // lock-delay keeps a failed holder's in-flight requests from meeting the
