@@ -14,7 +14,7 @@ import (
 // later era are larger than every token an earlier one can ever
 // produce, whatever the backends, and raising a fence to the new
 // era's Floor refuses every older holder at once
-// (docs/backends.md#switching-backends, docs/design.md#switching-backends).
+// (docs/backends.md#switching-backends, docs/backends.md#why-eras-are-safe).
 //
 // Tokens of a lock that is not wrapped are era 0 as long as they
 // stay below 2^48 (ZooKeeper: while its epoch is below 65536).

@@ -17,7 +17,7 @@ import (
 // costs nothing; below 0 or over recipe.MaxLockDelay, New fails with
 // recipe.ErrBadOption. NewRW and NewSemaphore refuse it (ErrBadOption).
 //
-// How it works (docs/design.md#lock-delay-on-zookeeper): a grant writes
+// How it works (docs/lock-delay.md#lock-delay-on-zookeeper): a grant writes
 // its znode's name into the marker zookeeper.MarkerName in the lock
 // directory before Acquire returns, and Release deletes the marker with its znode in one
 // multi; a contender granted while the marker names another znode serves

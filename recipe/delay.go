@@ -3,7 +3,7 @@ package recipe
 import "time"
 
 // MaxLockDelay bounds the lock-delay option of every backend's lock,
-// WithLockDelay(d) (Chubby's, docs/design.md#the-lock-delay): a grant that
+// WithLockDelay(d) (Chubby's, docs/lock-delay.md): a grant that
 // follows an unclean end of the previous holder (any end but Release: its
 // session expired or closed, its lease lost, its entry deleted) waits d
 // first, free to nobody meanwhile (TryAcquire: ErrLocked), so that the

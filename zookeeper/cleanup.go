@@ -17,7 +17,7 @@ import (
 // watches queued for it (leaseRegistry.rewatchAll: consumed by a data
 // change, or a read that failed; a reconnection's re-registration is
 // go-zookeeper's). items is under mu. See
-// docs/design.md#cleanup-and-delete-by-version.
+// docs/zookeeper-client.md#cleanup-and-delete-by-version.
 type cleaner struct {
 	mu             *sessionLock
 	conns          *connState     // whose session owns an item, whether it is connected

@@ -10,7 +10,7 @@ import (
 )
 
 // The ownership deadlines, counted from the last server reply: see
-// docs/design.md#connection-states-and-the-ownership-deadline.
+// docs/zookeeper-client.md#connection-states-and-the-ownership-deadline.
 
 // ownership is the pair of ownership deadlines of one session (epoch), in
 // grant.Deadline: both count from the send time of the newest request a

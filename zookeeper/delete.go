@@ -16,7 +16,7 @@ import (
 // The deletes of owned znodes: cleaner.delete (a release, the node a failed
 // Acquire leaves) and the attempts the cleaner makes. Every attempt but a
 // release's first checks ephemeral owner and czxid before it deletes: see
-// docs/design.md#cleanup-and-delete-by-version.
+// docs/zookeeper-client.md#cleanup-and-delete-by-version.
 
 // delete deletes a znode of ours, whatever the caller's context has
 // become: it runs on its own context (the caller's values, not its
@@ -210,7 +210,7 @@ func (cl *cleaner) deleteByGUID(it cleanupItem) error {
 // and the cleaner, check owner and czxid). The path names the node the
 // lease was granted alone (its name carries a fresh GUID), and a node
 // written since fails with BadVersion: done is false then, and the checked
-// delete decides. See docs/design.md#cleanup-and-delete-by-version.
+// delete decides. See docs/zookeeper-client.md#cleanup-and-delete-by-version.
 func (cl *cleaner) deleteByVersion(it cleanupItem) (done bool, err error) {
 	err = cl.conn.Delete(it.path, it.version)
 	switch {

@@ -15,12 +15,12 @@ import (
 //
 //   - create2 token: the create is sent as create2, whose reply carries the
 //     node's Stat (owner, czxid): the lease is prepared without a read
-//     (docs/design.md#the-create2-token).
+//     (docs/zookeeper-client.md#the-create2-token).
 //   - pipelined listing: the first listing is sent right behind the create
 //     and used only if it shows the caller's node.
 //   - child-watch stand-in: a listing with a child watch on the directory
 //     stands in for the own-node watch of a lease granted on it
-//     (docs/design.md#the-child-watch-stand-in).
+//     (docs/zookeeper-client.md#the-child-watch-stand-in).
 //   - re-list skip: a waiter whose only predecessor was deleted is granted
 //     on a read of its own node (docs/design.md#waking-and-the-re-list-skip).
 //   - own-node read beside the listing: a waiter without an early lease

@@ -111,7 +111,7 @@ func (l *lease) end() {
 // remove is Release's second step: the delete of the node, by version
 // without reading it only while the connection has not been down since
 // the lease was registered (across an outage a watch event can be lost):
-// docs/design.md#cleanup-and-delete-by-version. A lease that wrote the
+// docs/zookeeper-client.md#cleanup-and-delete-by-version. A lease that wrote the
 // lock-delay marker deletes it with its node first (removeWithMarker).
 func (l *lease) remove(ctx context.Context) (done bool, _ error) {
 	if m := l.marker; m != nil && l.removeWithMarker(ctx, m) {

@@ -17,7 +17,7 @@ import (
 )
 
 // The lock-delay of an exclusive queue (mutex.WithLockDelay; see
-// recipe.LockDelayServed and docs/design.md#lock-delay-on-zookeeper). A
+// recipe.LockDelayServed and docs/lock-delay.md#lock-delay-on-zookeeper). A
 // persistent marker znode beside the queue nodes, MarkerName, names the
 // node whose grant was handed out last:
 //

@@ -93,7 +93,7 @@ type zkLogger struct{ l *slog.Logger }
 // to re-register watches or credentials on a new connection, at error
 // level: watches, and with them the wakeups of waiters and (under
 // TolerateSuspension) a holder's notice of its node's deletion, can be lost
-// (see WithMaxPacket and docs/design.md#assumptions-about-go-zookeeper, 12).
+// (see WithMaxPacket and docs/zookeeper-client.md#assumptions-about-go-zookeeper, 12).
 func (z zkLogger) Printf(format string, args ...any) {
 	lvl := slog.LevelDebug
 	if strings.HasPrefix(format, "Failed to set previous watches") || strings.HasPrefix(format, "error in resending auth creds") {

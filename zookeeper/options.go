@@ -131,7 +131,7 @@ const shortSession = time.Second
 // warnSessionTimeout logs one WARN on log when the negotiated session
 // timeout is under shortSession or differs from the requested one (to the
 // millisecond, the protocol's unit), with both and what the negotiated one
-// makes of the two numbers (docs/backends.md#the-two-numbers): the
+// makes of the two numbers (docs/backends/zookeeper.md#the-two-numbers): the
 // holder's lease ends at the latest p.revokeAfter(T) after the newest
 // answered request, and the server expires the session, freeing its locks,
 // no sooner than T after the last request it received.
@@ -184,7 +184,7 @@ func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l }
 // that watch is lost). Above DefaultMaxPacket, a request whose connection
 // was lost right after it was sent, twice in a row, is not sent again: the
 // operation fails with recipe.ErrTooLarge, a cleanup delete is given up
-// (logged at error level). See docs/design.md#lost-sends-and-packet-limits.
+// (logged at error level). See docs/zookeeper-client.md#lost-sends-and-packet-limits.
 func WithMaxPacket(bytes int) Option { return func(c *config) { c.maxPacket = bytes } }
 
 // WithACL sets the ACL of every znode the recipes create (default

@@ -19,7 +19,7 @@ import (
 // (Connect), so that whatever was not checked fails alone, at encoding,
 // instead of being sent for the server to drop the connection. Request
 // sizes are zkwire's; TestPacketSizesMatchTheEncoding checks them against
-// go-zookeeper's encoder. See docs/design.md#lost-sends-and-packet-limits.
+// go-zookeeper's encoder. See docs/zookeeper-client.md#lost-sends-and-packet-limits.
 
 // packetLimit is the Session's packet limit (WithMaxPacket) and the ACL
 // its creates carry: the sizes every request is checked against.
@@ -191,7 +191,7 @@ func (pl packetLimit) checkRequest(multi bool, ops []any) error {
 // matching recipe.ErrTooLarge (tooLargeLost); the cleaner gives the delete up,
 // logged at error level. What a request may weigh is known before it is
 // sent (queueRequestSize, createSize, cleanupItem.sized). See
-// docs/design.md#lost-sends-and-packet-limits.
+// docs/zookeeper-client.md#lost-sends-and-packet-limits.
 
 // maxLostSends is how many times in a row a request over DefaultMaxPacket
 // may lose its connection right after it was sent.

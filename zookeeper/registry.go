@@ -33,7 +33,7 @@ type leaseRegistry struct {
 	// it holds (own-node data watches and child watches included) on the
 	// new connection, and nothing here does it again. If that request
 	// fails on a connection that stays up, only a log line says so (see
-	// zkLogger and docs/design.md#assumptions-about-go-zookeeper, 12).
+	// zkLogger and docs/zookeeper-client.md#assumptions-about-go-zookeeper, 12).
 	rewatch []*lease
 	// child watches of pipelined listings that may stand in for a lease's
 	// own-node watch, by absolute directory

@@ -25,7 +25,7 @@ import (
 // and everything granted under the old one is LOST. It reads every
 // transition from go-zookeeper's event callback and measures server silence
 // itself, so ownership ends on time even when a disconnect is noticed late
-// (case C9; docs/design.md#connection-states-and-the-ownership-deadline). A
+// (case C9; docs/zookeeper-client.md#connection-states-and-the-ownership-deadline). A
 // chroot suffix in the server list applies to every recipe path, not to
 // Conn's. A delete of its own znode that could not complete is retried on
 // every reconnection of the same session, after an identity check; Close

@@ -7,7 +7,7 @@ import (
 	"github.com/zkrecipes/zkrecipes/recipe"
 )
 
-// Child slots (docs/design.md#the-child-watch-stand-in) and own-node
+// Child slots (docs/zookeeper-client.md#the-child-watch-stand-in) and own-node
 // watches: how the lease registry keeps a watch on every live lease's node.
 
 // childSlot is the child watch of an Acquire's pipelined listing (a
@@ -18,7 +18,7 @@ import (
 // slot fired before the grant is not used; one that fires after the grant
 // was decided on it makes the lease read its node with a data watch
 // (leaseRegistry.watchOwn). A slot lives no longer than its early lease. See
-// docs/design.md#the-child-watch-stand-in.
+// docs/zookeeper-client.md#the-child-watch-stand-in.
 type childSlot struct {
 	dir string // absolute
 
@@ -112,7 +112,7 @@ func (r *leaseRegistry) dropSlot(slot *childSlot) {
 // the grant is decided on (or, fired by an earlier listing's watch on the
 // same directory, before it and seen by it), exactly as a firing right
 // after the grant; only the scheduling of two goroutines told them apart.
-// See docs/design.md#the-child-watch-stand-in.
+// See docs/zookeeper-client.md#the-child-watch-stand-in.
 func (r *leaseRegistry) useSlot(slot *childSlot) {
 	r.mu.Lock()
 	defer r.mu.Unlock()

@@ -23,7 +23,7 @@ type StateChange struct {
 // ownership deadlines (deadline.go). Its transitions end the generations
 // of the lease registry and the cleanup items of lost sessions. Its fields
 // are under mu, but for the deadlines' pointer, which replies read without
-// it. See docs/design.md#connection-states-and-the-ownership-deadline.
+// it. See docs/zookeeper-client.md#connection-states-and-the-ownership-deadline.
 type connState struct {
 	mu      *sessionLock
 	leases  *leaseRegistry

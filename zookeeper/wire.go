@@ -92,7 +92,7 @@ func (o wireObserver) FailedBeforeHandshake(err error) {
 }
 
 // createSlot is a create the engine asks to be sent as create2, so that
-// its reply carries the node's Stat (docs/design.md#the-create2-token).
+// its reply carries the node's Stat (docs/zookeeper-client.md#the-create2-token).
 type createSlot struct {
 	onWritten func() // if set: called once as the create is written; must not block
 	w         *zkwire.Create

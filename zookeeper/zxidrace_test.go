@@ -12,7 +12,7 @@ import (
 )
 
 // TestZxidRaceAfterReconnect stresses go-zookeeper v1.0.4's data race on
-// Conn.lastZxid (docs/design.md#the-zxid-kept-by-zkwire) under -race:
+// Conn.lastZxid (docs/zookeeper-client.md#the-zxid-kept-by-zkwire) under -race:
 // sessions whose go-zookeeper holds no watch drop their connection, and
 // requests queued meanwhile (a ChildrenW and a burst of reads) are written
 // right after the handshake, so a watch can be registered, and replies

@@ -26,7 +26,7 @@ type MutexOption func(*Mutex)
 // grant and deleted in its Release's transaction; _lockdelay_serving, under
 // an etcd lease of d rounded up to seconds, keeps a delay being served. The
 // delay runs from a contender's first sight of the gone holder: one that
-// arrives late serves a whole d (docs/design.md#lock-delay-on-etcd).
+// arrives late serves a whole d (docs/lock-delay.md#lock-delay-on-etcd).
 func WithLockDelay(d time.Duration) MutexOption { return func(m *Mutex) { m.delay = d } }
 
 // The lock-delay's keys of the lock named N, beside its contenders' keys

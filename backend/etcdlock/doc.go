@@ -53,7 +53,7 @@
 // WithLockDelay(d) makes a grant that follows an unclean end of the
 // previous holder wait d first (recipe.MaxLockDelay). Two keys beside the
 // contenders' in the lock's range keep the record (WithLockDelay,
-// docs/design.md#lock-delay-on-etcd); locks without the option read and
+// docs/lock-delay.md#lock-delay-on-etcd); locks without the option read and
 // write neither key and cost nothing more.
 //
 // # The guarantee

@@ -18,7 +18,7 @@ type MutexOption func(*Mutex)
 // lock the time its held entry ended uncleanly, by the Server (session
 // expired or closed) or by its own healed Session after a lost lease; the
 // next holder serves its own d from that time
-// (docs/design.md#lock-delay-in-memlock).
+// (docs/lock-delay.md#lock-delay-in-memlock).
 func WithLockDelay(d time.Duration) MutexOption { return func(m *Mutex) { m.delay = d } }
 
 // delayLeft is how much of a lock-delay of length d remains on q, on the

@@ -16,7 +16,7 @@ type MutexOption func(*Mutex)
 // its PTTL the rest of the delay on the server's clock. After a delete of
 // the key by someone else, the rest of its TTL comes first; a marker not
 // written by this package is served at most TTL + d
-// (docs/design.md#lock-delay-on-redis).
+// (docs/lock-delay.md#lock-delay-on-redis).
 func WithLockDelay(d time.Duration) MutexOption { return func(m *Mutex) { m.delay = d } }
 
 // delayMax is the most a contender may serve: the rest of a deleted

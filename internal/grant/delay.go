@@ -13,7 +13,7 @@ import (
 )
 
 // The lock-delay's rule, written once (recipe.MaxLockDelay states the
-// option's contract, docs/design.md#the-lock-delay argues it). A backend
+// option's contract, docs/lock-delay.md argues it). A backend
 // keeps only its record: it writes "held by me" before Acquire returns a
 // grant, and a clean Release removes that record in the step that frees
 // the lock. The contender next in line that finds a record naming a gone

@@ -19,7 +19,7 @@ import (
 // go-zookeeper (v1.0.4): each runs the real client against a real server,
 // so that a client upgrade that breaks an assumption fails here, by name.
 // The assumptions are numbered as in
-// docs/design.md#assumptions-about-go-zookeeper:
+// docs/zookeeper-client.md#assumptions-about-go-zookeeper:
 //
 //	1  one whole packet per Write      TestAssumption_OnePacketPerWrite
 //	2  one reader at a time            TestAssumption_OneReaderAtATime

@@ -28,7 +28,7 @@ func lastReplyZxid(fs [][]byte) int64 {
 // TestAssumption_RepliesHandedUpWithoutZxid: go-zookeeper works with every
 // reply's zxid zeroed (it returns no reply's zxid through its API), and
 // zkwire records the real one: go-zookeeper's lastZxid stays 0, so its
-// receive loop never writes it (docs/design.md#the-zxid-kept-by-zkwire).
+// receive loop never writes it (docs/zookeeper-client.md#the-zxid-kept-by-zkwire).
 func TestAssumption_RepliesHandedUpWithoutZxid(t *testing.T) {
 	w := &wire{}
 	conn, _, root := connect(t, w)

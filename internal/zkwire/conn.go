@@ -32,12 +32,12 @@ type Observer interface {
 //     client at or after that time, however late it is read;
 //   - sends a create whose path is registered in its Creates as create2
 //     (the same body; the reply adds the node's Stat) and records the
-//     reply's path and Stat (docs/design.md#the-create2-token);
+//     reply's path and Stat (docs/zookeeper-client.md#the-create2-token);
 //   - keeps the zxid in go-zookeeper's place (Zxid): it records each
 //     reply's zxid and hands the reply up with zxid 0, and writes the zxid
 //     into the connect and set-watches requests, so that go-zookeeper
 //     v1.0.4 never writes its Conn.lastZxid after a connect, where it
-//     races with its own read of it (docs/design.md#the-zxid-kept-by-zkwire);
+//     races with its own read of it (docs/zookeeper-client.md#the-zxid-kept-by-zkwire);
 //   - buffers reads: go-zookeeper reads every frame in two reads (length,
 //     then body), which would be two system calls per reply or event; from
 //     the buffer it is at most one, and a burst of frames (an event and the
@@ -45,7 +45,7 @@ type Observer interface {
 //     as without the buffer.
 //
 // It relies on go-zookeeper writing one whole packet per Write and reading
-// from one goroutine at a time (docs/design.md#assumptions-about-go-zookeeper).
+// from one goroutine at a time (docs/zookeeper-client.md#assumptions-about-go-zookeeper).
 type Conn struct {
 	net.Conn
 	obs     Observer

@@ -9,7 +9,7 @@
 // Everything here depends on how go-zookeeper v1.0.4 uses its connection;
 // each such assumption has a test named TestAssumption_... that runs the
 // real client against a real server. See
-// docs/design.md#assumptions-about-go-zookeeper.
+// docs/zookeeper-client.md#assumptions-about-go-zookeeper.
 package zkwire
 
 import (

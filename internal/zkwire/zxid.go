@@ -26,7 +26,7 @@ import "sync/atomic"
 //
 // So go-zookeeper never writes lastZxid after a connect (only resets it
 // to 0, on its connection loop), and its receive loop's write cannot race
-// with set-watches' read of it (docs/design.md#the-zxid-kept-by-zkwire).
+// with set-watches' read of it (docs/zookeeper-client.md#the-zxid-kept-by-zkwire).
 type Zxid struct {
 	last atomic.Int64
 }

@@ -144,7 +144,7 @@ func (lc *localCluster) secureAddrs() []string {
 }
 
 // writeConfig adds the TLS lines of a server whose TLS port is port to b:
-// the lines docs/backends.md#tls shows (ZooKeeper 3.5+ turns every unknown
+// the lines docs/backends/zookeeper.md#tls shows (ZooKeeper 3.5+ turns every unknown
 // zoo.cfg key into the system property "zookeeper." + key).
 func (ts *tlsSetup) writeConfig(b *strings.Builder, port int) {
 	fmt.Fprintf(b, "secureClientPort=%d\nsecureClientPortAddress=127.0.0.1\n", port)
