@@ -133,7 +133,7 @@ func ConnectConfig(ctx context.Context, cfg *pgconn.Config, opts ...Option) (*Se
 		}
 		return nil, err
 	}
-	defer s.closeConn(conn) // gone from the server when ConnectConfig returns
+	defer (&lockConn{PgConn: conn, s: s}).hangUp() // gone from the server when ConnectConfig returns
 	rows, err := query(ctx, conn, "SELECT pg_catalog.pg_backend_pid()")
 	if err == nil && (len(rows) != 1 || string(rows[0][0]) != strconv.FormatUint(uint64(conn.PID()), 10)) {
 		err = ErrPooler
@@ -185,35 +185,50 @@ func (s *Session) pgParams() map[string]string {
 // TTL returns the session's lease time to live (WithTTL).
 func (s *Session) TTL() time.Duration { return s.ttl }
 
-// dial opens a lock connection and checks it reaches a server session of
-// its own.
+// dialLock opens an acquisition's connection, which takes over the slot
+// of WithMaxConns that enter took (given back here if the dial fails); a
+// server out of connection slots is ErrConnLimit.
+func (s *Session) dialLock(ctx context.Context) (*lockConn, error) {
+	conn, err := s.dial(ctx)
+	if err != nil {
+		s.limit.slots.release()
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) && pgErr.Code == "53300" { // too_many_connections
+			err = fmt.Errorf("%w: %w", ErrConnLimit, err)
+		}
+		return nil, err
+	}
+	return &lockConn{PgConn: conn, s: s, slot: true}, nil
+}
+
+// dial opens a connection and checks it reaches a server session of its
+// own.
 func (s *Session) dial(ctx context.Context) (*pgconn.PgConn, error) {
 	conn, err := pgconn.ConnectConfig(ctx, s.cfg)
-	if err != nil {
-		err = hideConnect(answerOnly(err), "", s.cfg) // no password in any error (secrets.go)
-		if ctxend.Ended(ctx) {
-			// A dial cut short by the caller's deadline or cancellation
-			// answers with ctx's cause (recipe.Lock's contract), not as a
-			// connection failure, also when the dial's own timeout saw the
-			// deadline before ctx's timer did.
-			return nil, fmt.Errorf("%w (%w)", ctxend.Cause(ctx), err)
-		}
-		var ne net.Error
-		var pe *pgconn.PgError
-		if connerr.KindOf(err) == connerr.Refused || errors.As(err, &pe) {
-			// A TLS alert refusing our certificate is a net.Error too, but
-			// a refusal, as 28000 is: recipe.ErrNoPermission; a server's
-			// answer is classified by its SQLSTATE (reach.go).
-			return nil, classifyDial(err, s.pgParams())
-		}
-		if errors.As(err, &ne) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-			// The server could not be reached (or hung up before it
-			// answered): the same typed error on every backend.
-			return nil, &recipe.OpError{Op: "connect", Err: fmt.Errorf("%w: %w", recipe.ErrUnreachable, err)}
-		}
-		return nil, classifyDial(err, nil) // TLS (reach.go)
+	if err == nil {
+		return conn, nil
 	}
-	return conn, nil
+	err = hideConnect(answerOnly(err), "", s.cfg) // no password in any error (secrets.go)
+	var ne net.Error
+	var pe *pgconn.PgError
+	switch {
+	case ctxend.Ended(ctx):
+		// A dial cut short by the caller's deadline or cancellation
+		// answers with ctx's cause (recipe.Lock's contract), not as a
+		// connection failure, also when the dial's own timeout saw the
+		// deadline before ctx's timer did.
+		return nil, fmt.Errorf("%w (%w)", ctxend.Cause(ctx), err)
+	case connerr.KindOf(err) == connerr.Refused || errors.As(err, &pe):
+		// A TLS alert refusing our certificate is a net.Error too, but
+		// a refusal, as 28000 is: recipe.ErrNoPermission; a server's
+		// answer is classified by its SQLSTATE (reach.go).
+		return nil, classifyDial(err, s.pgParams())
+	case errors.As(err, &ne) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF):
+		// The server could not be reached (or hung up before it
+		// answered): the same typed error on every backend.
+		return nil, &recipe.OpError{Op: "connect", Err: fmt.Errorf("%w: %w", recipe.ErrUnreachable, err)}
+	}
+	return nil, classifyDial(err, nil) // TLS (reach.go)
 }
 
 // createTable creates the token table, qualified as pgtrust quoted it. It
@@ -251,27 +266,4 @@ func (s *Session) Close() error {
 	s.life.Close() // each lease's monitor ends its lease and hangs up
 	s.life.Wait()
 	return nil
-}
-
-// closeTimeout bounds the goodbye (Terminate) written on a connection being
-// dropped: the socket is closed after it either way.
-const closeTimeout = time.Second
-
-// hangUp closes conn. The server ends the session, and with it every lock
-// the session held, when it reads the goodbye or the socket's end.
-func hangUp(conn *pgconn.PgConn) {
-	ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
-	defer cancel()
-	_ = conn.Close(ctx)
-}
-
-// query runs one statement with text parameters and returns its rows as
-// text.
-func query(ctx context.Context, conn *pgconn.PgConn, sql string, args ...string) ([][][]byte, error) {
-	params := make([][]byte, len(args))
-	for i, a := range args {
-		params[i] = []byte(a)
-	}
-	res := conn.ExecParams(ctx, sql, params, nil, nil, nil).Read()
-	return res.Rows, res.Err
 }
