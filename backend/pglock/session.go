@@ -201,34 +201,35 @@ func (s *Session) dialLock(ctx context.Context) (*lockConn, error) {
 	return &lockConn{PgConn: conn, s: s, slot: true}, nil
 }
 
-// dial opens a connection and checks it reaches a server session of its
-// own.
+// dial opens a lock connection and checks it reaches a server session of
+// its own.
 func (s *Session) dial(ctx context.Context) (*pgconn.PgConn, error) {
 	conn, err := pgconn.ConnectConfig(ctx, s.cfg)
-	if err == nil {
-		return conn, nil
+	if err != nil {
+		err = hideConnect(answerOnly(err), "", s.cfg) // no password in any error (secrets.go)
+		if ctxend.Ended(ctx) {
+			// A dial cut short by the caller's deadline or cancellation
+			// answers with ctx's cause (recipe.Lock's contract), not as a
+			// connection failure, also when the dial's own timeout saw the
+			// deadline before ctx's timer did.
+			return nil, fmt.Errorf("%w (%w)", ctxend.Cause(ctx), err)
+		}
+		var ne net.Error
+		var pe *pgconn.PgError
+		if connerr.KindOf(err) == connerr.Refused || errors.As(err, &pe) {
+			// A TLS alert refusing our certificate is a net.Error too, but
+			// a refusal, as 28000 is: recipe.ErrNoPermission; a server's
+			// answer is classified by its SQLSTATE (reach.go).
+			return nil, classifyDial(err, s.pgParams())
+		}
+		if errors.As(err, &ne) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+			// The server could not be reached (or hung up before it
+			// answered): the same typed error on every backend.
+			return nil, &recipe.OpError{Op: "connect", Err: fmt.Errorf("%w: %w", recipe.ErrUnreachable, err)}
+		}
+		return nil, classifyDial(err, nil) // TLS (reach.go)
 	}
-	err = hideConnect(answerOnly(err), "", s.cfg) // no password in any error (secrets.go)
-	var ne net.Error
-	var pe *pgconn.PgError
-	switch {
-	case ctxend.Ended(ctx):
-		// A dial cut short by the caller's deadline or cancellation
-		// answers with ctx's cause (recipe.Lock's contract), not as a
-		// connection failure, also when the dial's own timeout saw the
-		// deadline before ctx's timer did.
-		return nil, fmt.Errorf("%w (%w)", ctxend.Cause(ctx), err)
-	case connerr.KindOf(err) == connerr.Refused || errors.As(err, &pe):
-		// A TLS alert refusing our certificate is a net.Error too, but
-		// a refusal, as 28000 is: recipe.ErrNoPermission; a server's
-		// answer is classified by its SQLSTATE (reach.go).
-		return nil, classifyDial(err, s.pgParams())
-	case errors.As(err, &ne) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF):
-		// The server could not be reached (or hung up before it
-		// answered): the same typed error on every backend.
-		return nil, &recipe.OpError{Op: "connect", Err: fmt.Errorf("%w: %w", recipe.ErrUnreachable, err)}
-	}
-	return nil, classifyDial(err, nil) // TLS (reach.go)
+	return conn, nil
 }
 
 // createTable creates the token table, qualified as pgtrust quoted it. It
