@@ -9,7 +9,6 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/zkrecipes/zkrecipes/fence"
 	"github.com/zkrecipes/zkrecipes/internal/grant"
 	"github.com/zkrecipes/zkrecipes/recipe"
 )
@@ -65,6 +64,18 @@ func servedSQL(table string) string {
 		"AND n OPERATOR(pg_catalog.=) $2::pg_catalog.int8 RETURNING true"
 }
 
+// unmarkSQL clears the mark (held) of the grant with token $2, which
+// Acquire gives up before handing it out with no delay pending (its ctx
+// ended just after the bump, the session closed): no work was done under
+// it, so its end is clean. drop runs it while the lock is still held, best
+// effort: if it fails, the next grant serves a delay it did not need. A
+// grant given up with a delay pending keeps its mark: the next serves the
+// rest.
+func unmarkSQL(table string) string {
+	return "UPDATE " + table + " SET held = NULL WHERE key OPERATOR(pg_catalog.=) $1::pg_catalog.int8 " +
+		"AND held OPERATOR(pg_catalog.=) $2::pg_catalog.int8"
+}
+
 // releaseSQL is Release's unlock for a Mutex with a lock-delay: it clears
 // held (if it still names the grant with token $2) and then unlocks, in one
 // statement, so one transaction: the count(*) reads the whole UPDATE, row
@@ -77,18 +88,10 @@ func releaseSQL(table string) string {
 		"SELECT pg_catalog.pg_advisory_unlock($1::pg_catalog.int8) FROM (SELECT pg_catalog.count(*) FROM c) AS x"
 }
 
-// bumped is what a token bump returned.
-type bumped struct {
-	tok     fence.Token
-	first   string        // the name the key was first used with
-	pending bool          // a lock-delay is recorded: serve left, then clear it
-	left    time.Duration // what remains of it, in [0, delay]
-}
-
 // parseSince sets pending and left from the seconds since the unclean end
 // (NULL: none) for a delay d. A server clock set back can make the time
 // negative: the wait is never longer than d.
-func (b *bumped) parseSince(col []byte, d time.Duration) error {
+func (r *record) parseSince(col []byte, d time.Duration) error {
 	if col == nil {
 		return nil
 	}
@@ -96,50 +99,34 @@ func (b *bumped) parseSince(col []byte, d time.Duration) error {
 	if err != nil {
 		return fmt.Errorf("pglock: bad lock-delay start %q", col)
 	}
-	b.pending = true
-	b.left = min(max(d-time.Duration(secs*float64(time.Second)), 0), d)
+	r.pending = true
+	r.left = min(max(d-time.Duration(secs*float64(time.Second)), 0), d)
 	return nil
 }
 
-// serveDelay serves what remains of a pending lock-delay on the grant's
-// connection conn, then clears its record (servedSQL), and returns the
-// send time of that statement: the start of the lease's deadline. A
-// TryAcquire (!wait) that finds time left answers recipe.ErrLocked and,
-// like an Acquire whose ctx ends during the wait, gives its grant up
-// without clearing: the next contender serves the rest.
-func (m *Mutex) serveDelay(ctx context.Context, conn *pgconn.PgConn, wait bool, b bumped) (time.Time, error) {
-	if !wait && b.left > 0 {
-		return time.Time{}, fmt.Errorf("%w: pglock: %q is serving its lock-delay", recipe.ErrLocked, m.name)
+// serveDelay is the lock-delay step of an acquisition: it serves what
+// remains of the delay rec records on the grant's connection c, then
+// clears the record (servedSQL), and returns the send time of that
+// statement: the start of the lease's deadline. A TryAcquire (!wait) that
+// finds time left answers recipe.ErrLocked and, like an Acquire whose ctx
+// ends during the wait, leaves the record as it is for the grant to be
+// given up (drop): the next contender serves the rest.
+func (m *Mutex) serveDelay(ctx context.Context, c *lockConn, wait bool, rec record) (time.Time, error) {
+	if !wait && rec.left > 0 {
+		return time.Time{}, m.fail(ctx, "", fmt.Errorf("%w: pglock: %q is serving its lock-delay", recipe.ErrLocked, m.name))
 	}
-	if err := m.waitAlive(ctx, conn, b.left); err != nil {
-		return time.Time{}, err
+	if err := m.waitAlive(ctx, c, rec.left); err != nil {
+		return time.Time{}, m.fail(ctx, "", err)
 	}
 	sent := time.Now()
-	rows, err := queryCancelled(ctx, conn, servedSQL(m.s.table), strconv.FormatInt(m.key, 10), strconv.FormatUint(uint64(b.tok), 10))
-	switch {
-	case err != nil:
-		return time.Time{}, &recipe.OpError{Op: "lock-delay served", Path: m.name, Err: err}
-	case len(rows) != 1:
-		return time.Time{}, &recipe.OpError{Op: "lock-delay served", Path: m.name,
-			Err: errors.New("pglock: the token row no longer holds this grant's token")}
+	rows, err := c.queryCancelled(ctx, servedSQL(m.s.table), strconv.FormatInt(m.key, 10), strconv.FormatUint(uint64(rec.tok), 10))
+	if err == nil && len(rows) != 1 {
+		err = errors.New("pglock: the token row no longer holds this grant's token")
+	}
+	if err != nil {
+		return time.Time{}, m.fail(ctx, "", &recipe.OpError{Op: "lock-delay served", Path: m.name, Err: err})
 	}
 	return sent, nil
-}
-
-// unmark clears the mark of the grant with token tok when Acquire gives it
-// up before handing it out with no delay pending (its ctx ended just after
-// the bump, the session closed): no work was done under it, so its end is
-// clean. Best effort, bounded by closeTimeout, while the lock is still
-// held: if it fails the next grant serves a delay it did not need. A grant
-// given up with a delay pending keeps its mark: the next serves the rest.
-func (m *Mutex) unmark(conn *pgconn.PgConn, tok fence.Token) {
-	if conn.IsClosed() || conn.IsBusy() {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
-	defer cancel()
-	_, _ = query(ctx, conn, "UPDATE "+m.s.table+" SET held = NULL WHERE key OPERATOR(pg_catalog.=) $1::pg_catalog.int8 "+
-		"AND held OPERATOR(pg_catalog.=) $2::pg_catalog.int8", strconv.FormatInt(m.key, 10), strconv.FormatUint(uint64(tok), 10))
 }
 
 // waitAlive is grant.ServeDelay for left on the grant's connection: it
@@ -148,7 +135,7 @@ func (m *Mutex) unmark(conn *pgconn.PgConn, tok fence.Token) {
 // longer), and a ping that fails ends the wait with recipe.ErrSessionLost.
 // A ping in flight is never interrupted (that would break the connection
 // the grant goes on with); each is bounded by the loss deadline.
-func (m *Mutex) waitAlive(ctx context.Context, conn *pgconn.PgConn, left time.Duration) error {
+func (m *Mutex) waitAlive(ctx context.Context, c *lockConn, left time.Duration) error {
 	if left <= 0 {
 		return nil
 	}
@@ -166,7 +153,7 @@ func (m *Mutex) waitAlive(ctx context.Context, conn *pgconn.PgConn, left time.Du
 			case <-t.C:
 			}
 			pctx, cancel := context.WithTimeout(context.Background(), m.s.loss)
-			err := conn.Ping(pctx)
+			err := c.Ping(pctx)
 			cancel()
 			if err != nil {
 				stop(fmt.Errorf("%w: pglock: ping while serving the lock-delay: %w", recipe.ErrSessionLost, err))

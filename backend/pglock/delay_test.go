@@ -315,26 +315,28 @@ func TestLockDelayOldTable(t *testing.T) {
 
 // testGiveUpAfterBump: an Acquire that gives its grant up after the bump
 // with no delay pending (its ctx ended right after it) clears its mark
-// (unmark) before it unlocks: the next grant serves no delay.
+// (unmark, in drop) before it unlocks: the next grant serves no delay.
 func testGiveUpAfterBump(t *testing.T, h *harness) {
 	const lock = "delay-give-up"
 	m := h.delayed(t, lock, time.Minute)
 	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
 	defer cancel()
-	conn, err := m.s.dial(ctx)
+	w := &waitMark{m: m}
+	if _, err := m.enter(ctx, false, w); err != nil {
+		t.Fatal(err)
+	}
+	c, err := m.s.dialLock(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer m.s.closeConn(conn)
-	if _, err := m.lock(ctx, conn, false, &waitMark{m: m}); err != nil {
+	if err := m.take(ctx, c, false, w); err != nil {
 		t.Fatal(err)
 	}
-	b, err := m.bump(ctx, conn)
-	if err != nil || b.pending {
-		t.Fatalf("bump: %+v, %v", b, err)
+	rec, err := m.read(ctx, c)
+	if err != nil || rec.pending {
+		t.Fatalf("bump: %+v, %v", rec, err)
 	}
-	m.unmark(conn, b.tok)
-	unlockAll(conn)
+	m.drop(c, rec)
 	if d, _ := served(t, m, time.Now()); d != 0 {
 		t.Errorf("the grant after one given up before it was handed out served %v", d)
 	}

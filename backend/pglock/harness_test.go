@@ -71,6 +71,14 @@ func newHarnessOn(t testing.TB, dsn string, opts ...Option) *harness {
 	return &harness{dsn: dsn, cfg: cfg, adm: adm, opts: opts}
 }
 
+// hangUp closes a connection of the tests' own (an administrator's, a
+// role's), outside any Session.
+func hangUp(conn *pgconn.PgConn) {
+	ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
+	defer cancel()
+	_ = conn.Close(ctx)
+}
+
 // session opens a session whose connections all go through p.
 func (h *harness) session(tb testing.TB, p *zktest.FaultProxy, opts ...Option) *Session {
 	tb.Helper()

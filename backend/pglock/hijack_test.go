@@ -93,7 +93,10 @@ func hijackedDelay(t *testing.T, adm *pgconn.PgConn, connect func(...Option) (*S
 	if err != nil {
 		t.Fatalf("Connect to an older table: %v", err)
 	}
-	m, err := New(s, "victim", WithLockDelay(300*time.Millisecond))
+	// The delay outlasts the time from TryAcquire's bump to Acquire's (a
+	// hang-up, a dial, two statements), which passed 300 ms on a busy
+	// machine: the delay was over before Acquire could serve any of it.
+	m, err := New(s, "victim", WithLockDelay(time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}

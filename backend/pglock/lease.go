@@ -4,12 +4,8 @@ import (
 	"context"
 	"fmt"
 	"strconv"
-	"sync"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgconn"
-
-	"github.com/zkrecipes/zkrecipes/fence"
 	"github.com/zkrecipes/zkrecipes/internal/grant"
 	"github.com/zkrecipes/zkrecipes/recipe"
 )
@@ -28,33 +24,31 @@ import (
 type lease struct {
 	grant.Core
 	m    *Mutex
-	conn *pgconn.PgConn
+	conn *lockConn
 	done chan struct{} // closed when the monitor has returned
-	hung sync.Once     // hangUp's
-}
-
-// hangUp closes the lease's connection and frees its slot of the session's
-// bound (WithMaxConns), once.
-func (l *lease) hangUp() {
-	l.hung.Do(func() {
-		l.m.s.closeConn(l.conn)
-		l.m.s.limit.slots.release()
-	})
 }
 
 var _ recipe.Lease = (*lease)(nil)
 
-func newLease(ctx context.Context, m *Mutex, conn *pgconn.PgConn, tok fence.Token) *lease {
-	l := &lease{m: m, conn: conn, done: make(chan struct{})}
-	l.Init(ctx, tok, m.rep)
+// newLease makes the lease of the grant c holds, with record rec, and
+// starts its monitor, whose deadline starts at rec.sent; the caller has
+// entered the monitor in the Session's operations (life.Enter), and the
+// monitor exits. The lease keeps ctx's values, not its cancellation.
+func newLease(ctx context.Context, m *Mutex, c *lockConn, rec record) *lease {
+	l := &lease{m: m, conn: c, done: make(chan struct{})}
+	l.Init(ctx, rec.tok, m.rep)
+	l.SetDelayServed(rec.left)
+	go l.monitor(rec.sent)
 	return l
 }
 
-// monitor watches the lease until its context ends; sent is the send time
-// of the last statement the server answered (the token bump).
+// monitor watches the lease until its context ends, as an operation of
+// the Session's (grant entered it); sent is the send time of the last
+// statement the server answered.
 func (l *lease) monitor(sent time.Time) {
-	defer close(l.done)
 	s := l.m.s
+	defer s.life.Exit()
+	defer close(l.done)
 	suspended := fmt.Errorf("%w: pglock: no ping answered within %v of its sending", recipe.ErrSuspended, s.loss)
 	d := grant.NewDeadline(sent, s.loss, func() { l.End(suspended) })
 	defer d.Stop()
@@ -97,7 +91,7 @@ func (l *lease) monitor(sent time.Time) {
 	// cause a moment after Live turns false: wait for it.
 	<-ctx.Done()
 	if context.Cause(ctx) != recipe.ErrReleased {
-		l.hangUp() // Release unlocks and hangs up otherwise
+		l.conn.hangUp() // Release unlocks and hangs up otherwise
 	}
 }
 
@@ -152,9 +146,9 @@ func (l *lease) unlock(ctx context.Context) (done bool, err error) {
 	if l.m.delay > 0 { // a clean end: clear the grant's record first (delay.go)
 		sql, args = releaseSQL(l.m.s.table), append(args, strconv.FormatUint(uint64(l.Token()), 10))
 	}
-	rows, err := query(ctx, l.conn, sql, args...)
+	rows, err := query(ctx, l.conn.PgConn, sql, args...)
 
-	l.hangUp()
+	l.conn.hangUp()
 	switch {
 	case err != nil:
 		if ctx.Err() != nil {

@@ -4,11 +4,7 @@ import (
 	"container/list"
 	"context"
 	"fmt"
-	"io"
 	"sync"
-	"time"
-
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/zkrecipes/zkrecipes/internal/ctxend"
 )
@@ -169,16 +165,16 @@ func WithMaxConns(n int) Option { return func(o *options) { o.maxConns = n } }
 // enter takes what an attempt needs before it dials: for Acquire (wait),
 // the key's turn, then a connection slot, waiting first come first served
 // for each (w marks the wait for Metrics.Waiting); for TryAcquire, a slot
-// free now, else ErrConnLimit. endTurn ends the turn (nil for TryAcquire);
-// the caller releases the slot (s.limit.slots.release) once its connection
-// is closed.
+// free now, else ErrConnLimit. endTurn ends the turn (a no-op for
+// TryAcquire); the slot goes to the attempt's connection (dialLock), which
+// gives it back when it is closed.
 func (m *Mutex) enter(ctx context.Context, wait bool, w *waitMark) (endTurn func(), err error) {
 	l := m.s.limit
 	if !wait {
 		if !l.slots.tryAcquire() {
 			return nil, fmt.Errorf("%w (%d in use)", ErrConnLimit, m.s.maxConns)
 		}
-		return nil, nil
+		return func() {}, nil
 	}
 	if endTurn, err = l.turn(ctx, m.key, w); err != nil {
 		return nil, err
@@ -212,24 +208,4 @@ func (w *waitMark) stop() {
 		w.on = false
 		w.m.s.metrics.Waiting(metricKind, w.m.name, -1)
 	}
-}
-
-// closeConn closes a lock connection and, while the session is open, waits
-// (at most closeTimeout) for the server to end the session: PostgreSQL
-// closes the socket only as the backend process exits, after it has left
-// pg_stat_activity and given its connection slot back. Only then is the
-// connection's slot of WithMaxConns given to the next waiter, so the
-// server never counts more than the bound for a session, not even for the
-// moment a closed connection's process takes to exit. After Close (or on
-// a broken connection) it is hangUp.
-func (s *Session) closeConn(conn *pgconn.PgConn) {
-	if s.life.Context().Err() == nil && !conn.IsClosed() && !conn.IsBusy() {
-		nc := conn.Conn()
-		if nc.SetDeadline(time.Now().Add(closeTimeout)) == nil {
-			if _, err := nc.Write([]byte{'X', 0, 0, 0, 4}); err == nil { // Terminate
-				_, _ = io.Copy(io.Discard, nc) // until the server's EOF, or the deadline
-			}
-		}
-	}
-	hangUp(conn)
 }

@@ -4,14 +4,9 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
-	"errors"
 	"fmt"
-	"strconv"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgconn"
-
-	"github.com/zkrecipes/zkrecipes/fence"
 	"github.com/zkrecipes/zkrecipes/internal/ctxend"
 	"github.com/zkrecipes/zkrecipes/internal/grant"
 	"github.com/zkrecipes/zkrecipes/internal/lockname"
@@ -133,143 +128,54 @@ func (m *Mutex) TryAcquire(ctx context.Context) (recipe.Lease, error) {
 	return m.acquire(ctx, false)
 }
 
-// The lock statements, with the key and the backend pid announced at
-// connect time as parameters. The pid condition is a one-time filter,
-// evaluated before the lock function: through a pooler (another backend
-// runs the statement) they return no row and lock nothing (ErrPooler).
-// Like every statement of this package they name only pg_catalog's
-// functions, operators and types (see the package documentation).
-const (
-	waitSQL = "SELECT pg_catalog.pg_advisory_lock($1::pg_catalog.int8)::pg_catalog.text WHERE pg_catalog.pg_backend_pid() OPERATOR(pg_catalog.=) $2::pg_catalog.int8"
-	trySQL  = "SELECT pg_catalog.pg_try_advisory_lock($1::pg_catalog.int8)::pg_catalog.text WHERE pg_catalog.pg_backend_pid() OPERATOR(pg_catalog.=) $2::pg_catalog.int8"
-)
-
 // acquire is Acquire (wait) and TryAcquire, with their metrics.
 func (m *Mutex) acquire(ctx context.Context, wait bool) (recipe.Lease, error) {
 	a := grant.Begin(m.s.metrics, metricKind, m.name)
-	l, err := m.take(ctx, wait)
+	l, err := m.contend(ctx, wait)
 	a.Done(err)
 	return l, err
 }
 
-// take is one acquisition: a connection of its own that takes the advisory
-// lock (waiting for it if wait), then the token bump.
-func (m *Mutex) take(ctx context.Context, wait bool) (_ recipe.Lease, err error) {
+// contend is one acquisition, within the Session's bounds (enter,
+// limit.go), in the steps every backend has: take the advisory lock on a
+// connection of its own, read the grant's token row, serve a lock-delay
+// that row records (serveDelay, delay.go), then grant: hand the lease out,
+// or give up everything the connection got. Each step that fails gives up
+// what it took; its error is Acquire's.
+func (m *Mutex) contend(ctx context.Context, wait bool) (recipe.Lease, error) {
+	s := m.s
+	actx, cancel := s.life.Bind(ctx)
+	defer cancel()
 	if ctx.Err() != nil {
 		return nil, context.Cause(ctx)
 	}
-	s := m.s
 	if !s.life.Enter() {
 		return nil, recipe.ErrSessionClosed
 	}
 	defer s.life.Exit()
-	actx, cancel := s.life.Bind(ctx)
-	defer cancel()
-
 	w := &waitMark{m: m}
 	defer w.stop()
 	endTurn, err := m.enter(actx, wait, w)
 	if err != nil {
 		return nil, m.fail(actx, "", err)
 	}
-	if endTurn != nil {
-		defer endTurn() // at the grant (or failure): the next local waiter may queue at the server
-	}
-	granted := false
-	defer func() {
-		if !granted {
-			s.limit.slots.release() // after hangUp (deferred below, so run first)
-		}
-	}()
-	conn, err := s.dialLock(actx)
+	defer endTurn() // at the grant (or failure): the next local waiter may queue at the server
+	c, err := s.dialLock(actx)
 	if err != nil {
 		return nil, m.fail(actx, "", err)
 	}
-	locking := false
-	defer func() {
-		if !granted {
-			if locking {
-				unlockAll(conn)
-			}
-			s.closeConn(conn) // frees whatever the session got, a late grant included
-		}
-	}()
-	if locking, err = m.lock(actx, conn, wait, w); err != nil {
+	if err := m.take(actx, c, wait, w); err != nil {
 		return nil, err
 	}
-
-	sent := time.Now()
-	b, err := m.bump(actx, conn)
+	rec, err := m.read(actx, c)
+	if err == nil && rec.pending { // the previous holder ended uncleanly
+		rec.sent, err = m.serveDelay(actx, c, wait, rec)
+	}
 	if err != nil {
-		return nil, m.fail(actx, "token bump", err)
+		m.drop(c, rec)
+		return nil, err
 	}
-	if m.delay > 0 && !b.pending {
-		defer func() {
-			if !granted {
-				m.unmark(conn, b.tok) // before the unlock (deferred above)
-			}
-		}()
-	}
-	if b.pending { // the previous holder ended uncleanly (delay.go)
-		if sent, err = m.serveDelay(actx, conn, wait, b); err != nil {
-			return nil, m.fail(actx, "", err)
-		}
-	}
-	if actx.Err() != nil {
-		return nil, context.Cause(actx) // gave up after the grant: hangUp frees it
-	}
-	if b.first != m.name {
-		s.log.Warn("pglock: two lock names share one advisory key; they exclude each other",
-			"lock", m.name, "other", b.first, "key", m.key)
-	}
-	l := newLease(ctx, m, conn, b.tok)
-	l.SetDelayServed(b.left)
-	if !s.life.Go(func() { l.monitor(sent) }) {
-		return nil, recipe.ErrSessionClosed
-	}
-	granted = true
-	s.log.Debug("pglock: granted", "lock", m.name, "token", b.tok)
-	return l, nil
-}
-
-// dialLock opens an acquisition's connection; a server out of connection
-// slots is ErrConnLimit.
-func (s *Session) dialLock(ctx context.Context) (*pgconn.PgConn, error) {
-	conn, err := s.dial(ctx)
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) && pgErr.Code == "53300" { // too_many_connections
-		err = fmt.Errorf("%w: %w", ErrConnLimit, err)
-	}
-	return conn, err
-}
-
-// lock takes the lock on conn: pg_try_advisory_lock, then, for Acquire of a
-// held lock, pg_advisory_lock, which waits in the server's queue (reported
-// to Metrics.Waiting through w, if enter has not already). sent reports whether a statement that may have
-// locked was sent: a failed Acquire unlocks then.
-func (m *Mutex) lock(ctx context.Context, conn *pgconn.PgConn, wait bool, w *waitMark) (sent bool, err error) {
-	key, pid := strconv.FormatInt(m.key, 10), strconv.FormatUint(uint64(conn.PID()), 10)
-	rows, err := queryCancelled(ctx, conn, trySQL, key, pid)
-	switch {
-	case err != nil:
-		return true, m.fail(ctx, "pg_advisory_lock", err)
-	case len(rows) == 0:
-		return true, m.fail(ctx, "", ErrPooler)
-	case string(rows[0][0]) == "true":
-		return true, nil
-	case !wait:
-		return false, m.fail(ctx, "", recipe.ErrLocked) // refused: nothing to unlock
-	}
-	w.start()
-	defer w.stop()
-	rows, err = queryCancelled(ctx, conn, waitSQL, key, pid)
-	switch {
-	case err != nil:
-		return true, m.fail(ctx, "pg_advisory_lock", err)
-	case len(rows) == 0:
-		return true, m.fail(ctx, "", ErrPooler)
-	}
-	return true, nil
+	return m.grant(ctx, actx, c, rec)
 }
 
 // fail is Acquire's error for err of statement op ("" for none): ctx's
@@ -283,70 +189,4 @@ func (m *Mutex) fail(ctx context.Context, op string, err error) error {
 		return err
 	}
 	return &recipe.OpError{Op: op, Path: m.name, Err: err}
-}
-
-// queryCancelled is query for a statement that may wait (the lock's): when
-// ctx ends, the server is asked to cancel the statement (a cancel request,
-// as psql's Ctrl-C), which keeps the connection usable, so that the caller
-// can free a grant at once (unlockAll) rather than leave it to the end of
-// the server session. If the statement has not ended closeTimeout after
-// that, the connection is closed.
-func queryCancelled(ctx context.Context, conn *pgconn.PgConn, sql string, args ...string) ([][][]byte, error) {
-	qctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	defer cancel()
-	stop := context.AfterFunc(ctx, func() {
-		cctx, ccancel := context.WithTimeout(qctx, closeTimeout)
-		defer ccancel()
-		_ = conn.CancelRequest(cctx)
-		t := time.AfterFunc(closeTimeout, cancel)
-		<-qctx.Done()
-		t.Stop()
-	})
-	defer stop()
-	return query(qctx, conn, sql, args...)
-}
-
-// unlockAll frees every advisory lock conn's server session holds, waiting
-// (at most closeTimeout) for the server to say so: after a failed Acquire,
-// the lock is free when Acquire returns. A connection that can't run it
-// (closed, or the server does not answer) is left to hangUp: the server
-// frees the locks when the session ends.
-func unlockAll(conn *pgconn.PgConn) {
-	if conn.IsClosed() || conn.IsBusy() {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
-	defer cancel()
-	_, _ = query(ctx, conn, "SELECT pg_catalog.pg_advisory_unlock_all()")
-}
-
-// bump increments the lock's token counter on the holder's connection, in a
-// transaction of its own, and returns the new value and the name the key
-// was first used with. Only the holder bumps the counter, after its grant,
-// so counter order is grant order. With a lock-delay it is markSQL, which
-// also says whether a delay is to be served; without, the statement is the
-// same as before the lock-delay existed.
-func (m *Mutex) bump(ctx context.Context, conn *pgconn.PgConn) (bumped, error) {
-	sql := "INSERT INTO " + m.s.table + " AS t (key, name, n) VALUES ($1::pg_catalog.int8, $2::pg_catalog.text, 1) " +
-		"ON CONFLICT (key) DO UPDATE SET n = t.n OPERATOR(pg_catalog.+) 1 RETURNING t.n, t.name"
-	args := []string{strconv.FormatInt(m.key, 10), m.name}
-	if m.delay > 0 {
-		sql, args = markSQL(m.s.table), append(args, strconv.FormatFloat(m.delay.Seconds(), 'f', -1, 64))
-	}
-	rows, err := queryCancelled(ctx, conn, sql, args...)
-	if err != nil {
-		return bumped{}, err
-	}
-	if len(rows) != 1 {
-		return bumped{}, errors.New("pglock: token counter returned no row")
-	}
-	n, err := strconv.ParseUint(string(rows[0][0]), 10, 64)
-	if err != nil || n == 0 {
-		return bumped{}, fmt.Errorf("pglock: bad token counter value %q", rows[0][0])
-	}
-	b := bumped{tok: fence.Token(n), first: string(rows[0][1])}
-	if m.delay > 0 {
-		err = b.parseSince(rows[0][2], m.delay)
-	}
-	return b, err
 }

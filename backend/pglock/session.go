@@ -133,7 +133,7 @@ func ConnectConfig(ctx context.Context, cfg *pgconn.Config, opts ...Option) (*Se
 		}
 		return nil, err
 	}
-	defer s.closeConn(conn) // gone from the server when ConnectConfig returns
+	defer (&lockConn{PgConn: conn, s: s}).hangUp() // gone from the server when ConnectConfig returns
 	rows, err := query(ctx, conn, "SELECT pg_catalog.pg_backend_pid()")
 	if err == nil && (len(rows) != 1 || string(rows[0][0]) != strconv.FormatUint(uint64(conn.PID()), 10)) {
 		err = ErrPooler
@@ -184,6 +184,22 @@ func (s *Session) pgParams() map[string]string {
 
 // TTL returns the session's lease time to live (WithTTL).
 func (s *Session) TTL() time.Duration { return s.ttl }
+
+// dialLock opens an acquisition's connection, which takes over the slot
+// of WithMaxConns that enter took (given back here if the dial fails); a
+// server out of connection slots is ErrConnLimit.
+func (s *Session) dialLock(ctx context.Context) (*lockConn, error) {
+	conn, err := s.dial(ctx)
+	if err != nil {
+		s.limit.slots.release()
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) && pgErr.Code == "53300" { // too_many_connections
+			err = fmt.Errorf("%w: %w", ErrConnLimit, err)
+		}
+		return nil, err
+	}
+	return &lockConn{PgConn: conn, s: s, slot: true}, nil
+}
 
 // dial opens a lock connection and checks it reaches a server session of
 // its own.
@@ -251,27 +267,4 @@ func (s *Session) Close() error {
 	s.life.Close() // each lease's monitor ends its lease and hangs up
 	s.life.Wait()
 	return nil
-}
-
-// closeTimeout bounds the goodbye (Terminate) written on a connection being
-// dropped: the socket is closed after it either way.
-const closeTimeout = time.Second
-
-// hangUp closes conn. The server ends the session, and with it every lock
-// the session held, when it reads the goodbye or the socket's end.
-func hangUp(conn *pgconn.PgConn) {
-	ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
-	defer cancel()
-	_ = conn.Close(ctx)
-}
-
-// query runs one statement with text parameters and returns its rows as
-// text.
-func query(ctx context.Context, conn *pgconn.PgConn, sql string, args ...string) ([][][]byte, error) {
-	params := make([][]byte, len(args))
-	for i, a := range args {
-		params[i] = []byte(a)
-	}
-	res := conn.ExecParams(ctx, sql, params, nil, nil, nil).Read()
-	return res.Rows, res.Err
 }
