@@ -110,7 +110,7 @@ func New(s *zookeeper.Session, path string, id string, opts ...Option) (*Latch, 
 	if err != nil {
 		return nil, err
 	}
-	if err := zkside.QueueOf(q).CheckNodeData([]byte(id)); err != nil {
+	if err := q.CheckNodeData([]byte(id)); err != nil {
 		return nil, fmt.Errorf("latch id: %w", err)
 	}
 	l := &Latch{

@@ -67,7 +67,7 @@ func buildConfig(q *zookeeper.Queue, opts []Option) (config, error) {
 			o(&c)
 		}
 	}
-	if err := zkside.QueueOf(q).CheckNodeData(c.data); err != nil {
+	if err := q.CheckNodeData(c.data); err != nil {
 		return c, fmt.Errorf("WithData: %w", err)
 	}
 	return c, nil

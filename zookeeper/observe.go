@@ -36,8 +36,8 @@ func (q *Queue) ObserveHead(ctx context.Context) <-chan Head {
 
 // heads is the queue's head as zkside.Observe (ObserveHead, and a
 // recipe's zkside.ObserveHeadAs) observes it.
-func (q *Queue) heads() zkside.Observed {
-	return zkside.Observed{Source: headSource{q}, Go: q.s.spawn, Quit: q.s.quit, Log: q.s.log, Dir: q.dir}
+func (q *Queue) heads() zkside.Observed[Head] {
+	return zkside.Observed[Head]{Source: headSource{q}, Go: q.s.spawn, Quit: q.s.quit, Log: q.s.log, Dir: q.dir}
 }
 
 // headSource is a queue's zkside.Source.
@@ -223,11 +223,4 @@ func (q *Queue) participant(ctx context.Context, n NodeName) (_ Participant, ok 
 	}
 	return Participant{Name: n.Name, Kind: n.Kind, Seq: n.Seq, Token: fence.Token(st.Czxid),
 		SessionID: st.EphemeralOwner, Created: time.UnixMilli(st.Ctime), Data: data}, true, nil
-}
-
-// participantName returns p's parsed node name, as a Rule sees it (the
-// zero NodeName if Name is not in the node-name grammar of Kind).
-func participantName(p Participant) NodeName {
-	n, _ := parseNodeName(p.Name, []string{p.Kind})
-	return n
 }

@@ -12,7 +12,7 @@ import (
 
 // The packet limit (WithMaxPacket) is kept in two places, one mechanism:
 // the recipes check every request they build against it before sending
-// (NewQueue, Queue.checkNodeData, Queue.join; zkside.Session's
+// (NewQueue, Queue.CheckNodeData, Queue.join; zkside.Session's
 // CheckRequest and CheckMulti for packages that build their own), so the
 // caller gets an error that names the problem; and go-zookeeper's send
 // buffer is sized to it
@@ -54,7 +54,7 @@ const seqLen = 11
 // (with anchored nodes if anchors) on the directory dir (as given) and
 // adir (absolute) builds fits the packet
 // limit without node data: the paths of its nodes (with pathSlack) and
-// its creates. Node data is checked where it is given (checkNodeData) or
+// its creates. Node data is checked where it is given (CheckNodeData) or
 // at the call (join). The error is a *PathError matching recipe.ErrTooLarge.
 func (pl packetLimit) checkQueueDir(dir, adir string, kinds []string, anchors bool) error {
 	node := len(adir) + 1 + maxNameLen(kinds, anchors)
@@ -86,11 +86,14 @@ func (pl packetLimit) queueCreateFrame(adir string, kinds []string, anchors bool
 	return zkwire.CheckCreateFrame(len(adir)+1+maxNameLen(kinds, anchors), prefix, dataLen, pl.acl)
 }
 
-// checkNodeData is zkside.Queue.CheckNodeData: data within MaxNodeData,
-// and the create of a node carrying it (with the queue's path and the
-// session's ACL) within the packet limit. Acquire, Join and
-// AcquireAnchored check the data they are given the same way (checkCreate).
-func (q *Queue) checkNodeData(data []byte) error {
+// CheckNodeData reports whether a node of the queue may carry data: nil,
+// or an error matching recipe.ErrBadOption and recipe.ErrTooLarge for data
+// over MaxNodeData, or recipe.ErrTooLarge when the create of such a node
+// (with the queue's path and the Session's ACL) would be over the packet
+// limit. Acquire, Join and AcquireAnchored check their data so; a recipe
+// calls it where data is given (mutex.WithData, a latch's id), so that
+// the mistake shows there. It sends nothing.
+func (q *Queue) CheckNodeData(data []byte) error {
 	return q.checkFrame(data, q.s.limit.queueCreateFrame(q.adir, q.kinds, q.contract.anchors, len(data)))
 }
 

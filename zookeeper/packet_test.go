@@ -366,7 +366,7 @@ func TestMessagesNameThePackageOnce(t *testing.T) {
 		err  error
 		want []error
 	}{
-		{zkside.QueueOf(q).CheckNodeData(make([]byte, MaxNodeData+1)), []error{recipe.ErrBadOption, recipe.ErrTooLarge}},
+		{q.CheckNodeData(make([]byte, MaxNodeData+1)), []error{recipe.ErrBadOption, recipe.ErrTooLarge}},
 		{auth, []error{recipe.ErrBadOption, recipe.ErrTooLarge}},
 		{wrapped, []error{recipe.ErrLeaseLost, recipe.ErrSuspended}},
 	} {
@@ -379,7 +379,7 @@ func TestMessagesNameThePackageOnce(t *testing.T) {
 			t.Errorf("%q says \"recipe: \" %d times", c.err, n)
 		}
 	}
-	if got, want := zkside.QueueOf(q).CheckNodeData(make([]byte, MaxNodeData+1)).Error(),
+	if got, want := q.CheckNodeData(make([]byte, MaxNodeData+1)).Error(),
 		"recipe: invalid option: request over the ZooKeeper packet limit: node data of 524289 bytes (at most 524288)"; got != want {
 		t.Errorf("got %q, want %q", got, want)
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/zkrecipes/zkrecipes/internal/grant"
 	"github.com/zkrecipes/zkrecipes/internal/shortpath"
+	"github.com/zkrecipes/zkrecipes/internal/zkside"
 	"github.com/zkrecipes/zkrecipes/recipe"
 )
 
@@ -139,15 +140,16 @@ const MaxNodeData = 512 << 10
 // checked, czxid the fencing token) with a watch on the node set no later
 // than the state the grant was decided on (docs/design.md#acquisition).
 type Queue struct {
-	s        *Session
-	dir      string // as given, relative to the chroot
-	adir     string // absolute (chroot prepended)
-	kinds    []string
-	rule     Rule
-	contract ruleContract
-	reqSize  int                        // bounds its requests but for creates' data: queueRequestSize
-	pending  inflight                   // creates whose outcome nobody waits for yet
-	reps     map[string]*grant.Reporter // where its leases' losses are reported, by kind
+	queueDoor // what internal/zkside lends the module's recipes (side.go)
+	s         *Session
+	dir       string // as given, relative to the chroot
+	adir      string // absolute (chroot prepended)
+	kinds     []string
+	rule      Rule
+	contract  ruleContract
+	reqSize   int                        // bounds its requests but for creates' data: queueRequestSize
+	pending   inflight                   // creates whose outcome nobody waits for yet
+	reps      map[string]*grant.Reporter // where its leases' losses are reported, by kind
 	// solo: the last Acquire's pipelined listing showed its node alone and
 	// granted it (a hint for the child-watch stand-in: see fast.go).
 	solo  atomic.Bool
@@ -184,6 +186,7 @@ func NewQueue(s *Session, dir string, kinds []string, rule Rule, opts ...QueueOp
 		}
 	}
 	q := &Queue{s: s, dir: dir, adir: s.abs(dir), kinds: slices.Clone(kinds), rule: rule, reps: make(map[string]*grant.Reporter, len(kinds))}
+	q.queueDoor = zkside.NewQueueDoor[Head]((*queueSide)(q))
 	for _, k := range q.kinds {
 		q.reps[k] = &grant.Reporter{Log: s.mu.leaseLog, Metrics: s.cfg.metrics, Backend: "zookeeper", Kind: metricKind(k), Dir: dir}
 	}

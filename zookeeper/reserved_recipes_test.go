@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/zkrecipes/zkrecipes/election"
+	"github.com/zkrecipes/zkrecipes/internal/zkname"
 	"github.com/zkrecipes/zkrecipes/internal/zkside"
 	"github.com/zkrecipes/zkrecipes/latch"
 	"github.com/zkrecipes/zkrecipes/mutex"
@@ -110,7 +111,10 @@ func TestReservedNamesEveryConstructor(t *testing.T) {
 		wantReserved(t, "zookeeper.NewQueue", err)
 		_, err = fencezk.New(s, p)
 		wantReserved(t, "fencezk.New", err)
-		wantReserved(t, "zkside.ValidatePath (the CLI's check)", zkside.ValidatePath(p))
+		wantReserved(t, "zkside's ValidatePath (fencezk's check)", zkside.SessionOf(s).ValidatePath(p))
+		if why, reserved := zkname.CheckPath(p); why == "" || !reserved {
+			t.Errorf("zkname.CheckPath(%q) (the CLI's check) = %q, %v, want refused as reserved", p, why, reserved)
+		}
 		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
 		s2, err := zookeeper.Connect(ctx, []string{cl.Servers()[0] + p})
 		cancel()
@@ -190,7 +194,7 @@ func TestReservedCoversEveryNodeTheRecipesCreate(t *testing.T) {
 		children, _, err := in.Conn().Children(cl.Chroot() + dir)
 		must(err)
 		for _, c := range children {
-			wantReserved(t, "the name of "+dir+"'s child "+c, zkside.ValidatePath("/other/"+c))
+			wantReserved(t, "the name of "+dir+"'s child "+c, zkside.SessionOf(s).ValidatePath("/other/"+c))
 			_, err := mutex.New(s, dir+"/"+c)
 			wantReserved(t, "a lock in "+dir+" named like its child "+c, err)
 		}
@@ -202,8 +206,8 @@ func TestReservedCoversEveryNodeTheRecipesCreate(t *testing.T) {
 		kinds[path.Base(path.Dir(node))] = true
 		_, err := mutex.New(s, node)
 		wantReserved(t, "a lock named like the node "+node, err)
-		wantReserved(t, "a path through "+node, zkside.ValidatePath(node+"/sub"))
-		wantReserved(t, "the node's name under another parent", zkside.ValidatePath("/other/"+path.Base(node)))
+		wantReserved(t, "a path through "+node, zkside.SessionOf(s).ValidatePath(node+"/sub"))
+		wantReserved(t, "the node's name under another parent", zkside.SessionOf(s).ValidatePath("/other/"+path.Base(node)))
 	}
 	if len(kinds) != 8 {
 		t.Errorf("nodes checked in %d directories, want 8: %v", len(kinds), kinds)

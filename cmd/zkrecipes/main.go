@@ -30,6 +30,7 @@ import (
 	"time"
 
 	"github.com/zkrecipes/zkrecipes/internal/shortpath"
+	"github.com/zkrecipes/zkrecipes/internal/zkname"
 	"github.com/zkrecipes/zkrecipes/internal/zkside"
 	"github.com/zkrecipes/zkrecipes/recipe"
 	"github.com/zkrecipes/zkrecipes/zookeeper"
@@ -376,12 +377,8 @@ func quotePath(p string) string {
 
 // checkPath validates a recipe path, naming the path and the rule.
 func checkPath(stderr io.Writer, fs *flag.FlagSet, p string) int {
-	if err := zkside.ValidatePath(p); err != nil {
-		var pe *zookeeper.PathError
-		if errors.As(err, &pe) {
-			return usageError(stderr, fs, "invalid path %s: %s (a ZooKeeper path like /locks/nightly)", quotePath(pe.Path), pe.Reason)
-		}
-		return usageError(stderr, fs, "%v", err)
+	if why, _ := zkname.CheckPath(p); why != "" {
+		return usageError(stderr, fs, "invalid path %s: %s (a ZooKeeper path like /locks/nightly)", quotePath(p), why)
 	}
 	return -1
 }
