@@ -91,7 +91,7 @@ func (t *dirTrust) forget(dir string) {
 // checkedCreate is createOnce into a directory the rule allows: with the
 // rule on, an unchecked directory is checked first (checkDir), and one
 // that the create finds missing is forgotten.
-func (q *Queue) checkedCreate(prefix string, data []byte, anchor *anchorSpec) (string, error) {
+func (q *qdir) checkedCreate(prefix string, data []byte, anchor *anchorSpec) (string, error) {
 	t := &q.s.dirs
 	if !t.enabled(q.s.cfg.acl) {
 		return q.createOnce(prefix, data, anchor)
@@ -110,7 +110,7 @@ func (q *Queue) checkedCreate(prefix string, data []byte, anchor *anchorSpec) (s
 
 // checkDir reads the queue directory's ACL and applies the rule; a missing
 // directory is made (makeOrCheckDir).
-func (q *Queue) checkDir() error {
+func (q *qdir) checkDir() error {
 	acl, _, err := q.s.conn.GetACL(q.adir)
 	if errors.Is(err, zk.ErrNoNode) {
 		return q.makeOrCheckDir()
@@ -124,7 +124,7 @@ func (q *Queue) checkDir() error {
 // makeOrCheckDir makes the queue directory (and its missing ancestors)
 // with the Session's ACL, and trusts it; one that exists after all is
 // checked (a race with whoever made it).
-func (q *Queue) makeOrCheckDir() error {
+func (q *qdir) makeOrCheckDir() error {
 	q.s.dirs.forget(q.adir)
 	for try := 0; ; try++ {
 		made, err := q.s.makePath(q.adir, q.s.cfg.acl)
@@ -148,7 +148,7 @@ func (q *Queue) makeOrCheckDir() error {
 
 // judgeDir applies the rule to acl, the queue directory's, and trusts the
 // directory if it passes.
-func (q *Queue) judgeDir(acl []zk.ACL) error {
+func (q *qdir) judgeDir(acl []zk.ACL) error {
 	if why := checkDirACL(acl, q.s.cfg.acl, q.s.cfg.auth); why != "" {
 		return &DirACLError{Path: q.dir, Reason: why}
 	}

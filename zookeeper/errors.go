@@ -3,10 +3,7 @@ package zookeeper
 import (
 	"errors"
 	"fmt"
-	"io"
-	"net"
 	"strings"
-	"syscall"
 
 	"github.com/go-zookeeper/zk"
 	"github.com/zkrecipes/zkrecipes/recipe"
@@ -81,25 +78,6 @@ func (e *PathError) Is(target error) bool { return target == recipe.ErrInvalidPa
 
 // Unwrap returns Err.
 func (e *PathError) Unwrap() error { return e.Err }
-
-// isConnErr reports whether err is a transient connection-level failure
-// after which a request may or may not have been applied by the server:
-// go-zookeeper's sentinels, and raw network errors (go-zookeeper hands a
-// failed socket write to the waiting request as is).
-func isConnErr(err error) bool {
-	if err == nil {
-		return false
-	}
-	var ne *net.OpError
-	return errors.Is(err, zk.ErrConnectionClosed) || errors.Is(err, zk.ErrNoServer) ||
-		errors.Is(err, zk.ErrSessionExpired) || errors.Is(err, zk.ErrSessionMoved) ||
-		errors.As(err, &ne) || errors.Is(err, net.ErrClosed) || errors.Is(err, io.EOF) ||
-		errors.Is(err, io.ErrClosedPipe) || errors.Is(err, io.ErrUnexpectedEOF) ||
-		errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNRESET)
-}
-
-// isClosing reports whether err means the client was closed.
-func isClosing(err error) bool { return errors.Is(err, zk.ErrClosing) }
 
 // zkError is the Err of every *recipe.OpError of this package: it makes
 // ZooKeeper's ACL refusals (zk.ErrNoAuth, zk.ErrInvalidACL,

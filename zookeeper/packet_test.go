@@ -65,7 +65,7 @@ func TestOversizeRequestsAreNeverSent(t *testing.T) {
 	}
 
 	// The largest create the check allows is exactly the server's limit.
-	prefix := len(q.adir) + 1 + len(nodePrefix(newGUID(), "lock-", false, 0))
+	prefix := len(q.d.adir) + 1 + len(nodePrefix(newGUID(), "lock-", false, 0))
 	fits := DefaultMaxPacket - zkwire.CreateFrame(prefix, 0, s.cfg.acl)
 	l, err := q.Acquire(ctx, "lock-", make([]byte, fits))
 	if err != nil {
@@ -116,11 +116,11 @@ func TestPacketSizesMatchTheEncoding(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := q.ensureDir(); err != nil {
+	if err := q.d.ensureDir(); err != nil {
 		t.Fatal(err)
 	}
 	flags := int32(zk.FlagEphemeral | zk.FlagSequence)
-	anchorPath, err := s.Conn().Create(q.adir+"/"+nodePrefix(newGUID(), "write-", false, 0), nil, flags, s.cfg.acl)
+	anchorPath, err := s.Conn().Create(q.d.adir+"/"+nodePrefix(newGUID(), "write-", false, 0), nil, flags, s.cfg.acl)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,26 +134,26 @@ func TestPacketSizesMatchTheEncoding(t *testing.T) {
 	}{
 		{"create", nil,
 			func(n int) int {
-				return zkwire.CreateFrame(len(q.adir)+1+len(nodePrefix(newGUID(), "read-", false, 0)), n, s.cfg.acl)
+				return zkwire.CreateFrame(len(q.d.adir)+1+len(nodePrefix(newGUID(), "read-", false, 0)), n, s.cfg.acl)
 			},
 			func(data []byte) error {
-				_, err := s.Conn().Create(q.adir+"/"+nodePrefix(newGUID(), "read-", false, 0), data, flags, s.cfg.acl)
+				_, err := s.Conn().Create(q.d.adir+"/"+nodePrefix(newGUID(), "read-", false, 0), data, flags, s.cfg.acl)
 				return err
 			}},
 		{"check and create", anchor,
 			func(n int) int {
-				return zkwire.CheckCreateFrame(len(anchor.path), len(q.adir)+1+len(nodePrefix(newGUID(), "read-", true, 0)), n, s.cfg.acl)
+				return zkwire.CheckCreateFrame(len(anchor.path), len(q.d.adir)+1+len(nodePrefix(newGUID(), "read-", true, 0)), n, s.cfg.acl)
 			},
 			func(data []byte) error {
 				_, err := s.Conn().Multi(&zk.CheckVersionRequest{Path: anchor.path, Version: -1},
-					&zk.CreateRequest{Path: q.adir + "/" + nodePrefix(newGUID(), "read-", true, 0), Data: data, Acl: s.cfg.acl, Flags: flags})
+					&zk.CreateRequest{Path: q.d.adir + "/" + nodePrefix(newGUID(), "read-", true, 0), Data: data, Acl: s.cfg.acl, Flags: flags})
 				return err
 			}},
 	} {
 		at := minMaxPacket - c.frame(0) // data length of a request of exactly the limit
 		for _, n := range []int{at - 1, at, at + 1} {
 			data := make([]byte, n)
-			checked := q.checkCreate("read-", data, c.anchor)
+			checked := q.d.checkCreate("read-", data, c.anchor)
 			sent := c.send(data)
 			if (checked == nil) != (sent == nil) || (checked != nil) != errors.Is(sent, zk.ErrShortBuffer) {
 				t.Errorf("%s of %d bytes: the check says %v, the send buffer %v", c.name, c.frame(n), checked, sent)
@@ -193,9 +193,9 @@ func TestQueuePathLimit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	anchor := q.adir + "/" + nodePrefix(newGUID(), "write-", false, 0) + "-2147483648"
+	anchor := q.d.adir + "/" + nodePrefix(newGUID(), "write-", false, 0) + "-2147483648"
 	_, err = s.Conn().Multi(&zk.CheckVersionRequest{Path: anchor, Version: -1},
-		&zk.CreateRequest{Path: q.adir + "/" + nodePrefix(newGUID(), "write-", true, -2147483648), Acl: s.cfg.acl,
+		&zk.CreateRequest{Path: q.d.adir + "/" + nodePrefix(newGUID(), "write-", true, -2147483648), Acl: s.cfg.acl,
 			Flags: zk.FlagEphemeral | zk.FlagSequence})
 	if errors.Is(err, zk.ErrShortBuffer) {
 		t.Fatalf("the anchored create on the longest directory NewQueue accepts (%d bytes) is over the limit", longest+2)
