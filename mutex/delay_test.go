@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"path"
+	"reflect"
 	"testing"
 	"time"
 
@@ -102,14 +103,30 @@ func TestLockDelayBadOption(t *testing.T) {
 			t.Errorf("New(WithLockDelay(%v)): %v", d, err)
 		}
 	}
-	if _, err := mutex.NewRW(s, dir, mutex.WithLockDelay(time.Second)); !errors.Is(err, recipe.ErrBadOption) {
-		t.Errorf("NewRW(WithLockDelay) = %v, want recipe.ErrBadOption (the read-write lock has none)", err)
+	if _, err := mutex.NewRW(s, dir); err != nil {
+		t.Errorf("NewRW without a lock-delay: %v", err)
 	}
-	if _, err := mutex.NewSemaphore(s, dir, 1, mutex.WithLockDelay(time.Second)); !errors.Is(err, recipe.ErrBadOption) {
-		t.Errorf("NewSemaphore(WithLockDelay) = %v, want recipe.ErrBadOption (the semaphore has none)", err)
+}
+
+// TestLockDelayMutexOnly: the read-write lock and the semaphore have no
+// lock-delay, and do not compile with WithLockDelay (it was refused with
+// recipe.ErrBadOption at run time): neither WithLockDelay's result type
+// nor its value is assignable to their option type; New takes it, and
+// every Option too.
+func TestLockDelayMutexOnly(t *testing.T) {
+	t.Parallel()
+	delay := mutex.WithLockDelay(time.Second)
+	static := reflect.TypeOf((*mutex.MutexOption)(nil)).Elem()
+	for what, fn := range map[string]any{"NewRW": mutex.NewRW, "NewSemaphore": mutex.NewSemaphore} {
+		ft := reflect.TypeOf(fn)
+		opt := ft.In(ft.NumIn() - 1).Elem()
+		if static.AssignableTo(opt) || reflect.TypeOf(delay).AssignableTo(opt) {
+			t.Errorf("%s takes WithLockDelay (its options are %v)", what, opt)
+		}
 	}
-	if _, err := mutex.NewRW(s, dir, mutex.WithLockDelay(0)); err != nil {
-		t.Errorf("NewRW(WithLockDelay(0)): %v", err)
+	nt := reflect.TypeOf(mutex.New)
+	if opt := nt.In(nt.NumIn() - 1).Elem(); opt != static || !reflect.TypeOf(mutex.WithData(nil)).AssignableTo(opt) {
+		t.Errorf("New's options are %v, want MutexOption, which every Option is", opt)
 	}
 }
 
