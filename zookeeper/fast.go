@@ -139,15 +139,6 @@ func (fs *fastStart) dropChildSlot() {
 	}
 }
 
-// earlyLease prepares t's lease from the server's Stat of the node just
-// created (reply, owned by the current session) and registers it before any
-// watch on its node is set.
-func (fs *fastStart) earlyLease(ctx context.Context, t *Ticket, reply zk.Stat) {
-	if fs != nil {
-		fs.pre = fs.q.d.s.leases.registerEarly(ctx, t.leaseNode(), reply, fs.child)
-	}
-}
-
 // fastWait is the fast-path state of one wait: the pipelined listing until
 // used, the early lease until granted or dropped, and the own-node read
 // sent with the current listing. Without fs (a Ticket's Await, an anchored

@@ -65,7 +65,10 @@ func (q *Queue) join(ctx context.Context, kind string, data []byte, anchor *anch
 		return t, nil
 	}
 	if usable && reply.EphemeralOwner == ep.id {
-		fs.earlyLease(ctx, t, reply)
+		// The early lease (fast.go's create2 token): t's lease prepared
+		// from the server's Stat of the node just created (owned by the
+		// current session), registered before any watch on its node is set.
+		fs.pre = q.d.s.leases.registerEarly(ctx, t.leaseNode(), reply, fs.child)
 	} else {
 		fs.dropChildSlot()
 	}
