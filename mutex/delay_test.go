@@ -51,7 +51,7 @@ func acquire(t testing.TB, l recipe.Lock) recipe.Lease {
 // when there is none).
 func markerOf(t testing.TB, cl *zktest.Cluster, in *zktest.Inspector) (string, bool) {
 	t.Helper()
-	data, _, err := in.Conn().Get(cl.Chroot() + dir + "/" + zookeeper.MarkerName)
+	data, _, err := in.Conn().Get(cl.Chroot() + dir + "/" + markerName)
 	if err != nil {
 		return "", false
 	}
@@ -59,7 +59,7 @@ func markerOf(t testing.TB, cl *zktest.Cluster, in *zktest.Inspector) (string, b
 }
 
 // nodeName is the znode name of a ZooKeeper lease.
-func nodeName(l recipe.Lease) string { return path.Base(l.(zookeeper.NodeLease).Path()) }
+func nodeName(l recipe.Lease) string { return path.Base(l.(interface{ Path() string }).Path()) }
 
 // expectPrompt checks a grant that must serve no delay.
 func expectPrompt(t testing.TB, r rtest.Result, since time.Time, what string) {
@@ -172,7 +172,7 @@ func TestLockDelayUncleanEnds(t *testing.T) {
 	}{
 		{"SessionClose", func(_ *testing.T, s *zookeeper.Session, _ *zktest.Inspector, _ recipe.Lease) { s.Close() }},
 		{"OperatorDelete", func(_ *testing.T, _ *zookeeper.Session, in *zktest.Inspector, l recipe.Lease) {
-			in.Delete(l.(zookeeper.NodeLease).Path())
+			in.Delete(l.(interface{ Path() string }).Path())
 		}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -217,7 +217,7 @@ func TestLockDelayTryAcquire(t *testing.T) {
 			t.Fatalf("TryAcquire during the delay: %v, want recipe.ErrLocked", err)
 		}
 		if tries == 0 {
-			if left := in.Children(dir); len(left) != 1 || left[0] != zookeeper.MarkerName {
+			if left := in.Children(dir); len(left) != 1 || left[0] != markerName {
 				t.Errorf("after a refused TryAcquire the directory holds %q, want the marker alone", left)
 			}
 		}
@@ -282,13 +282,13 @@ func TestLockDelayPlantedChild(t *testing.T) {
 	in := zktest.Inspect(t, cl)
 	a, b := delayed(t, rtest.Connect(t, cl), testDelay), delayed(t, rtest.Connect(t, cl), testDelay)
 	la := acquire(t, a)
-	evil := cl.Chroot() + dir + "/" + zookeeper.MarkerName + "/evil"
+	evil := cl.Chroot() + dir + "/" + markerName + "/evil"
 	if _, err := in.Conn().Create(evil, nil, 0, zk.WorldACL(zk.PermAll)); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
 		_ = in.Conn().Delete(evil, -1)
-		_ = in.Conn().Delete(cl.Chroot()+dir+"/"+zookeeper.MarkerName, -1)
+		_ = in.Conn().Delete(cl.Chroot()+dir+"/"+markerName, -1)
 	})
 	release(t, la) // its multi fails on the child: the marker stays
 	ctx, cancel := context.WithTimeout(context.Background(), 10*testDelay)

@@ -31,7 +31,7 @@ type requests struct {
 // retry runs op until it succeeds, fails with a non-connection error, ctx
 // ends, or the session is closed. Between attempts it waits for the
 // connection and backs off per the retry policy. size bounds the requests
-// op sends: over DefaultMaxPacket, op is not tried again once they lost
+// op sends: over defaultMaxPacket, op is not tried again once they lost
 // their connection right after being sent maxLostSends times in a row (see
 // packet.go); it then fails with an error matching recipe.ErrTooLarge.
 func (r *requests) retry(ctx context.Context, size int, op func() error) error {
@@ -202,7 +202,7 @@ func isClosing(err error) bool { return errors.Is(err, zk.ErrClosing) }
 // Above the default limit, every retry of a connection loss
 // (requests.retryLate, and the cleanup deletes) follows one rule:
 //
-//	A request over DefaultMaxPacket whose connection was lost right after
+//	A request over defaultMaxPacket whose connection was lost right after
 //	it was sent, twice in a row, is not sent again.
 //
 // The servers may refuse such a request by dropping the connection (their
@@ -213,7 +213,7 @@ func isClosing(err error) bool { return errors.Is(err, zk.ErrClosing) }
 // sent (queueRequestSize, createSize, cleanupItem.sized). See
 // docs/design.md#lost-sends-and-packet-limits.
 
-// maxLostSends is how many times in a row a request over DefaultMaxPacket
+// maxLostSends is how many times in a row a request over defaultMaxPacket
 // may lose its connection right after it was sent.
 const maxLostSends = 2
 
@@ -236,7 +236,7 @@ type lostSends struct {
 // returns the error that ends the operation when the rule says so (nil: it
 // may be tried again).
 func (c *lostSends) note(err error) error {
-	if c.size <= DefaultMaxPacket || !lostAfterSend(err) {
+	if c.size <= defaultMaxPacket || !lostAfterSend(err) {
 		return nil
 	}
 	if c.lost++; c.lost < maxLostSends {
@@ -246,11 +246,11 @@ func (c *lostSends) note(err error) error {
 }
 
 // tooLargeLost is the error of an operation whose requests of up to size
-// bytes, over DefaultMaxPacket, lost their connection right after they
+// bytes, over defaultMaxPacket, lost their connection right after they
 // were sent maxLostSends times in a row (err: the last loss).
 func tooLargeLost(size int, err error) error {
 	return errorf("%w: the connection was lost right after a request of up to %d bytes was sent, %d times in a row: "+
 		"not sent again, as the servers may refuse a request over their default limit of %d bytes by dropping the connection "+
 		"(their jute.maxbuffer may be below the session's packet limit: see zookeeper.WithMaxPacket): %w",
-		recipe.ErrTooLarge, size, maxLostSends, DefaultMaxPacket, err)
+		recipe.ErrTooLarge, size, maxLostSends, defaultMaxPacket, err)
 }

@@ -12,7 +12,7 @@ import (
 // ErrReservedName is the Err of the *PathError for a path with a segment
 // named like one of the recipes' queue nodes (_c_<32 hex digits>-<kind>
 // <sequence>, of any kind: see name.go's grammar) or like a record a
-// recipe keeps beside them (MarkerName). Such a directory would be listed
+// recipe keeps beside them ("_lock-delay", the lock-delay marker). Such a directory would be listed
 // by its parent's recipe as a contender (a lock that never frees), as
 // another recipe's node (recipe.ErrMixedRecipes) or as its record, so
 // every recipe path, fencezk register and chroot refuses it before
@@ -21,7 +21,7 @@ var ErrReservedName = errors.New("recipe: path segment named like a queue node o
 
 // PathError reports an invalid znode path. It matches recipe.ErrInvalidPath, and
 // Err when set (recipe.ErrTooLarge for a path too long for the packet limit,
-// ErrReservedName for a segment named like a queue node or MarkerName).
+// ErrReservedName for a segment named like a queue node or "_lock-delay").
 type PathError struct {
 	Path   string // the path as given
 	Reason string // what is wrong with it
@@ -73,11 +73,14 @@ type prefixedOnce struct {
 func (e *prefixedOnce) Error() string { return e.msg }
 func (e *prefixedOnce) Unwrap() error { return e.err }
 
-// Is makes a *PathError match recipe.ErrInvalidPath.
-func (e *PathError) Is(target error) bool { return target == recipe.ErrInvalidPath }
-
-// Unwrap returns Err.
-func (e *PathError) Unwrap() error { return e.Err }
+// Unwrap returns recipe.ErrInvalidPath and Err (when set), which the
+// error matches.
+func (e *PathError) Unwrap() []error {
+	if e.Err == nil {
+		return []error{recipe.ErrInvalidPath}
+	}
+	return []error{recipe.ErrInvalidPath, e.Err}
+}
 
 // zkError is the Err of every *recipe.OpError of this package: it makes
 // ZooKeeper's ACL refusals (zk.ErrNoAuth, zk.ErrInvalidACL,

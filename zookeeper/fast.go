@@ -57,7 +57,7 @@ type listing struct {
 // pipelined listing never sets the child watch, so a "not acquired"
 // normally leaves no watch registered.
 func (q *Queue) fastStartFor(wait bool, anchor *anchorSpec) *fastStart {
-	if anchor != nil || q.d.reqSize > DefaultMaxPacket {
+	if anchor != nil || q.d.reqSize > defaultMaxPacket {
 		return nil
 	}
 	return &fastStart{q: q, childOK: wait}

@@ -13,12 +13,13 @@ import (
 	"github.com/zkrecipes/zkrecipes/internal/grant"
 	"github.com/zkrecipes/zkrecipes/internal/lockname"
 	"github.com/zkrecipes/zkrecipes/internal/shortpath"
+	"github.com/zkrecipes/zkrecipes/internal/zkname"
 	"github.com/zkrecipes/zkrecipes/recipe"
 )
 
 // The lock-delay of an exclusive queue (mutex.WithLockDelay; see
 // recipe.LockDelayServed and docs/design.md#lock-delay-on-zookeeper). A
-// persistent marker znode beside the queue nodes, MarkerName, names the
+// persistent marker znode beside the queue nodes, markerName, names the
 // node whose grant was handed out last:
 //
 //   - a grant writes its own node's name into the marker (a create, or a
@@ -39,19 +40,19 @@ import (
 // at most one delay; nothing but the holder's own multi removes a marker,
 // and it succeeds only while the holder's node exists.
 
-// MarkerName is the name of the lock-delay marker, a persistent child of a
-// lock directory that a lock with a lock-delay keeps beside its queue
-// nodes. It is outside the node-name grammar: every listing ignores it;
-// and reserved: a recipe path with a segment of that name is refused
-// (ErrReservedName), as a lock there would be taken for the marker.
-// It exists from a grant of such a lock until that holder's Release, and
-// after an unclean end until the next such holder's Release.
-const MarkerName = "_lock-delay"
+// markerName ("_lock-delay") is the name of the lock-delay marker, a
+// persistent child of a lock directory that a lock with a lock-delay keeps
+// beside its queue nodes. It is outside the node-name grammar: every
+// listing ignores it; and reserved: a recipe path with a segment of that
+// name is refused (ErrReservedName), as a lock there would be taken for
+// the marker. It exists from a grant of such a lock until that holder's
+// Release, and after an unclean end until the next such holder's Release.
+const markerName = zkname.MarkerName
 
 // markerPath returns the path of the marker of the lock directory adir
 // (absolute): the one place its name is made (its name is reserved:
 // fixedNames).
-func markerPath(adir string) string { return adir + "/" + MarkerName }
+func markerPath(adir string) string { return adir + "/" + markerName }
 
 // goneMark prefixes the data of a stamped marker: "gone:<name>" names the
 // gone node as the plain marker did, and its Ctime is the delay's start.

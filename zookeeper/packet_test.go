@@ -66,16 +66,16 @@ func TestOversizeRequestsAreNeverSent(t *testing.T) {
 
 	// The largest create the check allows is exactly the server's limit.
 	prefix := len(q.d.adir) + 1 + len(nodePrefix(newGUID(), "lock-", false, 0))
-	fits := DefaultMaxPacket - zkwire.CreateFrame(prefix, 0, s.cfg.acl)
+	fits := defaultMaxPacket - zkwire.CreateFrame(prefix, 0, s.cfg.acl)
 	l, err := q.Acquire(ctx, "lock-", make([]byte, fits))
 	if err != nil {
-		t.Fatalf("Acquire with a create of exactly %d bytes: %v", DefaultMaxPacket, err)
+		t.Fatalf("Acquire with a create of exactly %d bytes: %v", defaultMaxPacket, err)
 	}
 	if err := l.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := q.Acquire(ctx, "lock-", make([]byte, fits+1)); !errors.Is(err, recipe.ErrTooLarge) {
-		t.Fatalf("Acquire with a create of %d bytes: %v, want ErrTooLarge", DefaultMaxPacket+1, err)
+		t.Fatalf("Acquire with a create of %d bytes: %v, want ErrTooLarge", defaultMaxPacket+1, err)
 	}
 
 	// A request the recipes did not build: refused by the send buffer.
@@ -209,7 +209,7 @@ func TestMaxPacketOption(t *testing.T) {
 			t.Errorf("WithMaxPacket(%d): %v, want ErrBadOption", n, err)
 		}
 	}
-	if _, err := Connect(ctx, []string{"127.0.0.1:2181"}, WithAuth("digest", make([]byte, DefaultMaxPacket))); !errors.Is(err, recipe.ErrTooLarge) {
+	if _, err := Connect(ctx, []string{"127.0.0.1:2181"}, WithAuth("digest", make([]byte, defaultMaxPacket))); !errors.Is(err, recipe.ErrTooLarge) {
 		t.Errorf("WithAuth over the limit: %v, want ErrTooLarge", err)
 	}
 }
@@ -288,7 +288,7 @@ func TestCheckRequestMatchesTheEncoding(t *testing.T) {
 // TestOverTheServersLimitNotSentAgain (issue 14): a Session told a packet
 // limit above the server's (WithMaxPacket(4 MiB), the server at the
 // default jute.maxbuffer) sends a request the server refuses by dropping
-// the connection. The rule (packet.go): a request over DefaultMaxPacket
+// the connection. The rule (packet.go): a request over defaultMaxPacket
 // whose connection was lost right after it was sent, twice in a row, is
 // not sent again. So TryAcquire fails with recipe.ErrTooLarge (it retried until
 // its ctx ended), the cleaner gives the delete of its node up with one
@@ -358,7 +358,7 @@ func TestMessagesNameThePackageOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	auth := func() error {
-		_, err := Connect(context.Background(), []string{"127.0.0.1:2181"}, WithAuth("digest", make([]byte, DefaultMaxPacket)))
+		_, err := Connect(context.Background(), []string{"127.0.0.1:2181"}, WithAuth("digest", make([]byte, defaultMaxPacket)))
 		return err
 	}()
 	wrapped := opErr("create", "/once", errorf("%w (%w)", recipe.ErrLeaseLost, fmt.Errorf("%w: disconnected", recipe.ErrSuspended)))

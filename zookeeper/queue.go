@@ -38,7 +38,6 @@ import (
 //	packet.go   the packet limit: request sizes, lost sends
 //	lease.go    lease: a grant (grant.Core), its Release
 //	lockdelay.go lockDelay, the lock-delay of an exclusive lock: its marker znode
-//	lock.go     NodeLease
 //
 // The Session, a front over its parts (all under one lock, log.go):
 //
@@ -164,7 +163,7 @@ type Queue struct {
 // the given kinds (e.g. "lock-"; non-empty, no "/" or "@"), deciding grants
 // with rule under the declared opts. It performs no ZooKeeper operation.
 // Errors: recipe.ErrInvalidPath (with ErrReservedName for a segment named
-// like a queue node of any kind or MarkerName; also, together
+// like a queue node of any kind or "_lock-delay"; also, together
 // with recipe.ErrTooLarge, for a path so long that the requests on its nodes would
 // be over the session's packet limit: see WithMaxPacket), recipe.ErrBadOption,
 // recipe.ErrSessionClosed (s already closed).

@@ -23,6 +23,9 @@ import (
 // zeros is the GUID of the issue's names.
 const zeros = "00000000000000000000000000000000"
 
+// markerName is the lock-delay marker's name beside a lock's nodes.
+const markerName = "_lock-delay"
+
 // wantReserved fails the test unless err is the refusal of a path with a
 // segment named like a queue node.
 func wantReserved(t *testing.T, what string, err error) {
@@ -93,8 +96,8 @@ func TestReservedNamesEveryConstructor(t *testing.T) {
 		"/r/_c_" + zeros + "-lock-0000000000",
 		"/r/_c_" + zeros + "-read-@0000000001@0000000002/x",
 		"/_c_0123456789abcdef0123456789abcdef-job--000000042/r",
-		"/r/" + zookeeper.MarkerName,
-		"/r/" + zookeeper.MarkerName + "/x",
+		"/r/" + markerName,
+		"/r/" + markerName + "/x",
 	}
 	for _, p := range bad {
 		_, err := mutex.New(s, p)
@@ -186,11 +189,11 @@ func TestReservedCoversEveryNodeTheRecipesCreate(t *testing.T) {
 	in := zktest.Inspect(t, cl)
 	children, _, err := in.Conn().Children(cl.Chroot() + "/every/delayed")
 	must(err)
-	if !slices.Contains(children, zookeeper.MarkerName) {
+	if !slices.Contains(children, markerName) {
 		t.Errorf("the delayed lock's directory holds %q, want its marker too", children)
 	}
 	for _, l := range leases {
-		dir := path.Dir(l.(zookeeper.NodeLease).Path())
+		dir := path.Dir(l.(interface{ Path() string }).Path())
 		children, _, err := in.Conn().Children(cl.Chroot() + dir)
 		must(err)
 		for _, c := range children {
@@ -202,7 +205,7 @@ func TestReservedCoversEveryNodeTheRecipesCreate(t *testing.T) {
 
 	kinds := map[string]bool{}
 	for _, l := range leases {
-		node := l.(zookeeper.NodeLease).Path()
+		node := l.(interface{ Path() string }).Path()
 		kinds[path.Base(path.Dir(node))] = true
 		_, err := mutex.New(s, node)
 		wantReserved(t, "a lock named like the node "+node, err)
@@ -233,7 +236,7 @@ func TestReservedMarkerIssue37(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
 	const p = "/issue37/P"
-	bad := p + "/" + zookeeper.MarkerName
+	bad := p + "/" + markerName
 	m, err := mutex.New(s, bad)
 	wantReserved(t, "mutex.New("+bad+")", err)
 	pm, err2 := mutex.New(s, p, mutex.WithLockDelay(5*time.Second))

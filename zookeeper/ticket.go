@@ -45,9 +45,6 @@ func (q *Queue) Join(ctx context.Context, kind string, data []byte) (*Ticket, er
 // Name returns the ticket's znode name (a child of the queue directory).
 func (t *Ticket) Name() string { return t.name }
 
-// SessionID returns the ZooKeeper session that owns the ticket's znode.
-func (t *Ticket) SessionID() int64 { return t.owner }
-
 // Err returns nil while the ticket can still be granted, and otherwise why
 // not: recipe.ErrSessionLost or recipe.ErrSessionClosed (the node went with its session),
 // recipe.ErrNodeDeleted (deleted by someone else), recipe.ErrReleased (Leave was called,

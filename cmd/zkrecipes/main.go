@@ -136,7 +136,7 @@ type common struct {
 // (inspect, a read-only query, is quiet unless something fails).
 func (c *common) register(fs *flag.FlagSet, withOwnership bool, logLevel string) {
 	fs.StringVar(&c.servers, "servers", os.Getenv(envServers), "ZooKeeper servers, `host:port,...[/chroot]`; a host without a port means port 2181 (default $"+envServers+")")
-	fs.DurationVar(&c.sessionTimeout, "session-timeout", zookeeper.DefaultSessionTimeout, "ZooKeeper session timeout requested from the server")
+	fs.DurationVar(&c.sessionTimeout, "session-timeout", 10*time.Second, "ZooKeeper session timeout requested from the server")
 	fs.DurationVar(&c.connectTimeout, "connect-timeout", 10*time.Second, "give up (exit 69) when no server answers within this `duration`")
 	fs.StringVar(&c.logFormat, "log-format", "text", "log format on stderr: text or json")
 	fs.StringVar(&c.logLevel, "log-level", logLevel, "log level: debug, info, warn or error")
