@@ -33,9 +33,9 @@ import (
 //	            beside the listing, prefetch from the event callback
 //	ticket.go   Ticket: a node that keeps its place across grants
 //	observe.go  reading a queue from outside: Participants, Head, ObserveHead
-//	name.go     the node-name grammar and the queue order
+//	name.go     NodeName, on internal/zkname's grammar; the queue order
 //	limit.go    the order once a directory's sequence counter is at its limit
-//	packet.go   the packet limit: request sizes, lost sends
+//	packet.go   the packet limit: request sizes
 //	lease.go    lease: a grant (grant.Core), its Release
 //	lockdelay.go lockDelay, the lock-delay of an exclusive lock: its marker znode
 //
@@ -51,11 +51,12 @@ import (
 //	watch.go    watchRegistry: watches shared by waiters
 //	cleanup.go  cleaner: owned deletes left to retry, the janitor
 //	delete.go   the owned deletes (by version, checked, by GUID)
-//	call.go     requests: one attempt or retries, on pool.go's workers
+//	call.go     requests: one attempt or retries (connection errors, lost sends,
+//	            the wait for a connection), on pool.go's workers
 //	wire.go     wireState: what zkwire reads off the connection
 //	log.go      sessionLock, and what is logged after it
 //	errors.go   PathError, the package's error helpers
-//	side.go     what internal/zkside lends the module's other packages
+//	side.go     the doors internal/zkside opens to the module's other packages
 //
 // See docs/design.md#acquisition for the ZooKeeper operations of an
 // acquisition, a release and a cancel.
