@@ -16,7 +16,7 @@
 //     the recipes make them, the directory ACL rule, the packet limit,
 //     reserved names). They are the engine's rules, not a contract: they
 //     may change with it, and a user writing znodes through Conn knows
-//     the chroot and ACL he gave Connect.
+//     the chroot and ACL they gave Connect.
 //   - Session.Logger: a recipe of this module logs through the Session's
 //     logger unless given its own; a custom recipe takes its own logger.
 //   - Session.PendingCleanup: what tests check after a fault.
