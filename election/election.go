@@ -158,7 +158,7 @@ func (e *Election) TryCampaign(ctx context.Context, value []byte) (recipe.Lease,
 }
 
 func (e *Election) campaign(ctx context.Context, value []byte, wait bool) (recipe.Lease, error) {
-	if err := zkside.QueueOf(e.q).CheckNodeData(value); err != nil {
+	if err := e.q.CheckNodeData(value); err != nil {
 		return nil, fmt.Errorf("campaign value: %w", err)
 	}
 	e.mu.Lock()

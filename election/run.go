@@ -6,7 +6,6 @@ import (
 
 	"github.com/zkrecipes/zkrecipes/fence"
 	"github.com/zkrecipes/zkrecipes/internal/shortpath"
-	"github.com/zkrecipes/zkrecipes/internal/zkside"
 	"github.com/zkrecipes/zkrecipes/leader"
 	"github.com/zkrecipes/zkrecipes/recipe"
 )
@@ -32,7 +31,7 @@ func Run(ctx context.Context, e *Election, value []byte, fn func(ctx context.Con
 	case fn == nil:
 		return fmt.Errorf("%w: nil leader function", recipe.ErrBadOption)
 	}
-	if err := zkside.QueueOf(e.q).CheckNodeData(value); err != nil {
+	if err := e.q.CheckNodeData(value); err != nil {
 		return fmt.Errorf("campaign value: %w", err)
 	}
 	return leader.Run(ctx, candidate{e, value}, fn, leader.WithBackOff(e.backoff), leader.WithOnReturn(leader.RequeueWithBackOff()),

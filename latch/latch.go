@@ -81,6 +81,7 @@ const (
 // Latch is one participant of a leader election (see the package doc):
 // New, Start, Close. All methods are safe for concurrent use.
 type Latch struct {
+	s    *zookeeper.Session
 	q    *zookeeper.Queue
 	path string
 	id   string
@@ -110,10 +111,11 @@ func New(s *zookeeper.Session, path string, id string, opts ...Option) (*Latch, 
 	if err != nil {
 		return nil, err
 	}
-	if err := zkside.QueueOf(q).CheckNodeData([]byte(id)); err != nil {
+	if err := q.CheckNodeData([]byte(id)); err != nil {
 		return nil, fmt.Errorf("latch id: %w", err)
 	}
 	l := &Latch{
+		s:    s,
 		q:    q,
 		path: path,
 		id:   id,
@@ -329,7 +331,7 @@ type grant struct {
 	at    time.Time // when the loop got it
 }
 
-var _ zookeeper.NodeLease = (*grant)(nil)
+var _ interface{ Path() string } = (*grant)(nil) // as every ZooKeeper grant
 
 // Token is the czxid of the participant's znode (the same after a healed
 // suspension).
@@ -340,7 +342,7 @@ func (g *grant) Context() context.Context { return g.inner.Context() }
 
 // Path returns the participant's znode (relative to the session's chroot).
 func (g *grant) Path() string {
-	if p, ok := g.inner.(zookeeper.NodeLease); ok {
+	if p, ok := g.inner.(interface{ Path() string }); ok {
 		return p.Path()
 	}
 	return ""

@@ -78,7 +78,7 @@ func (p *participant) attempt(ctx context.Context) (loop.Next, error) {
 		l.ticket = nt
 		l.mu.Unlock()
 		l.log.Info("latch: re-joined", "dir", shortpath.Of(l.path), "id", l.id, "node", nt.Name(),
-			"session", fmt.Sprintf("0x%x", nt.SessionID()), "after", why)
+			"session", fmt.Sprintf("0x%x", l.s.ID()), "after", why)
 		p.joining = false
 	}
 	start := time.Now()

@@ -75,7 +75,7 @@ func (h delayHarness) Leftovers(_ context.Context, lock string) (int, error) {
 	if errors.Is(err, zk.ErrNoNode) {
 		return 0, nil
 	}
-	n := len(slices.DeleteFunc(c, func(name string) bool { return name == zookeeper.MarkerName }))
+	n := len(slices.DeleteFunc(c, func(name string) bool { return name == markerName }))
 	if n == 0 && len(c) > 0 {
 		n = len(c)
 	}

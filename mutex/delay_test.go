@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"path"
+	"reflect"
 	"testing"
 	"time"
 
@@ -50,7 +51,7 @@ func acquire(t testing.TB, l recipe.Lock) recipe.Lease {
 // when there is none).
 func markerOf(t testing.TB, cl *zktest.Cluster, in *zktest.Inspector) (string, bool) {
 	t.Helper()
-	data, _, err := in.Conn().Get(cl.Chroot() + dir + "/" + zookeeper.MarkerName)
+	data, _, err := in.Conn().Get(cl.Chroot() + dir + "/" + markerName)
 	if err != nil {
 		return "", false
 	}
@@ -58,7 +59,7 @@ func markerOf(t testing.TB, cl *zktest.Cluster, in *zktest.Inspector) (string, b
 }
 
 // nodeName is the znode name of a ZooKeeper lease.
-func nodeName(l recipe.Lease) string { return path.Base(l.(zookeeper.NodeLease).Path()) }
+func nodeName(l recipe.Lease) string { return path.Base(l.(interface{ Path() string }).Path()) }
 
 // expectPrompt checks a grant that must serve no delay.
 func expectPrompt(t testing.TB, r rtest.Result, since time.Time, what string) {
@@ -102,14 +103,30 @@ func TestLockDelayBadOption(t *testing.T) {
 			t.Errorf("New(WithLockDelay(%v)): %v", d, err)
 		}
 	}
-	if _, err := mutex.NewRW(s, dir, mutex.WithLockDelay(time.Second)); !errors.Is(err, recipe.ErrBadOption) {
-		t.Errorf("NewRW(WithLockDelay) = %v, want recipe.ErrBadOption (the read-write lock has none)", err)
+	if _, err := mutex.NewRW(s, dir); err != nil {
+		t.Errorf("NewRW without a lock-delay: %v", err)
 	}
-	if _, err := mutex.NewSemaphore(s, dir, 1, mutex.WithLockDelay(time.Second)); !errors.Is(err, recipe.ErrBadOption) {
-		t.Errorf("NewSemaphore(WithLockDelay) = %v, want recipe.ErrBadOption (the semaphore has none)", err)
+}
+
+// TestLockDelayMutexOnly: the read-write lock and the semaphore have no
+// lock-delay, and do not compile with WithLockDelay (it was refused with
+// recipe.ErrBadOption at run time): neither WithLockDelay's result type
+// nor its value is assignable to their option type; New takes it, and
+// every Option too.
+func TestLockDelayMutexOnly(t *testing.T) {
+	t.Parallel()
+	delay := mutex.WithLockDelay(time.Second)
+	static := reflect.TypeOf((*mutex.MutexOption)(nil)).Elem()
+	for what, fn := range map[string]any{"NewRW": mutex.NewRW, "NewSemaphore": mutex.NewSemaphore} {
+		ft := reflect.TypeOf(fn)
+		opt := ft.In(ft.NumIn() - 1).Elem()
+		if static.AssignableTo(opt) || reflect.TypeOf(delay).AssignableTo(opt) {
+			t.Errorf("%s takes WithLockDelay (its options are %v)", what, opt)
+		}
 	}
-	if _, err := mutex.NewRW(s, dir, mutex.WithLockDelay(0)); err != nil {
-		t.Errorf("NewRW(WithLockDelay(0)): %v", err)
+	nt := reflect.TypeOf(mutex.New)
+	if opt := nt.In(nt.NumIn() - 1).Elem(); opt != static || !reflect.TypeOf(mutex.WithData(nil)).AssignableTo(opt) {
+		t.Errorf("New's options are %v, want MutexOption, which every Option is", opt)
 	}
 }
 
@@ -155,7 +172,7 @@ func TestLockDelayUncleanEnds(t *testing.T) {
 	}{
 		{"SessionClose", func(_ *testing.T, s *zookeeper.Session, _ *zktest.Inspector, _ recipe.Lease) { s.Close() }},
 		{"OperatorDelete", func(_ *testing.T, _ *zookeeper.Session, in *zktest.Inspector, l recipe.Lease) {
-			in.Delete(l.(zookeeper.NodeLease).Path())
+			in.Delete(l.(interface{ Path() string }).Path())
 		}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -200,7 +217,7 @@ func TestLockDelayTryAcquire(t *testing.T) {
 			t.Fatalf("TryAcquire during the delay: %v, want recipe.ErrLocked", err)
 		}
 		if tries == 0 {
-			if left := in.Children(dir); len(left) != 1 || left[0] != zookeeper.MarkerName {
+			if left := in.Children(dir); len(left) != 1 || left[0] != markerName {
 				t.Errorf("after a refused TryAcquire the directory holds %q, want the marker alone", left)
 			}
 		}
@@ -265,13 +282,13 @@ func TestLockDelayPlantedChild(t *testing.T) {
 	in := zktest.Inspect(t, cl)
 	a, b := delayed(t, rtest.Connect(t, cl), testDelay), delayed(t, rtest.Connect(t, cl), testDelay)
 	la := acquire(t, a)
-	evil := cl.Chroot() + dir + "/" + zookeeper.MarkerName + "/evil"
+	evil := cl.Chroot() + dir + "/" + markerName + "/evil"
 	if _, err := in.Conn().Create(evil, nil, 0, zk.WorldACL(zk.PermAll)); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
 		_ = in.Conn().Delete(evil, -1)
-		_ = in.Conn().Delete(cl.Chroot()+dir+"/"+zookeeper.MarkerName, -1)
+		_ = in.Conn().Delete(cl.Chroot()+dir+"/"+markerName, -1)
 	})
 	release(t, la) // its multi fails on the child: the marker stays
 	ctx, cancel := context.WithTimeout(context.Background(), 10*testDelay)

@@ -174,7 +174,7 @@ func TestLockDelayNoWriteFallsBack(t *testing.T) {
 		if got, _ := markerOf(t, cl, in); tries == 0 && !strings.HasPrefix(got, "gone:") {
 			t.Errorf("marker after the first refused TryAcquire = %q, want it stamped", got)
 		}
-		if st := in.Stat(dir + "/" + zookeeper.MarkerName); st == nil || st.Version != 0 {
+		if st := in.Stat(dir + "/" + markerName); st == nil || st.Version != 0 {
 			t.Fatalf("marker stat after a refused TryAcquire = %+v, want version 0 (the ACL refuses the Set)", st)
 		}
 		time.Sleep(100 * time.Millisecond)

@@ -75,7 +75,7 @@ func TestLockDelayRaces(t *testing.T) {
 		cl := zktest.Shared(t)
 		in := zktest.Inspect(t, cl)
 		la, ch := holdAndQueue(t, cl, rtest.Connect(t, cl))
-		mpath := cl.Chroot() + dir + "/" + zookeeper.MarkerName
+		mpath := cl.Chroot() + dir + "/" + markerName
 		data, _, err := in.Conn().Get(mpath)
 		if err != nil {
 			t.Fatal(err)
@@ -96,7 +96,7 @@ func TestLockDelayRaces(t *testing.T) {
 		in := zktest.Inspect(t, cl)
 		sa, pa, _ := proxied(t, cl)
 		la, ch := holdAndQueue(t, cl, sa)
-		node := la.(zookeeper.NodeLease).Path()
+		node := la.(interface{ Path() string }).Path()
 		pa.SetLatency(400 * time.Millisecond)
 		done := releaseAsync(la)
 		zktest.Eventually(t, 5*time.Second, "the Release's multi applied", func() bool { return in.Stat(node) == nil })

@@ -65,3 +65,7 @@ func handOver(t testing.TB, held recipe.Lease, next recipe.Lock) {
 	}
 	release(t, r.Lease)
 }
+
+// markerName is the lock-delay marker's name beside a lock's nodes
+// (docs/design.md#lock-delay-on-zookeeper).
+const markerName = "_lock-delay"

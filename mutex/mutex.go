@@ -48,7 +48,8 @@ type config struct {
 
 var _ recipe.Lock = (*Mutex)(nil)
 
-// Option configures New, NewRW and NewSemaphore.
+// Option configures New, NewRW and NewSemaphore (New takes MutexOptions,
+// which every Option is).
 type Option func(*config)
 
 // WithData stores data in every znode the lock creates (for example a host
@@ -60,14 +61,14 @@ func WithData(data []byte) Option {
 }
 
 // buildConfig applies the options (nil ones are skipped) and checks them.
-func buildConfig(q *zookeeper.Queue, opts []Option) (config, error) {
+func buildConfig[O MutexOption](q *zookeeper.Queue, opts []O) (config, error) {
 	var c config
 	for _, o := range opts {
-		if o != nil {
-			o(&c)
+		if MutexOption(o) != nil {
+			o.applyMutex(&c)
 		}
 	}
-	if err := zkside.QueueOf(q).CheckNodeData(c.data); err != nil {
+	if err := q.CheckNodeData(c.data); err != nil {
 		return c, fmt.Errorf("WithData: %w", err)
 	}
 	return c, nil
@@ -84,7 +85,7 @@ func buildConfig(q *zookeeper.Queue, opts []Option) (config, error) {
 // recipe.ErrTooLarge (and recipe.ErrBadOption over zookeeper.MaxNodeData) for
 // data that does not fit, recipe.ErrBadOption for a WithLockDelay out of
 // range; recipe.ErrSessionClosed.
-func New(s *zookeeper.Session, path string, opts ...Option) (*Mutex, error) {
+func New(s *zookeeper.Session, path string, opts ...MutexOption) (*Mutex, error) {
 	q, err := zookeeper.NewQueue(s, path, []string{Kind}, zookeeper.FirstHolds, zookeeper.GrantsLowest())
 	if err != nil {
 		return nil, err

@@ -501,7 +501,7 @@ func TestC8_HolderCutOffPastSessionTimeout(t *testing.T) {
 		return as.State().IsConnected()
 	})
 	time.Sleep(200 * time.Millisecond) // give A's cleaner a chance to misbehave
-	if st := in.Stat(r.Lease.(zookeeper.NodeLease).Path()); st == nil || fence.Token(st.Czxid) != r.Lease.Token() {
+	if st := in.Stat(r.Lease.(interface{ Path() string }).Path()); st == nil || fence.Token(st.Czxid) != r.Lease.Token() {
 		t.Fatal("B's node was removed by A")
 	}
 	release(t, r.Lease)
@@ -811,7 +811,7 @@ func TestLeaseEndsWhenOwnNodeDeleted(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			node := l.(zookeeper.NodeLease).Path()
+			node := l.(interface{ Path() string }).Path()
 			if writeFirst {
 				if _, err := in.Conn().Set(cl.Chroot()+node, []byte("x"), -1); err != nil {
 					t.Fatal(err)
@@ -1075,7 +1075,7 @@ func TestReleaseAfterToleratedOutageKeepsForeignNode(t *testing.T) {
 			t.Fatalf("no %v", want)
 		}
 		waitFor(recipe.StateSuspended)
-		node := l.(zookeeper.NodeLease).Path()
+		node := l.(interface{ Path() string }).Path()
 		// Replaced in one transaction: the directory is a container, which
 		// the server deletes once it is seen empty between the two steps.
 		if _, err := in.Conn().Multi(&zk.DeleteRequest{Path: cl.Chroot() + node, Version: -1},

@@ -48,9 +48,6 @@ func NewRW(s *zookeeper.Session, path string, opts ...Option) (*RWMutex, error) 
 	if err != nil {
 		return nil, err
 	}
-	if err := checkNoDelay(c, "the read-write lock"); err != nil {
-		return nil, err
-	}
 	rw := &RWMutex{q: q, path: path, data: c.data}
 	rw.read = &RWSide{rw: rw, kind: ReadKind}
 	rw.write = &RWSide{rw: rw, kind: WriteKind}

@@ -41,9 +41,6 @@ func NewSemaphore(s *zookeeper.Session, path string, leases int, opts ...Option)
 	if err != nil {
 		return nil, err
 	}
-	if err := checkNoDelay(c, "a semaphore"); err != nil {
-		return nil, err
-	}
 	return &Semaphore{q: q, path: path, data: c.data, leases: leases}, nil
 }
 

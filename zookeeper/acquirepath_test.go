@@ -45,7 +45,7 @@ func newTestQueue(t *testing.T, s *Session, dir string) *Queue {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := q.ensureDir(); err != nil {
+	if err := q.d.ensureDir(); err != nil {
 		t.Fatal(err)
 	}
 	return q

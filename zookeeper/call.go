@@ -2,12 +2,17 @@ package zookeeper
 
 import (
 	"context"
+	"errors"
+	"io"
+	"net"
 	"sync"
 	"sync/atomic"
+	"syscall"
+	"time"
 
 	"github.com/cenkalti/backoff/v4"
+	"github.com/go-zookeeper/zk"
 	"github.com/zkrecipes/zkrecipes/internal/life"
-	"github.com/zkrecipes/zkrecipes/internal/loop"
 	"github.com/zkrecipes/zkrecipes/recipe"
 )
 
@@ -26,7 +31,7 @@ type requests struct {
 // retry runs op until it succeeds, fails with a non-connection error, ctx
 // ends, or the session is closed. Between attempts it waits for the
 // connection and backs off per the retry policy. size bounds the requests
-// op sends: over DefaultMaxPacket, op is not tried again once they lost
+// op sends: over defaultMaxPacket, op is not tried again once they lost
 // their connection right after being sent maxLostSends times in a row (see
 // packet.go); it then fails with an error matching recipe.ErrTooLarge.
 func (r *requests) retry(ctx context.Context, size int, op func() error) error {
@@ -72,12 +77,24 @@ func (r *requests) retryLate(ctx context.Context, sends *lostSends, op func() er
 		if werr := r.conns.awaitConnected(ctx); werr != nil {
 			return werr, false
 		}
-		wctx, cancel := r.life.Bind(ctx) // ends with ErrSessionClosed at Close
-		werr := loop.Sleep(wctx, d)
-		cancel()
-		if werr != nil {
+		if werr := r.pause(ctx, d); werr != nil {
 			return werr, false
 		}
+	}
+}
+
+// pause waits d between attempts, and returns nil, ctx's cause, or
+// recipe.ErrSessionClosed once the Session is closed.
+func (r *requests) pause(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	case <-r.quit:
+		return recipe.ErrSessionClosed
 	}
 }
 
@@ -140,3 +157,100 @@ type pendingCall struct {
 }
 
 var callPool = sync.Pool{New: func() any { return &pendingCall{done: make(chan error, 1)} }}
+
+// awaitConnected blocks until the state is CONNECTED or RECONNECTED.
+func (c *connState) awaitConnected(ctx context.Context) error {
+	for {
+		c.mu.Lock()
+		st, ch, closed := c.state, c.changed.C(), c.mu.closed
+		c.mu.Unlock()
+		if closed {
+			return recipe.ErrSessionClosed
+		}
+		if st.IsConnected() {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		case <-c.quit:
+			return recipe.ErrSessionClosed
+		}
+	}
+}
+
+// isConnErr reports whether err is a transient connection-level failure
+// after which a request may or may not have been applied by the server:
+// go-zookeeper's sentinels, and raw network errors (go-zookeeper hands a
+// failed socket write to the waiting request as is).
+func isConnErr(err error) bool {
+	if err == nil {
+		return false
+	}
+	var ne *net.OpError
+	return errors.Is(err, zk.ErrConnectionClosed) || errors.Is(err, zk.ErrNoServer) ||
+		errors.Is(err, zk.ErrSessionExpired) || errors.Is(err, zk.ErrSessionMoved) ||
+		errors.As(err, &ne) || errors.Is(err, net.ErrClosed) || errors.Is(err, io.EOF) ||
+		errors.Is(err, io.ErrClosedPipe) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNRESET)
+}
+
+// isClosing reports whether err means the client was closed.
+func isClosing(err error) bool { return errors.Is(err, zk.ErrClosing) }
+
+// Above the default limit, every retry of a connection loss
+// (requests.retryLate, and the cleanup deletes) follows one rule:
+//
+//	A request over defaultMaxPacket whose connection was lost right after
+//	it was sent, twice in a row, is not sent again.
+//
+// The servers may refuse such a request by dropping the connection (their
+// jute.maxbuffer smaller than the Session was told), which the client
+// cannot tell from a network failure. The operation fails with an error
+// matching recipe.ErrTooLarge (tooLargeLost); the cleaner gives the delete up,
+// logged at error level. What a request may weigh is known before it is
+// sent (queueRequestSize, createSize, cleanupItem.sized). See
+// docs/design.md#lost-sends-and-packet-limits.
+
+// maxLostSends is how many times in a row a request over defaultMaxPacket
+// may lose its connection right after it was sent.
+const maxLostSends = 2
+
+// lostAfterSend reports whether err is the loss of the connection a request
+// had been sent on, before its reply came: not a request that was never
+// sent (go-zookeeper's ErrNoServer for requests it flushed unsent,
+// errNotConnected), nor the end of the session or of the client.
+func lostAfterSend(err error) bool {
+	return isConnErr(err) && !errors.Is(err, zk.ErrNoServer) && !errors.Is(err, errNotConnected) &&
+		!errors.Is(err, zk.ErrSessionExpired) && !errors.Is(err, zk.ErrSessionMoved) && !isClosing(err)
+}
+
+// lostSends applies the rule above to one operation or cleanup delete.
+type lostSends struct {
+	size int // bounds its requests, in bytes
+	lost int // attempts in a row whose connection was lost right after sending
+}
+
+// note records an attempt that failed with err (nil: succeeded), and
+// returns the error that ends the operation when the rule says so (nil: it
+// may be tried again).
+func (c *lostSends) note(err error) error {
+	if c.size <= defaultMaxPacket || !lostAfterSend(err) {
+		return nil
+	}
+	if c.lost++; c.lost < maxLostSends {
+		return nil
+	}
+	return tooLargeLost(c.size, err)
+}
+
+// tooLargeLost is the error of an operation whose requests of up to size
+// bytes, over defaultMaxPacket, lost their connection right after they
+// were sent maxLostSends times in a row (err: the last loss).
+func tooLargeLost(size int, err error) error {
+	return errorf("%w: the connection was lost right after a request of up to %d bytes was sent, %d times in a row: "+
+		"not sent again, as the servers may refuse a request over their default limit of %d bytes by dropping the connection "+
+		"(their jute.maxbuffer may be below the session's packet limit: see zookeeper.WithMaxPacket): %w",
+		recipe.ErrTooLarge, size, maxLostSends, defaultMaxPacket, err)
+}

@@ -1,13 +1,11 @@
 package zookeeper
 
 import (
-	"fmt"
 	"log/slog"
 	"time"
 
 	"github.com/go-zookeeper/zk"
 	"github.com/zkrecipes/zkrecipes/internal/shortpath"
-	"github.com/zkrecipes/zkrecipes/recipe"
 )
 
 // cleaner is the Session's queue of deletes of its own znodes that could
@@ -220,14 +218,4 @@ func (cl *cleaner) pending() int {
 	cl.mu.Lock()
 	defer cl.mu.Unlock()
 	return len(cl.items)
-}
-
-func opErr(op, path string, err error) error {
-	if err == nil {
-		return nil
-	}
-	if isClosing(err) {
-		err = fmt.Errorf("%w (%v)", recipe.ErrSessionClosed, err)
-	}
-	return &recipe.OpError{Op: op, Path: path, Err: zkError{err}}
 }

@@ -26,7 +26,7 @@ import (
 // stopped waiting for), which the caller must look for by GUID; when it is
 // false every create was answered with a refusal or never sent (a create
 // the server refused, for an ACL say, created nothing).
-func (q *Queue) create(ctx context.Context, guid, kind string, data []byte, anchor *anchorSpec) (name string, maybe bool, err error) {
+func (q *qdir) create(ctx context.Context, guid, kind string, data []byte, anchor *anchorSpec) (name string, maybe bool, err error) {
 	c := &protectedCreate{q: q, guid: guid, data: data, anchor: anchor,
 		sends: lostSends{size: max(q.reqSize, q.createSize(kind, data, anchor))}}
 	if anchor != nil {
@@ -48,7 +48,7 @@ func (q *Queue) create(ctx context.Context, guid, kind string, data []byte, anch
 // name and unknown are written by the attempts, on the request's worker,
 // and read by the caller only once retryLate returned without abandoning.
 type protectedCreate struct {
-	q      *Queue
+	q      *qdir
 	guid   string
 	prefix string // the name sent: ZooKeeper appends the sequence
 	data   []byte
@@ -204,7 +204,7 @@ func (g *createGate) settled() bool {
 // createOnce sends one create of prefix; an anchored node is created in a
 // multi with a check that its anchor exists, so it takes a place that was
 // never given to anyone else.
-func (q *Queue) createOnce(prefix string, data []byte, anchor *anchorSpec) (string, error) {
+func (q *qdir) createOnce(prefix string, data []byte, anchor *anchorSpec) (string, error) {
 	s := q.s
 	if anchor == nil {
 		return s.conn.Create(prefix, data, zk.FlagEphemeral|zk.FlagSequence, s.cfg.acl)
@@ -224,7 +224,7 @@ func (q *Queue) createOnce(prefix string, data []byte, anchor *anchorSpec) (stri
 // the server answering has seen every write the leader committed. Only a
 // node whose ephemeral owner is the current session is adopted (case C3);
 // extra copies, if any, are deleted.
-func (q *Queue) findByGUID(guid string) (string, error) {
+func (q *qdir) findByGUID(guid string) (string, error) {
 	s := q.s
 	if _, err := s.conn.Sync(q.adir); err != nil {
 		if errors.Is(err, zk.ErrNoNode) {

@@ -97,7 +97,7 @@ func TestCreateLostReplyAdoptsByGUID(t *testing.T) {
 	defer cancel()
 	armed.Store(true)
 	guid := newGUID()
-	name, _, err := q.create(ctx, guid, "lock-", nil, nil)
+	name, _, err := q.d.create(ctx, guid, "lock-", nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,7 +119,7 @@ func TestCreateNotSentCreatesAgain(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	armed.Store(true)
-	name, _, err := q.create(ctx, newGUID(), "lock-", nil, nil)
+	name, _, err := q.d.create(ctx, newGUID(), "lock-", nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -148,7 +148,7 @@ func TestCreateAnsweredAfterCallerLeftIsUndone(t *testing.T) {
 	})
 	armed.Store(true)
 	guid := newGUID()
-	if _, maybe, err := q.create(cctx, guid, "lock-", nil, nil); !errors.Is(err, context.Canceled) || !maybe {
+	if _, maybe, err := q.d.create(cctx, guid, "lock-", nil, nil); !errors.Is(err, context.Canceled) || !maybe {
 		t.Fatalf("create after the caller left: %v (maybe %v), want context.Canceled and maybe", err, maybe)
 	}
 	if err := q.Drain(ctx); err != nil {

@@ -23,28 +23,25 @@ import (
 // WithACL does not grant it to (someone made the directory first), or
 // that does not grant the Session READ, CREATE and DELETE. Nothing was
 // created. It matches recipe.ErrNoPermission too (recipe.Permanent): the
-// directory must be removed, or given the ACL, by its owner. The error is
-// a *DirACLError.
+// directory must be removed, or given the ACL, by its owner. The message
+// names the directory and the rule its ACL breaks (schemes, users,
+// permissions; never a digest's hash).
 var ErrUntrustedDir = errors.New("recipe: untrusted directory")
 
-// DirACLError is the error, matching ErrUntrustedDir and
+// dirACLError is the error, matching ErrUntrustedDir and
 // recipe.ErrNoPermission, for a queue directory whose ACL breaks the
 // directory rule.
-type DirACLError struct {
-	Path   string // the directory, as the recipe was given it (below the chroot)
-	Reason string // the rule it breaks: schemes, users, permissions; never a digest's hash
+type dirACLError struct {
+	path   string // the directory, as the recipe was given it (below the chroot)
+	reason string // the rule it breaks: schemes, users, permissions; never a digest's hash
 }
 
-// Error implements error.
-func (e *DirACLError) Error() string {
-	return fmt.Sprintf("recipe: untrusted directory %q: %s", e.Path, e.Reason)
+func (e *dirACLError) Error() string {
+	return fmt.Sprintf("recipe: untrusted directory %q: %s", e.path, e.reason)
 }
 
-// Unwrap returns ErrUntrustedDir.
-func (e *DirACLError) Unwrap() error { return ErrUntrustedDir }
-
-// Is makes a *DirACLError match recipe.ErrNoPermission.
-func (e *DirACLError) Is(target error) bool { return target == recipe.ErrNoPermission }
+// Unwrap makes it match ErrUntrustedDir and recipe.ErrNoPermission.
+func (e *dirACLError) Unwrap() []error { return []error{ErrUntrustedDir, recipe.ErrNoPermission} }
 
 // maxTrustedDirs bounds a Session's cache of trusted directories: past it
 // the cache starts over (a directory is then checked again, one getAcl).
@@ -91,7 +88,7 @@ func (t *dirTrust) forget(dir string) {
 // checkedCreate is createOnce into a directory the rule allows: with the
 // rule on, an unchecked directory is checked first (checkDir), and one
 // that the create finds missing is forgotten.
-func (q *Queue) checkedCreate(prefix string, data []byte, anchor *anchorSpec) (string, error) {
+func (q *qdir) checkedCreate(prefix string, data []byte, anchor *anchorSpec) (string, error) {
 	t := &q.s.dirs
 	if !t.enabled(q.s.cfg.acl) {
 		return q.createOnce(prefix, data, anchor)
@@ -110,7 +107,7 @@ func (q *Queue) checkedCreate(prefix string, data []byte, anchor *anchorSpec) (s
 
 // checkDir reads the queue directory's ACL and applies the rule; a missing
 // directory is made (makeOrCheckDir).
-func (q *Queue) checkDir() error {
+func (q *qdir) checkDir() error {
 	acl, _, err := q.s.conn.GetACL(q.adir)
 	if errors.Is(err, zk.ErrNoNode) {
 		return q.makeOrCheckDir()
@@ -124,7 +121,7 @@ func (q *Queue) checkDir() error {
 // makeOrCheckDir makes the queue directory (and its missing ancestors)
 // with the Session's ACL, and trusts it; one that exists after all is
 // checked (a race with whoever made it).
-func (q *Queue) makeOrCheckDir() error {
+func (q *qdir) makeOrCheckDir() error {
 	q.s.dirs.forget(q.adir)
 	for try := 0; ; try++ {
 		made, err := q.s.makePath(q.adir, q.s.cfg.acl)
@@ -148,9 +145,9 @@ func (q *Queue) makeOrCheckDir() error {
 
 // judgeDir applies the rule to acl, the queue directory's, and trusts the
 // directory if it passes.
-func (q *Queue) judgeDir(acl []zk.ACL) error {
+func (q *qdir) judgeDir(acl []zk.ACL) error {
 	if why := checkDirACL(acl, q.s.cfg.acl, q.s.cfg.auth); why != "" {
-		return &DirACLError{Path: q.dir, Reason: why}
+		return &dirACLError{path: q.dir, reason: why}
 	}
 	q.s.dirs.trust(q.adir)
 	return nil

@@ -19,7 +19,7 @@ import (
 // to exist, must pass the directory rule (diracl.go): this is the path of
 // a create that found the directory missing, so the one found now may be
 // another's.
-func (q *Queue) ensureDir() error {
+func (q *qdir) ensureDir() error {
 	if !q.s.dirs.enabled(q.s.cfg.acl) {
 		return q.s.ensurePath(q.adir, q.s.cfg.acl)
 	}

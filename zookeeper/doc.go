@@ -19,15 +19,17 @@
 // LOST when the session expired, was presumed expired (no reply within the
 // session timeout) or the Session was closed. Listen never blocks the
 // client: a slow reader delays only itself. Under the default suspend
-// policy (RevokeOnSuspend) every lease ends at SUSPENDED; TolerateSuspension
+// policy (the zero SuspendPolicy) every lease ends at SUSPENDED; TolerateSuspension
 // keeps leases through a short outage, up to a deadline counted from the
 // last server reply (WithSuspendPolicy).
 //
 // # Grants
 //
 // Every ZooKeeper recipe implements recipe.Lock, and every grant is a
-// recipe.Lease (a NodeLease, which also names its znode): see package recipe
-// for the contract, which every backend of the module shares.
+// recipe.Lease: see package recipe for the contract, which every backend of
+// the module shares. Its dynamic type also has a method Path() string,
+// which names its znode relative to the chroot (tools and tests assert
+// interface{ Path() string } to find the grant's znode).
 //
 // While a Lease's Context is not done, its znode
 // exists, is owned by the current session, and the connection has not been
@@ -45,7 +47,7 @@
 // the lock P look held, and a "-read-" one would make every other recipe on
 // P fail with recipe.ErrMixedRecipes. Such a path is refused before
 // anything is sent, with a *PathError matching ErrReservedName and
-// recipe.ErrInvalidPath. So is a segment named MarkerName ("_lock-delay"),
+// recipe.ErrInvalidPath. So is a segment named "_lock-delay",
 // the record a lock with a lock-delay keeps in its directory: a lock
 // "P/_lock-delay" would be taken for P's marker. Every other name,
 // "_c_"-prefixed or not, is free.

@@ -3,10 +3,7 @@ package zookeeper
 import (
 	"errors"
 	"fmt"
-	"io"
-	"net"
 	"strings"
-	"syscall"
 
 	"github.com/go-zookeeper/zk"
 	"github.com/zkrecipes/zkrecipes/recipe"
@@ -15,7 +12,7 @@ import (
 // ErrReservedName is the Err of the *PathError for a path with a segment
 // named like one of the recipes' queue nodes (_c_<32 hex digits>-<kind>
 // <sequence>, of any kind: see name.go's grammar) or like a record a
-// recipe keeps beside them (MarkerName). Such a directory would be listed
+// recipe keeps beside them ("_lock-delay", the lock-delay marker). Such a directory would be listed
 // by its parent's recipe as a contender (a lock that never frees), as
 // another recipe's node (recipe.ErrMixedRecipes) or as its record, so
 // every recipe path, fencezk register and chroot refuses it before
@@ -24,7 +21,7 @@ var ErrReservedName = errors.New("recipe: path segment named like a queue node o
 
 // PathError reports an invalid znode path. It matches recipe.ErrInvalidPath, and
 // Err when set (recipe.ErrTooLarge for a path too long for the packet limit,
-// ErrReservedName for a segment named like a queue node or MarkerName).
+// ErrReservedName for a segment named like a queue node or "_lock-delay").
 type PathError struct {
 	Path   string // the path as given
 	Reason string // what is wrong with it
@@ -76,30 +73,14 @@ type prefixedOnce struct {
 func (e *prefixedOnce) Error() string { return e.msg }
 func (e *prefixedOnce) Unwrap() error { return e.err }
 
-// Is makes a *PathError match recipe.ErrInvalidPath.
-func (e *PathError) Is(target error) bool { return target == recipe.ErrInvalidPath }
-
-// Unwrap returns Err.
-func (e *PathError) Unwrap() error { return e.Err }
-
-// isConnErr reports whether err is a transient connection-level failure
-// after which a request may or may not have been applied by the server:
-// go-zookeeper's sentinels, and raw network errors (go-zookeeper hands a
-// failed socket write to the waiting request as is).
-func isConnErr(err error) bool {
-	if err == nil {
-		return false
+// Unwrap returns recipe.ErrInvalidPath and Err (when set), which the
+// error matches.
+func (e *PathError) Unwrap() []error {
+	if e.Err == nil {
+		return []error{recipe.ErrInvalidPath}
 	}
-	var ne *net.OpError
-	return errors.Is(err, zk.ErrConnectionClosed) || errors.Is(err, zk.ErrNoServer) ||
-		errors.Is(err, zk.ErrSessionExpired) || errors.Is(err, zk.ErrSessionMoved) ||
-		errors.As(err, &ne) || errors.Is(err, net.ErrClosed) || errors.Is(err, io.EOF) ||
-		errors.Is(err, io.ErrClosedPipe) || errors.Is(err, io.ErrUnexpectedEOF) ||
-		errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNRESET)
+	return []error{recipe.ErrInvalidPath, e.Err}
 }
-
-// isClosing reports whether err means the client was closed.
-func isClosing(err error) bool { return errors.Is(err, zk.ErrClosing) }
 
 // zkError is the Err of every *recipe.OpError of this package: it makes
 // ZooKeeper's ACL refusals (zk.ErrNoAuth, zk.ErrInvalidACL,

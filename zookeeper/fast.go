@@ -57,7 +57,7 @@ type listing struct {
 // pipelined listing never sets the child watch, so a "not acquired"
 // normally leaves no watch registered.
 func (q *Queue) fastStartFor(wait bool, anchor *anchorSpec) *fastStart {
-	if anchor != nil || q.reqSize > DefaultMaxPacket {
+	if anchor != nil || q.d.reqSize > defaultMaxPacket {
 		return nil
 	}
 	return &fastStart{q: q, childOK: wait}
@@ -82,22 +82,22 @@ func (fs *fastStart) pipe(guid, kind string) *createPipe {
 	q := fs.q
 	lst := &listing{done: make(chan struct{}, 1)}
 	if fs.childOK && q.solo.Load() {
-		fs.child = q.s.leases.addSlot(q.adir)
+		fs.child = q.d.s.leases.addSlot(q.d.adir)
 	}
 	watch := fs.child != nil
 	slot := &createSlot{onWritten: func() {
-		q.s.pool.run(func() {
+		q.d.s.pool.run(func() {
 			if watch {
-				lst.children, _, _, lst.err = q.s.conn.ChildrenW(q.adir)
+				lst.children, _, _, lst.err = q.d.s.conn.ChildrenW(q.d.adir)
 			} else {
-				lst.children, _, lst.err = q.s.conn.Children(q.adir)
+				lst.children, _, lst.err = q.d.s.conn.Children(q.d.adir)
 			}
 			lst.done <- struct{}{}
 		})
 	}}
 	fs.list = lst
-	p := &createPipe{wire: &q.s.wire, leases: &q.s.leases, fs: fs, prefix: q.adir + "/" + nodePrefix(guid, kind, false, 0), slot: slot}
-	q.s.wire.registerCreate(p.prefix, slot)
+	p := &createPipe{wire: &q.d.s.wire, leases: &q.d.s.leases, fs: fs, prefix: q.d.adir + "/" + nodePrefix(guid, kind, false, 0), slot: slot}
+	q.d.s.wire.registerCreate(p.prefix, slot)
 	return p
 }
 
@@ -125,7 +125,7 @@ func (p *createPipe) finish(name string, err error) (zk.Stat, bool) {
 // child watch (the node was created under another session).
 func (fs *fastStart) discard() {
 	if fs != nil {
-		fs.q.s.leases.dropSlot(fs.child)
+		fs.q.d.s.leases.dropSlot(fs.child)
 		*fs = fastStart{}
 	}
 }
@@ -134,17 +134,8 @@ func (fs *fastStart) discard() {
 // the pipelined listing is kept.
 func (fs *fastStart) dropChildSlot() {
 	if fs != nil {
-		fs.q.s.leases.dropSlot(fs.child)
+		fs.q.d.s.leases.dropSlot(fs.child)
 		fs.child = nil
-	}
-}
-
-// earlyLease prepares t's lease from the server's Stat of the node just
-// created (reply, owned by the current session) and registers it before any
-// watch on its node is set.
-func (fs *fastStart) earlyLease(ctx context.Context, t *Ticket, reply zk.Stat) {
-	if fs != nil {
-		fs.pre = fs.q.s.leases.registerEarly(ctx, t.leaseNode(), reply, fs.child)
 	}
 }
 
@@ -179,7 +170,7 @@ func (q *Queue) startFast(ctx context.Context, fs *fastStart, block bool) *fastW
 			}
 			fs.list = nil // not kept alive while waiting
 		case <-ctx.Done():
-		case <-q.s.quit:
+		case <-q.d.s.quit:
 		}
 	}
 	return fw
@@ -196,7 +187,7 @@ func (fw *fastWait) drop() {
 // granted.
 func (fw *fastWait) dropEarlyLease() {
 	if fw.pre != nil {
-		fw.q.s.leases.drop(fw.pre) // and its child watch
+		fw.q.d.s.leases.drop(fw.pre) // and its child watch
 		fw.pre, fw.slot = nil, nil
 	}
 }
@@ -219,7 +210,7 @@ func (fw *fastWait) relistSlot() *childSlot {
 	if fw.pre == nil {
 		return nil
 	}
-	fw.slot = fw.q.s.leases.addSlotFor(fw.q.adir, fw.pre)
+	fw.slot = fw.q.d.s.leases.addSlotFor(fw.q.d.adir, fw.pre)
 	return fw.slot
 }
 
@@ -240,8 +231,8 @@ func (fw *fastWait) decided(holds bool, nodes int) {
 // then.
 func (fw *fastWait) grantOnChildWatch(ep *epoch) (l *lease, ok bool, err error) {
 	if fw.watched {
-		fw.q.s.leases.useSlot(fw.slot)
-		l, err = fw.q.activate(ep, fw.pre, nil)
+		fw.q.d.s.leases.useSlot(fw.slot)
+		l, err = fw.q.d.activate(ep, fw.pre, nil)
 		fw.pre, fw.slot = nil, nil
 		return l, true, err
 	}
@@ -253,7 +244,7 @@ func (fw *fastWait) grantOnChildWatch(ep *epoch) (l *lease, ok bool, err error) 
 // waiter has no use for the watch (a re-list sets a new one).
 func (fw *fastWait) dropChildSlot() {
 	if fw.pre != nil {
-		fw.q.s.leases.dropSlot(fw.slot)
+		fw.q.d.s.leases.dropSlot(fw.slot)
 	}
 }
 

@@ -48,10 +48,11 @@ func testFiredChildWatch(t *testing.T, ownDeleted bool) {
 	if fw.pre == nil {
 		t.Fatal("no early lease from the create2 reply")
 	}
-	if _, piped, err := q.list(ctx, tk, fw); err != nil || !piped {
+	w := &waiter{q: q, d: &q.d, t: tk, ep: tk.ep, block: true, fw: fw}
+	if _, piped, err := w.list(ctx); err != nil || !piped {
 		t.Fatalf("first listing: piped %v, %v", piped, err)
 	}
-	if _, piped, err := q.list(ctx, tk, fw); err != nil || piped || !fw.watched {
+	if _, piped, err := w.list(ctx); err != nil || piped || !fw.watched {
 		t.Fatalf("re-list: piped %v, child watch %v, %v", piped, fw.watched, err)
 	}
 	slot := fw.slot

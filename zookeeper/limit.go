@@ -78,7 +78,7 @@ type SequenceMetrics interface {
 // noteSeq reports the sequence of a node this Session created in q's
 // directory: the headroom to SequenceMetrics, and a WARN log once per
 // directory and Session when it comes within seqWarnMargin of the limit.
-func (q *Queue) noteSeq(kind string, seq int32) {
+func (q *qdir) noteSeq(kind string, seq int32) {
 	remaining := int64(math.MaxInt32) - int64(seq)
 	if pastLimit(seq) {
 		remaining = 0
@@ -102,7 +102,7 @@ type limitWarnings struct {
 	warned map[string]bool // dir → reached
 }
 
-func (w *limitWarnings) warn(q *Queue, remaining int64) {
+func (w *limitWarnings) warn(q *qdir, remaining int64) {
 	reached := remaining == 0
 	w.mu.Lock()
 	was, seen := w.warned[q.dir]
@@ -129,7 +129,7 @@ func (w *limitWarnings) warn(q *Queue, remaining int64) {
 // czxid never changes) and sorts by compareCreation; nodes found gone are
 // left out, as a later listing would. A node anchored to a position past
 // the limit cannot be placed: ErrSequenceLimit.
-func (q *Queue) order(ctx context.Context, nodes []NodeName, cache map[string]int64) ([]NodeName, error) {
+func (q *qdir) order(ctx context.Context, nodes []NodeName, cache map[string]int64) ([]NodeName, error) {
 	if !slices.ContainsFunc(nodes, func(n NodeName) bool { return pastLimit(n.Seq) || pastLimit(n.pos()) }) {
 		return nodes, nil
 	}
@@ -151,7 +151,7 @@ func (q *Queue) order(ctx context.Context, nodes []NodeName, cache map[string]in
 // as already set (Participants reads it with the node), from cache, or
 // read (readEach: the reads go out together, so a wakeup pays a round trip
 // per maxNodeReads nodes). A node found gone gets czxid -1.
-func (q *Queue) readCzxids(ctx context.Context, nodes []NodeName, cache map[string]int64) error {
+func (q *qdir) readCzxids(ctx context.Context, nodes []NodeName, cache map[string]int64) error {
 	var need []int
 	for i := range nodes {
 		if !pastLimit(nodes[i].Seq) || nodes[i].czxid != 0 {

@@ -223,7 +223,7 @@ func contend(t *testing.T, workers, rounds int, acquire func(w int) func(context
 					t.Errorf("worker %d: %v", w, err)
 					return
 				}
-				if seq := suffix(t, path.Base(l.(zookeeper.NodeLease).Path())); seq == math.MaxInt32 || seq < 0 {
+				if seq := suffix(t, path.Base(l.(interface{ Path() string }).Path())); seq == math.MaxInt32 || seq < 0 {
 					pastLimit.Add(1)
 					if seq < 0 {
 						negative.Add(1)

@@ -13,12 +13,13 @@ import (
 	"github.com/zkrecipes/zkrecipes/internal/grant"
 	"github.com/zkrecipes/zkrecipes/internal/lockname"
 	"github.com/zkrecipes/zkrecipes/internal/shortpath"
+	"github.com/zkrecipes/zkrecipes/internal/zkname"
 	"github.com/zkrecipes/zkrecipes/recipe"
 )
 
 // The lock-delay of an exclusive queue (mutex.WithLockDelay; see
 // recipe.LockDelayServed and docs/lock-delay.md#lock-delay-on-zookeeper). A
-// persistent marker znode beside the queue nodes, MarkerName, names the
+// persistent marker znode beside the queue nodes, markerName, names the
 // node whose grant was handed out last:
 //
 //   - a grant writes its own node's name into the marker (a create, or a
@@ -39,26 +40,26 @@ import (
 // at most one delay; nothing but the holder's own multi removes a marker,
 // and it succeeds only while the holder's node exists.
 
-// MarkerName is the name of the lock-delay marker, a persistent child of a
-// lock directory that a lock with a lock-delay keeps beside its queue
-// nodes. It is outside the node-name grammar: every listing ignores it;
-// and reserved: a recipe path with a segment of that name is refused
-// (ErrReservedName), as a lock there would be taken for the marker.
-// It exists from a grant of such a lock until that holder's Release, and
-// after an unclean end until the next such holder's Release.
-const MarkerName = "_lock-delay"
+// markerName ("_lock-delay") is the name of the lock-delay marker, a
+// persistent child of a lock directory that a lock with a lock-delay keeps
+// beside its queue nodes. It is outside the node-name grammar: every
+// listing ignores it; and reserved: a recipe path with a segment of that
+// name is refused (ErrReservedName), as a lock there would be taken for
+// the marker. It exists from a grant of such a lock until that holder's
+// Release, and after an unclean end until the next such holder's Release.
+const markerName = zkname.MarkerName
 
 // markerPath returns the path of the marker of the lock directory adir
 // (absolute): the one place its name is made (its name is reserved:
 // fixedNames).
-func markerPath(adir string) string { return adir + "/" + MarkerName }
+func markerPath(adir string) string { return adir + "/" + markerName }
 
 // goneMark prefixes the data of a stamped marker: "gone:<name>" names the
 // gone node as the plain marker did, and its Ctime is the delay's start.
 // Like any data but the contender's own name, it is an unclean end.
 const goneMark = "gone:"
 
-// errReread asks holdDelayed to read the marker again (it was just
+// errReread asks serve to read the marker again (it was just
 // stamped: its Ctime is needed).
 var errReread = errors.New("zookeeper: lock-delay marker stamped: read it again")
 
@@ -68,6 +69,7 @@ var errReread = errors.New("zookeeper: lock-delay marker stamped: read it again"
 // read or write), and as a bound for a contender that watched the loss.
 type lockDelay struct {
 	d    time.Duration
+	q    *qdir // the lock's directory, where the marker is
 	mu   sync.Mutex
 	key  delayKey // the gone node (or unreadable marker) first seen at seen
 	seen time.Time
@@ -83,7 +85,20 @@ type delayKey struct {
 
 // setLockDelay turns the lock-delay on (zkside.Queue.SetLockDelay): only
 // for a queue of an exclusive Rule, before its first use.
-func (q *Queue) setLockDelay(d time.Duration) { q.delay.d = d }
+func (q *Queue) setLockDelay(d time.Duration) {
+	q.delay = nil
+	if d > 0 {
+		q.delay = &lockDelay{d: d, q: &q.d}
+	}
+}
+
+// rejoin reports whether an acquisition whose grant failed with err joins
+// again: a wait (not TryAcquire) whose grant a suspension ended while it
+// served the delay, before it was handed out, while ctx is live. Never
+// without a lock-delay (ld nil).
+func (ld *lockDelay) rejoin(ctx context.Context, wait bool, err error) bool {
+	return ld != nil && wait && errors.Is(err, recipe.ErrSuspended) && ctx.Err() == nil
+}
 
 // left returns how much of the delay remains on the local clock for a
 // marker recording k; a record not seen before starts the delay now.
@@ -104,27 +119,28 @@ type marker struct {
 	path string // absolute
 }
 
-// holdDelayed runs between the Rule's grant of l (t's node) and Acquire's
-// return: it serves what remains of the delay if the marker names another
+// hold is the lock-delay's step of an acquisition, between the Rule's
+// grant of l (t's node) and Acquire's return: it serves what remains of the delay if the marker names another
 // node (without wait, that is recipe.ErrLocked), then writes t's name into
 // the marker and records what the Acquire waited (SetDelayServed): served,
 // which adds this wait to those of its earlier grants that a suspension
 // ended before they were handed out. It stops when l ends (its session or
-// node is lost). On error the caller gives the node up, leaving the marker
-// as it was or stamped.
-func (q *Queue) holdDelayed(ctx context.Context, t *Ticket, l *lease, wait bool, served *time.Duration) error {
+// node is lost). On error the caller gives l and the node up, as after a
+// wait that failed, leaving the marker as it was or stamped.
+func (ld *lockDelay) hold(ctx context.Context, t *Ticket, l *lease, wait bool, served *time.Duration) error {
+	q := ld.q
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	defer context.AfterFunc(l.Context(), func() { cancel(context.Cause(l.Context())) })()
 	mpath := markerPath(q.adir)
 	for {
-		data, st, err := q.readMarker(ctx, mpath)
+		data, st, err := ld.readMarker(ctx, mpath)
 		if err != nil {
 			return err
 		}
 		if st != nil && string(data) != t.name {
 			var left time.Duration
-			left, st, err = q.delayLeft(ctx, mpath, data, st)
+			left, st, err = ld.delayLeft(ctx, mpath, data, st)
 			if markerChanged(err) {
 				continue // stamped, or changed since the read: decide again
 			}
@@ -146,7 +162,7 @@ func (q *Queue) holdDelayed(ctx context.Context, t *Ticket, l *lease, wait bool,
 				return err
 			}
 		}
-		err = q.writeMarker(ctx, mpath, data, st, t.name)
+		err = ld.writeMarker(ctx, mpath, data, st, t.name)
 		if markerChanged(err) {
 			continue // changed since the read: decide again
 		}
@@ -154,7 +170,7 @@ func (q *Queue) holdDelayed(ctx context.Context, t *Ticket, l *lease, wait bool,
 			return err
 		}
 		l.marker = &marker{path: mpath} // before l is handed out: Release reads it
-		l.SetDelayServed(min(*served, q.delay.d))
+		l.SetDelayServed(min(*served, ld.d))
 		return nil
 	}
 }
@@ -168,14 +184,15 @@ func (q *Queue) holdDelayed(ctx context.Context, t *Ticket, l *lease, wait bool,
 // two times are the leader's clock at each write: across a leader change
 // they are two servers' clocks, off by their skew. Unreadable marker, or a
 // Set refused by its ACL (stamped under another identity): the local clock.
-func (q *Queue) delayLeft(ctx context.Context, mpath string, data []byte, st *zk.Stat) (time.Duration, *zk.Stat, error) {
+func (ld *lockDelay) delayLeft(ctx context.Context, mpath string, data []byte, st *zk.Stat) (time.Duration, *zk.Stat, error) {
+	q := ld.q
 	if data == nil {
-		return q.delay.left(delayKey{czxid: st.Czxid}), st, nil
+		return ld.left(delayKey{czxid: st.Czxid}), st, nil
 	}
 	name, stamped := strings.CutPrefix(string(data), goneMark)
-	local := q.delay.left(delayKey{name: name})
+	local := ld.left(delayKey{name: name})
 	if !stamped {
-		err := q.writeMarker(ctx, mpath, data, st, goneMark+name)
+		err := ld.writeMarker(ctx, mpath, data, st, goneMark+name)
 		if err == nil {
 			err = errReread
 		}
@@ -198,12 +215,13 @@ func (q *Queue) delayLeft(ctx context.Context, mpath string, data []byte, st *zk
 	}
 	// Whole milliseconds: the true elapsed time may be up to 1 ms less.
 	elapsed := time.Duration(now.Mtime-now.Ctime-1) * time.Millisecond
-	return min(max(q.delay.d-elapsed, 0), q.delay.d, local), now, nil
+	return min(max(ld.d-elapsed, 0), ld.d, local), now, nil
 }
 
 // readMarker reads the marker (st nil: there is none; data nil: unreadable
 // under its ACL, taken for another node's name).
-func (q *Queue) readMarker(ctx context.Context, mpath string) ([]byte, *zk.Stat, error) {
+func (ld *lockDelay) readMarker(ctx context.Context, mpath string) ([]byte, *zk.Stat, error) {
+	q := ld.q
 	// data and st are written by the request's worker, which may outlive
 	// an error return: read them only on success.
 	var (
@@ -238,7 +256,8 @@ func (q *Queue) readMarker(ctx context.Context, mpath string) ([]byte, *zk.Stat,
 // made: CREATE and DELETE on the directory, as for its nodes). Nothing is
 // sent when it names name already (a retry after a lost reply).
 // NodeExists, BadVersion and NoNode mean the marker changed since the read.
-func (q *Queue) writeMarker(ctx context.Context, mpath string, data []byte, st *zk.Stat, name string) error {
+func (ld *lockDelay) writeMarker(ctx context.Context, mpath string, data []byte, st *zk.Stat, name string) error {
+	q := ld.q
 	if st != nil && string(data) == name {
 		return nil
 	}

@@ -221,10 +221,10 @@ func TestShortSessionTimeoutWarns(t *testing.T) {
 		policy                SuspendPolicy
 		why                   string // in the message; "" for no WARN
 	}{
-		{500 * time.Millisecond, 500 * time.Millisecond, RevokeOnSuspend(), "under a second"},
+		{500 * time.Millisecond, 500 * time.Millisecond, SuspendPolicy{}, "under a second"},
 		{100 * time.Millisecond, 200 * time.Millisecond, TolerateSuspension(0.5), "under a second"},
-		{90 * time.Second, 60 * time.Second, RevokeOnSuspend(), "negotiated by the server"},
-		{2 * time.Second, 2 * time.Second, RevokeOnSuspend(), ""},
+		{90 * time.Second, 60 * time.Second, SuspendPolicy{}, "negotiated by the server"},
+		{2 * time.Second, 2 * time.Second, SuspendPolicy{}, ""},
 	} {
 		rec := &records{}
 		s := connect(t, servers, WithSessionTimeout(c.requested), WithSuspendPolicy(c.policy), WithLogger(slog.New(rec)))

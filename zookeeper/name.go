@@ -5,10 +5,9 @@ import (
 	"encoding/hex"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 
-	"github.com/zkrecipes/zkrecipes/internal/lockname"
+	"github.com/zkrecipes/zkrecipes/internal/zkname"
 )
 
 // Node-name grammar of every queue znode this module creates:
@@ -34,8 +33,8 @@ import (
 // engine creates an anchored node only in a transaction that checks the
 // anchor still exists, so the place it takes was never given to anyone else.
 const (
-	protectedPrefix = "_c_"
-	guidLen         = 32
+	protectedPrefix = zkname.ProtectedPrefix
+	guidLen         = zkname.GUIDLen
 )
 
 // NodeName is a parsed queue znode name: _c_<guid>-<kind><sequence>, or
@@ -87,40 +86,11 @@ func nodePrefix(guid, kind string, anchored bool, anchor int32) string {
 // above, accepting only the given kinds. It reports false for anything
 // else: foreign children are ignored by every recipe, never fatal.
 func parseNodeName(name string, kinds []string) (NodeName, bool) {
-	if len(name) < len(protectedPrefix)+guidLen+1 || !strings.HasPrefix(name, protectedPrefix) {
+	n, ok := zkname.Parse(name, kinds)
+	if !ok {
 		return NodeName{}, false
 	}
-	guid := name[len(protectedPrefix) : len(protectedPrefix)+guidLen]
-	for i := 0; i < len(guid); i++ {
-		c := guid[i]
-		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
-			return NodeName{}, false
-		}
-	}
-	rest := name[len(protectedPrefix)+guidLen:]
-	if rest[0] != '-' {
-		return NodeName{}, false
-	}
-	rest = rest[1:]
-	for _, kind := range kinds {
-		if !strings.HasPrefix(rest, kind) {
-			continue
-		}
-		tail := rest[len(kind):]
-		if seq, ok := parseSeq(tail); ok {
-			return NodeName{Name: name, GUID: guid, Kind: kind, Seq: seq}, true
-		}
-		if len(tail) > 0 && tail[0] == '@' {
-			if i := strings.IndexByte(tail[1:], '@'); i >= 0 {
-				anchor, ok1 := parseSeq(tail[1 : 1+i])
-				seq, ok2 := parseSeq(tail[2+i:])
-				if ok1 && ok2 {
-					return NodeName{Name: name, GUID: guid, Kind: kind, Seq: seq, Anchored: true, Anchor: anchor}, true
-				}
-			}
-		}
-	}
-	return NodeName{}, false
+	return NodeName{Name: name, GUID: n.GUID, Kind: n.Kind, Seq: n.Seq, Anchored: n.Anchored, Anchor: n.Anchor}, true
 }
 
 // parseListing parses and orders a children listing, dropping names outside
@@ -144,127 +114,30 @@ func parseListing(children []string, kinds []string) (nodes []NodeName, other st
 }
 
 // grammarKind returns the kind of name when name is in the grammar above
-// for some kind (any non-empty kind without "/" or "@": a recipe's own, or
-// another's, present or future), and "" when it is in it for none. It is
-// the one answer to "could this child be a queue node of this module":
-// parseListing spots another recipe's nodes with it, and reservedSegment
-// refuses paths with it.
-func grammarKind(name string) string {
-	k := kindOf(name)
-	if k == "" {
-		return ""
-	}
-	if _, ok := parseNodeName(name, []string{k}); !ok {
-		return ""
-	}
-	return k
-}
+// for some kind, and "" when it is in it for none (zkname.Kind):
+// parseListing spots another recipe's nodes with it.
+func grammarKind(name string) string { return zkname.Kind(name) }
 
-// reservedSegment returns why path p is reserved ("" if it is not): a
-// segment of it is in the node-name grammar (grammarKind), or is one of
-// the fixed names a recipe writes in its directory (fixedNames). A recipe
-// lists its directory's children and takes every name in the grammar for a
-// contender, of its own kind or of another recipe's (recipe.ErrMixedRecipes);
-// a directory so named, the queue directory of a lock
-// "P/_c_<guid>-lock-0000000000" say, would make the lock P look held for as
-// long as it exists. A directory named like a fixed name would be taken
-// for that record of its parent's recipe: the lock "P/_lock-delay" makes
-// P's grants fail while it has nodes, and serve a delay afterwards. Every
-// other name, "_c_" prefixed or not, is ignored by every listing and
-// stays usable.
-func reservedSegment(p string) string {
-	for _, seg := range strings.Split(p, "/") {
-		if k := grammarKind(seg); k != "" {
-			return fmt.Sprintf("segment %s is named like a queue node of kind %s (%s<32 hex digits>-<kind><sequence>), "+
-				"which the recipes reserve: its parent's recipe would take it for a contender",
-				lockname.Quote(seg), lockname.Quote(k), protectedPrefix)
-		}
-		if what, ok := fixedNames[seg]; ok {
-			return fmt.Sprintf("segment %s is the name of %s, which the recipes reserve: its parent's recipe would take it for that record",
-				lockname.Quote(seg), what)
-		}
-	}
-	return ""
-}
+// reservedSegment returns why path p is reserved ("" if it is not):
+// zkname.Reserved.
+func reservedSegment(p string) string { return zkname.Reserved(p) }
 
 // fixedNames are the names, outside the node-name grammar, that a recipe
-// writes in its directory beside its queue nodes, with what each is:
-// reservedSegment refuses them as path segments. A recipe that writes a
-// new one adds it here (FuzzReservedCoversTheGrammar checks every name the
-// engine writes).
-var fixedNames = map[string]string{
-	MarkerName: "the lock-delay marker a lock keeps in its directory (zookeeper.MarkerName)",
-}
+// writes in its directory beside its queue nodes (zkname.FixedNames).
+var fixedNames = zkname.FixedNames
 
-// seqShapes are one sequence of each shape ZooKeeper may append to a
-// sequential create's name: 10 digits, "-" and 9 digits, "-" and 10 digits
-// below 2147483648 (which also reads as a kind ending in "-" followed by 10
-// digits), and "-2147483648" (which does not). Whether a name and a
-// sequence are in the grammar depends on the sequence through its shape
-// only, so the four answer for all 2^32 (FuzzReservedCoversTheGrammar).
-var seqShapes = []string{"0000000000", "-000000001", "-1000000000", "-2147483648"}
-
-// kindOf returns what stands in the kind's place of a name in the grammar
-// (between "_c_<guid>-" and the sequence or the first '@'), or "" when the
-// name does not have that shape. parseNodeName with that kind says whether
-// the whole name is in the grammar.
-func kindOf(name string) string {
-	head := len(protectedPrefix) + guidLen + 1
-	if len(name) <= head || !strings.HasPrefix(name, protectedPrefix) || name[head-1] != '-' {
-		return ""
-	}
-	rest := name[head:]
-	if i := strings.IndexByte(rest, '@'); i >= 0 {
-		return rest[:i]
-	}
-	for _, n := range []int{10, 11} {
-		if len(rest) > n {
-			if _, ok := parseSeq(rest[len(rest)-n:]); ok {
-				return rest[:len(rest)-n]
-			}
-		}
-	}
-	return ""
-}
+// kindOf returns what stands in the kind's place of a name in the grammar,
+// or "" when the name does not have that shape.
+func kindOf(name string) string { return zkname.KindOf(name) }
 
 // parseSeq accepts exactly the canonical %010d form of an int32.
-func parseSeq(s string) (int32, bool) {
-	if len(s) != 10 && len(s) != 11 {
-		return 0, false
-	}
-	v, err := strconv.ParseInt(s, 10, 32)
-	var buf [11]byte
-	if err != nil || string(appendSeq(buf[:0], int32(v))) != s { // no allocation
-		return 0, false
-	}
-	return int32(v), true
-}
+func parseSeq(s string) (int32, bool) { return zkname.ParseSeq(s) }
 
 // formatSeq formats a sequence the way ZooKeeper does (Java's %010d).
 func formatSeq(v int32) string { return string(appendSeq(nil, v)) }
 
 // appendSeq appends formatSeq(v) to b.
-func appendSeq(b []byte, v int32) []byte {
-	x, width := int64(v), 10
-	if x < 0 {
-		b = append(b, '-')
-		x, width = -x, 9
-	}
-	var d [10]byte
-	i := len(d)
-	for {
-		i--
-		d[i] = byte('0' + x%10)
-		x /= 10
-		if x == 0 {
-			break
-		}
-	}
-	for n := len(d) - i; n < width; n++ {
-		b = append(b, '0')
-	}
-	return append(b, d[i:]...)
-}
+func appendSeq(b []byte, v int32) []byte { return zkname.AppendSeq(b, v) }
 
 // seqLess reports whether sequence a was assigned before b, with serial-number
 // arithmetic so that the order survives the counter wrapping past

@@ -36,12 +36,13 @@ func (q *Queue) ObserveHead(ctx context.Context) <-chan Head {
 
 // heads is the queue's head as zkside.Observe (ObserveHead, and a
 // recipe's zkside.ObserveHeadAs) observes it.
-func (q *Queue) heads() zkside.Observed {
-	return zkside.Observed{Source: headSource{q}, Go: q.s.spawn, Quit: q.s.quit, Log: q.s.log, Dir: q.dir}
+func (q *Queue) heads() zkside.Observed[Head] {
+	d := &q.d
+	return zkside.Observed[Head]{Source: headSource{d}, Go: d.s.spawn, Quit: d.s.quit, Log: d.s.log, Dir: d.dir}
 }
 
 // headSource is a queue's zkside.Source.
-type headSource struct{ q *Queue }
+type headSource struct{ q *qdir }
 
 func (h headSource) Read(ctx context.Context) (Head, <-chan struct{}, func(), error) {
 	return h.q.headAndWatch(ctx)
@@ -56,7 +57,7 @@ func (headSource) Same(a, b Head) bool { return a.Present == b.Present && a.Node
 // directory, an exists watch on a missing one. An empty or missing
 // directory is read again after its watch is set, so a node created in
 // between is not missed.
-func (q *Queue) headAndWatch(ctx context.Context) (Head, <-chan struct{}, func(), error) {
+func (q *qdir) headAndWatch(ctx context.Context) (Head, <-chan struct{}, func(), error) {
 	s := q.s
 	for {
 		h, missing, err := q.readHead(ctx)
@@ -93,7 +94,7 @@ func (q *Queue) headAndWatch(ctx context.Context) (Head, <-chan struct{}, func()
 
 // readHead lists the directory and reads the first node; missing reports a
 // missing directory (Head is then not Present, as for an empty one).
-func (q *Queue) readHead(ctx context.Context) (_ Head, missing bool, _ error) {
+func (q *qdir) readHead(ctx context.Context) (_ Head, missing bool, _ error) {
 	s := q.s
 	for {
 		var children []string
@@ -134,7 +135,7 @@ func (q *Queue) readHead(ctx context.Context) (_ Head, missing bool, _ error) {
 // getData of the first node. Errors: recipe.ErrMixedRecipes when the directory
 // holds another recipe's nodes, *recipe.OpError, recipe.ErrSessionClosed, ctx's cause.
 func (q *Queue) Head(ctx context.Context) (Head, error) {
-	h, _, err := q.readHead(ctx)
+	h, _, err := q.d.readHead(ctx)
 	return h, err
 }
 
@@ -159,6 +160,11 @@ type Participant struct {
 // recipe.ErrSessionClosed, ctx's cause. A missing directory gives an empty
 // list.
 func (q *Queue) Participants(ctx context.Context) ([]Participant, error) {
+	return q.d.participants(ctx)
+}
+
+// participants is Participants.
+func (q *qdir) participants(ctx context.Context) ([]Participant, error) {
 	var children []string
 	err := q.s.req.retry(ctx, q.reqSize, func() (err error) {
 		children, _, err = q.s.conn.Children(q.adir)
@@ -208,7 +214,7 @@ func (q *Queue) Participants(ctx context.Context) ([]Participant, error) {
 }
 
 // participant reads node n; ok is false when it is gone.
-func (q *Queue) participant(ctx context.Context, n NodeName) (_ Participant, ok bool, _ error) {
+func (q *qdir) participant(ctx context.Context, n NodeName) (_ Participant, ok bool, _ error) {
 	var data []byte
 	var st *zk.Stat
 	err := q.s.req.retry(ctx, q.reqSize, func() (err error) {
@@ -223,11 +229,4 @@ func (q *Queue) participant(ctx context.Context, n NodeName) (_ Participant, ok 
 	}
 	return Participant{Name: n.Name, Kind: n.Kind, Seq: n.Seq, Token: fence.Token(st.Czxid),
 		SessionID: st.EphemeralOwner, Created: time.UnixMilli(st.Ctime), Data: data}, true, nil
-}
-
-// participantName returns p's parsed node name, as a Rule sees it (the
-// zero NodeName if Name is not in the node-name grammar of Kind).
-func participantName(p Participant) NodeName {
-	n, _ := parseNodeName(p.Name, []string{p.Kind})
-	return n
 }

@@ -15,15 +15,15 @@ import (
 
 // Defaults for Connect's options.
 const (
-	// DefaultSessionTimeout is the session timeout requested from the server.
+	// defaultSessionTimeout is the session timeout requested from the server.
 	// The server may negotiate it into its [minSessionTimeout,
 	// maxSessionTimeout] range; the Session always works with the negotiated
 	// value.
-	DefaultSessionTimeout = 10 * time.Second
-	// DefaultMaxPacket is the packet limit (WithMaxPacket) unless set: the
+	defaultSessionTimeout = 10 * time.Second
+	// defaultMaxPacket is the packet limit (WithMaxPacket) unless set: the
 	// default jute.maxbuffer of ZooKeeper servers, 0xfffff bytes (1 MiB less
 	// one byte), the largest request a server accepts.
-	DefaultMaxPacket = 1<<20 - 1
+	defaultMaxPacket = 1<<20 - 1
 )
 
 const (
@@ -41,20 +41,18 @@ const (
 	maxMaxPacket = 64 << 20
 )
 
-// SuspendPolicy says how long ownership survives a suspended connection.
-// Build one with RevokeOnSuspend or TolerateSuspension.
+// SuspendPolicy says how long ownership survives a suspended connection:
+// TolerateSuspension's, or the zero SuspendPolicy, the default (Curator's
+// standard one): every lease ends the moment the connection is SUSPENDED,
+// i.e. when the client notices the disconnect, and at the latest 2/3 of
+// the negotiated session timeout after the last server reply
+// (Session.LastServerReply: the send time of the newest request a server
+// answered), which is when go-zookeeper itself would declare the
+// connection dead.
 type SuspendPolicy struct {
 	tolerate bool
 	fraction float64
 }
-
-// RevokeOnSuspend is the default policy (Curator's standard one): every lease
-// ends the moment the connection is SUSPENDED, i.e. when the client notices
-// the disconnect, and at the latest 2/3 of the negotiated session timeout
-// after the last server reply (Session.LastServerReply: the send time of the
-// newest request a server answered), which is when go-zookeeper itself
-// would declare the connection dead.
-func RevokeOnSuspend() SuspendPolicy { return SuspendPolicy{} }
 
 // TolerateSuspension keeps leases alive while the connection is SUSPENDED,
 // until LastServerReply + f × the negotiated session timeout (counted from
@@ -114,7 +112,7 @@ type authInfo struct {
 type Option func(*config)
 
 // WithSessionTimeout sets the requested session timeout (default
-// DefaultSessionTimeout; 1 ms to about 24 days, go-zookeeper sends it as int32
+// 10 s; 1 ms to about 24 days, go-zookeeper sends it as int32
 // milliseconds). The server negotiates it into its configured range
 // (by default 2 to 20 ticks). Keep it at 2 s or more in practice:
 // go-zookeeper waits 1 s before redialing after it has tried every server,
@@ -174,14 +172,14 @@ func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l }
 // Session sends (its frame, after the 4-byte length prefix): the servers'
 // jute.maxbuffer when they run with another value than the default, never
 // above it (a server drops the connection of a request over its limit).
-// Default DefaultMaxPacket; 128 KiB to 64 MiB, else Connect returns
-// recipe.ErrBadOption. Nothing over it is sent: a recipe path too long
+// Default 1048575 (1 MiB less one byte, the servers' default); 128 KiB
+// to 64 MiB, else Connect returns recipe.ErrBadOption. Nothing over it is sent: a recipe path too long
 // fails where it is given (recipe.ErrTooLarge and recipe.ErrInvalidPath),
 // node data where it is given or at the call (recipe.ErrTooLarge), a
 // request through Conn with zk.ErrShortBuffer (an *recipe.OpError wrapping
 // it matches recipe.ErrTooLarge), as does go-zookeeper's re-registration of
 // a watch set through Conn on a path within 32 bytes of the limit (logged;
-// that watch is lost). Above DefaultMaxPacket, a request whose connection
+// that watch is lost). Above that default, a request whose connection
 // was lost right after it was sent, twice in a row, is not sent again: the
 // operation fails with recipe.ErrTooLarge, a cleanup delete is given up
 // (logged at error level). See docs/zookeeper-client.md#lost-sends-and-packet-limits.
@@ -214,7 +212,8 @@ func WithRetryPolicy(newBackOff func() backoff.BackOff) Option {
 	return func(c *config) { c.newBackOff = newBackOff }
 }
 
-// WithSuspendPolicy sets the suspension policy (default RevokeOnSuspend()).
+// WithSuspendPolicy sets the suspension policy (default: the zero
+// SuspendPolicy, which revokes every lease at SUSPENDED).
 func WithSuspendPolicy(p SuspendPolicy) Option { return func(c *config) { c.policy = p } }
 
 // WithDialer sets the function used to open TCP connections to servers
@@ -232,11 +231,11 @@ func defaultBackOff() backoff.BackOff {
 
 func buildConfig(opts []Option) (config, error) {
 	c := config{
-		sessionTimeout: DefaultSessionTimeout,
+		sessionTimeout: defaultSessionTimeout,
 		connectTimeout: defaultConnectTimeout,
 		acl:            zk.WorldACL(zk.PermAll),
 		newBackOff:     defaultBackOff,
-		maxPacket:      DefaultMaxPacket,
+		maxPacket:      defaultMaxPacket,
 	}
 	for _, o := range opts {
 		if o != nil {

@@ -1,7 +1,6 @@
 package zookeeper
 
 import (
-	"errors"
 	"fmt"
 
 	"github.com/go-zookeeper/zk"
@@ -12,14 +11,14 @@ import (
 
 // The packet limit (WithMaxPacket) is kept in two places, one mechanism:
 // the recipes check every request they build against it before sending
-// (NewQueue, Queue.checkNodeData, Queue.join; zkside.Session's
+// (NewQueue, Queue.CheckNodeData, Queue.join; zkside.Session's
 // CheckRequest and CheckMulti for packages that build their own), so the
 // caller gets an error that names the problem; and go-zookeeper's send
 // buffer is sized to it
 // (Connect), so that whatever was not checked fails alone, at encoding,
 // instead of being sent for the server to drop the connection. Request
 // sizes are zkwire's; TestPacketSizesMatchTheEncoding checks them against
-// go-zookeeper's encoder. See docs/zookeeper-client.md#lost-sends-and-packet-limits.
+// go-zookeeper's encoder. See docs/design.md#lost-sends-and-packet-limits.
 
 // packetLimit is the Session's packet limit (WithMaxPacket) and the ACL
 // its creates carry: the sizes every request is checked against.
@@ -54,7 +53,7 @@ const seqLen = 11
 // (with anchored nodes if anchors) on the directory dir (as given) and
 // adir (absolute) builds fits the packet
 // limit without node data: the paths of its nodes (with pathSlack) and
-// its creates. Node data is checked where it is given (checkNodeData) or
+// its creates. Node data is checked where it is given (CheckNodeData) or
 // at the call (join). The error is a *PathError matching recipe.ErrTooLarge.
 func (pl packetLimit) checkQueueDir(dir, adir string, kinds []string, anchors bool) error {
 	node := len(adir) + 1 + maxNameLen(kinds, anchors)
@@ -86,24 +85,27 @@ func (pl packetLimit) queueCreateFrame(adir string, kinds []string, anchors bool
 	return zkwire.CheckCreateFrame(len(adir)+1+maxNameLen(kinds, anchors), prefix, dataLen, pl.acl)
 }
 
-// checkNodeData is zkside.Queue.CheckNodeData: data within MaxNodeData,
-// and the create of a node carrying it (with the queue's path and the
-// session's ACL) within the packet limit. Acquire, Join and
-// AcquireAnchored check the data they are given the same way (checkCreate).
-func (q *Queue) checkNodeData(data []byte) error {
-	return q.checkFrame(data, q.s.limit.queueCreateFrame(q.adir, q.kinds, q.contract.anchors, len(data)))
+// CheckNodeData reports whether a node of the queue may carry data: nil,
+// or an error matching recipe.ErrBadOption and recipe.ErrTooLarge for data
+// over MaxNodeData, or recipe.ErrTooLarge when the create of such a node
+// (with the queue's path and the Session's ACL) would be over the packet
+// limit. Acquire, Join and AcquireAnchored check their data so; a recipe
+// calls it where data is given (mutex.WithData, a latch's id), so that
+// the mistake shows there. It sends nothing.
+func (q *Queue) CheckNodeData(data []byte) error {
+	return q.d.checkFrame(data, q.d.s.limit.queueCreateFrame(q.d.adir, q.d.kinds, q.contract.anchors, len(data)))
 }
 
 // checkCreate checks the create request join is about to send for a node
 // of kind carrying data (anchored to anchor, if set): data within
 // MaxNodeData, the request within the packet limit.
-func (q *Queue) checkCreate(kind string, data []byte, anchor *anchorSpec) error {
+func (q *qdir) checkCreate(kind string, data []byte, anchor *anchorSpec) error {
 	return q.checkFrame(data, q.createSize(kind, data, anchor))
 }
 
 // createSize is the frame size of the create join sends for a node of kind
 // carrying data (anchored to anchor, if set).
-func (q *Queue) createSize(kind string, data []byte, anchor *anchorSpec) int {
+func (q *qdir) createSize(kind string, data []byte, anchor *anchorSpec) int {
 	if anchor != nil {
 		return zkwire.CheckCreateFrame(len(anchor.path), len(q.adir)+1+len(nodePrefix("", kind, true, anchor.seq))+guidLen, len(data), q.s.limit.acl)
 	}
@@ -112,7 +114,7 @@ func (q *Queue) createSize(kind string, data []byte, anchor *anchorSpec) int {
 
 // checkFrame checks node data against MaxNodeData, and frame, the size of
 // the create that carries it, against the packet limit.
-func (q *Queue) checkFrame(data []byte, frame int) error {
+func (q *qdir) checkFrame(data []byte, frame int) error {
 	if len(data) > MaxNodeData {
 		return errorf("%w: %w: node data of %d bytes (at most %d)", recipe.ErrBadOption, recipe.ErrTooLarge, len(data), MaxNodeData)
 	}
@@ -177,60 +179,4 @@ func (pl packetLimit) checkRequest(multi bool, ops []any) error {
 		}
 	}
 	return nil
-}
-
-// Above the default limit, every retry of a connection loss
-// (requests.retryLate, and the cleanup deletes) follows one rule:
-//
-//	A request over DefaultMaxPacket whose connection was lost right after
-//	it was sent, twice in a row, is not sent again.
-//
-// The servers may refuse such a request by dropping the connection (their
-// jute.maxbuffer smaller than the Session was told), which the client
-// cannot tell from a network failure. The operation fails with an error
-// matching recipe.ErrTooLarge (tooLargeLost); the cleaner gives the delete up,
-// logged at error level. What a request may weigh is known before it is
-// sent (queueRequestSize, createSize, cleanupItem.sized). See
-// docs/zookeeper-client.md#lost-sends-and-packet-limits.
-
-// maxLostSends is how many times in a row a request over DefaultMaxPacket
-// may lose its connection right after it was sent.
-const maxLostSends = 2
-
-// lostAfterSend reports whether err is the loss of the connection a request
-// had been sent on, before its reply came: not a request that was never
-// sent (go-zookeeper's ErrNoServer for requests it flushed unsent,
-// errNotConnected), nor the end of the session or of the client.
-func lostAfterSend(err error) bool {
-	return isConnErr(err) && !errors.Is(err, zk.ErrNoServer) && !errors.Is(err, errNotConnected) &&
-		!errors.Is(err, zk.ErrSessionExpired) && !errors.Is(err, zk.ErrSessionMoved) && !isClosing(err)
-}
-
-// lostSends applies the rule above to one operation or cleanup delete.
-type lostSends struct {
-	size int // bounds its requests, in bytes
-	lost int // attempts in a row whose connection was lost right after sending
-}
-
-// note records an attempt that failed with err (nil: succeeded), and
-// returns the error that ends the operation when the rule says so (nil: it
-// may be tried again).
-func (c *lostSends) note(err error) error {
-	if c.size <= DefaultMaxPacket || !lostAfterSend(err) {
-		return nil
-	}
-	if c.lost++; c.lost < maxLostSends {
-		return nil
-	}
-	return tooLargeLost(c.size, err)
-}
-
-// tooLargeLost is the error of an operation whose requests of up to size
-// bytes, over DefaultMaxPacket, lost their connection right after they
-// were sent maxLostSends times in a row (err: the last loss).
-func tooLargeLost(size int, err error) error {
-	return errorf("%w: the connection was lost right after a request of up to %d bytes was sent, %d times in a row: "+
-		"not sent again, as the servers may refuse a request over their default limit of %d bytes by dropping the connection "+
-		"(their jute.maxbuffer may be below the session's packet limit: see zookeeper.WithMaxPacket): %w",
-		recipe.ErrTooLarge, size, maxLostSends, DefaultMaxPacket, err)
 }

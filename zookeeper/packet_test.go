@@ -65,17 +65,17 @@ func TestOversizeRequestsAreNeverSent(t *testing.T) {
 	}
 
 	// The largest create the check allows is exactly the server's limit.
-	prefix := len(q.adir) + 1 + len(nodePrefix(newGUID(), "lock-", false, 0))
-	fits := DefaultMaxPacket - zkwire.CreateFrame(prefix, 0, s.cfg.acl)
+	prefix := len(q.d.adir) + 1 + len(nodePrefix(newGUID(), "lock-", false, 0))
+	fits := defaultMaxPacket - zkwire.CreateFrame(prefix, 0, s.cfg.acl)
 	l, err := q.Acquire(ctx, "lock-", make([]byte, fits))
 	if err != nil {
-		t.Fatalf("Acquire with a create of exactly %d bytes: %v", DefaultMaxPacket, err)
+		t.Fatalf("Acquire with a create of exactly %d bytes: %v", defaultMaxPacket, err)
 	}
 	if err := l.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := q.Acquire(ctx, "lock-", make([]byte, fits+1)); !errors.Is(err, recipe.ErrTooLarge) {
-		t.Fatalf("Acquire with a create of %d bytes: %v, want ErrTooLarge", DefaultMaxPacket+1, err)
+		t.Fatalf("Acquire with a create of %d bytes: %v, want ErrTooLarge", defaultMaxPacket+1, err)
 	}
 
 	// A request the recipes did not build: refused by the send buffer.
@@ -116,11 +116,11 @@ func TestPacketSizesMatchTheEncoding(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := q.ensureDir(); err != nil {
+	if err := q.d.ensureDir(); err != nil {
 		t.Fatal(err)
 	}
 	flags := int32(zk.FlagEphemeral | zk.FlagSequence)
-	anchorPath, err := s.Conn().Create(q.adir+"/"+nodePrefix(newGUID(), "write-", false, 0), nil, flags, s.cfg.acl)
+	anchorPath, err := s.Conn().Create(q.d.adir+"/"+nodePrefix(newGUID(), "write-", false, 0), nil, flags, s.cfg.acl)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,26 +134,26 @@ func TestPacketSizesMatchTheEncoding(t *testing.T) {
 	}{
 		{"create", nil,
 			func(n int) int {
-				return zkwire.CreateFrame(len(q.adir)+1+len(nodePrefix(newGUID(), "read-", false, 0)), n, s.cfg.acl)
+				return zkwire.CreateFrame(len(q.d.adir)+1+len(nodePrefix(newGUID(), "read-", false, 0)), n, s.cfg.acl)
 			},
 			func(data []byte) error {
-				_, err := s.Conn().Create(q.adir+"/"+nodePrefix(newGUID(), "read-", false, 0), data, flags, s.cfg.acl)
+				_, err := s.Conn().Create(q.d.adir+"/"+nodePrefix(newGUID(), "read-", false, 0), data, flags, s.cfg.acl)
 				return err
 			}},
 		{"check and create", anchor,
 			func(n int) int {
-				return zkwire.CheckCreateFrame(len(anchor.path), len(q.adir)+1+len(nodePrefix(newGUID(), "read-", true, 0)), n, s.cfg.acl)
+				return zkwire.CheckCreateFrame(len(anchor.path), len(q.d.adir)+1+len(nodePrefix(newGUID(), "read-", true, 0)), n, s.cfg.acl)
 			},
 			func(data []byte) error {
 				_, err := s.Conn().Multi(&zk.CheckVersionRequest{Path: anchor.path, Version: -1},
-					&zk.CreateRequest{Path: q.adir + "/" + nodePrefix(newGUID(), "read-", true, 0), Data: data, Acl: s.cfg.acl, Flags: flags})
+					&zk.CreateRequest{Path: q.d.adir + "/" + nodePrefix(newGUID(), "read-", true, 0), Data: data, Acl: s.cfg.acl, Flags: flags})
 				return err
 			}},
 	} {
 		at := minMaxPacket - c.frame(0) // data length of a request of exactly the limit
 		for _, n := range []int{at - 1, at, at + 1} {
 			data := make([]byte, n)
-			checked := q.checkCreate("read-", data, c.anchor)
+			checked := q.d.checkCreate("read-", data, c.anchor)
 			sent := c.send(data)
 			if (checked == nil) != (sent == nil) || (checked != nil) != errors.Is(sent, zk.ErrShortBuffer) {
 				t.Errorf("%s of %d bytes: the check says %v, the send buffer %v", c.name, c.frame(n), checked, sent)
@@ -193,9 +193,9 @@ func TestQueuePathLimit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	anchor := q.adir + "/" + nodePrefix(newGUID(), "write-", false, 0) + "-2147483648"
+	anchor := q.d.adir + "/" + nodePrefix(newGUID(), "write-", false, 0) + "-2147483648"
 	_, err = s.Conn().Multi(&zk.CheckVersionRequest{Path: anchor, Version: -1},
-		&zk.CreateRequest{Path: q.adir + "/" + nodePrefix(newGUID(), "write-", true, -2147483648), Acl: s.cfg.acl,
+		&zk.CreateRequest{Path: q.d.adir + "/" + nodePrefix(newGUID(), "write-", true, -2147483648), Acl: s.cfg.acl,
 			Flags: zk.FlagEphemeral | zk.FlagSequence})
 	if errors.Is(err, zk.ErrShortBuffer) {
 		t.Fatalf("the anchored create on the longest directory NewQueue accepts (%d bytes) is over the limit", longest+2)
@@ -209,7 +209,7 @@ func TestMaxPacketOption(t *testing.T) {
 			t.Errorf("WithMaxPacket(%d): %v, want ErrBadOption", n, err)
 		}
 	}
-	if _, err := Connect(ctx, []string{"127.0.0.1:2181"}, WithAuth("digest", make([]byte, DefaultMaxPacket))); !errors.Is(err, recipe.ErrTooLarge) {
+	if _, err := Connect(ctx, []string{"127.0.0.1:2181"}, WithAuth("digest", make([]byte, defaultMaxPacket))); !errors.Is(err, recipe.ErrTooLarge) {
 		t.Errorf("WithAuth over the limit: %v, want ErrTooLarge", err)
 	}
 }
@@ -288,7 +288,7 @@ func TestCheckRequestMatchesTheEncoding(t *testing.T) {
 // TestOverTheServersLimitNotSentAgain (issue 14): a Session told a packet
 // limit above the server's (WithMaxPacket(4 MiB), the server at the
 // default jute.maxbuffer) sends a request the server refuses by dropping
-// the connection. The rule (packet.go): a request over DefaultMaxPacket
+// the connection. The rule (packet.go): a request over defaultMaxPacket
 // whose connection was lost right after it was sent, twice in a row, is
 // not sent again. So TryAcquire fails with recipe.ErrTooLarge (it retried until
 // its ctx ended), the cleaner gives the delete of its node up with one
@@ -358,7 +358,7 @@ func TestMessagesNameThePackageOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	auth := func() error {
-		_, err := Connect(context.Background(), []string{"127.0.0.1:2181"}, WithAuth("digest", make([]byte, DefaultMaxPacket)))
+		_, err := Connect(context.Background(), []string{"127.0.0.1:2181"}, WithAuth("digest", make([]byte, defaultMaxPacket)))
 		return err
 	}()
 	wrapped := opErr("create", "/once", errorf("%w (%w)", recipe.ErrLeaseLost, fmt.Errorf("%w: disconnected", recipe.ErrSuspended)))
@@ -366,7 +366,7 @@ func TestMessagesNameThePackageOnce(t *testing.T) {
 		err  error
 		want []error
 	}{
-		{zkside.QueueOf(q).CheckNodeData(make([]byte, MaxNodeData+1)), []error{recipe.ErrBadOption, recipe.ErrTooLarge}},
+		{q.CheckNodeData(make([]byte, MaxNodeData+1)), []error{recipe.ErrBadOption, recipe.ErrTooLarge}},
 		{auth, []error{recipe.ErrBadOption, recipe.ErrTooLarge}},
 		{wrapped, []error{recipe.ErrLeaseLost, recipe.ErrSuspended}},
 	} {
@@ -379,7 +379,7 @@ func TestMessagesNameThePackageOnce(t *testing.T) {
 			t.Errorf("%q says \"recipe: \" %d times", c.err, n)
 		}
 	}
-	if got, want := zkside.QueueOf(q).CheckNodeData(make([]byte, MaxNodeData+1)).Error(),
+	if got, want := q.CheckNodeData(make([]byte, MaxNodeData+1)).Error(),
 		"recipe: invalid option: request over the ZooKeeper packet limit: node data of 524289 bytes (at most 524288)"; got != want {
 		t.Errorf("got %q, want %q", got, want)
 	}

@@ -2,71 +2,35 @@ package zookeeper
 
 import (
 	"strings"
-	"unicode/utf8"
+
+	"github.com/zkrecipes/zkrecipes/internal/zkname"
 )
 
-// validatePath checks a znode path given to a recipe: it must be absolute,
-// not the root, have no trailing slash, no empty, "." or ".." segments, no
-// characters ZooKeeper refuses, be valid UTF-8, stay out of the reserved
-// /zookeeper subtree, and have no segment named like a queue node or a
-// recipe's record, MarkerName (reservedSegment; the error's Err is then
-// ErrReservedName). The error is a
-// *PathError matching recipe.ErrInvalidPath. Chroots are checked by it too:
-// a chroot is a directory in the server's tree like any other.
-func validatePath(p string) error {
-	bad := func(reason string) error { return &PathError{Path: p, Reason: reason} }
-	switch {
-	case p == "":
-		return bad("empty")
-	case p[0] != '/':
-		return bad("not absolute (must start with /)")
-	case p == "/":
-		return bad("the root znode cannot be a recipe directory")
-	case strings.HasSuffix(p, "/"):
-		return bad("trailing slash")
-	case !utf8.ValidString(p):
-		return bad("not valid UTF-8")
-	}
-	for _, seg := range strings.Split(p[1:], "/") {
-		switch seg {
-		case "":
-			return bad("empty segment (//)")
-		case ".", "..":
-			return bad("relative segment " + seg)
-		}
-	}
-	for _, r := range p {
-		// ZooKeeper's PathUtils rejects these (it works on UTF-16, so
-		// characters beyond U+FFFF arrive as refused surrogates).
-		if r <= 0x1f || (r >= 0x7f && r <= 0x9f) ||
-			(r >= 0xd800 && r <= 0xf8ff) || r >= 0xfff0 {
-			return bad("contains a character ZooKeeper refuses")
-		}
-	}
-	if p == "/zookeeper" || strings.HasPrefix(p, "/zookeeper/") {
-		return bad("the /zookeeper subtree is reserved by ZooKeeper")
-	}
-	if why := reservedSegment(p); why != "" {
-		return &PathError{Path: p, Reason: why, Err: ErrReservedName}
-	}
-	return nil
-}
+// validatePath checks a znode path given to a recipe (zkname.CheckPath):
+// absolute, not the root, no trailing slash, no empty, "." or ".."
+// segments, no characters ZooKeeper refuses, valid UTF-8, outside the
+// reserved /zookeeper subtree, and no segment named like a queue node or a
+// recipe's record, markerName (the error's Err is then ErrReservedName).
+// The error is a *PathError matching recipe.ErrInvalidPath. Chroots are
+// checked by it too.
+func validatePath(p string) error { return pathError(p, zkname.CheckPath) }
 
 // validateSequentialPath checks the path p of a sequential create (what
 // fencezk's Register.Apply lets a caller send): as validatePath does, and
-// that no name the server can make of it (p followed by a sequence,
-// seqShapes) is in the node-name grammar: "/P/_c_<guid>-lock-" would
-// become a lock node of P.
-func validateSequentialPath(p string) error {
-	if err := validatePath(p); err != nil {
-		return err
+// that no name the server can make of it (p followed by a sequence) is in
+// the node-name grammar (zkname.CheckSequentialPath).
+func validateSequentialPath(p string) error { return pathError(p, zkname.CheckSequentialPath) }
+
+// pathError is the *PathError of check's verdict on p, or nil.
+func pathError(p string, check func(string) (string, bool)) error {
+	why, reserved := check(p)
+	switch {
+	case why == "":
+		return nil
+	case reserved:
+		return &PathError{Path: p, Reason: why, Err: ErrReservedName}
 	}
-	for _, s := range seqShapes {
-		if why := reservedSegment(p + s); why != "" {
-			return &PathError{Path: p, Reason: "a sequential create there makes names like " + s + ": " + why, Err: ErrReservedName}
-		}
-	}
-	return nil
+	return &PathError{Path: p, Reason: why}
 }
 
 // splitServers turns a server list into plain host:port entries and a chroot.

@@ -2,39 +2,42 @@ package zookeeper
 
 import (
 	"context"
-	"errors"
 	"fmt"
+	"log/slog"
 	"path"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/zkrecipes/zkrecipes/internal/grant"
 	"github.com/zkrecipes/zkrecipes/internal/shortpath"
+	"github.com/zkrecipes/zkrecipes/internal/zkside"
 	"github.com/zkrecipes/zkrecipes/recipe"
 )
 
 // The package, by file. The queue engine:
 //
-//	queue.go    Queue, Rule and its declared contract, Acquire and its variants
+//	queue.go    Queue, Rule and its declared contract, Acquire and its variants,
+//	            the lock-delay's step after the wait
+//	qdir.go     qdir: the queue's directory, the part that owns its
+//	            creates, reads and deletes (every file below but wait.go)
 //	join.go     joining: the node's create, the session that owns it
 //	create.go   the protected create: a lost reply, a caller who left
 //	dirs.go     the queue directory and its parents, created when missing
-//	wait.go     the core loop: list, ask the Rule, grant or watch, wake, list again
+//	wait.go     waiter, the core loop: list, ask the Rule, grant or watch, wake,
+//	            list again
 //	fast.go     the fast paths of the create and the grant: create2 token,
 //	            pipelined listing, child-watch stand-in
 //	wake.go     the fast paths of the wakeup: re-list skip, own-node read
 //	            beside the listing, prefetch from the event callback
 //	ticket.go   Ticket: a node that keeps its place across grants
 //	observe.go  reading a queue from outside: Participants, Head, ObserveHead
-//	name.go     the node-name grammar and the queue order
+//	name.go     NodeName, on internal/zkname's grammar; the queue order
 //	limit.go    the order once a directory's sequence counter is at its limit
-//	packet.go   the packet limit: request sizes, lost sends
+//	packet.go   the packet limit: request sizes
 //	lease.go    lease: a grant (grant.Core), its Release
-//	lockdelay.go the lock-delay of an exclusive lock: its marker znode
-//	lock.go     NodeLease
+//	lockdelay.go lockDelay, the lock-delay of an exclusive lock: its marker znode
 //
 // The Session, a front over its parts (all under one lock, log.go):
 //
@@ -48,11 +51,12 @@ import (
 //	watch.go    watchRegistry: watches shared by waiters
 //	cleanup.go  cleaner: owned deletes left to retry, the janitor
 //	delete.go   the owned deletes (by version, checked, by GUID)
-//	call.go     requests: one attempt or retries, on pool.go's workers
+//	call.go     requests: one attempt or retries (connection errors, lost sends,
+//	            the wait for a connection), on pool.go's workers
 //	wire.go     wireState: what zkwire reads off the connection
 //	log.go      sessionLock, and what is logged after it
 //	errors.go   PathError, the package's error helpers
-//	side.go     what internal/zkside lends the module's other packages
+//	side.go     the doors internal/zkside opens to the module's other packages
 //
 // See docs/design.md#acquisition for the ZooKeeper operations of an
 // acquisition, a release and a cancel.
@@ -110,8 +114,12 @@ func AllowsAnchors(anchorKinds ...string) QueueOption {
 	}
 }
 
-// ruleContract is what the engine may assume of a queue's Rule.
+// ruleContract is a queue's Rule and what the engine may assume of it; dir
+// and log name the queue in the errors and logs of a Rule that misbehaves.
 type ruleContract struct {
+	rule         Rule
+	dir          string
+	log          *slog.Logger
 	grantsLowest bool     // the lowest node holds whatever follows it
 	anchors      bool     // anchored nodes may appear in the queue
 	anchorKinds  []string // the kinds of the nodes that may be anchors
@@ -139,19 +147,14 @@ const MaxNodeData = 512 << 10
 // checked, czxid the fencing token) with a watch on the node set no later
 // than the state the grant was decided on (docs/design.md#acquisition).
 type Queue struct {
-	s        *Session
-	dir      string // as given, relative to the chroot
-	adir     string // absolute (chroot prepended)
-	kinds    []string
-	rule     Rule
-	contract ruleContract
-	reqSize  int                        // bounds its requests but for creates' data: queueRequestSize
-	pending  inflight                   // creates whose outcome nobody waits for yet
-	reps     map[string]*grant.Reporter // where its leases' losses are reported, by kind
+	queueDoor                            // what internal/zkside lends the module's recipes (side.go)
+	d         qdir                       // its directory: creates, reads, deletes (qdir.go)
+	contract  ruleContract               // its Rule and what the Rule declares
+	reps      map[string]*grant.Reporter // where its leases' losses are reported, by kind
 	// solo: the last Acquire's pipelined listing showed its node alone and
 	// granted it (a hint for the child-watch stand-in: see fast.go).
 	solo  atomic.Bool
-	delay lockDelay // the lock-delay of an exclusive lock (lockdelay.go)
+	delay *lockDelay // the lock-delay of an exclusive lock, nil without one (lockdelay.go)
 }
 
 // NewQueue returns a queue engine over directory dir (an absolute path,
@@ -161,7 +164,7 @@ type Queue struct {
 // the given kinds (e.g. "lock-"; non-empty, no "/" or "@"), deciding grants
 // with rule under the declared opts. It performs no ZooKeeper operation.
 // Errors: recipe.ErrInvalidPath (with ErrReservedName for a segment named
-// like a queue node of any kind or MarkerName; also, together
+// like a queue node of any kind or "_lock-delay"; also, together
 // with recipe.ErrTooLarge, for a path so long that the requests on its nodes would
 // be over the session's packet limit: see WithMaxPacket), recipe.ErrBadOption,
 // recipe.ErrSessionClosed (s already closed).
@@ -183,8 +186,10 @@ func NewQueue(s *Session, dir string, kinds []string, rule Rule, opts ...QueueOp
 			return nil, fmt.Errorf("%w: node kind %q", recipe.ErrBadOption, k)
 		}
 	}
-	q := &Queue{s: s, dir: dir, adir: s.abs(dir), kinds: slices.Clone(kinds), rule: rule, reps: make(map[string]*grant.Reporter, len(kinds))}
-	for _, k := range q.kinds {
+	q := &Queue{d: qdir{s: s, dir: dir, adir: s.abs(dir), kinds: slices.Clone(kinds)},
+		contract: ruleContract{rule: rule, dir: dir, log: s.log}, reps: make(map[string]*grant.Reporter, len(kinds))}
+	q.queueDoor = zkside.NewQueueDoor[Head]((*queueSide)(q))
+	for _, k := range q.d.kinds {
 		q.reps[k] = &grant.Reporter{Log: s.mu.leaseLog, Metrics: s.cfg.metrics, Backend: "zookeeper", Kind: metricKind(k), Dir: dir}
 	}
 	for _, o := range opts {
@@ -193,15 +198,15 @@ func NewQueue(s *Session, dir string, kinds []string, rule Rule, opts ...QueueOp
 		}
 	}
 	if c := &q.contract; c.anchors && len(c.anchorKinds) == 0 {
-		c.anchorKinds = q.kinds
+		c.anchorKinds = q.d.kinds
 	}
-	if err := s.limit.checkQueueDir(dir, q.adir, q.kinds, q.contract.anchors); err != nil {
+	if err := s.limit.checkQueueDir(dir, q.d.adir, q.d.kinds, q.contract.anchors); err != nil {
 		return nil, err
 	}
-	q.reqSize = s.limit.queueRequestSize(q.adir, q.kinds, q.contract.anchors)
+	q.d.reqSize = s.limit.queueRequestSize(q.d.adir, q.d.kinds, q.contract.anchors)
 	for _, k := range q.contract.anchorKinds {
-		if !slices.Contains(q.kinds, k) {
-			return nil, fmt.Errorf("%w: anchor kind %q is not one of %q", recipe.ErrBadOption, k, q.kinds)
+		if !slices.Contains(q.d.kinds, k) {
+			return nil, fmt.Errorf("%w: anchor kind %q is not one of %q", recipe.ErrBadOption, k, q.d.kinds)
 		}
 	}
 	return q, nil
@@ -253,25 +258,25 @@ func (q *Queue) TryAcquire(ctx context.Context, kind string, data []byte) (recip
 func (q *Queue) AcquireAnchored(ctx context.Context, kind string, data []byte, anchor recipe.Lease) (recipe.Lease, error) {
 	c := q.contract
 	if !c.anchors {
-		return nil, fmt.Errorf("%w: anchored nodes need a queue declared with AllowsAnchors (%s)", recipe.ErrBadOption, shortpath.Of(q.dir))
+		return nil, fmt.Errorf("%w: anchored nodes need a queue declared with AllowsAnchors (%s)", recipe.ErrBadOption, shortpath.Of(q.d.dir))
 	}
 	var l *lease
 	if a, ok := anchor.(queueLease); ok {
 		l = a.queueNode()
 	}
-	if l == nil || l.reg != &q.s.leases || path.Dir(l.path) != q.adir {
-		return nil, fmt.Errorf("%w: the anchor must be a lease of %s on the same session", recipe.ErrBadOption, shortpath.Of(q.dir))
+	if l == nil || l.reg != &q.d.s.leases || path.Dir(l.path) != q.d.adir {
+		return nil, fmt.Errorf("%w: the anchor must be a lease of %s on the same session", recipe.ErrBadOption, shortpath.Of(q.d.dir))
 	}
 	n, ok := parseNodeName(path.Base(l.path), c.anchorKinds)
 	if !ok || n.Anchored {
-		return nil, fmt.Errorf("%w: the anchor must be a node of kind %q of %s, not %s", recipe.ErrBadOption, c.anchorKinds, shortpath.Of(q.dir), path.Base(l.path))
+		return nil, fmt.Errorf("%w: the anchor must be a node of kind %q of %s, not %s", recipe.ErrBadOption, c.anchorKinds, shortpath.Of(q.d.dir), path.Base(l.path))
 	}
 	if lctx := l.Context(); lctx.Err() != nil {
 		return nil, errorf("%w (%w)", recipe.ErrLeaseLost, context.Cause(lctx))
 	}
 	if pastLimit(n.Seq) {
 		// Its position could not be placed in the creation order (see order).
-		return nil, fmt.Errorf("%w: %s: the anchor %s is past it", ErrSequenceLimit, shortpath.Of(q.dir), path.Base(l.path))
+		return nil, fmt.Errorf("%w: %s: the anchor %s is past it", ErrSequenceLimit, shortpath.Of(q.d.dir), path.Base(l.path))
 	}
 	return q.acquire(ctx, kind, data, true, &anchorSpec{path: l.path, seq: n.Seq, token: int64(l.Token())})
 }
@@ -292,41 +297,46 @@ type anchorSpec struct {
 }
 
 // acquire is the whole of Acquire, TryAcquire and AcquireAnchored, with
-// their metrics.
+// their metrics: join and wait, then, for a lock with a lock-delay, the
+// delay's step. A grant that a suspension ended while it served the
+// delay was never handed out: its node is given up, and a wait joins
+// again, as a wait outlives a suspension (rejoin; the rest of the delay
+// counts from the marker's stamp). served adds up the delay waited across
+// those joins.
 func (q *Queue) acquire(ctx context.Context, kind string, data []byte, wait bool, anchor *anchorSpec) (recipe.Lease, error) {
-	a := grant.Begin(q.s.cfg.metrics, metricKind(kind), q.dir)
+	a := grant.Begin(q.d.s.cfg.metrics, metricKind(kind), q.d.dir)
 	var served time.Duration
-	l, err := q.joinAndWait(ctx, kind, data, wait, anchor, &served)
-	a.Done(err)
-	return l, err
+	for {
+		t, l, err := q.joinAndWait(ctx, kind, data, wait, anchor)
+		if err == nil && q.delay != nil {
+			if err = q.delay.hold(ctx, t, l, wait, &served); err != nil {
+				l.end() // not handed out: given up like a wait that failed
+			}
+		}
+		if err != nil && t != nil {
+			t.abandon(ctx) // the node of a failed wait or delay goes
+			if q.delay.rejoin(ctx, wait, err) {
+				continue
+			}
+		}
+		a.Done(err)
+		if err != nil {
+			return nil, err
+		}
+		return l, nil
+	}
 }
 
-// joinAndWait joins and waits. A failed wait gives the node up. served
-// adds up the lock-delay this call waited, across its rejoins.
-func (q *Queue) joinAndWait(ctx context.Context, kind string, data []byte, wait bool, anchor *anchorSpec, served *time.Duration) (_ recipe.Lease, err error) {
+// joinAndWait joins and waits: t is nil when the join failed (nothing is
+// left behind then); after a failed wait the caller gives t's node up.
+func (q *Queue) joinAndWait(ctx context.Context, kind string, data []byte, wait bool, anchor *anchorSpec) (*Ticket, *lease, error) {
 	fs := q.fastStartFor(wait, anchor)
 	t, err := q.join(ctx, kind, data, anchor, false, fs)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	l, err := t.await(ctx, wait, fs)
-	if err == nil && q.delay.d > 0 {
-		if err = q.holdDelayed(ctx, t, l, wait, served); err != nil {
-			l.end() // not handed out: given up like a wait that failed
-		}
-	}
-	if err != nil {
-		t.abandon(ctx)
-		if wait && q.delay.d > 0 && errors.Is(err, recipe.ErrSuspended) && ctx.Err() == nil {
-			// Suspended while serving the lock-delay: the grant ended
-			// before it was handed out and its node goes; join again, as
-			// a wait outlives a suspension (the rest of the delay counts
-			// from the marker's stamp).
-			return q.joinAndWait(ctx, kind, data, wait, anchor, served)
-		}
-		return nil, err
-	}
-	return l, nil
+	return t, l, err
 }
 
 // Drain waits until no create sent by this Queue is still in flight and
@@ -337,77 +347,5 @@ func (q *Queue) joinAndWait(ctx context.Context, kind string, data []byte, wait 
 // or ctx ends. A recipe's Close calls it so that no node of its exists
 // after Close returns (case C12). Errors: ctx's cause.
 func (q *Queue) Drain(ctx context.Context) error {
-	return q.pending.wait(ctx)
-}
-
-// deleteOwned is the cleaner's delete, counted in q.pending until finished.
-func (q *Queue) deleteOwned(ctx context.Context, it cleanupItem, wait bool) error {
-	q.pending.add()
-	it.done = q.pending.done
-	return q.s.cleaner.delete(ctx, it, wait)
-}
-
-// inflight counts operations and lets a caller wait for zero.
-type inflight struct {
-	mu   sync.Mutex
-	n    int
-	zero chan struct{} // closed when n drops to 0; nil while n == 0
-}
-
-func (f *inflight) add() {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.n == 0 {
-		f.zero = make(chan struct{})
-	}
-	f.n++
-}
-
-func (f *inflight) done() {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.n--
-	if f.n == 0 {
-		close(f.zero)
-		f.zero = nil
-	}
-}
-
-func (f *inflight) wait(ctx context.Context) error {
-	f.mu.Lock()
-	ch := f.zero
-	f.mu.Unlock()
-	if ch == nil {
-		return nil
-	}
-	select {
-	case <-ch:
-		return nil
-	case <-ctx.Done():
-		return context.Cause(ctx)
-	}
-}
-
-// mixed is the error of a listing that holds nodes of another recipe's
-// kind k.
-func (q *Queue) mixed(k string) error {
-	return fmt.Errorf("%w: %s holds a node of kind %q, which this queue (kinds %q) does not use", recipe.ErrMixedRecipes, shortpath.Of(q.dir), k, q.kinds)
-}
-
-// vanished explains why the own node is no longer listed.
-func (q *Queue) vanished(ep *epoch) error {
-	if ep.ctx.Err() != nil {
-		return context.Cause(ep.ctx)
-	}
-	return fmt.Errorf("%w: %s", recipe.ErrNodeDeleted, shortpath.Of(q.dir))
-}
-
-func (q *Queue) wrap(op string, err error) error {
-	var oe *recipe.OpError
-	if err == nil || errors.As(err, &oe) || errors.Is(err, recipe.ErrSessionLost) || errors.Is(err, recipe.ErrNodeDeleted) ||
-		errors.Is(err, recipe.ErrSessionClosed) || errors.Is(err, recipe.ErrSuspended) || errors.Is(err, context.Canceled) ||
-		errors.Is(err, context.DeadlineExceeded) || errors.Is(err, recipe.ErrLocked) {
-		return err
-	}
-	return opErr(op, q.dir, err)
+	return q.d.pending.wait(ctx)
 }

@@ -106,8 +106,8 @@ func TestQueueOptionsChecked(t *testing.T) {
 	if err != nil {
 		t.Fatalf("anchors in a one-kind queue: %v", err)
 	}
-	if anchored.reqSize <= plain.reqSize {
-		t.Fatalf("request size %d with anchors, %d without: no room for anchored names", anchored.reqSize, plain.reqSize)
+	if anchored.d.reqSize <= plain.d.reqSize {
+		t.Fatalf("request size %d with anchors, %d without: no room for anchored names", anchored.d.reqSize, plain.d.reqSize)
 	}
 	if _, err := NewQueue(s, "/declared", []string{"w-", "r-"}, FirstHolds, AllowsAnchors("x-")); !errors.Is(err, recipe.ErrBadOption) {
 		t.Fatalf("a foreign anchor kind: %v, want ErrBadOption", err)
@@ -248,7 +248,7 @@ func TestDrainWaitsForExtraCopies(t *testing.T) {
 	})))
 	q := newTestQueue(t, s, "/dups")
 	guid := newGUID()
-	prefix := q.adir + "/" + nodePrefix(guid, "lock-", false, 0)
+	prefix := q.d.adir + "/" + nodePrefix(guid, "lock-", false, 0)
 	var names []string
 	for range 2 {
 		n, err := s.conn.Create(prefix, nil, zk.FlagEphemeral|zk.FlagSequence, s.cfg.acl)
@@ -258,7 +258,7 @@ func TestDrainWaitsForExtraCopies(t *testing.T) {
 		names = append(names, path.Base(n))
 	}
 	armed.Store(true)
-	name, err := q.findByGUID(guid)
+	name, err := q.d.findByGUID(guid)
 	if err != nil || name != names[0] {
 		t.Fatalf("findByGUID: %q, %v; want %q", name, err, names[0])
 	}

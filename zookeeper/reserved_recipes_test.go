@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/zkrecipes/zkrecipes/election"
+	"github.com/zkrecipes/zkrecipes/internal/zkname"
 	"github.com/zkrecipes/zkrecipes/internal/zkside"
 	"github.com/zkrecipes/zkrecipes/latch"
 	"github.com/zkrecipes/zkrecipes/mutex"
@@ -21,6 +22,9 @@ import (
 
 // zeros is the GUID of the issue's names.
 const zeros = "00000000000000000000000000000000"
+
+// markerName is the lock-delay marker's name beside a lock's nodes.
+const markerName = "_lock-delay"
 
 // wantReserved fails the test unless err is the refusal of a path with a
 // segment named like a queue node.
@@ -92,8 +96,8 @@ func TestReservedNamesEveryConstructor(t *testing.T) {
 		"/r/_c_" + zeros + "-lock-0000000000",
 		"/r/_c_" + zeros + "-read-@0000000001@0000000002/x",
 		"/_c_0123456789abcdef0123456789abcdef-job--000000042/r",
-		"/r/" + zookeeper.MarkerName,
-		"/r/" + zookeeper.MarkerName + "/x",
+		"/r/" + markerName,
+		"/r/" + markerName + "/x",
 	}
 	for _, p := range bad {
 		_, err := mutex.New(s, p)
@@ -110,7 +114,10 @@ func TestReservedNamesEveryConstructor(t *testing.T) {
 		wantReserved(t, "zookeeper.NewQueue", err)
 		_, err = fencezk.New(s, p)
 		wantReserved(t, "fencezk.New", err)
-		wantReserved(t, "zkside.ValidatePath (the CLI's check)", zkside.ValidatePath(p))
+		wantReserved(t, "zkside's ValidatePath (fencezk's check)", zkside.SessionOf(s).ValidatePath(p))
+		if why, reserved := zkname.CheckPath(p); why == "" || !reserved {
+			t.Errorf("zkname.CheckPath(%q) (the CLI's check) = %q, %v, want refused as reserved", p, why, reserved)
+		}
 		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
 		s2, err := zookeeper.Connect(ctx, []string{cl.Servers()[0] + p})
 		cancel()
@@ -182,15 +189,15 @@ func TestReservedCoversEveryNodeTheRecipesCreate(t *testing.T) {
 	in := zktest.Inspect(t, cl)
 	children, _, err := in.Conn().Children(cl.Chroot() + "/every/delayed")
 	must(err)
-	if !slices.Contains(children, zookeeper.MarkerName) {
+	if !slices.Contains(children, markerName) {
 		t.Errorf("the delayed lock's directory holds %q, want its marker too", children)
 	}
 	for _, l := range leases {
-		dir := path.Dir(l.(zookeeper.NodeLease).Path())
+		dir := path.Dir(l.(interface{ Path() string }).Path())
 		children, _, err := in.Conn().Children(cl.Chroot() + dir)
 		must(err)
 		for _, c := range children {
-			wantReserved(t, "the name of "+dir+"'s child "+c, zkside.ValidatePath("/other/"+c))
+			wantReserved(t, "the name of "+dir+"'s child "+c, zkside.SessionOf(s).ValidatePath("/other/"+c))
 			_, err := mutex.New(s, dir+"/"+c)
 			wantReserved(t, "a lock in "+dir+" named like its child "+c, err)
 		}
@@ -198,12 +205,12 @@ func TestReservedCoversEveryNodeTheRecipesCreate(t *testing.T) {
 
 	kinds := map[string]bool{}
 	for _, l := range leases {
-		node := l.(zookeeper.NodeLease).Path()
+		node := l.(interface{ Path() string }).Path()
 		kinds[path.Base(path.Dir(node))] = true
 		_, err := mutex.New(s, node)
 		wantReserved(t, "a lock named like the node "+node, err)
-		wantReserved(t, "a path through "+node, zkside.ValidatePath(node+"/sub"))
-		wantReserved(t, "the node's name under another parent", zkside.ValidatePath("/other/"+path.Base(node)))
+		wantReserved(t, "a path through "+node, zkside.SessionOf(s).ValidatePath(node+"/sub"))
+		wantReserved(t, "the node's name under another parent", zkside.SessionOf(s).ValidatePath("/other/"+path.Base(node)))
 	}
 	if len(kinds) != 8 {
 		t.Errorf("nodes checked in %d directories, want 8: %v", len(kinds), kinds)
@@ -229,7 +236,7 @@ func TestReservedMarkerIssue37(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
 	const p = "/issue37/P"
-	bad := p + "/" + zookeeper.MarkerName
+	bad := p + "/" + markerName
 	m, err := mutex.New(s, bad)
 	wantReserved(t, "mutex.New("+bad+")", err)
 	pm, err2 := mutex.New(s, p, mutex.WithLockDelay(5*time.Second))

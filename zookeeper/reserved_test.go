@@ -46,10 +46,10 @@ func TestReservedSegments(t *testing.T) {
 		{"/locks/nightly-report-0000000001", ""},
 		{"/_c_/lock-", ""},
 		// The lock-delay marker's name (issue 37 item 2), in any segment.
-		{"/P/" + MarkerName, "marker"},
-		{"/" + MarkerName + "/P", "marker"},
-		{"/P/" + MarkerName + "x", ""},
-		{"/P/x" + MarkerName, ""},
+		{"/P/" + markerName, "marker"},
+		{"/" + markerName + "/P", "marker"},
+		{"/P/" + markerName + "x", ""},
+		{"/P/x" + markerName, ""},
 		{"/P/_lock-delay-0000000001", ""},
 	} {
 		err := validatePath(c.path)
@@ -115,7 +115,7 @@ func FuzzReservedCoversTheGrammar(f *testing.F) {
 	f.Add([]byte{4}, "my-lock-2-", int32(-1234567890), false, int32(0), "_c_"+g+"-k--1234567890")
 	f.Add([]byte{5}, "k", int32(-1234567890), false, int32(0), "_c_"+g+"-")
 	f.Add([]byte{6}, "k", int32(5), false, int32(0), "_c_"+g+"-a@-000000001@")
-	f.Add([]byte{7}, "lock-", int32(1), false, int32(0), "P/"+MarkerName+"/Q")
+	f.Add([]byte{7}, "lock-", int32(1), false, int32(0), "P/"+markerName+"/Q")
 	f.Fuzz(func(t *testing.T, guidBytes []byte, kind string, seq int32, anchored bool, anchor int32, other string) {
 		kinds := []string{"lock-", "read-", "write-", "lease-", "elect-", "latch-"}
 		if kind != "" && !strings.ContainsAny(kind, "/@\x00") { // a kind NewQueue accepts
@@ -201,7 +201,7 @@ func TestFixedNamesOutsideTheGrammar(t *testing.T) {
 			t.Errorf("validatePath(/P/%s) accepted", n)
 		}
 	}
-	if _, ok := fixedNames[MarkerName]; !ok {
-		t.Errorf("MarkerName %q is not a fixed name", MarkerName)
+	if _, ok := fixedNames[markerName]; !ok {
+		t.Errorf("markerName %q is not a fixed name", markerName)
 	}
 }

@@ -58,7 +58,7 @@ func TestAuthBytesNotShown(t *testing.T) {
 		return zookeeper.Connect(ctx, servers, append([]zookeeper.Option{zookeeper.WithLogger(log)}, opts...)...)
 	}
 
-	big := []byte("zkr:" + zkPW + strings.Repeat("x", zookeeper.DefaultMaxPacket))
+	big := []byte("zkr:" + zkPW + strings.Repeat("x", 1<<20-1)) // over the default packet limit
 	if _, err := connect(zookeeper.WithAuth("digest", big)); !errors.Is(err, recipe.ErrTooLarge) {
 		t.Errorf("WithAuth over the limit: %v, want ErrTooLarge", err)
 	} else {

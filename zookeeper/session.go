@@ -15,6 +15,7 @@ import (
 	"github.com/zkrecipes/zkrecipes/internal/life"
 	"github.com/zkrecipes/zkrecipes/internal/notify"
 	"github.com/zkrecipes/zkrecipes/internal/shortpath"
+	"github.com/zkrecipes/zkrecipes/internal/zkside"
 	"github.com/zkrecipes/zkrecipes/internal/zkwire"
 	"github.com/zkrecipes/zkrecipes/recipe"
 )
@@ -32,13 +33,14 @@ import (
 // ends the session and with it all its ephemeral znodes. All methods are
 // safe for concurrent use.
 type Session struct {
-	cfg    config
-	log    *slog.Logger
-	conn   *zk.Conn
-	chroot string
-	dials  *dialWatch  // Connect's attempts (dial.go)
-	hosts  *namedHosts // with TLS: the host names of the addresses (tls.go)
-	wire   wireState   // read off the wire by zkwire (wire.go)
+	sessionDoor // what internal/zkside lends the module's packages (side.go)
+	cfg         config
+	log         *slog.Logger
+	conn        *zk.Conn
+	chroot      string
+	dials       *dialWatch  // Connect's attempts (dial.go)
+	hosts       *namedHosts // with TLS: the host names of the addresses (tls.go)
+	wire        wireState   // read off the wire by zkwire (wire.go)
 
 	// The parts, which own their operations. mu is the one lock of the
 	// first four: a method is named ...Locked exactly when its caller must
@@ -156,6 +158,7 @@ func connectConfig(servers []string, opts []Option) (cfg config, hosts []string,
 // by setConn.
 func newSession(cfg config, chroot string) *Session {
 	s := &Session{cfg: cfg, log: cfg.logger.With("component", "zkrecipes"), chroot: chroot, life: life.New()}
+	s.sessionDoor = zkside.NewSessionDoor((*sessionSide)(s))
 	s.quit = s.life.Context().Done()
 	s.mu = newSessionLock(s.log)
 	s.wire.requested = cfg.sessionTimeout

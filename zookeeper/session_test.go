@@ -183,29 +183,29 @@ func TestC3_AdoptOnlyCurrentSessionsNode(t *testing.T) {
 	}
 	guid := newGUID()
 	oq, _ := NewQueue(other, "/c3", []string{"lock-"}, FirstHolds)
-	if err := oq.ensureDir(); err != nil {
+	if err := oq.d.ensureDir(); err != nil {
 		t.Fatal(err)
 	}
 	// The other session creates a node with A's GUID (as a dying session of A would have).
-	if _, err := other.conn.Create(oq.adir+"/"+nodePrefix(guid, "lock-", false, 0), nil, zk.FlagEphemeral|zk.FlagSequence, zk.WorldACL(zk.PermAll)); err != nil {
+	if _, err := other.conn.Create(oq.d.adir+"/"+nodePrefix(guid, "lock-", false, 0), nil, zk.FlagEphemeral|zk.FlagSequence, zk.WorldACL(zk.PermAll)); err != nil {
 		t.Fatal(err)
 	}
-	name, err := q.findByGUID(guid)
+	name, err := q.d.findByGUID(guid)
 	if err != nil || name != "" {
 		t.Fatalf("findByGUID adopted %q (%v): a node of another session", name, err)
 	}
 	// A node of A's own session with that GUID is adopted, and its path is
 	// the chroot-relative one the create used (no doubled chroot).
-	p, err := a.conn.Create(q.adir+"/"+nodePrefix(guid, "lock-", false, 0), nil, zk.FlagEphemeral|zk.FlagSequence, zk.WorldACL(zk.PermAll))
+	p, err := a.conn.Create(q.d.adir+"/"+nodePrefix(guid, "lock-", false, 0), nil, zk.FlagEphemeral|zk.FlagSequence, zk.WorldACL(zk.PermAll))
 	if err != nil {
 		t.Fatal(err)
 	}
-	name, err = q.findByGUID(guid)
-	if err != nil || q.adir+"/"+name != p {
+	name, err = q.d.findByGUID(guid)
+	if err != nil || q.d.adir+"/"+name != p {
 		t.Fatalf("findByGUID = %q, %v; want %s", name, err, p)
 	}
-	if a.chroot == "" || q.adir != a.chroot+"/c3" {
-		t.Fatalf("chroot not applied: %q %q", a.chroot, q.adir)
+	if a.chroot == "" || q.d.adir != a.chroot+"/c3" {
+		t.Fatalf("chroot not applied: %q %q", a.chroot, q.d.adir)
 	}
 }
 

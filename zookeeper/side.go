@@ -9,33 +9,19 @@ import (
 	"github.com/zkrecipes/zkrecipes/internal/zkside"
 )
 
-// What the module's other packages need of the engine and its users do
-// not goes through internal/zkside, which cannot import this package: it
-// is registered here.
-func init() {
-	zkside.Register(zkside.Hooks{
-		Session: func(s any) zkside.Session { return (*sessionSide)(s.(*Session)) },
-		Queue: func(q any) zkside.Queue {
-			if q, _ := q.(*Queue); q != nil {
-				return (*queueSide)(q)
-			}
-			return nil
-		},
-		ValidatePath:           validatePath,
-		ValidateSequentialPath: validateSequentialPath,
-		NodeNames: func(ps []Participant) []NodeName {
-			names := make([]NodeName, len(ps))
-			for i, p := range ps {
-				names[i] = participantName(p)
-			}
-			return names
-		},
-		NodeKind: grammarKind,
-	})
-}
+// What the module's other packages need of the engine beyond the exported
+// API, typed (internal/zkside's package doc says what and why): a Session
+// embeds a sessionDoor, a Queue a queueDoor, which zkside.SessionOf and
+// zkside.QueueOf open. The aliases keep the embedded fields unexported.
+type (
+	sessionDoor = zkside.SessionDoor
+	queueDoor   = zkside.QueueDoor[Head]
+)
 
 // sessionSide is a Session's zkside.Session.
 type sessionSide Session
+
+var _ zkside.Session = (*sessionSide)(nil)
 
 func (s *sessionSide) Chroot() string       { return s.chroot }
 func (s *sessionSide) Logger() *slog.Logger { return s.cfg.logger }
@@ -56,9 +42,13 @@ func (s *sessionSide) CheckRequest(op any) error {
 
 func (s *sessionSide) CheckMulti(ops ...any) error { return s.limit.checkRequest(true, ops) }
 
+func (*sessionSide) ValidatePath(p string) error           { return validatePath(p) }
+func (*sessionSide) ValidateSequentialPath(p string) error { return validateSequentialPath(p) }
+
 // queueSide is a Queue's zkside.Queue.
 type queueSide Queue
 
-func (q *queueSide) CheckNodeData(data []byte) error { return (*Queue)(q).checkNodeData(data) }
-func (q *queueSide) Heads() zkside.Observed          { return (*Queue)(q).heads() }
-func (q *queueSide) SetLockDelay(d time.Duration)    { (*Queue)(q).setLockDelay(d) }
+var _ zkside.Queue[Head] = (*queueSide)(nil)
+
+func (q *queueSide) Heads() zkside.Observed[Head] { return (*Queue)(q).heads() }
+func (q *queueSide) SetLockDelay(d time.Duration) { (*Queue)(q).setLockDelay(d) }

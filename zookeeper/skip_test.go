@@ -74,7 +74,7 @@ func TestSkipRelistOnlyWhenProven(t *testing.T) {
 		"an anchored node before self only":  skips(wq, []NodeName{node(2, true), node(3, false)}, 1, []int{0}, fired),
 		"a queue with anchors (rw lock)":     skips(rw, two, 1, []int{0}, fired),
 		"a rule not declared GrantsLowest":   skips(undeclared, two, 1, []int{0}, fired),
-		"the rule does not grant the lowest": skips(&Queue{kinds: []string{"lock-"}, contract: ruleContract{grantsLowest: true}, rule: func([]NodeName, int) (bool, []int) { return false, []int{0} }}, two, 1, []int{0}, fired),
+		"the rule does not grant the lowest": skips(&Queue{d: qdir{kinds: []string{"lock-"}}, contract: ruleContract{grantsLowest: true, rule: func([]NodeName, int) (bool, []int) { return false, []int{0} }}}, two, 1, []int{0}, fired),
 	} {
 		if ok {
 			t.Errorf("%s: skipped", what)

@@ -161,28 +161,6 @@ func kick(ch chan struct{}) {
 
 // ---- reads of the state, which take Session.mu ----
 
-// awaitConnected blocks until the state is CONNECTED or RECONNECTED.
-func (c *connState) awaitConnected(ctx context.Context) error {
-	for {
-		c.mu.Lock()
-		st, ch, closed := c.state, c.changed.C(), c.mu.closed
-		c.mu.Unlock()
-		if closed {
-			return recipe.ErrSessionClosed
-		}
-		if st.IsConnected() {
-			return nil
-		}
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return context.Cause(ctx)
-		case <-c.quit:
-			return recipe.ErrSessionClosed
-		}
-	}
-}
-
 // current returns the live epoch.
 func (c *connState) current() (*epoch, error) {
 	c.mu.Lock()

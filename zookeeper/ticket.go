@@ -3,6 +3,8 @@ package zookeeper
 import (
 	"context"
 	"errors"
+	"fmt"
+	"github.com/go-zookeeper/zk"
 	"sync"
 
 	"github.com/zkrecipes/zkrecipes/internal/grant"
@@ -42,9 +44,6 @@ func (q *Queue) Join(ctx context.Context, kind string, data []byte) (*Ticket, er
 
 // Name returns the ticket's znode name (a child of the queue directory).
 func (t *Ticket) Name() string { return t.name }
-
-// SessionID returns the ZooKeeper session that owns the ticket's znode.
-func (t *Ticket) SessionID() int64 { return t.owner }
 
 // Err returns nil while the ticket can still be granted, and otherwise why
 // not: recipe.ErrSessionLost or recipe.ErrSessionClosed (the node went with its session),
@@ -105,11 +104,18 @@ func (t *Ticket) Leave(ctx context.Context) error {
 			return err
 		}
 	}
-	err := t.q.deleteOwned(ctx, cleanupItem{path: t.path, owner: t.owner}, true)
+	err := t.q.d.deleteOwned(ctx, cleanupItem{path: t.path, owner: t.owner}, true)
 	if err != nil {
-		return &recipe.OpError{Op: "delete", Path: t.q.dir + "/" + t.name, Err: zkError{err}}
+		return &recipe.OpError{Op: "delete", Path: t.q.d.dir + "/" + t.name, Err: zkError{err}}
 	}
 	return nil
+}
+
+// deleteOwned is the cleaner's delete, counted in q.pending until finished.
+func (q *qdir) deleteOwned(ctx context.Context, it cleanupItem, wait bool) error {
+	q.pending.add()
+	it.done = q.pending.done
+	return q.s.cleaner.delete(ctx, it, wait)
 }
 
 // leaseNode is what a lease of t is granted on.
@@ -125,7 +131,7 @@ func (t *Ticket) abandon(ctx context.Context) {
 		t.dead = recipe.ErrReleased
 	}
 	t.mu.Unlock()
-	t.q.deleteOwned(ctx, cleanupItem{path: t.path, owner: t.owner}, false)
+	t.q.d.deleteOwned(ctx, cleanupItem{path: t.path, owner: t.owner}, false)
 }
 
 // await runs the core loop for t; an error that kills a kept ticket marks
@@ -133,11 +139,11 @@ func (t *Ticket) abandon(ctx context.Context) {
 func (t *Ticket) await(ctx context.Context, wait bool, fs *fastStart) (*lease, error) {
 	if err := t.Err(); err != nil {
 		if fs != nil && fs.pre != nil {
-			t.q.s.leases.drop(fs.pre)
+			t.q.d.s.leases.drop(fs.pre)
 		}
 		return nil, err
 	}
-	l, err := t.q.wait(ctx, t, wait, fs)
+	l, err := (&waiter{q: t.q, d: &t.q.d, t: t, ep: t.ep, block: wait}).run(ctx, fs)
 	if err != nil {
 		if t.keep && (errors.Is(err, recipe.ErrSessionLost) || errors.Is(err, recipe.ErrNodeDeleted) || errors.Is(err, recipe.ErrSessionClosed)) {
 			t.mu.Lock()
@@ -153,4 +159,28 @@ func (t *Ticket) await(ctx context.Context, wait bool, fs *fastStart) (*lease, e
 	t.lease = l
 	t.mu.Unlock()
 	return l, nil
+}
+
+// adopt moves t to the session cur after its create was sent under an
+// earlier one: the node must exist and belong to cur, or t is abandoned.
+// The check is retried across connection losses (the new session's
+// connection may still be coming up when a thawed process gets here): a
+// connection error is not an answer.
+func (t *Ticket) adopt(ctx context.Context, cur *epoch) error {
+	s := t.q.d.s
+	t.ep, t.owner = cur, cur.id
+	var ok bool
+	var st *zk.Stat
+	err := s.req.retry(ctx, t.q.d.reqSize, func() (err error) {
+		ok, st, err = s.conn.Exists(t.path)
+		return err
+	})
+	if err == nil && (!ok || st.EphemeralOwner != cur.id) {
+		err = fmt.Errorf("%w: node created under a session that is gone", recipe.ErrSessionLost)
+	}
+	if err != nil {
+		t.abandon(ctx)
+		return t.q.d.wrap("create", err)
+	}
+	return nil
 }

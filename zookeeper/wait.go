@@ -14,93 +14,113 @@ import (
 	"github.com/zkrecipes/zkrecipes/recipe"
 )
 
-// wait is the engine's core loop, from a created node to a grant: list the
-// directory, ask the Rule, grant or watch the nodes it names, wake, list
-// again. The fast paths (fast.go) are called at named points and fall back
-// to the plain step. With fs (an Acquire's) the first listing is the one
-// pipelined behind the create. Without block (TryAcquire) a node the Rule
-// does not grant is recipe.ErrLocked. See docs/design.md#acquisition.
-func (q *Queue) wait(ctx context.Context, t *Ticket, block bool, fs *fastStart) (*lease, error) {
-	ep := t.ep
+// waiter is one wait of a ticket's node for its grant, the engine's core
+// loop: list the directory, ask the Rule, grant or watch the nodes it
+// names, wake, list again. It owns the wait's state: the ticket and its
+// epoch, the fast paths' (fast.go, wake.go: called at named points, each
+// falling back to the plain step), the czxids read at the sequence limit
+// and the waiting gauge. Without block (TryAcquire) a node the Rule does
+// not grant is recipe.ErrLocked. See docs/design.md#acquisition.
+type waiter struct {
+	q      *Queue
+	d      *qdir
+	t      *Ticket
+	ep     *epoch
+	block  bool
+	fw     *fastWait
+	czxids map[string]int64 // at the sequence limit: see order
+	gauge  waitGauge
+}
+
+// run waits for t's grant. With fs (an Acquire's) the first listing is the
+// one pipelined behind the create.
+func (w *waiter) run(ctx context.Context, fs *fastStart) (*lease, error) {
 	// Every wait also ends when the node's session is lost.
+	ep := w.ep
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	defer context.AfterFunc(ep.ctx, func() { cancel(context.Cause(ep.ctx)) })()
-	fw := q.startFast(ctx, fs, block)
-	defer fw.drop()
-	var gauge waitGauge
-	defer gauge.end()
-	czxids := map[string]int64{} // at the sequence limit: see order
+	w.fw = w.q.startFast(ctx, fs, w.block)
+	defer w.fw.drop()
+	defer w.gauge.end()
+	w.czxids = map[string]int64{}
 	for {
 		if ctx.Err() != nil {
 			return nil, context.Cause(ctx)
 		}
-		// List.
-		children, piped, err := q.list(ctx, t, fw)
-		if err != nil {
-			return nil, err
-		}
-		nodes, self, err := q.find(ctx, children, t.name, czxids)
-		if err != nil {
-			return nil, err
-		}
-		if self < 0 {
-			if piped {
-				continue // taken before the create was applied: list again
-			}
-			return nil, q.vanished(ep)
-		}
-		// Ask the Rule.
-		holds, watch, err := q.decide(nodes, self)
-		if err != nil {
-			return nil, err
-		}
-		if piped {
-			fw.decided(holds, len(nodes))
-		}
-		if holds {
-			l, err := q.grantOn(ctx, ep, t, fw)
-			if err != nil || l != nil {
-				return l, err
-			}
-			// Suspended between the listing and the grant: wait for the
-			// connection (the node keeps its place), then decide again.
-			if err := q.s.conns.awaitConnected(ctx); err != nil {
-				return nil, err
-			}
-			continue
-		}
-		fw.dropOwnRead()
-		paths, err := q.watchPaths(nodes, self, watch)
-		if err != nil {
-			return nil, err
-		}
-		if !block {
-			return nil, q.locked(nodes[self].Name, paths)
-		}
-		// Watch the nodes the Rule named, wake, list again.
-		fw.dropChildSlot()
-		gauge.start(q, nodes[self].Kind)
-		if l, err := q.sleep(ctx, ep, t, fw, paths, fw.mayskip(nodes, self, watch)); err != nil || l != nil {
+		l, again, err := w.step(ctx)
+		if err != nil || !again {
 			return l, err
 		}
 	}
+}
+
+// step is one pass of the loop: it returns the grant, an error, or again
+// to list once more.
+func (w *waiter) step(ctx context.Context) (_ *lease, again bool, _ error) {
+	d, fw := w.d, w.fw
+	// List.
+	children, piped, err := w.list(ctx)
+	if err != nil {
+		return nil, false, err
+	}
+	nodes, self, err := d.find(ctx, children, w.t.name, w.czxids)
+	if err != nil {
+		return nil, false, err
+	}
+	if self < 0 {
+		if piped {
+			return nil, true, nil // taken before the create was applied: list again
+		}
+		return nil, false, d.vanished(w.ep)
+	}
+	// Ask the Rule.
+	holds, watch, err := w.q.contract.decide(nodes, self)
+	if err != nil {
+		return nil, false, err
+	}
+	if piped {
+		fw.decided(holds, len(nodes))
+	}
+	if holds {
+		l, err := w.grantOn(ctx)
+		if err != nil || l != nil {
+			return l, false, err
+		}
+		// Suspended between the listing and the grant: wait for the
+		// connection (the node keeps its place), then decide again.
+		return nil, true, d.s.conns.awaitConnected(ctx)
+	}
+	fw.dropOwnRead()
+	paths, err := w.q.contract.watchPaths(d.adir, nodes, self, watch)
+	if err != nil {
+		return nil, false, err
+	}
+	if !w.block {
+		return nil, false, w.q.contract.locked(nodes[self].Name, paths)
+	}
+	// Watch the nodes the Rule named, wake, list again.
+	fw.dropChildSlot()
+	w.gauge.start(d, nodes[self].Kind)
+	l, err := w.sleep(ctx, paths, fw.mayskip(nodes, self, watch))
+	return l, l == nil && err == nil, err
 }
 
 // sleep watches the nodes at paths until one is deleted or changes (or its
 // watch is dropped), the own node goes (an early lease's end), ctx ends or
 // the Session is closed. A deletion the re-list skip applies to (skip) may
 // grant at once. It returns (nil, nil) when the loop must list again.
-func (q *Queue) sleep(ctx context.Context, ep *epoch, t *Ticket, fw *fastWait, paths []string, skip bool) (*lease, error) {
-	w, stop, err := q.s.watches.watchNodes(ctx, fw.prefetcher(t, skip), paths...)
+func (w *waiter) sleep(ctx context.Context, paths []string, skip bool) (*lease, error) {
+	d, fw := w.d, w.fw
+	wk, stop, err := d.s.watches.watchNodes(ctx, fw.prefetcher(w.t, skip), paths...)
 	if err != nil {
-		return nil, q.wrap("get", err)
+		return nil, d.wrap("get", err)
 	}
 	select {
-	case <-w.ch: // deleted, changed, or no longer watched
+	case <-wk.ch: // deleted, changed, or no longer watched
 		stop()
-		if skip && w.deleted {
-			return fw.grantOnSkip(ctx, ep, t)
+		if skip && wk.deleted {
+			return fw.grantOnSkip(ctx, w.ep, w.t)
 		}
 	case <-fw.ended():
 		// The own node was deleted (or the early lease ended): the re-list
@@ -110,7 +130,7 @@ func (q *Queue) sleep(ctx context.Context, ep *epoch, t *Ticket, fw *fastWait, p
 	case <-ctx.Done():
 		stop()
 		return nil, context.Cause(ctx)
-	case <-q.s.quit:
+	case <-d.s.quit:
 		stop()
 		return nil, recipe.ErrSessionClosed
 	}
@@ -121,30 +141,46 @@ func (q *Queue) sleep(ctx context.Context, ep *epoch, t *Ticket, fw *fastWait, p
 // recipe: see Rule) is recipe.ErrBadOption wrapping the panic value, so that the
 // caller gives its node up as after any other failed wait; the stack goes
 // to the debug log.
-func (q *Queue) decide(nodes []NodeName, self int) (holds bool, watch []int, err error) {
+func (c *ruleContract) decide(nodes []NodeName, self int) (holds bool, watch []int, err error) {
 	defer func() {
 		if v := recover(); v != nil {
-			q.s.log.Debug("queue rule panicked", "dir", shortpath.Of(q.dir), "panic", v, "stack", string(debug.Stack()))
+			c.log.Debug("queue rule panicked", "dir", shortpath.Of(c.dir), "panic", v, "stack", string(debug.Stack()))
 			if e, ok := v.(error); ok {
-				err = fmt.Errorf("%w: the rule for %s panicked: %w", recipe.ErrBadOption, shortpath.Of(q.dir), e)
+				err = fmt.Errorf("%w: the rule for %s panicked: %w", recipe.ErrBadOption, shortpath.Of(c.dir), e)
 			} else {
-				err = fmt.Errorf("%w: the rule for %s panicked: %v", recipe.ErrBadOption, shortpath.Of(q.dir), v)
+				err = fmt.Errorf("%w: the rule for %s panicked: %v", recipe.ErrBadOption, shortpath.Of(c.dir), v)
 			}
 		}
 	}()
-	holds, watch = q.rule(nodes, self)
+	holds, watch = c.rule(nodes, self)
 	return holds, watch, nil
 }
 
 // locked is TryAcquire's recipe.ErrLocked for the node name, which the Rule did
 // not grant: it names the nodes whose deletion the caller would wait for
 // (the Rule's watch list), which are not necessarily holders.
-func (q *Queue) locked(name string, paths []string) error {
+func (c *ruleContract) locked(name string, paths []string) error {
 	names := make([]string, len(paths))
 	for i, p := range paths {
 		names[i] = path.Base(p)
 	}
-	return fmt.Errorf("%w: %s (%s not granted; it would wait for a change to %s)", recipe.ErrLocked, shortpath.Of(q.dir), name, strings.Join(names, ", "))
+	return fmt.Errorf("%w: %s (%s not granted; it would wait for a change to %s)", recipe.ErrLocked, shortpath.Of(c.dir), name, strings.Join(names, ", "))
+}
+
+// watchPaths turns the Rule's watch indexes into paths below adir; a Rule
+// that names none, or an invalid index, is recipe.ErrBadOption.
+func (c *ruleContract) watchPaths(adir string, nodes []NodeName, self int, watch []int) ([]string, error) {
+	paths := make([]string, 0, len(watch))
+	for _, w := range watch {
+		if w < 0 || w >= len(nodes) || w == self {
+			return nil, fmt.Errorf("%w: the rule for %s named no valid node to watch (index %d of %d)", recipe.ErrBadOption, shortpath.Of(c.dir), w, len(nodes))
+		}
+		paths = append(paths, adir+"/"+nodes[w].Name)
+	}
+	if len(paths) == 0 {
+		return nil, fmt.Errorf("%w: the rule for %s named no node to watch", recipe.ErrBadOption, shortpath.Of(c.dir))
+	}
+	return paths, nil
 }
 
 // list reads the directory's children: the pipelined listing if there is
@@ -152,7 +188,8 @@ func (q *Queue) locked(name string, paths []string) error {
 // early lease (fastWait.relistSlot), or beside a read of the own node for
 // a waiter without one (fastWait.readOwn). A missing directory lists as
 // empty: the node went with it.
-func (q *Queue) list(ctx context.Context, t *Ticket, fw *fastWait) ([]string, bool, error) {
+func (w *waiter) list(ctx context.Context) ([]string, bool, error) {
+	d, fw := w.d, w.fw
 	if children, ok := fw.piped(); ok {
 		return children, true, nil
 	}
@@ -160,15 +197,15 @@ func (q *Queue) list(ctx context.Context, t *Ticket, fw *fastWait) ([]string, bo
 		return children, false, nil
 	}
 	slot := fw.relistSlot()
-	defer fw.readOwn(ctx, t)()
+	defer fw.readOwn(ctx, w.t)()
 	// children is written by the request's worker, which may outlive an
 	// error return: read it only on success.
 	var children []string
-	err := q.s.req.retry(ctx, q.reqSize, func() (err error) {
+	err := d.s.req.retry(ctx, d.reqSize, func() (err error) {
 		if slot != nil {
-			children, _, _, err = q.s.conn.ChildrenW(q.adir)
+			children, _, _, err = d.s.conn.ChildrenW(d.adir)
 		} else {
-			children, _, err = q.s.conn.Children(q.adir)
+			children, _, err = d.s.conn.Children(d.adir)
 		}
 		return err
 	})
@@ -177,7 +214,7 @@ func (q *Queue) list(ctx context.Context, t *Ticket, fw *fastWait) ([]string, bo
 		return nil, false, nil
 	}
 	if err != nil {
-		return nil, false, q.wrap("children", err)
+		return nil, false, d.wrap("children", err)
 	}
 	return children, false, nil
 }
@@ -185,7 +222,7 @@ func (q *Queue) list(ctx context.Context, t *Ticket, fw *fastWait) ([]string, bo
 // find parses and orders a listing (order, with its czxid cache) and
 // returns the index of the node name in it (-1 when it is not listed).
 // Another recipe's nodes in the listing are recipe.ErrMixedRecipes.
-func (q *Queue) find(ctx context.Context, children []string, name string, czxids map[string]int64) ([]NodeName, int, error) {
+func (q *qdir) find(ctx context.Context, children []string, name string, czxids map[string]int64) ([]NodeName, int, error) {
 	nodes, k, mixed := parseListing(children, q.kinds)
 	if mixed {
 		return nil, -1, q.mixed(k)
@@ -197,39 +234,24 @@ func (q *Queue) find(ctx context.Context, children []string, name string, czxids
 	return nodes, slices.IndexFunc(nodes, func(n NodeName) bool { return n.Name == name }), nil
 }
 
-// watchPaths turns the Rule's watch indexes into paths; a Rule that names
-// none, or an invalid index, is recipe.ErrBadOption.
-func (q *Queue) watchPaths(nodes []NodeName, self int, watch []int) ([]string, error) {
-	paths := make([]string, 0, len(watch))
-	for _, w := range watch {
-		if w < 0 || w >= len(nodes) || w == self {
-			return nil, fmt.Errorf("%w: the rule for %s named no valid node to watch (index %d of %d)", recipe.ErrBadOption, shortpath.Of(q.dir), w, len(nodes))
-		}
-		paths = append(paths, q.adir+"/"+nodes[w].Name)
-	}
-	if len(paths) == 0 {
-		return nil, fmt.Errorf("%w: the rule for %s named no node to watch", recipe.ErrBadOption, shortpath.Of(q.dir))
-	}
-	return paths, nil
-}
-
 // grantOn grants the node the Rule just granted: on the child watch of the
 // listing when it stands in for the own-node watch, otherwise by reading
 // the node. It returns (nil, nil) when the connection was suspended since
 // the listing.
-func (q *Queue) grantOn(ctx context.Context, ep *epoch, t *Ticket, fw *fastWait) (*lease, error) {
-	if l, ok, err := fw.grantOnChildWatch(ep); ok {
+func (w *waiter) grantOn(ctx context.Context) (*lease, error) {
+	fw := w.fw
+	if l, ok, err := fw.grantOnChildWatch(w.ep); ok {
 		return l, err
 	}
 	if l, st, err := fw.takeOwnRead(); l != nil {
-		return q.grantRead(ep, l, st, err)
+		return w.d.grantRead(w.ep, l, st, err)
 	}
-	return q.grant(ctx, ep, t)
+	return w.d.grant(ctx, w.ep, w.t)
 }
 
 // grant reads the own node's Stat with a data watch and turns it into a
 // lease. It returns (nil, nil) when the connection was suspended meanwhile.
-func (q *Queue) grant(ctx context.Context, ep *epoch, t *Ticket) (*lease, error) {
+func (q *qdir) grant(ctx context.Context, ep *epoch, t *Ticket) (*lease, error) {
 	s := q.s
 	l := s.leases.prepare(ctx, t.leaseNode())
 	var st *zk.Stat
@@ -249,7 +271,7 @@ func (q *Queue) grant(ctx context.Context, ep *epoch, t *Ticket) (*lease, error)
 // sent after l was registered) of its node: st, or the read's error. A
 // node owned by another session is recipe.ErrSessionLost, a missing one the
 // node's loss (vanished).
-func (q *Queue) grantRead(ep *epoch, l *lease, st *zk.Stat, err error) (*lease, error) {
+func (q *qdir) grantRead(ep *epoch, l *lease, st *zk.Stat, err error) (*lease, error) {
 	if err == nil && st.EphemeralOwner != ep.id {
 		err = fmt.Errorf("%w: own node belongs to session 0x%x, not 0x%x", recipe.ErrSessionLost, st.EphemeralOwner, ep.id)
 	}
@@ -270,7 +292,7 @@ func (q *Queue) grantRead(ep *epoch, l *lease, st *zk.Stat, err error) (*lease, 
 // (nil, nil) when the connection was suspended since the listing. It
 // grants an early lease (its own-node watch is its child watch or was set
 // by the caller) as well as a read one.
-func (q *Queue) activate(ep *epoch, l *lease, st *zk.Stat) (*lease, error) {
+func (q *qdir) activate(ep *epoch, l *lease, st *zk.Stat) (*lease, error) {
 	cause := q.s.leases.activate(l, ep, st)
 	switch {
 	case cause == nil:
@@ -289,9 +311,9 @@ type waitGauge struct {
 	kind, dir string
 }
 
-func (g *waitGauge) start(q *Queue, kind string) {
-	if m := q.s.cfg.metrics; m != nil && g.m == nil {
-		g.m, g.kind, g.dir = m, metricKind(kind), q.dir
+func (g *waitGauge) start(d *qdir, kind string) {
+	if m := d.s.cfg.metrics; m != nil && g.m == nil {
+		g.m, g.kind, g.dir = m, metricKind(kind), d.dir
 		m.Waiting(g.kind, g.dir, 1)
 	}
 }

@@ -34,7 +34,7 @@ func (fw *fastWait) skipCandidate(nodes []NodeName, self int, watch []int) bool 
 			return false
 		}
 	}
-	holds, _, err := q.decide(nodes[1:], 0)
+	holds, _, err := q.contract.decide(nodes[1:], 0)
 	return holds && err == nil // a Rule that panics here: no skip; the re-list asks it again
 }
 
@@ -47,8 +47,8 @@ func (fw *fastWait) grantOnSkip(ctx context.Context, ep *epoch, t *Ticket) (*lea
 	q, pre := fw.q, fw.pre
 	st, err, fetched := fw.fetchedRead(ctx)
 	if !fetched {
-		err = q.s.req.retry(ctx, q.reqSize, func() (err error) {
-			_, st, _, err = q.s.conn.GetW(t.path)
+		err = q.d.s.req.retry(ctx, q.d.reqSize, func() (err error) {
+			_, st, _, err = q.d.s.conn.GetW(t.path)
 			return err
 		})
 	}
@@ -57,18 +57,18 @@ func (fw *fastWait) grantOnSkip(ctx context.Context, ep *epoch, t *Ticket) (*lea
 		err = nil
 	}
 	if err != nil {
-		return nil, q.wrap("get", err)
+		return nil, q.d.wrap("get", err)
 	}
 	if !ok || !pre.isNode(st) {
 		return nil, nil
 	}
-	q.s.leases.ownWatchRead(pre, st.Version)
-	l, err := q.activate(ep, pre, nil)
+	q.d.s.leases.ownWatchRead(pre, st.Version)
+	l, err := q.d.activate(ep, pre, nil)
 	fw.pre, fw.slot = nil, nil
 	if err != nil || l != nil {
 		return l, err
 	}
-	return nil, q.s.conns.awaitConnected(ctx)
+	return nil, q.d.s.conns.awaitConnected(ctx)
 }
 
 // ownRead is the own-node read beside a listing: a waiter without an early
@@ -92,7 +92,7 @@ func (fw *fastWait) readOwn(ctx context.Context, t *Ticket) (wait func()) {
 	if fw.pre != nil || !fw.block {
 		return func() {}
 	}
-	s := fw.q.s
+	s := fw.q.d.s
 	o := &ownRead{l: s.leases.prepare(ctx, t.leaseNode()), done: make(chan struct{})}
 	fw.own = o
 	go func() {
@@ -121,7 +121,7 @@ func (fw *fastWait) takeOwnRead() (*lease, *zk.Stat, error) {
 	}
 	fw.own = nil
 	if isConnErr(o.err) {
-		fw.q.s.leases.drop(o.l)
+		fw.q.d.s.leases.drop(o.l)
 		return nil, nil, nil
 	}
 	return o.l, o.st, o.err
@@ -131,7 +131,7 @@ func (fw *fastWait) takeOwnRead() (*lease, *zk.Stat, error) {
 // watch stays set at the server until the node changes or goes (rule 6).
 func (fw *fastWait) dropOwnRead() {
 	if fw.own != nil {
-		fw.q.s.leases.drop(fw.own.l)
+		fw.q.d.s.leases.drop(fw.own.l)
 		fw.own = nil
 	}
 }
@@ -163,14 +163,14 @@ func (fw *fastWait) prefetcher(t *Ticket, skip bool) func(*wakeup) bool {
 	if pre == nil {
 		return nil
 	}
-	q, s := fw.q, fw.q.s
+	q, s := fw.q, fw.q.d.s
 	return func(w *wakeup) bool {
 		if s.mu.closed || !pre.Live() {
 			return false // nothing sent: the loop's own request reports why
 		}
 		p := &prefetch{read: skip && w.deleted, done: make(chan struct{})}
 		if !p.read {
-			p.slot = s.leases.addSlotForLocked(q.adir, pre) // the registry edits the lease
+			p.slot = s.leases.addSlotForLocked(q.d.adir, pre) // the registry edits the lease
 		}
 		fw.pf = p // read by the waiter after the wakeup's channel is closed
 		s.pool.run(func() {
@@ -181,7 +181,7 @@ func (fw *fastWait) prefetcher(t *Ticket, skip bool) func(*wakeup) bool {
 				_, st, _, err := s.conn.GetW(t.path)
 				p.st, p.err = st, err
 			} else {
-				children, _, _, err := s.conn.ChildrenW(q.adir)
+				children, _, _, err := s.conn.ChildrenW(q.d.adir)
 				p.children, p.err = children, err
 			}
 		})
@@ -215,7 +215,7 @@ func (p *prefetch) await(ctx context.Context, quit <-chan struct{}) bool {
 // succeeded; its child slot is then the one the listing set.
 func (fw *fastWait) fetched(ctx context.Context) ([]string, bool) {
 	p := fw.take(false)
-	if p == nil || !p.await(ctx, fw.q.s.quit) || p.err != nil {
+	if p == nil || !p.await(ctx, fw.q.d.s.quit) || p.err != nil {
 		return nil, false
 	}
 	fw.slot, fw.watched = p.slot, true
@@ -226,7 +226,7 @@ func (fw *fastWait) fetched(ctx context.Context) ([]string, bool) {
 // was answered: its Stat, or its error if it is not a connection error.
 func (fw *fastWait) fetchedRead(ctx context.Context) (*zk.Stat, error, bool) {
 	p := fw.take(true)
-	if p == nil || !p.await(ctx, fw.q.s.quit) || isConnErr(p.err) {
+	if p == nil || !p.await(ctx, fw.q.d.s.quit) || isConnErr(p.err) {
 		return nil, nil, false
 	}
 	return p.st, p.err, true

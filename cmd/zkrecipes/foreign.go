@@ -7,7 +7,7 @@ import (
 
 	"github.com/go-zookeeper/zk"
 
-	"github.com/zkrecipes/zkrecipes/internal/zkside"
+	"github.com/zkrecipes/zkrecipes/internal/zkname"
 	"github.com/zkrecipes/zkrecipes/recipe"
 	"github.com/zkrecipes/zkrecipes/zookeeper"
 )
@@ -58,7 +58,7 @@ func (l *lister) participants(ctx context.Context) ([]zookeeper.Participant, err
 		}
 		kinds := slices.Clone(allKinds)
 		for _, c := range children {
-			if k := zkside.NodeKind(c); k != "" && !slices.Contains(kinds, k) {
+			if k := zkname.Kind(c); k != "" && !slices.Contains(kinds, k) {
 				kinds = append(kinds, k)
 			}
 		}

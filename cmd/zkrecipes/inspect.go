@@ -18,6 +18,7 @@ import (
 
 	"github.com/zkrecipes/zkrecipes/election"
 	"github.com/zkrecipes/zkrecipes/internal/shortpath"
+	"github.com/zkrecipes/zkrecipes/internal/zkname"
 	"github.com/zkrecipes/zkrecipes/internal/zkside"
 	"github.com/zkrecipes/zkrecipes/latch"
 	"github.com/zkrecipes/zkrecipes/mutex"
@@ -236,7 +237,7 @@ func view(path string, exists bool, ps []zookeeper.Participant, leases int) View
 	for _, p := range ps {
 		kinds[p.Kind] = true
 	}
-	names := zkside.NodeNames[zookeeper.Participant, zookeeper.NodeName](ps)
+	names := nodeNames(ps)
 	var rule zookeeper.Rule
 	holder := "holder"
 	switch {
@@ -319,4 +320,17 @@ func printView(w io.Writer, v View, watch, first bool) {
 	if v.Recipe == "semaphore" && v.Participants[0].Role == "queued" {
 		fmt.Fprintln(w, "(give --semaphore N to tell holders from waiters)")
 	}
+}
+
+// nodeNames returns the node names of ps as a Rule sees them, so that
+// view can evaluate a Rule over the listing (the zero NodeName for a name
+// outside the node-name grammar of its Kind).
+func nodeNames(ps []zookeeper.Participant) []zookeeper.NodeName {
+	names := make([]zookeeper.NodeName, len(ps))
+	for i, p := range ps {
+		if n, ok := zkname.Parse(p.Name, []string{p.Kind}); ok {
+			names[i] = zookeeper.NodeName{Name: p.Name, GUID: n.GUID, Kind: n.Kind, Seq: n.Seq, Anchored: n.Anchored, Anchor: n.Anchor}
+		}
+	}
+	return names
 }

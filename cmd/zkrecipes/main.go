@@ -30,6 +30,7 @@ import (
 	"time"
 
 	"github.com/zkrecipes/zkrecipes/internal/shortpath"
+	"github.com/zkrecipes/zkrecipes/internal/zkname"
 	"github.com/zkrecipes/zkrecipes/internal/zkside"
 	"github.com/zkrecipes/zkrecipes/recipe"
 	"github.com/zkrecipes/zkrecipes/zookeeper"
@@ -135,7 +136,7 @@ type common struct {
 // (inspect, a read-only query, is quiet unless something fails).
 func (c *common) register(fs *flag.FlagSet, withOwnership bool, logLevel string) {
 	fs.StringVar(&c.servers, "servers", os.Getenv(envServers), "ZooKeeper servers, `host:port,...[/chroot]`; a host without a port means port 2181 (default $"+envServers+")")
-	fs.DurationVar(&c.sessionTimeout, "session-timeout", zookeeper.DefaultSessionTimeout, "ZooKeeper session timeout requested from the server")
+	fs.DurationVar(&c.sessionTimeout, "session-timeout", 10*time.Second, "ZooKeeper session timeout requested from the server")
 	fs.DurationVar(&c.connectTimeout, "connect-timeout", 10*time.Second, "give up (exit 69) when no server answers within this `duration`")
 	fs.StringVar(&c.logFormat, "log-format", "text", "log format on stderr: text or json")
 	fs.StringVar(&c.logLevel, "log-level", logLevel, "log level: debug, info, warn or error")
@@ -376,12 +377,8 @@ func quotePath(p string) string {
 
 // checkPath validates a recipe path, naming the path and the rule.
 func checkPath(stderr io.Writer, fs *flag.FlagSet, p string) int {
-	if err := zkside.ValidatePath(p); err != nil {
-		var pe *zookeeper.PathError
-		if errors.As(err, &pe) {
-			return usageError(stderr, fs, "invalid path %s: %s (a ZooKeeper path like /locks/nightly)", quotePath(pe.Path), pe.Reason)
-		}
-		return usageError(stderr, fs, "%v", err)
+	if why, _ := zkname.CheckPath(p); why != "" {
+		return usageError(stderr, fs, "invalid path %s: %s (a ZooKeeper path like /locks/nightly)", quotePath(p), why)
 	}
 	return -1
 }

@@ -28,17 +28,17 @@ type Source[H any] interface {
 // (recipe.Permanent; recipe.ErrMixedRecipes met twice a second apart):
 // then it is logged at error level and the channel is closed. The channel
 // is also closed when ctx ends or the Session is closed.
-func Observe[H, T any](ctx context.Context, o Observed, conv func(H) T) <-chan T {
+func Observe[H, T any](ctx context.Context, o Observed[H], conv func(H) T) <-chan T {
 	out := make(chan T)
-	src := o.Source.(Source[H])
-	if !o.Go(func() { defer close(out); observe(ctx, o, src, conv, out) }) {
+	if !o.Go(func() { defer close(out); observe(ctx, o, conv, out) }) {
 		close(out)
 	}
 	return out
 }
 
 // observe is Observe's goroutine.
-func observe[H, T any](ctx context.Context, o Observed, src Source[H], conv func(H) T, out chan<- T) {
+func observe[H, T any](ctx context.Context, o Observed[H], conv func(H) T, out chan<- T) {
+	src := o.Source
 	var delivered, pendingHead H // what the reader has; what it will have
 	var pending T                // conv(pendingHead)
 	havePending, first := false, true
@@ -85,7 +85,7 @@ func observe[H, T any](ctx context.Context, o Observed, src Source[H], conv func
 
 // retryRead logs a failed read and waits a second before the next one; it
 // reports false when the observation ends instead.
-func retryRead(ctx context.Context, o Observed, ends *loop.Stopper, err error) bool {
+func retryRead[H any](ctx context.Context, o Observed[H], ends *loop.Stopper, err error) bool {
 	if ctx.Err() != nil || errors.Is(err, recipe.ErrSessionClosed) {
 		return false
 	}

@@ -1,10 +1,31 @@
-// Package zkside is the side door of package zookeeper: what the module's
-// other packages (the recipes in mutex, election and latch, resource/fencezk,
-// the commands, tests) need from the ZooKeeper engine and its users do
-// not, kept out of zookeeper's exported API. Package zookeeper registers
-// its side in its init (Register); this package cannot import zookeeper,
-// so the functions take its types as any: a *zookeeper.Session or a
-// *zookeeper.Queue (anything else panics).
+// Package zkside is what package zookeeper lends the module's other
+// packages beyond its exported API, typed: internal on purpose. Package
+// zookeeper builds on it (it cannot import zookeeper): a *zookeeper.Session
+// embeds a SessionDoor and a *zookeeper.Queue a QueueDoor, whose unexported
+// methods make SessionOf and QueueOf accept exactly those types. Nothing is
+// registered at init and nothing is asserted at run time: a wrong type does
+// not compile.
+//
+// Everything a custom recipe on Queue needs is zookeeper's exported API
+// (NewQueue and its Rule, Acquire, Join, Participants, ObserveHead,
+// Queue.CheckNodeData, Session.Conn). What is here is internal on purpose:
+//
+//   - Session.Chroot, ACL, ACLRule, EnsureDir, CheckRequest, CheckMulti,
+//     ValidatePath, ValidateSequentialPath: resource/fencezk writes znodes
+//     of its own through Conn with the engine's rules (directories made as
+//     the recipes make them, the directory ACL rule, the packet limit,
+//     reserved names). They are the engine's rules, not a contract: they
+//     may change with it, and a user writing znodes through Conn knows
+//     the chroot and ACL they gave Connect.
+//   - Session.Logger: a recipe of this module logs through the Session's
+//     logger unless given its own; a custom recipe takes its own logger.
+//   - Session.PendingCleanup: what tests check after a fault.
+//   - Queue.SetLockDelay: the lock-delay's record (the marker znode beside
+//     the queue nodes) assumes an exclusive Rule whose holder is the lowest
+//     node; mutex.WithLockDelay is its public face.
+//   - ObserveHeadAs: an election's view of the head delivered by
+//     ObserveHead's own goroutine; a custom recipe converts ObserveHead's
+//     values on its side.
 package zkside
 
 import (
@@ -45,10 +66,11 @@ type Session interface {
 	EnsureDir(ctx context.Context, dir string, acl []zk.ACL) (made bool, err error)
 	// CheckRequest reports whether op, a request about to be sent through
 	// Conn (a *zk.CreateRequest, *zk.SetDataRequest, *zk.DeleteRequest or
-	// *zk.CheckVersionRequest; its path with the chroot), fits the packet
-	// limit, and whether the data it writes can be read back within it:
-	// nil, an error matching recipe.ErrTooLarge that gives the sizes, or
-	// recipe.ErrBadOption for another op. It sends nothing.
+	// *zk.CheckVersionRequest, as zk.Conn.Multi takes them; its path with
+	// the chroot), fits the packet limit, and whether the data it writes
+	// can be read back within it: nil, an error matching
+	// recipe.ErrTooLarge that gives the sizes, or recipe.ErrBadOption for
+	// another op. It sends nothing.
 	CheckRequest(op any) error
 	// CheckMulti is CheckRequest for ops sent together in one Conn.Multi.
 	CheckMulti(ops ...any) error
@@ -71,81 +93,66 @@ type Session interface {
 	// PendingCleanup returns how many deletes of the Session's own znodes
 	// wait for a reconnection (normally 0).
 	PendingCleanup() int
+	// ValidatePath checks a znode path given to a recipe (zookeeper.NewQueue
+	// checks its directory so): see zkname.CheckPath. The error is a
+	// *zookeeper.PathError matching recipe.ErrInvalidPath (and
+	// zookeeper.ErrReservedName for a reserved segment).
+	ValidatePath(p string) error
+	// ValidateSequentialPath checks the path of a sequential create: as
+	// ValidatePath, and that no name the server can make of it by
+	// appending a sequence is named like a queue node
+	// (zookeeper.ErrReservedName).
+	ValidateSequentialPath(p string) error
 }
 
+// SessionDoor is embedded in zookeeper.Session (through an unexported
+// alias): its unexported method is what SessionOf asks for.
+type SessionDoor struct{ side Session }
+
+// NewSessionDoor returns the door to side, a Session's.
+func NewSessionDoor(side Session) SessionDoor { return SessionDoor{side} }
+
+func (d SessionDoor) sessionSide() Session { return d.side }
+
+// sessionHolder is a *zookeeper.Session.
+type sessionHolder interface{ sessionSide() Session }
+
+// SessionOf returns the side of s, a *zookeeper.Session.
+func SessionOf(s sessionHolder) Session { return s.sessionSide() }
+
 // Queue is what a sibling may do with a *zookeeper.Queue beyond its
-// exported methods.
-type Queue interface {
-	// CheckNodeData reports whether a node of the queue may carry data:
-	// nil, or an error matching recipe.ErrBadOption and
-	// recipe.ErrTooLarge for data over zookeeper.MaxNodeData, or
-	// recipe.ErrTooLarge when the create of such a node would be over the
-	// packet limit. A recipe calls it where data is given (mutex.WithData,
-	// a latch's id), so that the mistake shows there. It sends nothing.
-	CheckNodeData(data []byte) error
+// exported methods; H is zookeeper.Head.
+type Queue[H any] interface {
 	// Heads is what ObserveHeadAs observes.
-	Heads() Observed
+	Heads() Observed[H]
 	// SetLockDelay gives the queue a lock-delay of d (mutex.WithLockDelay:
 	// a queue of an exclusive Rule only), before its first use.
 	SetLockDelay(d time.Duration)
 }
 
+// QueueDoor is embedded in zookeeper.Queue (through an unexported alias):
+// its unexported method is what QueueOf asks for.
+type QueueDoor[H any] struct{ side Queue[H] }
+
+// NewQueueDoor returns the door to side, a Queue's.
+func NewQueueDoor[H any](side Queue[H]) QueueDoor[H] { return QueueDoor[H]{side} }
+
+func (d QueueDoor[H]) queueSide() Queue[H] { return d.side }
+
+// queueHolder is a *zookeeper.Queue.
+type queueHolder[H any] interface{ queueSide() Queue[H] }
+
+// QueueOf returns the side of q, a *zookeeper.Queue.
+func QueueOf[H any](q queueHolder[H]) Queue[H] { return q.queueSide() }
+
 // Observed is a queue's head as Observe observes it.
-type Observed struct {
-	Source any                 // a Source[zookeeper.Head]
+type Observed[H any] struct {
+	Source Source[H]
 	Go     func(f func()) bool // runs f on a goroutine the Session's Close waits for; false once it is closed
 	Quit   <-chan struct{}     // closed when the Session is closed
 	Log    *slog.Logger        // the Session's
 	Dir    string              // the queue's directory, for the log
 }
-
-// Hooks is package zookeeper's side, set by Register.
-type Hooks struct {
-	Session      func(s any) Session // s: a *zookeeper.Session
-	Queue        func(q any) Queue   // q: a *zookeeper.Queue; nil for a nil one
-	ValidatePath func(p string) error
-	// ValidateSequentialPath is ValidateSequentialPath's.
-	ValidateSequentialPath func(p string) error
-	NodeNames              any // func([]zookeeper.Participant) []zookeeper.NodeName
-	NodeKind               func(name string) string
-}
-
-var hooks Hooks
-
-// Register sets package zookeeper's side; its init calls it.
-func Register(h Hooks) { hooks = h }
-
-// SessionOf returns the side of s, a *zookeeper.Session.
-func SessionOf(s any) Session { return hooks.Session(s) }
-
-// QueueOf returns the side of q, a *zookeeper.Queue.
-func QueueOf(q any) Queue { return hooks.Queue(q) }
-
-// ValidatePath checks a znode path given to a recipe (zookeeper.NewQueue
-// checks its directory so): absolute, not the root, no trailing slash, no
-// empty, "." or ".." segment, no character ZooKeeper refuses, valid UTF-8,
-// outside the reserved /zookeeper subtree, no segment named like a queue
-// node or zookeeper.MarkerName (zookeeper.ErrReservedName). The error is a
-// *zookeeper.PathError matching recipe.ErrInvalidPath.
-func ValidatePath(p string) error { return hooks.ValidatePath(p) }
-
-// ValidateSequentialPath checks the path of a sequential create: as
-// ValidatePath, and that no name the server can make of it by appending a
-// sequence is named like a queue node (zookeeper.ErrReservedName).
-func ValidateSequentialPath(p string) error { return hooks.ValidateSequentialPath(p) }
-
-// NodeNames returns the node names of ps (a Participants listing) as a
-// Rule sees them, so that a tool can evaluate a Rule over it (the zero
-// NodeName for a name outside the node-name grammar of its Kind). P and N
-// are zookeeper.Participant and zookeeper.NodeName.
-func NodeNames[P, N any](ps []P) []N { return hooks.NodeNames.(func([]P) []N)(ps) }
-
-// NodeKind returns the kind of a child name in the queue-node grammar
-// ("_c_<guid>-<kind><sequence>", any kind: a recipe's of this module, or
-// another program's), or "" for a name outside it, which every recipe
-// ignores: a tool can list what makes a recipe refuse a directory with
-// recipe.ErrMixedRecipes.
-func NodeKind(name string) string { return hooks.NodeKind(name) }
 
 // ObserveHeadAs is zookeeper.Queue.ObserveHead delivering conv(head)
 // instead of the head itself, with the same coalescing: a recipe's own
@@ -153,13 +160,9 @@ func NodeKind(name string) string { return hooks.NodeKind(name) }
 // second queue of values. conv runs on the observer's goroutine and must
 // not block. H is zookeeper.Head. Errors: recipe.ErrBadOption for a nil q
 // or conv (then the channel is nil).
-func ObserveHeadAs[H, T any](ctx context.Context, q any, conv func(H) T) (<-chan T, error) {
-	var side Queue
-	if q != nil {
-		side = QueueOf(q)
-	}
-	if side == nil || conv == nil {
+func ObserveHeadAs[H, T any](ctx context.Context, q queueHolder[H], conv func(H) T) (<-chan T, error) {
+	if q == nil || conv == nil {
 		return nil, fmt.Errorf("%w: ObserveHeadAs needs a queue and a conversion", recipe.ErrBadOption)
 	}
-	return Observe(ctx, side.Heads(), conv), nil
+	return Observe(ctx, q.queueSide().Heads(), conv), nil
 }

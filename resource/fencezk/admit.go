@@ -28,7 +28,7 @@ type Fence struct {
 // says); opts apply to every register. It sends nothing. Errors: a
 // *zookeeper.PathError (recipe.ErrInvalidPath) for a bad dir.
 func NewFence(s *zookeeper.Session, dir string, opts ...Option) (*Fence, error) {
-	if err := zkside.ValidatePath(dir); err != nil {
+	if err := zkside.SessionOf(s).ValidatePath(dir); err != nil {
 		return nil, err
 	}
 	return &Fence{s: s, dir: strings.TrimSuffix(dir, "/"), opts: opts}, nil

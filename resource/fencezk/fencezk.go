@@ -89,10 +89,10 @@ func WithACL(acl []zk.ACL) Option { return func(r *Register) { r.acl = acl } }
 // for a segment named like a recipe's queue node, which would take the
 // register, a persistent znode, for a contender that never leaves).
 func New(s *zookeeper.Session, path string, opts ...Option) (*Register, error) {
-	if err := zkside.ValidatePath(path); err != nil {
+	side := zkside.SessionOf(s)
+	if err := side.ValidatePath(path); err != nil {
 		return nil, err
 	}
-	side := zkside.SessionOf(s)
 	r := &Register{s: s, side: side, path: path, full: side.Chroot() + path, acl: side.ACL()}
 	for _, o := range opts {
 		o(r)
@@ -311,9 +311,9 @@ func sequential(flags int32) bool {
 // root returns a copy of op with its path below the chroot.
 func (r *Register) root(op any) (any, error) {
 	check := func(p string, sequential bool) (string, error) {
-		validate := zkside.ValidatePath
+		validate := r.side.ValidatePath
 		if sequential {
-			validate = zkside.ValidateSequentialPath // the server appends a sequence
+			validate = r.side.ValidateSequentialPath // the server appends a sequence
 		}
 		if err := validate(p); err != nil {
 			return "", fmt.Errorf("%w: %w", ErrBadOp, err)
