@@ -273,8 +273,12 @@ func launchZooKeeper(t *testing.T) func() string {
 }
 
 // library reports whether m is a library module, which users go get (the
-// root, the backends, the adapters), rather than a command.
-func library(m module) bool { return m.Dir != "cmd" && !strings.HasPrefix(m.Dir, "cmd/") }
+// root, the backends, the adapters, the fences), rather than a command or
+// a test kit of the repository's own tests.
+func library(m module) bool {
+	top, _, _ := strings.Cut(m.Dir, "/")
+	return top != "cmd" && top != "testkit"
+}
 
 // installLine is a command line of README's Install block: go get or go install.
 var installLine = regexp.MustCompile(`^go (get|install) (\S+)@(\S+)\s*(#.*)?$`)
