@@ -54,10 +54,10 @@ func TestInstallFromProxy(t *testing.T) {
 		t.Fatal(err)
 	}
 	// As README says, once the code imports the packages; -e because
-	// offline tidy cannot reach every module that tests of the packages
-	// imported need on other systems (zktest's testcontainers needs
-	// gopsutil, which needs wmi on Windows): a user online gets them from
-	// the proxy, and this test's build needs none of them.
+	// offline tidy may not reach every module that tests of the packages
+	// imported need only on other systems: a user online gets them from
+	// the proxy, and this test's build needs none of them (online, plain
+	// tidy passes too).
 	u.run("go", "mod", "tidy", "-e")
 	u.run("go", "build", "-o", "bin/", "./...") // the program into bin/service
 	servers := zkServers()
