@@ -34,15 +34,18 @@ demo: setup
 # the sequence-limit tests again on ZooKeeper 3.9.3 (Debian 13's, laid out
 # by scripts/zk-debian.sh and cached), so that the behaviour at the limit is
 # checked on both server lines.
-# The backends, the OpenTelemetry adapter, the etcd and Redis fences, the
-# command line tool, the benchmark and the nemesis are modules of their own
-# (backend/*, metrics/otelmetrics, resource/fenceetcd, resource/fenceredis,
-# cmd/zkrecipes, cmd/zkbench, cmd/nemesis: so that ZooKeeper-only users of
-# the library never require the other backends' client libraries nor
-# OpenTelemetry): ./... at the root does not reach them, so they are listed
+# The backends, the metrics adapters, the etcd, Redis and SQL fences, the
+# heavy test kits, the command line tool, the benchmark, the nemesis and the
+# demo are modules of their own (backend/*, metrics/*, resource/fenceetcd,
+# resource/fenceredis, resource/fencesql, testkit/nemesis, testkit/pgtest,
+# testkit/containers, cmd/*: so that ZooKeeper-only users of the library
+# never require the other backends' client libraries, Prometheus,
+# OpenTelemetry, SQL drivers, porcupine nor testcontainers; the release test
+# checks it): ./... at the root does not reach them, so they are listed
 # after it.
-BACKENDS := ./backend/etcdlock/... ./backend/pglock/... ./backend/redislock/... ./backend/k8slease/... ./metrics/otelmetrics/... ./resource/fenceetcd/... ./resource/fenceredis/...
-COMMANDS := ./cmd/zkrecipes/... ./cmd/zkbench/... ./cmd/nemesis/...
+BACKENDS := ./backend/etcdlock/... ./backend/pglock/... ./backend/redislock/... ./backend/k8slease/... ./metrics/otelmetrics/... ./metrics/prommetrics/... ./resource/fenceetcd/... ./resource/fenceredis/... ./resource/fencesql/...
+TESTKITS := ./testkit/pgtest/... ./testkit/containers/...
+COMMANDS := ./cmd/zkrecipes/... ./cmd/zkbench/... ./cmd/nemesis/... ./cmd/demo/...
 # The slowest packages (1 to 2 minutes each, measured in CI) first: go test
 # starts packages in the order given (each once), so they no longer form
 # the tail of the run while the cores idle.
@@ -63,10 +66,10 @@ TEST_SECRET := s3cr3t-zkr-
 # with both cores kept busy by other work.
 
 test: setup kube-apiserver
-	$(GO) vet ./... $(BACKENDS) $(COMMANDS)
+	$(GO) vet ./... ./testkit/nemesis/... $(BACKENDS) $(TESTKITS) $(COMMANDS)
 	out="$$(mktemp -d)"; status=0; \
 	{ \
-	$(GO) test -race -count=1 -p 3 -timeout 15m $(SLOWEST) $$($(GO) list ./... | grep -v '/testkit/nemesis$$') $(BACKENDS) $(COMMANDS) || touch "$$out/failed"; \
+	$(GO) test -race -count=1 -p 3 -timeout 15m $(SLOWEST) $$($(GO) list ./... ./testkit/nemesis/... | grep -v '/testkit/nemesis$$') $(BACKENDS) $(TESTKITS) $(COMMANDS) || touch "$$out/failed"; \
 	$(GO) test -race -count=1 -timeout 10m ./testkit/nemesis || touch "$$out/failed"; \
 	h="$$(./scripts/zk-debian.sh)" && ZOOKEEPER_HOME="$$h" $(GO) test -race -count=1 -timeout 5m -run 'SequenceLimit|SeqCounters' ./zookeeper/ ./testkit/zktest/ || touch "$$out/failed"; \
 	} 2>&1 | tee "$$out/log"; \

@@ -10,7 +10,7 @@
 #   nemesis-run.png        the seeded run, whole
 #   nemesis-stale.png      the same page at the first write refused as stale
 #   nemesis-violation.png  the broken recipe's page, as it opens: at the violation
-# and writes their captions from the same runs (scripts/captions):
+# and writes their captions from the same runs (cmd/nemesis/captions):
 # captions.md. Timing varies from run to run even with a seed, so the
 # pictures and the figures said of them must come from one run: by default
 # all of it goes to the pages' directory (printed at the end) and docs/ is
@@ -147,7 +147,7 @@ else
 fi
 shot "$dir/nemesis-violation.png" "$broken_dir/index.html"
 
-captions=(go run ./scripts/captions -run "$run_dir" -broken "$broken_dir" -fault-phase "$run" -broken-phase "$broken_run" -zookeeper "$zookeeper" "${stale[@]}")
+captions=(go run ./cmd/nemesis/captions -run "$run_dir" -broken "$broken_dir" -fault-phase "$run" -broken-phase "$broken_run" -zookeeper "$zookeeper" "${stale[@]}")
 "${captions[@]}" >"$pages/captions.md"
 if [ "${UPDATE_DOCS:-}" = 1 ]; then
   "${captions[@]}" -update docs/reliability.md

@@ -14,7 +14,7 @@ import (
 	"github.com/zkrecipes/zkrecipes/backend/redislock/redistest"
 	"github.com/zkrecipes/zkrecipes/recipe"
 	"github.com/zkrecipes/zkrecipes/testkit/rtest/metricstest"
-	"github.com/zkrecipes/zkrecipes/testkit/rtest/promtest"
+	"github.com/zkrecipes/zkrecipes/metrics/prommetrics/promtest"
 	"github.com/zkrecipes/zkrecipes/testkit/zktest"
 )
 

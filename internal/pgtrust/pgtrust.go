@@ -34,6 +34,9 @@
 // varchar, text || name), or a same-signature copy when search_path lists
 // its schema before pg_catalog; it then runs as the application's role
 // (CVE-2018-1058).
+//
+// Its tests, against a real PostgreSQL, are in testkit/pgtest/pgtrusttest
+// (the pgx driver's module, out of the root module's graph).
 package pgtrust
 
 import (

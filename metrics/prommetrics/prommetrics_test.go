@@ -13,10 +13,10 @@ import (
 
 	"github.com/zkrecipes/zkrecipes/fence"
 	"github.com/zkrecipes/zkrecipes/metrics/prommetrics"
+	"github.com/zkrecipes/zkrecipes/metrics/prommetrics/promtest"
 	"github.com/zkrecipes/zkrecipes/mutex"
 	"github.com/zkrecipes/zkrecipes/recipe"
 	"github.com/zkrecipes/zkrecipes/testkit/rtest"
-	"github.com/zkrecipes/zkrecipes/testkit/rtest/promtest"
 	"github.com/zkrecipes/zkrecipes/testkit/zktest"
 	"github.com/zkrecipes/zkrecipes/zookeeper"
 )

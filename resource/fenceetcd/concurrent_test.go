@@ -12,8 +12,8 @@ import (
 
 	"github.com/zkrecipes/zkrecipes/fence"
 	"github.com/zkrecipes/zkrecipes/resource/fenceetcd"
-	"github.com/zkrecipes/zkrecipes/testkit/fencetest"
 	"github.com/zkrecipes/zkrecipes/testkit/nemesis"
+	"github.com/zkrecipes/zkrecipes/testkit/nemesis/fencerace"
 )
 
 var (
@@ -21,17 +21,17 @@ var (
 	workers = flag.Int("fenceetcd.workers", 8, "concurrent writers")
 )
 
-// The concurrent runs are fencetest.Run and Verify (the register check of
+// The concurrent runs are fencerace.Run and Verify (the register check of
 // fencesql's runs) over this backend's writes.
 
 // cfg is the shape of the run of the register called name.
-func cfg(name string, d time.Duration) fencetest.Config {
-	return fencetest.Config{Register: name, Workers: *workers, For: d, Seed: 25}
+func cfg(name string, d time.Duration) fencerace.Config {
+	return fencerace.Config{Register: name, Workers: *workers, For: d, Seed: 25}
 }
 
 // doWrite writes value through Fence.Do: a put of the data key with its
 // previous value, the fence's previous token, and the revision.
-func doWrite(f *fenceetcd.Fence, data string) fencetest.Writer {
+func doWrite(f *fenceetcd.Fence, data string) fencerace.Writer {
 	return func(ctx context.Context, tok fence.Token, value string) (nemesis.State, int64, error) {
 		res, err := f.Do(ctx, "reg", tok, clientv3.OpPut(data, value, clientv3.WithPrevKV()))
 		if err != nil {
@@ -50,19 +50,19 @@ func TestConcurrentDo(t *testing.T) {
 	e := newEnv(t)
 	f := e.fence(t)
 	data := e.prefix + "/data"
-	ops, end := fencetest.Run(t, cfg("etcd-do", *runFor), doWrite(f, data))
+	ops, end := fencerace.Run(t, cfg("etcd-do", *runFor), doWrite(f, data))
 	high, err := f.Highest(context.Background(), "reg")
 	if err != nil {
 		t.Fatal(err)
 	}
-	fencetest.Check(t, cfg("etcd-do", 0), ops, end, nemesis.State{Token: high, Value: e.get(t, data)})
+	fencerace.Check(t, cfg("etcd-do", 0), ops, end, nemesis.State{Token: high, Value: e.get(t, data)})
 }
 
 // TestConcurrentRegister: Register.Write.
 func TestConcurrentRegister(t *testing.T) {
 	e := newEnv(t)
 	r, _ := fenceetcd.NewRegister(e.cli, e.prefix+"/reg")
-	ops, end := fencetest.Run(t, cfg("etcd-register", *runFor), func(ctx context.Context, tok fence.Token, value string) (nemesis.State, int64, error) {
+	ops, end := fencerace.Run(t, cfg("etcd-register", *runFor), func(ctx context.Context, tok fence.Token, value string) (nemesis.State, int64, error) {
 		prev, rev, err := r.Write(ctx, tok, []byte(value))
 		return nemesis.State{Token: prev.Token, Value: string(prev.Data)}, rev, err
 	})
@@ -70,7 +70,7 @@ func TestConcurrentRegister(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fencetest.Check(t, cfg("etcd-register", 0), ops, end, nemesis.State{Token: v.Token, Value: string(v.Data)})
+	fencerace.Check(t, cfg("etcd-register", 0), ops, end, nemesis.State{Token: v.Token, Value: string(v.Data)})
 }
 
 // TestConcurrentCheckCatchesRacyFence plants the bug the transaction
@@ -107,9 +107,9 @@ func TestConcurrentCheckCatchesRacyFence(t *testing.T) {
 		}
 		return prev, resp.Header.Revision, nil
 	}
-	ops, end := fencetest.Run(t, cfg("etcd-racy", *runFor/2), racy)
+	ops, end := fencerace.Run(t, cfg("etcd-racy", *runFor/2), racy)
 	high, _ := f.Highest(context.Background(), "reg")
-	v := fencetest.Verify(t, cfg("etcd-racy", 0), ops, end, nemesis.State{Token: high, Value: e.get(t, data)}, true)
+	v := fencerace.Verify(t, cfg("etcd-racy", 0), ops, end, nemesis.State{Token: high, Value: e.get(t, data)}, true)
 	if len(v) == 0 {
 		t.Fatal("the checker found nothing wrong with a fence that compares outside the transaction")
 	}

@@ -13,8 +13,8 @@ import (
 
 	"github.com/zkrecipes/zkrecipes/fence"
 	"github.com/zkrecipes/zkrecipes/resource/fenceredis"
-	"github.com/zkrecipes/zkrecipes/testkit/fencetest"
 	"github.com/zkrecipes/zkrecipes/testkit/nemesis"
+	"github.com/zkrecipes/zkrecipes/testkit/nemesis/fencerace"
 )
 
 var (
@@ -22,12 +22,12 @@ var (
 	workers = flag.Int("fenceredis.workers", 8, "concurrent writers")
 )
 
-// The concurrent runs are fencetest.Run and Verify (the register check of
+// The concurrent runs are fencerace.Run and Verify (the register check of
 // fencesql's runs) over this backend's writes.
 
 // cfg is the shape of the run of the register called name.
-func cfg(name string, d time.Duration) fencetest.Config {
-	return fencetest.Config{Register: name, Workers: *workers, For: d, Seed: 25}
+func cfg(name string, d time.Duration) fencerace.Config {
+	return fencerace.Config{Register: name, Workers: *workers, For: d, Seed: 25}
 }
 
 // logged is the order of application of a run through Do: each accepted
@@ -79,7 +79,7 @@ func TestConcurrentDo(t *testing.T) {
 	e := newEnv(t)
 	f := e.fence(t)
 	data, log := e.prefix+"data", e.prefix+"log"
-	ops, end := fencetest.Run(t, cfg("redis-do", *runFor), func(ctx context.Context, tok fence.Token, value string) (nemesis.State, int64, error) {
+	ops, end := fencerace.Run(t, cfg("redis-do", *runFor), func(ctx context.Context, tok fence.Token, value string) (nemesis.State, int64, error) {
 		prev, err := f.Do(ctx, "reg", tok, fenceredis.Set(data, value), fenceredis.RPush(log, tok.String()+" "+value))
 		return nemesis.State{Token: prev}, 0, err
 	})
@@ -90,14 +90,14 @@ func TestConcurrentDo(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fencetest.Check(t, cfg("redis-do", 0), ops, end, nemesis.State{Token: high, Value: e.get(t, data)})
+	fencerace.Check(t, cfg("redis-do", 0), ops, end, nemesis.State{Token: high, Value: e.get(t, data)})
 }
 
 // TestConcurrentRegister: Register.Write; the version gives the order.
 func TestConcurrentRegister(t *testing.T) {
 	e := newEnv(t)
 	r, _ := fenceredis.NewRegister(e.cli, e.prefix+"reg")
-	ops, end := fencetest.Run(t, cfg("redis-register", *runFor), func(ctx context.Context, tok fence.Token, value string) (nemesis.State, int64, error) {
+	ops, end := fencerace.Run(t, cfg("redis-register", *runFor), func(ctx context.Context, tok fence.Token, value string) (nemesis.State, int64, error) {
 		prev, err := r.Write(ctx, tok, []byte(value))
 		return nemesis.State{Token: prev.Token, Value: string(prev.Data)}, prev.Version + 1, err
 	})
@@ -105,7 +105,7 @@ func TestConcurrentRegister(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fencetest.Check(t, cfg("redis-register", 0), ops, end, nemesis.State{Token: v.Token, Value: string(v.Data)})
+	fencerace.Check(t, cfg("redis-register", 0), ops, end, nemesis.State{Token: v.Token, Value: string(v.Data)})
 }
 
 // TestConcurrentCheckCatchesRacyFence plants the bug the script exists to
@@ -134,10 +134,10 @@ func TestConcurrentCheckCatchesRacyFence(t *testing.T) {
 		})
 		return nemesis.State{Token: high}, 0, err
 	}
-	ops, end := fencetest.Run(t, cfg("redis-racy", *runFor/2), racy)
+	ops, end := fencerace.Run(t, cfg("redis-racy", *runFor/2), racy)
 	high, _ := f.Highest(context.Background(), "reg")
 	errs := logged(t, e, ops, log)
-	v := fencetest.Verify(t, cfg("redis-racy", 0), ops, end, nemesis.State{Token: high, Value: e.get(t, data)}, true)
+	v := fencerace.Verify(t, cfg("redis-racy", 0), ops, end, nemesis.State{Token: high, Value: e.get(t, data)}, true)
 	if len(v) == 0 {
 		t.Fatal("the checker found nothing wrong with a fence that compares outside the script")
 	}

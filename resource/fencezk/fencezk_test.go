@@ -13,8 +13,6 @@ import (
 	"github.com/zkrecipes/zkrecipes/fence"
 	"github.com/zkrecipes/zkrecipes/recipe"
 	"github.com/zkrecipes/zkrecipes/resource/fencezk"
-	"github.com/zkrecipes/zkrecipes/testkit/fencetest"
-	"github.com/zkrecipes/zkrecipes/testkit/nemesis"
 	"github.com/zkrecipes/zkrecipes/testkit/zktest"
 	"github.com/zkrecipes/zkrecipes/zookeeper"
 )
@@ -222,47 +220,4 @@ func TestUncertain(t *testing.T) {
 		}
 		t.Logf("%v: %v; landed %v", c.f, err, c.landed)
 	}
-}
-
-// TestRegisterRace: writers on separate sessions race with interleaved
-// tokens (older, equal, newer). The history (each accepted write's order is
-// its data version) must pass the nemesis register check, and the znode
-// must end with the last accepted write, which carries the highest token.
-func TestRegisterRace(t *testing.T) {
-	cl := zktest.Shared(t)
-	const writers = 6
-	regs := make([]*fencezk.Register, writers)
-	for i := range regs {
-		regs[i] = newRegister(t, connect(t, cl), "/race")
-	}
-	// The order of application: the new data version, from 1.
-	write := func(w int) fencetest.Writer {
-		return func(ctx context.Context, tok fence.Token, value string) (nemesis.State, int64, error) {
-			prev, err := regs[w].Write(ctx, tok, []byte(value))
-			return nemesis.State{Token: prev.Token, Value: string(prev.Data)}, int64(prev.Version) + 2, err
-		}
-	}
-	ops, end := fencetest.RunEach(t, fencetest.Config{Register: "znode", Workers: writers, For: 2 * time.Second, Seed: 3}, write)
-	for _, v := range nemesis.CheckRegister("znode", ops, end) {
-		t.Error(v)
-	}
-	var last nemesis.Op
-	top, n := fence.Token(0), map[nemesis.Outcome]int{}
-	for _, o := range ops {
-		n[o.Outcome]++
-		if o.Outcome == nemesis.Accepted {
-			top = max(top, o.Token)
-			if o.Seq > last.Seq {
-				last = o
-			}
-		}
-	}
-	v, err := regs[0].Read(context.Background())
-	if err != nil || v.Token != top || string(v.Data) != last.Value || int64(v.Version)+1 != last.Seq {
-		t.Fatalf("final %+v (%v); want the last accepted write %v with token %v", v, err, last, top)
-	}
-	if n[nemesis.Stale] == 0 || n[nemesis.Accepted] == 0 {
-		t.Fatalf("no mix of outcomes: %v", n)
-	}
-	t.Logf("%d writes by %d writers in 2 s: %d accepted, %d stale; final token %v, version %d", len(ops), writers, n[nemesis.Accepted], n[nemesis.Stale], v.Token, v.Version)
 }

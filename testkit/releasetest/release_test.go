@@ -54,10 +54,10 @@ func TestInstallFromProxy(t *testing.T) {
 		t.Fatal(err)
 	}
 	// As README says, once the code imports the packages; -e because
-	// offline tidy cannot reach every module that tests of the packages
-	// imported need on other systems (zktest's testcontainers needs
-	// gopsutil, which needs wmi on Windows): a user online gets them from
-	// the proxy, and this test's build needs none of them.
+	// offline tidy may not reach every module that tests of the packages
+	// imported need only on other systems: a user online gets them from
+	// the proxy, and this test's build needs none of them (online, plain
+	// tidy passes too).
 	u.run("go", "mod", "tidy", "-e")
 	u.run("go", "build", "-o", "bin/", "./...") // the program into bin/service
 	servers := zkServers()
@@ -273,8 +273,12 @@ func launchZooKeeper(t *testing.T) func() string {
 }
 
 // library reports whether m is a library module, which users go get (the
-// root, the backends, the adapters), rather than a command.
-func library(m module) bool { return m.Dir != "cmd" && !strings.HasPrefix(m.Dir, "cmd/") }
+// root, the backends, the adapters, the fences), rather than a command or
+// a test kit of the repository's own tests.
+func library(m module) bool {
+	top, _, _ := strings.Cut(m.Dir, "/")
+	return top != "cmd" && top != "testkit"
+}
 
 // installLine is a command line of README's Install block: go get or go install.
 var installLine = regexp.MustCompile(`^go (get|install) (\S+)@(\S+)\s*(#.*)?$`)

@@ -48,9 +48,11 @@
 //     fsync and no admin server. Each JVM has its own process group and, on
 //     Linux, dies with the test binary even if the binary crashes.
 //  3. testcontainers-go runs the zookeeper:3.8 image when a Docker daemon
-//     answers (standalone only; no controls). It is compiled in by default:
-//     on a 2-core machine it adds about 45 s to a cold "go test -race -c" of
-//     this package (about 29 s without it, 71 to 76 s with it).
+//     answers (standalone only; no controls), from a child process: the
+//     program testkit/containers, a module of its own so that no user of the
+//     root module requires testcontainers-go, which zktest builds with the
+//     go command (from the test's module graph, or at the root module's
+//     released version) only when it gets this far.
 //
 // When none works, Start and Shared fail the test with InstallHint and the
 // reason each provider gave, and Launch returns an error wrapping ErrNoServer.

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/zkrecipes/zkrecipes/fence"
-	"github.com/zkrecipes/zkrecipes/metrics/prommetrics"
+	"github.com/zkrecipes/zkrecipes/internal/metricreason"
 	"github.com/zkrecipes/zkrecipes/recipe"
 )
 
@@ -29,7 +29,8 @@ import (
 //	stale <resource> <token><<highest> StaleRejected
 //	leading <name> <+1|-1>             Leading
 //
-// <err> is "nil", or the error's label as prommetrics.Reason gives it ("locked",
+// <err> is "nil", or the error's label as every metrics adapter gives it
+// (internal/metricreason: prommetrics.Reason, otelmetrics's attribute; "locked",
 // "suspended", "session_closed", ...), followed by " (<its message>)" when
 // Messages is set. A "done" line whose duration is not positive ends with
 // " took=<duration>", so that no expected line matches it.
@@ -101,9 +102,9 @@ func (e *Events) label(err error) string {
 	case err == nil:
 		return "nil"
 	case e.Messages:
-		return prommetrics.Reason(err) + " (" + err.Error() + ")"
+		return metricreason.Of(err) + " (" + err.Error() + ")"
 	}
-	return prommetrics.Reason(err)
+	return metricreason.Of(err)
 }
 
 func (e *Events) add(fields ...string) {

@@ -1,4 +1,4 @@
-package fencesql_test
+package fencerace_test
 
 import (
 	"database/sql"
@@ -22,7 +22,8 @@ var (
 	workers = flag.Int("fencesql.workers", 8, "concurrent writers, each on its own connection")
 )
 
-// The concurrent runs: many goroutines, each on a connection of its own,
+// The concurrent runs of resource/fencesql (here, in the nemesis module,
+// for porcupine's sake): many goroutines, each on a connection of its own,
 // write one register with interleaved tokens (older, equal, newer), and
 // every call and its answer is recorded as a nemesis.Op. The history must
 // pass nemesis.CheckRegister (no write over a higher token, no lost update,

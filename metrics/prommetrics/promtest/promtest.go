@@ -1,5 +1,5 @@
 // Package promtest holds the helpers of the tests that scrape package
-// recipe/prommetrics's adapter wired to a backend: a registry with the adapter,
+// prommetrics's adapter wired to a backend: a registry with the adapter,
 // the value of a family, and the comparison of a scrape with the samples a
 // test expects, under the HELP and TYPE lines a user sees, written once
 // here.

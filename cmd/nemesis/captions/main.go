@@ -10,7 +10,7 @@
 //
 // Usage (scripts/pictures.sh runs it):
 //
-//	go run ./scripts/captions -run DIR -broken DIR -fault-phase 90s -broken-phase 3s \
+//	go run ./cmd/nemesis/captions -run DIR -broken DIR -fault-phase 90s -broken-phase 3s \
 //	    [-zookeeper 3.8.0] [-stale '#t=1.494-2.718' -stale-register znode] [-update docs/reliability.md]
 package main
 

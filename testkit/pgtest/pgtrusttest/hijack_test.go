@@ -1,4 +1,4 @@
-package pgtrust_test
+package pgtrusttest_test
 
 import (
 	"database/sql"

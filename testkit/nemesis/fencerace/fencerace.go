@@ -1,4 +1,15 @@
-package fencetest
+// Package fencerace is the concurrency proof of a fence, split out of
+// testkit/fencetest because it checks with the nemesis engine's register
+// check (porcupine), which the root module's tests must not reach: writers
+// with interleaved tokens (older, equal, newer) write one register; every
+// call and its answer is a nemesis.Op, and the history must pass
+// nemesis.CheckRegister (no write over a higher token, no lost update, each
+// accepted write over the state the previous one left, and linearizable
+// with porcupine), with the final state the last accepted write. A planted
+// bug run through the same Run and Verify must fail them. Its own tests
+// are the concurrent runs of the root module's fencezk.Register and of
+// module resource/fencesql.
+package fencerace
 
 import (
 	"context"
