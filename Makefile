@@ -10,7 +10,7 @@
 
 GO ?= go
 
-.PHONY: demo test setup bench nemesis pictures kube-apiserver
+.PHONY: demo test setup bench nemesis pictures kube-apiserver api api-baseline
 
 setup:
 	@./scripts/setup.sh
@@ -79,6 +79,15 @@ test: setup kube-apiserver
 		status=1; \
 	fi; \
 	rm -rf "$$out"; exit $$status
+
+# make api reports every incompatible change of a library package's exported
+# API against the v0.1.0 baseline in api/v0.1.0/ and fails on one;
+# make api-baseline rewrites that baseline from the tree (scripts/api.sh).
+api:
+	@./scripts/api.sh
+
+api-baseline:
+	@./scripts/api.sh write
 
 bench: setup
 	$(GO) run ./cmd/zkbench -json zkbench.jsonl

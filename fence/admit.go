@@ -14,30 +14,13 @@ type Fence interface {
 	// Admit runs write if t is not lower than the highest token accepted
 	// for resource, and records t as the highest when write returns nil;
 	// check, write and record are one atomic step for what write does
-	// through the fence (each implementation says what that covers: a
-	// Guard, the process's memory; fencesql, the transaction write finds
-	// in its ctx; fencezk, the operations write adds). An equal token is
-	// accepted. write may be nil: Admit then only records t. Admit calls
-	// write at most once (a retry of the implementation's own comes before
-	// write or applies nothing of it again). write's ctx is derived from
-	// ctx and may carry the implementation's handle.
-	//
-	// Errors, after which t is not recorded and nothing write did through
-	// the fence took effect, unless the error matches [ErrUncertain]:
-	//   - a [*StaleError] (ErrStale) with the highest accepted token when
-	//     t is lower: write is not called (an implementation that checks
-	//     again when it applies write's effects may find t stale after
-	//     write ran; those effects are then dropped);
-	//   - [ErrNoToken] for the zero token, a [*RangeError]
-	//     (ErrTokenOverflow) for one above MaxToken, an error matching
-	//     [ErrBadResource] for a name the fence cannot keep, before
-	//     anything is sent;
-	//   - write's error (possibly wrapped), or ctx's;
-	//   - an error matching [ErrUncertain] when the resource's answer was
-	//     lost: t and write's effects may have been applied;
-	//   - otherwise the resource's own error.
-	//
-	// write must not call Admit on the same resource (it may deadlock).
+	// through the fence (each implementation says what that covers). An
+	// equal token is accepted; a nil write only records t; write runs at
+	// most once, with a ctx derived from ctx. On an error t is not recorded
+	// and nothing write did through the fence took effect, unless the error
+	// matches [ErrUncertain]; a lower t gets a [*StaleError] and write is
+	// not called. write must not call Admit on the same resource (see The
+	// Fence contract in the package documentation for every error).
 	Admit(ctx context.Context, resource string, t Token, write func(ctx context.Context) error) error
 }
 

@@ -6,18 +6,13 @@ import (
 )
 
 // An Era numbers one period of a lock's life on one backend: every
-// switch of lock service (ZooKeeper to PostgreSQL, say), and every event
-// that can make a backend's tokens go back (a restored snapshot, a lost
-// Redis counter), starts the next one. Era g owns the token range
-// [g·2^48, (g+1)·2^48): a grant whose backend gave it the raw token r
-// carries g.Floor()+r (recipe.InEra does it), so the tokens of a
-// later era are larger than every token an earlier one can ever
-// produce, whatever the backends, and raising a fence to the new
-// era's Floor refuses every older holder at once
-// (docs/backends.md#switching-backends, docs/backends.md#why-eras-are-safe).
-//
-// Tokens of a lock that is not wrapped are era 0 as long as they
-// stay below 2^48 (ZooKeeper: while its epoch is below 65536).
+// switch of lock service, and every event that can make a backend's
+// tokens go back (a restored snapshot, a lost Redis counter), starts the
+// next one. Era g owns the token range [g·2^48, (g+1)·2^48): a grant
+// whose backend gave it the raw token r carries g.Floor()+r
+// (recipe.InEra), so a later era's tokens are larger than every token of
+// an earlier one, and raising a fence to the new era's Floor refuses every
+// older holder at once (see Eras in the package documentation).
 type Era uint16
 
 // EraBits is the width of an era's range of raw tokens.

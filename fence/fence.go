@@ -1,19 +1,3 @@
-// Package fence provides fencing tokens and the resource-side check that
-// makes a lease-based lock safe. A holder can pause (GC, swap, a frozen VM)
-// past its lease, lose the lock, and resume believing it holds it: only the
-// resource can reject its late write. Every grant of a zkrecipes lock
-// carries a Token larger than every earlier grant's; the resource keeps the
-// highest token it accepted and refuses anything lower.
-//
-//	var guard fence.Guard // at the resource
-//	err := guard.Do("account", lease.Token(), func() error { return save(balance) })
-//	// errors.Is(err, fence.ErrStale): a later holder has written; stop
-//
-// [Guard] is that check in process; resource/fencesql (database/sql) and
-// resource/fencezk (a znode) make it atomically with the write at those
-// resources (docs/fencing.md). [Fence] is what all of them implement, so that
-// resource/fencehttp can check tokens at an HTTP service through any of them.
-// This package imports neither ZooKeeper nor SQL.
 package fence
 
 import (

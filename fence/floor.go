@@ -3,15 +3,12 @@ package fence
 // RaiseFloor makes floor the lowest token resource accepts from now on: its
 // highest accepted token becomes max(highest, floor), atomically with every
 // Do on resource, so a later write with a token below floor is refused
-// with a [*StaleError]. It returns the mark now in effect (above floor if
-// a larger token was accepted already). It never lowers the mark; a zero
-// floor changes nothing. It is the operator's step of a switch of lock
-// backend: raise every fence to the new era's Floor
-// (docs/backends.md#switching-backends).
-//
-// A floor above MaxFloor (the last era's floor) is refused with a
-// [*RangeError] (matching [ErrTokenOverflow]), as every fence refuses it
-// ([CheckFloor]): no era's grants would all pass it.
+// with a [*StaleError]. It returns the mark now in effect, never lowers
+// it, and changes nothing for a zero floor; a floor above MaxFloor is
+// refused with a [*RangeError] (ErrTokenOverflow), as by every fence
+// ([CheckFloor]). It is the operator's step of a switch of lock backend:
+// raise every fence to the new era's Floor (see Eras in the package
+// documentation).
 func (g *Guard) RaiseFloor(resource string, floor Token) (Token, error) {
 	if err := CheckFloor(floor); err != nil {
 		return 0, err

@@ -1,29 +1,3 @@
-// Package leader runs a function only while the caller holds a lock, on any
-// backend: the leader-gated loop of Curator's LeaderSelector (with
-// autoRequeue), over a recipe.Lock. Run acquires the lock, runs fn with the
-// grant's fencing token and a context that ends when the grant does,
-// releases the lock when fn returns, and acquires again, until the caller
-// stops it.
-//
-// The contract: fn runs while it leads and returns when its ctx ends. It
-// is a standing loop of work (a scheduler, a consumer), not one unit of
-// work. A fn that returns while still leading gives the lock up: by
-// default Run campaigns again after DefaultRequeuePause; WithOnReturn
-// chooses another pause (Requeue) or to end Run (Stop, for one job done
-// once under the lock).
-//
-//	m, err := etcdlock.New(s, "scheduler") // or mutex.New, pglock.New, redislock.New, memlock.New
-//	if err != nil { return err }
-//	err = leader.Run(ctx, m, func(ctx context.Context, token fence.Token) error {
-//		return runScheduler(ctx, token) // runs until ctx ends: the moment leadership is in doubt
-//	})
-//	if ctx.Err() != nil {
-//		return nil // stopped by us: err is context.Cause(ctx)
-//	}
-//	return err // an error retrying cannot cure (recipe.Permanent)
-//
-// election.Run is this loop over a ZooKeeper election that also publishes a
-// value (a leader's address, say) for others to read.
 package leader
 
 import (
@@ -93,29 +67,12 @@ func (c *config) isPermanent(err error) bool {
 // while the caller holds it, releases it when fn returns, and acquires it
 // again: after a backoff (WithBackOff) when the lease was lost or fn
 // failed, after DefaultRequeuePause when fn returned nil while leading
-// (WithOnReturn: another pause, or Stop).
-//
-// fn should run while it leads and return when its ctx ends. That ctx
-// keeps ctx's values and is done when the lease's Context is or ctx ends
-// (context.Cause says which). fn must then return promptly: Run waits for
-// it (so fn never runs twice at once), the one window in which fn runs
-// without leading. When fn returns (an error while leading is logged at
-// warning level), panics (not recovered: the panic goes on after the
-// release) or leadership is lost, Run releases the lease on a context that
-// ignores ctx's cancellation.
-//
-// Run returns context.Cause(ctx) once ctx ends (a normal stop, after fn
-// returned and the lease was released); earlier, an Acquire error retrying
-// cannot cure (recipe.Permanent or WithPermanent; recipe.ErrMixedRecipes
-// only when the next Acquire, after the backoff, fails with it too);
-// with WithOnReturn(Stop()), what fn returned early (nil included: the one
-// nil return of Run); recipe.ErrBadOption for a nil lock (a typed nil too) or fn or a
-// negative Requeue pause. Other Acquire errors are logged at warning level
-// and retried (a failed release is logged too).
-//
-//	if err := leader.Run(ctx, lock, fn); ctx.Err() == nil {
-//		return fmt.Errorf("leader loop: %w", err) // a real failure
-//	}
+// (WithOnReturn). fn's ctx is done when the lease's Context is or ctx ends;
+// fn must then return promptly, as Run waits for it. Run returns
+// context.Cause(ctx) once ctx ends; earlier, an Acquire error retrying
+// cannot cure, what fn returned under WithOnReturn(Stop()), or
+// recipe.ErrBadOption for a nil lock or fn (see Run in the package
+// documentation).
 func Run(ctx context.Context, lock recipe.Lock, fn func(ctx context.Context, token fence.Token) error, opts ...Option) error {
 	switch {
 	case isnil.Is(lock): // also a typed nil (var m *redislock.Mutex), whose methods would panic

@@ -4,17 +4,8 @@ import "time"
 
 // DefaultRequeuePause is the pause of Run's default OnReturn,
 // Requeue(DefaultRequeuePause): after fn returns while still leading, Run
-// waits this long before it campaigns again.
-//
-// It was the backoff's first interval (100 ms ±50 %), so a fn that did one
-// unit of work and returned took the lock about ten times a second (28
-// times in 3 s on ZooKeeper, issue 24): churn on the lock service and
-// fencing tokens, and on a backend without a queue (Redis, PostgreSQL) the
-// same candidate mostly won again. A second bounds that at about one term a
-// second per candidate, leaves another candidate the time to take the lock,
-// and keeps the loop standing (for every caller whose fn returns to give
-// the lock up for a while, as before). election.Run keeps the old pace
-// (RequeueWithBackOff).
+// waits this long before it campaigns again, about one term a second per
+// candidate at most (see Why a requeue pause in the package documentation).
 const DefaultRequeuePause = time.Second
 
 // OnReturn is what Run does when fn returns early: while Run still leads,

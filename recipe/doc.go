@@ -15,6 +15,19 @@
 //	defer lease.Release(context.Background())
 //	return work(lease.Context(), lease.Token()) // the resource rejects stale tokens
 //
+// # Eras
+//
+// [InEra] moves a lock to another backend without stalling its fenced
+// resources: the new backend's locks get the next era, and the operator
+// raises each fence to that era's Floor (docs/backends.md#switching-backends).
+// Wrap from the start (era 0) to have the range checked before any switch.
+// A grant whose backend token does not fit (over fence.MaxRawToken), or a g
+// past fence.MaxEra, is refused: Acquire and TryAcquire release the grant
+// (the release ignores ctx's end, bounded as the backend's Release is) and
+// return an error matching fence.ErrTokenOverflow, which [Permanent]
+// reports (only a switch cures it); a failed release is joined to it. A nil
+// l (a typed nil too) makes Acquire and TryAcquire return [ErrBadOption].
+//
 // testkit/locktest is the conformance suite every backend passes
 // (docs/backends.md).
 package recipe

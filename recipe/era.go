@@ -10,22 +10,15 @@ import (
 	"github.com/zkrecipes/zkrecipes/internal/isnil"
 )
 
-// InEra returns l with every grant's token moved into era g's
-// range (fence.Era): a grant whose backend token is r carries
-// g.Floor()+r. Order is kept, so the Lock contract holds; and every token is
-// above every token of an earlier era, on any backend. This is how
-// a lock moves to another backend without stalling its fenced resources:
-// the new backend's locks get the next era, and the operator raises
-// each fence to its Floor (docs/backends.md#switching-backends). Wrap from
-// the start (era 0) to have the range checked before any switch.
-//
-// A grant whose backend token does not fit (over fence.MaxRawToken), or a g
-// past fence.MaxEra, is refused: Acquire and TryAcquire release the
-// grant (the release ignores ctx's end, bounded as the backend's Release is)
-// and return an error matching fence.ErrTokenOverflow, which
-// Permanent reports (only a switch cures it); a failed release is joined to
-// it. A nil l (a typed nil too) makes Acquire and TryAcquire return
-// ErrBadOption. Everything else is l's: errors, Context, Release.
+// InEra returns l with every grant's token moved into era g's range
+// (fence.Era): a grant whose backend token is r carries g.Floor()+r, so
+// order is kept and every token is above every token of an earlier era, on
+// any backend: this is how a lock moves to another backend without
+// stalling its fenced resources. A backend token over fence.MaxRawToken,
+// or a g past fence.MaxEra, makes Acquire and TryAcquire release the
+// grant and return an error matching fence.ErrTokenOverflow; a nil l, one
+// matching ErrBadOption. Everything else is l's: errors, Context, Release
+// (see Eras in the package documentation).
 func InEra(l Lock, g fence.Era) Lock { return &eraLock{l: l, g: g} }
 
 type eraLock struct {

@@ -62,4 +62,106 @@
 // the lock by a live etcd lease. A Lease is a lease, not a mutex: a holder
 // that pauses (GC, swap, a stopped VM) can resume after its context ended.
 // Reject stale holders at the resource with the token (package fence).
+//
+// # Connecting
+//
+// [Connect] opens a Session on the etcd cluster named by url:
+//
+//	etcd://host:port[,host:port...][/prefix]
+//	etcds://host:port[,host:port...][/prefix]   (TLS: see WithTLS)
+//
+// The prefix (default: WithPrefix, else DefaultPrefix) is where the
+// Session's locks keep their keys. Connect dials every endpoint first and
+// fails at once with an error matching ErrUnreachable (and wrapping the dial
+// errors) when none accepts a connection; then it grants the Session's first
+// lease, waiting at most the connect timeout. The connection is plain for
+// etcd:// and TLS for etcds:// or with WithTLS (the handshake is part of the
+// first check); there is no authentication by user name and password: for
+// that, configure a clientv3.Client yourself and use NewSession.
+//
+// A plain connection whose endpoint closes it at once and answers a TLS
+// hello fails at once too, saying to use etcds:// or WithTLS.
+//
+// Errors: ErrBadURL, recipe.ErrBadOption, ErrUnreachable (a refused client
+// certificate also matches recipe.ErrNoPermission), ctx's cause. A request
+// that etcd's authentication refuses (no user name, a role without the
+// key range, a token no longer valid) matches recipe.ErrNoPermission,
+// here and at every acquisition (docs/backends.md, "Errors at connect").
+//
+// [NewSession] takes a clientv3.Client made by the caller instead: the
+// Session does not close it, and it must stay open until the Session is
+// closed.
+//
+// # Names
+//
+// [New] returns the lock named name on s. Its contenders' keys are
+//
+//	<prefix>/<name>/_lock_<32 random hex digits>
+//
+// A name is what every backend takes (not empty, valid UTF-8, no NUL byte)
+// of at most MaxNameLen bytes, with one rule of this package's own: no
+// element (part between "/") starts with "_lock_", which keeps every lock's
+// keys apart from every other lock's, "a" from "a/b" included. A leading "/"
+// is dropped ("/jobs/nightly" and "jobs/nightly" are the same lock), nothing
+// else ("a/" and "a" are two locks). Other names return a *NameError
+// (matching ErrInvalidName and recipe.ErrInvalidPath); nothing is sent to
+// the server.
+//
+// Options (nil ones are skipped): WithLockDelay; a bad one returns an error
+// matching recipe.ErrBadOption.
+//
+// # Acquire
+//
+// [Mutex.Acquire] puts a key of its own under the Session's current etcd
+// lease (one transaction, which also reads the lock's first key: an
+// uncontended grant is one request), then, while a key with a lower create
+// revision exists, watches the deletion of the nearest lower one only,
+// re-reading its position after every event. It returns ErrNodeDeleted if
+// its key is deleted by someone else while it waits. With WithLockDelay,
+// once first it serves the lock-delay if the previous holder ended
+// uncleanly, then records its grant before returning it.
+//
+// On any error its key is deleted before it returns, whatever ctx has
+// become (one request; while the server is unreachable, it returns when the
+// etcd lease is presumed lost or the cleanup timeout passes, and the delete
+// goes on in the background), or goes with the lost etcd lease. An Acquire
+// cancelled while its put is in flight waits for the put's answer and then
+// deletes the key the same way, unless the put has met a connection error
+// or no answer comes within a second: it then returns, and the key is
+// deleted in the background when the answer comes (or goes with the etcd
+// lease, within its TTL).
+//
+// # Metrics
+//
+// [WithMetrics] installs m on the Session (default, and nil: none). Every
+// event has kind "lock" and dir the lock's name as given to New:
+// AcquireStarted and AcquireDone for every Acquire and TryAcquire, on the
+// caller's goroutine; Waiting +1 and -1 around the time an Acquire waits
+// behind another holder; LeaseLost when a granted Lease ends other than by
+// its Release (with its context's cause); SessionState when an etcd lease
+// is granted (CONNECTED for the first, RECONNECTED after) and when it is
+// lost (SUSPENDED for a presumed loss, matching recipe.ErrSuspended; LOST
+// otherwise), and one last LOST with recipe.ErrSessionClosed at Close.
+// LeaseLost and SessionState may be called under the Session's locks.
+// StaleRejected is never called (wire it at a fence.Guard).
+//
+// # TLS
+//
+// [WithTLS] makes Connect speak TLS to every endpoint, with a copy of cfg
+// (nil: the system's roots, no client certificate). Give a client
+// certificate in cfg.Certificates (or GetClientCertificate) for a server
+// started with --client-cert-auth, and the server's authority in
+// cfg.RootCAs. The certificate of each endpoint is verified against the
+// endpoint's host unless cfg.ServerName names another; InsecureSkipVerify
+// without a VerifyConnection or VerifyPeerCertificate of one's own is
+// refused (recipe.ErrBadOption), and so is a MaxVersion below TLS 1.2 (no
+// version would be left); a MinVersion below TLS 1.2 is raised to it.
+//
+// TLS is used when the URL is etcds:// or WithTLS is given; WithTLS's
+// configuration wins over etcds://'s default one, and turns an etcd:// URL
+// into TLS too: a Session asked for TLS never talks in plaintext. A server
+// certificate that fails verification makes Connect fail at once, with an
+// error matching ErrUnreachable from which errors.As extracts the
+// *tls.CertificateVerificationError. Connect only: NewSession refuses it
+// (configure the client you give it instead).
 package etcdlock

@@ -31,19 +31,12 @@ type Mutex struct {
 
 var _ recipe.Lock = (*Mutex)(nil)
 
-// New returns the lock named name on s. Its contenders' keys are
-//
-//	<prefix>/<name>/_lock_<32 random hex digits>
-//
-// A name is what every backend takes (not empty, valid UTF-8, no NUL byte)
-// of at most MaxNameLen bytes, with one rule of this package's own: no
-// element (part between "/") starts with "_lock_", which keeps every lock's
-// keys apart from every other lock's, "a" from "a/b" included. A leading "/"
-// is dropped ("/jobs/nightly" and "jobs/nightly" are the same lock), nothing
-// else ("a/" and "a" are two locks). Other names return a *NameError
-// (matching ErrInvalidName and recipe.ErrInvalidPath); nothing is sent to
-// the server.
-//
+// New returns the lock named name on s; its contenders' keys are
+// <prefix>/<name>/_lock_<32 random hex digits>. A name is what every
+// backend takes, of at most MaxNameLen bytes, and no element of it (part
+// between "/") starts with "_lock_"; a leading "/" is dropped. Another name
+// returns a *NameError (matching ErrInvalidName and recipe.ErrInvalidPath),
+// nothing sent to the server (see Names in the package documentation).
 // Options (nil ones are skipped): WithLockDelay; a bad one returns an error
 // matching recipe.ErrBadOption.
 func New(s *Session, name string, opts ...MutexOption) (*Mutex, error) {
@@ -77,26 +70,12 @@ func (m *Mutex) Name() string { return m.name }
 
 // Acquire waits until the caller holds the lock, ctx ends, or the Session's
 // lease is lost (recipe.ErrSessionLost, also matching recipe.ErrSuspended
-// when the lease was presumed lost) or closed (recipe.ErrSessionClosed).
-//
-// It puts a key of its own under the Session's current etcd lease (one
-// transaction, which also reads the lock's first key: an uncontended grant
-// is one request), then, while a key with a lower create revision exists,
-// watches the deletion of the nearest lower one only, re-reading its
-// position after every event. It returns ErrNodeDeleted if its key is
-// deleted by someone else while it waits. With WithLockDelay, once first it
-// serves the lock-delay if the previous holder ended uncleanly, then
-// records its grant before returning it.
-//
-// On any error its key is deleted before it returns, whatever ctx has
-// become (one request; while the server is unreachable, it returns when the
-// etcd lease is presumed lost or the cleanup timeout passes, and the delete
-// goes on in the background), or goes with the lost etcd lease. An Acquire
-// cancelled while its put is in flight waits for the put's answer and then
-// deletes the key the same way, unless the put has met a connection error
-// or no answer comes within a second: it then returns, and the key is
-// deleted in the background when the answer comes (or goes with the etcd
-// lease, within its TTL).
+// when the lease was presumed lost) or closed (recipe.ErrSessionClosed). It
+// puts a key of its own under the Session's etcd lease and watches the
+// nearest lower key only; it returns ErrNodeDeleted if its key is deleted
+// by someone else while it waits. On any error its key is deleted before
+// it returns, whatever ctx has become, or goes with the etcd lease (see
+// Acquire in the package documentation).
 func (m *Mutex) Acquire(ctx context.Context) (recipe.Lease, error) { return m.acquire(ctx, true) }
 
 // TryAcquire returns a Lease if the lock is free, or an error matching

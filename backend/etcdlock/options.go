@@ -89,16 +89,12 @@ func WithCleanupTimeout(d time.Duration) Option {
 func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l } }
 
 // WithMetrics installs m on the Session (default, and nil: none). Every
-// event has kind "lock" and dir the lock's name as given to New:
-// AcquireStarted and AcquireDone for every Acquire and TryAcquire, on the
-// caller's goroutine; Waiting +1 and -1 around the time an Acquire waits
-// behind another holder; LeaseLost when a granted Lease ends other than by
-// its Release (with its context's cause); SessionState when an etcd lease
-// is granted (CONNECTED for the first, RECONNECTED after) and when it is
-// lost (SUSPENDED for a presumed loss, matching recipe.ErrSuspended; LOST
-// otherwise), and one last LOST with recipe.ErrSessionClosed at Close.
-// LeaseLost and SessionState may be called under the Session's locks.
-// StaleRejected is never called (wire it at a fence.Guard).
+// event has kind "lock" and dir the lock's name as given to New; besides
+// the acquisitions, waits and lost leases, SessionState reports each etcd
+// lease granted (CONNECTED, then RECONNECTED) and lost (SUSPENDED for a
+// presumed loss, else LOST), and one last LOST at Close. LeaseLost and
+// SessionState may be called under the Session's locks; StaleRejected is
+// never called (see Metrics in the package documentation).
 func WithMetrics(m recipe.Metrics) Option { return func(c *config) { c.metrics = m } }
 
 // WithDialer makes Connect open its TCP connections with dial (for an SSH

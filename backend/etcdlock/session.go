@@ -20,13 +20,12 @@ import (
 )
 
 // Session is a client's membership in etcd: an etcd lease that it keeps
-// alive, under which every lock key it puts lives. It is the counterpart of
-// a ZooKeeper session. When its lease is lost (the server answers that it is
+// alive, under which every lock key it puts lives (the counterpart of a
+// ZooKeeper session). When its lease is lost (the server answers that it is
 // gone, or no keep-alive was acknowledged in time) every Lease granted
 // under it ends, every waiting Acquire returns, and the next acquisition
-// grants a new etcd lease: a Session recovers by itself.
-//
-// A Session is safe for concurrent use. Close it when done.
+// grants a new etcd lease: a Session recovers by itself. A Session is safe
+// for concurrent use. Close it when done.
 type Session struct {
 	cli      *clientv3.Client
 	own      bool // Connect made cli: Close closes it
@@ -42,28 +41,14 @@ type Session struct {
 	ended bool             // Close reported the last state
 }
 
-// Connect opens a Session on the etcd cluster named by url:
-//
-//	etcd://host:port[,host:port...][/prefix]
-//	etcds://host:port[,host:port...][/prefix]   (TLS: see WithTLS)
-//
-// The prefix (default: WithPrefix, else DefaultPrefix) is where the
-// Session's locks keep their keys. Connect dials every endpoint first and
-// fails at once with an error matching ErrUnreachable (and wrapping the dial
-// errors) when none accepts a connection; then it grants the Session's first
-// lease, waiting at most the connect timeout. The connection is plain for
-// etcd:// and TLS for etcds:// or with WithTLS (the handshake is part of the
-// first check); there is no authentication by user name and password: for
-// that, configure a clientv3.Client yourself and use NewSession.
-//
-// A plain connection whose endpoint closes it at once and answers a TLS
-// hello fails at once too, saying to use etcds:// or WithTLS.
-//
-// Errors: ErrBadURL, recipe.ErrBadOption, ErrUnreachable (a refused client
-// certificate also matches recipe.ErrNoPermission), ctx's cause. A request
-// that etcd's authentication refuses (no user name, a role without the
-// key range, a token no longer valid) matches recipe.ErrNoPermission,
-// here and at every acquisition (docs/backends.md, "Errors at connect").
+// Connect opens a Session on the etcd cluster named by url,
+// etcd://host:port[,host:port...][/prefix] (etcds:// for TLS), whose
+// prefix (default: WithPrefix, else DefaultPrefix) is where the Session's
+// locks keep their keys. It fails at once with ErrUnreachable when no
+// endpoint accepts a connection, and otherwise waits at most the connect
+// timeout for the Session's first lease. Errors: ErrBadURL,
+// recipe.ErrBadOption, ErrUnreachable, recipe.ErrNoPermission, ctx's cause
+// (see Connecting in the package documentation).
 func Connect(ctx context.Context, url string, opts ...Option) (*Session, error) {
 	endpoints, prefix, err := parseURL(url)
 	if err != nil {
@@ -127,10 +112,9 @@ func connect(ctx context.Context, endpoints []string, cfg config, tlsCfg *tls.Co
 // NewSession opens a Session on an existing client, for a client that needs
 // TLS, authentication or other settings Connect does not offer. The Session
 // does not close cli; cli must stay open until the Session is closed.
-// WithDialer does not apply (configure cli instead).
-//
-// Errors: recipe.ErrBadOption, ErrUnreachable (no lease granted within the
-// connect timeout), ctx's cause.
+// WithDialer and WithTLS do not apply (configure cli instead). Errors:
+// recipe.ErrBadOption, ErrUnreachable (no lease granted within the connect
+// timeout), ctx's cause.
 func NewSession(ctx context.Context, cli *clientv3.Client, opts ...Option) (*Session, error) {
 	cfg, err := buildConfig(opts)
 	if err != nil {

@@ -16,22 +16,12 @@ import (
 )
 
 // WithTLS makes Connect speak TLS to every endpoint, with a copy of cfg
-// (nil: the system's roots, no client certificate). Give a client
-// certificate in cfg.Certificates (or GetClientCertificate) for a server
-// started with --client-cert-auth, and the server's authority in
-// cfg.RootCAs. The certificate of each endpoint is verified against the
-// endpoint's host unless cfg.ServerName names another; InsecureSkipVerify
-// without a VerifyConnection or VerifyPeerCertificate of one's own is
-// refused (recipe.ErrBadOption), and so is a MaxVersion below TLS 1.2 (no
-// version would be left); a MinVersion below TLS 1.2 is raised to it.
-//
-// TLS is used when the URL is etcds:// or WithTLS is given; WithTLS's
-// configuration wins over etcds://'s default one, and turns an etcd:// URL
-// into TLS too: a Session asked for TLS never talks in plaintext. A server
-// certificate that fails verification makes Connect fail at once, with an
-// error matching ErrUnreachable from which errors.As extracts the
-// *tls.CertificateVerificationError. Connect only: NewSession refuses it
-// (configure the client you give it instead).
+// (nil: the system's roots, no client certificate), also for an etcd://
+// URL: a Session asked for TLS never talks in plaintext. Each endpoint's
+// certificate is verified against its host unless cfg.ServerName names
+// another; a configuration that would not verify the server, or a
+// MaxVersion below TLS 1.2, is refused (recipe.ErrBadOption). Connect
+// only: NewSession refuses it (see TLS in the package documentation).
 func WithTLS(cfg *tls.Config) Option {
 	return func(c *config) {
 		c.tls, c.tlsSet = cfg, true

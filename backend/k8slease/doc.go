@@ -103,4 +103,43 @@
 // fence the resource with this package's token.
 // A Lease is a lease, not a mutex: a paused holder can resume after its
 // context ended. Reject stale holders at the resource (package fence).
+//
+// # Connecting
+//
+// [Connect] works on a copy of cfg. A cfg that sets neither QPS nor
+// RateLimiter gets no client-side rate limit (client-go's default is 5
+// requests per second): a renewal held back by the client would eat into
+// the holder's ownership deadline. The server's API priority and fairness
+// still applies (docs/backends.md).
+//
+// # Waiting
+//
+// A Lease holds one holder and no queue: waiters are not served in order.
+// When the Lease is released, every waiter's watch sees it and each sends
+// its update; the API server applies the first and refuses the others
+// (409 Conflict), which wait again. Under steady contention a waiter can
+// lose every race (no FIFO, no bound on its wait).
+//
+// # Acquire
+//
+// [Mutex.Acquire] waits until the caller holds the lock, ctx ends, or the
+// Session is closed (recipe.ErrSessionClosed). It takes the Lease when it
+// has no holder (or does not exist: it creates it, unless this Session last
+// saw it held: a deletion counts as a version), and otherwise once the
+// duration written in it has passed since this Session first saw its current
+// version, with an update that the API server applies only if the Lease has
+// not changed since (its resourceVersion). Meanwhile it watches the Lease,
+// and reads it again at least once per lease duration.
+//
+// The first acquisition of a lock on a Session asks the API server whether
+// the user may get, watch and update its Lease: a *PermissionError (in a
+// *recipe.OpError, matching recipe.ErrNoPermission) names what is missing,
+// before anything is written. A namespace that does not exist is
+// ErrNoNamespace.
+//
+// On any error, a Lease that its update may have taken is given up before
+// it returns (whatever ctx has become: it waits for the answer of an
+// update in flight, at most max(duration/6, 1 s) per try, and clears the
+// holder within the cleanup timeout; past that in the background, and a
+// contender takes the Lease over once its duration has passed).
 package k8slease

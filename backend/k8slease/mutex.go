@@ -18,14 +18,11 @@ import (
 // Mutex is an exclusive lock on one Lease object. It implements
 // recipe.Lock: each Acquire or TryAcquire call is an independent contender
 // with a holder identity of its own (not reentrant), and every grant is a
-// recipe.Lease with a fencing token. A Mutex holds no state beyond its
-// name and Session; it is safe for concurrent use.
-//
-// A Lease holds one holder and no queue: waiters are not served in order.
-// When the Lease is released, every waiter's watch sees it and each sends
-// its update; the API server applies the first and refuses the others
-// (409 Conflict), which wait again. Under steady contention a waiter can
-// lose every race (no FIFO, no bound on its wait).
+// recipe.Lease with a fencing token. A Lease holds one holder and no queue:
+// waiters are not served in order, and under steady contention one can
+// lose every race (see Waiting in the package documentation). A Mutex
+// holds no state beyond its name and Session; it is safe for concurrent
+// use.
 type Mutex struct {
 	s         *Session
 	namespace string
@@ -76,24 +73,12 @@ const kind = "lock"
 
 // Acquire waits until the caller holds the lock, ctx ends, or the Session
 // is closed (recipe.ErrSessionClosed). It takes the Lease when it has no
-// holder (or does not exist: it creates it, unless this Session last saw
-// it held: a deletion counts as a version), and otherwise once the
-// duration written in it has passed since this Session first saw its
-// current version, with an update that the API server applies only if the
-// Lease has not changed since (its resourceVersion). Meanwhile it watches
-// the Lease, and reads it again at least once per lease duration.
-//
-// The first acquisition of a lock on a Session asks the API server whether
-// the user may get, watch and update its Lease: a *PermissionError (in a
-// *recipe.OpError, matching recipe.ErrNoPermission) names what is missing,
-// before anything is written. A namespace that does not exist is
-// ErrNoNamespace.
-//
-// On any error, a Lease that its update may have taken is given up before
-// it returns (whatever ctx has become: it waits for the answer of an
-// update in flight, at most max(duration/6, 1 s) per try, and clears the
-// holder within the cleanup timeout; past that in the background, and a
-// contender takes the Lease over once its duration has passed).
+// holder, and otherwise once the duration written in it has passed since
+// this Session first saw its current version, with an update the API
+// server applies only if the Lease has not changed since. A missing right
+// is a *PermissionError (recipe.ErrNoPermission), a missing namespace
+// ErrNoNamespace. On any error, a Lease that its update may have taken is
+// given up before it returns (see Acquire in the package documentation).
 func (m *Mutex) Acquire(ctx context.Context) (recipe.Lease, error) { return m.acquire(ctx, true) }
 
 // TryAcquire returns a Lease if the lock is free: the Lease has no holder,

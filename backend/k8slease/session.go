@@ -26,9 +26,8 @@ import (
 // own: every lock made from it (New) writes that identity, with a grant
 // number, as the holderIdentity of the Lease it holds. A Session holds no
 // state on the server (unlike a ZooKeeper session or an etcd lease): each
-// grant is kept alive by its own renewals.
-//
-// A Session is safe for concurrent use. Close it when done.
+// grant is kept alive by its own renewals. A Session is safe for
+// concurrent use. Close it when done.
 type Session struct {
 	cli      coordclient.CoordinationV1Interface
 	conns    *conntrack.Tracker // Connect's client's connections, closed by Close
@@ -48,17 +47,12 @@ type Session struct {
 
 // Connect opens a Session on the API server of cfg (from
 // ConfigFromKubeconfig, rest.InClusterConfig or built by hand; it is
-// copied, not changed). It sends one request, the discovery of
-// coordination.k8s.io/v1, and waits at most the connect timeout for it.
-//
-// A cfg that sets neither QPS nor RateLimiter gets no client-side rate
-// limit (client-go's default is 5 requests per second): a renewal held
-// back by the client would eat into the holder's ownership deadline. The
-// server's API priority and fairness still applies (docs/backends.md).
-//
-// Errors: recipe.ErrBadOption, ErrUnreachable (no answer), an error
-// matching recipe.ErrNoPermission when the server refuses the credentials,
-// a *recipe.OpError for other refusals, ctx's cause.
+// copied, not changed, and gets no client-side rate limit unless it sets
+// one). It sends one request, the discovery of coordination.k8s.io/v1, and
+// waits at most the connect timeout for it. Errors: recipe.ErrBadOption,
+// ErrUnreachable (no answer), an error matching recipe.ErrNoPermission when
+// the server refuses the credentials, a *recipe.OpError for other
+// refusals, ctx's cause (see Connecting in the package documentation).
 func Connect(ctx context.Context, cfg *rest.Config, opts ...Option) (*Session, error) {
 	if cfg == nil {
 		return nil, fmt.Errorf("%w: nil *rest.Config", recipe.ErrBadOption)

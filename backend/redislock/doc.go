@@ -154,4 +154,119 @@
 // eviction under maxmemory with any policy but noeviction (Connect warns),
 // reset the token counter. docs/backends.md has the full list of hazards and
 // the review checklist.
+//
+// # Connecting
+//
+// [Connect] parses url (redis://[user:password@]host:port[/db], or rediss://
+// for TLS with the system's roots, or either with WithTLS for TLS with a
+// configuration of one's own; go-redis query parameters such as dial_timeout
+// are honoured), checks that the server answers PING and is a primary, and
+// returns a Session that owns its client.
+//
+// The client is go-redis's with two settings forced, because the package's
+// guarantees rest on them: ContextTimeoutEnabled (every request is bounded
+// by its context's deadline, so a renewal never outlives the lease's
+// deadline) and no automatic retries (MaxRetries -1: the package retries
+// itself, knowing which requests are safe to repeat). Dials are not retried
+// either (DialerRetries 1) unless the URL sets dialer_retries.
+//
+// Errors: ErrBadURL for a URL it can't use (nothing is dialled);
+// recipe.ErrBadOption for an invalid option; a *recipe.OpError wrapping the
+// dial or reply error if the server does not answer within ctx and the dial
+// timeout (default 5 s), which also matches recipe.ErrUnreachable when the
+// network failed or ctx's deadline passed before an answer (with the
+// deadline too; not for a cancelled ctx); ErrNotPrimary if it is a replica.
+// The server's persistence settings are checked too: without appendonly yes
+// and appendfsync always a warning is logged (see Restarts and durability
+// above). No error shows the URL's password (or a query parameter named like
+// one). A refused password or user (WRONGPASS, NOAUTH) or client certificate
+// matches recipe.ErrNoPermission; a server certificate that fails
+// verification, TLS against a plaintext port (after the dial timeout) and
+// plaintext against a TLS port (at once) match recipe.ErrUnreachable and say
+// so (docs/backends.md, "Errors at connect"; reach.go).
+//
+// The user's ACL rights are checked by use (the package documentation
+// gives the ACL line): a *PermissionError, matching recipe.ErrNoPermission,
+// names a missing one.
+//
+// [NewSession] takes a client made by the caller instead: it must have
+// ContextTimeoutEnabled set, so that requests end at their context's
+// deadline; its MaxRetries is harmless (every script of the package can be
+// repeated). WithDialer and WithTLS are not accepted.
+//
+// # Acquire
+//
+// [Mutex.Acquire] waits until the caller holds the lock and returns its
+// lease, or returns ctx's cause when ctx ends first (also while a request is
+// in flight: a grant that lands then is released). Waiters are served in
+// arrival order and cost no polling: a waiting call subscribes to a channel
+// of its own (on the Session's one pub/sub connection), then joins the
+// lock's queue, and a release hands the lock to the queue's head and wakes
+// only that waiter. As the fallback for wake-ups that never come (an expired
+// holder, a lost message) it also checks again when the holder's key is due
+// to expire (its PTTL plus up to a tenth of it at random, at most about the
+// TTL).
+//
+// Connection errors are retried (with jittered exponential backoff from
+// 50 ms to 1 s) for up to the TTL; a *recipe.OpError is returned when they
+// last longer. Errors: ctx's cause, recipe.ErrSessionClosed (Close
+// started), a *recipe.OpError, which wraps a *PermissionError (matching
+// recipe.ErrNoPermission) when the server's ACL refused a right. No error
+// leaves a key or a queue entry behind: when a request's answer was lost
+// (or a grant came after ctx ended, or the call had joined the queue), the
+// owner-checked delete is done before Acquire returns, whatever ctx has
+// become, bounded by a third of the TTL (one request); only when the server
+// can't be reached does it go on in the background, and the key, if the
+// request made one, expires within the TTL anyway.
+//
+// # Close
+//
+// [Session.Close] ends the session: waiting Acquire calls return
+// recipe.ErrSessionClosed, every lease still live ends with that cause and
+// its key is deleted (owner-checked, retried on connection loss up to the
+// TTL, after which the key has expired anyway; with WithLockDelay this is an
+// unclean end: the next holder serves the delay from the delete), and Close
+// waits for the session's background work (renewals, cleanups) to end before
+// it closes a client it owns. Later calls on the session, its locks or its
+// leases return errors matching recipe.ErrSessionClosed (a lease's Release:
+// recipe.ErrLeaseLost wrapping it). Close is idempotent; it returns the
+// client's close error.
+//
+// # TLS
+//
+// [WithTLS] makes Connect speak TLS to the server, with a copy of cfg (nil:
+// the system's roots, no client certificate). Give a client certificate in
+// cfg.Certificates (or GetClientCertificate) for a server with
+// tls-auth-clients yes, and the server's authority in cfg.RootCAs. The
+// server's certificate is verified against the URL's host unless
+// cfg.ServerName names another; InsecureSkipVerify without a
+// VerifyConnection or VerifyPeerCertificate of one's own is refused
+// (recipe.ErrBadOption), and so is a MaxVersion below TLS 1.2 (no version
+// would be left); a MinVersion below TLS 1.2 is raised to it.
+//
+// TLS is used when the URL is rediss:// or WithTLS is given; WithTLS's
+// configuration wins over rediss://'s (its skip_verify parameter included)
+// and turns a redis:// URL into TLS too: a Session asked for TLS never
+// talks in plaintext, WithDialer included (the dialer's connection carries
+// the TLS). A server certificate that fails verification makes Connect fail
+// with an error from which errors.As extracts the
+// *tls.CertificateVerificationError. Not accepted by NewSession (configure
+// the client's TLSConfig instead).
+//
+// # Why MinTTL is a second
+//
+// [MinTTL] is the shortest TTL WithTTL accepts. The holder's lease context
+// ends 2/3 of the TTL after the send of its last successful renewal; the
+// server expires the key the TTL after it ran that renewal, which is later.
+// The third in between (333 ms here) must absorb what can make the holder
+// learn late: its deadline timer firing late (scheduling delay of a loaded
+// machine, GC, -race: tens of milliseconds, more on an overloaded one) and
+// the two clocks' rates (the client's monotonic clock against the server's
+// wall clock, which a time daemon slews by at most 500 ppm: 1 ms per second
+// of TTL in all). Nothing else is in the margin: the deadline counts from
+// the send, before the server runs the request, and a key never expires
+// early (unless the server's clock is stepped forward). At 100 ms, a margin
+// of 33 ms, two holders overlapped once on a loaded 2-core machine; 1 s is
+// also pglock's minimum. Pauses longer than the margin are what fencing is
+// for.
 package redislock

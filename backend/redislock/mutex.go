@@ -103,27 +103,13 @@ func (m *Mutex) TokenKey() string { return m.counter }
 func (m *Mutex) QueueKey() string { return m.queue }
 
 // Acquire waits until the caller holds the lock and returns its lease, or
-// returns ctx's cause when ctx ends first (also while a request is in
-// flight: a grant that lands then is released). Waiters are served in
-// arrival order and cost no polling: a waiting call subscribes to a channel
-// of its own (on the Session's one pub/sub connection), then joins the
-// lock's queue, and a release hands the lock to the queue's head and wakes
-// only that waiter. As the fallback for wake-ups that never come (an
-// expired holder, a lost message) it also checks again when the holder's
-// key is due to expire (its PTTL plus up to a tenth of it at random, at
-// most about the TTL).
-//
-// Connection errors are retried (with jittered exponential backoff from
-// 50 ms to 1 s) for up to the TTL; a *recipe.OpError is returned when they
-// last longer. Errors: ctx's cause, recipe.ErrSessionClosed (Close
-// started), a *recipe.OpError, which wraps a *PermissionError (matching
-// recipe.ErrNoPermission) when the server's ACL refused a right. No error
-// leaves a key or a queue entry behind: when a request's answer was lost
-// (or a grant came after ctx ended, or the call had joined the queue), the
-// owner-checked delete is done before Acquire returns, whatever ctx has
-// become, bounded by a third of the TTL (one request); only when the server
-// can't be reached does it go on in the background, and the key, if the
-// request made one, expires within the TTL anyway.
+// returns ctx's cause when ctx ends first. Waiters are served in arrival
+// order without polling: a release hands the lock to the queue's head and
+// wakes only that waiter. Connection errors are retried for up to the TTL.
+// Errors: ctx's cause, recipe.ErrSessionClosed, a *recipe.OpError (wrapping
+// a *PermissionError when the server's ACL refused a right). No error
+// leaves a key or a queue entry behind (see Acquire in the package
+// documentation).
 func (m *Mutex) Acquire(ctx context.Context) (recipe.Lease, error) { return m.measured(ctx, true) }
 
 // TryAcquire takes the lock if it is free now and nobody waits for it. It

@@ -20,19 +20,10 @@ const (
 	DefaultTTL = 10 * time.Second
 	// MinTTL is the shortest TTL WithTTL accepts. The holder's lease
 	// context ends 2/3 of the TTL after the send of its last successful
-	// renewal; the server expires the key the TTL after it ran that renewal,
-	// which is later. The third in between (333 ms here) must absorb what
-	// can make the holder learn late: its deadline timer firing late
-	// (scheduling delay of a loaded machine, GC, -race: tens of
-	// milliseconds, more on an overloaded one) and the two clocks' rates
-	// (the client's monotonic clock against the server's wall clock, which
-	// a time daemon slews by at most 500 ppm: 1 ms per second of TTL in all).
-	// Nothing else is in the margin: the deadline counts from the send,
-	// before the server runs the request, and a key never expires early
-	// (unless the server's clock is stepped forward). At 100 ms, a margin of
-	// 33 ms, two holders overlapped once on a loaded 2-core machine; 1 s is
-	// also pglock's minimum. Pauses longer than the margin are what fencing
-	// is for.
+	// renewal; the server expires the key the TTL after it ran that
+	// renewal, which is later. The third in between must absorb a late
+	// timer and the two clocks' rates: a second keeps that margin at
+	// 333 ms (see Why MinTTL is a second in the package documentation).
 	MinTTL = time.Second
 	// DefaultKeyPrefix starts the names of the keys (and of the pub/sub
 	// channels) of every lock of a Session.

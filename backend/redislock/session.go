@@ -26,9 +26,8 @@ import (
 // Session is a connection to one Redis server (a go-redis client and its
 // pool) and the settings its locks share: TTL and key prefix. Redis has no
 // server-side session: every grant is a key with its own expiry, kept alive
-// by its own renewals. Close releases what the session still holds.
-//
-// A Session is safe for concurrent use.
+// by its own renewals. Close releases what the session still holds. A
+// Session is safe for concurrent use.
 type Session struct {
 	cli     *redis.Client
 	owned   bool // Close closes cli
@@ -54,37 +53,14 @@ type Session struct {
 }
 
 // Connect parses url (redis://[user:password@]host:port[/db], or rediss://
-// for TLS with the system's roots, or either with WithTLS for TLS with a
-// configuration of one's own; go-redis query parameters such as
-// dial_timeout are honoured),
+// for TLS; go-redis query parameters such as dial_timeout are honoured),
 // checks that the server answers PING and is a primary, and returns a
-// Session that owns its client.
-//
-// The client is go-redis's with two settings forced, because the package's
-// guarantees rest on them: ContextTimeoutEnabled (every request is bounded
-// by its context's deadline, so a renewal never outlives the lease's
-// deadline) and no automatic retries (MaxRetries -1: the package retries
-// itself, knowing which requests are safe to repeat). Dials are not retried
-// either (DialerRetries 1) unless the URL sets dialer_retries.
-//
-// Errors: ErrBadURL for a URL it can't use (nothing is dialled);
-// recipe.ErrBadOption for an invalid option; a *recipe.OpError wrapping the
-// dial or reply error if the server does not answer within ctx and the dial timeout
-// (default 5 s), which also matches recipe.ErrUnreachable when the network
-// failed or ctx's deadline passed before an answer (with the deadline
-// too; not for a cancelled ctx); ErrNotPrimary if it is a replica. The server's persistence
-// settings are checked too: without appendonly yes and appendfsync always a
-// warning is logged (see the package documentation for what can go wrong).
-// No error shows the URL's password (or a query parameter named like one).
-// A refused password or user (WRONGPASS, NOAUTH) or client certificate
-// matches recipe.ErrNoPermission; a server certificate that fails
-// verification, TLS against a plaintext port (after the dial timeout) and
-// plaintext against a TLS port (at once) match recipe.ErrUnreachable and
-// say so (docs/backends.md, "Errors at connect"; reach.go).
-//
-// The user's ACL rights are checked by use (the package documentation
-// gives the ACL line): a *PermissionError, matching recipe.ErrNoPermission,
-// names a missing one.
+// Session that owns its client, one with ContextTimeoutEnabled and no
+// automatic retries. Errors: ErrBadURL (nothing dialled),
+// recipe.ErrBadOption, a *recipe.OpError (also matching
+// recipe.ErrUnreachable when the network failed), ErrNotPrimary,
+// recipe.ErrNoPermission; none shows the URL's password (see Connecting in
+// the package documentation).
 func Connect(ctx context.Context, rawURL string, opts ...Option) (*Session, error) {
 	c, err := newConfig(opts)
 	if err != nil {
@@ -121,14 +97,11 @@ func Connect(ctx context.Context, rawURL string, opts ...Option) (*Session, erro
 
 // NewSession returns a Session on an existing client, which it does not own:
 // Close leaves cli open. The client must be a plain single-server client
-// (not a failover client: a promoted replica can lose grants and tokens) and
-// must have ContextTimeoutEnabled set, so that requests end at their
-// context's deadline; its MaxRetries is harmless (every script of the
-// package can be repeated). WithDialer and WithTLS are not accepted.
-//
-// Errors: recipe.ErrBadOption for a nil client, a client without
-// ContextTimeoutEnabled, WithDialer, WithTLS or an invalid option; otherwise as
-// Connect.
+// (not a failover client: a promoted replica can lose grants and tokens)
+// with ContextTimeoutEnabled set; its MaxRetries is harmless. Errors:
+// recipe.ErrBadOption for a nil client, a client without
+// ContextTimeoutEnabled, WithDialer, WithTLS or an invalid option;
+// otherwise as Connect.
 func NewSession(ctx context.Context, cli *redis.Client, opts ...Option) (*Session, error) {
 	c, err := newConfig(opts)
 	if err != nil {
@@ -272,15 +245,11 @@ func (s *Session) TTL() time.Duration { return s.ttl }
 
 // Close ends the session: waiting Acquire calls return
 // recipe.ErrSessionClosed, every lease still live ends with that cause and
-// its key is deleted (owner-checked, retried on connection loss up to the
-// TTL, after which the key has expired anyway; with WithLockDelay this is
-// an unclean end: the next holder serves the delay from the delete), and
-// Close waits for the
-// session's background work (renewals, cleanups) to end before it closes a
-// client it owns. Later calls on the session, its locks or its leases
-// return errors matching recipe.ErrSessionClosed (a lease's Release:
-// recipe.ErrLeaseLost wrapping it). Close is idempotent; it returns the
-// client's close error.
+// its key is deleted (owner-checked, retried up to the TTL), and Close
+// waits for the session's background work to end before it closes a client
+// it owns. Later calls on the session, its locks or its leases return
+// errors matching recipe.ErrSessionClosed. Close is idempotent; it returns
+// the client's close error (see Close in the package documentation).
 func (s *Session) Close() error {
 	if !s.life.Close() {
 		return nil

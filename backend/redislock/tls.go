@@ -17,23 +17,12 @@ import (
 )
 
 // WithTLS makes Connect speak TLS to the server, with a copy of cfg (nil:
-// the system's roots, no client certificate). Give a client certificate in
-// cfg.Certificates (or GetClientCertificate) for a server with
-// tls-auth-clients yes, and the server's authority in cfg.RootCAs. The
-// server's certificate is verified against the URL's host unless
-// cfg.ServerName names another; InsecureSkipVerify without a
-// VerifyConnection or VerifyPeerCertificate of one's own is refused
-// (recipe.ErrBadOption), and so is a MaxVersion below TLS 1.2 (no version
-// would be left); a MinVersion below TLS 1.2 is raised to it.
-//
-// TLS is used when the URL is rediss:// or WithTLS is given; WithTLS's
-// configuration wins over rediss://'s (its skip_verify parameter included)
-// and turns a redis:// URL into TLS too: a Session asked for TLS never
-// talks in plaintext, WithDialer included (the dialer's connection carries
-// the TLS). A server certificate that fails verification makes Connect fail
-// with an error from which errors.As extracts the
-// *tls.CertificateVerificationError. Not accepted by NewSession (configure
-// the client's TLSConfig instead).
+// the system's roots, no client certificate), also for a redis:// URL and
+// through WithDialer: a Session asked for TLS never talks in plaintext.
+// The server's certificate is verified against the URL's host unless
+// cfg.ServerName names another; a configuration that would not verify the
+// server, or a MaxVersion below TLS 1.2, is refused (recipe.ErrBadOption).
+// Not accepted by NewSession (see TLS in the package documentation).
 func WithTLS(cfg *tls.Config) Option {
 	return func(c *config) {
 		if err := tlsconf.Check(cfg); err != nil {

@@ -39,4 +39,31 @@
 // Reads in Do see the state it writes over, but nothing keeps other
 // writers from changing those keys afterwards unless they too go through
 // the fence.
+//
+// # Errors
+//
+// [Fence.Do]'s transaction: etcd limits a transaction's size
+// (--max-request-bytes, 1.5 MiB by default) and its operations
+// (--max-txn-ops, 128 by default: the fence's put and at most 127 ops);
+// it refuses more, certainly, nothing applied. The gets among its ops read
+// the state the transaction writes over.
+//
+// Do's errors: a *fence.StaleError (fence.ErrStale) with the highest
+// accepted when token is lower, nothing applied; fence.ErrNoToken for the
+// zero token; a *fence.RangeError (fence.ErrTokenOverflow) above
+// fence.MaxToken; fence.ErrBadResource (see Key); ErrBadOp (with the op's
+// index); ErrNotFence (when the key's value, not in this package's format,
+// sorts above the token's: one that sorts below is overwritten); ctx's
+// error before anything is sent; fence.ErrUncertain wrapping the client's
+// error when the transaction was sent and its answer lost (it may have
+// been applied: read, or call again with the same token); otherwise etcd's
+// refusal (e.g. a duplicate key in ops), nothing applied.
+//
+// [Register.Write]'s errors: a *fence.StaleError (fence.ErrStale) with the
+// stored token when token is lower, nothing written; fence.ErrNoToken; a *fence.RangeError
+// (fence.ErrTokenOverflow) above fence.MaxToken; ErrNotFence when the
+// key holds a value in another format that sorts above the token's (one
+// that sorts below is overwritten, and prev is zero); ctx's error
+// before anything is sent; fence.ErrUncertain when the write was sent and
+// its answer lost (it may have landed); otherwise etcd's.
 package fenceetcd

@@ -66,25 +66,12 @@ type Result struct {
 
 // Do applies ops in one etcd transaction with the put of token as
 // resource's highest, if token is not lower than the highest accepted: the
-// ops land only with the token, and none of them otherwise. An equal token
-// is accepted (the same holder writing again). ops may be empty (Do then
-// only records token); each must be a clientv3.OpPut, OpDelete or OpGet on
-// keys outside the fence's prefix (the gets read the state the
-// transaction writes over). etcd limits a transaction's size
-// (--max-request-bytes, 1.5 MiB by default) and its operations
-// (--max-txn-ops, 128 by default: the fence's put and at most 127 ops);
-// it refuses more, certainly, nothing applied.
-//
-// Errors: a *fence.StaleError (fence.ErrStale) with the highest accepted
-// when token is lower, nothing applied; fence.ErrNoToken for the zero
-// token; a *fence.RangeError (fence.ErrTokenOverflow) above
-// fence.MaxToken; fence.ErrBadResource (see Key); ErrBadOp (with the op's index);
-// ErrNotFence (when the key's value, not in this package's format, sorts
-// above the token's: one that sorts below is overwritten); ctx's error
-// before anything is sent; fence.ErrUncertain
-// wrapping the client's error when the transaction was sent and its answer
-// lost (it may have been applied: read, or call again with the same token);
-// otherwise etcd's refusal (e.g. a duplicate key in ops), nothing applied.
+// ops land only with the token, and none of them otherwise (a
+// *fence.StaleError with the highest accepted). An equal token is
+// accepted; empty ops only record token. Each op must be a clientv3.OpPut,
+// OpDelete or OpGet on keys outside the fence's prefix, within etcd's
+// limits of a transaction. After an error nothing was applied, unless it
+// matches fence.ErrUncertain (see Errors in the package documentation).
 func (f *Fence) Do(ctx context.Context, resource string, token fence.Token, ops ...clientv3.Op) (Result, error) {
 	key, err := f.Key(resource)
 	if err != nil {

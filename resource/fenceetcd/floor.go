@@ -10,14 +10,12 @@ import (
 // RaiseFloor makes floor the lowest token resource accepts from now on:
 // its highest accepted token becomes max(highest, floor), in one
 // transaction like Do's, so a later Do with a token below floor is refused
-// with a *fence.StaleError. It returns the token now in effect (above
-// floor if a larger one was accepted already); it never lowers it, and a
-// zero floor changes nothing. It is the operator's step of a switch of
-// lock backend: raise every fence to the new era's Floor
-// (docs/backends.md#switching-backends). Errors are Do's, and a
-// *fence.RangeError (fence.ErrTokenOverflow) for a floor above
-// fence.MaxFloor, which no era reaches (fence.CheckFloor); after
-// fence.ErrUncertain, call again.
+// with a *fence.StaleError. It returns the token now in effect and never
+// lowers it; a zero floor changes nothing. It is the operator's step of a
+// switch of lock backend (docs/backends.md#switching-backends). Errors are
+// Do's, and a *fence.RangeError (fence.ErrTokenOverflow) for a floor above
+// fence.MaxFloor, which no era reaches; after fence.ErrUncertain, call
+// again.
 func (f *Fence) RaiseFloor(ctx context.Context, resource string, floor fence.Token) (fence.Token, error) {
 	if err := fence.CheckFloor(floor); err != nil {
 		return 0, err

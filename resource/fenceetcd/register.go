@@ -59,15 +59,11 @@ func (r *Register) Read(ctx context.Context) (Value, error) {
 
 // Write stores data with token if token is not lower than the register's,
 // and returns what it replaced (the zero Value for a missing key) and the
-// revision of the write. An equal token is accepted.
-//
-// Errors: a *fence.StaleError (fence.ErrStale) with the stored token when
-// token is lower, nothing written; fence.ErrNoToken; a *fence.RangeError
-// (fence.ErrTokenOverflow) above fence.MaxToken; ErrNotFence when the
-// key holds a value in another format that sorts above the token's (one
-// that sorts below is overwritten, and prev is zero); ctx's error
-// before anything is sent; fence.ErrUncertain when the write was sent and
-// its answer lost (it may have landed); otherwise etcd's.
+// revision of the write. An equal token is accepted; a lower one gets a
+// *fence.StaleError (fence.ErrStale) with the stored token, nothing
+// written. Its other errors (fence.ErrNoToken, ErrNotFence,
+// fence.ErrUncertain, ...) are listed under Errors in the package
+// documentation.
 func (r *Register) Write(ctx context.Context, token fence.Token, data []byte) (prev Value, revision int64, err error) {
 	if err := checkToken(token); err != nil {
 		return Value{}, 0, err

@@ -30,17 +30,9 @@ func SetToken(req *http.Request, t fence.Token) { req.Header.Set(Header, t.Strin
 // Lease's context is done: RoundTrip then returns an error matching
 // ErrLeaseEnded and the context's cause (recipe.ErrSessionLost, say).
 // That check is only the early exit: a holder paused between it and the
-// send is refused by the server (409), which [CheckResponse] reports.
-//
-// Redirects: http.Client calls RoundTrip for each hop. A hop to the same
-// scheme and host (port included) as the first request is sent with the
-// token (on a 307 or 308, with the body again: the server asked for the
-// write there). A hop to another is not sent: RoundTrip returns an error
-// matching ErrCrossHostRedirect, as the write would reach a service the
-// caller did not choose, with the token; to follow it, send a new request
-// to the response's Location yourself (a Client whose CheckRedirect
-// returns http.ErrUseLastResponse gives you that response). The first
-// hop's write may have landed before its redirect: an unknown outcome.
+// send is refused by the server (409), which [CheckResponse] reports. A
+// redirect is followed with the token to the first request's scheme and
+// host only (see Redirects in the package documentation).
 type Transport struct {
 	// Base sends the requests; nil means http.DefaultTransport.
 	Base http.RoundTripper
@@ -111,17 +103,10 @@ func hostPort(u *url.URL) string {
 
 // CheckResponse returns nil for a response the fenced handler wrote
 // (whatever its status: that is the caller's to judge), and an error for
-// a refusal of the wrapper (one with a Fencing-Error header):
-//   - 409 "stale": a *fence.StaleError (fence.ErrStale) with the highest
-//     accepted token, the token of resp.Request's header, and as Resource
-//     the request's URL without its query (redacted);
-//   - "no-token": fence.ErrNoToken; "bad-token": fence.ErrBadToken;
-//     "bad-resource": fence.ErrBadResource; "uncertain": fence.ErrUncertain
-//     (the write may have landed), each wrapped;
-//   - otherwise an error naming the status and the code, matching
-//     ErrRefused.
-//
-// It reads no body.
+// a refusal of the wrapper (one with a Fencing-Error header): a 409
+// "stale" is a *fence.StaleError (fence.ErrStale) with the highest
+// accepted token; the other codes match their fence error, or ErrRefused
+// (see Refusals in the package documentation). It reads no body.
 func CheckResponse(resp *http.Response) error {
 	code := resp.Header.Get(ErrorHeader)
 	if code == "" {

@@ -67,11 +67,28 @@
 // such as w.Header()["fencing-error"], and trailers too), so a 409 of its
 // own is not taken for a stale token.
 //
+// [CheckResponse] turns a refusal into an error:
+//   - 409 "stale": a *fence.StaleError (fence.ErrStale) with the highest
+//     accepted token, the token of resp.Request's header, and as Resource
+//     the request's URL without its query (redacted);
+//   - "no-token": fence.ErrNoToken; "bad-token": fence.ErrBadToken;
+//     "bad-resource": fence.ErrBadResource; "uncertain": fence.ErrUncertain
+//     (the write may have landed), each wrapped;
+//   - otherwise an error naming the status and the code, matching
+//     ErrRefused.
+//
 // # Redirects
 //
-// [Transport] sends the token on a redirect to the first request's scheme
-// and host only (a 307 or 308 sends the body again, as net/http does); a
-// redirect to another host is not followed (ErrCrossHostRedirect).
+// http.Client calls [Transport]'s RoundTrip for each hop. A hop to the
+// same scheme and host (port included) as the first request is sent with
+// the token (on a 307 or 308, with the body again: the server asked for
+// the write there). A hop to another is not sent: RoundTrip returns an
+// error matching ErrCrossHostRedirect, as the write would reach a service
+// the caller did not choose, with the token; to follow it, send a new
+// request to the response's Location yourself (a Client whose
+// CheckRedirect returns http.ErrUseLastResponse gives you that response).
+// The first hop's write may have landed before its redirect: an unknown
+// outcome.
 //
 // # Trust
 //

@@ -56,6 +56,26 @@
 // an idempotency key). A Redis Cluster is not supported (the keys of one
 // call would have to share a hash slot).
 //
+// # Errors
+//
+// [Fence.Do]'s errors: a *fence.StaleError (fence.ErrStale) with the highest
+// accepted when token is lower, nothing applied; fence.ErrNoToken for the
+// zero token; a *fence.RangeError (fence.ErrTokenOverflow) above
+// fence.MaxToken; fence.ErrBadResource (see Key); ErrBadWrite (with the
+// write's index); ErrNotFence; ErrWrongType; a *PermissionError
+// (recipe.ErrNoPermission) for a right the ACL refuses, nothing applied;
+// ctx's error before anything is sent; fence.ErrUncertain when the script
+// was sent and its answer lost (it may have been applied: read, or call
+// again with the same token), or a *PartialError (token and some writes
+// applied); otherwise Redis's refusal, nothing applied.
+//
+// [Register.Write]'s errors: a *fence.StaleError (fence.ErrStale) with the
+// stored token when token is lower, nothing written; fence.ErrNoToken; a
+// *fence.RangeError (fence.ErrTokenOverflow) above fence.MaxToken;
+// ErrNotFence; ctx's error before anything is sent; fence.ErrUncertain when
+// the script was sent and its answer lost (it may have landed); otherwise
+// Redis's.
+//
 // # Access control (Redis ACL)
 //
 // Redis checks a script's commands against the user's ACL only when the

@@ -80,20 +80,11 @@ func (f *Fence) Key(resource string) (string, error) {
 // Do applies writes in one Lua script with the set of token as resource's
 // highest, if token is not lower than the highest accepted, and returns
 // the highest accepted before (zero: none). The writes land only with the
-// token, and none of them otherwise. An equal token is accepted (the same
-// holder writing again). writes may be empty (Do then only records token);
+// token, and none of them otherwise (a *fence.StaleError with the highest
+// accepted). An equal token is accepted; empty writes only record token;
 // each key may be written once per call, and not under the fence's prefix.
-//
-// Errors: a *fence.StaleError (fence.ErrStale) with the highest accepted
-// when token is lower, nothing applied; fence.ErrNoToken for the zero
-// token; a *fence.RangeError (fence.ErrTokenOverflow) above
-// fence.MaxToken; fence.ErrBadResource (see Key); ErrBadWrite (with the write's index);
-// ErrNotFence; ErrWrongType; a *PermissionError (recipe.ErrNoPermission)
-// for a right the ACL refuses, nothing applied; ctx's error before
-// anything is sent; fence.ErrUncertain when the script was sent and its
-// answer lost (it may have been applied: read, or call again with the
-// same token), or a *PartialError (token and some writes applied);
-// otherwise Redis's refusal, nothing applied.
+// After an error nothing was applied, unless it matches fence.ErrUncertain
+// (see Errors in the package documentation).
 func (f *Fence) Do(ctx context.Context, resource string, token fence.Token, writes ...Write) (prev fence.Token, err error) {
 	for i, w := range writes {
 		if err := w.check(); err != nil {

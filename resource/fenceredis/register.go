@@ -74,13 +74,10 @@ func (r *Register) Read(ctx context.Context) (Value, error) {
 // Write stores data with token if token is not lower than the register's,
 // and returns what it replaced (the zero Value for a missing register):
 // the register's version is then prev.Version+1. An equal token is
-// accepted.
-//
-// Errors: a *fence.StaleError (fence.ErrStale) with the stored token when
-// token is lower, nothing written; fence.ErrNoToken; a *fence.RangeError
-// (fence.ErrTokenOverflow) above fence.MaxToken; ErrNotFence; ctx's error
-// before anything is sent; fence.ErrUncertain when the script was sent and
-// its answer lost (it may have landed); otherwise Redis's.
+// accepted; a lower one gets a *fence.StaleError (fence.ErrStale) with the
+// stored token, nothing written. Its other errors (fence.ErrNoToken,
+// ErrNotFence, fence.ErrUncertain, ...) are listed under Errors in the
+// package documentation.
 func (r *Register) Write(ctx context.Context, token fence.Token, data []byte) (prev Value, err error) {
 	if err := checkToken(token); err != nil {
 		return Value{}, err

@@ -24,46 +24,13 @@ const (
 
 // Do runs fn in a transaction in which resource's fence row has been
 // advanced to token, and commits, or runs nothing if the row holds a larger
-// token. A missing row is inserted; an equal token is accepted. fn may be
-// nil: Do then only records token, like fence.Guard.Check.
-//
-// fn must use tx only (statements elsewhere are unfenced and may wait for
-// the transaction), must not commit or roll tx back, and must not call Do:
-// on PostgreSQL a nested Do on the same resource waits for its own row
-// lock; on SQLite the transaction holds the database's write lock, so any
-// write from fn not through tx waits on itself and fails (after the busy
-// timeout with ErrConflict, or for a nested Do when its ctx ends), with an
-// error that says so. Do never calls fn twice. If fn panics, the
-// transaction is rolled back, the connection returned to the pool, and the
-// panic propagates.
-//
-// Errors, after which nothing was committed unless the error matches
-// fence.ErrUncertain:
-//   - a *fence.StaleError (fence.ErrStale) with the highest accepted token
-//     when token is lower; fn was not called;
-//   - fence.ErrNoToken, ErrTokenRange or ErrBadResource for bad input,
-//     before any statement;
-//   - a *SchemaError (ErrNoTable) naming the DDL when the fence table does
-//     not exist;
-//   - ErrUntrustedTable, naming the table and the rule, when the fence
-//     table is one that others could write or that stands in for the
-//     intended one (checked at the first use; fn was not called);
-//   - fn's error, as it returned it (wrapped with ErrConflict too if the
-//     database refused a statement for a concurrent transaction);
-//   - ctx's error if ctx ended before the COMMIT was sent (the
-//     transaction is rolled back, even if fn returned nil);
-//   - ErrConflict for a serialization failure or busy database at commit;
-//   - fence.ErrUncertain, wrapping the driver's error, when the commit's
-//     answer was lost (a broken connection): it may have been applied;
-//   - fence.ErrUncertain and ctx's error together when ctx ended while the
-//     COMMIT was in flight: Do returns at once, and the COMMIT goes on in a
-//     goroutine that returns the connection to the pool when answered;
-//   - otherwise the driver's error.
-//
-// ctx bounds the transaction up to the COMMIT, never the COMMIT itself (an
-// interrupted COMMIT may still land, and the caller could not tell), so
-// lease.Context() is a safe ctx: ownership in doubt never turns a landed
-// write into an error that says nothing landed.
+// token (a *fence.StaleError). A missing row is inserted; an equal token is
+// accepted; a nil fn only records token, like fence.Guard.Check. fn must
+// use tx only, must not commit or roll tx back and must not call Do; Do
+// never calls fn twice. After an error nothing was committed unless it
+// matches fence.ErrUncertain. ctx bounds the transaction up to the COMMIT,
+// never the COMMIT itself, so lease.Context() is a safe ctx (see Do in the
+// package documentation for the rules on fn and every error).
 func (f *Fence) Do(ctx context.Context, resource string, token fence.Token, fn func(tx *sql.Tx) error) error {
 	if err := checkToken(token); err != nil {
 		return err

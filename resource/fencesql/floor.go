@@ -11,14 +11,11 @@ import (
 // RaiseFloor makes floor the lowest token resource's fence row accepts from
 // now on, in one statement (Do's fence statement, with no function): the
 // row's token becomes max(token, floor), inserted if missing, so every
-// later Do with a token below floor is refused with a *fence.StaleError. It
-// returns the token now in the row (above floor if a larger one was
-// accepted already); it never lowers it. It is the operator's step of a
-// switch of lock backend: raise every fence to the new era's Floor
-// (docs/backends.md#switching-backends). Errors are Do's (ErrTokenRange for
-// a floor above 2^63-1, fence.ErrNoToken for zero), and a
-// *fence.RangeError (fence.ErrTokenOverflow) for a floor above
-// fence.MaxFloor, which no era reaches (checkFloor); after one matching
+// later Do with a token below floor is refused. It returns the token now in
+// the row and never lowers it. It is the operator's step of a switch of
+// lock backend (docs/backends.md#switching-backends). Errors are Do's, and
+// a *fence.RangeError (fence.ErrTokenOverflow) for a floor above
+// fence.MaxFloor, which no era reaches; after one matching
 // fence.ErrUncertain, read the row (Highest) or call again.
 func (f *Fence) RaiseFloor(ctx context.Context, resource string, floor fence.Token) (fence.Token, error) {
 	if err := checkFloor(floor); err != nil {

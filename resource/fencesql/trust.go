@@ -21,17 +21,13 @@ import (
 // table, make new Fences.
 
 // ErrUntrustedTable is matched (errors.Is) by the error for a fence table
-// that is not safe to keep tokens in. PostgreSQL: it is owned, or its
-// schema is, by a role other than the connecting one, a superuser or one
-// named by WithTrustedRoles; another role (or PUBLIC) holds a privilege
-// that allows writes on it or on a column; it has triggers, rules, row
-// security or policies; it is not an ordinary permanent table; or its bare
-// name resolves through search_path to a schema other than
-// current_schema(). SQLite: it is a view, has triggers, or its bare name
-// resolves to a schema other than main (temp, an attached database); or
-// the database file, its directory or its -wal, -shm or -journal file is
-// writable by others (see docs/fencing.md). The message names the table
-// and the rule. It is the same value as pglock.ErrUntrustedTable.
+// that is not safe to keep tokens in: on PostgreSQL one that a role other
+// than the connecting one, a superuser or one named by WithTrustedRoles
+// owns or could write, or that stands in for the intended one; on SQLite a
+// view, a table with triggers or a shadowing one, or a database file others
+// can write. The message names the table and the rule (see The fence table
+// in the package documentation for every rule). It is the same value as
+// pglock.ErrUntrustedTable.
 var ErrUntrustedTable = pgtrust.ErrUntrusted
 
 // WithTrustedRoles names PostgreSQL roles, besides the connecting role and

@@ -46,53 +46,16 @@ type Querier interface {
 	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
 }
 
-// Update runs, on q,
-//
-//	UPDATE <Table> SET <set>, <Fence> = token
-//	 WHERE <Key> = <ID> AND COALESCE(<Fence>, 0) <= token
-//
-// (on PostgreSQL with the operators and the token's type written as
-// pg_catalog's, below)
-//
-// The table, key and fence names are quoted by the dialect's rules (on
-// PostgreSQL after folding to lower case, as unquoted names are), so a
-// keyword (order, user) or a function's name (current_user) is a column.
-// On PostgreSQL Update's own operators are pg_catalog's, whatever
-// search_path holds (written OPERATOR(pg_catalog.=) and
-// OPERATOR(pg_catalog.<=), token cast to pg_catalog.int8), so that no role
-// that can create objects in a schema of search_path can plant one that
-// runs as the caller: the key column must be of a type whose = is
-// pg_catalog's (the built-in types, their domains, enums and arrays); a
-// key of an extension's type compares as its implicit cast to a built-in
-// type does (citext as text: case-sensitively) or fails with the
-// database's "operator does not exist". set is resolved with the caller's
-// search_path: qualify what it calls if others can create in a schema of
-// it.
-//
-// set is the caller's assignments with the dialect's placeholders for args,
-// numbered from 1: "balance = $1, note = $2" on PostgreSQL, "balance = ?,
-// note = ?" (or ?1, ?2, or :name with sql.Named) on SQLite. Update appends
-// its own placeholders after them, so set must use exactly 1 to len(args):
-// a placeholder beyond len(args) would bind the token or the key into the
-// caller's column. Update counts them first and refuses any other count
-// with ErrPlaceholders; so that the count is the database's whatever its
-// version and settings, set may hold no comment, backslash, dollar quote,
-// semicolon, unbalanced parenthesis or placeholder touching a name (a$1,
-// $1_0, SQLite's $a(x)); strings '…' and quoted identifiers "…" (SQLite
-// also […] and `…`) are fine, placeholder-like text inside them is not
-// counted. Pass any value that needs what is refused in args. Never build
-// set from untrusted input: it is SQL.
-//
-// The check and the write are one statement; see the package documentation
-// for isolation. When no row changed, Update reads the row's fence to say
-// why: a *fence.StaleError (fence.ErrStale) with the row's token when it is
-// larger, ErrNoRow when there is no such row. Other errors: fence.ErrNoToken,
-// ErrTokenRange, ErrBadName, ErrPlaceholders before any statement; a *SchemaError (ErrNoTable,
-// ErrNoColumn) when the table or a column is missing (for the fence column,
-// with the ALTER TABLE that adds it); ErrConflict (wrapping the driver's
-// error) when the database refused the statement for a concurrent
-// transaction, in which case nothing was written but a transaction q may be
-// aborted; otherwise the driver's error.
+// Update runs, on q, UPDATE <Table> SET <set>, <Fence> = token WHERE
+// <Key> = <ID> AND COALESCE(<Fence>, 0) <= token: the check and the write in
+// one statement. set is the caller's assignments with the dialect's
+// placeholders for args, numbered from 1 ("balance = $1" on PostgreSQL,
+// "balance = ?" on SQLite); any other count is refused with
+// ErrPlaceholders. Never build set from untrusted input: it is SQL. When no
+// row changed, Update returns a *fence.StaleError (fence.ErrStale) with the
+// row's larger token, or ErrNoRow. After ErrConflict nothing was written,
+// but a transaction q may be aborted (see Update in the package
+// documentation for quoting, placeholders and every error).
 func (f *Fence) Update(ctx context.Context, q Querier, token fence.Token, row Row, set string, args ...any) error {
 	if err := checkToken(token); err != nil {
 		return err
