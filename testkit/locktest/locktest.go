@@ -59,6 +59,7 @@ package locktest
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 
@@ -141,7 +142,7 @@ const OpTimeout = 15 * time.Second
 
 // Run checks every property listed in the package documentation against the
 // backend behind h, each in a subtest of t named after the property
-// (t.Run), in that order. It fails t if h.LeaseTime() is not valid
+// (t.Run), all at once (each property uses locks of its own). It fails t if h.LeaseTime() is not valid
 // (Max <= 0, Min < 0 or Min >= Max).
 func Run(t *testing.T, h Harness) {
 	t.Helper()
@@ -156,11 +157,17 @@ func run(t *testing.T, h Harness, wireOnly bool) {
 		t.Fatalf("locktest: invalid LeaseTime %+v: need 0 <= Min < Max", lt)
 	}
 	s := &suite{h: h, lt: lt}
+	// The properties mostly wait (for a lease to expire, a client to
+	// reconnect), each on its own lock: they run at once, each subtest
+	// started from its own goroutine (as RunLockDelay's), so that go test's
+	// -parallel limit does not queue them behind each other.
+	var wg sync.WaitGroup
 	for _, p := range properties {
 		if p.wire || !wireOnly {
-			t.Run(p.name, func(t *testing.T) { p.check(s, t) })
+			wg.Go(func() { t.Run(p.name, func(t *testing.T) { p.check(s, t) }) })
 		}
 	}
+	wg.Wait()
 }
 
 // Properties returns the names of the subtests Run runs, in order, e.g. for
