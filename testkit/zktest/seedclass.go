@@ -58,7 +58,7 @@ func compileSeed(ctx context.Context, in install) string {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, javac, "-J-XX:+UseSerialGC", "-J-XX:TieredStopAtLevel=1", "-J-XX:-UsePerfData",
-		"-encoding", "UTF-8", "-nowarn", "-cp", in.classpath, "-d", dir, src)
+		"-encoding", "UTF-8", "-nowarn", "-proc:none", "-implicit:none", "-cp", in.classpath, "-d", dir, src)
 	cmd.WaitDelay = 5 * time.Second
 	if err := cmd.Run(); err != nil {
 		_ = os.RemoveAll(dir)
