@@ -30,10 +30,16 @@ demo: setup
 # The short nemesis run (3 servers, kills, pauses, 2 s sessions) runs on its
 # own after the rest, so that it never starves another package's 2 s
 # sessions on a 2-core machine. It runs even when the rest failed (one
-# report of everything); the target fails if either did. The last line runs
-# the sequence-limit tests again on ZooKeeper 3.9.3 (Debian 13's, laid out
-# by scripts/zk-debian.sh and cached), so that the behaviour at the limit is
-# checked on both server lines.
+# report of everything); the target fails if either did. The sequence-limit
+# tests run again on ZooKeeper 3.9.3 (Debian 13's, laid out by
+# scripts/zk-debian.sh and cached), so that the behaviour at the limit is
+# checked on both server lines: beside the main run, one package at a time
+# (their output follows the main run's). They are the zookeeper package's
+# and testkit/zktest's own tests, which the main run runs beside the other
+# packages anyway: servers started on seeded data, no session expiry and
+# no fault, the load of one more package. Their test binaries are built
+# first, so that the two go commands do not compile the same packages at
+# once.
 # The backends, the metrics adapters, the etcd, Redis and SQL fences, the
 # heavy test kits, the command line tool, the benchmark, the nemesis and the
 # demo are modules of their own (backend/*, metrics/*, resource/fenceetcd,
@@ -46,10 +52,10 @@ demo: setup
 BACKENDS := ./backend/etcdlock/... ./backend/pglock/... ./backend/redislock/... ./backend/k8slease/... ./metrics/otelmetrics/... ./metrics/prommetrics/... ./resource/fenceetcd/... ./resource/fenceredis/... ./resource/fencesql/...
 TESTKITS := ./testkit/pgtest/... ./testkit/containers/...
 COMMANDS := ./cmd/zkrecipes/... ./cmd/zkbench/... ./cmd/nemesis/... ./cmd/demo/...
-# The slowest packages (1 to 2 minutes each, measured in CI) first: go test
-# starts packages in the order given (each once), so they no longer form
-# the tail of the run while the cores idle.
-SLOWEST := ./cmd/zkrecipes ./mutex ./backend/etcdlock ./zookeeper ./backend/redislock ./backend/pglock ./backend/k8slease ./backend/memlock ./testkit/zktest
+# The slowest packages (about 1 to 2 minutes each in CI, the longest
+# first) first: go test starts packages in the order given (each once), so
+# they no longer form the tail of the run while the cores idle.
+SLOWEST := ./zookeeper ./mutex ./cmd/zkrecipes ./backend/pglock ./backend/etcdlock ./backend/k8slease ./backend/redislock ./testkit/zktest ./backend/memlock
 
 #
 # No secret in any output: the tests of failure paths give passwords that
@@ -69,9 +75,11 @@ test: setup kube-apiserver
 	$(GO) vet ./... ./testkit/nemesis/... $(BACKENDS) $(TESTKITS) $(COMMANDS)
 	out="$$(mktemp -d)"; status=0; \
 	{ \
+	h="$$(./scripts/zk-debian.sh)" && $(GO) test -race -c -o "$$out/" ./zookeeper/ ./testkit/zktest/ || touch "$$out/failed"; \
+	{ [ -n "$$h" ] && ZOOKEEPER_HOME="$$h" $(GO) test -race -count=1 -p 1 -timeout 10m -run 'SequenceLimit|SeqCounters' ./zookeeper/ ./testkit/zktest/ || touch "$$out/failed"; } >"$$out/zk393" 2>&1 & \
 	$(GO) test -race -count=1 -p 3 -timeout 15m $(SLOWEST) $$($(GO) list ./... ./testkit/nemesis/... | grep -v '/testkit/nemesis$$') $(BACKENDS) $(TESTKITS) $(COMMANDS) || touch "$$out/failed"; \
+	wait; echo "The sequence-limit tests on ZooKeeper 3.9.3:"; cat "$$out/zk393"; \
 	$(GO) test -race -count=1 -timeout 10m ./testkit/nemesis || touch "$$out/failed"; \
-	h="$$(./scripts/zk-debian.sh)" && ZOOKEEPER_HOME="$$h" $(GO) test -race -count=1 -timeout 5m -run 'SequenceLimit|SeqCounters' ./zookeeper/ ./testkit/zktest/ || touch "$$out/failed"; \
 	} 2>&1 | tee "$$out/log"; \
 	[ ! -e "$$out/failed" ] || status=1; \
 	if grep -q -F -e '$(TEST_SECRET)' "$$out/log"; then \

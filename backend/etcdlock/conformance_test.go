@@ -10,5 +10,6 @@ import (
 // against Mutex on the real server, with real crash (proxy closed) and
 // cut-off (proxy blackholed) hooks.
 func TestConformance(t *testing.T) {
+	t.Parallel()
 	locktest.Run(t, &harness{e: newEnv(t)})
 }

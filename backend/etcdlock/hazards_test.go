@@ -157,6 +157,7 @@ func TestSameSessionContendersHaveOwnKeys(t *testing.T) {
 // a newer holder of the same session acquires, and the retried Release must
 // leave that holder alone.
 func TestRetriedReleaseKeepsNewerHolder(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	var loseReplies atomic.Bool
 	cli, err := clientv3.New(clientv3.Config{
@@ -247,6 +248,7 @@ func deletes(txn *pb.TxnRequest) bool {
 // its key deleted (ErrNodeDeleted); and the lock goes to exactly one live
 // contender afterwards.
 func TestWaiterStopsWhenItsSessionDies(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	const name = "waiter-session"
 	holder, _ := e.connect(t)
@@ -329,6 +331,7 @@ func TestWaiterStopsWhenItsSessionDies(t *testing.T) {
 // revoked, sees its lease context end with a loss cause; its Release then
 // returns ErrLeaseLost and deletes nothing (the next holder keeps the lock).
 func TestHolderLossByOthers(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	for _, c := range []struct {
 		name string
@@ -391,6 +394,7 @@ func TestHolderLossByOthers(t *testing.T) {
 // received that keep-alive). The cut lands at different points of the
 // keep-alive cycle.
 func TestLossBeforeServerGrants(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	for i, delay := range []time.Duration{0, testTTL / 12} {
 		name := "numbers-" + string(rune('a'+i))

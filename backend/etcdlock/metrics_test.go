@@ -67,6 +67,7 @@ func (h *logs) lines() []string {
 // Close; and that each lost Lease is logged once at WARN with its cause
 // (DEBUG at Close).
 func TestMetrics(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	rec, h := &metricstest.Events{}, &logs{}
 	s, p := e.connect(t, etcdlock.WithMetrics(rec), etcdlock.WithLogger(slog.New(h)))

@@ -16,6 +16,7 @@ import (
 // themselves; a holder either keeps its lease (keep-alives resumed in time)
 // or sees its context end, and the lock is never granted while it holds.
 func TestServerRestart(t *testing.T) {
+	t.Parallel()
 	srv := etcdtest.Start(t) // its own: the shared one must not be restarted
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

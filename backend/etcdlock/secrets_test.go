@@ -66,6 +66,7 @@ func TestBadURLHidesPassword(t *testing.T) {
 // session's keys, fail without showing the password in any error or log
 // line (the client's zap log included).
 func TestWrongPasswordHidden(t *testing.T) {
+	t.Parallel()
 	srv := etcdtest.Start(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

@@ -175,6 +175,7 @@ func TestCloseEndsEverything(t *testing.T) {
 // After its lease is lost, a Session grants a new one at the next
 // acquisition; Done follows the newest lease.
 func TestSessionRecovers(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	s, p := e.connect(t)
 	m := mutex(t, s, "recover")

@@ -29,6 +29,7 @@ func newTLSEnv(t testing.TB) *env {
 // (locktest.RunTransport) over TLS with a client
 // certificate, on a server that refuses clients without one.
 func TestTLSConformance(t *testing.T) {
+	t.Parallel()
 	locktest.RunTransport(t, &harness{e: newTLSEnv(t)})
 }
 

@@ -3,6 +3,7 @@ package memlock
 import (
 	"context"
 	"errors"
+	"flag"
 	"os"
 	"os/exec"
 	"strings"
@@ -16,7 +17,16 @@ import (
 	"github.com/zkrecipes/zkrecipes/testkit/locktest"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// TestMain checks for leaked goroutines. The suites' self-tests wait for
+// their child processes, which wait for leases to expire: they run up to 8
+// at once (go test -parallel still wins), not GOMAXPROCS (2 here), which
+// would queue them behind each other.
+func TestMain(m *testing.M) {
+	if err := flag.Set("test.parallel", "8"); err != nil {
+		panic(err)
+	}
+	goleak.VerifyTestMain(m)
+}
 
 // testTTL is the session time to live of the tests' Servers.
 const testTTL = 600 * time.Millisecond

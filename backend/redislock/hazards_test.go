@@ -29,6 +29,7 @@ func waitDone(t *testing.T, ctx context.Context, d time.Duration, what string) {
 // waiter, which got no release notification, finds the lock free at its
 // fallback re-check.
 func TestDeletedKeyEndsLease(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	a := mustNew(t, connect(t, srv, nil), "deleted")
 	b := mustNew(t, connect(t, srv, nil), "deleted")
@@ -271,6 +272,7 @@ func TestWaiterHonoursCancellation(t *testing.T) {
 // (the grant arrives after the caller gave up) both return the context's
 // error, and the key is deleted after them.
 func TestLostAnswerLeavesNothing(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	p := zktest.NewFaultProxy()
 	t.Cleanup(p.Close)
@@ -321,6 +323,7 @@ func TestLostAnswerLeavesNothing(t *testing.T) {
 // logged as a connection error ("acquire failed; retrying" was, at WARN
 // level, when the timeout came before the context was marked done).
 func TestFailedAcquireCleansUpBeforeReturning(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	p := zktest.NewFaultProxy()
 	t.Cleanup(p.Close)

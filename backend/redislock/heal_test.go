@@ -25,6 +25,7 @@ import (
 // Without the delete the key lives until about 3.7 s after A gave up; the
 // key's own expiry, without the late renewal, is 1.3 s after.
 func TestLateRenewalAfterHealLeavesNothing(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	const ttl = 4 * time.Second
 	p := zktest.NewFaultProxy()

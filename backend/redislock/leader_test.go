@@ -9,4 +9,7 @@ import (
 // TestLeaderLoop runs leader.Run's scenario (testkit/leadtest) on Redis:
 // candidates take turns, a cut-off leader is replaced after its context
 // ended, and a stop leaves no key.
-func TestLeaderLoop(t *testing.T) { leadtest.Run(t, newHarness(t)) }
+func TestLeaderLoop(t *testing.T) {
+	t.Parallel()
+	leadtest.Run(t, newHarness(t))
+}

@@ -2,6 +2,7 @@ package redislock_test
 
 import (
 	"context"
+	"flag"
 	"testing"
 	"time"
 
@@ -14,7 +15,19 @@ import (
 	"github.com/zkrecipes/zkrecipes/testkit/zktest"
 )
 
-func TestMain(m *testing.M) { redistest.Main(m) }
+// TestMain stops the shared servers after the tests. The parallel tests
+// (the conformance suites, the cut-offs, crashes and lock-delays, on
+// servers or locks of their own) spend their time waiting for keys to expire, not
+// computing: they run up to 8 at once (go test -parallel still wins), not
+// GOMAXPROCS (2 here), which would queue them. The tests that bound how
+// long something takes (connect errors, refusals) stay serial: they run
+// before the parallel ones, alone in the package.
+func TestMain(m *testing.M) {
+	if err := flag.Set("test.parallel", "8"); err != nil {
+		panic(err)
+	}
+	redistest.Main(m)
+}
 
 // confTTL is the TTL of the conformance clients: a holder's lease context
 // ends 2/3 of it after its last successful renewal was sent, the server
@@ -114,5 +127,6 @@ func (c *client) CutOff() { c.p.Blackhole() }
 func (c *client) Heal() { c.p.Resume() }
 
 func TestConformance(t *testing.T) {
+	t.Parallel()
 	locktest.Run(t, newHarness(t))
 }

@@ -23,6 +23,7 @@ import (
 // holder and Close, and the one WARN line per lost lease, whose cause
 // says why.
 func TestMetrics(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	const name = "metrics"
 	rec := &metricstest.Events{Messages: true}

@@ -57,6 +57,7 @@ func TestRecheckIsBounded(t *testing.T) {
 // expiry on the server (PEXPIRETIME); when the holder is cut off, its lease
 // context ends before the server lets another contender in.
 func TestLossBeforeServerExpiry(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	p := zktest.NewFaultProxy()
 	t.Cleanup(p.Close)

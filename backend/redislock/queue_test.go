@@ -216,6 +216,7 @@ func clients(t *testing.T, rdb *redis.Client, typ string) int {
 // within the bound of a crashed holder's lock (T plus T/10 of re-check
 // jitter, with slack for a loaded machine).
 func TestDeadWaiterDoesNotStallQueue(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	for _, crash := range []bool{true, false} {
 		name := "dead-waiter-cut"

@@ -99,6 +99,7 @@ func TestTokensSurviveServerCrash(t *testing.T) {
 // in while the holder's lease context is live, and the holder's renewals
 // find it theirs again.
 func TestHeldLockSurvivesServerCrash(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	const ttl = 6 * time.Second // the lease (4 s) lasts far longer than a restart
 	a := mustNew(t, connect(t, srv, nil, redislock.WithTTL(ttl)), "held-restart")

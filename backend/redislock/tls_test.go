@@ -22,6 +22,7 @@ import (
 // every client through its own fault proxy (WithDialer: the TLS runs over
 // the proxy's connection).
 func TestTLSConformance(t *testing.T) {
+	t.Parallel()
 	srv := redistest.SharedTLS(t)
 	opts := []redislock.Option{redislock.WithTLS(srv.ClientTLS())}
 	h := &harness{srv: srv, in: connect(t, srv, nil, opts...), rdb: srv.Client(t), opts: opts}

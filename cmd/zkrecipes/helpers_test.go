@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -27,6 +28,14 @@ import (
 var bin string
 
 func TestMain(m *testing.M) {
+	// The tests spend their time waiting (for commands, servers, sessions
+	// and leases), not computing: up to 4 run at once (go test -parallel
+	// still wins), not GOMAXPROCS (2 on the project's machines), which made
+	// this package the longest of make test. Not more: each runs
+	// race-built zkrecipes processes on 2 s sessions.
+	if err := flag.Set("test.parallel", "4"); err != nil {
+		panic(err)
+	}
 	dir, err := os.MkdirTemp("", "zkrecipes-cli-test-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

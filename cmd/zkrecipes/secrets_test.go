@@ -42,6 +42,7 @@ func noSecretOut(t *testing.T, name string, p *proc) {
 // ZooKeeper list with user information; an ACL user's wrong password on a
 // real Redis server.
 func TestLockHidesEveryPassword(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	pg := pgtest.Shared(t)
 	dsn := pg.Database(t)
@@ -70,8 +71,10 @@ func TestLockHidesEveryPassword(t *testing.T) {
 		{"Redis ACL user", "redis://zkrsecrets:" + url.PathEscape(wrong) + "@" + rs.Addr() + "/0", "", exitSoftware},
 		{"ZooKeeper list with user information", "zkr:" + cliPW + "@127.0.0.1:1", "", -1},
 	} {
-		t.Setenv("PGPASSWORD", c.pgpassword)
-		p := startOn(t, c.servers, dir, "lock", "--connect-timeout", "3s", "--wait", "0", "/cli-test/secrets", "--", "true")
+		// PGPASSWORD in the command's environment only (set, empty or
+		// not, over the test's own), so that the test can run in parallel.
+		env := []string{"ZK_SERVERS=" + c.servers, "PGPASSWORD=" + c.pgpassword}
+		p := startEnv(t, env, dir, false, "lock", "--connect-timeout", "3s", "--wait", "0", "/cli-test/secrets", "--", "true")
 		code := p.wait(30 * time.Second)
 		if code == 0 || (c.want >= 0 && code != c.want) {
 			t.Errorf("%s: exited %d, want %d", c.name, code, c.want)

@@ -72,6 +72,7 @@ func TestLockTLS(t *testing.T) {
 	}
 	for _, s := range tlsServers(t) {
 		t.Run(s.name, func(t *testing.T) {
+			t.Parallel() // each backend's server of its own
 			dir := t.TempDir()
 			ran := filepath.Join(dir, "ran")
 			// etcd retries a refused handshake until the connect timeout.
@@ -129,6 +130,7 @@ func TestZooKeeperTLSSaysWhy(t *testing.T) {
 // TestTLSFlagErrors: TLS flags that cannot make a configuration are usage
 // errors (64) naming the flag, before any connection.
 func TestTLSFlagErrors(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	certs, err := certtest.Generate(filepath.Join(dir, "certs"))
 	if err != nil {

@@ -144,9 +144,10 @@ func TestInspectShowsForeignNodes(t *testing.T) {
 
 // TestFlagFileNotRegular: a FIFO, a device or a directory given as a file
 // flag made zkrecipes hang reading it (or read forever); they, and a file
-// over 1 MiB, are usage errors naming the flag, at once.
+// over 1 MiB, are usage errors naming the flag, at once. Not parallel: it
+// bounds how long each run takes (5 s), so it runs before the parallel
+// tests, alone in the package, as TestWrongServer does.
 func TestFlagFileNotRegular(t *testing.T) {
-	t.Parallel()
 	cl := zktest.Shared(t)
 	dir := t.TempDir()
 	certs, err := certtest.Generate(filepath.Join(dir, "certs"))

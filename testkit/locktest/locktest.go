@@ -140,8 +140,10 @@ type LeaseTime struct {
 const OpTimeout = 15 * time.Second
 
 // Run checks every property listed in the package documentation against the
-// backend behind h, each in a subtest of t named after the property
-// (t.Run), in that order. It fails t if h.LeaseTime() is not valid
+// backend behind h, each in a parallel subtest of t named after the
+// property (t.Run, t.Parallel: each property uses locks of its own, and
+// they finish after the caller's test function returns, before its
+// Cleanup functions run). It fails t if h.LeaseTime() is not valid
 // (Max <= 0, Min < 0 or Min >= Max).
 func Run(t *testing.T, h Harness) {
 	t.Helper()
@@ -156,9 +158,17 @@ func run(t *testing.T, h Harness, wireOnly bool) {
 		t.Fatalf("locktest: invalid LeaseTime %+v: need 0 <= Min < Max", lt)
 	}
 	s := &suite{h: h, lt: lt}
+	// The properties mostly wait (for a lease to expire, a client to
+	// reconnect), each on locks of its own: they are parallel subtests, as
+	// many at once as go test's -parallel allows (a package whose tests
+	// only wait raises it; at the default, the number of CPUs, a backend
+	// that one server serves to many packages is not flooded).
 	for _, p := range properties {
 		if p.wire || !wireOnly {
-			t.Run(p.name, func(t *testing.T) { p.check(s, t) })
+			t.Run(p.name, func(t *testing.T) {
+				t.Parallel()
+				p.check(s, t)
+			})
 		}
 	}
 }

@@ -38,6 +38,7 @@ func MainThen(m *testing.M, cleanup func()) {
 		}
 	}
 	stopSpawner()
+	removeSeedClasses()
 	if code == 0 {
 		// go-zookeeper v1.0.4 can leave its connection loop blocked in
 		// flushRequests after Close when a request is queued in the same

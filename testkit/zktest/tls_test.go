@@ -13,6 +13,7 @@ import (
 // client certificate, and refuses a client without one; the plain port
 // stays usable.
 func TestWithTLS(t *testing.T) {
+	t.Parallel() // its own servers; after the tests that set the environment
 	c := Start(t, WithTLS())
 	f, ok := c.TLSFiles()
 	if !ok || f.CA == "" || f.ClientCert == "" || f.ClientKey == "" {

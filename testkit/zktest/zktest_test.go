@@ -101,6 +101,7 @@ func ctxT(t *testing.T) context.Context {
 }
 
 func TestStandaloneStopRestartPause(t *testing.T) {
+	t.Parallel() // its own servers; after the tests that set the environment
 	c := Start(t)
 	if c.Chroot() != "" && c.Provider() == "local" {
 		t.Fatalf("local cluster has chroot %q", c.Chroot())
@@ -192,6 +193,7 @@ func TestStandaloneStopRestartPause(t *testing.T) {
 }
 
 func TestEnsembleLeaderFailover(t *testing.T) {
+	t.Parallel() // its own servers; after the tests that set the environment
 	c := Start(t, WithEnsemble(3))
 	addrs := c.Addrs()
 	if len(addrs) != 3 {
@@ -418,6 +420,7 @@ func TestExplicitInstallIsNotReplaced(t *testing.T) {
 // and later sweeps of stale directories leave them alone; a Shared view
 // has nothing to keep.
 func TestKeepDirs(t *testing.T) {
+	t.Parallel() // its own servers; after the tests that set the environment
 	ctx, cancel := context.WithTimeout(context.Background(), launchTimeout)
 	defer cancel()
 	cl, err := Launch(ctx)
@@ -464,6 +467,7 @@ func TestKeepDirs(t *testing.T) {
 
 // TestServerVersion reads the version every server reports.
 func TestServerVersion(t *testing.T) {
+	t.Parallel() // its own servers; after the tests that set the environment
 	cl := Start(t)
 	v, err := cl.ServerVersion(context.Background(), 0)
 	if err != nil {
@@ -488,6 +492,7 @@ func TestServerVersion(t *testing.T) {
 // on its command line); a stopped server, an index out of range and a
 // Shared view give errors, the view's wrapping ErrUnsupported.
 func TestServerPID(t *testing.T) {
+	t.Parallel() // its own servers; after the tests that set the environment
 	cl := Start(t)
 	pid, err := cl.ServerPID(0)
 	if cl.Provider() != "local" {

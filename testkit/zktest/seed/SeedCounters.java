@@ -1,9 +1,11 @@
 // SeedCounters writes a ZooKeeper snapshot whose tree holds persistent
 // directories with given child-change counters (cversion), with ZooKeeper's
 // own classes (DataTree, FileTxnSnapLog) from the jars the server runs.
-// testkit/zktest runs it with Java's single-file source launcher, on the classpath
-// of the server it is about to start, before that server starts:
+// testkit/zktest compiles it once per test process with the javac beside the
+// server's java (or runs it with Java's single-file source launcher), on the
+// classpath of the server it is about to start, before that server starts:
 //
+//	java -cp CLASSPATH:CLASSDIR SeedCounters DATADIR HEXPATH=COUNTER...
 //	java -cp CLASSPATH SeedCounters.java DATADIR HEXPATH=COUNTER...
 //
 // HEXPATH is the path's UTF-8 bytes in hexadecimal, so that the path does
