@@ -56,7 +56,7 @@
 // are larger than every token an earlier one can ever produce, whatever the
 // backends, and raising a fence to the new era's Floor ([Guard.RaiseFloor],
 // and each fence's RaiseFloor) refuses every older holder at once
-// (docs/backends.md#switching-backends, docs/design.md#switching-backends).
+// (docs/backends.md#switching-backends, docs/backends.md#switching-backends).
 // A floor above [MaxFloor] (the last era's floor) is refused with a
 // [*RangeError] (matching [ErrTokenOverflow]) by every fence ([CheckFloor]):
 // no era's grants would all pass it.

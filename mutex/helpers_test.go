@@ -67,5 +67,5 @@ func handOver(t testing.TB, held recipe.Lease, next recipe.Lock) {
 }
 
 // markerName is the lock-delay marker's name beside a lock's nodes
-// (docs/design.md#lock-delay-on-zookeeper).
+// (docs/lock-delay.md#lock-delay-on-zookeeper).
 const markerName = "_lock-delay"

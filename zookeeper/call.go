@@ -211,7 +211,7 @@ func isClosing(err error) bool { return errors.Is(err, zk.ErrClosing) }
 // matching recipe.ErrTooLarge (tooLargeLost); the cleaner gives the delete up,
 // logged at error level. What a request may weigh is known before it is
 // sent (queueRequestSize, createSize, cleanupItem.sized). See
-// docs/design.md#lost-sends-and-packet-limits.
+// docs/zookeeper-client.md#lost-sends-and-packet-limits.
 
 // maxLostSends is how many times in a row a request over defaultMaxPacket
 // may lose its connection right after it was sent.

@@ -18,7 +18,7 @@ import (
 // (Connect), so that whatever was not checked fails alone, at encoding,
 // instead of being sent for the server to drop the connection. Request
 // sizes are zkwire's; TestPacketSizesMatchTheEncoding checks them against
-// go-zookeeper's encoder. See docs/design.md#lost-sends-and-packet-limits.
+// go-zookeeper's encoder. See docs/zookeeper-client.md#lost-sends-and-packet-limits.
 
 // packetLimit is the Session's packet limit (WithMaxPacket) and the ACL
 // its creates carry: the sizes every request is checked against.
