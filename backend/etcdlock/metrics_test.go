@@ -14,9 +14,9 @@ import (
 
 	"github.com/zkrecipes/zkrecipes/backend/etcdlock"
 	"github.com/zkrecipes/zkrecipes/metrics/prommetrics"
+	"github.com/zkrecipes/zkrecipes/metrics/prommetrics/promtest"
 	"github.com/zkrecipes/zkrecipes/recipe"
 	"github.com/zkrecipes/zkrecipes/testkit/rtest/metricstest"
-	"github.com/zkrecipes/zkrecipes/metrics/prommetrics/promtest"
 	"github.com/zkrecipes/zkrecipes/testkit/zktest"
 )
 

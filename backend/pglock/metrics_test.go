@@ -11,9 +11,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/zkrecipes/zkrecipes/metrics/prommetrics/promtest"
 	"github.com/zkrecipes/zkrecipes/recipe"
 	"github.com/zkrecipes/zkrecipes/testkit/rtest/metricstest"
-	"github.com/zkrecipes/zkrecipes/metrics/prommetrics/promtest"
 	"github.com/zkrecipes/zkrecipes/testkit/zktest"
 )
 

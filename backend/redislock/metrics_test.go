@@ -12,9 +12,9 @@ import (
 
 	"github.com/zkrecipes/zkrecipes/backend/redislock"
 	"github.com/zkrecipes/zkrecipes/backend/redislock/redistest"
+	"github.com/zkrecipes/zkrecipes/metrics/prommetrics/promtest"
 	"github.com/zkrecipes/zkrecipes/recipe"
 	"github.com/zkrecipes/zkrecipes/testkit/rtest/metricstest"
-	"github.com/zkrecipes/zkrecipes/metrics/prommetrics/promtest"
 	"github.com/zkrecipes/zkrecipes/testkit/zktest"
 )
 
