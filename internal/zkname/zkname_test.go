@@ -3,7 +3,12 @@ package zkname
 import (
 	"strings"
 	"testing"
+
+	"go.uber.org/goleak"
 )
+
+// TestMain fails the package if a test leaves a goroutine behind.
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 const guid = "0123456789abcdef0123456789abcdef"
 

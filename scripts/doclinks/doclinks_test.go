@@ -10,7 +10,12 @@ import (
 	"strings"
 	"testing"
 	"unicode"
+
+	"go.uber.org/goleak"
 )
+
+// TestMain fails the package if a test leaves a goroutine behind.
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // root is the repository's root, relative to this package.
 const root = "../.."
