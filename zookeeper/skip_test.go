@@ -127,6 +127,14 @@ func TestSkipRelistNotWhenOwnNodeGoesWithPredecessor(t *testing.T) {
 		case <-time.After(10 * time.Second):
 			t.Fatal("waiter hangs")
 		}
+		// The holder learns of its node's delete from its own session's
+		// watch event, which a loaded machine can deliver after the waiter
+		// has returned: its lease must end, then Release reports the loss.
+		select {
+		case <-held.Context().Done():
+		case <-time.After(10 * time.Second):
+			t.Fatalf("round %d: the holder's lease did not end after its node was deleted", round)
+		}
 		if err := held.Release(ctx); !errors.Is(err, recipe.ErrLeaseLost) {
 			t.Fatalf("holder's Release: %v", err)
 		}
