@@ -8,11 +8,11 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
-	"time"
 
 	"github.com/cenkalti/backoff/v4"
 	"github.com/go-zookeeper/zk"
 	"github.com/zkrecipes/zkrecipes/internal/life"
+	"github.com/zkrecipes/zkrecipes/internal/loop"
 	"github.com/zkrecipes/zkrecipes/recipe"
 )
 
@@ -77,24 +77,9 @@ func (r *requests) retryLate(ctx context.Context, sends *lostSends, op func() er
 		if werr := r.conns.awaitConnected(ctx); werr != nil {
 			return werr, false
 		}
-		if werr := r.pause(ctx, d); werr != nil {
+		if werr := loop.SleepOr(ctx, d, r.quit, recipe.ErrSessionClosed); werr != nil {
 			return werr, false
 		}
-	}
-}
-
-// pause waits d between attempts, and returns nil, ctx's cause, or
-// recipe.ErrSessionClosed once the Session is closed.
-func (r *requests) pause(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return context.Cause(ctx)
-	case <-r.quit:
-		return recipe.ErrSessionClosed
 	}
 }
 

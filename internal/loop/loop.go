@@ -42,7 +42,12 @@ func Pause(ctx context.Context, b backoff.BackOff, max time.Duration) error {
 // Sleep waits d, and returns nil, or ctx's cause if ctx ends first. It is
 // the one wait between attempts of every loop and retry of this module
 // (Pause waits with it).
-func Sleep(ctx context.Context, d time.Duration) error {
+func Sleep(ctx context.Context, d time.Duration) error { return SleepOr(ctx, d, nil, nil) }
+
+// SleepOr is Sleep that also ends when quit is closed, returning quitErr
+// (a nil quit never ends it): a wait that must end with its owner, such as
+// a retry's pause that a Session's Close ends with recipe.ErrSessionClosed.
+func SleepOr(ctx context.Context, d time.Duration, quit <-chan struct{}, quitErr error) error {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
@@ -50,6 +55,8 @@ func Sleep(ctx context.Context, d time.Duration) error {
 		return nil
 	case <-ctx.Done():
 		return context.Cause(ctx)
+	case <-quit:
+		return quitErr
 	}
 }
 
