@@ -266,11 +266,11 @@ func TestReleaseRetryChecksOwner(t *testing.T) {
 		if op != zktest.OpDelete || !armed.CompareAndSwap(true, false) {
 			return zktest.Pass
 		}
-		if err := in.Conn().Delete(target, -1); err != nil {
-			t.Errorf("foreign delete: %v", err)
-		}
-		if _, err := in.Conn().Create(target, []byte("foreign"), zk.FlagEphemeral, zk.WorldACL(zk.PermAll)); err != nil {
-			t.Errorf("foreign create: %v", err)
+		// One transaction: the server reaps an emptied container directory,
+		// which could take the parent away between a delete and a create.
+		if _, err := in.Conn().Multi(&zk.DeleteRequest{Path: target, Version: -1},
+			&zk.CreateRequest{Path: target, Data: []byte("foreign"), Acl: zk.WorldACL(zk.PermAll), Flags: zk.FlagEphemeral}); err != nil {
+			t.Errorf("foreign delete and create: %v", err)
 		}
 		return zktest.DropAndCut
 	})))
