@@ -5,8 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"path"
+	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/go-zookeeper/zk"
@@ -63,24 +63,24 @@ const goneMark = "gone:"
 // stamped: its Ctime is needed).
 var errReread = errors.New("zookeeper: lock-delay marker stamped: read it again")
 
-// lockDelay is a Queue's lock-delay: its length, and when this Queue first
-// saw a marker naming a gone node: the local clock's start of the delay,
-// used where the server's is out of reach (a marker this Session may not
-// read or write), and as a bound for a contender that watched the loss.
+// lockDelay is a Queue's lock-delay: its length, and its Sight of the
+// gone holder (grant.Sight): the local clock's start of the delay, used
+// where the server's is out of reach (a marker this Session may not read
+// or write), and as a bound for a contender that watched the loss.
 type lockDelay struct {
 	d    time.Duration
-	q    *qdir // the lock's directory, where the marker is
-	mu   sync.Mutex
-	key  delayKey // the gone node (or unreadable marker) first seen at seen
-	seen time.Time
+	q    *qdir       // the lock's directory, where the marker is
+	seen grant.Sight // keyed by sightKey
 }
 
-// delayKey names what a marker records: the gone node's name (the same
-// before and after the stamp), or for a marker this Session may not read,
-// the marker znode itself (czxid).
-type delayKey struct {
-	name  string
-	czxid int64
+// sightKey names what a marker records, for the Sight: the gone node's
+// name (the same before and after the stamp), or for a marker this Session
+// may not read (data nil), the marker znode itself (its czxid).
+func sightKey(data []byte, st *zk.Stat) string {
+	if data == nil {
+		return "\x00czxid:" + strconv.FormatInt(st.Czxid, 10)
+	}
+	return strings.TrimPrefix(string(data), goneMark)
 }
 
 // setLockDelay turns the lock-delay on (zkside.Queue.SetLockDelay): only
@@ -100,17 +100,6 @@ func (ld *lockDelay) rejoin(ctx context.Context, wait bool, err error) bool {
 	return ld != nil && wait && errors.Is(err, recipe.ErrSuspended) && ctx.Err() == nil
 }
 
-// left returns how much of the delay remains on the local clock for a
-// marker recording k; a record not seen before starts the delay now.
-func (ld *lockDelay) left(k delayKey) time.Duration {
-	ld.mu.Lock()
-	defer ld.mu.Unlock()
-	if k != ld.key || ld.seen.IsZero() {
-		ld.key, ld.seen = k, time.Now()
-	}
-	return ld.d - time.Since(ld.seen)
-}
-
 // marker is what a lease granted under a lock-delay wrote: the marker's
 // path. Every write creates it anew, so its version is 0 until someone
 // else writes to it (then the Release's multi fails: the marker stays).
@@ -120,14 +109,15 @@ type marker struct {
 }
 
 // hold is the lock-delay's step of an acquisition, between the Rule's
-// grant of l (t's node) and Acquire's return: it serves what remains of the delay if the marker names another
-// node (without wait, that is recipe.ErrLocked), then writes t's name into
-// the marker and records what the Acquire waited (SetDelayServed): served,
-// which adds this wait to those of its earlier grants that a suspension
-// ended before they were handed out. It stops when l ends (its session or
-// node is lost). On error the caller gives l and the node up, as after a
-// wait that failed, leaving the marker as it was or stamped.
-func (ld *lockDelay) hold(ctx context.Context, t *Ticket, l *lease, wait bool, served *time.Duration) error {
+// grant of l (t's node) and Acquire's return: it serves what remains of the
+// delay through w if the marker names another node (without wait, that is
+// w.Refuse: recipe.ErrLocked), then writes t's name into the marker and
+// records what the Acquire waited (SetDelayServed of w.Served(): w is the
+// Acquire's, so that it adds this wait to those of its earlier grants that
+// a suspension ended before they were handed out). It stops when l ends
+// (its session or node is lost). On error the caller gives l and the node
+// up, as after a wait that failed, leaving the marker as it was or stamped.
+func (ld *lockDelay) hold(ctx context.Context, t *Ticket, l *lease, wait bool, w *grant.Serving) error {
 	q := ld.q
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -148,17 +138,16 @@ func (ld *lockDelay) hold(ctx context.Context, t *Ticket, l *lease, wait bool, s
 				return err
 			}
 			if left > 0 && !wait {
-				gone := strings.TrimPrefix(string(data), goneMark)
-				return fmt.Errorf("%w: %s (serving the lock-delay after %s ended without a Release: %v left)",
-					recipe.ErrLocked, shortpath.Of(q.dir), lockname.Quote(gone), left.Round(time.Millisecond))
+				gone := ""
+				if data != nil {
+					gone = lockname.Quote(sightKey(data, st))
+				}
+				return w.Refuse(gone, left)
 			}
 			// What this contender waited (recipe.LockDelayServed has that
 			// meaning on every backend): the rest it found, not the part
 			// an earlier contender served before it gave up.
-			start := time.Now()
-			err = grant.ServeDelay(ctx, left, t.rep)
-			*served += min(time.Since(start), max(left, 0))
-			if err != nil {
+			if err = w.Wait(ctx, left); err != nil {
 				return err
 			}
 		}
@@ -170,7 +159,7 @@ func (ld *lockDelay) hold(ctx context.Context, t *Ticket, l *lease, wait bool, s
 			return err
 		}
 		l.marker = &marker{path: mpath} // before l is handed out: Release reads it
-		l.SetDelayServed(min(*served, ld.d))
+		l.SetDelayServed(w.Served())
 		return nil
 	}
 }
@@ -187,10 +176,10 @@ func (ld *lockDelay) hold(ctx context.Context, t *Ticket, l *lease, wait bool, s
 func (ld *lockDelay) delayLeft(ctx context.Context, mpath string, data []byte, st *zk.Stat) (time.Duration, *zk.Stat, error) {
 	q := ld.q
 	if data == nil {
-		return ld.left(delayKey{czxid: st.Czxid}), st, nil
+		return ld.seen.Left(sightKey(data, st), ld.d), st, nil
 	}
 	name, stamped := strings.CutPrefix(string(data), goneMark)
-	local := ld.left(delayKey{name: name})
+	local := ld.seen.Left(name, ld.d)
 	if !stamped {
 		err := ld.writeMarker(ctx, mpath, data, st, goneMark+name)
 		if err == nil {
@@ -215,7 +204,7 @@ func (ld *lockDelay) delayLeft(ctx context.Context, mpath string, data []byte, s
 	}
 	// Whole milliseconds: the true elapsed time may be up to 1 ms less.
 	elapsed := time.Duration(now.Mtime-now.Ctime-1) * time.Millisecond
-	return min(max(ld.d-elapsed, 0), ld.d, local), now, nil
+	return min(grant.Rest(ld.d, elapsed), local), now, nil
 }
 
 // readMarker reads the marker (st nil: there is none; data nil: unreadable

@@ -8,7 +8,6 @@ import (
 	"slices"
 	"strings"
 	"sync/atomic"
-	"time"
 
 	"github.com/zkrecipes/zkrecipes/internal/grant"
 	"github.com/zkrecipes/zkrecipes/internal/shortpath"
@@ -301,15 +300,18 @@ type anchorSpec struct {
 // delay's step. A grant that a suspension ended while it served the
 // delay was never handed out: its node is given up, and a wait joins
 // again, as a wait outlives a suspension (rejoin; the rest of the delay
-// counts from the marker's stamp). served adds up the delay waited across
-// those joins.
+// counts from the marker's stamp). One grant.Serving adds up the delay
+// waited across those joins.
 func (q *Queue) acquire(ctx context.Context, kind string, data []byte, wait bool, anchor *anchorSpec) (recipe.Lease, error) {
 	a := grant.Begin(q.d.s.cfg.metrics, metricKind(kind), q.d.dir)
-	var served time.Duration
+	var w *grant.Serving
+	if q.delay != nil {
+		w = grant.NewServing(q.reps[kind], q.delay.d)
+	}
 	for {
 		t, l, err := q.joinAndWait(ctx, kind, data, wait, anchor)
 		if err == nil && q.delay != nil {
-			if err = q.delay.hold(ctx, t, l, wait, &served); err != nil {
+			if err = q.delay.hold(ctx, t, l, wait, w); err != nil {
 				l.end() // not handed out: given up like a wait that failed
 			}
 		}
