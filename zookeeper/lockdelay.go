@@ -59,9 +59,9 @@ func markerPath(adir string) string { return adir + "/" + markerName }
 // Like any data but the contender's own name, it is an unclean end.
 const goneMark = "gone:"
 
-// errReread asks serve to read the marker again (it was just
-// stamped: its Ctime is needed).
-var errReread = errors.New("zookeeper: lock-delay marker stamped: read it again")
+// errReread asks exchange to read the marker again: it was just stamped
+// (its Ctime is needed), or it changed since the read.
+var errReread = errors.New("zookeeper: lock-delay marker stamped or changed: read it again")
 
 // lockDelay is a Queue's lock-delay: its length, and its Sight of the
 // gone holder (grant.Sight): the local clock's start of the delay, used
@@ -70,17 +70,7 @@ var errReread = errors.New("zookeeper: lock-delay marker stamped: read it again"
 type lockDelay struct {
 	d    time.Duration
 	q    *qdir       // the lock's directory, where the marker is
-	seen grant.Sight // keyed by sightKey
-}
-
-// sightKey names what a marker records, for the Sight: the gone node's
-// name (the same before and after the stamp), or for a marker this Session
-// may not read (data nil), the marker znode itself (its czxid).
-func sightKey(data []byte, st *zk.Stat) string {
-	if data == nil {
-		return "\x00czxid:" + strconv.FormatInt(st.Czxid, 10)
-	}
-	return strings.TrimPrefix(string(data), goneMark)
+	seen grant.Sight // keyed by the gone node's name, or "\x00czxid:"+the unreadable marker's czxid
 }
 
 // setLockDelay turns the lock-delay on (zkside.Queue.SetLockDelay): only
@@ -118,163 +108,183 @@ type marker struct {
 // (its session or node is lost). On error the caller gives l and the node
 // up, as after a wait that failed, leaving the marker as it was or stamped.
 func (ld *lockDelay) hold(ctx context.Context, t *Ticket, l *lease, wait bool, w *grant.Serving) error {
-	q := ld.q
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	defer context.AfterFunc(l.Context(), func() { cancel(context.Cause(l.Context())) })()
-	mpath := markerPath(q.adir)
+	var served *zk.Stat // the marker's state whose rest was waited out
 	for {
-		data, st, err := ld.readMarker(ctx, mpath)
+		f, err := ld.exchange(ctx, t.name, served)
 		if err != nil {
 			return err
 		}
-		if st != nil && string(data) != t.name {
-			var left time.Duration
-			left, st, err = ld.delayLeft(ctx, mpath, data, st)
-			if markerChanged(err) {
-				continue // stamped, or changed since the read: decide again
+		if f.left > 0 && !wait {
+			gone := ""
+			if f.gone != "" {
+				gone = lockname.Quote(f.gone)
 			}
-			if err != nil {
-				return err
-			}
-			if left > 0 && !wait {
-				gone := ""
-				if data != nil {
-					gone = lockname.Quote(sightKey(data, st))
-				}
-				return w.Refuse(gone, left)
-			}
-			// What this contender waited (recipe.LockDelayServed has that
-			// meaning on every backend): the rest it found, not the part
-			// an earlier contender served before it gave up.
-			if err = w.Wait(ctx, left); err != nil {
-				return err
-			}
+			return w.Refuse(gone, f.left)
 		}
-		err = ld.writeMarker(ctx, mpath, data, st, t.name)
-		if markerChanged(err) {
-			continue // changed since the read: decide again
+		if f.left <= 0 { // the marker names t's node
+			l.marker = &marker{path: markerPath(ld.q.adir)} // before l is handed out: Release reads it
+			l.SetDelayServed(w.Served())
+			return nil
 		}
-		if err != nil {
+		// What this contender waited (recipe.LockDelayServed has that
+		// meaning on every backend): the rest it found, not the part an
+		// earlier contender served before it gave up.
+		if err = w.Wait(ctx, f.left); err != nil {
 			return err
 		}
-		l.marker = &marker{path: mpath} // before l is handed out: Release reads it
-		l.SetDelayServed(w.Served())
-		return nil
+		served = f.at
 	}
 }
 
-// delayLeft returns what remains of the delay for the marker (data, st)
-// naming a gone node, and the marker's state after it (the version the
-// grant's writeMarker replaces). A plain marker is stamped first (errReread:
-// read it back). For a stamped one, a Set at the version read tells the
-// server's now: the rest is d - (Mtime - Ctime), in [0, d], and at most
-// what the local clock says (a contender that saw the loss itself). The
-// two times are the leader's clock at each write: across a leader change
-// they are two servers' clocks, off by their skew. Unreadable marker, or a
-// Set refused by its ACL (stamped under another identity): the local clock.
-func (ld *lockDelay) delayLeft(ctx context.Context, mpath string, data []byte, st *zk.Stat) (time.Duration, *zk.Stat, error) {
+// found is what exchange found: the rest of the delay to serve (0: the
+// marker names the contender now), the marker's state then, and the gone
+// node's name ("" for a marker this Session may not read).
+type found struct {
+	left time.Duration
+	at   *zk.Stat
+	gone string
+}
+
+// exchange is the one route of the marker's requests, for the contender
+// name (see settle for the step an attempt takes): one attempt, retried
+// across connection losses, and made again while the marker changed
+// under it (errReread). Each attempt decides from a fresh read, so an
+// attempt again after a lost reply repeats nothing.
+func (ld *lockDelay) exchange(ctx context.Context, name string, served *zk.Stat) (found, error) {
 	q := ld.q
-	if data == nil {
-		return ld.seen.Left(sightKey(data, st), ld.d), st, nil
-	}
-	name, stamped := strings.CutPrefix(string(data), goneMark)
-	local := ld.seen.Left(name, ld.d)
-	if !stamped {
-		err := ld.writeMarker(ctx, mpath, data, st, goneMark+name)
+	for {
+		// f is written by the request's worker, which may outlive an error
+		// return: read it only on success.
+		var f found
+		err := q.s.req.retry(ctx, 2*q.reqSize, func() (err error) {
+			f, err = ld.settle(name, served)
+			return err
+		})
 		if err == nil {
-			err = errReread
+			return f, nil
 		}
-		return 0, nil, err
+		if !errors.Is(err, errReread) {
+			return found{}, err
+		}
 	}
-	// now is written by the request's worker, which may outlive an error
-	// return: read it only on success.
-	var now *zk.Stat
-	err := q.s.req.retry(ctx, 2*q.reqSize, func() (err error) {
-		now, err = q.s.conn.Set(mpath, data, st.Version)
-		return err
-	})
-	switch {
-	case errors.Is(err, zk.ErrNoAuth):
-		return local, st, nil
-	case markerChanged(err):
-		return 0, nil, err
-	case err != nil:
-		return 0, nil, q.wrap("set", err)
-	}
-	// Whole milliseconds: the true elapsed time may be up to 1 ms less.
-	elapsed := time.Duration(now.Mtime-now.Ctime-1) * time.Millisecond
-	return min(grant.Rest(ld.d, elapsed), local), now, nil
 }
 
-// readMarker reads the marker (st nil: there is none; data nil: unreadable
-// under its ACL, taken for another node's name).
-func (ld *lockDelay) readMarker(ctx context.Context, mpath string) ([]byte, *zk.Stat, error) {
+// settle reads the marker and takes the step that what it found calls
+// for, for the contender name:
+//
+//   - none, its own name already, or served (the state whose rest the
+//     contender waited out, read again unchanged: same czxid and mzxid):
+//     it writes name;
+//   - unreadable under its ACL: the rest is the local clock's, from the
+//     first sight of that marker (its czxid);
+//   - a plain name: it stamps it (errReread: read it back for its Ctime);
+//   - stamped: a Set at the version read tells the server's now: the rest
+//     is Rest(d, Mtime - Ctime), at most the local clock's (a contender
+//     that saw the loss itself). The two times are the leader's clock at
+//     each write: across a leader change they are two servers' clocks, off
+//     by their skew. A Set refused by its ACL (stamped under another
+//     identity): the local clock.
+//
+// Nothing left to serve, it writes name at the state found (after the Set).
+func (ld *lockDelay) settle(name string, served *zk.Stat) (found, error) {
 	q := ld.q
-	// data and st are written by the request's worker, which may outlive
-	// an error return: read them only on success.
-	var (
-		data []byte
-		st   *zk.Stat
-	)
-	err := q.s.req.retry(ctx, 2*q.reqSize, func() (err error) {
-		data, st, err = q.s.conn.Get(mpath)
-		if errors.Is(err, zk.ErrNoAuth) {
-			// Made by a Session whose ACL keeps it from this one: its
-			// presence is what counts (exists needs no permission).
-			var ok bool
-			ok, st, err = q.s.conn.Exists(mpath)
-			if data = nil; !ok {
-				st = nil
-			}
+	mpath := markerPath(q.adir)
+	data, st, err := ld.read(mpath)
+	switch {
+	case err != nil:
+		return found{}, err
+	case st == nil || string(data) == name || served != nil && st.Czxid == served.Czxid && st.Mzxid == served.Mzxid:
+		return found{}, ld.write(mpath, data, st, name)
+	case data == nil:
+		f := found{left: ld.seen.Left("\x00czxid:"+strconv.FormatInt(st.Czxid, 10), ld.d), at: st}
+		if f.left <= 0 {
+			return found{}, ld.write(mpath, data, st, name)
 		}
-		if errors.Is(err, zk.ErrNoNode) {
-			data, st, err = nil, nil, nil
+		return f, nil
+	}
+	gone, stamped := strings.CutPrefix(string(data), goneMark)
+	f := found{left: ld.seen.Left(gone, ld.d), at: st, gone: gone}
+	if !stamped {
+		if err := ld.write(mpath, data, st, goneMark+gone); err != nil {
+			return found{}, err
 		}
-		return err
-	})
-	if err != nil {
-		return nil, nil, q.wrap("get", err)
+		return found{}, errReread
+	}
+	now, err := q.s.conn.Set(mpath, data, st.Version)
+	switch {
+	case errors.Is(err, zk.ErrNoAuth): // the local clock's rest, at st
+	case errors.Is(err, zk.ErrBadVersion), errors.Is(err, zk.ErrNoNode):
+		return found{}, errReread
+	case err != nil:
+		return found{}, q.wrap("set", err)
+	default:
+		// Whole milliseconds: the true elapsed time may be up to 1 ms less.
+		elapsed := time.Duration(now.Mtime-now.Ctime-1) * time.Millisecond
+		f.left, f.at = min(grant.Rest(ld.d, elapsed), f.left), now
+	}
+	if f.left <= 0 {
+		return found{}, ld.write(mpath, data, f.at, name)
+	}
+	return f, nil
+}
+
+// read reads the marker (st nil: there is none; data nil: unreadable
+// under its ACL, taken for another node's name).
+func (ld *lockDelay) read(mpath string) ([]byte, *zk.Stat, error) {
+	conn := ld.q.s.conn
+	data, st, err := conn.Get(mpath)
+	if errors.Is(err, zk.ErrNoAuth) {
+		// Made by a Session whose ACL keeps it from this one: its
+		// presence is what counts (exists needs no permission).
+		var ok bool
+		ok, st, err = conn.Exists(mpath)
+		if data = nil; !ok {
+			st = nil
+		}
+	}
+	switch {
+	case errors.Is(err, zk.ErrNoNode):
+		return nil, nil, nil
+	case err != nil:
+		return nil, nil, ld.q.wrap("get", err)
 	}
 	return data, st, nil
 }
 
-// writeMarker names name in the marker read as (data, st): a create when
-// there was none, else a multi that deletes it at the version read and
-// creates it anew (so a lock needs no WRITE on a marker another Session
-// made: CREATE and DELETE on the directory, as for its nodes). Nothing is
-// sent when it names name already (a retry after a lost reply).
-// NodeExists, BadVersion and NoNode mean the marker changed since the read.
-func (ld *lockDelay) writeMarker(ctx context.Context, mpath string, data []byte, st *zk.Stat, name string) error {
+// write names name in the marker read as (data, st): a create when there
+// was none, else a multi that deletes it at the version read and creates
+// it anew (so a lock needs no WRITE on a marker another Session made:
+// CREATE and DELETE on the directory, as for its nodes). Nothing is sent
+// when it names name already (an attempt again after a lost reply).
+// errReread: the marker changed since the read (NodeExists, BadVersion,
+// NoNode).
+func (ld *lockDelay) write(mpath string, data []byte, st *zk.Stat, name string) error {
 	q := ld.q
 	if st != nil && string(data) == name {
 		return nil
 	}
-	err := q.s.req.retry(ctx, 2*q.reqSize, func() error {
-		if st == nil {
-			_, err := q.s.conn.Create(mpath, []byte(name), 0, q.s.cfg.acl)
-			return err
-		}
-		_, err := q.s.conn.Multi(&zk.DeleteRequest{Path: mpath, Version: st.Version},
+	var err error
+	if st == nil {
+		_, err = q.s.conn.Create(mpath, []byte(name), 0, q.s.cfg.acl)
+	} else {
+		_, err = q.s.conn.Multi(&zk.DeleteRequest{Path: mpath, Version: st.Version},
 			&zk.CreateRequest{Path: mpath, Data: []byte(name), Acl: q.s.cfg.acl})
-		return err
-	})
-	if errors.Is(err, zk.ErrNotEmpty) {
+	}
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, zk.ErrNotEmpty):
 		// No lock makes children there: someone planted one, and the
 		// marker can be neither replaced nor removed until it is gone.
 		return fmt.Errorf("%w: %s has children, which no lock makes: delete them (the lock-delay's record cannot be written)",
 			recipe.ErrMixedRecipes, shortpath.Of(mpath))
+	case errors.Is(err, zk.ErrNodeExists), errors.Is(err, zk.ErrBadVersion), errors.Is(err, zk.ErrNoNode):
+		return errReread
 	}
-	if err != nil && !markerChanged(err) {
-		return q.wrap("create", err)
-	}
-	return err
-}
-
-// markerChanged reports whether a write of the marker failed because the
-// marker changed since it was read (or was stamped: errReread).
-func markerChanged(err error) bool {
-	return errors.Is(err, errReread) || errors.Is(err, zk.ErrNodeExists) || errors.Is(err, zk.ErrBadVersion) || errors.Is(err, zk.ErrNoNode)
+	return q.wrap("create", err)
 }
 
 // removeWithMarker is Release's delete for a lease that wrote the marker:
