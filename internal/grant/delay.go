@@ -130,7 +130,7 @@ func (s *Serving) Refuse(gone string, rest time.Duration) error {
 }
 
 // ServeDelay is one Serving's Wait of remaining, for the backends not yet
-// moved to Serving (zookeeper, pglock): it logs every wait.
+// moved to Serving (pglock): it logs every wait.
 func ServeDelay(ctx context.Context, remaining time.Duration, rep *Reporter) error {
 	return NewServing(rep, remaining).Wait(ctx, remaining)
 }
