@@ -13,11 +13,11 @@ import (
 	_ "github.com/jackc/pgx/v5/stdlib" // "pgx"
 	"github.com/zkrecipes/zkrecipes/resource/fencesql"
 	"github.com/zkrecipes/zkrecipes/testkit/pgtest"
-	"github.com/zkrecipes/zkrecipes/testkit/zktest"
+	"github.com/zkrecipes/zkrecipes/testkit/serverkit"
 	_ "modernc.org/sqlite" // "sqlite"
 )
 
-func TestMain(m *testing.M) { zktest.MainThen(m, pgtest.StopShared) }
+func TestMain(m *testing.M) { serverkit.MainThen(m, pgtest.StopShared) }
 
 // backend opens a fresh, empty database of one kind for a test.
 type backend struct {

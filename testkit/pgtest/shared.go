@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/zkrecipes/zkrecipes/testkit/rtest/lazy"
-	"github.com/zkrecipes/zkrecipes/testkit/zktest"
+	"github.com/zkrecipes/zkrecipes/testkit/serverkit"
 )
 
 var dbSeq atomic.Int64
@@ -113,11 +113,11 @@ func ExampleDSN() string {
 }
 
 // Main is for TestMain: func TestMain(m *testing.M) { pgtest.Main(m) }. It
-// runs the tests with zktest.MainThen (child processes stopped, goroutines
+// runs the tests with serverkit.MainThen (child processes stopped, goroutines
 // checked with goleak) and StopShared after them. A test binary that also
-// uses other harnesses' shared servers calls zktest.MainThen itself, with
+// uses other harnesses' shared servers calls serverkit.MainThen itself, with
 // each harness's StopShared in its cleanup.
-func Main(m *testing.M) { zktest.MainThen(m, StopShared) }
+func Main(m *testing.M) { serverkit.MainThen(m, StopShared) }
 
 // StopShared drops the databases of ExampleDSN and stops the shared server,
 // if one was started; a later Shared launches a new one.
