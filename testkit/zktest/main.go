@@ -21,23 +21,24 @@ func Main(m *testing.M) { MainThen(m, nil) }
 // goroutine is left (serverkit.Run). It exits with the tests' code, or 1
 // when goroutines leaked or the shared server could not be stopped cleanly.
 func MainThen(m *testing.M, cleanup func()) {
-	os.Exit(serverkit.Run(m, func() error {
-		if cleanup != nil {
-			cleanup()
-		}
-		var errs []error
-		if err := closeExampleViews(); err != nil {
-			errs = append(errs, fmt.Errorf("zktest: deleting example chroots: %w", err))
-		}
-		if err := stopShared(); err != nil {
-			errs = append(errs, fmt.Errorf("zktest: stopping the shared server: %w", err))
-		}
-		removeSeedClasses()
-		return errors.Join(errs...)
-	},
-		// go-zookeeper v1.0.4 can leave its connection loop blocked in
-		// flushRequests after Close when a request is queued in the same
-		// instant (docs/design.md, the hazards after the assumptions about
-		// go-zookeeper): upstream's leak, not ours.
-		goleak.IgnoreTopFunction("github.com/go-zookeeper/zk.(*Conn).flushRequests")))
+	// go-zookeeper v1.0.4 can leave its connection loop blocked in
+	// flushRequests after Close when a request is queued in the same
+	// instant (docs/design.md, the hazards after the assumptions about
+	// go-zookeeper): upstream's leak, not ours.
+	upstream := goleak.IgnoreTopFunction("github.com/go-zookeeper/zk.(*Conn).flushRequests")
+	os.Exit(serverkit.Run(m, cleanup, stopAll, upstream))
+}
+
+// stopAll deletes the example chroots, stops the Shared server and removes
+// the compiled seed classes, after the tests.
+func stopAll() error {
+	var errs []error
+	if err := closeExampleViews(); err != nil {
+		errs = append(errs, fmt.Errorf("zktest: deleting example chroots: %w", err))
+	}
+	if err := stopShared(); err != nil {
+		errs = append(errs, fmt.Errorf("zktest: stopping the shared server: %w", err))
+	}
+	removeSeedClasses()
+	return errors.Join(errs...)
 }
