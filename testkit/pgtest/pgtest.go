@@ -9,7 +9,8 @@
 //     server can be had (never a skip), and the server is closed at the
 //     test's cleanup;
 //   - Shared(tb): one server for the whole test binary, stopped by Main (or
-//     StopShared); each test takes a database of its own with Database;
+//     StopShared); each test takes a database of its own with Database,
+//     or, cheaper, a schema of its own with Schema;
 //   - PG_TEST_DSN (EnvDSN), the one environment variable that names an
 //     existing server to use instead (its role needs CREATEDB: every test
 //     gets a database of its own). Restart then fails: it needs a server

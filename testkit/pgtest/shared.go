@@ -71,7 +71,8 @@ func (s *Server) Database(tb testing.TB) string {
 
 var shared lazy.Shared[*Server]
 
-// examples are the DSNs ExampleDSN handed out, dropped by StopShared.
+// examples are the databases ExampleDSN handed out and Schema's scratch
+// database, dropped by StopShared.
 var examples struct {
 	mu   sync.Mutex
 	dsns []string
@@ -119,8 +120,8 @@ func ExampleDSN() string {
 // each harness's StopShared in its cleanup.
 func Main(m *testing.M) { serverkit.MainThen(m, StopShared) }
 
-// StopShared drops the databases of ExampleDSN and stops the shared server,
-// if one was started; a later Shared launches a new one.
+// StopShared drops the databases of ExampleDSN and Schema and stops the
+// shared server, if one was started; a later Shared launches a new one.
 func StopShared() {
 	examples.mu.Lock()
 	defer examples.mu.Unlock()
