@@ -20,6 +20,7 @@ import (
 	"github.com/zkrecipes/zkrecipes/mutex"
 	"github.com/zkrecipes/zkrecipes/recipe"
 	"github.com/zkrecipes/zkrecipes/testkit/rtest"
+	"github.com/zkrecipes/zkrecipes/testkit/serverkit"
 	"github.com/zkrecipes/zkrecipes/testkit/zktest"
 	"github.com/zkrecipes/zkrecipes/zookeeper"
 )
@@ -222,7 +223,7 @@ func TestFailoverLeaderCutOff(t *testing.T) {
 		t.Fatalf("first observation %v, want no leader", o)
 	}
 	var log termLog
-	p := zktest.NewFaultProxy()
+	p := serverkit.NewFaultProxy()
 	defer p.Close()
 	as := rtest.Connect(t, cl, zookeeper.WithDialer(p.Dial), zookeeper.WithSessionTimeout(timeout))
 	ra := startRun(newElection(t, as, dir), "a", log.fn("a"))
@@ -231,9 +232,9 @@ func TestFailoverLeaderCutOff(t *testing.T) {
 		t.Fatalf("observed %v (value %q), want a leading", o, o.Leader.Value)
 	}
 	rb := startRun(newElection(t, rtest.Connect(t, cl), dir), "b", log.fn("b"))
-	zktest.Eventually(t, 10*time.Second, "b queued", func() bool { return len(in.Children(dir)) == 2 })
+	serverkit.Eventually(t, 10*time.Second, "b queued", func() bool { return len(in.Children(dir)) == 2 })
 	rc := startRun(newElection(t, rtest.Connect(t, cl), dir), "c", log.fn("c"))
-	zktest.Eventually(t, 10*time.Second, "c queued", func() bool { return len(in.Children(dir)) == 3 })
+	serverkit.Eventually(t, 10*time.Second, "c queued", func() bool { return len(in.Children(dir)) == 3 })
 	ta, ok := log.last("a")
 	if !ok || ta.token != o.Leader.Token {
 		t.Fatalf("a's term %+v, observed token %v", ta, o.Leader.Token)
@@ -248,7 +249,7 @@ func TestFailoverLeaderCutOff(t *testing.T) {
 		t.Fatalf("new leader's token %v not larger than the cut-off leader's %v", o.Leader.Token, ta.token)
 	}
 	var tb term
-	zktest.Eventually(t, 5*time.Second, "b's leader function started", func() bool { tb, ok = log.last("b"); return ok })
+	serverkit.Eventually(t, 5*time.Second, "b's leader function started", func() bool { tb, ok = log.last("b"); return ok })
 	ta, _ = log.last("a")
 	if ta.end.IsZero() || !ta.end.Before(tb.start) {
 		t.Fatalf("a's leader function ended at %v, b's started at %v", ta.end, tb.start)
@@ -266,7 +267,7 @@ func TestFailoverLeaderCutOff(t *testing.T) {
 	}
 
 	p.Resume()
-	zktest.Eventually(t, 15*time.Second, "a campaigns again on a new session", func() bool {
+	serverkit.Eventually(t, 15*time.Second, "a campaigns again on a new session", func() bool {
 		return as.State().IsConnected() && len(in.Owned(dir, as.ID())) == 1
 	})
 	for _, r := range []*runner{ra, rb, rc} {
@@ -314,7 +315,7 @@ func TestC16_ObserveReportsNoLeaderAndLatest(t *testing.T) {
 	}()
 	settled := func(want election.Observation) {
 		t.Helper()
-		zktest.Eventually(t, 10*time.Second, "the reference observer saw "+want.String(), func() bool {
+		serverkit.Eventually(t, 10*time.Second, "the reference observer saw "+want.String(), func() bool {
 			refMu.Lock()
 			defer refMu.Unlock()
 			return refLast.Present == want.Present && refLast.Leader.Node == want.Leader.Node
@@ -418,11 +419,11 @@ func TestC17_DirectoryDeletedUnderLiveParticipants(t *testing.T) {
 	w := newElection(t, rtest.Connect(t, cl), dir)
 	for round := 0; round < 2; round++ {
 		waiter := campaignAsync(ctx, w, "w")
-		zktest.Eventually(t, 10*time.Second, "everyone queued", func() bool { return len(in.Children(dir)) == 4 })
+		serverkit.Eventually(t, 10*time.Second, "everyone queued", func() bool { return len(in.Children(dir)) == 4 })
 		// The observer can see the leader before its function has started
 		// and logged the term.
 		var old term
-		zktest.Eventually(t, 10*time.Second, "the observed leader's term logged", func() bool {
+		serverkit.Eventually(t, 10*time.Second, "the observed leader's term logged", func() bool {
 			var ok bool
 			old, ok = log.byToken(o.Leader.Token)
 			return ok
@@ -437,14 +438,14 @@ func TestC17_DirectoryDeletedUnderLiveParticipants(t *testing.T) {
 			t.Fatalf("round %d: waiting Campaign returned %v, want ErrNodeDeleted", round, r.Err)
 		}
 		o = waitLeader(o.Leader.Token)
-		zktest.Eventually(t, 5*time.Second, "old leader's function ended", func() bool {
+		serverkit.Eventually(t, 5*time.Second, "old leader's function ended", func() bool {
 			old, _ = log.byToken(old.token)
 			return !old.end.IsZero()
 		})
 		if !errors.Is(old.cause, recipe.ErrNodeDeleted) {
 			t.Fatalf("round %d: old leader's function ended with %v, want ErrNodeDeleted", round, old.cause)
 		}
-		zktest.Eventually(t, 10*time.Second, "new leader's function running", func() bool {
+		serverkit.Eventually(t, 10*time.Second, "new leader's function running", func() bool {
 			tm, ok := log.byToken(o.Leader.Token)
 			return ok && tm.end.IsZero()
 		})
@@ -453,7 +454,7 @@ func TestC17_DirectoryDeletedUnderLiveParticipants(t *testing.T) {
 			t.Fatalf("round %d: Leader %+v, %v; observed %v", round, l, err, o)
 		}
 	}
-	zktest.Eventually(t, 10*time.Second, "all three candidates back", func() bool { return len(in.Children(dir)) == 3 })
+	serverkit.Eventually(t, 10*time.Second, "all three candidates back", func() bool { return len(in.Children(dir)) == 3 })
 	for _, r := range runners {
 		if err := r.stop(t, 10*time.Second); !errors.Is(err, context.Canceled) {
 			t.Fatalf("Run: %v, want context.Canceled", err)
@@ -485,15 +486,15 @@ func TestC5_CancelledCampaignLeavesNothing(t *testing.T) {
 	// Campaign waits up to 250 ms for the delete; on a loaded machine the
 	// session's cleaner may finish it just after.
 	noneOwned := func() bool { return len(in.Owned(dir, bs.ID())) == 0 }
-	zktest.Eventually(t, 5*time.Second, "the expired Campaign's node deleted", noneOwned)
+	serverkit.Eventually(t, 5*time.Second, "the expired Campaign's node deleted", noneOwned)
 	cctx, ccancel := context.WithCancel(context.Background())
 	ch := campaignAsync(cctx, b, "b")
-	zktest.Eventually(t, 10*time.Second, "b queued", func() bool { return len(in.Owned(dir, bs.ID())) == 1 })
+	serverkit.Eventually(t, 10*time.Second, "b queued", func() bool { return len(in.Owned(dir, bs.ID())) == 1 })
 	ccancel()
 	if r := rtest.Await(t, ch, 5*time.Second); !errors.Is(r.Err, context.Canceled) {
 		t.Fatalf("cancelled Campaign: %v, want Canceled", r.Err)
 	}
-	zktest.Eventually(t, 5*time.Second, "the cancelled Campaign's node deleted", noneOwned)
+	serverkit.Eventually(t, 5*time.Second, "the cancelled Campaign's node deleted", noneOwned)
 	p, err := a.Participants(context.Background())
 	if err != nil || len(p) != 1 || string(p[0].Data) != "a" {
 		t.Fatalf("participants %+v, %v; want only a", p, err)
@@ -575,7 +576,7 @@ func TestOneCampaignPerElection(t *testing.T) {
 	s := rtest.Connect(t, cl)
 	e := newElection(t, s, dir)
 	first := campaignAsync(context.Background(), e, "e")
-	zktest.Eventually(t, 10*time.Second, "e queued", func() bool { return len(in.Owned(dir, s.ID())) == 1 })
+	serverkit.Eventually(t, 10*time.Second, "e queued", func() bool { return len(in.Owned(dir, s.ID())) == 1 })
 	if _, err := e.Campaign(context.Background(), []byte("again")); !errors.Is(err, election.ErrCampaigning) {
 		t.Fatalf("second Campaign while one waits: %v, want ErrCampaigning", err)
 	}
@@ -704,9 +705,9 @@ func TestRunReturnsWhenCtxEnds(t *testing.T) {
 	in := zktest.Inspect(t, cl)
 	var log termLog
 	leader := startRun(newElection(t, rtest.Connect(t, cl), dir), "leader", log.fn("leader"))
-	zktest.Eventually(t, 10*time.Second, "leader's function running", func() bool { _, ok := log.last("leader"); return ok })
+	serverkit.Eventually(t, 10*time.Second, "leader's function running", func() bool { _, ok := log.last("leader"); return ok })
 	waiter := startRun(newElection(t, rtest.Connect(t, cl), dir), "waiter", log.fn("waiter"))
-	zktest.Eventually(t, 10*time.Second, "waiter queued", func() bool { return len(in.Children(dir)) == 2 })
+	serverkit.Eventually(t, 10*time.Second, "waiter queued", func() bool { return len(in.Children(dir)) == 2 })
 	shutdown := errors.New("shutdown")
 	// The waiter first: were the leader stopped first, its resignation
 	// would hand leadership to the waiter before the waiter is stopped.
@@ -758,7 +759,7 @@ func TestRunCampaignsAgainAfterFnReturns(t *testing.T) {
 		<-ctx.Done()
 		return nil
 	})
-	zktest.Eventually(t, 10*time.Second, "four leaderships", func() bool {
+	serverkit.Eventually(t, 10*time.Second, "four leaderships", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return len(tokens) == 4

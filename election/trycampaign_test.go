@@ -9,6 +9,7 @@ import (
 	"github.com/zkrecipes/zkrecipes/election"
 	"github.com/zkrecipes/zkrecipes/recipe"
 	"github.com/zkrecipes/zkrecipes/testkit/rtest"
+	"github.com/zkrecipes/zkrecipes/testkit/serverkit"
 	"github.com/zkrecipes/zkrecipes/testkit/zktest"
 )
 
@@ -39,7 +40,7 @@ func TestTryCampaign(t *testing.T) {
 	if d := time.Since(start); d > 5*time.Second {
 		t.Fatalf("TryCampaign took %v: it must not wait", d)
 	}
-	zktest.Eventually(t, 5*time.Second, "the refused candidate's node deleted", func() bool { return len(in.Owned(dir, bs.ID())) == 0 })
+	serverkit.Eventually(t, 5*time.Second, "the refused candidate's node deleted", func() bool { return len(in.Owned(dir, bs.ID())) == 0 })
 
 	// A waiting candidate ahead of b also refuses b: the rule is "first
 	// node", not "no live leader".
@@ -47,7 +48,7 @@ func TestTryCampaign(t *testing.T) {
 	cctx, ccancel := context.WithCancel(ctx)
 	defer ccancel()
 	ch := campaignAsync(cctx, c, "c")
-	zktest.Eventually(t, 5*time.Second, "c queued", func() bool { return len(in.Children(dir)) == 2 })
+	serverkit.Eventually(t, 5*time.Second, "c queued", func() bool { return len(in.Children(dir)) == 2 })
 	resign(t, a)
 	rc := rtest.Await(t, ch, 10*time.Second)
 	if rc.Err != nil {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/zkrecipes/zkrecipes/latch"
 	"github.com/zkrecipes/zkrecipes/recipe"
+	"github.com/zkrecipes/zkrecipes/testkit/serverkit"
 	"github.com/zkrecipes/zkrecipes/testkit/zktest"
 	"github.com/zkrecipes/zkrecipes/zookeeper"
 )
@@ -174,8 +175,8 @@ func participants(t testing.TB, l *latch.Latch) []zookeeper.Participant {
 
 // newProxy returns a FaultProxy closed at cleanup, after the latches and
 // sessions that use it (register it before them).
-func newProxy(t testing.TB) *zktest.FaultProxy {
-	p := zktest.NewFaultProxy()
+func newProxy(t testing.TB) *serverkit.FaultProxy {
+	p := serverkit.NewFaultProxy()
 	t.Cleanup(p.Close)
 	return p
 }

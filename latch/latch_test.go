@@ -21,6 +21,7 @@ import (
 	"github.com/zkrecipes/zkrecipes/mutex"
 	"github.com/zkrecipes/zkrecipes/recipe"
 	"github.com/zkrecipes/zkrecipes/testkit/rtest"
+	"github.com/zkrecipes/zkrecipes/testkit/serverkit"
 	"github.com/zkrecipes/zkrecipes/testkit/zktest"
 	"github.com/zkrecipes/zkrecipes/zookeeper"
 )
@@ -194,7 +195,7 @@ func TestParticipantsLeaderAndListen(t *testing.T) {
 		t.Fatalf("follower's Await: %v, want the context's cause", err)
 	}
 	ra, rb := record(t, a), record(t, b)
-	zktest.Eventually(t, 5*time.Second, "current state delivered to a's new listener", func() bool { return len(ra.Get()) == 1 })
+	serverkit.Eventually(t, 5*time.Second, "current state delivered to a's new listener", func() bool { return len(ra.Get()) == 1 })
 	if c := ra.Get()[0]; !c.Leader || c.Token != la.Token() || c.Lease == nil || c.Lease.Token() != la.Token() {
 		t.Fatalf("first change %+v", c)
 	}
@@ -209,7 +210,7 @@ func TestParticipantsLeaderAndListen(t *testing.T) {
 	if got := ra.waitClosed(t, 5*time.Second); leaderSeq(got) != "L-" || !errors.Is(got[1].Cause, latch.ErrClosed) {
 		t.Fatalf("a's listener got %+v", got)
 	}
-	zktest.Eventually(t, 5*time.Second, "b's listener told", func() bool { return leaderSeq(rb.Get()) == "L" })
+	serverkit.Eventually(t, 5*time.Second, "b's listener told", func() bool { return leaderSeq(rb.Get()) == "L" })
 	if p, err := b.Leader(ctx); err != nil || string(p.Data) != "beta" {
 		t.Fatalf("Leader after a closed: %+v, %v", p, err)
 	}
@@ -252,7 +253,7 @@ func TestLivenessAfterLeaderSessionExpires(t *testing.T) {
 		t.Fatal("a second leader")
 	}
 	p.Resume()
-	zktest.Eventually(t, 15*time.Second, "a re-joined under a new session", func() bool {
+	serverkit.Eventually(t, 15*time.Second, "a re-joined under a new session", func() bool {
 		ns := nodesOf(t, b, "a")
 		return sa.ID() != oldID && len(ns) == 1 && ns[0].SessionID == sa.ID()
 	})
@@ -267,7 +268,7 @@ func TestLivenessAfterLeaderSessionExpires(t *testing.T) {
 	if a.IsLeader() || !b.IsLeader() {
 		t.Fatalf("after healing: a leader %v, b leader %v", a.IsLeader(), b.IsLeader())
 	}
-	zktest.Eventually(t, 5*time.Second, "a's listener told", func() bool { return len(ra.Get()) >= 2 })
+	serverkit.Eventually(t, 5*time.Second, "a's listener told", func() bool { return len(ra.Get()) >= 2 })
 	if got := ra.Get(); leaderSeq(got) != "L-" || got[0].Token != la.Token() || got[1].Token != la.Token() {
 		t.Fatalf("a's listener got %+v, want the current grant, then one 'not leader'", got)
 	}
@@ -332,7 +333,7 @@ func TestSuspensionKeepsNodeAndToken(t *testing.T) {
 	if b.IsLeader() {
 		t.Fatal("b leads")
 	}
-	zktest.Eventually(t, 5*time.Second, "a's listener saw L - L", func() bool { return leaderSeq(ra.Get()) == "L-L" })
+	serverkit.Eventually(t, 5*time.Second, "a's listener saw L - L", func() bool { return leaderSeq(ra.Get()) == "L-L" })
 	got := ra.Get()
 	if !errors.Is(got[1].Cause, recipe.ErrSuspended) || got[1].Token != la.Token() || got[2].Token != la.Token() {
 		t.Fatalf("a's changes %+v", got)
@@ -388,7 +389,7 @@ func TestC11_PredecessorChurnKeepsNode(t *testing.T) {
 		} else {
 			mss[i].Close()
 		}
-		zktest.Eventually(t, 10*time.Second, fmt.Sprintf("m%d gone", i), func() bool { return len(nodesOf(t, a, fmt.Sprintf("m%d", i))) == 0 })
+		serverkit.Eventually(t, 10*time.Second, fmt.Sprintf("m%d gone", i), func() bool { return len(nodesOf(t, a, fmt.Sprintf("m%d", i))) == 0 })
 		// New participants keep joining behind the last one.
 		started(t, rtest.Connect(t, cl), fmt.Sprintf("late%d", i))
 		if now := nodesOf(t, a, "last"); len(now) != 1 || now[0].Name != node[0].Name {
@@ -406,7 +407,7 @@ func TestC11_PredecessorChurnKeepsNode(t *testing.T) {
 	if n, d := creates.Load(), deletes.Load(); n != 1 || d != 0 {
 		t.Fatalf("last sent %d creates and %d deletes, want 1 and 0", n, d)
 	}
-	zktest.Eventually(t, 5*time.Second, "last's listener told", func() bool { return leaderSeq(rc.Get()) == "L" })
+	serverkit.Eventually(t, 5*time.Second, "last's listener told", func() bool { return leaderSeq(rc.Get()) == "L" })
 }
 
 // TestC12_CloseRacesTheLoop: Close runs while Start joins, while the
@@ -536,7 +537,7 @@ func TestC12_CloseWhileCreateInFlight(t *testing.T) {
 				// The reply was lost with the connection: the delete was
 				// handed to the Session's cleaner, which runs on
 				// reconnection (go-zookeeper redials after about 1 s).
-				zktest.Eventually(t, 10*time.Second, "reconnected, cleaner done, no node", func() bool {
+				serverkit.Eventually(t, 10*time.Second, "reconnected, cleaner done, no node", func() bool {
 					return s.State() == recipe.StateReconnected && zkside.SessionOf(s).PendingCleanup() == 0 && len(in.Children(dir)) == 0
 				})
 			}
@@ -605,7 +606,7 @@ func TestC17_DirectoryDeletedUnderLiveParticipants(t *testing.T) {
 		t.Fatalf("leader's cause %v, want ErrNodeDeleted", cause)
 	}
 	var leader *latch.Latch
-	zktest.Eventually(t, 10*time.Second, "one leader elected", func() bool {
+	serverkit.Eventually(t, 10*time.Second, "one leader elected", func() bool {
 		n := 0
 		for _, l := range ls {
 			if l.IsLeader() {
@@ -633,7 +634,7 @@ func TestC17_DirectoryDeletedUnderLiveParticipants(t *testing.T) {
 		t.Fatalf("a's listener got %+v", got)
 	}
 	closeLatch(t, leader)
-	zktest.Eventually(t, 10*time.Second, "the next one leads", func() bool {
+	serverkit.Eventually(t, 10*time.Second, "the next one leads", func() bool {
 		n := 0
 		for _, l := range ls {
 			if l.IsLeader() {
@@ -671,7 +672,7 @@ func TestStartCancelledAndCloseLeaveNothing(t *testing.T) {
 	b := started(t, sb, "b")
 	waiting := make(chan error, 1)
 	go func() { _, err := b.Await(context.Background()); waiting <- err }()
-	zktest.Eventually(t, 10*time.Second, "both joined", func() bool { return len(in.Children(dir)) == 2 })
+	serverkit.Eventually(t, 10*time.Second, "both joined", func() bool { return len(in.Children(dir)) == 2 })
 	closeLatch(t, b)
 	select {
 	case err := <-waiting:
@@ -876,7 +877,7 @@ func TestC19_ListenerThatNeverReads(t *testing.T) {
 	for range cuts - 1 {
 		want += "-L"
 	}
-	zktest.Eventually(t, 5*time.Second, "the reading listener saw every change", func() bool { return leaderSeq(r.Get()) == want })
+	serverkit.Eventually(t, 5*time.Second, "the reading listener saw every change", func() bool { return leaderSeq(r.Get()) == want })
 	var got []latch.Change
 	for len(got) < len(want) {
 		select {
@@ -943,7 +944,7 @@ func TestCloseDuringPartition(t *testing.T) {
 					t.Fatalf("final change %+v, want not leader with ErrClosed", last)
 				}
 				p.Resume()
-				zktest.Eventually(t, 15*time.Second, "no node left after the partition healed", func() bool {
+				serverkit.Eventually(t, 15*time.Second, "no node left after the partition healed", func() bool {
 					return len(in.Children(dir)) == 0
 				})
 			})
@@ -986,7 +987,7 @@ func TestStopsOnAnotherRecipesNodes(t *testing.T) {
 	case <-ctx.Done():
 		t.Fatal("no final change")
 	}
-	zktest.Eventually(t, 10*time.Second, "the participant's node deleted", func() bool {
+	serverkit.Eventually(t, 10*time.Second, "the participant's node deleted", func() bool {
 		c := in.Children(dir)
 		return len(c) == 1 && strings.Contains(c[0], mutex.Kind)
 	})

@@ -12,6 +12,7 @@ import (
 
 	"github.com/zkrecipes/zkrecipes/recipe"
 	"github.com/zkrecipes/zkrecipes/testkit/rtest"
+	"github.com/zkrecipes/zkrecipes/testkit/serverkit"
 	"github.com/zkrecipes/zkrecipes/testkit/zktest"
 	"github.com/zkrecipes/zkrecipes/zookeeper"
 )
@@ -62,7 +63,7 @@ func TestLockDelayFreshProcesses(t *testing.T) {
 				t.Errorf("LockDelayServed = %v, want 0 (what this TryAcquire waited)", got)
 			}
 			release(t, l)
-			zktest.Eventually(t, 5*time.Second, "the lock directory empty", func() bool { return len(in.Children(dir)) == 0 })
+			serverkit.Eventually(t, 5*time.Second, "the lock directory empty", func() bool { return len(in.Children(dir)) == 0 })
 		})
 	}
 }

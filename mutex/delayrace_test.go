@@ -7,6 +7,7 @@ import (
 
 	"github.com/zkrecipes/zkrecipes/recipe"
 	"github.com/zkrecipes/zkrecipes/testkit/rtest"
+	"github.com/zkrecipes/zkrecipes/testkit/serverkit"
 	"github.com/zkrecipes/zkrecipes/testkit/zktest"
 	"github.com/zkrecipes/zkrecipes/zookeeper"
 )
@@ -17,9 +18,9 @@ import (
 
 // proxied opens a Session (2 s timeout) through its own FaultProxy, with a
 // SessionTap to expire it on demand.
-func proxied(t *testing.T, cl *zktest.Cluster) (*zookeeper.Session, *zktest.FaultProxy, *zktest.SessionTap) {
+func proxied(t *testing.T, cl *zktest.Cluster) (*zookeeper.Session, *serverkit.FaultProxy, *zktest.SessionTap) {
 	t.Helper()
-	p := zktest.NewFaultProxy()
+	p := serverkit.NewFaultProxy()
 	t.Cleanup(p.Close) // after the Session's Close
 	tap := zktest.NewSessionTap()
 	s := rtest.Connect(t, cl, zookeeper.WithDialer(tap.Dialer(p.Dial)), zookeeper.WithSessionTimeout(2*time.Second))
@@ -31,7 +32,7 @@ func proxied(t *testing.T, cl *zktest.Cluster) (*zookeeper.Session, *zktest.Faul
 // zktest.ExpireSession: its reply then comes back late).
 func slowAddrs(t *testing.T, cl *zktest.Cluster, latency time.Duration) []string {
 	t.Helper()
-	p := zktest.NewFaultProxy()
+	p := serverkit.NewFaultProxy()
 	t.Cleanup(p.Close)
 	p.SetLatency(latency)
 	var addrs []string
@@ -99,7 +100,7 @@ func TestLockDelayRaces(t *testing.T) {
 		node := la.(interface{ Path() string }).Path()
 		pa.SetLatency(400 * time.Millisecond)
 		done := releaseAsync(la)
-		zktest.Eventually(t, 5*time.Second, "the Release's multi applied", func() bool { return in.Stat(node) == nil })
+		serverkit.Eventually(t, 5*time.Second, "the Release's multi applied", func() bool { return in.Stat(node) == nil })
 		applied := time.Now()
 		pa.SetLatency(0)
 		pa.Cut() // the reply is still held back by the latency: lost
@@ -168,6 +169,6 @@ func TestLockDelayRaces(t *testing.T) {
 			t.Errorf("B granted %v after the unclean end: the rest of the delay after its rejoin counts from its first sight of the marker", took)
 		}
 		release(t, r.Lease)
-		zktest.Eventually(t, 5*time.Second, "the lock directory empty", func() bool { return len(in.Children(dir)) == 0 })
+		serverkit.Eventually(t, 5*time.Second, "the lock directory empty", func() bool { return len(in.Children(dir)) == 0 })
 	})
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/zkrecipes/zkrecipes/mutex"
 	"github.com/zkrecipes/zkrecipes/recipe"
 	"github.com/zkrecipes/zkrecipes/testkit/rtest"
+	"github.com/zkrecipes/zkrecipes/testkit/serverkit"
 	"github.com/zkrecipes/zkrecipes/testkit/zktest"
 	"github.com/zkrecipes/zkrecipes/zookeeper"
 )
@@ -118,7 +119,7 @@ func TestFIFO(t *testing.T) {
 			mu.Unlock()
 			l.Release(context.Background())
 		}()
-		zktest.Eventually(t, 10*time.Second, "waiter queued", func() bool {
+		serverkit.Eventually(t, 10*time.Second, "waiter queued", func() bool {
 			p, err := holder.Participants(context.Background())
 			return err == nil && len(p) == i+1
 		})
@@ -174,7 +175,7 @@ func TestParticipantsAndLeaseContext(t *testing.T) {
 		t.Fatal(err)
 	}
 	waiter := acquireAsync(context.Background(), newMutex(t, rtest.Connect(t, cl), dir))
-	zktest.Eventually(t, 10*time.Second, "waiter queued", func() bool {
+	serverkit.Eventually(t, 10*time.Second, "waiter queued", func() bool {
 		p, err = m.Participants(context.Background())
 		return err == nil && len(p) == 2
 	})
@@ -277,7 +278,7 @@ func TestC6_TryAcquireLeavesNothing(t *testing.T) {
 	if drops.Load() == 0 {
 		t.Fatal("the fault was never injected")
 	}
-	zktest.Eventually(t, 10*time.Second, "node of the blipped TryAcquire deleted", func() bool {
+	serverkit.Eventually(t, 10*time.Second, "node of the blipped TryAcquire deleted", func() bool {
 		return len(in.Owned(dir, id)) == 0
 	})
 	if blip.ID() != id {
@@ -315,7 +316,7 @@ func TestC2_ReplyLostAfterCreate(t *testing.T) {
 			})))
 			id := as.ID()
 			ra := acquireAsync(context.Background(), newMutex(t, as, dir))
-			zktest.Eventually(t, 10*time.Second, "A queued with one node", func() bool {
+			serverkit.Eventually(t, 10*time.Second, "A queued with one node", func() bool {
 				return len(in.Owned(dir, id)) == 1
 			})
 			release(t, lb)
@@ -370,7 +371,7 @@ func TestC4_CancelledWhileCreateInFlight(t *testing.T) {
 			if hits.Load() == 0 {
 				t.Fatal("fault not injected")
 			}
-			zktest.Eventually(t, 10*time.Second, "no node left", func() bool { return len(in.Owned(dir, id)) == 0 })
+			serverkit.Eventually(t, 10*time.Second, "no node left", func() bool { return len(in.Owned(dir, id)) == 0 })
 		})
 	}
 }
@@ -428,7 +429,7 @@ func TestC7_ReleaseRetry(t *testing.T) {
 		t.Run(fmt.Sprint(fault), func(t *testing.T) {
 			cl := zktest.Shared(t)
 			in := zktest.Inspect(t, cl)
-			p := zktest.NewFaultProxy()
+			p := serverkit.NewFaultProxy()
 			defer p.Close()
 			var armed atomic.Bool
 			s := rtest.Connect(t, cl, zookeeper.WithDialer(zktest.RequestHook(p.Dial, func(op int32) zktest.Fault {
@@ -467,7 +468,7 @@ func TestC7_ReleaseRetry(t *testing.T) {
 func TestC8_HolderCutOffPastSessionTimeout(t *testing.T) {
 	cl := zktest.Shared(t)
 	in := zktest.Inspect(t, cl)
-	p := zktest.NewFaultProxy()
+	p := serverkit.NewFaultProxy()
 	defer p.Close()
 	as := rtest.Connect(t, cl, zookeeper.WithDialer(p.Dial), zookeeper.WithSessionTimeout(time.Second))
 	la, err := newMutex(t, as, dir).Acquire(context.Background())
@@ -476,7 +477,7 @@ func TestC8_HolderCutOffPastSessionTimeout(t *testing.T) {
 	}
 	aDone := rtest.WatchDone(la.Context())
 	rb := acquireAsync(context.Background(), newMutex(t, rtest.Connect(t, cl), dir))
-	zktest.Eventually(t, 10*time.Second, "B queued", func() bool { return len(in.Children(dir)) == 2 })
+	serverkit.Eventually(t, 10*time.Second, "B queued", func() bool { return len(in.Children(dir)) == 2 })
 	p.Blackhole()
 	r := rtest.Await(t, rb, 20*time.Second)
 	if r.Err != nil {
@@ -497,7 +498,7 @@ func TestC8_HolderCutOffPastSessionTimeout(t *testing.T) {
 	if err := la.Release(context.Background()); !errors.Is(err, recipe.ErrLeaseLost) {
 		t.Fatalf("A's Release: %v, want ErrLeaseLost", err)
 	}
-	zktest.Eventually(t, 10*time.Second, "A reconnected with a new session", func() bool {
+	serverkit.Eventually(t, 10*time.Second, "A reconnected with a new session", func() bool {
 		return as.State().IsConnected()
 	})
 	time.Sleep(200 * time.Millisecond) // give A's cleaner a chance to misbehave
@@ -513,7 +514,7 @@ func TestC8_HolderCutOffPastSessionTimeout(t *testing.T) {
 func TestC9_SuspensionEndsOwnershipByDefault(t *testing.T) {
 	cl := zktest.Shared(t)
 	in := zktest.Inspect(t, cl)
-	p := zktest.NewFaultProxy()
+	p := serverkit.NewFaultProxy()
 	defer p.Close()
 	as := rtest.Connect(t, cl, zookeeper.WithDialer(p.Dial), zookeeper.WithSessionTimeout(4*time.Second))
 	id := as.ID()
@@ -531,11 +532,11 @@ func TestC9_SuspensionEndsOwnershipByDefault(t *testing.T) {
 		t.Fatalf("cause %v", context.Cause(la.Context()))
 	}
 	p.Resume()
-	zktest.Eventually(t, 10*time.Second, "reconnected", func() bool { return as.State() == recipe.StateReconnected })
+	serverkit.Eventually(t, 10*time.Second, "reconnected", func() bool { return as.State() == recipe.StateReconnected })
 	if as.ID() != id {
 		t.Fatal("session changed")
 	}
-	zktest.Eventually(t, 10*time.Second, "orphaned node deleted", func() bool { return len(in.Owned(dir, id)) == 0 })
+	serverkit.Eventually(t, 10*time.Second, "orphaned node deleted", func() bool { return len(in.Owned(dir, id)) == 0 })
 	acquireAndRelease(t, cl)
 }
 
@@ -545,7 +546,7 @@ func TestC9_SuspensionEndsOwnershipByDefault(t *testing.T) {
 // timeout), and long before the server can expire the session.
 func TestC9_TolerateSuspensionCountsFromLastReply(t *testing.T) {
 	cl := zktest.Shared(t)
-	p := zktest.NewFaultProxy()
+	p := serverkit.NewFaultProxy()
 	defer p.Close()
 	const timeout = 4 * time.Second
 	as := rtest.Connect(t, cl, zookeeper.WithDialer(p.Dial), zookeeper.WithSessionTimeout(timeout),
@@ -555,12 +556,12 @@ func TestC9_TolerateSuspensionCountsFromLastReply(t *testing.T) {
 		t.Fatal(err)
 	}
 	p.Cut()
-	zktest.Eventually(t, 2*time.Second, "suspended", func() bool { return as.State() == recipe.StateSuspended })
+	serverkit.Eventually(t, 2*time.Second, "suspended", func() bool { return as.State() == recipe.StateSuspended })
 	if la.Context().Err() != nil {
 		t.Fatalf("lease ended on a short cut: %v", context.Cause(la.Context()))
 	}
 	p.Resume()
-	zktest.Eventually(t, 10*time.Second, "reconnected", func() bool { return as.State() == recipe.StateReconnected })
+	serverkit.Eventually(t, 10*time.Second, "reconnected", func() bool { return as.State() == recipe.StateReconnected })
 	if la.Context().Err() != nil {
 		t.Fatalf("lease ended across a reconnection to the same session: %v", context.Cause(la.Context()))
 	}
@@ -593,12 +594,12 @@ func TestC10_WaiterLosesItsNode(t *testing.T) {
 		name     string
 		want     error
 		promptly bool // A's error comes before the holder releases
-		fault    func(in *zktest.Inspector, a *zookeeper.Session, p *zktest.FaultProxy)
+		fault    func(in *zktest.Inspector, a *zookeeper.Session, p *serverkit.FaultProxy)
 	}{
-		{"deleted", recipe.ErrNodeDeleted, false, func(in *zktest.Inspector, a *zookeeper.Session, _ *zktest.FaultProxy) {
+		{"deleted", recipe.ErrNodeDeleted, false, func(in *zktest.Inspector, a *zookeeper.Session, _ *serverkit.FaultProxy) {
 			in.Delete(dir + "/" + in.Owned(dir, a.ID())[0])
 		}},
-		{"session expired", recipe.ErrSessionLost, true, func(_ *zktest.Inspector, _ *zookeeper.Session, p *zktest.FaultProxy) {
+		{"session expired", recipe.ErrSessionLost, true, func(_ *zktest.Inspector, _ *zookeeper.Session, p *serverkit.FaultProxy) {
 			p.Blackhole()
 		}},
 	} {
@@ -609,13 +610,13 @@ func TestC10_WaiterLosesItsNode(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			p := zktest.NewFaultProxy()
+			p := serverkit.NewFaultProxy()
 			defer p.Close()
 			as := rtest.Connect(t, cl, zookeeper.WithDialer(p.Dial), zookeeper.WithSessionTimeout(time.Second))
 			ra := acquireAsync(context.Background(), newMutex(t, as, dir))
-			zktest.Eventually(t, 10*time.Second, "A queued", func() bool { return len(in.Owned(dir, as.ID())) == 1 })
+			serverkit.Eventually(t, 10*time.Second, "A queued", func() bool { return len(in.Owned(dir, as.ID())) == 1 })
 			rc := acquireAsync(context.Background(), newMutex(t, rtest.Connect(t, cl), dir))
-			zktest.Eventually(t, 10*time.Second, "C queued", func() bool { return len(in.Children(dir)) == 3 })
+			serverkit.Eventually(t, 10*time.Second, "C queued", func() bool { return len(in.Children(dir)) == 3 })
 			tc.fault(in, as, p)
 			checkA := func() {
 				if r := rtest.Await(t, ra, 10*time.Second); !errors.Is(r.Err, tc.want) {
@@ -624,7 +625,7 @@ func TestC10_WaiterLosesItsNode(t *testing.T) {
 			}
 			if tc.promptly {
 				checkA()
-				zktest.Eventually(t, 10*time.Second, "A's node gone", func() bool { return len(in.Children(dir)) == 2 })
+				serverkit.Eventually(t, 10*time.Second, "A's node gone", func() bool { return len(in.Children(dir)) == 2 })
 			}
 			release(t, lx)
 			if !tc.promptly {
@@ -862,7 +863,7 @@ func TestWatchesOnlyPredecessorAndLeavesNone(t *testing.T) {
 	for i := 0; i < 5; i++ {
 		waiters = append(waiters, acquireAsync(ctx, newMutex(t, rtest.Connect(t, cl), dir)))
 	}
-	zktest.Eventually(t, 10*time.Second, "5 waiters watching", func() bool { return len(in.Children(dir)) == 6 && watches() == 6 })
+	serverkit.Eventually(t, 10*time.Second, "5 waiters watching", func() bool { return len(in.Children(dir)) == 6 && watches() == 6 })
 	release(t, holder)
 	for _, w := range waiters {
 		r := rtest.Await(t, w, 10*time.Second)
@@ -871,7 +872,7 @@ func TestWatchesOnlyPredecessorAndLeavesNone(t *testing.T) {
 		}
 		release(t, r.Lease)
 	}
-	zktest.Eventually(t, 5*time.Second, "no watch left", func() bool { return watches() == 0 })
+	serverkit.Eventually(t, 5*time.Second, "no watch left", func() bool { return watches() == 0 })
 }
 
 // stallConn models a client that reads late: it ignores read deadlines (so
@@ -923,8 +924,8 @@ func TestC9_ClientNoticesLate(t *testing.T) {
 	if last := s.LastServerReply(); !done.Get().Before(last.Add(timeout)) {
 		t.Fatalf("lease ended %v after the last server reply, at or past the session timeout %v", done.Get().Sub(last), timeout)
 	}
-	zktest.Eventually(t, 15*time.Second, "session connected again", func() bool { return s.State().IsConnected() })
-	zktest.Eventually(t, 10*time.Second, "stale node removed", func() bool { return len(in.Children(dir)) == 0 })
+	serverkit.Eventually(t, 15*time.Second, "session connected again", func() bool { return s.State().IsConnected() })
+	serverkit.Eventually(t, 10*time.Second, "stale node removed", func() bool { return len(in.Children(dir)) == 0 })
 	acquireAndRelease(t, cl)
 }
 
@@ -1007,7 +1008,7 @@ func TestContextHonouredWhenServerFrozen(t *testing.T) {
 		t.Fatal(err)
 	}
 	resumed = true
-	zktest.Eventually(t, 15*time.Second, "no node left once the server runs again", func() bool {
+	serverkit.Eventually(t, 15*time.Second, "no node left once the server runs again", func() bool {
 		return len(in.Children(dir)) == 0
 	})
 }
@@ -1045,7 +1046,7 @@ func TestReleaseAfterToleratedOutageKeepsForeignNode(t *testing.T) {
 	cl := zktest.Start(t, zktest.WithTickTime(500*time.Millisecond))
 	in := zktest.Inspect(t, cl)
 	for _, warm := range []bool{false, true} {
-		p := zktest.NewFaultProxy()
+		p := serverkit.NewFaultProxy()
 		defer p.Close()
 		s := rtest.Connect(t, cl, zookeeper.WithDialer(p.Dial), zookeeper.WithSessionTimeout(8*time.Second),
 			zookeeper.WithSuspendPolicy(zookeeper.TolerateSuspension(0.6)))
@@ -1133,7 +1134,7 @@ func TestCreateOutlivesItsSession(t *testing.T) {
 			default:
 				t.Fatalf("Acquire: %v, want an error matching ErrSessionLost (or, with retries, success)", err)
 			}
-			zktest.Eventually(t, 10*time.Second, "no node left", func() bool { return len(in.Children(dir)) == 0 })
+			serverkit.Eventually(t, 10*time.Second, "no node left", func() bool { return len(in.Children(dir)) == 0 })
 		})
 	}
 }

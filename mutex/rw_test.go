@@ -12,6 +12,7 @@ import (
 	"github.com/zkrecipes/zkrecipes/mutex"
 	"github.com/zkrecipes/zkrecipes/recipe"
 	"github.com/zkrecipes/zkrecipes/testkit/rtest"
+	"github.com/zkrecipes/zkrecipes/testkit/serverkit"
 	"github.com/zkrecipes/zkrecipes/testkit/zktest"
 	"github.com/zkrecipes/zkrecipes/zookeeper"
 )
@@ -166,7 +167,7 @@ func TestRWReadersShareAndWriterIsNotStarved(t *testing.T) {
 		t.Fatalf("a second reader must share the lock: %v", err)
 	}
 	w := acquireAsync(context.Background(), newRW(t, rtest.Connect(t, cl)).WriteLock())
-	zktest.Eventually(t, 10*time.Second, "writer queued", func() bool { return len(in.Children(rwDir)) == 3 })
+	serverkit.Eventually(t, 10*time.Second, "writer queued", func() bool { return len(in.Children(rwDir)) == 3 })
 	late := newRW(t, rtest.Connect(t, cl))
 	if _, err := late.ReadLock().TryAcquire(ctx); !errors.Is(err, recipe.ErrLocked) {
 		t.Fatalf("reader behind a queued writer: TryAcquire = %v, want ErrLocked", err)
@@ -214,7 +215,7 @@ func TestC13_DowngradeKeepsTheWritersPlace(t *testing.T) {
 		t.Fatal(err)
 	}
 	b := acquireAsync(context.Background(), newRW(t, rtest.Connect(t, cl)).WriteLock())
-	zktest.Eventually(t, 10*time.Second, "B queued", func() bool { return len(in.Children(rwDir)) == 2 })
+	serverkit.Eventually(t, 10*time.Second, "B queued", func() bool { return len(in.Children(rwDir)) == 2 })
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	ar, err := a.Downgrade(ctx, aw)
@@ -226,7 +227,7 @@ func TestC13_DowngradeKeepsTheWritersPlace(t *testing.T) {
 	}
 	release(t, aw)
 	c := acquireAsync(context.Background(), newRW(t, rtest.Connect(t, cl)).ReadLock())
-	zktest.Eventually(t, 10*time.Second, "C queued", func() bool { return len(in.Children(rwDir)) == 3 })
+	serverkit.Eventually(t, 10*time.Second, "C queued", func() bool { return len(in.Children(rwDir)) == 3 })
 	select {
 	case r := <-b:
 		t.Fatalf("B acquired write while A still reads (C13): %v", r.Err)
@@ -307,7 +308,7 @@ func TestDowngradeBadInput(t *testing.T) {
 func TestRWWriterSessionExpired(t *testing.T) {
 	cl := zktest.Shared(t)
 	in := zktest.Inspect(t, cl)
-	p := zktest.NewFaultProxy()
+	p := serverkit.NewFaultProxy()
 	defer p.Close()
 	ws := rtest.Connect(t, cl, zookeeper.WithDialer(p.Dial), zookeeper.WithSessionTimeout(time.Second))
 	wl, err := newRW(t, ws).WriteLock().Acquire(context.Background())
@@ -316,7 +317,7 @@ func TestRWWriterSessionExpired(t *testing.T) {
 	}
 	wDone := rtest.WatchDone(wl.Context())
 	rc := acquireAsync(context.Background(), newRW(t, rtest.Connect(t, cl)).ReadLock())
-	zktest.Eventually(t, 10*time.Second, "reader queued", func() bool { return len(in.Children(rwDir)) == 2 })
+	serverkit.Eventually(t, 10*time.Second, "reader queued", func() bool { return len(in.Children(rwDir)) == 2 })
 	p.Blackhole()
 	r := rtest.Await(t, rc, 20*time.Second)
 	if r.Err != nil {

@@ -12,6 +12,7 @@ import (
 	"github.com/zkrecipes/zkrecipes/mutex"
 	"github.com/zkrecipes/zkrecipes/recipe"
 	"github.com/zkrecipes/zkrecipes/testkit/rtest"
+	"github.com/zkrecipes/zkrecipes/testkit/serverkit"
 	"github.com/zkrecipes/zkrecipes/testkit/zktest"
 	"github.com/zkrecipes/zkrecipes/zookeeper"
 )
@@ -168,9 +169,9 @@ func TestSemaphoreHandOffFromAnyHolder(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := acquireAsync(ctx, newSem(t, rtest.Connect(t, cl), 2))
-	zktest.Eventually(t, 10*time.Second, "C queued", func() bool { return len(in.Children(semDir)) == 3 })
+	serverkit.Eventually(t, 10*time.Second, "C queued", func() bool { return len(in.Children(semDir)) == 3 })
 	d := acquireAsync(ctx, newSem(t, rtest.Connect(t, cl), 2))
-	zktest.Eventually(t, 10*time.Second, "D queued", func() bool { return len(in.Children(semDir)) == 4 })
+	serverkit.Eventually(t, 10*time.Second, "D queued", func() bool { return len(in.Children(semDir)) == 4 })
 	release(t, b) // the second holder, not the first
 	cr := rtest.Await(t, c, 10*time.Second)
 	if cr.Err != nil {
@@ -202,7 +203,7 @@ func TestSemaphoreHandOffFromAnyHolder(t *testing.T) {
 func TestSemaphoreHolderSessionExpired(t *testing.T) {
 	cl := zktest.Shared(t)
 	in := zktest.Inspect(t, cl)
-	p := zktest.NewFaultProxy()
+	p := serverkit.NewFaultProxy()
 	defer p.Close()
 	other, err := newSem(t, rtest.Connect(t, cl), 2).Acquire(context.Background())
 	if err != nil {
@@ -215,7 +216,7 @@ func TestSemaphoreHolderSessionExpired(t *testing.T) {
 	}
 	done := rtest.WatchDone(l.Context())
 	w := acquireAsync(context.Background(), newSem(t, rtest.Connect(t, cl), 2))
-	zktest.Eventually(t, 10*time.Second, "waiter queued", func() bool { return len(in.Children(semDir)) == 3 })
+	serverkit.Eventually(t, 10*time.Second, "waiter queued", func() bool { return len(in.Children(semDir)) == 3 })
 	p.Blackhole()
 	r := rtest.Await(t, w, 20*time.Second)
 	if r.Err != nil {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/go-zookeeper/zk"
 	"github.com/zkrecipes/zkrecipes/recipe"
+	"github.com/zkrecipes/zkrecipes/testkit/serverkit"
 	"github.com/zkrecipes/zkrecipes/testkit/zktest"
 )
 
@@ -143,7 +144,7 @@ func TestChildWatchEndsLease(t *testing.T) {
 					}
 					waiter <- err
 				}()
-				zktest.Eventually(t, 10*time.Second, "own node read after the join", func() bool {
+				serverkit.Eventually(t, 10*time.Second, "own node read after the join", func() bool {
 					s.mu.Lock()
 					defer s.mu.Unlock()
 					return l.(*lease).arming && len(in.Children("/childwatch")) == 2
@@ -183,9 +184,9 @@ func TestRelistGrantsOnChildWatch(t *testing.T) {
 	}
 	acq := func(q *Queue) <-chan acqResult { return acquireAsync(ctx, q) }
 	w1 := acq(newTestQueue(t, s1, "/relistwatch"))
-	zktest.Eventually(t, 10*time.Second, "W1 queued", func() bool { return len(in.Children("/relistwatch")) == 2 })
+	serverkit.Eventually(t, 10*time.Second, "W1 queued", func() bool { return len(in.Children("/relistwatch")) == 2 })
 	w2 := acq(newTestQueue(t, s2, "/relistwatch"))
-	zktest.Eventually(t, 10*time.Second, "W2 watching W1", func() bool {
+	serverkit.Eventually(t, 10*time.Second, "W2 watching W1", func() bool {
 		log.mu.Lock()
 		defer log.mu.Unlock()
 		return len(in.Children("/relistwatch")) == 3 && count(log.ops, zktest.OpGetData) == 1
@@ -328,7 +329,7 @@ func acquireAsync(ctx context.Context, q *Queue) <-chan acqResult {
 // watched) a predecessor since the log was last taken.
 func (o *opLog) awaitPredecessorWatch(t *testing.T) {
 	t.Helper()
-	zktest.Eventually(t, 10*time.Second, "waiter watching", func() bool {
+	serverkit.Eventually(t, 10*time.Second, "waiter watching", func() bool {
 		o.mu.Lock()
 		defer o.mu.Unlock()
 		return count(o.ops, zktest.OpGetData) >= 1 // the predecessor

@@ -16,12 +16,12 @@ import (
 
 	"github.com/go-zookeeper/zk"
 	"github.com/zkrecipes/zkrecipes/recipe"
-	"github.com/zkrecipes/zkrecipes/testkit/zktest"
+	"github.com/zkrecipes/zkrecipes/testkit/serverkit"
 	"go.uber.org/goleak"
 )
 
 func TestConnectUnreachable(t *testing.T) {
-	p := zktest.NewFaultProxy()
+	p := serverkit.NewFaultProxy()
 	defer p.Close()
 	p.Blackhole()
 	ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)

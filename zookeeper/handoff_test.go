@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/zkrecipes/zkrecipes/recipe"
+	"github.com/zkrecipes/zkrecipes/testkit/serverkit"
 	"github.com/zkrecipes/zkrecipes/testkit/zktest"
 )
 
@@ -62,7 +63,7 @@ func testFiredChildWatch(t *testing.T, ownDeleted bool) {
 		in.Create("/firedslot/joined", nil) // any change of the children fires the watch
 		defer in.Delete("/firedslot/joined")
 	}
-	zktest.Eventually(t, 10*time.Second, "child watch fired", func() bool {
+	serverkit.Eventually(t, 10*time.Second, "child watch fired", func() bool {
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		return slot.fired
@@ -90,7 +91,7 @@ func testFiredChildWatch(t *testing.T, ownDeleted bool) {
 		t.Fatalf("grant on the fired child watch: ok %v, lease %v, %v", ok, l != nil, err)
 	}
 	defer l.Release(ctx)
-	zktest.Eventually(t, 10*time.Second, "own node read after the grant", func() bool {
+	serverkit.Eventually(t, 10*time.Second, "own node read after the grant", func() bool {
 		log.mu.Lock()
 		defer log.mu.Unlock()
 		return count(log.ops, zktest.OpGetData) == 1
@@ -106,7 +107,7 @@ func testFiredChildWatch(t *testing.T, ownDeleted bool) {
 // nothing else is sent before Await returns.
 func TestAwaitWakeupOneRoundTrip(t *testing.T) {
 	cl := zktest.Shared(t)
-	proxy := zktest.NewFaultProxy()
+	proxy := serverkit.NewFaultProxy()
 	defer proxy.Close()
 	proxy.SetLatency(20 * time.Millisecond)
 	var tap frameTap
@@ -135,13 +136,13 @@ func TestAwaitWakeupOneRoundTrip(t *testing.T) {
 		got <- acqResult{l, err}
 	}()
 	// Waiting: first listing (with its read), then the predecessor's watch.
-	zktest.Eventually(t, 10*time.Second, "waiter watching its predecessor", func() bool {
+	serverkit.Eventually(t, 10*time.Second, "waiter watching its predecessor", func() bool {
 		return tap.count("w", zktest.OpGetData) == 2
 	})
 	// The watch's reply: every request written so far answered (a fixed
 	// sleep was short on a loaded machine, and the reply then led the
 	// wakeup's frames).
-	zktest.Eventually(t, 10*time.Second, "the waiter's requests answered", tap.answered)
+	serverkit.Eventually(t, 10*time.Second, "the waiter's requests answered", tap.answered)
 	tap.take()
 	if err := held.Release(ctx); err != nil {
 		t.Fatal(err)

@@ -16,6 +16,7 @@ import (
 	"github.com/zkrecipes/zkrecipes/mutex"
 	"github.com/zkrecipes/zkrecipes/recipe"
 	"github.com/zkrecipes/zkrecipes/testkit/rtest"
+	"github.com/zkrecipes/zkrecipes/testkit/serverkit"
 	"github.com/zkrecipes/zkrecipes/testkit/zktest"
 	"github.com/zkrecipes/zkrecipes/zookeeper"
 )
@@ -38,14 +39,14 @@ func TestSequenceLimitLatch(t *testing.T) {
 		if err := l.Start(t.Context()); err != nil {
 			t.Fatal(err)
 		}
-		zktest.Eventually(t, 10*time.Second, "the latch's node", func() bool { return len(in.Children(dir)) == i+1 })
+		serverkit.Eventually(t, 10*time.Second, "the latch's node", func() bool { return len(in.Children(dir)) == i+1 })
 		ls[i] = l
 	}
 	if got := stuckCount(t, in, dir); got < 3 {
 		t.Fatalf("%d nodes with sequence 2147483647, want 4 (children %v)", got, in.Children(dir))
 	}
 	for leader := range n {
-		zktest.Eventually(t, 10*time.Second, fmt.Sprintf("p%d leads", leader), func() bool { return ls[leader].IsLeader() })
+		serverkit.Eventually(t, 10*time.Second, fmt.Sprintf("p%d leads", leader), func() bool { return ls[leader].IsLeader() })
 		for range 50 { // about half a second of samples
 			var leading []int
 			for i := leader; i < n; i++ {

@@ -26,6 +26,7 @@ import (
 	"github.com/zkrecipes/zkrecipes/mutex"
 	"github.com/zkrecipes/zkrecipes/recipe"
 	"github.com/zkrecipes/zkrecipes/testkit/rtest"
+	"github.com/zkrecipes/zkrecipes/testkit/serverkit"
 	"github.com/zkrecipes/zkrecipes/testkit/zktest"
 	"github.com/zkrecipes/zkrecipes/zookeeper"
 )
@@ -79,7 +80,7 @@ func queueUp(t *testing.T, in *zktest.Inspector, dir string, base int, acquire [
 	chs := make([]<-chan rtest.Result, len(acquire))
 	for i, a := range acquire {
 		chs[i] = rtest.Async(t.Context(), a)
-		zktest.Eventually(t, 10*time.Second, fmt.Sprintf("contender %d's node", i), func() bool {
+		serverkit.Eventually(t, 10*time.Second, fmt.Sprintf("contender %d's node", i), func() bool {
 			return len(in.Children(dir)) == base+i+1
 		})
 	}

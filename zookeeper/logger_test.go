@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/zkrecipes/zkrecipes/recipe"
+	"github.com/zkrecipes/zkrecipes/testkit/serverkit"
 	"github.com/zkrecipes/zkrecipes/testkit/zktest"
 )
 
@@ -69,7 +70,7 @@ func TestDefaultLoggerWarnsThroughSlogDefault(t *testing.T) {
 	old := slog.Default()
 	slog.SetDefault(slog.New(rec))
 	defer slog.SetDefault(old)
-	p := zktest.NewFaultProxy()
+	p := serverkit.NewFaultProxy()
 	defer p.Close()
 	s := connect(t, zktest.Shared(t).Servers(), WithDialer(p.Dial), WithSessionTimeout(4*time.Second))
 	ctx, cancel := context.WithCancel(context.Background())
@@ -84,7 +85,7 @@ func TestDefaultLoggerWarnsThroughSlogDefault(t *testing.T) {
 		t.Fatalf("got %+v, want RECONNECTED", c)
 	}
 	s.Close()
-	zktest.Eventually(t, 10*time.Second, "the SUSPENDED warning", func() bool {
+	serverkit.Eventually(t, 10*time.Second, "the SUSPENDED warning", func() bool {
 		return len(rec.find("connection state", "state", "SUSPENDED")) >= 1
 	})
 	for _, r := range rec.all() {
@@ -171,7 +172,7 @@ func TestLostLeaseLoggedOnce(t *testing.T) {
 	}
 	in.Delete(l.(*lease).Path())
 	<-l.Context().Done()
-	zktest.Eventually(t, 10*time.Second, "the lost lease logged", func() bool {
+	serverkit.Eventually(t, 10*time.Second, "the lost lease logged", func() bool {
 		return len(recs.find("zookeeper: lease lost", "lock", "/lostlog")) > 0
 	})
 	r2, err := q.Acquire(ctx, "lock-", nil)

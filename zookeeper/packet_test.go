@@ -14,6 +14,7 @@ import (
 	"github.com/zkrecipes/zkrecipes/internal/zkside"
 	"github.com/zkrecipes/zkrecipes/internal/zkwire"
 	"github.com/zkrecipes/zkrecipes/recipe"
+	"github.com/zkrecipes/zkrecipes/testkit/serverkit"
 	"github.com/zkrecipes/zkrecipes/testkit/zktest"
 )
 
@@ -317,7 +318,7 @@ func TestOverTheServersLimitNotSentAgain(t *testing.T) {
 		t.Errorf("the error repeats its prefix: %v", err)
 	}
 	const gaveUp = "cleanup delete given up: the node, if it exists, stays until the session ends"
-	zktest.Eventually(t, 40*time.Second, "the cleaner giving up", func() bool {
+	serverkit.Eventually(t, 40*time.Second, "the cleaner giving up", func() bool {
 		return s.cleaner.pending() == 0 && len(rec.find(gaveUp, "", "")) > 0
 	})
 	waitState(t, s, recipe.StateReconnected)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/go-zookeeper/zk"
 	"github.com/zkrecipes/zkrecipes/internal/zkwire"
+	"github.com/zkrecipes/zkrecipes/testkit/serverkit"
 	"github.com/zkrecipes/zkrecipes/testkit/zktest"
 	"go.uber.org/goleak"
 )
@@ -245,7 +246,7 @@ func TestParticipantsCancelledMidRead(t *testing.T) {
 	}
 	// Requests queued before the cancel may still be written: wait until
 	// the Session is idle, then count.
-	zktest.Eventually(t, 10*time.Second, "no getData in flight", func() bool {
+	serverkit.Eventually(t, 10*time.Second, "no getData in flight", func() bool {
 		log.mu.Lock()
 		defer log.mu.Unlock()
 		return len(log.inFlight) == 0

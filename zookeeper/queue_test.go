@@ -15,6 +15,7 @@ import (
 
 	"github.com/zkrecipes/zkrecipes/internal/zkside"
 	"github.com/zkrecipes/zkrecipes/recipe"
+	"github.com/zkrecipes/zkrecipes/testkit/serverkit"
 	"github.com/zkrecipes/zkrecipes/testkit/zktest"
 )
 
@@ -236,7 +237,7 @@ func TestTryAcquireLockedNamesWatched(t *testing.T) {
 func TestDrainWaitsForExtraCopies(t *testing.T) {
 	cl := zktest.Shared(t)
 	in := zktest.Inspect(t, cl)
-	p := zktest.NewFaultProxy()
+	p := serverkit.NewFaultProxy()
 	defer p.Close()
 	var armed atomic.Bool
 	s := connect(t, cl.Servers(), WithDialer(zktest.RequestHook(p.Dial, func(op int32) zktest.Fault {

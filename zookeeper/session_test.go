@@ -9,6 +9,7 @@ import (
 	"github.com/go-zookeeper/zk"
 	"github.com/zkrecipes/zkrecipes/internal/grant"
 	"github.com/zkrecipes/zkrecipes/recipe"
+	"github.com/zkrecipes/zkrecipes/testkit/serverkit"
 	"github.com/zkrecipes/zkrecipes/testkit/zktest"
 )
 
@@ -45,7 +46,7 @@ func next(t *testing.T, ch <-chan StateChange, d time.Duration) StateChange {
 // the same session RECONNECTED with the same ID; Done stays open.
 func TestSuspendedThenReconnected(t *testing.T) {
 	cl := zktest.Shared(t)
-	p := zktest.NewFaultProxy()
+	p := serverkit.NewFaultProxy()
 	defer p.Close()
 	s := connect(t, cl.Servers(), WithDialer(p.Dial), WithSessionTimeout(4*time.Second))
 	if s.State() != recipe.StateConnected || s.ID() == 0 {
@@ -77,7 +78,7 @@ func TestSuspendedThenReconnected(t *testing.T) {
 // gives LOST (Done closed), then RECONNECTED with a new session ID.
 func TestExpiryGivesLostThenNewSession(t *testing.T) {
 	cl := zktest.Shared(t)
-	p := zktest.NewFaultProxy()
+	p := serverkit.NewFaultProxy()
 	defer p.Close()
 	s := connect(t, cl.Servers(), WithDialer(p.Dial), WithSessionTimeout(time.Second))
 	ctx, cancel := context.WithCancel(context.Background())
@@ -113,7 +114,7 @@ func TestExpiryGivesLostThenNewSession(t *testing.T) {
 // and working.
 func TestC19_SlowListenerDoesNotBlockEvents(t *testing.T) {
 	cl := zktest.Shared(t)
-	p := zktest.NewFaultProxy()
+	p := serverkit.NewFaultProxy()
 	defer p.Close()
 	s := connect(t, cl.Servers(), WithDialer(p.Dial), WithSessionTimeout(4*time.Second))
 	ctx, cancel := context.WithCancel(context.Background())
@@ -277,7 +278,7 @@ func TestServerRestartKeepsSession(t *testing.T) {
 // delivered, as go-zookeeper would deliver it.
 func TestStaleDeletionAfterPauseIsASessionLoss(t *testing.T) {
 	cl := zktest.Shared(t)
-	p := zktest.NewFaultProxy()
+	p := serverkit.NewFaultProxy()
 	defer p.Close()
 	s := connect(t, cl.Servers(), WithDialer(p.Dial), WithSessionTimeout(10*time.Second))
 	q, err := NewQueue(s, "/paused", []string{"lock-"}, FirstHolds)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/go-zookeeper/zk"
 	"github.com/zkrecipes/zkrecipes/recipe"
+	"github.com/zkrecipes/zkrecipes/testkit/serverkit"
 	"github.com/zkrecipes/zkrecipes/testkit/zktest"
 )
 
@@ -108,7 +109,7 @@ func TestSkipRelistNotWhenOwnNodeGoesWithPredecessor(t *testing.T) {
 			ch <- err
 		}()
 		var kids []string
-		zktest.Eventually(t, 10*time.Second, "waiter queued", func() bool {
+		serverkit.Eventually(t, 10*time.Second, "waiter queued", func() bool {
 			kids = in.Children("/skipmulti")
 			return len(kids) == 2
 		})

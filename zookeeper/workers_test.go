@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/zkrecipes/zkrecipes/recipe"
+	"github.com/zkrecipes/zkrecipes/testkit/serverkit"
 	"github.com/zkrecipes/zkrecipes/testkit/zktest"
 )
 
@@ -40,7 +41,7 @@ func TestCloseStopsWorkers(t *testing.T) {
 			errs <- err
 		}()
 	}
-	zktest.Eventually(t, 10*time.Second, "waiters queued", func() bool {
+	serverkit.Eventually(t, 10*time.Second, "waiters queued", func() bool {
 		return len(in.Children("/closeworkers")) == waiters+1
 	})
 	if n := countWorkers(ws); n == 0 {
@@ -56,7 +57,7 @@ func TestCloseStopsWorkers(t *testing.T) {
 	}
 	// A worker that has signalled its end may still be on its way out of
 	// the goroutine for an instant.
-	zktest.Eventually(t, 200*time.Millisecond, "no worker goroutine after Session.Close", func() bool { return countWorkers(ws) == 0 })
+	serverkit.Eventually(t, 200*time.Millisecond, "no worker goroutine after Session.Close", func() bool { return countWorkers(ws) == 0 })
 	for range waiters {
 		if err := <-errs; !errors.Is(err, recipe.ErrSessionClosed) {
 			t.Fatalf("waiter: %v, want ErrSessionClosed", err)
@@ -106,8 +107,8 @@ func TestWaiterHeap(t *testing.T) {
 			done <- err
 		}()
 	}
-	zktest.Eventually(t, 30*time.Second, "waiters queued", func() bool { return len(in.Children("/waiterheap")) == waiters+1 })
-	zktest.Eventually(t, 10*time.Second, "waiters watching", func() bool {
+	serverkit.Eventually(t, 30*time.Second, "waiters queued", func() bool { return len(in.Children("/waiterheap")) == waiters+1 })
+	serverkit.Eventually(t, 10*time.Second, "waiters watching", func() bool {
 		n, err := zktest.WatchCount(ctx, strings.SplitN(cl.Servers()[0], "/", 2)[0])
 		return err == nil && n >= waiters
 	})

@@ -9,6 +9,7 @@ import (
 
 	"github.com/zkrecipes/zkrecipes/recipe"
 	"github.com/zkrecipes/zkrecipes/testkit/rtest/connerrtest"
+	"github.com/zkrecipes/zkrecipes/testkit/serverkit"
 	"github.com/zkrecipes/zkrecipes/testkit/zktest"
 	"go.uber.org/goleak"
 )
@@ -59,5 +60,5 @@ func TestConnectWrongServer(t *testing.T) {
 	}
 	// go-zookeeper's Close of a failed Connect ends within about a second
 	// (abandonConn).
-	zktest.Eventually(t, 10*time.Second, "the failed Connects' goroutines end", func() bool { return goleak.Find(leaks) == nil })
+	serverkit.Eventually(t, 10*time.Second, "the failed Connects' goroutines end", func() bool { return goleak.Find(leaks) == nil })
 }

@@ -13,7 +13,7 @@ import (
 	"github.com/zkrecipes/zkrecipes/backend/etcdlock"
 	"github.com/zkrecipes/zkrecipes/backend/etcdlock/etcdtest"
 	"github.com/zkrecipes/zkrecipes/testkit/locktest"
-	"github.com/zkrecipes/zkrecipes/testkit/zktest"
+	"github.com/zkrecipes/zkrecipes/testkit/serverkit"
 )
 
 // testTTL is the etcd lease TTL of the tests' sessions: the client gives a
@@ -42,9 +42,9 @@ func newEnv(t testing.TB) *env {
 
 // connect opens a Session for the test (closed at cleanup) through its own
 // FaultProxy, which it returns.
-func (e *env) connect(t testing.TB, opts ...etcdlock.Option) (*etcdlock.Session, *zktest.FaultProxy) {
+func (e *env) connect(t testing.TB, opts ...etcdlock.Option) (*etcdlock.Session, *serverkit.FaultProxy) {
 	t.Helper()
-	p := zktest.NewFaultProxy()
+	p := serverkit.NewFaultProxy()
 	t.Cleanup(p.Close) // after the Session's Close (cleanups run last-in first-out)
 	dial := func(ctx context.Context, addr string) (net.Conn, error) { return p.DialContext(ctx, "tcp", addr) }
 	opts = append(append([]etcdlock.Option{etcdlock.WithTTL(testTTL), etcdlock.WithLogger(quiet), etcdlock.WithDialer(dial)}, e.opts...), opts...)
@@ -116,7 +116,7 @@ func (h *harness) LeaseTime() locktest.LeaseTime {
 // lockClient is a lock on its own Session, behind its own FaultProxy.
 type lockClient struct {
 	*etcdlock.Mutex
-	p *zktest.FaultProxy
+	p *serverkit.FaultProxy
 }
 
 // Crash models a killed process: closing the proxy closes the client's

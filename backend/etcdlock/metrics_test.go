@@ -17,7 +17,7 @@ import (
 	"github.com/zkrecipes/zkrecipes/metrics/prommetrics/promtest"
 	"github.com/zkrecipes/zkrecipes/recipe"
 	"github.com/zkrecipes/zkrecipes/testkit/rtest/metricstest"
-	"github.com/zkrecipes/zkrecipes/testkit/zktest"
+	"github.com/zkrecipes/zkrecipes/testkit/serverkit"
 )
 
 // logs is a slog.Handler that keeps the lease-lost lines of grant.Reporter
@@ -156,7 +156,7 @@ func TestPrometheus(t *testing.T) {
 		t.Fatalf("TryAcquire while held: %v", err)
 	}
 	ch := acquireAsync(opCtx(t), m2)
-	zktest.Eventually(t, 10*time.Second, "a waiter in zkrecipes_waiters", func() bool {
+	serverkit.Eventually(t, 10*time.Second, "a waiter in zkrecipes_waiters", func() bool {
 		return promtest.Compare(reg, `zkrecipes_waiters{kind="lock",path="prom"} 1`) == nil
 	})
 	done := s1.Done() // closed once the loss is reported

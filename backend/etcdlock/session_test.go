@@ -13,7 +13,7 @@ import (
 
 	"github.com/zkrecipes/zkrecipes/backend/etcdlock"
 	"github.com/zkrecipes/zkrecipes/recipe"
-	"github.com/zkrecipes/zkrecipes/testkit/zktest"
+	"github.com/zkrecipes/zkrecipes/testkit/serverkit"
 )
 
 func TestConnectBadURL(t *testing.T) {
@@ -79,7 +79,7 @@ func TestConnectUnreachable(t *testing.T) {
 	}
 
 	e := newEnv(t)
-	p := zktest.NewFaultProxy()
+	p := serverkit.NewFaultProxy()
 	defer p.Close()
 	p.Blackhole()
 	dial := func(ctx context.Context, addr string) (net.Conn, error) { return p.Dial("tcp", addr, time.Second) }

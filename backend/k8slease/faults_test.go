@@ -12,7 +12,7 @@ import (
 	"github.com/zkrecipes/zkrecipes/backend/k8slease/k8stest"
 	"github.com/zkrecipes/zkrecipes/fence"
 	"github.com/zkrecipes/zkrecipes/recipe"
-	"github.com/zkrecipes/zkrecipes/testkit/zktest"
+	"github.com/zkrecipes/zkrecipes/testkit/serverkit"
 )
 
 // grantAfter acquires m in the background and reports when it was granted.
@@ -292,7 +292,7 @@ func TestLeaseDurationEdited(t *testing.T) {
 	}
 	edit("lengthened", 1<<30)
 	want := int32(testDuration / time.Second)
-	zktest.Eventually(t, testDuration, "the holder's renewal writes its duration back", func() bool {
+	serverkit.Eventually(t, testDuration, "the holder's renewal writes its duration back", func() bool {
 		cur, err := e.get(ctx, "lengthened")
 		return err == nil && cur != nil && cur.Spec.LeaseDurationSeconds != nil && *cur.Spec.LeaseDurationSeconds == want
 	})

@@ -15,7 +15,7 @@ import (
 	"github.com/zkrecipes/zkrecipes/backend/k8slease"
 	"github.com/zkrecipes/zkrecipes/backend/k8slease/k8stest"
 	"github.com/zkrecipes/zkrecipes/testkit/locktest"
-	"github.com/zkrecipes/zkrecipes/testkit/zktest"
+	"github.com/zkrecipes/zkrecipes/testkit/serverkit"
 )
 
 // testDuration is the lease duration of the tests' sessions: a holder
@@ -49,9 +49,9 @@ func envOn(t testing.TB, c *k8stest.Cluster) *env {
 
 // connect opens a Session of user (closed at cleanup) in the env's
 // namespace through its own FaultProxy, which it returns.
-func (e *env) connect(t testing.TB, user string, opts ...k8slease.Option) (*k8slease.Session, *zktest.FaultProxy) {
+func (e *env) connect(t testing.TB, user string, opts ...k8slease.Option) (*k8slease.Session, *serverkit.FaultProxy) {
 	t.Helper()
-	p := zktest.NewFaultProxy()
+	p := serverkit.NewFaultProxy()
 	t.Cleanup(p.Close) // after the Session's Close (cleanups run last-in first-out)
 	cfg, err := e.c.ProxiedConfig(p, user)
 	if err != nil {
@@ -129,7 +129,7 @@ func (h *harness) LeaseTime() locktest.LeaseTime {
 // lockClient is a lock on its own Session, behind its own FaultProxy.
 type lockClient struct {
 	*k8slease.Mutex
-	p *zktest.FaultProxy
+	p *serverkit.FaultProxy
 }
 
 // Crash models a killed process: closing the proxy closes the client's

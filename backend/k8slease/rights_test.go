@@ -21,7 +21,7 @@ import (
 	"github.com/zkrecipes/zkrecipes/fence"
 	"github.com/zkrecipes/zkrecipes/leader"
 	"github.com/zkrecipes/zkrecipes/recipe"
-	"github.com/zkrecipes/zkrecipes/testkit/zktest"
+	"github.com/zkrecipes/zkrecipes/testkit/serverkit"
 )
 
 // bindRole gives k8stest.User the Role of verbs on leases in the env's
@@ -56,7 +56,7 @@ func awaitAllowed(t *testing.T, e *env, name, verb string, want bool) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	zktest.Eventually(t, 20*time.Second, "the Role applied", func() bool {
+	serverkit.Eventually(t, 20*time.Second, "the Role applied", func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		r, err := cs.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, &authzv1.SelfSubjectAccessReview{
@@ -170,7 +170,7 @@ func TestRightsRevoked(t *testing.T) {
 		t.Errorf("cause %v: a refusal is not a lost connection", cause)
 	}
 	// The loss is logged just after the context ends.
-	zktest.Eventually(t, 5*time.Second, "the loss logged", func() bool { return strings.Contains(logs.String(), "may not update") })
+	serverkit.Eventually(t, 5*time.Second, "the loss logged", func() bool { return strings.Contains(logs.String(), "may not update") })
 	if n := strings.Count(logs.String(), "may not update"); n != 1 {
 		t.Errorf("the refused renewal was logged %d times, want once:\n%s", n, logs.String())
 	}

@@ -16,7 +16,7 @@ import (
 	"github.com/zkrecipes/zkrecipes/recipe"
 	"github.com/zkrecipes/zkrecipes/testkit/rtest/connerrtest"
 	"github.com/zkrecipes/zkrecipes/testkit/rtest/secrettest"
-	"github.com/zkrecipes/zkrecipes/testkit/zktest"
+	"github.com/zkrecipes/zkrecipes/testkit/serverkit"
 )
 
 // TestConnectErrors checks Connect's refusals: bad options, a nil config,
@@ -56,7 +56,7 @@ func TestConnectErrors(t *testing.T) {
 	}
 	// The real API server behind a proxy that forwards nothing: unreachable
 	// at the connect timeout, in the same words.
-	p := zktest.NewFaultProxy()
+	p := serverkit.NewFaultProxy()
 	defer p.Close()
 	viaProxy, err := k8stest.Shared(t).ProxiedConfig(p, k8stest.User)
 	if err != nil {

@@ -10,7 +10,7 @@ import (
 
 	"github.com/zkrecipes/zkrecipes/recipe"
 	"github.com/zkrecipes/zkrecipes/testkit/locktest"
-	"github.com/zkrecipes/zkrecipes/testkit/zktest"
+	"github.com/zkrecipes/zkrecipes/testkit/serverkit"
 )
 
 // delayTTL is the TTL of the lock-delay tests' sessions: shorter than
@@ -36,7 +36,7 @@ func (h delayHarness) NewDelayedClient(tb testing.TB, lock string, d time.Durati
 // behind a FaultProxy of its own.
 func (h delayHarness) client(tb testing.TB, lock string, d time.Duration) *client {
 	tb.Helper()
-	p := zktest.NewFaultProxy()
+	p := serverkit.NewFaultProxy()
 	tb.Cleanup(p.Close)
 	s := h.session(tb, p, WithTTL(delayTTL))
 	m, err := New(s, lock, WithLockDelay(d))
@@ -69,7 +69,7 @@ const shortDelay = 500 * time.Millisecond
 // delayed returns a Mutex of lock with delay d on a session of its own.
 func (h *harness) delayed(t *testing.T, lock string, d time.Duration) *Mutex {
 	t.Helper()
-	m, err := New(h.session(t, zktest.NewFaultProxy()), lock, WithLockDelay(d))
+	m, err := New(h.session(t, serverkit.NewFaultProxy()), lock, WithLockDelay(d))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,7 +79,7 @@ func (h *harness) delayed(t *testing.T, lock string, d time.Duration) *Mutex {
 // plain returns a Mutex of lock without a lock-delay on a session of its own.
 func (h *harness) plain(t *testing.T, lock string) *Mutex {
 	t.Helper()
-	m, err := New(h.session(t, zktest.NewFaultProxy()), lock)
+	m, err := New(h.session(t, serverkit.NewFaultProxy()), lock)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,7 +121,7 @@ func TestLockDelayCases(t *testing.T) {
 
 // testOption: a bad delay is refused with recipe.ErrBadOption.
 func testOption(t *testing.T, h *harness) {
-	s := h.session(t, zktest.NewFaultProxy())
+	s := h.session(t, serverkit.NewFaultProxy())
 	for _, d := range []time.Duration{-time.Second, recipe.MaxLockDelay + 1} {
 		if _, err := New(s, "x", WithLockDelay(d)); !errors.Is(err, recipe.ErrBadOption) {
 			t.Errorf("WithLockDelay(%v): %v, want recipe.ErrBadOption", d, err)
@@ -210,7 +210,7 @@ func testCleanHandoffs(t *testing.T, h *harness) {
 // a lock freed with no clean record, only makes the next grant wait.
 func testFailedRelease(t *testing.T, h *harness) {
 	const lock = "delay-failed-release"
-	p := zktest.NewFaultProxy()
+	p := serverkit.NewFaultProxy()
 	t.Cleanup(p.Close)
 	a, err := New(h.session(t, p, WithTTL(MinTTL)), lock, WithLockDelay(shortDelay)) // Release gives up sooner
 	if err != nil {

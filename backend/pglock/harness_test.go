@@ -14,14 +14,14 @@ import (
 
 	"github.com/zkrecipes/zkrecipes/testkit/locktest"
 	"github.com/zkrecipes/zkrecipes/testkit/pgtest"
-	"github.com/zkrecipes/zkrecipes/testkit/zktest"
+	"github.com/zkrecipes/zkrecipes/testkit/serverkit"
 )
 
 func TestMain(m *testing.M) {
 	if mode := os.Getenv(childEnv); mode != "" {
 		os.Exit(runChild(mode))
 	}
-	zktest.MainThen(m, pgtest.StopShared)
+	serverkit.MainThen(m, pgtest.StopShared)
 }
 
 // testTTL is the TTL of the tests' sessions: holders give up 2 s after the
@@ -80,7 +80,7 @@ func hangUp(conn *pgconn.PgConn) {
 }
 
 // session opens a session whose connections all go through p.
-func (h *harness) session(tb testing.TB, p *zktest.FaultProxy, opts ...Option) *Session {
+func (h *harness) session(tb testing.TB, p *serverkit.FaultProxy, opts ...Option) *Session {
 	tb.Helper()
 	cfg := h.cfg.Copy()
 	cfg.DialFunc = proxyDialer(p, net.JoinHostPort(cfg.Host, strconv.Itoa(int(cfg.Port))))
@@ -97,14 +97,14 @@ func (h *harness) session(tb testing.TB, p *zktest.FaultProxy, opts ...Option) *
 
 // proxyDialer dials addr through p whatever address it is asked for (a
 // cancel request asks for the "pipe" address of the proxy's connections).
-func proxyDialer(p *zktest.FaultProxy, addr string) pgconn.DialFunc {
+func proxyDialer(p *serverkit.FaultProxy, addr string) pgconn.DialFunc {
 	return func(ctx context.Context, _, _ string) (net.Conn, error) { return p.DialContext(ctx, "tcp", addr) }
 }
 
 // NewClient implements locktest.Harness.
 func (h *harness) NewClient(tb testing.TB, lock string) locktest.Client {
 	tb.Helper()
-	p := zktest.NewFaultProxy()
+	p := serverkit.NewFaultProxy()
 	tb.Cleanup(p.Close) // after the session's Close (cleanups run last-in first-out)
 	s := h.session(tb, p, h.opts...)
 	m, err := New(s, lock)
@@ -147,7 +147,7 @@ func (h *harness) LeaseTime() locktest.LeaseTime {
 type client struct {
 	*Mutex
 	s *Session
-	p *zktest.FaultProxy
+	p *serverkit.FaultProxy
 }
 
 // Crash models a holder that vanishes without the server being told: its

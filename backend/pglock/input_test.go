@@ -15,7 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/zkrecipes/zkrecipes/recipe"
-	"github.com/zkrecipes/zkrecipes/testkit/zktest"
+	"github.com/zkrecipes/zkrecipes/testkit/serverkit"
 )
 
 // TestBadURL: an unparsable URL is ErrBadURL, before any connection.
@@ -45,7 +45,7 @@ func TestUnreachableServer(t *testing.T) {
 	t.Logf("refused after %v: %v", time.Since(start).Round(time.Millisecond), err)
 
 	// A server that never answers: bounded by ctx (or the connect timeout).
-	p := zktest.NewFaultProxy()
+	p := serverkit.NewFaultProxy()
 	defer p.Close()
 	p.Blackhole()
 	cfg, err := pgconn.ParseConfig("postgres://nobody@127.0.0.1:1/db?sslmode=disable")
@@ -89,7 +89,7 @@ func TestBadOptions(t *testing.T) {
 // longest allowed one works, and so do names other backends once refused.
 func TestLockNames(t *testing.T) {
 	h := newHarness(t)
-	s := h.session(t, zktest.NewFaultProxy())
+	s := h.session(t, serverkit.NewFaultProxy())
 	for _, name := range []string{"", strings.Repeat("x", MaxNameLen+1), "bad\xffutf8", "nul\x00byte"} {
 		if _, err := New(s, name); !errors.Is(err, recipe.ErrInvalidPath) {
 			t.Errorf("New(%q) = %v, want an error matching recipe.ErrInvalidPath", name, err)
@@ -148,7 +148,7 @@ func TestCancelledContext(t *testing.T) {
 // name; when it can't be, Connect says so and how to create it.
 func TestTokenTable(t *testing.T) {
 	h := newHarness(t)
-	s := h.session(t, zktest.NewFaultProxy(), WithTable("public.custom_tokens"))
+	s := h.session(t, serverkit.NewFaultProxy(), WithTable("public.custom_tokens"))
 	m, err := New(s, "custom")
 	if err != nil {
 		t.Fatal(err)
@@ -203,7 +203,7 @@ func (b *syncBuffer) String() string {
 func TestKeyCollision(t *testing.T) {
 	h := newHarness(t)
 	var logs syncBuffer
-	s := h.session(t, zktest.NewFaultProxy(), WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
+	s := h.session(t, serverkit.NewFaultProxy(), WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
 	one, err := New(s, "one")
 	if err != nil {
 		t.Fatal(err)

@@ -14,7 +14,7 @@ import (
 	"github.com/zkrecipes/zkrecipes/metrics/prommetrics/promtest"
 	"github.com/zkrecipes/zkrecipes/recipe"
 	"github.com/zkrecipes/zkrecipes/testkit/rtest/metricstest"
-	"github.com/zkrecipes/zkrecipes/testkit/zktest"
+	"github.com/zkrecipes/zkrecipes/testkit/serverkit"
 )
 
 // terminate ends, from the administrator's connection, the server session
@@ -41,7 +41,7 @@ func TestMetricsEvents(t *testing.T) {
 	var ev metricstest.Events
 	var logs syncBuffer
 	log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	s := h.session(t, zktest.NewFaultProxy(), WithMetrics(&ev), WithLogger(log))
+	s := h.session(t, serverkit.NewFaultProxy(), WithMetrics(&ev), WithLogger(log))
 	const name = "metrics/a lock"
 	m, err := New(s, name)
 	if err != nil {
@@ -107,7 +107,7 @@ func TestMetricsEvents(t *testing.T) {
 func TestMetricsPrometheus(t *testing.T) {
 	h := newHarness(t)
 	pm, reg := promtest.New()
-	s := h.session(t, zktest.NewFaultProxy(), WithMetrics(pm))
+	s := h.session(t, serverkit.NewFaultProxy(), WithMetrics(pm))
 	const name = "prom"
 	m, err := New(s, name)
 	if err != nil {
@@ -121,7 +121,7 @@ func TestMetricsPrometheus(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
 	defer cancel()
 	pw := acquireAsync(t, m, ctx)
-	zktest.Eventually(t, opTimeout, "a waiter in zkrecipes_waiters", func() bool {
+	serverkit.Eventually(t, opTimeout, "a waiter in zkrecipes_waiters", func() bool {
 		return promtest.Value(t, reg, "zkrecipes_waiters") == 1
 	})
 	mustRelease(t, la)

@@ -8,7 +8,7 @@ import (
 
 	"github.com/zkrecipes/zkrecipes/backend/redislock"
 	"github.com/zkrecipes/zkrecipes/backend/redislock/redistest"
-	"github.com/zkrecipes/zkrecipes/testkit/zktest"
+	"github.com/zkrecipes/zkrecipes/testkit/serverkit"
 )
 
 // TestRenewalSurvivesKilledConnection: the server closes the holder's
@@ -24,7 +24,7 @@ func TestRenewalSurvivesKilledConnection(t *testing.T) {
 	ctx := context.Background()
 	const ttl = time.Second
 	for round := range 3 {
-		p := zktest.NewFaultProxy()
+		p := serverkit.NewFaultProxy()
 		t.Cleanup(p.Close)
 		s, err := redislock.Connect(ctx, srv.URL()+"?client_name=holder", redislock.WithTTL(ttl),
 			redislock.WithKeyPrefix(srv.KeyPrefix()), redislock.WithDialer(p.DialContext),

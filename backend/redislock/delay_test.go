@@ -12,7 +12,7 @@ import (
 	"github.com/zkrecipes/zkrecipes/backend/redislock/redistest"
 	"github.com/zkrecipes/zkrecipes/recipe"
 	"github.com/zkrecipes/zkrecipes/testkit/locktest"
-	"github.com/zkrecipes/zkrecipes/testkit/zktest"
+	"github.com/zkrecipes/zkrecipes/testkit/serverkit"
 )
 
 // delayHarness is the locktest.DelayHarness of the Redis backend.
@@ -21,7 +21,7 @@ type delayHarness struct{ *harness }
 // NewDelayedClient is NewClient with WithLockDelay(d).
 func (h delayHarness) NewDelayedClient(tb testing.TB, lock string, d time.Duration) locktest.Client {
 	tb.Helper()
-	p := zktest.NewFaultProxy()
+	p := serverkit.NewFaultProxy()
 	tb.Cleanup(p.Close)
 	s := connect(tb, h.srv, p, h.opts...)
 	return &client{Lock: mustNewDelayed(tb, s, lock, d), p: p}
@@ -333,7 +333,7 @@ func TestLockDelayLostReleaseAnswerIsClean(t *testing.T) {
 	srv := redistest.Start(t)
 	ctx := context.Background()
 	const d = time.Minute
-	p := zktest.NewFaultProxy()
+	p := serverkit.NewFaultProxy()
 	t.Cleanup(p.Close)
 	a := mustNewDelayed(t, connect(t, srv, p), "lost-answer", d)
 	b := mustNewDelayed(t, connect(t, srv, nil), "lost-answer", d)
@@ -387,7 +387,7 @@ func TestLockDelayMarkerSurvivesServerCrash(t *testing.T) {
 	srv := redistest.Start(t)
 	rdb := srv.Client(t)
 	const d = 300 * time.Millisecond
-	p := zktest.NewFaultProxy()
+	p := serverkit.NewFaultProxy()
 	t.Cleanup(p.Close)
 	a := mustNewDelayed(t, connect(t, srv, p), "restart", d)
 	b := mustNewDelayed(t, connect(t, srv, nil), "restart", d)

@@ -11,7 +11,7 @@ import (
 	"github.com/zkrecipes/zkrecipes/backend/redislock"
 	"github.com/zkrecipes/zkrecipes/backend/redislock/redistest"
 	"github.com/zkrecipes/zkrecipes/recipe"
-	"github.com/zkrecipes/zkrecipes/testkit/zktest"
+	"github.com/zkrecipes/zkrecipes/testkit/serverkit"
 )
 
 // waitDone waits up to d for ctx to end.
@@ -274,7 +274,7 @@ func TestWaiterHonoursCancellation(t *testing.T) {
 func TestLostAnswerLeavesNothing(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t)
-	p := zktest.NewFaultProxy()
+	p := serverkit.NewFaultProxy()
 	t.Cleanup(p.Close)
 	m := mustNew(t, connect(t, srv, p), "lost-answer")
 	ctx := context.Background()
@@ -325,7 +325,7 @@ func TestLostAnswerLeavesNothing(t *testing.T) {
 func TestFailedAcquireCleansUpBeforeReturning(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t)
-	p := zktest.NewFaultProxy()
+	p := serverkit.NewFaultProxy()
 	t.Cleanup(p.Close)
 	var logs syncBuffer
 	m := mustNew(t, connect(t, srv, p, redislock.WithLogger(slog.New(slog.NewTextHandler(&logs, nil)))), "cleanup-sync")

@@ -9,7 +9,7 @@ import (
 	"github.com/zkrecipes/zkrecipes/backend/redislock"
 	"github.com/zkrecipes/zkrecipes/backend/redislock/redistest"
 	"github.com/zkrecipes/zkrecipes/recipe"
-	"github.com/zkrecipes/zkrecipes/testkit/zktest"
+	"github.com/zkrecipes/zkrecipes/testkit/serverkit"
 )
 
 // A renewal delayed by the network (a partition that heals: TCP delivers
@@ -28,7 +28,7 @@ func TestLateRenewalAfterHealLeavesNothing(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t)
 	const ttl = 4 * time.Second
-	p := zktest.NewFaultProxy()
+	p := serverkit.NewFaultProxy()
 	t.Cleanup(p.Close)
 	a := mustNew(t, connect(t, srv, p, redislock.WithTTL(ttl)), "late-renewal")
 	b := mustNew(t, connect(t, srv, nil, redislock.WithTTL(ttl)), "late-renewal")

@@ -12,7 +12,7 @@ import (
 	"github.com/zkrecipes/zkrecipes/backend/redislock/redistest"
 	"github.com/zkrecipes/zkrecipes/recipe"
 	"github.com/zkrecipes/zkrecipes/testkit/locktest"
-	"github.com/zkrecipes/zkrecipes/testkit/zktest"
+	"github.com/zkrecipes/zkrecipes/testkit/serverkit"
 )
 
 // TestMain stops the shared servers after the tests. The parallel tests
@@ -53,7 +53,7 @@ func newHarness(t *testing.T) *harness {
 
 // connect opens a session on srv with confTTL and the server's key prefix,
 // through p unless p is nil, closed at tb's cleanup.
-func connect(tb testing.TB, srv *redistest.Server, p *zktest.FaultProxy, opts ...redislock.Option) *redislock.Session {
+func connect(tb testing.TB, srv *redistest.Server, p *serverkit.FaultProxy, opts ...redislock.Option) *redislock.Session {
 	tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -80,7 +80,7 @@ func mustNew(tb testing.TB, s *redislock.Session, name string) *redislock.Mutex 
 
 func (h *harness) NewClient(tb testing.TB, lock string) locktest.Client {
 	tb.Helper()
-	p := zktest.NewFaultProxy()
+	p := serverkit.NewFaultProxy()
 	tb.Cleanup(p.Close) // after the session's Close (cleanups run last-in first-out)
 	s := connect(tb, h.srv, p, h.opts...)
 	return &client{Lock: mustNew(tb, s, lock), p: p}
@@ -109,7 +109,7 @@ func (h *harness) LeaseTime() locktest.LeaseTime {
 // client is a lock on its own session, behind its own FaultProxy.
 type client struct {
 	recipe.Lock
-	p *zktest.FaultProxy
+	p *serverkit.FaultProxy
 }
 
 // Crash models a killed process: closing the proxy closes the client's

@@ -15,7 +15,7 @@ import (
 	"github.com/zkrecipes/zkrecipes/metrics/prommetrics/promtest"
 	"github.com/zkrecipes/zkrecipes/recipe"
 	"github.com/zkrecipes/zkrecipes/testkit/rtest/metricstest"
-	"github.com/zkrecipes/zkrecipes/testkit/zktest"
+	"github.com/zkrecipes/zkrecipes/testkit/serverkit"
 )
 
 // TestMetrics checks the events of a grant, a TryAcquire that finds the
@@ -29,7 +29,7 @@ func TestMetrics(t *testing.T) {
 	rec := &metricstest.Events{Messages: true}
 	rec.Forbid(t, "state", "stale") // the package never calls SessionState or StaleRejected
 	var logs syncBuffer
-	p := zktest.NewFaultProxy()
+	p := serverkit.NewFaultProxy()
 	t.Cleanup(p.Close)
 	s := connect(t, srv, nil, redislock.WithMetrics(rec), redislock.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
 	cut := connect(t, srv, p, redislock.WithMetrics(rec), redislock.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
@@ -48,7 +48,7 @@ func TestMetrics(t *testing.T) {
 	waitDone(t, lc.Context(), 2*confTTL, "the cut-off lease")
 	p.Resume() // the lease that gave up deletes its key as soon as the server answers
 	rdb := srv.Client(t)
-	zktest.Eventually(t, 2*confTTL, "the cut-off lease's key deleted", func() bool {
+	serverkit.Eventually(t, 2*confTTL, "the cut-off lease's key deleted", func() bool {
 		n, err := rdb.Exists(ctx, m.Key()).Result()
 		return err == nil && n == 0
 	})
@@ -135,7 +135,7 @@ func contend(t *testing.T, srv *redistest.Server, m *redislock.Mutex, counted fu
 		}
 		got <- l
 	}()
-	zktest.Eventually(t, 10*time.Second, "the waiter counted", counted)
+	serverkit.Eventually(t, 10*time.Second, "the waiter counted", counted)
 	if err := srv.Client(t).Del(ctx, m.Key()).Err(); err != nil {
 		t.Fatal(err)
 	}

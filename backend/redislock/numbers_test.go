@@ -9,7 +9,7 @@ import (
 	"github.com/zkrecipes/zkrecipes/backend/redislock"
 	"github.com/zkrecipes/zkrecipes/backend/redislock/redistest"
 	"github.com/zkrecipes/zkrecipes/recipe"
-	"github.com/zkrecipes/zkrecipes/testkit/zktest"
+	"github.com/zkrecipes/zkrecipes/testkit/serverkit"
 )
 
 // The two numbers of the recipe, as fractions of the TTL: the holder's lease
@@ -59,7 +59,7 @@ func TestRecheckIsBounded(t *testing.T) {
 func TestLossBeforeServerExpiry(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t)
-	p := zktest.NewFaultProxy()
+	p := serverkit.NewFaultProxy()
 	t.Cleanup(p.Close)
 	a := mustNew(t, connect(t, srv, p), "numbers")
 	b := mustNew(t, connect(t, srv, nil), "numbers")

@@ -15,7 +15,7 @@ import (
 	"github.com/zkrecipes/zkrecipes/backend/redislock/redistest"
 	"github.com/zkrecipes/zkrecipes/recipe"
 	"github.com/zkrecipes/zkrecipes/testkit/rtest/metricstest"
-	"github.com/zkrecipes/zkrecipes/testkit/zktest"
+	"github.com/zkrecipes/zkrecipes/testkit/serverkit"
 )
 
 // queueTTL is the TTL of the queue tests: long enough that no waiter's
@@ -73,12 +73,12 @@ func TestWaitersServedInArrivalOrder(t *testing.T) {
 			mu.Unlock()
 			release(t, l)
 		})
-		zktest.Eventually(t, 10*time.Second, fmt.Sprintf("waiter %d queued", i), func() bool {
+		serverkit.Eventually(t, 10*time.Second, fmt.Sprintf("waiter %d queued", i), func() bool {
 			return rec.Count("waiting lock "+name+" +1") == i+1
 		})
 	}
 	giveUp()
-	zktest.Eventually(t, 10*time.Second, "the quitter gone", func() bool { return rec.Count("waiting lock "+name+" -1") == 1 })
+	serverkit.Eventually(t, 10*time.Second, "the quitter gone", func() bool { return rec.Count("waiting lock "+name+" -1") == 1 })
 
 	barged := make(chan recipe.Lease, 1)
 	stop := make(chan struct{})
@@ -158,7 +158,7 @@ func handOffWork(t *testing.T, srv *redistest.Server, n int) float64 {
 			release(t, l)
 		})
 	}
-	zktest.Eventually(t, 30*time.Second, fmt.Sprintf("%d waiters queued", n), func() bool {
+	serverkit.Eventually(t, 30*time.Second, fmt.Sprintf("%d waiters queued", n), func() bool {
 		return rec.Count("waiting lock "+name+" +1") == n
 	})
 	ctx := context.Background()
@@ -224,7 +224,7 @@ func TestDeadWaiterDoesNotStallQueue(t *testing.T) {
 			name = "dead-waiter-crash"
 		}
 		rec := &metricstest.Events{}
-		p := zktest.NewFaultProxy()
+		p := serverkit.NewFaultProxy()
 		t.Cleanup(p.Close)
 		holder := acquire(t, mustNew(t, connect(t, srv, nil), name))
 		dead := mustNew(t, connect(t, srv, p, redislock.WithMetrics(rec)), name)
@@ -249,11 +249,11 @@ func TestDeadWaiterDoesNotStallQueue(t *testing.T) {
 			}
 			got <- l
 		}()
-		zktest.Eventually(t, 10*time.Second, "both queued", func() bool { return rec.Count("waiting lock "+name+" +1") == 2 })
+		serverkit.Eventually(t, 10*time.Second, "both queued", func() bool { return rec.Count("waiting lock "+name+" +1") == 2 })
 		if crash {
 			p.Close()
 			rdb := srv.Client(t)
-			zktest.Eventually(t, 10*time.Second, "the server saw the crash", func() bool { return clients(t, rdb, "pubsub") == 1 })
+			serverkit.Eventually(t, 10*time.Second, "the server saw the crash", func() bool { return clients(t, rdb, "pubsub") == 1 })
 		} else {
 			p.Blackhole()
 		}

@@ -13,7 +13,7 @@ import (
 	"github.com/zkrecipes/zkrecipes/recipe"
 	"github.com/zkrecipes/zkrecipes/testkit/certtest"
 	"github.com/zkrecipes/zkrecipes/testkit/locktest"
-	"github.com/zkrecipes/zkrecipes/testkit/zktest"
+	"github.com/zkrecipes/zkrecipes/testkit/serverkit"
 )
 
 // TestTLSConformance runs the conformance suite's connection properties
@@ -82,7 +82,7 @@ func TestTLSRefusals(t *testing.T) {
 		t.Errorf("InsecureSkipVerify: err %v; want recipe.ErrBadOption", err)
 	}
 
-	p := zktest.NewFaultProxy()
+	p := serverkit.NewFaultProxy()
 	defer p.Close()
 	asPlain := "redis://" + srv.Addr() + "/0"
 	if _, err := tlsConnect(asPlain, redislock.WithTLS(good), redislock.WithDialer(p.DialContext)); err != nil {
@@ -95,7 +95,7 @@ func TestTLSRefusals(t *testing.T) {
 // plaintext to the TLS port).
 func TestTLSDialerKeepsRediss(t *testing.T) {
 	srv := redistest.SharedTLS(t)
-	p := zktest.NewFaultProxy()
+	p := serverkit.NewFaultProxy()
 	defer p.Close()
 	// rediss:// alone uses the system's roots, which don't hold the test
 	// authority: the handshake must happen, and fail verification.

@@ -9,7 +9,7 @@ import (
 
 	"github.com/zkrecipes/zkrecipes/election"
 	"github.com/zkrecipes/zkrecipes/fence"
-	"github.com/zkrecipes/zkrecipes/testkit/zktest"
+	"github.com/zkrecipes/zkrecipes/testkit/serverkit"
 	"github.com/zkrecipes/zkrecipes/zookeeper"
 )
 
@@ -24,12 +24,12 @@ func (d *demo) leaderElection(ctx context.Context) bool {
 
 	lt := &leaderTerms{newT: make(chan string, 16)}
 	names := []string{"P1", "P2", "P3"}
-	proxies := map[string]*zktest.FaultProxy{}
+	proxies := map[string]*serverkit.FaultProxy{}
 	rctx, stopAll := context.WithCancel(ctx)
 	defer stopAll()
 	var wg sync.WaitGroup
 	for _, who := range names {
-		p := zktest.NewFaultProxy()
+		p := serverkit.NewFaultProxy()
 		defer p.Close()
 		proxies[who] = p
 		s, err := d.connect(ctx, zookeeper.WithDialer(p.Dial), zookeeper.WithSessionTimeout(2*time.Second))

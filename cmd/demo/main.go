@@ -42,6 +42,7 @@ import (
 	"github.com/zkrecipes/zkrecipes/fence"
 	"github.com/zkrecipes/zkrecipes/mutex"
 	"github.com/zkrecipes/zkrecipes/recipe"
+	"github.com/zkrecipes/zkrecipes/testkit/serverkit"
 	"github.com/zkrecipes/zkrecipes/testkit/zktest"
 	"github.com/zkrecipes/zkrecipes/zookeeper"
 )
@@ -135,7 +136,7 @@ func (d *demo) kleppmann(ctx context.Context) bool {
 		return d.store.write(ctx, resource, tok, v)
 	}
 
-	proxy := zktest.NewFaultProxy() // A's network
+	proxy := serverkit.NewFaultProxy() // A's network
 	defer proxy.Close()
 	sa, ma, mb, done, err := d.lockPair(ctx, lockPath, proxy)
 	if err != nil {
@@ -213,7 +214,7 @@ func acquireLater(ctx context.Context, m *mutex.Mutex) <-chan acq {
 // pauseHolder cuts A off through its proxy and waits until A's lease
 // context ends; the returned value is when it ended (Unix ns, 0 until
 // then).
-func (d *demo) pauseHolder(la recipe.Lease, proxy *zktest.FaultProxy) *atomic.Int64 {
+func (d *demo) pauseHolder(la recipe.Lease, proxy *serverkit.FaultProxy) *atomic.Int64 {
 	var lostAt atomic.Int64
 	context.AfterFunc(la.Context(), func() { lostAt.Store(time.Now().UnixNano()) })
 	proxy.Blackhole()
@@ -226,7 +227,7 @@ func (d *demo) pauseHolder(la recipe.Lease, proxy *zktest.FaultProxy) *atomic.In
 // lockPair connects A (through proxy, with 2 s sessions) and B, and
 // returns A's session and both mutexes on lockPath; done closes the
 // sessions.
-func (d *demo) lockPair(ctx context.Context, lockPath string, proxy *zktest.FaultProxy) (sa *zookeeper.Session, ma, mb *mutex.Mutex, done func(), err error) {
+func (d *demo) lockPair(ctx context.Context, lockPath string, proxy *serverkit.FaultProxy) (sa *zookeeper.Session, ma, mb *mutex.Mutex, done func(), err error) {
 	sa, err = d.connect(ctx, zookeeper.WithDialer(proxy.Dial), zookeeper.WithSessionTimeout(2*time.Second))
 	if err != nil {
 		return nil, nil, nil, nil, fmt.Errorf("connect A: %w", err)

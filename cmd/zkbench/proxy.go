@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/zkrecipes/zkrecipes/testkit/zktest"
+	"github.com/zkrecipes/zkrecipes/testkit/serverkit"
 )
 
 // proxyEnv, when set, makes zkbench a latency proxy instead of a benchmark
@@ -21,7 +21,7 @@ const proxyEnv = "ZKBENCH_LATENCY_PROXY"
 
 // startProxy starts zkbench again as a separate process that listens on a
 // free port of 127.0.0.1 for each server of addrs and forwards to it,
-// delaying every chunk by latency in each direction (zktest.FaultProxy's
+// delaying every chunk by latency in each direction (serverkit.FaultProxy's
 // Listen and SetLatency). A process of its own, so that the proxy's CPU
 // time is not counted as the Go peers' client CPU. It returns the
 // addresses to connect to, in the order of addrs, and stop, which closes
@@ -87,7 +87,7 @@ func runProxy(spec string) int {
 		fmt.Fprintf(os.Stderr, "zkbench proxy: bad %s=%q\n", proxyEnv, spec)
 		return 2
 	}
-	p := zktest.NewFaultProxy()
+	p := serverkit.NewFaultProxy()
 	defer p.Close()
 	p.SetLatency(d)
 	var out []string

@@ -26,7 +26,7 @@ import (
 	"github.com/zkrecipes/zkrecipes/recipe"
 	"github.com/zkrecipes/zkrecipes/testkit/pgtest"
 	"github.com/zkrecipes/zkrecipes/testkit/rtest/secrettest"
-	"github.com/zkrecipes/zkrecipes/testkit/zktest"
+	"github.com/zkrecipes/zkrecipes/testkit/serverkit"
 )
 
 // lockServer is a real server of one of the other backends, started by
@@ -116,7 +116,7 @@ func readGrant(t *testing.T, file string) grant {
 	t.Helper()
 	awaitFile(t, file)
 	var g grant
-	zktest.Eventually(t, 5*time.Second, "a grant in "+file, func() bool {
+	serverkit.Eventually(t, 5*time.Second, "a grant in "+file, func() bool {
 		lines := readLines(t, file)
 		if len(lines) != 1 {
 			return false
@@ -288,7 +288,7 @@ func TestLockOtherBackendsCutHolder(t *testing.T) {
 		t.Run(ls.name, func(t *testing.T) {
 			t.Parallel()
 			url, addr := ls.start(t)
-			fp := zktest.NewFaultProxy()
+			fp := serverkit.NewFaultProxy()
 			via := listenProxy(t, fp, addr)
 			path, dir := lockName(t), t.TempDir()
 			log, pid := filepath.Join(dir, "log"), filepath.Join(dir, "pid")
@@ -315,7 +315,7 @@ func TestLockOtherBackendsCutHolder(t *testing.T) {
 			if lines := readLines(t, log); len(lines) != 1 || lines[0] != "terminated" {
 				t.Errorf("the command was not stopped with SIGTERM: %q", lines)
 			}
-			zktest.Eventually(t, 10*time.Second, "the command gone", func() bool { return !running(child) })
+			serverkit.Eventually(t, 10*time.Second, "the command gone", func() bool { return !running(child) })
 
 			next.expect(0, 60*time.Second)
 			granted := next.logged("lock acquired")
@@ -346,7 +346,7 @@ func logTime(t *testing.T, r map[string]any) time.Time {
 // addr through p, so that a zkrecipes process can be cut off from its
 // server (p.Blackhole). It returns the port's host:port; everything stops
 // at the test's cleanup.
-func listenProxy(t *testing.T, p *zktest.FaultProxy, addr string) string {
+func listenProxy(t *testing.T, p *serverkit.FaultProxy, addr string) string {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/zkrecipes/zkrecipes/testkit/serverkit"
+
 	"github.com/zkrecipes/zkrecipes/testkit/zktest"
 )
 
@@ -33,7 +35,7 @@ func TestElectFailover(t *testing.T) {
 	a.awaitLog("leading")
 	awaitLines(t, log, 1) // a's command has set its trap
 	b := start(t, cl, dir, "elect", "/elections/e", "--id", "b", "--", "sh", "-c", script)
-	zktest.Eventually(t, 20*time.Second, "b queued", func() bool {
+	serverkit.Eventually(t, 20*time.Second, "b queued", func() bool {
 		return len(zktest.Inspect(t, cl).Children("/elections/e")) == 2
 	})
 	if b.logged("leading") != nil {
@@ -79,7 +81,7 @@ func TestElectOnceAndAgain(t *testing.T) {
 	start(t, cl, dir, "elect", "--once", "/elections/once", "--id", "x", "--", "sh", "-c", "exit 4").expect(4, 30*time.Second)
 	log := filepath.Join(dir, "log")
 	p := start(t, cl, dir, "elect", "/elections/again", "--id", "y", "--", "sh", "-c", fmt.Sprintf(`echo "$ZKRECIPES_TOKEN" >> %s`, log))
-	zktest.Eventually(t, 20*time.Second, "the command run twice", func() bool { return len(readLines(t, log)) >= 2 })
+	serverkit.Eventually(t, 20*time.Second, "the command run twice", func() bool { return len(readLines(t, log)) >= 2 })
 	p.signal(syscall.SIGTERM)
 	p.expect(128+int(syscall.SIGTERM), 30*time.Second)
 	lines := readLines(t, log)
@@ -112,7 +114,7 @@ func TestInspect(t *testing.T) {
 	a := start(t, cl, dir, "lock", "/locks/i", "--", "sh", "-c", gateScript(gateA))
 	a.awaitLog("lock acquired")
 	b := start(t, cl, dir, "lock", "/locks/i", "--", "sh", "-c", gateScript(gateB))
-	zktest.Eventually(t, 20*time.Second, "b queued", func() bool { return len(zk.Children("/locks/i")) == 2 })
+	serverkit.Eventually(t, 20*time.Second, "b queued", func() bool { return len(zk.Children("/locks/i")) == 2 })
 
 	w := startProc(t, cl, dir, true, "inspect", "--watch", "--json", "/locks/i")
 	first := nextView(t, w)
@@ -304,7 +306,7 @@ func TestInspectAtSequenceLimit(t *testing.T) {
 		gate := filepath.Join(dir, fmt.Sprintf("gate%d", i))
 		gates = append(gates, gate)
 		start(t, cl, dir, "lock", lock, "--", "sh", "-c", gateScript(gate))
-		zktest.Eventually(t, 20*time.Second, "the lock's node", func() bool { return len(zk.Children(lock)) == i+1 })
+		serverkit.Eventually(t, 20*time.Second, "the lock's node", func() bool { return len(zk.Children(lock)) == i+1 })
 	}
 	defer func() {
 		for _, g := range gates {

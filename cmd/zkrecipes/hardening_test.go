@@ -16,6 +16,7 @@ import (
 	"github.com/zkrecipes/zkrecipes/election"
 	"github.com/zkrecipes/zkrecipes/mutex"
 	"github.com/zkrecipes/zkrecipes/testkit/rtest/secrettest"
+	"github.com/zkrecipes/zkrecipes/testkit/serverkit"
 	"github.com/zkrecipes/zkrecipes/testkit/zktest"
 	"github.com/zkrecipes/zkrecipes/zookeeper"
 )
@@ -102,7 +103,7 @@ func TestChildEnvWithholdsSecrets(t *testing.T) {
 func guardEnv(t *testing.T, pid int) string {
 	t.Helper()
 	var env string
-	zktest.Eventually(t, 10*time.Second, "the guard process", func() bool {
+	serverkit.Eventually(t, 10*time.Second, "the guard process", func() bool {
 		dirs, _ := filepath.Glob("/proc/[0-9]*")
 		for _, d := range dirs {
 			stat, err := os.ReadFile(d + "/stat")

@@ -21,6 +21,7 @@ import (
 	"github.com/zkrecipes/zkrecipes/backend/k8slease/k8stest"
 	"github.com/zkrecipes/zkrecipes/backend/redislock/redistest"
 	"github.com/zkrecipes/zkrecipes/testkit/pgtest"
+	"github.com/zkrecipes/zkrecipes/testkit/serverkit"
 	"github.com/zkrecipes/zkrecipes/testkit/zktest"
 )
 
@@ -291,7 +292,7 @@ func readLines(t testing.TB, name string) []string {
 // awaitFile waits until name exists.
 func awaitFile(t testing.TB, name string) {
 	t.Helper()
-	zktest.Eventually(t, 20*time.Second, "file "+name, func() bool {
+	serverkit.Eventually(t, 20*time.Second, "file "+name, func() bool {
 		_, err := os.Stat(name)
 		return err == nil
 	})
@@ -318,7 +319,7 @@ func readPid(t testing.TB, name string) int {
 	t.Helper()
 	awaitFile(t, name)
 	var pid int
-	zktest.Eventually(t, 5*time.Second, "a pid in "+name, func() bool {
+	serverkit.Eventually(t, 5*time.Second, "a pid in "+name, func() bool {
 		b, _ := os.ReadFile(name)
 		_, err := fmt.Sscan(string(b), &pid)
 		return err == nil && pid > 0
@@ -331,7 +332,7 @@ var osHostname = os.Hostname
 // awaitLines waits until the file name has at least n lines.
 func awaitLines(t testing.TB, name string, n int) {
 	t.Helper()
-	zktest.Eventually(t, 20*time.Second, fmt.Sprintf("%d lines in %s", n, name), func() bool {
+	serverkit.Eventually(t, 20*time.Second, fmt.Sprintf("%d lines in %s", n, name), func() bool {
 		return len(readLines(t, name)) >= n
 	})
 }

@@ -13,7 +13,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/zkrecipes/zkrecipes/backend/k8slease/k8stest"
-	"github.com/zkrecipes/zkrecipes/testkit/zktest"
+	"github.com/zkrecipes/zkrecipes/testkit/serverkit"
 )
 
 // k8sTestSecret starts every token of k8stest's users: no output of the
@@ -95,7 +95,7 @@ func TestLockK8s(t *testing.T) {
 	if lines := readLines(t, log); len(lines) != 1 || lines[0] != "terminated" {
 		t.Errorf("the command was not stopped with SIGTERM: %q", lines)
 	}
-	zktest.Eventually(t, 10*time.Second, "the command gone", func() bool { return !running(child) })
+	serverkit.Eventually(t, 10*time.Second, "the command gone", func() bool { return !running(child) })
 	next.expect(0, 30*time.Second)
 	third := readGrant(t, g3)
 	if !(first.token < second.token && second.token < third.token) {

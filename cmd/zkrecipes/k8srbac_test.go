@@ -15,7 +15,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/zkrecipes/zkrecipes/backend/k8slease/k8stest"
-	"github.com/zkrecipes/zkrecipes/testkit/zktest"
+	"github.com/zkrecipes/zkrecipes/testkit/serverkit"
 )
 
 // bindLeaseRole gives k8stest.User a Role of verbs on leases in ns and
@@ -44,7 +44,7 @@ func bindLeaseRole(t *testing.T, c *k8stest.Cluster, ns string, verbs ...string)
 	if err != nil {
 		t.Fatal(err)
 	}
-	zktest.Eventually(t, 20*time.Second, "the Role applied", func() bool {
+	serverkit.Eventually(t, 20*time.Second, "the Role applied", func() bool {
 		r, err := cs.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, &authzv1.SelfSubjectAccessReview{
 			Spec: authzv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &authzv1.ResourceAttributes{
 				Namespace: ns, Verb: verbs[0], Group: "coordination.k8s.io", Resource: "leases"}},

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/zkrecipes/zkrecipes/testkit/serverkit"
+
 	"github.com/zkrecipes/zkrecipes/testkit/zktest"
 )
 
@@ -340,16 +342,16 @@ func TestLockWaiterFrozenQueuesAgain(t *testing.T) {
 	a := start(t, cl, dir, "lock", "/locks/waiter", "--", "sh", "-c", gateScript(gate))
 	a.awaitLog("lock acquired")
 	b := start(t, cl, dir, "lock", "--session-timeout", "2s", "/locks/waiter", "--", "touch", ran)
-	zktest.Eventually(t, 20*time.Second, "b queued", func() bool { return len(in.Children("/locks/waiter")) == 2 })
+	serverkit.Eventually(t, 20*time.Second, "b queued", func() bool { return len(in.Children("/locks/waiter")) == 2 })
 	b.signal(syscall.SIGSTOP)
-	zktest.Eventually(t, 20*time.Second, "b's node gone with its session", func() bool {
+	serverkit.Eventually(t, 20*time.Second, "b's node gone with its session", func() bool {
 		return len(in.Children("/locks/waiter")) == 1
 	})
 	b.signal(syscall.SIGCONT)
 	// Usually B was waiting: Acquire fails with ErrSessionLost and zkrecipes
 	// queues again. If B was frozen before it read its create's reply, the
 	// engine itself creates again on the new session. Either way:
-	zktest.Eventually(t, 20*time.Second, "b queued again", func() bool { return len(in.Children("/locks/waiter")) == 2 })
+	serverkit.Eventually(t, 20*time.Second, "b queued again", func() bool { return len(in.Children("/locks/waiter")) == 2 })
 	touch(t, gate)
 	a.expect(0, 30*time.Second)
 	b.expect(0, 30*time.Second)
@@ -373,14 +375,14 @@ func TestLockKilledTakesTheCommandsGroup(t *testing.T) {
 	grandchild := readPid(t, pid)
 	a.signal(syscall.SIGKILL)
 	a.wait(10 * time.Second)
-	zktest.Eventually(t, 10*time.Second, "the grandchild killed with zkrecipes", func() bool { return !running(grandchild) })
+	serverkit.Eventually(t, 10*time.Second, "the grandchild killed with zkrecipes", func() bool { return !running(grandchild) })
 
 	left := filepath.Join(dir, "left")
 	b := start(t, cl, dir, "lock", "/locks/killed-left", "--", "sh", "-c",
 		fmt.Sprintf(`sleep 60 & echo $! > %s`, left))
 	b.expect(0, 30*time.Second)
 	leftover := readPid(t, left)
-	zktest.Eventually(t, 10*time.Second, "a leftover of a finished command killed", func() bool { return !running(leftover) })
+	serverkit.Eventually(t, 10*time.Second, "a leftover of a finished command killed", func() bool { return !running(leftover) })
 }
 
 // running reports whether process pid exists and is not a zombie.

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/zkrecipes/zkrecipes/testkit/serverkit"
+
 	"github.com/zkrecipes/zkrecipes/testkit/zktest"
 )
 
@@ -27,7 +29,7 @@ func TestReservedLockNames(t *testing.T) {
 		gate, ran := filepath.Join(dir, fmt.Sprint("gate", i)), filepath.Join(dir, fmt.Sprint("ran", i))
 		holder := start(t, cl, dir, "lock", bad, "--", "sh", "-c", "touch "+ran+"; "+gateScript(gate))
 		// The old code took the lock and ran the command; wait for either.
-		zktest.Eventually(t, 20*time.Second, "the holder refused or running", func() bool {
+		serverkit.Eventually(t, 20*time.Second, "the holder refused or running", func() bool {
 			select {
 			case <-holder.done:
 				return true

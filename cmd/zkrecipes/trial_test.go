@@ -15,6 +15,7 @@ import (
 	"github.com/zkrecipes/zkrecipes/backend/redislock/redistest"
 	"github.com/zkrecipes/zkrecipes/testkit/certtest"
 	"github.com/zkrecipes/zkrecipes/testkit/pgtest"
+	"github.com/zkrecipes/zkrecipes/testkit/serverkit"
 	"github.com/zkrecipes/zkrecipes/testkit/zktest"
 )
 
@@ -242,5 +243,5 @@ func TestWrongDigestNoCleanupWarning(t *testing.T) {
 	touch(t, gate)
 	holder.expect(0, 30*time.Second)
 	// The harness, without the credentials, could not delete it.
-	zktest.Eventually(t, 20*time.Second, "the empty private lock directory removed by the server", func() bool { return in.Stat("/acl/w") == nil })
+	serverkit.Eventually(t, 20*time.Second, "the empty private lock directory removed by the server", func() bool { return in.Stat("/acl/w") == nil })
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/zkrecipes/zkrecipes/mutex"
 	"github.com/zkrecipes/zkrecipes/recipe"
 	"github.com/zkrecipes/zkrecipes/testkit/rtest"
+	"github.com/zkrecipes/zkrecipes/testkit/serverkit"
 	"github.com/zkrecipes/zkrecipes/testkit/zktest"
 	"github.com/zkrecipes/zkrecipes/zookeeper"
 )
@@ -57,7 +58,7 @@ func workload(t *testing.T, m hook) {
 		t.Fatalf("TryAcquire while held: %v", err)
 	}
 	ch := rtest.Async(ctx, lock.Acquire)
-	zktest.Eventually(t, 10*time.Second, "a waiter queued", func() bool { return srv.Entries("nightly") == 2 })
+	serverkit.Eventually(t, 10*time.Second, "a waiter queued", func() bool { return srv.Entries("nightly") == 2 })
 	if err := a.Release(ctx); err != nil {
 		t.Fatal(err)
 	}

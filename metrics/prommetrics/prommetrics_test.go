@@ -17,6 +17,7 @@ import (
 	"github.com/zkrecipes/zkrecipes/mutex"
 	"github.com/zkrecipes/zkrecipes/recipe"
 	"github.com/zkrecipes/zkrecipes/testkit/rtest"
+	"github.com/zkrecipes/zkrecipes/testkit/serverkit"
 	"github.com/zkrecipes/zkrecipes/testkit/zktest"
 	"github.com/zkrecipes/zkrecipes/zookeeper"
 )
@@ -58,7 +59,7 @@ func TestMetricsFromRealAcquisitions(t *testing.T) {
 		t.Fatalf("TryAcquire while held: %v", err)
 	}
 	ch := rtest.Async(ctx, mu.Acquire)
-	zktest.Eventually(t, 10*time.Second, "a waiter in zkrecipes_waiters", func() bool {
+	serverkit.Eventually(t, 10*time.Second, "a waiter in zkrecipes_waiters", func() bool {
 		return promtest.Value(t, reg, "zkrecipes_waiters") == 1
 	})
 	// Three creates in a fresh directory (the holder's, TryAcquire's, the
@@ -137,12 +138,12 @@ func (zkNoAuth) Error() string { return "boom" }
 // leaves the gauge when it is closed while still LOST.
 func TestSessionsGaugeThroughLossAndClose(t *testing.T) {
 	cl := zktest.Shared(t)
-	p := zktest.NewFaultProxy()
+	p := serverkit.NewFaultProxy()
 	defer p.Close()
 	m, reg := promtest.New()
 	s := rtest.Connect(t, cl, zookeeper.WithMetrics(m), zookeeper.WithDialer(p.Dial), zookeeper.WithSessionTimeout(time.Second))
 	p.Blackhole()
-	zktest.Eventually(t, 10*time.Second, "LOST", func() bool { return s.State() == recipe.StateLost })
+	serverkit.Eventually(t, 10*time.Second, "LOST", func() bool { return s.State() == recipe.StateLost })
 	want := `
 zkrecipes_sessions{state="CONNECTED"} 0
 zkrecipes_sessions{state="LOST"} 1

@@ -12,7 +12,7 @@ import (
 
 	"github.com/zkrecipes/zkrecipes/backend/etcdlock/etcdtest"
 	"github.com/zkrecipes/zkrecipes/resource/fenceetcd"
-	"github.com/zkrecipes/zkrecipes/testkit/zktest"
+	"github.com/zkrecipes/zkrecipes/testkit/serverkit"
 )
 
 // TestMain runs the tests with goleak and stops the shared etcd server.
@@ -44,9 +44,9 @@ func (e *env) fence(t *testing.T) *fenceetcd.Fence {
 
 // proxied returns a client of the server whose connections go through a
 // FaultProxy of its own.
-func (e *env) proxied(t *testing.T) (*clientv3.Client, *zktest.FaultProxy) {
+func (e *env) proxied(t *testing.T) (*clientv3.Client, *serverkit.FaultProxy) {
 	t.Helper()
-	p := zktest.NewFaultProxy()
+	p := serverkit.NewFaultProxy()
 	dial := func(ctx context.Context, addr string) (net.Conn, error) { return p.DialContext(ctx, "tcp", addr) }
 	cli, err := clientv3.New(clientv3.Config{Endpoints: e.srv.Endpoints(), DialTimeout: 10 * time.Second,
 		Logger: zap.NewNop(), DialOptions: []grpc.DialOption{grpc.WithContextDialer(dial)}})

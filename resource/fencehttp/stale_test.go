@@ -20,6 +20,7 @@ import (
 	"github.com/zkrecipes/zkrecipes/resource/fencehttp"
 	"github.com/zkrecipes/zkrecipes/resource/fencezk"
 	"github.com/zkrecipes/zkrecipes/testkit/rtest"
+	"github.com/zkrecipes/zkrecipes/testkit/serverkit"
 	"github.com/zkrecipes/zkrecipes/testkit/zktest"
 	"github.com/zkrecipes/zkrecipes/zookeeper"
 )
@@ -141,7 +142,7 @@ func TestPausedHolderMemlock(t *testing.T) {
 // fenced by a fencezk register whose multi also sets the value znode.
 func TestPausedHolderZooKeeper(t *testing.T) {
 	cl := zktest.Shared(t)
-	proxy := zktest.NewFaultProxy()
+	proxy := serverkit.NewFaultProxy()
 	defer proxy.Close()
 	sa := rtest.Connect(t, cl, zookeeper.WithDialer(proxy.Dial), zookeeper.WithSessionTimeout(time.Second), zookeeper.WithLogger(quiet))
 	sb := rtest.Connect(t, cl, zookeeper.WithLogger(quiet))

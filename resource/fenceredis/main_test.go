@@ -9,7 +9,7 @@ import (
 
 	"github.com/zkrecipes/zkrecipes/backend/redislock/redistest"
 	"github.com/zkrecipes/zkrecipes/resource/fenceredis"
-	"github.com/zkrecipes/zkrecipes/testkit/zktest"
+	"github.com/zkrecipes/zkrecipes/testkit/serverkit"
 )
 
 // TestMain runs the tests with goleak and stops the example's server.
@@ -72,9 +72,9 @@ func (e *env) get(t *testing.T, key string) string {
 
 // proxied returns a client of the server whose connection goes through a
 // FaultProxy of its own.
-func (e *env) proxied(t *testing.T) (*redis.Client, *zktest.FaultProxy) {
+func (e *env) proxied(t *testing.T) (*redis.Client, *serverkit.FaultProxy) {
 	t.Helper()
-	p := zktest.NewFaultProxy()
+	p := serverkit.NewFaultProxy()
 	t.Cleanup(p.Close)
 	addr, err := p.Listen(e.srv.Addr())
 	if err != nil {

@@ -38,15 +38,6 @@ func get(t *testing.T, db *sql.DB, f *fencesql.Fence, k string) string {
 	return v
 }
 
-func highest(t *testing.T, f *fencesql.Fence, resource string) fence.Token {
-	t.Helper()
-	h, err := f.Highest(ctxT(t), resource)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return h
-}
-
 // TestDoRejectsAStaleHolder is the 33/34 scenario at the database: holder
 // 34 writes, holder 33 resumes and its write is refused by the fence row,
 // its function never called; 34 writes again (equal token); a failing or

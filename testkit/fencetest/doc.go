@@ -11,5 +11,5 @@
 //
 // The concurrency proof (writers with interleaved tokens, the history checked
 // with porcupine) is testkit/nemesis/fencerace, in the nemesis engine's
-// module. It is test support: it imports zktest and testing.
+// module. It is test support: it imports serverkit and testing.
 package fencetest

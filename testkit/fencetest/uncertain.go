@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/zkrecipes/zkrecipes/fence"
-	"github.com/zkrecipes/zkrecipes/testkit/zktest"
+	"github.com/zkrecipes/zkrecipes/testkit/serverkit"
 )
 
 // RunUncertain: the connection breaks after the server applied a fenced
@@ -17,7 +17,7 @@ import (
 // ended sends nothing and is not uncertain. p carries do's connections;
 // do is a fenced call of resource "r" with tok that writes value to the
 // data get reads (value "": no write).
-func RunUncertain(t *testing.T, p *zktest.FaultProxy, do func(ctx context.Context, tok fence.Token, value string) error, get func() string) {
+func RunUncertain(t *testing.T, p *serverkit.FaultProxy, do func(ctx context.Context, tok fence.Token, value string) error, get func() string) {
 	t.Helper()
 	ctx := context.Background()
 	if err := do(ctx, 3, ""); err != nil { // connected
@@ -55,7 +55,7 @@ func RunUncertain(t *testing.T, p *zktest.FaultProxy, do func(ctx context.Contex
 // lostAnswer runs write(value) with p's latency set, waits until get
 // returns value (the server applied it), cuts p's connections and returns
 // write's error.
-func lostAnswer(t *testing.T, p *zktest.FaultProxy, write func(context.Context, string) error, get func() string, value string) error {
+func lostAnswer(t *testing.T, p *serverkit.FaultProxy, write func(context.Context, string) error, get func() string, value string) error {
 	t.Helper()
 	done := make(chan error, 1)
 	go func() {

@@ -3,7 +3,7 @@
 // engine over the backend-neutral contract. A Target is one backend (its
 // servers, its clients, its own faults and registers, what it must leave
 // clean): ZooKeeperTarget here, etcd, PostgreSQL and Redis from their
-// modules. A workload of clients, each behind its own zktest.FaultProxy,
+// modules. A workload of clients, each behind its own serverkit.FaultProxy,
 // repeatedly takes a grant of a recipe (a mutex, a read-write lock, a
 // semaphore, a leadership; LockRecipe and LeaderRecipe on any target) and
 // writes (token, client, op) to fenced registers (an in-process

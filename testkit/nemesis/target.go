@@ -7,7 +7,7 @@ import (
 
 	"github.com/zkrecipes/zkrecipes/fence"
 	"github.com/zkrecipes/zkrecipes/recipe"
-	"github.com/zkrecipes/zkrecipes/testkit/zktest"
+	"github.com/zkrecipes/zkrecipes/testkit/serverkit"
 	"go.uber.org/goleak"
 )
 
@@ -30,7 +30,7 @@ type Target interface {
 	// Connect makes client i, every byte of whose traffic to the servers
 	// goes through p (its dialer, or an address from p.Listen), so that
 	// the engine can cut, blackhole and slow it. The engine closes p.
-	Connect(ctx context.Context, i int, p *zktest.FaultProxy) (Client, error)
+	Connect(ctx context.Context, i int, p *serverkit.FaultProxy) (Client, error)
 	// SessionTimeout is T: how long after a client stops being heard the
 	// server may let another in (ZooKeeper: the negotiated session
 	// timeout; etcd, Redis, PostgreSQL: the lease, TTL or keepalive bound

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/zkrecipes/zkrecipes/fence"
-	"github.com/zkrecipes/zkrecipes/testkit/zktest"
+	"github.com/zkrecipes/zkrecipes/testkit/serverkit"
 )
 
 // client is one client of the workload: its connection to the target,
@@ -17,7 +17,7 @@ import (
 type client struct {
 	id    int
 	c     Client
-	proxy *zktest.FaultProxy
+	proxy *serverkit.FaultProxy
 	p     Participant
 	rng   *rand.Rand
 
@@ -41,7 +41,7 @@ type workload struct {
 }
 
 func (w *workload) connect(ctx context.Context, t Target, i int, dir string) (*client, error) {
-	c := &client{id: i, proxy: zktest.NewFaultProxy(), rng: rand.New(rand.NewPCG(w.cfg.Seed, uint64(i)+1))}
+	c := &client{id: i, proxy: serverkit.NewFaultProxy(), rng: rand.New(rand.NewPCG(w.cfg.Seed, uint64(i)+1))}
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	var err error

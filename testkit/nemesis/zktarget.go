@@ -13,6 +13,7 @@ import (
 	"github.com/zkrecipes/zkrecipes/mutex"
 	"github.com/zkrecipes/zkrecipes/recipe"
 	"github.com/zkrecipes/zkrecipes/resource/fencezk"
+	"github.com/zkrecipes/zkrecipes/testkit/serverkit"
 	"github.com/zkrecipes/zkrecipes/testkit/zktest"
 	"github.com/zkrecipes/zkrecipes/zookeeper"
 	"go.uber.org/goleak"
@@ -104,7 +105,7 @@ func (t *zkTarget) Prepare(ctx context.Context, base string) error {
 
 // Connect opens client i's session through p, tapped so that the
 // expire-session fault knows its id and password.
-func (t *zkTarget) Connect(ctx context.Context, i int, p *zktest.FaultProxy) (Client, error) {
+func (t *zkTarget) Connect(ctx context.Context, i int, p *serverkit.FaultProxy) (Client, error) {
 	c := &zkClient{id: i, tap: zktest.NewSessionTap()}
 	// The nemesis suspends and cuts sessions all the time: their warnings
 	// (which a Session sends to slog.Default() by default) say nothing

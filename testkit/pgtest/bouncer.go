@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/zkrecipes/zkrecipes/testkit/zktest"
+	"github.com/zkrecipes/zkrecipes/testkit/serverkit"
 )
 
 // BouncerInstallHint tells a person how to make PgBouncer available. It is
@@ -94,7 +94,7 @@ func startBouncer(ctx context.Context, bin, dir string, u *url.URL, mode string,
 	if err != nil {
 		return nil, err
 	}
-	ports, err := zktest.FreePorts(1)
+	ports, err := serverkit.FreePorts(1)
 	if err != nil {
 		return nil, err
 	}
@@ -109,7 +109,7 @@ func startBouncer(ctx context.Context, bin, dir string, u *url.URL, mode string,
 	}
 	defer out.Close()
 	cmd.Stdout, cmd.Stderr = out, out
-	if err := zktest.StartChild(cmd); err != nil {
+	if err := serverkit.StartChild(cmd); err != nil {
 		return nil, fmt.Errorf("pgtest: starting pgbouncer: %w", err)
 	}
 	b := &Bouncer{dir: dir, cmd: cmd, exit: make(chan struct{})}

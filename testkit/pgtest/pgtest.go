@@ -9,7 +9,8 @@
 //     server can be had (never a skip), and the server is closed at the
 //     test's cleanup;
 //   - Shared(tb): one server for the whole test binary, stopped by Main (or
-//     StopShared); each test takes a database of its own with Database;
+//     StopShared); each test takes a database of its own with Database,
+//     or, cheaper, a schema of its own with Schema;
 //   - PG_TEST_DSN (EnvDSN), the one environment variable that names an
 //     existing server to use instead (its role needs CREATEDB: every test
 //     gets a database of its own). Restart then fails: it needs a server
@@ -40,7 +41,7 @@ import (
 	_ "github.com/jackc/pgx/v5/stdlib" // the "pgx" database/sql driver
 
 	"github.com/zkrecipes/zkrecipes/testkit/certtest"
-	"github.com/zkrecipes/zkrecipes/testkit/zktest"
+	"github.com/zkrecipes/zkrecipes/testkit/serverkit"
 )
 
 // EnvDSN names the environment variable that points pgtest at an existing
@@ -176,7 +177,7 @@ func launchServer(ctx context.Context, secure, local bool) (*Server, error) {
 
 // startOnce runs postgres on a free port and waits until it answers.
 func startOnce(ctx context.Context, bin, dir string, cred *syscall.Credential, certs *certtest.Files) (*Server, error) {
-	ports, err := zktest.FreePorts(1)
+	ports, err := serverkit.FreePorts(1)
 	if err != nil {
 		return nil, err
 	}
@@ -208,7 +209,7 @@ func (s *Server) run(ctx context.Context) error {
 	cmd.Args = append(cmd.Args, s.tlsArgs()...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: s.cred}
-	if err := zktest.StartChild(cmd); err != nil {
+	if err := serverkit.StartChild(cmd); err != nil {
 		return fmt.Errorf("pgtest: starting postgres: %w", err)
 	}
 	exit := make(chan struct{})

@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/zkrecipes/zkrecipes/testkit/rtest/lazy"
-	"github.com/zkrecipes/zkrecipes/testkit/zktest"
+	"github.com/zkrecipes/zkrecipes/testkit/serverkit"
 )
 
 var dbSeq atomic.Int64
@@ -71,7 +71,8 @@ func (s *Server) Database(tb testing.TB) string {
 
 var shared lazy.Shared[*Server]
 
-// examples are the DSNs ExampleDSN handed out, dropped by StopShared.
+// examples are the databases ExampleDSN handed out and Schema's scratch
+// database, dropped by StopShared.
 var examples struct {
 	mu   sync.Mutex
 	dsns []string
@@ -113,14 +114,14 @@ func ExampleDSN() string {
 }
 
 // Main is for TestMain: func TestMain(m *testing.M) { pgtest.Main(m) }. It
-// runs the tests with zktest.MainThen (child processes stopped, goroutines
+// runs the tests with serverkit.MainThen (child processes stopped, goroutines
 // checked with goleak) and StopShared after them. A test binary that also
-// uses other harnesses' shared servers calls zktest.MainThen itself, with
+// uses other harnesses' shared servers calls serverkit.MainThen itself, with
 // each harness's StopShared in its cleanup.
-func Main(m *testing.M) { zktest.MainThen(m, StopShared) }
+func Main(m *testing.M) { serverkit.MainThen(m, StopShared) }
 
-// StopShared drops the databases of ExampleDSN and stops the shared server,
-// if one was started; a later Shared launches a new one.
+// StopShared drops the databases of ExampleDSN and Schema and stops the
+// shared server, if one was started; a later Shared launches a new one.
 func StopShared() {
 	examples.mu.Lock()
 	defer examples.mu.Unlock()

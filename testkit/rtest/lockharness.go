@@ -11,6 +11,7 @@ import (
 
 	"github.com/zkrecipes/zkrecipes/recipe"
 	"github.com/zkrecipes/zkrecipes/testkit/locktest"
+	"github.com/zkrecipes/zkrecipes/testkit/serverkit"
 	"github.com/zkrecipes/zkrecipes/testkit/zktest"
 	"github.com/zkrecipes/zkrecipes/zookeeper"
 )
@@ -40,7 +41,7 @@ func LockPath(name string) string { return "/locktest/" + name }
 // NewClient implements locktest.Harness.
 func (h *LockHarness) NewClient(tb testing.TB, lock string) locktest.Client {
 	tb.Helper()
-	p := zktest.NewFaultProxy()
+	p := serverkit.NewFaultProxy()
 	tb.Cleanup(p.Close) // after the session's Close (cleanups run last-in first-out)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -81,7 +82,7 @@ func (h *LockHarness) LeaseTime() locktest.LeaseTime {
 // lockClient is a lock on its own session, behind its own FaultProxy.
 type lockClient struct {
 	recipe.Lock
-	p *zktest.FaultProxy
+	p *serverkit.FaultProxy
 }
 
 // Crash models a killed process: closing the proxy closes the client's TCP

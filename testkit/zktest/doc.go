@@ -81,8 +81,7 @@
 // t.Cleanup (processes killed and reaped, temporary directories removed,
 // chroots deleted), Shared's chroots are deleted at cleanup and the shared
 // server is stopped by Main, which then fails the test binary if goroutines
-// leaked (goleak). The FaultProxy's goroutines end when it is closed, when a
-// fault closes its connections, and when either side closes.
+// leaked (goleak).
 //
 // # Example
 //
@@ -113,9 +112,11 @@
 //		_ = c.Chroot()        // "/zktest/TestWatch-1a2b3c4d"
 //	}
 //
-// Faults between one client and the servers come from a FaultProxy:
+// Faults between one client and the servers come from a
+// serverkit.FaultProxy (testkit/serverkit, which holds the free ports,
+// child processes and TestMain that every harness shares):
 //
-//	p := zktest.NewFaultProxy()
+//	p := serverkit.NewFaultProxy()
 //	defer p.Close()
 //	conn, _, err := zk.Connect(c.Addrs(), time.Second, zk.WithDialer(p.Dial))
 //	p.Blackhole() // the session expires at the server after its timeout

@@ -14,6 +14,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/zkrecipes/zkrecipes/testkit/serverkit"
 )
 
 // dockerImage is the image the container provider runs.
@@ -124,7 +126,7 @@ func startContainer(ctx context.Context, bin string, args []string) (*container,
 		return nil, "", err
 	}
 	c.stdin = stdin
-	if err := StartChild(c.cmd); err != nil {
+	if err := serverkit.StartChild(c.cmd); err != nil {
 		return nil, "", err
 	}
 	lines := make(chan string, 1)

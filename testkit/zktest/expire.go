@@ -202,16 +202,3 @@ func expireAt(ctx context.Context, addr string, id int64, passwd []byte) (int64,
 
 // maxFrame bounds a reply frame expireAt reads.
 const maxFrame = 1 << 20
-
-// BlackholeFor blackholes the proxy for d (see Blackhole) and then resumes
-// it, or resumes it early when ctx ends. It blocks meanwhile.
-func (p *FaultProxy) BlackholeFor(ctx context.Context, d time.Duration) {
-	p.Blackhole()
-	defer p.Resume()
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-	case <-ctx.Done():
-	}
-}

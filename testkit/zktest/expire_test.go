@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/go-zookeeper/zk"
+	"github.com/zkrecipes/zkrecipes/testkit/serverkit"
 )
 
 // TestExpireSession expires a client's session on demand: its ephemeral
@@ -14,7 +15,7 @@ import (
 func TestExpireSession(t *testing.T) {
 	c := Shared(t)
 	tap := NewSessionTap()
-	p := NewFaultProxy()
+	p := serverkit.NewFaultProxy()
 	defer p.Close()
 	conn, events := connect(t, c.Addrs(), 10*time.Second, tap.Dialer(p.Dial))
 	id, pw, ok := tap.Session()
@@ -51,7 +52,7 @@ func TestExpireSession(t *testing.T) {
 // TestBlackholeFor forwards nothing for the given time, then resumes.
 func TestBlackholeFor(t *testing.T) {
 	c := Shared(t)
-	p := NewFaultProxy()
+	p := serverkit.NewFaultProxy()
 	defer p.Close()
 	conn, events := connect(t, c.Addrs(), 2*time.Second, p.Dial)
 	start := time.Now()

@@ -17,6 +17,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/zkrecipes/zkrecipes/testkit/serverkit"
 )
 
 const (
@@ -212,7 +214,7 @@ func startLocalOnce(ctx context.Context, cfg config, in install, seedDir string)
 		return nil, err
 	}
 	perNode += lc.tls.ports() // the last port of each node is its TLS port
-	ports, err := FreePorts(n * perNode)
+	ports, err := serverkit.FreePorts(n * perNode)
 	if err != nil {
 		_ = os.RemoveAll(dir)
 		return nil, err
@@ -317,8 +319,7 @@ func (lc *localCluster) spawnNode(nd *node) error {
 	cmd.Dir = nd.dir
 	cmd.Stdout = logf
 	cmd.Stderr = logf
-	cmd.SysProcAttr = childAttr()
-	if err := spawn(cmd); err != nil {
+	if err := serverkit.StartChild(cmd); err != nil {
 		return fmt.Errorf("starting %s: %w", lc.in.java, err)
 	}
 	p := &process{cmd: cmd, done: make(chan struct{})}
@@ -447,7 +448,7 @@ func sweepStale() {
 		if err != nil || pid <= 0 || pid == os.Getpid() {
 			continue
 		}
-		if processGone(pid) {
+		if serverkit.ProcessGone(pid) {
 			_ = os.RemoveAll(d)
 		}
 	}

@@ -10,6 +10,8 @@ import (
 	"os/exec"
 	"syscall"
 	"time"
+
+	"github.com/zkrecipes/zkrecipes/testkit/serverkit"
 )
 
 // The controls of a localCluster (the controller of its Cluster) and the
@@ -109,7 +111,7 @@ func (lc *localCluster) pause(i int) error {
 		return err
 	}
 	p.signal(syscall.SIGSTOP)
-	return waitStopped(p.cmd.Process.Pid, 5*time.Second)
+	return serverkit.WaitStopped(p.cmd.Process.Pid, 5*time.Second)
 }
 
 func (lc *localCluster) resume(i int) error {

@@ -5,7 +5,6 @@ package zktest
 import (
 	"context"
 	"errors"
-	"os/exec"
 	"time"
 )
 
@@ -15,9 +14,3 @@ const readyTimeout = 30 * time.Second
 func startLocal(context.Context, config) (*Cluster, error) {
 	return nil, errors.New("local servers need a Unix system")
 }
-
-func stopSpawner() {}
-
-// StartChild starts cmd. Outside Unix there are no process groups or
-// parent-death signals: the child may outlive a crashed test binary.
-func StartChild(cmd *exec.Cmd) error { return cmd.Start() }

@@ -17,7 +17,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
-	"github.com/zkrecipes/zkrecipes/testkit/zktest"
+	"github.com/zkrecipes/zkrecipes/testkit/serverkit"
 )
 
 // ClusterSize is the number of members of a Cluster: the smallest cluster
@@ -37,7 +37,7 @@ const ClusterSize = 3
 // ordered pair of members it links (the dialing member is found from the
 // socket's owner, see peerSource), so that one member's links can be
 // blackholed both ways. Clients reach a member through its front
-// zktest.FaultProxy (Endpoints, advertised as its client URL), which
+// serverkit.FaultProxy (Endpoints, advertised as its client URL), which
 // Partition blackholes too. DirectEndpoints bypass it, for inspectors.
 //
 // Its methods are safe for concurrent use.
@@ -57,7 +57,7 @@ type member struct {
 	id         uint64 // etcd's member ID, learnt once the cluster serves
 	clientPort int
 	peerPort   int
-	front      *zktest.FaultProxy // in front of the client port
+	front      *serverkit.FaultProxy // in front of the client port
 	frontAddr  string
 	peerAddr   string // the Cluster's peer listener for this member, advertised
 
@@ -135,12 +135,12 @@ func tryCluster(ctx context.Context, bin string) (_ *Cluster, err error) {
 			_ = c.Close()
 		}
 	}()
-	ports, err := zktest.FreePorts(2 * ClusterSize)
+	ports, err := serverkit.FreePorts(2 * ClusterSize)
 	if err != nil {
 		return nil, err
 	}
 	for i := range ClusterSize {
-		c.members = append(c.members, &member{name: "m" + strconv.Itoa(i), clientPort: ports[2*i], peerPort: ports[2*i+1], front: zktest.NewFaultProxy()})
+		c.members = append(c.members, &member{name: "m" + strconv.Itoa(i), clientPort: ports[2*i], peerPort: ports[2*i+1], front: serverkit.NewFaultProxy()})
 	}
 	// c.members is complete before a listener can accept (peerSource
 	// reads it).
@@ -200,7 +200,7 @@ func (c *Cluster) startMember(ctx context.Context, i int) error {
 	)
 	cmd.Env = serverEnv()
 	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := zktest.StartChild(cmd); err != nil {
+	if err := serverkit.StartChild(cmd); err != nil {
 		_ = logf.Close()
 		return err
 	}

@@ -9,7 +9,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/zkrecipes/zkrecipes/testkit/zktest"
+	"github.com/zkrecipes/zkrecipes/testkit/serverkit"
 )
 
 // The faults of a Cluster: each acts on the real member processes or on the
@@ -80,7 +80,7 @@ func (c *Cluster) Pause(i int) error {
 	if err := syscall.Kill(-pid, syscall.SIGSTOP); err != nil {
 		return err
 	}
-	return zktest.WaitStopped(pid, 5*time.Second)
+	return serverkit.WaitStopped(pid, 5*time.Second)
 }
 
 // Resume continues member i (SIGCONT) after Pause. It is a no-op on a member

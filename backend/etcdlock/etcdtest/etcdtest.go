@@ -23,7 +23,7 @@
 //     package installs it): one member on two free 127.0.0.1 ports (client
 //     and peer) with its data in a temporary directory, retried on fresh
 //     ports when another process took one first. It is started with
-//     zktest.StartChild: on Linux it dies with the test binary even if the
+//     serverkit.StartChild: on Linux it dies with the test binary even if the
 //     binary crashes.
 //
 // Whatever Start launches is gone when the test ends (process killed and
@@ -53,7 +53,7 @@ import (
 
 	"github.com/zkrecipes/zkrecipes/testkit/certtest"
 	"github.com/zkrecipes/zkrecipes/testkit/rtest/lazy"
-	"github.com/zkrecipes/zkrecipes/testkit/zktest"
+	"github.com/zkrecipes/zkrecipes/testkit/serverkit"
 )
 
 // EnvEndpoints names a running etcd server (comma-separated host:port) to
@@ -145,7 +145,7 @@ func launchLocal(ctx context.Context, secure bool) (*Server, error) {
 	ctx, cancel := context.WithTimeout(ctx, launchTimeout)
 	defer cancel()
 	for attempt := 1; ; attempt++ {
-		ports, err := zktest.FreePorts(2)
+		ports, err := serverkit.FreePorts(2)
 		if err == nil {
 			s.clientPort, s.peerPt = ports[0], ports[1]
 			s.endpoints = []string{net.JoinHostPort("127.0.0.1", strconv.Itoa(s.clientPort))}
@@ -162,7 +162,7 @@ func launchLocal(ctx context.Context, secure bool) (*Server, error) {
 			_ = os.RemoveAll(dir)
 			return nil, fmt.Errorf("%w: %v; %s", ErrNoServer, err, InstallHint)
 		}
-		// Another process took a port between zktest.FreePorts and the
+		// Another process took a port between serverkit.FreePorts and the
 		// bind: the member never started, so its data directory holds
 		// nothing useful.
 		_ = os.RemoveAll(filepath.Join(dir, "data"))
@@ -238,16 +238,17 @@ func ExampleURL() string {
 }
 
 // Main is for TestMain: func TestMain(m *testing.M) { etcdtest.Main(m) }.
-// It runs the tests with zktest.MainThen (which stops the thread that
+// It runs the tests with serverkit.MainThen (which stops the thread that
 // started the servers and, if the tests passed, checks with goleak that no
 // goroutine is left) and stops the Shared server after them. A test binary
-// that also uses other servers' harnesses (zktest, redistest, ...) calls
-// zktest.MainThen itself, with StopShared in its cleanup.
-func Main(m *testing.M) { zktest.MainThen(m, StopShared) }
+// that also uses other servers' harnesses (redistest, pgtest, ...) calls
+// serverkit.MainThen itself (zktest.MainThen, when one is zktest), with
+// StopShared in its cleanup.
+func Main(m *testing.M) { serverkit.MainThen(m, StopShared) }
 
 // StopShared stops the Shared server, if one was launched; a later Shared
-// launches a new one. It is for a TestMain that calls zktest.MainThen
-// itself: zktest.MainThen(m, etcdtest.StopShared).
+// launches a new one. It is for a TestMain that calls serverkit.MainThen
+// itself: serverkit.MainThen(m, etcdtest.StopShared).
 func StopShared() {
 	shared.StopOrWarn(nil, "etcdtest: stopping the shared server")
 	stopSharedTLS()
@@ -358,7 +359,7 @@ func (s *Server) start(ctx context.Context) error {
 	cmd.Args = append(cmd.Args, s.tlsFlags()...)
 	cmd.Env = serverEnv()
 	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := zktest.StartChild(cmd); err != nil {
+	if err := serverkit.StartChild(cmd); err != nil {
 		_ = logf.Close()
 		return err
 	}

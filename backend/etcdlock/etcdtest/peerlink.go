@@ -6,13 +6,13 @@ import (
 	"sync"
 	"time"
 
-	"github.com/zkrecipes/zkrecipes/testkit/zktest"
+	"github.com/zkrecipes/zkrecipes/testkit/serverkit"
 )
 
 // peerNet carries the traffic between the members of a Cluster. Member i
 // advertises the address of listen(i) as its peer URL; each connection
 // accepted there is forwarded to i's real peer port through the
-// zktest.FaultProxy of the link (source, i), where source is the member
+// serverkit.FaultProxy of the link (source, i), where source is the member
 // that dialed it (peerSource; -1 when none is found, e.g. a probe of the
 // test itself). A member talks to another over connections either one
 // dialed, so cutting member i off both ways means blackholing every link
@@ -21,7 +21,7 @@ type peerNet struct {
 	c *Cluster
 
 	mu       sync.Mutex
-	links    map[[2]int]*zktest.FaultProxy
+	links    map[[2]int]*serverkit.FaultProxy
 	isolated int // -1: none
 	lns      []net.Listener
 	conns    map[net.Conn]struct{} // accepted, open
@@ -30,7 +30,7 @@ type peerNet struct {
 }
 
 func newPeerNet(c *Cluster) *peerNet {
-	return &peerNet{c: c, links: map[[2]int]*zktest.FaultProxy{}, isolated: -1, conns: map[net.Conn]struct{}{}}
+	return &peerNet{c: c, links: map[[2]int]*serverkit.FaultProxy{}, isolated: -1, conns: map[net.Conn]struct{}{}}
 }
 
 // listen opens the listener that stands for member dst's peer URL and
@@ -88,7 +88,7 @@ func (n *peerNet) forward(conn net.Conn, dst int, target string) {
 // track registers conn (closed by close) and returns the link's proxy,
 // made on first use, blackholed if src or dst is cut off; false after
 // close.
-func (n *peerNet) track(conn net.Conn, src, dst int) (*zktest.FaultProxy, bool) {
+func (n *peerNet) track(conn net.Conn, src, dst int) (*serverkit.FaultProxy, bool) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.closed {
@@ -98,7 +98,7 @@ func (n *peerNet) track(conn net.Conn, src, dst int) (*zktest.FaultProxy, bool) 
 	key := [2]int{src, dst}
 	p := n.links[key]
 	if p == nil {
-		p = zktest.NewFaultProxy()
+		p = serverkit.NewFaultProxy()
 		n.links[key] = p
 		if n.isolated >= 0 && (src == n.isolated || dst == n.isolated) {
 			p.Blackhole()
@@ -119,7 +119,7 @@ func (n *peerNet) untrack(conn net.Conn) {
 func (n *peerNet) isolate(i int) error {
 	n.mu.Lock()
 	n.isolated = i
-	var cut, resume []*zktest.FaultProxy
+	var cut, resume []*serverkit.FaultProxy
 	for k, p := range n.links {
 		if i >= 0 && (k[0] == i || k[1] == i) {
 			cut = append(cut, p)

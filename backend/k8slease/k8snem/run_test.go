@@ -10,7 +10,7 @@ import (
 	"github.com/zkrecipes/zkrecipes/backend/k8slease/k8stest"
 	"github.com/zkrecipes/zkrecipes/testkit/nemesis"
 	"github.com/zkrecipes/zkrecipes/testkit/nemesis/nemtest"
-	"github.com/zkrecipes/zkrecipes/testkit/zktest"
+	"github.com/zkrecipes/zkrecipes/testkit/serverkit"
 )
 
 var (
@@ -31,7 +31,7 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	zktest.MainThen(m, func() {
+	serverkit.MainThen(m, func() {
 		if cluster != nil {
 			_ = cluster.Close()
 		}

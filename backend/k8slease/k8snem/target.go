@@ -36,7 +36,7 @@ import (
 	"github.com/zkrecipes/zkrecipes/backend/k8slease/k8stest"
 	"github.com/zkrecipes/zkrecipes/recipe"
 	"github.com/zkrecipes/zkrecipes/testkit/nemesis"
-	"github.com/zkrecipes/zkrecipes/testkit/zktest"
+	"github.com/zkrecipes/zkrecipes/testkit/serverkit"
 )
 
 // DefaultLeaseDuration is the lease duration D (T) of NewTarget's clients
@@ -148,7 +148,7 @@ func (t *Target) Prepare(ctx context.Context, base string) error {
 // Connect makes client i: a k8slease Session of the admin user whose every
 // connection goes through p (k8stest's ProxiedConfig), with the Target's
 // lease duration and namespace.
-func (t *Target) Connect(ctx context.Context, i int, p *zktest.FaultProxy) (nemesis.Client, error) {
+func (t *Target) Connect(ctx context.Context, i int, p *serverkit.FaultProxy) (nemesis.Client, error) {
 	cfg, err := t.c.ProxiedConfig(p, k8stest.AdminUser)
 	if err != nil {
 		return nil, err

@@ -9,7 +9,7 @@ import (
 
 	"github.com/zkrecipes/zkrecipes/recipe"
 	"github.com/zkrecipes/zkrecipes/testkit/nemesis"
-	"github.com/zkrecipes/zkrecipes/testkit/zktest"
+	"github.com/zkrecipes/zkrecipes/testkit/serverkit"
 )
 
 // inject runs tg's fault kind name as the engine would.
@@ -41,9 +41,9 @@ func TestRevocations(t *testing.T) {
 		t.Fatal(err)
 	}
 	locks := make([]recipe.Lock, 2)
-	proxies := make([]*zktest.FaultProxy, 2)
+	proxies := make([]*serverkit.FaultProxy, 2)
 	for i := range locks {
-		p := zktest.NewFaultProxy()
+		p := serverkit.NewFaultProxy()
 		t.Cleanup(p.Close)
 		proxies[i] = p
 		c, err := tg.Connect(context.Background(), i, p)

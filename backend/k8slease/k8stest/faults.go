@@ -11,7 +11,7 @@ import (
 
 	"k8s.io/client-go/rest"
 
-	"github.com/zkrecipes/zkrecipes/testkit/zktest"
+	"github.com/zkrecipes/zkrecipes/testkit/serverkit"
 )
 
 // The faults of this file act on a local cluster's processes and on the
@@ -88,7 +88,7 @@ func (c *Cluster) signal(op string, sig syscall.Signal) error {
 	}
 	if sig == syscall.SIGSTOP {
 		// Return once it is stopped, not while the signal is on its way.
-		return zktest.WaitStopped(p.cmd.Process.Pid, readyTimeout)
+		return serverkit.WaitStopped(p.cmd.Process.Pid, readyTimeout)
 	}
 	return nil
 }
@@ -132,7 +132,7 @@ func (c *Cluster) RestartEtcd(ctx context.Context) error {
 // verifies the API server's name (ServerName). p's Cut, Blackhole and
 // SetLatency then act on this client alone (and on whatever else uses p).
 // Close p (the test's) before or after the cluster.
-func (c *Cluster) ProxiedConfig(p *zktest.FaultProxy, user string) (*rest.Config, error) {
+func (c *Cluster) ProxiedConfig(p *serverkit.FaultProxy, user string) (*rest.Config, error) {
 	cfg := c.ConfigFor(user)
 	u, err := url.Parse(cfg.Host)
 	if err != nil {

@@ -8,7 +8,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/zkrecipes/zkrecipes/testkit/zktest"
+	"github.com/zkrecipes/zkrecipes/testkit/serverkit"
 )
 
 // TestProcessFaults (a cluster of its own): a Lease survives the API
@@ -92,7 +92,7 @@ func TestProcessFaults(t *testing.T) {
 func TestProxy(t *testing.T) {
 	c := Shared(t)
 	ns := Namespace(t, c)
-	p := zktest.NewFaultProxy()
+	p := serverkit.NewFaultProxy()
 	t.Cleanup(p.Close)
 	cfg, err := c.ProxiedConfig(p, AdminUser)
 	if err != nil {

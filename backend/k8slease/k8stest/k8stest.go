@@ -27,7 +27,7 @@
 // Faults: KillAPIServer/RestartAPIServer (SIGKILL, same port and data),
 // PauseAPIServer/ResumeAPIServer (SIGSTOP/SIGCONT), KillEtcd/RestartEtcd,
 // and ProxiedConfig, a client whose traffic goes through a
-// zktest.FaultProxy (cut, blackhole, latency). On a cluster of
+// serverkit.FaultProxy (cut, blackhole, latency). On a cluster of
 // K8S_TEST_KUBECONFIG the process faults return ErrUnsupported; the
 // non-admin users are impersonated (the kubeconfig's user needs the
 // impersonate verb, as cluster-admin has).
@@ -51,7 +51,7 @@ import (
 	"github.com/zkrecipes/zkrecipes/backend/etcdlock/etcdtest"
 	"github.com/zkrecipes/zkrecipes/backend/k8slease/internal/conntrack"
 	"github.com/zkrecipes/zkrecipes/testkit/rtest/lazy"
-	"github.com/zkrecipes/zkrecipes/testkit/zktest"
+	"github.com/zkrecipes/zkrecipes/testkit/serverkit"
 )
 
 // EnvKubeconfig names the kubeconfig file of a running cluster to use
@@ -177,11 +177,11 @@ func Shared(tb testing.TB) *Cluster {
 }
 
 // Main is for TestMain: func TestMain(m *testing.M) { k8stest.Main(m) }.
-// It runs the tests with zktest.MainThen (which checks with goleak that no
+// It runs the tests with serverkit.MainThen (which checks with goleak that no
 // goroutine is left when they passed) and stops the Shared cluster after
-// them. A test binary that uses other harnesses too calls zktest.MainThen
+// them. A test binary that uses other harnesses too calls serverkit.MainThen
 // itself, with StopShared in its cleanup.
-func Main(m *testing.M) { zktest.MainThen(m, StopShared) }
+func Main(m *testing.M) { serverkit.MainThen(m, StopShared) }
 
 // StopShared stops the Shared cluster, if one was launched (a later Shared
 // launches a new one), and klog's flush goroutine, which client-go's

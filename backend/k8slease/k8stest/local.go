@@ -25,7 +25,7 @@ import (
 	"github.com/zkrecipes/zkrecipes/backend/etcdlock/etcdtest"
 	"github.com/zkrecipes/zkrecipes/backend/k8slease/internal/conntrack"
 	"github.com/zkrecipes/zkrecipes/testkit/certtest"
-	"github.com/zkrecipes/zkrecipes/testkit/zktest"
+	"github.com/zkrecipes/zkrecipes/testkit/serverkit"
 )
 
 // CachedBinary returns where scripts/kube-apiserver.sh puts the binary:
@@ -130,7 +130,7 @@ func (c *Cluster) startAPIServer(ctx context.Context, certs certtest.Files, o op
 		etcdURLs = append(etcdURLs, "http://"+ep)
 	}
 	for attempt := 1; ; attempt++ {
-		ports, err := zktest.FreePorts(1)
+		ports, err := serverkit.FreePorts(1)
 		if err != nil {
 			return err
 		}
@@ -286,7 +286,7 @@ func (a *apiServer) start(ctx context.Context, check func(context.Context) error
 	}
 	cmd := exec.Command(a.bin, a.args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := zktest.StartChild(cmd); err != nil {
+	if err := serverkit.StartChild(cmd); err != nil {
 		_ = logf.Close()
 		return err
 	}

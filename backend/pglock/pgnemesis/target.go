@@ -1,6 +1,6 @@
 // Package pgnemesis is PostgreSQL under the nemesis (testkit/nemesis): a
 // nemesis.Target whose clients are pglock sessions, each behind its own
-// zktest.FaultProxy, on a server of pgtest's own that the target may
+// serverkit.FaultProxy, on a server of pgtest's own that the target may
 // restart, crash, freeze and whose sessions it may terminate.
 //
 // Its fault kinds (Faults): terminate-backend (pg_terminate_backend of
@@ -32,7 +32,7 @@ import (
 	"github.com/zkrecipes/zkrecipes/resource/fencesql"
 	"github.com/zkrecipes/zkrecipes/testkit/nemesis"
 	"github.com/zkrecipes/zkrecipes/testkit/pgtest"
-	"github.com/zkrecipes/zkrecipes/testkit/zktest"
+	"github.com/zkrecipes/zkrecipes/testkit/serverkit"
 )
 
 // DefaultTTL is the pglock TTL of the target's clients when Config.TTL is
@@ -151,7 +151,7 @@ func appName(i int) string { return appPrefix + strconv.Itoa(i) }
 // Connect implements nemesis.Target: client i is a pglock session whose
 // every connection (its check at connect, each acquisition's, the cancel
 // requests) reaches the server through p's listener.
-func (t *Target) Connect(ctx context.Context, i int, p *zktest.FaultProxy) (nemesis.Client, error) {
+func (t *Target) Connect(ctx context.Context, i int, p *serverkit.FaultProxy) (nemesis.Client, error) {
 	addr, err := p.Listen(net.JoinHostPort("127.0.0.1", strconv.Itoa(t.srv.Port())))
 	if err != nil {
 		return nil, err

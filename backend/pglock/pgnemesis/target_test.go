@@ -11,7 +11,7 @@ import (
 	"github.com/zkrecipes/zkrecipes/recipe"
 	"github.com/zkrecipes/zkrecipes/testkit/nemesis"
 	"github.com/zkrecipes/zkrecipes/testkit/pgtest"
-	"github.com/zkrecipes/zkrecipes/testkit/zktest"
+	"github.com/zkrecipes/zkrecipes/testkit/serverkit"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -44,7 +44,7 @@ func checkPrimitives(t *testing.T, tg *Target) {
 	}
 	var locks [2]recipe.Lock
 	for i := range locks {
-		p := zktest.NewFaultProxy()
+		p := serverkit.NewFaultProxy()
 		defer p.Close()
 		c, err := tg.Connect(ctx, i, p)
 		if err != nil {

@@ -29,7 +29,7 @@ import (
 	"github.com/zkrecipes/zkrecipes/backend/redislock/redistest"
 	"github.com/zkrecipes/zkrecipes/recipe"
 	"github.com/zkrecipes/zkrecipes/testkit/nemesis"
-	"github.com/zkrecipes/zkrecipes/testkit/zktest"
+	"github.com/zkrecipes/zkrecipes/testkit/serverkit"
 )
 
 // DefaultTTL is the lock TTL (T) of NewTarget's clients when it is given 0:
@@ -144,7 +144,7 @@ func (t *Target) clientName(i int) string {
 
 // Connect makes client i: a redislock Session whose every connection goes
 // through p (WithDialer) and is named after the run and i.
-func (t *Target) Connect(ctx context.Context, i int, p *zktest.FaultProxy) (nemesis.Client, error) {
+func (t *Target) Connect(ctx context.Context, i int, p *serverkit.FaultProxy) (nemesis.Client, error) {
 	u := t.srv.URL() + "?client_name=" + url.QueryEscape(t.clientName(i))
 	opts := []redislock.Option{redislock.WithTTL(t.ttl), redislock.WithKeyPrefix(t.prefix),
 		redislock.WithDialer(p.DialContext),

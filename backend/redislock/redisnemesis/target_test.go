@@ -12,7 +12,7 @@ import (
 	"github.com/zkrecipes/zkrecipes/backend/redislock/redistest"
 	"github.com/zkrecipes/zkrecipes/recipe"
 	"github.com/zkrecipes/zkrecipes/testkit/nemesis"
-	"github.com/zkrecipes/zkrecipes/testkit/zktest"
+	"github.com/zkrecipes/zkrecipes/testkit/serverkit"
 )
 
 func TestMain(m *testing.M) { redistest.Main(m) }
@@ -57,7 +57,7 @@ func ownTarget(t *testing.T) (*redistest.Server, *Target) {
 // lock connects client i through a proxy of its own and returns its lock on
 // "/t/lock" (client and proxy closed at the test's cleanup).
 func (fx *fixture) lock(i int) (recipe.Lock, nemesis.Client) {
-	p := zktest.NewFaultProxy()
+	p := serverkit.NewFaultProxy()
 	fx.t.Cleanup(p.Close)
 	c, err := fx.tgt.Connect(context.Background(), i, p)
 	if err != nil {

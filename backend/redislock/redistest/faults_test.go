@@ -9,7 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/zkrecipes/zkrecipes/testkit/zktest"
+	"github.com/zkrecipes/zkrecipes/testkit/serverkit"
 )
 
 // TestPauseResume: a paused server answers nothing and keeps what clients
@@ -60,7 +60,7 @@ func TestPauseResume(t *testing.T) {
 func TestKillClients(t *testing.T) {
 	ctx := context.Background()
 	s := Start(t)
-	p := zktest.NewFaultProxy()
+	p := serverkit.NewFaultProxy()
 	t.Cleanup(p.Close)
 	named := func(name string) *redis.Client {
 		c := redis.NewClient(&redis.Options{Addr: s.Addr(), ClientName: name, Dialer: p.DialContext, MaxRetries: -1})

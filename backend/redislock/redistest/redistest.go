@@ -18,13 +18,13 @@
 //
 // Launch runs redis-server (Debian package redis-server) on a free
 // 127.0.0.1 port in a temporary directory, as a child that dies with the
-// test binary or program (zktest.StartChild), configured for durable locks:
+// test binary or program (serverkit.StartChild), configured for durable locks:
 // an append-only file fsynced before every reply (appendonly yes,
 // appendfsync always) and no snapshots. Kill and Close end the server's
 // whole process family, the children it forks (an AOF rewrite, a
 // replica's sync) included, before they return.
 //
-// A test binary using it ends with Main in TestMain (or zktest.Main, if it
+// A test binary using it ends with Main in TestMain (or serverkit.Main, if it
 // uses no ExampleURL):
 //
 //	func TestMain(m *testing.M) { redistest.Main(m) }
@@ -52,7 +52,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/zkrecipes/zkrecipes/testkit/certtest"
-	"github.com/zkrecipes/zkrecipes/testkit/zktest"
+	"github.com/zkrecipes/zkrecipes/testkit/serverkit"
 )
 
 // EnvAddr names the environment variable that points redistest at an
@@ -197,7 +197,7 @@ func launch(ctx context.Context, opts []Option, secure, own bool) (*Server, erro
 		return nil, err
 	}
 	for attempt := 0; ; attempt++ {
-		ports, err := zktest.FreePorts(1)
+		ports, err := serverkit.FreePorts(1)
 		if err != nil {
 			_ = os.RemoveAll(dir)
 			return nil, err
@@ -263,7 +263,7 @@ func spawn(args []string) (*process, error) {
 	}
 	cmd := exec.Command(args[0], args[1:]...)
 	cmd.ExtraFiles = []*os.File{w}
-	err = zktest.StartChild(cmd)
+	err = serverkit.StartChild(cmd)
 	_ = w.Close()
 	if err != nil {
 		_ = r.Close()
@@ -433,11 +433,11 @@ func ExampleURL() string {
 }
 
 // Main is for TestMain: func TestMain(m *testing.M) { redistest.Main(m) }.
-// It runs the tests with zktest.MainThen (child processes stopped,
+// It runs the tests with serverkit.MainThen (child processes stopped,
 // goroutines checked with goleak) and StopShared after them. A test binary
-// that also uses other harnesses' shared servers calls zktest.MainThen
+// that also uses other harnesses' shared servers calls serverkit.MainThen
 // itself, with each harness's StopShared in its cleanup.
-func Main(m *testing.M) { zktest.MainThen(m, StopShared) }
+func Main(m *testing.M) { serverkit.MainThen(m, StopShared) }
 
 // StopShared stops the server of ExampleURL, if one was started; a later
 // ExampleURL launches a new one.

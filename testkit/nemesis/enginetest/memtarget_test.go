@@ -14,7 +14,7 @@ import (
 	"github.com/zkrecipes/zkrecipes/fence"
 	"github.com/zkrecipes/zkrecipes/recipe"
 	"github.com/zkrecipes/zkrecipes/testkit/nemesis"
-	"github.com/zkrecipes/zkrecipes/testkit/zktest"
+	"github.com/zkrecipes/zkrecipes/testkit/serverkit"
 )
 
 // memTarget is backend/memlock as a Target, so that the engine can be
@@ -75,7 +75,7 @@ type memLink struct {
 	done chan struct{}
 }
 
-func (t *memTarget) Connect(_ context.Context, _ int, p *zktest.FaultProxy) (nemesis.Client, error) {
+func (t *memTarget) Connect(_ context.Context, _ int, p *serverkit.FaultProxy) (nemesis.Client, error) {
 	l := &memLink{s: t.srv.Connect(memlock.WithLogger(slog.New(slog.DiscardHandler))), stop: make(chan struct{}), done: make(chan struct{})}
 	go l.follow(p, t.echo.Addr().String())
 	t.mu.Lock()
@@ -86,7 +86,7 @@ func (t *memTarget) Connect(_ context.Context, _ int, p *zktest.FaultProxy) (nem
 
 // follow cuts the Session off while a heartbeat through p fails, and heals
 // it when one succeeds again.
-func (l *memLink) follow(p *zktest.FaultProxy, addr string) {
+func (l *memLink) follow(p *serverkit.FaultProxy, addr string) {
 	defer close(l.done)
 	var conn net.Conn
 	defer func() {

@@ -14,7 +14,9 @@ import (
 
 	"github.com/zkrecipes/zkrecipes/fence"
 	"github.com/zkrecipes/zkrecipes/resource/fencesql"
+	"github.com/zkrecipes/zkrecipes/resource/fencesql/fencesqltest"
 	"github.com/zkrecipes/zkrecipes/testkit/nemesis"
+	"github.com/zkrecipes/zkrecipes/testkit/pgtest"
 )
 
 var (
@@ -161,9 +163,9 @@ func verify(t *testing.T, name string, rec *recorder, final nemesis.State, highe
 // writes the next one (a counter gives the order of application) and logs
 // its value in table writes.
 func runDo(t *testing.T, db *sql.DB, d time.Duration, opts ...fencesql.Option) {
-	f := newFence(t, db, opts...)
+	f := fencesqltest.NewFence(t, db, opts...)
 	p := f.Dialect().Placeholder
-	mustExec(t, db,
+	fencesqltest.Exec(t, db,
 		"CREATE TABLE reg (id INTEGER PRIMARY KEY, token BIGINT NOT NULL, value TEXT NOT NULL, seq BIGINT NOT NULL)",
 		"INSERT INTO reg VALUES (1, 0, '', 0)",
 		"CREATE TABLE writes (value TEXT PRIMARY KEY)")
@@ -210,7 +212,7 @@ func runDo(t *testing.T, db *sql.DB, d time.Duration, opts ...fencesql.Option) {
 		t.Fatal(err)
 	}
 	final.Token = fence.Token(ft)
-	verify(t, "sql", rec, final, highest(t, f, "reg"), column(t, db, "SELECT value FROM writes"))
+	verify(t, "sql", rec, final, fencesqltest.Highest(t, f, "reg"), column(t, db, "SELECT value FROM writes"))
 }
 
 func column(t *testing.T, db *sql.DB, query string) []string {
@@ -235,19 +237,19 @@ func column(t *testing.T, db *sql.DB, query string) []string {
 }
 
 func TestConcurrentDoPostgres(t *testing.T) {
-	t.Run("read-committed", func(t *testing.T) { runDo(t, openPostgres(t), *runFor) })
+	t.Run("read-committed", func(t *testing.T) { runDo(t, pgtest.Schema(t), *runFor) })
 	t.Run("repeatable-read", func(t *testing.T) {
-		runDo(t, openPostgres(t), *runFor/2, fencesql.WithIsolation(sql.LevelRepeatableRead))
+		runDo(t, pgtest.Schema(t), *runFor/2, fencesql.WithIsolation(sql.LevelRepeatableRead))
 	})
 	t.Run("serializable", func(t *testing.T) {
-		runDo(t, openPostgres(t), *runFor/2, fencesql.WithIsolation(sql.LevelSerializable))
+		runDo(t, pgtest.Schema(t), *runFor/2, fencesql.WithIsolation(sql.LevelSerializable))
 	})
 }
 
 func TestConcurrentDoSQLite(t *testing.T) {
-	t.Run("defaults", func(t *testing.T) { runDo(t, openSQLite(t, ""), *runFor) })
+	t.Run("defaults", func(t *testing.T) { runDo(t, fencesqltest.SQLite(t, ""), *runFor) })
 	t.Run("wal", func(t *testing.T) {
-		runDo(t, openSQLite(t, "_pragma=journal_mode(WAL)&_pragma=busy_timeout(5000)"), *runFor/2)
+		runDo(t, fencesqltest.SQLite(t, "_pragma=journal_mode(WAL)&_pragma=busy_timeout(5000)"), *runFor/2)
 	})
 }
 
@@ -257,18 +259,18 @@ func TestConcurrentDoSQLite(t *testing.T) {
 // each accepted call the state it overwrote and shows any write of a
 // refused call.
 func runUpdate(t *testing.T, db *sql.DB, d time.Duration) {
-	f := newFence(t, db)
+	f := fencesqltest.NewFence(t, db)
 	p := f.Dialect().Placeholder
-	mustExec(t, db, "CREATE TABLE acct (id INTEGER PRIMARY KEY, value TEXT NOT NULL, fence BIGINT NOT NULL DEFAULT 0)",
+	fencesqltest.Exec(t, db, "CREATE TABLE acct (id INTEGER PRIMARY KEY, value TEXT NOT NULL, fence BIGINT NOT NULL DEFAULT 0)",
 		"INSERT INTO acct (id, value) VALUES (1, '')")
 	if f.Dialect() == fencesql.Postgres {
-		mustExec(t, db, "CREATE TABLE acct_log (n BIGSERIAL PRIMARY KEY, old_fence BIGINT, old_value TEXT, new_fence BIGINT, new_value TEXT)",
+		fencesqltest.Exec(t, db, "CREATE TABLE acct_log (n BIGSERIAL PRIMARY KEY, old_fence BIGINT, old_value TEXT, new_fence BIGINT, new_value TEXT)",
 			`CREATE FUNCTION acct_logged() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN
 			INSERT INTO acct_log (old_fence, old_value, new_fence, new_value) VALUES (OLD.fence, OLD.value, NEW.fence, NEW.value);
 			RETURN NEW; END $$`,
 			"CREATE TRIGGER acct_logged AFTER UPDATE ON acct FOR EACH ROW EXECUTE FUNCTION acct_logged()")
 	} else {
-		mustExec(t, db, "CREATE TABLE acct_log (n INTEGER PRIMARY KEY AUTOINCREMENT, old_fence INTEGER, old_value TEXT, new_fence INTEGER, new_value TEXT)",
+		fencesqltest.Exec(t, db, "CREATE TABLE acct_log (n INTEGER PRIMARY KEY AUTOINCREMENT, old_fence INTEGER, old_value TEXT, new_fence INTEGER, new_value TEXT)",
 			`CREATE TRIGGER acct_logged AFTER UPDATE ON acct BEGIN
 			INSERT INTO acct_log (old_fence, old_value, new_fence, new_value) VALUES (OLD.fence, OLD.value, NEW.fence, NEW.value); END`)
 	}
@@ -329,6 +331,6 @@ func runUpdate(t *testing.T, db *sql.DB, d time.Duration) {
 	verify(t, "sql-column", rec, final, final.Token, visible)
 }
 
-func TestConcurrentUpdatePostgres(t *testing.T) { runUpdate(t, openPostgres(t), *runFor/2) }
+func TestConcurrentUpdatePostgres(t *testing.T) { runUpdate(t, pgtest.Schema(t), *runFor/2) }
 
-func TestConcurrentUpdateSQLite(t *testing.T) { runUpdate(t, openSQLite(t, ""), *runFor/2) }
+func TestConcurrentUpdateSQLite(t *testing.T) { runUpdate(t, fencesqltest.SQLite(t, ""), *runFor/2) }

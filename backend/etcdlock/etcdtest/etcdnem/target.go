@@ -24,7 +24,7 @@ import (
 	"github.com/zkrecipes/zkrecipes/backend/etcdlock/etcdtest"
 	"github.com/zkrecipes/zkrecipes/recipe"
 	"github.com/zkrecipes/zkrecipes/testkit/nemesis"
-	"github.com/zkrecipes/zkrecipes/testkit/zktest"
+	"github.com/zkrecipes/zkrecipes/testkit/serverkit"
 )
 
 // DefaultTTL is the etcd lease TTL of the clients when NewTarget is given
@@ -99,7 +99,7 @@ func (t *Target) adminClient() (*clientv3.Client, error) { return etcdtest.NewDi
 // (the members' front proxies, which a partition blackholes), every
 // connection dialed through p, with the Target's TTL and the run's base as
 // its key prefix.
-func (t *Target) Connect(ctx context.Context, i int, p *zktest.FaultProxy) (nemesis.Client, error) {
+func (t *Target) Connect(ctx context.Context, i int, p *serverkit.FaultProxy) (nemesis.Client, error) {
 	t.mu.Lock()
 	base := t.base
 	t.mu.Unlock()
@@ -225,9 +225,9 @@ func (t *Target) IgnoreLeaks() []goleak.Option {
 		goleak.IgnoreAnyFunction("github.com/zkrecipes/zkrecipes/backend/etcdlock/etcdtest.(*peerNet).forward"),
 		goleak.IgnoreAnyFunction("github.com/zkrecipes/zkrecipes/backend/etcdlock/etcdtest.(*peerNet).forward.func1"),
 		goleak.IgnoreAnyFunction("github.com/zkrecipes/zkrecipes/backend/etcdlock/etcdtest.(*peerNet).forward.func2"),
-		goleak.IgnoreAnyFunction("github.com/zkrecipes/zkrecipes/testkit/zktest.(*proxyConn).pump.func1"),
-		goleak.IgnoreAnyFunction("github.com/zkrecipes/zkrecipes/testkit/zktest.(*proxyConn).pump.func2"),
-		goleak.IgnoreAnyFunction("github.com/zkrecipes/zkrecipes/testkit/zktest.(*proxyConn).swallow"),
+		goleak.IgnoreAnyFunction("github.com/zkrecipes/zkrecipes/testkit/serverkit.(*proxyConn).pump.func1"),
+		goleak.IgnoreAnyFunction("github.com/zkrecipes/zkrecipes/testkit/serverkit.(*proxyConn).pump.func2"),
+		goleak.IgnoreAnyFunction("github.com/zkrecipes/zkrecipes/testkit/serverkit.(*proxyConn).swallow"),
 	}
 }
 

@@ -11,7 +11,7 @@ import (
 	"github.com/zkrecipes/zkrecipes/backend/etcdlock/etcdtest/etcdnem"
 	"github.com/zkrecipes/zkrecipes/recipe"
 	"github.com/zkrecipes/zkrecipes/testkit/nemesis"
-	"github.com/zkrecipes/zkrecipes/testkit/zktest"
+	"github.com/zkrecipes/zkrecipes/testkit/serverkit"
 )
 
 func TestMain(m *testing.M) { etcdtest.Main(m) }
@@ -44,7 +44,7 @@ func TestRevokeHolder(t *testing.T) {
 	var locks []recipe.Lock
 	var clients []nemesis.Client
 	for i := range 2 {
-		p := zktest.NewFaultProxy()
+		p := serverkit.NewFaultProxy()
 		defer p.Close()
 		cl, err := tg.Connect(ctx, i, p)
 		if err != nil {

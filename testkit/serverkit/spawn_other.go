@@ -1,6 +1,6 @@
 //go:build unix && !linux
 
-package zktest
+package serverkit
 
 import (
 	"errors"
@@ -25,7 +25,9 @@ func waitStopped(pid int, timeout time.Duration) error {
 	return nil
 }
 
-// processGone reports whether process pid has ended.
-func processGone(pid int) bool {
+// ProcessGone reports whether process pid has ended: for a harness that
+// sweeps the directories of test binaries that were killed before their
+// cleanup.
+func ProcessGone(pid int) bool {
 	return errors.Is(syscall.Kill(pid, 0), syscall.ESRCH)
 }

@@ -1,4 +1,4 @@
-package zktest
+package serverkit
 
 import (
 	"fmt"
@@ -8,9 +8,8 @@ import (
 )
 
 // FreePorts returns n distinct TCP ports that were free on 127.0.0.1 a
-// moment ago, for test servers of any kind (zktest's own, and the other
-// backends' harnesses). They are drawn at random below the usual ephemeral
-// range (32768+), so that they rarely clash with outgoing connections or
+// moment ago, for test servers of any kind (every backend's harness). They
+// are drawn at random below the usual ephemeral range (32768+), so that they rarely clash with outgoing connections or
 // with the choices of other test binaries running in parallel. A port can
 // still be taken before the server binds it: the caller must see that
 // failure and start again on fresh ports.
@@ -34,7 +33,7 @@ func FreePorts(n int) ([]int, error) {
 	for len(ports) < n {
 		l, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
-			return nil, fmt.Errorf("zktest: finding a free port: %w", err)
+			return nil, fmt.Errorf("serverkit: finding a free port: %w", err)
 		}
 		ls = append(ls, l)
 		ports = append(ports, l.Addr().(*net.TCPAddr).Port)

@@ -1,4 +1,4 @@
-package zktest
+package serverkit
 
 import (
 	"bytes"
@@ -14,12 +14,12 @@ import (
 	"time"
 )
 
-// On Linux the JVMs get Pdeathsig=SIGKILL, so that a test binary that
-// crashes or is killed leaves none behind. The kernel sends that signal when
+// On Linux the children (servers) get Pdeathsig=SIGKILL, so that a test
+// binary that crashes or is killed leaves none behind. The kernel sends that signal when
 // the *thread* that forked the child ends, not the process, and the Go
 // runtime may end threads at any time; so every child is forked from one
 // goroutine locked to its own thread, which lives until stopSpawner (called
-// by Main after all clusters are closed) or the end of the process.
+// by Run after the harnesses' cleanup) or the end of the process.
 
 type spawnReq struct {
 	cmd *exec.Cmd
@@ -75,7 +75,7 @@ func stopSpawner() {
 
 // waitStopped waits until every thread of process pid is stopped. A SIGSTOP
 // is delivered asynchronously: until the kernel has reached each thread, the
-// JVM keeps serving, and a test that probes the server right after Pause
+// server keeps serving, and a test that probes the server right after Pause
 // would see it answer.
 func waitStopped(pid int, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
@@ -85,7 +85,7 @@ func waitStopped(pid int, timeout time.Duration) error {
 			return err
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("zktest: process %d not stopped after %v", pid, timeout)
+			return fmt.Errorf("serverkit: process %d not stopped after %v", pid, timeout)
 		}
 		time.Sleep(time.Millisecond)
 	}
@@ -94,7 +94,7 @@ func waitStopped(pid int, timeout time.Duration) error {
 func allThreadsStopped(pid int) (bool, error) {
 	tasks, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/stat", pid))
 	if err != nil || len(tasks) == 0 {
-		return false, fmt.Errorf("zktest: reading threads of process %d: %v", pid, err)
+		return false, fmt.Errorf("serverkit: reading threads of process %d: %v", pid, err)
 	}
 	for _, task := range tasks {
 		b, err := os.ReadFile(task)
@@ -108,7 +108,7 @@ func allThreadsStopped(pid int) (bool, error) {
 		// may itself contain spaces and parentheses.
 		i := bytes.LastIndexByte(b, ')')
 		if i < 0 || i+2 >= len(b) {
-			return false, fmt.Errorf("zktest: unexpected %s: %q", task, b)
+			return false, fmt.Errorf("serverkit: unexpected %s: %q", task, b)
 		}
 		if s := b[i+2]; s != 'T' && s != 't' && s != 'Z' && s != 'X' {
 			return false, nil
@@ -117,9 +117,10 @@ func allThreadsStopped(pid int) (bool, error) {
 	return true, nil
 }
 
-// processGone reports whether process pid has ended (a zombie counts as
-// ended: it only waits to be reaped).
-func processGone(pid int) bool {
+// ProcessGone reports whether process pid has ended (a zombie counts as
+// ended: it only waits to be reaped): for a harness that sweeps the
+// directories of test binaries that were killed before their cleanup.
+func ProcessGone(pid int) bool {
 	if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
 		return true
 	}

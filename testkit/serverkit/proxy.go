@@ -1,4 +1,4 @@
-package zktest
+package serverkit
 
 import (
 	"context"
@@ -11,13 +11,11 @@ import (
 	"time"
 )
 
-// FaultProxy sits between a ZooKeeper client and the servers, in the same
-// process, and injects network faults: cut connections, a partition
-// (blackhole) and added latency. Plug it into a go-zookeeper client with
-//
-//	zk.Connect(servers, timeout, zk.WithDialer(p.Dial))
-//
-// or, for a client that takes only host:port, give it the address Listen
+// FaultProxy sits between a client and its servers (of any backend), in
+// the same process, and injects network faults: cut connections, a
+// partition (blackhole) and added latency. Plug it into the client's dialer
+// (Dial for go-zookeeper's zk.WithDialer, DialContext for most others) or,
+// for a client that takes only host:port, give it the address Listen
 // returns.
 // Each Dial connects to the real address and hands the client one end of a
 // net.Pipe (which supports deadlines); goroutines copy between the other end
@@ -50,7 +48,7 @@ func NewFaultProxy() *FaultProxy {
 }
 
 // errProxyClosed is returned by Dial after Close.
-var errProxyClosed = errors.New("zktest: fault proxy is closed")
+var errProxyClosed = errors.New("serverkit: fault proxy is closed")
 
 // Dial has the signature of go-zookeeper's zk.Dialer. It connects to address
 // within timeout and returns the client's end of a pipe to it. While the
@@ -83,7 +81,7 @@ func (p *FaultProxy) Dial(network, address string, timeout time.Duration) (net.C
 func (p *FaultProxy) Listen(target string) (string, error) {
 	host, _, err := net.SplitHostPort(target)
 	if err != nil {
-		return "", fmt.Errorf("zktest: fault proxy: listen for %q: %w", target, err)
+		return "", fmt.Errorf("serverkit: fault proxy: listen for %q: %w", target, err)
 	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -135,7 +133,7 @@ func (p *FaultProxy) attach(inner net.Conn, address string, dial func() (net.Con
 	case closed:
 		return errProxyClosed
 	case mode == modeCut:
-		return fmt.Errorf("zktest: fault proxy: dial %s: cut: %w", address, syscall.ECONNREFUSED)
+		return fmt.Errorf("serverkit: fault proxy: dial %s: cut: %w", address, syscall.ECONNREFUSED)
 	}
 	var real net.Conn
 	if mode != modeBlackhole {
@@ -155,7 +153,7 @@ func (p *FaultProxy) attach(inner net.Conn, address string, dial func() (net.Con
 		if p.closed {
 			return errProxyClosed
 		}
-		return fmt.Errorf("zktest: fault proxy: dial %s: cut: %w", address, syscall.ECONNREFUSED)
+		return fmt.Errorf("serverkit: fault proxy: dial %s: cut: %w", address, syscall.ECONNREFUSED)
 	}
 	if p.mode == modeBlackhole {
 		pc.blackholed.Store(true)
@@ -185,6 +183,19 @@ func (p *FaultProxy) DialContext(ctx context.Context, network, address string) (
 		timeout = max(time.Until(d), time.Millisecond) // 0 would mean no timeout
 	}
 	return p.Dial(network, address, timeout)
+}
+
+// BlackholeFor blackholes the proxy for d (see Blackhole) and then resumes
+// it, or resumes it early when ctx ends. It blocks meanwhile.
+func (p *FaultProxy) BlackholeFor(ctx context.Context, d time.Duration) {
+	p.Blackhole()
+	defer p.Resume()
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
 }
 
 // DefaultDialTimeout bounds DialContext when its ctx has no deadline.

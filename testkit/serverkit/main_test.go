@@ -1,0 +1,5 @@
+package serverkit
+
+import "testing"
+
+func TestMain(m *testing.M) { Main(m) }
