@@ -94,8 +94,10 @@ func runAndCheck(t *testing.T, cl *zktest.Cluster, r nemesis.Recipe, cfg nemesis
 	tg := nemesis.ZooKeeperTarget(cl)
 	defer tg.Close()
 	res := nemtest.Run(t, tg, r, cfg, "")
-	if d := cl.KeepDirs(); d != "" && len(res.Report.Violations) > 0 {
-		t.Logf("%s seed %d: server logs and data kept in %s", r.Name, cfg.Seed, d)
+	if len(res.Report.Violations) > 0 {
+		if d := cl.KeepDirs(); d != "" {
+			t.Logf("%s seed %d: server logs and data kept in %s", r.Name, cfg.Seed, d)
+		}
 	}
 	checkPage(t, res)
 	return res.Report

@@ -368,11 +368,15 @@ func (lc *localCluster) waitReady(ctx context.Context, nd *node) error {
 		}
 		select {
 		case <-ctx.Done():
-			return lc.startError(nd, fmt.Errorf("server %d (%s) not serving after %v: %v (%w)", nd.index, addr, readyTimeout, last, context.Cause(ctx)))
+			return lc.startError(nd, fmt.Errorf("%w: server %d (%s) not serving after %v: %v (%w)", errNotServing, nd.index, addr, readyTimeout, last, context.Cause(ctx)))
 		case <-tick.C:
 		}
 	}
 }
+
+// errNotServing marks a local server that was found and started but did
+// not serve in time: a slow or overloaded machine, not a missing install.
+var errNotServing = errors.New("the installed ZooKeeper started but did not serve in time (an overloaded machine?)")
 
 // startError adds the log tail and marks port clashes.
 func (lc *localCluster) startError(nd *node, err error) error {

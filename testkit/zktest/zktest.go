@@ -145,7 +145,8 @@ func Start(t testing.TB, opts ...Option) *Cluster {
 // Launch is Start for programs such as demos and benchmarks: it returns a
 // cluster the caller must Close. ctx bounds the whole startup. When no
 // provider works the error wraps ErrNoServer and holds InstallHint and each
-// provider's reason.
+// provider's reason; an installed server that only failed to serve in time
+// (a loaded machine) gets ErrNoServer and that reason, without the hint.
 func Launch(ctx context.Context, opts ...Option) (*Cluster, error) {
 	cfg := newConfig(opts)
 	return launch(ctx, cfg, "launch", true)
@@ -272,6 +273,9 @@ func launch(ctx context.Context, cfg config, name string, withChroot bool) (*Clu
 	}
 	if errors.Is(err, errSeed) {
 		return nil, err
+	}
+	if errors.Is(err, errNotServing) { // installed, only slow: no install hint, no container
+		return nil, fmt.Errorf("%w: %w", ErrNoServer, err)
 	}
 	if seeded {
 		reasons = append(reasons, "local install: "+err.Error(), "docker: not tried: "+errSeedUnsupported("a container").Error())
