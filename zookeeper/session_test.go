@@ -12,8 +12,6 @@ import (
 	"github.com/zkrecipes/zkrecipes/testkit/zktest"
 )
 
-func TestMain(m *testing.M) { zktest.Main(m) }
-
 func connect(t testing.TB, servers []string, opts ...Option) *Session {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
