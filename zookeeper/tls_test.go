@@ -11,10 +11,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-zookeeper/zk"
 	"github.com/zkrecipes/zkrecipes/recipe"
 	"github.com/zkrecipes/zkrecipes/testkit/certtest"
 	"github.com/zkrecipes/zkrecipes/testkit/zktest"
 )
+
+// tlsServer is the server started WithTLS (client certificate required)
+// that TestTLS and TestConnectErrors share: neither changes it.
+var tlsServer OnceCluster
 
 // TestTLS runs against one server started WithTLS (client certificate
 // required): a Session with the cluster's client configuration works, the
@@ -22,13 +27,14 @@ import (
 // certificate another authority signed, a client without a certificate
 // and a TLS client at the plain port all fail fast with a typed error.
 func TestTLS(t *testing.T) {
-	cl := zktest.Start(t, zktest.WithTLS())
+	cl := tlsServer.Get(t, zktest.WithTLS())
 	secure := cl.SecureAddrs()[0]
 	_, port, _ := net.SplitHostPort(secure)
 
 	t.Run("ClientCertificate", func(t *testing.T) {
 		s := connectTLS(t, []string{secure}, cl.ClientTLS(t))
-		if _, err := s.Conn().Create("/tls", []byte("x"), 0, s.cfg.acl); err != nil {
+		// Ephemeral: the server is shared, and outlives the test under -count.
+		if _, err := s.Conn().Create("/tls", []byte("x"), zk.FlagEphemeral, s.cfg.acl); err != nil {
 			t.Fatalf("create over TLS: %v", err)
 		}
 	})
