@@ -22,6 +22,7 @@ import (
 // starting server does, so Connect retries); a TLS configuration that allows no version is
 // recipe.ErrBadOption at once (it was retried until the connect timeout).
 func TestConnectErrors(t *testing.T) {
+	t.Parallel()
 	cl := tlsServer.Get(t, zktest.WithTLS())
 	secure, plain := cl.SecureAddrs()[0], cl.Addrs()[0]
 	good := cl.ClientTLS(t)

@@ -64,6 +64,7 @@ func TestDirRule(t *testing.T) {
 // keeps ADMIN from others, is seen by the next Session); a directory found
 // missing is made with the Session's ACL and trusted.
 func TestDirACLCheckedOnce(t *testing.T) {
+	t.Parallel()
 	cl := zktest.Shared(t)
 	in := zktest.Inspect(t, cl)
 	in.Create("/once", nil)

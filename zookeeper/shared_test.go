@@ -2,6 +2,7 @@ package zookeeper
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"os"
 	"strings"
@@ -12,7 +13,25 @@ import (
 	"github.com/zkrecipes/zkrecipes/testkit/zktest"
 )
 
+// defaultParallel is how many tests of the package run at once unless
+// -parallel says otherwise: most of them wait on a server, not on a CPU,
+// so the default (GOMAXPROCS, 2 on a small machine) would leave the
+// package's wall time bounded by its slowest waits in sequence. A test
+// calls t.Parallel when it works in a Shared chroot or on a server of its
+// own (or one it shares as OnceCluster says); one that looks at the whole
+// process (goroutines, heap, slog.Default, CPU) or at the whole shared
+// server runs alone, before the parallel ones.
+const defaultParallel = "8"
+
 func TestMain(m *testing.M) {
+	flag.Parse()
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == "test.parallel" })
+	if !set {
+		if err := flag.Set("test.parallel", defaultParallel); err != nil {
+			panic(err)
+		}
+	}
 	zktest.MainThen(m, atEnd.run)
 }
 

@@ -27,6 +27,7 @@ var tlsServer OnceCluster
 // certificate another authority signed, a client without a certificate
 // and a TLS client at the plain port all fail fast with a typed error.
 func TestTLS(t *testing.T) {
+	t.Parallel()
 	cl := tlsServer.Get(t, zktest.WithTLS())
 	secure := cl.SecureAddrs()[0]
 	_, port, _ := net.SplitHostPort(secure)

@@ -19,6 +19,7 @@ import (
 // one function that is slow to return) is closed; when Close returns, no
 // worker goroutine is left, running or parked.
 func TestCloseStopsWorkers(t *testing.T) {
+	// Not parallel: it waits only 200 ms for the last worker goroutine to go.
 	cl := zktest.Shared(t)
 	hs := connect(t, cl.Servers())
 	ws := connect(t, cl.Servers())
@@ -77,6 +78,7 @@ func countWorkers(s *Session) int {
 // race detector and the runtime's noise). A waiter that kept its listing
 // alive while waiting held about 40 KiB each here (k names for the k-th).
 func TestWaiterHeap(t *testing.T) {
+	// Not parallel: it measures the process's heap and the shared server's watches.
 	cl := zktest.Shared(t)
 	hs := connect(t, cl.Servers())
 	ws := connect(t, cl.Servers())
