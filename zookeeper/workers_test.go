@@ -109,8 +109,13 @@ func TestWaiterHeap(t *testing.T) {
 		}()
 	}
 	zktest.Eventually(t, 30*time.Second, "waiters queued", func() bool { return len(in.Children("/waiterheap")) == waiters+1 })
-	zktest.Eventually(t, 10*time.Second, "waiters watching", func() bool {
+	// Each waiter lists all 501 names before it watches: under -race on a
+	// loaded machine that can take more than 10 s (failed so, twice).
+	var watching int
+	defer func() { t.Logf("%d watches on the server when last counted", watching) }()
+	zktest.Eventually(t, 30*time.Second, "waiters watching", func() bool {
 		n, err := zktest.WatchCount(ctx, strings.SplitN(cl.Servers()[0], "/", 2)[0])
+		watching = n
 		return err == nil && n >= waiters
 	})
 	runtime.GC()
