@@ -59,6 +59,7 @@ func newTestQueue(t *testing.T, s *Session, dir string) *Queue {
 // own-node watch, without reading its node: the token is the node's czxid,
 // from the create2 reply. Release is one delete.
 func TestAcquirePipelined(t *testing.T) {
+	t.Parallel()
 	cl := zktest.Shared(t)
 	var log opLog
 	s := connect(t, cl.Servers(), WithDialer(log.dialer()))
@@ -111,6 +112,7 @@ func TestAcquirePipelined(t *testing.T) {
 // someone else deletes its node: directly, and after a waiter joining
 // spent the child watch (the lease then read its node with a watch).
 func TestChildWatchEndsLease(t *testing.T) {
+	t.Parallel()
 	for _, joined := range []bool{false, true} {
 		t.Run(map[bool]string{false: "alone", true: "after a join"}[joined], func(t *testing.T) {
 			cl := zktest.Shared(t)
@@ -170,6 +172,7 @@ func TestChildWatchEndsLease(t *testing.T) {
 // re-list grants it without a read of its node, and a deletion of its node
 // by someone else still ends the lease.
 func TestRelistGrantsOnChildWatch(t *testing.T) {
+	t.Parallel()
 	cl := zktest.Shared(t)
 	var log opLog
 	hs := connect(t, cl.Servers())
@@ -234,6 +237,7 @@ func awaitNodeDeleted(t *testing.T, l recipe.Lease) {
 // Release's delete with the version it knows fails with BadVersion and the
 // checked delete (owner and czxid) removes the node.
 func TestReleaseAfterDataWrite(t *testing.T) {
+	t.Parallel()
 	cl := zktest.Shared(t)
 	s := connect(t, cl.Servers())
 	q := newTestQueue(t, s, "/relver")
@@ -259,6 +263,7 @@ func TestReleaseAfterDataWrite(t *testing.T) {
 // The retried delete must read the node first and leave it (another
 // session owns it), not delete it by its version (0, like the lease's).
 func TestReleaseRetryChecksOwner(t *testing.T) {
+	t.Parallel()
 	cl := zktest.Shared(t)
 	in := zktest.Inspect(t, cl)
 	var armed atomic.Bool

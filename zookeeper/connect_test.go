@@ -21,6 +21,7 @@ import (
 )
 
 func TestConnectUnreachable(t *testing.T) {
+	t.Parallel()
 	p := serverkit.NewFaultProxy()
 	defer p.Close()
 	p.Blackhole()
@@ -45,6 +46,7 @@ func TestConnectUnreachable(t *testing.T) {
 // a second after the first refusal instead of at the end of the connect
 // timeout. A server entry without a port gets 2181, and the error names it.
 func TestConnectRefusedAnswersEarly(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	start := time.Now()
 	_, err := Connect(ctx, []string{"127.0.0.1:1,localhost:1"}, WithConnectTimeout(time.Minute))
@@ -136,6 +138,7 @@ func (h *hungServer) close() {
 // waits that long for an answer to its close request), and the connection
 // is closed by then; nothing of the attempt outlives it for long.
 func TestConnectHungServerReturnsOnTime(t *testing.T) {
+	// Not parallel: it looks for leaked goroutines in the whole process.
 	leaks := goleak.IgnoreCurrent()
 	h := newHungServer(t)
 	addr := h.ln.Addr().String()

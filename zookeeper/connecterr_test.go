@@ -22,7 +22,8 @@ import (
 // starting server does, so Connect retries); a TLS configuration that allows no version is
 // recipe.ErrBadOption at once (it was retried until the connect timeout).
 func TestConnectErrors(t *testing.T) {
-	cl := zktest.Start(t, zktest.WithTLS())
+	t.Parallel()
+	cl := tlsServer.Get(t, zktest.WithTLS())
 	secure, plain := cl.SecureAddrs()[0], cl.Addrs()[0]
 	good := cl.ClientTLS(t)
 	other, err := certtest.Generate(t.TempDir())
@@ -49,8 +50,14 @@ func TestConnectErrors(t *testing.T) {
 		{"TLS to the plain port", plain, good, false, true, false, false, "is it the server's secureClientPort?", 15 * time.Second},
 		{"nothing listens", "127.0.0.1:1", good, false, true, false, false, "connection refused", 8 * time.Second},
 	} {
+		// The plain port fails at the connect timeout, which a shorter one
+		// reaches sooner; the others must fail well before theirs.
+		timeout := 10 * time.Second
+		if c.addr == plain {
+			timeout = 3 * time.Second
+		}
 		start := time.Now()
-		s, err := Connect(context.Background(), []string{c.addr}, WithTLS(c.cfg), WithConnectTimeout(10*time.Second))
+		s, err := Connect(context.Background(), []string{c.addr}, WithTLS(c.cfg), WithConnectTimeout(timeout))
 		took := time.Since(start)
 		if err == nil {
 			s.Close()

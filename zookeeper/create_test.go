@@ -90,6 +90,7 @@ func createOnceHooked(t *testing.T, cl *zktest.Cluster, dir string, fault func()
 // reply is lost with the connection: after the reconnection the node is
 // found by its GUID and adopted, and no second create is sent.
 func TestCreateLostReplyAdoptsByGUID(t *testing.T) {
+	t.Parallel()
 	cl := zktest.Shared(t)
 	in := zktest.Inspect(t, cl)
 	s, q, armed, creates := createOnceHooked(t, cl, "/lostreply", func() zktest.Fault { return zktest.SendAndCut })
@@ -113,6 +114,7 @@ func TestCreateLostReplyAdoptsByGUID(t *testing.T) {
 // connection was cut before it was written): the lookup by GUID finds
 // nothing, and the create is sent again, once.
 func TestCreateNotSentCreatesAgain(t *testing.T) {
+	t.Parallel()
 	cl := zktest.Shared(t)
 	in := zktest.Inspect(t, cl)
 	s, q, armed, creates := createOnceHooked(t, cl, "/notsent", func() zktest.Fault { return zktest.DropAndCut })
@@ -136,6 +138,7 @@ func TestCreateNotSentCreatesAgain(t *testing.T) {
 // after the caller's budget: the node it made is deleted when the answer
 // comes (late), and Drain waits for that.
 func TestCreateAnsweredAfterCallerLeftIsUndone(t *testing.T) {
+	t.Parallel()
 	cl := zktest.Shared(t)
 	in := zktest.Inspect(t, cl)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)

@@ -64,6 +64,7 @@ func TestDirRule(t *testing.T) {
 // keeps ADMIN from others, is seen by the next Session); a directory found
 // missing is made with the Session's ACL and trusted.
 func TestDirACLCheckedOnce(t *testing.T) {
+	t.Parallel()
 	cl := zktest.Shared(t)
 	in := zktest.Inspect(t, cl)
 	in.Create("/once", nil)
@@ -112,7 +113,14 @@ func TestDirACLCheckedOnce(t *testing.T) {
 		t.Fatalf("a new Session: %v, want ErrUntrustedDir", err)
 	}
 
-	if err := try(s, "/once/made"); err != nil {
+	// The lease is held while the directory's ACL is read: once it is
+	// released, the server's container reaper may delete the directory.
+	mq, err := NewQueue(s, "/once/made", []string{"lock-"}, FirstHolds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := mq.TryAcquire(ctx, "lock-", nil)
+	if err != nil {
 		t.Fatal(err)
 	}
 	if !s.dirs.trusted(s.abs("/once/made")) {
@@ -120,5 +128,8 @@ func TestDirACLCheckedOnce(t *testing.T) {
 	}
 	if acl, _, err := s.conn.GetACL(s.abs("/once/made")); err != nil || len(acl) != 2 || acl[0] != owner[0] {
 		t.Fatalf("the directory made has ACL %s (%v)", describeACL(acl), err)
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
 	}
 }

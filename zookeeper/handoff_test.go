@@ -27,6 +27,7 @@ import (
 // someone else, after the listing): the grant is refused, or its lease
 // ends with recipe.ErrNodeDeleted within one read.
 func TestFiredChildWatchStillGrants(t *testing.T) {
+	t.Parallel()
 	t.Run("a join", func(t *testing.T) { testFiredChildWatch(t, false) })
 	t.Run("the own node deleted", func(t *testing.T) { testFiredChildWatch(t, true) })
 }
@@ -106,6 +107,7 @@ func testFiredChildWatch(t *testing.T, ownDeleted bool) {
 // 20 ms each way, so "together" is not a race with the replies), and
 // nothing else is sent before Await returns.
 func TestAwaitWakeupOneRoundTrip(t *testing.T) {
+	t.Parallel()
 	cl := zktest.Shared(t)
 	proxy := serverkit.NewFaultProxy()
 	defer proxy.Close()

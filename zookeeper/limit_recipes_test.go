@@ -25,7 +25,7 @@ import (
 // one leader at every sample, the first to join; when it leaves, the next
 // in creation order leads, and Leader (Head) names it.
 func TestSequenceLimitLatch(t *testing.T) {
-	t.Parallel() // a server of its own: in make test's last step (ZooKeeper 3.9.3) these run alone, two at a time
+	t.Parallel() // on the seeded server limitCluster shares, in directories of its own
 	const dir = "/limit/latch"
 	cl := limitCluster(t, 1, dir)
 	in := zktest.Inspect(t, cl)
@@ -80,7 +80,7 @@ func TestSequenceLimitLatch(t *testing.T) {
 // TestSequenceLimitElection: candidates campaigning across the limit lead
 // in creation order; Leader and Participants agree.
 func TestSequenceLimitElection(t *testing.T) {
-	t.Parallel() // a server of its own: in make test's last step (ZooKeeper 3.9.3) these run alone, two at a time
+	t.Parallel() // on the seeded server limitCluster shares, in directories of its own
 	const dir = "/limit/election"
 	cl := limitCluster(t, 1, dir)
 	in := zktest.Inspect(t, cl)
@@ -171,7 +171,7 @@ func (w *warnings) WithGroup(string) slog.Handler { return w }
 // TestSequenceLimitWarns: a Session reports the directory's headroom after
 // each create, and warns once near the limit and once at it.
 func TestSequenceLimitWarns(t *testing.T) {
-	t.Parallel() // a server of its own: in make test's last step (ZooKeeper 3.9.3) these run alone, two at a time
+	t.Parallel() // on the seeded server limitCluster shares, in directories of its own
 	const dir = "/limit/warn"
 	cl := limitCluster(t, 2, dir)
 	m, w := &seqMetrics{}, &warnings{}
@@ -216,7 +216,7 @@ func TestSequenceLimitWarns(t *testing.T) {
 // TestSequenceLimitSemaphoreOrder: a two-lease semaphore whose waiters
 // queued across the limit grants them in creation order as leases free.
 func TestSequenceLimitSemaphoreOrder(t *testing.T) {
-	t.Parallel() // a server of its own: in make test's last step (ZooKeeper 3.9.3) these run alone, two at a time
+	t.Parallel() // on the seeded server limitCluster shares, in directories of its own
 	const dir = "/limit/sem"
 	cl := limitCluster(t, 2, dir)
 	in := zktest.Inspect(t, cl)

@@ -31,16 +31,67 @@ import (
 	"github.com/zkrecipes/zkrecipes/zookeeper"
 )
 
-// limitCluster starts a server on which each of dirs has its counter at
-// the given distance below the limit: the next create there gets
-// 2147483647 - below.
+// limitDirs is every directory the sequence-limit tests use, with how far
+// below the limit its counter starts: one seeded server holds them all (a
+// server of its own per test cost a seeding and a JVM start each), and
+// each test works in its own directories, so they run in parallel.
+var limitDirs = map[string]int32{
+	"/limit/mutex":    3,
+	"/limit/c/mutex":  20,
+	"/limit/c/sem":    20,
+	"/limit/c/rw":     20,
+	"/limit/rw":       2,
+	"/limit/latch":    1,
+	"/limit/election": 1,
+	"/limit/warn":     2,
+	"/limit/sem":      2,
+}
+
+// limitServer is one seeded server and the directories that tests have
+// already used on it: its counters only move up, so a directory serves
+// one test run (a second, under -count or -cpu, gets a fresh server).
+type limitServer struct {
+	cl   zookeeper.OnceCluster
+	used map[string]bool
+}
+
+var (
+	limitMu      sync.Mutex
+	limitServers []*limitServer
+)
+
+// limitCluster returns a seeded server on which each of dirs has its
+// counter at the given distance below the limit (as limitDirs says): the
+// next create there gets 2147483647 - below. The test must be the only
+// one to use dirs there.
 func limitCluster(t *testing.T, below int32, dirs ...string) *zktest.Cluster {
 	t.Helper()
-	counters := map[string]int32{}
 	for _, d := range dirs {
-		counters[d] = math.MaxInt32 - below
+		if b, ok := limitDirs[d]; !ok || b != below {
+			t.Fatalf("limitCluster: %s is not in limitDirs at %d below the limit", d, below)
+		}
 	}
-	return zktest.Start(t, zktest.WithSeqCounters(counters))
+	limitMu.Lock()
+	var srv *limitServer
+	for _, s := range limitServers {
+		if !slices.ContainsFunc(dirs, func(d string) bool { return s.used[d] }) {
+			srv = s
+			break
+		}
+	}
+	if srv == nil {
+		srv = &limitServer{used: map[string]bool{}}
+		limitServers = append(limitServers, srv)
+	}
+	for _, d := range dirs {
+		srv.used[d] = true
+	}
+	limitMu.Unlock()
+	counters := map[string]int32{}
+	for d, b := range limitDirs {
+		counters[d] = math.MaxInt32 - b
+	}
+	return srv.cl.Get(t, zktest.WithSeqCounters(counters))
 }
 
 // suffix is the sequence a queue znode's name ends with
@@ -124,7 +175,7 @@ func checkCreationOrder(t *testing.T, ps []zookeeper.Participant) {
 // a newcomer that arrives while a holder with the stuck sequence holds is
 // not granted beside it; Participants lists them in creation order.
 func TestSequenceLimitMutexHandOff(t *testing.T) {
-	t.Parallel() // a server of its own: in make test's last step (ZooKeeper 3.9.3) these run alone, two at a time
+	t.Parallel() // on the seeded server limitCluster shares, in directories of its own
 	const dir = "/limit/mutex"
 	cl := limitCluster(t, 3, dir)
 	in := zktest.Inspect(t, cl)
@@ -251,7 +302,7 @@ func contend(t *testing.T, workers, rounds int, acquire func(w int) func(context
 // pipelined behind one another may get the negative sequences of the
 // server's pending change): never more holders than the recipe allows.
 func TestSequenceLimitContention(t *testing.T) {
-	t.Parallel() // a server of its own: in make test's last step (ZooKeeper 3.9.3) these run alone, two at a time
+	t.Parallel() // on the seeded server limitCluster shares, in directories of its own
 	dirs := []string{"/limit/c/mutex", "/limit/c/sem", "/limit/c/rw"}
 	cl := limitCluster(t, 20, dirs...)
 	in := zktest.Inspect(t, cl)
@@ -339,7 +390,7 @@ func TestSequenceLimitContention(t *testing.T) {
 // granted until the downgraded read is released. With the write node past
 // the limit, Downgrade is ErrSequenceLimit and loses nothing.
 func TestSequenceLimitDowngrade(t *testing.T) {
-	t.Parallel() // a server of its own: in make test's last step (ZooKeeper 3.9.3) these run alone, two at a time
+	t.Parallel() // on the seeded server limitCluster shares, in directories of its own
 	const dir = "/limit/rw"
 	cl := limitCluster(t, 2, dir)
 	in := zktest.Inspect(t, cl)

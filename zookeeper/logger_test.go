@@ -66,6 +66,7 @@ func (r *records) all() []slog.Record {
 // connection SUSPENDED) reach slog.Default(), and only they: the routine
 // INFO lines (connected, reconnected, closed) do not.
 func TestDefaultLoggerWarnsThroughSlogDefault(t *testing.T) {
+	// Not parallel: it replaces slog.Default.
 	rec := &records{}
 	old := slog.Default()
 	slog.SetDefault(slog.New(rec))
@@ -100,6 +101,7 @@ func TestDefaultLoggerWarnsThroughSlogDefault(t *testing.T) {
 // the session's id, no CONNECTED transition beside the first, and no LOST
 // for a normal Close.
 func TestRoutineLines(t *testing.T) {
+	t.Parallel()
 	rec := &records{}
 	s := connect(t, zktest.Shared(t).Servers(), WithLogger(slog.New(rec)))
 	id := fmt.Sprintf("0x%x", s.ID())
@@ -123,6 +125,7 @@ func TestRoutineLines(t *testing.T) {
 // node within the abandon budget and reports success, with no warning;
 // nothing is handed to the cleaner.
 func TestReleaseWithDoneContext(t *testing.T) {
+	// Not parallel: each delete has 250 ms (abandonBudget) to round-trip.
 	cl := zktest.Shared(t)
 	in := zktest.Inspect(t, cl)
 	var recs records
@@ -159,6 +162,7 @@ func TestReleaseWithDoneContext(t *testing.T) {
 // is logged once, at WARN, with its cause, after the Session's lock is
 // released; a released one is not logged.
 func TestLostLeaseLoggedOnce(t *testing.T) {
+	t.Parallel()
 	cl := zktest.Shared(t)
 	in := zktest.Inspect(t, cl)
 	var recs records

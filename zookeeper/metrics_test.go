@@ -19,6 +19,7 @@ import (
 // operator's delete (lost), a Release (not lost), the session's states
 // including Close, and a stale write rejected by a fence.Guard wired to it.
 func TestMetricsHook(t *testing.T) {
+	t.Parallel()
 	cl := zktest.Shared(t)
 	in := zktest.Inspect(t, cl)
 	rec := &metricstest.Events{}

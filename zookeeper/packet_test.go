@@ -38,6 +38,7 @@ func noTransition(t *testing.T, ch <-chan StateChange) {
 // connection never drops, nothing is left for the cleaner, and another
 // path works.
 func TestOversizeRequestsAreNeverSent(t *testing.T) {
+	t.Parallel()
 	s := connect(t, zktest.Shared(t).Servers())
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -109,6 +110,7 @@ func TestOversizeRequestsAreNeverSent(t *testing.T) {
 // anchored multi is what the send buffer (sized to the limit) does with the
 // same request, and a request the check allows is accepted by the server.
 func TestPacketSizesMatchTheEncoding(t *testing.T) {
+	t.Parallel()
 	s := connect(t, zktest.Shared(t).Servers(), WithMaxPacket(minMaxPacket))
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -174,6 +176,7 @@ func TestPacketSizesMatchTheEncoding(t *testing.T) {
 // counted: on the longest directory NewQueue accepts, that multi, with the
 // longest names, still passes the send buffer.
 func TestQueuePathLimit(t *testing.T) {
+	t.Parallel()
 	s := connect(t, zktest.Shared(t).Servers(), WithMaxPacket(minMaxPacket))
 	kinds := []string{"lock-"}
 	room := minMaxPacket - pathSlack - maxNameLen(kinds, false) - 1 - len(s.abs("/d"))
@@ -222,6 +225,7 @@ func TestMaxPacketOption(t *testing.T) {
 // one byte more is refused by both. Data too large to be read back within
 // the limit (a getData reply) is refused even when its request would fit.
 func TestCheckRequestMatchesTheEncoding(t *testing.T) {
+	t.Parallel()
 	s := connect(t, zktest.Shared(t).Servers(), WithMaxPacket(minMaxPacket))
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -297,6 +301,7 @@ func TestCheckRequestMatchesTheEncoding(t *testing.T) {
 // every log line and error shows the path shortened, and the session
 // settles: connected, nothing left for the cleaner, another path works.
 func TestOverTheServersLimitNotSentAgain(t *testing.T) {
+	t.Parallel()
 	rec := &records{}
 	s := connect(t, zktest.Shared(t).Servers(), WithMaxPacket(4<<20), WithLogger(slog.New(rec)))
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -353,6 +358,7 @@ func TestOverTheServersLimitNotSentAgain(t *testing.T) {
 // wrapping another error of this package, says "recipe: " once, and still
 // matches every kind.
 func TestMessagesNameThePackageOnce(t *testing.T) {
+	t.Parallel()
 	s := connect(t, zktest.Shared(t).Servers())
 	q, err := NewQueue(s, "/once", []string{"lock-"}, FirstHolds)
 	if err != nil {

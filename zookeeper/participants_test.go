@@ -153,6 +153,7 @@ func participantNames(ps []Participant) []string {
 // requests pipelined on the Session (more than one in flight; the old
 // one-after-the-other read had one) but never more than maxNodeReads.
 func TestParticipantsReadsInParallel(t *testing.T) {
+	t.Parallel()
 	cl := zktest.Shared(t)
 	want := fillQueue(t, cl, "/big", 1000)
 	log := &getDataLog{}
@@ -183,6 +184,7 @@ func TestParticipantsReadsInParallel(t *testing.T) {
 // read of theirs reaches the server after the delete) are left out, not an
 // error; the others come in queue order.
 func TestParticipantsSkipsNodesDeletedDuringRead(t *testing.T) {
+	t.Parallel()
 	cl := zktest.Shared(t)
 	names := fillQueue(t, cl, "/big", 600)
 	in := zktest.Inspect(t, cl)
@@ -222,6 +224,7 @@ func TestParticipantsSkipsNodesDeletedDuringRead(t *testing.T) {
 // as many racing with the cancel), and no goroutine of the call is left
 // (the requests still in flight finish on the Session's workers).
 func TestParticipantsCancelledMidRead(t *testing.T) {
+	// Not parallel: it looks for leaked goroutines in the whole process.
 	cl := zktest.Shared(t)
 	const nodes, cancelAt = 2000, 300
 	fillQueue(t, cl, "/big", nodes)

@@ -23,6 +23,7 @@ import (
 // deletes its node) or whose node is deleted by someone else reports that
 // at once, and Await says the same; Leave is then a no-op.
 func TestTicketErrFollowsItsGrant(t *testing.T) {
+	t.Parallel()
 	cl := zktest.Shared(t)
 	in := zktest.Inspect(t, cl)
 	s := connect(t, cl.Servers())
@@ -78,6 +79,7 @@ func TestTicketErrFollowsItsGrant(t *testing.T) {
 // TestObserveHeadAsBadInput: a nil queue or conversion is a typed error,
 // never a panic on the observer's goroutine.
 func TestObserveHeadAsBadInput(t *testing.T) {
+	t.Parallel()
 	cl := zktest.Shared(t)
 	s := connect(t, cl.Servers())
 	q, err := NewQueue(s, "/observed", []string{"t-"}, FirstHolds)
@@ -97,6 +99,7 @@ func TestObserveHeadAsBadInput(t *testing.T) {
 // declared AllowsAnchors, of one kind or more, sizes its requests for
 // anchored names.
 func TestQueueOptionsChecked(t *testing.T) {
+	t.Parallel()
 	cl := zktest.Shared(t)
 	s := connect(t, cl.Servers())
 	plain, err := NewQueue(s, "/declared", []string{"t-"}, FirstHolds)
@@ -127,6 +130,7 @@ func TestQueueOptionsChecked(t *testing.T) {
 // instead of panicking, with nothing left behind: no node, no registered
 // lease, nothing for Drain to wait for; another client then takes the lock.
 func TestRulePanicGivesNodeUp(t *testing.T) {
+	t.Parallel()
 	cl := zktest.Shared(t)
 	in := zktest.Inspect(t, cl)
 	s1 := connect(t, cl.Servers())
@@ -196,6 +200,7 @@ func TestRulePanicGivesNodeUp(t *testing.T) {
 // the caller would wait for (the Rule's watch list), not the lowest node:
 // for a two-permit gate, both holders.
 func TestTryAcquireLockedNamesWatched(t *testing.T) {
+	t.Parallel()
 	cl := zktest.Shared(t)
 	s := connect(t, cl.Servers())
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -235,6 +240,7 @@ func TestTryAcquireLockedNamesWatched(t *testing.T) {
 // are counted by their Queue: a delete of one that waits for a
 // reconnection keeps Drain waiting (case C12: no node after Close).
 func TestDrainWaitsForExtraCopies(t *testing.T) {
+	t.Parallel()
 	cl := zktest.Shared(t)
 	in := zktest.Inspect(t, cl)
 	p := serverkit.NewFaultProxy()

@@ -25,6 +25,7 @@ import (
 // warning ("cleanup delete deferred to the session cleaner ... not
 // authenticated") before the ACL error was even reported.
 func TestRefusedCreateQueuesNoCleanup(t *testing.T) {
+	t.Parallel()
 	cl := zktest.Shared(t)
 	servers := cl.Servers()
 	chroot := strings.TrimPrefix(servers[len(servers)-1], cl.Addrs()[len(servers)-1]) // Conn's paths are not under it

@@ -47,6 +47,7 @@ func noSecretErr(t *testing.T, what string, err error) {
 // server refuses the scheme, not when a digest with a wrong password is
 // refused access to a node whose ACL wants the right one.
 func TestAuthBytesNotShown(t *testing.T) {
+	t.Parallel()
 	cl := zktest.Shared(t)
 	servers := cl.Servers()
 	chroot := strings.TrimPrefix(servers[len(servers)-1], cl.Addrs()[len(servers)-1]) // Conn's paths are not under it
@@ -132,6 +133,7 @@ func (b *syncBuffer) String() string {
 // log line, a panic reporter) shows no byte of what WithAuth was given, in
 // any of the forms fmt prints bytes in.
 func TestSessionPrintHidesAuth(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	auth := []byte("zkr:" + zkPW)

@@ -13,8 +13,6 @@ import (
 	"github.com/zkrecipes/zkrecipes/testkit/zktest"
 )
 
-func TestMain(m *testing.M) { zktest.Main(m) }
-
 func connect(t testing.TB, servers []string, opts ...Option) *Session {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -45,6 +43,7 @@ func next(t *testing.T, ch <-chan StateChange, d time.Duration) StateChange {
 // TestSuspendedThenReconnected: a cut gives SUSPENDED, the reconnection to
 // the same session RECONNECTED with the same ID; Done stays open.
 func TestSuspendedThenReconnected(t *testing.T) {
+	t.Parallel()
 	cl := zktest.Shared(t)
 	p := serverkit.NewFaultProxy()
 	defer p.Close()
@@ -77,6 +76,7 @@ func TestSuspendedThenReconnected(t *testing.T) {
 // TestExpiryGivesLostThenNewSession: a partition past the session timeout
 // gives LOST (Done closed), then RECONNECTED with a new session ID.
 func TestExpiryGivesLostThenNewSession(t *testing.T) {
+	t.Parallel()
 	cl := zktest.Shared(t)
 	p := serverkit.NewFaultProxy()
 	defer p.Close()
@@ -113,6 +113,7 @@ func TestExpiryGivesLostThenNewSession(t *testing.T) {
 // not stall go-zookeeper's event delivery: the session keeps reconnecting
 // and working.
 func TestC19_SlowListenerDoesNotBlockEvents(t *testing.T) {
+	t.Parallel()
 	cl := zktest.Shared(t)
 	p := serverkit.NewFaultProxy()
 	defer p.Close()
@@ -151,6 +152,7 @@ func waitState(t *testing.T, s *Session, want recipe.ConnState) {
 }
 
 func TestClosedSessionState(t *testing.T) {
+	t.Parallel()
 	s := connect(t, zktest.Shared(t).Servers())
 	done := s.Done()
 	s.Close()
@@ -175,6 +177,7 @@ func TestClosedSessionState(t *testing.T) {
 // reply finds a node carrying our GUID but owned by another session (the
 // dying session of case C3): it must not be adopted.
 func TestC3_AdoptOnlyCurrentSessionsNode(t *testing.T) {
+	t.Parallel()
 	cl := zktest.Shared(t)
 	a := connect(t, cl.Servers())
 	other := connect(t, cl.Servers())
@@ -215,6 +218,7 @@ func TestC3_AdoptOnlyCurrentSessionsNode(t *testing.T) {
 // same session; a lease granted before ends at SUSPENDED (default policy)
 // and its surviving node is deleted on reconnection.
 func TestServerRestartKeepsSession(t *testing.T) {
+	t.Parallel()
 	cl := zktest.Start(t)
 	s := connect(t, cl.Servers(), WithSessionTimeout(10*time.Second))
 	id := s.ID()
@@ -277,6 +281,7 @@ func TestServerRestartKeepsSession(t *testing.T) {
 // reply is set back past the session timeout before the stale event is
 // delivered, as go-zookeeper would deliver it.
 func TestStaleDeletionAfterPauseIsASessionLoss(t *testing.T) {
+	t.Parallel()
 	cl := zktest.Shared(t)
 	p := serverkit.NewFaultProxy()
 	defer p.Close()

@@ -17,6 +17,7 @@ import (
 // decides with an exists on its own node instead of a listing; the
 // conditions of the argument, each broken in turn, make it list again.
 func TestSkipRelistOnlyWhenProven(t *testing.T) {
+	t.Parallel()
 	cl := zktest.Shared(t)
 	var log opLog
 	hs := connect(t, cl.Servers())
@@ -88,6 +89,7 @@ func TestSkipRelistOnlyWhenProven(t *testing.T) {
 // predecessor's event arrives first, yet the waiter must not be granted:
 // Acquire returns recipe.ErrNodeDeleted.
 func TestSkipRelistNotWhenOwnNodeGoesWithPredecessor(t *testing.T) {
+	t.Parallel()
 	cl := zktest.Shared(t)
 	hs := connect(t, cl.Servers())
 	ws := connect(t, cl.Servers())
@@ -151,6 +153,7 @@ func TestSkipRelistNotWhenOwnNodeGoesWithPredecessor(t *testing.T) {
 // refuse a queue not declared AllowsAnchors (recipe.ErrBadOption, no node made),
 // and the holder's release then grants the waiter alone.
 func TestSkipRelistAnchoredRefused(t *testing.T) {
+	t.Parallel()
 	cl := zktest.Shared(t)
 	var log opLog
 	hs := connect(t, cl.Servers())

@@ -11,28 +11,38 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-zookeeper/zk"
 	"github.com/zkrecipes/zkrecipes/recipe"
 	"github.com/zkrecipes/zkrecipes/testkit/certtest"
 	"github.com/zkrecipes/zkrecipes/testkit/zktest"
 )
+
+// tlsServer is the server started WithTLS (client certificate required)
+// that TestTLS and TestConnectErrors share: neither changes it.
+var tlsServer OnceCluster
 
 // TestTLS runs against one server started WithTLS (client certificate
 // required): a Session with the cluster's client configuration works, the
 // certificate is checked for the host name as given; a server whose
 // certificate another authority signed, a client without a certificate
 // and a TLS client at the plain port all fail fast with a typed error.
+// The cases are independent connections: they run in parallel.
 func TestTLS(t *testing.T) {
-	cl := zktest.Start(t, zktest.WithTLS())
+	t.Parallel()
+	cl := tlsServer.Get(t, zktest.WithTLS())
 	secure := cl.SecureAddrs()[0]
 	_, port, _ := net.SplitHostPort(secure)
 
 	t.Run("ClientCertificate", func(t *testing.T) {
+		t.Parallel()
 		s := connectTLS(t, []string{secure}, cl.ClientTLS(t))
-		if _, err := s.Conn().Create("/tls", []byte("x"), 0, s.cfg.acl); err != nil {
+		// Ephemeral: the server is shared, and outlives the test under -count.
+		if _, err := s.Conn().Create("/tls", []byte("x"), zk.FlagEphemeral, s.cfg.acl); err != nil {
 			t.Fatalf("create over TLS: %v", err)
 		}
 	})
 	t.Run("ServerNameFromTheEntry", func(t *testing.T) {
+		t.Parallel()
 		cfg := cl.ClientTLS(t)
 		var mu sync.Mutex
 		var names []string
@@ -50,6 +60,7 @@ func TestTLS(t *testing.T) {
 		}
 	})
 	t.Run("WrongAuthority", func(t *testing.T) {
+		t.Parallel()
 		other, err := certtest.Generate(t.TempDir())
 		if err != nil {
 			t.Fatal(err)
@@ -65,6 +76,7 @@ func TestTLS(t *testing.T) {
 		}
 	})
 	t.Run("NoClientCertificate", func(t *testing.T) {
+		t.Parallel()
 		cfg := cl.ClientTLS(t)
 		cfg.Certificates = nil
 		err := connectFails(t, secure, cfg)
@@ -73,6 +85,7 @@ func TestTLS(t *testing.T) {
 		}
 	})
 	t.Run("PlainPort", func(t *testing.T) {
+		t.Parallel()
 		// The server closes the connection, as a starting one does: Connect
 		// retries until its timeout, and then names the likely cause.
 		s, err := Connect(context.Background(), cl.Addrs(), WithTLS(cl.ClientTLS(t)), WithConnectTimeout(3*time.Second))

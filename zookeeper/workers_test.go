@@ -20,6 +20,7 @@ import (
 // one function that is slow to return) is closed; when Close returns, no
 // worker goroutine is left, running or parked.
 func TestCloseStopsWorkers(t *testing.T) {
+	// Not parallel: it waits only 200 ms for the last worker goroutine to go.
 	cl := zktest.Shared(t)
 	hs := connect(t, cl.Servers())
 	ws := connect(t, cl.Servers())
@@ -78,6 +79,7 @@ func countWorkers(s *Session) int {
 // race detector and the runtime's noise). A waiter that kept its listing
 // alive while waiting held about 40 KiB each here (k names for the k-th).
 func TestWaiterHeap(t *testing.T) {
+	// Not parallel: it measures the process's heap and the shared server's watches.
 	cl := zktest.Shared(t)
 	hs := connect(t, cl.Servers())
 	ws := connect(t, cl.Servers())
@@ -108,8 +110,13 @@ func TestWaiterHeap(t *testing.T) {
 		}()
 	}
 	serverkit.Eventually(t, 30*time.Second, "waiters queued", func() bool { return len(in.Children("/waiterheap")) == waiters+1 })
-	serverkit.Eventually(t, 10*time.Second, "waiters watching", func() bool {
+	// Each waiter lists all 501 names before it watches: under -race on a
+	// loaded machine that can take more than 10 s (failed so, twice).
+	var watching int
+	defer func() { t.Logf("%d watches on the server when last counted", watching) }()
+	serverkit.Eventually(t, 30*time.Second, "waiters watching", func() bool {
 		n, err := zktest.WatchCount(ctx, strings.SplitN(cl.Servers()[0], "/", 2)[0])
+		watching = n
 		return err == nil && n >= waiters
 	})
 	runtime.GC()

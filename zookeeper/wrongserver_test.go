@@ -23,6 +23,7 @@ import (
 // not stop Connect (go-zookeeper shuffles the list: three tries), and one
 // that says nothing is no wrong server: it keeps the connect timeout.
 func TestConnectWrongServer(t *testing.T) {
+	// Not parallel: it looks for leaked goroutines in the whole process.
 	right := zktest.Shared(t).Addrs()
 	ctx := context.Background()
 	httpAddr := connerrtest.HTTPServer(t)

@@ -20,6 +20,7 @@ import (
 // goroutines burning CPU and allocating make that loop late. With zkwire
 // keeping the zxid, go-zookeeper never writes lastZxid after a connect.
 func TestZxidRaceAfterReconnect(t *testing.T) {
+	// Not parallel: its goroutines burn the process's CPU.
 	cl := zktest.Shared(t)
 	const sessions, rounds, reads = 6, 15, 8
 	stop := make(chan struct{})
