@@ -22,7 +22,6 @@ import (
 // own session through its own FaultProxy (rtest.LockHarness). The three run in parallel, each on
 // its own chroot.
 func TestConformance(t *testing.T) {
-	t.Parallel()
 	for _, c := range []struct {
 		name string
 		lock func(testing.TB, *zookeeper.Session, string) recipe.Lock

@@ -18,7 +18,6 @@ import (
 // as they cut a plain one.
 func TestConformanceTLS(t *testing.T) {
 	cl := zktest.Start(t, zktest.WithTLS())
-	t.Parallel() // after Start: servers start one at a time, before the parallel tests run
 	locktest.RunTransport(t, &rtest.LockHarness{Cluster: cl, In: zktest.Inspect(t, cl), TLS: cl.ClientTLS(t),
 		Lock: func(tb testing.TB, s *zookeeper.Session, p string) recipe.Lock { return newMutex(tb, s, p) }})
 }
