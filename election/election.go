@@ -10,6 +10,9 @@
 //	err = election.Run(ctx, e, []byte("host-a:8080"), func(ctx context.Context, token fence.Token) error {
 //		return schedule(ctx, token) // ctx ends when leadership does
 //	})
+//	if ctx.Err() == nil { // else err is context.Cause(ctx): a normal stop
+//		return fmt.Errorf("leader loop: %w", err) // a real failure
+//	}
 //
 // The recipe is the ZooKeeper recipes page's "Leader Election", as Curator's
 // LeaderSelector implements it, on the engine of package mutex, with its
@@ -135,16 +138,15 @@ const MaxRunBackOff = leader.MaxBackOff
 func (e *Election) Path() string { return e.path }
 
 // Campaign joins the election with a znode carrying value and blocks until
-// the caller leads (FIFO), ctx ends, or leadership can no longer be obtained:
-// etcd's Campaign, with a mutex's ZooKeeper operations. The Lease is the
-// leadership: Token is the caller's znode's czxid; Context ends when
+// the caller leads (FIFO), ctx ends, or leadership can no longer be
+// obtained: etcd's Campaign, with a mutex's ZooKeeper operations. The Lease
+// is the leadership: Token is the znode's czxid; Context ends when
 // leadership ends or is in doubt (recipe.ErrReleased, ErrSuspended: the node
 // is then deleted on reconnection, campaign again; ErrSessionLost,
 // ErrSessionClosed, ErrNodeDeleted). Errors: ErrCampaigning; ctx's cause (no
-// node left behind, up to 500 ms after ctx ends when the server does not
-// answer); recipe.ErrTooLarge (and recipe.ErrBadOption over
-// zookeeper.MaxNodeData) for a value that does not fit; else as
-// mutex.Mutex.Acquire.
+// node left behind, within 500 ms after ctx ends); recipe.ErrTooLarge (and
+// recipe.ErrBadOption over zookeeper.MaxNodeData) for a value that does not
+// fit; else as mutex.Mutex.Acquire.
 func (e *Election) Campaign(ctx context.Context, value []byte) (recipe.Lease, error) {
 	return e.campaign(ctx, value, true)
 }

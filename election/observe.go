@@ -8,18 +8,14 @@ import (
 )
 
 // Observe reports the election's state: the current one at once, then every
-// change of leader and every change to "no leader" (case C16), coalesced for
-// a slow reader but always ending on the latest state; consecutive values
+// change of leader and every change to "no leader" (C16), coalesced for a
+// slow reader but always ending on the latest state; consecutive values
 // differ. It reports znodes, not leases: a suspended leader stays until its
-// znode goes. The channel closes when ctx ends, the Session closes, or on an
-// error retrying cannot cure (recipe.Permanent, recipe.ErrMixedRecipes met
-// twice a second apart; logged once). A reader that stops must end ctx.
-//
-// It is zookeeper.Queue.ObserveHead's loop (one goroutine, never blocking the client's
-// event delivery; ZooKeeper operations per change: getChildren and getData
-// of the first node, and one watch shared with the Session's other waiters).
-// Other failing reads are retried (and logged at warning level); the last
-// delivered state stays current meanwhile.
+// znode goes. It is zookeeper.Queue.ObserveHead's loop: a failing read is
+// retried (logged at warning level), the last state staying current; the
+// channel closes when ctx ends, the Session closes, or on an error retrying
+// cannot cure (recipe.Permanent, recipe.ErrMixedRecipes met twice a second
+// apart; logged once). A reader that stops must end ctx.
 func (e *Election) Observe(ctx context.Context) <-chan Observation {
 	ch, _ := zkside.ObserveHeadAs(ctx, e.q, observation) // cannot fail: both are set
 	return ch

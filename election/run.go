@@ -20,10 +20,6 @@ import (
 // retrying cannot cure (recipe.Permanent; recipe.ErrMixedRecipes when met
 // twice in a row); other campaign errors are logged and retried. Bad
 // arguments: recipe.ErrBadOption (nil e or fn), recipe.ErrTooLarge (value).
-//
-//	if err := election.Run(ctx, e, value, fn); ctx.Err() == nil {
-//		return fmt.Errorf("leader loop: %w", err) // a real failure
-//	}
 func Run(ctx context.Context, e *Election, value []byte, fn func(ctx context.Context, token fence.Token) error) error {
 	switch {
 	case e == nil:

@@ -271,17 +271,16 @@ func (l *Latch) Leader(ctx context.Context) (zookeeper.Participant, error) {
 	return h.Node, nil
 }
 
-// Close leaves the election for good (case C12): it stops the participant,
-// deletes its znode (ending a grant with recipe.ErrReleased; sent even if ctx
-// is done, retried on connection loss up to the cleanup timeout), waits
+// Close leaves the election for good (C12): it stops the participant,
+// deletes its znode (ending a grant with recipe.ErrReleased; sent even if
+// ctx is done, retried on connection loss up to the cleanup timeout), waits
 // until a create still in flight has landed and been deleted, then gives
 // every listener a final Change (Leader false, Cause ErrClosed) and closes
-// it. After Close returns nil the participant has no znode and never
-// creates one; Start and Await return ErrClosed. Close is idempotent and may
-// precede Start. Errors: ctx's cause when it ended first (with the
-// connection down, Close waits for the session to reconnect); an
-// *recipe.OpError when the delete could not be confirmed (the Session's
-// cleaner retries it). Call Close again to wait for the rest.
+// it. After Close returns nil the participant has no znode and never creates
+// one; Start and Await return ErrClosed. Close is idempotent and may precede
+// Start. Errors: ctx's cause (with the connection down, Close waits for a
+// reconnection); an *recipe.OpError when the delete could not be confirmed
+// (the Session's cleaner retries it). Call Close again to wait for the rest.
 func (l *Latch) Close(ctx context.Context) error {
 	l.mu.Lock()
 	if !l.closed {

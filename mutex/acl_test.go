@@ -22,6 +22,7 @@ import (
 // the session ended. Connect refuses such an ACL with ErrUnusableACL (and
 // recipe.ErrBadOption), naming no secret; the ACLs that work connect.
 func TestACLWithoutDeleteRefused(t *testing.T) {
+	t.Parallel()
 	cl := zktest.Shared(t)
 	auth := zookeeper.WithAuth("digest", []byte("locker:secret"))
 	digest := func(perms int32, pass string) []zk.ACL { return zk.DigestACL(perms, "locker", pass) }
@@ -72,6 +73,7 @@ func TestACLWithoutDeleteRefused(t *testing.T) {
 // of the creator leaves no node; an anonymous session can neither queue
 // nor delete the holder's node; the creator can.
 func TestACLCreatorOnly(t *testing.T) {
+	t.Parallel()
 	const lock = "/acl/creator"
 	cl := zktest.Shared(t)
 	in := zktest.Inspect(t, cl)

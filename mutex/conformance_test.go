@@ -86,7 +86,6 @@ func (h delayHarness) Leftovers(_ context.Context, lock string) (int, error) {
 // (locktest.RunLockDelay) against the Mutex, with a delay just above
 // LeaseTime.Max - Min (7 s - 2/3 s), as RunLockDelay needs.
 func TestConformanceLockDelay(t *testing.T) {
-	t.Parallel()
 	cl := zktest.Shared(t)
 	h := delayHarness{&rtest.LockHarness{Cluster: cl, In: zktest.Inspect(t, cl), Lock: func(tb testing.TB, s *zookeeper.Session, p string) recipe.Lock { return newMutex(tb, s, p) }}}
 	lt := h.LeaseTime()

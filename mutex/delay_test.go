@@ -165,7 +165,6 @@ func TestLockDelayMarkerLifecycle(t *testing.T) {
 // operator's delete of the held znode are unclean ends: the waiter serves
 // the delay.
 func TestLockDelayUncleanEnds(t *testing.T) {
-	t.Parallel()
 	for _, c := range []struct {
 		name string
 		end  func(t *testing.T, s *zookeeper.Session, in *zktest.Inspector, l recipe.Lease)
@@ -197,7 +196,6 @@ func TestLockDelayUncleanEnds(t *testing.T) {
 // no time of the session's end) and answers ErrLocked, leaving no znode;
 // once the delay has passed, TryAcquire is granted.
 func TestLockDelayTryAcquire(t *testing.T) {
-	t.Parallel()
 	cl := zktest.Shared(t)
 	in := zktest.Inspect(t, cl)
 	sa := rtest.Connect(t, cl)
@@ -239,7 +237,6 @@ func TestLockDelayTryAcquire(t *testing.T) {
 // option ignores a marker left by one with it, which stays for the next
 // holder with the option (which then serves a delay: documented).
 func TestLockDelayDefaultNeverWaits(t *testing.T) {
-	t.Parallel()
 	cl := zktest.Shared(t)
 	in := zktest.Inspect(t, cl)
 	sa := rtest.Connect(t, cl)

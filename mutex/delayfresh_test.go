@@ -22,7 +22,6 @@ import (
 // get the lock about d after the loss. The delay's start is kept on the
 // server (the stamped marker's Ctime): a new Mutex does not restart it.
 func TestLockDelayFreshProcesses(t *testing.T) {
-	t.Parallel()
 	for _, c := range []struct {
 		name string
 		end  func(t *testing.T, s *zookeeper.Session, cl *zktest.Cluster, tap *zktest.SessionTap)
@@ -108,7 +107,6 @@ func tryFresh(t *testing.T, cl *zktest.Cluster, deadline time.Time) (recipe.Leas
 // delay's start) first; A's link is slow, so that its reply always comes
 // back after B's stamp (as the test's goroutine may on a loaded machine).
 func TestLockDelayAbandonKeepsStart(t *testing.T) {
-	t.Parallel()
 	cl := zktest.Shared(t)
 	sa, pa, _ := proxied(t, cl)
 	acquire(t, delayed(t, sa, testDelay))
@@ -147,7 +145,6 @@ func TestLockDelayAbandonKeepsStart(t *testing.T) {
 // stamped marker: it counts the delay on its Mutex's own clock from its
 // first sight, and is granted once that has passed.
 func TestLockDelayNoWriteFallsBack(t *testing.T) {
-	t.Parallel()
 	cl := zktest.Shared(t)
 	in := zktest.Inspect(t, cl)
 	in.Create(path.Dir(dir), nil) // world ACL: the chroot's cleanup can delete below it

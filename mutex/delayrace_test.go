@@ -68,7 +68,6 @@ func holdAndQueue(t *testing.T, cl *zktest.Cluster, sa *zookeeper.Session) (reci
 }
 
 func TestLockDelayRaces(t *testing.T) {
-	t.Parallel()
 	t.Run("MarkerChangedUnderHolder", func(t *testing.T) {
 		// The Release's multi fails on the marker's version: the node is
 		// deleted alone, and the marker left costs the next holder a delay.

@@ -27,6 +27,7 @@ import (
 // nothing; so are directories that grant others CREATE, DELETE or ADMIN in
 // other ways.
 func TestDirACLRefused(t *testing.T) {
+	t.Parallel()
 	cl := zktest.Shared(t)
 	in := zktest.Inspect(t, cl)
 	in.Create("/diracl", nil) // world ACL: the test's cleanup deletes what is below
@@ -82,6 +83,7 @@ func TestDirACLRefused(t *testing.T) {
 // and, with an "auth" WithACL, the one its first Session made. The default
 // open ACL takes any directory, as before.
 func TestDirACLTrusted(t *testing.T) {
+	t.Parallel()
 	cl := zktest.Shared(t)
 	in := zktest.Inspect(t, cl)
 	in.Create("/dirok", nil)
@@ -130,6 +132,7 @@ func TestDirACLTrusted(t *testing.T) {
 // entries is refused, its own earlier one included (the error says why);
 // the directory it makes itself works.
 func TestDirACLHiddenDigest(t *testing.T) {
+	t.Parallel()
 	cl := zktest.Shared(t)
 	in := zktest.Inspect(t, cl)
 	in.Create("/hidden", nil)

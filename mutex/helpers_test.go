@@ -13,6 +13,13 @@ import (
 	"github.com/zkrecipes/zkrecipes/testkit/zktest"
 )
 
+// TestMain runs the package's tests. Every test has its own server
+// (zktest.Start) or its own chroot on the shared one (zktest.Shared), and
+// most call t.Parallel: they mostly wait. Those that bound a time (a short
+// session timeout, the 250 ms cleanup wait of C4 and of Release, a
+// lock-delay served; the conformance suites) do not: Go runs them first,
+// before any parallel test, so the package's own load cannot make them late
+// (their subtests still run in parallel, among themselves).
 func TestMain(m *testing.M) { zktest.Main(m) }
 
 // newMutex builds a Mutex or fails the test.

@@ -76,15 +76,14 @@ func buildConfig[O MutexOption](q *zookeeper.Queue, opts []O) (config, error) {
 
 // New returns a Mutex over the lock directory path (relative to the
 // session's chroot) on session s, without any ZooKeeper operation. Errors: a
-// *zookeeper.PathError (matching recipe.ErrInvalidPath, and recipe.ErrTooLarge
-// for a path too long for the packet limit, zookeeper.ErrReservedName for a
-// segment named like a queue node or "_lock-delay") for a path ZooKeeper
-// refuses, "/", one under /zookeeper, or one with a segment like
-// "_c_<guid>-lock-0000000000" or "_lock-delay" (see package zookeeper's
-// Paths); recipe.ErrBadOption for a nil session;
-// recipe.ErrTooLarge (and recipe.ErrBadOption over zookeeper.MaxNodeData) for
-// data that does not fit, recipe.ErrBadOption for a WithLockDelay out of
-// range; recipe.ErrSessionClosed.
+// *zookeeper.PathError matching recipe.ErrInvalidPath for a path ZooKeeper
+// refuses, "/", one under /zookeeper, one with a segment named like a queue
+// node or "_lock-delay" (also zookeeper.ErrReservedName; see package
+// zookeeper's Paths), or one too long for the packet limit (also
+// recipe.ErrTooLarge); recipe.ErrBadOption for a nil session or a
+// WithLockDelay out of range; recipe.ErrTooLarge for data that does not fit
+// (and recipe.ErrBadOption over zookeeper.MaxNodeData);
+// recipe.ErrSessionClosed.
 func New(s *zookeeper.Session, path string, opts ...MutexOption) (*Mutex, error) {
 	q, err := zookeeper.NewQueue(s, path, []string{Kind}, zookeeper.FirstHolds, zookeeper.GrantsLowest())
 	if err != nil {

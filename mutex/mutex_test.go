@@ -31,6 +31,7 @@ const dir = "/locks/job"
 // Never two holders; every grant's token is larger than the previous one;
 // every fenced write is accepted; nothing is left behind.
 func TestMutualExclusionUnderContention(t *testing.T) {
+	t.Parallel()
 	cl := zktest.Shared(t)
 	in := zktest.Inspect(t, cl)
 	const workers, rounds = 8, 25
@@ -95,6 +96,7 @@ func TestMutualExclusionUnderContention(t *testing.T) {
 
 // TestFIFO: waiters are granted in the order they queued.
 func TestFIFO(t *testing.T) {
+	t.Parallel()
 	cl := zktest.Shared(t)
 	holder := newMutex(t, rtest.Connect(t, cl), dir)
 	first, err := holder.Acquire(context.Background())
@@ -134,6 +136,7 @@ func TestFIFO(t *testing.T) {
 // TestTokensIncreaseAcrossParentRecreation: the token is the czxid, so it
 // keeps growing when the lock directory is deleted and re-created.
 func TestTokensIncreaseAcrossParentRecreation(t *testing.T) {
+	t.Parallel()
 	cl := zktest.Shared(t)
 	in := zktest.Inspect(t, cl)
 	m := newMutex(t, rtest.Connect(t, cl), dir)
@@ -160,6 +163,7 @@ func TestTokensIncreaseAcrossParentRecreation(t *testing.T) {
 // token and session; the lease context ends with ErrReleased on Release;
 // Release is idempotent.
 func TestParticipantsAndLeaseContext(t *testing.T) {
+	t.Parallel()
 	cl := zktest.Shared(t)
 	s := rtest.Connect(t, cl)
 	m, err := mutex.New(s, dir, mutex.WithData([]byte("worker-1")))
@@ -204,6 +208,7 @@ func TestParticipantsAndLeaseContext(t *testing.T) {
 // node is deleted although its context is done; a third client acquires as
 // soon as the holder releases.
 func TestC5_DeadlineWhileWaitingLeavesNothing(t *testing.T) {
+	t.Parallel()
 	cl := zktest.Shared(t)
 	in := zktest.Inspect(t, cl)
 	a := newMutex(t, rtest.Connect(t, cl), dir)
@@ -228,6 +233,7 @@ func TestC5_DeadlineWhileWaitingLeavesNothing(t *testing.T) {
 // TestC6_TryAcquireLeavesNothing: a "not acquired" answer leaves zero nodes,
 // also when the delete of the caller's node hits a connection loss.
 func TestC6_TryAcquireLeavesNothing(t *testing.T) {
+	t.Parallel()
 	cl := zktest.Shared(t)
 	in := zktest.Inspect(t, cl)
 	a := newMutex(t, rtest.Connect(t, cl), dir)
@@ -292,6 +298,7 @@ func TestC6_TryAcquireLeavesNothing(t *testing.T) {
 // (variant: the listing right after it). Acquire holds through exactly one
 // node, and nothing is left after Release.
 func TestC2_ReplyLostAfterCreate(t *testing.T) {
+	t.Parallel()
 	for _, op := range []int32{zktest.OpCreate, zktest.OpGetChildren2} {
 		t.Run(fmt.Sprintf("op%d", op), func(t *testing.T) {
 			cl := zktest.Shared(t)
@@ -348,6 +355,7 @@ func TestC2_ReplyLostAfterCreate(t *testing.T) {
 // TestC4_CancelledWhileCreateInFlight: the caller's context ends after the
 // create was sent (variant: and the reply is lost too). No node is left.
 func TestC4_CancelledWhileCreateInFlight(t *testing.T) {
+	t.Parallel()
 	for _, fault := range []zktest.Fault{zktest.Pass, zktest.SendAndCut} {
 		t.Run(fmt.Sprint(fault), func(t *testing.T) {
 			cl := zktest.Shared(t)
@@ -425,6 +433,7 @@ func TestC4_CancelledOnFreshLockLeavesNothing(t *testing.T) {
 // not applied or applied; Release returns an error, the retried Release
 // returns nil, and the node is gone.
 func TestC7_ReleaseRetry(t *testing.T) {
+	t.Parallel()
 	for _, fault := range []zktest.Fault{zktest.DropAndCut, zktest.SendAndCut} {
 		t.Run(fmt.Sprint(fault), func(t *testing.T) {
 			cl := zktest.Shared(t)
@@ -646,6 +655,7 @@ func TestC10_WaiterLosesItsNode(t *testing.T) {
 // TestC18_ParentRemovedBetweenEnsureAndCreate: the empty directory is deleted
 // right before the create; Acquire re-creates it and succeeds.
 func TestC18_ParentRemovedBetweenEnsureAndCreate(t *testing.T) {
+	t.Parallel()
 	cl := zktest.Shared(t)
 	in := zktest.Inspect(t, cl)
 	in.Create(dir, nil)
@@ -670,6 +680,7 @@ func TestC18_ParentRemovedBetweenEnsureAndCreate(t *testing.T) {
 // neither predecessors nor fatal; a node in the grammar but of another kind
 // (another recipe's) makes the acquisition fail with ErrMixedRecipes.
 func TestForeignChildrenIgnored(t *testing.T) {
+	t.Parallel()
 	cl := zktest.Shared(t)
 	in := zktest.Inspect(t, cl)
 	for _, n := range []string{"foo", "lock-0000000000", "_c_nothex-lock-0000000001",
@@ -703,6 +714,7 @@ func TestForeignChildrenIgnored(t *testing.T) {
 // TestACLRefusal: a directory the session may not create children in gives
 // an error matching ErrNoPermission and zk.ErrNoAuth, and no node.
 func TestACLRefusal(t *testing.T) {
+	t.Parallel()
 	cl := zktest.Shared(t)
 	in := zktest.Inspect(t, cl)
 	in.Create(dir, zk.WorldACL(zk.PermRead))
@@ -723,6 +735,7 @@ func TestACLRefusal(t *testing.T) {
 }
 
 func TestInvalidPaths(t *testing.T) {
+	t.Parallel()
 	s := rtest.Connect(t, zktest.Shared(t))
 	for _, p := range []string{"", "locks", "/", "/locks/", "/a//b", "/zookeeper/x", "/a/../b"} {
 		if _, err := mutex.New(s, p); !errors.Is(err, recipe.ErrInvalidPath) {
@@ -744,6 +757,7 @@ func TestInvalidPaths(t *testing.T) {
 // 500 KB of data. Nothing reaches the server: the session never changes
 // state, and the path next door works.
 func TestNewRefusesWhatCannotFit(t *testing.T) {
+	t.Parallel()
 	s := rtest.Connect(t, zktest.Shared(t))
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -779,6 +793,7 @@ func TestNewRefusesWhatCannotFit(t *testing.T) {
 }
 
 func TestClosedSession(t *testing.T) {
+	t.Parallel()
 	s := rtest.Connect(t, zktest.Shared(t))
 	m := newMutex(t, s, dir)
 	l, err := m.Acquire(context.Background())
@@ -804,6 +819,7 @@ func TestClosedSession(t *testing.T) {
 // the lease context ends at once with ErrNodeDeleted, also after a data write
 // to the node consumed the first watch.
 func TestLeaseEndsWhenOwnNodeDeleted(t *testing.T) {
+	t.Parallel()
 	for _, writeFirst := range []bool{false, true} {
 		t.Run(fmt.Sprintf("writeFirst=%v", writeFirst), func(t *testing.T) {
 			cl := zktest.Shared(t)
@@ -846,6 +862,7 @@ func TestLeaseEndsWhenOwnNodeDeleted(t *testing.T) {
 // watch is left on the server.
 func TestWatchesOnlyPredecessorAndLeavesNone(t *testing.T) {
 	cl := zktest.Start(t)
+	t.Parallel() // after Start: servers start one at a time, before the parallel tests run
 	in := zktest.Inspect(t, cl)
 	ctx := context.Background()
 	watches := func() int {
@@ -898,7 +915,7 @@ func (c *stallConn) Read(p []byte) (int, error) {
 // the session re-validates itself (no sticky LOST), the surviving node is
 // cleaned up, and another client can acquire.
 func TestC9_ClientNoticesLate(t *testing.T) {
-	cl := zktest.Start(t)
+	cl := zktest.Shared(t) // the stall is on this client's connection only
 	in := zktest.Inspect(t, cl)
 	var until atomic.Int64
 	dial := func(n, a string, d time.Duration) (net.Conn, error) {
@@ -932,6 +949,7 @@ func TestC9_ClientNoticesLate(t *testing.T) {
 // TestChrootBelowReadOnlyParent: the chroot's parent is read-only; creating
 // the lock directory must not need any permission above the chroot.
 func TestChrootBelowReadOnlyParent(t *testing.T) {
+	t.Parallel()
 	cl := zktest.Shared(t)
 	in := zktest.Inspect(t, cl)
 	in.Create("/tenants/app", nil)
@@ -1017,6 +1035,7 @@ func TestContextHonouredWhenServerFrozen(t *testing.T) {
 // by a digest identity; a session authenticated with WithAuth (and creating
 // its nodes with that ACL) locks, an anonymous one gets ErrNoPermission.
 func TestDigestAuthAndACL(t *testing.T) {
+	t.Parallel()
 	cl := zktest.Shared(t)
 	in := zktest.Inspect(t, cl)
 	acl := append(zk.DigestACL(zk.PermAll, "locker", "secret"), zk.WorldACL(zk.PermRead)...)
@@ -1044,6 +1063,7 @@ func TestDigestAuthAndACL(t *testing.T) {
 // (whose own-node watch is the directory's child watch) are checked.
 func TestReleaseAfterToleratedOutageKeepsForeignNode(t *testing.T) {
 	cl := zktest.Start(t, zktest.WithTickTime(500*time.Millisecond))
+	t.Parallel() // after Start: servers start one at a time, before the parallel tests run
 	in := zktest.Inspect(t, cl)
 	for _, warm := range []bool{false, true} {
 		p := serverkit.NewFaultProxy()
@@ -1106,6 +1126,7 @@ func TestReleaseAfterToleratedOutageKeepsForeignNode(t *testing.T) {
 func TestCreateOutlivesItsSession(t *testing.T) {
 	for _, noRetry := range []bool{false, true} {
 		t.Run(fmt.Sprintf("noRetry=%v", noRetry), func(t *testing.T) {
+			t.Parallel() // beside its sibling only: the parent is not parallel
 			cl := zktest.Shared(t)
 			in := zktest.Inspect(t, cl)
 			var held atomic.Int32

@@ -90,6 +90,7 @@ func (o *occupancy) assert(t *testing.T) {
 // never two writers, never a reader during a write, sampled continuously;
 // write tokens accepted by a fence in increasing order; nothing left.
 func TestRWInvariantUnderContention(t *testing.T) {
+	t.Parallel()
 	cl := zktest.Shared(t)
 	in := zktest.Inspect(t, cl)
 	occ := sample(t, func(r, w int32) string {
@@ -154,6 +155,7 @@ func TestRWInvariantUnderContention(t *testing.T) {
 // writer queues; a reader arriving after the writer waits behind it (a
 // stream of readers never starves a queued writer).
 func TestRWReadersShareAndWriterIsNotStarved(t *testing.T) {
+	t.Parallel()
 	cl := zktest.Shared(t)
 	in := zktest.Inspect(t, cl)
 	r1, err := newRW(t, rtest.Connect(t, cl)).ReadLock().Acquire(context.Background())
@@ -207,6 +209,7 @@ func TestRWReadersShareAndWriterIsNotStarved(t *testing.T) {
 // A downgrades and releases write: B waits until A releases read, and a
 // reader arriving meanwhile queues behind B.
 func TestC13_DowngradeKeepsTheWritersPlace(t *testing.T) {
+	t.Parallel()
 	cl := zktest.Shared(t)
 	in := zktest.Inspect(t, cl)
 	a := newRW(t, rtest.Connect(t, cl))
@@ -260,6 +263,7 @@ func TestC13_DowngradeKeepsTheWritersPlace(t *testing.T) {
 // TestDowngradeBadInput: only a live write lease of the same lock can be
 // downgraded.
 func TestDowngradeBadInput(t *testing.T) {
+	t.Parallel()
 	cl := zktest.Shared(t)
 	s := rtest.Connect(t, cl)
 	rw := newRW(t, s)
@@ -336,6 +340,7 @@ func TestRWWriterSessionExpired(t *testing.T) {
 // TestRWCancelLeavesNothing: a reader and a writer that give up while a
 // writer holds leave no node; the holder's release then frees the lock.
 func TestRWCancelLeavesNothing(t *testing.T) {
+	t.Parallel()
 	cl := zktest.Shared(t)
 	in := zktest.Inspect(t, cl)
 	wl, err := newRW(t, rtest.Connect(t, cl)).WriteLock().Acquire(context.Background())
@@ -368,6 +373,7 @@ func TestRWCancelLeavesNothing(t *testing.T) {
 // nodes (Curator's read-write lock names, a stray node) take no place in
 // the queue.
 func TestRWForeignChildrenIgnored(t *testing.T) {
+	t.Parallel()
 	cl := zktest.Shared(t)
 	in := zktest.Inspect(t, cl)
 	for _, c := range []string{"_c_8d6b1c7e-3f4a-4bde-9c0a-1b2c3d4e5f60-__WRIT__0000000000", "_c_8d6b1c7e-3f4a-4bde-9c0a-1b2c3d4e5f61-__READ__0000000001", "write-0000000002", "stray"} {

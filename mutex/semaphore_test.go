@@ -32,6 +32,7 @@ func newSem(t testing.TB, s *zookeeper.Session, n int) *mutex.Semaphore {
 // never more than 3 holders, sampled continuously; all 3 leases in use at
 // some point; every holder has its own token; nothing left.
 func TestSemaphoreBoundUnderContention(t *testing.T) {
+	t.Parallel()
 	cl := zktest.Shared(t)
 	in := zktest.Inspect(t, cl)
 	const leases = 3
@@ -94,6 +95,7 @@ func TestSemaphoreBoundUnderContention(t *testing.T) {
 // moment; never more holders than leases, and every "not acquired" answer
 // leaves nothing behind.
 func TestC14_ConcurrentTryAcquire(t *testing.T) {
+	t.Parallel()
 	cl := zktest.Shared(t)
 	in := zktest.Inspect(t, cl)
 	for _, leases := range []int{1, 2} {
@@ -157,6 +159,7 @@ func TestC14_ConcurrentTryAcquire(t *testing.T) {
 // holder (not only the first in the queue) lets the next waiter in, and a
 // waiter two places back gets in after two releases.
 func TestSemaphoreHandOffFromAnyHolder(t *testing.T) {
+	t.Parallel()
 	cl := zktest.Shared(t)
 	in := zktest.Inspect(t, cl)
 	ctx := context.Background()
@@ -234,6 +237,7 @@ func TestSemaphoreHolderSessionExpired(t *testing.T) {
 // lost (connection cut right after it was sent); the node is adopted by
 // its GUID, never doubled, and a 1-lease semaphore never has two holders.
 func TestSemaphoreNoOverGrantAfterLostCreateReply(t *testing.T) {
+	t.Parallel()
 	cl := zktest.Shared(t)
 	in := zktest.Inspect(t, cl)
 	in.Create(semDir, nil) // so that the first create is the node's
@@ -270,6 +274,7 @@ func TestSemaphoreNoOverGrantAfterLostCreateReply(t *testing.T) {
 // TestSemaphoreCancelAndBadInput: a waiter that gives up leaves nothing;
 // a lease count below 1 is refused.
 func TestSemaphoreCancelAndBadInput(t *testing.T) {
+	t.Parallel()
 	cl := zktest.Shared(t)
 	in := zktest.Inspect(t, cl)
 	s := rtest.Connect(t, cl)
@@ -302,6 +307,7 @@ func TestSemaphoreCancelAndBadInput(t *testing.T) {
 // second recipe's acquisition is refused with recipe.ErrMixedRecipes and
 // leaves no node, and the first holder keeps the lock.
 func TestMixedRecipesRefused(t *testing.T) {
+	t.Parallel()
 	cl := zktest.Shared(t)
 	in := zktest.Inspect(t, cl)
 	ctx := context.Background()

@@ -19,17 +19,15 @@ type Head struct {
 }
 
 // ObserveHead reports the first node of the queue at once and after every
-// change, a change to "none" (an empty or missing directory, C16)
-// included, on one goroutine that never blocks the client's events and
-// watches shared with the Session's waiters (operations: "Reads" in
-// docs/design.md#acquisition). Delivery coalesces: a slow reader skips
-// intermediate heads but always gets the latest. A read failing on a
+// change, a change to "none" (an empty or missing directory, C16) included,
+// from one goroutine that never blocks the client's events; a slow reader
+// skips intermediate heads but always gets the latest. A read failing on a
 // connection loss is retried with the retry policy, any other a second
-// later (logged at warning level; the last head stays current), unless
-// retrying cannot cure it (recipe.Permanent: an ACL refusal, another
-// recipe's nodes met twice a second apart): then it is logged at error
-// level and the channel closed. The channel is also closed when ctx ends or
-// the Session is closed; nothing is delivered after that.
+// later (logged at warning level; the last head stays current); one that
+// retrying cannot cure (recipe.Permanent: an ACL refusal, another recipe's
+// nodes met twice a second apart) is logged at error level and closes the
+// channel, as ctx's end and the Session's Close do; nothing is delivered
+// after that. Operations: "Reads" in docs/design.md#acquisition.
 func (q *Queue) ObserveHead(ctx context.Context) <-chan Head {
 	return zkside.Observe(ctx, q.heads(), func(h Head) Head { return h })
 }

@@ -62,9 +62,7 @@ type SuspendPolicy struct {
 // healthy connection pinged every third of the timeout could lose leases;
 // at 1 the server may have expired the session and granted the lock to
 // someone else): Connect returns recipe.ErrBadOption for any other f, NaN
-// included; f == 0 means 0.5. go-zookeeper redials about 1 s after a
-// connection drops, so a blip survives only if that comes before f × the
-// timeout.
+// included; f == 0 means 0.5. See docs/backends/zookeeper.md#the-two-numbers.
 func TolerateSuspension(f float64) SuspendPolicy {
 	if f == 0 {
 		f = defaultSuspendFraction
@@ -168,21 +166,16 @@ func WithCleanupTimeout(d time.Duration) Option { return func(c *config) { c.cle
 // slog.New(slog.DiscardHandler) for none.
 func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l } }
 
-// WithMaxPacket sets the packet limit, in bytes: the largest request the
-// Session sends (its frame, after the 4-byte length prefix): the servers'
-// jute.maxbuffer when they run with another value than the default, never
-// above it (a server drops the connection of a request over its limit).
-// Default 1048575 (1 MiB less one byte, the servers' default); 128 KiB
-// to 64 MiB, else Connect returns recipe.ErrBadOption. Nothing over it is sent: a recipe path too long
-// fails where it is given (recipe.ErrTooLarge and recipe.ErrInvalidPath),
-// node data where it is given or at the call (recipe.ErrTooLarge), a
-// request through Conn with zk.ErrShortBuffer (an *recipe.OpError wrapping
-// it matches recipe.ErrTooLarge), as does go-zookeeper's re-registration of
-// a watch set through Conn on a path within 32 bytes of the limit (logged;
-// that watch is lost). Above that default, a request whose connection
-// was lost right after it was sent, twice in a row, is not sent again: the
-// operation fails with recipe.ErrTooLarge, a cleanup delete is given up
-// (logged at error level). See docs/zookeeper-client.md#lost-sends-and-packet-limits.
+// WithMaxPacket sets the packet limit, in bytes: the largest request frame
+// (after the 4-byte length prefix) the Session sends; set it to the
+// servers' jute.maxbuffer when they run with another value, never above it.
+// Default 1048575 (1 MiB less one byte, the servers' default); 128 KiB to
+// 64 MiB, else Connect returns recipe.ErrBadOption. Nothing over it is sent:
+// a recipe path or node data too large fails where it is given or at the
+// call (recipe.ErrTooLarge), a request through Conn with an *recipe.OpError
+// matching it (zk.ErrShortBuffer). Above the default, a request lost twice
+// right after it was sent is not sent again (recipe.ErrTooLarge): see
+// docs/zookeeper-client.md#lost-sends-and-packet-limits.
 func WithMaxPacket(bytes int) Option { return func(c *config) { c.maxPacket = bytes } }
 
 // WithACL sets the ACL of every znode the recipes create (default

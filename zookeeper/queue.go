@@ -61,21 +61,15 @@ import (
 // acquisition, a release and a cancel.
 
 // Rule is a recipe's whole policy on top of the queue engine: given the
-// listing of a queue directory in queue order (creation order: by sequence,
-// and by czxid once the directory's counter is at its limit) and the index
-// of the caller's node, it says whether that node holds and, if not, the
-// indexes of the nodes whose deletion could change the answer (at least
-// one; not self). A mutex holds at index 0 and watches self-1; a read lock
-// watches the nearest write node before it; an N-permit semaphore holds
-// below index N and watches the N nodes before it. A Rule must be a pure,
-// cheap function of the names (no I/O, data or time); a "wait" must stay
-// "wait" while every watched node exists; a node it grants must stay
-// granted on every later listing that shows it (a grant is never checked
-// again); anything more is declared with QueueOptions
-// (docs/design.md#the-rule-contract). A Rule that panics fails the Acquire,
-// TryAcquire or Await that asked it with an error matching
-// recipe.ErrBadOption wrapping the panic value, its node given up (the
-// stack logged at debug level).
+// listing of a queue directory in queue order and the index of the caller's
+// node, it says whether that node holds and, if not, the indexes of the
+// nodes whose deletion could change the answer (at least one; not self): a
+// mutex holds at index 0 and watches self-1. A Rule must be a pure, cheap
+// function of the names (no I/O, data or time); a "wait" must stay "wait"
+// while every watched node exists; a node it grants must stay granted on
+// every later listing that shows it. Anything more is declared with
+// QueueOptions. A Rule that panics fails the call that asked it with an
+// error matching recipe.ErrBadOption (docs/design.md#the-rule-contract).
 type Rule func(nodes []NodeName, self int) (holds bool, watch []int)
 
 // FirstHolds is the Rule of an exclusive lock: the lowest node holds; every
@@ -133,18 +127,16 @@ type ruleContract struct {
 // is sent (recipe.ErrTooLarge; recipe.ErrBadOption too over MaxNodeData).
 const MaxNodeData = 512 << 10
 
-// Queue is the ephemeral-sequential queue engine that every ZooKeeper recipe
-// of this module drives, and the way to write a custom recipe: the recipe
-// supplies node kinds and a Rule (with the QueueOptions it satisfies), the
-// engine creates, waits, watches, retries and cleans up (the shape of
-// Curator's LockInternals). Whatever the Rule: one ephemeral sequential
-// znode per Acquire, with a fresh GUID in its name, adopted after a lost
-// create reply only if the current session owns it; missing parents
-// created as containers; a waiter watches only the nodes the Rule names;
-// children outside the node-name grammar are ignored; an error return never
-// leaves a node behind; a grant is made only on the node's Stat (owner
-// checked, czxid the fencing token) with a watch on the node set no later
-// than the state the grant was decided on (docs/design.md#acquisition).
+// Queue is the ephemeral-sequential queue engine every ZooKeeper recipe of
+// this module drives (the shape of Curator's LockInternals), and the way to
+// write a custom recipe: the recipe supplies node kinds and a Rule (with the
+// QueueOptions it satisfies); the engine creates, waits, watches, retries
+// and cleans up. Whatever the Rule: one ephemeral sequential znode per
+// Acquire, named with a fresh GUID and adopted after a lost create reply
+// only if the current session owns it; a waiter watches only the nodes the
+// Rule names; foreign children are ignored; an error leaves no node; a grant
+// is made only on the node's Stat (owner checked, czxid the token) with its
+// watch set no later than the state decided on (docs/design.md#acquisition).
 type Queue struct {
 	queueDoor                            // what internal/zkside lends the module's recipes (side.go)
 	d         qdir                       // its directory: creates, reads, deletes (qdir.go)
@@ -156,16 +148,15 @@ type Queue struct {
 	delay *lockDelay // the lock-delay of an exclusive lock, nil without one (lockdelay.go)
 }
 
-// NewQueue returns a queue engine over directory dir (an absolute path,
-// not the root, with no trailing slash, no empty, "." or ".." segment, no
+// NewQueue returns a queue engine over directory dir (an absolute path, not
+// the root, with no trailing slash, no empty, "." or ".." segment, no
 // character ZooKeeper refuses, valid UTF-8, outside /zookeeper, no segment
 // named like a queue node: see the package doc's Paths) whose nodes are of
 // the given kinds (e.g. "lock-"; non-empty, no "/" or "@"), deciding grants
-// with rule under the declared opts. It performs no ZooKeeper operation.
-// Errors: recipe.ErrInvalidPath (with ErrReservedName for a segment named
-// like a queue node of any kind or "_lock-delay"; also, together
-// with recipe.ErrTooLarge, for a path so long that the requests on its nodes would
-// be over the session's packet limit: see WithMaxPacket), recipe.ErrBadOption,
+// with rule under opts, without any ZooKeeper operation. Errors:
+// recipe.ErrInvalidPath (with ErrReservedName for a segment named like a
+// queue node or "_lock-delay"; with recipe.ErrTooLarge for a path too long
+// for the packet limit: see WithMaxPacket), recipe.ErrBadOption,
 // recipe.ErrSessionClosed (s already closed).
 func NewQueue(s *Session, dir string, kinds []string, rule Rule, opts ...QueueOption) (*Queue, error) {
 	if s == nil {
@@ -211,23 +202,16 @@ func NewQueue(s *Session, dir string, kinds []string, rule Rule, opts ...QueueOp
 	return q, nil
 }
 
-// Acquire joins the queue with a node of kind carrying data, and blocks
-// until the Rule grants it, ctx ends, or the grant becomes impossible; a
-// SUSPENDED connection is waited out (the node keeps its place), and no
-// grant is made while SUSPENDED (operations: docs/design.md#acquisition).
-// Errors: ctx's cause; recipe.ErrSessionLost (the node's session is lost);
-// recipe.ErrNodeDeleted (deleted by someone else while waiting);
-// recipe.ErrSessionClosed; recipe.ErrMixedRecipes (another recipe's nodes in
-// the directory); ErrSequenceLimit (a node anchored past the counter's
-// limit, by an older version, is queued); an *recipe.OpError for refusals
-// (matching recipe.ErrNoPermission for ACLs); recipe.ErrBadOption for an
-// unknown kind; recipe.ErrTooLarge (and recipe.ErrBadOption) for data over
-// MaxNodeData, recipe.ErrTooLarge for data too large for the packet limit
-// with the node's path. After any error the node is deleted or its delete
-// queued with the Session's cleaner: even after ctx ended Acquire waits up
-// to 250 ms for a create in flight and 250 ms for the delete (so up to
-// 500 ms past ctx's deadline when the server does not answer); a create
-// answered later is deleted when its reply arrives.
+// Acquire joins the queue with a node of kind carrying data and blocks until
+// the Rule grants it, ctx ends, or the grant becomes impossible; a SUSPENDED
+// connection is waited out (the node keeps its place; no grant meanwhile).
+// Errors: ctx's cause; recipe.ErrSessionLost; recipe.ErrNodeDeleted (by
+// someone else); recipe.ErrSessionClosed; recipe.ErrMixedRecipes;
+// ErrSequenceLimit (an old version's anchored node past the limit queued);
+// an *recipe.OpError for refusals (recipe.ErrNoPermission for ACLs);
+// recipe.ErrBadOption (unknown kind); recipe.ErrTooLarge (data over
+// MaxNodeData, with ErrBadOption, or over the packet limit). An error leaves
+// no node, within 500 ms past ctx's end (docs/design.md#acquisition).
 func (q *Queue) Acquire(ctx context.Context, kind string, data []byte) (recipe.Lease, error) {
 	return q.acquire(ctx, kind, data, true, nil)
 }
@@ -245,15 +229,14 @@ func (q *Queue) TryAcquire(ctx context.Context, kind string, data []byte) (recip
 
 // AcquireAnchored is Acquire for a node that takes the queue position of
 // anchor: a live lease of a Queue on the same directory and Session, of an
-// anchor kind (AllowsAnchors) and not itself anchored (the read-write
-// lock's downgrade). The node is created in one multi with a check that the
-// anchor's node exists, so its position was never given to anyone else,
-// and the grant carries the anchor's token. Errors: as Acquire;
-// recipe.ErrBadOption when the queue was not declared AllowsAnchors or
-// anchor is not such a lease; recipe.ErrLeaseLost (wrapping the cause) when
-// anchor has ended or its node is gone; ErrSequenceLimit when the anchor's
-// sequence is at or past the counter's limit (nothing is created, anchor is
-// still held).
+// anchor kind (AllowsAnchors) and not itself anchored (the read-write lock's
+// downgrade). The node is created in one multi with a check that the
+// anchor's node exists, so its position was never given to anyone else, and
+// the grant carries the anchor's token. Errors: as Acquire; ErrBadOption
+// when the queue is not AllowsAnchors or anchor is not such a lease;
+// recipe.ErrLeaseLost (wrapping the cause) when anchor has ended or its node
+// is gone; ErrSequenceLimit when the anchor's sequence is at or past the
+// counter's limit (nothing is created, anchor is still held).
 func (q *Queue) AcquireAnchored(ctx context.Context, kind string, data []byte, anchor recipe.Lease) (recipe.Lease, error) {
 	c := q.contract
 	if !c.anchors {

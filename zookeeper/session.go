@@ -26,12 +26,10 @@ import (
 // and everything granted under the old one is LOST. It reads every
 // transition from go-zookeeper's event callback and measures server silence
 // itself, so ownership ends on time even when a disconnect is noticed late
-// (case C9; docs/zookeeper-client.md#connection-states-and-the-ownership-deadline). A
-// chroot suffix in the server list applies to every recipe path, not to
-// Conn's. A delete of its own znode that could not complete is retried on
-// every reconnection of the same session, after an identity check; Close
-// ends the session and with it all its ephemeral znodes. All methods are
-// safe for concurrent use.
+// (C9; docs/zookeeper-client.md#connection-states-and-the-ownership-deadline).
+// A chroot applies to recipe paths, not Conn's; a failed delete of its own
+// znode is retried on reconnection of the same session after an identity
+// check; Close ends the session and its ephemeral znodes. Concurrency-safe.
 type Session struct {
 	sessionDoor // what internal/zkside lends the module's packages (side.go)
 	cfg         config
@@ -70,19 +68,12 @@ type Session struct {
 // port 2181, or comma-separated connect strings; a chroot suffix such as
 // "host:port/app" applies to every recipe path) and waits until the first
 // ZooKeeper session is established: at most the connect timeout
-// (WithConnectTimeout, default 15 s) or until ctx ends, and about a second
-// after the first refusal when every address refused twice in a row
-// (nothing listens). It creates no znode (recipes create missing parents
-// when they first need them). Errors: recipe.ErrBadOption for invalid
-// options (a port outside 1..65535 included); recipe.ErrInvalidPath for a
-// malformed chroot; ctx's cause when ctx was cancelled (not
-// recipe.ErrUnreachable), naming the servers; recipe.ErrUnreachable (also
-// matching context.DeadlineExceeded when ctx's deadline passed) naming
-// the servers and wrapping the last attempt's failure: a
-// *net.OpError (matching syscall.ECONNREFUSED when nothing listened), a
-// connection closed before the handshake, or a server that accepted the
-// connection and did not answer (that connection is closed at once;
-// go-zookeeper's shutdown finishes in the background within a second).
+// (WithConnectTimeout, default 15 s) or until ctx ends. It creates no znode.
+// Errors: recipe.ErrBadOption for invalid options (a port outside 1..65535
+// included); recipe.ErrInvalidPath for a malformed chroot; ctx's cause when
+// ctx was cancelled; else recipe.ErrUnreachable (also matching
+// context.DeadlineExceeded at ctx's deadline), naming the servers and
+// wrapping the last failure (docs/backends/zookeeper.md#set-up).
 func Connect(ctx context.Context, servers []string, opts ...Option) (*Session, error) {
 	cfg, hosts, chroot, err := connectConfig(servers, opts)
 	if err != nil {

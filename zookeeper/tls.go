@@ -15,34 +15,16 @@ import (
 	"github.com/zkrecipes/zkrecipes/recipe"
 )
 
-// WithTLS makes every connection to the servers TLS (ZooKeeper's
-// secureClientPort: give Connect those ports), with a clone of cfg taken
-// at Connect (changing cfg later has no effect). The server's certificate
-// is verified: against cfg.RootCAs (nil: the system's roots), for
-// cfg.ServerName or, when that is empty, for the host of each server entry
-// as given to Connect ("zk1.example.com" in "zk1.example.com:2281", an IP
-// address for an IP entry), before go-zookeeper resolves it. A client
-// certificate is presented from cfg.Certificates or
-// cfg.GetClientCertificate, as crypto/tls does; cfg == nil means the
-// system's roots and no client certificate. MinVersion below TLS 1.2 is
-// raised to 1.2; a MaxVersion below TLS 1.2 is refused
-// (recipe.ErrBadOption): no version would be left.
-//
-// cfg.InsecureSkipVerify is refused (recipe.ErrBadOption) unless
-// cfg.VerifyConnection or cfg.VerifyPeerCertificate does the checking
-// instead: an unverified connection lets anyone on the path hold and
-// release the caller's locks.
-//
-// TLS runs over whatever WithDialer's dialer returns. Each handshake is
-// bounded by the larger of go-zookeeper's dial timeout (1 s) and the
-// session timeout. Connect gives up about a second after every address
-// failed the handshake twice in a row (a certificate that fails
-// verification, a server refusing the client's certificate, an answer
-// that is not TLS), with recipe.ErrUnreachable wrapping the last
-// failure: errors.As finds a *tls.CertificateVerificationError when the
-// server's certificate failed verification, and errors.Is matches
-// recipe.ErrNoPermission when a server refused the client's certificate
-// (a TLS alert such as "bad certificate", also for none presented).
+// WithTLS makes every connection to the servers TLS (give Connect their
+// secureClientPorts), with a clone of cfg taken at Connect; cfg == nil means
+// the system's roots and no client certificate. The server's certificate is
+// verified against cfg.RootCAs, for cfg.ServerName or else for the host of
+// each server entry as given; a client certificate is presented as
+// crypto/tls does. TLS 1.2 at least: a MaxVersion below it, or
+// InsecureSkipVerify without cfg.VerifyConnection or VerifyPeerCertificate,
+// is refused (recipe.ErrBadOption). Failed handshakes make Connect's
+// recipe.ErrUnreachable, matching recipe.ErrNoPermission when a server
+// refused the client's certificate (docs/backends/zookeeper.md#tls).
 func WithTLS(cfg *tls.Config) Option {
 	return func(c *config) {
 		if cfg == nil {

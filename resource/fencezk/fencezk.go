@@ -121,44 +121,31 @@ func (r *Register) Read(ctx context.Context) (Value, error) {
 	return decode(r.path, data, st.Version)
 }
 
-// Write stores data with token if token is not lower than the register's,
-// and returns what it replaced: the new data version is prev.Version+1.
-// The first write creates the znode with data, and prev is then what Read
-// reports for a missing register (Version -1, zero token). An equal token
-// is accepted.
-//
-// Errors: a *fence.StaleError (fence.ErrStale) with the stored token when
-// token is lower, nothing written; fence.ErrNoToken for the zero token;
-// a *fence.RangeError (fence.ErrTokenOverflow) for a token above
-// fence.MaxToken (2^63-1), as every fence refuses it; an *ACLError (zookeeper.ErrUntrustedDir) when the register's ACL is
-// restrictive and the existing register or its parent grants others more;
-// an error matching recipe.ErrTooLarge when the write (the create of the
-// register or its setData, with the path and the "token=" line) would be
-// over the session's packet limit, or its data too large to read back
-// within it, nothing sent; ctx's error if
-// ctx ends between attempts; ErrNotRegister; fence.ErrUncertain wrapping
-// ZooKeeper's error when the write was sent and its answer lost
-// (connection loss, session expiry): it may have landed; otherwise
-// ZooKeeper's error, and nothing was written.
+// Write stores data with token if token is not lower than the register's
+// (an equal one is accepted) and returns what it replaced: the new data
+// version is prev.Version+1; the first write creates the znode, prev then
+// being Read's missing register (Version -1, zero token). Errors, with
+// nothing written: a *fence.StaleError (fence.ErrStale) with the stored
+// token when token is lower; fence.ErrNoToken; a *fence.RangeError
+// (fence.ErrTokenOverflow) above fence.MaxToken; an *ACLError
+// (zookeeper.ErrUntrustedDir); ErrNotRegister; recipe.ErrTooLarge over the
+// packet limit; ctx's error; ZooKeeper's. Only fence.ErrUncertain (sent,
+// answer lost: connection loss, session expiry) means it may have landed.
 func (r *Register) Write(ctx context.Context, token fence.Token, data []byte) (prev Value, err error) {
 	prev, _, err = r.write(ctx, token, data, nil)
 	return prev, err
 }
 
 // Apply runs ops in one ZooKeeper multi with the register's versioned
-// setData, if token is not lower than the register's: the ops land only
-// with the token, and none of them lands otherwise. The register keeps its
-// value and takes token. Paths in ops are relative to the session's chroot;
-// the responses' created paths are returned relative to it too (the first
-// response is the register's own setData, or its create when it did not
-// exist).
-//
-// Errors: those of Write (recipe.ErrTooLarge when the whole multi would be
-// over the packet limit), and ErrBadOp for an
-// operation of another type or with an invalid path (as New refuses it:
-// a path through a name like a queue node's too, zookeeper.ErrReservedName); if ZooKeeper refuses
-// one of ops (e.g. a create of an existing node), the multi applies nothing
-// and its error is returned with the op's index.
+// setData, if token is not lower than the register's: the ops land only with
+// the token, none of them otherwise; the register keeps its value and takes
+// token. Paths in ops, and the created paths in res, are relative to the
+// session's chroot; res[0] is the register's own setData (its create when it
+// did not exist). Errors: Write's (recipe.ErrTooLarge for the whole multi);
+// ErrBadOp for an op of another type or with a path New refuses
+// (zookeeper.ErrReservedName for a name like a queue node's); if ZooKeeper
+// refuses one of ops, the multi applies nothing and its error is returned
+// with the op's index.
 func (r *Register) Apply(ctx context.Context, token fence.Token, ops ...any) (prev Value, res []zk.MultiResponse, err error) {
 	if len(ops) == 0 {
 		return Value{}, nil, fmt.Errorf("%w: no operation", ErrBadOp)

@@ -8,17 +8,15 @@ import (
 )
 
 // RaiseFloor makes floor the lowest token the register accepts from now on:
-// its token becomes max(token, floor) and its value stays, with the same
-// versioned compare-and-set as Write (created empty if missing, checked as
-// Write checks it), so every later Write or Apply with a token below floor
-// is refused with a *fence.StaleError. It returns the token now stored
-// (above floor if a larger one was accepted already); it never lowers it.
-// It is the operator's step of a switch of lock backend: raise every fence
-// to the new era's Floor (docs/backends.md#switching-backends).
-// Errors are Write's, and a *fence.RangeError (fence.ErrTokenOverflow)
-// for a floor above fence.MaxFloor, which no era reaches (fence.CheckFloor,
-// as every fence refuses it); after one matching fence.ErrUncertain, Read
-// the register or call again.
+// its token becomes max(token, floor) and its value stays, by Write's
+// versioned compare-and-set (created empty if missing, checked as Write
+// checks it), so every later Write or Apply with a token below floor is
+// refused with a *fence.StaleError. It returns the token now stored; it
+// never lowers it. It is the operator's step of a switch of lock backend:
+// raise every fence to the new era's Floor (docs/backends.md#switching-backends).
+// Errors: Write's, and a *fence.RangeError (fence.ErrTokenOverflow) for a
+// floor above fence.MaxFloor (fence.CheckFloor); after one matching
+// fence.ErrUncertain, Read the register or call again.
 func (r *Register) RaiseFloor(ctx context.Context, floor fence.Token) (fence.Token, error) {
 	if err := fence.CheckFloor(floor); err != nil {
 		return 0, err
