@@ -169,7 +169,7 @@ func (m *Mutex) contend(ctx context.Context, wait bool) (recipe.Lease, error) {
 	}
 	rec, err := m.read(actx, c)
 	if err == nil && rec.pending { // the previous holder ended uncleanly
-		rec.sent, err = m.serveDelay(actx, c, wait, rec)
+		err = m.serveDelay(actx, c, wait, &rec)
 	}
 	if err != nil {
 		m.drop(c, rec)
