@@ -233,7 +233,9 @@ func testFailedRelease(t *testing.T, h *harness) {
 // contender serves only the rest, counted from the first observation.
 func testRest(t *testing.T, h *harness) {
 	const lock = "delay-rest"
-	const d = time.Second
+	// d leaves B, terminated d/3 after the delay began, more than two ping
+	// intervals (testTTL/10) of the delay to notice it in.
+	const d = 2 * time.Second
 	a, b := h.delayed(t, lock, d), h.delayed(t, lock, d)
 	mustAcquire(t, a)
 	h.terminate(t, a) // A's end is observed by the TryAcquire next
@@ -241,8 +243,12 @@ func testRest(t *testing.T, h *harness) {
 	if _, err := b.TryAcquire(context.Background()); !errors.Is(err, recipe.ErrLocked) {
 		t.Fatalf("TryAcquire on a pending delay: %v, want recipe.ErrLocked", err)
 	}
+	tried := h.counter(t, lock)
 	pb := acquireAsync(t, b, context.Background())
-	time.Sleep(d / 3)
+	// B serves the delay once its bump is in (a loaded machine once let
+	// d/3 pass before B had even taken the advisory lock).
+	waitFor(t, func() bool { return h.counter(t, lock) > tried }, "B's token bump")
+	time.Sleep(time.Until(start.Add(d / 3)))
 	h.terminate(t, b) // B is serving the delay (it holds the advisory lock)
 	if r := awaitResult(t, pb, opTimeout, "B, terminated during the delay"); !errors.Is(r.err, recipe.ErrSessionLost) {
 		t.Fatalf("B's Acquire after its session was terminated during the delay: %v, %v; want recipe.ErrSessionLost", r.lease, r.err)
@@ -254,6 +260,23 @@ func testRest(t *testing.T, h *harness) {
 	if got, _ := served(t, b, time.Now()); got != 0 {
 		t.Errorf("a grant after the served delay and a clean Release served %v", got)
 	}
+}
+
+// counter returns the token counter of lock's row in the default token
+// table.
+func (h *harness) counter(t *testing.T, lock string) uint64 {
+	t.Helper()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	rows, err := query(context.Background(), h.adm, "SELECT n FROM "+DefaultTable+" WHERE key = $1", strconv.FormatInt(Key(lock), 10))
+	if err != nil || len(rows) != 1 {
+		t.Fatalf("the token row of %q: %v, %d rows", lock, err, len(rows))
+	}
+	n, err := strconv.ParseUint(string(rows[0][0]), 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
 }
 
 // testMixed: a lock without the option never waits, also right

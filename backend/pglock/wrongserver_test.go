@@ -18,6 +18,7 @@ import (
 // at once saying only that the TLS handshake failed. The right server
 // still connects.
 func TestConnectWrongServer(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	const password = "s3cr3t-zkr-wrongserver"
 	connerrtest.CheckWrongServers(t, "a PostgreSQL", password, func(hostport string) error {
