@@ -97,8 +97,9 @@ func served(t *testing.T, m *Mutex, start time.Time) (time.Duration, time.Durati
 	return d, took
 }
 
-// TestLockDelayCases are the backend's own lock-delay cases, one after the
-// other on one database (each lock of its own).
+// TestLockDelayCases are the backend's own lock-delay cases, at once on one
+// database, each on a lock of its own (the harness's terminate ends only
+// the holder of its lock).
 func TestLockDelayCases(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
@@ -115,7 +116,10 @@ func TestLockDelayCases(t *testing.T) {
 		{"Mixed", testMixed},
 		{"GiveUpAfterBump", testGiveUpAfterBump},
 	} {
-		t.Run(c.name, func(t *testing.T) { c.test(t, h) })
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			c.test(t, h)
+		})
 	}
 }
 
@@ -233,10 +237,12 @@ func testFailedRelease(t *testing.T, h *harness) {
 // contender serves only the rest, counted from the first observation.
 func testRest(t *testing.T, h *harness) {
 	const lock = "delay-rest"
-	// d leaves B, terminated d/3 after the delay began, more than two ping
-	// intervals (testTTL/10) of the delay to notice it in.
-	const d = 2 * time.Second
-	a, b := h.delayed(t, lock, d), h.delayed(t, lock, d)
+	// d leaves B, terminated d/3 after the delay began, several ping
+	// intervals (testTTL/10) of the delay to notice it in, and C time to
+	// bump before the delay is over on a loaded machine (C's session is
+	// made first).
+	const d = 3 * time.Second
+	a, b, c := h.delayed(t, lock, d), h.delayed(t, lock, d), h.delayed(t, lock, d)
 	mustAcquire(t, a)
 	h.terminate(t, a) // A's end is observed by the TryAcquire next
 	start := time.Now()
@@ -253,7 +259,7 @@ func testRest(t *testing.T, h *harness) {
 	if r := awaitResult(t, pb, opTimeout, "B, terminated during the delay"); !errors.Is(r.err, recipe.ErrSessionLost) {
 		t.Fatalf("B's Acquire after its session was terminated during the delay: %v, %v; want recipe.ErrSessionLost", r.lease, r.err)
 	}
-	got, took := served(t, h.delayed(t, lock, d), start)
+	got, took := served(t, c, start)
 	if took < d || got <= 0 || got > d-d/3 {
 		t.Errorf("C granted %v after the delay began, having served %v: want no sooner than %v, only the rest", took, got, d)
 	}
