@@ -22,9 +22,10 @@ import (
 // the shared server and checks for leaked goroutines. The tests spend their
 // time waiting (leases, delays, the server's queue), not computing, each on
 // a database (and roles) of its own on the shared server: they run up to 8
-// at once (go test -parallel still wins), not GOMAXPROCS (2 here). Serial
-// are only the tests that set environment variables (t.Setenv) and the one
-// that spins a CPU (TestAcquireDeadlineAnswersWithCtx): they run first.
+// at once (go test -parallel still wins), not GOMAXPROCS (2 here). Serial,
+// and so first, are the tests that set environment variables (t.Setenv),
+// bound how long a connect takes to fail (TestConnectErrors,
+// TestConnectWrongServer) or spin a CPU (TestAcquireDeadlineAnswersWithCtx).
 func TestMain(m *testing.M) {
 	if mode := os.Getenv(childEnv); mode != "" {
 		os.Exit(runChild(mode))
