@@ -30,9 +30,8 @@ var checkCase = connerrtest.Check
 // trusted, TLS against a server without it) is recipe.ErrUnreachable; a
 // TLS configuration that allows no version is recipe.ErrBadOption, at once.
 // The driver's errors stay in the chain (*pgconn.PgError and its code).
-// It runs serially, before the parallel tests: its cases bound how long
-// Connect takes to fail.
 func TestConnectErrors(t *testing.T) {
+	t.Parallel()
 	srv := pgtest.SharedTLS(t)
 	dsn := srv.Database(t)
 	good := srv.ClientTLS()

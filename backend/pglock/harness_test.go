@@ -24,8 +24,9 @@ import (
 // a database (and roles) of its own on the shared server: they run up to 8
 // at once (go test -parallel still wins), not GOMAXPROCS (2 here). Serial,
 // and so first, are the tests that set environment variables (t.Setenv),
-// bound how long a connect takes to fail (TestConnectErrors,
-// TestConnectWrongServer) or spin a CPU (TestAcquireDeadlineAnswersWithCtx).
+// spin a CPU (TestAcquireDeadlineAnswersWithCtx) or bound a connect to a
+// server of their own (TestConnectWrongServer; TestConnectErrors, parallel
+// before, stays so: it launches the TLS server, which would run alone).
 func TestMain(m *testing.M) {
 	if mode := os.Getenv(childEnv); mode != "" {
 		os.Exit(runChild(mode))
