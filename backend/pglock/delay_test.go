@@ -249,12 +249,12 @@ func testRest(t *testing.T, h *harness) {
 	if _, err := b.TryAcquire(context.Background()); !errors.Is(err, recipe.ErrLocked) {
 		t.Fatalf("TryAcquire on a pending delay: %v, want recipe.ErrLocked", err)
 	}
-	tried := h.counter(t, lock)
+	triedAt, tried := time.Now(), h.counter(t, lock) // the delay began at the TryAcquire's bump, before triedAt
 	pb := acquireAsync(t, b, context.Background())
 	// B serves the delay once its bump is in (a loaded machine once let
 	// d/3 pass before B had even taken the advisory lock).
 	waitFor(t, func() bool { return h.counter(t, lock) > tried }, "B's token bump")
-	time.Sleep(time.Until(start.Add(d / 3)))
+	time.Sleep(time.Until(triedAt.Add(d / 3)))
 	h.terminate(t, b) // B is serving the delay (it holds the advisory lock)
 	if r := awaitResult(t, pb, opTimeout, "B, terminated during the delay"); !errors.Is(r.err, recipe.ErrSessionLost) {
 		t.Fatalf("B's Acquire after its session was terminated during the delay: %v, %v; want recipe.ErrSessionLost", r.lease, r.err)
