@@ -16,29 +16,15 @@ import (
 // MutexOption configures a Mutex (New).
 type MutexOption func(*Mutex)
 
-// WithLockDelay sets the Mutex's lock-delay (Chubby's; see
-// recipe.LockDelayServed): a grant that follows an unclean end of the
-// previous holder waits d before it is handed out, and meanwhile the lock
-// is not free to anyone (TryAcquire: recipe.ErrLocked). 0 (the default)
-// serves none; below zero or above recipe.MaxLockDelay makes New fail with
-// recipe.ErrBadOption.
-//
-// Unclean is every end but Release: the holder's server session ended
-// (killed process, cut network past the TTL, pg_terminate_backend, a
-// server restart), its lease was lost (the holder gave up first), or
-// Session.Close ended it (Close does not unlock). A Release whose
-// statement fails counts as unclean too.
-//
-// The record lives in the lock's row of the token table: the grant writes
-// "held by <its token>" in its token bump, Release clears it in the
-// statement that unlocks; a contender that finds the row still naming the
-// previous grant records the time it found it (the server's clock) and
-// serves the delay from then. A contender that gives up while serving it
-// leaves that time, so the next one serves only the rest. Every Mutex of a
-// name should be given the same delay: one without it writes no record,
-// waits for none, and its grant erases the record of an earlier unclean
-// end. New fails with ErrTokenTable when the token table, made by an older
-// pglock, lacks the columns and the connecting role could not add them.
+// WithLockDelay sets the Mutex's lock-delay to d, with the contract of
+// every backend's option (recipe.MaxLockDelay). The record is two columns
+// of the lock's token row: held names the last grant made with the option
+// (its bump writes it, its Release clears it in the statement that
+// unlocks) and unclean_at, on the server's clock, when a contender first
+// found that grant ended without a Release: the delay runs from then. New
+// fails with ErrTokenTable when the token table, made by an older pglock,
+// lacks the columns and the role could not add them
+// (docs/lock-delay.md#lock-delay-on-postgresql).
 func WithLockDelay(d time.Duration) MutexOption { return func(m *Mutex) { m.delay = d } }
 
 // The lock-delay's statements. markSQL is the token bump of a Mutex with a
@@ -89,8 +75,8 @@ func releaseSQL(table string) string {
 }
 
 // parseSince sets pending and left from the seconds since the unclean end
-// (NULL: none) for a delay d. A server clock set back can make the time
-// negative: the wait is never longer than d.
+// (NULL: none), both on the server's clock, for a delay d: left is
+// grant.Rest's, never longer than d (a server clock set back).
 func (r *record) parseSince(col []byte, d time.Duration) error {
 	if col == nil {
 		return nil
@@ -100,44 +86,48 @@ func (r *record) parseSince(col []byte, d time.Duration) error {
 		return fmt.Errorf("pglock: bad lock-delay start %q", col)
 	}
 	r.pending = true
-	r.left = min(max(d-time.Duration(secs*float64(time.Second)), 0), d)
+	r.left = grant.Rest(d, time.Duration(secs*float64(time.Second)))
 	return nil
 }
 
-// serveDelay is the lock-delay step of an acquisition: it serves what
+// serveDelay is the lock-delay step of an acquisition (one
+// grant.Serving: an Acquire makes a single attempt): it serves what
 // remains of the delay rec records on the grant's connection c, then
-// clears the record (servedSQL), and returns the send time of that
-// statement: the start of the lease's deadline. A TryAcquire (!wait) that
-// finds time left answers recipe.ErrLocked and, like an Acquire whose ctx
-// ends during the wait, leaves the record as it is for the grant to be
-// given up (drop): the next contender serves the rest.
-func (m *Mutex) serveDelay(ctx context.Context, c *lockConn, wait bool, rec record) (time.Time, error) {
-	if !wait && rec.left > 0 {
-		return time.Time{}, m.fail(ctx, "", fmt.Errorf("%w: pglock: %q is serving its lock-delay", recipe.ErrLocked, m.name))
+// clears the record (servedSQL), and sets rec's sent to the send time of
+// that statement (the start of the lease's deadline) and its served to
+// what it waited. A TryAcquire (!wait) that finds time left is refused
+// (waitAlive) and, like an Acquire whose ctx ends during the wait, leaves
+// the record as it is for the grant to be given up (drop): the next
+// contender serves the rest.
+func (m *Mutex) serveDelay(ctx context.Context, c *lockConn, wait bool, rec *record) error {
+	w := grant.NewServing(m.rep, m.delay)
+	if err := m.waitAlive(ctx, c, w, wait, rec.left); err != nil {
+		return m.fail(ctx, "", err)
 	}
-	if err := m.waitAlive(ctx, c, rec.left); err != nil {
-		return time.Time{}, m.fail(ctx, "", err)
-	}
-	sent := time.Now()
+	rec.served, rec.sent = w.Served(), time.Now()
 	rows, err := c.queryCancelled(ctx, servedSQL(m.s.table), strconv.FormatInt(m.key, 10), strconv.FormatUint(uint64(rec.tok), 10))
 	if err == nil && len(rows) != 1 {
 		err = errors.New("pglock: the token row no longer holds this grant's token")
 	}
 	if err != nil {
-		return time.Time{}, m.fail(ctx, "", &recipe.OpError{Op: "lock-delay served", Path: m.name, Err: err})
+		return m.fail(ctx, "", &recipe.OpError{Op: "lock-delay served", Path: m.name, Err: err})
 	}
-	return sent, nil
+	return nil
 }
 
-// waitAlive is grant.ServeDelay for left on the grant's connection: it
-// pings conn every ping interval meanwhile, so that the server does not end
-// the idle session (idle_session_timeout is the TTL, and a delay can be
-// longer), and a ping that fails ends the wait with recipe.ErrSessionLost.
-// A ping in flight is never interrupted (that would break the connection
-// the grant goes on with); each is bounded by the loss deadline.
-func (m *Mutex) waitAlive(ctx context.Context, c *lockConn, left time.Duration) error {
-	if left <= 0 {
+// waitAlive is w's Wait for left on the grant's connection (for a
+// TryAcquire, !wait, w's Refuse: it never waits): it pings conn every ping
+// interval meanwhile, so that the server does not end the idle session
+// (idle_session_timeout is the TTL, and a delay can be longer), and a ping
+// that fails ends the wait with recipe.ErrSessionLost. A ping in flight is
+// never interrupted (that would break the connection the grant goes on
+// with); each is bounded by the loss deadline.
+func (m *Mutex) waitAlive(ctx context.Context, c *lockConn, w *grant.Serving, wait bool, left time.Duration) error {
+	switch {
+	case left <= 0:
 		return nil
+	case !wait:
+		return w.Refuse("", left)
 	}
 	wctx, stop := context.WithCancelCause(ctx)
 	defer stop(nil)
@@ -161,7 +151,7 @@ func (m *Mutex) waitAlive(ctx context.Context, c *lockConn, left time.Duration) 
 			}
 		}
 	}()
-	err := grant.ServeDelay(wctx, left, m.rep)
+	err := w.Wait(wctx, left)
 	stop(nil)
 	<-done
 	return err

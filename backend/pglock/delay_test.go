@@ -97,8 +97,9 @@ func served(t *testing.T, m *Mutex, start time.Time) (time.Duration, time.Durati
 	return d, took
 }
 
-// TestLockDelayCases are the backend's own lock-delay cases, one after the
-// other on one database (each lock of its own).
+// TestLockDelayCases are the backend's own lock-delay cases, at once on one
+// database, each on a lock of its own (the harness's terminate ends only
+// the holder of its lock).
 func TestLockDelayCases(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
@@ -115,7 +116,10 @@ func TestLockDelayCases(t *testing.T) {
 		{"Mixed", testMixed},
 		{"GiveUpAfterBump", testGiveUpAfterBump},
 	} {
-		t.Run(c.name, func(t *testing.T) { c.test(t, h) })
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			c.test(t, h)
+		})
 	}
 }
 
@@ -233,27 +237,52 @@ func testFailedRelease(t *testing.T, h *harness) {
 // contender serves only the rest, counted from the first observation.
 func testRest(t *testing.T, h *harness) {
 	const lock = "delay-rest"
-	const d = time.Second
-	a, b := h.delayed(t, lock, d), h.delayed(t, lock, d)
+	// d leaves B, terminated d/3 after the delay began, several ping
+	// intervals (testTTL/10) of the delay to notice it in, and C time to
+	// bump before the delay is over on a loaded machine (C's session is
+	// made first).
+	const d = 3 * time.Second
+	a, b, c := h.delayed(t, lock, d), h.delayed(t, lock, d), h.delayed(t, lock, d)
 	mustAcquire(t, a)
 	h.terminate(t, a) // A's end is observed by the TryAcquire next
 	start := time.Now()
 	if _, err := b.TryAcquire(context.Background()); !errors.Is(err, recipe.ErrLocked) {
 		t.Fatalf("TryAcquire on a pending delay: %v, want recipe.ErrLocked", err)
 	}
+	triedAt, tried := time.Now(), h.counter(t, lock) // the delay began at the TryAcquire's bump, before triedAt
 	pb := acquireAsync(t, b, context.Background())
-	time.Sleep(d / 3)
+	// B serves the delay once its bump is in (a loaded machine once let
+	// d/3 pass before B had even taken the advisory lock).
+	waitFor(t, func() bool { return h.counter(t, lock) > tried }, "B's token bump")
+	time.Sleep(time.Until(triedAt.Add(d / 3)))
 	h.terminate(t, b) // B is serving the delay (it holds the advisory lock)
 	if r := awaitResult(t, pb, opTimeout, "B, terminated during the delay"); !errors.Is(r.err, recipe.ErrSessionLost) {
 		t.Fatalf("B's Acquire after its session was terminated during the delay: %v, %v; want recipe.ErrSessionLost", r.lease, r.err)
 	}
-	got, took := served(t, h.delayed(t, lock, d), start)
+	got, took := served(t, c, start)
 	if took < d || got <= 0 || got > d-d/3 {
 		t.Errorf("C granted %v after the delay began, having served %v: want no sooner than %v, only the rest", took, got, d)
 	}
 	if got, _ := served(t, b, time.Now()); got != 0 {
 		t.Errorf("a grant after the served delay and a clean Release served %v", got)
 	}
+}
+
+// counter returns the token counter of lock's row in the default token
+// table.
+func (h *harness) counter(t *testing.T, lock string) uint64 {
+	t.Helper()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	rows, err := query(context.Background(), h.adm, "SELECT n FROM "+DefaultTable+" WHERE key = $1", strconv.FormatInt(Key(lock), 10))
+	if err != nil || len(rows) != 1 {
+		t.Fatalf("the token row of %q: %v, %d rows", lock, err, len(rows))
+	}
+	n, err := strconv.ParseUint(string(rows[0][0]), 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
 }
 
 // testMixed: a lock without the option never waits, also right

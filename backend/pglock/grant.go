@@ -88,6 +88,7 @@ type record struct {
 	sent    time.Time     // the send time of the last statement answered: the lease's deadline starts there
 	pending bool          // a lock-delay is recorded: serve left, then clear it
 	left    time.Duration // what remains of it, in [0, delay]
+	served  time.Duration // what serveDelay waited: the lease's recipe.LockDelayServed
 }
 
 // parse sets the record from the bump's rows: the token, the first name

@@ -2,6 +2,7 @@ package pglock
 
 import (
 	"context"
+	"flag"
 	"log/slog"
 	"net"
 	"os"
@@ -17,9 +18,21 @@ import (
 	"github.com/zkrecipes/zkrecipes/testkit/serverkit"
 )
 
+// TestMain runs a child process's part (childEnv) or the tests, then stops
+// the shared server and checks for leaked goroutines. The tests spend their
+// time waiting (leases, delays, the server's queue), not computing, each on
+// a database (and roles) of its own on the shared server: they run up to 8
+// at once (go test -parallel still wins), not GOMAXPROCS (2 here). Serial,
+// and so first, are the tests that set environment variables (t.Setenv),
+// spin a CPU (TestAcquireDeadlineAnswersWithCtx) or bound a connect to a
+// server of their own (TestConnectWrongServer; TestConnectErrors, parallel
+// before, stays so: it launches the TLS server, which would run alone).
 func TestMain(m *testing.M) {
 	if mode := os.Getenv(childEnv); mode != "" {
 		os.Exit(runChild(mode))
+	}
+	if err := flag.Set("test.parallel", "8"); err != nil {
+		panic(err)
 	}
 	serverkit.MainThen(m, pgtest.StopShared)
 }

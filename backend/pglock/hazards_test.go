@@ -157,6 +157,7 @@ func TestCutHolderNumbers(t *testing.T) {
 // TestWaitersAreServedInArrivalOrder: PostgreSQL's lock queue is first come,
 // first served for waiters that hold nothing else.
 func TestWaitersAreServedInArrivalOrder(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	const lock = "fifo"
 	holder := h.NewClient(t, lock).(*client)
@@ -203,6 +204,7 @@ func TestWaitersAreServedInArrivalOrder(t *testing.T) {
 // it got the lease in time or nothing of it is left (a grant that landed
 // after it gave up is freed with its connection).
 func TestCancelRacingGrant(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	const lock = "cancel-race"
 	a, b, c := h.NewClient(t, lock).(*client), h.NewClient(t, lock).(*client), h.NewClient(t, lock).(*client)
@@ -245,6 +247,7 @@ func TestCancelRacingGrant(t *testing.T) {
 // end of the session by the server) ends the holder's lease context at once,
 // with recipe.ErrSessionLost.
 func TestServerTerminatesHolder(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	const lock = "terminated"
 	a := h.NewClient(t, lock).(*client)
@@ -252,7 +255,8 @@ func TestServerTerminatesHolder(t *testing.T) {
 	h.mu.Lock()
 	start := time.Now()
 	_, err := query(context.Background(), h.adm, "SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory' "+
-		"AND classid = $1::oid AND objid = $2::oid AND granted",
+		"AND classid = $1::oid AND objid = $2::oid AND granted "+
+		"AND database = (SELECT oid FROM pg_database WHERE datname = current_database())", // this test's database only
 		strconv.FormatUint(uint64(a.key)>>32, 10), strconv.FormatUint(uint64(a.key)&0xffffffff, 10))
 	h.mu.Unlock()
 	if err != nil {
@@ -276,6 +280,7 @@ func TestServerTerminatesHolder(t *testing.T) {
 // TestSessionClose: Close ends live leases (recipe.ErrSessionClosed) and
 // waiting Acquire calls, frees the locks, and refuses later calls.
 func TestSessionClose(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	a, b := h.NewClient(t, "close-1").(*client), h.NewClient(t, "close-2").(*client)
 	la := mustAcquire(t, a.Mutex)
@@ -311,6 +316,7 @@ func TestSessionClose(t *testing.T) {
 // TestReleaseWithDoneContext: Release unlocks even when the caller's
 // context is already done.
 func TestReleaseWithDoneContext(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	a := h.NewClient(t, "release-done").(*client)
 	l := mustAcquire(t, a.Mutex)

@@ -24,6 +24,7 @@ import (
 // default search_path or one listing public before pg_catalog; nor may
 // those of the lock-delay (hijackedDelay).
 func TestHijackedStatements(t *testing.T) {
+	t.Parallel()
 	f := newTrustFixture(t)
 	f.exec(t, f.adm, "CREATE SCHEMA locked; GRANT USAGE ON SCHEMA locked TO "+f.app) // no CREATE: Connect's CREATE fails
 	// A token table made before the lock-delay: Connect adds its columns.
@@ -95,8 +96,9 @@ func hijackedDelay(t *testing.T, adm *pgconn.PgConn, connect func(...Option) (*S
 	}
 	// The delay outlasts the time from TryAcquire's bump to Acquire's (a
 	// hang-up, a dial, two statements), which passed 300 ms on a busy
-	// machine: the delay was over before Acquire could serve any of it.
-	m, err := New(s, "victim", WithLockDelay(time.Second))
+	// machine, and 1 s with the package's tests running at once: the delay
+	// was over before Acquire could serve any of it.
+	m, err := New(s, "victim", WithLockDelay(4*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}

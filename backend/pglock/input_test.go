@@ -30,6 +30,7 @@ func TestBadURL(t *testing.T) {
 // TestUnreachableServer: a server that refuses connections gives the
 // connection error at once, not after a long wait.
 func TestUnreachableServer(t *testing.T) {
+	t.Parallel()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -88,6 +89,7 @@ func TestBadOptions(t *testing.T) {
 // TestLockNames: names the backend can't store are refused by New; the
 // longest allowed one works, and so do names other backends once refused.
 func TestLockNames(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	s := h.session(t, serverkit.NewFaultProxy())
 	for _, name := range []string{"", strings.Repeat("x", MaxNameLen+1), "bad\xffutf8", "nul\x00byte"} {
@@ -113,6 +115,7 @@ func TestLockNames(t *testing.T) {
 // TestCancelledContext: an Acquire whose context is already done returns
 // its cause and opens no connection.
 func TestCancelledContext(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	c := h.NewClient(t, "cancelled").(*client)
 	lockConns := func() string {
@@ -147,6 +150,7 @@ func TestCancelledContext(t *testing.T) {
 // TestTokenTable: the table is created on first use under its configured
 // name; when it can't be, Connect says so and how to create it.
 func TestTokenTable(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	s := h.session(t, serverkit.NewFaultProxy(), WithTable("public.custom_tokens"))
 	m, err := New(s, "custom")
@@ -201,6 +205,7 @@ func (b *syncBuffer) String() string {
 // TestKeyCollision: two names with one key share the lock and its token
 // counter (safe), and the second one's Acquire logs a warning.
 func TestKeyCollision(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	var logs syncBuffer
 	s := h.session(t, serverkit.NewFaultProxy(), WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
@@ -230,6 +235,7 @@ func TestKeyCollision(t *testing.T) {
 // TestPoolerGuard: the lock statements lock nothing when the backend that
 // runs them is not the one the connection announced (what a pooler does).
 func TestPoolerGuard(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
 	defer cancel()

@@ -16,6 +16,7 @@ import (
 // password: for strings pgconn can't parse, for an unreachable server and
 // for a real server refusing the password.
 func TestConnectErrorsHidePassword(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -53,6 +54,7 @@ func TestConnectErrorsHidePassword(t *testing.T) {
 // means slog.Default(), as in package zookeeper; a nil *pgconn.Config is
 // recipe.ErrBadOption, not a panic.
 func TestNilOptionsAreSkipped(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

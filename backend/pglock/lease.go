@@ -37,7 +37,7 @@ var _ recipe.Lease = (*lease)(nil)
 func newLease(ctx context.Context, m *Mutex, c *lockConn, rec record) *lease {
 	l := &lease{m: m, conn: c, done: make(chan struct{})}
 	l.Init(ctx, rec.tok, m.rep)
-	l.SetDelayServed(rec.left)
+	l.SetDelayServed(rec.served)
 	go l.monitor(rec.sent)
 	return l
 }

@@ -145,21 +145,13 @@ const (
 )
 
 // WithMaxConns bounds the server connections a Session uses for its locks
-// at n (default DefaultMaxConns, between 1 and MaxMaxConns), so that many
-// waiters cannot take the server's connections from everyone else. Every
-// holder keeps one connection for its lease (the advisory lock lives on
-// it); of the Acquire calls waiting for one lock, one waits at the server
-// on a connection and the others wait in the process, without one. An
-// Acquire that finds all n in use waits, first come first served, for one
-// to be closed (its ctx bounds the wait); TryAcquire returns ErrConnLimit
-// then. The bound counts lock connections only: ConnectConfig's check uses
-// one more while it runs.
-//
-// Nested locking: a goroutine that holds one lock and Acquires another
-// waits for a connection when all n are taken by holders and waiters; if
-// those wait for the lock it holds, nothing moves until ctx ends. Keep n
-// above the number of locks held at once plus the number of locks waited
-// for at once.
+// at n, 1 to MaxMaxConns (else recipe.ErrBadOption; default
+// DefaultMaxConns). Each holder keeps one; one Acquire per lock waits at
+// the server on one, the others in the process, first come first served,
+// for their turn and then a free connection (ctx bounds the wait);
+// TryAcquire returns ErrConnLimit when all n are in use. ConnectConfig's
+// check uses one more while it runs. Keep n above the locks held plus the
+// locks waited for at once, or a nested Acquire waits until its ctx ends.
 func WithMaxConns(n int) Option { return func(o *options) { o.maxConns = n } }
 
 // enter takes what an attempt needs before it dials: for Acquire (wait),

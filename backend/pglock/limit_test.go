@@ -50,6 +50,7 @@ func (h *harness) conns(t testing.TB, app string) int {
 // growing per lock, while pg_stat_activity never shows more than 3 of the
 // session's connections (on main: one per waiter); none is left after.
 func TestConnBound(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	const app, bound, waiters, locks = "bound-test", 3, 200, 4
 	s := h.boundedSession(t, h.cfg, app, WithMaxConns(bound))
@@ -125,6 +126,7 @@ func waitFor(t *testing.T, cond func() bool, what string) {
 // TestConnBoundFIFO: waiters for one lock beyond the one at the server wait
 // in the process and get the lock in the order they came.
 func TestConnBoundFIFO(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	s := h.boundedSession(t, h.cfg, "fifo-test", WithMaxConns(2))
 	m, err := New(s, "fifo")
@@ -161,6 +163,7 @@ func TestConnBoundFIFO(t *testing.T) {
 // connection) until its context ends or a connection is free; a server
 // that refuses a connection for the role's limit gives ErrConnLimit too.
 func TestConnLimitErrors(t *testing.T) {
+	t.Parallel()
 	role := pgtest.Shared(t).Role(t, "limited") // before the database: dropped after it
 	h := newHarness(t)
 	s := h.boundedSession(t, h.cfg, "limit-test", WithMaxConns(1))

@@ -24,7 +24,8 @@ func (h *harness) terminate(t *testing.T, m *Mutex) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	_, err := query(context.Background(), h.adm, "SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory' "+
-		"AND classid = $1::oid AND objid = $2::oid AND granted",
+		"AND classid = $1::oid AND objid = $2::oid AND granted "+
+		"AND database = (SELECT oid FROM pg_database WHERE datname = current_database())", // this test's database only
 		strconv.FormatUint(uint64(m.key)>>32, 10), strconv.FormatUint(uint64(m.key)&0xffffffff, 10))
 	if err != nil {
 		t.Fatal(err)
@@ -37,6 +38,7 @@ func (h *harness) terminate(t *testing.T, m *Mutex) {
 // once at WARN with its cause; at DEBUG when Session.Close ended it), a
 // Release reports nothing. kind is "lock", dir the lock's name.
 func TestMetricsEvents(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	var ev metricstest.Events
 	var logs syncBuffer
@@ -105,6 +107,7 @@ func TestMetricsEvents(t *testing.T) {
 // what a scrape shows after a grant, a TryAcquire that found the lock held,
 // a waiter and a lost lease.
 func TestMetricsPrometheus(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	pm, reg := promtest.New()
 	s := h.session(t, serverkit.NewFaultProxy(), WithMetrics(pm))

@@ -21,16 +21,10 @@ const keyDomain = "zkrecipes/pglock\x00"
 
 // Key returns the advisory lock key of the lock named name: the first 8
 // bytes of SHA-256("zkrecipes/pglock\x00" + name), big-endian, as a signed
-// 64-bit integer. It is what pg_advisory_lock(bigint) is called with and what
-// pg_locks shows (high half in classid, low half in objid, objsubid 1).
-//
-// Collision rule: two names with the same key share one lock and one token
-// counter. That is safe (they exclude each other, tokens still grow) but one
-// waits for the other; the token table records the first name of each key
-// and Acquire logs a warning when another name uses it. By the birthday bound
-// a collision needs about 2^32 names in one database. A key equal to one
-// another application passes to pg_advisory_lock(bigint) has the same
-// effect; the two-int form pg_advisory_lock(int, int) never collides with it.
+// 64-bit integer, which pg_advisory_lock(bigint) is called with (pg_locks
+// shows its high half in classid, its low half in objid, objsubid 1). Two
+// names with one key share one lock and token counter: safe, only slower
+// (docs/backends/postgresql.md, the collision rule).
 func Key(name string) int64 {
 	sum := sha256.Sum256([]byte(keyDomain + name))
 	return int64(binary.BigEndian.Uint64(sum[:8]))
@@ -111,15 +105,13 @@ func (m *Mutex) Name() string { return m.name }
 
 // Acquire takes the lock if it is free, else waits in PostgreSQL's lock
 // queue for it (first come, first served), and returns its lease once the
-// grant's token is committed. It
-// returns context.Cause(ctx) if ctx ends first, recipe.ErrSessionClosed if
-// the session is closed, ErrPooler, or a connection or server error (in a
-// *recipe.OpError for statements). Whatever the error, the attempt's
-// connection is closed, which withdraws it from the queue and frees a grant
-// that landed as the caller gave up. That grant is freed before Acquire
-// returns (the lock statement is cancelled, then pg_advisory_unlock_all
-// runs, at most a second each), unless the server does not answer: then it
-// is freed when the server ends the session.
+// grant's token is committed. It returns context.Cause(ctx) if ctx ends
+// first, recipe.ErrSessionClosed if the session is closed, ErrPooler, or a
+// connection or server error (in a *recipe.OpError for statements).
+// Whatever the error, the attempt's connection is closed, which withdraws
+// it from the queue and frees a grant that landed as the caller gave up:
+// before Acquire returns (cancel, then pg_advisory_unlock_all, at most a
+// second each), or when the server ends the session if it does not answer.
 func (m *Mutex) Acquire(ctx context.Context) (recipe.Lease, error) { return m.acquire(ctx, true) }
 
 // TryAcquire takes the lock if it is free right now (pg_try_advisory_lock),
@@ -169,7 +161,7 @@ func (m *Mutex) contend(ctx context.Context, wait bool) (recipe.Lease, error) {
 	}
 	rec, err := m.read(actx, c)
 	if err == nil && rec.pending { // the previous holder ended uncleanly
-		rec.sent, err = m.serveDelay(actx, c, wait, rec)
+		err = m.serveDelay(actx, c, wait, &rec)
 	}
 	if err != nil {
 		m.drop(c, rec)

@@ -19,6 +19,7 @@ import (
 // connection sends; told to ignore them, it is seen through by the backend
 // pid check, at Connect and at every Acquire, and nothing is locked.
 func TestPgBouncer(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
 	defer cancel()

@@ -94,6 +94,7 @@ func startChild(t *testing.T, mode, dsn, lock string) (*exec.Cmd, string) {
 // fencing tokens are for). The conformance suite's Crash is a host that
 // vanishes silently instead, which the TTL bounds.
 func TestKilledHolderProcessFreesAtOnce(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	const lock = "killed-holder"
 	child, line := startChild(t, "hold", h.dsn, lock)
@@ -129,6 +130,7 @@ func TestKilledHolderProcessFreesAtOnce(t *testing.T) {
 // (client_connection_check_interval) and takes it out of the queue, so it is
 // never granted a lock nobody will release.
 func TestKilledWaiterLeavesQueue(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	const lock = "killed-waiter"
 	a := h.NewClient(t, lock).(*client)

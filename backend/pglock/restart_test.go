@@ -20,13 +20,17 @@ import (
 // Acquire returned, although the crash came right after it).
 func TestServerCrashRestart(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
-	defer cancel()
-	srv, err := pgtest.Launch(ctx) // not the shared server, which other tests use meanwhile
+	// initdb alone took over opTimeout once, with the package's other
+	// tests running and the machine busy: the launch has a bound of its own.
+	lctx, lcancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	srv, err := pgtest.Launch(lctx) // not the shared server, which other tests use meanwhile
+	lcancel()
 	if err != nil {
 		t.Fatalf("%v (%s)", err, pgtest.InstallHint)
 	}
 	defer srv.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+	defer cancel()
 	dsn, err := srv.NewDatabase(ctx, "restart")
 	if err != nil {
 		t.Fatal(err)

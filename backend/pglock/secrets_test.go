@@ -184,6 +184,7 @@ func acquireAfterPasswordChange(t *testing.T, adminDSN, role, roleDSN string) {
 // never answers) keeps the URL's password nowhere in its error: not in its
 // text, not in the errors it wraps, not in their fields.
 func TestUnreachableHidesPassword(t *testing.T) {
+	t.Parallel()
 	pw := pwMark + "-pglock-unreach"
 	for name, addr := range unreachable(t) {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)

@@ -55,36 +55,16 @@ func Connect(ctx context.Context, url string, opts ...Option) (*Session, error) 
 	return s, nil
 }
 
-// ConnectConfig returns a session on the database of cfg (which must come
-// from pgconn.ParseConfig; it is copied, not changed; its DialFunc, TLS and
-// fallback hosts are used for every lock connection (WithTLS replaces the
-// TLS of every host), so several hosts need
-// target_session_attrs=read-write: every contender must reach the same
-// primary). This package's session parameters (docs/backends.md: TTL's
-// timeouts, synchronous_commit on) override cfg's (application_name only if
-// cfg has none). It checks that the
-// server answers, accepts this package's session parameters (PostgreSQL 14
-// or later), is not behind a pooler (ErrPooler) and has the token table,
-// creating it if missing (ErrTokenTable if it can't), and that the table can
-// be trusted (ErrUntrustedTable; WithTrustedRoles). Errors: an invalid
-// option or a nil cfg (recipe.ErrBadOption); for an unreachable server, within the
-// connect timeout (the URL's connect_timeout, else DefaultConnectTimeout),
-// a *recipe.OpError matching recipe.ErrUnreachable and wrapping the
-// connection error (*pgconn.ConnectError); ctx's cause if ctx was
-// cancelled first; ctx's deadline passed before any answer, both
-// recipe.ErrUnreachable and the deadline.
-// A server that refuses the role's credentials (SQLSTATE 28P01, 28000,
-// 42501: a password, an unknown role, a missing client certificate, no
-// TLS where pg_hba.conf wants it) gives an error matching
-// recipe.ErrNoPermission; a server certificate that fails verification,
-// or a server that refuses TLS, recipe.ErrUnreachable; a database the
-// server does not have or a misspelled query parameter (3D000, 42704),
-// recipe.ErrBadOption; the same at every acquisition's connection
-// (docs/backends.md, "Errors at connect").
-//
-// There is no constructor from a pgxpool.Pool or a pgx.Conn on purpose: a
-// pooled connection returns to its pool with the lock still held, and a
-// shared one can be closed or reset by someone else.
+// ConnectConfig returns a session on the database of cfg (from
+// pgconn.ParseConfig; copied, not changed), whose DialFunc, TLS and
+// fallback hosts every lock connection uses, under this package's session
+// parameters (docs/backends/postgresql.md#set-up). It checks the server
+// (PostgreSQL 14 or later, no pooler: ErrPooler) and its token table
+// (created if missing, else ErrTokenTable; trusted, else
+// ErrUntrustedTable). Errors: recipe.ErrBadOption (a bad option, a nil cfg,
+// an unknown database or parameter), recipe.ErrUnreachable in a
+// *recipe.OpError, recipe.ErrNoPermission for refused credentials, ctx's
+// cause (docs/backends.md#errors-at-connect).
 func ConnectConfig(ctx context.Context, cfg *pgconn.Config, opts ...Option) (*Session, error) {
 	o, err := newOptions(opts)
 	if err != nil {

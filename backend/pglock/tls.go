@@ -12,26 +12,15 @@ import (
 )
 
 // WithTLS makes every connection of the Session use TLS with a copy of cfg
-// (nil: the system's roots, no client certificate), whatever the URL's
-// sslmode says. Give a client certificate in cfg.Certificates (or
-// GetClientCertificate) for a pg_hba.conf line with clientcert=verify-full
-// or the cert method, and the server's authority in cfg.RootCAs. Each
-// host's certificate is verified against that host unless cfg.ServerName
-// names another; InsecureSkipVerify without a VerifyConnection or
-// VerifyPeerCertificate of one's own is refused (recipe.ErrBadOption), and
-// a MinVersion below TLS 1.2 is raised to it (a MaxVersion below it is
-// refused: recipe.ErrBadOption).
-//
-// WithTLS wins over the URL: its sslmode (disable, allow, prefer, require,
-// verify-ca, verify-full), sslrootcert, sslcert and sslkey are replaced by
-// cfg on every host, and the plaintext attempts of allow and prefer are
-// dropped, so a server that does not speak TLS is an error, never a
-// plaintext session. A Unix socket host is refused (recipe.ErrBadOption):
-// PostgreSQL serves those without TLS. Without WithTLS the URL decides, as
-// pgx does (sslmode=prefer, its default, and require do not verify the
-// server; verify-full does). A server certificate that fails verification
-// makes Connect fail with an error from which errors.As extracts the
-// *tls.CertificateVerificationError.
+// (nil: the system's roots, no client certificate) on every host, whatever
+// the URL's sslmode, sslrootcert, sslcert and sslkey say: a server without
+// TLS is an error, never a plaintext session. Each host's certificate is
+// verified against that host unless cfg.ServerName names another; one that
+// fails makes Connect fail (errors.As finds the
+// *tls.CertificateVerificationError). A MinVersion below TLS 1.2 is raised
+// to it; InsecureSkipVerify without a verifier of one's own, a MaxVersion
+// below TLS 1.2 or a Unix socket host is recipe.ErrBadOption
+// (docs/backends/postgresql.md#tls).
 func WithTLS(cfg *tls.Config) Option {
 	return func(o *options) { o.tls, o.tlsSet = cfg, true }
 }

@@ -67,6 +67,7 @@ func withQuery(t *testing.T, dsn string, kv ...string) string {
 // where the URL's default sslmode=prefer falls back to plaintext;
 // InsecureSkipVerify alone and a Unix socket are refused.
 func TestTLSRefusals(t *testing.T) {
+	t.Parallel()
 	srv := pgtest.SharedTLS(t)
 	dsn := srv.Database(t)
 	good := srv.ClientTLS()

@@ -109,6 +109,7 @@ func tokens(t *testing.T, s *Session, n int, rewind func()) []fence.Token {
 // table found through another schema than current_schema(), a trigger) is
 // refused the same way.
 func TestPlantedTokenTable(t *testing.T) {
+	t.Parallel()
 	f := newTrustFixture(t)
 	const tbl = "public." + DefaultTable
 	const ddl = " (key bigint PRIMARY KEY, name text NOT NULL, n bigint NOT NULL CHECK (n > 0))"
@@ -160,6 +161,7 @@ func TestPlantedTokenTable(t *testing.T) {
 // role is named by WithTrustedRoles, and tokens keep growing; app's own
 // table in its own schema, named schema-qualified, passes as is.
 func TestTrustedRoles(t *testing.T) {
+	t.Parallel()
 	other := pgtest.Shared(t).Role(t, "other") // before the database: dropped after it
 	f := newTrustFixture(t)
 	tbl := "public." + DefaultTable

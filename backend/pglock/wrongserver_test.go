@@ -17,6 +17,8 @@ import (
 // timeout (10 s) against the HTTP server, and against the SSH one failed
 // at once saying only that the TLS handshake failed. The right server
 // still connects.
+// It runs serially, before the parallel tests: it bounds how long Connect
+// takes to fail.
 func TestConnectWrongServer(t *testing.T) {
 	ctx := context.Background()
 	const password = "s3cr3t-zkr-wrongserver"
