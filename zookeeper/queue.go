@@ -223,11 +223,12 @@ func NewQueue(s *Session, dir string, kinds []string, rule Rule, opts ...QueueOp
 // (matching recipe.ErrNoPermission for ACLs); recipe.ErrBadOption for an
 // unknown kind; recipe.ErrTooLarge (and recipe.ErrBadOption) for data over
 // MaxNodeData, recipe.ErrTooLarge for data too large for the packet limit
-// with the node's path. After any error the node is deleted or its delete
-// queued with the Session's cleaner: even after ctx ended Acquire waits up
-// to 250 ms for a create in flight and 250 ms for the delete (so up to
-// 500 ms past ctx's deadline when the server does not answer); a create
-// answered later is deleted when its reply arrives.
+// with the node's path. After any error the node is gone when Acquire
+// returns: even after ctx ended it waits, while the connection is up, for a
+// create in flight and then for the delete, each at most the cleanup
+// timeout; with the connection down (or past that timeout) it returns at
+// once and the Session's cleaner deletes the node (a create answered later
+// when its reply arrives), as nobody can delete it before a reconnection.
 func (q *Queue) Acquire(ctx context.Context, kind string, data []byte) (recipe.Lease, error) {
 	return q.acquire(ctx, kind, data, true, nil)
 }
