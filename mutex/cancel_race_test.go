@@ -52,7 +52,10 @@ func TestCancelledAcquireLeavesNothingSlowLink(t *testing.T) {
 			dir := "/cancelrace/slow" + k.name
 			p := zktest.NewFaultProxy()
 			t.Cleanup(p.Close) // after the session's Close
-			sb := rtest.Connect(t, cl, zookeeper.WithDialer(p.Dial), zookeeper.WithSessionTimeout(rtest.ConfTimeout))
+			// The default session timeout (10 s): the slow link must not
+			// suspend the connection, which would rightly hand the node to
+			// the cleaner.
+			sb := rtest.Connect(t, cl, zookeeper.WithDialer(p.Dial))
 			b, other := k.lock(t, sb, dir), k.lock(t, rtest.Connect(t, cl), dir)
 			p.SetLatency(150 * time.Millisecond)
 			checkCancels(t, in, dir, b, other, 4, 140*time.Millisecond)
