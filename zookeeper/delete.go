@@ -94,41 +94,81 @@ func (cl *cleaner) timeout() time.Duration {
 // whileUp returns the context of a failed operation's cleanup (its wait
 // for a create in flight, its delete): ctx's values, not its cancellation,
 // bounded by the cleanup timeout, and ended (cause errNotConnected) as soon
-// as the connection is not up, or (recipe.ErrSessionClosed) the Session
-// closes. A caller who cancelled still waits for its node to go while a
-// request can remove it; with the connection down nobody can before a
-// reconnection, and the cleaner does it then. done releases it.
+// as the connection is not up, the server is silent (errServerSilent: see
+// watchUp), or (recipe.ErrSessionClosed) the Session closes. A caller who
+// cancelled still waits for its node to go while the server answers; with
+// the connection down (or a frozen server) nobody can delete it before the
+// server answers again, and the cleaner does it then. done releases it.
 func (cl *cleaner) whileUp(ctx context.Context) (_ context.Context, done func()) {
 	cctx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
 	timeout := cl.timeout()
 	tctx, tcancel := context.WithTimeoutCause(cctx, timeout, cleanupTimeoutError(timeout))
-	c := cl.conns
-	go func() {
-		for {
-			c.mu.Lock()
-			st, ch, closed := c.state, c.changed.C(), c.mu.closed
-			c.mu.Unlock()
-			switch {
-			case closed:
-				cancel(recipe.ErrSessionClosed)
-				return
-			case !st.IsConnected():
-				cancel(errNotConnected)
-				return
-			}
-			select {
-			case <-ch:
-			case <-tctx.Done():
-				return
-			case <-c.quit:
-				cancel(recipe.ErrSessionClosed)
-				return
-			}
-		}
-	}()
+	go cl.watchUp(tctx, cancel)
 	return tctx, func() {
 		tcancel()
 		cancel(nil)
+	}
+}
+
+// probeWait is how long a cleanup's probe of the server (a read of "/",
+// sent once the cleanup ran probeStart, and again probeWait after each
+// answer) is waited for. The probe is no write, so a server slow to commit writes (or
+// busy) still answers it: a slow create or delete is waited for while the
+// server answers; a server that answers nothing (frozen) is taken for a
+// connection down.
+const probeWait = 500 * time.Millisecond
+
+// probeStart: a cleanup done sooner sends no probe.
+const probeStart = 50 * time.Millisecond
+
+// errServerSilent is the cause of a cleanup's end when the server answered
+// nothing, not even a read, in probeWait.
+var errServerSilent = fmt.Errorf("%w: the server answers nothing", zk.ErrConnectionClosed)
+
+// watchUp ends ctx (cancel) when the connection is not up, the server is
+// silent, or the Session closes; it returns when ctx ends.
+func (cl *cleaner) watchUp(ctx context.Context, cancel context.CancelCauseFunc) {
+	c := cl.conns
+	if m := cl.silent.Load(); m != 0 && m == cl.wire.lastReply.Load() {
+		cancel(errServerSilent) // still silent: no reply since a probe failed
+		return
+	}
+	probe := time.NewTimer(probeStart)
+	defer probe.Stop()
+	for {
+		c.mu.Lock()
+		st, ch, closed := c.state, c.changed.C(), c.mu.closed
+		c.mu.Unlock()
+		switch {
+		case closed:
+			cancel(recipe.ErrSessionClosed)
+			return
+		case !st.IsConnected():
+			cancel(errNotConnected)
+			return
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return
+		case <-c.quit:
+			cancel(recipe.ErrSessionClosed)
+			return
+		case <-probe.C:
+			mark := cl.wire.lastReply.Load()
+			pctx, pcancel := context.WithTimeout(ctx, probeWait)
+			err := cl.req.call(pctx, func() error { _, _, err := cl.conn.Exists("/"); return err }, nil)
+			pcancel()
+			if ctx.Err() != nil {
+				return
+			}
+			if err != nil && cl.wire.lastReply.Load() == mark {
+				cl.silent.Store(mark)
+				cancel(errServerSilent)
+				return
+			}
+			probe.Reset(probeWait)
+		}
 	}
 }
 
