@@ -224,11 +224,11 @@ func NewQueue(s *Session, dir string, kinds []string, rule Rule, opts ...QueueOp
 // unknown kind; recipe.ErrTooLarge (and recipe.ErrBadOption) for data over
 // MaxNodeData, recipe.ErrTooLarge for data too large for the packet limit
 // with the node's path. After any error the node is gone when Acquire
-// returns: even after ctx ended it waits, while the connection is up, for a
-// create in flight and then for the delete, each at most the cleanup
-// timeout; with the connection down (or past that timeout) it returns at
-// once and the Session's cleaner deletes the node (a create answered later
-// when its reply arrives), as nobody can delete it before a reconnection.
+// returns: even after ctx ended it waits, while the server answers (a
+// probe read), for a create in flight and then for the delete, each at most
+// the cleanup timeout; with the connection down, a server answering no read
+// in 500 ms, or past that timeout, it returns and the Session's cleaner
+// deletes the node (a create answered later when its reply arrives).
 func (q *Queue) Acquire(ctx context.Context, kind string, data []byte) (recipe.Lease, error) {
 	return q.acquire(ctx, kind, data, true, nil)
 }
