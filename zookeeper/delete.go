@@ -103,7 +103,7 @@ func (cl *cleaner) whileUp(ctx context.Context) (_ context.Context, done func())
 	cctx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
 	timeout := cl.timeout()
 	tctx, tcancel := context.WithTimeoutCause(cctx, timeout, cleanupTimeoutError(timeout))
-	go cl.watchUp(tctx, cancel)
+	go cl.watchUp(tctx, ctx.Done(), cancel)
 	return tctx, func() {
 		tcancel()
 		cancel(nil)
@@ -126,16 +126,23 @@ const probeStart = 50 * time.Millisecond
 var errServerSilent = fmt.Errorf("%w: the server answers nothing", zk.ErrConnectionClosed)
 
 // watchUp ends ctx (cancel) when the connection is not up, the server is
-// silent, or the Session closes; it returns when ctx ends.
-func (cl *cleaner) watchUp(ctx context.Context, cancel context.CancelCauseFunc) {
+// silent, or the Session closes; it returns when ctx ends. The server is
+// probed only once the caller left (left closed): a caller still waiting
+// waits for the cleanup while the connection is up.
+func (cl *cleaner) watchUp(ctx context.Context, left <-chan struct{}, cancel context.CancelCauseFunc) {
 	c := cl.conns
-	if m := cl.silent.Load(); m != 0 && m == cl.wire.lastReply.Load() {
-		cancel(errServerSilent) // still silent: no reply since a probe failed
-		return
-	}
-	probe := time.NewTimer(probeStart)
+	probe := time.NewTimer(time.Hour)
+	probe.Stop()
 	defer probe.Stop()
 	for {
+		if left != nil && isClosed(left) {
+			left = nil
+			if m := cl.silent.Load(); m != 0 && m == cl.wire.lastReply.Load() {
+				cancel(errServerSilent) // still silent: no reply since a probe failed
+				return
+			}
+			probe.Reset(probeStart)
+		}
 		c.mu.Lock()
 		st, ch, closed := c.state, c.changed.C(), c.mu.closed
 		c.mu.Unlock()
@@ -149,6 +156,7 @@ func (cl *cleaner) watchUp(ctx context.Context, cancel context.CancelCauseFunc) 
 		}
 		select {
 		case <-ch:
+		case <-left:
 		case <-ctx.Done():
 			return
 		case <-c.quit:
@@ -348,3 +356,13 @@ const abandonBudget = 250 * time.Millisecond
 // errNotConnected is the connection error of an attempt not made because
 // the connection is down.
 var errNotConnected = fmt.Errorf("%w: not connected", zk.ErrConnectionClosed)
+
+// isClosed reports whether ch is closed.
+func isClosed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
