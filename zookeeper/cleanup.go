@@ -2,6 +2,7 @@ package zookeeper
 
 import (
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-zookeeper/zk"
@@ -26,6 +27,10 @@ type cleaner struct {
 	log            *slog.Logger
 	cleanupTimeout time.Duration // WithCleanupTimeout (0: the session timeout)
 	quit           <-chan struct{}
+	// silent is the last reply's mark (wireState.lastReply) when a probe
+	// of whileUp went unanswered: while no reply came since, the server is
+	// taken for silent at once.
+	silent atomic.Int64
 
 	items []cleanupItem
 	kick  chan struct{} // wakes the janitor

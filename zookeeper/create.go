@@ -43,8 +43,9 @@ func (q *qdir) create(ctx context.Context, guid, kind string, data []byte, ancho
 // the current session owns it (C2, C3); a missing directory is created and
 // the create sent again in the same pass (C18); a caller that stops waiting
 // (C4) closes the gate, so that no create is sent after that and the one in
-// flight is waited for (abandonBudget) before the caller's own search by
-// GUID, and one still in flight after that is undone by late when it lands.
+// flight is waited for (while the connection is up, up to the cleanup
+// timeout: cleaner.whileUp) before the caller's own search by GUID, and one
+// still in flight after that is undone by late when it lands.
 // name and unknown are written by the attempts, on the request's worker,
 // and read by the caller only once retryLate returned without abandoning.
 type protectedCreate struct {
@@ -68,7 +69,9 @@ func (c *protectedCreate) run(ctx context.Context) (name string, maybe bool, err
 	q.pending.add()
 	err, abandoned := q.s.req.retryLate(ctx, &c.sends, c.attempt, c.late)
 	if abandoned {
-		c.gate.close(q.s.quit, abandonBudget)
+		wctx, done := q.s.cleaner.whileUp(ctx)
+		c.gate.close(wctx.Done(), q.s.cleaner.timeout())
+		done()
 	} else {
 		q.pending.done()
 	}
@@ -167,9 +170,9 @@ func (g *createGate) exit() {
 	}
 }
 
-// close stops the creates and waits up to budget (or until quit is closed)
-// for the one in flight to return.
-func (g *createGate) close(quit <-chan struct{}, budget time.Duration) {
+// close stops the creates and waits up to budget (or until stop is
+// closed) for the one in flight to return.
+func (g *createGate) close(stop <-chan struct{}, budget time.Duration) {
 	g.mu.Lock()
 	g.closed = true
 	if !g.out {
@@ -188,7 +191,7 @@ func (g *createGate) close(quit <-chan struct{}, budget time.Duration) {
 		g.done = true
 		g.mu.Unlock()
 	case <-t.C:
-	case <-quit:
+	case <-stop:
 	}
 }
 

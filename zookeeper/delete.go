@@ -52,26 +52,26 @@ func (cl *cleaner) delete(ctx context.Context, it cleanupItem, wait bool) error 
 	return cl.deferDelete(it, err)
 }
 
-// deleteContext returns the context of delete's attempts: ctx's
-// values, not its cancellation, bounded by the cleanup timeout (the session
-// timeout by default) and by abandonBudget after ctx ends (at once for a
-// ctx already done: the attempts still get that long, and a delete that
-// completes in it is a success). With wait, a lost session's nodes went
-// with it (its epoch ends). done releases it.
+// deleteContext returns the context of delete's attempts: ctx's values,
+// not its cancellation, bounded by the cleanup timeout (the session timeout
+// by default). With wait (a Release, Leave) it also ends abandonBudget after
+// ctx ends (at once for a ctx already done: the attempts still get that
+// long, and a delete that completes in it is a success), and when the
+// owner's session is lost (its nodes went with it). Without wait (the node
+// of a failed Acquire or TryAcquire) ctx's end does not shorten it: it ends
+// when the connection is down (see whileUp). done releases it.
 func (cl *cleaner) deleteContext(ctx context.Context, owner int64, wait bool) (_ context.Context, done func()) {
-	timeout := cl.cleanupTimeout
-	if timeout == 0 {
-		timeout = cl.wire.sessionTimeout()
+	if !wait {
+		return cl.whileUp(ctx)
 	}
 	cctx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
 	stops := []func() bool{context.AfterFunc(ctx, func() {
 		time.AfterFunc(abandonBudget, func() { cancel(context.Cause(ctx)) })
 	})}
-	if wait {
-		if ep := cl.conns.epochOf(owner); ep != nil {
-			stops = append(stops, context.AfterFunc(ep.ctx, func() { cancel(context.Cause(ep.ctx)) }))
-		}
+	if ep := cl.conns.epochOf(owner); ep != nil {
+		stops = append(stops, context.AfterFunc(ep.ctx, func() { cancel(context.Cause(ep.ctx)) }))
 	}
+	timeout := cl.timeout()
 	tctx, tcancel := context.WithTimeoutCause(cctx, timeout, cleanupTimeoutError(timeout))
 	return tctx, func() {
 		for _, stop := range stops {
@@ -79,6 +79,104 @@ func (cl *cleaner) deleteContext(ctx context.Context, owner int64, wait bool) (_
 		}
 		tcancel()
 		cancel(nil)
+	}
+}
+
+// timeout is the cleanup timeout: WithCleanupTimeout's, or the session
+// timeout.
+func (cl *cleaner) timeout() time.Duration {
+	if cl.cleanupTimeout > 0 {
+		return cl.cleanupTimeout
+	}
+	return cl.wire.sessionTimeout()
+}
+
+// whileUp returns the context of a failed operation's cleanup (its wait
+// for a create in flight, its delete): ctx's values, not its cancellation,
+// bounded by the cleanup timeout, and ended (cause errNotConnected) as soon
+// as the connection is not up, the server is silent (errServerSilent: see
+// watchUp), or (recipe.ErrSessionClosed) the Session closes. A caller who
+// cancelled still waits for its node to go while the server answers; with
+// the connection down (or a frozen server) nobody can delete it before the
+// server answers again, and the cleaner does it then. done releases it.
+func (cl *cleaner) whileUp(ctx context.Context) (_ context.Context, done func()) {
+	cctx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
+	timeout := cl.timeout()
+	tctx, tcancel := context.WithTimeoutCause(cctx, timeout, cleanupTimeoutError(timeout))
+	go cl.watchUp(tctx, ctx.Done(), cancel)
+	return tctx, func() {
+		tcancel()
+		cancel(nil)
+	}
+}
+
+// probeWait is how long a cleanup's probe of the server (a read of "/",
+// sent once the cleanup ran probeStart, and again probeWait after each
+// answer) is waited for. The probe is no write, so a server slow to commit writes (or
+// busy) still answers it: a slow create or delete is waited for while the
+// server answers; a server that answers nothing (frozen) is taken for a
+// connection down.
+const probeWait = 500 * time.Millisecond
+
+// probeStart: a cleanup done sooner sends no probe.
+const probeStart = 50 * time.Millisecond
+
+// errServerSilent is the cause of a cleanup's end when the server answered
+// nothing, not even a read, in probeWait.
+var errServerSilent = fmt.Errorf("%w: the server answers nothing", zk.ErrConnectionClosed)
+
+// watchUp ends ctx (cancel) when the connection is not up, the server is
+// silent, or the Session closes; it returns when ctx ends. The server is
+// probed only once the caller left (left closed): a caller still waiting
+// waits for the cleanup while the connection is up.
+func (cl *cleaner) watchUp(ctx context.Context, left <-chan struct{}, cancel context.CancelCauseFunc) {
+	c := cl.conns
+	probe := time.NewTimer(time.Hour)
+	probe.Stop()
+	defer probe.Stop()
+	for {
+		if left != nil && isClosed(left) {
+			left = nil
+			if m := cl.silent.Load(); m != 0 && m == cl.wire.lastReply.Load() {
+				cancel(errServerSilent) // still silent: no reply since a probe failed
+				return
+			}
+			probe.Reset(probeStart)
+		}
+		c.mu.Lock()
+		st, ch, closed := c.state, c.changed.C(), c.mu.closed
+		c.mu.Unlock()
+		switch {
+		case closed:
+			cancel(recipe.ErrSessionClosed)
+			return
+		case !st.IsConnected():
+			cancel(errNotConnected)
+			return
+		}
+		select {
+		case <-ch:
+		case <-left:
+		case <-ctx.Done():
+			return
+		case <-c.quit:
+			cancel(recipe.ErrSessionClosed)
+			return
+		case <-probe.C:
+			mark := cl.wire.lastReply.Load()
+			pctx, pcancel := context.WithTimeout(ctx, probeWait)
+			err := cl.req.call(pctx, func() error { _, _, err := cl.conn.Exists("/"); return err }, nil)
+			pcancel()
+			if ctx.Err() != nil {
+				return
+			}
+			if err != nil && cl.wire.lastReply.Load() == mark {
+				cl.silent.Store(mark)
+				cancel(errServerSilent)
+				return
+			}
+			probe.Reset(probeWait)
+		}
 	}
 }
 
@@ -247,16 +345,24 @@ func (cl *cleaner) deleteChecked(it cleanupItem) error {
 	}
 }
 
-// abandonBudget bounds how long a delete (a Release, or a failed
-// operation's: a refused TryAcquire, a cancelled Acquire) still runs once
-// its caller's context is done, and how long a cancelled Acquire waits for
-// its create in flight (Queue.create). While that context is live a
-// failed operation waits for the delete as long as the connection is up,
-// and a Release through reconnections (both capped by the cleanup
-// timeout), so that a refusal under load returns only once its node is
-// gone. What is not done by then, the cleaner finishes.
+// abandonBudget bounds how long a Release's delete (Leave's too) still
+// runs once its caller's context is done. A Release reports a delete it
+// did not confirm (an error; the cleaner finishes it), so a caller who
+// gave up waiting is not held longer than this. A failed Acquire's
+// cleanup has no such budget: its error promises that nothing is left, so
+// it waits while the connection is up (whileUp).
 const abandonBudget = 250 * time.Millisecond
 
 // errNotConnected is the connection error of an attempt not made because
 // the connection is down.
 var errNotConnected = fmt.Errorf("%w: not connected", zk.ErrConnectionClosed)
+
+// isClosed reports whether ch is closed.
+func isClosed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}

@@ -152,8 +152,9 @@ func WithConnectTimeout(d time.Duration) Option { return func(c *config) { c.con
 // WithCleanupTimeout bounds how long a cleanup delete (of a waiter's znode
 // after cancellation, of a released lease's znode) keeps retrying on
 // connection loss before it is handed to the Session's background cleaner,
-// which retries on every reconnection of the same session. Default: the
-// negotiated session timeout.
+// which retries on every reconnection of the same session; and how long a
+// failed or cancelled Acquire waits, while connected, for its create in
+// flight and for its delete. Default: the negotiated session timeout.
 func WithCleanupTimeout(d time.Duration) Option { return func(c *config) { c.cleanupTimeout = d } }
 
 // WithLogger sets the logger for session state changes, lost leases and

@@ -211,7 +211,7 @@ func NewQueue(s *Session, dir string, kinds []string, rule Rule, opts ...QueueOp
 // an *recipe.OpError for refusals (recipe.ErrNoPermission for ACLs);
 // recipe.ErrBadOption (unknown kind); recipe.ErrTooLarge (data over
 // MaxNodeData, with ErrBadOption, or over the packet limit). An error leaves
-// no node, within 500 ms past ctx's end (docs/design.md#acquisition).
+// no node while the server answers (docs/design.md#acquisition).
 func (q *Queue) Acquire(ctx context.Context, kind string, data []byte) (recipe.Lease, error) {
 	return q.acquire(ctx, kind, data, true, nil)
 }

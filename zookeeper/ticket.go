@@ -124,7 +124,8 @@ func (t *Ticket) leaseNode() leaseNode {
 }
 
 // abandon deletes the ticket's node after a failure, ignoring the caller's
-// cancellation, without waiting long (the cleaner finishes the job).
+// cancellation: it waits while the connection is up (at most the cleanup
+// timeout), and the cleaner finishes what it could not.
 func (t *Ticket) abandon(ctx context.Context) {
 	t.mu.Lock()
 	if t.dead == nil {

@@ -383,17 +383,14 @@ func (a *attempt) grant(ctx context.Context, served time.Duration) (recipe.Lease
 	return l, nil
 }
 
-// abandonBudget bounds how long a caller who stopped waiting still waits for
-// its put's answer: a round trip, with room for a loaded machine. A put
-// unanswered by then is taken for a server that can't be reached.
-const abandonBudget = time.Second
-
 // abandon finishes an attempt whose caller stopped waiting while its put
 // was in flight: it waits for the put's answer and deletes the key the put
-// made (discard), so that the caller's error leaves nothing behind. When
-// the server can't be reached (the put met a transient error, or no answer
-// came within abandonBudget or the cleanup timeout if shorter), it returns
-// and that goes on in the background: the key is deleted when the answer
+// made (discard), so that the caller's error leaves nothing behind: a
+// round trip gets no budget of its own (under load one can outlast any).
+// The wait ends with the put's answer, the put's first transient error
+// (the server can't be reached), the lease's end (a silent server: 2/3 of
+// the TTL, and the key goes with the lease) or the cleanup timeout; what is
+// left then goes on in the background: the key is deleted when the answer
 // comes, or goes with the etcd lease.
 func (a *attempt) abandon(created <-chan createResult, failing <-chan struct{}) {
 	finish := func(r createResult) {
@@ -402,7 +399,7 @@ func (a *attempt) abandon(created <-chan createResult, failing <-chan struct{}) 
 			a.discard()
 		}
 	}
-	t := time.NewTimer(min(abandonBudget, a.g.cleanupTimeout()))
+	t := time.NewTimer(a.g.cleanupTimeout())
 	defer t.Stop()
 	select {
 	case r := <-created:

@@ -81,7 +81,7 @@ func TestKeysAndNames(t *testing.T) {
 }
 
 // C4: an Acquire cancelled while its put is in flight (the server
-// unreachable) returns soon (within abandonBudget, 1 s); when the put gets
+// unreachable) returns soon (when its lease ends, or the cleanup timeout); when the put gets
 // through after all, its key is deleted, and the lock is not blocked.
 func TestCancelledWhilePutInFlight(t *testing.T) {
 	e := newEnv(t)
