@@ -129,12 +129,6 @@ func (s *Serving) Refuse(gone string, rest time.Duration) error {
 	return fmt.Errorf("%w: %s%s (serving the lock-delay%s: %v left)", recipe.ErrLocked, backend, lock, gone, rest.Round(time.Millisecond))
 }
 
-// ServeDelay is one Serving's Wait of remaining, for the backends not yet
-// moved to Serving (pglock): it logs every wait.
-func ServeDelay(ctx context.Context, remaining time.Duration, rep *Reporter) error {
-	return NewServing(rep, remaining).Wait(ctx, remaining)
-}
-
 // SetDelayServed records the lock-delay this grant served (see
 // recipe.LockDelayServed) and reports it to rep's Metrics if they
 // implement recipe.DelayMetrics. Call it before the lease is handed out.

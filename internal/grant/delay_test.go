@@ -101,18 +101,3 @@ func TestRefuse(t *testing.T) {
 		t.Errorf("Refuse without a Reporter: %v", err)
 	}
 }
-
-// TestServeDelay: the wait of the backends not yet on Serving logs each
-// wait.
-func TestServeDelay(t *testing.T) {
-	var buf bytes.Buffer
-	rep := &Reporter{Log: slog.New(slog.NewTextHandler(&buf, nil)), Backend: "test", Dir: "jobs"}
-	for range 2 {
-		if err := ServeDelay(context.Background(), time.Millisecond, rep); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if n := strings.Count(buf.String(), "serving the lock-delay"); n != 2 {
-		t.Errorf("log: %q, want a line per wait", buf.String())
-	}
-}
