@@ -9,6 +9,7 @@ import (
 	"github.com/zkrecipes/zkrecipes/mutex"
 	"github.com/zkrecipes/zkrecipes/recipe"
 	"github.com/zkrecipes/zkrecipes/testkit/rtest"
+	"github.com/zkrecipes/zkrecipes/testkit/serverkit"
 	"github.com/zkrecipes/zkrecipes/testkit/zktest"
 	"github.com/zkrecipes/zkrecipes/zookeeper"
 )
@@ -50,7 +51,7 @@ func TestCancelledAcquireLeavesNothingSlowLink(t *testing.T) {
 		t.Run(k.name, func(t *testing.T) {
 			t.Parallel()
 			dir := "/cancelrace/slow" + k.name
-			p := zktest.NewFaultProxy()
+			p := serverkit.NewFaultProxy()
 			t.Cleanup(p.Close) // after the session's Close
 			// The default session timeout (10 s): the slow link must not
 			// suspend the connection, which would rightly hand the node to
