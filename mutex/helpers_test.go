@@ -2,6 +2,7 @@ package mutex_test
 
 import (
 	"context"
+	"flag"
 	"testing"
 	"time"
 
@@ -20,7 +21,17 @@ import (
 // lock-delay served; the conformance suites) do not: Go runs them first,
 // before any parallel test, so the package's own load cannot make them late
 // (their subtests still run in parallel, among themselves).
-func TestMain(m *testing.M) { zktest.Main(m) }
+// TestMain runs the tests, up to 4 at once (go test -parallel still wins),
+// not GOMAXPROCS (2 on the project's machines): the parallel ones wait on a
+// chroot of their own or a server of their own; the ones that bound a time
+// stay serial. Then zktest.Main stops the shared server and checks for
+// leaked goroutines.
+func TestMain(m *testing.M) {
+	if err := flag.Set("test.parallel", "4"); err != nil {
+		panic(err)
+	}
+	zktest.Main(m)
+}
 
 // newMutex builds a Mutex or fails the test.
 func newMutex(t testing.TB, s *zookeeper.Session, p string) *mutex.Mutex {
