@@ -55,7 +55,7 @@ COMMANDS := ./cmd/zkrecipes/... ./cmd/zkbench/... ./cmd/nemesis/... ./cmd/demo/.
 # The slowest packages (about 1 to 2 minutes each in CI, the longest
 # first) first: go test starts packages in the order given (each once), so
 # they no longer form the tail of the run while the cores idle.
-SLOWEST := ./zookeeper ./mutex ./cmd/zkrecipes ./backend/pglock ./backend/etcdlock ./backend/k8slease ./backend/redislock ./testkit/zktest ./backend/memlock
+SLOWEST := ./cmd/zkrecipes ./mutex ./testkit/releasetest ./backend/k8slease ./backend/etcdlock ./zookeeper ./backend/pglock ./backend/redislock ./testkit/zktest ./backend/memlock
 
 #
 # No secret in any output: the tests of failure paths give passwords that
