@@ -33,7 +33,8 @@ import (
 const Kind = "lock-"
 
 // Mutex is a distributed exclusive lock (a recipe.Lock). Each Acquire is an
-// independent FIFO contender (not reentrant). Safe for concurrent use.
+// independent FIFO contender (not reentrant). Safe for concurrent use. Make
+// it with New: the zero value is not usable.
 type Mutex struct {
 	q    *zookeeper.Queue
 	path string
