@@ -143,12 +143,18 @@ type pendingCall struct {
 
 var callPool = sync.Pool{New: func() any { return &pendingCall{done: make(chan error, 1)} }}
 
+// watch returns the connection state, a channel closed at its next
+// change, and whether the Session is closed: one consistent reading.
+func (c *connState) watch() (st recipe.ConnState, changed <-chan struct{}, closed bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.state, c.changed.C(), c.mu.closed
+}
+
 // awaitConnected blocks until the state is CONNECTED or RECONNECTED.
 func (c *connState) awaitConnected(ctx context.Context) error {
 	for {
-		c.mu.Lock()
-		st, ch, closed := c.state, c.changed.C(), c.mu.closed
-		c.mu.Unlock()
+		st, ch, closed := c.watch()
 		if closed {
 			return recipe.ErrSessionClosed
 		}

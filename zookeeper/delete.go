@@ -135,17 +135,7 @@ func (cl *cleaner) watchUp(ctx context.Context, left <-chan struct{}, cancel con
 	probe.Stop()
 	defer probe.Stop()
 	for {
-		if left != nil && isClosed(left) {
-			left = nil
-			if m := cl.silent.Load(); m != 0 && m == cl.wire.lastReply.Load() {
-				cancel(errServerSilent) // still silent: no reply since a probe failed
-				return
-			}
-			probe.Reset(probeStart)
-		}
-		c.mu.Lock()
-		st, ch, closed := c.state, c.changed.C(), c.mu.closed
-		c.mu.Unlock()
+		st, ch, closed := c.watch()
 		switch {
 		case closed:
 			cancel(recipe.ErrSessionClosed)
@@ -157,6 +147,12 @@ func (cl *cleaner) watchUp(ctx context.Context, left <-chan struct{}, cancel con
 		select {
 		case <-ch:
 		case <-left:
+			left = nil // probe from now on
+			if m := cl.silent.Load(); m != 0 && m == cl.wire.lastReply.Load() {
+				cancel(errServerSilent) // still silent: no reply since a probe failed
+				return
+			}
+			probe.Reset(probeStart)
 		case <-ctx.Done():
 			return
 		case <-c.quit:
@@ -356,13 +352,3 @@ const abandonBudget = 250 * time.Millisecond
 // errNotConnected is the connection error of an attempt not made because
 // the connection is down.
 var errNotConnected = fmt.Errorf("%w: not connected", zk.ErrConnectionClosed)
-
-// isClosed reports whether ch is closed.
-func isClosed(ch <-chan struct{}) bool {
-	select {
-	case <-ch:
-		return true
-	default:
-		return false
-	}
-}
