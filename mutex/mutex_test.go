@@ -584,14 +584,14 @@ func TestC9_TolerateSuspensionCountsFromLastReply(t *testing.T) {
 	}
 	last := as.LastServerReply()
 	limit := last.Add(timeout * 2 / 3)
-	if at := done.Get(); at.After(limit) {
+	if at := done.Wait(t); at.After(limit) {
 		t.Fatalf("lease ended %v after the last reply; the policy allows %v and the client notices at %v",
 			at.Sub(last), timeout/2, timeout*2/3)
 	}
 	if !errors.Is(context.Cause(la.Context()), recipe.ErrSuspended) {
 		t.Fatalf("cause %v", context.Cause(la.Context()))
 	}
-	t.Logf("lease ended %v after the last server reply (f × timeout = %v)", done.Get().Sub(last), timeout/2)
+	t.Logf("lease ended %v after the last server reply (f × timeout = %v)", done.Wait(t).Sub(last), timeout/2)
 }
 
 // TestC10_WaiterLosesItsNode: a waiter's node disappears, deleted by someone
@@ -938,8 +938,8 @@ func TestC9_ClientNoticesLate(t *testing.T) {
 	case <-time.After(timeout + 5*time.Second):
 		t.Fatal("lease survived a stall past the session timeout")
 	}
-	if last := s.LastServerReply(); !done.Get().Before(last.Add(timeout)) {
-		t.Fatalf("lease ended %v after the last server reply, at or past the session timeout %v", done.Get().Sub(last), timeout)
+	if last, at := s.LastServerReply(), done.Wait(t); !at.Before(last.Add(timeout)) {
+		t.Fatalf("lease ended %v after the last server reply, at or past the session timeout %v", at.Sub(last), timeout)
 	}
 	serverkit.Eventually(t, 15*time.Second, "session connected again", func() bool { return s.State().IsConnected() })
 	serverkit.Eventually(t, 10*time.Second, "stale node removed", func() bool { return len(in.Children(dir)) == 0 })

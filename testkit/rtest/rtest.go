@@ -5,7 +5,6 @@ package rtest
 
 import (
 	"context"
-	"sync"
 	"testing"
 	"time"
 
@@ -31,26 +30,43 @@ func Connect(t testing.TB, cl *zktest.Cluster, opts ...zookeeper.Option) *zookee
 
 // DoneAt records when a context ended.
 type DoneAt struct {
-	mu sync.Mutex
-	at time.Time
+	recorded chan struct{} // closed once at is set
+	at       time.Time
 }
 
-// WatchDone starts recording when ctx ends.
+// WatchDone starts recording when ctx ends. The moment is taken by a
+// function context.AfterFunc runs, so a little after ctx.Done() closes:
+// after <-ctx.Done(), use Wait, not Get.
 func WatchDone(ctx context.Context) *DoneAt {
-	d := &DoneAt{}
+	d := &DoneAt{recorded: make(chan struct{})}
 	context.AfterFunc(ctx, func() {
-		d.mu.Lock()
 		d.at = time.Now()
-		d.mu.Unlock()
+		close(d.recorded)
 	})
 	return d
 }
 
-// Get returns when the context ended (zero if it has not).
+// Get returns when the context ended (zero if that is not recorded yet).
 func (d *DoneAt) Get() time.Time {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return d.at
+	select {
+	case <-d.recorded:
+		return d.at
+	default:
+		return time.Time{}
+	}
+}
+
+// Wait returns when the context ended, waiting up to 5 s for the record;
+// the test fails if none is made by then.
+func (d *DoneAt) Wait(t testing.TB) time.Time {
+	t.Helper()
+	select {
+	case <-d.recorded:
+		return d.at
+	case <-time.After(5 * time.Second):
+		t.Fatal("the context did not end")
+		return time.Time{}
+	}
 }
 
 // Result is the outcome of an acquisition started by Async.
