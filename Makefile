@@ -32,6 +32,8 @@ demo: setup
 # (nice): on a 2-core machine it gets the CPU it needs (about 0.7 of a
 # core), so its 2 s sessions are never starved, and the rest of the run
 # fills what it leaves, instead of the cores idling for its 50 s at the end.
+# (So other work at normal priority slows make test down; to check the
+# suite on busy cores, run the busy work under nice -n 10 too.)
 # Its output follows the main run's. Everything runs even when something
 # failed (one report of everything); the target fails if anything did. The
 # sequence-limit tests run again on ZooKeeper 3.9.3 (Debian 13's, laid out by
