@@ -211,7 +211,7 @@ func WithRetryPolicy(newBackOff func() backoff.BackOff) Option {
 func WithSuspendPolicy(p SuspendPolicy) Option { return func(c *config) { c.policy = p } }
 
 // WithDialer sets the function used to open TCP connections to servers
-// (go-zookeeper's zk.Dialer); zktest's fault proxy plugs in here. With
+// (go-zookeeper's zk.Dialer); serverkit's fault proxy plugs in here. With
 // WithTLS, TLS runs over the connections it returns.
 func WithDialer(d zk.Dialer) Option { return func(c *config) { c.dialer = d } }
 
