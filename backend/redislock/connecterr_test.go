@@ -73,6 +73,7 @@ func TestConnectErrors(t *testing.T) {
 		u.User = url.UserPassword(user, password)
 		return u.String()
 	}
+	off := defaultUserOff(t)
 	for _, c := range []connectCase{
 		{Name: "server certificate not trusted", Run: connect(srv.URL(), redislock.WithTLS(wrongCA)), Unreach: true, Cert: true, Says: "failed verification", Within: 3 * time.Second},
 		{Name: "no client certificate", Run: connect(srv.URL(), redislock.WithTLS(&tls.Config{RootCAs: good.RootCAs})), Perm: true, Unreach: true, Says: "refused the client certificate (none was presented)", Within: 3 * time.Second},
@@ -89,7 +90,7 @@ func TestConnectErrors(t *testing.T) {
 		{Name: "a name that does not resolve", Run: connect("redis://no-such-host.invalid:6379/0"), Unreach: true, Says: "no-such-host.invalid"},
 		{Name: "wrong password", Run: connect(as("errtypes-user", "wrong-pw")), Perm: true, Says: "WRONGPASS", Prefix: connerrtest.RefusedWords, Within: 3 * time.Second},
 		{Name: "unknown user", Run: connect(as("no-such-user", "wrong-pw")), Perm: true, Says: "WRONGPASS", Prefix: connerrtest.RefusedWords, Within: 3 * time.Second},
-		{Name: "no AUTH where the default user is off", Run: noAuth, Perm: true, Says: "NOAUTH", Prefix: connerrtest.RefusedWords, Within: 3 * time.Second},
+		{Name: "no AUTH where the default user is off", Run: connect(off.URL(), redislock.WithTLS(off.ClientTLS())), Perm: true, Says: "NOAUTH", Prefix: connerrtest.RefusedWords, Within: 3 * time.Second},
 		{Name: "server gone at acquisition", Run: goneAtAcquire, Unreach: true, Says: "connection refused"},
 	} {
 		checkCase(t, c)
@@ -108,9 +109,9 @@ func within(d time.Duration, url string, opts ...redislock.Option) error {
 	return err
 }
 
-// noAuth turns the default user off on a server of its own and connects
-// without credentials.
-func noAuth(t *testing.T) error {
+// defaultUserOff starts a TLS server of its own whose default user is off,
+// before the case that connects to it without credentials is timed.
+func defaultUserOff(t *testing.T) *redistest.Server {
 	srv, err := redistest.LaunchTLS(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -119,8 +120,7 @@ func noAuth(t *testing.T) error {
 	if err := srv.Client(t).Do(context.Background(), "ACL", "SETUSER", "default", "off").Err(); err != nil {
 		t.Fatal(err)
 	}
-	_, err = tlsConnect(srv.URL(), redislock.WithTLS(srv.ClientTLS()))
-	return err
+	return srv
 }
 
 // goneAtAcquire connects through a listener of its own that forwards to a
