@@ -107,9 +107,13 @@ func (g *Guard) entry(resource string) *entry {
 // run); [ErrNoToken] for the zero token; a [*RangeError] (ErrTokenOverflow)
 // for a token above MaxToken, which no backend issues and which would
 // refuse every later token; otherwise write's error. A failed
-// or panicking write (the panic propagates) does not raise the mark. write
-// must not call Do or Check on the same resource: that deadlocks.
+// or panicking write (the panic propagates) does not raise the mark; a nil
+// write is [Guard.Check]. write must not call Do or Check on the same
+// resource: that deadlocks.
 func (g *Guard) Do(resource string, token Token, write func() error) error {
+	if write == nil {
+		write = func() error { return nil }
+	}
 	if token.IsZero() {
 		return ErrNoToken
 	}
@@ -144,7 +148,7 @@ func (e *entry) apply(resource string, token Token, write func() error) error {
 // Check is Do without a write: it accepts token (raising the mark) or
 // rejects it, e.g. to record acceptance before answering a holder.
 func (g *Guard) Check(resource string, token Token) error {
-	return g.Do(resource, token, func() error { return nil })
+	return g.Do(resource, token, nil)
 }
 
 // Highest returns the highest token accepted for resource (zero if none).

@@ -86,3 +86,19 @@ func TestGuardConcurrent(t *testing.T) {
 		t.Fatalf("highest %v applied %d", g.Highest("r"), applied)
 	}
 }
+
+// TestGuardDoNilWrite: a nil write is Check (a new user's trial: Do
+// dereferenced it, while Admit accepts nil).
+func TestGuardDoNilWrite(t *testing.T) {
+	var g Guard
+	if err := g.Do("r", 5, nil); err != nil {
+		t.Fatal(err)
+	}
+	if h := g.Highest("r"); h != 5 {
+		t.Fatalf("Highest = %v, want 5", h)
+	}
+	var stale *StaleError
+	if err := g.Do("r", 4, nil); !errors.As(err, &stale) {
+		t.Fatalf("Do(4, nil) = %v, want a *StaleError", err)
+	}
+}
