@@ -70,11 +70,12 @@ SLOWEST := ./cmd/zkrecipes ./mutex ./testkit/releasetest ./backend/k8slease ./ba
 # when the test that leaked it passed.
 TEST_SECRET := s3cr3t-zkr-
 #
-# -p 4: four packages at a time on 2 cores. The tests spend most of their
-# time waiting (servers starting, sessions and leases expiring): at -p 3
-# the cores still idled for about 135 core-seconds of a 9-minute run,
-# whenever three waiting packages held every slot, and the suite's tests
-# pass with both cores kept busy by other work.
+# -p 3: three packages at a time on 2 cores. The tests spend most of their
+# time waiting (servers starting, sessions and leases expiring), and the
+# suite's tests pass with both cores kept busy by other work. -p 4 filled
+# the cores better (7 min 17 s) but starved the etcd nemesis run: two clean
+# CI runs in two failed its checks (no grant after the heal; a fault kind
+# never injected).
 NICE := nice -n 10
 
 test: setup kube-apiserver
@@ -84,7 +85,7 @@ test: setup kube-apiserver
 	$(NICE) $(GO) vet ./... ./testkit/nemesis/... $(BACKENDS) $(TESTKITS) $(COMMANDS) || touch "$$out/failed"; \
 	h="$$(./scripts/zk-debian.sh)" && $(NICE) $(GO) test -race -c -o "$$out/" ./zookeeper/ ./testkit/zktest/ || touch "$$out/failed"; \
 	{ [ -n "$$h" ] && ZOOKEEPER_HOME="$$h" $(NICE) $(GO) test -race -count=1 -p 1 -timeout 10m -run 'SequenceLimit|SeqCounters' ./zookeeper/ ./testkit/zktest/ || touch "$$out/failed"; } >"$$out/zk393" 2>&1 & \
-	$(NICE) $(GO) test -race -count=1 -p 4 -timeout 15m $(SLOWEST) $$($(GO) list ./... ./testkit/nemesis/... | grep -v '/testkit/nemesis$$') $(BACKENDS) $(TESTKITS) $(COMMANDS) || touch "$$out/failed"; \
+	$(NICE) $(GO) test -race -count=1 -p 3 -timeout 15m $(SLOWEST) $$($(GO) list ./... ./testkit/nemesis/... | grep -v '/testkit/nemesis$$') $(BACKENDS) $(TESTKITS) $(COMMANDS) || touch "$$out/failed"; \
 	wait; echo "The sequence-limit tests on ZooKeeper 3.9.3:"; cat "$$out/zk393"; \
 	echo "The short nemesis run:"; cat "$$out/nemesis"; \
 	} 2>&1 | tee "$$out/log"; \
