@@ -73,9 +73,9 @@ TEST_SECRET := s3cr3t-zkr-
 # -p 3: three packages at a time on 2 cores. The tests spend most of their
 # time waiting (servers starting, sessions and leases expiring), and the
 # suite's tests pass with both cores kept busy by other work. -p 4 filled
-# the cores better (7 min 17 s) but starved the etcd nemesis run: two clean
-# CI runs in two failed its checks (no grant after the heal; a fault kind
-# never injected).
+# the cores better (7 min 17 s), but the etcd nemesis run failed in both
+# clean CI runs at -p 4 (no grant after the heal; a fault kind never
+# injected), which it had not at -p 3.
 NICE := nice -n 10
 
 test: setup kube-apiserver
