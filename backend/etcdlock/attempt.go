@@ -21,6 +21,16 @@ func attemptTimeout(ttl time.Duration) time.Duration {
 	return max(ttl/6, 500*time.Millisecond)
 }
 
+// silentWatchLimit bounds how long a wait trusts a watch that stays silent:
+// a waiter, or a holder watching its own key, reads again after a TTL
+// without an event. Under faults a watch can stay registered on a live
+// stream and never deliver the deletion it waits for (seen under the
+// nemesis after a member's pause: a lock left free, its waiters asleep;
+// etcd-io/etcd#8980 and #17611 report the kind), so one read per TTL
+// bounds what such a watch costs: a grant, or the notice of a deleted key,
+// comes at most a TTL late. It costs less than a Session's keep-alives.
+func silentWatchLimit(ttl time.Duration) time.Duration { return ttl }
+
 // try runs one attempt of such a request under ctx, bounded by d, and
 // reports whether it went unanswered within d while ctx lives (the caller
 // then sends it again), with the attempt's error.

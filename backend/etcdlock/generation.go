@@ -97,7 +97,7 @@ func (s *Session) newGeneration(ctx context.Context) (*generation, error) {
 	if !s.publish(g) {
 		g.lose(recipe.ErrSessionClosed)
 		rctx, rcancel := context.WithTimeout(context.Background(), closeTimeout)
-		_, _ = s.cli.Revoke(rctx, g.id)
+		_ = s.revoke(rctx, g)
 		rcancel()
 		return nil, recipe.ErrSessionClosed
 	}
@@ -202,17 +202,41 @@ func (g *generation) lose(cause error) {
 			defer cancel()
 			ctx, cancel2 := context.WithTimeout(ctx, g.ttl)
 			defer cancel2()
-			_, err := s.cli.Revoke(ctx, g.id)
+			err := s.revoke(ctx, g)
 			s.log.Debug("etcdlock: revoke of a lease presumed lost", "lease", fmt.Sprintf("%x", int64(g.id)), "error", err)
 		})
 	}
 }
 
+// revoke revokes g's etcd lease, sending the revoke again after
+// attemptTimeout without an answer (to a silent member), until one comes
+// or ctx ends.
+func (s *Session) revoke(ctx context.Context, g *generation) error {
+	for {
+		unanswered, err := try(ctx, attemptTimeout(g.ttl), func(ctx context.Context) error {
+			_, err := s.cli.Revoke(ctx, g.id)
+			return err
+		})
+		if !unanswered {
+			return err
+		}
+	}
+}
+
 // gone asks the server whether the lease still exists, ending it with
 // recipe.ErrSessionLost if not, and reports whether it is lost. It tells a
-// key deleted by someone else from a key that went with its lease.
+// key deleted by someone else from a key that went with its lease. The
+// question is sent again after attemptTimeout without an answer (to a
+// silent member), until one comes or ctx ends.
 func (g *generation) gone(ctx context.Context) bool {
-	resp, err := g.s.cli.TimeToLive(ctx, g.id)
+	var resp *clientv3.LeaseTimeToLiveResponse
+	var err error
+	for unanswered := true; unanswered; {
+		unanswered, err = try(ctx, attemptTimeout(g.ttl), func(ctx context.Context) (err error) {
+			resp, err = g.s.cli.TimeToLive(ctx, g.id)
+			return err
+		})
+	}
 	if err == nil && resp.TTL <= 0 || errors.Is(err, rpctypes.ErrLeaseNotFound) {
 		g.lose(fmt.Errorf("%w: etcd lease %x is gone (expired or revoked)", recipe.ErrSessionLost, int64(g.id)))
 	}

@@ -3,6 +3,7 @@ package etcdlock
 import (
 	"context"
 	"fmt"
+	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -79,42 +80,74 @@ func (l *lease) remove(ctx context.Context) (bool, error) {
 // watchOwn ends the lease context with recipe.ErrNodeDeleted when the key is
 // deleted while the lease is live. It watches the key from the revision after
 // its creation; when the watch ends without a deletion (compaction, no
-// leader), it reads the key and watches again from the read's revision. It
+// leader, silence past silentWatchLimit), it reads the key and watches again from the read's revision. It
 // returns when the lease context is done.
 func (l *lease) watchOwn() {
-	lctx := l.Context()
-	ctx := clientv3.WithRequireLeader(lctx)
-	cli := l.s.cli
-	rev := l.rev + 1
-	b := loop.BackOff(retryFirst, retryMax)
-	for lctx.Err() == nil {
-		wctx, cancel := context.WithCancel(ctx)
-		deleted := false
-		for wr := range cli.Watch(wctx, l.key, clientv3.WithRev(rev), clientv3.WithFilterPut()) {
-			for _, ev := range wr.Events {
-				deleted = deleted || ev.Type == clientv3.EventTypeDelete
-			}
-			if deleted || wr.Err() != nil || wr.Canceled {
-				break
-			}
-		}
-		cancel()
-		if deleted {
+	ctx := clientv3.WithRequireLeader(l.Context())
+	for rev := l.rev + 1; ; {
+		if l.deletedFrom(ctx, rev) {
 			l.lostKey(ctx)
 			return
 		}
-		resp, err := cli.Get(ctx, l.key, clientv3.WithKeysOnly())
+		resp, err := l.readOwn(ctx)
 		switch {
-		case lctx.Err() != nil:
-			return
 		case err != nil:
-			_ = loop.Pause(lctx, b, retryMax)
+			return // the lease ended
 		case len(resp.Kvs) == 0 || resp.Kvs[0].CreateRevision != l.rev:
 			l.lostKey(ctx)
 			return
-		default:
-			rev = resp.Header.Revision + 1
-			b.Reset()
+		}
+		rev = resp.Header.Revision + 1
+	}
+}
+
+// readOwn reads l's key, sending the read again after attemptTimeout
+// without an answer (to a silent member) or after a failure, until an
+// answer comes or ctx (the lease's) ends.
+func (l *lease) readOwn(ctx context.Context) (*clientv3.GetResponse, error) {
+	b := loop.BackOff(retryFirst, retryMax)
+	for {
+		var resp *clientv3.GetResponse
+		unanswered, err := try(ctx, attemptTimeout(l.g.ttl), func(ctx context.Context) (err error) {
+			resp, err = l.s.cli.Get(ctx, l.key, clientv3.WithKeysOnly())
+			return err
+		})
+		switch {
+		case err == nil:
+			return resp, nil
+		case ctx.Err() != nil:
+			return nil, ctx.Err()
+		case !unanswered:
+			if err := loop.Pause(ctx, b, retryMax); err != nil {
+				return nil, err
+			}
+		}
+	}
+}
+
+// deletedFrom watches l's key from revision rev and reports whether it saw
+// the key deleted; it returns false when the watch ends otherwise
+// (compaction, no leader, ctx's end) or stays silent past silentWatchLimit,
+// for the caller to read the key again.
+func (l *lease) deletedFrom(ctx context.Context, rev int64) bool {
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	silent := time.NewTimer(silentWatchLimit(l.g.ttl))
+	defer silent.Stop()
+	ch := l.s.cli.Watch(wctx, l.key, clientv3.WithRev(rev), clientv3.WithFilterPut())
+	for {
+		select {
+		case wr, ok := <-ch:
+			if !ok || wr.Err() != nil || wr.Canceled {
+				return false
+			}
+			for _, ev := range wr.Events {
+				if ev.Type == clientv3.EventTypeDelete {
+					return true
+				}
+			}
+		case <-silent.C:
+			return false
 		}
 	}
 }

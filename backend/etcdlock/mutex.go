@@ -330,18 +330,22 @@ func (a *attempt) wait(ctx context.Context) error {
 }
 
 // awaitDelete watches, from revision rev, the keys prev and the attempt's
-// own, and returns nil at the first deletion of either or when the watch
-// ends for another reason (compaction, no leader: the caller reads again);
-// it returns an error when ctx, the lease or the Session ends.
+// own, and returns nil at the first deletion of either, when the watch
+// ends for another reason (compaction, no leader) or stays silent past
+// silentWatchLimit: the caller reads again. It returns an error when ctx,
+// the lease or the Session ends.
 func (a *attempt) awaitDelete(ctx context.Context, prev string, rev int64) error {
 	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 	defer cancel()
 	opts := []clientv3.OpOption{clientv3.WithRev(rev), clientv3.WithFilterPut()}
 	cli := a.m.s.cli
 	prevCh, ownCh := cli.Watch(wctx, prev, opts...), cli.Watch(wctx, a.key, opts...)
+	silent := time.NewTimer(silentWatchLimit(a.g.ttl))
+	defer silent.Stop()
 	select {
 	case <-prevCh:
 	case <-ownCh:
+	case <-silent.C:
 	case <-ctx.Done():
 	case <-a.g.ctx.Done():
 	}

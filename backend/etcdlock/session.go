@@ -234,7 +234,7 @@ func (s *Session) Close() error {
 	if g.ctx.Err() == nil { // a lease presumed lost has its own revoke running
 		g.lose(recipe.ErrSessionClosed)
 		ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
-		if _, err := s.cli.Revoke(ctx, g.id); err != nil {
+		if err := s.revoke(ctx, g); err != nil {
 			s.log.Info("etcdlock: revoking the lease at close failed; its keys stay until it expires",
 				"lease", fmt.Sprintf("%x", int64(g.id)), "error", err)
 		}

@@ -119,7 +119,24 @@ func (c *Cluster) Partition(i int) error {
 	return nil
 }
 
-// Heal ends a Partition: the links that were blackholed are closed (their
+// Silence blackholes every client link of member i that comes through
+// Endpoints (live or new: connections stay open, nothing crosses either
+// way) and leaves its peer links alone: the member stays in the cluster,
+// as leader if it was, and answers no client, until Heal. A later
+// Partition or Silence moves the fault.
+func (c *Cluster) Silence(i int) error {
+	c.mu.Lock()
+	m, err := c.memberLocked(i)
+	c.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	c.Heal()
+	m.front.Blackhole()
+	return nil
+}
+
+// Heal ends a Partition or a Silence: the links that were blackholed are closed (their
 // data is lost, as in a real partition) and new ones forward again.
 func (c *Cluster) Heal() {
 	c.peers.isolate(-1) //nolint:errcheck // -1 never fails
