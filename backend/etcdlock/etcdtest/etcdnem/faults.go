@@ -7,12 +7,11 @@ import (
 	"math/rand/v2"
 	"time"
 
-	"github.com/zkrecipes/zkrecipes/internal/loop"
-
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/zkrecipes/zkrecipes/fence"
+	"github.com/zkrecipes/zkrecipes/internal/loop"
 	"github.com/zkrecipes/zkrecipes/testkit/nemesis"
 )
 
@@ -142,6 +141,7 @@ func (t *Target) compact(ctx context.Context, f *nemesis.Fault, _ time.Duration,
 // revision + 1 was removed. Keys of that lease that were not first were
 // waiters, never granted.
 func (t *Target) revoke(ctx context.Context, f *nemesis.Fault, _ time.Duration, _ *rand.Rand) {
+	phase := ctx
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	admin, err := t.adminClient()
@@ -153,20 +153,17 @@ func (t *Target) revoke(ctx context.Context, f *nemesis.Fault, _ time.Duration, 
 	t.mu.Lock()
 	lock := t.base + "/lock/_lock_"
 	t.mu.Unlock()
-	first, err := admin.Get(ctx, lock, clientv3.WithFirstCreate()...)
-	if err != nil || len(first.Kvs) == 0 || first.Kvs[0].Lease == 0 {
-		f.Target, f.Err = "no holder", fmt.Sprintf("no holder's lease to revoke (%v)", err)
+	lease, r, err := revokeHolder(phase, ctx, admin, lock)
+	switch {
+	case lease == 0:
+		f.Target, f.Err = "no holder", err.Error()
+		return
+	case errors.Is(err, rpctypes.ErrLeaseNotFound):
+		f.Target, f.Err = fmt.Sprintf("lease %x", lease), err.Error() // nothing taken
 		return
 	}
-	lease := clientv3.LeaseID(first.Kvs[0].Lease)
-	f.Target = fmt.Sprintf("lease %x", lease)
-	f.Revokes = true
-	r, err := admin.Revoke(ctx, lease)
-	switch {
-	case errors.Is(err, rpctypes.ErrLeaseNotFound):
-		f.Revokes, f.Err = false, err.Error() // it expired or was revoked first: nothing taken
-		return
-	case err != nil:
+	f.Target, f.Revokes = fmt.Sprintf("lease %x", lease), true
+	if err != nil {
 		f.Err = err.Error() // the revoke may or may not have been applied
 		return
 	}
@@ -182,6 +179,49 @@ func (t *Target) revoke(ctx context.Context, f *nemesis.Fault, _ time.Duration, 
 	}
 	f.Below = below
 	f.Target += fmt.Sprintf(" (key of revision %d)", below-1)
+}
+
+// holderWait bounds how long revoke looks for a holder whose lease it can
+// revoke: the lock is often free for a moment between grants (and longer
+// under the other faults), and a holder's lease can expire between the
+// read and the revoke, so a revoke that tried once would often take
+// nothing, and a short run might never revoke a holder.
+const holderWait = 3 * time.Second
+
+// revokeHolder revokes the etcd lease of the lock's first key: it looks
+// for one (awaitHolder), and tries the next holder while the revoke finds
+// the lease gone (expired, or revoked by its Session), until holderWait
+// has passed. It returns the lease it tried last (0: none found).
+func revokeHolder(phase, ctx context.Context, admin *clientv3.Client, lock string) (clientv3.LeaseID, *clientv3.LeaseRevokeResponse, error) {
+	end := time.Now().Add(holderWait)
+	for {
+		lease, err := awaitHolder(phase, ctx, admin, lock, end)
+		if err != nil {
+			return 0, nil, err
+		}
+		r, err := admin.Revoke(ctx, lease)
+		if !errors.Is(err, rpctypes.ErrLeaseNotFound) || time.Now().After(end) || phase.Err() != nil {
+			return lease, r, err
+		}
+	}
+}
+
+// awaitHolder returns the etcd lease of the lock's first key, reading
+// again every 50 ms while the lock has none, until end and while phase
+// (the fault phase) lives; its reads are under ctx.
+func awaitHolder(phase, ctx context.Context, admin *clientv3.Client, lock string, end time.Time) (clientv3.LeaseID, error) {
+	for {
+		first, err := admin.Get(ctx, lock, clientv3.WithFirstCreate()...)
+		switch {
+		case err != nil:
+			return 0, fmt.Errorf("reading the lock's holder: %w", err)
+		case len(first.Kvs) > 0 && first.Kvs[0].Lease != 0:
+			return clientv3.LeaseID(first.Kvs[0].Lease), nil
+		case time.Now().After(end) || phase.Err() != nil:
+			return 0, fmt.Errorf("no holder's lease to revoke within %v", holderWait)
+		}
+		_ = loop.Sleep(phase, 50*time.Millisecond)
+	}
 }
 
 // removedBelow returns the create revision + 1 of the lock's first key at
