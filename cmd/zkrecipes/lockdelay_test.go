@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,12 +14,15 @@ import (
 // TestLockDelayKilledHolder: on every backend, a holder run with
 // --lock-delay is killed with SIGKILL (no Release: its lease ends only
 // when the server frees it); the next zkrecipes lock runs its command no
-// sooner than the delay after the kill, with the delay served in its log.
+// sooner than the delay after the kill, with the delay served in its log
+// (unless, on Redis, which counts the delay from the key's expiry, it began
+// to acquire after the delay's latest end: started late by a loaded
+// machine, 4.4 s after the kill in one make test at -p 4).
 // After a holder whose command finished (a clean Release), the next runs
 // at once.
 func TestLockDelayKilledHolder(t *testing.T) {
 	t.Parallel()
-	const delay = 2 * time.Second
+	const delay, ttl = 2 * time.Second, 2 * time.Second // ttl: the holder's session timeout or lease
 	servers := map[string]func(t *testing.T) (string, []string){
 		"ZooKeeper": func(t *testing.T) (string, []string) {
 			return strings.Join(zktest.Shared(t).Servers(), ","), []string{"--session-timeout", "2s"}
@@ -55,7 +59,7 @@ func TestLockDelayKilledHolder(t *testing.T) {
 				t.Errorf("the next holder ran %v after the holder was killed, sooner than --lock-delay %v", after, delay)
 			}
 			next.expect(0, 30*time.Second)
-			if r := next.logged("lock acquired"); r == nil || r["lock_delay"] == nil {
+			if r := next.logged("lock acquired"); (r == nil || r["lock_delay"] == nil) && !servedBefore(t, name, next, killed.Add(ttl+delay)) {
 				t.Errorf("the grant's log line does not say the lock-delay served: %v", r)
 			}
 
@@ -70,6 +74,26 @@ func TestLockDelayKilledHolder(t *testing.T) {
 			_ = os.Remove(g3)
 		})
 	}
+}
+
+// servedBefore reports whether the lock-delay of backend was over before
+// the contender p began to acquire, end being the latest it can end: Redis
+// counts it from the holder's end on the server (its key's expiry, at most
+// the lease after the kill), so a contender that a loaded machine started
+// after end finds it served (docs/lock-delay.md); the others count it
+// from a contender's first sight of the end, and one that comes late
+// serves it whole.
+func servedBefore(t *testing.T, backend string, p *proc, end time.Time) bool {
+	t.Helper()
+	r := p.logged("acquiring the lock")
+	if backend != "Redis" || r == nil {
+		return false
+	}
+	at, err := time.Parse(time.RFC3339Nano, fmt.Sprint(r["time"]))
+	if err != nil {
+		t.Fatalf("the log line's time: %v", err)
+	}
+	return at.After(end)
 }
 
 // TestLockDelayBadFlag: a --lock-delay out of range, or with a lock of
