@@ -3,8 +3,11 @@ package mutex_test
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"path"
 	"reflect"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -302,3 +305,48 @@ func TestLockDelayPlantedChild(t *testing.T) {
 		t.Errorf("participants after the refusal: %v, %v; want none", ps, err)
 	}
 }
+
+// TestLockDelayServingLoggedAtOnce: a contender serving the delay logs so
+// as it begins, on the Session's logger, not among the lease reports the
+// Session holds until its lock is released (where the line waited for the
+// next release of the lock, and raced with a lease's loss report: found
+// by the race detector in a CLI child on a loaded machine).
+func TestLockDelayServingLoggedAtOnce(t *testing.T) {
+	t.Parallel()
+	cl := zktest.Shared(t)
+	var mu sync.Mutex
+	var logged time.Time
+	h := handlerFunc(func(r slog.Record) {
+		if strings.Contains(r.Message, "serving the lock-delay") {
+			mu.Lock()
+			logged = time.Now()
+			mu.Unlock()
+		}
+	})
+	sa := rtest.Connect(t, cl)
+	acquire(t, delayed(t, sa, testDelay))
+	ch := acquireAsync(context.Background(), delayed(t, rtest.Connect(t, cl, zookeeper.WithLogger(slog.New(h))), testDelay))
+	time.Sleep(200 * time.Millisecond) // B in line
+	sa.Close()
+	r := rtest.Await(t, ch, 10*time.Second)
+	if r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	defer release(t, r.Lease)
+	mu.Lock()
+	defer mu.Unlock()
+	if logged.IsZero() || r.At.Sub(logged) < testDelay/2 {
+		t.Errorf("the serving line was logged at %v, the grant at %v: want it as the %v wait began", logged, r.At, testDelay)
+	}
+}
+
+// handlerFunc is a slog.Handler that passes every record to f.
+type handlerFunc func(slog.Record)
+
+func (f handlerFunc) Enabled(context.Context, slog.Level) bool { return true }
+
+func (f handlerFunc) Handle(_ context.Context, r slog.Record) error { f(r); return nil }
+
+func (f handlerFunc) WithAttrs([]slog.Attr) slog.Handler { return f }
+
+func (f handlerFunc) WithGroup(string) slog.Handler { return f }

@@ -289,7 +289,13 @@ func (q *Queue) acquire(ctx context.Context, kind string, data []byte, wait bool
 	a := grant.Begin(q.d.s.cfg.metrics, metricKind(kind), q.d.dir)
 	var w *grant.Serving
 	if q.delay != nil {
-		w = grant.NewServing(q.reps[kind], q.delay.d)
+		// Its log line goes to the Session's logger: the lease's reports
+		// (leaseLog) are made under the Session's lock and held until it
+		// is released, and this wait is not under it (a data race, found
+		// by the race detector in a CLI child on a loaded machine).
+		rep := *q.reps[kind]
+		rep.Log = q.d.s.log
+		w = grant.NewServing(&rep, q.delay.d)
 	}
 	for {
 		t, l, err := q.joinAndWait(ctx, kind, data, wait, anchor)
