@@ -21,7 +21,9 @@ import (
 // the key goes with the lease). A try unanswered within attemptTimeout is
 // sent again at once, whatever ctx, within the cleanup timeout. also are
 // operations of the same transaction, applied with the delete (the
-// lock-delay's record: releaseOps).
+// lock-delay's record: releaseOps). rev 0 deletes key if it is under g's
+// etcd lease: an attempt's key whose put may have been applied, its answer
+// lost (the name is the attempt's own GUID).
 func (s *Session) deleteOwned(ctx context.Context, g *generation, key string, rev int64, also ...clientv3.Op) error {
 	bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.cleanupTimeout())
 	defer cancel()
@@ -30,8 +32,12 @@ func (s *Session) deleteOwned(ctx context.Context, g *generation, key string, re
 	bctx, cancel3 := g.bind(bctx)
 	defer cancel3()
 	b := loop.BackOff(retryFirst, retryMax)
+	own := clientv3.Compare(clientv3.CreateRevision(key), "=", rev)
+	if rev == 0 { // an incarnation never learned (a put whose answer was lost): the key if under g's lease
+		own = clientv3.Compare(clientv3.LeaseValue(key), "=", g.id)
+	}
 	del := func(ctx context.Context) error {
-		_, err := s.cli.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(key), "=", rev)).
+		_, err := s.cli.Txn(ctx).If(own).
 			Then(append([]clientv3.Op{clientv3.OpDelete(key)}, also...)...).Commit()
 		return err
 	}

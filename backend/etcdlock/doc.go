@@ -116,7 +116,8 @@
 // lease (one transaction, which also reads the lock's first key: an
 // uncontended grant is one request), then, while a key with a lower create
 // revision exists, watches the deletion of the nearest lower one only,
-// re-reading its position after every event. It returns ErrNodeDeleted if
+// re-reading its position after every event, and after a TTL without one
+// (a watch can stay silent under faults). It returns ErrNodeDeleted if
 // its key is deleted by someone else while it waits. With WithLockDelay,
 // once first it serves the lock-delay if the previous holder ended
 // uncleanly, then records its grant before returning it.

@@ -131,6 +131,7 @@ func (m *Mutex) contend(ctx context.Context, wait bool) (recipe.Lease, error) {
 	}
 	switch {
 	case r.err != nil:
+		a.discard() // an earlier try's put may have been applied, its answer lost (a.rev 0: see deleteOwned)
 		return nil, r.err
 	case r.rev == 0:
 		if err := m.tryRefused(ctx, g, r); err != nil {
@@ -398,7 +399,7 @@ func (a *attempt) grant(ctx context.Context, served time.Duration) (recipe.Lease
 // comes, or goes with the etcd lease.
 func (a *attempt) abandon(created <-chan createResult, failing <-chan struct{}) {
 	finish := func(r createResult) {
-		if r.err == nil && r.rev != 0 {
+		if r.err != nil || r.rev != 0 { // on an error, an earlier try's put may have been applied
 			a.rev = r.rev
 			a.discard()
 		}

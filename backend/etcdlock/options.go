@@ -53,8 +53,13 @@ type config struct {
 // Option configures Connect and NewSession.
 type Option func(*config)
 
+// maxTTL bounds WithTTL: 2^31-1 s (68 years), far below where the
+// deadlines' arithmetic would overflow (above 146 years, found by a new
+// user's trial: every Acquire then failed as a lost lease).
+const maxTTL = (1<<31 - 1) * time.Second
+
 // WithTTL sets the time to live requested for the Session's etcd lease
-// (default DefaultTTL): a whole number of seconds, at least 1 s. The server
+// (default DefaultTTL): a whole number of seconds, from 1 s to 2^31-1 s. The server
 // may raise it to its own minimum (1.5 election timeouts, rounded up to a
 // second: 2 s with etcd's defaults); Session.TTL returns the granted one.
 // Ownership ends 2/3 of the granted TTL after the send of the newest
@@ -117,8 +122,8 @@ func buildConfig(opts []Option) (config, error) {
 		}
 	}
 	switch {
-	case c.ttl < time.Second || c.ttl%time.Second != 0:
-		return c, fmt.Errorf("%w: etcdlock: WithTTL(%v): want a whole number of seconds, at least 1s", recipe.ErrBadOption, c.ttl)
+	case c.ttl < time.Second || c.ttl%time.Second != 0 || c.ttl > maxTTL:
+		return c, fmt.Errorf("%w: etcdlock: WithTTL(%v): want a whole number of seconds, from 1s to %v", recipe.ErrBadOption, c.ttl, maxTTL)
 	case c.connectTimeout <= 0:
 		return c, fmt.Errorf("%w: WithConnectTimeout(%v): need a positive duration", recipe.ErrBadOption, c.connectTimeout)
 	case c.cleanupTimeout < 0:

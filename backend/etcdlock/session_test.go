@@ -43,6 +43,7 @@ func TestConnectBadOptions(t *testing.T) {
 	for name, o := range map[string]etcdlock.Option{
 		"WithTTL(1.5s)":            etcdlock.WithTTL(1500 * time.Millisecond),
 		"WithTTL(0)":               etcdlock.WithTTL(0),
+		"WithTTL(5e9s)":            etcdlock.WithTTL(5e9 * time.Second), // past 2^31-1 s: the deadlines would overflow
 		"WithPrefix(x)":            etcdlock.WithPrefix("x"),
 		"WithPrefix(/x/)":          etcdlock.WithPrefix("/x/"),
 		"WithConnectTimeout(0)":    etcdlock.WithConnectTimeout(0),

@@ -104,27 +104,17 @@ func (c *Cluster) Resume(i int) error {
 // blackholed (connections stay open, nothing crosses either way), until
 // Heal. One member at most is cut off at a time: a later Partition moves
 // the cut.
-func (c *Cluster) Partition(i int) error {
-	c.mu.Lock()
-	m, err := c.memberLocked(i)
-	c.mu.Unlock()
-	if err != nil {
-		return err
-	}
-	c.Heal()
-	if err := c.peers.isolate(i); err != nil {
-		return err
-	}
-	m.front.Blackhole()
-	return nil
-}
+func (c *Cluster) Partition(i int) error { return c.cut(i, true) }
 
 // Silence blackholes every client link of member i that comes through
 // Endpoints (live or new: connections stay open, nothing crosses either
 // way) and leaves its peer links alone: the member stays in the cluster,
 // as leader if it was, and answers no client, until Heal. A later
 // Partition or Silence moves the fault.
-func (c *Cluster) Silence(i int) error {
+func (c *Cluster) Silence(i int) error { return c.cut(i, false) }
+
+// cut is Partition (peers too) or Silence (clients only) of member i.
+func (c *Cluster) cut(i int, peers bool) error {
 	c.mu.Lock()
 	m, err := c.memberLocked(i)
 	c.mu.Unlock()
@@ -132,12 +122,18 @@ func (c *Cluster) Silence(i int) error {
 		return err
 	}
 	c.Heal()
+	if peers {
+		if err := c.peers.isolate(i); err != nil {
+			return err
+		}
+	}
 	m.front.Blackhole()
 	return nil
 }
 
-// Heal ends a Partition or a Silence: the links that were blackholed are closed (their
-// data is lost, as in a real partition) and new ones forward again.
+// Heal ends a Partition or a Silence: the links that were blackholed are
+// closed (their data is lost, as in a real partition) and new ones forward
+// again.
 func (c *Cluster) Heal() {
 	c.peers.isolate(-1) //nolint:errcheck // -1 never fails
 	for _, m := range c.members {
