@@ -226,17 +226,13 @@ func (s *Session) revoke(ctx context.Context, g *generation) error {
 // gone asks the server whether the lease still exists, ending it with
 // recipe.ErrSessionLost if not, and reports whether it is lost. It tells a
 // key deleted by someone else from a key that went with its lease. The
-// question is sent again after attemptTimeout without an answer (to a
-// silent member), until one comes or ctx ends.
+// question is sent with Session.retry.
 func (g *generation) gone(ctx context.Context) bool {
 	var resp *clientv3.LeaseTimeToLiveResponse
-	var err error
-	for unanswered := true; unanswered; {
-		unanswered, err = try(ctx, attemptTimeout(g.ttl), func(ctx context.Context) (err error) {
-			resp, err = g.s.cli.TimeToLive(ctx, g.id)
-			return err
-		})
-	}
+	err := g.s.retry(ctx, g, "time-to-live", "", func(ctx context.Context) (err error) {
+		resp, err = g.s.cli.TimeToLive(ctx, g.id)
+		return err
+	})
 	if err == nil && resp.TTL <= 0 || errors.Is(err, rpctypes.ErrLeaseNotFound) {
 		g.lose(fmt.Errorf("%w: etcd lease %x is gone (expired or revoked)", recipe.ErrSessionLost, int64(g.id)))
 	}

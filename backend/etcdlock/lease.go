@@ -80,8 +80,9 @@ func (l *lease) remove(ctx context.Context) (bool, error) {
 // watchOwn ends the lease context with recipe.ErrNodeDeleted when the key is
 // deleted while the lease is live. It watches the key from the revision after
 // its creation; when the watch ends without a deletion (compaction, no
-// leader, silence past silentWatchLimit), it reads the key and watches again from the read's revision. It
-// returns when the lease context is done.
+// leader, silence past silentWatchLimit), it reads the key (Session.retry)
+// and watches again from the read's revision. It returns when the lease
+// context is done.
 func (l *lease) watchOwn() {
 	ctx := clientv3.WithRequireLeader(l.Context())
 	for rev := l.rev + 1; ; {
@@ -89,39 +90,24 @@ func (l *lease) watchOwn() {
 			l.lostKey(ctx)
 			return
 		}
-		resp, err := l.readOwn(ctx)
+		var resp *clientv3.GetResponse
+		err := l.s.retry(ctx, l.g, "get", l.key, func(ctx context.Context) (err error) {
+			resp, err = l.s.cli.Get(ctx, l.key, clientv3.WithKeysOnly())
+			return err
+		})
 		switch {
-		case err != nil:
-			return // the lease ended
+		case ctx.Err() != nil:
+			return
+		case err != nil: // refused: watch again from rev after a pause
+			if loop.Sleep(ctx, retryMax) != nil {
+				return
+			}
+			continue
 		case len(resp.Kvs) == 0 || resp.Kvs[0].CreateRevision != l.rev:
 			l.lostKey(ctx)
 			return
 		}
 		rev = resp.Header.Revision + 1
-	}
-}
-
-// readOwn reads l's key, sending the read again after attemptTimeout
-// without an answer (to a silent member) or after a failure, until an
-// answer comes or ctx (the lease's) ends.
-func (l *lease) readOwn(ctx context.Context) (*clientv3.GetResponse, error) {
-	b := loop.BackOff(retryFirst, retryMax)
-	for {
-		var resp *clientv3.GetResponse
-		unanswered, err := try(ctx, attemptTimeout(l.g.ttl), func(ctx context.Context) (err error) {
-			resp, err = l.s.cli.Get(ctx, l.key, clientv3.WithKeysOnly())
-			return err
-		})
-		switch {
-		case err == nil:
-			return resp, nil
-		case ctx.Err() != nil:
-			return nil, ctx.Err()
-		case !unanswered:
-			if err := loop.Pause(ctx, b, retryMax); err != nil {
-				return nil, err
-			}
-		}
 	}
 }
 
