@@ -33,6 +33,7 @@ const BouncerInstallHint = "install PgBouncer (apt-get install -y pgbouncer, or 
 type Bouncer struct {
 	dsn  string
 	dir  string
+	port int // reserved (serverkit.FreePorts) until Close
 	cmd  *exec.Cmd
 	exit chan struct{}
 
@@ -89,7 +90,7 @@ func StartBouncer(tb testing.TB, dsn, mode string, ignore ...string) *Bouncer {
 
 // startBouncer writes PgBouncer's configuration in dir, runs bin and waits
 // until it answers; on error it has stopped what it started.
-func startBouncer(ctx context.Context, bin, dir string, u *url.URL, mode string, ignore []string) (*Bouncer, error) {
+func startBouncer(ctx context.Context, bin, dir string, u *url.URL, mode string, ignore []string) (_ *Bouncer, err error) {
 	cred, err := credential(dir)
 	if err != nil {
 		return nil, err
@@ -98,6 +99,11 @@ func startBouncer(ctx context.Context, bin, dir string, u *url.URL, mode string,
 	if err != nil {
 		return nil, err
 	}
+	defer func() {
+		if err != nil {
+			serverkit.ReleasePorts(ports...)
+		}
+	}()
 	if err := writeBouncerConfig(dir, cred, u, ports[0], mode, ignore); err != nil {
 		return nil, err
 	}
@@ -112,7 +118,7 @@ func startBouncer(ctx context.Context, bin, dir string, u *url.URL, mode string,
 	if err := serverkit.StartChild(cmd); err != nil {
 		return nil, fmt.Errorf("pgtest: starting pgbouncer: %w", err)
 	}
-	b := &Bouncer{dir: dir, cmd: cmd, exit: make(chan struct{})}
+	b := &Bouncer{dir: dir, port: ports[0], cmd: cmd, exit: make(chan struct{})}
 	go func() { cmd.Wait(); close(b.exit) }()
 	bu := *u
 	bu.Host = net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[0]))
@@ -192,6 +198,7 @@ func (b *Bouncer) waitReady(ctx context.Context) error {
 func (b *Bouncer) Close() error {
 	b.closeOnce.Do(func() {
 		b.stop()
+		serverkit.ReleasePorts(b.port)
 		b.closeErr = os.RemoveAll(b.dir)
 	})
 	return b.closeErr

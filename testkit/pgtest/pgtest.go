@@ -190,6 +190,7 @@ func startOnce(ctx context.Context, bin, dir string, cred *syscall.Credential, c
 		s.admin = tlsDSN(port, certs)
 	}
 	if err := s.run(ctx); err != nil {
+		serverkit.ReleasePorts(port)
 		return nil, err
 	}
 	return s, nil
@@ -268,6 +269,7 @@ func (s *Server) Close() error {
 		return nil
 	}
 	s.stop()
+	serverkit.ReleasePorts(s.port)
 	return os.RemoveAll(s.dir)
 }
 

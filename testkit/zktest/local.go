@@ -120,10 +120,11 @@ func findInstall() (install, error) {
 
 // localCluster is a set of ZooKeeper JVMs started by zktest.
 type localCluster struct {
-	in  install
-	cfg config
-	dir string
-	tls *tlsSetup // nil without WithTLS
+	in    install
+	cfg   config
+	dir   string
+	ports []int     // reserved (serverkit.FreePorts) until close
+	tls   *tlsSetup // nil without WithTLS
 
 	mu     sync.Mutex // guards nodes' processes, closed and keep
 	nodes  []*node
@@ -219,6 +220,7 @@ func startLocalOnce(ctx context.Context, cfg config, in install, seedDir string)
 		_ = os.RemoveAll(dir)
 		return nil, err
 	}
+	lc.ports = ports
 	for i := range n {
 		nd := &node{index: i, clientPort: ports[i*perNode], dir: filepath.Join(dir, fmt.Sprintf("server%d", i+1))}
 		if n > 1 {

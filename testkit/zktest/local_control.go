@@ -176,6 +176,7 @@ func (lc *localCluster) close() error {
 			errs = append(errs, fmt.Errorf("zktest: pid %d did not exit after SIGKILL", p.cmd.Process.Pid))
 		}
 	}
+	serverkit.ReleasePorts(lc.ports...) // every JVM has exited
 	if !keep {
 		if err := os.RemoveAll(lc.dir); err != nil {
 			errs = append(errs, err)

@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -15,6 +17,23 @@ import (
 )
 
 func TestMain(m *testing.M) { Main(m) }
+
+// portReserved reports whether serverkit.FreePorts' lock file for addr's
+// port is locked (by this process or another).
+func portReserved(t *testing.T, addr string) bool {
+	t.Helper()
+	_, port, _ := net.SplitHostPort(addr)
+	dir, err := os.UserCacheDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(filepath.Join(dir, "zkrecipes", "ports", port))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	return syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) != nil
+}
 
 // connect opens a session to servers (no chroot) and waits for it; the
 // client is closed at cleanup, waiting for its goroutines.
@@ -131,6 +150,11 @@ func TestStandaloneStopRestartPause(t *testing.T) {
 	}
 	if _, err := FourLetter(ctxT(t), addr, "ruok"); err == nil {
 		t.Fatal("ruok answered after Stop")
+	}
+	// The stopped server's port stays reserved, so that no other test
+	// binary's harness can take it before the restart (it did, in CI).
+	if !portReserved(t, addr) {
+		t.Fatalf("port of %s not reserved while the server is stopped", addr)
 	}
 	if _, err := c.Leader(); !errors.Is(err, ErrNoLeader) {
 		t.Fatalf("Leader after Stop: %v, want ErrNoLeader", err)

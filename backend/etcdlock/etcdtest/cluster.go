@@ -325,6 +325,7 @@ func (c *Cluster) Close() error {
 	}
 	for _, m := range c.members {
 		m.front.Close()
+		serverkit.ReleasePorts(m.clientPort, m.peerPort)
 	}
 	if c.peers != nil {
 		c.peers.close()

@@ -154,6 +154,7 @@ func launchLocal(ctx context.Context, secure bool) (*Server, error) {
 		if err == nil {
 			return s, nil
 		}
+		serverkit.ReleasePorts(s.clientPort, s.peerPt)
 		if errors.Is(outer.Err(), context.Canceled) { // interrupted: not a missing install
 			_ = os.RemoveAll(dir)
 			return nil, fmt.Errorf("etcdtest: start interrupted (%w: %v): %v", outer.Err(), context.Cause(outer), err)
@@ -333,6 +334,7 @@ func (s *Server) Close() error {
 		return nil
 	}
 	_ = s.Kill()
+	serverkit.ReleasePorts(s.clientPort, s.peerPt)
 	return os.RemoveAll(s.dir)
 }
 

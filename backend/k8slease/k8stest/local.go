@@ -144,7 +144,11 @@ func (c *Cluster) startAPIServer(ctx context.Context, certs certtest.Files, o op
 			QPS:             -1, // no client-side rate limit: tests measure the server
 		}
 		err = c.api.start(ctx, c.readyCheck())
-		if err == nil || attempt == 5 || ctx.Err() != nil || !errors.Is(err, errPortTaken) {
+		if err == nil {
+			return nil
+		}
+		serverkit.ReleasePorts(c.api.port)
+		if attempt == 5 || ctx.Err() != nil || !errors.Is(err, errPortTaken) {
 			return err
 		}
 	}
@@ -336,6 +340,7 @@ func (a *apiServer) close() error {
 	if p != nil {
 		p.kill()
 	}
+	serverkit.ReleasePorts(a.port)
 	return os.RemoveAll(a.dir)
 }
 

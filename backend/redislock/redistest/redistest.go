@@ -83,6 +83,7 @@ const (
 // named by REDIS_TEST_ADDR. Its methods are safe for concurrent use.
 type Server struct {
 	addr     string
+	port     int // reserved (serverkit.FreePorts) until Close
 	dir      string
 	args     []string
 	prefix   string
@@ -203,7 +204,7 @@ func launch(ctx context.Context, opts []Option, secure, own bool) (*Server, erro
 			return nil, err
 		}
 		port := ports[0]
-		s := &Server{addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), dir: dir, prefix: prefix, certs: certs}
+		s := &Server{addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), port: port, dir: dir, prefix: prefix, certs: certs}
 		s.args = append([]string{bin}, s.portArgs(port)...)
 		s.args = append(append(s.args, "--bind", "127.0.0.1", "--dir", dir,
 			"--daemonize", "no", "--protected-mode", "no", "--save", "",
@@ -214,6 +215,7 @@ func launch(ctx context.Context, opts []Option, secure, own bool) (*Server, erro
 		if err == nil {
 			return s, nil
 		}
+		serverkit.ReleasePorts(port)
 		if attempt < 4 && ctx.Err() == nil && strings.Contains(s.LogTail(5), "Address already in use") {
 			continue // another process took the port between FreePorts and the bind
 		}
@@ -357,6 +359,7 @@ func (s *Server) Close() error {
 		if err := s.Kill(); err != nil {
 			return err
 		}
+		serverkit.ReleasePorts(s.port)
 		return os.RemoveAll(s.dir)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
