@@ -350,6 +350,9 @@ func (g *grant) Path() string {
 // Release is Latch.Close; it returns recipe.ErrLeaseLost (wrapping the
 // cause) when this leadership had ended before, else Close's error.
 func (g *grant) Release(ctx context.Context) error {
+	if ctx == nil { // recipe.Lease's contract
+		ctx = context.Background()
+	}
 	lostBefore := g.inner.Context().Err() != nil
 	cause := context.Cause(g.inner.Context())
 	err := g.l.Close(ctx)

@@ -47,5 +47,6 @@ type Lease interface {
 	// nil; after an error that left it, a call tries again. Errors:
 	// ErrLeaseLost (wrapping the cause) if ownership ended before Release
 	// (nothing is removed then); an *OpError if the removal is unconfirmed.
+	// A nil ctx counts as context.Background().
 	Release(ctx context.Context) error
 }

@@ -119,6 +119,9 @@ func (r *Reporter) lost(token fence.Token, cause error) {
 // removed, an error matching recipe.ErrLeaseLost and wrapping the cause if
 // the lease had ended before (nothing is removed then), or remove's error.
 func (c *Core) Release(ctx context.Context, end func(), remove func(context.Context) (done bool, err error)) error {
+	if ctx == nil { // a deferred cleanup: remove the grant, do not panic half way
+		ctx = context.Background()
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.released {

@@ -50,6 +50,17 @@ func (s *suite) basics(t *testing.T) {
 		t.Errorf("B: Release with a context already done = %v, want nil (the removal ignores the cancellation)", err)
 		release(t, r.lease, "B")
 	}
+	// A nil ctx counts as context.Background (recipe.Lease): released,
+	// nothing left, no panic half way.
+	lc, err := a.TryAcquire(stepCtx(t))
+	if err != nil {
+		t.Fatalf("A: TryAcquire after B released: %v", err)
+	}
+	var nilCtx context.Context
+	if err := lc.Release(nilCtx); err != nil {
+		t.Errorf("A: Release(nil) = %v, want nil", err)
+		release(t, lc, "A")
+	}
 	s.expectLeftovers(t, lock, 0, "every grant was released")
 }
 
