@@ -882,8 +882,15 @@ func TestWatchesOnlyPredecessorAndLeavesNone(t *testing.T) {
 	}
 	serverkit.Eventually(t, 10*time.Second, "5 waiters watching", func() bool { return len(in.Children(dir)) == 6 && watches() == 6 })
 	release(t, holder)
+	// Five goroutines queued the waiters, so the queue's order need not be
+	// the slice's: each grant is taken as it comes (awaiting waiters[0]
+	// first waited forever when it was second in the queue).
+	granted := make(chan rtest.Result, len(waiters))
 	for _, w := range waiters {
-		r := rtest.Await(t, w, 10*time.Second)
+		go func() { granted <- <-w }()
+	}
+	for range waiters {
+		r := rtest.Await(t, granted, 10*time.Second)
 		if r.Err != nil {
 			t.Fatal(r.Err)
 		}
