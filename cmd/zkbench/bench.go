@@ -87,7 +87,7 @@ func (b *bench) server(ctx context.Context) ([]string, int, error) {
 		return addrs, 0, nil
 	}
 	logf("no ZK_SERVERS given: starting a local ZooKeeper (zktest, tickTime 2s)")
-	cl, err := zktest.Launch(ctx, zktest.WithTickTime(2*time.Second))
+	cl, err := zktest.Launch(ctx, zktest.WithTickTime(2*time.Second), zktest.WithFullJIT())
 	if err != nil {
 		return nil, 0, err
 	}

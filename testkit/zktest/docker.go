@@ -49,7 +49,7 @@ func dockerProvider(ctx context.Context, cfg config) (*Cluster, error) {
 		"ZOO_4LW_COMMANDS_WHITELIST=*",
 		"ZOO_ADMINSERVER_ENABLED=false",
 		fmt.Sprintf("ZOO_CFG_EXTRA=forceSync=no minSessionTimeout=%d maxSessionTimeout=60000 serverCnxnFactory=%s", 2*tick, nettyFactory),
-		"JVMFLAGS=-Dznode.container.checkIntervalMs=1000 -XX:+UseSerialGC -Xms64m -Xmx512m",
+		"JVMFLAGS=-Dznode.container.checkIntervalMs=1000 -XX:+UseSerialGC -Xms64m -Xmx512m " + cfg.jitFlag(),
 	} {
 		args = append(args, "-env", kv)
 	}

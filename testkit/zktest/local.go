@@ -316,6 +316,9 @@ func (lc *localCluster) spawnNode(nd *node) error {
 	if lc.in.netty {
 		args = append(args, "-Dzookeeper.serverCnxnFactory="+nettyFactory)
 	}
+	if f := lc.cfg.jitFlag(); f != "" {
+		args = append(args, f)
+	}
 	args = append(args, "-cp", lc.in.classpath, mainClass, nd.cfgPath)
 	cmd := exec.Command(lc.in.java, args...)
 	cmd.Dir = nd.dir

@@ -61,6 +61,7 @@ type config struct {
 	// seqCounters are the directories and counters to seed (WithSeqCounters).
 	seqCounters map[string]int32
 	tls         bool // WithTLS
+	fullJIT     bool // WithFullJIT
 }
 
 func newConfig(opts []Option) config {
@@ -100,6 +101,20 @@ func WithTickTime(d time.Duration) Option {
 		}
 		c.tick = d.Truncate(time.Millisecond)
 	}
+}
+
+// WithFullJIT has the servers' JVMs compile hot code with the optimizing
+// compiler as well, as a production server does: for benchmarks. By
+// default they stop at the quick compiler (-XX:TieredStopAtLevel=1), which
+// spends about a third less CPU starting and serving a test's light load.
+func WithFullJIT() Option { return func(c *config) { c.fullJIT = true } }
+
+// jitFlag is the JVM flag that WithFullJIT leaves out.
+func (c config) jitFlag() string {
+	if c.fullJIT {
+		return ""
+	}
+	return "-XX:TieredStopAtLevel=1"
 }
 
 // WithLogger sends zktest's own progress messages (servers started, provider
