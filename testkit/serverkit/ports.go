@@ -1,6 +1,7 @@
 package serverkit
 
 import (
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net"
@@ -22,8 +23,12 @@ import (
 // not use FreePorts can still take a port first: the caller must see that
 // failure and start again on fresh ports. The reservation is a lock file
 // per port under the user's cache directory (zkrecipes/ports); where that
-// directory cannot be made, it holds within this process only.
+// directory cannot be made, it holds within this process only. An n below
+// 0 or above MaxPorts returns an error matching ErrPortCount.
 func FreePorts(n int) ([]int, error) {
+	if n < 0 || n > MaxPorts {
+		return nil, fmt.Errorf("%w: FreePorts(%d), want 0 to %d", ErrPortCount, n, MaxPorts)
+	}
 	var ls []net.Listener
 	defer func() {
 		for _, l := range ls {
@@ -64,6 +69,12 @@ func FreePorts(n int) ([]int, error) {
 	}
 	return ports, nil
 }
+
+// MaxPorts is the most ports one FreePorts call returns.
+const MaxPorts = 1000
+
+// ErrPortCount is FreePorts' error for a count outside 0..MaxPorts.
+var ErrPortCount = errors.New("serverkit: port count out of range")
 
 // ReleasePorts ends the reservation FreePorts made of each port; ports it
 // does not hold are ignored. A harness calls it once its server has exited

@@ -1,6 +1,7 @@
 package serverkit
 
 import (
+	"errors"
 	"os"
 	"os/exec"
 	"strconv"
@@ -45,5 +46,13 @@ func TestFreePortsReserved(t *testing.T) {
 	}
 	if !reserve(ports[1]) {
 		t.Fatalf("released port %d not reservable again", ports[1])
+	}
+	for _, n := range []int{-1, MaxPorts + 1} {
+		if _, err := FreePorts(n); !errors.Is(err, ErrPortCount) {
+			t.Errorf("FreePorts(%d) = %v, want ErrPortCount", n, err)
+		}
+	}
+	if p, err := FreePorts(0); err != nil || len(p) != 0 {
+		t.Errorf("FreePorts(0) = %v, %v", p, err)
 	}
 }
