@@ -145,7 +145,8 @@ type Participant struct {
 	Token     fence.Token // czxid: the fencing token it holds or will hold
 	SessionID int64       // ephemeral owner
 	Created   time.Time   // ctime
-	Data      []byte      // the data given at Acquire
+	Data      []byte      // the data given at Acquire (or written since)
+	Version   int32       // the data's version (0 until written: Ticket.SetData)
 }
 
 // Participants lists the queue's nodes in queue order (for an exclusive lock
@@ -213,18 +214,6 @@ func (q *qdir) participants(ctx context.Context) ([]Participant, error) {
 
 // participant reads node n; ok is false when it is gone.
 func (q *qdir) participant(ctx context.Context, n NodeName) (_ Participant, ok bool, _ error) {
-	var data []byte
-	var st *zk.Stat
-	err := q.s.req.retry(ctx, q.reqSize, func() (err error) {
-		data, st, err = q.s.conn.Get(q.adir + "/" + n.Name)
-		return err
-	})
-	if errors.Is(err, zk.ErrNoNode) {
-		return Participant{}, false, nil
-	}
-	if err != nil {
-		return Participant{}, false, q.wrap("get", err)
-	}
-	return Participant{Name: n.Name, Kind: n.Kind, Seq: n.Seq, Token: fence.Token(st.Czxid),
-		SessionID: st.EphemeralOwner, Created: time.UnixMilli(st.Ctime), Data: data}, true, nil
+	p, _, ok, err := q.readNode(ctx, n)
+	return p, ok, err
 }

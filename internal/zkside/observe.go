@@ -90,10 +90,10 @@ func retryRead[H any](ctx context.Context, o Observed[H], ends *loop.Stopper, er
 		return false
 	}
 	if ends.Stop(err, recipe.Permanent(err)) {
-		o.Log.Error("observe: reading the queue head failed, and retrying cannot help: the observation ends", "dir", shortpath.Of(o.Dir), "err", err)
+		o.Log.Error("observe: reading the "+o.what()+" failed, and retrying cannot help: the observation ends", "dir", shortpath.Of(o.Dir), "err", err)
 		return false
 	}
-	o.Log.Warn("observe: reading the queue head failed; retrying", "dir", shortpath.Of(o.Dir), "err", err)
+	o.Log.Warn("observe: reading the "+o.what()+" failed; retrying", "dir", shortpath.Of(o.Dir), "err", err)
 	t := time.NewTimer(time.Second)
 	defer t.Stop()
 	select {

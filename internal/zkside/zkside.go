@@ -152,6 +152,15 @@ type Observed[H any] struct {
 	Quit   <-chan struct{}     // closed when the Session is closed
 	Log    *slog.Logger        // the Session's
 	Dir    string              // the queue's directory, for the log
+	What   string              // what is read, for the log ("" : "queue head")
+}
+
+// what is o.What or its default.
+func (o Observed[H]) what() string {
+	if o.What == "" {
+		return "queue head"
+	}
+	return o.What
 }
 
 // ObserveHeadAs is zookeeper.Queue.ObserveHead delivering conv(head)

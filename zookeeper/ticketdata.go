@@ -1,0 +1,87 @@
+package zookeeper
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/go-zookeeper/zk"
+	"github.com/zkrecipes/zkrecipes/recipe"
+)
+
+// errWrittenBy is the settle's verdict on a node written by someone else.
+var errWrittenBy = errors.New("written by someone else")
+
+// SetData writes data to the ticket's node if its data version is still
+// version, and returns the new version (a group member's Update). A write
+// whose reply was lost is settled by reading the node before anything is
+// sent again: version+1 with data as written is this write (or one
+// writing the same bytes, which leaves the same node), version unchanged
+// means it was not applied and it is sent again, anything else is someone
+// else's write. Errors: recipe.ErrConflict (the node was written by someone
+// else; nothing is written); the ticket's Err when it is dead, or
+// recipe.ErrNodeDeleted when its node is gone; recipe.ErrTooLarge;
+// *recipe.OpError; ctx's cause, after which the write may or may not have
+// been applied (SetData again with the same version settles it).
+func (t *Ticket) SetData(ctx context.Context, data []byte, version int32) (int32, error) {
+	if err := t.q.CheckNodeData(data); err != nil {
+		return 0, err
+	}
+	if err := t.Err(); err != nil {
+		return 0, err
+	}
+	s := t.q.d.s
+	var st *zk.Stat
+	unknown := false
+	err := s.req.retry(ctx, t.q.d.reqSize+len(data), func() (err error) {
+		if unknown {
+			applied, again, err := t.settle(data, version)
+			if err != nil || applied {
+				st = &zk.Stat{Version: version + 1}
+				return err
+			}
+			unknown = !again
+		}
+		st, err = s.conn.Set(t.path, data, version)
+		if isConnErr(err) && !errors.Is(err, zk.ErrNoServer) {
+			unknown = true
+		}
+		return err
+	})
+	switch {
+	case err == nil:
+		return st.Version, nil
+	case errors.Is(err, zk.ErrBadVersion), errors.Is(err, errWrittenBy):
+		return 0, &recipe.OpError{Op: "set", Path: t.q.d.dir + "/" + t.name, Err: fmt.Errorf("%w: data version is not %d", recipe.ErrConflict, version)}
+	case errors.Is(err, zk.ErrNoNode):
+		if derr := t.Err(); derr != nil {
+			return 0, derr
+		}
+		return 0, recipe.ErrNodeDeleted
+	}
+	return 0, t.q.d.wrap("set", err)
+}
+
+// settle reads the node after a lost reply of a set of data at version:
+// applied when it is at version+1 with data; again when it is still at
+// version (send the set again); errWrittenBy otherwise, zk.ErrNoNode when
+// the node is gone or not this ticket's.
+func (t *Ticket) settle(data []byte, version int32) (applied, again bool, _ error) {
+	s := t.q.d.s
+	if _, err := s.conn.Sync(t.path); err != nil {
+		return false, false, err
+	}
+	cur, st, err := s.conn.Get(t.path)
+	switch {
+	case err != nil:
+		return false, false, err
+	case st.EphemeralOwner != t.owner:
+		return false, false, zk.ErrNoNode
+	case st.Version == version:
+		return false, true, nil
+	case st.Version == version+1 && bytes.Equal(cur, data):
+		return true, false, nil
+	}
+	return false, false, errWrittenBy
+}
