@@ -28,6 +28,14 @@
 // reports (only a switch cures it); a failed release is joined to it. A nil
 // l (a typed nil too) makes Acquire and TryAcquire return [ErrBadOption].
 //
+// # Groups
+//
+// [Group] and [Member] are group membership (package group on ZooKeeper,
+// etcdlock.Group on etcd): a registration that lives while the process
+// does, with a context per registration that ends before others can see
+// the member gone, and views of the group as the server held it
+// (docs/membership.md). testkit/grouptest checks an implementation.
+//
 // testkit/locktest is the conformance suite every backend passes
 // (docs/backends.md).
 package recipe

@@ -14,16 +14,13 @@ import (
 var errWrittenBy = errors.New("written by someone else")
 
 // SetData writes data to the ticket's node if its data version is still
-// version, and returns the new version (a group member's Update). A write
-// whose reply was lost is settled by reading the node before anything is
-// sent again: version+1 with data as written is this write (or one
-// writing the same bytes, which leaves the same node), version unchanged
-// means it was not applied and it is sent again, anything else is someone
-// else's write. Errors: recipe.ErrConflict (the node was written by someone
-// else; nothing is written); the ticket's Err when it is dead, or
-// recipe.ErrNodeDeleted when its node is gone; recipe.ErrTooLarge;
-// *recipe.OpError; ctx's cause, after which the write may or may not have
-// been applied (SetData again with the same version settles it).
+// version, and returns the new version (a group member's Update). After a
+// lost reply the node is read before anything is sent again: at version+1
+// with data it was this write (or one of the same bytes), at version it is
+// sent again, else someone else wrote it. Errors: recipe.ErrConflict
+// (nothing written); the ticket's Err, or recipe.ErrNodeDeleted for a node
+// gone; recipe.ErrTooLarge; *recipe.OpError; ctx's cause (the write may or
+// may not have applied: SetData again with the same version settles it).
 func (t *Ticket) SetData(ctx context.Context, data []byte, version int32) (int32, error) {
 	if err := t.q.CheckNodeData(data); err != nil {
 		return 0, err
