@@ -352,3 +352,51 @@ func TestUpdateLostReply(t *testing.T) {
 		}
 	}
 }
+
+// TestRefusedAndDeleted: a directory whose ACL refuses creates makes Join
+// fail with ErrNoPermission and leaves nothing; a member whose node (and
+// directory) someone deletes sees its context end with ErrNodeDeleted and
+// registers again, on a new node, re-creating the directory.
+func TestRefusedAndDeleted(t *testing.T) {
+	cl := zktest.Shared(t)
+	in := zktest.Inspect(t, cl)
+	in.Create("/groups/readonly", zk.WorldACL(zk.PermRead))
+	s := rtest.Connect(t, cl)
+	if _, err := newGroup(t, s, "/groups/readonly").Join(context.Background(), "a", nil); !errors.Is(err, recipe.ErrNoPermission) {
+		t.Fatalf("Join under a read-only ACL: %v", err)
+	}
+	if c := in.Children("/groups/readonly"); len(c) != 0 {
+		t.Fatalf("nodes %v", c)
+	}
+
+	dir := "/groups/deleted"
+	g := newGroup(t, s, dir)
+	m := join(t, g, "a", "1")
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	rctx, err := m.Registered(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, before := members(t, g)
+	abs := zkside.SessionOf(s).Chroot() + dir
+	for _, c := range in.Children(dir) {
+		if err := s.Conn().Delete(abs+"/"+c, -1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Conn().Delete(abs, -1); err != nil && !errors.Is(err, zk.ErrNoNode) && !errors.Is(err, zk.ErrNotEmpty) {
+		t.Fatal(err)
+	}
+	<-rctx.Done()
+	if c := context.Cause(rctx); !errors.Is(c, recipe.ErrNodeDeleted) {
+		t.Fatalf("cause %v", c)
+	}
+	if _, err := m.Registered(ctx); err != nil {
+		t.Fatal(err)
+	}
+	_, after := members(t, g)
+	if len(after.Members) != 1 || after.Members[0].Since <= before.Members[0].Since || after.Rev <= before.Rev {
+		t.Fatalf("before %+v, after %+v", before, after)
+	}
+}
