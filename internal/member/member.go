@@ -6,6 +6,7 @@
 package member
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"log/slog"
@@ -51,12 +52,13 @@ type Member struct {
 	cancel context.CancelCauseFunc
 	done   chan struct{} // closed when the loop is over
 
-	wmu  sync.Mutex // serializes Register and Update
-	data []byte     // under wmu: what the next registration carries
+	wmu  chan struct{} // a one-slot lock: serializes Register and Update, taken with a ctx
+	data []byte        // under wmu: what the next registration carries
 
 	mu        sync.Mutex
-	cur       recipe.Lease // the live registration, or nil
-	end       error        // why the member ended for good
+	cur       recipe.Lease         // the live registration, or nil
+	end       error                // why the member ended for good
+	final     *recipe.Registration // the final Registration, once delivered
 	changed   notify.Broadcast
 	listeners notify.Listeners[recipe.Registration]
 }
@@ -67,7 +69,8 @@ var _ recipe.Member = (*Member)(nil)
 // behind) and starts the loop that keeps it. log names the member in its
 // warnings.
 func Join(ctx context.Context, id string, data []byte, r Registrar, log *slog.Logger) (*Member, error) {
-	m := &Member{id: id, r: r, log: log.With("member", id), data: data, done: make(chan struct{})}
+	data = bytes.Clone(data)
+	m := &Member{id: id, r: r, log: log.With("member", id), data: data, done: make(chan struct{}), wmu: make(chan struct{}, 1)}
 	l, err := r.Register(ctx, data)
 	if err != nil {
 		return nil, err
@@ -129,10 +132,24 @@ func (m *Member) run(l recipe.Lease) {
 
 // register makes the next registration with the current data.
 func (m *Member) register(ctx context.Context) (recipe.Lease, error) {
-	m.wmu.Lock()
-	defer m.wmu.Unlock()
+	if err := m.lockW(ctx); err != nil {
+		return nil, err
+	}
+	defer m.unlockW()
 	return m.r.Register(ctx, m.data)
 }
+
+// lockW takes wmu, or returns ctx's cause.
+func (m *Member) lockW(ctx context.Context) error {
+	select {
+	case m.wmu <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+}
+
+func (m *Member) unlockW() { <-m.wmu }
 
 // setCur records l as the member's registration without telling anyone.
 func (m *Member) setCur(l recipe.Lease) {
@@ -180,7 +197,8 @@ func (m *Member) finishLocked() {
 	if m.cur != nil {
 		since = int64(m.cur.Token())
 	}
-	m.listeners.Finish(recipe.Registration{Since: since, At: time.Now(), Cause: m.end})
+	m.final = &recipe.Registration{Since: since, At: time.Now(), Cause: m.end}
+	m.listeners.Finish(*m.final)
 	m.changed.Notify()
 }
 
@@ -219,23 +237,28 @@ func (m *Member) Registered(ctx context.Context) (context.Context, error) {
 	return l.Context(), nil
 }
 
-// Update is recipe.Member's.
+// Update is recipe.Member's. Registrations made after it carry data only
+// once it returned nil: after an error whose outcome is unknown they carry
+// the data of the last Update that returned nil.
 func (m *Member) Update(ctx context.Context, data []byte) error {
+	data = bytes.Clone(data)
 	for {
 		l, err := m.live(ctx)
 		if err != nil {
 			return err
 		}
-		m.wmu.Lock()
+		if err := m.lockW(ctx); err != nil {
+			return err
+		}
 		if l.Context().Err() != nil {
-			m.wmu.Unlock()
+			m.unlockW()
 			continue // ended meanwhile: wait for the next one
 		}
 		err = m.r.Update(ctx, l, data)
 		if err == nil {
 			m.data = data
 		}
-		m.wmu.Unlock()
+		m.unlockW()
 		return err
 	}
 }
@@ -245,8 +268,14 @@ func (m *Member) Listen(ctx context.Context) <-chan recipe.Registration {
 	f := notify.NewFeed[recipe.Registration]()
 	m.mu.Lock()
 	if !m.listeners.Add(f) {
+		// Ended: the final Registration, then the channel closes.
+		if m.final != nil {
+			f.Finish(*m.final)
+		} else {
+			f.Finish(recipe.Registration{At: time.Now(), Cause: m.end})
+		}
 		m.mu.Unlock()
-		f.Close()
+		go f.Run(ctx, nil)
 		return f.C()
 	}
 	if l := m.cur; l != nil && l.Context().Err() == nil {
