@@ -100,8 +100,9 @@
 //
 // A name is what every backend takes (not empty, valid UTF-8, no NUL byte)
 // of at most MaxNameLen bytes, with one rule of this package's own: no
-// element (part between "/") starts with "_lock_", which keeps every lock's
-// keys apart from every other lock's, "a" from "a/b" included. A leading "/"
+// element (part between "/") starts with "_lock_" or "_member_", which keeps
+// every lock's keys apart from every other lock's, "a" from "a/b" included,
+// and from every Group's (NewGroup takes the same names). A leading "/"
 // is dropped ("/jobs/nightly" and "jobs/nightly" are the same lock), nothing
 // else ("a/" and "a" are two locks). Other names return a *NameError
 // (matching ErrInvalidName and recipe.ErrInvalidPath); nothing is sent to
@@ -131,6 +132,58 @@
 // or no answer comes within a second: it then returns, and the key is
 // deleted in the background when the answer comes (or goes with the etcd
 // lease, within its TTL).
+//
+// # Group membership
+//
+// [NewGroup] returns the group named name on s (recipe.Group): each member
+// is one key, <prefix>/<name>/_member_<id>, put under the etcd lease of the
+// member's Session, so that it goes when the process does. Members reads
+// the group's range at one revision; Watch reads it, then follows it with
+// an etcd watch from the next revision (compaction: read again at once; a
+// cancelled or failing watch: read again after a short backoff, logged at
+// Warn; a watch silent for a TTL: checked by one count-only read, as the
+// lock's waiters do).
+//
+// A member's registration is a grant of the Session's etcd lease, as a
+// Mutex's is: its Registered context ends (recipe.ErrSuspended) 2/3 of the
+// TTL after the send of the newest keep-alive the server acknowledged, or
+// at once when the server says the etcd lease is gone
+// (recipe.ErrSessionLost), the key is deleted by someone else
+// (recipe.ErrNodeDeleted) or the Session closes (recipe.ErrSessionClosed);
+// the member then registers again by itself, under the Session's next etcd
+// lease (a new Since). The two numbers, with the TTL T (DefaultTTL 10 s):
+//
+//   - a member that dies (kill -9) stays in others' Views until the server
+//     expires its etcd lease: T after the last keep-alive it received (the
+//     leader checks every 500 ms), so between 5/6 T and T + 0.5 s after the
+//     death (keep-alives go every T/6); 8.3 to 10.5 s by default, 2.5 to
+//     3.5 s with the tests' 3 s TTL;
+//   - a live member cut off from etcd sees its Registered context end 2/3 T
+//     after the send of its last acknowledged keep-alive, so between 1/2 T
+//     and 2/3 T after the cut (5 to 6.7 s by default), always before the
+//     server drops it (at least T/3 before): work bound to that context
+//     stops before others can see the member gone.
+//
+// Measured with the tests' 3 s TTL: a cut-off member's context ended 1.8 to
+// 2.0 s after the cut, and others dropped it 3.0 to 3.4 s after; a killed
+// member was dropped 3.0 to 3.4 s after the kill.
+//
+// A member's Update is one transaction that writes the key if it is still
+// the same registration (create revision) and unchanged since the member's
+// last confirmed write (mod revision); otherwise recipe.ErrConflict, and
+// the key keeps the other write. A write whose answer was lost is settled
+// by the next answer, not guessed: it was ours if the key is one version
+// past our last confirmed write, under our etcd lease, holding a value we
+// sent since (a foreign write that matches all that left the key exactly as
+// ours would have); when no answer comes before ctx ends, the error is a
+// *recipe.OpError and the next Update settles it. A lost registration is
+// logged at Warn by the Session's logger, as a Mutex's lost Lease is (it
+// is not given to Metrics, whose events are the lock's).
+//
+// Names follow the lock names' rules (CheckName): a lock and a group of the
+// same name live side by side, and no element of either may start with
+// "_lock_" or "_member_", which keeps every lock's and group's key range
+// apart from every other's.
 //
 // # Metrics
 //

@@ -34,9 +34,10 @@ var _ recipe.Lock = (*Mutex)(nil)
 // New returns the lock named name on s; its contenders' keys are
 // <prefix>/<name>/_lock_<32 random hex digits>. A name is what every
 // backend takes, of at most MaxNameLen bytes, and no element of it (part
-// between "/") starts with "_lock_"; a leading "/" is dropped. Another name
-// returns a *NameError (matching ErrInvalidName and recipe.ErrInvalidPath),
-// nothing sent to the server (see Names in the package documentation).
+// between "/") starts with "_lock_" or "_member_" (reserved for Group's
+// keys); a leading "/" is dropped. Another name returns a *NameError
+// (matching ErrInvalidName and recipe.ErrInvalidPath), nothing sent to the
+// server (see Names in the package documentation).
 // Options (nil ones are skipped): WithLockDelay; a bad one returns an error
 // matching recipe.ErrBadOption.
 func New(s *Session, name string, opts ...MutexOption) (*Mutex, error) {

@@ -21,19 +21,31 @@ import (
 // ancestor of N).
 const marker = "_lock_"
 
+// memberMarker starts the last element of every member key of a Group: the
+// members of the group named N are <prefix>/N/_member_<id>, and because no
+// element of a lock or group name may start with memberMarker (nor with
+// marker), the range <prefix>/N/_member_ holds the members of group N and
+// no other group's, nor any lock's keys; and no member key is in a lock's
+// range (its last element starts with memberMarker, not marker).
+const memberMarker = "_member_"
+
 // nameRules are the shared lock-name rules (internal/lockname) with this
 // package's MaxNameLen and its one restriction of its own, markerElement.
+// Group names follow the same rules.
 var nameRules = lockname.Rules{Backend: "etcdlock", MaxLen: MaxNameLen, Extra: markerElement, Err: ErrInvalidName}
 
 // markerElement returns why name is refused by the rule of this package's
 // own ("" if it is not): no element of it (its parts between "/") may start
-// with marker. That alone keeps every lock's key range apart from every
-// other lock's (see lockDir). Empty elements ("a//b", "a/", "/") and
-// control characters do no harm to the key layout and are accepted.
+// with marker or memberMarker. That alone keeps every lock's and group's
+// key range apart from every other lock's and group's (see lockDir and
+// groupDir). Empty elements ("a//b", "a/", "/") and control characters do
+// no harm to the key layout and are accepted.
 func markerElement(name string) string {
 	for _, e := range strings.Split(name, "/") {
-		if strings.HasPrefix(e, marker) {
-			return fmt.Sprintf("element %s starts with %q, which this package reserves for its keys", lockname.Quote(e), marker)
+		for _, m := range []string{marker, memberMarker} {
+			if strings.HasPrefix(e, m) {
+				return fmt.Sprintf("element %s starts with %q, which this package reserves for its keys", lockname.Quote(e), m)
+			}
 		}
 	}
 	return ""
@@ -70,6 +82,13 @@ func checkText(s string) string {
 // "a/" and "//a" are locks of their own.
 func lockDir(prefix, name string) string {
 	return prefix + "/" + strings.TrimPrefix(name, "/") + "/" + marker
+}
+
+// groupDir is the range prefix of the member keys of the group name under
+// prefix (a leading "/" of name dropped, as for locks); a member's key is
+// groupDir + its id.
+func groupDir(prefix, name string) string {
+	return prefix + "/" + strings.TrimPrefix(name, "/") + "/" + memberMarker
 }
 
 // newGUID returns 32 random hex digits: the identity of one attempt's key.

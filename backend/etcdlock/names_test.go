@@ -13,7 +13,8 @@ import (
 )
 
 // TestCheckName: the shared rules (internal/lockname) with MaxNameLen, and
-// the one rule of this package's own (no element starting with "_lock_").
+// the one rule of this package's own (no element starting with "_lock_" or
+// "_member_").
 func TestCheckName(t *testing.T) {
 	const reserved = `" starts with "_lock_", which this package reserves for its keys`
 	cases := append(locknametest.Shared(MaxNameLen, "etcdlock.MaxNameLen"), []locknametest.Case{
@@ -28,6 +29,11 @@ func TestCheckName(t *testing.T) {
 		{Name: "/_lock_x", Why: `element "_lock_x` + reserved},
 		{Name: "a/_lock_b/c", Why: `element "_lock_b` + reserved},
 		{Name: "a/_lock_" + strings.Repeat("y", 300), Why: `element "_lock_yy`, Prefix: true},
+		{Name: "a/_memberx"},
+		{Name: "a/member_"},
+		{Name: "a_member_"},
+		{Name: "_member_", Why: `element "_member_" starts with "_member_", which this package reserves for its keys`},
+		{Name: "a/_member_b/c", Why: `element "_member_b" starts with "_member_", which this package reserves for its keys`},
 	}...)
 	locknametest.Run(t, "etcdlock: invalid lock name ", CheckName, cases, ErrInvalidName)
 }
@@ -51,6 +57,38 @@ func TestLockRangesAreDisjoint(t *testing.T) {
 	}
 	if lockDir("/p", "/a/b") != lockDir("/p", "a/b") {
 		t.Errorf("a leading slash makes another lock")
+	}
+}
+
+// No lock's or group's key range holds a key of another lock or group:
+// for every pair of names, no key of a lock or group of one (a lock's
+// contender and lock-delay keys, a group's member keys with ids of every
+// shape) is in the range of the other's lock or group, unless it is the
+// same lock or group.
+func TestGroupRangesAreDisjoint(t *testing.T) {
+	names := []string{"a", "a/b", "ab", "a/_", "a/_m", "a/_member", "a/_memberx", "a/member_", "a_member_", "a/_lock", "_", "/", "//", "a/", "a//b", "x_member_"}
+	ids := []string{"x", "_member_", "_lock_", "a b", strings.Repeat("i", 128), ".x"}
+	type keyOf struct{ kind, name, key string }
+	var keys []keyOf
+	for _, n := range names {
+		if err := CheckName(n); err != nil {
+			t.Fatalf("a name of the test is refused: %v", err)
+		}
+		keys = append(keys, keyOf{"lock", n, lockDir("/p", n) + strings.Repeat("f", 32)},
+			keyOf{"lock", n, "/p/" + strings.TrimPrefix(n, "/") + "/_lockdelay_held"})
+		for _, id := range ids {
+			keys = append(keys, keyOf{"group", n, groupDir("/p", n) + id})
+		}
+	}
+	for _, n := range names {
+		for _, k := range keys {
+			if (k.kind != "group" || k.name != n) && strings.HasPrefix(k.key, groupDir("/p", n)) {
+				t.Errorf("key %q of %s %q is in the range of group %q", k.key, k.kind, k.name, n)
+			}
+			if (k.kind != "lock" || k.name != n) && strings.HasPrefix(k.key, lockDir("/p", n)) {
+				t.Errorf("key %q of %s %q is in the range of lock %q", k.key, k.kind, k.name, n)
+			}
+		}
 	}
 }
 

@@ -39,6 +39,10 @@ type Session struct {
 	gen   *generation      // the newest etcd lease (possibly lost); nil before the first
 	state recipe.ConnState // the last one reported to Metrics.SessionState; 0 before the first
 	ended bool             // Close reported the last state
+	// members are the member keys held by a Member of this Session
+	// (group.go): one Member per key, so that a Register that finds the key
+	// under the Session's own etcd lease knows the key is its own.
+	members map[string]struct{}
 }
 
 // Connect opens a Session on the etcd cluster named by url,
