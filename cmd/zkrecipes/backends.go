@@ -209,8 +209,7 @@ func (f *lockFlags) open(ctx context.Context, log *slog.Logger, met *metricsServ
 	switch f.backend {
 	case etcdBackend:
 		var s *etcdlock.Session
-		s, err = etcdlock.Connect(cctx, f.servers, f.tls.etcd(etcdlock.WithTTL(f.ttl),
-			etcdlock.WithConnectTimeout(f.connectTimeout), etcdlock.WithLogger(log))...)
+		s, err = f.connectEtcd(cctx, log, f.ttl)
 		if err == nil {
 			ls.newLock = func(path string) (recipe.Lock, error) {
 				return etcdlock.New(s, path, etcdlock.WithLockDelay(f.lockDelay))

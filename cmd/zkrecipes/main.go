@@ -4,10 +4,13 @@
 //	zkrecipes lock [flags] PATH -- CMD [ARGS...]     run CMD while holding the lock at PATH
 //	zkrecipes elect [flags] PATH --id ID -- CMD ...  run CMD while leader, campaign again after
 //	zkrecipes inspect [flags] PATH                   holder, waiters or candidates, in order
+//	zkrecipes register [flags] GROUP ID -- CMD ...   run CMD while a member of GROUP
+//	zkrecipes members [flags] GROUP                  the group's members (--watch: follow)
 //
 // lock works with every backend of the library, chosen by the scheme of
 // --servers: a ZooKeeper host:port list (no scheme), etcd://,
-// postgres://, redis:// or k8s://; elect and inspect with ZooKeeper only. The
+// postgres://, redis:// or k8s://; register and members with ZooKeeper and
+// etcd; elect and inspect with ZooKeeper only. The
 // child command gets the fencing token in ZKRECIPES_TOKEN, and is stopped
 // (SIGTERM, then SIGKILL after --grace) the moment ownership is in doubt.
 // See docs/cli.md for every flag, exit status and environment variable.
@@ -80,18 +83,23 @@ Usage:
   zkrecipes elect [flags] PATH --id ID -- CMD [ARGS...]
                                                     run CMD while leader of the election at PATH
   zkrecipes inspect [flags] PATH                    show holder, waiters or candidates in order
+  zkrecipes register [flags] GROUP ID -- CMD [ARGS...]
+                                                    run CMD while a member ID of the group GROUP
+  zkrecipes members [flags] GROUP                   list (or --watch) the group's members
 
 Run 'zkrecipes COMMAND --help' for a command's flags and examples.
 Servers come from --servers or ZK_SERVERS: ZooKeeper's "host:port,host:port/chroot";
 for lock also etcd://host:2379[/prefix], postgres://user@host/db, redis://host:6379[/db]
-and k8s:// (a Kubernetes Lease, on the cluster of --kubeconfig).
+and k8s:// (a Kubernetes Lease, on the cluster of --kubeconfig); for register and
+members also etcd://.
 
 Example (crontab: the nightly job runs on one machine only; the others exit 75):
   0 3 * * * $HOME/go/bin/zkrecipes lock --log-level warn --wait 0 /cron/nightly -- ./nightly.sh
 
 Exit statuses: the command's own status, or
   64 usage error   66 no such path (inspect)   69 server unreachable
-  70 other error   75 held elsewhere (--wait passed)   79 ownership lost, command stopped
+  70 other error   75 held elsewhere (--wait passed; register: ID taken)
+  79 ownership (register --stop-when-lost: registration) lost, command stopped
   130/143 zkrecipes interrupted (SIGINT/SIGTERM) before the command ran
 `
 
@@ -110,6 +118,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return runElect(args[1:], stdout, stderr)
 	case "inspect":
 		return runInspect(args[1:], stdout, stderr)
+	case "members":
+		return runMembers(args[1:], stdout, stderr)
+	case "register":
+		return runRegister(args[1:], stdout, stderr)
 	case "-h", "-help", "--help", "help":
 		fmt.Fprint(stdout, mainUsage)
 		return 0
