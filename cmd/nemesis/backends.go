@@ -54,7 +54,10 @@ func zkRecipes() map[string]nemesis.Recipe {
 		"leader": nemesis.LeaderRecipe(),
 		// not in the default list: a recipe that is wrong on purpose, to
 		// see the command report a violation and keep the evidence
-		"broken-mutex": nemesis.Broken()}
+		"broken-mutex": nemesis.Broken(),
+		// not in the default list either: group membership
+		// (nemesis.RunMembership), with its own checks
+		membersName: nemesis.Members()}
 }
 
 // names lists the backends of the registry, in order.

@@ -29,6 +29,15 @@
 // writes and faults, opened at the first violation), with porcupine's view
 // of each register beside it.
 //
+// With -recipes members (zk and etcd, not in the default lists), a run is
+// group membership instead of a lock recipe (nemesis.RunMembership): each
+// client joins the group, updates its data, leaves and joins again and
+// watches the group on its own session, and the checks are that every
+// view was a real state of the group and that every watcher converged
+// after the heal; the run's line and the totals give the views,
+// registrations and convergence, and a run with a violation keeps its
+// history (JSON) as a lock run does, but has no page.
+//
 // With -render FILE, it runs nothing: it reads a history written by a run
 // (history.json, or the file of a run with a violation), checks it again
 // and writes its page to -out. The checks that need the servers (leaks)
@@ -170,7 +179,7 @@ func parseFlags() (o options, chosenBackends []string) {
 	flag.DurationVar(&o.runFor, "run", 60*time.Second, "fault phase of each run (default 60s, or -duration if that is shorter)")
 	flag.IntVar(&o.clients, "clients", 4, "clients per run, each with its own session")
 	flag.IntVar(&o.servers, "ensemble", 3, "servers in the ZooKeeper ensemble (-backend zk or all only)")
-	flag.StringVar(&o.names, "recipes", "", "recipes to run, in turn (default: zk mutex,rwlock,semaphore,election,latch; the others mutex,leader)")
+	flag.StringVar(&o.names, "recipes", "", "recipes to run, in turn (default: zk mutex,rwlock,semaphore,election,latch; the others mutex,leader; zk and etcd also have members, group membership)")
 	flag.DurationVar(&o.every, "fault-every", 600*time.Millisecond, "mean wait between two faults")
 	flag.StringVar(&o.faultList, "faults", "", "fault kinds to inject, comma-separated (default: all the backend has)")
 	flag.StringVar(&o.histDir, "history-dir", os.TempDir(), "where to write the history of a run with a violation")

@@ -20,7 +20,7 @@ import (
 // its servers through its module's test harness and runs the
 // backend-neutral recipes (the Lock and leader.Run over it).
 func init() {
-	backends["etcd"] = backend{launch: launchEtcd, recipes: neutral(), defaults: "mutex,leader"}
+	backends["etcd"] = backend{launch: launchEtcd, recipes: withMembers(neutral()), defaults: "mutex,leader"}
 	backends["pg"] = backend{launch: launchPG, recipes: neutral(), defaults: "mutex,leader"}
 	backends["redis"] = backend{launch: launchRedis, recipes: neutral(), defaults: "mutex,leader"}
 	backends["k8s"] = backend{launch: launchK8s, recipes: neutral(), defaults: "mutex,leader"}

@@ -40,6 +40,15 @@ func (s *series) run(ctx context.Context, lp **launched) int {
 	for i := 0; time.Since(start) < s.total && ctx.Err() == nil; i++ {
 		r := s.recipes[i%len(s.recipes)]
 		seed := s.seed + uint64(i)
+		if r.Name == membersName {
+			if !s.runMembers(ctx, l, i, seed, &t) && ctx.Err() == nil && time.Since(start) < s.total {
+				if l = s.fresh(lp); l == nil {
+					t.violations++
+					break
+				}
+			}
+			continue
+		}
 		t0 := time.Now()
 		res, err := nemesis.RunTarget(ctx, l.target, r, nemesis.Config{Clients: s.clients, Duration: s.runFor, Seed: seed, FaultEvery: s.every,
 			Faults: s.kinds, SQL: s.db, Logf: func(f string, a ...any) { fmt.Printf("  "+f+"\n", a...) }})
@@ -71,21 +80,15 @@ func (s *series) run(ctx context.Context, lp **launched) int {
 		if len(rep.Violations) > 0 {
 			fmt.Printf("  VIOLATIONS (%s):\n    %s\n", keepEvidence(l, res.History, s.histDir), strings.Join(rep.Violations, "\n    "))
 			if time.Since(start) < s.total && ctx.Err() == nil {
-				if err := l.close(); err != nil {
-					fmt.Printf("  closing the servers: %v\n", err)
-				}
-				*lp = nil
-				if l, err = s.launch(); err != nil {
-					fmt.Printf("  fresh servers for the next runs: %v\n", err)
+				if l = s.fresh(lp); l == nil {
 					t.violations++
 					break
 				}
-				*lp = l
-				fmt.Printf("  next runs on fresh servers: %s\n", l.about)
 			}
 		}
 	}
 	t.print(s.name, time.Since(start), s.recipes)
+	t.printMembers()
 	untested := t.ineffective()
 	if len(untested) > 0 {
 		fmt.Printf("NOT TESTED: every attempt of %s failed or may not have taken effect (see the runs' lines)\n", strings.Join(untested, ", "))
@@ -100,6 +103,24 @@ func (s *series) run(ctx context.Context, lp **launched) int {
 		return 1
 	}
 	return 0
+}
+
+// fresh closes the servers of *lp (their directories kept) and launches
+// fresh ones for the next runs, in *lp; nil (and *lp nil) if the launch
+// failed.
+func (s *series) fresh(lp **launched) *launched {
+	if err := (*lp).close(); err != nil {
+		fmt.Printf("  closing the servers: %v\n", err)
+	}
+	*lp = nil
+	l, err := s.launch()
+	if err != nil {
+		fmt.Printf("  fresh servers for the next runs: %v\n", err)
+		return nil
+	}
+	*lp = l
+	fmt.Printf("  next runs on fresh servers: %s\n", l.about)
+	return l
 }
 
 // ineffective lists the fault kinds tried in the runs whose every attempt
@@ -125,6 +146,7 @@ type tally struct {
 	maxStallRun                                                      string       // ... in this run
 	margins                                                          []time.Duration
 	marginsExcused                                                   int
+	members                                                          memberTally // the membership runs'
 }
 
 // add counts a run of recipe with report rep.
