@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os/signal"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -118,17 +117,8 @@ type Entry struct {
 
 func inspectMain(f *inspectFlags, path string, stdout, stderr io.Writer) int {
 	log := f.logger(stderr).With("path", shortpath.Of(path))
-	sigs := notifySignals()
-	defer signal.Stop(sigs)
-	ctx, stop := context.WithCancel(context.Background())
+	ctx, stop := interruptible()
 	defer stop()
-	go func() {
-		select {
-		case <-sigs:
-			stop()
-		case <-ctx.Done():
-		}
-	}()
 	met, code := startMetrics(f.metricsAddr, log)
 	if code >= 0 {
 		return code

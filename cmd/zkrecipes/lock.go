@@ -363,6 +363,22 @@ func watchSignals(sigs <-chan os.Signal, on func(os.Signal)) (stop func()) {
 	}
 }
 
+// interruptible returns a context that SIGINT, SIGTERM or SIGHUP cancels
+// (a read-only command's: inspect, members), and its stop, which also
+// stops the signals' delivery.
+func interruptible() (context.Context, func()) {
+	sigs := notifySignals()
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		select {
+		case <-sigs:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, func() { signal.Stop(sigs); cancel() }
+}
+
 // notifySignals relays SIGINT, SIGTERM and SIGHUP, except those zkrecipes
 // was started with ignored (nohup, or a background job of a script): those
 // stay ignored, for zkrecipes and for the command.

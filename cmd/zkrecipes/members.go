@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os/signal"
 	"text/tabwriter"
 	"time"
 	"unicode/utf8"
@@ -171,17 +170,8 @@ type GroupMember struct {
 
 func membersMain(f *membersFlags, name string, stdout, stderr io.Writer) int {
 	log := f.logger(stderr).With("group", shortpath.Of(name), "backend", string(f.backend))
-	sigs := notifySignals()
-	defer signal.Stop(sigs)
-	ctx, stop := context.WithCancel(context.Background())
+	ctx, stop := interruptible()
 	defer stop()
-	go func() {
-		select {
-		case <-sigs:
-			stop()
-		case <-ctx.Done():
-		}
-	}()
 	met, code := startMetrics(f.metricsAddr, log)
 	if code >= 0 {
 		return code
