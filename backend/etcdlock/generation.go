@@ -12,6 +12,7 @@ import (
 
 	"github.com/zkrecipes/zkrecipes/internal/ctxend"
 	"github.com/zkrecipes/zkrecipes/internal/grant"
+	"github.com/zkrecipes/zkrecipes/internal/loop"
 	"github.com/zkrecipes/zkrecipes/recipe"
 )
 
@@ -197,14 +198,29 @@ func (g *generation) lose(cause error) {
 	s := g.s
 	s.log.Debug("etcdlock: etcd lease lost", "lease", fmt.Sprintf("%x", int64(g.id)), "cause", cause)
 	if errors.Is(cause, recipe.ErrSuspended) {
-		s.life.Go(func() {
-			ctx, cancel := s.life.Bind(context.Background())
-			defer cancel()
-			ctx, cancel2 := context.WithTimeout(ctx, g.ttl)
-			defer cancel2()
-			err := s.revoke(ctx, g)
+		s.life.Go(func() { s.revokeLost(g) })
+	}
+}
+
+// revokeLost revokes the etcd lease of g, presumed lost, until the server
+// answers (revoked, or not found) or the Session closes, sending it again
+// after transient errors: a client cut off longer than the TTL must not
+// leave the lease, and its keys (a member's, a lock's), to the server's
+// expiry alone, which every leader change extends by a TTL (the nemesis
+// found a member's key kept 5 s past its Leave that way).
+func (s *Session) revokeLost(g *generation) {
+	ctx, cancel := s.life.Bind(context.Background())
+	defer cancel()
+	b := loop.BackOff(retryFirst, retryMax)
+	for {
+		err := s.revoke(ctx, g)
+		if err == nil || errors.Is(err, rpctypes.ErrLeaseNotFound) || !transient(err) || ctx.Err() != nil {
 			s.log.Debug("etcdlock: revoke of a lease presumed lost", "lease", fmt.Sprintf("%x", int64(g.id)), "error", err)
-		})
+			return
+		}
+		if loop.Pause(ctx, b, retryMax) != nil {
+			return
+		}
 	}
 }
 

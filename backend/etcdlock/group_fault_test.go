@@ -154,3 +154,37 @@ func TestGroupCutOffAndCrash(t *testing.T) {
 	}
 	pCut.Resume() // for a prompt Leave and Close
 }
+
+// A member that Leaves while its registration is suspended (no keep-alive
+// acknowledged in time, the client cut off) leaves no key once the client
+// heals, even though its etcd lease may live on: Leave deletes the last
+// registration's key by its create revision (the nemesis's seed 5 found
+// the key kept under a lease the Session went on keeping alive).
+func TestGroupLeaveWhileSuspended(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	s, p := e.connect(t)
+	g := group(t, s, "susp")
+	m, err := g.Join(opCtx(t), "m", []byte("d"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rctx, err := m.Registered(opCtx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Blackhole()
+	<-rctx.Done()
+	lctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	_ = m.Leave(lctx) // unconfirmed while cut off: finished in the background
+	p.Resume()
+	serverkit.Eventually(t, 3*testTTL, "the key is deleted", func() bool {
+		resp, err := e.in.Get(opCtx(t), e.prefix+"/susp/_member_m")
+		return err == nil && len(resp.Kvs) == 0
+	})
+	time.Sleep(testTTL) // and it does not come back
+	if resp, err := e.in.Get(opCtx(t), e.prefix+"/susp/_member_m"); err != nil || len(resp.Kvs) != 0 {
+		t.Fatalf("key after Leave: %v %v", resp, err)
+	}
+}
