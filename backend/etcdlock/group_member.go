@@ -140,7 +140,7 @@ func (r *registrar) put(g *generation, data []byte, failing chan struct{}) putRe
 		return err
 	}
 	b := loop.BackOff(retryFirst, retryMax)
-	unsure := false
+	unsure, closed := false, false
 	for {
 		unanswered, err := try(ctx, attemptTimeout(g.ttl), txn)
 		if err == nil {
@@ -166,6 +166,9 @@ func (r *registrar) put(g *generation, data []byte, failing chan struct{}) putRe
 		}
 		if !unsure {
 			unsure = true
+		}
+		if !unanswered && !closed {
+			closed = true // not for a try left unanswered: see attempt.create
 			close(failing)
 		}
 		if !unanswered && loop.Pause(ctx, b, retryMax) != nil {

@@ -108,7 +108,9 @@ func TestGroupJoinMembersLeave(t *testing.T) {
 func TestGroupInputs(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	s, _ := e.connect(t)
+	// A 10 s TTL: a 1 MiB put under the race detector on a loaded machine
+	// can hold the keep-alives past the test TTL's 2 s.
+	s, _ := e.connect(t, etcdlock.WithTTL(10*time.Second))
 	if _, err := etcdlock.NewGroup(s, "a/_member_x"); !errors.Is(err, recipe.ErrInvalidPath) {
 		t.Errorf("NewGroup with a reserved element: %v", err)
 	}

@@ -208,7 +208,8 @@ type createResult struct {
 // idempotent (a retry finds the key a lost answer's put made, in its else
 // branch), so it is retried after every transient error until it gets an
 // answer, the lease is lost or the Session closes. failing is closed at the
-// first transient error.
+// first transient error answered (not at a try left unanswered, which a
+// slow server may still apply).
 func (a *attempt) create(wait bool, failing chan struct{}) createResult {
 	ctx, cancel := a.m.s.life.Bind(a.g.ctx)
 	defer cancel()
@@ -222,7 +223,8 @@ func (a *attempt) create(wait bool, failing chan struct{}) createResult {
 		return err
 	}
 	b := loop.BackOff(retryFirst, retryMax)
-	for n := 0; ; n++ {
+	closed := false // failing
+	for {
 		unanswered, err := try(ctx, attemptTimeout(a.g.ttl), txn)
 		if err == nil {
 			return a.parseCreate(resp, len(then))
@@ -240,7 +242,11 @@ func (a *attempt) create(wait bool, failing chan struct{}) createResult {
 			return createResult{err: opError("put", a.key, err)}
 		}
 		a.m.s.log.Debug("etcdlock: put failed, retrying", "key", a.key, "error", err)
-		if n == 0 {
+		if !unanswered && !closed {
+			// An error the server (or the transport) answered: it can't be
+			// reached. An unanswered try may still be applied, and its
+			// retry finds the key: an abandoning caller waits for that.
+			closed = true
 			close(failing)
 		}
 		if loop.Pause(ctx, b, retryMax) != nil {

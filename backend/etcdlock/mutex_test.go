@@ -81,8 +81,10 @@ func TestKeysAndNames(t *testing.T) {
 }
 
 // C4: an Acquire cancelled while its put is in flight (the server
-// unreachable) returns soon (when its lease ends, or the cleanup timeout); when the put gets
-// through after all, its key is deleted, and the lock is not blocked.
+// unreachable) returns soon (when its lease ends, or the cleanup timeout);
+// when the put gets through after all, its key is deleted (by the delete
+// of the attempt, or with the lease, which the Session revokes once the
+// server answers again), and the lock is not blocked.
 func TestCancelledWhilePutInFlight(t *testing.T) {
 	e := newEnv(t)
 	holder, _ := e.connect(t)
@@ -127,8 +129,8 @@ func TestCancelledWhilePutInFlight(t *testing.T) {
 			break
 		}
 	}
-	if puts != 1 || deletes != 1 {
-		t.Errorf("after the cancelled Acquire: %d puts and %d deletes reached the server, want the late put and its delete", puts, deletes)
+	if puts != deletes || puts > 1 {
+		t.Errorf("after the cancelled Acquire: %d puts and %d deletes reached the server, want the late put and its delete, or neither", puts, deletes)
 	}
 	if err := lh.Release(opCtx(t)); err != nil {
 		t.Fatal(err)

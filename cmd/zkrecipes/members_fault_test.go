@@ -32,21 +32,31 @@ func TestMemberPausedAndKilled(t *testing.T) {
 			t.Parallel()
 			dir := t.TempDir()
 			watch := startServers(t, tc.servers, dir, true, "members", "--watch", "--json", tc.group)
-			await := func(want string) time.Time {
+			// await waits for a view of no member (since 0) or of member a
+			// registered at since (the registration's own, not an earlier
+			// process's).
+			await := func(since int64) time.Time {
 				t.Helper()
-				for v := groupDoc(t, nextLine(t, watch)); ids(v) != want; v = groupDoc(t, nextLine(t, watch)) {
+				for {
+					v := groupDoc(t, nextLine(t, watch))
+					if since == 0 && len(v.Members) == 0 || len(v.Members) == 1 && v.Members[0].Since == since {
+						return time.Now()
+					}
 				}
-				return time.Now()
 			}
-			await("")
+			registered := func(p *proc) int64 {
+				t.Helper()
+				s, _ := p.awaitLog("registered")["since"].(float64) // Join returned: not paused mid-Join
+				return int64(s)
+			}
+			await(0)
 			args := append([]string{"register"}, tc.lease...)
 			args = append(args, "--stop-when-lost", "--data", "d", tc.group, "a", "--", "sleep", "60")
 			paused := startServers(t, tc.servers, dir, false, args...)
-			paused.awaitLog("registered") // Join returned: not paused mid-Join
-			await("a=d")
+			await(registered(paused))
 			paused.signal(syscall.SIGSTOP)
 			stopped := time.Now()
-			dropped := await("")
+			dropped := await(0)
 			if d := dropped.Sub(stopped); d < tc.T/2 || d > tc.T+3*time.Second {
 				t.Errorf("a paused member was dropped %v after SIGSTOP; want between T/2 and T + 3 s (T = %v)", d, tc.T)
 			} else {
@@ -56,11 +66,10 @@ func TestMemberPausedAndKilled(t *testing.T) {
 			paused.expect(exitLost, 30*time.Second)
 
 			killed := startServers(t, tc.servers, dir, false, args...)
-			killed.awaitLog("registered")
-			await("a=d")
+			await(registered(killed))
 			killed.signal(syscall.SIGKILL)
 			at := time.Now()
-			gone := await("")
+			gone := await(0)
 			if d := gone.Sub(at); d < tc.T/2 || d > tc.T+3*time.Second {
 				t.Errorf("a killed member was dropped %v after SIGKILL; want between T/2 and T + 3 s (T = %v)", d, tc.T)
 			} else {

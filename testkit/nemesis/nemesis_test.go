@@ -82,6 +82,10 @@ func TestNemesis(t *testing.T) {
 		runAndCheck(t, cl, nemesis.LeaderRecipe(), nemesis.Config{Seed: *seed + 5, Duration: *duration * 3 / 5,
 			FaultEvery: 400 * time.Millisecond, Faults: nemesis.GenericFaults})
 	})
+	// Group membership (recipe.Group), with the next server fault kind.
+	t.Run("members", func(t *testing.T) {
+		took.Add(runMembership(t, cl, *seed+6, serverKinds[6%len(serverKinds)]))
+	})
 	took.Require(t, append(slices.Clone(serverKinds), nemesis.ClientFaults...)...)
 }
 

@@ -29,7 +29,7 @@ func TestMembership(t *testing.T) {
 		t.Run(strings.Join(own, ","), func(t *testing.T) {
 			cfg := nemesis.Config{Duration: *duration, Seed: *seed + 10 + uint64(i), Dir: "/nemesis/members", Logf: t.Logf}
 			if cfg.Duration == 0 {
-				cfg.Duration, cfg.FaultEvery = 8*time.Second, 300*time.Millisecond
+				cfg.Duration, cfg.FaultEvery = 6*time.Second, 300*time.Millisecond
 				cfg.Faults = append(slices.Clone(nemesis.GenericFaults), own...)
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), cfg.Duration+nemtest.RunTimeout)
