@@ -245,7 +245,10 @@ func (r *MembershipReport) checkSound(x *memberIndex, v *ViewRec, m ViewMember) 
 	case late != nil:
 		r.violateIn("soundness", Span{lateGone, t}, "%s shows %s (Since %d) %v after it was gone at %v (%s; lag allowed %v) (%s)",
 			viewName(v), m.ID, m.Since, t-lateGone, lateGone, why, r.Lag, x.describe(m.ID))
-	case !x.underWay(m.ID, t, r.Lag, r.Grace):
+	case m.Since > v.Rev:
+		r.violateIn("soundness", Span{t, t}, "%s (Rev %d) shows %s (Since %d), a registration made after the view's Rev (%s)",
+			viewName(v), v.Rev, m.ID, m.Since, x.describe(m.ID))
+	case !x.underWay(m.ID, m.Since, t, r.Lag, r.Grace):
 		r.violateIn("soundness", Span{t, t}, "%s shows %s (Since %d), a registration no Join of it made by then (%s)",
 			viewName(v), m.ID, m.Since, x.describe(m.ID))
 	}
@@ -254,10 +257,11 @@ func (r *MembershipReport) checkSound(x *memberIndex, v *ViewRec, m ViewMember) 
 // underWay reports whether a Join or Leave of id was under way at t: from
 // its call to Lag after its return (after the first registration of the
 // Member a Join returned), or Grace + Lag after a failed one, whose node
-// or key may go only with its session. A view may show a registration of
-// id that no Listen reported only then (one made while Leave stopped the
-// Member, one a failed Join made and removes).
-func (x *memberIndex) underWay(id string, t, lag, grace time.Duration) bool {
+// or key may go only with its session; or a Member of id was registering
+// again (registeringAgain). A view may show a registration of id that no
+// Listen reported only then (one made while Leave stopped the Member, one
+// a failed Join or a re-registration made and removes).
+func (x *memberIndex) underWay(id string, since int64, t, lag, grace time.Duration) bool {
 	for _, c := range x.calls[id] {
 		ret := c.Return + lag
 		if c.Err != "" {
@@ -271,6 +275,32 @@ func (x *memberIndex) underWay(id string, t, lag, grace time.Duration) bool {
 			}
 		}
 		if c.Call <= t && t <= ret {
+			return true
+		}
+	}
+	return x.registeringAgain(id, since, t, lag, grace)
+}
+
+// registeringAgain reports whether a Member of id was making its
+// registration again at t, by itself, with a Since above its last one: from
+// the end of one (not by Leave) to Lag after the next began, or after its
+// Leave returned plus Grace (a create whose reply was lost when Leave
+// stopped it is removed by the cleanup, or with its session).
+func (x *memberIndex) registeringAgain(id string, since int64, t, lag, grace time.Duration) bool {
+	for _, s := range x.byID[id] {
+		if s.End < 0 || s.End > t || s.Cause == recipe.ErrLeft.Error() || since <= s.Since {
+			continue
+		}
+		until := x.h.End
+		for _, n := range x.byID[id] {
+			if n.Client == s.Client && n.Member == s.Member && n.Start > s.End {
+				until = min(until, n.Start+lag)
+			}
+		}
+		if l := x.leaves[[2]int{s.Client, s.Member}]; l != nil && l.Call >= s.End {
+			until = min(until, l.Return+lag+grace)
+		}
+		if t <= until {
 			return true
 		}
 	}
