@@ -174,6 +174,15 @@ func newSession(ctx context.Context, cli *redis.Client, owned bool, c *config, s
 			// go-redis says only that ctx ended: keep the dialer's hint.
 			err, _ = connerr.Handshake(err, cli.Options().Addr, nil, tlsHint)
 		}
+		if !ctxend.Ended(ctx) && isNetError(err) && c.lastTLS.certUnsent() && !errors.Is(err, recipe.ErrNoPermission) {
+			// TLS 1.3: the server refuses the missing certificate after the
+			// handshake; the first write can meet its reset before the
+			// first read meets its alert.
+			// Described as the alert would be (ErrNoPermission, then
+			// ErrUnreachable below).
+			err = connerr.Mark(fmt.Errorf("%s closed the connection after asking for a client certificate, and none was presented: %w",
+				cli.Options().Addr, err), recipe.ErrNoPermission)
+		}
 		if !ctxend.Ended(ctx) && isNetError(err) {
 			err = fmt.Errorf("%w: %w", recipe.ErrUnreachable, plainToTLS(ctx, cli, err))
 		}

@@ -72,7 +72,14 @@ func (c *config) applyTLS(ro *redis.Options) {
 type lastDial struct {
 	err     atomic.Pointer[error]
 	waiting atomic.Int32
+	// unsent: the last handshake done was asked for a client certificate
+	// and sent none (TLS 1.3 refuses it only after the handshake).
+	unsent atomic.Bool
 }
+
+// certUnsent reports whether the last handshake done was asked for a
+// client certificate and sent none.
+func (l *lastDial) certUnsent() bool { return l != nil && l.unsent.Load() }
 
 // noAnswer reports whether a handshake timed out or still waits.
 func (l *lastDial) noAnswer() bool {
@@ -120,6 +127,7 @@ func tlsDialer(dial func(ctx context.Context, network, addr string) (net.Conn, e
 			last.set(err)
 			return nil, err
 		}
+		last.unsent.Store(req.Asked() && !req.Sent())
 		return tc, nil
 	}
 }
