@@ -78,11 +78,13 @@ TEST_SECRET := s3cr3t-zkr-
 # at the end it kept less than half a core busy for a minute, and its runs
 # pass with both cores kept busy by other work.
 #
-# -p 3: three packages at a time on 2 cores. The tests spend most of their
+# -p 4: four packages at a time on 2 cores. The tests spend much of their
 # time waiting (servers starting, sessions and leases expiring): at go
 # test's default of one package per core the CPU was busy 46% of the run
-# (10 min 12 s of CPU in an 11-minute CI run), and the suite's tests pass
-# with both cores kept busy by other work.
+# (10 min 12 s of CPU in an 11-minute CI run); at -p 3 it was idle 138 of
+# 1034 CPU-s (520 s), at -p 4 71 of 960 (482 s, one run each on a clean
+# clone), and the suite's tests pass with both cores kept busy by other
+# work.
 
 test: setup kube-apiserver
 	$(GO) vet ./... ./testkit/nemesis/... $(BACKENDS) $(TESTKITS) $(COMMANDS)
@@ -91,7 +93,7 @@ test: setup kube-apiserver
 	h="$$(./scripts/zk-debian.sh)" && $(GO) test -race -c -o "$$out/" ./zookeeper/ ./testkit/zktest/ || touch "$$out/failed"; \
 	{ [ -n "$$h" ] && ZOOKEEPER_HOME="$$h" $(GO) test -race -count=1 -p 1 -timeout 10m -run 'SequenceLimit|SeqCounters' ./zookeeper/ ./testkit/zktest/ || touch "$$out/failed"; } >"$$out/zk393" 2>&1 & \
 	{ $(GO) test -race -count=1 -timeout 10m ./testkit/nemesis || touch "$$out/failed"; } >"$$out/nemesis" 2>&1 & \
-	$(GO) test -race -count=1 -p 3 -timeout 15m $(SLOWEST) $$($(GO) list ./... ./testkit/nemesis/... | grep -v '/testkit/nemesis$$') $(BACKENDS) $(TESTKITS) $(COMMANDS) || touch "$$out/failed"; \
+	$(GO) test -race -count=1 -p 4 -timeout 15m $(SLOWEST) $$($(GO) list ./... ./testkit/nemesis/... | grep -v '/testkit/nemesis$$') $(BACKENDS) $(TESTKITS) $(COMMANDS) || touch "$$out/failed"; \
 	wait; echo "The sequence-limit tests on ZooKeeper 3.9.3:"; cat "$$out/zk393"; \
 	echo "The nemesis (testkit/nemesis), run beside the rest:"; cat "$$out/nemesis"; \
 	} 2>&1 | tee "$$out/log"; \
