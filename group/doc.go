@@ -24,7 +24,13 @@
 //
 // Update writes the node with its data version (Ticket.SetData): another
 // writer's change makes it fail with recipe.ErrConflict, and a write whose
-// reply was lost is settled by reading the node.
+// reply was lost, or whose caller's ctx ended after the send, is settled
+// (by reading the node, or by the next Update).
+//
+// Children of the directory that are not member nodes are left out of the
+// views, except nodes of another recipe of this module (a lock's "-lock-"
+// node): as for every recipe, they make Members, Watch and Join fail with
+// recipe.ErrMixedRecipes (one recipe per directory).
 //
 // Members and Watch read the group at one point of the server's order
 // (Queue.Snapshot: the directory and its nodes read twice over, taken when

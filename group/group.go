@@ -108,6 +108,9 @@ func (g *Group) Members(ctx context.Context) (recipe.View, error) {
 // directory and a data watch on every member's node, each a single server
 // watch however many watchers the Session has.
 func (g *Group) Watch(ctx context.Context) <-chan recipe.View {
+	if ctx == nil {
+		ctx = context.Background()
+	}
 	return relay(ctx, g.q.ObserveSnapshots(ctx))
 }
 

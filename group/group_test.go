@@ -400,3 +400,59 @@ func TestRefusedAndDeleted(t *testing.T) {
 		t.Fatalf("before %+v, after %+v", before, after)
 	}
 }
+
+// TestUpdateCancelled: an Update whose ctx is done sends nothing; one
+// whose ctx ends as its set is sent (the reply lost) may have applied, and
+// the next Update settles it instead of failing with ErrConflict (the
+// new-user trial's report); Watch and Listen take a nil ctx.
+func TestUpdateCancelled(t *testing.T) {
+	cl := zktest.Shared(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	var arm atomic.Bool
+	s := rtest.Connect(t, cl, zookeeper.WithDialer(zktest.RequestHook(nil, func(op int32) zktest.Fault {
+		if op == zktest.OpSetData && arm.Swap(false) {
+			cancel()
+			return zktest.SendAndCut
+		}
+		return zktest.Pass
+	})))
+	g := newGroup(t, s, "/groups/cancelled")
+	m := join(t, g, "a", "0")
+	done, stop := context.WithCancel(context.Background())
+	stop()
+	for range 5 {
+		if err := m.Update(done, []byte("never")); !errors.Is(err, context.Canceled) {
+			t.Fatalf("Update(done ctx): %v", err)
+		}
+	}
+	if got, _ := members(t, g); got != "a=0" {
+		t.Fatalf("after Updates with a done ctx: %q", got)
+	}
+	arm.Store(true)
+	if err := m.Update(ctx, []byte("1")); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Update cancelled as sent: %v", err)
+	}
+	bg, bgCancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer bgCancel()
+	if err := m.Update(bg, []byte("2")); err != nil {
+		t.Fatalf("the Update after: %v", err)
+	}
+	if got, _ := members(t, g); got != "a=2" {
+		t.Fatalf("members %q", got)
+	}
+	//lint:ignore SA1012 a nil ctx is part of the contract
+	views := g.Watch(nil) //nolint:staticcheck
+	if v := <-views; len(v.Members) != 1 {
+		t.Fatalf("Watch(nil): %+v", v)
+	}
+	//lint:ignore SA1012 a nil ctx is part of the contract
+	changes := m.Listen(nil) //nolint:staticcheck
+	if c := <-changes; !c.Registered {
+		t.Fatalf("Listen(nil): %+v", c)
+	}
+	if err := m.Leave(bg); err != nil {
+		t.Fatal(err)
+	}
+	for range changes { // the final one, then closed: its goroutine ends
+	}
+}

@@ -2,6 +2,7 @@ package group
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/zkrecipes/zkrecipes/recipe"
@@ -15,6 +16,7 @@ type registrar struct {
 	id      string
 	t       *zookeeper.Ticket // the current node, nil before the first
 	version int32             // its data version as this member last wrote it
+	pending []byte            // a write of t's node whose outcome is unknown, settled by the next Update
 }
 
 // Register grants the current node again while it lives (a suspension
@@ -35,7 +37,7 @@ func (r *registrar) Register(ctx context.Context, data []byte) (recipe.Lease, er
 		_ = t.Leave(context.Background())
 		return nil, err
 	}
-	r.t, r.version = t, 0
+	r.t, r.version, r.pending = t, 0, nil
 	return l, nil
 }
 
@@ -56,14 +58,31 @@ func (r *registrar) take(ctx context.Context, t *zookeeper.Ticket) (recipe.Lease
 	return t.Await(ctx)
 }
 
-// Update writes data on the current node, checked against its version.
+// Update writes data on the current node, checked against its version. A
+// write whose outcome the caller did not learn (its ctx ended after the
+// send) is settled first: sent again with the same version and data, it
+// finds itself applied, or applies now.
 func (r *registrar) Update(ctx context.Context, _ recipe.Lease, data []byte) error {
-	v, err := r.t.SetData(ctx, encode(r.id, data), r.version)
-	if err != nil {
-		return err
+	if r.pending != nil {
+		v, err := r.t.SetData(ctx, r.pending, r.version)
+		if err != nil && !errors.Is(err, recipe.ErrConflict) {
+			return err
+		}
+		r.pending = nil
+		if err != nil {
+			return err
+		}
+		r.version = v
 	}
-	r.version = v
-	return nil
+	enc := encode(r.id, data)
+	v, err := r.t.SetData(ctx, enc, r.version)
+	switch {
+	case err == nil:
+		r.version = v
+	case ctx.Err() != nil || !errors.Is(err, recipe.ErrConflict) && !errors.Is(err, recipe.ErrTooLarge) && r.t.Err() == nil:
+		r.pending = enc // may have applied
+	}
+	return err
 }
 
 // Remove deletes the current node, if any is left.

@@ -79,7 +79,7 @@ type Group interface {
 	// each change, as whole Views in the server's order: coalesced (a slow
 	// reader skips views but gets the latest), never one with a Rev below
 	// the last delivered. The channel closes when ctx ends, the Session
-	// closes, or reading fails for good (logged).
+	// closes, or reading fails for good (logged). A nil ctx never ends.
 	Watch(ctx context.Context) <-chan View
 }
 
@@ -119,13 +119,16 @@ type Member interface {
 	// for one, as Registered), checked against the version this member last
 	// wrote: ErrConflict if someone else wrote it since; a write whose reply
 	// was lost is settled, not guessed. Registrations made after a nil
-	// return carry data. Errors as Registered, and the backend's.
+	// return carry data. After ErrConflict the entry is someone else's
+	// write: Leave and Join again to own it. Errors as Registered, and the
+	// backend's.
 	Update(ctx context.Context, data []byte) error
 	// Listen delivers every change of the registration from now on, in
 	// order, the current one first; Leave or the member's end delivers a
 	// final Registration (Registered false, Cause ErrLeft or why) and closes
 	// the channel, as ctx's end does at once. A slow reader never blocks the
-	// member.
+	// member; read until the channel closes or cancel ctx (a nil ctx never
+	// ends), or its goroutine stays.
 	Listen(ctx context.Context) <-chan Registration
 	// Leave removes the registration for good, even if ctx is done (within
 	// the backend's cleanup bound; what is not done then is done by the

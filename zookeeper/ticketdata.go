@@ -19,14 +19,18 @@ var errWrittenBy = errors.New("written by someone else")
 // with data it was this write (or one of the same bytes), at version it is
 // sent again, else someone else wrote it. Errors: recipe.ErrConflict
 // (nothing written); the ticket's Err, or recipe.ErrNodeDeleted for a node
-// gone; recipe.ErrTooLarge; *recipe.OpError; ctx's cause (the write may or
-// may not have applied: SetData again with the same version settles it).
+// gone; recipe.ErrTooLarge; *recipe.OpError; ctx's cause (nothing is sent
+// on a ctx done already; after a send the write may have applied: SetData
+// again with the same version and data settles it).
 func (t *Ticket) SetData(ctx context.Context, data []byte, version int32) (int32, error) {
 	if err := t.q.CheckNodeData(data); err != nil {
 		return 0, err
 	}
 	if err := t.Err(); err != nil {
 		return 0, err
+	}
+	if ctx.Err() != nil { // nothing sent: requests.retry sends a first attempt even then
+		return 0, context.Cause(ctx)
 	}
 	s := t.q.d.s
 	var st *zk.Stat
@@ -43,6 +47,15 @@ func (t *Ticket) SetData(ctx context.Context, data []byte, version int32) (int32
 		st, err = s.conn.Set(t.path, data, version)
 		if isConnErr(err) && !errors.Is(err, zk.ErrNoServer) {
 			unknown = true
+		}
+		if errors.Is(err, zk.ErrBadVersion) {
+			// Already at version+1 with data (an earlier call's write whose
+			// outcome its caller did not learn): the node is as this write
+			// would leave it.
+			if applied, _, serr := t.settle(data, version); serr == nil && applied {
+				st = &zk.Stat{Version: version + 1}
+				return nil
+			}
 		}
 		return err
 	})

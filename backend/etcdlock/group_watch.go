@@ -22,6 +22,9 @@ import (
 // recovered by reading again (package documentation). The channel closes
 // when ctx ends, the Session closes, or reading fails for good (logged).
 func (gr *Group) Watch(ctx context.Context) <-chan recipe.View {
+	if ctx == nil {
+		ctx = context.Background()
+	}
 	out := make(chan recipe.View, 1)
 	s := gr.s
 	wctx, cancel := s.life.Bind(ctx)

@@ -265,6 +265,9 @@ func (m *Member) Update(ctx context.Context, data []byte) error {
 
 // Listen is recipe.Member's.
 func (m *Member) Listen(ctx context.Context) <-chan recipe.Registration {
+	if ctx == nil {
+		ctx = context.Background()
+	}
 	f := notify.NewFeed[recipe.Registration]()
 	m.mu.Lock()
 	if !m.listeners.Add(f) {
