@@ -306,6 +306,12 @@ func connectStatus(log *slog.Logger, b backend, servers string, err error) int {
 	case errors.Is(err, pglock.ErrOldServer):
 		log.Error("the server is older than PostgreSQL 14, which zkrecipes lock needs", "servers", servers, "err", err)
 		return exitSoftware
+	case errors.Is(err, recipe.ErrNoPermission):
+		// The server answered and refused: a password, or a client
+		// certificate that TLS 1.3 refuses with a reset (which is
+		// unreachable too). No retry mends it.
+		log.Error("cannot connect to "+string(b), "servers", servers, "err", err)
+		return exitSoftware
 	case unavailable(err):
 		log.Error("cannot connect to "+string(b), "servers", servers, "err", err)
 		return exitUnavailable

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/url"
 	"os"
@@ -481,6 +482,22 @@ func TestUnavailable(t *testing.T) {
 		if got := unavailable(c.err); got != c.want {
 			t.Errorf("unavailable(%v) = %t, want %t", c.err, got, c.want)
 		}
+	}
+}
+
+// TestConnectStatusRefusedReset: TLS 1.3 can meet a server's refusal of
+// a missing client certificate as a reset on the first write, which the
+// Redis backend describes as a refusal that is unreachable too. It exited
+// 69 (try again later) one run in many; a refusal is 70, however it came.
+func TestConnectStatusRefusedReset(t *testing.T) {
+	reset := &net.OpError{Op: "write", Net: "tcp", Err: syscall.ECONNRESET}
+	err := fmt.Errorf("%w: %w", recipe.ErrUnreachable, fmt.Errorf("%w: no client certificate: %w", recipe.ErrNoPermission, reset))
+	log := slog.New(slog.DiscardHandler)
+	if got := connectStatus(log, "Redis", "redis://127.0.0.1:1/0", err); got != exitSoftware {
+		t.Errorf("connectStatus(a refusal met as a reset) = %d, want %d", got, exitSoftware)
+	}
+	if got := connectStatus(log, "Redis", "redis://127.0.0.1:1/0", fmt.Errorf("%w: %w", recipe.ErrUnreachable, reset)); got != exitUnavailable {
+		t.Errorf("connectStatus(a reset) = %d, want %d", got, exitUnavailable)
 	}
 }
 
