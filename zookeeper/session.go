@@ -149,6 +149,7 @@ func connectConfig(servers []string, opts []Option) (cfg config, hosts []string,
 // by setConn.
 func newSession(cfg config, chroot string) *Session {
 	s := &Session{cfg: cfg, log: cfg.logger.With("component", "zkrecipes"), chroot: chroot, life: life.New()}
+	s.wire.hub.chroot = chroot
 	s.sessionDoor = zkside.NewSessionDoor((*sessionSide)(s))
 	s.quit = s.life.Context().Done()
 	s.mu = newSessionLock(s.log)
@@ -333,6 +334,7 @@ func (s *Session) shutdown() {
 	s.mu.unlock()
 	s.life.Wait()
 	s.pool.stop() // after conn.Close: every request a worker runs returns at once
+	s.wire.hub.ended()
 }
 
 // abs turns a recipe path into the server path (chroot prepended).

@@ -20,6 +20,7 @@ type wireState struct {
 	cur       atomic.Pointer[zkwire.Conn]
 	creates   zkwire.Creates
 	zxid      zkwire.Zxid // go-zookeeper's last zxid, kept by zkwire
+	hub       streamHub   // the Streams (stream.go)
 }
 
 // sessionTimeout is the negotiated session timeout (the requested one
@@ -60,7 +61,9 @@ func (w *wireState) dropConn() {
 // read on it move conns' deadlines, a failure before the handshake is
 // dials'.
 func (w *wireState) track(c net.Conn, conns *connState, dials *dialWatch) net.Conn {
-	tc := zkwire.NewConn(c, wireObserver{w: w, conns: conns, dials: dials, c: c}, &w.creates, &w.zxid)
+	obs := &wireObserver{w: w, conns: conns, dials: dials, c: c}
+	tc := zkwire.NewConn(c, obs, &w.creates, &w.zxid)
+	obs.tc = tc
 	w.cur.Store(tc)
 	return tc
 }
@@ -71,23 +74,36 @@ type wireObserver struct {
 	conns *connState
 	dials *dialWatch
 	c     net.Conn
+	tc    *zkwire.Conn
 }
 
 // Handshake records the session ID and negotiated timeout, and counts the
 // connect request as answered.
-func (o wireObserver) Handshake(id int64, timeout time.Duration, sentAt int64) {
+func (o *wireObserver) Handshake(id int64, timeout time.Duration, sentAt int64) {
 	o.w.sessionID.Store(id)
 	if id != 0 && timeout > 0 {
 		o.w.timeout.Store(int64(timeout))
 	}
 	o.conns.replied(sentAt)
+	if id != 0 {
+		o.w.hub.connected(id)
+	}
 }
 
+// OwnReply hands the reply to a Stream's request to it.
+func (o *wireObserver) OwnReply(h zkwire.ReplyHeader, body []byte) { o.w.hub.reply(h, body) }
+
+// Event hands a watch event to the Streams.
+func (o *wireObserver) Event(e zkwire.Event) { o.w.hub.event(e) }
+
+// Closed tells the Streams that the connection ended.
+func (o *wireObserver) Closed() { o.w.hub.closed(o.tc) }
+
 // Replied advances the last server reply and the ownership deadlines.
-func (o wireObserver) Replied(sentAt int64) { o.conns.replied(sentAt) }
+func (o *wireObserver) Replied(sentAt int64) { o.conns.replied(sentAt) }
 
 // FailedBeforeHandshake tells Connect's dial watch.
-func (o wireObserver) FailedBeforeHandshake(err error) {
+func (o *wireObserver) FailedBeforeHandshake(err error) {
 	o.dials.failedBeforeHandshake(o.c.RemoteAddr().String(), err)
 }
 

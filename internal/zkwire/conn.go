@@ -52,7 +52,12 @@ type Conn struct {
 	creates *Creates
 	zxid    *Zxid
 
+	stream Stream // obs, if it is one
+
+	wmu         sync.Mutex // serializes writes: go-zookeeper's and Send's
 	mu          sync.Mutex
+	ready       bool // the handshake was read and gave a session
+	ended       bool // Closed was reported
 	wroteHello  bool
 	helloSentAt int64
 	watchZxid   int64             // Zxid's value at this connection's handshake
@@ -81,12 +86,14 @@ type reader struct {
 	capture *Create
 	keep    int    // body bytes still to capture
 	body    []byte // body captured (after the xid)
+	event   bool   // the frame is a watch event, captured for the Stream
 }
 
 // NewConn wraps c. creates may be nil (no create is rewritten). zxid is
 // shared by every connection of one *zk.Conn; it must not be nil.
 func NewConn(c net.Conn, obs Observer, creates *Creates, zxid *Zxid) *Conn {
-	return &Conn{Conn: c, obs: obs, creates: creates, zxid: zxid, sent: make(map[int32][]int64),
+	st, _ := obs.(Stream)
+	return &Conn{Conn: c, obs: obs, stream: st, creates: creates, zxid: zxid, sent: make(map[int32][]int64),
 		create2: make(map[int32]*Create), br: bufio.NewReaderSize(c, readBuffer)}
 }
 
@@ -119,6 +126,8 @@ func (c *Conn) Write(p []byte) (int, error) {
 		// only writer and takes requests in order).
 		c.creates.written(cr)
 	}
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
 	return c.Conn.Write(p)
 }
 
@@ -151,10 +160,19 @@ func (c *Conn) Read(p []byte) (int, error) {
 		c.obs.FailedBeforeHandshake(err)
 		return 0, err
 	}
-	n, err := c.br.Read(p)
+	if c.r.gotHello && c.r.nhdr == 0 && c.r.skip == 0 {
+		if err := c.readOwn(); err != nil {
+			c.end()
+			return 0, err
+		}
+	}
+	n, err := c.br.Read(c.clamp(p))
 	c.scan(p[:n])
-	if err != nil && !c.r.gotHello {
+	switch {
+	case err != nil && !c.r.gotHello:
 		c.obs.FailedBeforeHandshake(err)
+	case err != nil:
+		c.end()
 	}
 	return n, err
 }
@@ -258,7 +276,10 @@ func (c *Conn) frameRead() {
 	if c.r.capture != nil {
 		c.creates.replied(c.r.capture, c.r.body)
 	}
-	c.r.zxid, c.r.capture, c.r.keep, c.r.body = 0, nil, 0, c.r.body[:0]
+	if c.r.event {
+		c.event(c.r.body)
+	}
+	c.r.zxid, c.r.capture, c.r.event, c.r.keep, c.r.body = 0, nil, false, 0, c.r.body[:0]
 }
 
 // handshake handles the connect response header in c.r.hdr.
@@ -271,6 +292,7 @@ func (c *Conn) handshake() {
 	c.mu.Lock()
 	sentAt := c.helloSentAt
 	c.watchZxid = c.zxid.Last()
+	c.ready = resp.SessionID != 0
 	c.mu.Unlock()
 	c.obs.Handshake(resp.SessionID, resp.Timeout, sentAt)
 }
@@ -278,6 +300,10 @@ func (c *Conn) handshake() {
 // reply handles the header of a reply to xid (or of a watch event).
 func (c *Conn) reply(xid int32) {
 	if xid == XidWatchEvent { // not a reply
+		if c.stream != nil { // the body after the xid: zxid, err, event
+			c.r.event, c.r.keep = true, c.r.skip
+			c.r.body = c.r.body[:0]
+		}
 		c.endHeader()
 		return
 	}

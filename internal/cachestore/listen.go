@@ -1,0 +1,109 @@
+package cachestore
+
+import (
+	"context"
+	"sync"
+
+	"github.com/zkrecipes/zkrecipes/recipe"
+)
+
+// listener is one Listen's queue: unbounded, so that the Store never
+// waits for a reader; a goroutine of its own hands the events out.
+type listener struct {
+	mu      sync.Mutex
+	q       []recipe.CacheEvent
+	stopped bool
+	wake    chan struct{} // one slot: events were queued, or stopped
+}
+
+func (l *listener) push(e recipe.CacheEvent) {
+	l.mu.Lock()
+	l.q = append(l.q, e)
+	l.mu.Unlock()
+	l.signal()
+}
+
+func (l *listener) stop() {
+	l.mu.Lock()
+	l.stopped = true
+	l.mu.Unlock()
+	l.signal()
+}
+
+func (l *listener) signal() {
+	select {
+	case l.wake <- struct{}{}:
+	default:
+	}
+}
+
+// take returns the queued events and whether the listener was stopped.
+func (l *listener) take() ([]recipe.CacheEvent, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	q := l.q
+	l.q = nil
+	return q, l.stopped
+}
+
+// emitLocked queues e for every listener.
+func (s *Store) emitLocked(e recipe.CacheEvent) {
+	for l := range s.listeners {
+		l.push(e)
+	}
+}
+
+// Listen delivers the content held as NodeCreated events (sorted by path),
+// CacheInitialized if the Store was loaded, then every event. The channel
+// closes when ctx ends (nil: never), or the Store stops.
+func (s *Store) Listen(ctx context.Context) <-chan recipe.CacheEvent {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	out := make(chan recipe.CacheEvent)
+	l := &listener{wake: make(chan struct{}, 1)}
+	s.mu.Lock()
+	if s.err != nil {
+		s.mu.Unlock()
+		close(out)
+		return out
+	}
+	for _, n := range s.sortedLocked() {
+		l.q = append(l.q, recipe.CacheEvent{Kind: recipe.NodeCreated, Node: n, Rev: s.rev})
+	}
+	if s.loaded {
+		l.q = append(l.q, recipe.CacheEvent{Kind: recipe.CacheInitialized, Rev: s.rev})
+	}
+	s.listeners[l] = struct{}{}
+	s.mu.Unlock()
+	l.signal()
+	go func() {
+		defer close(out)
+		defer s.unlisten(l)
+		for {
+			select {
+			case <-l.wake:
+			case <-ctx.Done():
+				return
+			}
+			q, stopped := l.take()
+			for _, e := range q {
+				select {
+				case out <- e:
+				case <-ctx.Done():
+					return
+				}
+			}
+			if stopped {
+				return
+			}
+		}
+	}()
+	return out
+}
+
+func (s *Store) unlisten(l *listener) {
+	s.mu.Lock()
+	delete(s.listeners, l)
+	s.mu.Unlock()
+}

@@ -1,0 +1,273 @@
+package zkwire
+
+import (
+	"encoding/binary"
+	"errors"
+	"io"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+)
+
+// A Conn's own requests: requests go-zookeeper does not know (addWatch,
+// and reads whose replies must be seen in the order of the watch events
+// around them), written by Send between go-zookeeper's packets and read
+// back by the Conn itself, never handed up. Their xids are at or below
+// OwnXidMax: go-zookeeper's are positive, the server's own -1 (watch
+// event) and -2 (ping), go-zookeeper's -4 (auth) and -8 (set-watches).
+// (docs/zookeeper-client.md#requests-of-our-own)
+
+// OwnXidMax is the largest xid of a Conn's own requests.
+const OwnXidMax int32 = -1 << 16
+
+// Opcodes of requests go-zookeeper never sends.
+const (
+	OpRemoveWatches int32 = 18
+	OpAddWatch      int32 = 106
+)
+
+// The modes of addWatch, and the watcher types of removeWatches.
+const (
+	AddWatchPersistent          int32 = 0
+	AddWatchPersistentRecursive int32 = 1
+	WatcherAny                  int32 = 3
+	WatcherPersistent           int32 = 4
+	WatcherPersistentRecursive  int32 = 5
+)
+
+// Stream receives what a Conn reads besides go-zookeeper's replies: the
+// replies to its own requests, the watch events (which are also handed up
+// to go-zookeeper) and the connection's end, on the reading goroutine, in
+// the order read. An Observer that is a Stream gets them. Its methods must
+// not block.
+type Stream interface {
+	// OwnReply reports the reply to a request written with Send: its
+	// header and the body after it (valid during the call only).
+	OwnReply(h ReplyHeader, body []byte)
+	// Event reports a watch event.
+	Event(e Event)
+	// Closed reports, once, that the connection ended: no reply to a
+	// request still unanswered will be read.
+	Closed()
+}
+
+// Event is a watch notification: the zxid of its header (-1 from servers
+// before 3.9, which do not send it), its type and keeper state, and the
+// node's path as the server names it (with the chroot).
+type Event struct {
+	Zxid        int64
+	Type, State int32
+	Path        string
+}
+
+// ErrNotReady is Send's error before the connection's handshake was read,
+// or after it ended.
+var ErrNotReady = errors.New("zkwire: the connection is not ready for requests")
+
+// Send writes the request frame f (its 4-byte length included; its xid at
+// or below OwnXidMax) whole, between go-zookeeper's packets. The reply
+// reaches the Observer's Stream, unless the connection ends first (Closed).
+func (c *Conn) Send(f []byte) error {
+	if xid, _, ok := Request(f); !ok || xid > OwnXidMax {
+		return errors.New("zkwire: Send of a frame that is no own request")
+	}
+	c.mu.Lock()
+	if !c.ready || c.ended {
+		c.mu.Unlock()
+		return ErrNotReady
+	}
+	xid := int32(binary.BigEndian.Uint32(f[4:8]))
+	c.sent[xid] = append(c.sent[xid], time.Now().UnixNano())
+	c.mu.Unlock()
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	_, err := c.Conn.Write(f)
+	return err
+}
+
+// Close closes the connection and reports its end to the Stream.
+func (c *Conn) Close() error {
+	err := c.Conn.Close()
+	c.end()
+	return err
+}
+
+// end reports the connection's end to the Stream, once.
+func (c *Conn) end() {
+	c.mu.Lock()
+	done := c.ended
+	c.ended = true
+	c.mu.Unlock()
+	if !done && c.stream != nil {
+		c.stream.Closed()
+	}
+}
+
+// readOwn reads, at a frame boundary, the frames that answer own requests,
+// so that go-zookeeper never sees them.
+func (c *Conn) readOwn() error {
+	for {
+		// Even with no own request unanswered: one sent while this Read
+		// waits may be answered next.
+		h, err := c.br.Peek(8)
+		if err != nil {
+			return err
+		}
+		if int32(binary.BigEndian.Uint32(h[4:8])) > OwnXidMax {
+			return nil
+		}
+		n := int(binary.BigEndian.Uint32(h[0:4]))
+		var body []byte
+		if n+4 <= c.br.Size() {
+			b, err := c.br.Peek(4 + n)
+			if err != nil {
+				return err
+			}
+			body = b[4:]
+		} else {
+			body = make([]byte, 4+n)
+			if _, err := io.ReadFull(c.br, body); err != nil {
+				return err
+			}
+			body = body[4:]
+		}
+		c.ownReply(body)
+		if n+4 <= c.br.Size() {
+			c.br.Discard(4 + n)
+		}
+	}
+}
+
+// ownReply handles the reply body b to an own request.
+func (c *Conn) ownReply(b []byte) {
+	h, ok := ParseReplyHeader(b)
+	if !ok {
+		return
+	}
+	if h.Zxid > 0 {
+		c.zxid.last.Store(h.Zxid)
+	}
+	c.mu.Lock()
+	var sentAt int64
+	if q := c.sent[h.Xid]; len(q) > 0 {
+		sentAt = q[0]
+		if len(q) == 1 {
+			delete(c.sent, h.Xid)
+		} else {
+			c.sent[h.Xid] = q[1:]
+		}
+	}
+	c.mu.Unlock()
+	if sentAt != 0 {
+		c.obs.Replied(sentAt)
+	}
+	if c.stream != nil {
+		c.stream.OwnReply(h, b[ReplyHeaderLen:])
+	}
+}
+
+// event decodes a watch event's body after the xid (zxid, err, type,
+// state, path) and reports it to the Stream.
+func (c *Conn) event(b []byte) {
+	if len(b) < 24 {
+		return
+	}
+	e := Event{Zxid: int64(binary.BigEndian.Uint64(b[0:8])),
+		Type: int32(binary.BigEndian.Uint32(b[12:16])), State: int32(binary.BigEndian.Uint32(b[16:20]))}
+	n := int(int32(binary.BigEndian.Uint32(b[20:24])))
+	if n < 0 || 24+n > len(b) {
+		return
+	}
+	e.Path = string(b[24 : 24+n])
+	c.stream.Event(e)
+}
+
+// clamp returns p cut so that one Read never crosses the end of the frame
+// being read (nor, at a frame boundary, its first header field): a reply
+// to an own request is then always met at a boundary, by readOwn.
+func (c *Conn) clamp(p []byte) []byte {
+	if !c.r.gotHello {
+		return p
+	}
+	limit := c.r.skip
+	if limit == 0 {
+		limit = c.headerLen() - c.r.nhdr
+	}
+	if limit > 0 && len(p) > limit {
+		return p[:limit]
+	}
+	return p
+}
+
+// OwnRequest encodes the frame of an own request: length, xid, op, path,
+// then tail (getData, getChildren2, exists: the watch flag, one byte;
+// addWatch: the mode; removeWatches: the watcher type, 4 bytes each).
+func OwnRequest(xid, op int32, path string, tail ...byte) []byte {
+	b := make([]byte, 4, 4+RequestHeaderLen+4+len(path)+len(tail))
+	b = binary.BigEndian.AppendUint32(b, uint32(xid))
+	b = binary.BigEndian.AppendUint32(b, uint32(op))
+	b = binary.BigEndian.AppendUint32(b, uint32(len(path)))
+	b = append(b, path...)
+	b = append(b, tail...)
+	binary.BigEndian.PutUint32(b[0:4], uint32(len(b)-4))
+	return b
+}
+
+// Int32 is v encoded, for OwnRequest's tail.
+func Int32(v int32) []byte { return binary.BigEndian.AppendUint32(nil, uint32(v)) }
+
+// Bool is v encoded, for OwnRequest's tail.
+func Bool(v bool) []byte {
+	if v {
+		return []byte{1}
+	}
+	return []byte{0}
+}
+
+// ParseGetData decodes a getData reply body (after the header): the data
+// (nil for a node without) and the Stat.
+func ParseGetData(b []byte) (data []byte, st zk.Stat, ok bool) {
+	if len(b) < 4 {
+		return nil, st, false
+	}
+	n := int(int32(binary.BigEndian.Uint32(b[0:4])))
+	b = b[4:]
+	if n > 0 {
+		if n > len(b) {
+			return nil, st, false
+		}
+		data, b = append([]byte(nil), b[:n]...), b[n:]
+	}
+	if len(b) < StatLen {
+		return nil, st, false
+	}
+	return data, DecodeStat(b), true
+}
+
+// ParseChildren2 decodes a getChildren2 reply body (after the header): the
+// children's names and the parent's Stat.
+func ParseChildren2(b []byte) (children []string, st zk.Stat, ok bool) {
+	if len(b) < 4 {
+		return nil, st, false
+	}
+	k := int(int32(binary.BigEndian.Uint32(b[0:4])))
+	b = b[4:]
+	if k < 0 || k > len(b)/4 {
+		return nil, st, false
+	}
+	children = make([]string, 0, k)
+	for range k {
+		if len(b) < 4 {
+			return nil, st, false
+		}
+		n := int(int32(binary.BigEndian.Uint32(b[0:4])))
+		if n < 0 || 4+n > len(b) {
+			return nil, st, false
+		}
+		children, b = append(children, string(b[4:4+n])), b[4+n:]
+	}
+	if len(b) < StatLen {
+		return nil, st, false
+	}
+	return children, DecodeStat(b), true
+}

@@ -1,0 +1,422 @@
+package zookeeper
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+
+	"github.com/go-zookeeper/zk"
+	"github.com/zkrecipes/zkrecipes/internal/zkwire"
+)
+
+// ErrUnimplemented is the error of a request the server does not know
+// (addWatch before ZooKeeper 3.6).
+var ErrUnimplemented = errors.New("zookeeper: the server does not implement the request")
+
+// Stream is a Session's ordered feed, for recipes that must see the
+// replies to their reads in the order of the watch events around them (a
+// cache): the replies to the requests it sends, every watch event, and the
+// connections' starts and ends, queued in the order the client read them,
+// which is the order the server sent them
+// (docs/zookeeper-client.md#requests-of-our-own). Paths are below the
+// chroot; events outside it are left out. Its methods are safe for
+// concurrent use; Close it when done.
+type Stream struct {
+	s    *Session
+	mu   sync.Mutex
+	q    []StreamItem
+	wake chan struct{}
+	done bool
+}
+
+// StreamKind is the kind of a StreamItem.
+type StreamKind int
+
+// The kinds of StreamItem.
+const (
+	// StreamConnected: a connection began in Session (a new session when
+	// it differs from the last one's). Requests sent before it are not
+	// answered on it.
+	StreamConnected StreamKind = iota + 1
+	// StreamClosed: the connection ended; no request unanswered will be.
+	StreamClosed
+	// StreamReply: the reply to request ID.
+	StreamReply
+	// StreamEvent: a watch event.
+	StreamEvent
+	// StreamEnded: the Session was closed; nothing follows.
+	StreamEnded
+)
+
+// StreamItem is one thing a Stream read.
+type StreamItem struct {
+	Kind    StreamKind
+	Session int64        // StreamConnected: the session's ID
+	ID      uint64       // StreamReply: the request's ID, as its send returned
+	Zxid    int64        // the reply's zxid; the event's (-1 before ZooKeeper 3.9)
+	Err     error        // StreamReply: nil, or the server's error (zk.ErrNoNode, ErrUnimplemented, ...)
+	Path    string       // StreamReply, StreamEvent: the node's path
+	Type    zk.EventType // StreamEvent: its type
+	Data    []byte       // StreamReply to GetData
+	Stat    zk.Stat      // StreamReply to GetData, Children, Exists
+	Names   []string     // StreamReply to Children: the children's names
+}
+
+type watchSpec struct {
+	path      string
+	recursive bool
+}
+
+// NewStream opens a Stream on s.
+func (s *Session) NewStream() *Stream {
+	st := &Stream{s: s, wake: make(chan struct{}, 1)}
+	s.wire.hub.add(st)
+	s.mu.Lock()
+	closed := s.mu.closed
+	s.mu.unlock()
+	if closed {
+		st.push(StreamItem{Kind: StreamEnded})
+	}
+	return st
+}
+
+// Wake returns a channel that receives a value after items were queued.
+func (st *Stream) Wake() <-chan struct{} { return st.wake }
+
+// Next takes the items queued, oldest first.
+func (st *Stream) Next() []StreamItem {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	q := st.q
+	st.q = nil
+	return q
+}
+
+// push queues it and wakes the reader.
+func (st *Stream) push(it StreamItem) {
+	st.mu.Lock()
+	if !st.done {
+		st.q = append(st.q, it)
+	}
+	st.mu.Unlock()
+	select {
+	case st.wake <- struct{}{}:
+	default:
+	}
+}
+
+// GetData sends a getData of path (setting a data watch if watch) and
+// returns the request's ID. Errors: a *PathError matching
+// recipe.ErrInvalidPath for a path not starting with '/'; ErrNotConnected
+// while no connection is ready (wait for StreamConnected).
+func (st *Stream) GetData(path string, watch bool) (uint64, error) {
+	return st.send(zkwire.OpGetData, path, zkwire.Bool(watch))
+}
+
+// Children sends a getChildren2 of path (setting a child watch if watch).
+// Errors as GetData.
+func (st *Stream) Children(path string, watch bool) (uint64, error) {
+	return st.send(zkwire.OpGetChildren2, path, zkwire.Bool(watch))
+}
+
+// Exists sends an exists of path (setting a watch if watch). Errors as
+// GetData.
+func (st *Stream) Exists(path string, watch bool) (uint64, error) {
+	return st.send(zkwire.OpExists, path, zkwire.Bool(watch))
+}
+
+// AddWatch sends an addWatch of a persistent watch on path (recursive: on
+// its subtree too; ZooKeeper 3.6+; ErrUnimplemented before), removed at
+// Close. Watches live per connection: add it again after each
+// StreamConnected. Errors as GetData.
+func (st *Stream) AddWatch(path string, recursive bool) (uint64, error) {
+	mode := zkwire.AddWatchPersistent
+	if recursive {
+		mode = zkwire.AddWatchPersistentRecursive
+	}
+	id, err := st.send(zkwire.OpAddWatch, path, zkwire.Int32(mode))
+	if err == nil {
+		st.s.wire.hub.holdWatch(st, watchSpec{path, recursive})
+	}
+	return id, err
+}
+
+// Close stops the Stream and removes its persistent watches from the
+// server unless another Stream of the Session holds the same one.
+// Idempotent.
+func (st *Stream) Close() {
+	st.mu.Lock()
+	done := st.done
+	st.done, st.q = true, nil
+	st.mu.Unlock()
+	if done {
+		return
+	}
+	for _, w := range st.s.wire.hub.remove(st) {
+		st.s.removeWatch(w)
+	}
+}
+
+// removeWatch removes the persistent watch w from the current connection
+// (a watch on a connection that ended is gone with it). ZooKeeper 3.9 can
+// remove one persistent watch; before, the server knows only "every watch
+// of the connection on the path", which would also remove the one-shot
+// watches the Session's recipes wait on there: then the watch is removed
+// only if the Session has none on that path, else it stays until the
+// connection ends (its events are dropped).
+func (s *Session) removeWatch(w watchSpec) {
+	typ := zkwire.WatcherPersistent
+	if w.recursive {
+		typ = zkwire.WatcherPersistentRecursive
+	}
+	c, path := s.wire.cur.Load(), s.chroot+w.path
+	h := &s.wire.hub
+	h.sendThen(c, zkwire.OpRemoveWatches, path, zkwire.Int32(typ), func(code int32) {
+		const noWatcher = -121
+		if code == 0 || code == noWatcher || s.watchesOn(path) || h.held(w.path) {
+			return
+		}
+		go h.sendThen(c, zkwire.OpRemoveWatches, path, zkwire.Int32(zkwire.WatcherAny), nil)
+	})
+}
+
+// watchesOn reports whether the Session's recipes wait on a watch on
+// path (a server path).
+func (s *Session) watchesOn(path string) bool {
+	s.mu.Lock()
+	defer s.mu.unlock()
+	for _, k := range []watchKind{dataWatch, childWatch, existWatch} {
+		if s.watches.byKey[watchKey{k, path}] != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// ErrNotConnected is a Stream request's error while the Session has no
+// connection ready for requests.
+var ErrNotConnected = errors.New("zookeeper: no connection ready for requests")
+
+// send sends op on path (below the chroot) on the current connection.
+func (st *Stream) send(op int32, path string, tail []byte) (uint64, error) {
+	if !strings.HasPrefix(path, "/") {
+		return 0, &PathError{Path: path, Reason: "not absolute"}
+	}
+	return st.s.wire.hub.sendOn(st.s.wire.cur.Load(), st, op, st.s.chroot+path, tail)
+}
+
+// streamHub dispatches what the Session's connections read to its Streams.
+type streamHub struct {
+	mu      sync.Mutex
+	chroot  string
+	streams map[*Stream]struct{}
+	xid     int32 // the last own xid used
+	nextID  uint64
+	pending map[int32]ownRequest
+	holders map[watchSpec]map[*Stream]struct{}
+}
+
+// ownRequest is a request sent by a Stream, or (st nil) by the Session,
+// which then is told its reply's error code.
+type ownRequest struct {
+	st   *Stream
+	id   uint64
+	op   int32
+	path string // below the chroot
+	conn *zkwire.Conn
+	then func(code int32) // if set: called on the reading goroutine; must not block
+}
+
+func (h *streamHub) add(st *Stream) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.streams == nil {
+		h.streams, h.pending, h.holders = make(map[*Stream]struct{}), make(map[int32]ownRequest), make(map[watchSpec]map[*Stream]struct{})
+	}
+	h.streams[st] = struct{}{}
+}
+
+// remove forgets st and returns the watches it held that no other Stream
+// holds.
+func (h *streamHub) remove(st *Stream) []watchSpec {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	delete(h.streams, st)
+	var last []watchSpec
+	for w, hs := range h.holders {
+		if _, ok := hs[st]; !ok {
+			continue
+		}
+		delete(hs, st)
+		if len(hs) == 0 {
+			delete(h.holders, w)
+			last = append(last, w)
+		}
+	}
+	return last
+}
+
+// held reports whether a Stream holds a persistent watch on path.
+func (h *streamHub) held(path string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.holders[watchSpec{path, false}])+len(h.holders[watchSpec{path, true}]) > 0
+}
+
+func (h *streamHub) holdWatch(st *Stream, w watchSpec) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.holders[w] == nil {
+		h.holders[w] = make(map[*Stream]struct{})
+	}
+	h.holders[w][st] = struct{}{}
+}
+
+// sendOn sends a request on c for st, with an own xid.
+func (h *streamHub) sendOn(c *zkwire.Conn, st *Stream, op int32, path string, tail []byte) (uint64, error) {
+	return h.send(c, ownRequest{st: st, op: op, path: path}, tail)
+}
+
+// sendThen sends a request of the Session's own on c (best effort), and
+// calls then (if not nil) with its reply's error code.
+func (h *streamHub) sendThen(c *zkwire.Conn, op int32, path string, tail []byte, then func(code int32)) {
+	_, _ = h.send(c, ownRequest{op: op, path: path, then: then}, tail)
+}
+
+// send sends r (its path with the chroot) on c, with an own xid.
+func (h *streamHub) send(c *zkwire.Conn, r ownRequest, tail []byte) (uint64, error) {
+	if c == nil {
+		return 0, ErrNotConnected
+	}
+	path := r.path
+	h.mu.Lock()
+	if h.xid > zkwire.OwnXidMax || h.xid <= -1<<31 {
+		h.xid = zkwire.OwnXidMax + 1 // the first, or wrapped around
+	}
+	h.xid--
+	h.nextID++
+	xid := h.xid
+	r.id, r.conn, r.path = h.nextID, c, strings.TrimPrefix(path, h.chroot)
+	h.pending[xid] = r
+	h.mu.Unlock()
+	if err := c.Send(zkwire.OwnRequest(xid, r.op, path, tail...)); err != nil {
+		h.mu.Lock()
+		delete(h.pending, xid)
+		h.mu.Unlock()
+		if errors.Is(err, zkwire.ErrNotReady) {
+			return 0, ErrNotConnected
+		}
+		return 0, fmt.Errorf("%w: %w", ErrNotConnected, err)
+	}
+	return r.id, nil
+}
+
+// each calls f for every Stream.
+func (h *streamHub) each(f func(*Stream)) {
+	h.mu.Lock()
+	sts := make([]*Stream, 0, len(h.streams))
+	for st := range h.streams {
+		sts = append(sts, st)
+	}
+	h.mu.Unlock()
+	for _, st := range sts {
+		f(st)
+	}
+}
+
+// ended reports the Session's close.
+func (h *streamHub) ended() {
+	h.each(func(st *Stream) { st.push(StreamItem{Kind: StreamEnded}) })
+}
+
+// connected reports a connection's handshake that gave session id.
+func (h *streamHub) connected(id int64) {
+	h.each(func(st *Stream) { st.push(StreamItem{Kind: StreamConnected, Session: id}) })
+}
+
+// closed reports the end of c: its unanswered requests are forgotten.
+func (h *streamHub) closed(c *zkwire.Conn) {
+	h.mu.Lock()
+	for xid, r := range h.pending {
+		if r.conn == c {
+			delete(h.pending, xid)
+		}
+	}
+	h.mu.Unlock()
+	h.each(func(st *Stream) { st.push(StreamItem{Kind: StreamClosed}) })
+}
+
+// event reports a watch event (paths outside the chroot are left out).
+func (h *streamHub) event(e zkwire.Event) {
+	p, ok := h.below(e.Path)
+	if !ok {
+		return
+	}
+	h.each(func(st *Stream) {
+		st.push(StreamItem{Kind: StreamEvent, Zxid: e.Zxid, Type: zk.EventType(e.Type), Path: p})
+	})
+}
+
+// below returns server path p below the chroot.
+func (h *streamHub) below(p string) (string, bool) {
+	switch {
+	case h.chroot == "":
+		return p, true
+	case p == h.chroot:
+		return "/", true
+	case strings.HasPrefix(p, h.chroot+"/"):
+		return p[len(h.chroot):], true
+	}
+	return "", false
+}
+
+// reply delivers the reply to an own request to its Stream.
+func (h *streamHub) reply(hd zkwire.ReplyHeader, body []byte) {
+	h.mu.Lock()
+	r, ok := h.pending[hd.Xid]
+	delete(h.pending, hd.Xid)
+	h.mu.Unlock()
+	if ok && r.then != nil {
+		r.then(hd.Err)
+	}
+	if !ok || r.st == nil {
+		return
+	}
+	if r.path == "" {
+		r.path = "/"
+	}
+	it := StreamItem{Kind: StreamReply, ID: r.id, Zxid: hd.Zxid, Path: r.path, Err: replyError(hd.Err)}
+	if it.Err == nil {
+		ok := true
+		switch r.op {
+		case zkwire.OpGetData:
+			it.Data, it.Stat, ok = zkwire.ParseGetData(body)
+		case zkwire.OpGetChildren2:
+			it.Names, it.Stat, ok = zkwire.ParseChildren2(body)
+		case zkwire.OpExists:
+			if ok = len(body) >= zkwire.StatLen; ok {
+				it.Stat = zkwire.DecodeStat(body)
+			}
+		}
+		if !ok {
+			it.Err = fmt.Errorf("zookeeper: a malformed reply to op %d (%d bytes)", r.op, len(body))
+		}
+	}
+	r.st.push(it)
+}
+
+// replyError maps a reply's error code to go-zookeeper's errors.
+func replyError(code int32) error {
+	switch code {
+	case 0:
+		return nil
+	case -6:
+		return ErrUnimplemented
+	case -101:
+		return zk.ErrNoNode
+	case -102:
+		return zk.ErrNoAuth
+	}
+	return fmt.Errorf("zookeeper: server error %d", code)
+}
