@@ -257,11 +257,14 @@ func TestFollow(t *testing.T) {
 				w.put(root+"/f", "f0")
 				time.Sleep(4 * time.Second)
 				p.Resume()
+				for end := time.Now().Add(15 * time.Second); s.ID() == id || !s.State().IsConnected(); time.Sleep(20 * time.Millisecond) {
+					if time.Now().After(end) {
+						t.Fatalf("no new session 15 s after a %v cut of a %v session", 4*time.Second, 3*time.Second)
+					}
+				}
+				w.put(root, "r2") // so that the new session's reads are awaited
 				f.until(w.tree(root, mode))
 				converge(t, c, w, root, mode)
-				if s.ID() == id {
-					t.Errorf("the session survived a %v cut of a %v session", 4*time.Second, 3*time.Second)
-				}
 				if err := c.Err(); err != nil {
 					t.Errorf("Err: %v", err)
 				}

@@ -31,8 +31,12 @@ type follower struct {
 	reqs map[uint64]request // outstanding, by ID
 	// armed: the nodes read since the last connection began (with
 	// one-shot watches: whose watches are set); a listing reads the others.
-	armed   map[string]bool
-	synced  bool  // the load since the last connection was sent
+	armed  map[string]bool
+	synced bool // the load since the last connection was sent
+	// frozen: the connection ended with nothing outstanding, so what is
+	// held is the server's state at the last item read, until the next
+	// connection's reads change it.
+	frozen  bool
 	rev     int64 // the newest zxid read
 	session int64
 }
@@ -66,7 +70,7 @@ func (f *follower) run(ctx context.Context) {
 				return
 			}
 		}
-		f.store.SetConsistent(f.synced && len(f.reqs) == 0, f.rev)
+		f.store.SetConsistent(f.frozen || f.synced && len(f.reqs) == 0, f.rev)
 	}
 }
 
@@ -83,6 +87,7 @@ func (f *follower) handle(it zookeeper.StreamItem) bool {
 		f.session = it.Session
 		f.resync()
 	case zookeeper.StreamClosed:
+		f.frozen = f.frozen || f.synced && len(f.reqs) == 0
 		f.reqs = make(map[uint64]request) // unanswered for good
 		f.synced = false
 	case zookeeper.StreamEnded:
@@ -110,7 +115,7 @@ func (f *follower) handle(it zookeeper.StreamItem) bool {
 func (f *follower) resync() {
 	f.reqs = make(map[uint64]request)
 	f.armed = make(map[string]bool)
-	f.synced = false
+	f.synced, f.frozen = false, false
 	if !f.oneShot && !f.send(opWatch, f.root) {
 		return
 	}

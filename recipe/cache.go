@@ -112,8 +112,9 @@ type Cache interface {
 	// it holds one; it does not wait for the server.
 	Get(path string) (Node, bool)
 	// Snapshot waits until the cache holds a state the server held as a
-	// whole (no read outstanding), and returns it. Errors: ctx's cause;
-	// the error that stopped the cache (Err).
+	// whole (no read outstanding), and returns it; while the server is
+	// out of reach, that is the last state held (stale, never invented).
+	// Errors: ctx's cause; the error that stopped the cache (Err).
 	Snapshot(ctx context.Context) (CacheSnapshot, error)
 	// Listen delivers the cache's content as NodeCreated events, then
 	// CacheInitialized once the cache is loaded, then every change in the
