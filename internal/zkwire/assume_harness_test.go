@@ -36,6 +36,41 @@ type wire struct {
 	// read on its connection (or after 5 s).
 	holdSetWatches bool
 	dialHold       sync.Mutex // held: no dial gets through
+	own            *ownRecorder // if set: the Conns' Stream
+	ups            []*upConn
+}
+
+// ownRecorder is the Stream of a wire's connections: what they read for
+// their own requests, and the events.
+type ownRecorder struct {
+	mu      sync.Mutex
+	replies []zkwire.ReplyHeader
+	events  []zkwire.Event
+	closed  int
+}
+
+func (o *ownRecorder) OwnReply(h zkwire.ReplyHeader, _ []byte) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.replies = append(o.replies, h)
+}
+
+func (o *ownRecorder) Event(e zkwire.Event) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.events = append(o.events, e)
+}
+
+func (o *ownRecorder) Closed() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.closed++
+}
+
+// streamObs is a wire's Observer that is also a Stream.
+type streamObs struct {
+	*wire
+	*ownRecorder
 }
 
 type shake struct {
@@ -200,7 +235,15 @@ func (w *wire) dialer(network, addr string, timeout time.Duration) (net.Conn, er
 	w.mu.Lock()
 	w.conns = append(w.conns, rc)
 	w.mu.Unlock()
-	return &upConn{zkwire.NewConn(rc, w, &w.creates, &w.zxid), rc}, nil
+	var obs zkwire.Observer = w
+	if w.own != nil {
+		obs = streamObs{w, w.own}
+	}
+	up := &upConn{zkwire.NewConn(rc, obs, &w.creates, &w.zxid), rc}
+	w.mu.Lock()
+	w.ups = append(w.ups, up)
+	w.mu.Unlock()
+	return up, nil
 }
 
 // connect opens a go-zookeeper connection through zkwire and waits for its
