@@ -264,8 +264,8 @@ func (f *follower) children(p string, names []string) {
 			f.load(c)
 		}
 	}
-	for _, c := range f.store.Under(p) {
-		if path.Dir(c) == p && !listed[c] {
+	for _, c := range f.store.Children(p) {
+		if !listed[c] {
 			f.remove(c)
 		}
 	}

@@ -8,6 +8,7 @@ package cachestore
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -19,6 +20,7 @@ import (
 type Store struct {
 	mu         sync.Mutex
 	nodes      map[string]recipe.Node
+	kids       map[string]map[string]struct{} // parent path -> paths held below it, one level
 	bytes      int64
 	maxNodes   int
 	maxBytes   int64
@@ -39,7 +41,7 @@ func New(maxNodes int, maxBytes int64) *Store {
 	if maxBytes <= 0 {
 		maxBytes = recipe.DefaultCacheMaxBytes
 	}
-	return &Store{nodes: make(map[string]recipe.Node), maxNodes: maxNodes, maxBytes: maxBytes,
+	return &Store{nodes: make(map[string]recipe.Node), kids: make(map[string]map[string]struct{}), maxNodes: maxNodes, maxBytes: maxBytes,
 		changed: make(chan struct{}), listeners: make(map[*listener]struct{})}
 }
 
@@ -73,6 +75,13 @@ func (s *Store) Put(n recipe.Node, rev int64) bool {
 		return false
 	}
 	s.nodes[n.Path], s.bytes = n, bytes
+	if !had {
+		dir := parent(n.Path)
+		if s.kids[dir] == nil {
+			s.kids[dir] = make(map[string]struct{})
+		}
+		s.kids[dir][n.Path] = struct{}{}
+	}
 	s.advanceLocked(rev)
 	kind := recipe.NodeCreated
 	if had {
@@ -96,6 +105,11 @@ func (s *Store) Delete(path string, rev int64) {
 		return
 	}
 	delete(s.nodes, path)
+	dir := parent(path)
+	delete(s.kids[dir], path)
+	if len(s.kids[dir]) == 0 {
+		delete(s.kids, dir)
+	}
 	s.bytes -= size(old)
 	s.emitLocked(recipe.CacheEvent{Kind: recipe.NodeDeleted, Node: old, Rev: s.rev})
 }
@@ -108,20 +122,42 @@ func (s *Store) Has(path string) bool {
 	return ok
 }
 
-// Under returns the paths held strictly below dir ("/" for every path
-// but "/"; sep is the separator: "/" for both backends), sorted.
+// Under returns the paths held strictly below dir, deepest first (so
+// that deleting them in order never leaves a node without its parent);
+// Children those one level below. Paths are '/'-separated.
 func (s *Store) Under(dir string) []string {
-	prefix := strings.TrimSuffix(dir, "/") + "/"
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	var out []string
-	for p := range s.nodes {
-		if strings.HasPrefix(p, prefix) && p != prefix {
+	var walk func(string)
+	walk = func(d string) {
+		for _, p := range slices.Sorted(maps.Keys(s.kids[d])) {
+			walk(p)
 			out = append(out, p)
 		}
 	}
-	s.mu.Unlock()
-	slices.Sort(out)
+	walk(dir)
 	return out
+}
+
+// Children returns the paths held one level below dir, sorted.
+func (s *Store) Children(dir string) []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Sorted(maps.Keys(s.kids[dir]))
+}
+
+// parent is p's directory: "/a" for "/a/b", "/" for "/a", "a" for "a/b",
+// "" for "a".
+func parent(p string) string {
+	i := strings.LastIndexByte(p, '/')
+	switch {
+	case i < 0:
+		return ""
+	case i == 0:
+		return "/"
+	}
+	return p[:i]
 }
 
 // advanceLocked moves rev forward to r.

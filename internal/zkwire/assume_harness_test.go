@@ -35,7 +35,7 @@ type wire struct {
 	// holdSetWatches: write set-watches only once a reply with a zxid was
 	// read on its connection (or after 5 s).
 	holdSetWatches bool
-	dialHold       sync.Mutex // held: no dial gets through
+	dialHold       sync.Mutex   // held: no dial gets through
 	own            *ownRecorder // if set: the Conns' Stream
 	ups            []*upConn
 }
