@@ -121,7 +121,8 @@ type Cache interface {
 	// server's order. Each listener has its own unbounded queue: a slow
 	// reader never blocks the cache, but holds the events it has not read.
 	// The channel closes when ctx ends (a nil ctx never ends), the cache
-	// is closed, or it stops (Err).
+	// is closed, or it stops (Err); at a close or a stop, what is queued
+	// is dropped.
 	Listen(ctx context.Context) <-chan CacheEvent
 	// Err returns nil while the cache follows the server, else why it
 	// stopped: ErrCacheFull, ErrSessionClosed after Close or the

@@ -12,8 +12,8 @@ import (
 type listener struct {
 	mu      sync.Mutex
 	q       []recipe.CacheEvent
-	stopped bool
-	wake    chan struct{} // one slot: events were queued, or stopped
+	wake    chan struct{} // one slot: events were queued
+	stopped chan struct{} // closed when the Store stops
 }
 
 func (l *listener) push(e recipe.CacheEvent) {
@@ -23,12 +23,7 @@ func (l *listener) push(e recipe.CacheEvent) {
 	l.signal()
 }
 
-func (l *listener) stop() {
-	l.mu.Lock()
-	l.stopped = true
-	l.mu.Unlock()
-	l.signal()
-}
+func (l *listener) stop() { close(l.stopped) }
 
 func (l *listener) signal() {
 	select {
@@ -37,13 +32,13 @@ func (l *listener) signal() {
 	}
 }
 
-// take returns the queued events and whether the listener was stopped.
-func (l *listener) take() ([]recipe.CacheEvent, bool) {
+// take returns the queued events.
+func (l *listener) take() []recipe.CacheEvent {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	q := l.q
 	l.q = nil
-	return q, l.stopped
+	return q
 }
 
 // emitLocked queues e for every listener.
@@ -55,13 +50,14 @@ func (s *Store) emitLocked(e recipe.CacheEvent) {
 
 // Listen delivers the content held as NodeCreated events (sorted by path),
 // CacheInitialized if the Store was loaded, then every event. The channel
-// closes when ctx ends (nil: never), or the Store stops.
+// closes when ctx ends (nil: never), or at once when the Store stops,
+// dropping what is queued (so that a reader gone is no goroutine left).
 func (s *Store) Listen(ctx context.Context) <-chan recipe.CacheEvent {
 	if ctx == nil {
 		ctx = context.Background()
 	}
 	out := make(chan recipe.CacheEvent)
-	l := &listener{wake: make(chan struct{}, 1)}
+	l := &listener{wake: make(chan struct{}, 1), stopped: make(chan struct{})}
 	s.mu.Lock()
 	if s.err != nil {
 		s.mu.Unlock()
@@ -85,17 +81,17 @@ func (s *Store) Listen(ctx context.Context) <-chan recipe.CacheEvent {
 			case <-l.wake:
 			case <-ctx.Done():
 				return
+			case <-l.stopped:
+				return
 			}
-			q, stopped := l.take()
-			for _, e := range q {
+			for _, e := range l.take() {
 				select {
 				case out <- e:
 				case <-ctx.Done():
 					return
+				case <-l.stopped:
+					return
 				}
-			}
-			if stopped {
-				return
 			}
 		}
 	}()
