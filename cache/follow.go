@@ -28,7 +28,9 @@ type follower struct {
 	oneShot bool // one-shot watches (no addWatch)
 	log     *slog.Logger
 
-	reqs map[uint64]request // outstanding, by ID
+	reqs  map[uint64]request // outstanding, by ID
+	ord   ordering
+	cause uint64 // of the requests sent now
 	// armed: the nodes read since the last connection began (with
 	// one-shot watches: whose watches are set); a listing reads the others.
 	armed  map[string]bool
@@ -43,8 +45,9 @@ type follower struct {
 
 // request is what an outstanding request asked.
 type request struct {
-	op   op
-	path string
+	op    op
+	path  string
+	cause uint64 // ordering's
 }
 
 type op int
@@ -70,7 +73,7 @@ func (f *follower) run(ctx context.Context) {
 				return
 			}
 		}
-		f.store.SetConsistent(f.frozen || f.synced && len(f.reqs) == 0, f.rev)
+		f.store.SetConsistent(f.frozen || f.synced && !f.ord.pending(), f.rev)
 	}
 }
 
@@ -87,13 +90,15 @@ func (f *follower) handle(it zookeeper.StreamItem) bool {
 		f.session = it.Session
 		f.resync()
 	case zookeeper.StreamClosed:
-		f.frozen = f.frozen || f.synced && len(f.reqs) == 0
+		f.frozen = f.frozen || f.synced && !f.ord.pending()
 		f.reqs = make(map[uint64]request) // unanswered for good
+		f.cause = f.ord.reset()
 		f.synced = false
 	case zookeeper.StreamEnded:
 		f.store.Stop(recipe.ErrSessionClosed)
 		return false
 	case zookeeper.StreamEvent:
+		f.cause = f.ord.next()
 		f.event(it)
 	case zookeeper.StreamReply:
 		r, ok := f.reqs[it.ID]
@@ -101,11 +106,15 @@ func (f *follower) handle(it zookeeper.StreamItem) bool {
 			return true // sent on a connection that ended
 		}
 		delete(f.reqs, it.ID)
-		if err := f.reply(r, it); err != nil {
+		f.cause = r.cause
+		err := f.reply(r, it)
+		f.ord.answered(r.cause)
+		if err != nil {
 			f.log.Error("cache: stopped", "err", err)
 			f.store.Stop(err)
 			return false
 		}
+		f.apply()
 	}
 	return f.store.Err() == nil
 }
@@ -114,6 +123,7 @@ func (f *follower) handle(it zookeeper.StreamItem) bool {
 // holds; nodes held but not found are removed as the listings come.
 func (f *follower) resync() {
 	f.reqs = make(map[uint64]request)
+	f.cause = f.ord.reset()
 	f.armed = make(map[string]bool)
 	f.synced, f.frozen = false, false
 	if !f.oneShot && !f.send(opWatch, f.root) {
@@ -176,12 +186,14 @@ func (f *follower) send(o op, p string) bool {
 		f.synced = false
 		return false
 	}
-	f.reqs[id] = request{o, p}
+	f.reqs[id] = request{o, p, f.cause}
+	f.ord.sent(f.cause)
 	return true
 }
 
-// event handles a watch event: a node that changed is read again, a
-// deleted one removed at once.
+// event handles a watch event: the node is read again, even at a delete,
+// so that every change is applied at a reply, whose zxid orders it (an
+// event has none before ZooKeeper 3.9), in the order of the events.
 func (f *follower) event(it zookeeper.StreamItem) {
 	p := it.Path
 	if !f.holds(p) {
@@ -195,28 +207,35 @@ func (f *follower) event(it zookeeper.StreamItem) {
 			f.armed[p] = true // its children come as events too
 			f.send(opData, p)
 		}
-	case zk.EventNodeDataChanged:
-		f.send(opData, p)
+	case zk.EventNodeDataChanged, zk.EventNodeDeleted:
+		f.send(opData, p) // a missing node is removed at the reply
 	case zk.EventNodeChildrenChanged:
 		if f.oneShot && f.listed(p) {
 			f.send(opChildren, p)
 		}
-	case zk.EventNodeDeleted:
-		f.remove(p)
-		if f.oneShot && p == f.root {
-			f.send(opExists, p)
-		}
 	}
 }
 
-// remove removes p and every node held below it, absent now.
+// remove removes p and every node held below it, absent now (in the
+// order of causes).
 func (f *follower) remove(p string) {
-	for _, q := range f.store.Under(p) {
-		f.store.Delete(q, f.rev)
-		delete(f.armed, q)
-	}
-	f.store.Delete(p, f.rev)
 	delete(f.armed, p)
+	f.ord.hold(effect{cause: f.cause, del: p, rev: f.rev})
+}
+
+// apply applies the changes no outstanding request comes before.
+func (f *follower) apply() {
+	for _, e := range f.ord.ready() {
+		if e.del == "" {
+			f.store.Put(e.node, e.rev)
+			continue
+		}
+		for _, q := range f.store.Under(e.del) {
+			f.store.Delete(q, e.rev)
+			delete(f.armed, q)
+		}
+		f.store.Delete(e.del, e.rev)
+	}
 }
 
 // reply applies the reply to r. An error is returned when the cache cannot
@@ -242,7 +261,8 @@ func (f *follower) reply(r request, it zookeeper.StreamItem) error {
 	switch r.op {
 	case opData:
 		if f.holds(r.path) {
-			f.store.Put(recipe.Node{Path: r.path, Data: it.Data, Created: it.Stat.Czxid, Modified: it.Stat.Mzxid}, f.rev)
+			n := recipe.Node{Path: r.path, Data: it.Data, Created: it.Stat.Czxid, Modified: it.Stat.Mzxid}
+			f.ord.hold(effect{cause: r.cause, node: n, rev: f.rev})
 		}
 	case opChildren:
 		f.children(r.path, it.Names)
