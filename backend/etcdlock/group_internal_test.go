@@ -190,3 +190,35 @@ func TestGroupWatchFromCompacted(t *testing.T) {
 		t.Fatalf("follow from a compacted revision: %v", err)
 	}
 }
+
+// A quiet group that is not empty is unchanged; a key written after its
+// read is a silent change. (The check counted with WithMinModRev, which
+// etcd ignores for the count: every quiet non-empty group was read again
+// every TTL, with a warning.)
+func TestGroupUnchanged(t *testing.T) {
+	t.Parallel()
+	s, in, ctx := groupSession(t, etcdtest.Shared(t))
+	gr, err := NewGroup(s, "quiet")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"a", "b"} {
+		if _, err := in.Put(ctx, gr.dir+k, "x"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st, err := gr.list(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := &watcher{gr: gr, out: make(chan recipe.View, 1)}
+	if err := w.unchanged(ctx, st); err != nil {
+		t.Errorf("a quiet group of %d keys: %v, want unchanged", len(st.keys), err)
+	}
+	if _, err := in.Put(ctx, gr.dir+"a", "y"); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.unchanged(ctx, st); !errors.Is(err, errSilentChange) {
+		t.Errorf("after a write: %v, want errSilentChange", err)
+	}
+}

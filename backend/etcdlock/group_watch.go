@@ -137,14 +137,18 @@ func (w *watcher) unchanged(ctx context.Context, st *groupState) error {
 	s, dir := w.gr.s, w.gr.dir
 	var resp *clientv3.TxnResponse
 	_, err := try(ctx, attemptTimeout(s.cfg.ttl), func(ctx context.Context) (err error) {
+		// The newest key by mod revision: a count with WithMinModRev
+		// counts the whole range (etcd filters the keys, not the count).
 		resp, err = s.cli.Txn(ctx).Then(clientv3.OpGet(dir, clientv3.WithPrefix(), clientv3.WithCountOnly()),
-			clientv3.OpGet(dir, clientv3.WithPrefix(), clientv3.WithCountOnly(), clientv3.WithMinModRev(st.rev+1))).Commit()
+			clientv3.OpGet(dir, clientv3.WithPrefix(), clientv3.WithKeysOnly(), clientv3.WithLimit(1),
+				clientv3.WithSort(clientv3.SortByModRevision, clientv3.SortDescend))).Commit()
 		return err
 	})
-	switch {
-	case err != nil:
+	if err != nil {
 		return err
-	case resp.Responses[0].GetResponseRange().Count != int64(len(st.keys)) || resp.Responses[1].GetResponseRange().Count != 0:
+	}
+	newest := resp.Responses[1].GetResponseRange().Kvs
+	if resp.Responses[0].GetResponseRange().Count != int64(len(st.keys)) || len(newest) > 0 && newest[0].ModRevision > st.rev {
 		return errSilentChange
 	}
 	return nil

@@ -41,8 +41,12 @@ func (l *listener) take() []recipe.CacheEvent {
 	return q
 }
 
-// emitLocked queues e for every listener.
+// emitLocked queues e for every listener, once the Store was loaded
+// (before, SetConsistent tells the content as it is when it is whole).
 func (s *Store) emitLocked(e recipe.CacheEvent) {
+	if !s.loaded {
+		return
+	}
 	for l := range s.listeners {
 		l.push(e)
 	}
@@ -64,10 +68,10 @@ func (s *Store) Listen(ctx context.Context) <-chan recipe.CacheEvent {
 		close(out)
 		return out
 	}
-	for _, n := range s.sortedLocked() {
-		l.q = append(l.q, recipe.CacheEvent{Kind: recipe.NodeCreated, Node: n, Rev: s.rev})
-	}
 	if s.loaded {
+		for _, n := range s.sortedLocked() {
+			l.q = append(l.q, recipe.CacheEvent{Kind: recipe.NodeCreated, Node: n, Rev: s.rev})
+		}
 		l.q = append(l.q, recipe.CacheEvent{Kind: recipe.CacheInitialized, Rev: s.rev})
 	}
 	s.listeners[l] = struct{}{}

@@ -179,7 +179,12 @@ func (s *Store) SetConsistent(ok bool, rev int64) {
 	}
 	s.consistent = ok
 	if ok && !s.loaded {
+		// The first whole state: listeners learn the content only now, as
+		// it is at this point, with no change before CacheInitialized.
 		s.loaded = true
+		for _, n := range s.sortedLocked() {
+			s.emitLocked(recipe.CacheEvent{Kind: recipe.NodeCreated, Node: n, Rev: s.rev})
+		}
 		s.emitLocked(recipe.CacheEvent{Kind: recipe.CacheInitialized, Rev: s.rev})
 	}
 	s.signalLocked()
@@ -256,3 +261,35 @@ func (s *Store) sortedLocked() []recipe.Node {
 	slices.SortFunc(out, func(a, b recipe.Node) int { return strings.Compare(a.Path, b.Path) })
 	return out
 }
+
+// Rev returns the newest point of the server's order applied (0 before
+// any), consistent or not; it does not wait.
+func (s *Store) Rev() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.rev
+}
+
+// Len returns how many nodes are held.
+func (s *Store) Len() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.nodes)
+}
+
+// Paths returns the paths held, sorted; unlike Under, it needs no path's
+// parent to be held (an etcd key range).
+func (s *Store) Paths() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Sorted(maps.Keys(s.nodes))
+}
+
+// Limits returns the Store's limits (New's, the defaults filled in), for a
+// follower that checks a read against them before it hands the read over.
+func (s *Store) Limits() (nodes int, bytes int64) {
+	return s.maxNodes, s.maxBytes
+}
+
+// Size is what a node counts against the byte limit: its path and data.
+func Size(n recipe.Node) int64 { return size(n) }

@@ -39,13 +39,18 @@ func TestNeverBack(t *testing.T) {
 	defer cancel()
 	ch := s.Listen(ctx)
 	s.Put(node("/a", 5, 7, "x"), 7)
-	if e := next(t, ch); e.Kind != recipe.NodeCreated || e.Rev != 7 {
+	s.Put(node("/a", 5, 8, "y"), 8) // before the first whole state: no event
+	s.SetConsistent(true, 8)
+	if e := next(t, ch); e.Kind != recipe.NodeCreated || e.Rev != 8 || string(e.Node.Data) != "y" {
 		t.Fatalf("%+v", e)
 	}
-	if s.Put(node("/a", 5, 6, "old"), 9) || s.Put(node("/a", 4, 9, "older incarnation"), 9) {
+	if e := next(t, ch); e.Kind != recipe.CacheInitialized {
+		t.Fatalf("%+v", e)
+	}
+	if s.Put(node("/a", 5, 7, "old"), 9) || s.Put(node("/a", 4, 9, "older incarnation"), 9) {
 		t.Error("an older state was taken")
 	}
-	s.Put(node("/a", 5, 7, "x"), 10) // the same: no event
+	s.Put(node("/a", 5, 8, "y"), 10) // the same: no event
 	s.Put(node("/a", 8, 8, "again"), 11)
 	if e := next(t, ch); e.Kind != recipe.NodeChanged || string(e.Node.Data) != "again" || e.Rev != 11 {
 		t.Fatalf("%+v", e)
@@ -100,6 +105,7 @@ func TestFull(t *testing.T) {
 	s := New(2, 1<<10)
 	ch := s.Listen(context.Background())
 	idle := s.Listen(context.Background()) // never read before the stop
+	s.SetConsistent(true, 0)
 	s.Put(node("/a", 1, 1, ""), 1)
 	s.Put(node("/b", 2, 2, ""), 2)
 	if s.Put(node("/c", 3, 3, ""), 3) {
@@ -115,7 +121,7 @@ func TestFull(t *testing.T) {
 	if _, err := s.Snapshot(context.Background()); !errors.Is(err, recipe.ErrCacheFull) {
 		t.Errorf("Snapshot: %v", err)
 	}
-	if ch := s.Listen(nil); ch == nil {
+	if ch := s.Listen(context.TODO()); ch == nil {
 		t.Error("nil channel")
 	} else if _, ok := <-ch; ok {
 		t.Error("a listener of a stopped Store got an event")
@@ -123,5 +129,37 @@ func TestFull(t *testing.T) {
 	b := New(10, 5)
 	if b.Put(node("/abcdef", 1, 1, ""), 1) || !errors.Is(b.Err(), recipe.ErrCacheFull) {
 		t.Errorf("a node over the byte limit: %v", b.Err())
+	}
+}
+
+// TestAccessors: Rev follows what is applied, consistent or not; Len and
+// Paths see every node, even one whose parent is not held; Limits are
+// New's with the defaults filled in; Size counts the path and the data.
+func TestAccessors(t *testing.T) {
+	s := New(3, 0)
+	if n, b := s.Limits(); n != 3 || b != recipe.DefaultCacheMaxBytes {
+		t.Errorf("Limits() = %d, %d", n, b)
+	}
+	if n, b := New(0, 7).Limits(); n != recipe.DefaultCacheMaxNodes || b != 7 {
+		t.Errorf("Limits() of New(0, 7) = %d, %d", n, b)
+	}
+	if s.Rev() != 0 || s.Len() != 0 || len(s.Paths()) != 0 {
+		t.Errorf("empty: Rev %d, Len %d, Paths %v", s.Rev(), s.Len(), s.Paths())
+	}
+	s.Put(node("r/x/y", 4, 4, ""), 4) // "r/x" is not held
+	s.Put(node("r", 2, 2, ""), 2)
+	s.SetConsistent(false, 6)
+	if got := s.Paths(); s.Len() != 2 || len(got) != 2 || got[0] != "r" || got[1] != "r/x/y" {
+		t.Errorf("Len %d, Paths %v, want r, r/x/y", s.Len(), got)
+	}
+	if s.Rev() != 6 {
+		t.Errorf("Rev() = %d, want 6", s.Rev())
+	}
+	s.Delete("r", 7)
+	if s.Rev() != 7 || s.Len() != 1 {
+		t.Errorf("after Delete: Rev %d, Len %d", s.Rev(), s.Len())
+	}
+	if got := Size(node("ab", 1, 1, "xyz")); got != 5 {
+		t.Errorf("Size = %d, want 5", got)
 	}
 }
