@@ -6,11 +6,12 @@
 //	zkrecipes inspect [flags] PATH                   holder, waiters or candidates, in order
 //	zkrecipes register [flags] GROUP ID -- CMD ...   run CMD while a member of GROUP
 //	zkrecipes members [flags] GROUP                  the group's members (--watch: follow)
+//	zkrecipes watch [flags] PATH                     a path's nodes, then every change
 //
 // lock works with every backend of the library, chosen by the scheme of
 // --servers: a ZooKeeper host:port list (no scheme), etcd://,
-// postgres://, redis:// or k8s://; register and members with ZooKeeper and
-// etcd; elect and inspect with ZooKeeper only. The
+// postgres://, redis:// or k8s://; register, members and watch with
+// ZooKeeper and etcd; elect and inspect with ZooKeeper only. The
 // child command gets the fencing token in ZKRECIPES_TOKEN, and is stopped
 // (SIGTERM, then SIGKILL after --grace) the moment ownership is in doubt.
 // See docs/cli.md for every flag, exit status and environment variable.
@@ -86,12 +87,13 @@ Usage:
   zkrecipes register [flags] GROUP ID -- CMD [ARGS...]
                                                     run CMD while a member ID of the group GROUP
   zkrecipes members [flags] GROUP                   list (or --watch) the group's members
+  zkrecipes watch [flags] PATH                      print PATH's nodes, then every change
 
 Run 'zkrecipes COMMAND --help' for a command's flags and examples.
 Servers come from --servers or ZK_SERVERS: ZooKeeper's "host:port,host:port/chroot";
 for lock also etcd://host:2379[/prefix], postgres://user@host/db, redis://host:6379[/db]
-and k8s:// (a Kubernetes Lease, on the cluster of --kubeconfig); for register and
-members also etcd://.
+and k8s:// (a Kubernetes Lease, on the cluster of --kubeconfig); for register,
+members and watch also etcd://.
 
 Example (crontab: the nightly job runs on one machine only; the others exit 75):
   0 3 * * * $HOME/go/bin/zkrecipes lock --log-level warn --wait 0 /cron/nightly -- ./nightly.sh
@@ -122,6 +124,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return runMembers(args[1:], stdout, stderr)
 	case "register":
 		return runRegister(args[1:], stdout, stderr)
+	case "watch":
+		return runWatch(args[1:], stdout, stderr)
 	case "-h", "-help", "--help", "help":
 		fmt.Fprint(stdout, mainUsage)
 		return 0
