@@ -73,7 +73,12 @@ func (f *follower) run(ctx context.Context) {
 				return
 			}
 		}
-		f.store.SetConsistent(f.frozen || f.synced && !f.ord.pending(), f.rev)
+		ok := f.frozen || f.synced && !f.ord.pending()
+		rev := int64(0) // a point with changes waiting is no point to report
+		if ok {
+			rev = f.rev
+		}
+		f.store.SetConsistent(ok, rev)
 	}
 }
 
@@ -108,7 +113,7 @@ func (f *follower) handle(it zookeeper.StreamItem) bool {
 		delete(f.reqs, it.ID)
 		f.cause = r.cause
 		err := f.reply(r, it)
-		f.ord.answered(r.cause)
+		f.ord.answered(r.cause, r.path, r.op == opData)
 		if err != nil {
 			f.log.Error("cache: stopped", "err", err)
 			f.store.Stop(err)
@@ -187,7 +192,7 @@ func (f *follower) send(o op, p string) bool {
 		return false
 	}
 	f.reqs[id] = request{o, p, f.cause}
-	f.ord.sent(f.cause)
+	f.ord.sent(f.cause, p, o == opData)
 	return true
 }
 
@@ -226,6 +231,9 @@ func (f *follower) remove(p string) {
 // apply applies the changes no outstanding request comes before.
 func (f *follower) apply() {
 	for _, e := range f.ord.ready() {
+		if f.ord.release(e) {
+			continue // a newer state of the node follows (order.go)
+		}
 		if e.del == "" {
 			f.store.Put(e.node, e.rev)
 			continue

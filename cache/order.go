@@ -15,6 +15,12 @@ import (
 // the connection's load, that made it be sent; requests a reply makes
 // inherit its cause), and a change found by a reply waits until no
 // request of an earlier cause is outstanding.
+//
+// A change released late is reported at the newest zxid applied, which
+// may be later than its read's: that is true only if the node did not
+// change in between. If it did, its event came before the reply that
+// moved the zxid there, so a read of that node is outstanding or its
+// change waits: then the older change is dropped (the newer one follows).
 
 // effect is one change a reply found.
 type effect struct {
@@ -24,18 +30,29 @@ type effect struct {
 	rev   int64
 }
 
+// path is the node e changes.
+func (e effect) path() string {
+	if e.del != "" {
+		return e.del
+	}
+	return e.node.Path
+}
+
 // ordering holds the changes that wait.
 type ordering struct {
 	seq    uint64         // the last cause given
 	counts map[uint64]int // requests outstanding, by cause
 	low    uint64         // no request of a cause below it is outstanding
 	held   []effect       // sorted by cause, then by arrival
+	// paths counts, per node, the reads of its data outstanding and its
+	// changes that wait.
+	paths map[string]int
 }
 
 // reset forgets the outstanding requests and the changes that wait (a
 // connection ended: its reads are done again) and returns a new cause.
 func (o *ordering) reset() uint64 {
-	o.counts, o.held = make(map[uint64]int), nil
+	o.counts, o.held, o.paths = make(map[uint64]int), nil, make(map[string]int)
 	o.seq++
 	o.low = o.seq
 	return o.seq
@@ -47,12 +64,36 @@ func (o *ordering) next() uint64 {
 	return o.seq
 }
 
-func (o *ordering) sent(cause uint64) { o.counts[cause]++ }
+// sent counts a request of cause; data says it reads path's data.
+func (o *ordering) sent(cause uint64, path string, data bool) {
+	o.counts[cause]++
+	if data {
+		o.paths[path]++
+	}
+}
 
-func (o *ordering) answered(cause uint64) {
+// answered counts the reply to a request sent so.
+func (o *ordering) answered(cause uint64, path string, data bool) {
 	if o.counts[cause]--; o.counts[cause] <= 0 {
 		delete(o.counts, cause)
 	}
+	if data {
+		o.unpend(path)
+	}
+}
+
+func (o *ordering) unpend(path string) {
+	if o.paths[path]--; o.paths[path] <= 0 {
+		delete(o.paths, path)
+	}
+}
+
+// release counts e, which ready returned, as applied now, and reports
+// whether it is stale: a read of its node is outstanding, or a later change
+// of it waits (held, or after it among those ready returned).
+func (o *ordering) release(e effect) (stale bool) {
+	o.unpend(e.path())
+	return o.paths[e.path()] > 0
 }
 
 // hold queues e behind the changes of earlier causes.
@@ -64,9 +105,11 @@ func (o *ordering) hold(e effect) {
 		return 1
 	})
 	o.held = slices.Insert(o.held, i, e)
+	o.paths[e.path()]++
 }
 
-// ready takes the changes no outstanding request comes before.
+// ready takes the changes no outstanding request comes before; each is
+// then released, in order.
 func (o *ordering) ready() []effect {
 	for o.low <= o.seq && o.counts[o.low] == 0 {
 		o.low++

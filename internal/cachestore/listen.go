@@ -14,6 +14,7 @@ type listener struct {
 	q       []recipe.CacheEvent
 	wake    chan struct{} // one slot: events were queued
 	stopped chan struct{} // closed when the Store stops
+	joined  bool          // it got the content (Store.mu)
 }
 
 func (l *listener) push(e recipe.CacheEvent) {
@@ -41,19 +42,41 @@ func (l *listener) take() []recipe.CacheEvent {
 	return q
 }
 
-// emitLocked queues e for every listener, once the Store was loaded
-// (before, SetConsistent tells the content as it is when it is whole).
+// emitLocked queues e for every listener that got the content (the
+// others get it, as it is then, at the next consistent point).
 func (s *Store) emitLocked(e recipe.CacheEvent) {
-	if !s.loaded {
-		return
-	}
 	for l := range s.listeners {
-		l.push(e)
+		if l.joined {
+			l.push(e)
+		}
 	}
 }
 
-// Listen delivers the content held as NodeCreated events (sorted by path),
-// CacheInitialized if the Store was loaded, then every event. The channel
+// joinLocked gives the listeners that wait the content, then
+// CacheInitialized, at the Store's Rev.
+func (s *Store) joinLocked() {
+	var evs []recipe.CacheEvent
+	for l := range s.listeners {
+		if l.joined {
+			continue
+		}
+		if evs == nil {
+			for _, n := range s.sortedLocked() {
+				evs = append(evs, recipe.CacheEvent{Kind: recipe.NodeCreated, Node: n, Rev: s.rev})
+			}
+			evs = append(evs, recipe.CacheEvent{Kind: recipe.CacheInitialized, Rev: s.rev})
+		}
+		l.mu.Lock()
+		l.q = append(l.q, evs...)
+		l.mu.Unlock()
+		l.signal()
+		l.joined = true
+	}
+}
+
+// Listen delivers the content as NodeCreated events (sorted by path) and
+// CacheInitialized, as the Store holds it at its next consistent point
+// (now, if it is consistent), then every event. The channel
 // closes when ctx ends (nil: never), or at once when the Store stops,
 // dropping what is queued (so that a reader gone is no goroutine left).
 func (s *Store) Listen(ctx context.Context) <-chan recipe.CacheEvent {
@@ -68,13 +91,10 @@ func (s *Store) Listen(ctx context.Context) <-chan recipe.CacheEvent {
 		close(out)
 		return out
 	}
-	if s.loaded {
-		for _, n := range s.sortedLocked() {
-			l.q = append(l.q, recipe.CacheEvent{Kind: recipe.NodeCreated, Node: n, Rev: s.rev})
-		}
-		l.q = append(l.q, recipe.CacheEvent{Kind: recipe.CacheInitialized, Rev: s.rev})
-	}
 	s.listeners[l] = struct{}{}
+	if s.consistent {
+		s.joinLocked()
+	}
 	s.mu.Unlock()
 	l.signal()
 	go func() {

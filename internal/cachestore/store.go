@@ -168,24 +168,21 @@ func (s *Store) advanceLocked(r int64) {
 }
 
 // SetConsistent says whether what is held is the server's state at one
-// point (no read outstanding), at rev; the first time it is, the Store
-// emits CacheInitialized.
+// point (no read outstanding), at rev. At such a point every listener that
+// waits (all of them before the first one; a late one that came while
+// reads were outstanding) gets the content as NodeCreated events, then
+// CacheInitialized: content told at a Rev is the content at that Rev.
 func (s *Store) SetConsistent(ok bool, rev int64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.advanceLocked(rev)
-	if ok == s.consistent && (!ok || s.loaded) {
+	if ok == s.consistent {
 		return
 	}
 	s.consistent = ok
-	if ok && !s.loaded {
-		// The first whole state: listeners learn the content only now, as
-		// it is at this point, with no change before CacheInitialized.
+	if ok {
 		s.loaded = true
-		for _, n := range s.sortedLocked() {
-			s.emitLocked(recipe.CacheEvent{Kind: recipe.NodeCreated, Node: n, Rev: s.rev})
-		}
-		s.emitLocked(recipe.CacheEvent{Kind: recipe.CacheInitialized, Rev: s.rev})
+		s.joinLocked()
 	}
 	s.signalLocked()
 }

@@ -86,6 +86,10 @@ func TestNemesis(t *testing.T) {
 	t.Run("members", func(t *testing.T) {
 		took.Add(runMembership(t, cl, *seed+6, serverKinds[6%len(serverKinds)]))
 	})
+	// Caches (cache.Cache), with the next server fault kind.
+	t.Run("caches", func(t *testing.T) {
+		took.Add(runCaches(t, cl, *seed+7, serverKinds[7%len(serverKinds)]))
+	})
 	took.Require(t, append(slices.Clone(serverKinds), nemesis.ClientFaults...)...)
 }
 
