@@ -7,28 +7,41 @@
 // # Encoding
 //
 // The count is stored as decimal ASCII text: an optional '-' and 1 to 19
-// digits, no sign for zero, no leading zero, nothing else ("0", "42",
-// "-7"), so that any tool can read and write it (zkCli's get, etcdctl
-// get). A missing value counts 0. Data in any other form (Curator's
-// SharedCount writes a 4-byte big-endian integer) is not read as a count:
-// Get and Add fail with a *ParseError (ErrNotCounter) and write nothing.
+// digits, no sign for zero, no leading zero ("0", "42", "-7"). The
+// counter writes it followed by a newline and a tag of 16 lowercase hex
+// digits, drawn at random for every write ("42\n3f09c2d17a5b8e60"), and
+// reads the count alone as well (a value written by hand or by older
+// code), so that any tool can read and write it (zkCli's get, etcdctl
+// get: the first line is the count). A missing value counts 0. Data in
+// any other form (Curator's SharedCount writes a 4-byte big-endian
+// integer; a tag of another length, a second newline) is not read as a
+// count: Get and Add fail with a *ParseError (ErrNotCounter) and write
+// nothing.
+//
+// The tag is what makes Add exact across a lost reply. A Value settles a
+// write whose reply was lost by reading the value again and recognising
+// the write by its bytes at the version it makes. Without a tag, two Adds
+// of the same delta from the same count write the same bytes over the
+// same version; if the one whose reply is lost is the one that lost the
+// race, it would take the winner's write for its own and report success,
+// and one increment would be lost. With a tag, no two writes have the
+// same bytes (two tags agree with a chance of 2^-64): the loser sees another
+// writer's bytes, gets recipe.ErrConflict and adds again.
 //
 // # Add
 //
-// Add reads the value and writes the sum with TrySet at the version it
-// read; on recipe.ErrConflict (another writer came first) it reads again
-// and retries, backing off (from 2 ms, doubling to 200 ms, with jitter)
-// until it succeeds or ctx ends. Every Add that returns nil is counted
-// exactly once, but for one case inherited from the Values' settling of
-// a lost reply: when the reply to an Add's write is lost and another
-// writer wrote the very same count over the very same version meanwhile
-// (two Adds of the same delta from the same count), the Value cannot tell
-// the two writes apart and reports both as applied, so one increment is
-// lost. It takes a lost reply (a connection cut right after a send)
-// during such a race.
+// Add reads the value and writes the sum (with a new tag) with TrySet at
+// the version it read; on recipe.ErrConflict (another writer came first)
+// it reads again and retries, backing off (from 2 ms, doubling to 200 ms,
+// with jitter) until it succeeds or ctx ends. An Add that returns nil
+// was applied, also when the reply to its write was lost (the tag); it is
+// applied once as long as the Value keeps recipe.Value's promise that
+// recipe.ErrConflict means nothing written, also for a write whose reply
+// was lost and which was overwritten before the Value read it back.
 package counter
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -63,7 +76,7 @@ type ParseError struct {
 
 // Error implements error.
 func (e *ParseError) Error() string {
-	return fmt.Sprintf("recipe: counter: the value (version %d, %d bytes: %q) is not a count in decimal text", e.Version, e.Len, e.Data)
+	return fmt.Sprintf("recipe: counter: the value (version %d, %d bytes: %q) is not a count in decimal text (with an optional tag)", e.Version, e.Len, e.Data)
 }
 
 // Is reports whether target is ErrNotCounter.
@@ -144,24 +157,41 @@ func (c *Counter) Add(ctx context.Context, delta int64) (int64, error) {
 
 // TrySet writes n if the Value's version is still expected (0: only if the
 // value is missing), with the Value's TrySet, and returns what was
-// written. Errors: recipe.ErrConflict when the version differs (nothing
-// written); recipe.ErrBadOption for a Counter without a Value; the
-// Value's.
+// written. Every call writes a new random tag with n (package doc).
+// Errors: recipe.ErrConflict when the version differs (nothing written);
+// recipe.ErrBadOption for a Counter without a Value; the Value's.
 func (c *Counter) TrySet(ctx context.Context, expected, n int64) (Count, error) {
 	if c.v == nil {
 		return Count{}, fmt.Errorf("%w: counter without a value", recipe.ErrBadOption)
 	}
-	x, err := c.v.TrySet(ctx, expected, Encode(n))
+	x, err := c.v.TrySet(ctx, expected, EncodeTagged(n, rand.Uint64()))
 	if err != nil {
 		return Count{}, err
 	}
 	return Count{N: n, Version: x.Version, Rev: x.Rev}, nil
 }
 
-// Encode returns n in the package's encoding (decimal ASCII text).
+// tagDigits is the length of a tag: a uint64 in lowercase hex, zero-padded.
+const tagDigits = 16
+
+// Encode returns n in the package's encoding without a tag (decimal ASCII
+// text): a count as written by hand, which Decode reads. The counter
+// itself writes EncodeTagged's form.
 func Encode(n int64) []byte { return strconv.AppendInt(nil, n, 10) }
 
+// EncodeTagged returns n in the package's encoding with tag: the decimal
+// count, a newline and tag as 16 lowercase hex digits.
+func EncodeTagged(n int64, tag uint64) []byte {
+	b := strconv.AppendInt(make([]byte, 0, 20+1+tagDigits), n, 10)
+	b = append(b, '\n')
+	for shift := 4 * (tagDigits - 1); shift >= 0; shift -= 4 {
+		b = append(b, "0123456789abcdef"[tag>>shift&0xf])
+	}
+	return b
+}
+
 // Decode returns the count x holds: 0 for a missing value (Version 0).
+// It reads the count alone (Encode) or with a tag (EncodeTagged).
 // Errors: a *ParseError (ErrNotCounter) for data not in the package's
 // encoding.
 func Decode(x recipe.Versioned) (Count, error) {
@@ -180,13 +210,32 @@ func Decode(x recipe.Versioned) (Count, error) {
 }
 
 // parse reads the encoding exactly: strconv.ParseInt would also take "+1",
-// "007" and "-0".
+// "007" and "-0"; the tag, if any, must be 16 lowercase hex digits.
 func parse(b []byte) (int64, bool) {
+	if i := bytes.IndexByte(b, '\n'); i >= 0 {
+		if !isTag(b[i+1:]) {
+			return 0, false
+		}
+		b = b[:i]
+	}
 	n, err := strconv.ParseInt(string(b), 10, 64)
 	if err != nil || string(Encode(n)) != string(b) {
 		return 0, false
 	}
 	return n, true
+}
+
+// isTag reports whether b is a tag: 16 lowercase hex digits.
+func isTag(b []byte) bool {
+	if len(b) != tagDigits {
+		return false
+	}
+	for _, c := range b {
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
 }
 
 // Add's pauses after a conflict: from firstPause, doubling to maxPause,

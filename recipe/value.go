@@ -31,7 +31,9 @@ type Value interface {
 	// TrySet writes data if the value's version is still expected (0: only
 	// if it does not exist), and returns the value written. ErrConflict
 	// when the version differs: nothing is written. A write whose reply was
-	// lost is settled by reading the value again, not guessed. Errors also:
+	// lost is settled by reading the value again, not guessed; if others
+	// wrote it since, whether it applied is unknown, and the error (an
+	// *OpError, never ErrConflict) says so. Errors also:
 	// ErrTooLarge for data the backend cannot carry; ctx's cause; the
 	// backend's.
 	TrySet(ctx context.Context, expected int64, data []byte) (Versioned, error)

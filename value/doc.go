@@ -24,8 +24,9 @@
 // write's bytes, it was applied; unchanged, it is sent again; otherwise it
 // conflicts. Another writer's write of the very same bytes over the very
 // same version cannot be told from this one, and is taken for it: the node
-// holds what this write would have made (see package counter for what
-// that means to a counter).
+// holds what this write would have made (a writer that must know whose
+// write it was makes its bytes unique, as package counter does with a
+// random tag in every write).
 //
 // Watch follows the node with one-shot watches, shared by all the
 // Session's watchers of the node: a data watch while it exists, an exists

@@ -161,7 +161,10 @@ func (n *ValueNode) absentAt() (zxid int64, there bool, _ error) {
 // write makes (version+1; 0 for a create), the write is taken as applied
 // (another writer's write of the same bytes over the same version is
 // indistinguishable, and leaves the node as this one would); still at
-// version (missing, for a create), it is sent again; else it conflicts.
+// version (missing, for a create), it is sent again; at version+1 with
+// other data, it conflicts; past it, or deleted, it may have applied and
+// been overwritten: an *recipe.OpError that says it is unconfirmed, not
+// ErrConflict, which promises that nothing was written.
 // After a create the node is read back for its Zxid (its mzxid while its
 // data version is 0, else its czxid; 0 if it is gone already).
 // ZooKeeper operations: setData, or create (and the parents' creates
@@ -195,8 +198,13 @@ func (n *ValueNode) Write(ctx context.Context, data []byte, version int32) (Node
 }
 
 // errValueConflict is the verdict of a write refused because the node is
-// not at the version it expected.
-var errValueConflict = errors.New("the node is not at the expected version")
+// not at the version it expected; errValueUnconfirmed, of a write whose
+// reply was lost and whose node was written since by someone else, so that
+// whether it applied cannot be told.
+var (
+	errValueConflict    = errors.New("the node is not at the expected version")
+	errValueUnconfirmed = errors.New("unconfirmed: the reply was lost and the node was written again since (Read tells what it holds)")
+)
 
 // valueWrite is one Write, retried across connection losses. Its fields
 // are written by the attempts, one at a time.
@@ -232,8 +240,14 @@ func (w *valueWrite) attempt() error {
 		case cur.Exists && cur.Version == w.version+1 && bytes.Equal(cur.Data, w.data):
 			w.result = cur
 			return nil
+		case cur.Exists && cur.Version == w.version+1:
+			// Another write made the version this one would have: this one
+			// was refused (applied, it would have made that version first).
+			return fmt.Errorf("%w (after a lost reply: version %d holds another write)", errValueConflict, cur.Version)
 		case cur.Exists != (w.version >= 0) || cur.Exists && cur.Version != w.version:
-			return fmt.Errorf("%w (after a lost reply: found version %d, exists %t)", errValueConflict, cur.Version, cur.Exists)
+			// Past the version this write would have made, or gone: it may
+			// have applied and been overwritten (or deleted) since.
+			return fmt.Errorf("%w (after a lost reply: found version %d, exists %t)", errValueUnconfirmed, cur.Version, cur.Exists)
 		}
 		w.unknown = false // still as expected: the write was not applied
 	}
