@@ -214,6 +214,7 @@ type streamHub struct {
 	xid     int32 // the last own xid used
 	nextID  uint64
 	pending map[int32]ownRequest
+	peak    int // the most requests pending since pending was made
 	holders map[watchSpec]map[*Stream]struct{}
 }
 
@@ -299,6 +300,7 @@ func (h *streamHub) send(c *zkwire.Conn, r ownRequest, tail []byte) (uint64, err
 	xid := h.xid
 	r.id, r.conn, r.path = h.nextID, c, strings.TrimPrefix(path, h.chroot)
 	h.pending[xid] = r
+	h.peak = max(h.peak, len(h.pending))
 	h.mu.Unlock()
 	if err := c.Send(zkwire.OwnRequest(xid, r.op, path, tail...)); err != nil {
 		h.mu.Lock()
@@ -376,6 +378,11 @@ func (h *streamHub) reply(hd zkwire.ReplyHeader, body []byte) {
 	h.mu.Lock()
 	r, ok := h.pending[hd.Xid]
 	delete(h.pending, hd.Xid)
+	if len(h.pending) == 0 && h.peak > 1024 {
+		// A map does not shrink: a cache's load of 10,000 nodes would
+		// keep about 1 MB on the Session for good.
+		h.pending, h.peak = make(map[int32]ownRequest), 0
+	}
 	h.mu.Unlock()
 	if ok && r.then != nil {
 		r.then(hd.Err)

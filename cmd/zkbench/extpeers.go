@@ -18,7 +18,7 @@ import (
 // peerSources are the peer drivers, written to a temporary directory at run
 // time (the Java one is compiled there).
 //
-//go:embed peers/Bench.java peers/BenchCnxnSocket.java peers/Participants.java peers/kazoo_bench.py
+//go:embed peers/Bench.java peers/BenchCnxnSocket.java peers/Participants.java peers/CacheBench.java peers/kazoo_bench.py
 var peerSources embed.FS
 
 // debianJars is the classpath of the Curator driver (Debian packages

@@ -56,6 +56,10 @@
 // listing of a lock directory's participants, ours against Curator's
 // LeaderSelector.getParticipants, on the same directories (participants.go).
 //
+// -cache 10000 measures our cache (package cache) against Curator's
+// CuratorCache instead: initial load, heap per node, and event latency
+// under -cache-rate writes/s for -cache-time (cache.go).
+//
 // It uses ZK_SERVERS (or -servers, host:port without chroot) if set, else
 // starts a local ZooKeeper through zktest. A peer whose runtime or library is
 // missing is reported and skipped.
@@ -66,6 +70,7 @@
 //	    [-clients 8,32] [-waiters 2,10,100,1000] [-handoffs 200] [-latency 0] [-json out.jsonl] [-out DIR]
 //	go run ./cmd/zkbench -charts out.jsonl -out DIR
 //	go run ./cmd/zkbench -participants 1000,10000,50000 [-rounds 3]
+//	go run ./cmd/zkbench -cache 10000 [-cache-rate 500] [-cache-time 10s] [-rounds 3] [-json out.jsonl]
 package main
 
 import (
@@ -116,6 +121,7 @@ type options struct {
 	// participants: directory sizes for -participants (none: the lock
 	// workloads)
 	participants []int
+	cache        cacheOptions // -cache (cache.go)
 }
 
 func main() {
@@ -137,6 +143,7 @@ func main() {
 	flag.StringVar(&o.outDir, "out", "", "write the JSON lines (DIR/zkbench.jsonl, unless -json is given) and a chart per workload (DIR/<workload>.svg) to this directory")
 	participants := flag.String("participants", "", "measure only the listing of participants (ours against Curator's LeaderSelector.getParticipants) of directories of these sizes, e.g. 1000,10000,50000")
 	charts := flag.String("charts", "", "measure nothing: draw the charts of the medians in this JSON lines file into -out")
+	registerCacheFlags(&o.cache)
 	flag.StringVar(&o.python, "python", defaultPython(), "Python interpreter with kazoo, for the kazoo peer")
 	flag.StringVar(&o.spread, "spread", "auto", "spread client source addresses over 127.0.1.x (to stay under maxClientCnxns per address): auto (when the server is on loopback), true, false")
 	flag.DurationVar(&o.latency, "latency", 0, "added latency in each direction between every ZooKeeper peer's clients and the server (a proxy in a process of its own); 0: direct. The etcd, pg, redis, k8s peers always connect directly")
@@ -149,6 +156,9 @@ func main() {
 	}
 	if err == nil {
 		o.participants, err = parseInts(*participants)
+	}
+	if err == nil {
+		err = o.cache.check()
 	}
 	if err == nil && *charts != "" && o.outDir == "" {
 		err = errors.New("-charts needs -out, the directory to draw into")
@@ -172,6 +182,9 @@ func main() {
 	runFn := run
 	if len(o.participants) > 0 {
 		runFn = runParticipants
+	}
+	if o.cache.nodes > 0 {
+		runFn = runCache
 	}
 	if err := runFn(ctx, o); err != nil {
 		fmt.Fprintln(os.Stderr, "zkbench:", err)
