@@ -158,7 +158,12 @@ func watchMain(f *watchFlags, name string, mode recipe.CacheMode, stdout, stderr
 	defer w.Flush()
 	p := eventPrinter{w: w, json: f.json}
 	if f.once {
-		snap, err := c.Snapshot(ctx)
+		// Bounded, for cron: a server lost after the connect would leave
+		// the snapshot waiting for good.
+		sctx, cancel := context.WithTimeoutCause(ctx, f.connectTimeout,
+			fmt.Errorf("%w: no whole state of the server within --connect-timeout %v", recipe.ErrUnreachable, f.connectTimeout))
+		snap, err := c.Snapshot(sctx)
+		cancel()
 		if err != nil {
 			return cacheStatus(ctx, log, err)
 		}
