@@ -21,8 +21,12 @@
 // when the node is not as expected. A write whose reply was lost (the
 // connection dropped after the send) is settled by reading the node again
 // before anything is sent again: at the version the write makes with the
-// write's bytes, it was applied; unchanged, it is sent again; otherwise it
-// conflicts. Another writer's write of the very same bytes over the very
+// write's bytes, it was applied; unchanged, it is sent again; at that
+// version with other bytes, it conflicts (applied, it would have made that
+// version first); past it, or deleted, it may have applied and been
+// overwritten: TrySet returns an *recipe.OpError saying it is unconfirmed,
+// never recipe.ErrConflict, which promises nothing was written. Another
+// writer's write of the very same bytes over the very
 // same version cannot be told from this one, and is taken for it: the node
 // holds what this write would have made (a writer that must know whose
 // write it was makes its bytes unique, as package counter does with a
