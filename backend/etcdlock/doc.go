@@ -141,8 +141,8 @@
 // the group's range at one revision; Watch reads it, then follows it with
 // an etcd watch from the next revision (compaction: read again at once; a
 // cancelled or failing watch: read again after a short backoff, logged at
-// Warn; a watch silent for a TTL: checked by one count-only read, as the
-// lock's waiters do).
+// Warn; a watch silent for a TTL: checked by one read of the range's count and
+// newest key).
 //
 // A member's registration is a grant of the Session's etcd lease, as a
 // Mutex's is: its Registered context ends (recipe.ErrSuspended) 2/3 of the
@@ -184,6 +184,22 @@
 // same name live side by side, and no element of either may start with
 // "_lock_" or "_member_", which keeps every lock's and group's key range
 // apart from every other's.
+//
+// # Caches and values
+//
+// [NewCache] returns a cache of the key <prefix>/<name>, of it and the
+// keys one segment below, or of it and every key below (recipe.Cache):
+// the range is read at one revision, then followed by a watch from the
+// next, each watch response applied whole, so that what the cache holds
+// is always the range at one revision. A compacted or cancelled watch is
+// recovered by reading the range again and reporting only the differences
+// (docs/cache.md).
+//
+// [NewValue] returns a shared value, the key <prefix>/<name>/_value_
+// (recipe.Value): Version is the key's mod revision, TrySet one
+// transaction comparing it, and a write whose answer was lost is settled
+// by reading the key's history back to the write that followed the
+// expected version.
 //
 // # Metrics
 //
