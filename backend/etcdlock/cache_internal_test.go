@@ -31,7 +31,7 @@ func TestCacheSilentCheckCounts(t *testing.T) {
 	if _, err := c.Snapshot(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.unchanged(ctx); err != nil {
+	if err := c.follower().unchanged(ctx); err != nil {
 		t.Fatalf("after the load: %v", err)
 	}
 	for _, k := range []string{"r/b", "r/b/y", "r/b/y/z", "r-t", "r-s/b"} {
@@ -45,15 +45,15 @@ func TestCacheSilentCheckCounts(t *testing.T) {
 	}
 	rev := putRev(t, in, p+"/r/c", "v")
 	waitRev(t, c, rev)
-	if err := c.unchanged(ctx); err != nil {
+	if err := c.follower().unchanged(ctx); err != nil {
 		t.Fatalf("after the watch's events: %v (held %d, unheld %d)", err, c.store.Len(), c.unheld.Load())
 	}
 	keys, at := c.accounted()
-	if err := c.rangeHolds(ctx, keys-1, at); !errors.Is(err, errCacheSilent) {
-		t.Fatalf("a key not accounted for: %v, want errCacheSilent", err)
+	if err := c.follower().holds(ctx, keys-1, at); !errors.Is(err, errSilentChange) {
+		t.Fatalf("a key not accounted for: %v, want errSilentChange", err)
 	}
-	if err := c.rangeHolds(ctx, keys, at-1); !errors.Is(err, errCacheSilent) {
-		t.Fatalf("a key written after the cache's revision: %v, want errCacheSilent", err)
+	if err := c.follower().holds(ctx, keys, at-1); !errors.Is(err, errSilentChange) {
+		t.Fatalf("a key written after the cache's revision: %v, want errSilentChange", err)
 	}
 }
 

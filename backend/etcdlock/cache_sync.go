@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
@@ -23,50 +22,39 @@ import (
 // cache's limits is refused before it is all in memory.
 const cachePage = 1000
 
-// Why a cache's watch was given up for a new read of its range.
-var (
-	errCacheCompacted = errors.New("etcdlock: cache watch: compacted")
-	errCacheClosed    = errors.New("etcdlock: cache watch: closed")
-	errCacheCanceled  = errors.New("etcdlock: cache watch: cancelled by the server")
-	errCacheSilent    = errors.New("etcdlock: cache watch: silent while the range changed")
-	errCacheBehind    = errors.New("etcdlock: cache: a read older than the cache's state")
-)
+// errCacheBehind is a read of the range older than the cache's state.
+var errCacheBehind = errors.New("etcdlock: cache: a read older than the cache's state")
 
-// run loads the cache and follows its range until ctx ends (Close, the
-// Session's Close) or an error that no retry cures, then stops the cache.
+// run loads the cache and follows its range (its follower) until ctx ends
+// (Close, the Session's Close) or an error that no retry cures, then stops
+// the cache.
 func (c *Cache) run(ctx context.Context) {
-	b := loop.BackOff(retryFirst, retryMax)
-	for {
-		err := c.load(ctx)
-		if err == nil {
-			began := time.Now()
-			err = c.follow(ctx)
-			if time.Since(began) > retryMax {
-				b.Reset() // it followed for a while: this failure is not the last one's sequel
+	err := c.follower().run(ctx)
+	switch {
+	case err == nil:
+		c.stop(context.Cause(ctx))
+		return
+	case errors.Is(err, recipe.ErrCacheFull):
+		c.log.Warn("etcdlock: cache over its limits; it stops following", "err", err)
+	default:
+		c.log.Error("etcdlock: cache: reading the range failed for good; it stops following", "err", err)
+	}
+	c.stop(err)
+}
+
+// follower returns the loop that loads the cache and follows its range,
+// applying each watch response whole; the silent watch's check counts the
+// keys the cache accounts for (accounted).
+func (c *Cache) follower() *follower {
+	return &follower{
+		s: c.s, log: c.log, prefix: "etcdlock: cache: ", subject: "the range", key: c.lo, end: c.hi,
+		read: func(ctx context.Context) (int64, error) {
+			if err := c.load(ctx); err != nil {
+				return 0, err
 			}
-		}
-		switch {
-		case ctx.Err() != nil:
-			c.stop(context.Cause(ctx))
-			return
-		case errors.Is(err, recipe.ErrCacheFull):
-			c.log.Warn("etcdlock: cache over its limits; it stops following", "err", err)
-			c.stop(err)
-			return
-		case recipe.Permanent(err):
-			c.log.Error("etcdlock: cache: reading the range failed for good; it stops following", "err", err)
-			c.stop(err)
-			return
-		case errors.Is(err, errCacheCompacted):
-			c.log.Debug("etcdlock: cache: compacted; reading the range again", "err", err)
-			b.Reset()
-			continue
-		}
-		c.log.Warn("etcdlock: cache: reading the range again", "err", err)
-		if loop.Pause(ctx, b, retryMax) != nil {
-			c.stop(context.Cause(ctx))
-			return
-		}
+			return c.store.Rev(), nil
+		},
+		apply: c.apply, expect: c.accounted,
 	}
 }
 
@@ -224,52 +212,6 @@ func (c *Cache) commit(chs []cacheChange) {
 	}
 }
 
-// follow watches the range from the revision after the cache's, applying
-// each watch response whole, until ctx ends (nil) or the watch does not do
-// any more (why). A watch silent for a while is checked by one read
-// (unchanged), as a Group's watch is: after a TTL, and a TTL more per page
-// of keys in the range, so that the server reads at most about a page of
-// keys per TTL for it.
-func (c *Cache) follow(ctx context.Context) error {
-	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
-	defer cancel()
-	opts := []clientv3.OpOption{clientv3.WithRev(c.store.Rev() + 1), clientv3.WithProgressNotify()}
-	if c.hi != "" {
-		opts = append(opts, clientv3.WithRange(c.hi))
-	}
-	ch := c.s.cli.Watch(wctx, c.lo, opts...)
-	limit := func() time.Duration {
-		return silentWatchLimit(c.s.TTL()) * time.Duration(1+(int64(c.store.Len())+c.unheld.Load())/cachePage)
-	}
-	silent := time.NewTimer(limit())
-	defer silent.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case wr, ok := <-ch:
-			switch {
-			case !ok:
-				return errCacheClosed
-			case wr.CompactRevision != 0 || errors.Is(wr.Err(), rpctypes.ErrCompacted):
-				return fmt.Errorf("%w at revision %d", errCacheCompacted, wr.CompactRevision)
-			case wr.Err() != nil:
-				return opError("watch", c.lo, wr.Err())
-			case wr.Canceled:
-				return errCacheCanceled
-			}
-			if err := c.apply(wr); err != nil {
-				return err
-			}
-		case <-silent.C:
-			if err := c.unchanged(ctx); err != nil {
-				return err
-			}
-		}
-		silent.Reset(limit())
-	}
-}
-
 // apply applies one watch response (every event of the revisions it
 // holds) as one step, Snapshot seeing the state before it or after it,
 // and publishes its events, each at its revision; a progress notification
@@ -330,44 +272,8 @@ func (c *Cache) change(ev *clientv3.Event) (cacheChange, bool) {
 	return cacheChange{node: n, rev: n.Modified}, true
 }
 
-// unchanged checks, with one read of two small answers, that the range
-// holds as many keys as the cache accounts for and none written after the
-// cache's revision (the newest key by mod revision, keys only: a count
-// with WithMinModRev would not do, as etcd counts the whole range whatever
-// the filter); otherwise the watch missed a change (or is about to deliver
-// it): errCacheSilent, and the range is read again.
-func (c *Cache) unchanged(ctx context.Context) error {
-	keys, rev := c.accounted()
-	return c.rangeHolds(ctx, keys, rev)
-}
-
 // accounted returns how many keys of the range the cache accounts for
 // (held or not) and its revision.
 func (c *Cache) accounted() (keys, rev int64) {
 	return int64(c.store.Len()) + c.unheld.Load(), c.store.Rev()
-}
-
-// rangeHolds is unchanged's check: whether the range holds keys keys and
-// none written after rev (errCacheSilent if not).
-func (c *Cache) rangeHolds(ctx context.Context, keys, rev int64) error {
-	var rng []clientv3.OpOption
-	if c.hi != "" {
-		rng = append(rng, clientv3.WithRange(c.hi))
-	}
-	count := slices.Concat(rng, []clientv3.OpOption{clientv3.WithCountOnly()})
-	newest := slices.Concat(rng, []clientv3.OpOption{clientv3.WithKeysOnly(), clientv3.WithLimit(1),
-		clientv3.WithSort(clientv3.SortByModRevision, clientv3.SortDescend)})
-	var resp *clientv3.TxnResponse
-	_, err := try(ctx, attemptTimeout(c.s.cfg.ttl), func(ctx context.Context) (err error) {
-		resp, err = c.s.cli.Txn(ctx).Then(clientv3.OpGet(c.lo, count...), clientv3.OpGet(c.lo, newest...)).Commit()
-		return err
-	})
-	if err != nil {
-		return err
-	}
-	n, last := resp.Responses[0].GetResponseRange().Count, resp.Responses[1].GetResponseRange().Kvs
-	if n != keys || len(last) > 0 && last[0].ModRevision > rev {
-		return errCacheSilent
-	}
-	return nil
 }

@@ -185,8 +185,8 @@ func TestGroupWatchFromCompacted(t *testing.T) {
 	if _, err := in.Compact(ctx, resp.Header.Revision); err != nil {
 		t.Fatal(err)
 	}
-	w := &watcher{gr: gr, out: make(chan recipe.View, 1)}
-	if err := w.follow(ctx, st); !errors.Is(err, errCompacted) {
+	w := &watcher{gr: gr, out: make(chan recipe.View, 1), st: st}
+	if err := w.follower().follow(ctx, st.rev); !errors.Is(err, errCompacted) {
 		t.Fatalf("follow from a compacted revision: %v", err)
 	}
 }
@@ -211,14 +211,14 @@ func TestGroupUnchanged(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := &watcher{gr: gr, out: make(chan recipe.View, 1)}
-	if err := w.unchanged(ctx, st); err != nil {
+	w := &watcher{gr: gr, out: make(chan recipe.View, 1), st: st}
+	if err := w.follower().unchanged(ctx); err != nil {
 		t.Errorf("a quiet group of %d keys: %v, want unchanged", len(st.keys), err)
 	}
 	if _, err := in.Put(ctx, gr.dir+"a", "y"); err != nil {
 		t.Fatal(err)
 	}
-	if err := w.unchanged(ctx, st); !errors.Is(err, errSilentChange) {
+	if err := w.follower().unchanged(ctx); !errors.Is(err, errSilentChange) {
 		t.Errorf("after a write: %v, want errSilentChange", err)
 	}
 }

@@ -2,14 +2,9 @@ package etcdlock
 
 import (
 	"context"
-	"errors"
-	"fmt"
-	"time"
 
-	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/zkrecipes/zkrecipes/internal/loop"
 	"github.com/zkrecipes/zkrecipes/recipe"
 )
 
@@ -18,9 +13,11 @@ import (
 // whose events it delivers (a delete as Version 0, its Rev the delete's
 // revision). Coalesced (a value not taken yet is replaced by a newer one),
 // never going back in Rev, no value without a change. A compacted
-// revision, a failed or cancelled watch, and a watch silent for a TTL are
-// recovered by reading again. The channel closes when ctx ends (a nil ctx
-// never ends), the Session closes, or reading fails for good (logged).
+// revision and a failed or cancelled watch are recovered by reading again;
+// a watch silent for a TTL is checked by one small read (the key's count
+// and mod revision), and read again if it missed a change. The channel
+// closes when ctx ends (a nil ctx never ends), the Session closes, or
+// reading fails for good (logged).
 func (v *Value) Watch(ctx context.Context) <-chan recipe.Versioned {
 	if ctx == nil {
 		ctx = context.Background()
@@ -32,7 +29,9 @@ func (v *Value) Watch(ctx context.Context) <-chan recipe.Versioned {
 		defer close(out)
 		defer cancel()
 		w := &valueWatcher{v: v, out: out}
-		w.run(wctx)
+		if err := w.follower().run(wctx); err != nil {
+			s.log.Error("etcdlock: value watch: reading the value failed for good; closing", "value", v.name, "err", err)
+		}
 	}) {
 		cancel()
 		close(out)
@@ -40,83 +39,57 @@ func (v *Value) Watch(ctx context.Context) <-chan recipe.Versioned {
 	return out
 }
 
-// valueWatcher is one Watch.
+// valueWatcher is one Watch: the value's follower's read and apply.
 type valueWatcher struct {
 	v    *Value
 	out  chan recipe.Versioned
+	held bool              // whether the key exists, as read and followed
+	rev  int64             // the revision up to which the key was followed
 	last *recipe.Versioned // the last value delivered
 }
 
-// Why a value's watch was given up for a new read.
-var (
-	errValueCompacted = errors.New("etcdlock: value watch: compacted")
-	errValueWatch     = errors.New("etcdlock: value watch: closed or cancelled")
-	errValueSilent    = errors.New("etcdlock: value watch: silent for a TTL")
-)
-
-// run reads and follows the value until ctx ends or a read fails for good.
-func (w *valueWatcher) run(ctx context.Context) {
-	log := w.v.s.log.With("value", w.v.name)
-	b := loop.BackOff(retryFirst, retryMax)
-	for {
-		resp, err := w.v.get(ctx)
-		if err == nil {
-			w.deliver(fromGet(resp))
-			err = w.follow(ctx, resp.Header.Revision)
-		}
-		switch {
-		case ctx.Err() != nil:
-			return
-		case recipe.Permanent(err):
-			log.Error("etcdlock: value watch: reading the value failed for good; closing", "err", err)
-			return
-		case errors.Is(err, errValueCompacted), errors.Is(err, errValueSilent):
-			log.Debug("etcdlock: value watch: reading the value again", "err", err)
-			b.Reset()
-			continue
-		}
-		log.Warn("etcdlock: value watch: reading the value again", "err", err)
-		if loop.Pause(ctx, b, retryMax) != nil {
-			return
-		}
+// follower returns the loop that reads and follows the value for w.
+func (w *valueWatcher) follower() *follower {
+	v := w.v
+	return &follower{
+		s: v.s, log: v.s.log.With("value", v.name), prefix: "etcdlock: value watch: ", subject: "the value",
+		key: v.key, read: w.read, apply: w.apply, expect: w.expect,
 	}
 }
 
-// follow watches the key from the revision after rev, delivering each
-// event, until ctx ends (nil) or the watch does not do any more (why).
-func (w *valueWatcher) follow(ctx context.Context, rev int64) error {
-	s := w.v.s
-	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
-	defer cancel()
-	ch := s.cli.Watch(wctx, w.v.key, clientv3.WithRev(rev+1))
-	silent := time.NewTimer(silentWatchLimit(s.TTL()))
-	defer silent.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-silent.C:
-			return errValueSilent
-		case wr, ok := <-ch:
-			switch {
-			case !ok:
-				return errValueWatch
-			case wr.CompactRevision != 0 || errors.Is(wr.Err(), rpctypes.ErrCompacted):
-				return fmt.Errorf("%w at revision %d", errValueCompacted, wr.CompactRevision)
-			case wr.Err() != nil:
-				return wr.Err()
-			case wr.Canceled:
-				return errValueWatch
-			}
-			for _, ev := range wr.Events {
-				if ev.Type == clientv3.EventTypeDelete {
-					w.deliver(recipe.Versioned{Rev: ev.Kv.ModRevision})
-				} else {
-					w.deliver(fromKV(ev.Kv))
-				}
-			}
+// read reads the key (linearizable) and delivers its value, returning the
+// read's revision.
+func (w *valueWatcher) read(ctx context.Context) (int64, error) {
+	resp, err := w.v.get(ctx)
+	if err != nil {
+		return 0, err
+	}
+	w.held, w.rev = len(resp.Kvs) > 0, resp.Header.Revision
+	w.deliver(fromGet(resp))
+	return w.rev, nil
+}
+
+// apply delivers each event of a watch response: a delete as Version 0,
+// its Rev the delete's revision.
+func (w *valueWatcher) apply(wr clientv3.WatchResponse) error {
+	for _, ev := range wr.Events {
+		w.held, w.rev = ev.Type != clientv3.EventTypeDelete, ev.Kv.ModRevision
+		if w.held {
+			w.deliver(fromKV(ev.Kv))
+		} else {
+			w.deliver(recipe.Versioned{Rev: ev.Kv.ModRevision})
 		}
 	}
+	return nil
+}
+
+// expect returns how many keys the key's range holds as followed (1 if
+// the key exists, else 0) and the revision it was followed up to.
+func (w *valueWatcher) expect() (keys, rev int64) {
+	if w.held {
+		return 1, w.rev
+	}
+	return 0, w.rev
 }
 
 // deliver gives x to the reader, replacing a value not read yet, unless it
