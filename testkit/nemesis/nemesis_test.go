@@ -90,6 +90,11 @@ func TestNemesis(t *testing.T) {
 	t.Run("caches", func(t *testing.T) {
 		took.Add(runCaches(t, cl, *seed+7, serverKinds[7%len(serverKinds)]))
 	})
+	// Shared values (value.New) as a compare-and-set register, with the
+	// next server fault kind.
+	t.Run("values", func(t *testing.T) {
+		took.Add(runValues(t, cl, *seed+8, serverKinds[8%len(serverKinds)]))
+	})
 	took.Require(t, append(slices.Clone(serverKinds), nemesis.ClientFaults...)...)
 }
 
