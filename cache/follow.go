@@ -29,6 +29,7 @@ type follower struct {
 	log     *slog.Logger
 
 	reqs  map[uint64]request // outstanding, by ID
+	peak  int                // the most outstanding since reqs was made
 	ord   ordering
 	cause uint64 // of the requests sent now
 	// armed: the nodes read since the last connection began (with
@@ -77,8 +78,24 @@ func (f *follower) run(ctx context.Context) {
 		rev := int64(0) // a point with changes waiting is no point to report
 		if ok {
 			rev = f.rev
+			f.shrink()
 		}
 		f.store.SetConsistent(ok, rev)
+	}
+}
+
+// shrink drops, once a large load is read, the maps it grew (a map does
+// not shrink: a load of 10,000 nodes kept about 200 bytes a node in them).
+// With persistent watches, armed matters only while a load is read.
+func (f *follower) shrink() {
+	if f.peak < 1024 {
+		return
+	}
+	f.peak = 0
+	f.reqs = make(map[uint64]request)
+	f.ord.shrink()
+	if !f.oneShot {
+		f.armed = make(map[string]bool)
 	}
 }
 
@@ -192,6 +209,7 @@ func (f *follower) send(o op, p string) bool {
 		return false
 	}
 	f.reqs[id] = request{o, p, f.cause}
+	f.peak = max(f.peak, len(f.reqs))
 	f.ord.sent(f.cause, p, o == opData)
 	return true
 }

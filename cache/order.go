@@ -119,8 +119,16 @@ func (o *ordering) ready() []effect {
 		n++
 	}
 	out := o.held[:n:n]
-	o.held = o.held[n:]
+	if o.held = o.held[n:]; len(o.held) == 0 {
+		o.held = nil // not the array's end: the array would stay
+	}
 	return out
+}
+
+// shrink makes anew the maps and the array a large load grew, once
+// nothing is pending.
+func (o *ordering) shrink() {
+	o.paths, o.held = make(map[string]int), nil
 }
 
 // pending reports whether a request is outstanding or a change waits.
