@@ -39,7 +39,10 @@ type follower struct {
 	// frozen: the connection ended with nothing outstanding, so what is
 	// held is the server's state at the last item read, until the next
 	// connection's reads change it.
-	frozen  bool
+	frozen bool
+	// dead: the connection's end was read and no new one began; what
+	// comes from it now is ignored.
+	dead    bool
 	rev     int64 // the newest zxid read
 	session int64
 }
@@ -101,32 +104,41 @@ func (f *follower) shrink() {
 
 // handle applies one item; false stops the follower.
 func (f *follower) handle(it zookeeper.StreamItem) bool {
+	switch {
+	case it.Kind == zookeeper.StreamEnded:
+		f.store.Stop(recipe.ErrSessionClosed)
+		return false
+	case it.Kind == zookeeper.StreamConnected:
+		if f.session != 0 && it.Session != f.session {
+			f.log.Info("cache: a new session: reading the nodes again")
+		}
+		f.session, f.dead = it.Session, false
+		f.resync()
+		return true
+	case f.dead:
+		// Read off a connection after its end was reported (frames it had
+		// buffered): not applied, and its zxid must not move Rev past
+		// what is held.
+		return true
+	case it.Kind == zookeeper.StreamClosed:
+		f.frozen = f.frozen || f.synced && !f.ord.pending()
+		f.reqs = make(map[uint64]request) // unanswered for good
+		f.cause = f.ord.reset()
+		f.synced, f.dead = false, true
+		return true
+	}
+	if _, ok := f.reqs[it.ID]; it.Kind == zookeeper.StreamReply && !ok {
+		return true // sent on a connection that ended
+	}
 	if it.Zxid > f.rev {
 		f.rev = it.Zxid
 	}
 	switch it.Kind {
-	case zookeeper.StreamConnected:
-		if f.session != 0 && it.Session != f.session {
-			f.log.Info("cache: a new session: reading the nodes again")
-		}
-		f.session = it.Session
-		f.resync()
-	case zookeeper.StreamClosed:
-		f.frozen = f.frozen || f.synced && !f.ord.pending()
-		f.reqs = make(map[uint64]request) // unanswered for good
-		f.cause = f.ord.reset()
-		f.synced = false
-	case zookeeper.StreamEnded:
-		f.store.Stop(recipe.ErrSessionClosed)
-		return false
 	case zookeeper.StreamEvent:
 		f.cause = f.ord.next()
 		f.event(it)
 	case zookeeper.StreamReply:
-		r, ok := f.reqs[it.ID]
-		if !ok {
-			return true // sent on a connection that ended
-		}
+		r := f.reqs[it.ID]
 		delete(f.reqs, it.ID)
 		f.cause = r.cause
 		err := f.reply(r, it)

@@ -1,6 +1,9 @@
 package zookeeper
 
-import "sync"
+import (
+	"sync"
+	"time"
+)
 
 // workers runs functions on a Session's long-lived goroutines, so that the
 // hand-offs of the acquire path (a request a caller may stop waiting for,
@@ -17,6 +20,7 @@ type workers struct {
 
 	mu      sync.Mutex
 	idle    []chan func()
+	busy    int // functions handed over and not returned
 	stopped bool
 	wg      sync.WaitGroup // live workers; Add only under mu while !stopped
 }
@@ -34,13 +38,32 @@ func (p *workers) run(fn func()) {
 		ch := p.idle[n-1]
 		p.idle[n-1] = nil
 		p.idle = p.idle[:n-1]
+		p.busy++
 		p.mu.Unlock()
 		ch <- fn // buffered: never blocks
 		return
 	}
 	p.wg.Add(1)
+	p.busy++
 	p.mu.Unlock()
 	go p.work(make(chan func(), 1), fn)
+}
+
+// settle waits until no function runs, or for d at most. Session.Close
+// calls it before it closes go-zookeeper's connection: a request whose
+// reply is being decoded when go-zookeeper's Close is called returns at
+// once, and go-zookeeper's own method then reads the reply's struct while
+// the decode writes it (a data race in go-zookeeper v1.0.4's request,
+// which its comment there admits).
+func (p *workers) settle(d time.Duration) {
+	for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(2 * time.Millisecond) {
+		p.mu.Lock()
+		busy := p.busy
+		p.mu.Unlock()
+		if busy == 0 {
+			return
+		}
+	}
 }
 
 // stop ends the pool: see workers. quit must be closed first.
@@ -56,6 +79,7 @@ func (p *workers) work(ch chan func(), fn func()) {
 	for {
 		fn()
 		p.mu.Lock()
+		p.busy--
 		select {
 		case <-p.quit:
 			p.mu.Unlock()

@@ -302,6 +302,7 @@ func (s *Session) Close() error {
 	}
 	s.cleaner.finishAllLocked() // a closed session's ephemerals go with it
 	s.mu.unlock()
+	s.pool.settle(250 * time.Millisecond) // see settle
 	s.conn.Close()
 	s.shutdown()
 	s.log.Info("session closed", "session", fmt.Sprintf("0x%x", id))
