@@ -45,13 +45,13 @@ func WithMode(m recipe.CacheMode) Option {
 }
 
 // WithLimits sets the most nodes and bytes (paths and data) the cache
-// holds (defaults recipe.DefaultCacheMaxNodes and DefaultCacheMaxBytes);
-// over them it stops with recipe.ErrCacheFull. Errors: recipe.ErrBadOption
-// for a limit below 1.
+// holds (0 keeps the default: recipe.DefaultCacheMaxNodes,
+// DefaultCacheMaxBytes); over them it stops with recipe.ErrCacheFull.
+// Errors: recipe.ErrBadOption for a negative limit.
 func WithLimits(nodes int, bytes int64) Option {
 	return func(c *config) error {
-		if nodes < 1 || bytes < 1 {
-			return fmt.Errorf("%w: cache limits %d nodes, %d bytes: each must be at least 1", recipe.ErrBadOption, nodes, bytes)
+		if nodes < 0 || bytes < 0 {
+			return fmt.Errorf("%w: cache limits %d nodes, %d bytes: each must be 0 (the default) or more", recipe.ErrBadOption, nodes, bytes)
 		}
 		c.maxNodes, c.maxBytes = nodes, bytes
 		return nil
@@ -71,8 +71,13 @@ func WithOneShotWatches() Option {
 // (Listen's CacheInitialized, or Snapshot, wait for that). It follows the
 // server through reconnections and session losses until Close or the
 // Session's Close. Errors: a *zookeeper.PathError matching
-// recipe.ErrInvalidPath for a bad root; recipe.ErrBadOption.
+// recipe.ErrInvalidPath for a bad root (and recipe.ErrTooLarge for one
+// too long for the packet limit); recipe.ErrBadOption (also for a nil s);
+// recipe.ErrSessionClosed.
 func New(s *zookeeper.Session, root string, opts ...Option) (*Cache, error) {
+	if s == nil {
+		return nil, fmt.Errorf("%w: nil Session", recipe.ErrBadOption)
+	}
 	side := zkside.SessionOf(s)
 	if err := side.ValidatePath(root); err != nil {
 		return nil, err
@@ -83,9 +88,17 @@ func New(s *zookeeper.Session, root string, opts ...Option) (*Cache, error) {
 			return nil, err
 		}
 	}
+	st, err := s.NewStream()
+	if err != nil {
+		return nil, err
+	}
+	if err := st.Check(root); err != nil {
+		st.Close()
+		return nil, err
+	}
 	ctx, stop := context.WithCancel(context.Background())
 	c := &Cache{store: cachestore.New(cfg.maxNodes, cfg.maxBytes), stop: stop, done: make(chan struct{})}
-	f := &follower{st: s.NewStream(), store: c.store, root: root, mode: cfg.mode, oneShot: cfg.oneShot,
+	f := &follower{st: st, store: c.store, root: root, mode: cfg.mode, oneShot: cfg.oneShot,
 		log: side.Logger().With("cache", root), reqs: make(map[uint64]request)}
 	go func() {
 		defer close(c.done)

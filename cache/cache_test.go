@@ -311,7 +311,18 @@ func TestLimitsAndClose(t *testing.T) {
 	if _, err := cache.New(s, "bad"); !errors.Is(err, recipe.ErrInvalidPath) {
 		t.Errorf("New(\"bad\"): %v, want ErrInvalidPath", err)
 	}
-	if _, err := cache.New(s, "/x", cache.WithLimits(0, 1)); !errors.Is(err, recipe.ErrBadOption) {
-		t.Errorf("WithLimits(0, 1): %v, want ErrBadOption", err)
+	if _, err := cache.New(s, "/x", cache.WithLimits(-1, 1)); !errors.Is(err, recipe.ErrBadOption) {
+		t.Errorf("WithLimits(-1, 1): %v, want ErrBadOption", err)
+	}
+	if _, err := cache.New(nil, "/x"); !errors.Is(err, recipe.ErrBadOption) {
+		t.Errorf("New(nil, ...): %v, want ErrBadOption", err)
+	}
+	if _, err := cache.New(s, "/"+strings.Repeat("x", 2<<20)); !errors.Is(err, recipe.ErrTooLarge) {
+		t.Errorf("New of a 2 MiB path: %v, want ErrTooLarge (its requests would make the server close the connection, again and again)", err)
+	}
+	closed := connect(t, cl, nil, 10*time.Second)
+	closed.Close()
+	if _, err := cache.New(closed, "/x"); !errors.Is(err, recipe.ErrSessionClosed) {
+		t.Errorf("New on a closed Session: %v, want ErrSessionClosed", err)
 	}
 }

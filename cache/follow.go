@@ -216,6 +216,11 @@ func (f *follower) send(o op, p string) bool {
 	case opExists:
 		id, err = f.st.Exists(p, true)
 	}
+	if errors.Is(err, recipe.ErrTooLarge) {
+		// A node the server holds, too long for the Session's packet
+		// limit (WithMaxPacket): the cache cannot hold it.
+		f.store.Stop(fmt.Errorf("cache of %s: %w", f.root, err))
+	}
 	if err != nil {
 		f.synced = false
 		return false

@@ -8,6 +8,7 @@ import (
 
 	"github.com/go-zookeeper/zk"
 	"github.com/zkrecipes/zkrecipes/internal/zkwire"
+	"github.com/zkrecipes/zkrecipes/recipe"
 )
 
 // ErrUnimplemented is the error of a request the server does not know
@@ -68,17 +69,31 @@ type watchSpec struct {
 	recursive bool
 }
 
-// NewStream opens a Stream on s.
-func (s *Session) NewStream() *Stream {
+// NewStream opens a Stream on s. Errors: recipe.ErrSessionClosed.
+func (s *Session) NewStream() (*Stream, error) {
+	if s.isClosed() {
+		return nil, recipe.ErrSessionClosed
+	}
 	st := &Stream{s: s, wake: make(chan struct{}, 1)}
 	s.wire.hub.add(st)
-	s.mu.Lock()
-	closed := s.mu.closed
-	s.mu.unlock()
-	if closed {
+	if s.isClosed() { // closed meanwhile: its StreamEnded may have missed st
 		st.push(StreamItem{Kind: StreamEnded})
 	}
-	return st
+	return st, nil
+}
+
+// Check reports whether requests on path can be sent: nil, or a
+// *PathError matching recipe.ErrInvalidPath (not absolute) or also
+// recipe.ErrTooLarge (its requests would exceed the packet limit, and a
+// server would close the connection on them).
+func (st *Stream) Check(path string) error {
+	if !strings.HasPrefix(path, "/") {
+		return &PathError{Path: path, Reason: "not absolute"}
+	}
+	if need := len(st.s.chroot+path) + pathSlack; need > st.s.limit.max {
+		return &PathError{Path: path, Reason: fmt.Sprintf("too long: its requests need %d bytes, over the session's packet limit of %d bytes", need, st.s.limit.max), Err: recipe.ErrTooLarge}
+	}
+	return nil
 }
 
 // Wake returns a channel that receives a value after items were queued.
@@ -107,8 +122,7 @@ func (st *Stream) push(it StreamItem) {
 }
 
 // GetData sends a getData of path (setting a data watch if watch) and
-// returns the request's ID. Errors: a *PathError matching
-// recipe.ErrInvalidPath for a path not starting with '/'; ErrNotConnected
+// returns the request's ID. Errors: Check's; ErrNotConnected
 // while no connection is ready (wait for StreamConnected).
 func (st *Stream) GetData(path string, watch bool) (uint64, error) {
 	return st.send(zkwire.OpGetData, path, zkwire.Bool(watch))
@@ -200,8 +214,8 @@ var ErrNotConnected = errors.New("zookeeper: no connection ready for requests")
 
 // send sends op on path (below the chroot) on the current connection.
 func (st *Stream) send(op int32, path string, tail []byte) (uint64, error) {
-	if !strings.HasPrefix(path, "/") {
-		return 0, &PathError{Path: path, Reason: "not absolute"}
+	if err := st.Check(path); err != nil {
+		return 0, err
 	}
 	return st.s.wire.hub.sendOn(st.s.wire.cur.Load(), st, op, st.s.chroot+path, tail)
 }

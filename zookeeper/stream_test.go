@@ -45,7 +45,10 @@ func TestStreamOrder(t *testing.T) {
 	if _, err := conn.Create(s.chroot+"/stream", nil, 0, zk.WorldACL(zk.PermAll)); err != nil && !errors.Is(err, zk.ErrNodeExists) {
 		t.Fatal(err)
 	}
-	st := s.NewStream()
+	st, err := s.NewStream()
+	if err != nil {
+		t.Fatal(err)
+	}
 	defer st.Close()
 	var q []StreamItem
 	id, err := st.AddWatch("/stream", true)
