@@ -10,8 +10,8 @@
 // digits, no sign for zero, no leading zero ("0", "42", "-7"). The
 // counter writes it followed by a newline and a tag of 16 lowercase hex
 // digits, drawn at random for every write ("42\n3f09c2d17a5b8e60"), and
-// reads the count alone as well (a value written by hand or by older
-// code), so that any tool can read and write it (zkCli's get, etcdctl
+// reads the count alone as well, with or without a final newline (a
+// value written by hand or by older code), so that any tool can read and write it (zkCli's get, etcdctl
 // get: the first line is the count). A missing value counts 0. Data in
 // any other form (Curator's SharedCount writes a 4-byte big-endian
 // integer; a tag of another length, a second newline) is not read as a
@@ -210,10 +210,13 @@ func Decode(x recipe.Versioned) (Count, error) {
 }
 
 // parse reads the encoding exactly: strconv.ParseInt would also take "+1",
-// "007" and "-0"; the tag, if any, must be 16 lowercase hex digits.
+// "007" and "-0"; after a newline, a tag of 16 lowercase hex digits, or
+// nothing.
 func parse(b []byte) (int64, bool) {
 	if i := bytes.IndexByte(b, '\n'); i >= 0 {
-		if !isTag(b[i+1:]) {
+		// A tag, or nothing: "42\n" is what printf '42\n' or an editor
+		// writes by hand.
+		if tag := b[i+1:]; len(tag) > 0 && !isTag(tag) {
 			return 0, false
 		}
 		b = b[:i]

@@ -33,7 +33,7 @@ func TestDecode(t *testing.T) {
 		{"42\n0123456789abcdef", 42, true}, {"-7\nffffffffffffffff", -7, true}, {"0\n0000000000000000", 0, true},
 		{"-9223372036854775808\n00000000000000a0", math.MinInt64, true},
 		{"", 0, false}, {"+1", 0, false}, {"007", 0, false}, {"-0", 0, false}, {" 1", 0, false},
-		{"1\n", 0, false}, {"9223372036854775808", 0, false}, {"\x00\x00\x00\x01", 0, false},
+		{"1\n", 1, true}, {"9223372036854775808", 0, false}, {"\x00\x00\x00\x01", 0, false},
 		{"1\n0123456789ABCDEF", 0, false}, {"1\n0123456789abcde", 0, false}, {"1\n0123456789abcdef0", 0, false},
 		{"1\n0123456789abcdef\n", 0, false}, {"1\n\n123456789abcdef", 0, false}, {"\n0123456789abcdef", 0, false},
 		{"007\n0123456789abcdef", 0, false}, {"1\r\n0123456789abcdef", 0, false}, {"1 0123456789abcdef", 0, false},

@@ -62,11 +62,12 @@ var (
 	// the acquisition refuses, its own node deleted. One recipe per directory.
 	ErrMixedRecipes = errors.New("recipe: the directory holds another recipe's nodes")
 
-	// ErrTooLarge is matched when a request would exceed the ZooKeeper
-	// Session's packet limit (WithMaxPacket): a path where it is given, data
-	// where it is given or at the call. Nothing over the limit is sent
+	// ErrTooLarge is matched when a request would exceed what the server
+	// takes (ZooKeeper: the Session's packet limit, WithMaxPacket; etcd: a
+	// value's MaxValueData): a path where it is given, data where it is
+	// given or at the call. Nothing over the limit is sent
 	// (docs/recipes.md#sizes-paths-and-data-against-zookeepers-packet-limit).
-	ErrTooLarge = errors.New("recipe: request over the ZooKeeper packet limit")
+	ErrTooLarge = errors.New("recipe: request over the server's size limit")
 )
 
 // Permanent reports whether retrying cannot cure err: ErrMixedRecipes,

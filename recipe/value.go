@@ -26,7 +26,7 @@ type Versioned struct {
 type Value interface {
 	// Get reads the value from the server, at least as new as any write
 	// completed before the call (ZooKeeper syncs first; etcd reads with
-	// quorum).
+	// quorum). A nil ctx, here and in TrySet, is recipe.ErrBadOption.
 	Get(ctx context.Context) (Versioned, error)
 	// TrySet writes data if the value's version is still expected (0: only
 	// if it does not exist), and returns the value written. ErrConflict

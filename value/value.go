@@ -59,6 +59,9 @@ func (v *Value) Path() string { return v.n.Path() }
 // getData, and for a missing node getChildren of its parent (for Rev).
 // Errors: *recipe.OpError; recipe.ErrSessionClosed; ctx's cause.
 func (v *Value) Get(ctx context.Context) (recipe.Versioned, error) {
+	if ctx == nil {
+		return recipe.Versioned{}, fmt.Errorf("%w: nil context", recipe.ErrBadOption)
+	}
 	nv, err := v.n.Read(ctx)
 	if err != nil {
 		return recipe.Versioned{}, err
@@ -78,6 +81,9 @@ func (v *Value) Get(ctx context.Context) (recipe.Versioned, error) {
 func (v *Value) TrySet(ctx context.Context, expected int64, data []byte) (recipe.Versioned, error) {
 	if expected < 0 || expected > math.MaxInt32 {
 		return recipe.Versioned{}, fmt.Errorf("%w: value: expected version %d (0 to %d)", recipe.ErrBadOption, expected, int64(math.MaxInt32))
+	}
+	if ctx == nil {
+		return recipe.Versioned{}, fmt.Errorf("%w: nil context", recipe.ErrBadOption)
 	}
 	data = append([]byte{}, data...) // the caller may reuse its slice; never nil: nil Data means absent
 	nv, err := v.n.Write(ctx, data, int32(expected-1))

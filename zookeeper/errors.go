@@ -39,7 +39,7 @@ func (e *PathError) Error() string {
 
 // errorf is fmt.Errorf for an error of this package that wraps others of
 // it: the message names the package once ("recipe: invalid option: request
-// over the ZooKeeper packet limit: ..."), dropping the "recipe: " prefix of
+// over the server's size limit: ..."), dropping the "recipe: " prefix of
 // every wrapped error's message after the first (or after the format's own
 // prefix). errors.Is and errors.As see every wrapped error, as with
 // fmt.Errorf.

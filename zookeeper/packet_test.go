@@ -387,7 +387,7 @@ func TestMessagesNameThePackageOnce(t *testing.T) {
 		}
 	}
 	if got, want := q.CheckNodeData(make([]byte, MaxNodeData+1)).Error(),
-		"recipe: invalid option: request over the ZooKeeper packet limit: node data of 524289 bytes (at most 524288)"; got != want {
+		"recipe: invalid option: request over the server's size limit: node data of 524289 bytes (at most 524288)"; got != want {
 		t.Errorf("got %q, want %q", got, want)
 	}
 }

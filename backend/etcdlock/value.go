@@ -77,6 +77,9 @@ func (v *Value) Key() string { return v.key }
 // on transient errors until ctx ends. Errors: ctx's cause,
 // recipe.ErrSessionClosed, a *recipe.OpError from etcd.
 func (v *Value) Get(ctx context.Context) (recipe.Versioned, error) {
+	if ctx == nil {
+		return recipe.Versioned{}, fmt.Errorf("%w: etcdlock: nil context", recipe.ErrBadOption)
+	}
 	ctx, cancel := v.s.life.Bind(ctx)
 	defer cancel()
 	resp, err := v.get(ctx)
@@ -152,6 +155,8 @@ func (v *Value) TrySet(ctx context.Context, expected int64, data []byte) (recipe
 		return recipe.Versioned{}, fmt.Errorf("%w: etcdlock: expected version %d", recipe.ErrBadOption, expected)
 	case len(data) > MaxValueData:
 		return recipe.Versioned{}, fmt.Errorf("%w: etcdlock: value data of %d bytes, over MaxValueData (%d)", recipe.ErrTooLarge, len(data), MaxValueData)
+	case ctx == nil:
+		return recipe.Versioned{}, fmt.Errorf("%w: etcdlock: nil context", recipe.ErrBadOption)
 	case ctx.Err() != nil:
 		return recipe.Versioned{}, context.Cause(ctx)
 	}
