@@ -54,6 +54,17 @@ type request struct {
 	cause uint64 // ordering's
 }
 
+// key is what the request is counted under while outstanding (order.go).
+func (r request) key() string {
+	switch r.op {
+	case opData:
+		return pendingKey(r.path, false)
+	case opChildren:
+		return pendingKey(r.path, true)
+	}
+	return ""
+}
+
 type op int
 
 const (
@@ -142,7 +153,7 @@ func (f *follower) handle(it zookeeper.StreamItem) bool {
 		delete(f.reqs, it.ID)
 		f.cause = r.cause
 		err := f.reply(r, it)
-		f.ord.answered(r.cause, r.path, r.op == opData)
+		f.ord.answered(r.cause, r.key())
 		if err != nil {
 			f.log.Error("cache: stopped", "err", err)
 			f.store.Stop(err)
@@ -227,7 +238,7 @@ func (f *follower) send(o op, p string) bool {
 	}
 	f.reqs[id] = request{o, p, f.cause}
 	f.peak = max(f.peak, len(f.reqs))
-	f.ord.sent(f.cause, p, o == opData)
+	f.ord.sent(f.cause, f.reqs[id].key())
 	return true
 }
 

@@ -1,6 +1,7 @@
 package cache
 
 import (
+	"path"
 	"slices"
 
 	"github.com/zkrecipes/zkrecipes/recipe"
@@ -64,22 +65,32 @@ func (o *ordering) next() uint64 {
 	return o.seq
 }
 
-// sent counts a request of cause; data says it reads path's data.
-func (o *ordering) sent(cause uint64, path string, data bool) {
+// sent counts a request of cause; key (pendingKey's) names what it reads,
+// "" if nothing a change waits on.
+func (o *ordering) sent(cause uint64, key string) {
 	o.counts[cause]++
-	if data {
-		o.paths[path]++
+	if key != "" {
+		o.paths[key]++
 	}
 }
 
 // answered counts the reply to a request sent so.
-func (o *ordering) answered(cause uint64, path string, data bool) {
+func (o *ordering) answered(cause uint64, key string) {
 	if o.counts[cause]--; o.counts[cause] <= 0 {
 		delete(o.counts, cause)
 	}
-	if data {
-		o.unpend(path)
+	if key != "" {
+		o.unpend(key)
 	}
+}
+
+// pendingKey is what a read of path's data (path itself) or of its
+// children (path and a NUL, which no path holds) is counted under.
+func pendingKey(path string, children bool) string {
+	if children {
+		return path + "\x00"
+	}
+	return path
 }
 
 func (o *ordering) unpend(path string) {
@@ -91,9 +102,14 @@ func (o *ordering) unpend(path string) {
 // release counts e, which ready returned, as applied now, and reports
 // whether it is stale: a read of its node is outstanding, or a later change
 // of it waits (held, or after it among those ready returned).
+//
+// A deletion is stale too while its parent's listing is outstanding: with
+// one-shot watches a node made again is known from that listing only (the
+// parent's child watch fires; the node's own watch went with its delete).
 func (o *ordering) release(e effect) (stale bool) {
-	o.unpend(e.path())
-	return o.paths[e.path()] > 0
+	p := e.path()
+	o.unpend(p)
+	return o.paths[p] > 0 || e.del != "" && o.paths[pendingKey(path.Dir(p), true)] > 0
 }
 
 // hold queues e behind the changes of earlier causes.
