@@ -126,9 +126,15 @@ func checkBackendFlags(fs *flag.FlagSet, b backend) error {
 		return nil
 	}
 	for _, f := range zkOnlyFlags {
-		if flagSet(fs, f.name) {
-			return fmt.Errorf("--%s means nothing for %s: %s", f.name, b, f.why)
+		if !flagSet(fs, f.name) {
+			continue
 		}
+		why := f.why
+		if f.name == "session-timeout" && fs.Lookup("ttl") == nil {
+			// register, members, watch: no --ttl to point at.
+			why = fmt.Sprintf("it is a ZooKeeper session's; this command's lease lives %v (the lock command's --ttl default)", defaultTTL)
+		}
+		return fmt.Errorf("--%s means nothing for %s: %s", f.name, b, why)
 	}
 	return nil
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -512,6 +513,30 @@ func TestLowerScheme(t *testing.T) {
 	} {
 		if got := lowerScheme(in); got != want {
 			t.Errorf("lowerScheme(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// TestSessionTimeoutWithoutTTL: --session-timeout with etcd names the
+// lease's bound: --ttl where the command has one (lock), the default TTL
+// where it has none (members, watch said "--ttl", which they refuse).
+func TestSessionTimeoutWithoutTTL(t *testing.T) {
+	for _, withTTL := range []bool{true, false} {
+		fs := flag.NewFlagSet("x", flag.ContinueOnError)
+		fs.Duration("session-timeout", 0, "")
+		if withTTL {
+			fs.Duration("ttl", 0, "")
+		}
+		if err := fs.Parse([]string{"--session-timeout", "3s"}); err != nil {
+			t.Fatal(err)
+		}
+		err := checkBackendFlags(fs, etcdBackend)
+		want := "--ttl"
+		if !withTTL {
+			want = defaultTTL.String()
+		}
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("with --ttl defined %t: %v, want it to name %s", withTTL, err, want)
 		}
 	}
 }
