@@ -217,7 +217,7 @@ func (st *Stream) send(op int32, path string, tail []byte) (uint64, error) {
 	if err := st.Check(path); err != nil {
 		return 0, err
 	}
-	return st.s.wire.hub.sendOn(st.s.wire.cur.Load(), st, op, st.s.chroot+path, tail)
+	return st.s.wire.hub.send(st.s.wire.cur.Load(), ownRequest{st: st, op: op, path: st.s.chroot + path}, tail)
 }
 
 // streamHub dispatches what the Session's connections read to its Streams.
@@ -286,11 +286,6 @@ func (h *streamHub) holdWatch(st *Stream, w watchSpec) {
 		h.holders[w] = make(map[*Stream]struct{})
 	}
 	h.holders[w][st] = struct{}{}
-}
-
-// sendOn sends a request on c for st, with an own xid.
-func (h *streamHub) sendOn(c *zkwire.Conn, st *Stream, op int32, path string, tail []byte) (uint64, error) {
-	return h.send(c, ownRequest{st: st, op: op, path: path}, tail)
 }
 
 // sendThen sends a request of the Session's own on c (best effort), and

@@ -68,7 +68,8 @@ var ErrNotReady = errors.New("zkwire: the connection is not ready for requests")
 // or below OwnXidMax) whole, between go-zookeeper's packets. The reply
 // reaches the Observer's Stream, unless the connection ends first (Closed).
 func (c *Conn) Send(f []byte) error {
-	if xid, _, ok := Request(f); !ok || xid > OwnXidMax {
+	xid, _, ok := Request(f)
+	if !ok || xid > OwnXidMax {
 		return errors.New("zkwire: Send of a frame that is no own request")
 	}
 	c.mu.Lock()
@@ -76,7 +77,6 @@ func (c *Conn) Send(f []byte) error {
 		c.mu.Unlock()
 		return ErrNotReady
 	}
-	xid := int32(binary.BigEndian.Uint32(f[4:8]))
 	c.sent[xid] = append(c.sent[xid], time.Now().UnixNano())
 	c.mu.Unlock()
 	c.wmu.Lock()
