@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"time"
 
 	"github.com/cenkalti/backoff/v4"
 	"github.com/go-zookeeper/zk"
@@ -47,6 +48,18 @@ func (r *requests) retry(ctx context.Context, size int, op func() error) error {
 // the in-flight request completes. sends carries the size of op's requests
 // and counts its connection losses (see packet.go).
 func (r *requests) retryLate(ctx context.Context, sends *lostSends, op func() error, late func(error)) (_ error, abandoned bool) {
+	return r.retryEach(ctx, sends, func() (error, bool) { return r.callLate(ctx, op, late) })
+}
+
+// retryOwn is retry for an op made of calls (owncall.go), which honour
+// ctx themselves: op runs on the caller's goroutine.
+func (r *requests) retryOwn(ctx context.Context, sends *lostSends, op func(ctx context.Context) error) error {
+	err, _ := r.retryEach(ctx, sends, func() (error, bool) { return op(ctx), false })
+	return err
+}
+
+// retryEach is the loop of retryLate and retryOwn around attempt.
+func (r *requests) retryEach(ctx context.Context, sends *lostSends, attempt func() (error, bool)) (_ error, abandoned bool) {
 	var b backoff.BackOff
 	for first := true; ; first = false {
 		// The first attempt is made even on a done ctx: cleanup deletes rely
@@ -54,7 +67,7 @@ func (r *requests) retryLate(ctx context.Context, sends *lostSends, op func() er
 		if err := ctx.Err(); err != nil && !first {
 			return context.Cause(ctx), false
 		}
-		err, abandoned := r.callLate(ctx, op, late)
+		err, abandoned := attempt()
 		if abandoned {
 			return err, true
 		}
@@ -76,6 +89,13 @@ func (r *requests) retryLate(ctx context.Context, sends *lostSends, op func() er
 		}
 		if werr := r.conns.awaitConnected(ctx); werr != nil {
 			return werr, false
+		}
+		if errors.Is(err, errNotConnected) {
+			// A call not sent for want of a connection (go-zookeeper's
+			// would have waited in its queue): sent again once connected,
+			// after a pause that only keeps a closing connection from
+			// making this loop spin.
+			d = min(d, time.Millisecond)
 		}
 		if werr := loop.SleepOr(ctx, d, r.quit, recipe.ErrSessionClosed); werr != nil {
 			return werr, false

@@ -5,8 +5,10 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/go-zookeeper/zk"
+	"errors"
+
 	"github.com/zkrecipes/zkrecipes/internal/shortpath"
+	"github.com/zkrecipes/zkrecipes/recipe"
 )
 
 // cleaner is the Session's queue of deletes of its own znodes that could
@@ -23,7 +25,7 @@ type cleaner struct {
 	leases         *leaseRegistry // own-node watches to set again
 	req            *requests
 	wire           *wireState // the session timeout, the default cleanup timeout
-	conn           *zk.Conn   // set once Connect has it
+	s              *Session   // its calls (owncall.go)
 	log            *slog.Logger
 	cleanupTimeout time.Duration // WithCleanupTimeout (0: the session timeout)
 	quit           <-chan struct{}
@@ -170,12 +172,12 @@ func (cl *cleaner) round(items []cleanupItem, connected bool) (failed []cleanupI
 		if !connected {
 			return append(failed, items[i:]...), false
 		}
-		err := cl.deleteOnce(it)
+		err := cl.deleteOnce(cl.req.life.Context(), it)
 		switch {
 		case err == nil:
 			it.finish()
 			cl.log.Debug("session cleaner: deleted", "node", it.String())
-		case isClosing(err):
+		case isClosing(err), errors.Is(err, recipe.ErrSessionClosed):
 			for _, it := range items[i:] {
 				it.finish()
 			}

@@ -26,8 +26,8 @@ import (
 // stopped waiting for), which the caller must look for by GUID; when it is
 // false every create was answered with a refusal or never sent (a create
 // the server refused, for an ACL say, created nothing).
-func (q *qdir) create(ctx context.Context, guid, kind string, data []byte, anchor *anchorSpec) (name string, maybe bool, err error) {
-	c := &protectedCreate{q: q, guid: guid, data: data, anchor: anchor,
+func (q *qdir) create(ctx context.Context, guid, kind string, data []byte, anchor *anchorSpec, pipe *createPipe) (name string, maybe bool, err error) {
+	c := &protectedCreate{q: q, guid: guid, data: data, anchor: anchor, pipe: pipe,
 		sends: lostSends{size: max(q.reqSize, q.createSize(kind, data, anchor))}}
 	if anchor != nil {
 		c.prefix = q.adir + "/" + nodePrefix(guid, kind, true, anchor.seq)
@@ -56,6 +56,7 @@ type protectedCreate struct {
 	anchor *anchorSpec
 	sends  lostSends
 	gate   createGate
+	pipe   *createPipe // an Acquire's: the first create is fastcreate.go's
 
 	unknown bool   // an earlier attempt may have been applied
 	name    string // the child created, once known
@@ -67,7 +68,13 @@ type protectedCreate struct {
 func (c *protectedCreate) run(ctx context.Context) (name string, maybe bool, err error) {
 	q := c.q
 	q.pending.add()
-	err, abandoned := q.s.req.retryLate(ctx, &c.sends, c.attempt, c.late)
+	done, abandoned := false, false
+	if c.pipe != nil {
+		done, abandoned, err = c.first(ctx, c.pipe)
+	}
+	if !done {
+		err, abandoned = q.s.req.retryLate(ctx, &c.sends, c.attempt, c.late)
+	}
 	if abandoned {
 		wctx, done := q.s.cleaner.whileUp(ctx)
 		c.gate.close(wctx.Done(), q.s.cleaner.timeout())

@@ -98,7 +98,7 @@ func TestCreateLostReplyAdoptsByGUID(t *testing.T) {
 	defer cancel()
 	armed.Store(true)
 	guid := newGUID()
-	name, _, err := q.d.create(ctx, guid, "lock-", nil, nil)
+	name, _, err := q.d.create(ctx, guid, "lock-", nil, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,7 +121,7 @@ func TestCreateNotSentCreatesAgain(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	armed.Store(true)
-	name, _, err := q.d.create(ctx, newGUID(), "lock-", nil, nil)
+	name, _, err := q.d.create(ctx, newGUID(), "lock-", nil, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,8 +135,9 @@ func TestCreateNotSentCreatesAgain(t *testing.T) {
 
 // TestCreateAnsweredAfterCallerLeftIsUndone (C4, C5): the caller stops
 // waiting while its create is in flight, and the create is answered only
-// after the caller's budget: the node it made is deleted when the answer
-// comes (late), and Drain waits for that.
+// later: the caller searches by GUID as join does, and whichever comes
+// first, the create's answer (then late deletes the node) or the search
+// after it, no node is left once Drain returns.
 func TestCreateAnsweredAfterCallerLeftIsUndone(t *testing.T) {
 	t.Parallel()
 	cl := zktest.Shared(t)
@@ -151,9 +152,10 @@ func TestCreateAnsweredAfterCallerLeftIsUndone(t *testing.T) {
 	})
 	armed.Store(true)
 	guid := newGUID()
-	if _, maybe, err := q.d.create(cctx, guid, "lock-", nil, nil); !errors.Is(err, context.Canceled) || !maybe {
+	if _, maybe, err := q.d.create(cctx, guid, "lock-", nil, nil, nil); !errors.Is(err, context.Canceled) || !maybe {
 		t.Fatalf("create after the caller left: %v (maybe %v), want context.Canceled and maybe", err, maybe)
 	}
+	q.d.deleteOwned(cctx, cleanupItem{dir: q.d.adir, guid: guid, owner: s.ID(), sends: lostSends{size: q.d.reqSize}}, false)
 	if err := q.Drain(ctx); err != nil {
 		t.Fatal(err)
 	}

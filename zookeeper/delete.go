@@ -5,11 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/go-zookeeper/zk"
 	"github.com/zkrecipes/zkrecipes/internal/loop"
+	"github.com/zkrecipes/zkrecipes/internal/zkwire"
 	"github.com/zkrecipes/zkrecipes/recipe"
 )
 
@@ -28,6 +28,13 @@ import (
 // given up by the rule of packet.go is logged at error level, not queued.
 func (cl *cleaner) delete(ctx context.Context, it cleanupItem, wait bool) error {
 	it = it.sized()
+	if wait && it.byVersion {
+		if cl.deleteQuick(ctx, it) {
+			it.finish()
+			return nil
+		}
+		it.byVersion = false // made, and maybe in flight: the retries check
+	}
 	var err error
 	if !wait && !cl.conns.connected() {
 		err = errNotConnected
@@ -50,6 +57,31 @@ func (cl *cleaner) delete(ctx context.Context, it cleanupItem, wait bool) error 
 		}
 	}
 	return cl.deferDelete(it, err)
+}
+
+// deleteQuick is a Release's delete by version as one call, answered
+// while its caller waits: none of deleteContext's contexts and timer. It
+// reports whether the node is gone; if not (the delete failed, the caller
+// left, the owner's session ended, the Session closed, or the connection
+// is down), delete's plain path goes on, whose attempts check owner and
+// czxid while this one may still be in flight.
+func (cl *cleaner) deleteQuick(ctx context.Context, it cleanupItem) bool {
+	ep := cl.conns.epochOf(it.owner)
+	if ctx.Err() != nil || ep == nil || it.sends.size > defaultMaxPacket {
+		return false
+	}
+	c := &ownCall{}
+	if err := cl.s.start(c, zkwire.OpDelete, it.path, zkwire.Int32(it.version)); err != nil {
+		return false
+	}
+	select {
+	case <-c.done:
+		return c.err == nil || errors.Is(c.err, zk.ErrNoNode)
+	case <-ctx.Done():
+	case <-ep.ctx.Done():
+	case <-cl.quit:
+	}
+	return false
 }
 
 // deleteContext returns the context of delete's attempts: ctx's values,
@@ -161,7 +193,7 @@ func (cl *cleaner) watchUp(ctx context.Context, left <-chan struct{}, cancel con
 		case <-probe.C:
 			mark := cl.wire.lastReply.Load()
 			pctx, pcancel := context.WithTimeout(ctx, probeWait)
-			err := cl.req.call(pctx, func() error { _, _, err := cl.conn.Exists("/"); return err }, nil)
+			_, _, err := cl.s.exists(pctx, "/", false)
 			pcancel()
 			if ctx.Err() != nil {
 				return
@@ -192,16 +224,12 @@ func (e cleanupTimeoutError) Unwrap() error { return context.DeadlineExceeded }
 // may delete by version without reading the node: every retry, here or by
 // the cleaner, checks owner and czxid.
 func (cl *cleaner) deleteWaited(ctx context.Context, it *cleanupItem) error {
-	var tried atomic.Bool
-	first := *it // never written: an abandoned attempt may still read it
-	err, _ := cl.req.retryLate(ctx, &it.sends, func() error {
-		cur := first
-		if tried.Swap(true) {
-			cur.byVersion = false
-		}
-		return cl.deleteOnce(cur)
-	}, nil)
-	return err
+	cur := *it
+	return cl.req.retryOwn(ctx, &it.sends, func(ctx context.Context) error {
+		err := cl.deleteOnce(ctx, cur)
+		cur.byVersion = false
+		return err
+	})
 }
 
 // deleteWhileConnected retries the delete of it only while the connection
@@ -210,7 +238,7 @@ func (cl *cleaner) deleteWhileConnected(ctx context.Context, it *cleanupItem) (e
 	for attempt := 0; ; attempt++ {
 		cur := *it
 		cur.byVersion = cur.byVersion && attempt == 0
-		err = cl.req.call(ctx, func() error { return cl.deleteOnce(cur) }, nil)
+		err = cl.deleteOnce(ctx, cur)
 		if gerr := it.sends.note(err); gerr != nil {
 			err = gerr
 			break
@@ -257,7 +285,7 @@ func (cl *cleaner) giveUp(it cleanupItem, err error) {
 
 // deleteOnce makes one attempt. It returns a connection error to be retried,
 // nil when done.
-func (cl *cleaner) deleteOnce(it cleanupItem) error {
+func (cl *cleaner) deleteOnce(ctx context.Context, it cleanupItem) error {
 	cl.mu.Lock()
 	cur := cl.conns.idLocked()
 	cl.mu.Unlock()
@@ -265,23 +293,23 @@ func (cl *cleaner) deleteOnce(it cleanupItem) error {
 	case cur != it.owner:
 		return nil // that session is gone, and its ephemerals with it
 	case it.path == "":
-		return cl.deleteByGUID(it)
+		return cl.deleteByGUID(ctx, it)
 	case it.byVersion:
-		if done, err := cl.deleteByVersion(it); done {
+		if done, err := cl.deleteByVersion(ctx, it); done {
 			return err
 		}
 	}
-	return cl.deleteChecked(it)
+	return cl.deleteChecked(ctx, it)
 }
 
 // deleteByGUID deletes the nodes under it.dir whose names carry it.guid (a
 // create whose reply was lost). It syncs first: the server answering may
 // lag behind the one that applied the create.
-func (cl *cleaner) deleteByGUID(it cleanupItem) error {
-	if _, err := cl.conn.Sync(it.dir); err != nil && !errors.Is(err, zk.ErrNoNode) {
+func (cl *cleaner) deleteByGUID(ctx context.Context, it cleanupItem) error {
+	if err := cl.s.do(ctx, &ownCall{}, zkwire.OpSync, it.dir, nil); err != nil && !errors.Is(err, zk.ErrNoNode) {
 		return err
 	}
-	children, _, err := cl.conn.Children(it.dir)
+	children, err := cl.s.children(ctx, it.dir, false)
 	if errors.Is(err, zk.ErrNoNode) {
 		return nil
 	}
@@ -290,7 +318,7 @@ func (cl *cleaner) deleteByGUID(it cleanupItem) error {
 	}
 	for _, c := range children {
 		if strings.HasPrefix(c, protectedPrefix+it.guid+"-") {
-			if err := cl.deleteOnce(cleanupItem{path: it.dir + "/" + c, owner: it.owner}); err != nil {
+			if err := cl.deleteOnce(ctx, cleanupItem{path: it.dir + "/" + c, owner: it.owner}); err != nil {
 				return err
 			}
 		}
@@ -305,8 +333,8 @@ func (cl *cleaner) deleteByGUID(it cleanupItem) error {
 // lease was granted alone (its name carries a fresh GUID), and a node
 // written since fails with BadVersion: done is false then, and the checked
 // delete decides. See docs/zookeeper-client.md#cleanup-and-delete-by-version.
-func (cl *cleaner) deleteByVersion(it cleanupItem) (done bool, err error) {
-	err = cl.conn.Delete(it.path, it.version)
+func (cl *cleaner) deleteByVersion(ctx context.Context, it cleanupItem) (done bool, err error) {
+	err = cl.s.remove(ctx, it.path, it.version)
 	switch {
 	case err == nil, errors.Is(err, zk.ErrNoNode):
 		return true, nil
@@ -320,16 +348,16 @@ func (cl *cleaner) deleteByVersion(it cleanupItem) (done bool, err error) {
 // when known) is the item's: the delete follows the identity check in this
 // session's FIFO order, and its version makes it fail if the node was
 // replaced in between.
-func (cl *cleaner) deleteChecked(it cleanupItem) error {
+func (cl *cleaner) deleteChecked(ctx context.Context, it cleanupItem) error {
 	for {
-		ok, st, err := cl.conn.Exists(it.path)
+		ok, st, err := cl.s.exists(ctx, it.path, false)
 		if err != nil {
 			return err
 		}
 		if !ok || st.EphemeralOwner != it.owner || (it.czxid != 0 && st.Czxid != it.czxid) {
 			return nil // gone, or not ours: never delete another session's node
 		}
-		err = cl.conn.Delete(it.path, st.Version)
+		err = cl.s.remove(ctx, it.path, st.Version)
 		switch {
 		case err == nil, errors.Is(err, zk.ErrNoNode):
 			return nil

@@ -2,9 +2,6 @@ package zookeeper
 
 import (
 	"context"
-	"path"
-
-	"github.com/go-zookeeper/zk"
 )
 
 // The fast paths of an Acquire (this file: those of the create and the
@@ -61,64 +58,6 @@ func (q *Queue) fastStartFor(wait bool, anchor *anchorSpec) *fastStart {
 		return nil
 	}
 	return &fastStart{q: q, childOK: wait}
-}
-
-// createPipe is the listing pipelined behind one create.
-type createPipe struct {
-	wire   *wireState
-	leases *leaseRegistry
-	fs     *fastStart
-	prefix string
-	slot   *createSlot
-}
-
-// pipe arranges for the create of guid to go out as create2 and for
-// the listing (with a child watch when the queue was last found
-// uncontended) to be sent as soon as the create is written. Nil without fs.
-func (fs *fastStart) pipe(guid, kind string) *createPipe {
-	if fs == nil {
-		return nil
-	}
-	q := fs.q
-	lst := &listing{done: make(chan struct{}, 1)}
-	if fs.childOK && q.solo.Load() {
-		fs.child = q.d.s.leases.addSlot(q.d.adir)
-	}
-	watch := fs.child != nil
-	slot := &createSlot{onWritten: func() {
-		q.d.s.pool.run(func() {
-			if watch {
-				lst.children, _, _, lst.err = q.d.s.conn.ChildrenW(q.d.adir)
-			} else {
-				lst.children, _, lst.err = q.d.s.conn.Children(q.d.adir)
-			}
-			lst.done <- struct{}{}
-		})
-	}}
-	fs.list = lst
-	p := &createPipe{wire: &q.d.s.wire, leases: &q.d.s.leases, fs: fs, prefix: q.d.adir + "/" + nodePrefix(guid, kind, false, 0), slot: slot}
-	q.d.s.wire.registerCreate(p.prefix, slot)
-	return p
-}
-
-// finish ends the pipe after the create returned name, err: it returns the
-// create2 reply's Stat if it is the reply to that create. A listing never
-// sent is dropped, and so is the child watch when no early lease can use it.
-func (p *createPipe) finish(name string, err error) (zk.Stat, bool) {
-	if p == nil {
-		return zk.Stat{}, false
-	}
-	fs := p.fs
-	written, replied, rpath, st := p.wire.unregisterCreate(p.prefix, p.slot)
-	if !written {
-		fs.list = nil
-	}
-	ok := replied && err == nil && path.Base(rpath) == name
-	if fs.child != nil && (fs.list == nil || err != nil || !ok) {
-		p.leases.dropSlot(fs.child)
-		fs.child = nil
-	}
-	return st, ok
 }
 
 // discard gives up all of fs: the listing, the early lease's Stat and the

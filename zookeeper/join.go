@@ -27,8 +27,8 @@ func (q *Queue) join(ctx context.Context, kind string, data []byte, anchor *anch
 		return nil, err
 	}
 	guid := newGUID()
-	pipe := fs.pipe(guid, kind)
-	name, maybe, err := q.d.create(ctx, guid, kind, data, anchor)
+	pipe := fs.pipe()
+	name, maybe, err := q.d.create(ctx, guid, kind, data, anchor, pipe)
 	reply, usable := pipe.finish(name, err)
 	if err != nil {
 		if maybe {

@@ -309,7 +309,7 @@ func (l *lease) removeWithMarker(ctx context.Context, m *marker) (done bool) {
 			gone = true // the session is gone, and its node with it
 			return nil
 		}
-		_, err = cl.conn.Multi(&zk.DeleteRequest{Path: l.path, Version: l.version},
+		_, err = cl.s.conn.Multi(&zk.DeleteRequest{Path: l.path, Version: l.version},
 			&zk.DeleteRequest{Path: m.path, Version: 0})
 		if isConnErr(err) {
 			return err

@@ -22,18 +22,18 @@ type leaseRegistry struct {
 	conns   *connState // the epoch, generation checks and outages a lease is activated under
 	cleaner *cleaner   // a revoked lease's node, and own-node watches to set again
 	pool    *workers   // the own-node reads started from the event callback
-	conn    *zk.Conn   // set once Connect has it
+	s       *Session   // its calls (owncall.go)
 	chroot  string
 
 	gen    *generation
 	byPath map[string]*lease // registered leases (prepared, early, live) by absolute znode path
 	// Leases whose own-node watch must be set again by the janitor: one
 	// consumed by a data change, or a read that failed. A reconnection
-	// is no reason: go-zookeeper's set-watches re-registers every watch
-	// it holds (own-node data watches and child watches included) on the
-	// new connection, and nothing here does it again. If that request
-	// fails on a connection that stays up, only a log line says so (see
-	// zkLogger and docs/zookeeper-client.md#assumptions-about-go-zookeeper, 12).
+	// is no reason: the hub's set-watches re-registers every watch the
+	// calls set (own-node data watches and child watches included) on the
+	// new connection (hub.connected), and nothing here does it again. If
+	// that request fails on a connection that stays up, only a log line
+	// says so (docs/zookeeper-client.md#assumptions-about-go-zookeeper, 12).
 	rewatch []*lease
 	// child watches of pipelined listings that may stand in for a lease's
 	// own-node watch, by absolute directory

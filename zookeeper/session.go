@@ -149,7 +149,7 @@ func connectConfig(servers []string, opts []Option) (cfg config, hosts []string,
 // by setConn.
 func newSession(cfg config, chroot string) *Session {
 	s := &Session{cfg: cfg, log: cfg.logger.With("component", "zkrecipes"), chroot: chroot, life: life.New()}
-	s.wire.hub.chroot = chroot
+	s.wire.hub.chroot, s.wire.hub.log, s.wire.hub.lost = chroot, s.log, s.onEvent
 	s.sessionDoor = zkside.NewSessionDoor((*sessionSide)(s))
 	s.quit = s.life.Context().Done()
 	s.mu = newSessionLock(s.log)
@@ -159,17 +159,17 @@ func newSession(cfg config, chroot string) *Session {
 	s.req = requests{pool: &s.pool, conns: &s.conns, quit: s.quit, life: s.life, newBackOff: cfg.newBackOff}
 	s.conns = connState{mu: s.mu, leases: &s.leases, cleaner: &s.cleaner, wire: &s.wire,
 		policy: cfg.policy, metrics: cfg.metrics, quit: s.quit}
-	s.leases = leaseRegistry{mu: s.mu, conns: &s.conns, cleaner: &s.cleaner, pool: &s.pool, chroot: chroot,
+	s.leases = leaseRegistry{mu: s.mu, conns: &s.conns, cleaner: &s.cleaner, pool: &s.pool, s: s, chroot: chroot,
 		byPath: make(map[string]*lease), childSlots: make(map[string]map[*childSlot]struct{})}
-	s.watches = watchRegistry{mu: s.mu, req: &s.req, byKey: make(map[watchKey]*nodeWatch)}
-	s.cleaner = cleaner{mu: s.mu, conns: &s.conns, leases: &s.leases, req: &s.req, wire: &s.wire, log: s.log,
+	s.watches = watchRegistry{mu: s.mu, req: &s.req, s: s, byKey: make(map[watchKey]*nodeWatch)}
+	s.cleaner = cleaner{mu: s.mu, conns: &s.conns, leases: &s.leases, req: &s.req, wire: &s.wire, s: s, log: s.log,
 		cleanupTimeout: cfg.cleanupTimeout, quit: s.quit, kick: make(chan struct{}, 1)}
 	return s
 }
 
 // setConn gives the parts that send requests the connection.
 func (s *Session) setConn(conn *zk.Conn) {
-	s.conn, s.leases.conn, s.watches.conn, s.cleaner.conn = conn, conn, conn, conn
+	s.conn, s.watches.conn = conn, conn
 }
 
 // dialer is go-zookeeper's dialer: every connection goes through the dial

@@ -1,6 +1,7 @@
 package zookeeper
 
 import (
+	"context"
 	"errors"
 
 	"github.com/go-zookeeper/zk"
@@ -166,7 +167,7 @@ func (r *leaseRegistry) watchOwn(l *lease) bool {
 	if !l.Live() {
 		return true
 	}
-	_, st, _, err := r.conn.GetW(l.path)
+	st, err := r.s.stat(context.Background(), l.path, true)
 	r.mu.Lock()
 	defer r.mu.unlock()
 	switch {

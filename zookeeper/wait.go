@@ -119,6 +119,9 @@ func (w *waiter) sleep(ctx context.Context, paths []string, skip bool) (*lease, 
 	select {
 	case <-wk.ch: // deleted, changed, or no longer watched
 		stop()
+		if wk.err != nil {
+			return nil, d.wrap("get", wk.err)
+		}
 		if skip && wk.deleted {
 			return fw.grantOnSkip(ctx, w.ep, w.t)
 		}
@@ -198,15 +201,11 @@ func (w *waiter) list(ctx context.Context) ([]string, bool, error) {
 	}
 	slot := fw.relistSlot()
 	defer fw.readOwn(ctx, w.t)()
-	// children is written by the request's worker, which may outlive an
+	// children is written by the call's reply, which may come after an
 	// error return: read it only on success.
 	var children []string
-	err := d.s.req.retry(ctx, d.reqSize, func() (err error) {
-		if slot != nil {
-			children, _, _, err = d.s.conn.ChildrenW(d.adir)
-		} else {
-			children, _, err = d.s.conn.Children(d.adir)
-		}
+	err := d.s.req.retryOwn(ctx, &lostSends{size: d.reqSize}, func(ctx context.Context) (err error) {
+		children, err = d.s.children(ctx, d.adir, slot != nil)
 		return err
 	})
 	fw.listed(slot, err == nil)
@@ -255,16 +254,11 @@ func (q *qdir) grant(ctx context.Context, ep *epoch, t *Ticket) (*lease, error) 
 	s := q.s
 	l := s.leases.prepare(ctx, t.leaseNode())
 	var st *zk.Stat
-	err := s.req.retry(ctx, q.reqSize, func() (err error) {
-		_, st, _, err = s.conn.GetW(t.path)
+	err := s.req.retryOwn(ctx, &lostSends{size: q.reqSize}, func(ctx context.Context) (err error) {
+		st, err = s.stat(ctx, t.path, true)
 		return err
 	})
-	if err != nil {
-		// st is written by the request's worker, which may outlive an
-		// error return: read it only on success.
-		return q.grantRead(ep, l, nil, err)
-	}
-	return q.grantRead(ep, l, st, nil)
+	return q.grantRead(ep, l, st, err)
 }
 
 // grantRead grants the prepared lease l on the read (with a data watch,

@@ -5,6 +5,7 @@ import (
 	"errors"
 
 	"github.com/go-zookeeper/zk"
+	"github.com/zkrecipes/zkrecipes/internal/zkwire"
 )
 
 // The wakeup's fast paths (see fast.go for the list): the re-list skip,
@@ -47,8 +48,8 @@ func (fw *fastWait) grantOnSkip(ctx context.Context, ep *epoch, t *Ticket) (*lea
 	q, pre := fw.q, fw.pre
 	st, err, fetched := fw.fetchedRead(ctx)
 	if !fetched {
-		err = q.d.s.req.retry(ctx, q.d.reqSize, func() (err error) {
-			_, st, _, err = q.d.s.conn.GetW(t.path)
+		err = q.d.s.req.retryOwn(ctx, &lostSends{size: q.d.reqSize}, func(ctx context.Context) (err error) {
+			st, err = q.d.s.stat(ctx, t.path, true)
 			return err
 		})
 	}
@@ -78,10 +79,9 @@ func (fw *fastWait) grantOnSkip(ctx context.Context, ep *epoch, t *Ticket) (*lea
 // grants needs no second round trip. See
 // docs/design.md#one-round-trip-per-hand-off.
 type ownRead struct {
-	l    *lease
-	st   *zk.Stat // valid once done is closed, if err is nil
-	err  error
-	done chan struct{}
+	l   *lease
+	st  *zk.Stat // valid once waited for, if err is nil
+	err error
 }
 
 // readOwn sends the own-node read for the listing about to be sent, if
@@ -93,22 +93,20 @@ func (fw *fastWait) readOwn(ctx context.Context, t *Ticket) (wait func()) {
 		return func() {}
 	}
 	s := fw.q.d.s
-	o := &ownRead{l: s.leases.prepare(ctx, t.leaseNode()), done: make(chan struct{})}
+	o := &ownRead{l: s.leases.prepare(ctx, t.leaseNode())}
 	fw.own = o
-	go func() {
-		defer close(o.done)
-		// st is written by the request's worker, which may outlive an
-		// error return: published only on success.
-		var st *zk.Stat
-		o.err = s.req.call(ctx, func() (err error) {
-			_, st, _, err = s.conn.GetW(t.path)
-			return err
-		}, nil)
-		if o.err == nil {
+	// st is written by the call's reply, which may come after an error
+	// return: published only on success.
+	st := new(zk.Stat)
+	c := statCall(true, st)
+	if o.err = s.start(c, zkwire.OpGetData, t.path, zkwire.Bool(true)); o.err != nil {
+		return func() {}
+	}
+	return func() {
+		if o.err = c.wait(ctx, s.quit); o.err == nil {
 			o.st = st
 		}
-	}()
-	return func() { <-o.done }
+	}
 }
 
 // takeOwnRead hands the own-node read over to a grant: its lease (nil if
@@ -173,18 +171,27 @@ func (fw *fastWait) prefetcher(t *Ticket, skip bool) func(*wakeup) bool {
 			p.slot = s.leases.addSlotForLocked(q.d.adir, pre) // the registry edits the lease
 		}
 		fw.pf = p // read by the waiter after the wakeup's channel is closed
-		s.pool.run(func() {
-			defer close(w.ch)
-			defer close(p.done)
-			// Results are published only on success, as call's are.
-			if p.read {
-				_, st, _, err := s.conn.GetW(t.path)
-				p.st, p.err = st, err
-			} else {
-				children, _, _, err := s.conn.ChildrenW(q.d.adir)
-				p.children, p.err = children, err
-			}
-		})
+		var c *ownCall
+		var op int32
+		var path string
+		if p.read {
+			p.st = new(zk.Stat)
+			c, op, path = statCall(true, p.st), zkwire.OpGetData, t.path
+		} else {
+			c, op, path = childrenCall(true, &p.children), zkwire.OpGetChildren2, q.d.adir
+		}
+		// Answered on the reading goroutine, which wakes the waiter once,
+		// with the reply in hand.
+		c.then = func(err error) {
+			p.err = err
+			close(p.done)
+			close(w.ch)
+		}
+		if err := s.start(c, op, path, zkwire.Bool(true)); err != nil {
+			p.err = err
+			close(p.done)
+			return false
+		}
 		return true
 	}
 }

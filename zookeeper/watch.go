@@ -6,6 +6,7 @@ import (
 	"sync"
 
 	"github.com/go-zookeeper/zk"
+	"github.com/zkrecipes/zkrecipes/internal/zkwire"
 	"github.com/zkrecipes/zkrecipes/recipe"
 )
 
@@ -40,7 +41,8 @@ type nodeWatch struct {
 type wakeup struct {
 	ch      chan struct{}
 	once    sync.Once
-	deleted bool // set before ch is closed: fired because a watched data node does not exist any more
+	deleted bool  // set before ch is closed: fired because a watched data node does not exist any more
+	err     error // set before ch is closed: fired because a watch could not be set (watchAsync)
 	// then, if set, runs once as the wakeup fires, under Session.mu (in
 	// go-zookeeper's event callback, or in watchPath): it must not block.
 	// It sends the waiter's next request (prefetch); when it reports true,
@@ -50,9 +52,9 @@ type wakeup struct {
 }
 
 // fire is called under Session.mu.
-func (w *wakeup) fire(deleted bool) {
+func (w *wakeup) fire(deleted bool, err error) {
 	w.once.Do(func() {
-		w.deleted = deleted
+		w.deleted, w.err = deleted, err
 		if w.then != nil && w.then(w) {
 			return
 		}
@@ -77,7 +79,7 @@ func (r *watchRegistry) watchNodes(ctx context.Context, then func(*wakeup) bool,
 		}
 	}
 	for _, p := range paths {
-		f, err := r.watchPath(ctx, w, dataWatch, p)
+		f, err := r.watchAsync(ctx, w, p)
 		if err != nil {
 			stop()
 			return nil, nil, err
@@ -87,11 +89,59 @@ func (r *watchRegistry) watchNodes(ctx context.Context, then func(*wakeup) bool,
 	return w, stop, nil
 }
 
+// watchAsync is watchPath for a waiter's data watch on path, without
+// waiting for the request that sets it, so that the waiter's goroutine
+// sleeps at once and is woken once: the reply settles the watch on the
+// reading goroutine. Set, it is armed; the node missing, it fires as a
+// deletion; a connection lost, it fires (the waiter lists again, which
+// waits for the connection); any other refusal fires it with that error
+// (wakeup.err). Without a connection, it is watchPath.
+func (r *watchRegistry) watchAsync(ctx context.Context, w *wakeup, path string) (func(), error) {
+	key := watchKey{dataWatch, path}
+	r.mu.Lock()
+	if r.mu.closed {
+		r.mu.Unlock()
+		return nil, recipe.ErrSessionClosed
+	}
+	nw, armed := r.joinLocked(key, w)
+	r.mu.Unlock()
+	stop := func() {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		r.leaveLocked(key, nw, w)
+	}
+	if armed {
+		return stop, nil
+	}
+	c := statCall(true, new(zk.Stat))
+	c.then = func(err error) {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if r.byKey[key] != nw || nw.armed { // fired meanwhile, or set by another
+			return
+		}
+		switch {
+		case err == nil:
+			nw.armed = true
+		case errors.Is(err, zk.ErrNoNode), isConnErr(err):
+			r.fireLocked(key, nw, err != nil && errors.Is(err, zk.ErrNoNode), nil)
+		default:
+			r.fireLocked(key, nw, false, err)
+		}
+	}
+	if err := r.s.start(c, zkwire.OpGetData, path, zkwire.Bool(true)); err != nil {
+		stop()
+		return r.watchPath(ctx, w, dataWatch, path)
+	}
+	return stop, nil
+}
+
 // watchRegistry holds the shared watches of a Session, by kind and path,
 // and sets them. byKey is under mu.
 type watchRegistry struct {
 	mu    *sessionLock
 	req   *requests
+	s     *Session // its calls (owncall.go)
 	conn  *zk.Conn // set once Connect has it
 	byKey map[watchKey]*nodeWatch
 }
@@ -119,36 +169,39 @@ func (r *watchRegistry) leaveLocked(key watchKey, nw *nodeWatch, w *wakeup) {
 	}
 }
 
-// fireLocked wakes every waiter of nw and forgets the watch.
-func (r *watchRegistry) fireLocked(key watchKey, nw *nodeWatch, deleted bool) {
+// fireLocked wakes every waiter of nw and forgets the watch; err, if set,
+// is why the watch could not be set.
+func (r *watchRegistry) fireLocked(key watchKey, nw *nodeWatch, deleted bool, err error) {
 	delete(r.byKey, key)
 	for w := range nw.waiters {
-		w.fire(deleted)
+		w.fire(deleted, err)
 	}
 	nw.waiters = nil
 }
 
 // onEventLocked dispatches a watch event to the shared watches it ends.
 func (r *watchRegistry) onEventLocked(ev zk.Event) {
-	var kinds []watchKind
-	switch ev.Type {
-	case zk.EventNodeDeleted:
-		kinds = []watchKind{dataWatch, childWatch, existWatch}
-	case zk.EventNodeDataChanged:
-		kinds = []watchKind{dataWatch, existWatch}
-	case zk.EventNodeCreated:
-		kinds = []watchKind{existWatch}
-	case zk.EventNodeChildrenChanged:
-		kinds = []watchKind{childWatch}
-	case zk.EventNotWatching:
-		kinds = []watchKind{dataWatch, childWatch, existWatch}
-	}
-	for _, k := range kinds {
+	for _, k := range firedKinds(ev.Type) {
 		key := watchKey{k, ev.Path}
 		if nw := r.byKey[key]; nw != nil {
-			r.fireLocked(key, nw, k == dataWatch && ev.Type == zk.EventNodeDeleted)
+			r.fireLocked(key, nw, k == dataWatch && ev.Type == zk.EventNodeDeleted, nil)
 		}
 	}
+}
+
+// firedKinds returns the kinds of watch an event of type t ends.
+func firedKinds(t zk.EventType) []watchKind {
+	switch t {
+	case zk.EventNodeDeleted, zk.EventNotWatching:
+		return []watchKind{dataWatch, childWatch, existWatch}
+	case zk.EventNodeDataChanged:
+		return []watchKind{dataWatch, existWatch}
+	case zk.EventNodeCreated:
+		return []watchKind{existWatch}
+	case zk.EventNodeChildrenChanged:
+		return []watchKind{childWatch}
+	}
+	return nil
 }
 
 // watchPath registers w on the shared watch of the given kind on path,
@@ -186,7 +239,7 @@ func (r *watchRegistry) watchPath(ctx context.Context, w *wakeup, kind watchKind
 		// at the server; it stays registered in go-zookeeper until the node
 		// changes, and is not tracked here.
 		if r.byKey[key] == nw {
-			r.fireLocked(key, nw, kind == dataWatch && err != nil)
+			r.fireLocked(key, nw, kind == dataWatch && err != nil, nil)
 		}
 	default:
 		r.leaveLocked(key, nw, w)
@@ -198,14 +251,14 @@ func (r *watchRegistry) watchPath(ctx context.Context, w *wakeup, kind watchKind
 // setWatch sends the request that sets a watch of kind on path, retrying
 // connection losses. exists reports an exists watch's node there already.
 func (r *watchRegistry) setWatch(ctx context.Context, kind watchKind, path string) (exists bool, _ error) {
-	err := r.req.retry(ctx, len(path)+pathSlack, func() (err error) {
+	err := r.req.retryOwn(ctx, &lostSends{size: len(path) + pathSlack}, func(ctx context.Context) (err error) {
 		switch kind {
 		case dataWatch:
-			_, _, _, err = r.conn.GetW(path)
+			_, err = r.s.stat(ctx, path, true)
 		case childWatch:
-			_, _, _, err = r.conn.ChildrenW(path)
+			_, err = r.s.children(ctx, path, true)
 		case existWatch:
-			exists, _, _, err = r.conn.ExistsW(path)
+			exists, _, err = r.s.exists(ctx, path, true)
 		}
 		return err
 	})

@@ -5,20 +5,17 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/go-zookeeper/zk"
 	"github.com/zkrecipes/zkrecipes/internal/zkwire"
 )
 
 // wireState is what the Session learns off its connections through
-// zkwire.Conn, and the creates it asks zkwire to send as create2. It has
-// no lock of its own: atomics, and zkwire.Creates' lock.
+// zkwire.Conn. It has no lock of its own: atomics, and the hub's.
 type wireState struct {
 	requested time.Duration // the session timeout asked for (WithSessionTimeout)
 	lastReply atomic.Int64  // unix nanos: send time of the newest request a server answered
 	sessionID atomic.Int64  // in the last connect response
 	timeout   atomic.Int64  // negotiated, in the last connect response (ns)
 	cur       atomic.Pointer[zkwire.Conn]
-	creates   zkwire.Creates
 	zxid      zkwire.Zxid // go-zookeeper's last zxid, kept by zkwire
 	hub       streamHub   // the Streams (stream.go)
 }
@@ -62,7 +59,7 @@ func (w *wireState) dropConn() {
 // dials'.
 func (w *wireState) track(c net.Conn, conns *connState, dials *dialWatch) net.Conn {
 	obs := &wireObserver{w: w, conns: conns, dials: dials, c: c}
-	tc := zkwire.NewConn(c, obs, &w.creates, &w.zxid)
+	tc := zkwire.NewConn(c, obs, &w.zxid)
 	obs.tc = tc
 	w.cur.Store(tc)
 	return tc
@@ -85,9 +82,7 @@ func (o *wireObserver) Handshake(id int64, timeout time.Duration, sentAt int64) 
 		o.w.timeout.Store(int64(timeout))
 	}
 	o.conns.replied(sentAt)
-	if id != 0 {
-		o.w.hub.connected(id)
-	}
+	o.w.hub.handshake(o.tc, id, o.w.zxid.Last())
 }
 
 // OwnReply hands the reply to a Stream's request to it.
@@ -105,22 +100,4 @@ func (o *wireObserver) Replied(sentAt int64) { o.conns.replied(sentAt) }
 // FailedBeforeHandshake tells Connect's dial watch.
 func (o *wireObserver) FailedBeforeHandshake(err error) {
 	o.dials.failedBeforeHandshake(o.c.RemoteAddr().String(), err)
-}
-
-// createSlot is a create the engine asks to be sent as create2, so that
-// its reply carries the node's Stat (docs/zookeeper-client.md#the-create2-token).
-type createSlot struct {
-	onWritten func() // if set: called once as the create is written; must not block
-	w         *zkwire.Create
-}
-
-// registerCreate asks that the create request sent with exactly path (the
-// sequential prefix) be sent as create2; unregisterCreate ends that and
-// returns what was seen (zkwire.Creates).
-func (w *wireState) registerCreate(path string, slot *createSlot) {
-	slot.w = w.creates.Register(path, slot.onWritten)
-}
-
-func (w *wireState) unregisterCreate(path string, slot *createSlot) (written, replied bool, replyPath string, st zk.Stat) {
-	return w.creates.Unregister(path, slot.w)
 }

@@ -27,7 +27,6 @@ type wire struct {
 	conns    []*recConn
 	shakes   []shake
 	replies  int
-	creates  zkwire.Creates
 	zxid     zkwire.Zxid
 	overlaps atomic.Int32 // concurrent Read calls seen
 	cutAfter atomic.Int32 // if set: close the connection after writing a request of this opcode, once
@@ -239,7 +238,7 @@ func (w *wire) dialer(network, addr string, timeout time.Duration) (net.Conn, er
 	if w.own != nil {
 		obs = streamObs{w, w.own}
 	}
-	up := &upConn{zkwire.NewConn(rc, obs, &w.creates, &w.zxid), rc}
+	up := &upConn{zkwire.NewConn(rc, obs, &w.zxid), rc}
 	w.mu.Lock()
 	w.ups = append(w.ups, up)
 	w.mu.Unlock()

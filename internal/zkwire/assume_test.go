@@ -23,8 +23,8 @@ import (
 //
 //	1  one whole packet per Write      TestAssumption_OnePacketPerWrite
 //	2  one reader at a time            TestAssumption_OneReaderAtATime
-//	3  requests written in queue order TestAssumption_Create2ReplyReadAsCreate
-//	4  create reply read by its path   TestAssumption_Create2ReplyReadAsCreate
+//	3  (retired: creates are no longer rewritten into create2)
+//	4  (retired, with 3)
 //	5  the zxid, in connect and set-watches only
 //	                                   TestAssumption_RepliesHandedUpWithoutZxid
 //	   ... set-watches first after a reconnect
@@ -144,57 +144,6 @@ func TestAssumption_OneReaderAtATime(t *testing.T) {
 	wg.Wait()
 	if n := w.overlaps.Load(); n > 0 {
 		t.Fatalf("%d concurrent Read calls", n)
-	}
-}
-
-// TestAssumption_Create2ReplyReadAsCreate: a create sent as create2 gets
-// go-zookeeper's Create the path, as a create's reply would (it decodes the
-// first field and ignores the Stat behind it), and zkwire the node's Stat.
-// A request made once the create is being written is written after it.
-func TestAssumption_Create2ReplyReadAsCreate(t *testing.T) {
-	w := &wire{}
-	conn, _, root := connect(t, w)
-	dir := root + "/create2"
-	if _, err := conn.Create(dir, nil, 0, zk.WorldACL(zk.PermAll)); err != nil {
-		t.Fatal(err)
-	}
-	listed := make(chan error, 1)
-	cr := w.creates.Register(dir+"/n-", func() {
-		go func() {
-			_, _, err := conn.Children(dir)
-			listed <- err
-		}()
-	})
-	p, err := conn.Create(dir+"/n-", nil, zk.FlagEphemeral|zk.FlagSequence, zk.WorldACL(zk.PermAll))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := <-listed; err != nil {
-		t.Fatal(err)
-	}
-	written, replied, rpath, st := w.creates.Unregister(dir+"/n-", cr)
-	if !written || !replied || rpath != p {
-		t.Fatalf("written %v, replied %v, reply path %q; Create returned %q", written, replied, rpath, p)
-	}
-	_, real, err := conn.Exists(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if st.Czxid != real.Czxid || st.EphemeralOwner != conn.SessionID() || st.Version != real.Version {
-		t.Fatalf("create2 Stat %+v, node's %+v (session 0x%x)", st, *real, conn.SessionID())
-	}
-	ops := w.conn(0).ops()
-	create, list := -1, -1
-	for i, op := range ops {
-		switch op {
-		case zkwire.OpCreate2:
-			create = i
-		case zkwire.OpGetChildren2:
-			list = i
-		}
-	}
-	if create < 0 || list < create {
-		t.Fatalf("opcodes written %v: want the create2, then the listing made while it was written", ops)
 	}
 }
 

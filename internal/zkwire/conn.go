@@ -30,9 +30,8 @@ type Observer interface {
 //     the request it answers (xids are echoed; watch events are not
 //     replies) to its Observer: a reply proves the server heard from the
 //     client at or after that time, however late it is read;
-//   - sends a create whose path is registered in its Creates as create2
-//     (the same body; the reply adds the node's Stat) and records the
-//     reply's path and Stat (docs/zookeeper-client.md#the-create2-token);
+//   - writes the Session's own requests between go-zookeeper's packets
+//     and reads their replies back itself (own.go);
 //   - keeps the zxid in go-zookeeper's place (Zxid): it records each
 //     reply's zxid and hands the reply up with zxid 0, and writes the zxid
 //     into the connect and set-watches requests, so that go-zookeeper
@@ -48,9 +47,8 @@ type Observer interface {
 // from one goroutine at a time (docs/zookeeper-client.md#assumptions-about-go-zookeeper).
 type Conn struct {
 	net.Conn
-	obs     Observer
-	creates *Creates
-	zxid    *Zxid
+	obs  Observer
+	zxid *Zxid
 
 	stream Stream // obs, if it is one
 
@@ -62,8 +60,7 @@ type Conn struct {
 	helloSentAt int64
 	watchZxid   int64             // Zxid's value at this connection's handshake
 	sent        map[int32][]int64 // xid -> send times, oldest first
-	create2     map[int32]*Create
-	wbuf        []byte // a rewritten request
+	wbuf        []byte            // a rewritten request
 
 	r  reader        // one reader at a time
 	br *bufio.Reader // over the net.Conn; read by the reader only
@@ -81,28 +78,25 @@ type reader struct {
 	nhdr     int
 	skip     int   // body bytes left to skip in the current frame
 	zxid     int64 // the current frame's zxid, if it is a reply (xid 0 or more)
-	// The reply to a create sent as create2, whose body (after the xid) is
-	// captured.
-	capture *Create
-	keep    int    // body bytes still to capture
-	body    []byte // body captured (after the xid)
-	event   bool   // the frame is a watch event, captured for the Stream
+	// A watch event's body (after the xid), captured for the Stream.
+	keep  int    // body bytes still to capture
+	body  []byte // body captured (after the xid)
+	event bool   // the frame is a watch event
 }
 
-// NewConn wraps c. creates may be nil (no create is rewritten). zxid is
-// shared by every connection of one *zk.Conn; it must not be nil.
-func NewConn(c net.Conn, obs Observer, creates *Creates, zxid *Zxid) *Conn {
+// NewConn wraps c. zxid is shared by every connection of one *zk.Conn; it
+// must not be nil.
+func NewConn(c net.Conn, obs Observer, zxid *Zxid) *Conn {
 	st, _ := obs.(Stream)
-	return &Conn{Conn: c, obs: obs, stream: st, creates: creates, zxid: zxid, sent: make(map[int32][]int64),
-		create2: make(map[int32]*Create), br: bufio.NewReaderSize(c, readBuffer)}
+	return &Conn{Conn: c, obs: obs, stream: st, zxid: zxid, sent: make(map[int32][]int64),
+		br: bufio.NewReaderSize(c, readBuffer)}
 }
 
-// Write notes the send time of the request in p, rewrites a registered
-// create into create2, and writes the zxid kept in Zxid into the connect
-// request and set-watches (zxid.go). p itself is never modified.
+// Write notes the send time of the request in p, and writes the zxid kept
+// in Zxid into the connect request and set-watches (zxid.go). p itself is
+// never modified.
 func (c *Conn) Write(p []byte) (int, error) {
 	now := time.Now().UnixNano()
-	var cr *Create
 	c.mu.Lock()
 	if !c.wroteHello {
 		c.wroteHello = true
@@ -111,21 +105,11 @@ func (c *Conn) Write(p []byte) (int, error) {
 	} else if len(p) >= 8 {
 		xid := int32(binary.BigEndian.Uint32(p[4:8]))
 		c.sent[xid] = append(c.sent[xid], now)
-		if cr = c.createFor(p); cr != nil {
-			c.create2[xid] = cr
-			p = c.patch(p, -1, 0)
-			binary.BigEndian.PutUint32(p[8:12], uint32(OpCreate2))
-		} else if _, op, _ := Request(p); op == OpSetWatches {
+		if _, op, _ := Request(p); op == OpSetWatches {
 			p = c.patch(p, setWatchesZxidAt, c.watchZxid)
 		}
 	}
 	c.mu.Unlock()
-	if cr != nil {
-		// Before the write: a request queued from now on is written after
-		// this one (go-zookeeper's send goroutine, which is here, is the
-		// only writer and takes requests in order).
-		c.creates.written(cr)
-	}
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
 	return c.Conn.Write(p)
@@ -140,17 +124,6 @@ func (c *Conn) patch(p []byte, at int, zxid int64) []byte {
 		binary.BigEndian.PutUint64(c.wbuf[at:at+8], uint64(zxid))
 	}
 	return c.wbuf
-}
-
-func (c *Conn) createFor(p []byte) *Create {
-	if c.creates == nil {
-		return nil
-	}
-	path, ok := CreatePath(p)
-	if !ok {
-		return nil
-	}
-	return c.creates.lookup(path)
 }
 
 // Read passes replies through, parsing their frames and zeroing the zxid
@@ -273,13 +246,10 @@ func (c *Conn) frameRead() {
 	if c.r.zxid > 0 {
 		c.zxid.last.Store(c.r.zxid)
 	}
-	if c.r.capture != nil {
-		c.creates.replied(c.r.capture, c.r.body)
-	}
 	if c.r.event {
 		c.event(c.r.body)
 	}
-	c.r.zxid, c.r.capture, c.r.event, c.r.keep, c.r.body = 0, nil, false, 0, c.r.body[:0]
+	c.r.zxid, c.r.event, c.r.keep, c.r.body = 0, false, 0, c.r.body[:0]
 }
 
 // handshake handles the connect response header in c.r.hdr.
@@ -316,12 +286,6 @@ func (c *Conn) reply(xid int32) {
 		} else {
 			c.sent[xid] = q[1:]
 		}
-	}
-	if cr := c.create2[xid]; cr != nil {
-		delete(c.create2, xid)
-		// The body after the xid: the zxid as read, then the rest.
-		c.r.capture, c.r.keep = cr, c.r.skip
-		c.r.body = append(c.r.body[:0], c.r.hdr[8:16]...)
 	}
 	c.mu.Unlock()
 	if sentAt != 0 {

@@ -56,20 +56,6 @@ func Request(p []byte) (xid, op int32, ok bool) {
 	return int32(binary.BigEndian.Uint32(p[4:8])), int32(binary.BigEndian.Uint32(p[8:12])), true
 }
 
-// CreatePath returns the path of the create request packet p
-// ([length][xid][opcode 1][path: int32 length, bytes]...), or ok false if p
-// is not one.
-func CreatePath(p []byte) (path []byte, ok bool) {
-	if _, op, ok := Request(p); !ok || op != OpCreate || len(p) < 16 {
-		return nil, false
-	}
-	n := int(int32(binary.BigEndian.Uint32(p[12:16])))
-	if n <= 0 || 16+n > len(p) {
-		return nil, false
-	}
-	return p[16 : 16+n], true
-}
-
 // ConnectResponse is the body of the server's handshake reply.
 type ConnectResponse struct {
 	ProtocolVersion int32
@@ -137,30 +123,6 @@ func ParseReplyHeader(b []byte) (h ReplyHeader, ok bool) {
 		Zxid: int64(binary.BigEndian.Uint64(b[4:12])),
 		Err:  int32(binary.BigEndian.Uint32(b[12:16])),
 	}, true
-}
-
-// ParseCreate2Reply decodes a create2 reply body (after the frame length):
-// the reply header and, when its error is 0, the path and the new node's
-// Stat. ok is false for an error reply or a short body.
-func ParseCreate2Reply(b []byte) (path string, st zk.Stat, ok bool) {
-	if len(b) < 4 {
-		return "", st, false
-	}
-	return parseCreate2(b[4:])
-}
-
-// parseCreate2 is ParseCreate2Reply of the body after the xid: zxid, err,
-// path, Stat.
-func parseCreate2(b []byte) (path string, st zk.Stat, ok bool) {
-	if len(b) < 16 || binary.BigEndian.Uint32(b[8:12]) != 0 {
-		return "", st, false
-	}
-	b = b[12:]
-	n := int(int32(binary.BigEndian.Uint32(b[0:4])))
-	if n < 0 || 4+n+StatLen > len(b) {
-		return "", st, false
-	}
-	return string(b[4 : 4+n]), DecodeStat(b[4+n:]), true
 }
 
 // DecodeStat decodes an encoded Stat (at least StatLen bytes).

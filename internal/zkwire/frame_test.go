@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-func TestRequestAndCreatePath(t *testing.T) {
+func TestRequest(t *testing.T) {
 	p := binary.BigEndian.AppendUint32(nil, 0)
 	p = binary.BigEndian.AppendUint32(p, 7)
 	p = binary.BigEndian.AppendUint32(p, uint32(OpCreate))
@@ -17,16 +17,6 @@ func TestRequestAndCreatePath(t *testing.T) {
 	xid, op, ok := Request(p)
 	if !ok || xid != 7 || op != OpCreate {
 		t.Fatalf("Request: %d %d %v", xid, op, ok)
-	}
-	if path, ok := CreatePath(p); !ok || string(path) != "/a/b" {
-		t.Fatalf("CreatePath: %q %v", path, ok)
-	}
-	if _, ok := CreatePath(p[:18]); ok {
-		t.Fatal("CreatePath accepted a cut path")
-	}
-	binary.BigEndian.PutUint32(p[8:12], uint32(OpDelete))
-	if _, ok := CreatePath(p); ok {
-		t.Fatal("CreatePath accepted a delete")
 	}
 	if _, _, ok := Request(p[:11]); ok {
 		t.Fatal("Request accepted 11 bytes")
@@ -68,32 +58,25 @@ func TestFrames(t *testing.T) {
 	}
 }
 
-func TestParseCreate2Reply(t *testing.T) {
-	body := binary.BigEndian.AppendUint32(nil, 5)   // xid
-	body = binary.BigEndian.AppendUint64(body, 99)  // zxid
-	body = binary.BigEndian.AppendUint32(body, 0)   // err
-	body = binary.BigEndian.AppendUint32(body, 3)   // path
+func TestParseCreate2(t *testing.T) {
+	body := binary.BigEndian.AppendUint32(nil, 3)   // path
 	body = append(body, "/n1"...)                   //
 	stat := binary.BigEndian.AppendUint64(nil, 42)  // czxid
 	stat = append(stat, make([]byte, StatLen-8)...) //
 	binary.BigEndian.PutUint64(stat[44:52], 0xabc)  // ephemeral owner
-	path, st, ok := ParseCreate2Reply(append(body, stat...))
+	path, st, ok := ParseCreate2(append(body, stat...))
 	if !ok || path != "/n1" || st.Czxid != 42 || st.EphemeralOwner != 0xabc {
 		t.Fatalf("%q %+v %v", path, st, ok)
 	}
-	if _, _, ok := ParseCreate2Reply(append(body, stat[:StatLen-1]...)); ok {
+	if _, _, ok := ParseCreate2(append(body, stat[:StatLen-1]...)); ok {
 		t.Fatal("short Stat accepted")
-	}
-	binary.BigEndian.PutUint32(body[12:16], 0xffffff92) // NodeExists
-	if _, _, ok := ParseCreate2Reply(append(body, stat...)); ok {
-		t.Fatal("error reply accepted")
 	}
 }
 
 // TestScanSplitFrames feeds Conn's parser replies cut at every byte.
 func TestScanSplitFrames(t *testing.T) {
 	obs := &countObs{}
-	c := NewConn(nil, obs, &Creates{}, &Zxid{})
+	c := NewConn(nil, obs, &Zxid{})
 	c.wroteHello = true
 	c.helloSentAt = 1
 	c.sent[3] = []int64{10}
@@ -166,14 +149,12 @@ func helloFrame(id int64) []byte {
 // TestScanZeroesReplyZxid feeds Conn's parser, cut at every byte, a
 // handshake and replies, events and pings: every reply (xid 0 or more) is
 // handed on with zxid 0 and its zxid recorded once it is read whole (0
-// leaves the record alone); events and pings pass untouched; a create2
-// reply's Stat is still read; a refused session resets the record.
+// leaves the record alone); events and pings pass untouched; a refused
+// session resets the record.
 func TestScanZeroesReplyZxid(t *testing.T) {
 	z := &Zxid{}
-	cr := &Create{}
-	c := NewConn(nil, &countObs{}, &Creates{}, z)
+	c := NewConn(nil, &countObs{}, z)
 	c.wroteHello = true
-	c.create2[6] = cr
 	body := binary.BigEndian.AppendUint32(nil, 3)
 	body = append(body, "/n1"...)
 	stat := binary.BigEndian.AppendUint64(nil, 77) // czxid
@@ -213,10 +194,7 @@ func TestScanZeroesReplyZxid(t *testing.T) {
 	if z.Last() != 42 {
 		t.Fatalf("zxid %d, want 42", z.Last())
 	}
-	if !cr.replied || cr.path != "/n1" || cr.stat.Czxid != 77 {
-		t.Fatalf("create2 reply read as %+v", cr)
-	}
-	c = NewConn(nil, &countObs{}, &Creates{}, z)
+	c = NewConn(nil, &countObs{}, z)
 	c.scan(helloFrame(0))
 	if z.Last() != 0 {
 		t.Fatalf("zxid %d after a refused session, want 0", z.Last())
@@ -231,7 +209,7 @@ func TestWritePatchesZxid(t *testing.T) {
 	defer server.Close()
 	z := &Zxid{}
 	z.last.Store(0x1234)
-	c := NewConn(client, &countObs{}, &Creates{}, z)
+	c := NewConn(client, &countObs{}, z)
 	defer c.Close()
 	hello := append(binary.BigEndian.AppendUint32(nil, 44), make([]byte, 44)...)
 	sw := binary.BigEndian.AppendUint32(nil, 8+8+12)

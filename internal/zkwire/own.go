@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/go-zookeeper/zk"
@@ -64,24 +65,33 @@ type Event struct {
 // or after it ended.
 var ErrNotReady = errors.New("zkwire: the connection is not ready for requests")
 
-// Send writes the request frame f (its 4-byte length included; its xid at
-// or below OwnXidMax) whole, between go-zookeeper's packets. The reply
-// reaches the Observer's Stream, unless the connection ends first (Closed).
-func (c *Conn) Send(f []byte) error {
-	xid, _, ok := Request(f)
-	if !ok || xid > OwnXidMax {
-		return errors.New("zkwire: Send of a frame that is no own request")
+// Send writes b, one or more request frames (each with its 4-byte length;
+// their xids at or below OwnXidMax), whole, in one write, between
+// go-zookeeper's packets. The replies reach the Observer's Stream, unless
+// the connection ends first (Closed).
+func (c *Conn) Send(b []byte) error {
+	var xbuf [4]int32
+	xids := xbuf[:0]
+	for f := b; len(f) > 0; {
+		xid, _, ok := Request(f)
+		if !ok || xid > OwnXidMax || 4+int(binary.BigEndian.Uint32(f[0:4])) > len(f) {
+			return errors.New("zkwire: Send of a frame that is no own request")
+		}
+		xids, f = append(xids, xid), f[4+int(binary.BigEndian.Uint32(f[0:4])):]
 	}
 	c.mu.Lock()
 	if !c.ready || c.ended {
 		c.mu.Unlock()
 		return ErrNotReady
 	}
-	c.sent[xid] = append(c.sent[xid], time.Now().UnixNano())
+	now := time.Now().UnixNano()
+	for _, xid := range xids {
+		c.sent[xid] = append(c.sent[xid], now)
+	}
 	c.mu.Unlock()
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
-	_, err := c.Conn.Write(f)
+	_, err := c.Conn.Write(b)
 	return err
 }
 
@@ -201,15 +211,108 @@ func (c *Conn) clamp(p []byte) []byte {
 
 // OwnRequest encodes the frame of an own request: length, xid, op, path,
 // then tail (getData, getChildren2, exists: the watch flag, one byte;
-// addWatch: the mode; removeWatches: the watcher type, 4 bytes each).
+// delete: the version; addWatch: the mode; removeWatches: the watcher
+// type, 4 bytes each).
 func OwnRequest(xid, op int32, path string, tail ...byte) []byte {
-	b := make([]byte, 4, 4+RequestHeaderLen+4+len(path)+len(tail))
+	return AppendOwnRequest(make([]byte, 0, 4+RequestHeaderLen+4+len(path)+len(tail)), xid, op, path, tail...)
+}
+
+// AppendOwnRequest appends OwnRequest's frame to b.
+func AppendOwnRequest(b []byte, xid, op int32, path string, tail ...byte) []byte {
+	start := len(b)
+	b = append(b, 0, 0, 0, 0)
 	b = binary.BigEndian.AppendUint32(b, uint32(xid))
 	b = binary.BigEndian.AppendUint32(b, uint32(op))
 	b = binary.BigEndian.AppendUint32(b, uint32(len(path)))
 	b = append(b, path...)
 	b = append(b, tail...)
-	binary.BigEndian.PutUint32(b[0:4], uint32(len(b)-4))
+	binary.BigEndian.PutUint32(b[start:start+4], uint32(len(b)-start-4))
+	return b
+}
+
+// SetWatchesBodies encodes the bodies of set-watches requests (after the
+// opcode: the zxid the client last saw, then the paths of its data, exist
+// and child watches), each under maxBody bytes unless one path alone is
+// longer, so that none nears a server's packet limit.
+func SetWatchesBodies(zxid int64, data, exist, child []string, maxBody int) [][]byte {
+	var out [][]byte
+	lists := [3][]string{data, exist, child}
+	for any3(lists) {
+		var part [3][]string
+		n := 8 + 3*4
+		for k := range lists {
+			for len(lists[k]) > 0 && (n+4+len(lists[k][0]) <= maxBody || n == 20) {
+				part[k] = append(part[k], lists[k][0])
+				n += 4 + len(lists[k][0])
+				lists[k] = lists[k][1:]
+			}
+		}
+		b := binary.BigEndian.AppendUint64(make([]byte, 0, n), uint64(zxid))
+		for _, l := range part {
+			b = binary.BigEndian.AppendUint32(b, uint32(len(l)))
+			for _, p := range l {
+				b = binary.BigEndian.AppendUint32(b, uint32(len(p)))
+				b = append(b, p...)
+			}
+		}
+		out = append(out, b)
+	}
+	return out
+}
+
+func any3(l [3][]string) bool { return len(l[0])+len(l[1])+len(l[2]) > 0 }
+
+// CreateTail encodes what follows the path in a create request: data (nil
+// as no data, as go-zookeeper sends it), the ACL and the flags.
+func CreateTail(data []byte, acl []zk.ACL, flags int32) []byte {
+	n := 4 + len(data) + 4 + 4
+	for _, a := range acl {
+		n += 12 + len(a.Scheme) + len(a.ID)
+	}
+	size := uint32(len(data))
+	if data == nil {
+		size = 0xffffffff
+	}
+	b := binary.BigEndian.AppendUint32(make([]byte, 0, n), size)
+	b = append(b, data...)
+	b = binary.BigEndian.AppendUint32(b, uint32(len(acl)))
+	for _, a := range acl {
+		b = binary.BigEndian.AppendUint32(b, uint32(a.Perms))
+		b = binary.BigEndian.AppendUint32(b, uint32(len(a.Scheme)))
+		b = append(b, a.Scheme...)
+		b = binary.BigEndian.AppendUint32(b, uint32(len(a.ID)))
+		b = append(b, a.ID...)
+	}
+	return binary.BigEndian.AppendUint32(b, uint32(flags))
+}
+
+// ParseCreate2 decodes a create2 reply body (after the header): the
+// node's path and Stat.
+func ParseCreate2(b []byte) (path string, st zk.Stat, ok bool) {
+	if len(b) < 4 {
+		return "", st, false
+	}
+	n := int(int32(binary.BigEndian.Uint32(b[0:4])))
+	if n < 0 || 4+n+StatLen > len(b) {
+		return "", st, false
+	}
+	return string(b[4 : 4+n]), DecodeStat(b[4+n:]), true
+}
+
+// OwnFrame encodes the frame of an own request whose body (after the
+// opcode) is body.
+func OwnFrame(xid, op int32, body []byte) []byte {
+	return AppendOwnFrame(make([]byte, 0, 4+RequestHeaderLen+len(body)), xid, op, body)
+}
+
+// AppendOwnFrame appends OwnFrame's frame to b.
+func AppendOwnFrame(b []byte, xid, op int32, body []byte) []byte {
+	start := len(b)
+	b = append(b, 0, 0, 0, 0)
+	b = binary.BigEndian.AppendUint32(b, uint32(xid))
+	b = binary.BigEndian.AppendUint32(b, uint32(op))
+	b = append(b, body...)
+	binary.BigEndian.PutUint32(b[start:start+4], uint32(len(b)-start-4))
 	return b
 }
 
@@ -245,7 +348,8 @@ func ParseGetData(b []byte) (data []byte, st zk.Stat, ok bool) {
 }
 
 // ParseChildren2 decodes a getChildren2 reply body (after the header): the
-// children's names and the parent's Stat.
+// children's names and the parent's Stat. The names share one string (two
+// allocations for the listing): a name kept keeps the listing's bytes.
 func ParseChildren2(b []byte) (children []string, st zk.Stat, ok bool) {
 	if len(b) < 4 {
 		return nil, st, false
@@ -255,7 +359,9 @@ func ParseChildren2(b []byte) (children []string, st zk.Stat, ok bool) {
 	if k < 0 || k > len(b)/4 {
 		return nil, st, false
 	}
-	children = make([]string, 0, k)
+	var all strings.Builder
+	all.Grow(len(b) - 4*k)
+	ends := make([]int, 0, k)
 	for range k {
 		if len(b) < 4 {
 			return nil, st, false
@@ -264,10 +370,20 @@ func ParseChildren2(b []byte) (children []string, st zk.Stat, ok bool) {
 		if n < 0 || 4+n > len(b) {
 			return nil, st, false
 		}
-		children, b = append(children, string(b[4:4+n])), b[4+n:]
+		all.Write(b[4 : 4+n])
+		ends, b = append(ends, all.Len()), b[4+n:]
 	}
 	if len(b) < StatLen {
 		return nil, st, false
+	}
+	s := all.String()
+	children = make([]string, k)
+	for i, end := range ends {
+		start := 0
+		if i > 0 {
+			start = ends[i-1]
+		}
+		children[i] = s[start:end]
 	}
 	return children, DecodeStat(b), true
 }

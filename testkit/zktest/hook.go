@@ -1,6 +1,7 @@
 package zktest
 
 import (
+	"encoding/binary"
 	"net"
 	"sync"
 	"time"
@@ -81,20 +82,46 @@ func (c *hookConn) Write(p []byte) (int, error) {
 	first := !c.handshake
 	c.handshake = true
 	c.mu.Unlock()
-	_, op, ok := zkwire.Request(p) // one request per Write (zkwire's assumption)
-	if first || !ok {
+	if first {
 		return c.Conn.Write(p)
+	}
+	// go-zookeeper writes one request per Write; the Session's own
+	// requests may come several to a Write: each is hooked, and written
+	// on its own.
+	total := 0
+	for len(p) > 0 {
+		f := p
+		if len(p) >= 4 {
+			if n := 4 + int(binary.BigEndian.Uint32(p[:4])); n < len(p) {
+				f = p[:n]
+			}
+		}
+		n, err := c.writeOne(f)
+		total += n
+		if err != nil {
+			return total, err
+		}
+		p = p[len(f):]
+	}
+	return total, nil
+}
+
+// writeOne writes the request f, after its hook.
+func (c *hookConn) writeOne(f []byte) (int, error) {
+	_, op, ok := zkwire.Request(f)
+	if !ok {
+		return c.Conn.Write(f)
 	}
 	switch c.hook(op) {
 	case DropAndCut:
 		c.Conn.Close()
 		return 0, &net.OpError{Op: "write", Net: "tcp", Err: net.ErrClosed}
 	case SendAndCut:
-		n, err := c.Conn.Write(p)
+		n, err := c.Conn.Write(f)
 		c.Conn.Close()
 		return n, err
 	}
-	return c.Conn.Write(p)
+	return c.Conn.Write(f)
 }
 
 // String names the fault.
