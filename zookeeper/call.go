@@ -61,6 +61,7 @@ func (r *requests) retryOwn(ctx context.Context, sends *lostSends, op func(ctx c
 // retryEach is the loop of retryLate and retryOwn around attempt.
 func (r *requests) retryEach(ctx context.Context, sends *lostSends, attempt func() (error, bool)) (_ error, abandoned bool) {
 	var b backoff.BackOff
+	pause := time.Millisecond // between calls not sent (errNotConnected)
 	for first := true; ; first = false {
 		// The first attempt is made even on a done ctx: cleanup deletes rely
 		// on it being sent.
@@ -80,6 +81,20 @@ func (r *requests) retryEach(ctx context.Context, sends *lostSends, attempt func
 		if err := sends.note(err); err != nil {
 			return err, false
 		}
+		if errors.Is(err, errNotConnected) {
+			// A call not sent for want of a connection (go-zookeeper's
+			// would have waited in its queue): sent again once connected,
+			// spending none of the retry policy; the growing pause only
+			// keeps a connection that is closing from making this spin.
+			if werr := r.conns.awaitConnected(ctx); werr != nil {
+				return werr, false
+			}
+			if werr := loop.SleepOr(ctx, pause, r.quit, recipe.ErrSessionClosed); werr != nil {
+				return werr, false
+			}
+			pause = min(2*pause, 64*time.Millisecond)
+			continue
+		}
 		if b == nil {
 			b = r.newBackOff()
 		}
@@ -89,13 +104,6 @@ func (r *requests) retryEach(ctx context.Context, sends *lostSends, attempt func
 		}
 		if werr := r.conns.awaitConnected(ctx); werr != nil {
 			return werr, false
-		}
-		if errors.Is(err, errNotConnected) {
-			// A call not sent for want of a connection (go-zookeeper's
-			// would have waited in its queue): sent again once connected,
-			// after a pause that only keeps a closing connection from
-			// making this loop spin.
-			d = min(d, time.Millisecond)
 		}
 		if werr := loop.SleepOr(ctx, d, r.quit, recipe.ErrSessionClosed); werr != nil {
 			return werr, false

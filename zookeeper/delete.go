@@ -28,18 +28,21 @@ import (
 // given up by the rule of packet.go is logged at error level, not queued.
 func (cl *cleaner) delete(ctx context.Context, it cleanupItem, wait bool) error {
 	it = it.sized()
+	var spent time.Duration // by the quick attempt, out of the cleanup timeout
 	if wait && it.byVersion {
+		start := time.Now()
 		if cl.deleteQuick(ctx, it) {
 			it.finish()
 			return nil
 		}
 		it.byVersion = false // made, and maybe in flight: the retries check
+		spent = time.Since(start)
 	}
 	var err error
 	if !wait && !cl.conns.connected() {
 		err = errNotConnected
 	} else {
-		tctx, done := cl.deleteContext(ctx, it.owner, wait)
+		tctx, done := cl.deleteContext(ctx, it.owner, wait, spent)
 		if wait {
 			err = cl.deleteWaited(tctx, &it)
 		} else {
@@ -91,8 +94,9 @@ func (cl *cleaner) deleteQuick(ctx context.Context, it cleanupItem) bool {
 // long, and a delete that completes in it is a success), and when the
 // owner's session is lost (its nodes went with it). Without wait (the node
 // of a failed Acquire or TryAcquire) ctx's end does not shorten it: it ends
-// when the connection is down (see whileUp). done releases it.
-func (cl *cleaner) deleteContext(ctx context.Context, owner int64, wait bool) (_ context.Context, done func()) {
+// when the connection is down (see whileUp). spent is taken off the
+// cleanup timeout (deleteQuick's wait). done releases it.
+func (cl *cleaner) deleteContext(ctx context.Context, owner int64, wait bool, spent time.Duration) (_ context.Context, done func()) {
 	if !wait {
 		return cl.whileUp(ctx)
 	}
@@ -104,7 +108,7 @@ func (cl *cleaner) deleteContext(ctx context.Context, owner int64, wait bool) (_
 		stops = append(stops, context.AfterFunc(ep.ctx, func() { cancel(context.Cause(ep.ctx)) }))
 	}
 	timeout := cl.timeout()
-	tctx, tcancel := context.WithTimeoutCause(cctx, timeout, cleanupTimeoutError(timeout))
+	tctx, tcancel := context.WithTimeoutCause(cctx, timeout-spent, cleanupTimeoutError(timeout))
 	return tctx, func() {
 		for _, stop := range stops {
 			stop()
@@ -196,6 +200,10 @@ func (cl *cleaner) watchUp(ctx context.Context, left <-chan struct{}, cancel con
 			_, _, err := cl.s.exists(pctx, "/", false)
 			pcancel()
 			if ctx.Err() != nil {
+				return
+			}
+			if errors.Is(err, errNotConnected) {
+				cancel(errNotConnected) // the connection is down, not silent
 				return
 			}
 			if err != nil && cl.wire.lastReply.Load() == mark {

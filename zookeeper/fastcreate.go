@@ -70,7 +70,11 @@ func (p *createPipe) finish(name string, err error) (zk.Stat, bool) {
 		fs.q.d.s.leases.dropSlot(fs.child)
 		fs.child = nil
 	}
-	return p.st, ok
+	if !ok {
+		// Unless replied, a late reply may be writing it.
+		return zk.Stat{}, false
+	}
+	return p.st, true
 }
 
 // first is the first create of an Acquire, as a call with the listing

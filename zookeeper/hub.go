@@ -179,12 +179,17 @@ func (h *streamHub) sendAll(c *zkwire.Conn, os []outgoing, id *uint64) error {
 	err := c.Send(b)
 	switch {
 	case errors.Is(err, zkwire.ErrNotReady):
+		// Not written. If c ended meanwhile, closed took them all (under
+		// h.mu) and ends them: they must not end twice.
 		h.mu.Lock()
+		_, mine := h.pending[xids[0]]
 		for _, xid := range xids {
 			delete(h.pending, xid)
 		}
 		h.mu.Unlock()
-		return ErrNotConnected
+		if mine {
+			return ErrNotConnected
+		}
 	case err != nil:
 		c.Close()
 	}

@@ -297,7 +297,7 @@ func (ld *lockDelay) write(mpath string, data []byte, st *zk.Stat, name string) 
 func (l *lease) removeWithMarker(ctx context.Context, m *marker) (done bool) {
 	r := l.reg
 	cl := r.cleaner
-	tctx, end := cl.deleteContext(ctx, l.owner, true)
+	tctx, end := cl.deleteContext(ctx, l.owner, true, 0)
 	defer end()
 	var failed error // the multi's own failure, not the connection's
 	gone := false

@@ -29,6 +29,24 @@ type sessionLock struct {
 	// leaseLog is where leases report their loss (grant.Reporter): a
 	// logger whose records are held until unlock.
 	leaseLog *slog.Logger
+	// sends are the writes queued under the lock (afterUnlock), made
+	// once it is released: no socket write happens under it (C19).
+	sends []func()
+}
+
+// afterUnlock queues f, which writes to the connection, to run once the
+// lock is released, on the goroutine that releases it. Called under the
+// lock.
+func (l *sessionLock) afterUnlock(f func()) { l.sends = append(l.sends, f) }
+
+// Unlock releases the lock, then runs what afterUnlock queued.
+func (l *sessionLock) Unlock() {
+	sends := l.sends
+	l.sends = nil
+	l.Mutex.Unlock()
+	for _, f := range sends {
+		f()
+	}
 }
 
 func newSessionLock(log *slog.Logger) *sessionLock {

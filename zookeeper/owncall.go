@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"sync/atomic"
 
 	"github.com/go-zookeeper/zk"
 	"github.com/zkrecipes/zkrecipes/internal/zkwire"
@@ -30,7 +31,8 @@ type ownCall struct {
 	parse   func(body []byte) bool // decodes a successful reply; nil: none
 	then    func(err error)        // if set: called just before done is closed, on the reading goroutine (or, at a connection's end, one of its own, under no lock); must not block
 	done    chan struct{}
-	err     error // valid once done is closed
+	err     error       // valid once done is closed
+	ended   atomic.Bool // finish ran
 }
 
 // errLostConn is a call's error when its connection ended before the
@@ -50,6 +52,9 @@ func (c *ownCall) replied(hd zkwire.ReplyHeader, body []byte) {
 // finish ends c with err: then first, so that a waiter woken by done
 // finds what then did.
 func (c *ownCall) finish(err error) {
+	if c.ended.Swap(true) {
+		return // never: a call is answered, lost or not sent, once
+	}
 	c.err = err
 	if c.then != nil {
 		c.then(err)

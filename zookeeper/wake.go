@@ -181,17 +181,18 @@ func (fw *fastWait) prefetcher(t *Ticket, skip bool) func(*wakeup) bool {
 			c, op, path = childrenCall(true, &p.children), zkwire.OpGetChildren2, q.d.adir
 		}
 		// Answered on the reading goroutine, which wakes the waiter once,
-		// with the reply in hand.
-		c.then = func(err error) {
+		// with the reply in hand. Written once Session.mu is released.
+		end := func(err error) {
 			p.err = err
 			close(p.done)
 			close(w.ch)
 		}
-		if err := s.start(c, op, path, zkwire.Bool(true)); err != nil {
-			p.err = err
-			close(p.done)
-			return false
-		}
+		c.then = end
+		s.mu.afterUnlock(func() {
+			if err := s.start(c, op, path, zkwire.Bool(true)); err != nil {
+				end(err)
+			}
+		})
 		return true
 	}
 }
