@@ -191,7 +191,7 @@ func sortNodes(nodes []NodeName) {
 }
 
 // keyedSortMin is the listing length above which sortNodes sorts keys.
-const keyedSortMin = 32
+const keyedSortMin = 16
 
 func compareNodes(x, y NodeName) int {
 	if c := compareSeq(x.pos(), y.pos()); c != 0 {

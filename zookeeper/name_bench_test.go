@@ -30,7 +30,7 @@ func benchListing(n int) []string {
 	return out
 }
 
-var benchSizes = []int{2, 10, 100, 1000}
+var benchSizes = []int{2, 10, 32, 100, 1000}
 
 // BenchmarkParseNodeName parses one protected name with a wrapped sequence.
 func BenchmarkParseNodeName(b *testing.B) {
