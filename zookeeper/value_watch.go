@@ -7,18 +7,14 @@ import (
 	"github.com/zkrecipes/zkrecipes/internal/zkside"
 )
 
-// Observe delivers the node now and after every change (its data
-// written, the node deleted or created), coalesced: a slow reader skips
-// states but always receives the latest, and never one with a Zxid below
-// the last delivered. It follows the node with the Session's shared
-// one-shot watches (a data watch on the node, an exists watch while it is
-// missing), set before each read so that no change after the read is
-// missed; go-zookeeper sets them again after a reconnection, and a lost
-// session fires them, so the node is read again. A failed read is retried
-// as ObserveHead's are (logged; the channel closes on one that retrying
-// cannot cure). The channel closes when ctx ends (a nil ctx never ends) or
-// the Session is closed. log receives the failed reads (nil: the
-// Session's logger, WithLogger).
+// Observe delivers the node now and after every change, coalesced: a slow
+// reader skips states but always gets the latest, never one with a Zxid
+// below the last delivered. It follows the node with the Session's shared
+// one-shot watches, set before each read and set again after a
+// reconnection (a lost session fires them: the node is read again). A
+// failed read is retried as ObserveHead's are, logged to log (nil: the
+// Session's); the channel closes on one retrying cannot cure, when ctx
+// ends (nil never ends) or the Session is closed.
 func (n *ValueNode) Observe(ctx context.Context, log *slog.Logger) <-chan NodeValue {
 	if ctx == nil {
 		ctx = context.Background()
