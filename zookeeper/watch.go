@@ -98,20 +98,9 @@ func (r *watchRegistry) watchNodes(ctx context.Context, then func(*wakeup) bool,
 // (wakeup.err). Without a connection, it is watchPath.
 func (r *watchRegistry) watchAsync(ctx context.Context, w *wakeup, path string) (func(), error) {
 	key := watchKey{dataWatch, path}
-	r.mu.Lock()
-	if r.mu.closed {
-		r.mu.Unlock()
-		return nil, recipe.ErrSessionClosed
-	}
-	nw, armed := r.joinLocked(key, w)
-	r.mu.Unlock()
-	stop := func() {
-		r.mu.Lock()
-		defer r.mu.Unlock()
-		r.leaveLocked(key, nw, w)
-	}
-	if armed {
-		return stop, nil
+	nw, armed, stop, err := r.join(key, w)
+	if err != nil || armed {
+		return stop, err
 	}
 	c := statCall(true, new(zk.Stat))
 	c.then = func(err error) {
@@ -134,6 +123,23 @@ func (r *watchRegistry) watchAsync(ctx context.Context, w *wakeup, path string) 
 		return r.watchPath(ctx, w, dataWatch, path)
 	}
 	return stop, nil
+}
+
+// join registers w on the shared watch at key and returns it, whether it is
+// set at the server already, and w's deregistration.
+func (r *watchRegistry) join(key watchKey, w *wakeup) (nw *nodeWatch, armed bool, stop func(), _ error) {
+	r.mu.Lock()
+	if r.mu.closed {
+		r.mu.Unlock()
+		return nil, false, nil, recipe.ErrSessionClosed
+	}
+	nw, armed = r.joinLocked(key, w)
+	r.mu.Unlock()
+	return nw, armed, func() {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		r.leaveLocked(key, nw, w)
+	}, nil
 }
 
 // watchRegistry holds the shared watches of a Session, by kind and path,
@@ -210,20 +216,9 @@ func firedKinds(t zk.EventType) []watchKind {
 // once (the caller re-reads). It returns the deregistration.
 func (r *watchRegistry) watchPath(ctx context.Context, w *wakeup, kind watchKind, path string) (func(), error) {
 	key := watchKey{kind, path}
-	r.mu.Lock()
-	if r.mu.closed {
-		r.mu.Unlock()
-		return nil, recipe.ErrSessionClosed
-	}
-	nw, armed := r.joinLocked(key, w)
-	r.mu.Unlock()
-	stop := func() {
-		r.mu.Lock()
-		defer r.mu.Unlock()
-		r.leaveLocked(key, nw, w)
-	}
-	if armed {
-		return stop, nil
+	nw, armed, stop, err := r.join(key, w)
+	if err != nil || armed {
+		return stop, err
 	}
 	exists, err := r.setWatch(ctx, kind, path)
 	r.mu.Lock()
