@@ -3,6 +3,7 @@ package mutex_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -48,19 +49,28 @@ func TestCancelledAcquireLeavesNothingSlowLink(t *testing.T) {
 	cl := zktest.Shared(t)
 	in := zktest.Inspect(t, cl)
 	for _, k := range lockKinds {
-		t.Run(k.name, func(t *testing.T) {
-			t.Parallel()
-			dir := "/cancelrace/slow" + k.name
-			p := serverkit.NewFaultProxy()
-			t.Cleanup(p.Close) // after the session's Close
-			// The default session timeout (10 s): the slow link must not
-			// suspend the connection, which would rightly hand the node to
-			// the cleaner.
-			sb := rtest.Connect(t, cl, zookeeper.WithDialer(p.Dial))
-			b, other := k.lock(t, sb, dir), k.lock(t, rtest.Connect(t, cl), dir)
-			p.SetLatency(150 * time.Millisecond)
-			checkCancels(t, in, dir, b, other, 4, 140*time.Millisecond)
-		})
+		// 350 ms each way: a round trip longer than the cleanup's probe
+		// waits on a fast link (a slow link is no silent server), the
+		// cancellations while the create is in flight.
+		for _, lat := range []time.Duration{150 * time.Millisecond, 350 * time.Millisecond} {
+			t.Run(fmt.Sprintf("%s/%v", k.name, lat), func(t *testing.T) {
+				t.Parallel()
+				dir := fmt.Sprintf("/cancelrace/slow%s%d", k.name, lat.Milliseconds())
+				p := serverkit.NewFaultProxy()
+				t.Cleanup(p.Close) // after the session's Close
+				// The default session timeout (10 s): the slow link must not
+				// suspend the connection, which would rightly hand the node to
+				// the cleaner.
+				sb := rtest.Connect(t, cl, zookeeper.WithDialer(p.Dial))
+				b, other := k.lock(t, sb, dir), k.lock(t, rtest.Connect(t, cl), dir)
+				p.SetLatency(lat)
+				n, step := 4, lat-10*time.Millisecond
+				if lat > 300*time.Millisecond {
+					n, step = 6, 50*time.Millisecond
+				}
+				checkCancels(t, in, dir, b, other, n, step)
+			})
+		}
 	}
 }
 

@@ -154,12 +154,27 @@ func (cl *cleaner) whileUp(ctx context.Context) (_ context.Context, done func())
 // connection down.
 const probeWait = 500 * time.Millisecond
 
+// probeWaitFor is the probe's wait on this link: probeWait, or four
+// average round trips if that is longer (a slow link is no silent
+// server), within the cleanup timeout.
+func (cl *cleaner) probeWaitFor() time.Duration {
+	return min(max(probeWait, 4*time.Duration(cl.wire.rtt.Load())), cl.timeout())
+}
+
 // probeStart: a cleanup done sooner sends no probe.
 const probeStart = 50 * time.Millisecond
 
 // errServerSilent is the cause of a cleanup's end when the server answered
-// nothing, not even a read, in probeWait.
-var errServerSilent = fmt.Errorf("%w: the server answers nothing", zk.ErrConnectionClosed)
+// nothing, not even a read, in the probe's wait: a connection error.
+var errServerSilent error = serverSilentError{}
+
+type serverSilentError struct{}
+
+func (serverSilentError) Error() string {
+	return "recipe: the server answered no read in time (a frozen server, or a link slower than the cleanup waits for)"
+}
+
+func (serverSilentError) Unwrap() error { return zk.ErrConnectionClosed }
 
 // watchUp ends ctx (cancel) when the connection is not up, the server is
 // silent, or the Session closes; it returns when ctx ends. The server is
@@ -196,7 +211,8 @@ func (cl *cleaner) watchUp(ctx context.Context, left <-chan struct{}, cancel con
 			return
 		case <-probe.C:
 			mark := cl.wire.lastReply.Load()
-			pctx, pcancel := context.WithTimeout(ctx, probeWait)
+			wait := cl.probeWaitFor()
+			pctx, pcancel := context.WithTimeout(ctx, wait)
 			_, _, err := cl.s.exists(pctx, "/", false)
 			pcancel()
 			if ctx.Err() != nil {
@@ -211,7 +227,7 @@ func (cl *cleaner) watchUp(ctx context.Context, left <-chan struct{}, cancel con
 				cancel(errServerSilent)
 				return
 			}
-			probe.Reset(probeWait)
+			probe.Reset(wait)
 		}
 	}
 }

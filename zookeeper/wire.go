@@ -13,6 +13,7 @@ import (
 type wireState struct {
 	requested time.Duration // the session timeout asked for (WithSessionTimeout)
 	lastReply atomic.Int64  // unix nanos: send time of the newest request a server answered
+	rtt       atomic.Int64  // ns: a moving average of the round trips (noteRTT)
 	sessionID atomic.Int64  // in the last connect response
 	timeout   atomic.Int64  // negotiated, in the last connect response (ns)
 	cur       atomic.Pointer[zkwire.Conn]
@@ -27,6 +28,15 @@ func (w *wireState) sessionTimeout() time.Duration {
 		return time.Duration(t)
 	}
 	return w.requested
+}
+
+// noteRTT adds a round trip of d ns to the moving average (weight 1/8).
+// Replies are read on one goroutine at a time.
+func (w *wireState) noteRTT(d int64) {
+	if d > 0 {
+		old := w.rtt.Load()
+		w.rtt.Store(old + (d-old)/8)
+	}
 }
 
 // lastReplyTime is lastReply as a time.
@@ -95,7 +105,10 @@ func (o *wireObserver) Event(e zkwire.Event) { o.w.hub.event(e) }
 func (o *wireObserver) Closed() { o.w.hub.closed(o.tc) }
 
 // Replied advances the last server reply and the ownership deadlines.
-func (o *wireObserver) Replied(sentAt int64) { o.conns.replied(sentAt) }
+func (o *wireObserver) Replied(sentAt int64) {
+	o.conns.replied(sentAt)
+	o.w.noteRTT(time.Now().UnixNano() - sentAt)
+}
 
 // FailedBeforeHandshake tells Connect's dial watch.
 func (o *wireObserver) FailedBeforeHandshake(err error) {
