@@ -131,7 +131,14 @@ func TestLockDelayCommandKilled(t *testing.T) {
 	holder := startOn(t, srv, dir, "lock", "--lock-delay", delay.String(), path, "--",
 		"sh", "-c", "touch "+died+"; kill -9 $$")
 	awaitFile(t, died)
-	dead := time.Now()
+	// The command's last act before it died: the file's time, not when
+	// the poll saw it (up to a poll later, which a fast hand-off after the
+	// delay made look like a grant too soon).
+	fi, err := os.Stat(died)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := fi.ModTime()
 	next := startOn(t, srv, dir, "lock", "--lock-delay", delay.String(), path, "--", "sh", "-c", grantScript(g2, ""))
 	readGrant(t, g2)
 	if after := time.Since(dead); after < delay {
