@@ -131,6 +131,22 @@ func ParseSeq(s string) (int32, bool) {
 	if len(s) != 10 && len(s) != 11 {
 		return 0, false
 	}
+	if len(s) == 10 && s[0] != '-' {
+		// Ten digits: canonical whatever they are, if they fit (the
+		// common case, read without formatting back).
+		var v int64
+		for i := 0; i < 10; i++ {
+			c := s[i]
+			if c < '0' || c > '9' {
+				return 0, false
+			}
+			v = v*10 + int64(c-'0')
+		}
+		if v > 1<<31-1 {
+			return 0, false
+		}
+		return int32(v), true
+	}
 	v, err := strconv.ParseInt(s, 10, 32)
 	var buf [11]byte
 	if err != nil || string(AppendSeq(buf[:0], int32(v))) != s { // no allocation
