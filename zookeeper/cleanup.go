@@ -83,7 +83,7 @@ type cleanupItem struct {
 	dir   string // absolute; with guid, for nodes whose name we never learned
 	guid  string
 	// byVersion: delete path with this data version without reading the
-	// node first (a lease's own node; see deleteByVersion).
+	// node first (a lease's own node, Release's first attempt: deleteQuick).
 	byVersion bool
 	version   int32
 	// done, if set, is called once the item is finished: deleted, found

@@ -35,7 +35,6 @@ func (cl *cleaner) delete(ctx context.Context, it cleanupItem, wait bool) error 
 			it.finish()
 			return nil
 		}
-		it.byVersion = false // made, and maybe in flight: the retries check
 		spent = time.Since(start)
 	}
 	var err error
@@ -62,12 +61,17 @@ func (cl *cleaner) delete(ctx context.Context, it cleanupItem, wait bool) error 
 	return cl.deferDelete(it, err)
 }
 
-// deleteQuick is a Release's delete by version as one call, answered
-// while its caller waits: none of deleteContext's contexts and timer. It
-// reports whether the node is gone; if not (the delete failed, the caller
-// left, the owner's session ended, the Session closed, or the connection
-// is down), delete's plain path goes on, whose attempts check owner and
-// czxid while this one may still be in flight.
+// deleteQuick is a lease's release in one request instead of exists +
+// delete, as one call answered while its caller waits (none of
+// deleteContext's contexts and timer): made only as the first attempt of
+// Release, while the connection is up and has not been down since the
+// lease was registered (every retry, and the cleaner, check owner and
+// czxid). The path names the node the lease was granted alone (its name
+// carries a fresh GUID), and a node written since fails with BadVersion.
+// It reports whether the node is gone; if not (BadVersion, the caller
+// left, the owner's session ended, the Session closed, the connection is
+// down), delete's checked path decides while this call may still be in
+// flight. See docs/zookeeper-client.md#cleanup-and-delete-by-version.
 func (cl *cleaner) deleteQuick(ctx context.Context, it cleanupItem) bool {
 	ep := cl.conns.epochOf(it.owner)
 	if ctx.Err() != nil || ep == nil || it.sends.size > defaultMaxPacket {
@@ -244,25 +248,17 @@ func (e cleanupTimeoutError) Error() string {
 func (e cleanupTimeoutError) Unwrap() error { return context.DeadlineExceeded }
 
 // deleteWaited retries the delete of it until done or ctx ends, waiting
-// for reconnections. The first attempt is sent even on a done ctx; only it
-// may delete by version without reading the node: every retry, here or by
-// the cleaner, checks owner and czxid.
+// for reconnections. The first attempt is sent even on a done ctx.
 func (cl *cleaner) deleteWaited(ctx context.Context, it *cleanupItem) error {
 	cur := *it
-	return cl.req.retryOwn(ctx, &it.sends, func(ctx context.Context) error {
-		err := cl.deleteOnce(ctx, cur)
-		cur.byVersion = false
-		return err
-	})
+	return cl.req.retryOwn(ctx, &it.sends, func(ctx context.Context) error { return cl.deleteOnce(ctx, cur) })
 }
 
 // deleteWhileConnected retries the delete of it only while the connection
 // is up; the cleaner takes over as soon as it is not.
 func (cl *cleaner) deleteWhileConnected(ctx context.Context, it *cleanupItem) (err error) {
 	for attempt := 0; ; attempt++ {
-		cur := *it
-		cur.byVersion = cur.byVersion && attempt == 0
-		err = cl.deleteOnce(ctx, cur)
+		err = cl.deleteOnce(ctx, *it)
 		if gerr := it.sends.note(err); gerr != nil {
 			err = gerr
 			break
@@ -283,7 +279,6 @@ func (cl *cleaner) deleteWhileConnected(ctx context.Context, it *cleanupItem) (e
 // (its nodes went with it; the cleaner still deletes the node if that
 // session comes back), else err.
 func (cl *cleaner) deferDelete(it cleanupItem, err error) error {
-	it.byVersion = false // the cleaner's attempts are retries
 	cl.mu.Lock()
 	lost := cl.conns.ownerLostLocked(it.owner)
 	queued := !cl.mu.closed
@@ -307,8 +302,8 @@ func (cl *cleaner) giveUp(it cleanupItem, err error) {
 	cl.log.Error("cleanup delete given up: the node, if it exists, stays until the session ends", "node", it.String(), "err", err)
 }
 
-// deleteOnce makes one attempt. It returns a connection error to be retried,
-// nil when done.
+// deleteOnce makes one attempt, checked (deleteChecked), or by GUID. It
+// returns a connection error to be retried, nil when done.
 func (cl *cleaner) deleteOnce(ctx context.Context, it cleanupItem) error {
 	cl.mu.Lock()
 	cur := cl.conns.idLocked()
@@ -318,10 +313,6 @@ func (cl *cleaner) deleteOnce(ctx context.Context, it cleanupItem) error {
 		return nil // that session is gone, and its ephemerals with it
 	case it.path == "":
 		return cl.deleteByGUID(ctx, it)
-	case it.byVersion:
-		if done, err := cl.deleteByVersion(ctx, it); done {
-			return err
-		}
 	}
 	return cl.deleteChecked(ctx, it)
 }
@@ -348,24 +339,6 @@ func (cl *cleaner) deleteByGUID(ctx context.Context, it cleanupItem) error {
 		}
 	}
 	return nil
-}
-
-// deleteByVersion is a lease's release in one request instead of exists +
-// delete: made only as the first attempt of Release, while the connection
-// is up and has not been down since the lease was registered (every retry,
-// and the cleaner, check owner and czxid). The path names the node the
-// lease was granted alone (its name carries a fresh GUID), and a node
-// written since fails with BadVersion: done is false then, and the checked
-// delete decides. See docs/zookeeper-client.md#cleanup-and-delete-by-version.
-func (cl *cleaner) deleteByVersion(ctx context.Context, it cleanupItem) (done bool, err error) {
-	err = cl.s.remove(ctx, it.path, it.version)
-	switch {
-	case err == nil, errors.Is(err, zk.ErrNoNode):
-		return true, nil
-	case errors.Is(err, zk.ErrBadVersion):
-		return false, nil
-	}
-	return true, err
 }
 
 // deleteChecked deletes it.path only if its ephemeral owner (and czxid,

@@ -113,7 +113,7 @@ func (r *watchRegistry) watchAsync(ctx context.Context, w *wakeup, path string) 
 		case err == nil:
 			nw.armed = true
 		case errors.Is(err, zk.ErrNoNode), isConnErr(err):
-			r.fireLocked(key, nw, err != nil && errors.Is(err, zk.ErrNoNode), nil)
+			r.fireLocked(key, nw, errors.Is(err, zk.ErrNoNode), nil)
 		default:
 			r.fireLocked(key, nw, false, err)
 		}
