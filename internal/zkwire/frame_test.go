@@ -246,3 +246,40 @@ func TestWritePatchesZxid(t *testing.T) {
 		t.Fatalf("set-watches %x, recorded 0x%x: want relativeZxid 0x1234, the value at the handshake", b, z.Last())
 	}
 }
+
+// TestParseChildren2 decodes a getChildren2 body, and refuses every
+// truncation of it and lengths that point past it.
+func TestParseChildren2(t *testing.T) {
+	names := []string{"a", "", "_c_0123-lock-0000000007", "ü"}
+	body := binary.BigEndian.AppendUint32(nil, uint32(len(names)))
+	for _, n := range names {
+		body = binary.BigEndian.AppendUint32(body, uint32(len(n)))
+		body = append(body, n...)
+	}
+	stat := make([]byte, StatLen)
+	binary.BigEndian.PutUint64(stat[0:], 42) // czxid
+	body = append(body, stat...)
+	got, st, ok := ParseChildren2(body)
+	if !ok || st.Czxid != 42 || len(got) != len(names) {
+		t.Fatalf("ParseChildren2 = %q, czxid %d, %v", got, st.Czxid, ok)
+	}
+	for i := range names {
+		if got[i] != names[i] {
+			t.Fatalf("child %d = %q, want %q", i, got[i], names[i])
+		}
+	}
+	for n := range len(body) {
+		if _, _, ok := ParseChildren2(body[:n]); ok {
+			t.Fatalf("accepted %d of %d bytes", n, len(body))
+		}
+	}
+	bad := bytes.Clone(body)
+	binary.BigEndian.PutUint32(bad[4:], 1<<31) // a negative length
+	if _, _, ok := ParseChildren2(bad); ok {
+		t.Fatal("accepted a negative name length")
+	}
+	binary.BigEndian.PutUint32(bad[0:], 1<<30) // more names than bytes
+	if _, _, ok := ParseChildren2(bad); ok {
+		t.Fatal("accepted a count past the body")
+	}
+}

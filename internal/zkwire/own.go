@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"io"
-	"strings"
 	"time"
 
 	"github.com/go-zookeeper/zk"
@@ -348,42 +347,38 @@ func ParseGetData(b []byte) (data []byte, st zk.Stat, ok bool) {
 }
 
 // ParseChildren2 decodes a getChildren2 reply body (after the header): the
-// children's names and the parent's Stat. The names share one string (two
-// allocations for the listing): a name kept keeps the listing's bytes.
+// children's names and the parent's Stat. The names are substrings of one
+// copy of the body (two allocations for the listing): a name kept keeps
+// the listing's bytes.
 func ParseChildren2(b []byte) (children []string, st zk.Stat, ok bool) {
 	if len(b) < 4 {
 		return nil, st, false
 	}
 	k := int(int32(binary.BigEndian.Uint32(b[0:4])))
-	b = b[4:]
-	if k < 0 || k > len(b)/4 {
+	if k < 0 || k > (len(b)-4)/4 {
 		return nil, st, false
 	}
-	var all strings.Builder
-	all.Grow(len(b) - 4*k)
-	ends := make([]int, 0, k)
+	// Check the lengths first, then copy the names' part of the body once.
+	end := 4
 	for range k {
-		if len(b) < 4 {
+		if len(b)-end < 4 {
 			return nil, st, false
 		}
-		n := int(int32(binary.BigEndian.Uint32(b[0:4])))
-		if n < 0 || 4+n > len(b) {
+		n := int(int32(binary.BigEndian.Uint32(b[end:])))
+		if n < 0 || n > len(b)-end-4 {
 			return nil, st, false
 		}
-		all.Write(b[4 : 4+n])
-		ends, b = append(ends, all.Len()), b[4+n:]
+		end += 4 + n
 	}
-	if len(b) < StatLen {
+	if len(b)-end < StatLen {
 		return nil, st, false
 	}
-	s := all.String()
+	s := string(b[4:end])
 	children = make([]string, k)
-	for i, end := range ends {
-		start := 0
-		if i > 0 {
-			start = ends[i-1]
-		}
-		children[i] = s[start:end]
+	for i, off := 0, 0; i < k; i++ {
+		n := int(binary.BigEndian.Uint32(b[4+off:]))
+		children[i] = s[off+4 : off+4+n]
+		off += 4 + n
 	}
-	return children, DecodeStat(b), true
+	return children, DecodeStat(b[end:]), true
 }
