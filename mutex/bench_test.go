@@ -39,10 +39,15 @@ func benchAcquireRelease(b *testing.B, m recipe.Lock) {
 	}
 }
 
-// BenchmarkAcquireReleaseContended is the contended acquire path: 8 sessions
-// take turns; b.N acquisitions in all.
+// BenchmarkAcquireReleaseContended is the contended acquire path: 8 or 32
+// sessions take turns; b.N acquisitions in all.
 func BenchmarkAcquireReleaseContended(b *testing.B) {
-	const sessions = 8
+	for _, n := range []int{8, 32} {
+		b.Run(fmt.Sprintf("sessions=%d", n), func(b *testing.B) { benchContended(b, n) })
+	}
+}
+
+func benchContended(b *testing.B, sessions int) {
 	cl := zktest.Shared(b)
 	ms := make([]recipe.Lock, sessions)
 	for i := range ms {
