@@ -14,7 +14,10 @@ var benchKinds = []string{"read-", "write-"}
 // benchListing returns n children of a queue directory as ZooKeeper lists
 // them (unordered), one in ten foreign, with sequences that wrap past
 // 2147483647 halfway through.
-func benchListing(n int) []string {
+func benchListing(n int) []string { return benchListingFrom(n, 2147483647-int32(n/2)) }
+
+// benchListingFrom is benchListing with sequences from first on.
+func benchListingFrom(n int, first int32) []string {
 	r := rand.New(rand.NewPCG(1, 2))
 	out := make([]string, 0, n)
 	for i := range n {
@@ -22,7 +25,7 @@ func benchListing(n int) []string {
 			out = append(out, fmt.Sprintf("foreign-%d", i))
 			continue
 		}
-		seq := int32(2147483647 - int32(n/2) + int32(i)) // wraps to negative
+		seq := first + int32(i) // may wrap to negative
 		guid := fmt.Sprintf("%032x", r.Uint64())
 		out = append(out, nodePrefix(guid, benchKinds[i%2], false, 0)+formatSeq(seq))
 	}
@@ -102,3 +105,34 @@ func BenchmarkFirstHolds(b *testing.B) {
 	}
 }
 
+// BenchmarkVerdict is a waiter's decision on a listing of a FirstHolds
+// queue, the caller's node last in queue order: in one pass (firstPass)
+// and by ordering the listing and asking the Rule (the path of every
+// other Rule).
+func BenchmarkVerdict(b *testing.B) {
+	q := &Queue{d: qdir{dir: "/bench", kinds: benchKinds},
+		contract: ruleContract{rule: FirstHolds, firstHolds: true, grantsLowest: true}}
+	for _, n := range benchSizes {
+		children := benchListingFrom(n, 1000) // past the limit, firstPass declines
+		nodes := parseChildren(children, benchKinds)
+		me := nodes[len(nodes)-1].Name
+		b.Run(fmt.Sprintf("pass/n=%d", n), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if v, ok, err := q.firstPass(children, me); !ok || err != nil || v.self < 0 {
+					b.Fatal(v, ok, err)
+				}
+			}
+		})
+		b.Run(fmt.Sprintf("ordered/n=%d", n), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				nodes, _, _ := parseListing(children, benchKinds)
+				self := slices.IndexFunc(nodes, func(x NodeName) bool { return x.Name == me })
+				if _, _, err := q.contract.decide(nodes, self); err != nil || self < 0 {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

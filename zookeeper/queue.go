@@ -26,6 +26,7 @@ import (
 //	dirs.go     the queue directory and its parents, created when missing
 //	wait.go     waiter, the core loop: list, ask the Rule, grant or watch, wake,
 //	            list again
+//	verdict.go  the Rule's answer on a listing; FirstHolds in one pass
 //	fast.go     the fast paths of the create and the grant: create2 token,
 //	            pipelined listing, child-watch stand-in
 //	wake.go     the fast paths of the wakeup: re-list skip, own-node read
@@ -114,6 +115,7 @@ type ruleContract struct {
 	dir          string
 	log          *slog.Logger
 	grantsLowest bool     // the lowest node holds whatever follows it
+	firstHolds   bool     // rule is FirstHolds: decided in one pass (firstPass)
 	anchors      bool     // anchored nodes may appear in the queue
 	anchorKinds  []string // the kinds of the nodes that may be anchors
 }
@@ -177,7 +179,7 @@ func NewQueue(s *Session, dir string, kinds []string, rule Rule, opts ...QueueOp
 		}
 	}
 	q := &Queue{d: qdir{s: s, dir: dir, adir: s.abs(dir), kinds: slices.Clone(kinds)},
-		contract: ruleContract{rule: rule, dir: dir, log: s.log}, reps: make(map[string]*grant.Reporter, len(kinds))}
+		contract: ruleContract{rule: rule, firstHolds: isFirstHolds(rule), dir: dir, log: s.log}, reps: make(map[string]*grant.Reporter, len(kinds))}
 	q.queueDoor = zkside.NewQueueDoor[Head]((*queueSide)(q))
 	for _, k := range q.d.kinds {
 		q.reps[k] = &grant.Reporter{Log: s.mu.leaseLog, Metrics: s.cfg.metrics, Backend: "zookeeper", Kind: metricKind(k), Dir: dir}

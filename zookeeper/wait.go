@@ -64,25 +64,21 @@ func (w *waiter) step(ctx context.Context) (_ *lease, again bool, _ error) {
 	if err != nil {
 		return nil, false, err
 	}
-	nodes, self, err := d.find(ctx, children, w.t.name, w.czxids)
+	// Ask the Rule.
+	v, err := w.q.verdictOn(ctx, children, w.t.name, w.czxids)
 	if err != nil {
 		return nil, false, err
 	}
-	if self < 0 {
+	if v.self < 0 {
 		if piped {
 			return nil, true, nil // taken before the create was applied: list again
 		}
 		return nil, false, d.vanished(w.ep)
 	}
-	// Ask the Rule.
-	holds, watch, err := w.q.contract.decide(nodes, self)
-	if err != nil {
-		return nil, false, err
-	}
 	if piped {
-		fw.decided(holds, len(nodes))
+		fw.decided(v.holds, v.listed)
 	}
-	if holds {
+	if v.holds {
 		l, err := w.grantOn(ctx)
 		if err != nil || l != nil {
 			return l, false, err
@@ -92,17 +88,18 @@ func (w *waiter) step(ctx context.Context) (_ *lease, again bool, _ error) {
 		return nil, true, d.s.conns.awaitConnected(ctx)
 	}
 	fw.dropOwnRead()
-	paths, err := w.q.contract.watchPaths(d.adir, nodes, self, watch)
+	paths, err := w.q.contract.watchPaths(d.adir, v.nodes, v.self, v.watch)
 	if err != nil {
 		return nil, false, err
 	}
+	me := v.nodes[v.self]
 	if !w.block {
-		return nil, false, w.q.contract.locked(nodes[self].Name, paths)
+		return nil, false, w.q.contract.locked(me.Name, paths)
 	}
 	// Watch the nodes the Rule named, wake, list again.
 	fw.dropChildSlot()
-	w.gauge.start(d, nodes[self].Kind)
-	l, err := w.sleep(ctx, paths, fw.mayskip(nodes, self, watch))
+	w.gauge.start(d, me.Kind)
+	l, err := w.sleep(ctx, paths, fw.pre != nil && v.skip)
 	return l, l == nil && err == nil, err
 }
 

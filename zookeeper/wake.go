@@ -12,20 +12,13 @@ import (
 // the own-node read beside a listing, and the prefetch of the wakeup's
 // request from the event callback. docs/design.md#one-round-trip-per-hand-off.
 
-// mayskip reports whether a deletion of the watched node may be decided
-// without a re-list (see skipCandidate). It is decided before waiting, so
-// that the listing is not kept alive while waiting.
-func (fw *fastWait) mayskip(nodes []NodeName, self int, watch []int) bool {
-	return fw.pre != nil && fw.skipCandidate(nodes, self, watch)
-}
-
 // skipCandidate is the re-list skip's condition on the listing: the Rule is
 // declared to grant the lowest node, the queue has no anchored nodes, the
 // caller's node is second and watches the first, and the Rule grants it on
-// the listing without the first. See
-// docs/design.md#waking-and-the-re-list-skip.
-func (fw *fastWait) skipCandidate(nodes []NodeName, self int, watch []int) bool {
-	q := fw.q
+// the listing without the first. It is decided before waiting, so that the
+// listing is not kept alive while waiting; only a waiter with an early
+// lease skips. See docs/design.md#waking-and-the-re-list-skip.
+func (q *Queue) skipCandidate(nodes []NodeName, self int, watch []int) bool {
 	c := q.contract
 	if !c.grantsLowest || c.anchors || self != 1 || len(watch) != 1 || watch[0] != 0 {
 		return false
