@@ -153,28 +153,16 @@ func (n *ValueNode) absentAt() (zxid int64, there bool, _ error) {
 	return 0, false, errors.New("the root znode is missing")
 }
 
-// Write writes data if the node's data version is still version, or, with
-// version -1, creates the node with data if it does not exist (its missing
-// parents first, as containers), and returns the node as written.
-// Connection losses are retried until ctx ends; after a lost reply the node
-// is read before anything is sent again: holding data at the version this
-// write makes (version+1; 0 for a create), the write is taken as applied
-// (another writer's write of the same bytes over the same version is
-// indistinguishable, and leaves the node as this one would); still at
-// version (missing, for a create), it is sent again; at version+1 with
-// other data, it conflicts; past it, or deleted, it may have applied and
-// been overwritten: an *recipe.OpError that says it is unconfirmed, not
-// ErrConflict, which promises that nothing was written.
-// After a create the node is read back for its Zxid (its mzxid while its
-// data version is 0, else its czxid; 0 if it is gone already).
-// ZooKeeper operations: setData, or create (and the parents' creates
-// after NoNode), then getData; after a lost reply sync and getData first.
-// Errors: recipe.ErrConflict (in a *recipe.OpError) when the version
-// differs, the node is missing (version >= 0) or exists (version -1):
-// nothing is written; recipe.ErrTooLarge (CheckData) before anything is
-// sent; recipe.ErrBadOption for a version below -1; *recipe.OpError;
-// recipe.ErrSessionClosed; ctx's cause (nothing is sent on a ctx done
-// already; after a send the write may have applied: Read tells).
+// Write writes data if the node's data version is still version, or with
+// version -1 creates the node (its missing parents first, as containers),
+// and returns the node as written. Connection losses are retried until ctx
+// ends; after a lost reply the node is read first, and what it holds says
+// whether the write applied (valueWrite). Operations: setData or create,
+// then getData. Errors: recipe.ErrConflict in a *recipe.OpError (not at
+// version: missing, or present for -1; nothing written); an *recipe.OpError
+// saying it is unconfirmed (it may have applied and been overwritten);
+// recipe.ErrTooLarge, recipe.ErrBadOption (version < -1) before any send;
+// recipe.ErrSessionClosed; ctx's cause (after a send, Read tells).
 func (n *ValueNode) Write(ctx context.Context, data []byte, version int32) (NodeValue, error) {
 	if version < -1 {
 		return NodeValue{}, fmt.Errorf("%w: data version %d", recipe.ErrBadOption, version)
@@ -207,7 +195,16 @@ var (
 )
 
 // valueWrite is one Write, retried across connection losses. Its fields
-// are written by the attempts, one at a time.
+// are written by the attempts, one at a time. After a lost reply it sends a
+// sync and reads the node (getData) before anything else: holding data at the version this write makes (version+1;
+// 0 for a create), the write is taken as applied (another writer's write
+// of the same bytes over the same version is indistinguishable, and leaves
+// the node as this one would); still at version (missing, for a create),
+// it is sent again; at version+1 with other data, it conflicts; past it,
+// or deleted, it may have applied and been overwritten: unconfirmed
+// (errValueUnconfirmed), not a conflict, which promises that nothing was
+// written. After a create the node is read back for its Zxid (its mzxid
+// while its data version is 0, else its czxid; 0 if it is gone already).
 type valueWrite struct {
 	n       *ValueNode
 	data    []byte
