@@ -113,7 +113,7 @@ func BenchmarkVerdict(b *testing.B) {
 	q := &Queue{d: qdir{dir: "/bench", kinds: benchKinds},
 		contract: ruleContract{rule: FirstHolds, firstHolds: true, grantsLowest: true}}
 	for _, n := range benchSizes {
-		children := benchListingFrom(n, 1000) // past the limit, firstPass declines
+		children := benchListingFrom(n, 1000) // not near the limit: firstPass decides
 		nodes := parseChildren(children, benchKinds)
 		me := nodes[len(nodes)-1].Name
 		b.Run(fmt.Sprintf("pass/n=%d", n), func(b *testing.B) {

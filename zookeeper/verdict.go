@@ -25,11 +25,14 @@ func isFirstHolds(rule Rule) bool {
 }
 
 // verdictOn parses and orders a listing, finds the caller's node (name) in
-// it and asks the Rule. Another recipe's nodes are recipe.ErrMixedRecipes;
-// a Rule that panics is recipe.ErrBadOption (decide).
-func (q *Queue) verdictOn(ctx context.Context, children []string, name string, czxids map[string]int64) (verdict, error) {
+// it and asks the Rule; with mayskip (a waiter with an early lease) it also
+// says whether the re-list skip applies. Another recipe's nodes are
+// recipe.ErrMixedRecipes; a Rule that panics is recipe.ErrBadOption
+// (decide).
+func (q *Queue) verdictOn(ctx context.Context, children []string, name string, czxids map[string]int64, mayskip bool) (verdict, error) {
 	if c := &q.contract; c.firstHolds && !c.anchors {
 		if v, ok, err := q.firstPass(children, name); ok || err != nil {
+			v.skip = v.skip && mayskip
 			return v, err
 		}
 	}
@@ -42,7 +45,7 @@ func (q *Queue) verdictOn(ctx context.Context, children []string, name string, c
 		return verdict{self: -1}, err
 	}
 	v := verdict{nodes: nodes, self: self, holds: holds, watch: watch, listed: len(nodes)}
-	v.skip = !holds && q.skipCandidate(nodes, self, watch)
+	v.skip = mayskip && !holds && q.skipCandidate(nodes, self, watch)
 	return v, nil
 }
 

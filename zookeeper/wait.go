@@ -65,7 +65,7 @@ func (w *waiter) step(ctx context.Context) (_ *lease, again bool, _ error) {
 		return nil, false, err
 	}
 	// Ask the Rule.
-	v, err := w.q.verdictOn(ctx, children, w.t.name, w.czxids)
+	v, err := w.q.verdictOn(ctx, children, w.t.name, w.czxids, fw.pre != nil)
 	if err != nil {
 		return nil, false, err
 	}
@@ -99,7 +99,7 @@ func (w *waiter) step(ctx context.Context) (_ *lease, again bool, _ error) {
 	// Watch the nodes the Rule named, wake, list again.
 	fw.dropChildSlot()
 	w.gauge.start(d, me.Kind)
-	l, err := w.sleep(ctx, paths, fw.pre != nil && v.skip)
+	l, err := w.sleep(ctx, paths, v.skip)
 	return l, l == nil && err == nil, err
 }
 
