@@ -158,11 +158,12 @@ func (cl *cleaner) whileUp(ctx context.Context) (_ context.Context, done func())
 // connection down.
 const probeWait = 500 * time.Millisecond
 
-// probeWaitFor is the probe's wait on this link: probeWait, or four
-// average round trips if that is longer (a slow link is no silent
-// server), within the cleanup timeout.
+// probeWaitFor is the probe's wait on this link: probeWait, or four of
+// the link's round trips (rttFilter: the smallest of the last few, so that
+// a loaded machine does not stretch it) if that is longer (a slow link is
+// no silent server), within the cleanup timeout.
 func (cl *cleaner) probeWaitFor() time.Duration {
-	return min(max(probeWait, 4*time.Duration(cl.wire.rtt.Load())), cl.timeout())
+	return min(max(probeWait, 4*cl.wire.rtt.get()), cl.timeout())
 }
 
 // probeStart: a cleanup done sooner sends no probe.

@@ -13,7 +13,7 @@ import (
 type wireState struct {
 	requested time.Duration // the session timeout asked for (WithSessionTimeout)
 	lastReply atomic.Int64  // unix nanos: send time of the newest request a server answered
-	rtt       atomic.Int64  // ns: a moving average of the round trips (noteRTT)
+	rtt       rttFilter     // the link's round trip (noteRTT)
 	sessionID atomic.Int64  // in the last connect response
 	timeout   atomic.Int64  // negotiated, in the last connect response (ns)
 	cur       atomic.Pointer[zkwire.Conn]
@@ -30,13 +30,38 @@ func (w *wireState) sessionTimeout() time.Duration {
 	return w.requested
 }
 
-// noteRTT adds a round trip of d ns to the moving average (weight 1/8).
-// Replies are read on one goroutine at a time.
-func (w *wireState) noteRTT(d int64) {
+// noteRTT records a round trip of d ns.
+func (w *wireState) noteRTT(d int64) { w.rtt.note(d) }
+
+// rttFilter keeps the link's round trip: the smallest of the last
+// rttSamples. A minimum, not an average: a loaded client or server (a cold
+// JVM's first requests, a machine busy elsewhere) delays some replies, and
+// one quick reply among them shows the link is fast; a slow link delays
+// them all, and shows after rttSamples replies. Replies are read on one
+// goroutine at a time.
+type rttFilter struct {
+	next atomic.Int64 // replies noted
+	last [rttSamples]atomic.Int64
+}
+
+// rttSamples is how many replies rttFilter keeps.
+const rttSamples = 8
+
+func (f *rttFilter) note(d int64) {
 	if d > 0 {
-		old := w.rtt.Load()
-		w.rtt.Store(old + (d-old)/8)
+		f.last[f.next.Add(1)%rttSamples].Store(d)
 	}
+}
+
+// get returns the link's round trip, 0 before any reply.
+func (f *rttFilter) get() time.Duration {
+	var m int64
+	for i := range f.last {
+		if d := f.last[i].Load(); d > 0 && (m == 0 || d < m) {
+			m = d
+		}
+	}
+	return time.Duration(m)
 }
 
 // lastReplyTime is lastReply as a time.
