@@ -38,20 +38,21 @@ var order = []string{"zk", "etcd", "pg", "redis", "k8s"}
 // adds etcd, PostgreSQL, Redis and Kubernetes, whose targets come from
 // their modules.
 var backends = map[string]backend{
-	"zk": {launch: launchZK, recipes: zkRecipes(), defaults: "mutex,rwlock,semaphore,election,latch"},
+	"zk": {launch: launchZK, recipes: zkRecipes(), defaults: "mutex,rwlock,semaphore,election,latch,multilock"},
 }
 
-// neutral is the recipes every backend runs: its Lock (mutex) and
-// leader.Run over it (leader).
+// neutral is the recipes every backend runs: its Lock (mutex), leader.Run
+// over it (leader) and a multi-lock over two of them (multilock).
 func neutral() map[string]nemesis.Recipe {
-	return map[string]nemesis.Recipe{"mutex": nemesis.LockRecipe(), "leader": nemesis.LeaderRecipe()}
+	return map[string]nemesis.Recipe{"mutex": nemesis.LockRecipe(), "leader": nemesis.LeaderRecipe(),
+		"multilock": nemesis.MultiLockRecipe()}
 }
 
 // zkRecipes is what ZooKeeper runs: its own recipes and leader.Run.
 func zkRecipes() map[string]nemesis.Recipe {
 	return map[string]nemesis.Recipe{"mutex": nemesis.Mutex(), "rwlock": nemesis.RWLock(),
 		"semaphore": nemesis.Semaphore(2), "election": nemesis.Election(), "latch": nemesis.Latch(),
-		"leader": nemesis.LeaderRecipe(),
+		"leader": nemesis.LeaderRecipe(), "multilock": nemesis.MultiLockRecipe(),
 		// not in the default list: a recipe that is wrong on purpose, to
 		// see the command report a violation and keep the evidence
 		"broken-mutex": nemesis.Broken(),

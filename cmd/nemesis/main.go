@@ -3,8 +3,9 @@
 // redis, k8s or all; zk by default): it starts the backend's servers (for
 // ZooKeeper a 3-server ensemble through zktest) and runs its recipes in
 // turn (ZooKeeper: mutex, read-write lock, semaphore of two permits,
-// election, leader latch; every backend: mutex, its Lock, and leader,
-// leader.Run over it), one seeded run after another, each with its own
+// election, leader latch; every backend: mutex, its Lock, leader,
+// leader.Run over it, and multilock, a multi-lock over two of its Locks
+// beside plain grants of one), one seeded run after another, each with its own
 // fault phase, heal, recovery measurement, leak checks and history check,
 // until the total duration has passed (per backend, with -backend all).
 // Besides the in-process guard and the backend's own register, every
@@ -46,7 +47,7 @@
 //
 // Usage:
 //
-//	go run -race ./cmd/nemesis [-backend zk] [-duration 10m] [-seed 1] [-run 60s] [-clients 4] [-recipes mutex,rwlock,semaphore,election,latch] [-sql postgres|sqlite|none] [-out DIR]
+//	go run -race ./cmd/nemesis [-backend zk] [-duration 10m] [-seed 1] [-run 60s] [-clients 4] [-recipes mutex,rwlock,semaphore,election,latch,multilock] [-sql postgres|sqlite|none] [-out DIR]
 //	go run ./cmd/nemesis -render history.json -out DIR
 //
 // New runs start until -duration has passed; the last one then finishes
@@ -179,7 +180,7 @@ func parseFlags() (o options, chosenBackends []string) {
 	flag.DurationVar(&o.runFor, "run", 60*time.Second, "fault phase of each run (default 60s, or -duration if that is shorter)")
 	flag.IntVar(&o.clients, "clients", 4, "clients per run, each with its own session")
 	flag.IntVar(&o.servers, "ensemble", 3, "servers in the ZooKeeper ensemble (-backend zk or all only)")
-	flag.StringVar(&o.names, "recipes", "", "recipes to run, in turn (default: zk mutex,rwlock,semaphore,election,latch; the others mutex,leader; zk and etcd also have members, group membership)")
+	flag.StringVar(&o.names, "recipes", "", "recipes to run, in turn (default: zk mutex,rwlock,semaphore,election,latch,multilock; the others mutex,leader,multilock; zk and etcd also have members, group membership)")
 	flag.DurationVar(&o.every, "fault-every", 600*time.Millisecond, "mean wait between two faults")
 	flag.StringVar(&o.faultList, "faults", "", "fault kinds to inject, comma-separated (default: all the backend has)")
 	flag.StringVar(&o.histDir, "history-dir", os.TempDir(), "where to write the history of a run with a violation")

@@ -20,10 +20,10 @@ import (
 // its servers through its module's test harness and runs the
 // backend-neutral recipes (the Lock and leader.Run over it).
 func init() {
-	backends["etcd"] = backend{launch: launchEtcd, recipes: withMembers(neutral()), defaults: "mutex,leader"}
-	backends["pg"] = backend{launch: launchPG, recipes: neutral(), defaults: "mutex,leader"}
-	backends["redis"] = backend{launch: launchRedis, recipes: neutral(), defaults: "mutex,leader"}
-	backends["k8s"] = backend{launch: launchK8s, recipes: neutral(), defaults: "mutex,leader"}
+	backends["etcd"] = backend{launch: launchEtcd, recipes: withMembers(neutral()), defaults: "mutex,leader,multilock"}
+	backends["pg"] = backend{launch: launchPG, recipes: neutral(), defaults: "mutex,leader,multilock"}
+	backends["redis"] = backend{launch: launchRedis, recipes: neutral(), defaults: "mutex,leader,multilock"}
+	backends["k8s"] = backend{launch: launchK8s, recipes: neutral(), defaults: "mutex,leader,multilock"}
 }
 
 // launchEtcd starts a 3-member cluster (every member behind proxies the

@@ -8,6 +8,7 @@ import (
 
 	"github.com/zkrecipes/zkrecipes/fence"
 	"github.com/zkrecipes/zkrecipes/leader"
+	"github.com/zkrecipes/zkrecipes/multilock"
 	"github.com/zkrecipes/zkrecipes/recipe"
 )
 
@@ -79,3 +80,66 @@ func (l failingLock) Acquire(ctx context.Context) (recipe.Lease, error) {
 	}
 	return lease, err
 }
+
+// MultiLockRecipe is a multi-lock (package multilock) over two Client.Locks
+// beside plain grants of one of them: half the grants are the multi-lock
+// over dir and dir+"-b", taken b first (the keys' order), so that a grant
+// may hold b while it waits for dir; the others are Client.Lock(dir) alone.
+// Every grant holds dir, so at most one is live, and writes are fenced with
+// dir's token. On ZooKeeper the leftovers checked are dir's.
+func MultiLockRecipe() Recipe {
+	return Recipe{
+		Name: "multilock", Allowed: AtMost(1), Fenced: always,
+		Open: func(c Client, dir string) (Participant, error) {
+			a, err := c.Lock(dir)
+			if err != nil {
+				return nil, err
+			}
+			b, err := c.Lock(dir + "-b")
+			if err != nil {
+				return nil, err
+			}
+			m, err := multilock.New(multilock.Part{Key: "1:" + dir, Lock: a}, multilock.Part{Key: "0:" + dir + "-b", Lock: b})
+			if err != nil {
+				return nil, err
+			}
+			both := multiLock{m: m, key: "1:" + dir}
+			return lockParticipant{pick: func(rng *rand.Rand) (Role, recipe.Lock) {
+				if rng.IntN(2) == 0 {
+					return RoleHolder, both
+				}
+				return RoleHolder, a
+			}}, nil
+		},
+	}
+}
+
+// multiLock is a multi-lock as the workload's recipe.Lock: a grant's
+// token is the part key's.
+type multiLock struct {
+	m   *multilock.Lock
+	key string
+}
+
+func (l multiLock) Acquire(ctx context.Context) (recipe.Lease, error) {
+	g, err := l.m.Acquire(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return multiLease{g, l.key}, nil
+}
+
+func (l multiLock) TryAcquire(ctx context.Context) (recipe.Lease, error) {
+	g, err := l.m.TryAcquire(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return multiLease{g, l.key}, nil
+}
+
+type multiLease struct {
+	*multilock.Lease
+	key string
+}
+
+func (l multiLease) Token() fence.Token { return l.Lease.Token(l.key) }

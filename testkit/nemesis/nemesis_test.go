@@ -32,7 +32,8 @@ var (
 // among them: one kind of server fault per recipe), clients cut, blackholed,
 // slowed and paused, sessions expired on demand, the directory deleted,
 // with four clients on 2 s sessions; then leader.Run over the same lock
-// under the generic client faults. Every kind of fault is tried at least
+// under the generic client faults, and a multi-lock over it and a second
+// lock beside plain grants of it. Every kind of fault is tried at least
 // once.
 //
 // On ZooKeeper 3.8.0 (Debian 12's, what CI installs) the short run pauses no
@@ -81,6 +82,13 @@ func TestNemesis(t *testing.T) {
 	t.Run("leader", func(t *testing.T) {
 		runAndCheck(t, cl, nemesis.LeaderRecipe(), nemesis.Config{Seed: *seed + 5, Duration: *duration * 3 / 5,
 			FaultEvery: 400 * time.Millisecond, Faults: nemesis.GenericFaults})
+	})
+	// A multi-lock over two of Client.Lock's locks beside plain grants of
+	// one (the recipe every backend runs), with the next server fault kind.
+	t.Run("multilock", func(t *testing.T) {
+		kinds := append([]string{serverKinds[9%len(serverKinds)]}, nemesis.GenericFaults...)
+		took.Add(runAndCheck(t, cl, nemesis.MultiLockRecipe(), nemesis.Config{Seed: *seed + 9, Duration: *duration * 3 / 5,
+			FaultEvery: 400 * time.Millisecond, Faults: kinds}))
 	})
 	// Group membership (recipe.Group), with the next server fault kind.
 	t.Run("members", func(t *testing.T) {
