@@ -120,15 +120,20 @@ func (g *Guard) Do(resource string, token Token, write func() error) error {
 	if err := CheckToken(token); err != nil {
 		return err
 	}
-	e := g.entry(resource)
-	se := e.apply(resource, token, write)
-	if se == nil {
-		return nil
+	return Reported(g.entry(resource).apply(resource, token, write), g.OnStale)
+}
+
+// Reported returns err, after calling onStale (if not nil) with err's
+// *StaleError if it has one: how every fence of this module reports its
+// rejections (its OnStale field; recipe.Metrics.StaleRejected for the
+// zkrecipes_fence_rejections_total counter), and how a Fence of your own
+// can.
+func Reported(err error, onStale func(*StaleError)) error {
+	var se *StaleError
+	if onStale != nil && errors.As(err, &se) {
+		onStale(se)
 	}
-	if s, ok := se.(*StaleError); ok && g.OnStale != nil {
-		g.OnStale(s)
-	}
-	return se
+	return err
 }
 
 // apply runs the check and the write under the resource's lock.

@@ -40,7 +40,8 @@ type Metrics interface {
 	// with one call to LOST, cause ErrSessionClosed. Called as LeaseLost is.
 	SessionState(from, to ConnState, cause error)
 
-	// StaleRejected is for a fence.Guard's rejections: no backend calls it;
-	// wire it at the resource with guard.OnStale = m.StaleRejected.
+	// StaleRejected is for a fence's rejections: no backend calls it; wire
+	// it at the resource as the fence's OnStale (fence.Guard, fencesql,
+	// fencezk, fenceetcd, fenceredis: f.OnStale = m.StaleRejected).
 	StaleRejected(e *fence.StaleError)
 }

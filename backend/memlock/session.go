@@ -49,7 +49,7 @@ type SessionOption func(*Session)
 // Acquire waits behind another holder, and LeaseLost when a lease ends
 // other than by its Release. A Session has no connection to report, so
 // SessionState is never called; nor is StaleRejected (wire it to a
-// fence.Guard's OnStale).
+// fence's OnStale, at the resource).
 func WithMetrics(m recipe.Metrics) SessionOption { return func(c *Session) { c.metrics = m } }
 
 // WithLogger sets the logger of lost leases (default slog.Default(); nil

@@ -85,7 +85,7 @@ func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l }
 // AcquireStarted and AcquireDone for every Acquire and TryAcquire, Waiting
 // while an Acquire waits in the lock's queue, and LeaseLost. Redis has no
 // session state machine, so SessionState is never called; nor is
-// StaleRejected (wire it to a fence.Guard's OnStale).
+// StaleRejected (wire it to a fence's OnStale, at the resource).
 func WithMetrics(m recipe.Metrics) Option { return func(c *config) { c.metrics = m } }
 
 // WithDialer makes Connect's client open its connections with dial (go-redis

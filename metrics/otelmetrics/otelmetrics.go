@@ -15,7 +15,7 @@
 //	// redislock.Connect (the same option), srv.Connect(memlock.WithMetrics(m))
 //	...
 //	err = leader.Run(ctx, lock, fn, leader.WithMetrics(m, "scheduler"))
-//	guard.OnStale = m.StaleRejected // a fence.Guard at the resource
+//	guard.OnStale = m.StaleRejected // a fence at the resource: fence.Guard, fencesql, fencezk, fenceetcd, fenceredis
 //
 // The instruments (meter ScopeName; kind and path are the kind and dir of
 // recipe.Metrics, as prommetrics's labels; each name becomes prommetrics's through
@@ -186,7 +186,7 @@ func New(mp metric.MeterProvider, opts ...Option) (*Metrics, error) {
 	m.transitions = counter("zkrecipes.session.transitions", "{transition}",
 		"Connection-state transitions, by the state entered.")
 	m.rejections = counter("zkrecipes.fence.rejections", "{write}",
-		"Writes rejected by a fence.Guard because their token was stale.")
+		"Writes a fence rejected because their token was stale (a fence.Guard or any fence of resource/ wired with OnStale).")
 	m.headroom, err = mt.Int64Gauge("zkrecipes.sequence.headroom", metric.WithUnit("{sequence}"),
 		metric.WithDescription("Sequences the directory's counter can still give before its limit (2147483647), as of this process's last create there; 0 at the limit, where nodes are ordered by creation at one read per node per wakeup."))
 	check(err)
@@ -265,7 +265,7 @@ func (m *Metrics) SessionState(from, to recipe.ConnState, cause error) {
 }
 
 // StaleRejected implements recipe.Metrics: it adds 1 to
-// zkrecipes.fence.rejections. Wire it as a fence.Guard's OnStale.
+// zkrecipes.fence.rejections. Wire it as a fence's OnStale (fence.Guard, or a fence of resource/).
 func (m *Metrics) StaleRejected(e *fence.StaleError) {
 	r := e.Resource
 	if m.resource != nil {

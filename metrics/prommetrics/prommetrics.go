@@ -13,7 +13,7 @@
 //	// redislock.Connect (the same option), srv.Connect(memlock.WithMetrics(m))
 //	...
 //	err = leader.Run(ctx, lock, fn, leader.WithMetrics(m, "scheduler"))
-//	guard.OnStale = m.StaleRejected // a fence.Guard at the resource
+//	guard.OnStale = m.StaleRejected // a fence at the resource: fence.Guard, fencesql, fencezk, fenceetcd, fenceredis
 //
 // The metrics (all prefixed zkrecipes_; kind and path are the kind and dir
 // of recipe.Metrics: on ZooKeeper the recipe's node kind (lock, read,
@@ -28,7 +28,7 @@
 //	zkrecipes_leading{path}                                   gauge      leader.Run terms leading now (LeadingMetrics)
 //	zkrecipes_sessions{state}                                 gauge      open sessions per connection state (ZooKeeper, etcd)
 //	zkrecipes_session_transitions_total{state}                counter    transitions into each state (ZooKeeper, etcd)
-//	zkrecipes_fence_rejections_total{resource}                counter    stale writes rejected by a fence.Guard
+//	zkrecipes_fence_rejections_total{resource}                counter    stale writes rejected by a fence wired with OnStale
 //	zkrecipes_sequence_headroom{kind,path}                    gauge      sequences left before the directory's limit (ZooKeeper)
 //	zkrecipes_lock_delays_total{kind,path}                    counter    grants that served a lock-delay (DelayMetrics)
 //	zkrecipes_lock_delay_seconds_total{kind,path}             counter    seconds of lock-delay served
@@ -164,7 +164,7 @@ func New(opts ...Option) *Metrics {
 		transitions: counter("session_transitions_total",
 			"Connection-state transitions, by the state entered.", "state"),
 		rejections: counter("fence_rejections_total",
-			"Writes rejected by a fence.Guard because their token was stale.", "resource"),
+			"Writes a fence rejected because their token was stale (a fence.Guard or any fence of resource/ wired with OnStale).", "resource"),
 		headroom: gauge("sequence_headroom",
 			"Sequences the directory's counter can still give before its limit (2147483647), as of this process's last create there; 0 at the limit, where nodes are ordered by creation at one read per node per wakeup.",
 			"kind", "path"),
@@ -250,7 +250,7 @@ func (m *Metrics) SessionState(from, to recipe.ConnState, cause error) {
 }
 
 // StaleRejected implements recipe.Metrics: it counts
-// zkrecipes_fence_rejections_total. Wire it as a fence.Guard's OnStale.
+// zkrecipes_fence_rejections_total. Wire it as a fence's OnStale (fence.Guard, or a fence of resource/).
 func (m *Metrics) StaleRejected(e *fence.StaleError) {
 	r := e.Resource
 	if m.resource != nil {

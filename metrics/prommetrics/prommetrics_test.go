@@ -168,7 +168,7 @@ func TestResourceLabel(t *testing.T) {
 			m.StaleRejected(&fence.StaleError{Resource: r, Token: 1, Highest: 2})
 		}
 	}
-	head := "# HELP zkrecipes_fence_rejections_total Writes rejected by a fence.Guard because their token was stale.\n" +
+	head := "# HELP zkrecipes_fence_rejections_total Writes a fence rejected because their token was stale (a fence.Guard or any fence of resource/ wired with OnStale).\n" +
 		"# TYPE zkrecipes_fence_rejections_total counter\n"
 	for _, c := range []struct {
 		name string

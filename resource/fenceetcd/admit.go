@@ -43,10 +43,10 @@ func (f *Fence) Admit(ctx context.Context, resource string, t fence.Token, write
 		return err
 	}
 	apply := func(ctx context.Context, ops []clientv3.Op) error {
-		_, err := f.Do(ctx, resource, t, ops...)
+		_, err := f.do(ctx, resource, t, ops)
 		return err
 	}
-	return fencebatch.Admit(ctx, resource, t, f.Highest, f.checkOp, write, apply)
+	return fence.Reported(fencebatch.Admit(ctx, resource, t, f.Highest, f.checkOp, write, apply), f.OnStale)
 }
 
 var _ fence.Fence = (*Fence)(nil)

@@ -15,8 +15,12 @@ import (
 func TestAdmit(t *testing.T) {
 	e := newEnv(t)
 	data := e.prefix + "/data"
+	f := e.fence(t)
+	onStale, reported := fencetest.CountStale()
+	f.OnStale = onStale
 	fencetest.RunAdmit(t, fencetest.Admit{
-		Fence:      e.fence(t),
+		Fence:      f,
+		Reported:   reported,
 		Add:        func(ctx context.Context, v string) error { return fenceetcd.AddOps(ctx, clientv3.OpPut(data, v)) },
 		AddBad:     func(ctx context.Context) error { return fenceetcd.AddOps(ctx, clientv3.OpDelete(e.prefix+"/fence/r")) },
 		ErrBad:     fenceetcd.ErrBadOp,

@@ -35,6 +35,9 @@ var (
 type Fence struct {
 	kv     clientv3.KV
 	prefix string
+	// OnStale, if set before first use, is called with every write it
+	// refuses for a stale token: wire recipe.Metrics.StaleRejected here.
+	OnStale func(*fence.StaleError)
 }
 
 // New returns the fence whose keys are prefix+resource. Give the fence a
@@ -73,6 +76,11 @@ type Result struct {
 // limits of a transaction. After an error nothing was applied, unless it
 // matches fence.ErrUncertain (see Errors in the package documentation).
 func (f *Fence) Do(ctx context.Context, resource string, token fence.Token, ops ...clientv3.Op) (Result, error) {
+	r, err := f.do(ctx, resource, token, ops)
+	return r, fence.Reported(err, f.OnStale)
+}
+
+func (f *Fence) do(ctx context.Context, resource string, token fence.Token, ops []clientv3.Op) (Result, error) {
 	key, err := f.Key(resource)
 	if err != nil {
 		return Result{}, err

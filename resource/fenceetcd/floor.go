@@ -23,7 +23,7 @@ func (f *Fence) RaiseFloor(ctx context.Context, resource string, floor fence.Tok
 	if floor.IsZero() {
 		return f.Highest(ctx, resource)
 	}
-	_, err := f.Do(ctx, resource, floor)
+	_, err := f.do(ctx, resource, floor, nil)
 	if se := (*fence.StaleError)(nil); errors.As(err, &se) {
 		return se.Highest, nil // a larger token is there already
 	}

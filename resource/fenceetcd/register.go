@@ -27,6 +27,9 @@ type Value struct {
 type Register struct {
 	kv  clientv3.KV
 	key string
+	// OnStale, if set before first use, is called with every write it
+	// refuses for a stale token: wire recipe.Metrics.StaleRejected here.
+	OnStale func(*fence.StaleError)
 }
 
 // NewRegister returns the register in key. It sends nothing. Errors:
@@ -65,6 +68,11 @@ func (r *Register) Read(ctx context.Context) (Value, error) {
 // fence.ErrUncertain, ...) are listed under Errors in the package
 // documentation.
 func (r *Register) Write(ctx context.Context, token fence.Token, data []byte) (prev Value, revision int64, err error) {
+	prev, revision, err = r.write(ctx, token, data)
+	return prev, revision, fence.Reported(err, r.OnStale)
+}
+
+func (r *Register) write(ctx context.Context, token fence.Token, data []byte) (prev Value, revision int64, err error) {
 	if err := checkToken(token); err != nil {
 		return Value{}, 0, err
 	}

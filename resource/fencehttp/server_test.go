@@ -15,6 +15,7 @@ import (
 
 	"github.com/zkrecipes/zkrecipes/fence"
 	"github.com/zkrecipes/zkrecipes/resource/fencehttp"
+	"github.com/zkrecipes/zkrecipes/testkit/fencetest"
 	"github.com/zkrecipes/zkrecipes/testkit/zktest"
 )
 
@@ -110,8 +111,11 @@ func put(t *testing.T, srv *httptest.Server, id, body, tok string, hdr ...string
 // TestStaleRefused is the 33/34 scenario over HTTP with a Guard: 34 writes,
 // 33 is refused with 409, the highest accepted in a header and the body,
 // and its client gets a *fence.StaleError; 34 again and 35 are accepted.
+// The refusal is reported to the Guard's OnStale, once.
 func TestStaleRefused(t *testing.T) {
 	var g fence.Guard
+	onStale, reported := fencetest.CountStale()
+	g.OnStale = onStale
 	var s store
 	srv := serve(t, &g, putter(&s))
 
@@ -145,6 +149,9 @@ func TestStaleRefused(t *testing.T) {
 	// Another resource has its own mark.
 	if _, _, err := put(t, srv, "7", "x", "1"); err != nil {
 		t.Fatal(err)
+	}
+	if n := reported(); n != 1 {
+		t.Fatalf("the fence reported %d stale writes, want 1", n)
 	}
 }
 

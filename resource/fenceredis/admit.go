@@ -37,10 +37,10 @@ func (f *Fence) Admit(ctx context.Context, resource string, t fence.Token, write
 		return err
 	}
 	apply := func(ctx context.Context, writes []Write) error {
-		_, err := f.Do(ctx, resource, t, writes...)
+		_, err := f.checkedDo(ctx, resource, t, writes)
 		return err
 	}
-	return fencebatch.Admit(ctx, resource, t, f.Highest, nil, write, apply)
+	return fence.Reported(fencebatch.Admit(ctx, resource, t, f.Highest, nil, write, apply), f.OnStale)
 }
 
 var _ fence.Fence = (*Fence)(nil)

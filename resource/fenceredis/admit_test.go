@@ -13,8 +13,12 @@ import (
 func TestAdmit(t *testing.T) {
 	e := newEnv(t)
 	data := e.prefix + "data"
+	f := e.fence(t)
+	onStale, reported := fencetest.CountStale()
+	f.OnStale = onStale
 	fencetest.RunAdmit(t, fencetest.Admit{
-		Fence:      e.fence(t),
+		Fence:      f,
+		Reported:   reported,
 		Add:        func(ctx context.Context, v string) error { return fenceredis.AddWrites(ctx, fenceredis.Set(data, v)) },
 		AddBad:     func(ctx context.Context) error { return fenceredis.AddWrites(ctx, fenceredis.Del(e.prefix+"fence:r")) },
 		ErrBad:     fenceredis.ErrBadWrite,

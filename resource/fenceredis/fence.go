@@ -40,6 +40,9 @@ type Fence struct {
 	cli    *redis.Client
 	prefix string
 	rights rights
+	// OnStale, if set before first use, is called with every write it
+	// refuses for a stale token: wire recipe.Metrics.StaleRejected here.
+	OnStale func(*fence.StaleError)
 }
 
 // New returns the fence whose keys are prefix+resource. Give the fence a
@@ -86,6 +89,12 @@ func (f *Fence) Key(resource string) (string, error) {
 // After an error nothing was applied, unless it matches fence.ErrUncertain
 // (see Errors in the package documentation).
 func (f *Fence) Do(ctx context.Context, resource string, token fence.Token, writes ...Write) (prev fence.Token, err error) {
+	prev, err = f.checkedDo(ctx, resource, token, writes)
+	return prev, fence.Reported(err, f.OnStale)
+}
+
+// checkedDo is Do without the report of a stale token.
+func (f *Fence) checkedDo(ctx context.Context, resource string, token fence.Token, writes []Write) (fence.Token, error) {
 	for i, w := range writes {
 		if err := w.check(); err != nil {
 			return 0, fmt.Errorf("write %d: %w", i, err)

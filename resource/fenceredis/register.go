@@ -30,6 +30,9 @@ type Register struct {
 	cli    *redis.Client
 	key    string
 	rights rights
+	// OnStale, if set before first use, is called with every write it
+	// refuses for a stale token: wire recipe.Metrics.StaleRejected here.
+	OnStale func(*fence.StaleError)
 }
 
 // NewRegister returns the register in key. It sends nothing. Errors:
@@ -87,7 +90,7 @@ func (r *Register) Write(ctx context.Context, token fence.Token, data []byte) (p
 		return Value{}, err
 	}
 	if !ok {
-		return cur, &fence.StaleError{Resource: r.key, Token: token, Highest: cur.Token}
+		return cur, fence.Reported(&fence.StaleError{Resource: r.key, Token: token, Highest: cur.Token}, r.OnStale)
 	}
 	return cur, nil
 }

@@ -33,11 +33,11 @@ func (f *Fence) Admit(ctx context.Context, resource string, t fence.Token, write
 	if write != nil {
 		fn = func(tx *sql.Tx) error { return write(context.WithValue(ctx, txKey{}, tx)) }
 	}
-	err := f.Do(ctx, resource, t, fn)
+	err := f.do(ctx, resource, t, fn)
 	if errors.Is(err, ErrBadResource) {
 		err = fmt.Errorf("%w: %w", fence.ErrBadResource, err)
 	}
-	return err
+	return fence.Reported(err, f.OnStale)
 }
 
 var _ fence.Fence = (*Fence)(nil)

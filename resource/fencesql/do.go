@@ -32,6 +32,10 @@ const (
 // never the COMMIT itself, so lease.Context() is a safe ctx (see Do in the
 // package documentation for the rules on fn and every error).
 func (f *Fence) Do(ctx context.Context, resource string, token fence.Token, fn func(tx *sql.Tx) error) error {
+	return fence.Reported(f.do(ctx, resource, token, fn), f.OnStale)
+}
+
+func (f *Fence) do(ctx context.Context, resource string, token fence.Token, fn func(tx *sql.Tx) error) error {
 	if err := checkToken(token); err != nil {
 		return err
 	}

@@ -68,6 +68,11 @@ type Fence struct {
 	busy    time.Duration
 	trusted []string
 	checked atomic.Pointer[table] // the fence table, once found trusted
+
+	// OnStale, if set before first use, is called with every write it
+	// refuses for a stale token (Do, Admit, Update): wire
+	// recipe.Metrics.StaleRejected here.
+	OnStale func(*fence.StaleError)
 }
 
 // New returns a Fence for db. It sends nothing. Errors: ErrUnknownDriver

@@ -21,7 +21,7 @@ func (f *Fence) RaiseFloor(ctx context.Context, resource string, floor fence.Tok
 	if err := checkFloor(floor); err != nil {
 		return 0, err
 	}
-	err := f.Do(ctx, resource, floor, nil)
+	err := f.do(ctx, resource, floor, nil)
 	if se := (*fence.StaleError)(nil); errors.As(err, &se) {
 		return se.Highest, nil // a larger token is there already: nothing to do
 	}

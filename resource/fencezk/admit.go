@@ -21,6 +21,11 @@ type Fence struct {
 	s    *zookeeper.Session
 	dir  string
 	opts []Option
+
+	// OnStale, if set before first use, is called with every write it
+	// refuses for a stale token (its Registers' too): wire
+	// recipe.Metrics.StaleRejected here.
+	OnStale func(*fence.StaleError)
 }
 
 // NewFence returns the fence over the registers below dir (relative to
@@ -48,6 +53,7 @@ func (f *Fence) Register(resource string) (*Register, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", fence.ErrBadResource, err)
 	}
+	r.OnStale = f.OnStale
 	return r, nil
 }
 
@@ -60,6 +66,10 @@ func (f *Fence) Register(resource string) (*Register, error) {
 // Errors: those of Apply, fence.ErrBadResource (see [Fence.Register]),
 // write's error as it returned it (nothing applied).
 func (f *Fence) Admit(ctx context.Context, resource string, t fence.Token, write func(ctx context.Context) error) error {
+	return fence.Reported(f.admit(ctx, resource, t, write), f.OnStale)
+}
+
+func (f *Fence) admit(ctx context.Context, resource string, t fence.Token, write func(ctx context.Context) error) error {
 	if t.IsZero() {
 		return fence.ErrNoToken
 	}

@@ -66,6 +66,10 @@ type Register struct {
 
 	guarded bool         // acl keeps some of regGuard from others: vet before writing (acl.go)
 	trusted atomic.Int64 // the czxid of the register that passed vet or that this Register made; 0: none
+
+	// OnStale, if set before first use, is called with every write it
+	// refuses for a stale token: wire recipe.Metrics.StaleRejected here.
+	OnStale func(*fence.StaleError)
 }
 
 // Option configures a Register.
@@ -133,7 +137,7 @@ func (r *Register) Read(ctx context.Context) (Value, error) {
 // answer lost: connection loss, session expiry) means it may have landed.
 func (r *Register) Write(ctx context.Context, token fence.Token, data []byte) (prev Value, err error) {
 	prev, _, err = r.write(ctx, token, data, nil)
-	return prev, err
+	return prev, fence.Reported(err, r.OnStale)
 }
 
 // Apply runs ops in one ZooKeeper multi with the register's versioned
@@ -156,7 +160,8 @@ func (r *Register) Apply(ctx context.Context, token fence.Token, ops ...any) (pr
 			return Value{}, nil, fmt.Errorf("op %d: %w", i, err)
 		}
 	}
-	return r.write(ctx, token, nil, rooted)
+	prev, res, err = r.write(ctx, token, nil, rooted)
+	return prev, res, fence.Reported(err, r.OnStale)
 }
 
 // write is Write (ops nil: set data) and Apply (keep the data, run ops).

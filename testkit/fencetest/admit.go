@@ -3,6 +3,7 @@ package fencetest
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 
 	"github.com/zkrecipes/zkrecipes/fence"
@@ -22,6 +23,9 @@ type Admit struct {
 	ErrNoBatch error
 	// Get reads the data.
 	Get func() string
+	// Reported, if not nil, counts the stale writes the fence reported to
+	// its OnStale: once for each refusal, and for nothing else.
+	Reported func() int
 }
 
 // RunAdmit: the writes write adds land with the token; a stale token is
@@ -43,6 +47,7 @@ func RunAdmit(t *testing.T, a Admit) {
 	if se := (*fence.StaleError)(nil); !errors.As(err, &se) || se.Highest != 5 || called {
 		t.Fatalf("stale Admit: %v (write called: %v)", err, called)
 	}
+	a.checkReported(t, 1)
 	boom := errors.New("boom")
 	err = f.Admit(ctx, "r", 6, func(ctx context.Context) error { _ = add("v6")(ctx); return boom })
 	if !errors.Is(err, boom) || a.Get() != "v5" {
@@ -58,6 +63,7 @@ func RunAdmit(t *testing.T, a Admit) {
 	if !errors.Is(err, fence.ErrStale) || a.Get() != "v7" {
 		t.Fatalf("token stale at commit: %v, data %q", err, a.Get())
 	}
+	a.checkReported(t, 2)
 	if err := f.Admit(ctx, "r", 7, nil); err != nil {
 		t.Fatalf("nil write: %v", err)
 	}
@@ -80,4 +86,21 @@ func RunAdmit(t *testing.T, a Admit) {
 	if err := f.Admit(ctx, "r", 0, nil); !errors.Is(err, fence.ErrNoToken) {
 		t.Fatalf("zero token: %v", err)
 	}
+	a.checkReported(t, 2)
+}
+
+func (a Admit) checkReported(t *testing.T, want int) {
+	t.Helper()
+	if a.Reported != nil {
+		if got := a.Reported(); got != want {
+			t.Fatalf("the fence reported %d stale writes to OnStale, want %d", got, want)
+		}
+	}
+}
+
+// CountStale returns an OnStale for a fence and the count of the stale
+// writes reported to it so far (safe for concurrent use).
+func CountStale() (onStale func(*fence.StaleError), count func() int) {
+	var n atomic.Int64
+	return func(*fence.StaleError) { n.Add(1) }, func() int { return int(n.Load()) }
 }

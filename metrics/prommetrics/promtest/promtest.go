@@ -28,7 +28,7 @@ var families = map[string][2]string{
 	"zkrecipes_leading":                   {"gauge", "Terms of leader.Run that this process leads now, by name."},
 	"zkrecipes_sessions":                  {"gauge", "Open sessions of this process per connection state (CONNECTED, SUSPENDED, RECONNECTED, LOST)."},
 	"zkrecipes_session_transitions_total": {"counter", "Connection-state transitions, by the state entered."},
-	"zkrecipes_fence_rejections_total":    {"counter", "Writes rejected by a fence.Guard because their token was stale."},
+	"zkrecipes_fence_rejections_total":    {"counter", "Writes a fence rejected because their token was stale (a fence.Guard or any fence of resource/ wired with OnStale)."},
 }
 
 // New returns a prommetrics.Metrics with default options and a pedantic
