@@ -120,17 +120,21 @@ func (g *Guard) Do(resource string, token Token, write func() error) error {
 	if err := CheckToken(token); err != nil {
 		return err
 	}
-	return Reported(g.entry(resource).apply(resource, token, write), g.OnStale)
+	var werr error
+	err := g.entry(resource).apply(resource, token, func() error { werr = write(); return werr })
+	return Reported(err, werr, g.OnStale)
 }
 
-// Reported returns err, after calling onStale (if not nil) with err's
-// *StaleError if it has one: how every fence of this module reports its
-// rejections (its OnStale field; recipe.Metrics.StaleRejected for the
-// zkrecipes_fence_rejections_total counter), and how a Fence of your own
-// can.
-func Reported(err error, onStale func(*StaleError)) error {
-	var se *StaleError
-	if onStale != nil && errors.As(err, &se) {
+// Reported returns err, a fence's answer, after calling onStale (if not
+// nil) with err's *StaleError if it has one that is not werr's: werr is
+// what the write the fence ran returned (nil if none ran), whose refusals
+// are another fence's to report. It is how every fence of this module
+// reports its own refusals to its OnStale field (wired to
+// recipe.Metrics.StaleRejected: zkrecipes_fence_rejections_total), and how
+// a Fence of your own can.
+func Reported(err, werr error, onStale func(*StaleError)) error {
+	var se, wse *StaleError
+	if onStale != nil && errors.As(err, &se) && !(errors.As(werr, &wse) && wse == se) {
 		onStale(se)
 	}
 	return err

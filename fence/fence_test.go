@@ -2,6 +2,7 @@ package fence
 
 import (
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 
@@ -100,5 +101,30 @@ func TestGuardDoNilWrite(t *testing.T) {
 	var stale *StaleError
 	if err := g.Do("r", 4, nil); !errors.As(err, &stale) {
 		t.Fatalf("Do(4, nil) = %v, want a *StaleError", err)
+	}
+}
+
+// TestOnStaleNotForTheWritesRefusals: a write refused by another fence
+// (wrapped or not) is that fence's refusal: with one OnStale on both
+// Guards, one refusal is reported once.
+func TestOnStaleNotForTheWritesRefusals(t *testing.T) {
+	n := 0
+	count := func(*StaleError) { n++ }
+	outer, inner := &Guard{OnStale: count}, &Guard{OnStale: count}
+	if err := inner.Check("in", 9); err != nil {
+		t.Fatal(err)
+	}
+	for _, wrap := range []bool{false, true} {
+		n = 0
+		err := outer.Do("out", 5, func() error {
+			err := inner.Do("in", 3, nil)
+			if wrap && err != nil {
+				return fmt.Errorf("downstream: %w", err)
+			}
+			return err
+		})
+		if !errors.Is(err, ErrStale) || n != 1 {
+			t.Fatalf("wrapped %v: %v, reported %d times, want once", wrap, err, n)
+		}
 	}
 }

@@ -70,22 +70,23 @@ func Add[T any](ctx context.Context, items ...T) (bool, error) {
 // added) and hands the items to apply, which applies them with t in one
 // atomic step that compares again. write may be nil (apply gets no items).
 // write's error comes back as it returned it, and nothing is applied.
+// The fence's own refusals (not write's) are reported to onStale.
 func Admit[T any](ctx context.Context, resource string, t fence.Token,
 	highest func(ctx context.Context, resource string) (fence.Token, error),
 	check func(T) error, write func(context.Context) error,
-	apply func(ctx context.Context, items []T) error) error {
+	apply func(ctx context.Context, items []T) error, onStale func(*fence.StaleError)) error {
 	high, err := highest(ctx, resource)
 	if err != nil {
 		return err
 	}
 	if t < high {
-		return &fence.StaleError{Resource: resource, Token: t, Highest: high}
+		return fence.Reported(&fence.StaleError{Resource: resource, Token: t, Highest: high}, nil, onStale)
 	}
 	var items []T
 	if write != nil {
 		if items, err = Collect(ctx, check, write); err != nil {
-			return err
+			return err // write's, not a refusal of this fence
 		}
 	}
-	return apply(ctx, items)
+	return fence.Reported(apply(ctx, items), nil, onStale)
 }

@@ -56,19 +56,19 @@ func TestAdmit(t *testing.T) {
 	var applied [][]string
 	apply := func(_ context.Context, items []string) error { applied = append(applied, items); return nil }
 	called := false
-	err := Admit(ctx, "r", 4, highest, nil, func(context.Context) error { called = true; return nil }, apply)
+	err := Admit(ctx, "r", 4, highest, nil, func(context.Context) error { called = true; return nil }, apply, nil)
 	if se := (*fence.StaleError)(nil); !errors.As(err, &se) || se.Highest != 5 || called || len(applied) != 0 {
 		t.Fatalf("stale: %v (write called %v, applied %v)", err, called, applied)
 	}
-	if err := Admit(ctx, "r", 5, highest, nil, nil, apply); err != nil || len(applied) != 1 || len(applied[0]) != 0 {
+	if err := Admit(ctx, "r", 5, highest, nil, nil, apply, nil); err != nil || len(applied) != 1 || len(applied[0]) != 0 {
 		t.Fatalf("nil write: %v, applied %v", err, applied)
 	}
 	boom := errors.New("boom")
-	err = Admit(ctx, "r", 6, highest, nil, func(ctx context.Context) error { _, _ = Add(ctx, "a"); return boom }, apply)
+	err = Admit(ctx, "r", 6, highest, nil, func(ctx context.Context) error { _, _ = Add(ctx, "a"); return boom }, apply, nil)
 	if !errors.Is(err, boom) || len(applied) != 1 {
 		t.Fatalf("failed write: %v, applied %v", err, applied)
 	}
-	if err := Admit(ctx, "r", 6, highest, nil, func(ctx context.Context) error { _, err := Add(ctx, "a"); return err }, apply); err != nil || len(applied) != 2 || applied[1][0] != "a" {
+	if err := Admit(ctx, "r", 6, highest, nil, func(ctx context.Context) error { _, err := Add(ctx, "a"); return err }, apply, nil); err != nil || len(applied) != 2 || applied[1][0] != "a" {
 		t.Fatalf("write: %v, applied %v", err, applied)
 	}
 }

@@ -46,7 +46,7 @@ func (f *Fence) Admit(ctx context.Context, resource string, t fence.Token, write
 		_, err := f.do(ctx, resource, t, ops)
 		return err
 	}
-	return fence.Reported(fencebatch.Admit(ctx, resource, t, f.Highest, f.checkOp, write, apply), f.OnStale)
+	return fencebatch.Admit(ctx, resource, t, f.Highest, f.checkOp, write, apply, f.OnStale)
 }
 
 var _ fence.Fence = (*Fence)(nil)

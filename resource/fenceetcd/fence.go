@@ -77,7 +77,7 @@ type Result struct {
 // matches fence.ErrUncertain (see Errors in the package documentation).
 func (f *Fence) Do(ctx context.Context, resource string, token fence.Token, ops ...clientv3.Op) (Result, error) {
 	r, err := f.do(ctx, resource, token, ops)
-	return r, fence.Reported(err, f.OnStale)
+	return r, fence.Reported(err, nil, f.OnStale)
 }
 
 func (f *Fence) do(ctx context.Context, resource string, token fence.Token, ops []clientv3.Op) (Result, error) {

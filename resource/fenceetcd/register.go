@@ -69,7 +69,7 @@ func (r *Register) Read(ctx context.Context) (Value, error) {
 // documentation.
 func (r *Register) Write(ctx context.Context, token fence.Token, data []byte) (prev Value, revision int64, err error) {
 	prev, revision, err = r.write(ctx, token, data)
-	return prev, revision, fence.Reported(err, r.OnStale)
+	return prev, revision, fence.Reported(err, nil, r.OnStale)
 }
 
 func (r *Register) write(ctx context.Context, token fence.Token, data []byte) (prev Value, revision int64, err error) {

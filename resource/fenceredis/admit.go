@@ -40,7 +40,7 @@ func (f *Fence) Admit(ctx context.Context, resource string, t fence.Token, write
 		_, err := f.checkedDo(ctx, resource, t, writes)
 		return err
 	}
-	return fence.Reported(fencebatch.Admit(ctx, resource, t, f.Highest, nil, write, apply), f.OnStale)
+	return fencebatch.Admit(ctx, resource, t, f.Highest, nil, write, apply, f.OnStale)
 }
 
 var _ fence.Fence = (*Fence)(nil)

@@ -90,7 +90,7 @@ func (f *Fence) Key(resource string) (string, error) {
 // (see Errors in the package documentation).
 func (f *Fence) Do(ctx context.Context, resource string, token fence.Token, writes ...Write) (prev fence.Token, err error) {
 	prev, err = f.checkedDo(ctx, resource, token, writes)
-	return prev, fence.Reported(err, f.OnStale)
+	return prev, fence.Reported(err, nil, f.OnStale)
 }
 
 // checkedDo is Do without the report of a stale token.

@@ -90,7 +90,7 @@ func (r *Register) Write(ctx context.Context, token fence.Token, data []byte) (p
 		return Value{}, err
 	}
 	if !ok {
-		return cur, fence.Reported(&fence.StaleError{Resource: r.key, Token: token, Highest: cur.Token}, r.OnStale)
+		return cur, fence.Reported(&fence.StaleError{Resource: r.key, Token: token, Highest: cur.Token}, nil, r.OnStale)
 	}
 	return cur, nil
 }

@@ -30,14 +30,15 @@ func TxFrom(ctx context.Context) (tx *sql.Tx, ok bool) {
 // ErrBadResource matches fence.ErrBadResource too.
 func (f *Fence) Admit(ctx context.Context, resource string, t fence.Token, write func(ctx context.Context) error) error {
 	var fn func(*sql.Tx) error
+	var werr error
 	if write != nil {
-		fn = func(tx *sql.Tx) error { return write(context.WithValue(ctx, txKey{}, tx)) }
+		fn = func(tx *sql.Tx) error { werr = write(context.WithValue(ctx, txKey{}, tx)); return werr }
 	}
 	err := f.do(ctx, resource, t, fn)
 	if errors.Is(err, ErrBadResource) {
 		err = fmt.Errorf("%w: %w", fence.ErrBadResource, err)
 	}
-	return fence.Reported(err, f.OnStale)
+	return fence.Reported(err, werr, f.OnStale)
 }
 
 var _ fence.Fence = (*Fence)(nil)

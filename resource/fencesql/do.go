@@ -32,7 +32,13 @@ const (
 // never the COMMIT itself, so lease.Context() is a safe ctx (see Do in the
 // package documentation for the rules on fn and every error).
 func (f *Fence) Do(ctx context.Context, resource string, token fence.Token, fn func(tx *sql.Tx) error) error {
-	return fence.Reported(f.do(ctx, resource, token, fn), f.OnStale)
+	var ferr error
+	var w func(tx *sql.Tx) error
+	if fn != nil {
+		w = func(tx *sql.Tx) error { ferr = fn(tx); return ferr }
+	}
+	err := f.do(ctx, resource, token, w)
+	return fence.Reported(err, ferr, f.OnStale)
 }
 
 func (f *Fence) do(ctx context.Context, resource string, token fence.Token, fn func(tx *sql.Tx) error) error {

@@ -49,3 +49,26 @@ func TestOnStale(t *testing.T) {
 		}
 	})
 }
+
+// TestOnStaleNotForTheWritesRefusals: a Do whose fn is refused by another
+// fenced write (an Update with a stale token) reports that one refusal
+// once: Update's, not Do's too.
+func TestOnStaleNotForTheWritesRefusals(t *testing.T) {
+	eachBackend(t, func(t *testing.T, db *sql.DB) {
+		ctx := ctxT(t)
+		f := newFence(t, db)
+		onStale, reported := fencetest.CountStale()
+		f.OnStale = onStale
+		mustExec(t, db, "CREATE TABLE nested (id INTEGER PRIMARY KEY, v BIGINT NOT NULL, fence BIGINT)",
+			"INSERT INTO nested (id, v, fence) VALUES (1, 0, 9)")
+		row := fencesql.Row{Table: "nested", Key: "id", ID: 1}
+		set := "v = " + f.Dialect().Placeholder(1)
+		err := f.Do(ctx, "s", 5, func(tx *sql.Tx) error { return f.Update(ctx, tx, 5, row, set, 1) })
+		if !errors.Is(err, fence.ErrStale) {
+			t.Fatalf("Do = %v", err)
+		}
+		if n := reported(); n != 1 {
+			t.Fatalf("one refusal reported %d times", n)
+		}
+	})
+}

@@ -57,7 +57,7 @@ type Querier interface {
 // but a transaction q may be aborted (see Update in the package
 // documentation for quoting, placeholders and every error).
 func (f *Fence) Update(ctx context.Context, q Querier, token fence.Token, row Row, set string, args ...any) error {
-	return fence.Reported(f.update(ctx, q, token, row, set, args), f.OnStale)
+	return fence.Reported(f.update(ctx, q, token, row, set, args), nil, f.OnStale)
 }
 
 func (f *Fence) update(ctx context.Context, q Querier, token fence.Token, row Row, set string, args []any) error {

@@ -66,7 +66,13 @@ func (f *Fence) Register(resource string) (*Register, error) {
 // Errors: those of Apply, fence.ErrBadResource (see [Fence.Register]),
 // write's error as it returned it (nothing applied).
 func (f *Fence) Admit(ctx context.Context, resource string, t fence.Token, write func(ctx context.Context) error) error {
-	return fence.Reported(f.admit(ctx, resource, t, write), f.OnStale)
+	var werr error
+	var w func(ctx context.Context) error
+	if write != nil {
+		w = func(ctx context.Context) error { werr = write(ctx); return werr }
+	}
+	err := f.admit(ctx, resource, t, w)
+	return fence.Reported(err, werr, f.OnStale)
 }
 
 func (f *Fence) admit(ctx context.Context, resource string, t fence.Token, write func(ctx context.Context) error) error {

@@ -137,7 +137,7 @@ func (r *Register) Read(ctx context.Context) (Value, error) {
 // answer lost: connection loss, session expiry) means it may have landed.
 func (r *Register) Write(ctx context.Context, token fence.Token, data []byte) (prev Value, err error) {
 	prev, _, err = r.write(ctx, token, data, nil)
-	return prev, fence.Reported(err, r.OnStale)
+	return prev, fence.Reported(err, nil, r.OnStale)
 }
 
 // Apply runs ops in one ZooKeeper multi with the register's versioned
@@ -161,7 +161,7 @@ func (r *Register) Apply(ctx context.Context, token fence.Token, ops ...any) (pr
 		}
 	}
 	prev, res, err = r.write(ctx, token, nil, rooted)
-	return prev, res, fence.Reported(err, r.OnStale)
+	return prev, res, fence.Reported(err, nil, r.OnStale)
 }
 
 // write is Write (ops nil: set data) and Apply (keep the data, run ops).
