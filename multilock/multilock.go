@@ -85,11 +85,12 @@ func New(parts ...Part) (*Lock, error) {
 	return &Lock{parts: sorted}, nil
 }
 
-// sameLock reports whether a and b are the same Lock value (only values
-// of a comparable type can be told apart; a lock is usually a pointer).
+// sameLock reports whether a and b are the same pointer (a lock is
+// usually one; values of other kinds are not compared, as == on them may
+// panic).
 func sameLock(a, b recipe.Lock) bool {
-	ta, tb := reflect.TypeOf(a), reflect.TypeOf(b)
-	return ta == tb && ta.Comparable() && a == b
+	va, vb := reflect.ValueOf(a), reflect.ValueOf(b)
+	return va.Kind() == reflect.Pointer && va.Type() == vb.Type() && va.Pointer() == vb.Pointer()
 }
 
 // Keys returns the parts' keys in the order they are taken.
@@ -102,12 +103,12 @@ func (m *Lock) Keys() []string {
 }
 
 // Acquire takes every part in key order, waiting for each, and returns
-// the grant once it holds them all. Errors (wrapped with the part's key):
-// the first part's error that stops it (ctx's cause; recipe.ErrSessionLost,
-// ...; the cause of a part taken earlier whose lease ended meanwhile); the
+// the grant once it holds them all. Errors: the error that stops it,
+// wrapped with its part's key (ctx's cause; recipe.ErrSessionLost, ...; or
+// the loss of a part taken earlier, which stops the wait at once); the
 // parts it took are released first (recipe.Lease.Release, ignoring ctx),
-// and a failed release is joined to the error (its entry is then left to
-// that backend's cleanup, as the backend states).
+// and a removal that failed is joined to the error (its entry is then left
+// to that backend's cleanup, as the backend states).
 func (m *Lock) Acquire(ctx context.Context) (*Lease, error) { return m.acquire(ctx, true) }
 
 // TryAcquire is Acquire without waiting: a part held by someone else is an
@@ -135,19 +136,29 @@ func (m *Lock) acquire(ctx context.Context, wait bool) (*Lease, error) {
 		} else {
 			pl, err = p.Lock.TryAcquire(actx)
 		}
-		if err == nil {
+		switch {
+		case err == nil:
 			l.add(p.Key, pl, stop)
-			if l.ctx.Err() == nil {
+			if pl.Context().Err() == nil && l.ctx.Err() == nil {
 				continue
 			}
-			err = context.Cause(l.ctx) // a part was lost: already named
-		} else {
-			// A part lost meanwhile ended actx: err matches its cause.
+			err = partCause(p.Key, pl) // lost already (its AfterFunc may not have run yet)
+			if l.ctx.Err() != nil {
+				err = context.Cause(l.ctx) // or an earlier part was
+			}
+		case ctx.Err() == nil && actx.Err() != nil:
+			err = context.Cause(actx) // a part taken earlier was lost: it names the part
+		default:
 			err = fmt.Errorf("multilock: part %q: %w", p.Key, err)
 		}
-		return nil, errors.Join(err, l.Release(context.WithoutCancel(ctx)))
+		return nil, errors.Join(err, l.undo(context.WithoutCancel(ctx)))
 	}
 	return l, nil
+}
+
+// partCause is the grant's cause when the lease pl of part key ends.
+func partCause(key string, pl recipe.Lease) error {
+	return fmt.Errorf("multilock: part %q: %w", key, context.Cause(pl.Context()))
 }
 
 // Lease is a grant of a multi-lock: one lease per part. Its methods are
@@ -175,10 +186,33 @@ func (l *Lease) add(key string, pl recipe.Lease, stop context.CancelCauseFunc) {
 	l.parts = append(l.parts, pl)
 	l.done = append(l.done, false)
 	l.stops = append(l.stops, context.AfterFunc(pl.Context(), func() {
-		cause := fmt.Errorf("multilock: part %q: %w", key, context.Cause(pl.Context()))
+		cause := partCause(key, pl)
 		l.cancel(cause)
 		stop(cause)
 	}))
+}
+
+// undo releases what a failed attempt took; a part lost (recipe.ErrLeaseLost)
+// left nothing to remove, so only the removals that failed are returned.
+func (l *Lease) undo(ctx context.Context) error {
+	var errs []error
+	for _, err := range unjoin(l.Release(ctx)) {
+		if !errors.Is(err, recipe.ErrLeaseLost) {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// unjoin returns the errors errors.Join joined into err.
+func unjoin(err error) []error {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		return j.Unwrap()
+	}
+	if err == nil {
+		return nil
+	}
+	return []error{err}
 }
 
 // Token returns the fencing token of the part with key (0 for a key that
@@ -208,12 +242,12 @@ func (l *Lease) Context() context.Context { return l.ctx }
 // Release ends Context (cause recipe.ErrReleased), then releases every
 // part, last taken first, each even if another fails; ctx is passed to each
 // part's Release, which removes its grant even if ctx is done, within the
-// bound its backend states. It returns nil once every part is released;
+// bound its backend states. It returns nil once every part is removed;
 // otherwise the parts' errors joined, each wrapped with its key:
-// recipe.ErrLeaseLost for a part lost before Release (nothing to remove),
-// an *recipe.OpError for an unconfirmed removal, which a later call tries
-// again (lost parts are not retried). A nil ctx counts as
-// context.Background().
+// recipe.ErrLeaseLost for a part lost before Release (nothing to remove;
+// every call says so, as the part's own Release does), an *recipe.OpError
+// for an unconfirmed removal, which a later call tries again. A nil ctx
+// counts as context.Background().
 func (l *Lease) Release(ctx context.Context) error {
 	if ctx == nil {
 		ctx = context.Background()
@@ -227,8 +261,10 @@ func (l *Lease) Release(ctx context.Context) error {
 			continue
 		}
 		err := l.parts[i].Release(ctx)
-		if err == nil || errors.Is(err, recipe.ErrLeaseLost) {
+		if err == nil {
 			l.done[i] = true
+		}
+		if err == nil || errors.Is(err, recipe.ErrLeaseLost) {
 			l.stops[i]()
 		}
 		if err != nil {

@@ -16,6 +16,7 @@ import (
 	"github.com/zkrecipes/zkrecipes/mutex"
 	"github.com/zkrecipes/zkrecipes/recipe"
 	"github.com/zkrecipes/zkrecipes/testkit/rtest"
+	"github.com/zkrecipes/zkrecipes/testkit/serverkit"
 	"github.com/zkrecipes/zkrecipes/testkit/zktest"
 	"github.com/zkrecipes/zkrecipes/zookeeper"
 )
@@ -197,8 +198,8 @@ func TestNoDeadlockAndOneHolderPerPart(t *testing.T) {
 // TestPartLostEndsTheGrant: a multi-lock over a ZooKeeper mutex and a
 // memlock mutex; the ZooKeeper part's node is deleted by someone else.
 // The grant's Context ends with a cause naming that part and matching
-// recipe.ErrNodeDeleted; Release reports the loss (ErrLeaseLost) and frees
-// the other part.
+// recipe.ErrNodeDeleted; Release reports the loss (ErrLeaseLost, at every
+// call) and frees the other part.
 func TestPartLostEndsTheGrant(t *testing.T) {
 	cl := zktest.Shared(t)
 	in := zktest.Inspect(t, cl)
@@ -231,8 +232,8 @@ func TestPartLostEndsTheGrant(t *testing.T) {
 	if err := l.Release(ctx); !errors.Is(err, recipe.ErrLeaseLost) {
 		t.Fatalf("Release = %v, want ErrLeaseLost", err)
 	}
-	if err := l.Release(ctx); err != nil {
-		t.Fatalf("second Release = %v, want nil", err)
+	if err := l.Release(ctx); !errors.Is(err, recipe.ErrLeaseLost) {
+		t.Fatalf("second Release = %v, want ErrLeaseLost again, as the part's own Release says", err)
 	}
 	got, err := memMutex(t, other, "b").TryAcquire(ctx)
 	if err != nil {
@@ -281,5 +282,78 @@ func TestPartLostWhileAcquiring(t *testing.T) {
 	}
 	if n := in.Children(b); len(n) != 1 {
 		t.Fatalf("%s holds %v, want the holder's node only", b, n)
+	}
+}
+
+// TestPartCrashedWhileAwaiting: the session of a part taken crashes while
+// the next part is awaited: Acquire returns at once with that loss
+// (recipe.ErrSessionClosed, not recipe.ErrLeaseLost: the lost part left
+// nothing to remove), and the awaited part's queue keeps its holder only.
+func TestPartCrashedWhileAwaiting(t *testing.T) {
+	srv := memServer(t)
+	sa, sb, other := srv.Connect(), srv.Connect(), srv.Connect()
+	defer sb.Close()
+	defer other.Close()
+	m := newMulti(t, multilock.Part{Key: "a", Lock: memMutex(t, sa, "a")}, multilock.Part{Key: "b", Lock: memMutex(t, sb, "b")})
+	held, err := memMutex(t, other, "b").Acquire(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Release(context.Background())
+	done := make(chan error, 1)
+	go func() { _, err := m.Acquire(context.Background()); done <- err }()
+	for srv.Entries("b") < 2 {
+		time.Sleep(5 * time.Millisecond)
+	}
+	sa.Crash()
+	select {
+	case err := <-done:
+		if !errors.Is(err, recipe.ErrSessionClosed) || errors.Is(err, recipe.ErrLeaseLost) {
+			t.Fatalf("Acquire = %v, want ErrSessionClosed and not ErrLeaseLost", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Acquire kept waiting with a lost part")
+	}
+	serverkit.Eventually(t, 5*time.Second, "b's queue back to its holder", func() bool { return srv.Entries("b") == 1 })
+}
+
+// endedLock grants leases that are already over when Acquire returns: a
+// part lost between its grant and the multi-lock's look at it.
+type endedLock struct{ recipe.Lock }
+
+func (e endedLock) Acquire(ctx context.Context) (recipe.Lease, error) {
+	l, err := e.Lock.Acquire(ctx)
+	if err == nil {
+		l.Release(context.Background())
+	}
+	return l, err
+}
+
+// TestPartOverWhenTaken: a part whose lease is over when its Acquire
+// returns fails the attempt; no grant is returned.
+func TestPartOverWhenTaken(t *testing.T) {
+	c := memServer(t).Connect()
+	defer c.Close()
+	m := newMulti(t, multilock.Part{Key: "a", Lock: endedLock{memMutex(t, c, "a")}}, multilock.Part{Key: "b", Lock: memMutex(t, c, "b")})
+	for range 50 {
+		if l, err := m.Acquire(context.Background()); err == nil || !errors.Is(err, recipe.ErrReleased) {
+			t.Fatalf("Acquire = %v, %v; want the part's end", l, err)
+		}
+	}
+}
+
+// TestNewComparesOnlyPointers: locks of kinds == cannot compare (a struct
+// holding a func) are taken as they are, without a panic.
+func TestNewComparesOnlyPointers(t *testing.T) {
+	c := memServer(t).Connect()
+	defer c.Close()
+	type funcLock struct {
+		recipe.Lock
+		f func()
+	}
+	type wrapped struct{ recipe.Lock }
+	a, b := memMutex(t, c, "a"), memMutex(t, c, "b")
+	if _, err := multilock.New(multilock.Part{Key: "a", Lock: wrapped{funcLock{a, nil}}}, multilock.Part{Key: "b", Lock: wrapped{funcLock{b, nil}}}); err != nil {
+		t.Fatal(err)
 	}
 }
