@@ -49,6 +49,23 @@
 //		return fmt.Errorf("leader loop: %w", err) // a real failure
 //	}
 //
+// # Health
+//
+// A Health (WithHealth) is the liveness check of client-go's
+// HealthzAdaptor for Run: its Check, and its http.Handler for a probe,
+// fail (ErrOverdue) while a leader function runs on more than the
+// tolerance (DefaultTolerance: 5 s) after its lease ended, a process that
+// acts as leader without the lock; the platform restarts it. A process
+// that does not lead, or whose function returns in time, is healthy. The
+// tolerance counts from when the process sees its lease end: a process
+// stopped (SIGSTOP) past its lease sees it on resuming, its timers firing
+// first; while stopped it answers no probe at all, which the probe's own
+// timeout reports.
+//
+//	health, _ := leader.NewHealth(10 * time.Second)
+//	http.Handle("/healthz", health)
+//	err := leader.Run(ctx, lock, fn, leader.WithHealth(health))
+//
 // # Why a requeue pause
 //
 // Before [DefaultRequeuePause], the pause was the backoff's first interval

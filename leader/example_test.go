@@ -2,7 +2,10 @@ package leader_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"time"
 
 	"github.com/zkrecipes/zkrecipes/backend/memlock"
@@ -90,4 +93,41 @@ func ExampleStop() {
 	// Output:
 	// migrating under the lock
 	// Run: <nil>
+}
+
+// A liveness probe for a leader-gated service: /healthz fails while a
+// leader function runs on more than the tolerance after its lease ended
+// (a leader that does not stop), so that the platform restarts it.
+func ExampleHealth() {
+	srv, err := memlock.NewServer()
+	if err != nil {
+		panic(err)
+	}
+	defer srv.Close()
+	s := srv.Connect()
+	defer s.Close()
+	lock, err := memlock.New(s, "scheduler")
+	if err != nil {
+		panic(err)
+	}
+	health, err := leader.NewHealth(10 * time.Second)
+	if err != nil {
+		panic(err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /healthz", health) // the liveness probe's URL
+
+	ctx, stop := context.WithCancel(context.Background())
+	err = leader.Run(ctx, lock, func(ctx context.Context, token fence.Token) error {
+		rec := httptest.NewRecorder()
+		mux.ServeHTTP(rec, httptest.NewRequest("GET", "/healthz", nil))
+		fmt.Print("leading, probe: ", rec.Code, " ", rec.Body.String())
+		stop()
+		<-ctx.Done()
+		return nil
+	}, leader.WithHealth(health))
+	fmt.Println("stopped:", errors.Is(err, context.Canceled), "healthy:", health.Check() == nil)
+	// Output:
+	// leading, probe: 200 ok
+	// stopped: true healthy: true
 }

@@ -29,6 +29,7 @@ type config struct {
 	metrics   recipe.Metrics // WithMetrics; nil: none
 	name      string         // WithMetrics' dir
 	onReturn  OnReturn       // WithOnReturn
+	health    *Health        // WithHealth; nil: none
 }
 
 // WithBackOff sets the backoff Run waits between acquisitions: after a
@@ -166,6 +167,7 @@ func (c *config) lead(ctx context.Context, lease recipe.Lease, fn func(context.C
 			c.log.Warn("leader: releasing the lock failed; the backend retries, or the lease expires", "token", lease.Token(), "err", err)
 		}
 	}()
+	defer c.health.begin(lease)() // before the release: fn has returned
 	err := fn(fctx, lease.Token())
 	// ctx too: fctx ends with ctx on AfterFunc's goroutine, maybe not yet.
 	early = fctx.Err() == nil && ctx.Err() == nil

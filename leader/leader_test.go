@@ -290,3 +290,18 @@ func TestPanicReleases(t *testing.T) {
 		t.Errorf("%d entries after the panic, want 0", n)
 	}
 }
+
+// TestZooKeeperHealth runs the health scenario (leadtest.Health) on
+// ZooKeeper mutexes: a leader whose function outlives its lease is
+// reported unhealthy within the tolerance.
+func TestZooKeeperHealth(t *testing.T) {
+	cl := zktest.Shared(t)
+	leadtest.Health(t, &rtest.LockHarness{Cluster: cl, In: zktest.Inspect(t, cl),
+		Lock: func(tb testing.TB, s *zookeeper.Session, dir string) recipe.Lock {
+			m, err := mutex.New(s, dir)
+			if err != nil {
+				tb.Fatal(err)
+			}
+			return m
+		}})
+}

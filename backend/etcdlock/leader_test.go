@@ -13,3 +13,10 @@ func TestLeaderLoop(t *testing.T) {
 	t.Parallel()
 	leadtest.Run(t, &harness{e: newEnv(t)})
 }
+
+// TestLeaderHealth runs leader.Health's scenario (leadtest.Health): a
+// leader whose function outlives its lease is reported unhealthy within
+// the tolerance.
+func TestLeaderHealth(t *testing.T) {
+	leadtest.Health(t, &harness{e: newEnv(t)})
+}

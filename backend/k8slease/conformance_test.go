@@ -22,3 +22,9 @@ func TestLeaderLoop(t *testing.T) {
 	t.Parallel()
 	leadtest.Run(t, &harness{e: newEnv(t)})
 }
+
+// TestLeaderHealth runs leader.Health's scenario (leadtest.Health).
+func TestLeaderHealth(t *testing.T) {
+	t.Parallel()
+	leadtest.Health(t, &harness{e: newEnv(t)})
+}

@@ -81,6 +81,9 @@ func TestConformance(t *testing.T) {
 // backend.
 func TestLeaderLoop(t *testing.T) { leadtest.Run(t, newHarness(t, correct)) }
 
+// TestLeaderHealth runs leader.Health's scenario (leadtest.Health).
+func TestLeaderHealth(t *testing.T) { leadtest.Health(t, newHarness(t, correct)) }
+
 // TestSuiteCatchesBrokenBackends is the conformance suite's self-test: it
 // runs the property each mutant breaks against that mutant, in a child
 // process (a failing subtest can't be contained in this one), and checks

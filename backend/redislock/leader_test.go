@@ -13,3 +13,10 @@ func TestLeaderLoop(t *testing.T) {
 	t.Parallel()
 	leadtest.Run(t, newHarness(t))
 }
+
+// TestLeaderHealth runs leader.Health's scenario (leadtest.Health): a
+// leader whose function outlives its lease is reported unhealthy within
+// the tolerance.
+func TestLeaderHealth(t *testing.T) {
+	leadtest.Health(t, newHarness(t))
+}
