@@ -57,6 +57,7 @@ type Election struct {
 	path    string
 	log     *slog.Logger
 	backoff func() backoff.BackOff
+	health  *leader.Health // WithHealth; nil: none
 
 	mu          sync.Mutex
 	campaigning bool         // a Campaign call is in progress
@@ -77,6 +78,11 @@ func WithLogger(l *slog.Logger) Option { return func(e *Election) { e.log = l } 
 func WithBackOff(newBackOff func() backoff.BackOff) Option {
 	return func(e *Election) { e.backoff = newBackOff }
 }
+
+// WithHealth reports Run's leaderships to h, as leader.WithHealth does for
+// leader.Run: h's liveness check fails while Run's function outlives its
+// leadership by more than h's tolerance. Nil means none.
+func WithHealth(h *leader.Health) Option { return func(e *Election) { e.health = h } }
 
 // Leader describes the current leader: the first node of the directory.
 type Leader struct {

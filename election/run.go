@@ -31,7 +31,7 @@ func Run(ctx context.Context, e *Election, value []byte, fn func(ctx context.Con
 		return fmt.Errorf("campaign value: %w", err)
 	}
 	return leader.Run(ctx, candidate{e, value}, fn, leader.WithBackOff(e.backoff), leader.WithOnReturn(leader.RequeueWithBackOff()),
-		leader.WithLogger(e.log.With("dir", shortpath.Of(e.Path()))), leader.WithPermanent(ErrCampaigning))
+		leader.WithLogger(e.log.With("dir", shortpath.Of(e.Path()))), leader.WithPermanent(ErrCampaigning), leader.WithHealth(e.health))
 }
 
 // candidate is e campaigning with value, as the recipe.Lock of leader.Run:
