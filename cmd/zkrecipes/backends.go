@@ -108,7 +108,6 @@ var zkOnlyFlags = []struct{ name, why string }{
 	{"semaphore", "semaphores are ZooKeeper's only"},
 	{"session-timeout", "it is a ZooKeeper session's; the lease's bound is --ttl"},
 	{"tolerate-suspension", "it is a ZooKeeper session's suspension policy"},
-	{"metrics-addr", "only the ZooKeeper session reports metrics"},
 	{"auth-file", "it holds ZooKeeper's digest credentials; the others take theirs from the URL or the driver's environment"},
 	{"acl", "it is the ACL of ZooKeeper's nodes"},
 }
@@ -192,8 +191,9 @@ type lockService struct {
 }
 
 // open connects to the lock service of --servers; on failure it logs and
-// returns the exit status (-1 on success). ZooKeeper's session takes the
-// metrics and the suspension policy; the other backends' lease is --ttl.
+// returns the exit status (-1 on success). Every backend's session takes
+// the metrics (--metrics-addr); ZooKeeper's the suspension policy too; the
+// other backends' lease is --ttl.
 func (f *lockFlags) open(ctx context.Context, log *slog.Logger, met *metricsServer, data []byte) (*lockService, int) {
 	if f.backend == zkBackend {
 		s, code := f.connect(ctx, log, met.option()...)
@@ -215,7 +215,7 @@ func (f *lockFlags) open(ctx context.Context, log *slog.Logger, met *metricsServ
 	switch f.backend {
 	case etcdBackend:
 		var s *etcdlock.Session
-		s, err = f.connectEtcd(cctx, log, f.ttl)
+		s, err = f.connectEtcd(cctx, log, f.ttl, etcdlock.WithMetrics(met.metrics()))
 		if err == nil {
 			ls.newLock = func(path string) (recipe.Lock, error) {
 				return etcdlock.New(s, path, etcdlock.WithLockDelay(f.lockDelay))
@@ -224,14 +224,14 @@ func (f *lockFlags) open(ctx context.Context, log *slog.Logger, met *metricsServ
 		}
 	case pgBackend:
 		var s *pglock.Session
-		s, err = pglock.Connect(cctx, f.servers, f.tls.postgres(pglock.WithTTL(f.ttl), pglock.WithLogger(log))...)
+		s, err = pglock.Connect(cctx, f.servers, f.tls.postgres(pglock.WithTTL(f.ttl), pglock.WithLogger(log), pglock.WithMetrics(met.metrics()))...)
 		if err == nil {
 			ls.newLock = func(path string) (recipe.Lock, error) { return pglock.New(s, path, pglock.WithLockDelay(f.lockDelay)) }
 			ls.bound, ls.close = s.TTL(), func() { s.Close() }
 		}
 	case redisBackend:
 		var s *redislock.Session
-		s, err = redislock.Connect(cctx, f.servers, f.tls.redis(redislock.WithTTL(f.ttl), redislock.WithLogger(log))...)
+		s, err = redislock.Connect(cctx, f.servers, f.tls.redis(redislock.WithTTL(f.ttl), redislock.WithLogger(log), redislock.WithMetrics(met.metrics()))...)
 		if err == nil {
 			ls.newLock = func(path string) (recipe.Lock, error) {
 				return redislock.New(s, path, redislock.WithLockDelay(f.lockDelay))
@@ -240,7 +240,7 @@ func (f *lockFlags) open(ctx context.Context, log *slog.Logger, met *metricsServ
 		}
 	case k8sBackend:
 		var k *lockService
-		if k, err = f.openK8s(cctx, log); err == nil {
+		if k, err = f.openK8s(cctx, log, met.metrics()); err == nil {
 			ls = k
 		}
 	}

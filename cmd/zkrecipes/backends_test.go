@@ -261,7 +261,6 @@ func TestLockOtherBackendsBadInput(t *testing.T) {
 		{[]string{"lock", "--semaphore", "2"}, "--semaphore means nothing for etcd"},
 		{[]string{"lock", "--session-timeout", "5s"}, "--session-timeout means nothing for etcd"},
 		{[]string{"lock", "--tolerate-suspension", "0.5"}, "--tolerate-suspension means nothing for etcd"},
-		{[]string{"lock", "--metrics-addr", "127.0.0.1:0"}, "--metrics-addr means nothing for etcd"},
 		{[]string{"lock", "--ttl", "0s"}, "--ttl 0s must be positive"},
 		{[]string{"lock", "--servers", "127.0.0.1:1", "--ttl", "5s"}, "--ttl means nothing for ZooKeeper"},
 		{[]string{"lock", "--servers", "mysql://db/app"}, `unknown scheme "mysql"`},

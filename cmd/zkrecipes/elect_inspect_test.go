@@ -201,6 +201,46 @@ func TestMetricsEndpoint(t *testing.T) {
 	p.expect(0, 30*time.Second)
 }
 
+// TestMetricsEndpointOtherBackends: lock --metrics-addr serves the
+// acquisition at /metrics on etcd, PostgreSQL and Redis too.
+func TestMetricsEndpointOtherBackends(t *testing.T) {
+	t.Parallel()
+	for _, ls := range lockServers {
+		t.Run(ls.name, func(t *testing.T) {
+			t.Parallel()
+			url, addr := ls.start(t)
+			dir, path := t.TempDir(), lockName(t)
+			gate := filepath.Join(dir, "gate")
+			p := startOn(t, url(addr), dir, "lock", "--ttl", "5s", "--metrics-addr", "127.0.0.1:0", path, "--", "sh", "-c", gateScript(gate))
+			maddr := p.awaitLog("serving metrics")["addr"]
+			p.awaitLog("lock acquired")
+			resp, err := http.Get(fmt.Sprintf("http://%v/metrics", maddr))
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			want := fmt.Sprintf(`zkrecipes_acquire_duration_seconds_count{kind="lock",path=%q,result="acquired"} 1`, path)
+			if !strings.Contains(string(body), want) {
+				t.Errorf("/metrics lacks %s:\n%s", want, grepLines(string(body), "zkrecipes_acquire"))
+			}
+			touch(t, gate)
+			p.expect(0, 30*time.Second)
+		})
+	}
+}
+
+// grepLines returns the lines of s that contain sub.
+func grepLines(s, sub string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
 // TestElectOnceLost: with --once, a leadership lost while the command runs
 // (an operator deletes the leader's node) stops the command and exits 79.
 func TestElectOnceLost(t *testing.T) {

@@ -75,7 +75,7 @@ var errKubeconfig = errors.New("cannot load the Kubernetes client configuration"
 // loaded is errKubeconfig; the rest are Connect's errors. Neither the
 // kubeconfig's content nor its credentials are ever part of an error or a
 // log line: only the file's path.
-func (f *lockFlags) openK8s(ctx context.Context, log *slog.Logger) (*lockService, error) {
+func (f *lockFlags) openK8s(ctx context.Context, log *slog.Logger, m recipe.Metrics) (*lockService, error) {
 	cfg, err := k8slease.ConfigFromKubeconfig(f.kubeconfig)
 	if err != nil {
 		where := f.kubeconfig
@@ -91,7 +91,7 @@ func (f *lockFlags) openK8s(ctx context.Context, log *slog.Logger) (*lockService
 	var s *k8slease.Session
 	stopPlugin := routePluginStderr(cfg, log, func() {
 		s, err = k8slease.Connect(ctx, cfg, k8slease.WithLeaseDuration(f.ttl),
-			k8slease.WithConnectTimeout(f.connectTimeout), k8slease.WithLogger(log))
+			k8slease.WithConnectTimeout(f.connectTimeout), k8slease.WithLogger(log), k8slease.WithMetrics(m))
 	})
 	if err != nil {
 		stopPlugin()

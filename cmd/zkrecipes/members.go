@@ -119,9 +119,9 @@ func (f *groupFlags) openGroup(ctx context.Context, log *slog.Logger, met *metri
 
 // connectEtcd opens an etcd Session on --servers with lease ttl and the
 // TLS flags: what lock and the membership commands share.
-func (c *common) connectEtcd(ctx context.Context, log *slog.Logger, ttl time.Duration) (*etcdlock.Session, error) {
-	return etcdlock.Connect(ctx, c.servers, c.tls.etcd(etcdlock.WithTTL(ttl),
-		etcdlock.WithConnectTimeout(c.connectTimeout), etcdlock.WithLogger(log))...)
+func (c *common) connectEtcd(ctx context.Context, log *slog.Logger, ttl time.Duration, opts ...etcdlock.Option) (*etcdlock.Session, error) {
+	return etcdlock.Connect(ctx, c.servers, c.tls.etcd(append([]etcdlock.Option{etcdlock.WithTTL(ttl),
+		etcdlock.WithConnectTimeout(c.connectTimeout), etcdlock.WithLogger(log)}, opts...)...)...)
 }
 
 type membersFlags struct {

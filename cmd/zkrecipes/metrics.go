@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/zkrecipes/zkrecipes/metrics/prommetrics"
+	"github.com/zkrecipes/zkrecipes/recipe"
 	"github.com/zkrecipes/zkrecipes/zookeeper"
 )
 
@@ -58,6 +59,15 @@ func (ms *metricsServer) option() []zookeeper.Option {
 		return nil
 	}
 	return []zookeeper.Option{zookeeper.WithMetrics(ms.m)}
+}
+
+// metrics returns the hook for another backend's session (nil when off:
+// never a typed nil).
+func (ms *metricsServer) metrics() recipe.Metrics {
+	if ms == nil || ms.m == nil {
+		return nil
+	}
+	return ms.m
 }
 
 // close stops the server (waiting up to 2 s for scrapes in progress).
