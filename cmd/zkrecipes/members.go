@@ -105,7 +105,7 @@ func (f *groupFlags) openGroup(ctx context.Context, log *slog.Logger, met *metri
 	}
 	cctx, cancel := context.WithTimeout(ctx, f.connectTimeout)
 	defer cancel()
-	s, err := f.connectEtcd(cctx, log, f.ttl)
+	s, err := f.connectEtcd(cctx, log, f.ttl, etcdlock.WithMetrics(met.metrics()))
 	if err != nil {
 		return nil, connectStatus(log, f.backend, f.servers, err)
 	}

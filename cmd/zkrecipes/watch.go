@@ -128,7 +128,7 @@ func (f *watchFlags) openCache(ctx context.Context, log *slog.Logger, met *metri
 	}
 	cctx, cancel := context.WithTimeout(ctx, f.connectTimeout)
 	defer cancel()
-	s, err := f.connectEtcd(cctx, log, defaultTTL)
+	s, err := f.connectEtcd(cctx, log, defaultTTL, etcdlock.WithMetrics(met.metrics()))
 	if err != nil {
 		return nil, nil, connectStatus(log, f.backend, f.servers, err)
 	}
