@@ -58,6 +58,7 @@ func StoppedLeader(t *testing.T, child string, env []string, other recipe.Lock) 
 	if err := cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
+	awaitStopped(t, cmd.Process.Pid)
 	if _, err := probe(url, 500*time.Millisecond); err == nil {
 		t.Fatal("a stopped process answered its probe")
 	}
@@ -88,9 +89,30 @@ func StoppedLeader(t *testing.T, child string, env []string, other recipe.Lock) 
 	}
 }
 
-// probe is a liveness probe of url with timeout: its status code.
+// awaitStopped waits until the kernel shows process pid stopped (state T
+// in /proc/pid/stat): a signal is delivered asynchronously, and a thread
+// of a loaded process may still answer a request meanwhile.
+func awaitStopped(t *testing.T, pid int) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			t.Fatal(err)
+		}
+		// pid (comm) state ...: the state follows the last ')'.
+		if f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:])); len(f) > 0 && f[0] == "T" {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("process %d not stopped 10 s after SIGSTOP", pid)
+		}
+	}
+}
+
+// probe is a liveness probe of url with timeout, on a connection of its
+// own: its status code.
 func probe(url string, timeout time.Duration) (int, error) {
-	resp, err := (&http.Client{Timeout: timeout}).Get(url)
+	resp, err := (&http.Client{Timeout: timeout, Transport: &http.Transport{DisableKeepAlives: true}}).Get(url)
 	if err != nil {
 		return 0, err
 	}
