@@ -82,7 +82,8 @@ func (h *Health) Check() error {
 		}
 	}
 	if tol := h.Tolerance(); worst > tol {
-		return fmt.Errorf("%w: for %v (tolerance %v)", ErrOverdue, worst.Round(time.Millisecond), tol)
+		ceil := (worst + time.Millisecond - 1).Truncate(time.Millisecond) // never shown as the tolerance itself
+		return fmt.Errorf("%w: for %v (tolerance %v)", ErrOverdue, ceil, tol)
 	}
 	return nil
 }

@@ -87,10 +87,11 @@ func New(parts ...Part) (*Lock, error) {
 
 // sameLock reports whether a and b are the same pointer (a lock is
 // usually one; values of other kinds are not compared, as == on them may
-// panic).
+// panic, nor pointers to zero-size values, which may share an address).
 func sameLock(a, b recipe.Lock) bool {
 	va, vb := reflect.ValueOf(a), reflect.ValueOf(b)
-	return va.Kind() == reflect.Pointer && va.Type() == vb.Type() && va.Pointer() == vb.Pointer()
+	return va.Kind() == reflect.Pointer && va.Type() == vb.Type() && va.Type().Elem().Size() > 0 &&
+		va.Pointer() == vb.Pointer()
 }
 
 // Keys returns the parts' keys in the order they are taken.

@@ -356,4 +356,14 @@ func TestNewComparesOnlyPointers(t *testing.T) {
 	if _, err := multilock.New(multilock.Part{Key: "a", Lock: wrapped{funcLock{a, nil}}}, multilock.Part{Key: "b", Lock: wrapped{funcLock{b, nil}}}); err != nil {
 		t.Fatal(err)
 	}
+	// Two pointers to zero-size values may be equal: not one lock.
+	if _, err := multilock.New(multilock.Part{Key: "a", Lock: &zeroLock{}}, multilock.Part{Key: "b", Lock: &zeroLock{}}); err != nil {
+		t.Fatalf("two zero-size locks: %v", err)
+	}
 }
+
+// zeroLock is a lock of zero size (a stateless stub).
+type zeroLock struct{}
+
+func (*zeroLock) Acquire(context.Context) (recipe.Lease, error)    { return nil, recipe.ErrLocked }
+func (*zeroLock) TryAcquire(context.Context) (recipe.Lease, error) { return nil, recipe.ErrLocked }
