@@ -67,15 +67,19 @@ func (h *Health) Tolerance() time.Duration {
 }
 
 // Check returns nil, or an error matching ErrOverdue that says by how much
-// the longest-running leader function has outlived its lease.
+// the longest-running leader function has outlived its lease. A nil
+// *Health is healthy.
 func (h *Health) Check() error {
-	now := time.Now()
+	if h == nil {
+		return nil
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	now := time.Now()
 	var worst time.Duration
 	for t := range h.terms {
 		if t.ended.Load() == 0 && t.lease.Context().Err() != nil {
-			t.ended.CompareAndSwap(0, now.UnixNano()) // its AfterFunc has not run yet
+			t.ended.CompareAndSwap(0, time.Now().UnixNano()) // its AfterFunc has not run yet
 		}
 		if e := t.ended.Load(); e != 0 {
 			worst = max(worst, now.Sub(time.Unix(0, e)))

@@ -33,8 +33,12 @@ const StoppedTolerance = time.Second
 func StoppedLeader(t *testing.T, child string, env []string, other recipe.Lock) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^"+child+"$", "-test.count=1")
+	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^"+child+"$", "-test.count=1", "-test.timeout=2m")
 	cmd.Env = append(os.Environ(), env...)
+	// A group of its own: if this process dies while the child is stopped,
+	// the orphaned group gets SIGHUP and SIGCONT from the kernel, and the
+	// child dies (StoppedLeaderChild also ends when its parent changes).
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -67,10 +71,10 @@ func StoppedLeader(t *testing.T, child string, env []string, other recipe.Lock) 
 		t.Fatal(err)
 	}
 	defer l.Release(context.Background())
+	resumed := time.Now() // before the signal: a lower bound of the resumption
 	if err := cmd.Process.Signal(syscall.SIGCONT); err != nil {
 		t.Fatal(err)
 	}
-	resumed := time.Now()
 	for {
 		code, err := probe(url, 5*time.Second)
 		since := time.Since(resumed)
@@ -89,22 +93,23 @@ func StoppedLeader(t *testing.T, child string, env []string, other recipe.Lock) 
 	}
 }
 
-// awaitStopped waits until the kernel shows process pid stopped (state T
-// in /proc/pid/stat): a signal is delivered asynchronously, and a thread
-// of a loaded process may still answer a request meanwhile.
+// awaitStopped waits until child pid has stopped, every thread of it
+// (wait4 with WUNTRACED reports the group stop once complete; it reaps
+// nothing): a signal is delivered asynchronously, and a thread of a loaded
+// process may still answer a request meanwhile.
 func awaitStopped(t *testing.T, pid int) {
 	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
-		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-		if err != nil {
+	for {
+		var ws syscall.WaitStatus
+		_, err := syscall.Wait4(pid, &ws, syscall.WUNTRACED, nil)
+		switch {
+		case err == syscall.EINTR:
+		case err != nil:
 			t.Fatal(err)
-		}
-		// pid (comm) state ...: the state follows the last ')'.
-		if f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:])); len(f) > 0 && f[0] == "T" {
+		case ws.Stopped():
 			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("process %d not stopped 10 s after SIGSTOP", pid)
+		default:
+			t.Fatalf("the child ended instead of stopping: %v", ws)
 		}
 	}
 }
@@ -134,6 +139,13 @@ func StoppedLeaderChild(t *testing.T, lock recipe.Lock) {
 		t.Fatal(err)
 	}
 	go http.Serve(ln, h)
+	go func(parent int) { // end with the test that started this process
+		for range time.Tick(100 * time.Millisecond) {
+			if os.Getppid() != parent {
+				os.Exit(1)
+			}
+		}
+	}(os.Getppid())
 	err = leader.Run(context.Background(), lock, func(context.Context, fence.Token) error {
 		fmt.Printf("leading http://%s/\n", ln.Addr())
 		select {} // ignores its context: a leader that does not stop
