@@ -196,24 +196,8 @@ func (l *Lease) add(key string, pl recipe.Lease, stop context.CancelCauseFunc) {
 // undo releases what a failed attempt took; a part lost (recipe.ErrLeaseLost)
 // left nothing to remove, so only the removals that failed are returned.
 func (l *Lease) undo(ctx context.Context) error {
-	var errs []error
-	for _, err := range unjoin(l.Release(ctx)) {
-		if !errors.Is(err, recipe.ErrLeaseLost) {
-			errs = append(errs, err)
-		}
-	}
-	return errors.Join(errs...)
-}
-
-// unjoin returns the errors errors.Join joined into err.
-func unjoin(err error) []error {
-	if j, ok := err.(interface{ Unwrap() []error }); ok {
-		return j.Unwrap()
-	}
-	if err == nil {
-		return nil
-	}
-	return []error{err}
+	lost := func(err error) bool { return errors.Is(err, recipe.ErrLeaseLost) }
+	return errors.Join(slices.DeleteFunc(l.release(ctx), lost)...)
 }
 
 // Token returns the fencing token of the part with key (0 for a key that
@@ -253,6 +237,11 @@ func (l *Lease) Release(ctx context.Context) error {
 	if ctx == nil {
 		ctx = context.Background()
 	}
+	return errors.Join(l.release(ctx)...)
+}
+
+// release is Release, its errors unjoined.
+func (l *Lease) release(ctx context.Context) []error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.cancel(recipe.ErrReleased)
@@ -272,5 +261,5 @@ func (l *Lease) Release(ctx context.Context) error {
 			errs = append(errs, fmt.Errorf("multilock: part %q: %w", l.keys[i], err))
 		}
 	}
-	return errors.Join(errs...)
+	return errs
 }

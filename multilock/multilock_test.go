@@ -89,22 +89,31 @@ func TestNewRefusesBadParts(t *testing.T) {
 	}
 }
 
+// secondHeld returns a multi-lock over ZooKeeper mutexes dir/a and dir/b
+// (on one session) with b held by another session (other) until the test
+// ends, and an inspector of the server.
+func secondHeld(t *testing.T, dir string) (m *multilock.Lock, in *zktest.Inspector, other *zookeeper.Session, a, b string) {
+	t.Helper()
+	cl := zktest.Shared(t)
+	in = zktest.Inspect(t, cl)
+	s, other := rtest.Connect(t, cl), rtest.Connect(t, cl)
+	a, b = dir+"/a", dir+"/b"
+	m = newMulti(t, multilock.Part{Key: a, Lock: zkMutex(t, s, a)}, multilock.Part{Key: b, Lock: zkMutex(t, s, b)})
+	held, err := zkMutex(t, other, b).Acquire(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { held.Release(context.Background()) })
+	return m, in, other, a, b
+}
+
 // TestFailedAttemptReleasesWhatItTook: with the second part held
 // elsewhere, TryAcquire is ErrLocked and an Acquire whose ctx ends is
 // ctx's cause; neither leaves the first part's node, and both leave the
 // first part free.
 func TestFailedAttemptReleasesWhatItTook(t *testing.T) {
-	cl := zktest.Shared(t)
-	in := zktest.Inspect(t, cl)
-	s, other := rtest.Connect(t, cl), rtest.Connect(t, cl)
-	const a, b = "/multi/fail/a", "/multi/fail/b"
-	m := newMulti(t, multilock.Part{Key: a, Lock: zkMutex(t, s, a)}, multilock.Part{Key: b, Lock: zkMutex(t, s, b)})
+	m, in, other, a, b := secondHeld(t, "/multi/fail")
 	ctx := context.Background()
-	held, err := zkMutex(t, other, b).Acquire(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer held.Release(ctx)
 
 	if _, err := m.TryAcquire(ctx); !errors.Is(err, recipe.ErrLocked) {
 		t.Fatalf("TryAcquire = %v, want ErrLocked", err)
@@ -246,17 +255,8 @@ func TestPartLostEndsTheGrant(t *testing.T) {
 // awaited; Acquire returns at once with the loss, not at ctx's end, and
 // leaves nothing in either part.
 func TestPartLostWhileAcquiring(t *testing.T) {
-	cl := zktest.Shared(t)
-	in := zktest.Inspect(t, cl)
-	s, other := rtest.Connect(t, cl), rtest.Connect(t, cl)
-	const a, b = "/multi/midway/a", "/multi/midway/b"
-	m := newMulti(t, multilock.Part{Key: a, Lock: zkMutex(t, s, a)}, multilock.Part{Key: b, Lock: zkMutex(t, s, b)})
+	m, in, _, a, b := secondHeld(t, "/multi/midway")
 	ctx := context.Background()
-	held, err := zkMutex(t, other, b).Acquire(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer held.Release(ctx)
 	done := make(chan error, 1)
 	go func() {
 		_, err := m.Acquire(ctx)
