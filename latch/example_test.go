@@ -6,6 +6,7 @@ import (
 
 	"github.com/zkrecipes/zkrecipes/fence"
 	"github.com/zkrecipes/zkrecipes/latch"
+	"github.com/zkrecipes/zkrecipes/leader"
 	"github.com/zkrecipes/zkrecipes/testkit/zktest"
 	"github.com/zkrecipes/zkrecipes/zookeeper"
 )
@@ -38,6 +39,9 @@ func Example() {
 		return
 	}
 	fmt.Println("leader:", l.IsLeader())
+	health, _ := leader.NewHealth(0) // a liveness probe: http.Handle("/healthz", health)
+	defer health.Track(lease)()      // the work below leads until it returns
+	fmt.Println("healthy:", health.Check() == nil)
 
 	var guard fence.Guard // lives at the resource
 	err = guard.Do("report", lease.Token(), func() error {
@@ -54,6 +58,7 @@ func Example() {
 	fmt.Println("leader id:", string(leader.Data))
 	// Output:
 	// leader: true
+	// healthy: true
 	// report written
 	// error: <nil>
 	// leader id: host-1

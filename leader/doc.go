@@ -66,6 +66,10 @@
 //	http.Handle("/healthz", health)
 //	err := leader.Run(ctx, lock, fn, leader.WithHealth(health))
 //
+// Code that leads without Run (a latch's Await, a plain Acquire) registers
+// its work with Health.Track, and calls the function it returns once the
+// work has stopped.
+//
 // # Why a requeue pause
 //
 // Before [DefaultRequeuePause], the pause was the backoff's first interval

@@ -105,9 +105,12 @@ func (h *Health) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
 	fmt.Fprintln(w, "ok")
 }
 
-// begin registers a leader function about to run on lease's term; the
-// function it returns unregisters it once the leader function returned.
-func (h *Health) begin(lease recipe.Lease) (end func()) {
+// Track registers work done as leader on lease, by code that is not a Run
+// loop (a latch's Await, a plain Acquire, a multilock), until the returned
+// done is called: Check fails while that work outlives lease by more than
+// the tolerance. Run calls it for each term. Call done once the work has
+// stopped; a nil *Health tracks nothing.
+func (h *Health) Track(lease recipe.Lease) (done func()) {
 	if h == nil {
 		return func() {}
 	}
@@ -119,10 +122,13 @@ func (h *Health) begin(lease recipe.Lease) (end func()) {
 	}
 	h.terms[t] = struct{}{}
 	h.mu.Unlock()
+	var once sync.Once
 	return func() {
-		stop()
-		h.mu.Lock()
-		delete(h.terms, t)
-		h.mu.Unlock()
+		once.Do(func() {
+			stop()
+			h.mu.Lock()
+			delete(h.terms, t)
+			h.mu.Unlock()
+		})
 	}
 }

@@ -167,7 +167,7 @@ func (c *config) lead(ctx context.Context, lease recipe.Lease, fn func(context.C
 			c.log.Warn("leader: releasing the lock failed; the backend retries, or the lease expires", "token", lease.Token(), "err", err)
 		}
 	}()
-	defer c.health.begin(lease)() // before the release: fn has returned
+	defer c.health.Track(lease)() // before the release: fn has returned
 	err := fn(fctx, lease.Token())
 	// ctx too: fctx ends with ctx on AfterFunc's goroutine, maybe not yet.
 	early = fctx.Err() == nil && ctx.Err() == nil
