@@ -1,0 +1,54 @@
+package recipe
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/zkrecipes/zkrecipes/fence"
+)
+
+// Holder is a lock's holder (an election's leader) as its server records
+// it. ID is public: anyone who may read the lock reads it, so it names a
+// process (a host and pid, a pod), never a secret.
+type Holder struct {
+	// ID is the identity the holder published: its backend's WithIdentity
+	// (or the election value), else the backend's default, stated by each.
+	ID string
+	// Token is the fencing token of the holder's grant.
+	Token fence.Token
+	// Since is when the server granted it, by the server's clock where the
+	// backend keeps one (the zero Time where it does not, as each states).
+	Since time.Time
+}
+
+// HolderState is one state of a lock seen from outside: Held is false when
+// nobody holds it, Holder is then the zero value.
+type HolderState struct {
+	Held   bool
+	Holder Holder
+}
+
+// String describes s for people: "free", or "held by <id> with token <t>".
+func (s HolderState) String() string {
+	if !s.Held {
+		return "free"
+	}
+	return fmt.Sprintf("held by %q with token %v", s.Holder.ID, s.Holder.Token)
+}
+
+// HolderObserver reads who holds a lock without contending for it; each
+// backend's exclusive lock implements it (testkit/locktest checks it). It
+// reports servers' states only: a holder whose lease has ended in its own
+// process is shown until its server lets go.
+type HolderObserver interface {
+	// Holder reads the lock's state now, in one atomic read of its server.
+	// Errors: ctx's cause; ErrSessionClosed; the backend's errors.
+	Holder(ctx context.Context) (HolderState, error)
+	// ObserveHolder delivers the state at once and after every change (or,
+	// where the backend has no change events, every poll it states),
+	// coalesced for a slow reader and ending on the latest; consecutive
+	// states differ and Token never decreases. Failed reads are retried; the
+	// channel closes when ctx ends or the Session closes.
+	ObserveHolder(ctx context.Context) <-chan HolderState
+}
