@@ -37,7 +37,7 @@ const kindLeader = "leader"
 func (c *config) acquire(ctx context.Context, lock recipe.Lock) (recipe.Lease, error) {
 	a := grant.Begin(c.metrics, kindLeader, c.name)
 	l, err := lock.Acquire(ctx)
-	a.Done(err)
+	a.Done(l, err)
 	return l, err
 }
 

@@ -91,3 +91,14 @@ func TestConformanceLockDelay(t *testing.T) {
 	lt := h.LeaseTime()
 	locktest.RunLockDelay(t, h, lt.Max-lt.Min+250*time.Millisecond)
 }
+
+// TestHolderConformance: the mutex as a recipe.HolderObserver
+// (locktest.RunHolder), observed from a session of its own.
+func TestHolderConformance(t *testing.T) {
+	t.Parallel()
+	cl := zktest.Shared(t)
+	h := &rtest.LockHarness{Cluster: cl, In: zktest.Inspect(t, cl), Lock: func(tb testing.TB, s *zookeeper.Session, p string) recipe.Lock { return newMutex(tb, s, p) }}
+	locktest.RunHolder(t, h, func(tb testing.TB, lock string) recipe.HolderObserver {
+		return newMutex(tb, rtest.Connect(tb, cl), rtest.LockPath(lock))
+	})
+}

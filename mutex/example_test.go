@@ -136,3 +136,34 @@ func ExampleNewSemaphore() {
 	// third export held off: true
 	// after a release: <nil>
 }
+
+// Who holds a lock, read from outside without contending: the holder's
+// published ID (WithData) and token, then every change.
+func ExampleMutex_ObserveHolder() {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	s, err := zookeeper.Connect(ctx, zktest.ExampleServers())
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer s.Close()
+	holder, _ := mutex.New(s, "/locks/observed", mutex.WithData([]byte("host-a:4711")))
+	watcher, _ := mutex.New(s, "/locks/observed")
+	states := watcher.ObserveHolder(ctx)
+	fmt.Println(<-states) // at once: nobody holds it
+
+	lease, err := holder.Acquire(ctx)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	st := <-states
+	fmt.Println(st.Holder.ID, st.Holder.Token == lease.Token())
+	lease.Release(ctx)
+	fmt.Println(<-states)
+	// Output:
+	// free
+	// host-a:4711 true
+	// free
+}

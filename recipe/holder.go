@@ -17,8 +17,9 @@ type Holder struct {
 	ID string
 	// Token is the fencing token of the holder's grant.
 	Token fence.Token
-	// Since is when the server granted it, by the server's clock where the
-	// backend keeps one (the zero Time where it does not, as each states).
+	// Since is when the grant began by the server's clock, as each backend
+	// states (ZooKeeper: when the holder's node was made, which may be
+	// before it came first); the zero Time where the backend keeps no clock.
 	Since time.Time
 }
 
@@ -51,4 +52,14 @@ type HolderObserver interface {
 	// states differ and Token never decreases. Failed reads are retried; the
 	// channel closes when ctx ends or the Session closes.
 	ObserveHolder(ctx context.Context) <-chan HolderState
+}
+
+// HoldingMetrics is an optional extension of Metrics: a Metrics that also
+// implements it is told of every grant an Acquire or TryAcquire hands out
+// (+1 and the grant's backend token, on the contender's goroutine) and of
+// its end, by Release or loss (-1 and the same token, on a goroutine of its
+// own). An operator reads which process holds a lock, with which token
+// (prommetrics: zkrecipes_holding, zkrecipes_holding_token).
+type HoldingMetrics interface {
+	Holding(kind, dir string, token fence.Token, delta int)
 }

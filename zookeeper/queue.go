@@ -312,10 +312,11 @@ func (q *Queue) acquire(ctx context.Context, kind string, data []byte, wait bool
 				continue
 			}
 		}
-		a.Done(err)
 		if err != nil {
+			a.Done(nil, err)
 			return nil, err
 		}
+		a.Done(l, nil)
 		return l, nil
 	}
 }

@@ -97,7 +97,7 @@ const kind = "lock"
 func (m *Mutex) acquire(ctx context.Context, wait bool) (recipe.Lease, error) {
 	a := grant.Begin(m.s.cfg.metrics, kind, m.name)
 	l, err := m.contend(ctx, wait)
-	a.Done(err)
+	a.Done(l, err)
 	return l, err
 }
 

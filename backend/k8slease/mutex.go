@@ -99,7 +99,7 @@ func (m *Mutex) acquire(ctx context.Context, wait bool) (recipe.Lease, error) {
 	if err == nil {
 		l, err = m.contend(ctx, wait)
 	}
-	a.Done(err)
+	a.Done(l, err)
 	return l, err
 }
 

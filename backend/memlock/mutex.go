@@ -88,7 +88,7 @@ func (m *Mutex) TryAcquire(ctx context.Context) (recipe.Lease, error) { return m
 func (m *Mutex) acquire(ctx context.Context, try bool) (recipe.Lease, error) {
 	a := grant.Begin(m.s.metrics, kindLock, m.name)
 	l, err := m.attempt(ctx, try)
-	a.Done(err)
+	a.Done(l, err)
 	return l, err
 }
 

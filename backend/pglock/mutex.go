@@ -124,7 +124,7 @@ func (m *Mutex) TryAcquire(ctx context.Context) (recipe.Lease, error) {
 func (m *Mutex) acquire(ctx context.Context, wait bool) (recipe.Lease, error) {
 	a := grant.Begin(m.s.metrics, metricKind, m.name)
 	l, err := m.contend(ctx, wait)
-	a.Done(err)
+	a.Done(l, err)
 	return l, err
 }
 

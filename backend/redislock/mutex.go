@@ -125,7 +125,7 @@ const kind = "lock"
 func (m *Mutex) measured(ctx context.Context, wait bool) (recipe.Lease, error) {
 	a := grant.Begin(m.s.metrics, kind, m.name)
 	l, err := m.acquire(ctx, wait)
-	a.Done(err)
+	a.Done(l, err)
 	return l, err
 }
 

@@ -42,6 +42,7 @@ type Core struct {
 	cancel context.CancelCauseFunc
 	endMu  sync.Mutex  // makes End's check and cancel one step
 	ended  atomic.Bool // set after the cancel, under endMu
+	onEnd  []func()    // whenEnded's, run by End; under endMu
 
 	mu       sync.Mutex // serializes Release
 	released bool       // the removal completed, or nothing is left to remove
@@ -85,11 +86,29 @@ func (c *Core) End(cause error) bool {
 	}
 	c.cancel(cause)
 	c.ended.Store(true)
+	fs := c.onEnd
+	c.onEnd = nil
 	c.endMu.Unlock()
+	for _, f := range fs {
+		f()
+	}
 	if c.rep != nil && cause != recipe.ErrReleased {
 		c.rep.lost(c.token, cause)
 	}
 	return true
+}
+
+// whenEnded runs f once the lease has ended: from the End that ends it,
+// before that End returns, or at once if it has ended already.
+func (c *Core) whenEnded(f func()) {
+	c.endMu.Lock()
+	if !c.ended.Load() {
+		c.onEnd = append(c.onEnd, f)
+		c.endMu.Unlock()
+		return
+	}
+	c.endMu.Unlock()
+	f()
 }
 
 // lost reports the loss of the grant with token.
@@ -165,9 +184,24 @@ func Begin(m recipe.Metrics, kind, dir string) Attempt {
 	return Attempt{m: m, kind: kind, dir: dir, start: time.Now()}
 }
 
-// Done reports the acquisition's end with err and how long it took.
-func (a Attempt) Done(err error) {
-	if a.m != nil {
-		a.m.AcquireDone(a.kind, a.dir, time.Since(a.start), err)
+// Done reports the acquisition's end with err and how long it took, and a
+// grant (l, when err is nil) to a recipe.HoldingMetrics: +1 now, -1 when l
+// ends (from the End that ends a Core, before a Release returns).
+func (a Attempt) Done(l recipe.Lease, err error) {
+	if a.m == nil {
+		return
+	}
+	a.m.AcquireDone(a.kind, a.dir, time.Since(a.start), err)
+	hm, ok := a.m.(recipe.HoldingMetrics)
+	if !ok || err != nil || l == nil {
+		return
+	}
+	token := l.Token()
+	hm.Holding(a.kind, a.dir, token, +1)
+	end := func() { hm.Holding(a.kind, a.dir, token, -1) }
+	if c, ok := l.(interface{ whenEnded(func()) }); ok {
+		c.whenEnded(end) // a backend's lease: -1 before its Release returns
+	} else {
+		context.AfterFunc(l.Context(), end)
 	}
 }

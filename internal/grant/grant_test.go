@@ -3,7 +3,9 @@ package grant
 import (
 	"context"
 	"errors"
+	"fmt"
 	"runtime"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -177,9 +179,50 @@ func TestBegin(t *testing.T) {
 	if m.started != 1 || m.done != 0 {
 		t.Fatalf("after Begin: %+v", m)
 	}
-	a.Done(recipe.ErrLocked)
+	a.Done(nil, recipe.ErrLocked)
 	if m.started != 1 || m.done != 1 || m.err != recipe.ErrLocked {
 		t.Fatalf("%+v", m)
 	}
-	Begin(nil, "lock", "a").Done(nil)
+	Begin(nil, "lock", "a").Done(nil, nil)
+}
+
+type holdingMetrics struct {
+	measured
+	calls []string
+}
+
+func (m *holdingMetrics) Holding(kind, dir string, token fence.Token, delta int) {
+	m.calls = append(m.calls, fmt.Sprintf("%s %s %v %+d", kind, dir, token, delta))
+}
+
+type coreLease struct{ Core }
+
+func (l *coreLease) Release(context.Context) error { l.End(recipe.ErrReleased); return nil }
+
+// TestHolding: a grant is reported to a HoldingMetrics with +1, and with -1
+// by the End that ends it, before End returns (also a lease that ended
+// before Done, at once); a failed acquisition is not reported.
+func TestHolding(t *testing.T) {
+	m := &holdingMetrics{}
+	l := &coreLease{}
+	l.Init(context.Background(), 7, nil)
+	Begin(m, "lock", "/a").Done(l, nil)
+	Begin(m, "leader", "x").Done(l, nil) // leader.Run's attempt, on the same lease
+	if want := []string{"lock /a 7 +1", "leader x 7 +1"}; !slices.Equal(m.calls, want) {
+		t.Fatalf("after the grant: %q", m.calls)
+	}
+	l.End(recipe.ErrSuspended)
+	l.End(recipe.ErrReleased)
+	if want := []string{"lock /a 7 +1", "leader x 7 +1", "lock /a 7 -1", "leader x 7 -1"}; !slices.Equal(m.calls, want) {
+		t.Fatalf("after its end: %q", m.calls)
+	}
+	m.calls = nil
+	gone := &coreLease{}
+	gone.Init(context.Background(), 8, nil)
+	gone.End(recipe.ErrSessionLost)
+	Begin(m, "lock", "/a").Done(gone, nil)
+	Begin(m, "lock", "/a").Done(nil, recipe.ErrLocked)
+	if want := []string{"lock /a 8 +1", "lock /a 8 -1"}; !slices.Equal(m.calls, want) {
+		t.Fatalf("a lease ended before Done, and a failure: %q", m.calls)
+	}
 }

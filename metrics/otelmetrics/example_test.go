@@ -68,5 +68,7 @@ func Example() {
 	// zkrecipes.acquire.duration
 	// zkrecipes.acquire.started
 	// zkrecipes.fence.rejections
+	// zkrecipes.holding
+	// zkrecipes.holding.token
 	// zkrecipes.leading
 }

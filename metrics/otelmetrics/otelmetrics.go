@@ -28,6 +28,8 @@
 //	zkrecipes.waiters              Int64UpDownCounter  {waiter}      kind, path
 //	zkrecipes.leases.lost          Int64Counter        {lease}       kind, path, cause
 //	zkrecipes.leading              Int64UpDownCounter  {term}        path
+//	zkrecipes.holding              Int64Gauge          {grant}       kind, path
+//	zkrecipes.holding.token        Int64Gauge          {token}       kind, path
 //	zkrecipes.sessions             Int64UpDownCounter  {session}     state
 //	zkrecipes.session.transitions  Int64Counter        {transition}  state
 //	zkrecipes.fence.rejections     Int64Counter        {write}       resource
@@ -55,6 +57,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/zkrecipes/zkrecipes/fence"
+	"github.com/zkrecipes/zkrecipes/internal/holding"
 	"github.com/zkrecipes/zkrecipes/internal/metricreason"
 	"github.com/zkrecipes/zkrecipes/leader"
 	"github.com/zkrecipes/zkrecipes/recipe"
@@ -85,6 +88,9 @@ type Metrics struct {
 	waiters     metric.Int64UpDownCounter
 	lost        metric.Int64Counter
 	leading     metric.Int64UpDownCounter
+	holding     metric.Int64Gauge
+	holdToken   metric.Int64Gauge
+	holds       holding.Set
 	sessions    metric.Int64UpDownCounter
 	transitions metric.Int64Counter
 	rejections  metric.Int64Counter
@@ -96,6 +102,7 @@ type Metrics struct {
 var _ recipe.Metrics = (*Metrics)(nil)
 var _ leader.LeadingMetrics = (*Metrics)(nil)
 var _ recipe.DelayMetrics = (*Metrics)(nil)
+var _ recipe.HoldingMetrics = (*Metrics)(nil)
 
 type config struct {
 	buckets  []float64
@@ -181,6 +188,12 @@ func New(mp metric.MeterProvider, opts ...Option) (*Metrics, error) {
 		"Granted leases that ended without their own Release, by cause.")
 	m.leading = upDown("zkrecipes.leading", "{term}",
 		"Terms of leader.Run that this process leads now, by name.")
+	m.holding, err = mt.Int64Gauge("zkrecipes.holding", metric.WithUnit("{grant}"),
+		metric.WithDescription("Grants of this process's Acquire and TryAcquire live now (held, not yet released or lost)."))
+	check(err)
+	m.holdToken, err = mt.Int64Gauge("zkrecipes.holding.token", metric.WithUnit("{token}"),
+		metric.WithDescription("The largest fencing token among the live grants of zkrecipes.holding; 0 when none."))
+	check(err)
 	m.sessions = upDown("zkrecipes.sessions", "{session}",
 		"Open sessions of this process per connection state (CONNECTED, SUSPENDED, RECONNECTED, LOST).")
 	m.transitions = counter("zkrecipes.session.transitions", "{transition}",
@@ -248,6 +261,16 @@ func (m *Metrics) LeaseLost(kind, dir string, cause error) {
 // zkrecipes.leading.
 func (m *Metrics) Leading(name string, delta int) {
 	m.leading.Add(context.Background(), int64(delta), m.set(m.where("", name)[1]))
+}
+
+// Holding implements recipe.HoldingMetrics: it records zkrecipes.holding and
+// zkrecipes.holding.token.
+func (m *Metrics) Holding(kind, dir string, token fence.Token, delta int) {
+	where := m.where(kind, dir)
+	m.holds.Add(kind, where[1].Value.AsString(), token, delta, func(n int, largest fence.Token) {
+		m.holding.Record(context.Background(), int64(n), m.set(where...))
+		m.holdToken.Record(context.Background(), int64(largest), m.set(where...))
+	})
 }
 
 // SessionState implements recipe.Metrics: it moves one session from state

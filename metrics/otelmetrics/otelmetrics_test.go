@@ -30,6 +30,14 @@ zkrecipes.acquire.started {acquisition} counter{kind=lock,path=/locks/otel} 1
 zkrecipes.acquire.started {acquisition} counter{kind=lock,path=delayed} 2
 zkrecipes.acquire.started {acquisition} counter{kind=lock,path=nightly} 4
 zkrecipes.fence.rejections {write} counter{resource=report} 1
+zkrecipes.holding {grant} gauge{kind=leader,path=scheduler} 0
+zkrecipes.holding {grant} gauge{kind=lock,path=/locks/otel} 0
+zkrecipes.holding {grant} gauge{kind=lock,path=delayed} 0
+zkrecipes.holding {grant} gauge{kind=lock,path=nightly} 0
+zkrecipes.holding.token {token} gauge{kind=leader,path=scheduler} 0
+zkrecipes.holding.token {token} gauge{kind=lock,path=/locks/otel} 0
+zkrecipes.holding.token {token} gauge{kind=lock,path=delayed} 0
+zkrecipes.holding.token {token} gauge{kind=lock,path=nightly} 0
 zkrecipes.leading {term} updowncounter{path=scheduler} 0
 zkrecipes.leases.lost {lease} counter{cause=session_closed,kind=lock,path=delayed} 1
 zkrecipes.lock.delay s counter{kind=lock,path=delayed} true

@@ -26,6 +26,8 @@
 //	zkrecipes_waiters{kind,path}                              gauge      this process's contenders queued
 //	zkrecipes_leases_lost_total{kind,path,cause}              counter    cause: see Reason
 //	zkrecipes_leading{path}                                   gauge      leader.Run terms leading now (LeadingMetrics)
+//	zkrecipes_holding{kind,path}                              gauge      grants this process holds now (HoldingMetrics)
+//	zkrecipes_holding_token{kind,path}                        gauge      the largest token among them; 0 when none
 //	zkrecipes_sessions{state}                                 gauge      open sessions per connection state (ZooKeeper, etcd)
 //	zkrecipes_session_transitions_total{state}                counter    transitions into each state (ZooKeeper, etcd)
 //	zkrecipes_fence_rejections_total{resource}                counter    stale writes rejected by a fence wired with OnStale
@@ -45,6 +47,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/zkrecipes/zkrecipes/internal/holding"
 	"github.com/zkrecipes/zkrecipes/internal/metricreason"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -77,6 +80,9 @@ type Metrics struct {
 	waiters     *prometheus.GaugeVec
 	lost        *prometheus.CounterVec
 	leading     *prometheus.GaugeVec
+	holding     *prometheus.GaugeVec
+	holdToken   *prometheus.GaugeVec
+	holds       holding.Set
 	sessions    *prometheus.GaugeVec
 	transitions *prometheus.CounterVec
 	rejections  *prometheus.CounterVec
@@ -88,6 +94,7 @@ type Metrics struct {
 var _ recipe.Metrics = (*Metrics)(nil)
 var _ leader.LeadingMetrics = (*Metrics)(nil)
 var _ recipe.DelayMetrics = (*Metrics)(nil)
+var _ recipe.HoldingMetrics = (*Metrics)(nil)
 var _ prometheus.Collector = (*Metrics)(nil)
 
 type config struct {
@@ -159,6 +166,10 @@ func New(opts ...Option) *Metrics {
 			"Granted leases that ended without their own Release, by cause.", "kind", "path", "cause"),
 		leading: gauge("leading",
 			"Terms of leader.Run that this process leads now, by name.", "path"),
+		holding: gauge("holding",
+			"Grants of this process's Acquire and TryAcquire live now (held, not yet released or lost).", "kind", "path"),
+		holdToken: gauge("holding_token",
+			"The largest fencing token among the live grants of zkrecipes_holding (exact up to 2^53); 0 when none.", "kind", "path"),
 		sessions: gauge("sessions",
 			"Open sessions of this process per connection state (CONNECTED, SUSPENDED, RECONNECTED, LOST).", "state"),
 		transitions: counter("session_transitions_total",
@@ -177,7 +188,7 @@ func New(opts ...Option) *Metrics {
 }
 
 func (m *Metrics) collectors() []prometheus.Collector {
-	return []prometheus.Collector{m.started, m.duration, m.failures, m.waiters, m.lost, m.leading, m.sessions, m.transitions, m.rejections, m.headroom, m.delays, m.delayed}
+	return []prometheus.Collector{m.started, m.duration, m.failures, m.waiters, m.lost, m.leading, m.holding, m.holdToken, m.sessions, m.transitions, m.rejections, m.headroom, m.delays, m.delayed}
 }
 
 // Describe implements prometheus.Collector.
@@ -234,6 +245,16 @@ func (m *Metrics) LeaseLost(kind, dir string, cause error) {
 // zkrecipes_leading.
 func (m *Metrics) Leading(name string, delta int) {
 	m.leading.WithLabelValues(m.path(name)).Add(float64(delta))
+}
+
+// Holding implements recipe.HoldingMetrics: it sets zkrecipes_holding and
+// zkrecipes_holding_token.
+func (m *Metrics) Holding(kind, dir string, token fence.Token, delta int) {
+	p := m.path(dir)
+	m.holds.Add(kind, p, token, delta, func(n int, largest fence.Token) {
+		m.holding.WithLabelValues(kind, p).Set(float64(n))
+		m.holdToken.WithLabelValues(kind, p).Set(float64(largest))
+	})
 }
 
 // SessionState implements recipe.Metrics: it moves one session from state

@@ -193,3 +193,44 @@ zkrecipes_fence_rejections_total{resource="report"} 1
 		}
 	}
 }
+
+// TestHolding: a scrape shows the grants this process holds and the
+// largest of their tokens (two leases of a semaphore), and zero for both
+// once they are released or lost.
+func TestHolding(t *testing.T) {
+	cl := zktest.Shared(t)
+	m, reg := promtest.New()
+	s := rtest.Connect(t, cl, zookeeper.WithMetrics(m))
+	sem, err := mutex.NewSemaphore(s, "/locks/holding", 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	a, err := sem.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := sem.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	scrape := func(n int, token fence.Token) string {
+		return fmt.Sprintf("zkrecipes_holding{kind=\"lease\",path=\"/locks/holding\"} %d\nzkrecipes_holding_token{kind=\"lease\",path=\"/locks/holding\"} %d\n", n, token)
+	}
+	check := func(want string) {
+		t.Helper()
+		if err := promtest.Compare(reg, want); err != nil {
+			t.Fatal(err)
+		}
+	}
+	check(scrape(2, max(a.Token(), b.Token())))
+	if err := b.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	check(scrape(1, a.Token()))
+	if err := a.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	check(scrape(0, 0))
+}

@@ -26,6 +26,8 @@ var families = map[string][2]string{
 	"zkrecipes_waiters":                   {"gauge", "Contenders of this process currently queued behind other holders."},
 	"zkrecipes_leases_lost_total":         {"counter", "Granted leases that ended without their own Release, by cause."},
 	"zkrecipes_leading":                   {"gauge", "Terms of leader.Run that this process leads now, by name."},
+	"zkrecipes_holding":                   {"gauge", "Grants of this process's Acquire and TryAcquire live now (held, not yet released or lost)."},
+	"zkrecipes_holding_token":             {"gauge", "The largest fencing token among the live grants of zkrecipes_holding (exact up to 2^53); 0 when none."},
 	"zkrecipes_sessions":                  {"gauge", "Open sessions of this process per connection state (CONNECTED, SUSPENDED, RECONNECTED, LOST)."},
 	"zkrecipes_session_transitions_total": {"counter", "Connection-state transitions, by the state entered."},
 	"zkrecipes_fence_rejections_total":    {"counter", "Writes a fence rejected because their token was stale (a fence.Guard or any fence of resource/ wired with OnStale)."},
