@@ -126,17 +126,14 @@ func (r *Reporter) lost(token fence.Token, cause error) {
 	log.Log(context.Background(), level, r.Backend+": lease lost", "lock", shortpath.Of(r.Dir), "token", int64(token), "cause", cause)
 }
 
-// Release is the Release of recipe.Lease, given the backend's two steps:
-// end ends the lease with recipe.ErrReleased if it is live (the backend's
-// own bookkeeping around Core.End: a registry, a timer, a goroutine to wait
-// for); remove removes the grant, and runs only when the lease ended by
-// this Release. Remove reports done when nothing is left to remove, even
-// with an error (an unlock attempted on a connection then closed): a later
-// Release returns nil then, as after a removal that succeeded.
-//
-// Release is idempotent and serialized. It returns nil once the grant is
-// removed, an error matching recipe.ErrLeaseLost and wrapping the cause if
-// the lease had ended before (nothing is removed then), or remove's error.
+// Release is recipe.Lease's Release, idempotent and serialized, given the
+// backend's two steps: end ends the lease with recipe.ErrReleased if live
+// (the backend's bookkeeping around Core.End); remove removes the grant,
+// run only if this Release ended the lease, and reports done when nothing
+// is left to remove even with an error (an unlock on a connection then
+// closed), so a later Release returns nil. It returns nil once the grant
+// is removed, an error matching recipe.ErrLeaseLost and wrapping the cause
+// if the lease had ended before (nothing removed), or remove's error.
 func (c *Core) Release(ctx context.Context, end func(), remove func(context.Context) (done bool, err error)) error {
 	if ctx == nil { // a deferred cleanup: remove the grant, do not panic half way
 		ctx = context.Background()
