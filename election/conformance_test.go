@@ -29,6 +29,17 @@ func TestConformance(t *testing.T) {
 		}})
 }
 
+// TestHolderConformance: the election as a recipe.HolderObserver
+// (locktest.RunHolder), observed from a session of its own.
+func TestHolderConformance(t *testing.T) {
+	cl := zktest.Shared(t)
+	h := &rtest.LockHarness{Cluster: cl, In: zktest.Inspect(t, cl),
+		Lock: func(tb testing.TB, s *zookeeper.Session, dir string) recipe.Lock { return electionLock{s: s, dir: dir} }}
+	locktest.RunHolder(t, h, func(tb testing.TB, lock string) recipe.HolderObserver {
+		return newElection(tb, rtest.Connect(tb, cl), rtest.LockPath(lock))
+	})
+}
+
 // electionLock is the election as a recipe.Lock.
 type electionLock struct {
 	s   *zookeeper.Session

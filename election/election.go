@@ -47,6 +47,10 @@ var (
 	// ErrCampaigning is returned by Campaign and Run while the Election has a
 	// campaign in progress or a live leadership: use one Election per candidate.
 	ErrCampaigning = errors.New("election: a campaign is in progress or leadership is held")
+
+	// ErrNotLeader is returned by Proclaim when the Election holds no live
+	// leadership.
+	ErrNotLeader = errors.New("election: not leading")
 )
 
 // Election is one candidate's handle on an election directory. It campaigns
@@ -221,6 +225,22 @@ func (e *Election) Resign(ctx context.Context) error {
 		e.mu.Unlock()
 	}
 	return err
+}
+
+// Proclaim publishes value as the leader's without another election
+// (etcd's Proclaim): it writes the leadership's znode, so Leader and
+// Observe report the new value. Errors: ErrNotLeader without a live
+// leadership; recipe.ErrLeaseLost when it ended meanwhile; recipe.ErrConflict
+// when someone else wrote the node; recipe.ErrTooLarge; *recipe.OpError;
+// ctx's cause (the write may have applied: Proclaim again settles it).
+func (e *Election) Proclaim(ctx context.Context, value []byte) error {
+	e.mu.Lock()
+	l := e.lease
+	e.mu.Unlock()
+	if l == nil || l.Context().Err() != nil {
+		return ErrNotLeader
+	}
+	return e.q.SetLeaseData(ctx, l, value)
 }
 
 // Leader returns the current leader, the first node of the directory

@@ -2,6 +2,7 @@ package election
 
 import (
 	"context"
+	"github.com/zkrecipes/zkrecipes/recipe"
 
 	"github.com/zkrecipes/zkrecipes/internal/zkside"
 	"github.com/zkrecipes/zkrecipes/zookeeper"
@@ -26,4 +27,24 @@ func observation(h zookeeper.Head) Observation {
 		return Observation{}
 	}
 	return Observation{Present: true, Leader: leaderOf(h.Node)}
+}
+
+var _ recipe.HolderObserver = (*Election)(nil)
+
+// Holder reads who leads, as Leader does, as a recipe.HolderState: ID is
+// the leader's value (printable, else its session), Token its czxid, Since
+// its node's ctime. Errors: as Leader, without ErrNoLeader (Held is false).
+func (e *Election) Holder(ctx context.Context) (recipe.HolderState, error) {
+	h, err := e.q.Head(ctx)
+	if err != nil {
+		return recipe.HolderState{}, err
+	}
+	return h.State(), nil
+}
+
+// ObserveHolder is Observe as recipe.HolderStates, for tools that follow
+// any backend's holder (zkrecipes elect --observe).
+func (e *Election) ObserveHolder(ctx context.Context) <-chan recipe.HolderState {
+	ch, _ := zkside.ObserveHeadAs(ctx, e.q, zookeeper.Head.State) // cannot fail: both are set
+	return ch
 }

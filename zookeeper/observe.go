@@ -3,11 +3,16 @@ package zookeeper
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/go-zookeeper/zk"
 	"github.com/zkrecipes/zkrecipes/fence"
 	"github.com/zkrecipes/zkrecipes/internal/zkside"
+	"github.com/zkrecipes/zkrecipes/recipe"
 )
 
 // Head is the first node of a queue at some moment: the holder of an
@@ -16,6 +21,22 @@ import (
 type Head struct {
 	Present bool
 	Node    Participant
+}
+
+// State is h as recipe.HolderState, a recipe's HolderObserver reports it:
+// ID is the node's data when it is non-empty printable UTF-8 of at most
+// 256 bytes, else "session 0x<owner>" (binary or hostile data never reaches
+// a terminal); Token its czxid; Since its ctime.
+func (h Head) State() recipe.HolderState {
+	if !h.Present {
+		return recipe.HolderState{}
+	}
+	n := h.Node
+	id := string(n.Data)
+	if len(n.Data) == 0 || len(n.Data) > 256 || !utf8.Valid(n.Data) || strings.ContainsFunc(id, unicode.IsControl) {
+		id = fmt.Sprintf("session 0x%x", n.SessionID)
+	}
+	return recipe.HolderState{Held: true, Holder: recipe.Holder{ID: id, Token: n.Token, Since: n.Created}}
 }
 
 // ObserveHead reports the first node of the queue at once and after every
@@ -46,8 +67,11 @@ func (h headSource) Read(ctx context.Context) (Head, <-chan struct{}, func(), er
 	return h.q.headAndWatch(ctx)
 }
 
-// Same reports whether a and b are the same node, or both no node.
-func (headSource) Same(a, b Head) bool { return a.Present == b.Present && a.Node.Name == b.Node.Name }
+// Same reports whether a and b are the same node at the same data version
+// (a leader's Proclaim is a change), or both no node.
+func (headSource) Same(a, b Head) bool {
+	return a.Present == b.Present && a.Node.Name == b.Node.Name && a.Node.Version == b.Node.Version
+}
 
 // headAndWatch reads the queue head and sets the watch that fires when it
 // may have changed: a data watch on the first node (which changes only by

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/go-zookeeper/zk"
 	"github.com/zkrecipes/zkrecipes/recipe"
@@ -23,10 +24,53 @@ var errWrittenBy = errors.New("written by someone else")
 // on a ctx done already; after a send the write may have applied: SetData
 // again with the same version and data settles it).
 func (t *Ticket) SetData(ctx context.Context, data []byte, version int32) (int32, error) {
+	return nodeRef{q: t.q, name: t.name, path: t.path, owner: t.owner, err: t.Err}.setData(ctx, data, version)
+}
+
+// SetLeaseData writes data to the node of l, a live grant of this queue
+// (an election leader's Proclaim), at the data version its holder last saw,
+// with SetData's handling of a lost reply; readers of the queue (Head,
+// ObserveHead) see the new data. Errors: recipe.ErrLeaseLost (wrapping the
+// cause) for a lease that has ended; recipe.ErrBadOption for a lease that
+// is not one of this queue's; otherwise as SetData.
+func (q *Queue) SetLeaseData(ctx context.Context, l recipe.Lease, data []byte) error {
+	ls, ok := l.(*lease)
+	dir := q.d.adir + "/"
+	if !ok || ls == nil || ls.reg != &q.d.s.leases || !strings.HasPrefix(ls.path, dir) || strings.Contains(ls.path[len(dir):], "/") {
+		return fmt.Errorf("%w: not a lease of the queue %s", recipe.ErrBadOption, q.d.dir)
+	}
+	live := func() error {
+		if !ls.Live() {
+			return fmt.Errorf("%w (%w)", recipe.ErrLeaseLost, context.Cause(ls.Context()))
+		}
+		return nil
+	}
+	ls.reg.mu.Lock()
+	version := ls.version
+	ls.reg.mu.unlock()
+	v, err := nodeRef{q: q, name: ls.path[len(dir):], path: ls.path, owner: ls.owner, err: live}.setData(ctx, data, version)
+	if err == nil {
+		ls.reg.mu.Lock()
+		ls.version = max(ls.version, v) // Release deletes by it; the own-node watch reads it too
+		ls.reg.mu.unlock()
+	}
+	return err
+}
+
+// nodeRef is a queue node of this Session's that a caller writes: a
+// Ticket's or a lease's, with why it can no longer be written (err).
+type nodeRef struct {
+	q          *Queue
+	name, path string // child name; absolute path
+	owner      int64
+	err        func() error
+}
+
+func (t nodeRef) setData(ctx context.Context, data []byte, version int32) (int32, error) {
 	if err := t.q.CheckNodeData(data); err != nil {
 		return 0, err
 	}
-	if err := t.Err(); err != nil {
+	if err := t.err(); err != nil {
 		return 0, err
 	}
 	if ctx.Err() != nil { // nothing sent: requests.retry sends a first attempt even then
@@ -65,7 +109,7 @@ func (t *Ticket) SetData(ctx context.Context, data []byte, version int32) (int32
 	case errors.Is(err, zk.ErrBadVersion), errors.Is(err, errWrittenBy):
 		return 0, &recipe.OpError{Op: "set", Path: t.q.d.dir + "/" + t.name, Err: fmt.Errorf("%w: data version is not %d", recipe.ErrConflict, version)}
 	case errors.Is(err, zk.ErrNoNode):
-		if derr := t.Err(); derr != nil {
+		if derr := t.err(); derr != nil {
 			return 0, derr
 		}
 		return 0, recipe.ErrNodeDeleted
@@ -76,8 +120,8 @@ func (t *Ticket) SetData(ctx context.Context, data []byte, version int32) (int32
 // settle reads the node after a lost reply of a set of data at version:
 // applied when it is at version+1 with data; again when it is still at
 // version (send the set again); errWrittenBy otherwise, zk.ErrNoNode when
-// the node is gone or not this ticket's.
-func (t *Ticket) settle(data []byte, version int32) (applied, again bool, _ error) {
+// the node is gone or not the caller's.
+func (t nodeRef) settle(data []byte, version int32) (applied, again bool, _ error) {
 	s := t.q.d.s
 	if _, err := s.conn.Sync(t.path); err != nil {
 		return false, false, err
