@@ -188,6 +188,8 @@ type lockService struct {
 	// ("0x…"; ZooKeeper only, "" otherwise).
 	session func() string
 	close   func()
+	// zk is the ZooKeeper session (nil for the other backends).
+	zk *zookeeper.Session
 }
 
 // open connects to the lock service of --servers; on failure it logs and
@@ -206,6 +208,7 @@ func (f *lockFlags) open(ctx context.Context, log *slog.Logger, met *metricsServ
 			bound:   s.SessionTimeout(),
 			session: func() string { return fmt.Sprintf("0x%x", s.ID()) },
 			close:   func() { s.Close() },
+			zk:      s,
 		}, -1
 	}
 	ls := &lockService{backend: f.backend, session: func() string { return "" }}

@@ -25,8 +25,12 @@ is given up and the campaign starts again after a backoff (growing while
 CMD fails). With --once zkrecipes exits instead: with CMD's status, or 79 if
 leadership was lost.
 
-elect works with ZooKeeper only (not with lock's etcd://, postgres://,
-redis:// or k8s:// servers).
+Campaigning works with ZooKeeper only. elect --observe PATH (any backend:
+also lock's etcd://, postgres://, redis:// and k8s:// servers) only
+follows the leader: it prints who leads (the candidate's --id on ZooKeeper,
+the holder's published ID elsewhere), with its token and since when, and
+every change, until SIGINT or SIGTERM (exit 0); --json prints one JSON line
+per state, as inspect --json does on the other backends.
 
 CMD runs in a process group of its own, with ZKRECIPES_TOKEN (the
 leadership's fencing token), ZKRECIPES_PATH, ZKRECIPES_SESSION_ID and
@@ -39,6 +43,8 @@ Examples:
   zkrecipes elect /elections/scheduler --id "$(hostname)" -- ./scheduler
   # lead once, e.g. from a systemd unit that restarts zkrecipes itself
   zkrecipes elect --once /elections/compactor --id "$(hostname)" -- ./compact
+  # who leads, and every change
+  zkrecipes elect --observe /elections/scheduler
 
 Exit statuses: with --once CMD's status or 79 (leadership lost, CMD
 stopped); 64 usage; 69 ZooKeeper unreachable; 70 other error; 130/143
@@ -59,6 +65,10 @@ func runElect(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&f.id, "id", "", "this candidate's value, shown by inspect and in ZKRECIPES_ID (default host:pid)")
 	fs.BoolVar(&f.once, "once", false, "exit after the first leadership instead of campaigning again")
 	fs.DurationVar(&f.grace, "grace", 10*time.Second, "after SIGTERM, how long CMD gets to exit before SIGKILL")
+	fs.Bool("observe", false, "only follow the leader (any backend): print it and every change, until SIGINT or SIGTERM")
+	if observeArgs(args) {
+		return runHolder("elect", electUsage, args, true, stdout, stderr)
+	}
 	if code := zkOnlyArgs(stderr, fs, args); code >= 0 {
 		return code
 	}

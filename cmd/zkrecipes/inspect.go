@@ -31,9 +31,12 @@ Show the participants of the lock, read-write lock, semaphore, election or
 leader latch at PATH, in queue order: role (holder, leader, waiting, ...),
 fencing token, owning session, node age, data (the holder's host:pid as
 zkrecipes lock writes it, an election candidate's --id) and znode name.
-inspect only reads: it creates nothing in ZooKeeper. It works with
-ZooKeeper only (not with lock's etcd://, postgres://, redis:// or k8s://
-servers).
+inspect only reads: it creates nothing in ZooKeeper.
+
+With --servers naming etcd://, postgres://, redis:// or k8s:// (as lock
+takes them), inspect shows who holds the lock named PATH instead: free, or
+held by the holder's published ID with its token and, where the backend
+records it, since when (--json: {"name","at","held","id","token","since"}).
 
 The recipe is recognised from the node names. A semaphore's number of leases
 is not stored in ZooKeeper: give --semaphore N to tell holders from waiters.
@@ -67,8 +70,8 @@ func runInspect(args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&f.json, "json", false, "print one JSON document (with --watch: one JSON line per change)")
 	fs.BoolVar(&f.watch, "watch", false, "print again after every change, until SIGINT or SIGTERM")
 	fs.Var((*decimalFlag)(&f.semaphore), "semaphore", "the semaphore's number of `N` leases, to tell its holders")
-	if code := zkOnlyArgs(stderr, fs, args); code >= 0 {
-		return code
+	if otherBackend(args) {
+		return runHolder("inspect", inspectUsage, args, false, stdout, stderr)
 	}
 	pos, cmd, code := parseArgs(fs, args, stdout, stderr)
 	if code >= 0 {

@@ -1,0 +1,102 @@
+package main
+
+import (
+	"encoding/json"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/zkrecipes/zkrecipes/testkit/zktest"
+)
+
+// TestHolderView: on etcd, PostgreSQL and Redis, inspect shows the lock as
+// free, then held by the lock command's process with the token its command
+// got, then free again; elect --observe follows the same states as JSON
+// lines, and SIGINT ends it with 0.
+func TestHolderView(t *testing.T) {
+	t.Parallel()
+	for _, ls := range lockServers {
+		t.Run(ls.name, func(t *testing.T) {
+			t.Parallel()
+			url, addr := ls.start(t)
+			checkHolderView(t, url(addr), lockName(t), "lock", "--ttl", "5s")
+		})
+	}
+}
+
+// TestHolderViewZooKeeper: elect --observe on ZooKeeper follows an
+// election's leader (its --id, its token), as on the other backends.
+func TestHolderViewZooKeeper(t *testing.T) {
+	t.Parallel()
+	cl := zktest.Shared(t)
+	dir := t.TempDir()
+	gate, g := filepath.Join(dir, "gate"), filepath.Join(dir, "g")
+	obs := startProc(t, cl, dir, true, "elect", "--observe", "--json", "/elections/observed")
+	expectView(t, obs, false, 0, "")
+	leader := start(t, cl, dir, "elect", "--once", "/elections/observed", "--id", "lead-1", "--", "sh", "-c", grantScript(g, gate))
+	tok := readGrant(t, g).token
+	expectView(t, obs, true, tok, "lead-1")
+	touch(t, gate)
+	leader.expect(0, 30*time.Second)
+	expectView(t, obs, false, 0, "")
+	obs.signal(syscall.SIGINT)
+	obs.expect(0, 30*time.Second)
+}
+
+// checkHolderView runs the holder view's checks on servers with a lock
+// command (lockArgs) for name.
+func checkHolderView(t *testing.T, servers, name string, lockArgs ...string) {
+	dir := t.TempDir()
+	gate, g := filepath.Join(dir, "gate"), filepath.Join(dir, "g")
+	read := func() HolderView {
+		in := startOn(t, servers, dir, "inspect", "--json", name)
+		in.expect(0, 30*time.Second)
+		var v HolderView
+		if err := json.Unmarshal([]byte(in.stdout.String()), &v); err != nil {
+			t.Fatalf("inspect --json: %v\n%s", err, in.stdout)
+		}
+		return v
+	}
+	if v := read(); v.Held || v.Name != name {
+		t.Fatalf("before any holder: %+v", v)
+	}
+	obs := startServers(t, servers, dir, true, "elect", "--observe", "--json", name)
+	expectView(t, obs, false, 0, "")
+	holder := startOn(t, servers, dir, append(append(lockArgs, name, "--"), "sh", "-c", grantScript(g, gate))...)
+	tok := readGrant(t, g).token
+	if v := read(); !v.Held || v.Token != tok || v.ID == "" {
+		t.Fatalf("while held with token %d: %+v", tok, v)
+	}
+	expectView(t, obs, true, tok, "")
+	touch(t, gate)
+	holder.expect(0, 30*time.Second)
+	expectView(t, obs, false, 0, "")
+	if v := read(); v.Held {
+		t.Fatalf("after the holder's release: %+v", v)
+	}
+	obs.signal(syscall.SIGINT)
+	obs.expect(0, 30*time.Second)
+}
+
+// expectView reads p's next JSON line and fails t unless it shows the
+// state (held with token, and id if not empty; or free).
+func expectView(t *testing.T, p *proc, held bool, token uint64, id string) {
+	t.Helper()
+	select {
+	case line, ok := <-p.lines:
+		if !ok {
+			t.Fatalf("the observer ended (%d):\n%s", p.wait(5*time.Second), p.stderr)
+		}
+		var v HolderView
+		if err := json.Unmarshal([]byte(line), &v); err != nil {
+			t.Fatalf("%q: %v", line, err)
+		}
+		if v.Held != held || v.Token != token || (id != "" && v.ID != id) || strings.TrimSpace(line) == "" {
+			t.Fatalf("observed %s, want held %v token %d id %q", line, held, token, id)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("nothing observed within 30s:\n%s", p.stderr)
+	}
+}
