@@ -133,6 +133,24 @@
 // deleted in the background when the answer comes (or goes with the etcd
 // lease, within its TTL).
 //
+// # Who holds the lock
+//
+// [Mutex.Holder] reads the lock's holder (recipe.HolderObserver) in one
+// linearizable transaction: the first key by create revision, limit 1,
+// and with WithLockDelay the lock-delay's record (a contender serving a
+// delay holds not: give an observer its contenders' option). ID is the
+// key's value, the identity its Session published (WithIdentity, default
+// "<hostname>:<pid>", or Mutex.Proclaim since); Token is the key's create
+// revision, the Lease's token; Since is zero: etcd records no time. Another
+// client's malformed value gives ErrBadHolder, with the state, its ID
+// empty. [Mutex.ObserveHolder] does not poll: it reads, watches the range
+// from the next revision, and reads again on an event that may change the
+// holder, so a change is reported one read after its watch event. A watch
+// silent for a TTL is checked by one read (a change a stalled watch missed
+// is then reported at most a TTL late: 10 s by default); compaction is
+// recovered by a read at once, a failed watch by one after a backoff of
+// 50 ms to 1 s (logged at Warn).
+//
 // # Group membership
 //
 // [NewGroup] returns the group named name on s (recipe.Group): each member
