@@ -51,6 +51,9 @@ var _ recipe.HolderObserver = (*Mutex)(nil)
 // recipe.ErrSessionClosed, ErrBadHolder (with the state, its ID empty), a
 // *recipe.OpError.
 func (m *Mutex) Holder(ctx context.Context) (recipe.HolderState, error) {
+	if ctx == nil {
+		ctx = context.Background()
+	}
 	if ctx.Err() != nil {
 		return recipe.HolderState{}, context.Cause(ctx)
 	}
@@ -64,7 +67,7 @@ func (m *Mutex) Holder(ctx context.Context) (recipe.HolderState, error) {
 }
 
 // holderRead is one read of the lock's holder: st at revision rev, key the
-// holder's key (""  when free), bad a malformed identity (ErrBadHolder; st
+// holder's key ("" when free), bad a malformed identity (ErrBadHolder; st
 // is the server's state then, with an empty ID).
 type holderRead struct {
 	st  recipe.HolderState
@@ -171,7 +174,7 @@ func (m *Mutex) Proclaim(ctx context.Context, l recipe.Lease, id string) error {
 // compacted watch is read again at once, a failed one after a backoff
 // (50 ms to 1 s, logged at Warn), a watch silent for a TTL checked by one
 // read. Coalesced, consecutive states differ, Token never goes back. The
-// channel closes when ctx ends or the Session closes.
+// channel closes when ctx ends (a nil ctx never ends) or the Session closes.
 func (m *Mutex) ObserveHolder(ctx context.Context) <-chan recipe.HolderState {
 	if ctx == nil {
 		ctx = context.Background()
@@ -243,7 +246,10 @@ func (o *holderObserver) read(ctx context.Context) error {
 		o.bad = r.st.Holder.Token
 		o.m.s.log.Warn("etcdlock: holder observer: delivering the holder with an empty ID", "lock", o.m.name, "err", r.bad)
 	}
-	o.deliver(r.st)
+	if !o.deliver(r.st) {
+		o.m.s.log.Warn("etcdlock: holder observer: the holder's token went back (the server restored from a backup?); not delivered",
+			"lock", o.m.name, "token", r.st.Holder.Token, "highest", o.top)
+	}
 	return nil
 }
 
@@ -306,11 +312,15 @@ func (o *holderObserver) changes(wr clientv3.WatchResponse) bool {
 }
 
 // deliver gives st to the reader, replacing one not taken yet, unless the
-// reader has it already or its Token goes back: the reader never takes
-// the same state twice in a row.
-func (o *holderObserver) deliver(st recipe.HolderState) {
-	if o.sent != nil && (*o.sent == st || st.Held && st.Holder.Token < o.top) {
-		return
+// reader has it already (the reader never takes the same state twice in a
+// row) or its Token goes back (false).
+func (o *holderObserver) deliver(st recipe.HolderState) bool {
+	switch {
+	case o.sent == nil:
+	case st.Held && st.Holder.Token < o.top:
+		return false
+	case *o.sent == st:
+		return true
 	}
 	select {
 	case <-o.out: // not taken: the reader's last is still o.taken
@@ -319,11 +329,12 @@ func (o *holderObserver) deliver(st recipe.HolderState) {
 	}
 	if o.taken != nil && *o.taken == st { // back to what the reader has: nothing to send
 		o.sent = o.taken
-		return
+		return true
 	}
 	o.sent = &st
 	if st.Held {
 		o.top = max(o.top, st.Holder.Token)
 	}
 	o.out <- st // never blocks: this goroutine is the only sender, and the buffer is empty
+	return true
 }
