@@ -219,6 +219,28 @@
 // by reading the key's history back to the write that followed the
 // expected version.
 //
+// The details. A try of TrySet that gets no answer, or a transient error,
+// is settled by reading the key before anything is sent again: unchanged,
+// it is sent again; otherwise the key's history is read back (up to 16
+// writes) to the write that followed expected (for 0: the create of the
+// key's current incarnation), and that write holding data means the put
+// was applied, even if overwritten since (another writer's put of the same
+// bytes over the same revision cannot be told from it, and leaves the key
+// as this one would); else it conflicts. A compacted history that hides
+// the answer, or a longer one, is an error, not a guess. A Cache's
+// compacted or cancelled watch is recovered by reading the range again and
+// emitting only the differences; a watch that closes is opened again after
+// a backoff (logged at Warn), one silent for a TTL or more is checked by a
+// small read, and the etcd client reconnects by itself. Keys the package
+// reserves for its locks and groups (_lock_..., _member_...,
+// _lockdelay_...) are held like any key, not left out: a cache shows the
+// range as the server holds it (its limits count them too), and a cache of
+// a group's or a lock's directory is a way to follow its members or
+// contenders; only its root cannot be one (the name rules). What the cache
+// holds, its limits, its listeners and its snapshots are the store every
+// backend's cache shares (internal/cachestore, as package cache's);
+// cache.go and cache_sync.go are what is etcd's.
+//
 // # Metrics
 //
 // [WithMetrics] installs m on the Session (default, and nil: none). Every
