@@ -48,7 +48,7 @@ func try(ctx context.Context, d time.Duration, send func(context.Context) error)
 // TryAcquire, that is its condition: a lock with a record is refused).
 func (a *attempt) createOps(wait bool) ([]clientv3.Cmp, []clientv3.Op) {
 	m := a.m
-	put := clientv3.OpPut(a.key, "", clientv3.WithLease(a.g.id))
+	put := clientv3.OpPut(a.key, a.m.s.cfg.identity, clientv3.WithLease(a.g.id)) // the value: the holder's ID (holder.go)
 	switch {
 	case wait && m.delay <= 0:
 		return []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(a.key), "=", 0)}, []clientv3.Op{put}

@@ -18,19 +18,10 @@ import (
 // etcd). A goroutine reads the cache's key range at one revision, then
 // follows it with an etcd watch from the next revision, applying each watch
 // response whole: what the cache holds is always the range as etcd held it
-// at one revision (Snapshot's Rev), never a state in between. A compacted or
-// cancelled watch is recovered by reading the range again and emitting only
-// the differences; a watch that closes is opened again after a backoff
-// (logged at Warn), one silent for a TTL or more is checked by a small read,
-// and the etcd client reconnects by itself. Keys the package reserves for
-// its locks and groups (_lock_..., _member_..., _lockdelay_...) are held
-// like any key, not left out: a cache shows the range as the server holds it
-// (its limits count them too), and a cache of a group's or a lock's
-// directory is a way to follow its members or contenders; only its root
-// cannot be one (the name rules). What the cache holds, its limits, its
-// listeners and its snapshots are the store every backend's cache shares
-// (internal/cachestore, as package cache's); this file and cache_sync.go
-// are what is etcd's. A Cache is safe for concurrent use; Close it when
+// at one revision (Snapshot's Rev), never a state in between. Compacted,
+// cancelled, closed and silent watches are recovered, and the keys this
+// package reserves are held like any key (see Caches and values in the
+// package documentation). A Cache is safe for concurrent use; Close it when
 // done.
 type Cache struct {
 	s      *Session

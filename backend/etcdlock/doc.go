@@ -133,6 +133,24 @@
 // deleted in the background when the answer comes (or goes with the etcd
 // lease, within its TTL).
 //
+// # Who holds the lock
+//
+// [Mutex.Holder] reads the lock's holder (recipe.HolderObserver) in one
+// linearizable transaction: the first key by create revision, limit 1,
+// and with WithLockDelay the lock-delay's record (a contender serving a
+// delay holds not: give an observer its contenders' option). ID is the
+// key's value, the identity its Session published (WithIdentity, default
+// "<hostname>:<pid>", or Mutex.Proclaim since); Token is the key's create
+// revision, the Lease's token; Since is zero: etcd records no time. Another
+// client's malformed value gives ErrBadHolder, with the state, its ID
+// empty. [Mutex.ObserveHolder] does not poll: it reads, watches the range
+// from the next revision, and reads again on an event that may change the
+// holder, so a change is reported one read after its watch event. A watch
+// silent for a TTL is checked by one read (a change a stalled watch missed
+// is then reported at most a TTL late: 10 s by default); compaction is
+// recovered by a read at once, a failed watch by one after a backoff of
+// 50 ms to 1 s (logged at Warn).
+//
 // # Group membership
 //
 // [NewGroup] returns the group named name on s (recipe.Group): each member
@@ -200,6 +218,28 @@
 // transaction comparing it, and a write whose answer was lost is settled
 // by reading the key's history back to the write that followed the
 // expected version.
+//
+// The details. A try of TrySet that gets no answer, or a transient error,
+// is settled by reading the key before anything is sent again: unchanged,
+// it is sent again; otherwise the key's history is read back (up to 16
+// writes) to the write that followed expected (for 0: the create of the
+// key's current incarnation), and that write holding data means the put
+// was applied, even if overwritten since (another writer's put of the same
+// bytes over the same revision cannot be told from it, and leaves the key
+// as this one would); else it conflicts. A compacted history that hides
+// the answer, or a longer one, is an error, not a guess. A Cache's
+// compacted or cancelled watch is recovered by reading the range again and
+// emitting only the differences; a watch that closes is opened again after
+// a backoff (logged at Warn), one silent for a TTL or more is checked by a
+// small read, and the etcd client reconnects by itself. Keys the package
+// reserves for its locks and groups (_lock_..., _member_...,
+// _lockdelay_...) are held like any key, not left out: a cache shows the
+// range as the server holds it (its limits count them too), and a cache of
+// a group's or a lock's directory is a way to follow its members or
+// contenders; only its root cannot be one (the name rules). What the cache
+// holds, its limits, its listeners and its snapshots are the store every
+// backend's cache shares (internal/cachestore, as package cache's);
+// cache.go and cache_sync.go are what is etcd's.
 //
 // # Metrics
 //

@@ -32,6 +32,13 @@ var (
 	// ...", in the *recipe.OpError of the connect).
 	ErrUnreachable error = &alias{"recipe: server unreachable", recipe.ErrUnreachable}
 
+	// ErrBadHolder is matched by the error of Mutex.Holder when the lock's
+	// first key holds a value that is no identity WithIdentity accepts
+	// (another client wrote it): the state is returned with the error,
+	// Held with the key's token and an empty ID. ObserveHolder delivers
+	// such a state and logs it at Warn.
+	ErrBadHolder = errors.New("etcdlock: malformed holder identity")
+
 	// ErrInvalidName is matched by the error of New (a *NameError) for a
 	// lock name this package refuses (see New). It matches
 	// recipe.ErrInvalidPath too.

@@ -110,3 +110,45 @@ func ExampleWithLockDelay() {
 	// delay served: 0s
 	// release: <nil>
 }
+
+// Who holds the lock: a dashboard follows the holder of a job's lock (its
+// ID and token) without contending for it; a worker names itself with
+// WithIdentity, and can publish another ID while it holds (Proclaim).
+func ExampleMutex_ObserveHolder() {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	s, err := etcdlock.Connect(ctx, etcdtest.ExampleURL(), etcdlock.WithIdentity("worker-7"))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer s.Close()
+	m, err := etcdlock.New(s, "jobs/nightly-report")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	states := m.ObserveHolder(ctx) // closed by cancel, or by s.Close
+	fmt.Println(<-states)
+
+	lease, err := m.Acquire(ctx)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	st := <-states
+	fmt.Println(st.Holder.ID, st.Holder.Token == lease.Token())
+	if err := m.Proclaim(ctx, lease, "worker-7 (report 2026-12-07)"); err != nil {
+		fmt.Println(err)
+	}
+	fmt.Println((<-states).Holder.ID)
+	if err := lease.Release(ctx); err != nil {
+		fmt.Println(err)
+	}
+	fmt.Println(<-states)
+	// Output:
+	// free
+	// worker-7 true
+	// worker-7 (report 2026-12-07)
+	// free
+}

@@ -122,14 +122,18 @@ func (f *follower) follow(ctx context.Context, rev int64) error {
 
 // failed returns why the watch gives up with wr (ok false: its channel
 // closed), or nil when wr is to be applied.
-func (f *follower) failed(wr clientv3.WatchResponse, ok bool) error {
+func (f *follower) failed(wr clientv3.WatchResponse, ok bool) error { return watchErr(f.key, wr, ok) }
+
+// watchErr returns why a watch of key gives up with wr (ok false: its
+// channel closed), or nil when wr is to be applied.
+func watchErr(key string, wr clientv3.WatchResponse, ok bool) error {
 	switch {
 	case !ok:
 		return errWatchClosed
 	case wr.CompactRevision != 0 || errors.Is(wr.Err(), rpctypes.ErrCompacted):
 		return fmt.Errorf("%w at revision %d", errCompacted, wr.CompactRevision)
 	case wr.Err() != nil:
-		return opError("watch", f.key, wr.Err())
+		return opError("watch", key, wr.Err())
 	case wr.Canceled:
 		return errWatchCanceled
 	}

@@ -8,6 +8,7 @@ import (
 	"net"
 	"time"
 
+	"github.com/zkrecipes/zkrecipes/internal/lockname"
 	"github.com/zkrecipes/zkrecipes/recipe"
 )
 
@@ -30,6 +31,10 @@ const (
 
 	// MaxPrefixLen is the longest key prefix a Session accepts, in bytes.
 	MaxPrefixLen = 256
+
+	// MaxIdentityLen is the longest identity WithIdentity and
+	// Mutex.Proclaim accept, in bytes.
+	MaxIdentityLen = 256
 )
 
 // closeTimeout bounds how long Close waits for the revoke of its lease.
@@ -42,6 +47,8 @@ type config struct {
 	connectTimeout time.Duration
 	cleanupTimeout time.Duration // 0: the granted TTL
 	logger         *slog.Logger
+	identity       string         // WithIdentity's, else defaultIdentity()
+	identitySet    bool           // WithIdentity was given
 	metrics        recipe.Metrics // nil: none
 	dialer         func(ctx context.Context, addr string) (net.Conn, error)
 	tls            *tls.Config // WithTLS's, not checked yet
@@ -73,6 +80,16 @@ func WithTTL(d time.Duration) Option { return func(c *config) { c.ttl = d } }
 // and is at most MaxPrefixLen bytes; otherwise Connect fails with an error
 // matching recipe.ErrBadOption.
 func WithPrefix(p string) Option { return func(c *config) { c.prefix = p } }
+
+// WithIdentity sets the identity that the Session's acquisitions publish
+// as the value of their keys, which Mutex.Holder reads back as the
+// holder's ID (default: "<hostname>:<pid>"). It is public, readable by
+// anyone who may read the lock: name a process, never a secret. It must be
+// 1 to MaxIdentityLen bytes of printable UTF-8; otherwise Connect and
+// NewSession fail with an error matching recipe.ErrBadOption.
+func WithIdentity(id string) Option {
+	return func(c *config) { c.identity, c.identitySet = id, true }
+}
 
 // WithConnectTimeout bounds how long Connect and NewSession wait for the
 // server (default DefaultConnectTimeout); it must be positive.
@@ -133,6 +150,13 @@ func buildConfig(opts []Option) (config, error) {
 		if why := checkPrefix(c.prefix); why != "" {
 			return c, fmt.Errorf("%w: WithPrefix(%q): %s", recipe.ErrBadOption, c.prefix, why)
 		}
+	}
+	if c.identitySet {
+		if why := checkIdentity(c.identity); why != "" {
+			return c, fmt.Errorf("%w: etcdlock: WithIdentity(%s): %s", recipe.ErrBadOption, lockname.Quote(c.identity), why)
+		}
+	} else {
+		c.identity = defaultIdentity()
 	}
 	if c.logger == nil {
 		c.logger = slog.Default()

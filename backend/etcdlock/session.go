@@ -195,6 +195,10 @@ func (s *Session) Client() *clientv3.Client { return s.cli }
 // Prefix returns the key prefix of the Session's locks.
 func (s *Session) Prefix() string { return s.prefix }
 
+// Identity returns the identity the Session's acquisitions publish as
+// their keys' value (WithIdentity, else "<hostname>:<pid>").
+func (s *Session) Identity() string { return s.cfg.identity }
+
 // ID returns the ID of the Session's newest etcd lease (possibly lost).
 func (s *Session) ID() clientv3.LeaseID {
 	s.mu.Lock()

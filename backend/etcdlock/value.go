@@ -36,9 +36,8 @@ const valueElement = "_value_"
 // key's mod revision (its create revision with 0: only if missing); a try
 // whose answer was lost is settled by reading the key (see TrySet). Get is
 // a linearizable (quorum) read. Watch reads, then watches from the next
-// revision, reading again after a compaction or a silent watch. A Value
-// holds no state beyond its key and Session; it is safe for concurrent
-// use.
+// revision, reading again after a compaction or a silent watch. It is
+// safe for concurrent use.
 type Value struct {
 	s    *Session
 	name string
@@ -136,19 +135,13 @@ func fromKV(kv *mvccpb.KeyValue) recipe.Versioned {
 // TrySet writes data if the value's Version is still expected
 // (recipe.Value.TrySet): one transaction that puts the key if its mod
 // revision is expected (with 0: if its create revision is 0, the key
-// missing). A try that gets no answer, or a transient error, is settled
-// by reading the key before anything is sent again: unchanged, it is sent
-// again; otherwise the key's history is read back (up to 16 writes) to
-// the write that followed expected (for 0: the create of the key's
-// current incarnation), and that write holding data means the put was
-// applied, even if overwritten since (another writer's put of the same
-// bytes over the same revision cannot be told from it, and leaves the key
-// as this one would); else it conflicts. A compacted history that hides
-// the answer, or a longer one, is an error, not a guess. Errors:
-// recipe.ErrConflict (nothing written); recipe.ErrTooLarge over
-// MaxValueData; recipe.ErrBadOption for a negative expected; ctx's cause
-// (after a send the put may have applied: Get tells);
-// recipe.ErrSessionClosed; a *recipe.OpError.
+// missing). A try that gets no answer, or a transient error, is settled by
+// reading the key, and if it changed, its history (see Caches and values in
+// the package documentation): never a guess. Errors: recipe.ErrConflict
+// (nothing written); recipe.ErrTooLarge over MaxValueData;
+// recipe.ErrBadOption for a negative expected; ctx's cause (after a send
+// the put may have applied: Get tells); recipe.ErrSessionClosed; a
+// *recipe.OpError.
 func (v *Value) TrySet(ctx context.Context, expected int64, data []byte) (recipe.Versioned, error) {
 	switch {
 	case expected < 0:
