@@ -5,8 +5,6 @@ import (
 	crand "crypto/rand"
 	"errors"
 	"fmt"
-	"os"
-	"strconv"
 	"time"
 
 	"github.com/zkrecipes/zkrecipes/fence"
@@ -147,7 +145,7 @@ func (m *Mutex) acquire(ctx context.Context, wait bool) (recipe.Lease, error) {
 	ctx, unbind := s.life.Bind(ctx)
 	defer unbind()
 
-	owner := newOwner()
+	owner := newOwner(s.ident)
 	var (
 		w       *waiter
 		served  = grant.NewServing(m.rep, m.delayMax()) // the lock-delay waited out so far
@@ -322,13 +320,10 @@ func ended(ctx context.Context) bool {
 	return false
 }
 
-// newOwner returns a new owner id: host, process and 130 random bits, so
-// that an operator can tell who holds a lock and no two Acquire calls
-// anywhere share one.
-func newOwner() string {
-	host, _ := os.Hostname()
-	return host + ":" + strconv.Itoa(os.Getpid()) + ":" + crand.Text()
-}
+// newOwner returns a new owner id: the session's identity (WithIdentity,
+// else host and process), ':' and 130 random bits, so that an operator can
+// tell who holds a lock and no two Acquire calls anywhere share one.
+func newOwner(ident string) string { return ident + ":" + crand.Text() }
 
 // The deadlines of the recipe, as fractions of the TTL.
 
