@@ -71,7 +71,9 @@
 // [Mutex.ObserveHolder] polls that script: every 500 ms by default
 // (WithHolderPoll), so a change is reported at most 500 ms plus one read
 // after the server made it, and a holder that comes and goes between two
-// polls can be missed. Data this package never writes is ErrBadData.
+// polls can be missed. Data this package never writes is ErrBadData. The
+// script runs with EVALSHA (EVAL the first time) and GETs only: the ACL
+// line below allows it, and Connect's probe checks both.
 //
 // # Access control (Redis ACL)
 //

@@ -68,7 +68,8 @@ const handoffPrefix = "next:"
 // EVAL the first time) GETs the lock key and the token counter together.
 // Held with ID (the holder's WithIdentity, else its "host:pid") and the
 // grant's Token; Since is always zero (the grant time is not stored). A
-// lock handed to a waiter that has not claimed it is not held (see holder.go).
+// lock handed to a waiter that has not claimed it is not held (see Who
+// holds the lock in the package documentation).
 // Errors: ctx's cause; recipe.ErrSessionClosed; a *recipe.OpError wrapping
 // ErrBadData, a *PermissionError or the connection's error.
 func (m *Mutex) Holder(ctx context.Context) (recipe.HolderState, error) {

@@ -16,7 +16,8 @@ import (
 
 // Mutex is a lock named by a string on a Session's Redis server. It
 // implements recipe.Lock: every Acquire or TryAcquire call is an independent
-// contender with its own owner identity. Waiters are served in arrival
+// contender with its own owner identity; and recipe.HolderObserver (Holder,
+// ObserveHolder). Waiters are served in arrival
 // order (FIFO): a release hands the lock to the longest-waiting live
 // waiter, and wakes only that one.
 type Mutex struct {
