@@ -46,14 +46,18 @@ var _ recipe.HolderObserver = (*Mutex)(nil)
 // holderScript reads the lock key KEYS[1] and the token counter KEYS[2] in
 // one atomic step and returns {1, value, counter} (nil for a missing key),
 // or {0, i, the server's error} when the GET of KEYS[i] fails (a key of
-// another type, an ACL refusal). It writes nothing; EVAL and EVALSHA and
-// GET are in the ACL line already.
+// another type, an ACL refusal), or {2, i, its length} when KEYS[i] holds
+// more than ARGV[1] bytes (not sent: another client's value can be huge).
+// It writes nothing; EVAL and EVALSHA and GET are in the ACL line already.
 var holderScript = redis.NewScript(`
 local out = {1}
 for i = 1, 2 do
   local r = redis.pcall('GET', KEYS[i])
   if type(r) == 'table' and r.err then
     return {0, i, r.err}
+  end
+  if r and #r > tonumber(ARGV[1]) then
+    return {2, i, #r}
   end
   out[i + 1] = r
 end
@@ -91,7 +95,7 @@ func (m *Mutex) readHolder(ctx context.Context) (recipe.HolderState, error) {
 	s := m.s
 	rctx, cancel := context.WithTimeout(ctx, opTimeout(s.ttl))
 	defer cancel()
-	res, err := holderScript.Run(rctx, s.cli, []string{m.key, m.counter}).Slice()
+	res, err := holderScript.Run(rctx, s.cli, []string{m.key, m.counter}, maxOwnerLen).Slice()
 	if err != nil {
 		if ended(ctx) {
 			return recipe.HolderState{}, context.Cause(ctx)
@@ -112,10 +116,14 @@ func (m *Mutex) readHolder(ctx context.Context) (recipe.HolderState, error) {
 // an answer or a value this package never writes.
 func (m *Mutex) holderOf(res []any) (recipe.HolderState, error) {
 	code, _, _ := answer(res)
-	if len(res) != 3 || code != 0 && code != 1 {
+	switch {
+	case len(res) != 3 || code < 0 || code > 2:
 		return recipe.HolderState{}, fmt.Errorf("unexpected answer of %d items to the holder script", len(res))
-	}
-	if code == 0 {
+	case code == 2:
+		i, _ := res[1].(int64)
+		n, _ := res[2].(int64)
+		return recipe.HolderState{}, fmt.Errorf("%w: %s holds %d bytes, more than an owner id or a token", ErrBadData, m.keyOf(i), n)
+	case code == 0:
 		i, _ := res[1].(int64)
 		msg, _ := res[2].(string)
 		switch {
