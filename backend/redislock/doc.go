@@ -12,9 +12,10 @@
 // A lock named n has three keys (four with WithLockDelay), and a channel
 // per waiter (prefix: WithKeyPrefix):
 //
-//   - n:holder, the lock: the holder's owner id (host, pid, 130 random bits;
-//     one per Acquire call), with a PX expiry of the TTL; while the lock is
-//     handed to a waiter, "next:" and that waiter's owner id;
+//   - n:holder, the lock: the holder's owner id (WithIdentity's id, else
+//     host and pid; ':' and 130 random bits, one per Acquire call), with a
+//     PX expiry of the TTL; while the lock is handed to a waiter, "next:"
+//     and that waiter's owner id;
 //   - n:token, the token counter: an integer without expiry that the
 //     package never deletes;
 //   - n:queue, the waiters: a sorted set of owner ids in arrival order,
@@ -59,6 +60,20 @@
 // due to expire, plus up to a tenth of that at random. A check that finds
 // the lock free with waiters queued hands it to the head, so the queue
 // moves on within the bound of a crashed holder (below).
+//
+// # Who holds the lock
+//
+// [Mutex.Holder] reads n:holder and n:token in one read-only script (two
+// GETs) and reports the holder's identity (its owner id without the random
+// part: WithIdentity, default "host:pid") and its grant's token; Since is
+// zero (no grant time is stored, so grants cost nothing more). A lock
+// handed to a waiter that has not claimed it ("next:") is reported free.
+// [Mutex.ObserveHolder] polls that script: every 500 ms by default
+// (WithHolderPoll), so a change is reported at most 500 ms plus one read
+// after the server made it, and a holder that comes and goes between two
+// polls can be missed. Data this package never writes is ErrBadData. The
+// script runs with EVALSHA (EVAL the first time) and GETs only: the ACL
+// line below allows it, and Connect's probe checks both.
 //
 // # Access control (Redis ACL)
 //

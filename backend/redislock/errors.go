@@ -14,3 +14,12 @@ var (
 	// live on one primary, see the package documentation.
 	ErrNotPrimary = errors.New("redislock: the Redis server is a replica")
 )
+
+// ErrBadData is matched by the error of Mutex.Holder when a lock's keys
+// hold what this package never writes: a lock key that is not an owner id
+// (or "next:" and one), a held lock whose token counter is missing or not
+// a positive integer, a key of another type; and, logged by ObserveHolder,
+// a token counter that went back (reset by FLUSHALL, eviction or another
+// client). Another client of the server wrote it: the error describes the
+// fault without quoting the value.
+var ErrBadData = errors.New("redislock: a lock's keys hold data this package does not write")

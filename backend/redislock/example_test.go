@@ -79,3 +79,39 @@ func ExampleWithLockDelay() {
 	// Output:
 	// delay served: 0s
 }
+
+// Watch who holds a lock from outside: the state at once, then each
+// change, with the holder's identity and its grant's token.
+func ExampleMutex_ObserveHolder() {
+	ctx := context.Background()
+	s, err := redislock.Connect(ctx, redistest.ExampleURL(),
+		redislock.WithIdentity("report-worker"), redislock.WithHolderPoll(100*time.Millisecond))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer s.Close()
+	m, err := redislock.New(s, "observed-report")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	octx, stop := context.WithCancel(ctx)
+	defer stop()
+	states := m.ObserveHolder(octx)
+	fmt.Println(<-states)
+
+	lease, err := m.Acquire(ctx)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	st := <-states
+	fmt.Println(st.Holder.ID, st.Holder.Token == lease.Token())
+	lease.Release(ctx)
+	fmt.Println(<-states)
+	// Output:
+	// free
+	// report-worker true
+	// free
+}

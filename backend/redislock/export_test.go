@@ -29,8 +29,11 @@ func TryAs(ctx context.Context, m *Mutex, owner string) (recipe.Lease, time.Dura
 	return l, pttl, err
 }
 
-// NewOwner returns a fresh owner id.
-func NewOwner() string { return newOwner() }
+// NewOwner returns a fresh owner id with the default identity.
+func NewOwner() string { return newOwner(defaultIdentity()) }
+
+// DefaultIdentity is the identity of a session without WithIdentity.
+func DefaultIdentity() string { return defaultIdentity() }
 
 // RecheckAfter is how long a waiter sleeps without a notification when the
 // holder's key has pttl left.

@@ -5,8 +5,6 @@ import (
 	crand "crypto/rand"
 	"errors"
 	"fmt"
-	"os"
-	"strconv"
 	"time"
 
 	"github.com/zkrecipes/zkrecipes/fence"
@@ -18,7 +16,8 @@ import (
 
 // Mutex is a lock named by a string on a Session's Redis server. It
 // implements recipe.Lock: every Acquire or TryAcquire call is an independent
-// contender with its own owner identity. Waiters are served in arrival
+// contender with its own owner identity; and recipe.HolderObserver (Holder,
+// ObserveHolder). Waiters are served in arrival
 // order (FIFO): a release hands the lock to the longest-waiting live
 // waiter, and wakes only that one.
 type Mutex struct {
@@ -147,7 +146,7 @@ func (m *Mutex) acquire(ctx context.Context, wait bool) (recipe.Lease, error) {
 	ctx, unbind := s.life.Bind(ctx)
 	defer unbind()
 
-	owner := newOwner()
+	owner := newOwner(s.ident)
 	var (
 		w       *waiter
 		served  = grant.NewServing(m.rep, m.delayMax()) // the lock-delay waited out so far
@@ -322,13 +321,10 @@ func ended(ctx context.Context) bool {
 	return false
 }
 
-// newOwner returns a new owner id: host, process and 130 random bits, so
-// that an operator can tell who holds a lock and no two Acquire calls
-// anywhere share one.
-func newOwner() string {
-	host, _ := os.Hostname()
-	return host + ":" + strconv.Itoa(os.Getpid()) + ":" + crand.Text()
-}
+// newOwner returns a new owner id: the session's identity (WithIdentity,
+// else host and process), ':' and 130 random bits, so that an operator can
+// tell who holds a lock and no two Acquire calls anywhere share one.
+func newOwner(ident string) string { return ident + ":" + crand.Text() }
 
 // The deadlines of the recipe, as fractions of the TTL.
 

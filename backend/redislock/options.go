@@ -32,6 +32,15 @@ const (
 	// itself allows far longer keys; a longer name is almost certainly a
 	// mistake (data used as a name).
 	MaxNameLen = 1024
+	// MaxIdentityLen is the longest identity WithIdentity accepts, in
+	// bytes.
+	MaxIdentityLen = 128
+	// DefaultHolderPoll is how often ObserveHolder reads the lock's holder:
+	// a change is reported at most this long (plus one read) after the
+	// server made it.
+	DefaultHolderPoll = 500 * time.Millisecond
+	// MinHolderPoll is the shortest interval WithHolderPoll accepts.
+	MinHolderPoll = 10 * time.Millisecond
 )
 
 // Option configures Connect and NewSession.
@@ -43,9 +52,11 @@ type config struct {
 	logger  *slog.Logger
 	metrics recipe.Metrics
 	dialer  func(ctx context.Context, network, addr string) (net.Conn, error)
-	tls     *tls.Config // WithTLS's (checked), nil: the system's roots
-	tlsSet  bool        // WithTLS was given
-	lastTLS *lastDial   // the TLS dialer's last failure (applyTLS), nil: no TLS
+	tls     *tls.Config   // WithTLS's (checked), nil: the system's roots
+	tlsSet  bool          // WithTLS was given
+	lastTLS *lastDial     // the TLS dialer's last failure (applyTLS), nil: no TLS
+	ident   string        // the readable part of every owner id (WithIdentity)
+	poll    time.Duration // ObserveHolder's interval
 	err     error
 }
 
@@ -101,6 +112,39 @@ func WithDialer(dial func(ctx context.Context, network, addr string) (net.Conn, 
 	}
 }
 
+// WithIdentity makes id the readable part of the owner id of every grant
+// of the session's locks (default: host name and process id, "host:pid"),
+// which Mutex.Holder reads back as Holder.ID. It is public: anyone who may
+// read the keys sees it. id must be 1 to MaxIdentityLen bytes of printable
+// UTF-8 without ':' (the owner id's separator), and not "next" (a lock
+// handed to a waiter is "next:" and its owner id); else Connect and
+// NewSession return an error matching recipe.ErrBadOption. Contenders
+// stay distinct whatever the ids: each Acquire call adds 130 random bits.
+func WithIdentity(id string) Option {
+	return func(c *config) {
+		if err := checkIdentity(id); err != nil {
+			c.fail(fmt.Errorf("%w: redislock: WithIdentity(%.64q): %v", recipe.ErrBadOption, id, err))
+			return
+		}
+		c.ident = id
+	}
+}
+
+// WithHolderPoll sets how often Mutex.ObserveHolder reads the lock's
+// holder (default DefaultHolderPoll, at least MinHolderPoll): a change is
+// reported at most d plus one read after the server made it, and a
+// holder that comes and goes within d can be missed. Each observer sends
+// one read-only script per d.
+func WithHolderPoll(d time.Duration) Option {
+	return func(c *config) {
+		if d < MinHolderPoll {
+			c.fail(fmt.Errorf("%w: redislock: WithHolderPoll(%v): want at least %v", recipe.ErrBadOption, d, MinHolderPoll))
+			return
+		}
+		c.poll = d
+	}
+}
+
 func (c *config) fail(err error) {
 	if c.err == nil {
 		c.err = err
@@ -108,7 +152,7 @@ func (c *config) fail(err error) {
 }
 
 func newConfig(opts []Option) (*config, error) {
-	c := &config{ttl: DefaultTTL, prefix: DefaultKeyPrefix}
+	c := &config{ttl: DefaultTTL, prefix: DefaultKeyPrefix, poll: DefaultHolderPoll}
 	for _, o := range opts {
 		if o != nil { // a nil Option is skipped, as zookeeper.Connect does
 			o(c)
@@ -116,6 +160,9 @@ func newConfig(opts []Option) (*config, error) {
 	}
 	if c.logger == nil {
 		c.logger = slog.Default()
+	}
+	if c.ident == "" {
+		c.ident = defaultIdentity()
 	}
 	return c, c.err
 }

@@ -35,6 +35,8 @@ type Session struct {
 	prefix  string
 	log     *slog.Logger
 	metrics recipe.Metrics // nil: none
+	ident   string         // the readable part of every owner id (WithIdentity)
+	poll    time.Duration  // ObserveHolder's interval (WithHolderPoll)
 
 	// life counts what uses cli (acquisitions, renewers, releases,
 	// background cleanups); its Context ends waiting acquisitions at Close.
@@ -200,7 +202,7 @@ func newSession(ctx context.Context, cli *redis.Client, owned bool, c *config, s
 		return nil, &recipe.OpError{Op: "connect", Err: classify(ctx, err)}
 	}
 	s = &Session{cli: cli, owned: owned, ttl: c.ttl, prefix: c.prefix, log: c.logger, metrics: c.metrics,
-		life: life.New(), leases: make(map[*lease]struct{}), stopLogs: stopLogs}
+		ident: c.ident, poll: c.poll, life: life.New(), leases: make(map[*lease]struct{}), stopLogs: stopLogs}
 	s.wake = &wakeups{s: s, subs: make(map[string]*sub)}
 	if err := s.checkServer(ctx); err != nil {
 		return nil, err
