@@ -130,3 +130,14 @@ func TestConformance(t *testing.T) {
 	t.Parallel()
 	locktest.Run(t, newHarness(t))
 }
+
+// TestHolderConformance: Mutex as a recipe.HolderObserver
+// (locktest.RunHolder), observed from a Session of its own that polls
+// every 50 ms.
+func TestHolderConformance(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	locktest.RunHolder(t, h, func(tb testing.TB, lock string) recipe.HolderObserver {
+		return mustNew(tb, connect(tb, h.srv, nil, redislock.WithHolderPoll(50*time.Millisecond)), lock)
+	})
+}
