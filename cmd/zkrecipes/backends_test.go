@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -265,10 +266,11 @@ func TestLockOtherBackendsBadInput(t *testing.T) {
 		{[]string{"lock", "--servers", "127.0.0.1:1", "--ttl", "5s"}, "--ttl means nothing for ZooKeeper"},
 		{[]string{"lock", "--servers", "mysql://db/app"}, `unknown scheme "mysql"`},
 		{[]string{"elect"}, "elect works with ZooKeeper only, and --servers names etcd"},
-		{[]string{"inspect"}, "inspect works with ZooKeeper only, and --servers names etcd"},
+		{[]string{"inspect", "--semaphore", "2"}, "flag provided but not defined: -semaphore"},
+		{[]string{"elect", "--observe", "--id", "a"}, "flag provided but not defined: -id"},
 	} {
 		args := append(append([]string{c.args[0], "--servers", "etcd://127.0.0.1:1/x"}, c.args[1:]...), "/cli-test/x")
-		if c.args[0] != "inspect" {
+		if c.args[0] != "inspect" && !slices.Contains(c.args, "--observe") {
 			args = append(args, "--", "true")
 		}
 		p := start(t, nil, dir, args...)

@@ -26,7 +26,7 @@ CMD fails). With --once zkrecipes exits instead: with CMD's status, or 79 if
 leadership was lost.
 
 Campaigning works with ZooKeeper only. elect --observe PATH (any backend:
-also lock's etcd://, postgres://, redis:// and k8s:// servers) only
+also with lock's etcd://, postgres://, redis:// or k8s:// servers) only
 follows the leader: it prints who leads (the candidate's --id on ZooKeeper,
 the holder's published ID elsewhere), with its token and since when, and
 every change, until SIGINT or SIGTERM (exit 0); --json prints one JSON line
