@@ -52,6 +52,10 @@
 // leases to a recipe.Metrics (recipe/prommetrics exports them to Prometheus);
 // WithLogger sets where a lost lease is logged (WARN, as on every backend).
 //
+// Mutex is a recipe.HolderObserver, as every backend's lock is: Holder and
+// ObserveHolder show the holder (ID "memlock session <n>"), its token and
+// the Server's time of the grant, from the Server's own change signal.
+//
 // Every Session runs a goroutine until Close (or Crash): close them all
 // before a goroutine-leak check (goleak) runs.
 package memlock

@@ -12,6 +12,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/zkrecipes/zkrecipes/fence"
 	"github.com/zkrecipes/zkrecipes/recipe"
 	"github.com/zkrecipes/zkrecipes/testkit/leadtest"
 	"github.com/zkrecipes/zkrecipes/testkit/locktest"
@@ -298,5 +299,53 @@ func waitEntries(t *testing.T, srv *Server, lock string, want int, what string) 
 			t.Fatalf("%d entries, want %d: %s", srv.Entries(lock), want, what)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestHolderConformance: Mutex as a recipe.HolderObserver
+// (locktest.RunHolder), observed from a Session of its own.
+func TestHolderConformance(t *testing.T) {
+	h := newHarness(t, "")
+	locktest.RunHolder(t, h, func(tb testing.TB, lock string) recipe.HolderObserver {
+		s := h.srv.Connect()
+		tb.Cleanup(func() { s.Close() })
+		m, err := New(s, lock)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		return m
+	})
+}
+
+// TestCoalescer: a state pending on the channel is replaced by the next;
+// the reader never gets one twice in a row, nor a token below one offered
+// before.
+func TestCoalescer(t *testing.T) {
+	held := func(tok fence.Token) recipe.HolderState {
+		return recipe.HolderState{Held: true, Holder: recipe.Holder{Token: tok}}
+	}
+	var c coalescer
+	ch := make(chan recipe.HolderState, 1)
+	c.offer(ch, recipe.HolderState{})
+	if got := <-ch; got.Held {
+		t.Fatalf("first: %v", got)
+	}
+	c.offer(ch, held(2))              // pending
+	c.offer(ch, recipe.HolderState{}) // replaces it: the reader has "free" already
+	select {
+	case got := <-ch:
+		t.Fatalf("a repeat of free was delivered: %v", got)
+	default:
+	}
+	c.offer(ch, held(3))
+	c.offer(ch, held(1)) // goes back: dropped
+	if got := <-ch; got != held(3) {
+		t.Fatalf("got %v, want held 3", got)
+	}
+	c.offer(ch, held(3)) // the same: dropped
+	select {
+	case got := <-ch:
+		t.Fatalf("a repeat was delivered: %v", got)
+	default:
 	}
 }

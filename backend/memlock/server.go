@@ -73,6 +73,7 @@ type entry struct {
 	lock    string
 	session int64
 	token   fence.Token // zero until granted
+	granted time.Time   // when it was granted
 }
 
 // NewServer returns a running Server. Close it when done (it stops its
@@ -228,7 +229,7 @@ func (s *Server) grantLocked(q *queue) {
 		if s.mut != sameToken || s.token == 0 {
 			s.token++
 		}
-		q.entries[0].token = s.token
+		q.entries[0].token, q.entries[0].granted = s.token, time.Now()
 	}
 	close(q.changed)
 	q.changed = make(chan struct{})
@@ -263,7 +264,7 @@ func (s *Server) enqueue(sid int64, lock string, try bool, delay time.Duration) 
 	q.entries = append(q.entries, e)
 	if try && s.mut == tryIgnoresHolder {
 		s.token++
-		e.token = s.token
+		e.token, e.granted = s.token, time.Now()
 	}
 	s.grantLocked(q)
 	return e.id, e.token, nil
@@ -325,4 +326,18 @@ func (s *Server) removeHolder(lock string) {
 	if q := s.queueLocked(lock); len(q.entries) > 0 {
 		s.removeLocked(q.entries[0], true)
 	}
+}
+
+// holder reads lock's holder: its first entry once granted (it has a token;
+// the server's own time of the grant as Since), and a channel closed at the
+// next change of its queue.
+func (s *Server) holder(lock string) (recipe.HolderState, <-chan struct{}) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	q := s.queueLocked(lock)
+	if len(q.entries) == 0 || q.entries[0].token == 0 {
+		return recipe.HolderState{}, q.changed
+	}
+	e := q.entries[0]
+	return recipe.HolderState{Held: true, Holder: recipe.Holder{ID: fmt.Sprintf("memlock session %d", e.session), Token: e.token, Since: e.granted}}, q.changed
 }
