@@ -209,25 +209,41 @@ func TestMetricsEndpointOtherBackends(t *testing.T) {
 		t.Run(ls.name, func(t *testing.T) {
 			t.Parallel()
 			url, addr := ls.start(t)
-			dir, path := t.TempDir(), lockName(t)
-			gate := filepath.Join(dir, "gate")
-			p := startOn(t, url(addr), dir, "lock", "--ttl", "5s", "--metrics-addr", "127.0.0.1:0", path, "--", "sh", "-c", gateScript(gate))
-			maddr := p.awaitLog("serving metrics")["addr"]
-			p.awaitLog("lock acquired")
-			resp, err := http.Get(fmt.Sprintf("http://%v/metrics", maddr))
-			if err != nil {
-				t.Fatal(err)
-			}
-			body, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			want := fmt.Sprintf(`zkrecipes_acquire_duration_seconds_count{kind="lock",path=%q,result="acquired"} 1`, path)
-			if !strings.Contains(string(body), want) {
-				t.Errorf("/metrics lacks %s:\n%s", want, grepLines(string(body), "zkrecipes_acquire"))
-			}
-			touch(t, gate)
-			p.expect(0, 30*time.Second)
+			checkMetricsEndpoint(t, url(addr), lockName(t), "--ttl", "5s")
 		})
 	}
+}
+
+// checkMetricsEndpoint runs lock with --metrics-addr (and flags) on name:
+// while its command runs, /metrics shows the grant, and the lock held by
+// this process with its command's token (zkrecipes_holding,
+// zkrecipes_holding_token).
+func checkMetricsEndpoint(t *testing.T, servers, name string, flags ...string) {
+	t.Helper()
+	dir := t.TempDir()
+	gate, g := filepath.Join(dir, "gate"), filepath.Join(dir, "g")
+	args := append(append([]string{"lock"}, flags...), "--metrics-addr", "127.0.0.1:0", name, "--", "sh", "-c", grantScript(g, gate))
+	p := startOn(t, servers, dir, args...)
+	maddr := p.awaitLog("serving metrics")["addr"]
+	p.awaitLog("lock acquired")
+	tok := readGrant(t, g).token
+	resp, err := http.Get(fmt.Sprintf("http://%v/metrics", maddr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{
+		fmt.Sprintf(`zkrecipes_acquire_duration_seconds_count{kind="lock",path=%q,result="acquired"} 1`, name),
+		fmt.Sprintf(`zkrecipes_holding{kind="lock",path=%q} 1`, name),
+		fmt.Sprintf(`zkrecipes_holding_token{kind="lock",path=%q} %s`, name, strconv.FormatFloat(float64(tok), 'g', -1, 64)),
+	} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("/metrics lacks %s:\n%s", want, grepLines(string(body), "zkrecipes_"))
+		}
+	}
+	touch(t, gate)
+	p.expect(0, 30*time.Second)
 }
 
 // grepLines returns the lines of s that contain sub.

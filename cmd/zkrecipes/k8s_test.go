@@ -149,3 +149,12 @@ func TestLockK8sBadInput(t *testing.T) {
 		t.Errorf("Leases left in %s: %v (%v)", ns, l, err)
 	}
 }
+
+// TestMetricsEndpointK8s: lock --metrics-addr on Kubernetes, as on the
+// other backends (checkMetricsEndpoint).
+func TestMetricsEndpointK8s(t *testing.T) {
+	t.Parallel()
+	c := k8stest.Shared(t)
+	ns := k8stest.Namespace(t, c)
+	checkMetricsEndpoint(t, "k8s://", ns+"/cli-metrics", "--kubeconfig", kubeconfig(t, c.Config()), "--ttl", "3s")
+}
