@@ -1,0 +1,272 @@
+package barrier_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/zkrecipes/zkrecipes/barrier"
+	"github.com/zkrecipes/zkrecipes/recipe"
+	"github.com/zkrecipes/zkrecipes/testkit/rtest"
+	"github.com/zkrecipes/zkrecipes/testkit/serverkit"
+	"github.com/zkrecipes/zkrecipes/testkit/zktest"
+	"github.com/zkrecipes/zkrecipes/zookeeper"
+)
+
+// TestDoubleRefused: a count below 1, a bad path, a nil session, Leave
+// before Enter and Enter twice are refused with typed errors, and lose
+// nothing: the entered participant still leaves normally.
+func TestDoubleRefused(t *testing.T) {
+	t.Parallel()
+	cl := zktest.Shared(t)
+	in := zktest.Inspect(t, cl)
+	s := rtest.Connect(t, cl)
+	for _, n := range []int{0, -1} {
+		if _, err := barrier.NewDouble(s, "/d", n); !errors.Is(err, recipe.ErrBadOption) {
+			t.Errorf("NewDouble(n=%d): %v, want recipe.ErrBadOption", n, err)
+		}
+	}
+	if _, err := barrier.NewDouble(s, "/d/", 2); !errors.Is(err, recipe.ErrInvalidPath) {
+		t.Errorf("NewDouble(/d/): %v, want recipe.ErrInvalidPath", err)
+	}
+	if _, err := barrier.NewDouble(nil, "/d", 2); !errors.Is(err, recipe.ErrBadOption) {
+		t.Errorf("NewDouble(nil session): %v, want recipe.ErrBadOption", err)
+	}
+	if _, err := barrier.NewDouble(s, "/d", 2, barrier.WithData(make([]byte, zookeeper.MaxNodeData))); !errors.Is(err, recipe.ErrTooLarge) {
+		t.Errorf("NewDouble(too much data): %v, want recipe.ErrTooLarge", err)
+	}
+	d := newDouble(t, s, "/d", 1, barrier.WithData([]byte("host-1")))
+	if err := d.Leave(opCtx(t)); !errors.Is(err, barrier.ErrNotEntered) {
+		t.Errorf("Leave before Enter: %v, want barrier.ErrNotEntered", err)
+	}
+	if in.Stat("/d") != nil {
+		t.Error("refused calls made the directory")
+	}
+	if err := d.Enter(opCtx(t)); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Enter(opCtx(t)); !errors.Is(err, barrier.ErrEntered) {
+		t.Errorf("Enter twice: %v, want barrier.ErrEntered", err)
+	}
+	if got := nodes(in, "/d"); len(got) != 1 {
+		t.Errorf("nodes after Enter twice: %q, want 1", got)
+	}
+	if err := d.Leave(opCtx(t)); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Leave(opCtx(t)); !errors.Is(err, barrier.ErrNotEntered) {
+		t.Errorf("Leave twice: %v, want barrier.ErrNotEntered", err)
+	}
+	noNodesLeft(t, in, "/d")
+}
+
+// TestDoubleRounds: 3 participants on 3 Sessions enter together and leave
+// together, twice in one directory (a second round after the first left);
+// Leave returns only once all have left, and nothing is left.
+func TestDoubleRounds(t *testing.T) {
+	t.Parallel()
+	cl := zktest.Shared(t)
+	in := zktest.Inspect(t, cl)
+	const n = 3
+	var ds []*barrier.DoubleBarrier
+	for i := range n {
+		ds = append(ds, newDouble(t, rtest.Connect(t, cl), "/rounds", n, barrier.WithData(fmt.Appendf(nil, "p%d", i))))
+	}
+	for round := range 2 {
+		var entered []<-chan error
+		for _, d := range ds[:n-1] {
+			entered = append(entered, async(func() error { return d.Enter(opCtx(t)) }))
+		}
+		serverkit.Eventually(t, 10*time.Second, "2 nodes", func() bool { return len(nodes(in, "/rounds")) == n-1 })
+		for _, e := range entered {
+			stillBlocked(t, e, "Enter with 2 of 3")
+		}
+		entered = append(entered, async(func() error { return ds[n-1].Enter(opCtx(t)) }))
+		for _, e := range entered {
+			if err := await(t, e, "Enter"); err != nil {
+				t.Fatalf("round %d: Enter: %v", round, err)
+			}
+		}
+		var left []<-chan error
+		for _, d := range ds[1:] {
+			left = append(left, async(func() error { return d.Leave(opCtx(t)) }))
+		}
+		serverkit.Eventually(t, 10*time.Second, "2 left", func() bool { return len(nodes(in, "/rounds")) == 1 })
+		for _, l := range left {
+			stillBlocked(t, l, "Leave with one participant in")
+		}
+		left = append(left, async(func() error { return ds[0].Leave(opCtx(t)) }))
+		for _, l := range left {
+			if err := await(t, l, "Leave"); err != nil {
+				t.Fatalf("round %d: Leave: %v", round, err)
+			}
+		}
+		noNodesLeft(t, in, "/rounds")
+	}
+}
+
+// TestDoubleFastLeaveRace: the classic race. The slow participant S has
+// joined but reads nothing (its connection is blackholed) while the two
+// fast ones see all three nodes, enter and call Leave. Their Leave must not
+// delete their nodes before S has entered (S would then wait for ever, and
+// they with it): S enters once its connection is back, then all leave.
+func TestDoubleFastLeaveRace(t *testing.T) {
+	t.Parallel()
+	cl := zktest.Shared(t)
+	in := zktest.Inspect(t, cl)
+	slow := connectProxied(t, cl, zookeeper.WithSessionTimeout(20*time.Second))
+	sd := newDouble(t, slow.s, "/race", 3)
+	sEnter := async(func() error { return sd.Enter(opCtx(t)) })
+	serverkit.Eventually(t, 10*time.Second, "S joined", func() bool { return len(nodes(in, "/race")) == 1 })
+	slow.p.Blackhole()
+	var fast []*barrier.DoubleBarrier
+	var left []<-chan error
+	for range 2 {
+		fast = append(fast, newDouble(t, rtest.Connect(t, cl), "/race", 3))
+	}
+	entered := []<-chan error{async(func() error { return fast[0].Enter(opCtx(t)) }), async(func() error { return fast[1].Enter(opCtx(t)) })}
+	for i, e := range entered {
+		if err := await(t, e, "a fast Enter"); err != nil {
+			t.Fatal(err)
+		}
+		left = append(left, async(func() error { return fast[i].Leave(opCtx(t)) }))
+	}
+	time.Sleep(200 * time.Millisecond) // let the Leaves look (either order passes)
+	if got := nodes(in, "/race"); len(got) != 3 || marked(t, in, cl, "/race") != 2 {
+		t.Fatalf("before S reads: nodes %q, %d marked; want 3, the fast two marked", got, marked(t, in, cl, "/race"))
+	}
+	stillBlocked(t, sEnter, "S's Enter")
+	slow.p.Resume()
+	if err := await(t, sEnter, "S's Enter"); err != nil {
+		t.Fatalf("S's Enter: %v", err)
+	}
+	for _, l := range left {
+		stillBlocked(t, l, "a fast Leave while S is in")
+	}
+	left = append(left, async(func() error { return sd.Leave(opCtx(t)) }))
+	for _, l := range left {
+		if err := await(t, l, "Leave"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	noNodesLeft(t, in, "/race")
+}
+
+// TestDoubleCoveredByMark: A saw all three nodes and entered; X's Enter is
+// then cancelled (its node deleted) before U read anything. U sees only A
+// and itself, but A's mark names a point that held U's node: U enters
+// (the server did hold three), and A's Leave waited for it.
+func TestDoubleCoveredByMark(t *testing.T) {
+	t.Parallel()
+	cl := zktest.Shared(t)
+	in := zktest.Inspect(t, cl)
+	u, x := connectProxied(t, cl, zookeeper.WithSessionTimeout(20*time.Second)), connectProxied(t, cl, zookeeper.WithSessionTimeout(20*time.Second))
+	ud, xd := newDouble(t, u.s, "/cover", 3), newDouble(t, x.s, "/cover", 3)
+	uEnter := async(func() error { return ud.Enter(opCtx(t)) })
+	xctx, xcancel := context.WithCancel(context.Background())
+	defer xcancel()
+	xEnter := async(func() error { return xd.Enter(xctx) })
+	serverkit.Eventually(t, 10*time.Second, "U and X joined", func() bool { return len(nodes(in, "/cover")) == 2 })
+	u.p.Blackhole()
+	x.p.Blackhole()
+	a := newDouble(t, rtest.Connect(t, cl), "/cover", 3)
+	if err := a.Enter(opCtx(t)); err != nil {
+		t.Fatal(err)
+	}
+	aLeave := async(func() error { return a.Leave(opCtx(t)) })
+	xcancel()
+	x.p.Resume() // X's cleanup deletes its node
+	if err := await(t, xEnter, "X's Enter"); !errors.Is(err, context.Canceled) {
+		t.Fatalf("X's cancelled Enter: %v, want context.Canceled", err)
+	}
+	serverkit.Eventually(t, 20*time.Second, "X's node gone", func() bool { return len(nodes(in, "/cover")) == 2 })
+	stillBlocked(t, aLeave, "A's Leave while U is unmarked")
+	u.p.Resume()
+	if err := await(t, uEnter, "U's Enter"); err != nil {
+		t.Fatalf("U's Enter: %v", err)
+	}
+	if err := ud.Leave(opCtx(t)); err != nil {
+		t.Fatal(err)
+	}
+	if err := await(t, aLeave, "A's Leave"); err != nil {
+		t.Fatal(err)
+	}
+	noNodesLeft(t, in, "/cover")
+}
+
+// TestDoubleEnterFailuresLeaveNoNode: an Enter cancelled while it waits,
+// one whose session expires, and one whose Session is closed each return
+// their typed error and leave no node; the cancelled one may enter again.
+func TestDoubleEnterFailuresLeaveNoNode(t *testing.T) {
+	t.Parallel()
+	cl := zktest.Shared(t)
+	in := zktest.Inspect(t, cl)
+	s := rtest.Connect(t, cl)
+	d := newDouble(t, s, "/fail", 5)
+	ctx, cancel := context.WithCancel(context.Background())
+	entering := async(func() error { return d.Enter(ctx) })
+	serverkit.Eventually(t, 10*time.Second, "joined", func() bool { return len(nodes(in, "/fail")) == 1 })
+	cancel()
+	if err := await(t, entering, "cancelled Enter"); !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled Enter: %v, want context.Canceled", err)
+	}
+	noNodesLeft(t, in, "/fail")
+
+	c := connectProxied(t, cl, zookeeper.WithSessionTimeout(rtest.ConfTimeout))
+	e := newDouble(t, c.s, "/fail", 5)
+	expiring := async(func() error { return e.Enter(opCtx(t)) })
+	serverkit.Eventually(t, 10*time.Second, "joined", func() bool { return len(nodes(in, "/fail")) == 1 })
+	c.expire(t, cl)
+	if err := await(t, expiring, "Enter in an expired session"); !errors.Is(err, recipe.ErrSessionLost) {
+		t.Fatalf("Enter in an expired session: %v, want recipe.ErrSessionLost", err)
+	}
+	noNodesLeft(t, in, "/fail")
+
+	closing := async(func() error { return d.Enter(opCtx(t)) }) // d may enter again
+	serverkit.Eventually(t, 10*time.Second, "joined", func() bool { return len(nodes(in, "/fail")) == 1 })
+	s.Close()
+	if err := await(t, closing, "Enter on a closed Session"); !errors.Is(err, recipe.ErrSessionClosed) {
+		t.Fatalf("Enter on a closed Session: %v, want recipe.ErrSessionClosed", err)
+	}
+	noNodesLeft(t, in, "/fail")
+}
+
+// TestDoubleLostCreateReply: the reply to the participant's create is lost
+// (the connection cut right after the send): one node only, adopted by its
+// GUID, and the participant enters and leaves with it.
+func TestDoubleLostCreateReply(t *testing.T) {
+	t.Parallel()
+	cl := zktest.Shared(t)
+	in := zktest.Inspect(t, cl)
+	var cuts atomic.Int32
+	hook := zktest.RequestHook(nil, func(op int32) zktest.Fault {
+		if (op == zktest.OpCreate || op == zktest.OpCreate2) && cuts.Add(1) == 1 {
+			return zktest.SendAndCut
+		}
+		return zktest.Pass
+	})
+	d := newDouble(t, rtest.Connect(t, cl, zookeeper.WithDialer(hook)), "/lost", 2)
+	other := newDouble(t, rtest.Connect(t, cl), "/lost", 2)
+	entering := async(func() error { return d.Enter(opCtx(t)) })
+	serverkit.Eventually(t, 10*time.Second, "joined", func() bool { return len(nodes(in, "/lost")) >= 1 })
+	if err := other.Enter(opCtx(t)); err != nil {
+		t.Fatal(err)
+	}
+	if err := await(t, entering, "Enter"); err != nil {
+		t.Fatalf("Enter after a lost create reply: %v", err)
+	}
+	if got := nodes(in, "/lost"); len(got) != 2 || cuts.Load() < 1 {
+		t.Fatalf("nodes %q after %d creates, want 2 (one each)", got, cuts.Load())
+	}
+	leaving := async(func() error { return d.Leave(opCtx(t)) })
+	if err := other.Leave(opCtx(t)); err != nil {
+		t.Fatal(err)
+	}
+	if err := await(t, leaving, "Leave"); err != nil {
+		t.Fatal(err)
+	}
+	noNodesLeft(t, in, "/lost")
+}
