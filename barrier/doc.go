@@ -36,8 +36,9 @@
 // (so it was one of those n). It then marks its own node with that Rev.
 // Leave deletes the node only once every node in the directory is marked,
 // so a slow participant never misses the count because fast ones left:
-// the proof is in wait.go. Every participant must use the same n
-// (ErrCountMismatch otherwise). Each participant watches the directory and
+// the proof is in wait.go. Every participant must use the same n: one
+// whose n differs from that of the oldest participant not entered yet gets
+// ErrCountMismatch. Each participant watches the directory and
 // every node in it: every change wakes every participant, fine for tens or
 // hundreds of participants, not thousands.
 //

@@ -165,7 +165,7 @@ func (b *DoubleBarrier) Leave(ctx context.Context) error {
 	b.state = leaving
 	t := b.t
 	b.mu.Unlock()
-	_, err := b.until(ctx, t, allMarked)
+	_, err := b.until(ctx, t, b.allMarked)
 	if err != nil && t.Err() == nil {
 		b.mu.Lock()
 		b.state = entered // the node stays: Leave may be called again

@@ -270,3 +270,72 @@ func TestDoubleLostCreateReply(t *testing.T) {
 	}
 	noNodesLeft(t, in, "/lost")
 }
+
+// TestDoubleCountMismatch: a participant made with another count than the
+// oldest one waiting in the directory gets barrier.ErrCountMismatch and
+// leaves no node; the waiting one neither counts it nor fails.
+func TestDoubleCountMismatch(t *testing.T) {
+	t.Parallel()
+	cl := zktest.Shared(t)
+	in := zktest.Inspect(t, cl)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	first := newDouble(t, rtest.Connect(t, cl), "/mismatch", 2)
+	waiting := async(func() error { return first.Enter(ctx) })
+	serverkit.Eventually(t, 10*time.Second, "joined", func() bool { return len(nodes(in, "/mismatch")) == 1 })
+	other := newDouble(t, rtest.Connect(t, cl), "/mismatch", 3)
+	if err := other.Enter(opCtx(t)); !errors.Is(err, barrier.ErrCountMismatch) {
+		t.Fatalf("Enter with another count: %v, want barrier.ErrCountMismatch", err)
+	}
+	stillBlocked(t, waiting, "the first Enter")
+	cancel()
+	if err := await(t, waiting, "the first Enter"); !errors.Is(err, context.Canceled) {
+		t.Fatalf("the first Enter: %v, want context.Canceled", err)
+	}
+	noNodesLeft(t, in, "/mismatch")
+}
+
+// TestDoubleLeaveFailures: a Leave cancelled while another participant has
+// not entered yet keeps its node (still entered: Leave again works), and a
+// Leave after the session expired returns recipe.ErrSessionLost, left.
+func TestDoubleLeaveFailures(t *testing.T) {
+	t.Parallel()
+	cl := zktest.Shared(t)
+	in := zktest.Inspect(t, cl)
+	b := connectProxied(t, cl, zookeeper.WithSessionTimeout(20*time.Second))
+	bd := newDouble(t, b.s, "/leave", 2)
+	bEnter := async(func() error { return bd.Enter(opCtx(t)) })
+	serverkit.Eventually(t, 10*time.Second, "B joined", func() bool { return len(nodes(in, "/leave")) == 1 })
+	b.p.Blackhole()
+	a := newDouble(t, rtest.Connect(t, cl), "/leave", 2)
+	if err := a.Enter(opCtx(t)); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	if err := a.Leave(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Leave while B is unmarked, short ctx: %v, want context.DeadlineExceeded", err)
+	}
+	if got := nodes(in, "/leave"); len(got) != 2 {
+		t.Fatalf("nodes after the cancelled Leave: %q, want A's and B's", got)
+	}
+	if err := a.Enter(opCtx(t)); !errors.Is(err, barrier.ErrEntered) {
+		t.Fatalf("Enter after a cancelled Leave: %v, want barrier.ErrEntered", err)
+	}
+	aLeave := async(func() error { return a.Leave(opCtx(t)) })
+	b.p.Resume()
+	if err := await(t, bEnter, "B's Enter"); err != nil {
+		t.Fatal(err)
+	}
+	b.expire(t, cl)
+	if err := bd.Leave(opCtx(t)); !errors.Is(err, recipe.ErrSessionLost) {
+		t.Fatalf("Leave after the session expired: %v, want recipe.ErrSessionLost", err)
+	}
+	if err := bd.Leave(opCtx(t)); !errors.Is(err, barrier.ErrNotEntered) {
+		t.Fatalf("Leave again: %v, want barrier.ErrNotEntered (it left)", err)
+	}
+	if err := await(t, aLeave, "A's Leave"); err != nil {
+		t.Fatal(err)
+	}
+	noNodesLeft(t, in, "/leave")
+}

@@ -16,7 +16,9 @@ import (
 //
 // A participant's node carries a header line "n mark": the count it was
 // made with, and 0 until it has entered, then the mark: the Rev of a
-// snapshot that held at least n participant nodes.
+// snapshot that held at least n participant nodes. "Nodes" below are those
+// whose header carries the caller's n: nodes of another count (refused by
+// enterRule's check) and data no participant wrote are not counted.
 //
 // Enter (enterRule), for the caller's node C (czxid c) present in a
 // snapshot: entered when the snapshot holds n nodes (mark: its Rev), or
@@ -39,23 +41,35 @@ import (
 // enters. Only the crash of every entered node before S reads (their
 // sessions' expiry) leaves S waiting, for new participants.
 
-// enterRule is Enter's rule for the caller's node name.
+// enterRule is Enter's rule for the caller's node name. Only nodes made
+// with the caller's count count; the oldest node not entered yet sets the
+// count of the round forming, and a caller with another gets
+// ErrCountMismatch (the older one waits on, not counting it).
 func (b *DoubleBarrier) enterRule(name string) func(zookeeper.Snapshot) (bool, int64, error) {
 	return func(snap zookeeper.Snapshot) (bool, int64, error) {
 		var own int64
+		var ours []zookeeper.Participant
+		ref := 0
 		for _, p := range snap.Nodes {
-			if n, _, ok := parseHeader(p.Data); ok && n != b.n {
-				return false, 0, fmt.Errorf("%w: %s: node %s has %d, this participant %d", ErrCountMismatch, b.dir, p.Name, n, b.n)
+			n, m, ok := parseHeader(p.Data)
+			if ok && m == 0 && ref == 0 {
+				ref = n
+				if n != b.n {
+					return false, 0, fmt.Errorf("%w: %s: node %s has %d, this participant %d", ErrCountMismatch, b.dir, p.Name, n, b.n)
+				}
+			}
+			if ok && n == b.n {
+				ours = append(ours, p)
 			}
 			if p.Name == name {
 				own = int64(p.Token)
 			}
 		}
-		if len(snap.Nodes) >= b.n {
+		if len(ours) >= b.n {
 			return true, snap.Rev, nil
 		}
-		for _, p := range snap.Nodes {
-			if _, m, ok := parseHeader(p.Data); ok && m >= own {
+		for _, p := range ours {
+			if _, m, _ := parseHeader(p.Data); m >= own {
 				return true, m, nil
 			}
 		}
@@ -63,17 +77,19 @@ func (b *DoubleBarrier) enterRule(name string) func(zookeeper.Snapshot) (bool, i
 	}
 }
 
-// allMarked is Leave's rule before its delete: every node has entered.
-func allMarked(snap zookeeper.Snapshot) (bool, int64, error) {
+// allMarked is Leave's rule before its delete: every node made with the
+// caller's count has entered (others are refused, and go).
+func (b *DoubleBarrier) allMarked(snap zookeeper.Snapshot) (bool, int64, error) {
 	for _, p := range snap.Nodes {
-		if _, m, ok := parseHeader(p.Data); !ok || m == 0 {
+		if n, m, ok := parseHeader(p.Data); ok && n == b.n && m == 0 {
 			return false, 0, nil
 		}
 	}
 	return true, 0, nil
 }
 
-// isEmpty is Leave's rule after its delete: every participant has left.
+// isEmpty is Leave's rule after its delete: every participant has left
+// (any count).
 func isEmpty(snap zookeeper.Snapshot) (bool, int64, error) {
 	return len(snap.Nodes) == 0, 0, nil
 }
