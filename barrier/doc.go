@@ -42,11 +42,13 @@
 // every node in it: every change wakes every participant, fine for tens or
 // hundreds of participants, not thousands.
 //
-// A directory may serve one round after another: a round's marks never
-// cover a node created after them. A participant that joins while a round
-// is leaving counts toward that round (it may enter with it, and that
-// round's Leave waits for it to leave); give overlapping rounds a
-// directory each ("/jobs/42/barrier"). The directory is a container,
+// A directory may serve one round after another, so participants may loop
+// Enter, work, Leave on it: a round's marks never cover a node created
+// after them, and a Leave waits only for the participants that entered,
+// not for one already waiting for the next round. A participant that
+// joins while a round is leaving may still see n nodes and enter with it
+// (that round's Leave then waits for it). Where rounds must not mix, give
+// each a directory ("/jobs/42/barrier"). The directory is a container,
 // removed by the server once empty.
 //
 // # When a participant fails: the numbers

@@ -148,8 +148,8 @@ func (b *DoubleBarrier) enter(ctx context.Context) (*zookeeper.Ticket, error) {
 
 // Leave blocks until every participant has left: it waits until every node
 // in the directory is marked entered (so that no slow participant still
-// needs this node to see the count), deletes its node, then waits until
-// the directory holds no participant node. Errors: ErrNotEntered; ctx's
+// needs this node to see the count), deletes its node, then waits until no
+// entered participant's node is left. Errors: ErrNotEntered; ctx's
 // cause before the delete (still entered: call Leave again); after it
 // (left: only the wait for the others was cut short); recipe.ErrSessionLost
 // or ErrNodeDeleted (the node went: left); as Ticket.Leave.
@@ -183,6 +183,6 @@ func (b *DoubleBarrier) Leave(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	_, err = b.until(ctx, nil, isEmpty)
+	_, err = b.until(ctx, nil, b.noneEntered)
 	return err
 }

@@ -61,6 +61,23 @@ func TestDoubleRefused(t *testing.T) {
 		t.Errorf("Leave twice: %v, want barrier.ErrNotEntered", err)
 	}
 	noNodesLeft(t, in, "/d")
+
+	// A second Enter or a Leave while an Enter waits, from other goroutines.
+	w := newDouble(t, s, "/d", 2)
+	ctx, cancel := context.WithCancel(context.Background())
+	entering := async(func() error { return w.Enter(ctx) })
+	serverkit.Eventually(t, 10*time.Second, "joined", func() bool { return len(nodes(in, "/d")) == 1 })
+	if err := w.Enter(opCtx(t)); !errors.Is(err, barrier.ErrEntered) {
+		t.Errorf("Enter while entering: %v, want barrier.ErrEntered", err)
+	}
+	if err := w.Leave(opCtx(t)); !errors.Is(err, barrier.ErrNotEntered) {
+		t.Errorf("Leave while entering: %v, want barrier.ErrNotEntered", err)
+	}
+	cancel()
+	if err := await(t, entering, "Enter"); !errors.Is(err, context.Canceled) {
+		t.Errorf("the cancelled Enter: %v, want context.Canceled", err)
+	}
+	noNodesLeft(t, in, "/d")
 }
 
 // TestDoubleRounds: 3 participants on 3 Sessions enter together and leave
@@ -338,4 +355,36 @@ func TestDoubleLeaveFailures(t *testing.T) {
 		t.Fatal(err)
 	}
 	noNodesLeft(t, in, "/leave")
+}
+
+// TestDoubleLoopOneDirectory: n participants, each looping Enter, Leave on
+// one directory as fast as it can: a participant that starts the next
+// round while another is still in its Leave must not hold that Leave (nor
+// be held by it), so every round completes.
+func TestDoubleLoopOneDirectory(t *testing.T) {
+	t.Parallel()
+	cl := zktest.Shared(t)
+	in := zktest.Inspect(t, cl)
+	const n, rounds = 3, 4
+	var done []<-chan error
+	for range n {
+		d := newDouble(t, rtest.Connect(t, cl), "/loop", n)
+		done = append(done, async(func() error {
+			for r := range rounds {
+				if err := d.Enter(opCtx(t)); err != nil {
+					return fmt.Errorf("round %d: Enter: %w", r, err)
+				}
+				if err := d.Leave(opCtx(t)); err != nil {
+					return fmt.Errorf("round %d: Leave: %w", r, err)
+				}
+			}
+			return nil
+		}))
+	}
+	for _, ch := range done {
+		if err := await(t, ch, "a participant's rounds"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	noNodesLeft(t, in, "/loop")
 }

@@ -28,7 +28,7 @@ import (
 // at P (names are never reused): C was one of those n.
 //
 // Leave (allMarked) deletes the caller's node only once a snapshot shows
-// every node marked, then waits for none (isEmpty).
+// every node marked, then waits for no marked node (noneEntered).
 //
 // The race (fast participants enter and leave before a slow one S reads a
 // full snapshot): let P0 be the first point at which the directory held n
@@ -88,10 +88,17 @@ func (b *DoubleBarrier) allMarked(snap zookeeper.Snapshot) (bool, int64, error) 
 	return true, 0, nil
 }
 
-// isEmpty is Leave's rule after its delete: every participant has left
-// (any count).
-func isEmpty(snap zookeeper.Snapshot) (bool, int64, error) {
-	return len(snap.Nodes) == 0, 0, nil
+// noneEntered is Leave's rule after its delete: every participant that
+// entered has left. A node not marked is not waited for: it joined after
+// this Leave's allMarked snapshot, for the next round (a Leave that waited
+// for it would wait for a round that needs this caller to form).
+func (b *DoubleBarrier) noneEntered(snap zookeeper.Snapshot) (bool, int64, error) {
+	for _, p := range snap.Nodes {
+		if n, m, ok := parseHeader(p.Data); ok && n == b.n && m > 0 {
+			return false, 0, nil
+		}
+	}
+	return true, 0, nil
 }
 
 // until follows the directory's snapshots until rule says done, and returns
