@@ -166,7 +166,7 @@ func (b *DoubleBarrier) Leave(ctx context.Context) error {
 	t := b.t
 	b.mu.Unlock()
 	_, err := b.until(ctx, t, b.allMarked)
-	if err != nil && t.Err() == nil {
+	if err != nil && t.Err() == nil && !errors.Is(err, recipe.ErrNodeDeleted) {
 		b.mu.Lock()
 		b.state = entered // the node stays: Leave may be called again
 		b.mu.Unlock()

@@ -388,3 +388,31 @@ func TestDoubleLoopOneDirectory(t *testing.T) {
 	}
 	noNodesLeft(t, in, "/loop")
 }
+
+// TestDoubleNodeDeletedByOperator: an entered participant whose node an
+// operator deleted gets recipe.ErrNodeDeleted from Leave, and has left.
+func TestDoubleNodeDeletedByOperator(t *testing.T) {
+	t.Parallel()
+	cl := zktest.Shared(t)
+	in := zktest.Inspect(t, cl)
+	d := newDouble(t, rtest.Connect(t, cl), "/operator", 1)
+	if err := d.Enter(opCtx(t)); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range nodes(in, "/operator") {
+		in.Delete("/operator/" + c)
+	}
+	if err := d.Leave(opCtx(t)); !errors.Is(err, recipe.ErrNodeDeleted) {
+		t.Fatalf("Leave after the node's deletion: %v, want recipe.ErrNodeDeleted", err)
+	}
+	if err := d.Leave(opCtx(t)); !errors.Is(err, barrier.ErrNotEntered) {
+		t.Fatalf("Leave again: %v, want barrier.ErrNotEntered (it left)", err)
+	}
+	if err := d.Enter(opCtx(t)); err != nil {
+		t.Fatalf("Enter again: %v", err)
+	}
+	if err := d.Leave(opCtx(t)); err != nil {
+		t.Fatal(err)
+	}
+	noNodesLeft(t, in, "/operator")
+}
