@@ -185,6 +185,29 @@ func (n *ValueNode) Write(ctx context.Context, data []byte, version int32) (Node
 	return NodeValue{}, n.wrap(w.op(), err)
 }
 
+// Delete deletes the node whatever its data version (a barrier's Remove);
+// a node already missing is no error, so a delete whose reply was lost is
+// simply sent again. Connection losses are retried until ctx ends.
+// Operation: delete. Errors: *recipe.OpError (recipe.ErrNoPermission for an
+// ACL refusal, zk.ErrNotEmpty for a node with children);
+// recipe.ErrSessionClosed; ctx's cause.
+func (n *ValueNode) Delete(ctx context.Context) error {
+	if ctx.Err() != nil {
+		return context.Cause(ctx)
+	}
+	err := n.s.req.retry(ctx, len(n.full)+pathSlack, func() error {
+		err := n.s.conn.Delete(n.full, -1)
+		if errors.Is(err, zk.ErrNoNode) {
+			return nil
+		}
+		return err
+	})
+	if err != nil {
+		return n.wrap("delete", err)
+	}
+	return nil
+}
+
 // errValueConflict is the verdict of a write refused because the node is
 // not at the version it expected; errValueUnconfirmed, of a write whose
 // reply was lost and whose node was written since by someone else, so that
