@@ -281,11 +281,11 @@ func parseEpoch(b []byte) (time.Time, error) {
 
 // ObserveHolder delivers Holder's state at once and then every change it
 // reads, reading every WithPollInterval on a connection of its own: a
-// change is delivered within a poll interval and a read, and a state
-// shorter than that may be missed. Delivery is coalesced; consecutive
-// states differ; a read with a token below one read before is refused. A
-// failed read is logged at warning level and retried with backoff, up to
-// 10 s apart; ErrHolderUnknown is read again at the next poll. The channel
+// change is delivered within a poll interval and a read; a shorter state
+// may be missed. Delivery is coalesced; consecutive states differ; a read
+// with a token below one read before is refused. A failed read is logged
+// at warning level and retried with backoff (at most 10 s or TTL/2
+// apart); ErrHolderUnknown is read again at the next poll. The channel
 // closes when ctx ends or the Session closes, at once (logged at error
 // level) on a token table without the holder columns.
 func (m *Mutex) ObserveHolder(ctx context.Context) <-chan recipe.HolderState {
@@ -310,7 +310,9 @@ func (m *Mutex) observe(ctx context.Context, out chan<- recipe.HolderState) {
 	defer cancel()
 	r := &holderReader{m: m}
 	defer r.close()
-	failing := loop.BackOff(s.poll, maxObserveBackoff)
+	// Below half the TTL, so that the server does not end the idle
+	// connection between two reads (its idle_session_timeout is the TTL).
+	failing := loop.BackOff(s.poll, min(maxObserveBackoff, s.ttl/2))
 	var delivered, pending recipe.HolderState
 	var top fence.Token // the largest token read
 	first, havePending := true, false
