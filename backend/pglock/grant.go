@@ -70,7 +70,7 @@ func (m *Mutex) read(ctx context.Context, c *lockConn) (record, error) {
 		b.mark(m.delay)
 	}
 	if m.s.holderErr == nil {
-		b.holder(m.s.identity, newHolderLock())
+		b.holder(m.s.identity, newHolderLock(c.PID()))
 	}
 	sent := time.Now()
 	rows, err := c.queryCancelled(ctx, b.sql(m.s.table), b.args...)
@@ -82,7 +82,7 @@ func (m *Mutex) read(ctx context.Context, c *lockConn) (record, error) {
 		return record{}, m.fail(ctx, "token bump", err)
 	}
 	if m.s.holderErr == nil && (len(rows[0]) == 0 || string(rows[0][len(rows[0])-1]) != "t") {
-		// Another session holds the grant's random holder lock (2^-62):
+		// Another session holds the grant's holder lock (its pid's, random):
 		// Holder reports ErrHolderUnknown while this grant holds.
 		m.s.log.Warn("pglock: the grant's holder lock is taken: Holder cannot confirm this grant", "lock", m.name, "token", rec.tok)
 	}

@@ -20,33 +20,40 @@ import (
 
 // Who holds a lock. Every grant's token bump also writes, in the same
 // statement, the holder's identity (WithIdentity), the server's now() and
-// a random "holder lock" (a two-int advisory lock, objsubid 2 in pg_locks,
-// that the bump takes on the grant's server session before it commits)
-// into the token row; Release clears them in the statement that unlocks.
-// Holder reads the row and pg_locks in one statement (holderSQL) and shows
-// the row's holder only when the session that holds the lock's key also
-// holds the row's holder lock.
+// a "holder lock" (a two-int advisory lock, objsubid 2 in pg_locks: its
+// session's backend pid, and 31 random bits) that the bump takes on the
+// grant's server session before it commits, into the token row; Release
+// clears them in the statement that unlocks. Holder reads the row and
+// pg_locks in one statement (holderSQL) and shows the row's holder only
+// when the session that holds the lock's key also holds the row's holder
+// lock, whose first half is that session's pid.
 //
 // Why such a result is a state the server had. The statement's snapshot
 // of the table is taken at its start, t0; pg_locks (pg_lock_status, read
 // once: a MATERIALIZED CTE) is one consistent copy of the lock table, at
 // t1 > t0. If at t1 session P holds the key and also the holder lock L
-// named by the row visible at t0, then P wrote that row: L is random (62
-// bits) and taken only by the bump that writes it, before its commit, so
-// P's bump committed before t0 and P was alive from then until t1 (its
-// pid was not reused meanwhile). A pglock session takes the key once,
-// before its bump, and never again after it lets go, so P held the key
-// throughout [t0, t1]; while it holds it no other grant bumps, and P's
-// own later writes (served, Release's clear) leave the identity or come
-// with the unlock. So at t0 the key was held by P and the row was the
-// state read: Held, with P's token, identity and time. No granted key at
-// t1 is Free at t1. Anything else (a grant whose bump has not committed,
-// a session of an older pglock, a client outside pglock holding the key,
-// a shared lock) is not shown as anyone: ErrHolderUnknown. A dead holder's
-// row keeps naming it, but its key and holder lock went with its session:
-// Free. A holder mid-hand-off (Release's clear and unlock, the next
-// grant's bump waiting for the row) is seen as the old holder until the
-// unlock, then as unknown until the new bump commits.
+// named by the row visible at t0, then P wrote that row: L is taken by the
+// bump that writes it, before its commit, on the session whose pid it
+// names, and only a session with that pid can match it again. So P's bump
+// committed before t0 and P was alive from then until t1. A pglock session
+// takes the key once, before its bump, and never again after it lets go,
+// so P held the key throughout [t0, t1]; while it holds it no other grant
+// bumps, and P's own later writes (served, Release's clear) leave the
+// identity or come with the unlock. So at t0 the key was held by P and the
+// row was the state read: Held, with P's token, identity and time. No
+// granted key at t1 is Free at t1. Anything else (a grant whose bump has
+// not committed, a session of an older pglock, a client outside pglock
+// holding the key, a shared lock) is shown as nobody: ErrHolderUnknown. A
+// dead holder's row keeps naming it, but its key and holder lock went with
+// its session: Free. A holder mid-hand-off (Release's clear and unlock,
+// the next grant's bump waiting for the row lock) is seen as the old
+// holder until the unlock, then as unknown until the new bump commits.
+//
+// What it assumes: pg_locks shows the holder lock to every role, so a
+// client outside pglock that takes a dead holder's key and holder lock
+// on a session that has the dead holder's pid (a pid reused, of all) would
+// be shown as that holder, with its old token (no new grant). Writers of
+// the token table are trusted (ErrUntrustedTable): they can write anything.
 
 // holderColumns are the token table's holder columns (tables made before
 // them lack them: Connect adds them, see prepareColumns).
@@ -99,14 +106,15 @@ func checkIdentity(id string) error {
 
 // holderLock is a grant's holder lock: pg_advisory_lock(hi, lo), which
 // pg_locks shows as classid hi, objid lo, objsubid 2, recorded in the row
-// as hi*2^32 + lo. Both halves are below 2^31, so both are positive int4
-// values and the record a positive int8.
+// as hi*2^32 + lo. hi is the backend pid of the grant's session (Holder
+// checks it is the pid of the session holding it), lo is random; both are
+// below 2^31, so positive int4 values, and the record a positive int8.
 type holderLock struct{ hi, lo int32 }
 
-// newHolderLock returns a random holder lock (62 bits: no two grants meet).
-func newHolderLock() holderLock {
-	r := rand.Uint64()
-	return holderLock{hi: int32(r >> 33), lo: int32(r & 0x7fffffff)}
+// newHolderLock returns the holder lock of a grant on the session of
+// backend pid: random among 2^31 for that pid.
+func newHolderLock(pid uint32) holderLock {
+	return holderLock{hi: int32(pid & 0x7fffffff), lo: rand.Int32()}
 }
 
 // holder adds the holder's record to the token bump: identity id, the
@@ -126,7 +134,8 @@ func (b *bump) holder(id string, hl holderLock) {
 // and low halves as pg_locks shows them): how many sessions hold the key,
 // the row's token, identity (its first MaxIdentityLen+1 characters, enough
 // to refuse a longer one), time (seconds since the epoch), and whether a
-// session holding the key also holds the row's holder lock. The arithmetic
+// session holding the key also holds the row's holder lock, whose first
+// half is that session's pid. The arithmetic
 // on holder_lock cannot fail, whatever a row or another session's lock
 // holds.
 func holderSQL(table string) string {
@@ -138,6 +147,7 @@ func holderSQL(table string) string {
 		"SELECT (SELECT pg_catalog.count(*) FROM k), t.n, pg_catalog.left(t.holder, " + strconv.Itoa(MaxIdentityLen+1) + "), " +
 		"pg_catalog.extract('epoch', t.held_since)::pg_catalog.text, " +
 		"EXISTS (SELECT FROM k JOIN l AS o ON o.pid OPERATOR(pg_catalog.=) k.pid WHERE o.objsubid OPERATOR(pg_catalog.=) 2 " +
+		"AND o.classid::pg_catalog.int8 OPERATOR(pg_catalog.=) k.pid::pg_catalog.int8 " +
 		"AND o.classid::pg_catalog.int8 OPERATOR(pg_catalog.=) (t.holder_lock OPERATOR(pg_catalog./) 4294967296) " +
 		"AND o.objid::pg_catalog.int8 OPERATOR(pg_catalog.=) (t.holder_lock OPERATOR(pg_catalog.%) 4294967296)) " +
 		"FROM (SELECT) AS one LEFT JOIN " + table + " AS t ON t.key OPERATOR(pg_catalog.=) $1::pg_catalog.int8"

@@ -128,7 +128,6 @@ func TestHolderUnconfirmed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer endTurn()
 	c, err := b.s.dialLock(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -147,15 +146,27 @@ func TestHolderUnconfirmed(t *testing.T) {
 		t.Errorf("after the bump: %v, want held by worker-b with token %v", st, rec.tok)
 	}
 	b.drop(c, rec)
+	endTurn()
 	if st := mustHolder(t, a); st.Held {
 		t.Errorf("after the grant was given up: %v", st)
 	}
 
-	h.admin(t, "SELECT pg_advisory_lock($1::bigint)", strconv.FormatInt(Key(lock), 10))
+	// A client outside pglock takes the key, then also a dead holder's
+	// holder lock, which pg_locks showed it: still nobody it can name.
+	key := strconv.FormatInt(Key(lock), 10)
+	mustAcquire(t, b)
+	rows := h.admin(t, "SELECT holder_lock / 4294967296, holder_lock % 4294967296 FROM "+DefaultTable+" WHERE key = $1", key)
+	h.terminate(t, b)
+	h.waitLocks(t, lock, 0)
+	h.admin(t, "SELECT pg_advisory_lock($1::bigint)", key)
 	if st, err := b.Holder(ctx); !errors.Is(err, ErrHolderUnknown) {
 		t.Errorf("the key held outside pglock: %v, %v; want ErrHolderUnknown", st, err)
 	}
-	h.admin(t, "SELECT pg_advisory_unlock($1::bigint)", strconv.FormatInt(Key(lock), 10))
+	h.admin(t, "SELECT pg_advisory_lock($1::int, $2::int)", string(rows[0][0]), string(rows[0][1]))
+	if st, err := b.Holder(ctx); !errors.Is(err, ErrHolderUnknown) {
+		t.Errorf("the key and the dead holder's holder lock held outside pglock: %v, %v; want ErrHolderUnknown", st, err)
+	}
+	h.admin(t, "SELECT pg_advisory_unlock_all()")
 }
 
 // TestHolderHostileRecord: a holder's record rewritten by another client
