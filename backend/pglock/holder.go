@@ -64,9 +64,10 @@ var _ recipe.HolderObserver = (*Mutex)(nil)
 // WithIdentity sets the identity that the Session's grants record in their
 // token rows, read back by Holder and ObserveHolder (default
 // "<hostname>:<pid>"). It is public: every role that can read the token
-// table reads it. It must be 1 to MaxIdentityLen bytes of valid UTF-8 with
-// no control or other non-graphic character, else Connect fails with
-// recipe.ErrBadOption. It is sent as a statement parameter, never as SQL.
+// table reads it: name a process, never a secret. It must be 1 to
+// MaxIdentityLen bytes of printable UTF-8 (etcdlock's rule), else Connect
+// fails with recipe.ErrBadOption. It is sent as a statement parameter,
+// never as SQL.
 func WithIdentity(id string) Option { return func(o *options) { o.identity = id } }
 
 // WithPollInterval sets how often ObserveHolder reads the holder (default
@@ -76,17 +77,20 @@ func WithIdentity(id string) Option { return func(o *options) { o.identity = id 
 // (pg_locks), so a shorter interval costs the server more.
 func WithPollInterval(d time.Duration) Option { return func(o *options) { o.poll = d } }
 
-// defaultIdentity is WithIdentity's default: "<hostname>:<pid>".
+// defaultIdentity is WithIdentity's default: "<hostname>:<pid>"
+// ("unknown" for a host name that is no identity), as etcdlock's.
 func defaultIdentity() string {
 	host, err := os.Hostname()
-	if id := host + ":" + strconv.Itoa(os.Getpid()); err == nil && checkIdentity(id) == nil {
-		return id
+	if err != nil || checkIdentity(host) != nil || len(host) > MaxIdentityLen-12 {
+		host = "unknown"
 	}
-	return "unknown-host:" + strconv.Itoa(os.Getpid())
+	return host + ":" + strconv.Itoa(os.Getpid())
 }
 
 // checkIdentity returns why id is no identity WithIdentity accepts, or nil:
-// the same rule checks identities read back from the server.
+// 1 to MaxIdentityLen bytes of printable UTF-8 (etcdlock's rule). The same
+// check refuses identities read back from the server; its error never
+// quotes id, which another client may have written.
 func checkIdentity(id string) error {
 	switch {
 	case id == "":
@@ -94,11 +98,11 @@ func checkIdentity(id string) error {
 	case len(id) > MaxIdentityLen:
 		return fmt.Errorf("identity of %d bytes or more, over MaxIdentityLen (%d)", len(id), MaxIdentityLen)
 	case !utf8.ValidString(id):
-		return fmt.Errorf("identity %q is not valid UTF-8", id)
+		return errors.New("identity not valid UTF-8")
 	}
 	for _, r := range id {
-		if !unicode.IsGraphic(r) {
-			return fmt.Errorf("identity %q holds the non-graphic character %U", id, r)
+		if !unicode.IsPrint(r) {
+			return fmt.Errorf("identity with the unprintable character %U", r)
 		}
 	}
 	return nil
@@ -240,13 +244,13 @@ func parseHolder(rows [][][]byte) (recipe.HolderState, error) {
 	}
 	n, err := strconv.ParseUint(string(row[1]), 10, 64)
 	if err != nil || n == 0 {
-		return recipe.HolderState{}, fmt.Errorf("%w: token %q", ErrBadHolderRecord, short(row[1]))
+		return recipe.HolderState{}, fmt.Errorf("%w: a token that is none", ErrBadHolderRecord)
 	}
 	if row[2] == nil {
 		return recipe.HolderState{}, fmt.Errorf("%w: no identity", ErrBadHolderRecord)
 	}
 	if err := checkIdentity(string(row[2])); err != nil {
-		return recipe.HolderState{}, fmt.Errorf("%w: %s", ErrBadHolderRecord, short([]byte(err.Error())))
+		return recipe.HolderState{}, fmt.Errorf("%w: %w", ErrBadHolderRecord, err)
 	}
 	since, err := parseEpoch(row[3])
 	if err != nil {

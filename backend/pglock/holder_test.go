@@ -3,6 +3,7 @@ package pglock
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"strconv"
 	"strings"
 	"testing"
@@ -361,13 +362,18 @@ func TestObserveHolderHostile(t *testing.T) {
 	defer cancel()
 	a := h.named(t, lock, "worker-a")
 	mustRelease(t, mustAcquire(t, a)) // tokens 1, then 2 for the next
-	f := &follower{ch: h.named(t, lock, "observer").ObserveHolder(ctx)}
+	var logs syncBuffer
+	f := &follower{ch: h.named(t, lock, "observer", WithLogger(slog.New(slog.NewTextHandler(&logs, nil)))).ObserveHolder(ctx)}
 	f.until(t, "the start", free)
 	l := mustAcquire(t, a)
 	f.until(t, "worker-a", heldBy("worker-a", l))
 	h.admin(t, "UPDATE "+DefaultTable+" SET holder = E'\\x1b[31mmallory' WHERE key = $1", key)
+	waitFor(t, func() bool { return strings.Contains(logs.String(), "unprintable character U+001B") }, "no warning of the malformed identity")
 	h.admin(t, "UPDATE "+DefaultTable+" SET holder = 'mallory', n = 1 WHERE key = $1", key)
-	time.Sleep(5 * testPoll) // reads of both; nothing may be delivered
+	waitFor(t, func() bool { return strings.Contains(logs.String(), "token 1 after") }, "no warning of the token going back")
+	if out := logs.String(); strings.Contains(out, "\x1b") || !strings.Contains(out, "level=WARN") {
+		t.Errorf("the observer's log shows the identity, or no warning:\n%s", out)
+	}
 	h.admin(t, "UPDATE "+DefaultTable+" SET holder = 'worker-a', n = $2 WHERE key = $1", key, strconv.FormatUint(uint64(l.Token()), 10))
 	mustRelease(t, l)
 	b := h.named(t, lock, "worker-b")
