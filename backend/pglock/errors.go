@@ -11,8 +11,10 @@ var (
 	ErrBadURL = errors.New("pglock: bad PostgreSQL URL")
 
 	// ErrTokenTable is matched by Connect's error when the token table does
-	// not exist and the role can't create it. The error names the
-	// statements an administrator can run instead.
+	// not exist and the role can't create it, and by New's (WithLockDelay)
+	// and Holder's when a table made by an older pglock lacks their columns
+	// and the role can't add them. The error names the statements an
+	// administrator can run instead.
 	ErrTokenTable = errors.New("pglock: token table missing and not creatable")
 
 	// ErrPooler is matched when a connection does not lead to one server

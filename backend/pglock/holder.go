@@ -158,12 +158,13 @@ func holderSQL(table string) string {
 }
 
 // Holder reads who holds the lock now, in one statement on a connection
-// of its own (holder.go has why the result is a state the server had):
-// Free, or Held with the grant's token, WithIdentity and the server's time
-// of its token bump. A lock held by a grant it cannot confirm yet is read
-// again after 20, 40, 80 and 160 ms. Errors: ErrHolderUnknown,
-// ErrBadHolderRecord, ErrTokenTable (a table without the holder columns),
-// recipe.ErrSessionClosed, ctx's cause, a connection or server error.
+// of its own, outside WithMaxConns (holder.go: why the result is a state
+// the server had): Free, or Held with the grant's token, WithIdentity and
+// the server's time of its token bump. A lock held by a grant it cannot
+// confirm yet is read again after 20, 40, 80 and 160 ms. Errors:
+// ErrHolderUnknown, ErrBadHolderRecord, ErrTokenTable (a table without the
+// holder columns), recipe.ErrSessionClosed, ctx's cause, a connection or
+// server error.
 func (m *Mutex) Holder(ctx context.Context) (recipe.HolderState, error) {
 	s := m.s
 	if ctx.Err() != nil {
@@ -294,14 +295,15 @@ func parseEpoch(b []byte) (time.Time, error) {
 }
 
 // ObserveHolder delivers Holder's state at once and then every change it
-// reads, reading every WithPollInterval on a connection of its own: a
-// change is delivered within a poll interval and a read; a shorter state
-// may be missed. Delivery is coalesced; consecutive states differ; a read
-// with a token below one read before is refused. A failed read is logged
-// at warning level and retried with backoff (at most 10 s or TTL/2
-// apart); ErrHolderUnknown is read again at the next poll. The channel
-// closes when ctx ends or the Session closes, at once (logged at error
-// level) on a token table without the holder columns.
+// reads, reading every WithPollInterval on a connection of its own
+// (outside WithMaxConns, kept until the channel closes): a change is
+// delivered within a poll interval and a read; a shorter state may be
+// missed. Delivery is coalesced; consecutive states differ; a read with a
+// token below one read before is refused. A failed read is logged at
+// warning level and retried with backoff (at most 10 s or TTL/2 apart);
+// ErrHolderUnknown is read again at the next poll. The channel closes when
+// ctx ends or the Session closes, at once (logged at error level) on a
+// token table without the holder columns.
 func (m *Mutex) ObserveHolder(ctx context.Context) <-chan recipe.HolderState {
 	out := make(chan recipe.HolderState)
 	if !m.s.life.Go(func() { defer close(out); m.observe(ctx, out) }) {

@@ -22,7 +22,7 @@ import (
 
 // Session connects the locks of one process to one PostgreSQL database. It
 // holds no connection of its own: every Acquire opens a dedicated one, which
-// the lease keeps until it ends. Its methods are safe for concurrent use.
+// the lease keeps until it ends (and Holder and ObserveHolder one each). Its methods are safe for concurrent use.
 type Session struct {
 	cfg       *pgconn.Config // our copy, with the session parameters of pgParams
 	ttl       time.Duration
