@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -27,20 +28,20 @@ type MutexOption func(*Mutex)
 // (docs/lock-delay.md#lock-delay-on-postgresql).
 func WithLockDelay(d time.Duration) MutexOption { return func(m *Mutex) { m.delay = d } }
 
-// The lock-delay's statements. markSQL is the token bump of a Mutex with a
-// lock-delay ($3: the delay in seconds): it names the new grant in held
-// and, when the row's held named the previous grant (no clean Release
-// since), keeps or starts the unclean end's time (unclean_at), unless the
-// delay from it is over. It returns the seconds since that time (NULL:
-// nothing to serve).
-func markSQL(table string) string {
+// The lock-delay's statements. mark adds to the token bump of a Mutex
+// with a lock-delay (its next parameter: the delay in seconds): it names
+// the new grant in held and, when the row's held named the previous grant
+// (no clean Release since), keeps or starts the unclean end's time
+// (unclean_at), unless the delay from it is over. It returns the seconds
+// since that time (NULL: nothing to serve).
+func (b *bump) mark(d time.Duration) {
 	const since = "pg_catalog.date_part('epoch', pg_catalog.now() OPERATOR(pg_catalog.-) "
-	return "INSERT INTO " + table + " AS t (key, name, n, held) VALUES ($1::pg_catalog.int8, $2::pg_catalog.text, 1, 1) " +
-		"ON CONFLICT (key) DO UPDATE SET n = t.n OPERATOR(pg_catalog.+) 1, held = t.n OPERATOR(pg_catalog.+) 1, " +
-		"unclean_at = CASE WHEN t.held OPERATOR(pg_catalog.=) t.n AND " + since +
-		"COALESCE(t.unclean_at, pg_catalog.now())) OPERATOR(pg_catalog.<) $3::pg_catalog.float8 " +
-		"THEN COALESCE(t.unclean_at, pg_catalog.now()) END " +
-		"RETURNING t.n, t.name, " + since + "t.unclean_at)"
+	p := b.arg(strconv.FormatFloat(d.Seconds(), 'f', -1, 64))
+	b.add("held", "1", "held = t.n OPERATOR(pg_catalog.+) 1, "+
+		"unclean_at = CASE WHEN t.held OPERATOR(pg_catalog.=) t.n AND "+since+
+		"COALESCE(t.unclean_at, pg_catalog.now())) OPERATOR(pg_catalog.<) "+p+"::pg_catalog.float8 "+
+		"THEN COALESCE(t.unclean_at, pg_catalog.now()) END",
+		since+"t.unclean_at)")
 }
 
 // servedSQL ends the lock-delay the grant with token $2 served: the next
@@ -62,15 +63,26 @@ func unmarkSQL(table string) string {
 		"AND held OPERATOR(pg_catalog.=) $2::pg_catalog.int8"
 }
 
-// releaseSQL is Release's unlock for a Mutex with a lock-delay: it clears
-// held (if it still names the grant with token $2) and then unlocks, in one
-// statement, so one transaction: the count(*) reads the whole UPDATE, row
-// lock taken, before the unlock runs, and a contender's bump waits for that
-// row lock until the clear is committed. If the statement fails, held stays
-// and the next grant serves a delay it did not need: never the reverse.
-func releaseSQL(table string) string {
-	return "WITH c AS (UPDATE " + table + " SET held = NULL WHERE key OPERATOR(pg_catalog.=) $1::pg_catalog.int8 " +
-		"AND held OPERATOR(pg_catalog.=) $2::pg_catalog.int8 RETURNING 1) " +
+// releaseSQL is Release's unlock for a Mutex with a lock-delay (delay)
+// or a token table with the holder columns (holder): it clears held (if it
+// still names the grant with token $2) and the holder's record (for a
+// Mutex without the delay: if the row's token is still $2), then unlocks,
+// in one statement, so one transaction: the count(*) reads the whole
+// UPDATE, row lock taken, before the unlock runs, and a contender's bump
+// waits for that row lock until the clear is committed. If the statement
+// fails, held stays and the next grant serves a delay it did not need:
+// never the reverse.
+func releaseSQL(table string, delay, holder bool) string {
+	var set []string
+	cond := "n OPERATOR(pg_catalog.=) $2::pg_catalog.int8"
+	if delay {
+		set, cond = append(set, "held = NULL"), "held OPERATOR(pg_catalog.=) $2::pg_catalog.int8"
+	}
+	if holder {
+		set = append(set, "holder = NULL, held_since = NULL, holder_lock = NULL")
+	}
+	return "WITH c AS (UPDATE " + table + " SET " + strings.Join(set, ", ") + " WHERE key OPERATOR(pg_catalog.=) $1::pg_catalog.int8 " +
+		"AND " + cond + " RETURNING 1) " +
 		"SELECT pg_catalog.pg_advisory_unlock($1::pg_catalog.int8) FROM (SELECT pg_catalog.count(*) FROM c) AS x"
 }
 
@@ -158,24 +170,38 @@ func (m *Mutex) waitAlive(ctx context.Context, c *lockConn, w *grant.Serving, wa
 }
 
 // The token table's lock-delay columns (tables made before them lack
-// them: Connect adds them, see prepareDelay).
+// them: Connect adds them, see prepareColumns).
 const delayColumns = "held pg_catalog.int8, unclean_at pg_catalog.timestamptz"
 
-// prepareDelay checks that the token table has the lock-delay columns and,
+// optionalColumns are the token table's columns that older pglock versions
+// did not make, with their types: the lock-delay's (delay.go) and the
+// holder's (holder.go).
+var optionalColumns = [...]struct{ name, typ string }{
+	{"held", "pg_catalog.int8"}, {"unclean_at", "pg_catalog.timestamptz"},
+	{"holder", "pg_catalog.text"}, {"held_since", "pg_catalog.timestamptz"}, {"holder_lock", "pg_catalog.int8"},
+}
+
+// prepareColumns checks that the token table has the optionalColumns and,
 // if not (a table made by an older pglock), adds them: nullable, no
 // default, so a change of the catalog only, under a lock_timeout so that a
 // long transaction on the table cannot queue every token bump behind the
 // ALTER. Older pglock versions run unchanged against the new columns (they
-// write neither: a lock without the option). If the role can't add them,
-// Connect still succeeds and keeps the error for New with WithLockDelay.
+// write none of them). If the role can't add them, Connect still succeeds
+// and keeps the error for New with WithLockDelay (delayErr) and for Holder
+// (holderErr): grants then run the statements of the older version.
 // Errors (failing Connect): the connection's, ctx's cause.
-func (s *Session) prepareDelay(ctx context.Context, conn *pgconn.PgConn) error {
-	has, err := s.hasDelayColumns(ctx, conn)
-	if err != nil || has {
+func (s *Session) prepareColumns(ctx context.Context, conn *pgconn.PgConn) error {
+	has, err := s.hasColumns(ctx, conn)
+	if err != nil || len(has) == len(optionalColumns) {
 		return err
 	}
-	alter := "ALTER TABLE " + s.table + " ADD COLUMN IF NOT EXISTS held pg_catalog.int8, " +
-		"ADD COLUMN IF NOT EXISTS unclean_at pg_catalog.timestamptz"
+	alter := "ALTER TABLE " + s.table
+	for i, c := range optionalColumns {
+		if i > 0 {
+			alter += ","
+		}
+		alter += " ADD COLUMN IF NOT EXISTS " + c.name + " " + c.typ
+	}
 	_, err = query(ctx, conn, "SELECT pg_catalog.set_config('lock_timeout', '2s', false)")
 	if err == nil {
 		_, err = query(ctx, conn, alter)
@@ -184,26 +210,43 @@ func (s *Session) prepareDelay(ctx context.Context, conn *pgconn.PgConn) error {
 		return context.Cause(ctx)
 	}
 	if err == nil {
-		if has, err = s.hasDelayColumns(ctx, conn); err != nil || has {
+		if has, err = s.hasColumns(ctx, conn); err != nil || len(has) == len(optionalColumns) {
 			return err
 		}
-		err = errors.New("columns held or unclean_at exist with other types")
+		err = errors.New("columns of those names exist with other types")
 	}
-	s.delayErr = fmt.Errorf("%w: %s lacks the lock-delay columns of WithLockDelay (a table made by an older pglock) "+
-		"and they could not be added: %w; an administrator can add them with:\n%s;", ErrTokenTable, s.table, err, alter)
+	missing := func(what string, names ...string) error {
+		for _, n := range names {
+			if !has[n] {
+				return fmt.Errorf("%w: %s lacks the columns of %s (a table made by an older pglock) "+
+					"and they could not be added: %w; an administrator can add them with:\n%s;", ErrTokenTable, s.table, what, err, alter)
+			}
+		}
+		return nil
+	}
+	s.delayErr = missing("WithLockDelay", "held", "unclean_at")
+	s.holderErr = missing("Holder and ObserveHolder", "holder", "held_since", "holder_lock")
 	return nil
 }
 
-// hasDelayColumns reports whether the token table has both lock-delay
-// columns with their types.
-func (s *Session) hasDelayColumns(ctx context.Context, conn *pgconn.PgConn) (bool, error) {
-	rows, err := query(ctx, conn, "SELECT pg_catalog.count(*) FROM pg_catalog.pg_attribute "+
-		"WHERE attrelid OPERATOR(pg_catalog.=) $1::pg_catalog.regclass AND NOT attisdropped AND ("+
-		"(attname OPERATOR(pg_catalog.=) 'held'::pg_catalog.name AND atttypid OPERATOR(pg_catalog.=) 'pg_catalog.int8'::pg_catalog.regtype) OR "+
-		"(attname OPERATOR(pg_catalog.=) 'unclean_at'::pg_catalog.name AND atttypid OPERATOR(pg_catalog.=) 'pg_catalog.timestamptz'::pg_catalog.regtype))",
-		s.table)
-	if err != nil {
-		return false, err
+// hasColumns returns the optionalColumns that the token table has with
+// their types.
+func (s *Session) hasColumns(ctx context.Context, conn *pgconn.PgConn) (map[string]bool, error) {
+	sql := "SELECT attname::pg_catalog.text FROM pg_catalog.pg_attribute " +
+		"WHERE attrelid OPERATOR(pg_catalog.=) $1::pg_catalog.regclass AND NOT attisdropped AND ("
+	for i, c := range optionalColumns {
+		if i > 0 {
+			sql += " OR "
+		}
+		sql += "(attname OPERATOR(pg_catalog.=) '" + c.name + "'::pg_catalog.name AND atttypid OPERATOR(pg_catalog.=) '" + c.typ + "'::pg_catalog.regtype)"
 	}
-	return len(rows) == 1 && string(rows[0][0]) == "2", nil
+	rows, err := query(ctx, conn, sql+")", s.table)
+	if err != nil {
+		return nil, err
+	}
+	has := make(map[string]bool, len(rows))
+	for _, r := range rows {
+		has[string(r[0])] = true
+	}
+	return has, nil
 }

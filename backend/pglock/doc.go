@@ -55,7 +55,17 @@
 // the statement that unlocks; the next grant that finds the row still
 // naming the previous token records the server's now() as the delay's
 // start (kept by a contender that gives up, so the next serves only the
-// rest). A lock without the option runs the same statements as before.
+// rest). A lock without the option writes neither column.
+//
+// Who holds the lock (holder.go): the token bump also records the grant's
+// identity (WithIdentity, default "<hostname>:<pid>"), the server's now()
+// and an advisory "holder lock" its session takes (its pid and random
+// bits), and Release clears them as it unlocks. Mutex.Holder reads the row
+// and pg_locks in one statement and names the row's holder only while the
+// session that holds the key holds that holder lock too; a dead holder's
+// row shows Free, a grant whose bump has not committed ErrHolderUnknown.
+// The two numbers: ObserveHolder reads every 500 ms (WithPollInterval), so
+// it reports a change at most one poll interval and a read after it.
 //
 // WithLogger and WithMetrics report grants, waits and lost leases (a lost
 // lease once, at WARN with its cause; at DEBUG when Session.Close ended it).

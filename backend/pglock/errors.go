@@ -11,8 +11,10 @@ var (
 	ErrBadURL = errors.New("pglock: bad PostgreSQL URL")
 
 	// ErrTokenTable is matched by Connect's error when the token table does
-	// not exist and the role can't create it. The error names the
-	// statements an administrator can run instead.
+	// not exist and the role can't create it, and by New's (WithLockDelay)
+	// and Holder's when a table made by an older pglock lacks their columns
+	// and the role can't add them. The error names the statements an
+	// administrator can run instead.
 	ErrTokenTable = errors.New("pglock: token table missing and not creatable")
 
 	// ErrPooler is matched when a connection does not lead to one server
@@ -34,4 +36,17 @@ var (
 	// for idle_session_timeout and the others of docs/backends.md): a
 	// server older than PostgreSQL 14, which pglock needs.
 	ErrOldServer = errors.New("pglock: the server is older than PostgreSQL 14, which pglock needs")
+
+	// ErrHolderUnknown is matched by Holder's error when the lock is held
+	// but not by a grant whose record it can confirm: a grant whose token
+	// bump has not committed yet (a moment after every grant), a session
+	// of a pglock older than Holder, or a client outside pglock holding
+	// the lock's key. It names nobody, as the server does not say who.
+	ErrHolderUnknown = errors.New("pglock: the lock is held, by a grant whose record is not confirmed")
+
+	// ErrBadHolderRecord is matched by Holder's error when the holder's
+	// record in the token row is malformed (an identity WithIdentity would
+	// refuse, a token or time that is not one): written by another client
+	// of the table. ObserveHolder logs it and reads again.
+	ErrBadHolderRecord = errors.New("pglock: malformed holder record in the token row")
 )

@@ -92,3 +92,41 @@ func ExampleWithLockDelay() {
 	// delay served: 0s
 	// release: <nil>
 }
+
+// Who holds a lock, as the server records it: the identity each Session's
+// grants record (WithIdentity), the grant's token, and a channel that
+// follows every change, read every WithPollInterval.
+func ExampleMutex_ObserveHolder() {
+	ctx := context.Background()
+	s, err := pglock.Connect(ctx, pgtest.ExampleDSN(), pglock.WithIdentity("report-worker-1"))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer s.Close()
+	m, err := pglock.New(s, "nightly-report")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	octx, stop := context.WithCancel(ctx)
+	defer stop() // ends the observer
+	states := m.ObserveHolder(octx)
+	fmt.Println(<-states)
+
+	lease, err := m.Acquire(ctx)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println(<-states)
+	st, err := m.Holder(ctx) // one read, now
+	fmt.Println(st.Holder.Token == lease.Token(), err)
+	lease.Release(ctx)
+	fmt.Println(<-states)
+	// Output:
+	// free
+	// held by "report-worker-1" with token 1
+	// true <nil>
+	// free
+}

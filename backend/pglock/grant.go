@@ -58,19 +58,22 @@ func (m *Mutex) take(ctx context.Context, c *lockConn, wait bool, w *waitMark) e
 
 // read bumps the lock's token counter on the holder's connection, in a
 // transaction of its own, and returns the grant's record: its token, the
-// name the key was first used with, and (with a lock-delay: markSQL) the
+// name the key was first used with, and (with a lock-delay: mark) the
 // delay it is to serve. Only the holder bumps the counter, after its
-// grant, so counter order is grant order. Without a lock-delay the
-// statement is the same as before the lock-delay existed.
+// grant, so counter order is grant order. With the holder columns the
+// bump also records the holder (record, holder.go).
 func (m *Mutex) read(ctx context.Context, c *lockConn) (record, error) {
-	sql := "INSERT INTO " + m.s.table + " AS t (key, name, n) VALUES ($1::pg_catalog.int8, $2::pg_catalog.text, 1) " +
-		"ON CONFLICT (key) DO UPDATE SET n = t.n OPERATOR(pg_catalog.+) 1 RETURNING t.n, t.name"
-	args := []string{strconv.FormatInt(m.key, 10), m.name}
+	b := &bump{cols: "key, name, n", vals: "$1::pg_catalog.int8, $2::pg_catalog.text, 1",
+		sets: "n = t.n OPERATOR(pg_catalog.+) 1", rets: "t.n, t.name",
+		args: []string{strconv.FormatInt(m.key, 10), m.name}}
 	if m.delay > 0 {
-		sql, args = markSQL(m.s.table), append(args, strconv.FormatFloat(m.delay.Seconds(), 'f', -1, 64))
+		b.mark(m.delay)
+	}
+	if m.s.holderErr == nil {
+		b.holder(m.s.identity, newHolderLock(c.PID()))
 	}
 	sent := time.Now()
-	rows, err := c.queryCancelled(ctx, sql, args...)
+	rows, err := c.queryCancelled(ctx, b.sql(m.s.table), b.args...)
 	rec := record{sent: sent}
 	if err == nil {
 		err = rec.parse(rows, m.delay)
@@ -78,7 +81,38 @@ func (m *Mutex) read(ctx context.Context, c *lockConn) (record, error) {
 	if err != nil {
 		return record{}, m.fail(ctx, "token bump", err)
 	}
+	if m.s.holderErr == nil && (len(rows[0]) == 0 || string(rows[0][len(rows[0])-1]) != "t") {
+		// Another session holds the grant's holder lock (its pid's, random):
+		// Holder reports ErrHolderUnknown while this grant holds.
+		m.s.log.Warn("pglock: the grant's holder lock is taken: Holder cannot confirm this grant", "lock", m.name, "token", rec.tok)
+	}
 	return rec, nil
+}
+
+// bump is the token bump statement of a grant, in parts: the columns it
+// inserts, their values, the updates of an existing row, what it returns,
+// and its parameters.
+type bump struct {
+	cols, vals, sets, rets string
+	args                   []string
+}
+
+// arg adds a parameter and returns its placeholder.
+func (b *bump) arg(v string) string {
+	b.args = append(b.args, v)
+	return "$" + strconv.Itoa(len(b.args))
+}
+
+// add adds a column, its value, the updates of an existing row and a
+// returned value.
+func (b *bump) add(col, val, set, ret string) {
+	b.cols, b.vals, b.sets, b.rets = b.cols+", "+col, b.vals+", "+val, b.sets+", "+set, b.rets+", "+ret
+}
+
+// sql is the statement on table.
+func (b *bump) sql(table string) string {
+	return "INSERT INTO " + table + " AS t (" + b.cols + ") VALUES (" + b.vals + ") " +
+		"ON CONFLICT (key) DO UPDATE SET " + b.sets + " RETURNING " + b.rets
 }
 
 // record is the grant's record in its token row, as read returns it.

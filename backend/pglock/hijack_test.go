@@ -20,7 +20,7 @@ import (
 // pg_advisory_lock and the rest, domains named like pg_catalog's types).
 // No statement of Connect (table check, CREATE, the to_regclass after a
 // failed CREATE), Acquire (try, then wait), the token bump, a failed
-// Acquire's unlock_all, TryAcquire or Release may run one, with the
+// Acquire's unlock_all, TryAcquire, Holder, ObserveHolder or Release may run one, with the
 // default search_path or one listing public before pg_catalog; nor may
 // those of the lock-delay (hijackedDelay).
 func TestHijackedStatements(t *testing.T) {
@@ -61,6 +61,14 @@ func TestHijackedStatements(t *testing.T) {
 			t.Fatal(err)
 		}
 		l := mustAcquire(t, m)
+		if st, err := m.Holder(context.Background()); err != nil || st.Holder.Token != l.Token() {
+			t.Fatalf("Holder: %v, %v", st, err)
+		}
+		octx, stop := context.WithCancel(context.Background())
+		if st := <-m.ObserveHolder(octx); st.Holder.Token != l.Token() {
+			t.Fatalf("ObserveHolder: %v", st)
+		}
+		stop()
 		if _, err := m.TryAcquire(context.Background()); !errors.Is(err, recipe.ErrLocked) {
 			t.Fatalf("TryAcquire of a held lock: %v", err)
 		}

@@ -128,8 +128,8 @@ func (l *lease) Release(ctx context.Context) error {
 	}, l.unlock)
 }
 
-// unlock is Release's removal: pg_advisory_unlock (with a lock-delay, after
-// clearing the grant's record in the same statement), then hang up. It reports
+// unlock is Release's removal: pg_advisory_unlock (after clearing the
+// grant's records in the same statement: releaseSQL), then hang up. It reports
 // done even when the unlock failed: the connection is closed either way, so
 // nothing is left to remove.
 func (l *lease) unlock(ctx context.Context) (done bool, err error) {
@@ -143,8 +143,9 @@ func (l *lease) unlock(ctx context.Context) (done bool, err error) {
 	ctx, cancel := context.WithTimeout(ctx, l.m.s.loss)
 	defer cancel()
 	sql, args := "SELECT pg_catalog.pg_advisory_unlock($1::pg_catalog.int8)", []string{strconv.FormatInt(l.m.key, 10)}
-	if l.m.delay > 0 { // a clean end: clear the grant's record first (delay.go)
-		sql, args = releaseSQL(l.m.s.table), append(args, strconv.FormatUint(uint64(l.Token()), 10))
+	if delay, holder := l.m.delay > 0, l.m.s.holderErr == nil; delay || holder {
+		// a clean end: clear the grant's records first (delay.go)
+		sql, args = releaseSQL(l.m.s.table, delay, holder), append(args, strconv.FormatUint(uint64(l.Token()), 10))
 	}
 	rows, err := query(ctx, l.conn.PgConn, sql, args...)
 

@@ -27,6 +27,17 @@ const (
 	// no connect_timeout.
 	DefaultConnectTimeout = 10 * time.Second
 
+	// DefaultPollInterval is WithPollInterval's default: how often
+	// ObserveHolder reads the lock's holder.
+	DefaultPollInterval = 500 * time.Millisecond
+	// MinPollInterval bounds WithPollInterval from below (its bound above
+	// is half the TTL).
+	MinPollInterval = 10 * time.Millisecond
+
+	// MaxIdentityLen is the longest identity WithIdentity accepts, in
+	// bytes.
+	MaxIdentityLen = 256
+
 	// keepAliveCount is the number of unanswered TCP keep-alive probes after
 	// which the server drops a connection.
 	keepAliveCount = 5
@@ -45,6 +56,8 @@ type options struct {
 	trusted  []string    // WithTrustedRoles (trust.go)
 	tls      *tls.Config // WithTLS's, nil: the system's roots
 	tlsSet   bool        // WithTLS was given
+	identity string      // WithIdentity (holder.go)
+	poll     time.Duration
 }
 
 // WithTTL sets the lease time to live (default DefaultTTL, between MinTTL
@@ -81,7 +94,8 @@ var tableName = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}(\.[a-z_][a-z0-9_]{0,6
 // newOptions applies opts to the defaults and checks the result
 // (recipe.ErrBadOption).
 func newOptions(opts []Option) (options, error) {
-	o := options{ttl: DefaultTTL, table: DefaultTable, log: slog.Default(), maxConns: DefaultMaxConns}
+	o := options{ttl: DefaultTTL, table: DefaultTable, log: slog.Default(), maxConns: DefaultMaxConns,
+		identity: defaultIdentity(), poll: DefaultPollInterval}
 	for _, opt := range opts {
 		if opt != nil { // a nil Option is skipped, as zookeeper.Connect does
 			opt(&o)
@@ -97,6 +111,11 @@ func newOptions(opts []Option) (options, error) {
 		return o, fmt.Errorf("%w: pglock: table %q is not a lowercase identifier, optionally schema-qualified", recipe.ErrBadOption, o.table)
 	case o.maxConns < 1 || o.maxConns > MaxMaxConns:
 		return o, fmt.Errorf("%w: pglock: max conns %d outside [1, %d]", recipe.ErrBadOption, o.maxConns, MaxMaxConns)
+	case o.poll < MinPollInterval || o.poll > o.ttl/2:
+		return o, fmt.Errorf("%w: pglock: WithPollInterval(%v): want %v to half the TTL (%v)", recipe.ErrBadOption, o.poll, MinPollInterval, o.ttl/2)
+	}
+	if err := checkIdentity(o.identity); err != nil {
+		return o, fmt.Errorf("%w: pglock: WithIdentity: %w", recipe.ErrBadOption, err)
 	}
 	return o, nil
 }

@@ -22,18 +22,21 @@ import (
 
 // Session connects the locks of one process to one PostgreSQL database. It
 // holds no connection of its own: every Acquire opens a dedicated one, which
-// the lease keeps until it ends. Its methods are safe for concurrent use.
+// the lease keeps until it ends (and Holder and ObserveHolder one each). Its methods are safe for concurrent use.
 type Session struct {
-	cfg      *pgconn.Config // our copy, with the session parameters of pgParams
-	ttl      time.Duration
-	ping     time.Duration // the holder's ping interval
-	loss     time.Duration // the holder's loss deadline, from the send time of the last answered ping
-	table    string        // schema-qualified and quoted, once ConnectConfig has checked it
-	delayErr error         // New's error for WithLockDelay: the table lacks its columns (delay.go)
-	limit    *limiter      // WithMaxConns's bound and the waiters beyond it
-	maxConns int
-	log      *slog.Logger
-	metrics  recipe.Metrics // nil: none
+	cfg       *pgconn.Config // our copy, with the session parameters of pgParams
+	ttl       time.Duration
+	ping      time.Duration // the holder's ping interval
+	loss      time.Duration // the holder's loss deadline, from the send time of the last answered ping
+	table     string        // schema-qualified and quoted, once ConnectConfig has checked it
+	delayErr  error         // New's error for WithLockDelay: the table lacks its columns (delay.go)
+	holderErr error         // Holder's error: the table lacks the holder columns (holder.go)
+	identity  string        // WithIdentity's, recorded by every grant
+	poll      time.Duration // WithPollInterval's
+	limit     *limiter      // WithMaxConns's bound and the waiters beyond it
+	maxConns  int
+	log       *slog.Logger
+	metrics   recipe.Metrics // nil: none
 
 	life *life.Group // Acquire calls in flight and lease monitors; its context ends with Close
 }
@@ -76,6 +79,7 @@ func ConnectConfig(ctx context.Context, cfg *pgconn.Config, opts ...Option) (*Se
 	s := &Session{
 		cfg: cfg.Copy(), ttl: o.ttl, ping: o.ttl / 10, loss: o.ttl / 2,
 		table: o.table, log: o.log, metrics: o.metrics, life: life.New(),
+		identity: o.identity, poll: o.poll,
 		limit: newLimiter(o.maxConns), maxConns: o.maxConns,
 	}
 	if s.cfg.ConnectTimeout == 0 {
@@ -220,7 +224,8 @@ func (s *Session) createTable(ctx context.Context, conn *pgconn.PgConn, table st
 		"  key  bigint          PRIMARY KEY, -- pglock.Key(name)\n" +
 		"  name pg_catalog.text NOT NULL,    -- the first lock name that used key\n" +
 		"  n    bigint NOT NULL CHECK (n OPERATOR(pg_catalog.>) 0), -- the last token granted\n" +
-		"  " + delayColumns + " -- WithLockDelay's (delay.go)\n)"
+		"  " + delayColumns + ", -- WithLockDelay's (delay.go)\n" +
+		"  " + holderColumns + " -- the holder's record (holder.go)\n)"
 	_, err := query(ctx, conn, create)
 	if err == nil {
 		return nil

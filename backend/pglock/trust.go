@@ -62,5 +62,5 @@ func (s *Session) checkTable(ctx context.Context, conn *pgconn.PgConn, trusted [
 		}
 	}
 	s.table = t.Qualified
-	return s.prepareDelay(ctx, conn)
+	return s.prepareColumns(ctx, conn)
 }
