@@ -13,6 +13,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/zkrecipes/zkrecipes/recipe"
 	"github.com/zkrecipes/zkrecipes/testkit/locktest"
 	"github.com/zkrecipes/zkrecipes/testkit/pgtest"
 	"github.com/zkrecipes/zkrecipes/testkit/serverkit"
@@ -48,6 +49,23 @@ const testTTL = 4 * time.Second
 func TestConformance(t *testing.T) {
 	t.Parallel()
 	locktest.Run(t, newHarness(t))
+}
+
+// TestHolderConformance: Mutex as a recipe.HolderObserver
+// (locktest.RunHolder), observed from a session of its own that polls
+// every 50 ms.
+func TestHolderConformance(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	locktest.RunHolder(t, h, func(tb testing.TB, lock string) recipe.HolderObserver {
+		p := serverkit.NewFaultProxy()
+		tb.Cleanup(p.Close)
+		m, err := New(h.session(tb, p, WithPollInterval(50*time.Millisecond)), lock)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		return m
+	})
 }
 
 // harness is the locktest.Harness of pglock: every client has its own
