@@ -226,7 +226,8 @@ func TestHolderClientGo(t *testing.T) {
 	defer cancel()
 	// A free Lease to begin with: the observer watches from its version (a
 	// watch of a Lease that does not exist starts at the newest version,
-	// which an etcd 3.4 may keep the API server waiting for).
+	// which the API server's cache can be seconds late to reach: the
+	// grant's write would then be missed, and its token unknown).
 	free := &coordv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "elected"}, Spec: coordv1.LeaseSpec{HolderIdentity: ptr("")}}
 	if _, err := e.in.CoordinationV1().Leases(e.ns).Create(ctx, free, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)

@@ -142,9 +142,9 @@ func (l *lease) remove(ctx context.Context) (bool, error) {
 	return true, nil
 }
 
-// keep renews the Lease every sixth of its duration until the lease ends,
-// the first time right after the grant: an update of renewTime and of the
-// TokenAnnotation based on the newest version known to name the holder, each try bounded by the ownership deadline and by
+// keep renews the Lease every sixth of its duration until the lease ends:
+// an update of renewTime and of the TokenAnnotation (the grant's token)
+// based on the newest version known to name the holder, each try bounded by the ownership deadline and by
 // attemptTimeout; an acknowledged one moves the deadline to its send time
 // plus span. A refused update (409) reads the Lease: another holder named,
 // or the Lease gone, ends the lease at once (recipe.ErrNodeDeleted); this
@@ -157,7 +157,7 @@ func (l *lease) keep() {
 	m := l.m
 	every := m.s.cfg.duration / 6
 	retry := min(every/4, 250*time.Millisecond)
-	t := time.NewTimer(0) // the first at once: it records the token (TokenAnnotation)
+	t := time.NewTimer(every)
 	defer t.Stop()
 	for {
 		select {

@@ -3,6 +3,7 @@ package k8slease
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"time"
 
 	coordv1 "k8s.io/api/coordination/v1"
@@ -54,8 +55,7 @@ type observer struct {
 	learned recipe.Holder  // the newest holder whose token was read, for its later versions
 
 	delivered, pending recipe.HolderState
-	sent, queued       bool        // something was delivered; pending is to be
-	top                fence.Token // the largest token queued
+	sent, queued       bool // something was delivered; pending is to be
 }
 
 // run reads and watches the Lease until ctx ends.
@@ -66,6 +66,7 @@ func (o *observer) run(ctx context.Context) {
 	defer func() { w.stop() }()
 	var events <-chan watch.Event
 	readAt := time.Now() // when to read (and watch) the Lease again; zero: not before the watch ends
+	failing := false     // the last read failed (said at Warn): a watch that fails again is said at Debug
 	for {
 		if !readAt.IsZero() && !time.Now().Before(readAt) {
 			w.stop()
@@ -83,11 +84,19 @@ func (o *observer) run(ctx context.Context) {
 			case ctx.Err() != nil:
 				return
 			case err != nil:
-				m.s.log.Warn("k8slease: observing the holder: reading the Lease failed; retrying", "lock", m.path, "error", err)
+				level := slog.LevelWarn
+				if failing && errors.Is(err, errNoWatch) {
+					// Said once a streak: a watch from the newest version (of
+					// a Lease that does not exist) can time out waiting for
+					// the API server's cache to reach it.
+					level = slog.LevelDebug
+				}
+				m.s.log.Log(ctx, level, "k8slease: observing the holder: reading the Lease failed; retrying", "lock", m.path, "error", err)
 				readAt = time.Now().Add(b.NextBackOff())
 			case w == nil: // no right to watch (said once): read it every poll
 				readAt = time.Now().Add(pollEvery(m.s.cfg.duration))
 			}
+			failing = err != nil
 		}
 		ev, wk := o.wait(ctx, events, earliestSet(readAt, o.expires))
 		switch wk {
@@ -151,10 +160,10 @@ func (o *observer) apply(obj *coordv1.Lease, gone bool) {
 }
 
 // refresh queues the state that the newest version shows at now. A
-// holder's token that does not exceed a version naming someone else, or
-// that is below one queued before, can only be forged: it is logged and
-// skipped, as a malformed record is (the state the reader has stays, and
-// the holder's next renewal or the Lease's expiry moves on).
+// holder's token that does not exceed a version naming someone else can
+// only be forged: it is logged and skipped, as a malformed record is (the
+// state the reader has stays, and the holder's next renewal or the Lease's
+// expiry moves on). So the tokens of successive holders grow.
 func (o *observer) refresh(now time.Time) {
 	st, until, known, err := o.m.stateAt(o.cur, now)
 	o.expires = until
@@ -162,7 +171,7 @@ func (o *observer) refresh(now time.Time) {
 	switch {
 	case err != nil:
 	case !st.Held:
-	case known && (h.Token <= o.floor || h.Token < o.top):
+	case known && h.Token <= o.floor:
 		err = &recipe.OpError{Op: "holder", Path: o.m.path, Err: ErrBadRecord}
 	case known:
 		o.learned = *h
@@ -181,7 +190,6 @@ func (o *observer) refresh(now time.Time) {
 func (o *observer) queue(st recipe.HolderState) {
 	o.queued = !o.sent || !sameState(o.delivered, st)
 	o.pending = st
-	o.top = max(o.top, st.Holder.Token)
 }
 
 // sameState reports whether a reader that has a has nothing new in b.
