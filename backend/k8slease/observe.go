@@ -18,12 +18,14 @@ import (
 
 // ObserveHolder delivers the lock's state (as Holder reads it) at once and
 // after every change, coalesced for a slow reader; consecutive states
-// differ. It reads the Lease, watches it from that version, and reads and
-// watches again when the watch ends (410 Gone included); a silent holder is
-// shown free D after this Session first saw its newest version, D being the
-// duration written in it (at least the Session's). A failed read is retried
-// (50 ms doubling to 5 s, logged at Warn); a malformed record is logged and
-// skipped. The channel closes when ctx ends or the Session closes.
+// differ, and successive holders' tokens grow (0 only for a client-go
+// leader whose grant's write it did not see). It reads the Lease, watches it
+// from that version, and reads and watches again when the watch ends (410
+// Gone included); a silent holder is shown free D after this Session first
+// saw its newest version (D: the duration in it, at least the Session's). A
+// failed read is retried (50 ms doubling to 5 s, logged at Warn); a
+// malformed record is logged and skipped. The channel closes when ctx ends
+// or the Session closes.
 func (m *Mutex) ObserveHolder(ctx context.Context) <-chan recipe.HolderState {
 	out := make(chan recipe.HolderState)
 	if !m.s.life.Go(func() {
