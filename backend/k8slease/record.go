@@ -106,9 +106,9 @@ func tokenOf(rv string) (fence.Token, error) {
 // TokenAnnotation is the annotation in which the holder of a Lease records
 // the fencing token of its grant, with its holderIdentity: "<token> <id>".
 // The holder writes it with each renewal (the grant's own write cannot
-// hold its resourceVersion); a take and a release remove it. An annotation naming another identity than the
-// Lease's holderIdentity is a previous holder's, left by a client-go
-// elector's take: it is ignored.
+// hold its resourceVersion); a take and a release remove it. One naming
+// another identity than the Lease's holderIdentity is a previous holder's,
+// left by a client-go elector's take: it is ignored.
 const TokenAnnotation = "k8slease.zkrecipes.io/token"
 
 // stamped records token as the grant's of l's holder in l (a copy about to
