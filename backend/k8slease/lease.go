@@ -146,12 +146,13 @@ func (l *lease) remove(ctx context.Context) (bool, error) {
 // an update of renewTime and of the TokenAnnotation (the grant's token)
 // based on the newest version known to name the holder, each try bounded
 // by the ownership deadline and by attemptTimeout; an acknowledged one
-// moves the deadline to its send time plus span. A refused update (409) reads the Lease: another holder named,
-// or the Lease gone, ends the lease at once (recipe.ErrNodeDeleted); this
-// holder still named (a lost answer of ours was applied) renews from that
-// version. A renewal the API server's authorization refuses (403) ends the
-// lease at once with a *PermissionError (recipe.ErrNoPermission), which
-// its loss's log line shows.
+// moves the deadline to its send time plus span. A refused update (409)
+// reads the Lease: another holder named, or the Lease gone, ends the lease
+// at once (recipe.ErrNodeDeleted); this holder still named (a lost answer
+// of ours was applied) renews from that version. A renewal the API
+// server's authorization refuses (403) ends the lease at once with a
+// *PermissionError (recipe.ErrNoPermission), which its loss's log line
+// shows.
 func (l *lease) keep() {
 	ctx := l.Context()
 	m := l.m
