@@ -15,11 +15,12 @@ type Holder struct {
 	// ID is the identity the holder published: its backend's WithIdentity
 	// (or the election value), else the backend's default, stated by each.
 	ID string
-	// Token is the fencing token of the holder's grant.
+	// Token is the fencing token of the holder's grant; zero only where the
+	// backend cannot know it (Kubernetes: a client-go elector's grant).
 	Token fence.Token
-	// Since is when the grant began by the server's clock, as each backend
-	// states (ZooKeeper: when the holder's node was made, which may be
-	// before it came first); the zero Time where the backend keeps no clock.
+	// Since is when the grant began, as each backend states (ZooKeeper: its
+	// node's ctime, maybe before it came first; Kubernetes: acquireTime, by
+	// the holder's clock); the zero Time where the backend keeps no clock.
 	Since time.Time
 }
 
@@ -49,8 +50,8 @@ type HolderObserver interface {
 	// ObserveHolder delivers the state at once and after every change (or,
 	// where the backend has no change events, every poll it states),
 	// coalesced for a slow reader and ending on the latest; consecutive
-	// states differ and Token never decreases. Failed reads are retried; the
-	// channel closes when ctx ends or the Session closes.
+	// states differ and a non-zero Token never decreases. Failed reads are
+	// retried; the channel closes when ctx ends or the Session closes.
 	ObserveHolder(ctx context.Context) <-chan HolderState
 }
 

@@ -27,7 +27,8 @@
 //     the contender last saw held is one more version: it waits the
 //     duration after it first saw the Lease gone (see The guarantee).
 //   - The holder renews every sixth of the duration with an update of
-//     renewTime based on its newest version; Release writes the Lease with
+//     renewTime (and of its token: Who holds the lock) based on its newest
+//     version; Release writes the Lease with
 //     no holder (as client-go's ReleaseOnCancel does), based on it too.
 //   - Waiters watch the Lease (a field selector on metadata.name) and read
 //     it at least once per duration as a backstop. A Lease cannot queue:
@@ -142,4 +143,38 @@
 // update in flight, at most max(duration/6, 1 s) per try, and clears the
 // holder within the cleanup timeout; past that in the background, and a
 // contender takes the Lease over once its duration has passed).
+//
+// # Who holds the lock
+//
+// [Mutex.Holder] reads the Lease once (a GET). [Mutex.ObserveHolder] reads
+// it, watches it from that version (a field selector on metadata.name) and
+// reports each change as its event arrives; it reads and watches again
+// when the watch ends (410 Gone included), after 50 ms doubling to 5 s.
+// It polls in one case only: a Role without watch has it read the Lease
+// every max(D, 5 s), D being the lease duration.
+//
+//   - ID is the Lease's holderIdentity as written: "<identity>#<grant
+//     number>" for a holder of this package ([Session.Identity]: the host
+//     name, or WithIdentity's prefix, and 16 random hex digits), a
+//     client-go elector's Identity for its.
+//   - Since is acquireTime, written by the holder with its own clock, not
+//     by the server.
+//   - Token is the grant's (The fencing token): the holder records it in
+//     the Lease ([TokenAnnotation]) with each renewal, the first D/6 after
+//     the grant; before that, the grant's own write shows it (acquireTime
+//     equal to renewTime, which every renewal changes). A client-go
+//     elector records none: after its first renewal its grant shows Token
+//     0, unless an observer saw the grant's write.
+//   - A Lease naming a holder is free once this Session has seen it
+//     unchanged for the duration written in it (at least the Session's):
+//     when its contenders would take it over. The times in the Lease are
+//     not compared with the local clock. So a holder that stops renewing is
+//     shown free D after its last renewal was seen, 5D/6 to D after it
+//     stopped (12.5 to 15 s by default), and a Session's first read of an
+//     abandoned Lease shows it held, until D after that read.
+//
+// There is no Proclaim: holderIdentity is the one field client-go electors
+// compare, and it already is the published identity; a value beside it
+// would be an annotation that a client-go elector's take leaves behind,
+// stale, under another holder.
 package k8slease

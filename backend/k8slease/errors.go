@@ -49,6 +49,14 @@ var (
 	// number: its storage is not etcd, and the fencing token (see the
 	// package doc) can't be had from it.
 	ErrBadResourceVersion = errors.New("k8slease: resourceVersion is not an etcd revision")
+
+	// ErrBadRecord is matched by the error of Mutex.Holder (and logged by
+	// ObserveHolder) when the Lease's TokenAnnotation names its holder with
+	// something that is not the token of its grant: not a decimal number,
+	// or past the Lease's resourceVersion (or, to ObserveHolder, not past a
+	// version that named another holder). Only a writer other than the
+	// holder puts it there; the holder's next renewal writes it again.
+	ErrBadRecord = errors.New("k8slease: malformed Lease record")
 )
 
 // NameError is the error of New and CheckName for a lock this package

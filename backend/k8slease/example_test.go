@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/zkrecipes/zkrecipes/backend/k8slease"
 	"github.com/zkrecipes/zkrecipes/backend/k8slease/k8stest"
@@ -79,4 +80,66 @@ func ExampleMutex_TryAcquire() {
 	_, err = m2.TryAcquire(ctx)
 	fmt.Println("second instance skips:", errors.Is(err, recipe.ErrLocked))
 	// Output: second instance skips: true
+}
+
+// Holder tells who holds the lock, as the Lease records it.
+func ExampleMutex_Holder() {
+	ctx := context.Background()
+	cfg, ns := k8stest.ExampleConfig()
+	s, err := k8slease.Connect(ctx, cfg, k8slease.WithNamespace(ns))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer s.Close()
+	m, _ := k8slease.New(s, "nightly-report")
+
+	st, err := m.Holder(ctx)
+	fmt.Println(st, err)
+	lease, err := m.Acquire(ctx)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	st, _ = m.Holder(ctx)
+	fmt.Println("held by this Session:", strings.HasPrefix(st.Holder.ID, s.Identity()+"#"),
+		"with its token:", st.Holder.Token == lease.Token())
+	_ = lease.Release(ctx)
+	st, _ = m.Holder(ctx)
+	fmt.Println(st)
+	// Output:
+	// free <nil>
+	// held by this Session: true with its token: true
+	// free
+}
+
+// ObserveHolder follows the holders of a lock: a dashboard, or a client
+// that sends its requests to the current leader.
+func ExampleMutex_ObserveHolder() {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel() // ends the observation: the channel closes
+	cfg, ns := k8stest.ExampleConfig()
+	s, err := k8slease.Connect(ctx, cfg, k8slease.WithNamespace(ns), k8slease.WithIdentity("report-runner"))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer s.Close()
+	m, _ := k8slease.New(s, "nightly-report")
+
+	states := m.ObserveHolder(ctx)
+	fmt.Println(<-states)
+	lease, err := m.Acquire(ctx)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	st := <-states
+	fmt.Println(st.Held, strings.HasPrefix(st.Holder.ID, "report-runner_"), st.Holder.Token == lease.Token())
+	_ = lease.Release(ctx)
+	fmt.Println(<-states)
+	// Output:
+	// free
+	// true true true
+	// free
 }

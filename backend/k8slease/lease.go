@@ -143,15 +143,16 @@ func (l *lease) remove(ctx context.Context) (bool, error) {
 }
 
 // keep renews the Lease every sixth of its duration until the lease ends:
-// an update of renewTime based on the newest version known to name the
-// holder, each try bounded by the ownership deadline and by
-// attemptTimeout; an acknowledged one moves the deadline to its send time
-// plus span. A refused update (409) reads the Lease: another holder named,
-// or the Lease gone, ends the lease at once (recipe.ErrNodeDeleted); this
-// holder still named (a lost answer of ours was applied) renews from that
-// version. A renewal the API server's authorization refuses (403) ends the
-// lease at once with a *PermissionError (recipe.ErrNoPermission), which
-// its loss's log line shows.
+// an update of renewTime and of the TokenAnnotation (the grant's token)
+// based on the newest version known to name the holder, each try bounded
+// by the ownership deadline and by attemptTimeout; an acknowledged one
+// moves the deadline to its send time plus span. A refused update (409)
+// reads the Lease: another holder named, or the Lease gone, ends the lease
+// at once (recipe.ErrNodeDeleted); this holder still named (a lost answer
+// of ours was applied) renews from that version. A renewal the API
+// server's authorization refuses (403) ends the lease at once with a
+// *PermissionError (recipe.ErrNoPermission), which its loss's log line
+// shows.
 func (l *lease) keep() {
 	ctx := l.Context()
 	m := l.m
@@ -167,7 +168,7 @@ func (l *lease) keep() {
 		}
 		sent := time.Now()
 		rctx, cancel := context.WithDeadline(ctx, earliest(l.dl.At(), sent.Add(attemptTimeout(m.s.cfg.duration))))
-		obj, err := m.leases().Update(rctx, renewed(l.record(), sent, m.s.cfg.duration), metav1.UpdateOptions{})
+		obj, err := m.leases().Update(rctx, stamped(renewed(l.record(), sent, m.s.cfg.duration), l.Token()), metav1.UpdateOptions{})
 		cancel()
 		next := every
 		switch {

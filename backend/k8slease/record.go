@@ -3,6 +3,7 @@ package k8slease
 import (
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	coordv1 "k8s.io/api/coordination/v1"
@@ -43,10 +44,12 @@ func newRecord(namespace, name, id string, d time.Duration, now time.Time) *coor
 }
 
 // taken returns cur as a grant to id writes it: the holder, its duration,
-// both times now, and one more transition. cur's resourceVersion stays in
-// the copy: the update is refused (409 Conflict) if the Lease changed since.
+// both times now, one more transition, and no TokenAnnotation (the
+// previous holder's). cur's resourceVersion stays in the copy: the update
+// is refused (409 Conflict) if the Lease changed since.
 func taken(cur *coordv1.Lease, id string, d time.Duration, now time.Time) *coordv1.Lease {
 	l := cur.DeepCopy()
+	delete(l.Annotations, TokenAnnotation)
 	setHolder(l, id, d, now)
 	var n int32
 	if t := cur.Spec.LeaseTransitions; t != nil && *t >= 0 && *t < 1<<31-1 {
@@ -76,9 +79,11 @@ func renewed(cur *coordv1.Lease, now time.Time, d time.Duration) *coordv1.Lease 
 }
 
 // released returns cur given up as client-go's ReleaseOnCancel gives a
-// Lease up: no holder, a duration of 1 s, both times now; transitions kept.
+// Lease up: no holder, a duration of 1 s, both times now; transitions kept,
+// the TokenAnnotation removed.
 func released(cur *coordv1.Lease, now time.Time) *coordv1.Lease {
 	l := cur.DeepCopy()
+	delete(l.Annotations, TokenAnnotation)
 	t := metav1.NewMicroTime(now)
 	l.Spec.HolderIdentity = ptr("")
 	l.Spec.LeaseDurationSeconds = ptr(int32(1))
@@ -96,6 +101,53 @@ func tokenOf(rv string) (fence.Token, error) {
 		return 0, fmt.Errorf("%w: %q", ErrBadResourceVersion, rv)
 	}
 	return fence.Token(n), nil
+}
+
+// TokenAnnotation is the annotation in which the holder of a Lease records
+// the fencing token of its grant, with its holderIdentity: "<token> <id>".
+// The holder writes it with each renewal (the grant's own write cannot
+// hold its resourceVersion); a take and a release remove it. One naming
+// another identity than the Lease's holderIdentity is a previous holder's,
+// left by a client-go elector's take: it is ignored.
+const TokenAnnotation = "k8slease.zkrecipes.io/token"
+
+// stamped records token as the grant's of l's holder in l (a copy about to
+// be written), and returns l.
+func stamped(l *coordv1.Lease, token fence.Token) *coordv1.Lease {
+	if l.Annotations == nil {
+		l.Annotations = map[string]string{}
+	}
+	l.Annotations[TokenAnnotation] = strconv.FormatUint(uint64(token), 10) + " " + holderOf(l)
+	return l
+}
+
+// stampOf returns the token that l's TokenAnnotation records for its
+// holder: found is false when there is none for it (no annotation, or one
+// naming another identity); a token that is not a decimal number from 1 to
+// l's own resourceVersion rv is ErrBadRecord.
+func stampOf(l *coordv1.Lease, rv fence.Token) (_ fence.Token, found bool, _ error) {
+	v, ok := l.Annotations[TokenAnnotation]
+	if !ok {
+		return 0, false, nil
+	}
+	digits, who, _ := strings.Cut(v, " ")
+	if who != holderOf(l) {
+		return 0, false, nil
+	}
+	n, err := strconv.ParseUint(digits, 10, 64)
+	if err != nil || n == 0 || fence.Token(n) > rv {
+		return 0, true, fmt.Errorf("%w: %s %q for holder %q at resourceVersion %d, not a token of its grant",
+			ErrBadRecord, TokenAnnotation, clip(digits), clip(who), rv)
+	}
+	return fence.Token(n), true, nil
+}
+
+// clip shortens s, read from the server, for an error or a log line.
+func clip(s string) string {
+	if len(s) <= 64 {
+		return s
+	}
+	return s[:64] + "..."
 }
 
 func ptr[T any](v T) *T { return &v }

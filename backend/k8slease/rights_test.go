@@ -104,7 +104,8 @@ func TestRoleWithoutUpdate(t *testing.T) {
 }
 
 // TestRoleWithoutWatch: a Role without watch fails the acquisition at once
-// (a *PermissionError naming watch) instead of retrying refused watches.
+// (a *PermissionError naming watch) instead of retrying refused watches;
+// an observer reads the Lease instead of watching it.
 func TestRoleWithoutWatch(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -120,6 +121,18 @@ func TestRoleWithoutWatch(t *testing.T) {
 	if v := missingVerbs(t, err); !slices.Equal(v, []string{"watch"}) {
 		t.Errorf("missing verbs %q, want [watch]", v)
 	}
+
+	// An observer without watch reads the Lease every max(D, 5 s) instead.
+	ch := mutex(t, s, "no-watch").ObserveHolder(ctx)
+	if st := next(t, ch); st.Held {
+		t.Fatalf("observer: %v, want free", st)
+	}
+	admin, _ := e.connect(t, k8stest.AdminUser)
+	held, err := mutex(t, admin, "no-watch").Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	heldBy(t, "observer without watch", next(t, ch), admin, held)
 }
 
 // TestRightsRevoked: update taken from the Role under a holder ends its
