@@ -3,6 +3,8 @@ package k8slease_test
 import (
 	"testing"
 
+	"github.com/zkrecipes/zkrecipes/backend/k8slease/k8stest"
+	"github.com/zkrecipes/zkrecipes/recipe"
 	"github.com/zkrecipes/zkrecipes/testkit/leadtest"
 	"github.com/zkrecipes/zkrecipes/testkit/locktest"
 )
@@ -27,4 +29,15 @@ func TestLeaderLoop(t *testing.T) {
 func TestLeaderHealth(t *testing.T) {
 	t.Parallel()
 	leadtest.Health(t, &harness{e: newEnv(t)})
+}
+
+// TestHolderConformance: Mutex as a recipe.HolderObserver
+// (locktest.RunHolder), observed from a Session of its own.
+func TestHolderConformance(t *testing.T) {
+	t.Parallel()
+	h := &harness{e: newEnv(t)}
+	locktest.RunHolder(t, h, func(tb testing.TB, lock string) recipe.HolderObserver {
+		s, _ := h.e.connect(tb, k8stest.AdminUser)
+		return mutex(tb, s, lock)
+	})
 }

@@ -21,7 +21,7 @@ func TestHolderView(t *testing.T) {
 		t.Run(ls.name, func(t *testing.T) {
 			t.Parallel()
 			url, addr := ls.start(t)
-			checkHolderView(t, url(addr), lockName(t), "lock", "--ttl", "5s")
+			checkHolderView(t, url(addr), lockName(t), nil, "--ttl", "5s")
 		})
 	}
 }
@@ -45,13 +45,14 @@ func TestHolderViewZooKeeper(t *testing.T) {
 	obs.expect(0, 30*time.Second)
 }
 
-// checkHolderView runs the holder view's checks on servers with a lock
-// command (lockArgs) for name.
-func checkHolderView(t *testing.T, servers, name string, lockArgs ...string) {
+// checkHolderView runs the holder view's checks on servers for name: its
+// inspect, elect --observe and lock commands all take flags, and lock also
+// lockFlags.
+func checkHolderView(t *testing.T, servers, name string, flags []string, lockFlags ...string) {
 	dir := t.TempDir()
 	gate, g := filepath.Join(dir, "gate"), filepath.Join(dir, "g")
 	read := func() HolderView {
-		in := startOn(t, servers, dir, "inspect", "--json", name)
+		in := startOn(t, servers, dir, append(append([]string{"inspect"}, flags...), "--json", name)...)
 		in.expect(0, 30*time.Second)
 		var v HolderView
 		if err := json.Unmarshal([]byte(in.stdout.String()), &v); err != nil {
@@ -62,9 +63,10 @@ func checkHolderView(t *testing.T, servers, name string, lockArgs ...string) {
 	if v := read(); v.Held || v.Name != name {
 		t.Fatalf("before any holder: %+v", v)
 	}
-	obs := startServers(t, servers, dir, true, "elect", "--observe", "--json", name)
+	obs := startServers(t, servers, dir, true, append(append([]string{"elect"}, flags...), "--observe", "--json", name)...)
 	expectView(t, obs, false, 0, "")
-	holder := startOn(t, servers, dir, append(append(lockArgs, name, "--"), "sh", "-c", grantScript(g, gate))...)
+	args := append(append(append([]string{"lock"}, flags...), lockFlags...), name, "--", "sh", "-c", grantScript(g, gate))
+	holder := startOn(t, servers, dir, args...)
 	tok := readGrant(t, g).token
 	if v := read(); !v.Held || v.Token != tok || v.ID == "" {
 		t.Fatalf("while held with token %d: %+v", tok, v)

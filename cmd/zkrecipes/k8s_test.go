@@ -158,3 +158,12 @@ func TestMetricsEndpointK8s(t *testing.T) {
 	ns := k8stest.Namespace(t, c)
 	checkMetricsEndpoint(t, "k8s://", ns+"/cli-metrics", "--kubeconfig", kubeconfig(t, c.Config()), "--ttl", "3s")
 }
+
+// TestHolderViewK8s: inspect and elect --observe on Kubernetes, as on the
+// other backends (checkHolderView).
+func TestHolderViewK8s(t *testing.T) {
+	t.Parallel()
+	c := k8stest.Shared(t)
+	ns := k8stest.Namespace(t, c)
+	checkHolderView(t, "k8s://", ns+"/cli-holder", []string{"--kubeconfig", kubeconfig(t, c.Config())}, "--ttl", "3s")
+}
