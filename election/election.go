@@ -63,6 +63,7 @@ type Election struct {
 	backoff func() backoff.BackOff
 	health  *leader.Health // WithHealth; nil: none
 
+	proclaim    sync.Mutex // serializes Proclaims
 	mu          sync.Mutex
 	campaigning bool         // a Campaign call is in progress
 	lease       recipe.Lease // the last leadership granted, until Resign confirms its end
@@ -229,11 +230,14 @@ func (e *Election) Resign(ctx context.Context) error {
 
 // Proclaim publishes value as the leader's without another election
 // (etcd's Proclaim): it writes the leadership's znode, so Leader and
-// Observe report the new value. Errors: ErrNotLeader without a live
-// leadership; recipe.ErrLeaseLost when it ended meanwhile; recipe.ErrConflict
-// when someone else wrote the node; recipe.ErrTooLarge; *recipe.OpError;
-// ctx's cause (the write may have applied: Proclaim again settles it).
+// Observe report the new value. Proclaims are serialized; each writes at
+// the node's current version. Errors: ErrNotLeader without a live
+// leadership; recipe.ErrLeaseLost when it ended meanwhile;
+// recipe.ErrTooLarge; *recipe.OpError; ctx's cause (the write may have
+// applied: Proclaim again settles it).
 func (e *Election) Proclaim(ctx context.Context, value []byte) error {
+	e.proclaim.Lock()
+	defer e.proclaim.Unlock()
 	e.mu.Lock()
 	l := e.lease
 	e.mu.Unlock()

@@ -45,6 +45,5 @@ func (e *Election) Holder(ctx context.Context) (recipe.HolderState, error) {
 // ObserveHolder is Observe as recipe.HolderStates, for tools that follow
 // any backend's holder (zkrecipes elect --observe).
 func (e *Election) ObserveHolder(ctx context.Context) <-chan recipe.HolderState {
-	ch, _ := zkside.ObserveHeadAs(ctx, e.q, zookeeper.Head.State) // cannot fail: both are set
-	return ch
+	return e.q.ObserveHolder(ctx)
 }

@@ -3,6 +3,7 @@ package election_test
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -83,5 +84,105 @@ func TestProclaimAfterNodeDeleted(t *testing.T) {
 	}
 	if c := in.Children(dir); len(c) != 0 {
 		t.Fatalf("left %v", c)
+	}
+}
+
+// TestProclaimBetweenReadAndWatch: a Proclaim that lands between an
+// observer's read of the leader's data and the request that sets its data
+// watch is still delivered (the observer reads the node's version again
+// once its watch is set).
+func TestProclaimBetweenReadAndWatch(t *testing.T) {
+	t.Parallel()
+	cl := zktest.Shared(t)
+	const dir = "/elect/proclaim-race"
+	e := newElection(t, rtest.Connect(t, cl), dir)
+	lease := campaign(t, e, "v1")
+	defer lease.Release(context.Background())
+	var getData atomic.Int32
+	var armed atomic.Bool
+	obsSession := rtest.Connect(t, cl, zookeeper.WithDialer(zktest.RequestHook(nil, func(op int32) zktest.Fault {
+		if armed.Load() && op == zktest.OpGetData && getData.Add(1) == 2 { // the watch's getData
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			if err := e.Proclaim(ctx, []byte("v2")); err != nil {
+				t.Errorf("Proclaim: %v", err)
+			}
+		}
+		return zktest.Pass
+	})))
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	armed.Store(true)
+	ch := newElection(t, obsSession, dir).ObserveHolder(ctx)
+	seen := []string{}
+	for st := range ch {
+		if seen = append(seen, st.Holder.ID); st.Holder.ID == "v2" {
+			return
+		}
+		if len(seen) > 1 {
+			break
+		}
+	}
+	t.Fatalf("observed %q, never v2", seen)
+}
+
+// TestProclaimSameValueNoRepeat: a Proclaim of the value already published
+// changes nothing an observer sees: neither Observe nor ObserveHolder
+// delivers the same state again.
+func TestProclaimSameValueNoRepeat(t *testing.T) {
+	t.Parallel()
+	cl := zktest.Shared(t)
+	const dir = "/elect/proclaim-same"
+	e := newElection(t, rtest.Connect(t, cl), dir)
+	lease := campaign(t, e, "v1")
+	defer lease.Release(context.Background())
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	oe := newElection(t, rtest.Connect(t, cl), dir)
+	hs, obs := oe.ObserveHolder(ctx), oe.Observe(ctx)
+	first, o1 := <-hs, <-obs
+	if err := e.Proclaim(ctx, []byte("v1")); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Proclaim(ctx, []byte("v2")); err != nil { // a change: it comes, and nothing before it
+		t.Fatal(err)
+	}
+	if st := <-hs; st.Holder.ID != "v2" {
+		t.Errorf("ObserveHolder: %v, then %v", first, st)
+	}
+	if o := <-obs; string(o.Leader.Value) != "v2" {
+		t.Errorf("Observe: %v, then %v (%q)", o1, o, o.Leader.Value)
+	}
+}
+
+// TestProclaimAfterCancelled: a Proclaim whose ctx ends after its write
+// was sent (the write applies, the lease's version is not advanced), then
+// another Proclaim of a new value: it is written, not refused as someone
+// else's write.
+func TestProclaimAfterCancelled(t *testing.T) {
+	t.Parallel()
+	cl := zktest.Shared(t)
+	const dir = "/elect/proclaim-cancelled"
+	var cancelSet atomic.Pointer[context.CancelFunc]
+	s := rtest.Connect(t, cl, zookeeper.WithDialer(zktest.RequestHook(nil, func(op int32) zktest.Fault {
+		if c := cancelSet.Swap(nil); c != nil && op == zktest.OpSetData {
+			(*c)()
+		}
+		return zktest.Pass
+	})))
+	e := newElection(t, s, dir)
+	lease := campaign(t, e, "v1")
+	defer lease.Release(context.Background())
+	ctx, cancel := context.WithCancel(context.Background())
+	cancelSet.Store(&cancel)
+	err := e.Proclaim(ctx, []byte("v2"))
+	t.Logf("the cancelled Proclaim: %v", err)
+	ctx2, cancel2 := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel2()
+	if err := e.Proclaim(ctx2, []byte("v3")); err != nil {
+		t.Fatalf("Proclaim after a cancelled one: %v", err)
+	}
+	if l, err := e.Leader(ctx2); err != nil || string(l.Value) != "v3" {
+		t.Fatalf("Leader: %q, %v", l.Value, err)
 	}
 }

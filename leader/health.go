@@ -109,9 +109,9 @@ func (h *Health) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
 // loop (a latch's Await, a plain Acquire, a multilock), until the returned
 // done is called: Check fails while that work outlives lease by more than
 // the tolerance. Run calls it for each term. Call done once the work has
-// stopped; a nil *Health tracks nothing.
+// stopped; a nil *Health, or a nil lease, tracks nothing.
 func (h *Health) Track(lease recipe.Lease) (done func()) {
-	if h == nil {
+	if h == nil || lease == nil {
 		return func() {}
 	}
 	t := &healthTerm{lease: lease}

@@ -58,8 +58,9 @@ type HolderObserver interface {
 // HoldingMetrics is an optional extension of Metrics: a Metrics that also
 // implements it is told of every grant an Acquire or TryAcquire hands out
 // (+1 and the grant's backend token, on the contender's goroutine) and of
-// its end, by Release or loss (-1 and the same token, on a goroutine of its
-// own). An operator reads which process holds a lock, with which token
+// its end by Release or loss (-1 and the same token, from the call that
+// ends it, possibly under a backend's lock, before a Release returns). An
+// operator reads which process holds a lock, and with which token
 // (prommetrics: zkrecipes_holding, zkrecipes_holding_token).
 type HoldingMetrics interface {
 	Holding(kind, dir string, token fence.Token, delta int)

@@ -1,6 +1,7 @@
 package zookeeper
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -33,7 +34,7 @@ func (h Head) State() recipe.HolderState {
 	}
 	n := h.Node
 	id := string(n.Data)
-	if len(n.Data) == 0 || len(n.Data) > 256 || !utf8.Valid(n.Data) || strings.ContainsFunc(id, unicode.IsControl) {
+	if len(n.Data) == 0 || len(n.Data) > 256 || !utf8.Valid(n.Data) || strings.ContainsFunc(id, func(r rune) bool { return !unicode.IsPrint(r) }) {
 		id = fmt.Sprintf("session 0x%x", n.SessionID)
 	}
 	return recipe.HolderState{Held: true, Holder: recipe.Holder{ID: id, Token: n.Token, Since: n.Created}}
@@ -50,7 +51,14 @@ func (h Head) State() recipe.HolderState {
 // channel, as ctx's end and the Session's Close do; nothing is delivered
 // after that. Operations: "Reads" in docs/design.md#acquisition.
 func (q *Queue) ObserveHead(ctx context.Context) <-chan Head {
-	return zkside.Observe(ctx, q.heads(), func(h Head) Head { return h })
+	return zkside.Observe(ctx, q.heads(), func(h Head) Head { return h }, nil)
+}
+
+// ObserveHolder delivers Holder's state, as Head.State makes it, at once
+// and after every change, as ObserveHead does (a queue with a lock-delay
+// also watches its marker); consecutive states differ.
+func (q *Queue) ObserveHolder(ctx context.Context) <-chan recipe.HolderState {
+	return zkside.Observe(ctx, q.holderHeads(), Head.State, func(a, b recipe.HolderState) bool { return a == b })
 }
 
 // heads is the queue's head as zkside.Observe (ObserveHead, and a
@@ -67,10 +75,10 @@ func (h headSource) Read(ctx context.Context) (Head, <-chan struct{}, func(), er
 	return h.q.headAndWatch(ctx)
 }
 
-// Same reports whether a and b are the same node at the same data version
-// (a leader's Proclaim is a change), or both no node.
+// Same reports whether a and b are the same node with the same data (a
+// leader's Proclaim of another value is a change), or both no node.
 func (headSource) Same(a, b Head) bool {
-	return a.Present == b.Present && a.Node.Name == b.Node.Name && a.Node.Version == b.Node.Version
+	return a.Present == b.Present && a.Node.Name == b.Node.Name && bytes.Equal(a.Node.Data, b.Node.Data)
 }
 
 // headAndWatch reads the queue head and sets the watch that fires when it
@@ -100,7 +108,17 @@ func (q *qdir) headAndWatch(ctx context.Context) (Head, <-chan struct{}, func(),
 			return Head{}, nil, nil, q.wrap("watch", err)
 		}
 		if h.Present {
-			return h, w.ch, stop, nil
+			// Written between the read and the watch (a Proclaim), the
+			// change would fire nothing: read its Stat again.
+			st, err := s.stat(ctx, q.adir+"/"+h.Node.Name, false)
+			if err == nil && st.Version == h.Node.Version {
+				return h, w.ch, stop, nil
+			}
+			stop()
+			if err != nil && !errors.Is(err, zk.ErrNoNode) {
+				return Head{}, nil, nil, q.wrap("get", err)
+			}
+			continue
 		}
 		h2, missing2, err := q.readHead(ctx)
 		if err != nil {

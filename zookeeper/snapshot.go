@@ -51,7 +51,7 @@ func (q *Queue) Snapshot(ctx context.Context) (Snapshot, error) {
 func (q *Queue) ObserveSnapshots(ctx context.Context) <-chan Snapshot {
 	d := &q.d
 	o := zkside.Observed[Snapshot]{Source: snapshotSource{d}, Go: d.s.spawn, Quit: d.s.quit, Log: d.s.log, Dir: d.dir, What: "queue snapshot"}
-	return zkside.Observe(ctx, o, func(s Snapshot) Snapshot { return s })
+	return zkside.Observe(ctx, o, func(s Snapshot) Snapshot { return s }, nil)
 }
 
 // snapshotSource is a queue's snapshots as zkside.Observe reads them.

@@ -28,11 +28,11 @@ func (t *Ticket) SetData(ctx context.Context, data []byte, version int32) (int32
 }
 
 // SetLeaseData writes data to the node of l, a live grant of this queue
-// (an election leader's Proclaim), at the data version its holder last saw,
-// with SetData's handling of a lost reply; readers of the queue (Head,
-// ObserveHead) see the new data. Errors: recipe.ErrLeaseLost (wrapping the
-// cause) for a lease that has ended; recipe.ErrBadOption for a lease that
-// is not one of this queue's; otherwise as SetData.
+// (an election leader's Proclaim), with SetData's handling of a lost reply,
+// at the node's current data version (the node is the lease's: only its
+// holder writes it); readers (Head, ObserveHead) see the new data. Errors:
+// recipe.ErrLeaseLost (wrapping the cause) for a lease that has ended;
+// recipe.ErrBadOption for a lease not of this queue's; else as SetData.
 func (q *Queue) SetLeaseData(ctx context.Context, l recipe.Lease, data []byte) error {
 	ls, ok := l.(*lease)
 	dir := q.d.adir + "/"
@@ -46,9 +46,18 @@ func (q *Queue) SetLeaseData(ctx context.Context, l recipe.Lease, data []byte) e
 		return nil
 	}
 	ls.reg.mu.Lock()
-	version := ls.version
+	version, czxid := ls.version, ls.czxid
 	ls.reg.mu.unlock()
-	v, err := nodeRef{q: q, name: ls.path[len(dir):], path: ls.path, owner: ls.owner, err: live}.setData(ctx, data, version)
+	ref := nodeRef{q: q, name: ls.path[len(dir):], path: ls.path, owner: ls.owner, err: live}
+	v, err := ref.setData(ctx, data, version)
+	if errors.Is(err, recipe.ErrConflict) {
+		// The version known may predate this lease's own earlier write
+		// (one whose ctx ended after the send): the node is the lease's
+		// while its owner and czxid are, so write at its current version.
+		if st, serr := q.d.s.stat(ctx, ls.path, false); serr == nil && st.EphemeralOwner == ls.owner && st.Czxid == czxid && st.Version != version {
+			v, err = ref.setData(ctx, data, st.Version)
+		}
+	}
 	if err == nil {
 		ls.reg.mu.Lock()
 		ls.version = max(ls.version, v) // Release deletes by it; the own-node watch reads it too

@@ -23,7 +23,7 @@ func (n *ValueNode) Observe(ctx context.Context, log *slog.Logger) <-chan NodeVa
 		log = n.s.log
 	}
 	o := zkside.Observed[NodeValue]{Source: valueSource{n}, Go: n.s.spawn, Quit: n.s.quit, Log: log, Dir: n.path, What: "value node"}
-	return zkside.Observe(ctx, o, func(v NodeValue) NodeValue { return v })
+	return zkside.Observe(ctx, o, func(v NodeValue) NodeValue { return v }, nil)
 }
 
 // valueSource is a ValueNode's zkside.Source.

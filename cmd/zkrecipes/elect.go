@@ -65,7 +65,7 @@ func runElect(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&f.id, "id", "", "this candidate's value, shown by inspect and in ZKRECIPES_ID (default host:pid)")
 	fs.BoolVar(&f.once, "once", false, "exit after the first leadership instead of campaigning again")
 	fs.DurationVar(&f.grace, "grace", 10*time.Second, "after SIGTERM, how long CMD gets to exit before SIGKILL")
-	fs.Bool("observe", false, "only follow the leader (any backend): print it and every change, until SIGINT or SIGTERM")
+	observe := fs.Bool("observe", false, "only follow the leader (any backend): print it and every change, until SIGINT or SIGTERM")
 	if observeArgs(args) {
 		return runHolder("elect", electUsage, args, true, stdout, stderr)
 	}
@@ -77,6 +77,8 @@ func runElect(args []string, stdout, stderr io.Writer) int {
 		return code
 	}
 	switch {
+	case *observe:
+		return usageError(stderr, fs, "--observe only reads: it takes no --id, --once, --grace or command")
 	case len(pos) != 1:
 		return usageError(stderr, fs, "want exactly one PATH before --, got %d arguments %q", len(pos), pos)
 	case len(cmd) == 0:

@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -64,10 +66,9 @@ type holderFlags struct {
 	watch bool
 }
 
-// runHolder is inspect (watch: --watch) and elect --observe (watch always)
-// on any backend: it parses the flags of a lock service, then shows who
-// holds the lock named by the one positional argument.
-func runHolder(name, usage string, args []string, observe bool, stdout, stderr io.Writer) int {
+// holderFlagSet is the flag set of a holder view: the lock service's
+// connection flags and the output's (--watch, or elect's --observe).
+func holderFlagSet(name, usage string, observe bool, stdout, stderr io.Writer) (*flag.FlagSet, *holderFlags) {
 	var f holderFlags
 	fs := newFlagSet(name, usage, stdout, stderr)
 	f.register(fs, false, "warn")
@@ -79,6 +80,14 @@ func runHolder(name, usage string, args []string, observe bool, stdout, stderr i
 		fs.BoolVar(&f.watch, "watch", false, "print again after every change, until SIGINT or SIGTERM")
 	}
 	f.ttl = defaultTTL
+	return fs, &f
+}
+
+// runHolder is inspect (watch: --watch) and elect --observe (watch always)
+// on any backend: it parses the flags of a lock service, then shows who
+// holds the lock named by the one positional argument.
+func runHolder(name, usage string, args []string, observe bool, stdout, stderr io.Writer) int {
+	fs, f := holderFlagSet(name, usage, observe, stdout, stderr)
 	pos, cmd, code := parseArgs(fs, args, stdout, stderr)
 	if code >= 0 {
 		return code
@@ -99,7 +108,7 @@ func runHolder(name, usage string, args []string, observe bool, stdout, stderr i
 	} else if err := checkLockName(f.backend, pos[0]); err != nil {
 		return usageError(stderr, fs, "%v", err)
 	}
-	return holderMain(&f, pos[0], observe, stdout, stderr)
+	return holderMain(f, pos[0], observe, stdout, stderr)
 }
 
 // holderMain opens the lock service, then prints the lock's state (and,
@@ -136,6 +145,15 @@ func holderMain(f *holderFlags, name string, election bool, stdout, stderr io.Wr
 	}
 	if ctx.Err() != nil {
 		return 0
+	}
+	// Closed early: on an error retrying cannot cure (say another recipe's
+	// nodes), which one more read returns, or with the session.
+	if _, err := obs.Holder(ctx); err != nil {
+		if errors.Is(err, recipe.ErrMixedRecipes) {
+			log.Error("following the lock ended: the path is in use by another recipe", "err", err)
+			return exitUsage
+		}
+		return holderError(ctx, log.Error, err)
 	}
 	log.Error("following the lock ended: the session was lost or closed")
 	return exitUnavailable
@@ -194,15 +212,12 @@ func printHolder(w io.Writer, name string, st recipe.HolderState, asJSON bool) {
 	fmt.Fprintf(w, "%s held by %q token %d%s\n", v.At.Format(time.RFC3339), v.ID, v.Token, since)
 }
 
-// observeArgs reports whether args ask elect for --observe (before "--").
+// observeArgs reports whether args are elect --observe's: they parse as
+// the holder view's flags (no --id, --once, --grace, no command) with
+// --observe true. Otherwise elect campaigns, and refuses --observe.
 func observeArgs(args []string) bool {
-	for _, a := range args {
-		if a == "--" {
-			return false
-		}
-		if n, _, _ := strings.Cut(strings.TrimLeft(a, "-"), "="); strings.HasPrefix(a, "-") && n == "observe" {
-			return true
-		}
-	}
-	return false
+	fs, f := holderFlagSet("elect", "", true, io.Discard, io.Discard)
+	_, cmd, code := parseArgs(fs, args, io.Discard, io.Discard)
+	return code < 0 && cmd == nil && f.watch
 }
+

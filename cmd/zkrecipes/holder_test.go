@@ -102,3 +102,40 @@ func expectView(t *testing.T, p *proc, held bool, token uint64, id string) {
 		t.Fatalf("nothing observed within 30s:\n%s", p.stderr)
 	}
 }
+
+// TestObserveArgs: elect follows the leader only for --observe (true)
+// with none of a campaign's flags or command; every other spelling
+// campaigns (and refuses --observe there).
+func TestObserveArgs(t *testing.T) {
+	for _, c := range []struct {
+		args    []string
+		observe bool
+	}{
+		{[]string{"--observe", "/e"}, true},
+		{[]string{"--observe=true", "--json", "/e"}, true},
+		{[]string{"--observe=false", "/e", "--", "true"}, false},
+		{[]string{"--id", "--observe", "/e", "--", "true"}, false},
+		{[]string{"--observe", "--id", "a", "/e"}, false},
+		{[]string{"--observe", "/e", "--", "true"}, false},
+		{[]string{"/e", "--", "--observe"}, false},
+	} {
+		if got := observeArgs(c.args); got != c.observe {
+			t.Errorf("observeArgs(%q) = %v, want %v", c.args, got, c.observe)
+		}
+	}
+}
+
+// TestElectObserveWithCampaignFlags: on ZooKeeper, --observe with a
+// campaign's flags or a command is a usage error (64), and --observe=false
+// campaigns.
+func TestElectObserveWithCampaignFlags(t *testing.T) {
+	t.Parallel()
+	cl := zktest.Shared(t)
+	dir := t.TempDir()
+	p := start(t, cl, dir, "elect", "--observe", "--id", "a", "/elections/flags", "--", "true")
+	p.expect(exitUsage, 30*time.Second)
+	if !strings.Contains(p.stderr.String(), "--observe only reads") {
+		t.Errorf("stderr:\n%s", p.stderr)
+	}
+	start(t, cl, dir, "elect", "--observe=false", "--once", "/elections/flags", "--", "true").expect(0, 30*time.Second)
+}

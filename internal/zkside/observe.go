@@ -20,27 +20,26 @@ type Source[H any] interface {
 }
 
 // Observe is the loop of zookeeper.Queue.ObserveHead and ObserveHeadAs: it
-// delivers conv(head) at once and after every change, on one goroutine of
-// o.Go. Delivery coalesces: a slow reader skips intermediate heads but
-// always receives the latest one, and a head read but not delivered yet is
-// dropped when a newer one is read. A read that fails is retried a second
-// later (logged at warning level) unless retrying cannot cure it
-// (recipe.Permanent; recipe.ErrMixedRecipes met twice a second apart):
-// then it is logged at error level and the channel is closed. The channel
-// is also closed when ctx ends or the Session is closed.
-func Observe[H, T any](ctx context.Context, o Observed[H], conv func(H) T) <-chan T {
+// delivers conv(head) at once and after every change (Same; and, if same
+// is set, a conv that differs) on one goroutine of o.Go, coalesced: a slow
+// reader skips intermediate heads but always gets the latest. A failed read
+// is retried a second later (logged at warning level) unless retrying
+// cannot cure it (recipe.Permanent; recipe.ErrMixedRecipes met twice a
+// second apart): then it is logged at error level and the channel closes,
+// as it does when ctx ends or the Session is closed.
+func Observe[H, T any](ctx context.Context, o Observed[H], conv func(H) T, same func(a, b T) bool) <-chan T {
 	out := make(chan T)
-	if !o.Go(func() { defer close(out); observe(ctx, o, conv, out) }) {
+	if !o.Go(func() { defer close(out); observe(ctx, o, conv, same, out) }) {
 		close(out)
 	}
 	return out
 }
 
 // observe is Observe's goroutine.
-func observe[H, T any](ctx context.Context, o Observed[H], conv func(H) T, out chan<- T) {
+func observe[H, T any](ctx context.Context, o Observed[H], conv func(H) T, same func(a, b T) bool, out chan<- T) {
 	src := o.Source
 	var delivered, pendingHead H // what the reader has; what it will have
-	var pending T                // conv(pendingHead)
+	var pending, deliveredT T    // conv(pendingHead); conv(delivered)
 	havePending, first := false, true
 	ends := loop.Stopper{Confirm: recipe.ErrMixedRecipes}
 	for {
@@ -56,8 +55,8 @@ func observe[H, T any](ctx context.Context, o Observed[H], conv func(H) T, out c
 		// but not delivered yet is dropped either way: it is stale now
 		// (case C16: a leader that came and went while the reader was
 		// slow must not be delivered after "no leader" was).
-		if first || !src.Same(delivered, h) {
-			pending, pendingHead, havePending, first = conv(h), h, true, false
+		if t := conv(h); first || !src.Same(delivered, h) && (same == nil || !same(deliveredT, t)) {
+			pending, pendingHead, havePending, first = t, h, true, false
 		} else {
 			havePending = false
 		}
@@ -68,7 +67,7 @@ func observe[H, T any](ctx context.Context, o Observed[H], conv func(H) T, out c
 			}
 			select {
 			case send <- pending:
-				delivered, havePending = pendingHead, false
+				delivered, deliveredT, havePending = pendingHead, pending, false
 			case <-wake:
 				waiting = false
 			case <-ctx.Done():

@@ -173,5 +173,5 @@ func ObserveHeadAs[H, T any](ctx context.Context, q queueHolder[H], conv func(H)
 	if q == nil || conv == nil {
 		return nil, fmt.Errorf("%w: ObserveHeadAs needs a queue and a conversion", recipe.ErrBadOption)
 	}
-	return Observe(ctx, q.queueSide().Heads(), conv), nil
+	return Observe(ctx, q.queueSide().Heads(), conv, nil), nil
 }

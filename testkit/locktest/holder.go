@@ -76,42 +76,39 @@ func expectHolder(t *testing.T, o recipe.HolderObserver, token fence.Token, what
 }
 
 // holderObserved: an observer follows three holders, one after another,
-// and ends on "free"; cancelling its ctx closes the channel.
+// each held until the observer has shown it, and ends on "free"; every
+// state it delivers differs from the one before, shows only tokens that
+// grants had, never a token below an earlier one; cancelling its ctx
+// closes the channel.
 func (s *suite) holderObserved(t *testing.T, observe Observer) {
 	const lock = "holder-observed"
 	o := observe(t, lock)
-	c := s.h.NewClient(t, lock)
-	first := s.acquire(t, c, "first")
+	first := s.acquire(t, s.h.NewClient(t, lock), "first")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	ch := o.ObserveHolder(ctx)
-	got := []recipe.HolderState{next(t, ch, "the state at once")}
-	granted := map[fence.Token]bool{first.Token(): true}
-	last := first
+	var got []recipe.HolderState
+	granted := map[fence.Token]bool{}
+	until := func(what string, done func(recipe.HolderState) bool) {
+		t.Helper()
+		for {
+			st := next(t, ch, what)
+			checkNext(t, got, st, granted)
+			if got = append(got, st); done(st) {
+				return
+			}
+		}
+	}
+	l := first
 	for i := range 3 {
-		release(t, last, "holder")
-		if i < 2 {
-			last = s.acquire(t, s.h.NewClient(t, lock), "next holder")
-			granted[last.Token()] = true
+		if i > 0 {
+			l = s.acquire(t, s.h.NewClient(t, lock), "next holder")
 		}
+		granted[l.Token()] = true
+		until("the holder's grant", func(st recipe.HolderState) bool { return st.Held && st.Holder.Token == l.Token() })
+		release(t, l, "holder")
 	}
-	for got[len(got)-1].Held {
-		got = append(got, next(t, ch, "the states up to free"))
-	}
-	if st := got[0]; !st.Held || st.Holder.Token != first.Token() {
-		t.Errorf("first state %v, want held with token %v", st, first.Token())
-	}
-	for i, st := range got {
-		if st.Held && !granted[st.Holder.Token] {
-			t.Errorf("state %d: %v has a token no grant had", i, st)
-		}
-		if i > 0 && st == got[i-1] {
-			t.Errorf("state %d repeats %v", i, st)
-		}
-		if i > 0 && st.Held && got[i-1].Held && st.Holder.Token < got[i-1].Holder.Token {
-			t.Errorf("state %d: token went back: %v after %v", i, st, got[i-1])
-		}
-	}
+	until("free after the last Release", func(st recipe.HolderState) bool { return !st.Held })
 	cancel()
 	closed := time.After(OpTimeout)
 	for {
@@ -122,6 +119,23 @@ func (s *suite) holderObserved(t *testing.T, observe Observer) {
 			}
 		case <-closed:
 			t.Fatalf("the channel is still open %v after its ctx ended", OpTimeout)
+		}
+	}
+}
+
+// checkNext fails t if st, delivered after got, repeats the last state,
+// shows a token no grant had, or one below an earlier state's.
+func checkNext(t *testing.T, got []recipe.HolderState, st recipe.HolderState, granted map[fence.Token]bool) {
+	t.Helper()
+	if st.Held && !granted[st.Holder.Token] {
+		t.Errorf("%v has a token no grant had (yet)", st)
+	}
+	if len(got) > 0 && st == got[len(got)-1] {
+		t.Errorf("%v repeats the state before it", st)
+	}
+	for _, g := range got {
+		if st.Held && g.Held && st.Holder.Token < g.Holder.Token {
+			t.Errorf("token went back: %v after %v", st, g)
 		}
 	}
 }
