@@ -220,4 +220,3 @@ func observeArgs(args []string) bool {
 	_, cmd, code := parseArgs(fs, args, io.Discard, io.Discard)
 	return code < 0 && cmd == nil && f.watch
 }
-
