@@ -2,6 +2,8 @@ package zookeeper
 
 import (
 	"context"
+
+	"github.com/go-zookeeper/zk"
 )
 
 // The fast paths of an Acquire (this file: those of the create and the
@@ -43,6 +45,7 @@ type fastStart struct {
 type listing struct {
 	done     chan struct{} // capacity 1: one send when the listing returns
 	children []string
+	st       zk.Stat // the directory's, at the listing
 	err      error
 }
 
@@ -85,6 +88,7 @@ func (fs *fastStart) dropChildSlot() {
 type fastWait struct {
 	q       *Queue
 	first   []string   // the pipelined listing
+	firstSt zk.Stat    // the directory's Stat at it
 	pre     *lease     // the early lease
 	slot    *childSlot // pre's child watch, if any
 	childOK bool       // the solo hint is updated (an Acquire that waits)
@@ -105,7 +109,7 @@ func (q *Queue) startFast(ctx context.Context, fs *fastStart, block bool) *fastW
 		select {
 		case <-fs.list.done:
 			if fs.list.err == nil {
-				fw.first = fs.list.children
+				fw.first, fw.firstSt = fs.list.children, fs.list.st
 			}
 			fs.list = nil // not kept alive while waiting
 		case <-ctx.Done():
@@ -131,15 +135,15 @@ func (fw *fastWait) dropEarlyLease() {
 	}
 }
 
-// piped returns the pipelined listing, once.
-func (fw *fastWait) piped() ([]string, bool) {
+// piped returns the pipelined listing and the directory's Stat at it, once.
+func (fw *fastWait) piped() ([]string, zk.Stat, bool) {
 	if fw.first == nil {
-		return nil, false
+		return nil, zk.Stat{}, false
 	}
 	children := fw.first
 	fw.first = nil
 	fw.watched = fw.pre != nil && fw.slot != nil
-	return children, true
+	return children, fw.firstSt, true
 }
 
 // relistSlot returns the child watch a re-list sets: a waiter with an early

@@ -131,24 +131,33 @@ func (s *Session) do(ctx context.Context, c *ownCall, op int32, path string, tai
 }
 
 // childrenCall is a listing of path (setting a child watch if watch); its
-// names are valid once it succeeded.
-func childrenCall(watch bool, names *[]string) *ownCall {
+// names, and path's Stat from the same reply in st, are valid once it
+// succeeded.
+func childrenCall(watch bool, names *[]string, st *zk.Stat) *ownCall {
 	return &ownCall{watch: childWatch, watches: watch, parse: func(b []byte) bool {
 		var ok bool
-		*names, _, ok = zkwire.ParseChildren2(b)
+		*names, *st, ok = zkwire.ParseChildren2(b)
 		return ok
 	}}
 }
 
 // children lists path (setting a child watch if watch).
 func (s *Session) children(ctx context.Context, path string, watch bool) ([]string, error) {
-	// names is written by the reply, which may come after an error
-	// return (ctx ended): read only on success.
+	names, _, err := s.childrenStat(ctx, path, watch)
+	return names, err
+}
+
+// childrenStat lists path (setting a child watch if watch), with path's
+// Stat at the listing.
+func (s *Session) childrenStat(ctx context.Context, path string, watch bool) ([]string, zk.Stat, error) {
+	// names and st are written by the reply, which may come after an
+	// error return (ctx ended): read only on success.
 	var names []string
-	if err := s.do(ctx, childrenCall(watch, &names), zkwire.OpGetChildren2, path, zkwire.Bool(watch)); err != nil {
-		return nil, err
+	st := new(zk.Stat)
+	if err := s.do(ctx, childrenCall(watch, &names, st), zkwire.OpGetChildren2, path, zkwire.Bool(watch)); err != nil {
+		return nil, zk.Stat{}, err
 	}
-	return names, nil
+	return names, *st, nil
 }
 
 // statCall is a getData of a node (setting a data watch if watch) that
