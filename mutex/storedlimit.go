@@ -187,7 +187,8 @@ func (l *storedLimit) check(ctx context.Context) error {
 
 // acquire is Acquire (wait) or TryAcquire of a semaphore with a stored
 // limit: check, then the queue's. A directory re-created since check (its
-// data empty) is checked again, once.
+// data empty) is checked again, once; after a refusal of the stored data,
+// the next call checks before it creates a node.
 func (l *storedLimit) acquire(ctx context.Context, q *zookeeper.Queue, data []byte, wait bool) (recipe.Lease, error) {
 	for try := 0; ; try++ {
 		if err := l.check(ctx); err != nil {
@@ -200,9 +201,11 @@ func (l *storedLimit) acquire(ctx context.Context, q *zookeeper.Queue, data []by
 		} else {
 			lease, err = q.TryAcquire(ctx, SemaphoreKind, data)
 		}
-		if try == 0 && errors.Is(err, errNoLimit) {
-			l.known.Store(false)
-			continue
+		if errors.Is(err, ErrBadLimit) || errors.Is(err, ErrLimitMismatch) {
+			l.known.Store(false) // the next call checks before it creates a node
+			if try == 0 && errors.Is(err, errNoLimit) {
+				continue
+			}
 		}
 		return lease, err
 	}
