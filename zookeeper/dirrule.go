@@ -42,27 +42,32 @@ type dirRule struct {
 }
 
 // dirRuled is the answer of f on the directory's data at one version of
-// one incarnation of the directory (its czxid): the queue's contract with
-// that Rule, or f's error.
+// one incarnation of the directory: the queue's contract with that Rule,
+// or f's error.
 type dirRuled struct {
+	at  dirVersion
+	c   *ruleContract
+	err error
+}
+
+// dirVersion is what a listing's Stat tells of the directory's data: the
+// directory's czxid (which incarnation) and its data version.
+type dirVersion struct {
 	czxid   int64
 	version int32
-	c       *ruleContract
-	err     error
 }
 
 // contractAt returns the contract that decides a listing taken when the
-// directory's Stat was st: the queue's own, or, declared RuleFromDirData,
-// the one of the data last read if st shows the same directory at the
-// same data version, else of the data read now (getData, after the
-// listing: a version at least as new as st's). A missing directory is
-// zk.ErrNoNode: the caller's node went with it.
-func (q *Queue) contractAt(ctx context.Context, st zk.Stat) (*ruleContract, error) {
+// directory was at dv: the queue's own, or, declared RuleFromDirData, the
+// one of the data last read if it was read at dv, else of the data read
+// now (getData, after the listing: a version at least as new as dv's). A
+// missing directory is zk.ErrNoNode: the caller's node went with it.
+func (q *Queue) contractAt(ctx context.Context, dv dirVersion) (*ruleContract, error) {
 	dr := q.contract.fromDir
 	if dr == nil {
 		return &q.contract, nil
 	}
-	if r := dr.last.Load(); r != nil && r.czxid == st.Czxid && r.version == st.Version {
+	if r := dr.last.Load(); r != nil && r.at == dv {
 		return r.c, r.err
 	}
 	d := &q.d
@@ -78,7 +83,7 @@ func (q *Queue) contractAt(ctx context.Context, st zk.Stat) (*ruleContract, erro
 	if err != nil {
 		return nil, d.wrap("get", err)
 	}
-	r := &dirRuled{czxid: rst.Czxid, version: rst.Version}
+	r := &dirRuled{at: dirVersion{czxid: rst.Czxid, version: rst.Version}}
 	rule, err := q.contract.ruleOf(data)
 	if err != nil {
 		r.err = err

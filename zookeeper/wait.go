@@ -60,13 +60,13 @@ func (w *waiter) run(ctx context.Context, fs *fastStart) (*lease, error) {
 func (w *waiter) step(ctx context.Context) (_ *lease, again bool, _ error) {
 	d, fw := w.d, w.fw
 	// List.
-	children, dst, piped, err := w.list(ctx)
+	children, dv, piped, err := w.list(ctx)
 	if err != nil {
 		return nil, false, err
 	}
 	// Ask the Rule (a queue declared RuleFromDirData: the one of the
 	// directory's data at or after the listing; dirrule.go).
-	c, err := w.q.contractAt(ctx, dst)
+	c, err := w.q.contractAt(ctx, dv)
 	if errors.Is(err, zk.ErrNoNode) {
 		return nil, false, d.vanished(w.ep) // the directory went, and our node with it
 	}
@@ -194,38 +194,38 @@ func (c *ruleContract) watchPaths(adir string, nodes []NodeName, self int, watch
 	return paths, nil
 }
 
-// list reads the directory's children, and the directory's Stat in the
-// same reply: the pipelined listing if there is one, otherwise a
+// list reads the directory's children, and the directory's version from
+// the same reply's Stat: the pipelined listing if there is one, otherwise a
 // getChildren, with a child watch for a waiter with an early lease
 // (fastWait.relistSlot), or beside a read of the own node for a waiter
 // without one (fastWait.readOwn). A missing directory lists as empty: the
 // node went with it.
-func (w *waiter) list(ctx context.Context) (_ []string, _ zk.Stat, piped bool, _ error) {
+func (w *waiter) list(ctx context.Context) (_ []string, _ dirVersion, piped bool, _ error) {
 	d, fw := w.d, w.fw
-	if children, st, ok := fw.piped(); ok {
-		return children, st, true, nil
+	if children, dv, ok := fw.piped(); ok {
+		return children, dv, true, nil
 	}
-	if children, st, ok := fw.fetched(ctx); ok {
-		return children, st, false, nil
+	if children, dv, ok := fw.fetched(ctx); ok {
+		return children, dv, false, nil
 	}
 	slot := fw.relistSlot()
 	defer fw.readOwn(ctx, w.t)()
-	// children and st are written by the call's reply, which may come
+	// children and dv are written by the call's reply, which may come
 	// after an error return: read them only on success.
 	var children []string
-	var st zk.Stat
+	var dv dirVersion
 	err := d.s.req.retryOwn(ctx, &lostSends{size: d.reqSize}, func(ctx context.Context) (err error) {
-		children, st, err = d.s.childrenStat(ctx, d.adir, slot != nil)
+		children, dv, err = d.s.childrenVersion(ctx, d.adir, slot != nil)
 		return err
 	})
 	fw.listed(slot, err == nil)
 	if errors.Is(err, zk.ErrNoNode) {
-		return nil, zk.Stat{}, false, nil
+		return nil, dirVersion{}, false, nil
 	}
 	if err != nil {
-		return nil, zk.Stat{}, false, d.wrap("children", err)
+		return nil, dirVersion{}, false, d.wrap("children", err)
 	}
-	return children, st, false, nil
+	return children, dv, false, nil
 }
 
 // find parses and orders a listing (order, with its czxid cache) and

@@ -140,9 +140,9 @@ type prefetch struct {
 	read     bool
 	slot     *childSlot
 	done     chan struct{}
-	children []string // valid once done is closed, if err is nil
-	dst      zk.Stat  // likewise: the directory's Stat at the re-list
-	st       *zk.Stat // likewise: the skip's read
+	children []string   // valid once done is closed, if err is nil
+	dv       dirVersion // likewise: the directory's version at the re-list
+	st       *zk.Stat   // likewise: the skip's read
 	err      error
 }
 
@@ -172,7 +172,7 @@ func (fw *fastWait) prefetcher(t *Ticket, skip bool) func(*wakeup) bool {
 			p.st = new(zk.Stat)
 			c, op, path = statCall(true, p.st), zkwire.OpGetData, t.path
 		} else {
-			c, op, path = childrenCall(true, &p.children, &p.dst), zkwire.OpGetChildren2, q.d.adir
+			c, op, path = childrenCall(true, &p.children, &p.dv), zkwire.OpGetChildren2, q.d.adir
 		}
 		// Answered on the reading goroutine, which wakes the waiter once,
 		// with the reply in hand. Written once Session.mu is released.
@@ -213,16 +213,16 @@ func (p *prefetch) await(ctx context.Context, quit <-chan struct{}) bool {
 	return false
 }
 
-// fetched returns the prefetched re-list and the directory's Stat at it,
-// if there is one and it succeeded; its child slot is then the one the
+// fetched returns the prefetched re-list and the directory's version at
+// it, if there is one and it succeeded; its child slot is then the one the
 // listing set.
-func (fw *fastWait) fetched(ctx context.Context) ([]string, zk.Stat, bool) {
+func (fw *fastWait) fetched(ctx context.Context) ([]string, dirVersion, bool) {
 	p := fw.take(false)
 	if p == nil || !p.await(ctx, fw.q.d.s.quit) || p.err != nil {
-		return nil, zk.Stat{}, false
+		return nil, dirVersion{}, false
 	}
 	fw.slot, fw.watched = p.slot, true
-	return p.children, p.dst, true
+	return p.children, p.dv, true
 }
 
 // fetchedRead returns the prefetched skip read, if there is one and it
