@@ -167,3 +167,49 @@ func ExampleMutex_ObserveHolder() {
 	// host-a:4711 true
 	// free
 }
+
+// Programs that must agree on a semaphore's limit store it with the
+// directory: the first Acquire stores its n, a program built with another
+// n is refused, and changing the limit is an explicit operation, which
+// OpenSemaphore's contenders follow.
+func ExampleStoredLimit() {
+	ctx := context.Background()
+	s, err := zookeeper.Connect(ctx, zktest.ExampleServers())
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer s.Close()
+	const path = "/locks/encoders"
+	sem, err := mutex.NewSemaphore(s, path, 2, mutex.StoredLimit())
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	lease, err := sem.Acquire(ctx) // stores "limit 2": none was stored
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer lease.Release(context.Background())
+
+	other, _ := mutex.NewSemaphore(s, path, 3, mutex.StoredLimit())
+	_, err = other.Acquire(ctx)
+	fmt.Println("a contender with n=3 refused:", errors.Is(err, mutex.ErrLimitMismatch))
+
+	if err := mutex.SetSemaphoreLimit(ctx, s, path, 4); err != nil {
+		fmt.Println(err)
+		return
+	}
+	open, _ := mutex.OpenSemaphore(s, path)
+	l, err := open.Acquire(ctx)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer l.Release(context.Background())
+	fmt.Println("limit now:", open.Leases())
+	// Output:
+	// a contender with n=3 refused: true
+	// limit now: 4
+}

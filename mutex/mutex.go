@@ -43,8 +43,9 @@ type Mutex struct {
 
 // config is what the options of this package set.
 type config struct {
-	data  []byte
-	delay time.Duration // WithLockDelay (New only)
+	data   []byte
+	delay  time.Duration // WithLockDelay (New only)
+	stored bool          // StoredLimit (NewSemaphore only)
 }
 
 var _ recipe.Lock = (*Mutex)(nil)

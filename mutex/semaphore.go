@@ -15,33 +15,75 @@ const SemaphoreKind = "lease-"
 // any instant, granted FIFO, each with its own lease. It has the role of
 // Curator's InterProcessSemaphoreV2, without its internal lock: a node holds
 // while fewer than Leases nodes are ahead of it, so it never over-grants
-// (case C14). Every client of a directory must use the same limit (it is not
-// stored). Holders' tokens differ: fence per holder key, not with one Guard
+// (case C14). Every client of a directory must use the same limit: store it
+// with the directory (StoredLimit, OpenSemaphore) to have that checked.
+// Holders' tokens differ: fence per holder key, not with one Guard
 // (docs/recipes.md#counting-semaphore-mutexnewsemaphores-path-n).
 type Semaphore struct {
 	q      *zookeeper.Queue
 	path   string
 	data   []byte
 	leases int
+	stored *storedLimit // StoredLimit or OpenSemaphore; nil otherwise
 }
 
 var _ recipe.Lock = (*Semaphore)(nil)
 
 // NewSemaphore returns a semaphore of leases holders over the directory path
-// on session s. Errors: recipe.ErrBadOption for leases < 1; otherwise as New.
-func NewSemaphore(s *zookeeper.Session, path string, leases int, opts ...Option) (*Semaphore, error) {
+// on session s, without any ZooKeeper operation; with StoredLimit, leases
+// is checked against the limit stored in the directory. Errors:
+// recipe.ErrBadOption for leases < 1 (or over MaxLimit with StoredLimit);
+// otherwise as New.
+func NewSemaphore(s *zookeeper.Session, path string, leases int, opts ...SemaphoreOption) (*Semaphore, error) {
 	if leases < 1 {
 		return nil, fmt.Errorf("%w: a semaphore needs at least one lease, got %d", recipe.ErrBadOption, leases)
+	}
+	var c config
+	for _, o := range opts {
+		if o != nil {
+			o.applySemaphore(&c)
+		}
+	}
+	if c.stored {
+		return newStored(s, path, leases, opts)
 	}
 	q, err := zookeeper.NewQueue(s, path, []string{SemaphoreKind}, SemaphoreRule(leases), zookeeper.GrantsLowest())
 	if err != nil {
 		return nil, err
 	}
-	c, err := buildConfig(q, opts)
+	if err := q.CheckNodeData(c.data); err != nil {
+		return nil, fmt.Errorf("WithData: %w", err)
+	}
+	return &Semaphore{q: q, path: path, data: c.data, leases: leases}, nil
+}
+
+// newStored is a semaphore with a stored limit: n, or the one stored when
+// n is 0 (OpenSemaphore). Its queue takes its Rule from the directory's
+// data (zookeeper.RuleFromDirData).
+func newStored(s *zookeeper.Session, path string, n int, opts []SemaphoreOption) (*Semaphore, error) {
+	if n != 0 {
+		if err := checkLimit(n); err != nil {
+			return nil, err
+		}
+	}
+	var c config
+	for _, o := range opts {
+		if o != nil {
+			o.applySemaphore(&c)
+		}
+	}
+	l := &storedLimit{path: path, n: n}
+	q, err := zookeeper.NewQueue(s, path, []string{SemaphoreKind}, nil, zookeeper.RuleFromDirData(l.rule))
 	if err != nil {
 		return nil, err
 	}
-	return &Semaphore{q: q, path: path, data: c.data, leases: leases}, nil
+	if err := q.CheckNodeData(c.data); err != nil {
+		return nil, fmt.Errorf("WithData: %w", err)
+	}
+	if l.node, err = zookeeper.NewValueNode(s, path); err != nil {
+		return nil, err
+	}
+	return &Semaphore{q: q, path: path, data: c.data, leases: n, stored: l}, nil
 }
 
 // SemaphoreRule is the zookeeper.Rule of a semaphore of n leases: a node
@@ -60,15 +102,27 @@ func SemaphoreRule(n int) zookeeper.Rule {
 	}
 }
 
-// Leases returns the most holders the semaphore grants at a time.
-func (s *Semaphore) Leases() int { return s.leases }
+// Leases returns the most holders the semaphore grants at a time. For
+// OpenSemaphore's, the stored limit its last Acquire or TryAcquire
+// decided under (0 before the first).
+func (s *Semaphore) Leases() int {
+	if s.stored != nil && s.stored.n == 0 {
+		return int(s.stored.seen.Load())
+	}
+	return s.leases
+}
 
 // Path returns the semaphore directory (relative to the session's chroot).
 func (s *Semaphore) Path() string { return s.path }
 
 // Acquire blocks until the caller holds one lease, ctx ends, or a lease can
-// no longer be obtained; each call is one contender. As Mutex.Acquire.
+// no longer be obtained; each call is one contender. As Mutex.Acquire; with
+// a stored limit, also ErrLimitMismatch and ErrBadLimit (no node left), and
+// the reads and writes of docs/recipes.md#a-stored-limit.
 func (s *Semaphore) Acquire(ctx context.Context) (recipe.Lease, error) {
+	if s.stored != nil {
+		return s.stored.acquire(ctx, s.q, s.data, true)
+	}
 	return s.q.Acquire(ctx, SemaphoreKind, s.data)
 }
 
@@ -77,6 +131,9 @@ func (s *Semaphore) Acquire(ctx context.Context) (recipe.Lease, error) {
 // leaving no znode. Calls in flight count as contenders, so a burst can fail
 // while a permit frees a moment later. Other errors as Acquire.
 func (s *Semaphore) TryAcquire(ctx context.Context) (recipe.Lease, error) {
+	if s.stored != nil {
+		return s.stored.acquire(ctx, s.q, s.data, false)
+	}
 	return s.q.TryAcquire(ctx, SemaphoreKind, s.data)
 }
 

@@ -43,6 +43,7 @@ type fastStart struct {
 type listing struct {
 	done     chan struct{} // capacity 1: one send when the listing returns
 	children []string
+	dv       dirVersion // the directory's, at the listing
 	err      error
 }
 
@@ -85,6 +86,7 @@ func (fs *fastStart) dropChildSlot() {
 type fastWait struct {
 	q       *Queue
 	first   []string   // the pipelined listing
+	firstDV dirVersion // the directory's version at it
 	pre     *lease     // the early lease
 	slot    *childSlot // pre's child watch, if any
 	childOK bool       // the solo hint is updated (an Acquire that waits)
@@ -105,7 +107,7 @@ func (q *Queue) startFast(ctx context.Context, fs *fastStart, block bool) *fastW
 		select {
 		case <-fs.list.done:
 			if fs.list.err == nil {
-				fw.first = fs.list.children
+				fw.first, fw.firstDV = fs.list.children, fs.list.dv
 			}
 			fs.list = nil // not kept alive while waiting
 		case <-ctx.Done():
@@ -131,15 +133,16 @@ func (fw *fastWait) dropEarlyLease() {
 	}
 }
 
-// piped returns the pipelined listing, once.
-func (fw *fastWait) piped() ([]string, bool) {
+// piped returns the pipelined listing and the directory's version at it,
+// once.
+func (fw *fastWait) piped() ([]string, dirVersion, bool) {
 	if fw.first == nil {
-		return nil, false
+		return nil, dirVersion{}, false
 	}
 	children := fw.first
 	fw.first = nil
 	fw.watched = fw.pre != nil && fw.slot != nil
-	return children, true
+	return children, fw.firstDV, true
 }
 
 // relistSlot returns the child watch a re-list sets: a waiter with an early

@@ -45,7 +45,7 @@ func (fs *fastStart) pipe() *createPipe {
 // listing is the listing's call, to send right behind the create.
 func (p *createPipe) listing() callReq {
 	q, lst := p.fs.q, p.fs.list
-	c := childrenCall(p.watch, &lst.children)
+	c := childrenCall(p.watch, &lst.children, &lst.dv)
 	c.then = func(err error) {
 		lst.err = err
 		lst.done <- struct{}{}

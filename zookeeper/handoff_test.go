@@ -51,10 +51,10 @@ func testFiredChildWatch(t *testing.T, ownDeleted bool) {
 		t.Fatal("no early lease from the create2 reply")
 	}
 	w := &waiter{q: q, d: &q.d, t: tk, ep: tk.ep, block: true, fw: fw}
-	if _, piped, err := w.list(ctx); err != nil || !piped {
+	if _, _, piped, err := w.list(ctx); err != nil || !piped {
 		t.Fatalf("first listing: piped %v, %v", piped, err)
 	}
-	if _, piped, err := w.list(ctx); err != nil || piped || !fw.watched {
+	if _, _, piped, err := w.list(ctx); err != nil || piped || !fw.watched {
 		t.Fatalf("re-list: piped %v, child watch %v, %v", piped, fw.watched, err)
 	}
 	slot := fw.slot

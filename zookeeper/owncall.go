@@ -131,24 +131,35 @@ func (s *Session) do(ctx context.Context, c *ownCall, op int32, path string, tai
 }
 
 // childrenCall is a listing of path (setting a child watch if watch); its
-// names are valid once it succeeded.
-func childrenCall(watch bool, names *[]string) *ownCall {
+// names, and path's version from the same reply's Stat in dv, are valid
+// once it succeeded.
+func childrenCall(watch bool, names *[]string, dv *dirVersion) *ownCall {
 	return &ownCall{watch: childWatch, watches: watch, parse: func(b []byte) bool {
 		var ok bool
-		*names, _, ok = zkwire.ParseChildren2(b)
+		var st zk.Stat
+		*names, st, ok = zkwire.ParseChildren2(b)
+		*dv = dirVersion{czxid: st.Czxid, version: st.Version}
 		return ok
 	}}
 }
 
 // children lists path (setting a child watch if watch).
 func (s *Session) children(ctx context.Context, path string, watch bool) ([]string, error) {
-	// names is written by the reply, which may come after an error
-	// return (ctx ended): read only on success.
+	names, _, err := s.childrenVersion(ctx, path, watch)
+	return names, err
+}
+
+// childrenVersion lists path (setting a child watch if watch), with path's
+// version at the listing.
+func (s *Session) childrenVersion(ctx context.Context, path string, watch bool) ([]string, dirVersion, error) {
+	// names and dv are written by the reply, which may come after an
+	// error return (ctx ended): read only on success.
 	var names []string
-	if err := s.do(ctx, childrenCall(watch, &names), zkwire.OpGetChildren2, path, zkwire.Bool(watch)); err != nil {
-		return nil, err
+	dv := new(dirVersion)
+	if err := s.do(ctx, childrenCall(watch, &names, dv), zkwire.OpGetChildren2, path, zkwire.Bool(watch)); err != nil {
+		return nil, dirVersion{}, err
 	}
-	return names, nil
+	return names, *dv, nil
 }
 
 // statCall is a getData of a node (setting a data watch if watch) that

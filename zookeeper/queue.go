@@ -27,6 +27,7 @@ import (
 //	wait.go     waiter, the core loop: list, ask the Rule, grant or watch, wake,
 //	            list again
 //	verdict.go  the Rule's answer on a listing; FirstHolds in one pass
+//	dirrule.go  RuleFromDirData: a Rule kept in the directory's data
 //	fast.go     the fast paths of the create and the grant: create2 token,
 //	            pipelined listing, child-watch stand-in
 //	wake.go     the fast paths of the wakeup: re-list skip, own-node read
@@ -118,6 +119,7 @@ type ruleContract struct {
 	firstHolds   bool     // rule is FirstHolds: decided in one pass (firstPass)
 	anchors      bool     // anchored nodes may appear in the queue
 	anchorKinds  []string // the kinds of the nodes that may be anchors
+	fromDir      *dirRule // RuleFromDirData: the Rule is the directory data's (dirrule.go)
 }
 
 // MaxNodeData is the most data a queue node may carry, in bytes: a
@@ -170,8 +172,8 @@ func NewQueue(s *Session, dir string, kinds []string, rule Rule, opts ...QueueOp
 	if err := validatePath(dir); err != nil {
 		return nil, err
 	}
-	if len(kinds) == 0 || rule == nil {
-		return nil, fmt.Errorf("%w: a queue needs node kinds and a rule", recipe.ErrBadOption)
+	if len(kinds) == 0 {
+		return nil, fmt.Errorf("%w: a queue needs node kinds", recipe.ErrBadOption)
 	}
 	for _, k := range kinds {
 		if k == "" || strings.ContainsAny(k, "/@\x00") {
@@ -188,6 +190,9 @@ func NewQueue(s *Session, dir string, kinds []string, rule Rule, opts ...QueueOp
 		if o != nil {
 			o(&q.contract)
 		}
+	}
+	if c := &q.contract; c.rule == nil && c.fromDir == nil {
+		return nil, fmt.Errorf("%w: a queue needs a rule (or RuleFromDirData)", recipe.ErrBadOption)
 	}
 	if c := &q.contract; c.anchors && len(c.anchorKinds) == 0 {
 		c.anchorKinds = q.d.kinds

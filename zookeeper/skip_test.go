@@ -59,7 +59,7 @@ func TestSkipRelistOnlyWhenProven(t *testing.T) {
 	two := []NodeName{node(1, false), node(2, false)}
 	// The loop skips on skipCandidate and a wakeup by deletion.
 	skips := func(q *Queue, nodes []NodeName, self int, watch []int, w *wakeup) bool {
-		return w.deleted && q.skipCandidate(nodes, self, watch)
+		return w.deleted && q.contract.skipCandidate(nodes, self, watch)
 	}
 	fired := &wakeup{deleted: true}
 	changed := &wakeup{deleted: false}

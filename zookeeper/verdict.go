@@ -25,12 +25,13 @@ func isFirstHolds(rule Rule) bool {
 }
 
 // verdictOn parses and orders a listing, finds the caller's node (name) in
-// it and asks the Rule; with mayskip (a waiter with an early lease) it also
-// says whether the re-list skip applies. Another recipe's nodes are
+// it and asks c's Rule (the queue's, or the one of its directory's data:
+// contractAt); with mayskip (a waiter with an early lease) it also says
+// whether the re-list skip applies. Another recipe's nodes are
 // recipe.ErrMixedRecipes; a Rule that panics is recipe.ErrBadOption
 // (decide).
-func (q *Queue) verdictOn(ctx context.Context, children []string, name string, czxids map[string]int64, mayskip bool) (verdict, error) {
-	if c := &q.contract; c.firstHolds && !c.anchors {
+func (q *Queue) verdictOn(ctx context.Context, c *ruleContract, children []string, name string, czxids map[string]int64, mayskip bool) (verdict, error) {
+	if c.firstHolds && !c.anchors {
 		if v, ok, err := q.firstPass(children, name); ok || err != nil {
 			v.skip = v.skip && mayskip
 			return v, err
@@ -40,12 +41,12 @@ func (q *Queue) verdictOn(ctx context.Context, children []string, name string, c
 	if err != nil || self < 0 {
 		return verdict{self: -1}, err
 	}
-	holds, watch, err := q.contract.decide(nodes, self)
+	holds, watch, err := c.decide(nodes, self)
 	if err != nil {
 		return verdict{self: -1}, err
 	}
 	v := verdict{nodes: nodes, self: self, holds: holds, watch: watch, listed: len(nodes)}
-	v.skip = mayskip && !holds && q.skipCandidate(nodes, self, watch)
+	v.skip = mayskip && !holds && c.skipCandidate(nodes, self, watch)
 	return v, nil
 }
 

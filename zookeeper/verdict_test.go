@@ -38,8 +38,8 @@ func TestFirstPassByDefinition(t *testing.T) {
 		if _, ok, _ := one.firstPass(children, me); ok {
 			decided++
 		}
-		v1, e1 := one.verdictOn(context.Background(), children, me, nil, true)
-		v2, e2 := ordered.verdictOn(context.Background(), children, me, nil, true)
+		v1, e1 := one.verdictOn(context.Background(), &one.contract, children, me, nil, true)
+		v2, e2 := ordered.verdictOn(context.Background(), &ordered.contract, children, me, nil, true)
 		if fmt.Sprint(e1) != fmt.Sprint(e2) {
 			t.Fatalf("%q, self %s: error %v, want %v", children, me, e1, e2)
 		}
@@ -182,7 +182,7 @@ func TestVerdictAsksTheRuleOnce(t *testing.T) {
 	me := nodePrefix(newGUID(), "s-", false, 0) + formatSeq(2)
 	for _, mayskip := range []bool{false, true} {
 		calls = 0
-		v, err := q.verdictOn(context.Background(), []string{first, me}, me, nil, mayskip)
+		v, err := q.verdictOn(context.Background(), &q.contract, []string{first, me}, me, nil, mayskip)
 		if want := map[bool]int{false: 1, true: 2}[mayskip]; err != nil || v.skip != mayskip || calls != want {
 			t.Fatalf("mayskip %v: skip %v, %d calls (want %d), %v", mayskip, v.skip, calls, want, err)
 		}

@@ -60,12 +60,20 @@ func (w *waiter) run(ctx context.Context, fs *fastStart) (*lease, error) {
 func (w *waiter) step(ctx context.Context) (_ *lease, again bool, _ error) {
 	d, fw := w.d, w.fw
 	// List.
-	children, piped, err := w.list(ctx)
+	children, dv, piped, err := w.list(ctx)
 	if err != nil {
 		return nil, false, err
 	}
-	// Ask the Rule.
-	v, err := w.q.verdictOn(ctx, children, w.t.name, w.czxids, fw.pre != nil)
+	// Ask the Rule (a queue declared RuleFromDirData: the one of the
+	// directory's data at or after the listing; dirrule.go).
+	c, err := w.q.contractAt(ctx, dv)
+	if errors.Is(err, zk.ErrNoNode) {
+		return nil, false, d.vanished(w.ep) // the directory went, and our node with it
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	v, err := w.q.verdictOn(ctx, c, children, w.t.name, w.czxids, fw.pre != nil)
 	if err != nil {
 		return nil, false, err
 	}
@@ -88,13 +96,16 @@ func (w *waiter) step(ctx context.Context) (_ *lease, again bool, _ error) {
 		return nil, true, d.s.conns.awaitConnected(ctx)
 	}
 	fw.dropOwnRead()
-	paths, err := w.q.contract.watchPaths(d.adir, v.nodes, v.self, v.watch)
+	paths, err := c.watchPaths(d.adir, v.nodes, v.self, v.watch)
 	if err != nil {
 		return nil, false, err
 	}
 	me := v.nodes[v.self]
 	if !w.block {
-		return nil, false, w.q.contract.locked(me.Name, paths)
+		return nil, false, c.locked(me.Name, paths)
+	}
+	if c.fromDir != nil {
+		paths = append(paths, d.adir) // a change of the Rule's data wakes the waiter too
 	}
 	// Watch the nodes the Rule named, wake, list again.
 	fw.dropChildSlot()
@@ -183,36 +194,38 @@ func (c *ruleContract) watchPaths(adir string, nodes []NodeName, self int, watch
 	return paths, nil
 }
 
-// list reads the directory's children: the pipelined listing if there is
-// one, otherwise a getChildren, with a child watch for a waiter with an
-// early lease (fastWait.relistSlot), or beside a read of the own node for
-// a waiter without one (fastWait.readOwn). A missing directory lists as
-// empty: the node went with it.
-func (w *waiter) list(ctx context.Context) ([]string, bool, error) {
+// list reads the directory's children, and the directory's version from
+// the same reply's Stat: the pipelined listing if there is one, otherwise a
+// getChildren, with a child watch for a waiter with an early lease
+// (fastWait.relistSlot), or beside a read of the own node for a waiter
+// without one (fastWait.readOwn). A missing directory lists as empty: the
+// node went with it.
+func (w *waiter) list(ctx context.Context) (_ []string, _ dirVersion, piped bool, _ error) {
 	d, fw := w.d, w.fw
-	if children, ok := fw.piped(); ok {
-		return children, true, nil
+	if children, dv, ok := fw.piped(); ok {
+		return children, dv, true, nil
 	}
-	if children, ok := fw.fetched(ctx); ok {
-		return children, false, nil
+	if children, dv, ok := fw.fetched(ctx); ok {
+		return children, dv, false, nil
 	}
 	slot := fw.relistSlot()
 	defer fw.readOwn(ctx, w.t)()
-	// children is written by the call's reply, which may come after an
-	// error return: read it only on success.
+	// children and dv are written by the call's reply, which may come
+	// after an error return: read them only on success.
 	var children []string
+	var dv dirVersion
 	err := d.s.req.retryOwn(ctx, &lostSends{size: d.reqSize}, func(ctx context.Context) (err error) {
-		children, err = d.s.children(ctx, d.adir, slot != nil)
+		children, dv, err = d.s.childrenVersion(ctx, d.adir, slot != nil)
 		return err
 	})
 	fw.listed(slot, err == nil)
 	if errors.Is(err, zk.ErrNoNode) {
-		return nil, false, nil
+		return nil, dirVersion{}, false, nil
 	}
 	if err != nil {
-		return nil, false, d.wrap("children", err)
+		return nil, dirVersion{}, false, d.wrap("children", err)
 	}
-	return children, false, nil
+	return children, dv, false, nil
 }
 
 // find parses and orders a listing (order, with its czxid cache) and

@@ -13,14 +13,14 @@ import (
 // request from the event callback. docs/design.md#one-round-trip-per-hand-off.
 
 // skipCandidate is the re-list skip's condition on the listing: the Rule is
-// declared to grant the lowest node, the queue has no anchored nodes, the
-// caller's node is second and watches the first, and the Rule grants it on
-// the listing without the first. It is decided before waiting, so that the
-// listing is not kept alive while waiting; only a waiter with an early
-// lease skips. See docs/design.md#waking-and-the-re-list-skip.
-func (q *Queue) skipCandidate(nodes []NodeName, self int, watch []int) bool {
-	c := q.contract
-	if !c.grantsLowest || c.anchors || self != 1 || len(watch) != 1 || watch[0] != 0 {
+// declared to grant the lowest node, the queue has no anchored nodes and
+// its Rule does not change with the directory's data (RuleFromDirData),
+// the caller's node is second and watches the first, and the Rule grants
+// it on the listing without the first. It is decided before waiting, so
+// that the listing is not kept alive while waiting; only a waiter with an
+// early lease skips. See docs/design.md#waking-and-the-re-list-skip.
+func (c *ruleContract) skipCandidate(nodes []NodeName, self int, watch []int) bool {
+	if !c.grantsLowest || c.anchors || c.fromDir != nil || self != 1 || len(watch) != 1 || watch[0] != 0 {
 		return false
 	}
 	for _, n := range nodes {
@@ -28,7 +28,7 @@ func (q *Queue) skipCandidate(nodes []NodeName, self int, watch []int) bool {
 			return false
 		}
 	}
-	holds, _, err := q.contract.decide(nodes[1:], 0)
+	holds, _, err := c.decide(nodes[1:], 0)
 	return holds && err == nil // a Rule that panics here: no skip; the re-list asks it again
 }
 
@@ -140,8 +140,9 @@ type prefetch struct {
 	read     bool
 	slot     *childSlot
 	done     chan struct{}
-	children []string // valid once done is closed, if err is nil
-	st       *zk.Stat // likewise
+	children []string   // valid once done is closed, if err is nil
+	dv       dirVersion // likewise: the directory's version at the re-list
+	st       *zk.Stat   // likewise: the skip's read
 	err      error
 }
 
@@ -171,7 +172,7 @@ func (fw *fastWait) prefetcher(t *Ticket, skip bool) func(*wakeup) bool {
 			p.st = new(zk.Stat)
 			c, op, path = statCall(true, p.st), zkwire.OpGetData, t.path
 		} else {
-			c, op, path = childrenCall(true, &p.children), zkwire.OpGetChildren2, q.d.adir
+			c, op, path = childrenCall(true, &p.children, &p.dv), zkwire.OpGetChildren2, q.d.adir
 		}
 		// Answered on the reading goroutine, which wakes the waiter once,
 		// with the reply in hand. Written once Session.mu is released.
@@ -212,15 +213,16 @@ func (p *prefetch) await(ctx context.Context, quit <-chan struct{}) bool {
 	return false
 }
 
-// fetched returns the prefetched re-list, if there is one and it
-// succeeded; its child slot is then the one the listing set.
-func (fw *fastWait) fetched(ctx context.Context) ([]string, bool) {
+// fetched returns the prefetched re-list and the directory's version at
+// it, if there is one and it succeeded; its child slot is then the one the
+// listing set.
+func (fw *fastWait) fetched(ctx context.Context) ([]string, dirVersion, bool) {
 	p := fw.take(false)
 	if p == nil || !p.await(ctx, fw.q.d.s.quit) || p.err != nil {
-		return nil, false
+		return nil, dirVersion{}, false
 	}
 	fw.slot, fw.watched = p.slot, true
-	return p.children, true
+	return p.children, p.dv, true
 }
 
 // fetchedRead returns the prefetched skip read, if there is one and it

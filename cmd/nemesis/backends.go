@@ -53,6 +53,9 @@ func zkRecipes() map[string]nemesis.Recipe {
 	return map[string]nemesis.Recipe{"mutex": nemesis.Mutex(), "rwlock": nemesis.RWLock(),
 		"semaphore": nemesis.Semaphore(2), "election": nemesis.Election(), "latch": nemesis.Latch(),
 		"leader": nemesis.LeaderRecipe(), "multilock": nemesis.MultiLockRecipe(),
+		// not in the default list: the semaphore whose limit is stored
+		// with its directory (half its grants by OpenSemaphore)
+		"stored-semaphore": nemesis.StoredSemaphore(2),
 		// not in the default list: a recipe that is wrong on purpose, to
 		// see the command report a violation and keep the evidence
 		"broken-mutex": nemesis.Broken(),

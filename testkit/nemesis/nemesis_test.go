@@ -90,6 +90,13 @@ func TestNemesis(t *testing.T) {
 		took.Add(runAndCheck(t, cl, nemesis.MultiLockRecipe(), nemesis.Config{Seed: *seed + 9, Duration: *duration * 3 / 5,
 			FaultEvery: 400 * time.Millisecond, Faults: kinds}))
 	})
+	// The semaphore whose limit is stored with it (half its grants by
+	// OpenSemaphore), shorter: its engine is the semaphore's above.
+	t.Run("stored-semaphore", func(t *testing.T) {
+		kinds := append([]string{serverKinds[10%len(serverKinds)]}, nemesis.ClientFaults...)
+		took.Add(runAndCheck(t, cl, nemesis.StoredSemaphore(2), nemesis.Config{Seed: *seed + 10, Duration: *duration * 3 / 5,
+			FaultEvery: 400 * time.Millisecond, Faults: kinds}))
+	})
 	// Group membership (recipe.Group), with the next server fault kind.
 	t.Run("members", func(t *testing.T) {
 		took.Add(runMembership(t, cl, *seed+6, serverKinds[6%len(serverKinds)]))

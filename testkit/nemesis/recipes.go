@@ -148,6 +148,36 @@ func Semaphore(n int) Recipe {
 	}
 }
 
+// StoredSemaphore is the semaphore whose limit n is stored with its
+// directory: each grant is taken at random by a NewSemaphore with
+// StoredLimit (the first stores n) or by an OpenSemaphore, which follows
+// the stored n. Checked as Semaphore: at most n holders.
+func StoredSemaphore(n int) Recipe {
+	return Recipe{
+		Name: "stored-semaphore", Allowed: AtMost(n), Fenced: func(Role) bool { return false },
+		Open: func(c Client, dir string) (Participant, error) {
+			s, err := zkSession(c)
+			if err != nil {
+				return nil, err
+			}
+			fixed, err := mutex.NewSemaphore(s, dir, n, mutex.StoredLimit())
+			if err != nil {
+				return nil, err
+			}
+			open, err := mutex.OpenSemaphore(s, dir)
+			if err != nil {
+				return nil, err
+			}
+			return lockParticipant{pick: func(rng *rand.Rand) (Role, recipe.Lock) {
+				if rng.IntN(2) == 0 {
+					return RolePermit, fixed
+				}
+				return RolePermit, open
+			}}, nil
+		},
+	}
+}
+
 // Election is the leader election, driven by election.Run: the leader
 // function is the hold.
 func Election() Recipe {
