@@ -85,7 +85,8 @@ func (b *Barrier) Remove(ctx context.Context) error {
 }
 
 // Wait blocks until the barrier's znode does not exist, and returns nil at
-// once if it does not now. It follows the node with the Session's shared
+// once if it does not now (a synced read: a Set that returned before Wait
+// was called is seen). It follows the node with the Session's shared
 // watch (one server watch per path, however many waits come and go) and
 // outlives a session loss: the node is persistent and the wait only reads.
 // Errors: ctx's cause; recipe.ErrSessionClosed; *recipe.OpError for a read
@@ -93,6 +94,12 @@ func (b *Barrier) Remove(ctx context.Context) error {
 func (b *Barrier) Wait(ctx context.Context) error {
 	if ctx == nil {
 		return fmt.Errorf("%w: nil context", recipe.ErrBadOption)
+	}
+	// A synced read first: a Set that returned before this call (on another
+	// session, maybe through another server) is seen, not a lagging
+	// server's older state.
+	if v, err := b.n.Read(ctx); err != nil || !v.Exists {
+		return err
 	}
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel() // ends the observer and drops its watch registration

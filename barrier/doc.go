@@ -34,9 +34,11 @@
 // state at one point) holds n nodes, or when a node carries a mark that
 // covers its own: the Rev of such a snapshot at or after its node's create
 // (so it was one of those n). It then marks its own node with that Rev.
-// Leave deletes the node only once every node in the directory is marked,
-// so a slow participant never misses the count because fast ones left:
-// the proof is in wait.go. Every participant must use the same n: one
+// Leave deletes the node only once every node of its round (made no later
+// than its mark) is marked, so a slow participant never misses the count
+// because fast ones left (the proof is in wait.go), then waits for the
+// nodes it saw entered to go. Only ephemeral nodes count; a mark later
+// than the directory's state is ignored as forged. Every participant must use the same n: one
 // whose n differs from that of the oldest participant not entered yet gets
 // ErrCountMismatch. Each participant watches the directory and
 // every node in it: every change wakes every participant, fine for tens or

@@ -64,6 +64,7 @@ type DoubleBarrier struct {
 	mu    sync.Mutex
 	state state
 	t     *zookeeper.Ticket // the node, while entered or leaving
+	mark  int64             // its mark, while entered or leaving
 }
 
 // NewDouble returns a participant of the double barrier of n participants
@@ -118,22 +119,22 @@ func (b *DoubleBarrier) Enter(ctx context.Context) error {
 	}
 	b.state = entering
 	b.mu.Unlock()
-	t, err := b.enter(ctx)
+	t, mark, err := b.enter(ctx)
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if err != nil {
 		b.state = idle
 		return err
 	}
-	b.state, b.t = entered, t
+	b.state, b.t, b.mark = entered, t, mark
 	return nil
 }
 
 // enter is Enter's work: join, wait, mark; on an error the node goes.
-func (b *DoubleBarrier) enter(ctx context.Context) (*zookeeper.Ticket, error) {
+func (b *DoubleBarrier) enter(ctx context.Context) (*zookeeper.Ticket, int64, error) {
 	t, err := b.q.Join(ctx, Kind, b.encode(0))
 	if err != nil {
-		return nil, err // Join leaves no node
+		return nil, 0, err // Join leaves no node
 	}
 	mark, err := b.until(ctx, t, b.enterRule(t.Name()))
 	if err == nil {
@@ -141,9 +142,9 @@ func (b *DoubleBarrier) enter(ctx context.Context) (*zookeeper.Ticket, error) {
 	}
 	if err != nil {
 		_ = t.Leave(ctx) // deletes whatever ctx has become; the cleaner finishes
-		return nil, err
+		return nil, 0, err
 	}
-	return t, nil
+	return t, mark, nil
 }
 
 // Leave blocks until every participant has left: it waits until every node
@@ -163,9 +164,10 @@ func (b *DoubleBarrier) Leave(ctx context.Context) error {
 		return ErrNotEntered
 	}
 	b.state = leaving
-	t := b.t
+	t, mark := b.t, b.mark
 	b.mu.Unlock()
-	_, err := b.until(ctx, t, b.allMarked)
+	var round map[string]bool // the round's entered nodes, at the snapshot that showed them all marked
+	_, err := b.until(ctx, t, b.allMarked(mark, &round))
 	if err != nil && t.Err() == nil && !errors.Is(err, recipe.ErrNodeDeleted) {
 		b.mu.Lock()
 		b.state = entered // the node stays: Leave may be called again
@@ -183,6 +185,6 @@ func (b *DoubleBarrier) Leave(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	_, err = b.until(ctx, nil, b.noneEntered)
+	_, err = b.until(ctx, nil, b.noneLeft(round))
 	return err
 }

@@ -16,9 +16,11 @@ import (
 //
 // A participant's node carries a header line "n mark": the count it was
 // made with, and 0 until it has entered, then the mark: the Rev of a
-// snapshot that held at least n participant nodes. "Nodes" below are those
-// whose header carries the caller's n: nodes of another count (refused by
-// enterRule's check) and data no participant wrote are not counted.
+// snapshot that held at least n participant nodes. "Nodes" below are the
+// ephemeral ones whose header carries the caller's n and a mark no later
+// than the snapshot's Rev: nodes of another count (refused by enterRule's
+// check), persistent ones, forged marks and data no participant wrote are
+// not counted.
 //
 // Enter (enterRule), for the caller's node C (czxid c) present in a
 // snapshot: entered when the snapshot holds n nodes (mark: its Rev), or
@@ -28,13 +30,17 @@ import (
 // at P (names are never reused): C was one of those n.
 //
 // Leave (allMarked) deletes the caller's node only once a snapshot shows
-// every node marked, then waits for no marked node (noneEntered).
+// every node of its round marked (every node made no later than the
+// caller's mark: later ones wait for the next round), then waits until the
+// nodes that snapshot showed marked are gone (noneLeft).
 //
 // The race (fast participants enter and leave before a slow one S reads a
 // full snapshot): let P0 be the first point at which the directory held n
 // nodes, S's among them. A first mark needs a snapshot at or after P0, so
 // a Leave's allMarked snapshot, taken after its own mark, shows S until S
-// marks: no Leave deletes a node while S is unmarked. A mark made while S
+// marks: no Leave deletes a node while S is unmarked (S's czxid is at most
+// any such Leave's mark: its mark is the Rev of a snapshot showing S, or
+// covers one). A mark made while S
 // is present is the Rev of a snapshot showing S: at least S's czxid. So
 // S's next snapshot (any change fires its watches) shows P0's n nodes, or,
 // if an owner cancelled or crashed, a node that entered and covers S: S
@@ -52,13 +58,13 @@ func (b *DoubleBarrier) enterRule(name string) func(zookeeper.Snapshot) (bool, i
 		ref := 0
 		for _, p := range snap.Nodes {
 			n, m, ok := parseHeader(p.Data)
-			if ok && m == 0 && ref == 0 {
+			if ok && m == 0 && ref == 0 && p.SessionID != 0 {
 				ref = n
 				if n != b.n {
 					return false, 0, fmt.Errorf("%w: %s: node %s has %d, this participant %d", ErrCountMismatch, b.dir, p.Name, n, b.n)
 				}
 			}
-			if ok && n == b.n {
+			if ok && n == b.n && p.SessionID != 0 && m <= snap.Rev {
 				ours = append(ours, p)
 			}
 			if p.Name == name {
@@ -77,28 +83,54 @@ func (b *DoubleBarrier) enterRule(name string) func(zookeeper.Snapshot) (bool, i
 	}
 }
 
-// allMarked is Leave's rule before its delete: every node made with the
-// caller's count has entered (others are refused, and go).
-func (b *DoubleBarrier) allMarked(snap zookeeper.Snapshot) (bool, int64, error) {
-	for _, p := range snap.Nodes {
-		if n, m, ok := parseHeader(p.Data); ok && n == b.n && m == 0 {
-			return false, 0, nil
+// allMarked is Leave's rule before its delete, for a caller that entered
+// with mark: every node of the caller's round has entered (nodes made
+// after mark wait for the next round, and may need this caller to form
+// it: they are not waited for). It records the marked nodes it saw in
+// *round, the ones noneLeft waits for.
+func (b *DoubleBarrier) allMarked(mark int64, round *map[string]bool) func(zookeeper.Snapshot) (bool, int64, error) {
+	return func(snap zookeeper.Snapshot) (bool, int64, error) {
+		marked := map[string]bool{}
+		for _, p := range b.nodes(snap) {
+			_, m, _ := parseHeader(p.Data)
+			switch {
+			case m > 0:
+				marked[p.Name] = true
+			case int64(p.Token) <= mark:
+				return false, 0, nil
+			}
 		}
+		*round = marked
+		return true, 0, nil
 	}
-	return true, 0, nil
 }
 
-// noneEntered is Leave's rule after its delete: every participant that
-// entered has left. A node not marked is not waited for: it joined after
-// this Leave's allMarked snapshot, for the next round (a Leave that waited
-// for it would wait for a round that needs this caller to form).
-func (b *DoubleBarrier) noneEntered(snap zookeeper.Snapshot) (bool, int64, error) {
+// noneLeft is Leave's rule after its delete: every node of round (the
+// participants entered when this caller could leave) has gone. Nodes
+// marked since belong to a later round, which must not hold this Leave.
+func (b *DoubleBarrier) noneLeft(round map[string]bool) func(zookeeper.Snapshot) (bool, int64, error) {
+	return func(snap zookeeper.Snapshot) (bool, int64, error) {
+		for _, p := range snap.Nodes {
+			if round[p.Name] {
+				return false, 0, nil
+			}
+		}
+		return true, 0, nil
+	}
+}
+
+// nodes are the participant nodes of snap made with the caller's count:
+// ephemeral (a persistent node is no participant, whoever made it) with a
+// header of the caller's n whose mark is no later than the snapshot (a
+// mark is the Rev of an earlier snapshot: a later one is forged).
+func (b *DoubleBarrier) nodes(snap zookeeper.Snapshot) []zookeeper.Participant {
+	var out []zookeeper.Participant
 	for _, p := range snap.Nodes {
-		if n, m, ok := parseHeader(p.Data); ok && n == b.n && m > 0 {
-			return false, 0, nil
+		if n, m, ok := parseHeader(p.Data); ok && n == b.n && p.SessionID != 0 && m <= snap.Rev {
+			out = append(out, p)
 		}
 	}
-	return true, 0, nil
+	return out
 }
 
 // until follows the directory's snapshots until rule says done, and returns
