@@ -17,10 +17,11 @@ import (
 // (docs/recipes.md#a-stored-limit):
 //
 //   - One n is stored per directory: the first contender creates the
-//     directory with its data, or sets the data of an existing directory
-//     that has none at the version it read (a versioned setData); of two
-//     first contenders with different n, the second's write is refused and
-//     it reads the first's n. Only SetSemaphoreLimit changes it afterwards.
+//     directory, persistent, with its data (one found without data, a
+//     container the engine made, is deleted first while unused, and
+//     refused with ErrBadLimit while in use); of two first contenders with
+//     different n, the second's create is refused (NodeExists) and it
+//     reads the first's n. Only SetSemaphoreLimit changes it afterwards.
 //   - Every grant is decided on a listing (getChildren2) whose reply
 //     carries the directory's Stat: the engine (zookeeper.RuleFromDirData)
 //     decides it with the limit of the data at that Stat's czxid and data
@@ -149,9 +150,9 @@ func (l *storedLimit) mismatch(m int) error {
 }
 
 // check makes sure, once per Semaphore, that a limit is stored before the
-// first node is created (ValueNode: sync and getData; create or a
-// versioned setData when none is and the caller has its own n). A write
-// refused because another was first reads again.
+// first node is created (ValueNode: sync and getData; when none is and the
+// caller has its own n, a delete of a directory without data, unContainer,
+// and a create). A write refused because another was first reads again.
 func (l *storedLimit) check(ctx context.Context) error {
 	if l.known.Load() {
 		return nil
@@ -168,10 +169,13 @@ func (l *storedLimit) check(ctx context.Context) error {
 			l.known.Store(true)
 			return nil
 		}
-		version := int32(-1)
 		if v.Exists {
-			version = v.Version
+			if err := l.unContainer(ctx); err != nil {
+				return err
+			}
+			continue
 		}
+		version := int32(-1)
 		_, err = l.node.Write(ctx, limitData(l.n), version)
 		if err == nil {
 			l.seen.Store(int64(l.n))
@@ -183,6 +187,19 @@ func (l *storedLimit) check(ctx context.Context) error {
 		}
 	}
 	return fmt.Errorf("%w: %s: the limit kept changing while it was stored (%d tries)", recipe.ErrConflict, shortpath.Of(l.path), maxStoreTries)
+}
+
+// unContainer deletes the directory found without a limit, so that the
+// limit is stored on a persistent one made anew: the engine makes its
+// directories as containers, which ZooKeeper removes, data and all, once
+// empty (and a client cannot tell a container from its Stat). One in use
+// (a semaphore without a stored limit, or one made again after it was
+// deleted under its waiters) is refused with ErrBadLimit.
+func (l *storedLimit) unContainer(ctx context.Context) error {
+	if err := l.node.Delete(ctx); err != nil {
+		return fmt.Errorf("%w: %s is in use without a stored limit (by a semaphore without StoredLimit, or made again after it was deleted): store the limit while it is unused (%w)", ErrBadLimit, shortpath.Of(l.path), err)
+	}
+	return nil
 }
 
 // acquire is Acquire (wait) or TryAcquire of a semaphore with a stored
@@ -226,8 +243,8 @@ func OpenSemaphore(s *zookeeper.Session, path string, opts ...Option) (*Semaphor
 }
 
 // SetSemaphoreLimit stores n as the limit of the semaphore directory path
-// (created persistent if missing): sync and getData, then a setData at the
-// version read (or a create), read again when another write came first.
+// (made persistent if missing or without data, as a contender does): sync,
+// getData, then a setData at the version read, again after another write.
 // Waiting contenders see it at their next listing (they watch the data):
 // a larger limit lets more in; NewSemaphore contenders of another n fail
 // with ErrLimitMismatch; holders are never revoked. Errors: recipe.ErrBadOption
@@ -246,6 +263,12 @@ func SetSemaphoreLimit(ctx context.Context, s *zookeeper.Session, path string, n
 		v, err := l.node.Read(ctx)
 		if err != nil {
 			return err
+		}
+		if v.Exists && len(v.Data) == 0 {
+			if err := l.unContainer(ctx); err != nil {
+				return err
+			}
+			continue
 		}
 		version := int32(-1)
 		if v.Exists {
