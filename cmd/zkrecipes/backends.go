@@ -270,8 +270,8 @@ func checkLockName(b backend, path string) error {
 }
 
 // zkLock returns lock's ZooKeeper lock at path: a mutex, one side of a
-// read-write lock (--rw) or a semaphore's lease (--semaphore), with data
-// in its node.
+// read-write lock (--rw) or a semaphore's lease (--semaphore, its limit
+// stored with the directory: another N is refused), with data in its node.
 func (f *lockFlags) zkLock(s *zookeeper.Session, path string, data []byte) (recipe.Lock, error) {
 	d := mutex.WithData(data)
 	switch {
@@ -285,7 +285,7 @@ func (f *lockFlags) zkLock(s *zookeeper.Session, path string, data []byte) (reci
 		}
 		return rw.WriteLock(), nil
 	case f.semaphore > 0:
-		return mutex.NewSemaphore(s, path, f.semaphore, d)
+		return mutex.NewSemaphore(s, path, f.semaphore, d, mutex.StoredLimit())
 	}
 	return mutex.New(s, path, d, mutex.WithLockDelay(f.lockDelay))
 }

@@ -38,8 +38,8 @@ takes them), inspect shows who holds the lock named PATH instead: free, or
 held by the holder's published ID with its token and, where the backend
 records it, since when (--json: {"name","at","held","id","token","since"}).
 
-The recipe is recognised from the node names. A semaphore's number of leases
-is not stored in ZooKeeper: give --semaphore N to tell holders from waiters.
+The recipe is recognised from the node names. inspect does not read a
+semaphore's stored limit yet: give --semaphore N to tell holders from waiters.
 
 Examples:
   zkrecipes inspect /cron/nightly

@@ -101,7 +101,7 @@ func runLock(args []string, stdout, stderr io.Writer) int {
 	fs.Var((*waitFlag)(&f.wait), "wait", "how long to wait for the lock: a `duration`, 0 to try once, or forever")
 	fs.DurationVar(&f.grace, "grace", 10*time.Second, "after SIGTERM, how long CMD gets to exit before SIGKILL")
 	fs.StringVar(&f.rw, "rw", "", "ZooKeeper: take one side of a read-write lock: read or write")
-	fs.Var((*decimalFlag)(&f.semaphore), "semaphore", "ZooKeeper: take one of `N` leases of a counting semaphore (every user of PATH must give the same N)")
+	fs.Var((*decimalFlag)(&f.semaphore), "semaphore", "ZooKeeper: take one of `N` leases of a counting semaphore; the first user of PATH stores N with it, and another N is refused (exit 64)")
 	fs.Var((*decimalFlag)(&f.era), "era", "every backend: move the token into era `N`'s range (N·2^48 + the backend's token), for a lock moved to another backend (docs/backends.md#switching-backends)")
 	fs.DurationVar(&f.lockDelay, "lock-delay", 0, "etcd, PostgreSQL, Redis, ZooKeeper (not with --rw or --semaphore): after the previous holder ended without releasing (killed, cut off, expired), wait `D` before taking the lock, so that its requests still in flight land first (Chubby's lock-delay); 0: none")
 	fs.DurationVar(&f.ttl, "ttl", defaultTTL, "etcd, PostgreSQL, Redis, Kubernetes: the lease's time to live, after which the server frees the lock of a holder it has not heard from (the holder gives it up sooner; Kubernetes: the Lease's leaseDurationSeconds, whole seconds)")
