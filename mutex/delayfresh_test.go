@@ -106,36 +106,46 @@ func tryFresh(t *testing.T, cl *zktest.Cluster, deadline time.Time) (recipe.Leas
 // reply back, and B, told at once by its watch, may stamp the marker (the
 // delay's start) first; A's link is slow, so that its reply always comes
 // back after B's stamp (as the test's goroutine may on a loaded machine).
+//
+// Its delay is 3 s, not testDelay: C must arrive while the delay still
+// runs (B gives up at 70 % of it), which a loaded machine did not leave
+// 300 ms for.
 func TestLockDelayAbandonKeepsStart(t *testing.T) {
+	const abandonDelay = 3 * time.Second
 	cl := zktest.Shared(t)
 	sa, pa, _ := proxied(t, cl)
-	acquire(t, delayed(t, sa, testDelay))
+	acquire(t, delayed(t, sa, abandonDelay))
 	bctx, giveUp := context.WithCancel(context.Background())
 	defer giveUp()
-	pb := acquireAsync(bctx, delayed(t, rtest.Connect(t, cl), testDelay))
+	pb := acquireAsync(bctx, delayed(t, rtest.Connect(t, cl), abandonDelay))
 	time.Sleep(200 * time.Millisecond) // B in line
 	pa.SetLatency(200 * time.Millisecond)
 	lost := time.Now()
 	sa.Close() // unclean
-	time.Sleep(time.Until(lost.Add(testDelay * 7 / 10)))
+	time.Sleep(time.Until(lost.Add(abandonDelay * 7 / 10)))
 	gaveUp := time.Now()
 	giveUp()
 	if r := rtest.Await(t, pb, 10*time.Second); r.Err == nil {
 		release(t, r.Lease)
 		t.Fatalf("B was granted %v after the unclean end, before it gave up: no delay served?", r.At.Sub(lost))
 	}
-	mc := delayed(t, rtest.Connect(t, cl), testDelay)
+	mc := delayed(t, rtest.Connect(t, cl), abandonDelay)
 	arrived := time.Now()
 	r := rtest.Await(t, acquireAsync(context.Background(), mc), 10*time.Second)
-	expectDelayed(t, r, lost, "C after B gave up")
+	if r.Err != nil {
+		t.Fatalf("C after B gave up: %v", r.Err)
+	}
+	if took, got := r.At.Sub(lost), recipe.LockDelayServed(r.Lease); took < abandonDelay || got <= 0 || got > abandonDelay {
+		t.Errorf("C granted %v after the unclean end, LockDelayServed %v; want no sooner than %v, and a part of it served", took, got, abandonDelay)
+	}
 	if got, waited := recipe.LockDelayServed(r.Lease), r.At.Sub(arrived); got > waited {
 		t.Errorf("C's LockDelayServed = %v, more than C waited in all (%v): it counts B's part", got, waited)
 	}
 	t.Logf("C granted %v after the unclean end (B gave up at %v)", r.At.Sub(lost).Round(time.Millisecond), gaveUp.Sub(lost).Round(time.Millisecond))
 	// A delay started again by B's giving up, or by C's arrival after it,
 	// would end no sooner than d after gaveUp.
-	if since := r.At.Sub(gaveUp); since >= testDelay {
-		t.Errorf("C granted %v after B gave up, not sooner than the lock-delay %v: B's giving up restarted the delay", since, testDelay)
+	if since := r.At.Sub(gaveUp); since >= abandonDelay {
+		t.Errorf("C granted %v after B gave up, not sooner than the lock-delay %v: B's giving up restarted the delay", since, abandonDelay)
 	}
 	release(t, r.Lease)
 }
