@@ -147,13 +147,14 @@ func (b *DoubleBarrier) enter(ctx context.Context) (*zookeeper.Ticket, int64, er
 	return t, mark, nil
 }
 
-// Leave blocks until every participant has left: it waits until every node
-// in the directory is marked entered (so that no slow participant still
-// needs this node to see the count), deletes its node, then waits until no
-// entered participant's node is left. Errors: ErrNotEntered; ctx's
-// cause before the delete (still entered: call Leave again); after it
-// (left: only the wait for the others was cut short); recipe.ErrSessionLost
-// or ErrNodeDeleted (the node went: left); as Ticket.Leave.
+// Leave blocks until every participant of its round has left: it waits
+// until every node of the round is marked entered (so that no slow
+// participant still needs this node to see the count), deletes its node,
+// then waits until the nodes it saw entered are gone. Errors: ErrNotEntered; ctx's
+// cause before the delete (still entered: call Leave again) or after it
+// (left: only the wait for the others was cut short; a second Leave tells
+// which, ErrNotEntered once left); recipe.ErrSessionLost or ErrNodeDeleted
+// (the node went: left); as Ticket.Leave.
 func (b *DoubleBarrier) Leave(ctx context.Context) error {
 	if ctx == nil {
 		return fmt.Errorf("%w: nil context", recipe.ErrBadOption)

@@ -10,6 +10,7 @@ import (
 	"github.com/zkrecipes/zkrecipes/election"
 	"github.com/zkrecipes/zkrecipes/recipe"
 	"github.com/zkrecipes/zkrecipes/testkit/rtest"
+	"github.com/zkrecipes/zkrecipes/testkit/serverkit"
 	"github.com/zkrecipes/zkrecipes/testkit/zktest"
 	"github.com/zkrecipes/zkrecipes/zookeeper"
 )
@@ -184,5 +185,31 @@ func TestProclaimAfterCancelled(t *testing.T) {
 	}
 	if l, err := e.Leader(ctx2); err != nil || string(l.Value) != "v3" {
 		t.Fatalf("Leader: %q, %v", l.Value, err)
+	}
+}
+
+// TestProclaimCutOff: a leader cut off from the server (its connection
+// blackholed) is told by Proclaim that its leadership ended as soon as its
+// lease does, not once the connection is back.
+func TestProclaimCutOff(t *testing.T) {
+	t.Parallel()
+	cl := zktest.Shared(t)
+	p := serverkit.NewFaultProxy()
+	t.Cleanup(p.Close)
+	s := rtest.Connect(t, cl, zookeeper.WithDialer(p.Dial))
+	e := newElection(t, s, "/elect/proclaim-cut")
+	lease := campaign(t, e, "v1")
+	p.Blackhole()
+	defer p.Resume()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	begin := time.Now()
+	err := e.Proclaim(ctx, []byte("v2"))
+	if !errors.Is(err, recipe.ErrLeaseLost) && !errors.Is(err, election.ErrNotLeader) {
+		t.Fatalf("Proclaim while cut off: %v, want ErrLeaseLost", err)
+	}
+	<-lease.Context().Done()
+	if took := time.Since(begin); took > s.SessionTimeout()+5*time.Second {
+		t.Fatalf("Proclaim returned %v after the cut: it waited for the connection", took)
 	}
 }

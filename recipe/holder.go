@@ -10,7 +10,8 @@ import (
 
 // Holder is a lock's holder (an election's leader) as its server records
 // it. ID is public: anyone who may read the lock reads it, so it names a
-// process (a host and pid, a pod), never a secret.
+// process (a host and pid, a pod), never a secret; and anyone who may
+// write the lock may write it, so print it quoted (%q), as zkrecipes does.
 type Holder struct {
 	// ID is the identity the holder published: its backend's WithIdentity
 	// (or the election value), else the backend's default, stated by each.

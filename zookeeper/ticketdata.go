@@ -31,7 +31,7 @@ func (t *Ticket) SetData(ctx context.Context, data []byte, version int32) (int32
 // (an election leader's Proclaim), with SetData's handling of a lost reply,
 // at the node's current data version (the node is the lease's: only its
 // holder writes it); readers (Head, ObserveHead) see the new data. Errors:
-// recipe.ErrLeaseLost (wrapping the cause) for a lease that has ended;
+// recipe.ErrLeaseLost (wrapping the cause) as soon as the lease ends;
 // recipe.ErrBadOption for a lease not of this queue's; else as SetData.
 func (q *Queue) SetLeaseData(ctx context.Context, l recipe.Lease, data []byte) error {
 	ls, ok := l.(*lease)
@@ -45,6 +45,13 @@ func (q *Queue) SetLeaseData(ctx context.Context, l recipe.Lease, data []byte) e
 		}
 		return nil
 	}
+	// The lease's end ends the write (a partition would otherwise hold it
+	// until the connection is back): its error is then the lease's.
+	wctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	stop := context.AfterFunc(ls.Context(), func() { cancel(live()) })
+	defer stop()
+	ctx = wctx
 	ls.reg.mu.Lock()
 	version, czxid := ls.version, ls.czxid
 	ls.reg.mu.unlock()
@@ -62,6 +69,8 @@ func (q *Queue) SetLeaseData(ctx context.Context, l recipe.Lease, data []byte) e
 		ls.reg.mu.Lock()
 		ls.version = max(ls.version, v) // Release deletes by it; the own-node watch reads it too
 		ls.reg.mu.unlock()
+	} else if lerr := live(); lerr != nil {
+		err = lerr // the lease ended meanwhile: that is why
 	}
 	return err
 }

@@ -144,8 +144,12 @@ func zkOnly(stderr io.Writer, fs *flag.FlagSet, c *common) int {
 	if c.backend == zkBackend {
 		return -1
 	}
-	return usageError(stderr, fs, "%s works with ZooKeeper only, and --servers names %s (%s); lock takes etcd://, postgres://, redis:// and k8s:// too",
-		strings.TrimPrefix(fs.Name(), "zkrecipes "), c.backend, redact(c.servers))
+	cmd := strings.TrimPrefix(fs.Name(), "zkrecipes ")
+	also := "lock takes etcd://, postgres://, redis:// and k8s:// too"
+	if cmd == "elect" {
+		also = "elect --observe PATH (no --id, --once, --grace or command) follows the leader on every backend"
+	}
+	return usageError(stderr, fs, "%s works with ZooKeeper only, and --servers names %s (%s); %s", cmd, c.backend, redact(c.servers), also)
 }
 
 // zkOnlyArgs is zkOnly before args are parsed: --servers (its last value
