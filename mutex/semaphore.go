@@ -83,6 +83,7 @@ func newStored(s *zookeeper.Session, path string, n int, opts []SemaphoreOption)
 	if l.node, err = zookeeper.NewValueNode(s, path); err != nil {
 		return nil, err
 	}
+	l.q = q
 	return &Semaphore{q: q, path: path, data: c.data, leases: n, stored: l}, nil
 }
 

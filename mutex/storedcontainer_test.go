@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/zkrecipes/zkrecipes/mutex"
+	"github.com/zkrecipes/zkrecipes/recipe"
 	"github.com/zkrecipes/zkrecipes/testkit/rtest"
 	"github.com/zkrecipes/zkrecipes/testkit/serverkit"
 	"github.com/zkrecipes/zkrecipes/testkit/zktest"
@@ -33,7 +34,7 @@ func TestStoredLimitNotOnAContainer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := mutex.SetSemaphoreLimit(ctx, rtest.Connect(t, cl), dir, 3); !errors.Is(err, mutex.ErrBadLimit) {
+	if err := mutex.SetSemaphoreLimit(ctx, rtest.Connect(t, cl), dir, 3); !errors.Is(err, mutex.ErrBadLimit) || !recipe.Permanent(err) {
 		t.Fatalf("SetSemaphoreLimit on a container in use: %v, want ErrBadLimit", err)
 	}
 	if _, err := storedSem(t, rtest.Connect(t, cl), dir, 3).Acquire(ctx); !errors.Is(err, mutex.ErrBadLimit) {
@@ -43,6 +44,18 @@ func TestStoredLimitNotOnAContainer(t *testing.T) {
 		t.Fatalf("stored %q on the container", d)
 	}
 	release(t, l)
+	m, err := mutex.New(rtest.Connect(t, cl), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lm, err := m.Acquire(ctx) // another recipe on the path: said as such
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := storedSem(t, rtest.Connect(t, cl), dir, 3).Acquire(ctx); !errors.Is(err, recipe.ErrMixedRecipes) {
+		t.Fatalf("a StoredLimit Acquire beside a mutex's holder: %v, want ErrMixedRecipes", err)
+	}
+	release(t, lm)
 	setLimit(t, cl, dir, 3)
 	a, err := storedSem(t, rtest.Connect(t, cl), dir, 3).Acquire(ctx)
 	if err != nil {

@@ -79,6 +79,7 @@ func StoredLimit() SemaphoreOption { return storedOption{} }
 // of the data the engine last decided under.
 type storedLimit struct {
 	node  *zookeeper.ValueNode
+	q     *zookeeper.Queue // its queue, to tell another recipe's nodes
 	path  string
 	n     int
 	known atomic.Bool
@@ -196,10 +197,14 @@ func (l *storedLimit) check(ctx context.Context) error {
 // (a semaphore without a stored limit, or one made again after it was
 // deleted under its waiters) is refused with ErrBadLimit.
 func (l *storedLimit) unContainer(ctx context.Context) error {
-	if err := l.node.Delete(ctx); err != nil {
-		return fmt.Errorf("%w: %s is in use without a stored limit (by a semaphore without StoredLimit, or made again after it was deleted): store the limit while it is unused (%w)", ErrBadLimit, shortpath.Of(l.path), err)
+	err := l.node.Delete(ctx)
+	if err == nil {
+		return nil
 	}
-	return nil
+	if _, perr := l.q.Participants(ctx); errors.Is(perr, recipe.ErrMixedRecipes) {
+		return perr // in use by another recipe: say that
+	}
+	return fmt.Errorf("%w: %s is in use without a stored limit (by a semaphore without StoredLimit, or made again after it was deleted): store the limit while it is unused (%w) (%w)", ErrBadLimit, shortpath.Of(l.path), err, recipe.ErrBadOption)
 }
 
 // acquire is Acquire (wait) or TryAcquire of a semaphore with a stored
