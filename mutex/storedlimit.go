@@ -123,6 +123,11 @@ func parseLimit(path string, data []byte) (int, error) {
 	return n, nil
 }
 
+// LimitOf reads a semaphore directory's data as its stored limit ("limit
+// <n>", n in 1..MaxLimit), for tools such as zkrecipes inspect. Errors:
+// ErrBadLimit for anything else, empty data included.
+func LimitOf(data []byte) (int, error) { return parseLimit("the directory", data) }
+
 // checkLimit refuses a limit out of 1..MaxLimit.
 func checkLimit(n int) error {
 	if n < 1 || n > MaxLimit {

@@ -38,8 +38,9 @@ takes them), inspect shows who holds the lock named PATH instead: free, or
 held by the holder's published ID with its token and, where the backend
 records it, since when (--json: {"name","at","held","id","token","since"}).
 
-The recipe is recognised from the node names. inspect does not read a
-semaphore's stored limit yet: give --semaphore N to tell holders from waiters.
+The recipe is recognised from the node names. A semaphore's holders are
+told by the limit stored with its directory (lock --semaphore stores it);
+for one without, give --semaphore N.
 
 Examples:
   zkrecipes inspect /cron/nightly
@@ -156,7 +157,7 @@ func inspectMain(f *inspectFlags, path string, stdout, stderr io.Writer) int {
 				return inspectError(ctx, log, err)
 			}
 		}
-		v := view(path, exists, ps, f.semaphore)
+		v := view(path, exists, ps, leasesOf(s.Conn(), abs, exists, f.semaphore))
 		if f.json {
 			enc := json.NewEncoder(jsonWriter{stdout}) // escapes what terminals obey
 			if !f.watch {
@@ -178,6 +179,24 @@ func inspectMain(f *inspectFlags, path string, stdout, stderr io.Writer) int {
 			return 0
 		}
 	}
+}
+
+// leasesOf is the semaphore's number of leases inspect tells holders by:
+// --semaphore's N if given, else the limit stored in the directory's data
+// (mutex.StoredLimit, lock --semaphore), else 0 (none known).
+func leasesOf(conn *zk.Conn, abs string, exists bool, given int) int {
+	if given > 0 || !exists {
+		return given
+	}
+	data, _, err := conn.Get(abs)
+	if err != nil {
+		return 0
+	}
+	n, err := mutex.LimitOf(data)
+	if err != nil {
+		return 0
+	}
+	return n
 }
 
 // lookAt reads whether abs exists; with watch it first sets the watch that
