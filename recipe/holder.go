@@ -40,6 +40,12 @@ func (s HolderState) String() string {
 	return fmt.Sprintf("held by %q with token %v", s.Holder.ID, s.Holder.Token)
 }
 
+// Equal reports whether s and o are the same state (Since compared with
+// time.Time.Equal).
+func (s HolderState) Equal(o HolderState) bool {
+	return s.Held == o.Held && s.Holder.ID == o.Holder.ID && s.Holder.Token == o.Holder.Token && s.Holder.Since.Equal(o.Holder.Since)
+}
+
 // HolderObserver reads who holds a lock without contending for it; each
 // backend's exclusive lock implements it (testkit/locktest checks it). It
 // reports servers' states only: a holder whose lease has ended in its own

@@ -12,6 +12,7 @@ import (
 	"github.com/zkrecipes/zkrecipes/fence"
 	"github.com/zkrecipes/zkrecipes/internal/lockname"
 	"github.com/zkrecipes/zkrecipes/internal/loop"
+	"github.com/zkrecipes/zkrecipes/internal/notify"
 	"github.com/zkrecipes/zkrecipes/recipe"
 )
 
@@ -179,30 +180,28 @@ func (m *Mutex) ObserveHolder(ctx context.Context) <-chan recipe.HolderState {
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	out := make(chan recipe.HolderState, 1)
+	out := notify.NewLatest(recipe.HolderState.Equal)
 	s := m.s
 	octx, cancel := s.life.Bind(ctx)
 	if !s.life.Go(func() {
-		defer close(out)
+		defer out.Close()
 		defer cancel()
 		o := &holderObserver{m: m, out: out}
 		o.run(octx)
 	}) {
 		cancel()
-		close(out)
+		out.Close()
 	}
-	return out
+	return out.C()
 }
 
 // holderObserver is one ObserveHolder: what it read and delivered.
 type holderObserver struct {
-	m     *Mutex
-	out   chan recipe.HolderState
-	last  holderRead          // the newest read
-	sent  *recipe.HolderState // the last state put in out
-	taken *recipe.HolderState // the last state the reader took (as far as known)
-	top   fence.Token         // the highest Token delivered
-	bad   fence.Token         // the Token of the last malformed identity logged
+	m    *Mutex
+	out  *notify.Latest[recipe.HolderState]
+	last holderRead  // the newest read
+	top  fence.Token // the highest Token delivered
+	bad  fence.Token // the Token of the last malformed identity logged
 }
 
 // run reads and follows the lock until ctx ends. A compacted watch is
@@ -311,30 +310,15 @@ func (o *holderObserver) changes(wr clientv3.WatchResponse) bool {
 	return false
 }
 
-// deliver gives st to the reader, replacing one not taken yet, unless the
-// reader has it already (the reader never takes the same state twice in a
-// row) or its Token goes back (false).
+// deliver gives st to the reader (notify.Latest: coalesced, no repeat),
+// unless its Token goes back (false).
 func (o *holderObserver) deliver(st recipe.HolderState) bool {
-	switch {
-	case o.sent == nil:
-	case st.Held && st.Holder.Token < o.top:
+	if st.Held && st.Holder.Token < o.top {
 		return false
-	case *o.sent == st:
-		return true
 	}
-	select {
-	case <-o.out: // not taken: the reader's last is still o.taken
-	default:
-		o.taken = o.sent
-	}
-	if o.taken != nil && *o.taken == st { // back to what the reader has: nothing to send
-		o.sent = o.taken
-		return true
-	}
-	o.sent = &st
+	o.out.Offer(st)
 	if st.Held {
 		o.top = max(o.top, st.Holder.Token)
 	}
-	o.out <- st // never blocks: this goroutine is the only sender, and the buffer is empty
 	return true
 }

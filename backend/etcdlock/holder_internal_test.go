@@ -6,6 +6,7 @@ import (
 
 	"github.com/zkrecipes/zkrecipes/backend/etcdlock/etcdtest"
 	"github.com/zkrecipes/zkrecipes/fence"
+	"github.com/zkrecipes/zkrecipes/internal/notify"
 	"github.com/zkrecipes/zkrecipes/recipe"
 )
 
@@ -31,7 +32,7 @@ func TestHolderObserverCompacted(t *testing.T) {
 	if _, err := in.Compact(ctx, resp.Header.Revision); err != nil {
 		t.Fatal(err)
 	}
-	o := &holderObserver{m: m, out: make(chan recipe.HolderState, 1)}
+	o := &holderObserver{m: m, out: notify.NewLatest(recipe.HolderState.Equal)}
 	o.last.rev = int64(l.Token()) - 1 // a read before the grant, compacted since
 	if err := o.follow(ctx); !errors.Is(err, errCompacted) {
 		t.Fatalf("follow from a compacted revision: %v, want errCompacted", err)
@@ -39,7 +40,7 @@ func TestHolderObserverCompacted(t *testing.T) {
 	if err := o.read(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if st := <-o.out; st != (recipe.HolderState{Held: true, Holder: recipe.Holder{ID: s.Identity(), Token: l.Token()}}) {
+	if st := <-o.out.C(); st != (recipe.HolderState{Held: true, Holder: recipe.Holder{ID: s.Identity(), Token: l.Token()}}) {
 		t.Errorf("state read after compaction: %+v", st)
 	}
 }
@@ -48,30 +49,30 @@ func TestHolderObserverCompacted(t *testing.T) {
 // state twice in a row (a state replaced before it was taken, then the
 // reader's own again), and drops a state whose Token goes back.
 func TestHolderObserverDeliver(t *testing.T) {
-	o := &holderObserver{out: make(chan recipe.HolderState, 1)}
+	o := &holderObserver{out: notify.NewLatest(recipe.HolderState.Equal)}
 	a := recipe.HolderState{Held: true, Holder: recipe.Holder{ID: "a", Token: 5}}
 	a2 := recipe.HolderState{Held: true, Holder: recipe.Holder{ID: "a2", Token: 5}}
 	free := recipe.HolderState{}
 	old := recipe.HolderState{Held: true, Holder: recipe.Holder{ID: "old", Token: fence.Token(3)}}
 	o.deliver(a)
-	if got := <-o.out; got != a {
+	if got := <-o.out.C(); got != a {
 		t.Fatalf("took %v, want %v", got, a)
 	}
 	o.deliver(a)  // no change: nothing
 	o.deliver(a2) // not taken ...
 	o.deliver(a)  // ... and back to what the reader has
 	select {
-	case got := <-o.out:
+	case got := <-o.out.C():
 		t.Fatalf("took %v after a2 was replaced by the reader's own state", got)
 	default:
 	}
 	o.deliver(free)
 	o.deliver(old) // a Token going back
-	if got := <-o.out; got != free {
+	if got := <-o.out.C(); got != free {
 		t.Fatalf("took %v, want %v", got, free)
 	}
 	select {
-	case got := <-o.out:
+	case got := <-o.out.C():
 		t.Fatalf("took %v, a Token going back", got)
 	default:
 	}

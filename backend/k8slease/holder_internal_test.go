@@ -9,6 +9,7 @@ import (
 
 	coordv1 "k8s.io/api/coordination/v1"
 
+	"github.com/zkrecipes/zkrecipes/internal/notify"
 	"github.com/zkrecipes/zkrecipes/recipe"
 )
 
@@ -85,11 +86,11 @@ func TestStateAt(t *testing.T) {
 // one applied.
 func TestObserverRecord(t *testing.T) {
 	m := testMutex()
-	o := &observer{m: m}
+	o := &observer{m: m, out: notify.NewLatest(recipe.HolderState.Equal)}
 	t0 := time.Now()
 	want := func(what string, held bool, id string, token uint64) {
 		t.Helper()
-		st := o.pending
+		st := o.out.Last()
 		if st.Held != held || st.Holder.ID != id || uint64(st.Holder.Token) != token {
 			t.Errorf("%s: %v, want held %v by %q with %d", what, st, held, id, token)
 		}
@@ -109,7 +110,12 @@ func TestObserverRecord(t *testing.T) {
 	want("a token below the version naming b", true, "b", 20)
 	o.apply(version(b, "31"), true)
 	want("deleted", false, "", 0)
-	if o.queued != true || (o.pending != recipe.HolderState{}) {
-		t.Errorf("free not queued: %v %v", o.queued, o.pending)
+	select {
+	case st := <-o.out.C():
+		if st != (recipe.HolderState{}) {
+			t.Errorf("free not queued: %v", st)
+		}
+	default:
+		t.Errorf("free not queued: nothing for the reader")
 	}
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/zkrecipes/zkrecipes/fence"
 	"github.com/zkrecipes/zkrecipes/internal/loop"
+	"github.com/zkrecipes/zkrecipes/internal/notify"
 	"github.com/zkrecipes/zkrecipes/recipe"
 )
 
@@ -27,16 +28,16 @@ import (
 // malformed record is logged and skipped. The channel closes when ctx ends
 // or the Session closes.
 func (m *Mutex) ObserveHolder(ctx context.Context) <-chan recipe.HolderState {
-	out := make(chan recipe.HolderState)
+	out := notify.NewLatest(recipe.HolderState.Equal)
 	if !m.s.life.Go(func() {
-		defer close(out)
+		defer out.Close()
 		ctx, cancel := m.s.life.Bind(ctx)
 		defer cancel()
 		(&observer{m: m, out: out}).run(ctx)
 	}) {
-		close(out)
+		out.Close()
 	}
-	return out
+	return out.C()
 }
 
 // observeRetryMax is the longest wait between an observer's failed reads.
@@ -48,16 +49,13 @@ var errNoWatch = errors.New("the watch of the Lease did not start")
 // observer is ObserveHolder's loop and what it knows.
 type observer struct {
 	m   *Mutex
-	out chan<- recipe.HolderState
+	out *notify.Latest[recipe.HolderState]
 
 	cur     *coordv1.Lease // the newest version applied (nil: none)
 	rv      fence.Token    // the newest resourceVersion applied
 	floor   fence.Token    // a version that named another holder, or none: the holder's grant came after it
 	expires time.Time      // when the held state shown by cur lapses (zero: not held)
 	learned recipe.Holder  // the newest holder whose token was read, for its later versions
-
-	delivered, pending recipe.HolderState
-	sent, queued       bool // something was delivered; pending is to be
 }
 
 // run reads and watches the Lease until ctx ends.
@@ -187,18 +185,9 @@ func (o *observer) refresh(now time.Time) {
 	o.queue(st)
 }
 
-// queue makes st the state to deliver, unless the reader has it already
-// (a state queued before and not delivered is stale either way).
-func (o *observer) queue(st recipe.HolderState) {
-	o.queued = !o.sent || !sameState(o.delivered, st)
-	o.pending = st
-}
-
-// sameState reports whether a reader that has a has nothing new in b.
-func sameState(a, b recipe.HolderState) bool {
-	return a.Held == b.Held && a.Holder.ID == b.Holder.ID && a.Holder.Token == b.Holder.Token &&
-		a.Holder.Since.Equal(b.Holder.Since)
-}
+// queue hands st to the reader (notify.Latest: in place of a state not
+// taken yet, unless the reader has it already).
+func (o *observer) queue(st recipe.HolderState) { o.out.Offer(st) }
 
 // wake is why wait returned.
 type wake int
@@ -210,8 +199,7 @@ const (
 	wakeClosed             // the watch's channel closed
 )
 
-// wait delivers the pending state to the reader while it waits for ctx's
-// end, an event, or the time at (zero: none).
+// wait waits for ctx's end, an event, or the time at (zero: none).
 func (o *observer) wait(ctx context.Context, events <-chan watch.Event, at time.Time) (watch.Event, wake) {
 	var timer <-chan time.Time
 	if !at.IsZero() {
@@ -219,24 +207,16 @@ func (o *observer) wait(ctx context.Context, events <-chan watch.Event, at time.
 		defer t.Stop()
 		timer = t.C
 	}
-	for {
-		var send chan<- recipe.HolderState
-		if o.queued {
-			send = o.out
+	select {
+	case <-ctx.Done():
+		return watch.Event{}, wakeDone
+	case <-timer:
+		return watch.Event{}, wakeTimer
+	case ev, ok := <-events:
+		if !ok {
+			return watch.Event{}, wakeClosed
 		}
-		select {
-		case send <- o.pending:
-			o.delivered, o.sent, o.queued = o.pending, true, false
-		case <-ctx.Done():
-			return watch.Event{}, wakeDone
-		case <-timer:
-			return watch.Event{}, wakeTimer
-		case ev, ok := <-events:
-			if !ok {
-				return watch.Event{}, wakeClosed
-			}
-			return ev, wakeEvent
-		}
+		return ev, wakeEvent
 	}
 }
 

@@ -4,6 +4,8 @@ import (
 	"context"
 	"time"
 
+	"github.com/zkrecipes/zkrecipes/fence"
+	"github.com/zkrecipes/zkrecipes/internal/notify"
 	"github.com/zkrecipes/zkrecipes/recipe"
 )
 
@@ -27,18 +29,18 @@ func (m *Mutex) Holder(ctx context.Context) (recipe.HolderState, error) {
 // for a slow reader; consecutive states differ and the token never goes
 // back. The channel closes when ctx ends or the Session closes.
 func (m *Mutex) ObserveHolder(ctx context.Context) <-chan recipe.HolderState {
-	ch := make(chan recipe.HolderState, 1)
+	out := notify.NewLatest(recipe.HolderState.Equal)
 	gctx, cancel := m.s.g.Bind(ctx)
-	if !m.s.g.Go(func() { defer close(ch); defer cancel(); m.observe(gctx, ch) }) {
+	if !m.s.g.Go(func() { defer out.Close(); defer cancel(); m.observe(gctx, out) }) {
 		cancel()
-		close(ch)
+		out.Close()
 	}
-	return ch
+	return out.C()
 }
 
 // observe is ObserveHolder's loop: read, deliver if changed, wait.
-func (m *Mutex) observe(ctx context.Context, ch chan recipe.HolderState) {
-	var c coalescer
+func (m *Mutex) observe(ctx context.Context, out *notify.Latest[recipe.HolderState]) {
+	var top fence.Token // the largest token delivered
 	for ctx.Err() == nil {
 		var st recipe.HolderState
 		var changed <-chan struct{}
@@ -46,8 +48,9 @@ func (m *Mutex) observe(ctx context.Context, ch chan recipe.HolderState) {
 		if err != nil && m.s.g.Closed() {
 			return
 		}
-		if err == nil {
-			c.offer(ch, st)
+		if err == nil && !(st.Held && st.Holder.Token < top) {
+			out.Offer(st)
+			top = max(top, st.Holder.Token)
 		}
 		select {
 		case <-changed: // nil after an error: the poll below
@@ -55,31 +58,4 @@ func (m *Mutex) observe(ctx context.Context, ch chan recipe.HolderState) {
 		case <-ctx.Done():
 		}
 	}
-}
-
-// coalescer delivers states on a channel of one slot, a state still
-// pending there replaced by the next: the reader ends on the latest, never
-// gets one twice in a row, and never one whose token is below a held
-// state's it was offered before.
-type coalescer struct {
-	started bool
-	had     recipe.HolderState // what the reader has (or had) before the pending state
-	last    recipe.HolderState // the newest state offered and kept
-}
-
-func (c *coalescer) offer(ch chan recipe.HolderState, st recipe.HolderState) {
-	if c.started && (st == c.last || st.Held && c.last.Held && st.Holder.Token < c.last.Holder.Token) {
-		return
-	}
-	select {
-	case <-ch: // the pending state, replaced: the reader has c.had
-	default:
-		c.had = c.last
-	}
-	c.last = st
-	if c.started && st == c.had {
-		return // the reader has it already
-	}
-	c.started = true
-	ch <- st
 }

@@ -12,7 +12,6 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/zkrecipes/zkrecipes/fence"
 	"github.com/zkrecipes/zkrecipes/recipe"
 	"github.com/zkrecipes/zkrecipes/testkit/leadtest"
 	"github.com/zkrecipes/zkrecipes/testkit/locktest"
@@ -315,37 +314,4 @@ func TestHolderConformance(t *testing.T) {
 		}
 		return m
 	})
-}
-
-// TestCoalescer: a state pending on the channel is replaced by the next;
-// the reader never gets one twice in a row, nor a token below one offered
-// before.
-func TestCoalescer(t *testing.T) {
-	held := func(tok fence.Token) recipe.HolderState {
-		return recipe.HolderState{Held: true, Holder: recipe.Holder{Token: tok}}
-	}
-	var c coalescer
-	ch := make(chan recipe.HolderState, 1)
-	c.offer(ch, recipe.HolderState{})
-	if got := <-ch; got.Held {
-		t.Fatalf("first: %v", got)
-	}
-	c.offer(ch, held(2))              // pending
-	c.offer(ch, recipe.HolderState{}) // replaces it: the reader has "free" already
-	select {
-	case got := <-ch:
-		t.Fatalf("a repeat of free was delivered: %v", got)
-	default:
-	}
-	c.offer(ch, held(3))
-	c.offer(ch, held(1)) // goes back: dropped
-	if got := <-ch; got != held(3) {
-		t.Fatalf("got %v, want held 3", got)
-	}
-	c.offer(ch, held(3)) // the same: dropped
-	select {
-	case got := <-ch:
-		t.Fatalf("a repeat was delivered: %v", got)
-	default:
-	}
 }

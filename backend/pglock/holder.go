@@ -15,6 +15,7 @@ import (
 	"github.com/zkrecipes/zkrecipes/fence"
 	"github.com/zkrecipes/zkrecipes/internal/ctxend"
 	"github.com/zkrecipes/zkrecipes/internal/loop"
+	"github.com/zkrecipes/zkrecipes/internal/notify"
 	"github.com/zkrecipes/zkrecipes/recipe"
 )
 
@@ -305,18 +306,18 @@ func parseEpoch(b []byte) (time.Time, error) {
 // ctx ends or the Session closes, at once (logged at error level) on a
 // token table without the holder columns.
 func (m *Mutex) ObserveHolder(ctx context.Context) <-chan recipe.HolderState {
-	out := make(chan recipe.HolderState)
-	if !m.s.life.Go(func() { defer close(out); m.observe(ctx, out) }) {
-		close(out)
+	out := notify.NewLatest(recipe.HolderState.Equal)
+	if !m.s.life.Go(func() { defer out.Close(); m.observe(ctx, out) }) {
+		out.Close()
 	}
-	return out
+	return out.C()
 }
 
 // maxObserveBackoff bounds the wait between ObserveHolder's failed reads.
 const maxObserveBackoff = 10 * time.Second
 
 // observe is ObserveHolder's goroutine.
-func (m *Mutex) observe(ctx context.Context, out chan<- recipe.HolderState) {
+func (m *Mutex) observe(ctx context.Context, out *notify.Latest[recipe.HolderState]) {
 	s := m.s
 	if s.holderErr != nil {
 		s.log.Error("pglock: ObserveHolder cannot read the holder", "lock", m.name, "err", s.holderErr)
@@ -329,9 +330,7 @@ func (m *Mutex) observe(ctx context.Context, out chan<- recipe.HolderState) {
 	// Below half the TTL, so that the server does not end the idle
 	// connection between two reads (its idle_session_timeout is the TTL).
 	failing := loop.BackOff(s.poll, min(maxObserveBackoff, s.ttl/2))
-	var delivered, pending recipe.HolderState
-	var top fence.Token // the largest token read
-	first, havePending := true, false
+	var top fence.Token        // the largest token read
 	var unknownSince time.Time // the start of a run of ErrHolderUnknown, zero if none
 	for {
 		st, err := r.read(ctx)
@@ -357,42 +356,10 @@ func (m *Mutex) observe(ctx context.Context, out chan<- recipe.HolderState) {
 			unknownSince = time.Time{}
 			failing.Reset()
 			top = max(top, st.Holder.Token)
-			// A state read but not delivered yet is stale now: replace it.
-			if first || !sameHolder(delivered, st) {
-				pending, havePending, first = st, true, false
-			} else {
-				havePending = false
-			}
+			out.Offer(st) // a state not taken yet is replaced: the reader gets the newest
 		}
-		if !m.deliver(ctx, out, wait, &pending, &delivered, &havePending) {
+		if loop.Sleep(ctx, wait) != nil {
 			return
 		}
 	}
-}
-
-// deliver offers pending to the reader (if havePending) until wait has
-// passed, and reports false when ctx ends first.
-func (m *Mutex) deliver(ctx context.Context, out chan<- recipe.HolderState, wait time.Duration,
-	pending, delivered *recipe.HolderState, havePending *bool) bool {
-	t := time.NewTimer(wait)
-	defer t.Stop()
-	for {
-		var send chan<- recipe.HolderState
-		if *havePending {
-			send = out
-		}
-		select {
-		case send <- *pending:
-			*delivered, *havePending = *pending, false
-		case <-t.C:
-			return true
-		case <-ctx.Done():
-			return false
-		}
-	}
-}
-
-// sameHolder reports whether a and b are one state.
-func sameHolder(a, b recipe.HolderState) bool {
-	return a.Held == b.Held && a.Holder.ID == b.Holder.ID && a.Holder.Token == b.Holder.Token && a.Holder.Since.Equal(b.Holder.Since)
 }

@@ -259,7 +259,7 @@ func (f *follower) until(t *testing.T, what string, want func(recipe.HolderState
 	t.Helper()
 	for {
 		st := next(t, f.ch)
-		if f.n > 0 && sameHolder(st, f.last) {
+		if f.n > 0 && st.Equal(f.last) {
 			t.Fatalf("state %v delivered twice in a row", st)
 		}
 		if st.Held && st.Holder.Token < f.top {

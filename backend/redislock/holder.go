@@ -15,6 +15,7 @@ import (
 
 	"github.com/zkrecipes/zkrecipes/fence"
 	"github.com/zkrecipes/zkrecipes/internal/loop"
+	"github.com/zkrecipes/zkrecipes/internal/notify"
 	"github.com/zkrecipes/zkrecipes/recipe"
 )
 
@@ -257,17 +258,17 @@ func defaultIdentity() string {
 // retried with backoff from the interval to 5 s. The channel closes when
 // ctx ends or the Session closes; a reader that stops must end ctx.
 func (m *Mutex) ObserveHolder(ctx context.Context) <-chan recipe.HolderState {
-	out := make(chan recipe.HolderState)
+	out := notify.NewLatest(recipe.HolderState.Equal)
 	ctx, unbind := m.s.life.Bind(ctx)
 	if !m.s.life.Go(func() {
 		defer unbind()
-		defer close(out)
+		defer out.Close()
 		m.observe(ctx, out)
 	}) {
 		unbind()
-		close(out)
+		out.Close()
 	}
-	return out
+	return out.C()
 }
 
 // maxObserveBackoff is the longest wait between ObserveHolder's retries of
@@ -276,13 +277,11 @@ const maxObserveBackoff = 5 * time.Second
 
 // observe is ObserveHolder's goroutine: read, and until the next read
 // offer the reader the newest state it does not have.
-func (m *Mutex) observe(ctx context.Context, out chan<- recipe.HolderState) {
+func (m *Mutex) observe(ctx context.Context, out *notify.Latest[recipe.HolderState]) {
 	s := m.s
 	var (
-		delivered, pending recipe.HolderState // what the reader has; what it will have
-		havePending, first = false, true
-		floor              fence.Token // the largest token read
-		b                  = loop.BackOff(s.poll, max(s.poll, maxObserveBackoff))
+		floor fence.Token // the largest token read
+		b     = loop.BackOff(s.poll, max(s.poll, maxObserveBackoff))
 	)
 	for {
 		st, err := m.readHolder(ctx)
@@ -302,31 +301,10 @@ func (m *Mutex) observe(ctx context.Context, out chan<- recipe.HolderState) {
 			if st.Held {
 				floor = st.Holder.Token
 			}
-			// A state read earlier but not delivered yet is dropped either
-			// way: the reader gets the newest, or keeps what it has.
-			pending, havePending = st, first || !sameHolder(st, delivered)
-			first = false
+			out.Offer(st) // a state not taken yet is replaced: the reader gets the newest
 		}
-		t := time.NewTimer(wait)
-		for waiting := true; waiting; {
-			var send chan<- recipe.HolderState
-			if havePending {
-				send = out
-			}
-			select {
-			case send <- pending:
-				delivered, havePending = pending, false
-			case <-t.C:
-				waiting = false
-			case <-ctx.Done():
-				t.Stop()
-				return
-			}
+		if loop.Sleep(ctx, wait) != nil {
+			return
 		}
 	}
-}
-
-// sameHolder reports whether a and b are the same state.
-func sameHolder(a, b recipe.HolderState) bool {
-	return a.Held == b.Held && a.Holder.ID == b.Holder.ID && a.Holder.Token == b.Holder.Token && a.Holder.Since.Equal(b.Holder.Since)
 }
