@@ -267,9 +267,10 @@ func (c *Cluster) DirectEndpoints() []string {
 }
 
 // URL returns the etcd:// URL of the cluster's Endpoints with the key
-// prefix prefix ("" for none), as etcdlock.Connect parses it.
+// prefix prefix ("" for none; a leading "/" is added when missing), as
+// etcdlock.Connect parses it.
 func (c *Cluster) URL(prefix string) string {
-	return "etcd://" + strings.Join(c.Endpoints(), ",") + prefix
+	return "etcd://" + strings.Join(c.Endpoints(), ",") + urlPath(prefix)
 }
 
 // Client opens a client of every member's DirectEndpoints for the test (an

@@ -259,10 +259,19 @@ func StopShared() {
 func (s *Server) Endpoints() []string { return append([]string(nil), s.endpoints...) }
 
 // URL returns the etcd:// URL of the server (etcds:// for a server of
-// LaunchTLS) with the key prefix prefix ("" for none), as etcdlock.Connect
-// parses it.
+// LaunchTLS) with the key prefix prefix ("" for none; a leading "/" is
+// added when missing), as etcdlock.Connect parses it.
 func (s *Server) URL(prefix string) string {
-	return s.scheme() + "://" + strings.Join(s.endpoints, ",") + prefix
+	return s.scheme() + "://" + strings.Join(s.endpoints, ",") + urlPath(prefix)
+}
+
+// urlPath is prefix as the path of an etcd:// URL: with a leading "/",
+// unless empty.
+func urlPath(prefix string) string {
+	if prefix != "" && !strings.HasPrefix(prefix, "/") {
+		return "/" + prefix
+	}
+	return prefix
 }
 
 // Client opens a client of the server for the test (an inspector that does

@@ -15,6 +15,18 @@ import (
 
 func TestMain(m *testing.M) { etcdtest.Main(m) }
 
+// TestURLPrefix: URL adds the "/" a prefix lacks, and nothing to an empty
+// prefix or one that has it.
+func TestURLPrefix(t *testing.T) {
+	s := etcdtest.Shared(t)
+	base := s.URL("")
+	for prefix, want := range map[string]string{"": base, "p": base + "/p", "/p": base + "/p", "p/q": base + "/p/q"} {
+		if got := s.URL(prefix); got != want {
+			t.Errorf("URL(%q) = %q, want %q", prefix, got, want)
+		}
+	}
+}
+
 // TestServerSupportsTheClient checks, against the server the tests use, every
 // part of the etcd API that package etcdlock relies on, with the client
 // version this module requires: a lease grant and single keep-alives (and
