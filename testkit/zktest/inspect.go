@@ -21,26 +21,45 @@ type Inspector struct {
 	chroot string
 }
 
-// Inspect connects an Inspector to cl (session timeout 10 s); the connection
-// is closed at the test's cleanup.
+// Inspect connects an Inspector to cl (session timeout 10 s) and returns
+// once its session is established (failing the test after 20 s): its
+// connection's goroutines run from then on, so a goleak.IgnoreCurrent taken
+// after Inspect covers them. The connection is closed at the test's
+// cleanup.
 func Inspect(t testing.TB, cl *Cluster) *Inspector {
 	t.Helper()
-	conn, _, err := zk.Connect(cl.Addrs(), 10*time.Second, zk.WithLogInfo(false), zk.WithLogger(zkLogger{discardLogger()}))
+	conn, events, err := zk.Connect(cl.Addrs(), 10*time.Second, zk.WithLogInfo(false), zk.WithLogger(zkLogger{discardLogger()}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(conn.Close)
+	timeout := time.After(20 * time.Second)
+	for conn.State() != zk.StateHasSession {
+		select {
+		case <-events:
+		case <-timeout:
+			t.Fatalf("zktest: no session with %v within 20 s", cl.Addrs())
+		}
+	}
 	return &Inspector{t: t, conn: conn, chroot: cl.Chroot()}
+}
+
+// abs is p with the chroot: "/" is the chroot itself.
+func (in *Inspector) abs(p string) string {
+	if p == "/" && in.chroot != "" {
+		return in.chroot
+	}
+	return in.chroot + p
 }
 
 // Conn returns the raw connection; its paths include the chroot.
 func (in *Inspector) Conn() *zk.Conn { return in.conn }
 
-// Children lists the children of p, sorted; nil if p does not exist.
-// ZooKeeper operation: getChildren.
+// Children lists the children of p ("/" lists the chroot's), sorted; nil
+// if p does not exist. ZooKeeper operation: getChildren.
 func (in *Inspector) Children(p string) []string {
 	in.t.Helper()
-	c, _, err := in.conn.Children(in.chroot + p)
+	c, _, err := in.conn.Children(in.abs(p))
 	if errors.Is(err, zk.ErrNoNode) {
 		return nil
 	}
@@ -72,7 +91,7 @@ func (in *Inspector) Owned(dir string, session int64) []string {
 // exists.
 func (in *Inspector) Stat(p string) *zk.Stat {
 	in.t.Helper()
-	ok, st, err := in.conn.Exists(in.chroot + p)
+	ok, st, err := in.conn.Exists(in.abs(p))
 	if err != nil {
 		in.t.Fatal(err)
 	}
@@ -85,7 +104,7 @@ func (in *Inspector) Stat(p string) *zk.Stat {
 // Delete deletes p (any version). ZooKeeper operation: delete.
 func (in *Inspector) Delete(p string) {
 	in.t.Helper()
-	if err := in.conn.Delete(in.chroot+p, -1); err != nil {
+	if err := in.conn.Delete(in.abs(p), -1); err != nil {
 		in.t.Fatalf("delete %s: %v", p, err)
 	}
 }
@@ -104,9 +123,9 @@ func (in *Inspector) DeleteAll(p string) int {
 		kids := in.Children(p)
 		ops := make([]any, 0, len(kids)+1)
 		for _, c := range kids {
-			ops = append(ops, &zk.DeleteRequest{Path: in.chroot + p + "/" + c, Version: -1})
+			ops = append(ops, &zk.DeleteRequest{Path: in.chroot + path.Join(p, c), Version: -1})
 		}
-		ops = append(ops, &zk.DeleteRequest{Path: in.chroot + p, Version: -1})
+		ops = append(ops, &zk.DeleteRequest{Path: in.abs(p), Version: -1})
 		_, err := in.conn.Multi(ops...)
 		if err == nil {
 			return len(kids)
