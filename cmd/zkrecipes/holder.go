@@ -115,13 +115,11 @@ func runHolder(name, usage string, args []string, observe bool, stdout, stderr i
 // with f.watch, every change) until ctx ends.
 func holderMain(f *holderFlags, name string, election bool, stdout, stderr io.Writer) int {
 	log := f.logger(stderr).With("lock", shortpath.Of(name), "backend", string(f.backend))
-	ctx, stop := interruptible()
-	defer stop()
-	met, code := startMetrics(f.metricsAddr, log)
+	ctx, met, end, code := startReadOnly(f.metricsAddr, log)
 	if code >= 0 {
 		return code
 	}
-	defer met.close()
+	defer end()
 	ls, code := f.open(ctx, log, met, nil)
 	if code >= 0 {
 		return code

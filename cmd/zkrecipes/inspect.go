@@ -121,13 +121,11 @@ type Entry struct {
 
 func inspectMain(f *inspectFlags, path string, stdout, stderr io.Writer) int {
 	log := f.logger(stderr).With("path", shortpath.Of(path))
-	ctx, stop := interruptible()
-	defer stop()
-	met, code := startMetrics(f.metricsAddr, log)
+	ctx, met, end, code := startReadOnly(f.metricsAddr, log)
 	if code >= 0 {
 		return code
 	}
-	defer met.close()
+	defer end()
 	s, code := f.connect(ctx, log, met.option()...)
 	if code >= 0 {
 		return code

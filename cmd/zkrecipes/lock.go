@@ -364,8 +364,8 @@ func watchSignals(sigs <-chan os.Signal, on func(os.Signal)) (stop func()) {
 }
 
 // interruptible returns a context that SIGINT, SIGTERM or SIGHUP cancels
-// (a read-only command's: inspect, members), and its stop, which also
-// stops the signals' delivery.
+// (a read-only command's: startReadOnly), and its stop, which also stops
+// the signals' delivery.
 func interruptible() (context.Context, func()) {
 	sigs := notifySignals()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -377,6 +377,21 @@ func interruptible() (context.Context, func()) {
 		}
 	}()
 	return ctx, func() { signal.Stop(sigs); cancel() }
+}
+
+// startReadOnly is the start of a read-only command (inspect, members,
+// watch, elect --observe): its interruptible context and its metrics
+// endpoint on addr (startMetrics). end closes the endpoint, then stops the
+// signals; code is startMetrics's exit code when it failed (-1 otherwise),
+// and then nothing is left to end.
+func startReadOnly(addr string, log *slog.Logger) (_ context.Context, _ *metricsServer, end func(), code int) {
+	ctx, stop := interruptible()
+	met, code := startMetrics(addr, log)
+	if code >= 0 {
+		stop()
+		return nil, nil, nil, code
+	}
+	return ctx, met, func() { met.close(); stop() }, -1
 }
 
 // notifySignals relays SIGINT, SIGTERM and SIGHUP, except those zkrecipes

@@ -170,13 +170,11 @@ type GroupMember struct {
 
 func membersMain(f *membersFlags, name string, stdout, stderr io.Writer) int {
 	log := f.logger(stderr).With("group", shortpath.Of(name), "backend", string(f.backend))
-	ctx, stop := interruptible()
-	defer stop()
-	met, code := startMetrics(f.metricsAddr, log)
+	ctx, met, end, code := startReadOnly(f.metricsAddr, log)
 	if code >= 0 {
 		return code
 	}
-	defer met.close()
+	defer end()
 	gs, code := f.openGroup(ctx, log, met, name)
 	if code >= 0 {
 		return code

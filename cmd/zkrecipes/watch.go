@@ -142,13 +142,11 @@ func (f *watchFlags) openCache(ctx context.Context, log *slog.Logger, met *metri
 
 func watchMain(f *watchFlags, name string, mode recipe.CacheMode, stdout, stderr io.Writer) int {
 	log := f.logger(stderr).With("path", shortpath.Of(name), "backend", string(f.backend))
-	ctx, stop := interruptible()
-	defer stop()
-	met, code := startMetrics(f.metricsAddr, log)
+	ctx, met, end, code := startReadOnly(f.metricsAddr, log)
 	if code >= 0 {
 		return code
 	}
-	defer met.close()
+	defer end()
 	c, closeCache, code := f.openCache(ctx, log, met, name, mode)
 	if code >= 0 {
 		return code
